@@ -1,0 +1,153 @@
+"""The log store interface: durable, fenced, per-partition logs plus the topic catalog.
+
+Theory of operation
+-------------------
+Every offsets partition (the analogue of one ``__consumer_offsets`` partition) has one log:
+an ordered sequence of entries, each an opaque ``bytes`` blob (an encoded record batch).
+The store assigns each entry an *offset*: 1, 2, 3, ... strictly increasing per partition and
+never reused, also across snapshots and trims.
+
+Writers are fenced by *epochs* issued by the store itself:
+
+* ``acquire(partition, owner, lease_ms)`` atomically increments the partition's epoch,
+  records ``owner`` as the lease holder until ``now + lease_ms`` and returns the new epoch.
+  A new owner calls it *before* ``load`` so that, from the moment it starts reading, no
+  older owner can append any more.
+* ``append(partition, epoch, data)`` is rejected with :class:`FencedError` unless ``epoch``
+  is the partition's current epoch. The check and the write are one atomic step (one SQLite
+  transaction; one Lua script in Redis), so a fenced append never appears in the log.
+* ``append`` returns only after the entry is durable (SQLite ``synchronous=FULL`` commit;
+  Redis with ``appendfsync always``). Backends batch concurrent appends of all partitions
+  into one durable write (group commit).
+
+Snapshots bound load time: ``write_snapshot(partition, epoch, snapshot)`` stores a blob that
+stands for every entry with offset <= ``snapshot.offset`` and then deletes (trims) those
+entries. ``load`` returns the newest snapshot and every entry after it.
+
+The topic catalog is one small versioned document (compare-and-set), shared by every shard
+that uses the same store.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+class StoreError(Exception):
+    """Base class of store failures."""
+
+
+class FencedError(StoreError):
+    """The caller's epoch is not the partition's current epoch: another owner took over."""
+
+    def __init__(self, partition: int, epoch: int, current_epoch: int) -> None:
+        super().__init__(
+            f"partition {partition}: epoch {epoch} is fenced (current epoch {current_epoch})"
+        )
+        self.partition = partition
+        self.epoch = epoch
+        self.current_epoch = current_epoch
+
+
+class StoreUnavailableError(StoreError):
+    """The backend could not be reached or did not confirm durability."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Stands for every log entry with offset <= ``offset``."""
+
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    snapshot: Snapshot | None
+    entries: list[LogEntry] = field(default_factory=list)  # offsets > snapshot.offset, ascending
+
+    @property
+    def last_offset(self) -> int:
+        if self.entries:
+            return self.entries[-1].offset
+        return self.snapshot.offset if self.snapshot else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    owner: str
+    epoch: int
+    expires_at_ms: int  # store clock (wall clock of the backend)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogDocument:
+    version: int  # 0 = never written
+    data: bytes
+
+
+class LogStore(abc.ABC):
+    """A durable, fenced log per partition, plus the catalog document. All methods are async
+    and safe to call concurrently from one asyncio loop."""
+
+    #: human-readable description for logs (never contains passwords)
+    description: str = ""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Open connections, create schemas, check server settings (and warn loudly)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Finish in-flight appends, then close. Idempotent."""
+
+    # ---- ownership -------------------------------------------------------------------
+    @abc.abstractmethod
+    async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:
+        """Bump the partition's epoch, take the lease, return the new epoch."""
+
+    @abc.abstractmethod
+    async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
+        """Extend the lease if ``owner`` still holds it at ``epoch``; False otherwise."""
+
+    @abc.abstractmethod
+    async def release(self, partition: int, owner: str, epoch: int) -> None:
+        """Give the lease up (no-op if another owner or epoch holds it)."""
+
+    @abc.abstractmethod
+    async def lease(self, partition: int) -> Lease | None:
+        """The current lease holder, or None if there is none or it expired."""
+
+    @abc.abstractmethod
+    async def current_epoch(self, partition: int) -> int:
+        """The partition's epoch (0 if it was never acquired)."""
+
+    # ---- the log ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def append(self, partition: int, epoch: int, data: bytes) -> int:
+        """Durably append one entry; return its offset. FencedError if epoch is stale."""
+
+    @abc.abstractmethod
+    async def load(self, partition: int) -> LoadedLog:
+        """The newest snapshot and every entry after it."""
+
+    @abc.abstractmethod
+    async def write_snapshot(self, partition: int, epoch: int, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` then trim entries with offset <= snapshot.offset.
+        FencedError if epoch is stale; ValueError if snapshot.offset is beyond the log end."""
+
+    # ---- the topic catalog -----------------------------------------------------------
+    @abc.abstractmethod
+    async def read_catalog(self) -> CatalogDocument:
+        """The current catalog document (version 0 and empty data if never written)."""
+
+    @abc.abstractmethod
+    async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
+        """Replace the catalog if its version is ``expected_version``; return the new
+        version (expected + 1), or None if another writer got there first."""
