@@ -1,0 +1,84 @@
+"""Log stores: durable, fenced, per-partition logs plus the topic catalog.
+
+``open_store(url)`` picks a backend from a URL; the contract every backend keeps is the
+docstring of :mod:`shards.storage.base`. Backends are imported lazily so that importing this
+package does not pull in redis-py (or open anything): wiring happens in ``__main__`` modules.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote, urlsplit
+
+from shards.storage.base import (
+    CatalogDocument,
+    FencedError,
+    Lease,
+    LoadedLog,
+    LogEntry,
+    LogStore,
+    Snapshot,
+    StoreError,
+    StoreStats,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "CatalogDocument",
+    "FencedError",
+    "Lease",
+    "LoadedLog",
+    "LogEntry",
+    "LogStore",
+    "Snapshot",
+    "StoreError",
+    "StoreStats",
+    "StoreUnavailableError",
+    "open_store",
+    "sqlite_path_from_url",
+]
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """``sqlite:///rel/path.db`` -> ``rel/path.db``; ``sqlite:////abs/path.db`` ->
+    ``/abs/path.db`` (the SQLAlchemy convention: everything after ``sqlite:///``)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        raise ValueError(
+            f"invalid SQLite URL {url!r}: expected sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db"
+        )
+    path = unquote(url[len(prefix) :])
+    if not path or path.endswith("/") or "?" in path or "#" in path:
+        raise ValueError(f"invalid SQLite URL {url!r}: no database file name")
+    if path == ":memory:":
+        raise ValueError(
+            f"invalid SQLite URL {url!r}: an in-memory database is not durable and cannot be "
+            "shared between the store's connections; use a file"
+        )
+    return os.path.expanduser(path)
+
+
+def open_store(url: str) -> LogStore:
+    """A store for ``url`` (not started yet: ``await store.start()`` or ``async with``).
+
+    * ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` — :class:`SqliteLogStore`
+      (the parent directory is created on start).
+    * ``redis://[user:password@]host:port/db[?key_prefix=gc]`` (also ``rediss://``,
+      ``unix://``) — :class:`RedisLogStore`.
+    """
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        from shards.storage.sqlite import SqliteLogStore
+
+        return SqliteLogStore(sqlite_path_from_url(url))
+    if scheme in _REDIS_SCHEMES:
+        from shards.storage.redis import RedisLogStore
+
+        return RedisLogStore(url)
+    shown = url.split("@")[-1] if "@" in url else url  # never echo a password
+    raise ValueError(
+        f"unsupported store URL {shown!r}: use sqlite:///path/to/file.db or redis://host:port/db"
+    )

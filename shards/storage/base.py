@@ -26,6 +26,23 @@ entries. ``load`` returns the newest snapshot and every entry after it.
 
 The topic catalog is one small versioned document (compare-and-set), shared by every shard
 that uses the same store.
+
+Edges every backend keeps (the contract tests in ``tests/integration/storage`` check them):
+
+* Epochs start at 1: a partition that was never acquired has epoch 0, and an append or
+  snapshot with epoch 0 (or any epoch other than the current one) is fenced.
+* ``acquire`` always succeeds and always bumps the epoch, even for the current holder or
+  while another owner's lease is still running (a forced takeover). Use ``try_acquire`` to
+  take a partition only when its lease is free or already yours.
+* Leases do not fence appends: only epochs do. An owner whose lease expired can still append
+  until someone acquires the partition; from then on it never can.
+* Appends made through one store instance are applied in call order (the order in which
+  ``append`` was called, not the order in which callers are resumed).
+* A snapshot may not go backwards: ``ValueError`` if ``snapshot.offset`` is below the offset
+  of the partition's current snapshot (the entries between were already trimmed).
+* An append that fails with :class:`StoreUnavailableError` (or is cancelled) has an unknown
+  outcome: it may or may not be in the log. The owner must reload the partition from the
+  log, which is the truth.
 """
 
 from __future__ import annotations
@@ -93,12 +110,35 @@ class CatalogDocument:
     data: bytes
 
 
+@dataclass(slots=True)
+class StoreStats:
+    """Counters a backend keeps about its own write path (for tests, metrics, benchmarks)."""
+
+    appends: int = 0  # appends acknowledged as durable
+    fenced: int = 0  # appends rejected with FencedError
+    write_batches: int = 0  # durable writes (transactions / pipelines) that carried appends
+
+    @property
+    def appends_per_batch(self) -> float:
+        return self.appends / self.write_batches if self.write_batches else 0.0
+
+
 class LogStore(abc.ABC):
     """A durable, fenced log per partition, plus the catalog document. All methods are async
-    and safe to call concurrently from one asyncio loop."""
+    and safe to call concurrently from one asyncio loop. ``start()`` must be awaited before
+    any other method (``async with store:`` does start and close)."""
 
     #: human-readable description for logs (never contains passwords)
     description: str = ""
+    #: set by each backend's constructor
+    stats: StoreStats
+
+    async def __aenter__(self) -> LogStore:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Open connections, create schemas, check server settings (and warn loudly)."""
@@ -111,6 +151,11 @@ class LogStore(abc.ABC):
     @abc.abstractmethod
     async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:
         """Bump the partition's epoch, take the lease, return the new epoch."""
+
+    async def try_acquire(self, partition: int, owner: str, lease_ms: int) -> int | None:
+        """Like ``acquire``, but only if nobody else holds an unexpired lease; None otherwise.
+        Optional: backends that cannot do it atomically raise NotImplementedError."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:

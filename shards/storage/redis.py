@@ -1,0 +1,717 @@
+"""Redis log store: the production backend, shared by every shard of a deployment.
+
+Theory of operation
+-------------------
+Each partition's keys share one hash tag, so Redis Cluster keeps them in one slot and one
+Lua script can touch them all atomically::
+
+    {prefix}:{p7}:epoch         string  the partition's epoch (0 / absent = never acquired)
+    {prefix}:{p7}:seq           string  the highest offset ever assigned (survives trims)
+    {prefix}:{p7}:log           stream  one entry per append, ID "<offset>-0", fields e, d
+    {prefix}:{p7}:lease         hash    owner, epoch; expires with PEXPIRE (server clock)
+    {prefix}:{p7}:snap          hash    offset, epoch, gen, chunks (the current snapshot)
+    {prefix}:{p7}:snap:<gen>:<i> string snapshot chunk i (at most ``snapshot_chunk_bytes``)
+    {prefix}:catalog            hash    version, data
+
+Invariants:
+
+* An append is one Lua script: compare the epoch, XADD, advance ``seq``. Scripts are atomic,
+  so a fenced append never reaches the stream. ``acquire`` is one script that bumps the
+  epoch and writes the lease, so from its reply on no older epoch can append.
+* Offsets come from ``seq``, not from the stream, so they are never reused after trims; the
+  stream ID equals the offset, so XADD itself would refuse a reused offset.
+* Durability is the server's: with ``appendonly yes`` + ``appendfsync always`` Redis fsyncs
+  the AOF before it replies. ``start()`` checks that and logs a loud WARNING otherwise.
+* Group commit: ``append`` queues the entry and wakes ONE writer coroutine that sends
+  everything queued as one pipeline. Redis runs a pipeline's scripts in one event-loop
+  iteration and fsyncs once for all of them before replying.
+* Nothing that writes is retried by the client: a write whose reply was lost has an
+  unknown outcome, and retrying it could apply it twice (or make a successful catalog CAS
+  report a conflict). Such calls fail with :class:`StoreUnavailableError` instead.
+* A snapshot is written in two steps: its chunks under fresh keys (which expire unless
+  committed), then one script that checks the epoch, points ``snap`` at them, drops the old
+  chunks and trims the stream (XTRIM MINID). ``load`` re-checks ``snap`` after reading the
+  tail and starts over if a snapshot was committed meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+)
+from redis.exceptions import (
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
+from redis.exceptions import (
+    TimeoutError as RedisTimeoutError,
+)
+
+from shards.storage._checks import check_lease_ms, check_partition, check_snapshot_offset
+from shards.storage.base import (
+    CatalogDocument,
+    FencedError,
+    Lease,
+    LoadedLog,
+    LogEntry,
+    LogStore,
+    Snapshot,
+    StoreError,
+    StoreStats,
+    StoreUnavailableError,
+)
+
+__all__ = ["RedisLogStore"]
+
+log = logging.getLogger("groupcoord.storage")
+
+DEFAULT_KEY_PREFIX = "gc"
+DEFAULT_SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024
+# Bounds of one pipeline: keeps one round trip's latency and the client's memory bounded
+# under a burst; the rest goes in the next round trip.
+MAX_PIPELINE_APPENDS = 1024
+MAX_PIPELINE_BYTES = 32 * 1024 * 1024
+XRANGE_PAGE = 1000
+# Staged snapshot chunks disappear by themselves if the writer dies before committing them.
+STAGED_CHUNK_TTL_MS = 3_600_000
+LOAD_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class _Script:
+    name: str
+    source: str
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode()).hexdigest()
+
+
+# KEYS: epoch, seq, log   ARGV: epoch, data   -> {1, offset} | {0, current epoch}
+_APPEND = _Script(
+    "append",
+    """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < 1 or current ~= tonumber(ARGV[1]) then
+  return {0, current}
+end
+local offset = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+-- XADD before advancing seq: scripts are not rolled back, and a failing XADD must leave
+-- nothing behind.
+redis.call('XADD', KEYS[3], string.format('%d-0', offset), 'e', ARGV[1], 'd', ARGV[2])
+redis.call('SET', KEYS[2], string.format('%d', offset))
+return {1, offset}
+""",
+)
+
+# KEYS: epoch, lease   ARGV: owner, lease_ms, only_if_free ('1'/'0')  -> new epoch | 0
+_ACQUIRE = _Script(
+    "acquire",
+    """
+if ARGV[3] == '1' then
+  local holder = redis.call('HGET', KEYS[2], 'owner')
+  if holder and holder ~= ARGV[1] then
+    return 0
+  end
+end
+local epoch = redis.call('INCR', KEYS[1])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'epoch', epoch)
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return epoch
+""",
+)
+
+# KEYS: epoch, lease   ARGV: owner, epoch, lease_ms  -> 1 | 0
+_RENEW = _Script(
+    "renew",
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then
+  return 0
+end
+local lease = redis.call('HMGET', KEYS[2], 'owner', 'epoch')
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+""",
+)
+
+# KEYS: lease   ARGV: owner, epoch
+_RELEASE = _Script(
+    "release",
+    """
+local lease = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if lease[1] == ARGV[1] and lease[2] == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+end
+return 0
+""",
+)
+
+# KEYS: lease  -> false | {owner, epoch, pttl, seconds, microseconds}
+_LEASE = _Script(
+    "lease",
+    """
+local lease = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if not lease[1] then
+  return false
+end
+local pttl = redis.call('PTTL', KEYS[1])
+local now = redis.call('TIME')
+return {lease[1], lease[2], pttl, now[1], now[2]}
+""",
+)
+
+# KEYS: epoch, seq, snap, log, staged chunk 0..n-1
+# ARGV: epoch, offset, gen, n
+# -> {'ok', 0} | {'fenced', current epoch} | {'beyond', last offset}
+#    | {'older', snapshot offset} | {'missing', chunk index}
+# Old chunks are named from `snap` inside the script: they share its hash tag, hence its slot.
+_COMMIT_SNAPSHOT = _Script(
+    "commit_snapshot",
+    """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < 1 or current ~= tonumber(ARGV[1]) then
+  return {'fenced', current}
+end
+local offset = tonumber(ARGV[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if offset > last then
+  return {'beyond', last}
+end
+local old = redis.call('HMGET', KEYS[3], 'offset', 'gen', 'chunks')
+if old[1] and tonumber(old[1]) > offset then
+  return {'older', tonumber(old[1])}
+end
+for i = 5, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    return {'missing', i - 5}
+  end
+end
+for i = 5, #KEYS do
+  redis.call('PERSIST', KEYS[i])
+end
+redis.call('HSET', KEYS[3], 'offset', ARGV[2], 'epoch', ARGV[1], 'gen', ARGV[3],
+           'chunks', ARGV[4])
+if old[2] and old[2] ~= ARGV[3] then
+  for i = 0, tonumber(old[3]) - 1 do
+    redis.call('DEL', KEYS[3] .. ':' .. old[2] .. ':' .. i)
+  end
+end
+redis.call('XTRIM', KEYS[4], 'MINID', string.format('%d-0', offset + 1))
+return {'ok', 0}
+""",
+)
+
+# KEYS: catalog   ARGV: expected version, data  -> new version | -1
+_CATALOG_CAS = _Script(
+    "catalog_cas",
+    """
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then
+  return -1
+end
+redis.call('HSET', KEYS[1], 'version', string.format('%d', version + 1), 'data', ARGV[2])
+return version + 1
+""",
+)
+
+_SCRIPTS = (_APPEND, _ACQUIRE, _RENEW, _RELEASE, _LEASE, _COMMIT_SNAPSHOT, _CATALOG_CAS)
+
+# Server replies that mean "not durable / not available right now", not "bad request".
+_UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    partition: int
+    epoch: int
+    data: bytes
+    future: asyncio.Future[int]
+
+
+def _offset_of(stream_id: bytes) -> int:
+    return int(stream_id.split(b"-", 1)[0])
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.hostname or ""
+    if parts.username:
+        netloc = f"{parts.username}:***@{netloc}"
+    else:
+        netloc = f":***@{netloc}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class RedisLogStore(LogStore):
+    """A :class:`LogStore` in Redis (see the module docstring).
+
+    ``url`` is a redis-py URL (``redis://[user:password@]host:port/db``, ``rediss://``,
+    ``unix://``); a ``key_prefix`` query parameter overrides ``key_prefix``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        socket_timeout_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
+        snapshot_chunk_bytes: int = DEFAULT_SNAPSHOT_CHUNK_BYTES,
+    ) -> None:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        for name, value in query:
+            if name == "key_prefix":
+                key_prefix = value
+        self._url = urlunsplit(
+            parts._replace(query=urlencode([(k, v) for k, v in query if k != "key_prefix"]))
+        )
+        if not key_prefix or "{" in key_prefix or "}" in key_prefix:
+            # Braces would change the hash tag and split a partition's keys across slots.
+            raise ValueError(f"invalid key prefix {key_prefix!r}")
+        if snapshot_chunk_bytes <= 0:
+            raise ValueError("snapshot_chunk_bytes must be > 0")
+        self.key_prefix = key_prefix
+        self.description = f"{_redacted(self._url)} (key prefix {key_prefix!r})"
+        self.stats = StoreStats()
+        self._socket_timeout_s = socket_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._chunk_bytes = snapshot_chunk_bytes
+        self._client: aioredis.Redis | None = None
+        self._pending: collections.deque[_PendingAppend] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._started = False
+        self._closing = False  # no new appends; the writer drains what is queued, then exits
+        self._closed = False
+
+    # ---- keys ------------------------------------------------------------------------
+    def _key(self, partition: int, name: str) -> str:
+        return f"{self.key_prefix}:{{p{partition}}}:{name}"
+
+    @property
+    def _catalog_key(self) -> str:
+        return f"{self.key_prefix}:catalog"
+
+    # ---- errors ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError) as e:
+            raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
+        except OutOfMemoryError as e:
+            raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
+        except ResponseError as e:
+            if str(e).startswith(_UNAVAILABLE_PREFIXES):
+                raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
+            raise StoreError(f"{self.description}: {what}: {e}") from e
+        except RedisError as e:
+            raise StoreError(f"{self.description}: {what}: {e}") from e
+
+    def _translate(self, what: str, error: BaseException) -> StoreError:
+        try:
+            with self._errors(what):
+                raise error
+        except StoreError as translated:
+            return translated
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError(f"{self.description}: store is closed")
+        if self._client is None:
+            raise RuntimeError(f"{self.description}: call start() first")
+
+    @property
+    def _redis(self) -> aioredis.Redis:
+        self._check_open()
+        assert self._client is not None
+        return self._client
+
+    async def _load_scripts(self) -> None:
+        for script in _SCRIPTS:
+            sha = await self._redis.script_load(script.source)
+            if sha != script.sha:  # pragma: no cover - would mean a different SHA1
+                raise StoreError(f"script {script.name}: server sha {sha} != {script.sha}")
+
+    async def _script(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        client = self._redis
+        try:
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            # The server lost its script cache (restart, failover, SCRIPT FLUSH). EVALSHA
+            # that got NOSCRIPT did not run, so sending it again is safe.
+            await self._load_scripts()
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._closed:
+            raise StoreUnavailableError(f"{self.description}: store is closed")
+        self._client = aioredis.Redis.from_url(
+            self._url,
+            socket_timeout=self._socket_timeout_s,
+            socket_connect_timeout=self._connect_timeout_s,
+            # No client-side retries at all: see the module docstring.
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=False,
+        )
+        try:
+            with self._errors("connect"):
+                await self._client.ping()
+                await self._load_scripts()
+            await self._check_server_settings()
+        except BaseException:
+            await self._client.aclose()
+            self._client = None
+            raise
+        self._writer = asyncio.create_task(self._writer_main(), name="redis-store-writer")
+        self._started = True
+        log.info("storage: opened %s", self.description)
+
+    async def _check_server_settings(self) -> None:
+        client = self._redis
+        try:
+            with self._errors("CONFIG GET"):
+                config = await client.config_get("appendonly", "appendfsync", "maxmemory*")
+        except StoreUnavailableError:
+            raise
+        except StoreError as e:
+            # Managed Redis often disables or renames CONFIG; we cannot tell what it does.
+            log.warning(
+                "storage: %s: could not check the durability settings (%s). Acknowledged "
+                "writes are only durable if the server runs 'appendonly yes' and "
+                "'appendfsync always'; make sure it does.",
+                self.description,
+                e,
+            )
+            return
+        settings = {_text(k): _text(v) for k, v in config.items()}
+        appendonly = settings.get("appendonly")
+        appendfsync = settings.get("appendfsync")
+        if appendonly != "yes" or appendfsync != "always":
+            log.warning(
+                "storage: %s runs appendonly=%s appendfsync=%s: ACKNOWLEDGED WRITES CAN BE "
+                "LOST on a crash or restart. groupcoord needs 'appendonly yes' and "
+                "'appendfsync always' for durable offsets and group state.",
+                self.description,
+                appendonly,
+                appendfsync,
+            )
+        policy = settings.get("maxmemory-policy", "noeviction")
+        if settings.get("maxmemory", "0") != "0" and policy != "noeviction":
+            log.warning(
+                "storage: %s has maxmemory-policy=%s: Redis may EVICT coordinator logs. "
+                "Use 'maxmemory-policy noeviction'.",
+                self.description,
+                policy,
+            )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closing = True
+        if self._writer is not None:
+            # The writer drains what is queued before it exits: close() finishes in-flight
+            # appends rather than abandoning them.
+            self._wakeup.set()
+            await asyncio.shield(self._writer)
+        self._closed = True
+        if self._client is not None:
+            await self._client.aclose()
+
+    # ---- the writer (group commit) ---------------------------------------------------
+    async def _writer_main(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                batch: list[_PendingAppend] = []
+                size = 0
+                while self._pending and len(batch) < MAX_PIPELINE_APPENDS:
+                    if batch and size + len(self._pending[0].data) > MAX_PIPELINE_BYTES:
+                        break
+                    item = self._pending.popleft()
+                    batch.append(item)
+                    size += len(item.data)
+                try:
+                    await self._flush(batch)
+                except Exception as e:  # a bug must not leave callers waiting forever
+                    log.exception("storage: %s: append pipeline failed", self.description)
+                    error = self._translate("append", e)
+                    for item in batch:
+                        _fail(item.future, error)
+            if self._closing:
+                return
+
+    async def _flush(self, batch: list[_PendingAppend]) -> None:
+        client = self._redis
+        todo = batch
+        for attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            for item in todo:
+                p = item.partition
+                pipe.evalsha(
+                    _APPEND.sha,
+                    3,
+                    self._key(p, "epoch"),
+                    self._key(p, "seq"),
+                    self._key(p, "log"),
+                    item.epoch,
+                    item.data,
+                )
+            try:
+                with self._errors("append"):
+                    results = await pipe.execute(raise_on_error=False)
+            except StoreError as e:
+                for item in todo:
+                    _fail(item.future, e)
+                return
+            retry: list[_PendingAppend] = []
+            acked = fenced = 0
+            for item, result in zip(todo, results, strict=True):
+                if isinstance(result, NoScriptError):
+                    retry.append(item)
+                elif isinstance(result, Exception):
+                    _fail(item.future, self._translate("append", result))
+                elif result[0] == 1:
+                    acked += 1
+                    _resolve(item.future, int(result[1]))
+                else:
+                    fenced += 1
+                    _fail(item.future, FencedError(item.partition, item.epoch, int(result[1])))
+            if acked or fenced:
+                self.stats.appends += acked
+                self.stats.fenced += fenced
+                self.stats.write_batches += 1
+            if not retry:
+                return
+            # NOSCRIPT: nothing from that command on ran, so the same appends, in the same
+            # order, can be sent again once the scripts are back.
+            todo = retry
+            if attempt == 0:
+                try:
+                    with self._errors("SCRIPT LOAD"):
+                        await self._load_scripts()
+                except StoreError as e:
+                    for item in todo:
+                        _fail(item.future, e)
+                    return
+        for item in todo:
+            _fail(item.future, StoreUnavailableError(f"{self.description}: NOSCRIPT twice"))
+
+    # ---- ownership -------------------------------------------------------------------
+    async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:
+        epoch = await self._acquire(partition, owner, lease_ms, only_if_free=False)
+        assert epoch is not None
+        return epoch
+
+    async def try_acquire(self, partition: int, owner: str, lease_ms: int) -> int | None:
+        return await self._acquire(partition, owner, lease_ms, only_if_free=True)
+
+    async def _acquire(
+        self, partition: int, owner: str, lease_ms: int, *, only_if_free: bool
+    ) -> int | None:
+        check_partition(partition)
+        check_lease_ms(lease_ms)
+        keys = [self._key(partition, "epoch"), self._key(partition, "lease")]
+        with self._errors("acquire"):
+            epoch = await self._script(_ACQUIRE, keys, [owner, lease_ms, int(only_if_free)])
+        return int(epoch) or None
+
+    async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
+        check_partition(partition)
+        check_lease_ms(lease_ms)
+        keys = [self._key(partition, "epoch"), self._key(partition, "lease")]
+        with self._errors("renew"):
+            return bool(await self._script(_RENEW, keys, [owner, epoch, lease_ms]))
+
+    async def release(self, partition: int, owner: str, epoch: int) -> None:
+        check_partition(partition)
+        with self._errors("release"):
+            await self._script(_RELEASE, [self._key(partition, "lease")], [owner, epoch])
+
+    async def lease(self, partition: int) -> Lease | None:
+        check_partition(partition)
+        with self._errors("lease"):
+            reply = await self._script(_LEASE, [self._key(partition, "lease")], [])
+        if not reply:
+            return None
+        owner, epoch, pttl, seconds, micros = reply
+        if int(pttl) < 0:  # -1: no expiry (never set by us), -2: gone
+            return None
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        return Lease(owner=_text(owner), epoch=int(epoch), expires_at_ms=now_ms + int(pttl))
+
+    async def current_epoch(self, partition: int) -> int:
+        check_partition(partition)
+        with self._errors("current_epoch"):
+            value = await self._redis.get(self._key(partition, "epoch"))
+        return int(value) if value is not None else 0
+
+    # ---- the log ---------------------------------------------------------------------
+    async def append(self, partition: int, epoch: int, data: bytes) -> int:
+        check_partition(partition)
+        self._check_open()
+        if self._closing:
+            raise StoreUnavailableError(f"{self.description}: store is closing")
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        # Queued before the first await: call order is apply order (one writer, FIFO).
+        self._pending.append(_PendingAppend(partition, epoch, bytes(data), future))
+        self._wakeup.set()
+        return await future
+
+    async def load(self, partition: int) -> LoadedLog:
+        check_partition(partition)
+        with self._errors("load"):
+            for _ in range(LOAD_ATTEMPTS):
+                loaded = await self._load_once(partition)
+                if loaded is not None:
+                    return loaded
+        raise StoreUnavailableError(
+            f"{self.description}: partition {partition}: snapshots kept changing during load"
+        )
+
+    async def _load_once(self, partition: int) -> LoadedLog | None:
+        """One attempt; None if a snapshot was committed while we read (start over)."""
+        client = self._redis
+        snap_key = self._key(partition, "snap")
+        offset_b, gen_b, chunks_b = await client.hmget(snap_key, ["offset", "gen", "chunks"])
+        snapshot = None
+        after = 0
+        if gen_b is not None:
+            parts: list[bytes] = []
+            for i in range(int(_bytes(chunks_b))):
+                chunk = await client.get(f"{snap_key}:{_text(gen_b)}:{i}")
+                if chunk is None:  # replaced by a newer snapshot under our feet
+                    return None
+                parts.append(_bytes(chunk))
+            after = int(_bytes(offset_b))
+            snapshot = Snapshot(offset=after, data=b"".join(parts))
+        entries = [entry async for entry in self._tail(partition, after)]
+        if await client.hget(snap_key, "gen") != gen_b:
+            # A newer snapshot trimmed entries we may not have read yet.
+            return None
+        return LoadedLog(snapshot=snapshot, entries=entries)
+
+    async def _tail(self, partition: int, after: int) -> AsyncIterator[LogEntry]:
+        client = self._redis
+        start = f"{after + 1}-0"
+        while True:
+            page = await client.xrange(self._key(partition, "log"), min=start, count=XRANGE_PAGE)
+            page = page or []
+            for stream_id, fields in page:
+                assert fields is not None
+                yield LogEntry(offset=_offset_of(_bytes(stream_id)), data=_bytes(fields[b"d"]))
+            if len(page) < XRANGE_PAGE:
+                return
+            start = "(" + _text(page[-1][0])  # exclusive: continue after the last one read
+
+    async def write_snapshot(self, partition: int, epoch: int, snapshot: Snapshot) -> None:
+        check_partition(partition)
+        if snapshot.offset < 0:  # the rest is checked by the commit script, atomically
+            check_snapshot_offset(partition, snapshot.offset, snapshot.offset)
+        client = self._redis
+        snap_key = self._key(partition, "snap")
+        gen = uuid.uuid4().hex
+        data = bytes(snapshot.data)
+        size = self._chunk_bytes
+        chunk_keys = [
+            f"{snap_key}:{gen}:{i}" for i in range(max(1, -(-len(data) // size)))
+        ]  # an empty snapshot still has one (empty) chunk
+        with self._errors("write_snapshot"):
+            for i, key in enumerate(chunk_keys):
+                # One chunk per command: no single huge request, and nothing is visible
+                # until the commit script points `snap` at these keys.
+                await client.set(key, data[i * size : (i + 1) * size], px=STAGED_CHUNK_TTL_MS)
+            keys = [
+                self._key(partition, "epoch"),
+                self._key(partition, "seq"),
+                snap_key,
+                self._key(partition, "log"),
+                *chunk_keys,
+            ]
+            args = [epoch, snapshot.offset, gen, len(chunk_keys)]
+            status, value = await self._script(_COMMIT_SNAPSHOT, keys, args)
+            if status != b"ok":
+                await client.delete(*chunk_keys)
+        value = int(value)
+        if status == b"fenced":
+            raise FencedError(partition, epoch, value)
+        # These two raise the same ValueError as the SQLite backend, from the server's numbers.
+        if status == b"beyond":
+            check_snapshot_offset(partition, snapshot.offset, last_offset=value)
+        if status == b"older":
+            check_snapshot_offset(
+                partition, snapshot.offset, snapshot.offset, current_snapshot_offset=value
+            )
+        if status == b"missing":
+            raise StoreUnavailableError(
+                f"{self.description}: partition {partition}: staged snapshot chunk {value} "
+                "vanished before the commit"
+            )
+
+    # ---- the topic catalog -----------------------------------------------------------
+    async def read_catalog(self) -> CatalogDocument:
+        with self._errors("read_catalog"):
+            version, data = await self._redis.hmget(self._catalog_key, ["version", "data"])
+        if version is None:
+            return CatalogDocument(0, b"")
+        return CatalogDocument(int(version), _bytes(data or b""))
+
+    async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
+        with self._errors("write_catalog"):
+            version = await self._script(
+                _CATALOG_CAS, [self._catalog_key], [expected_version, bytes(data)]
+            )
+        return None if int(version) < 0 else int(version)
+
+
+def _bytes(value: object) -> bytes:
+    # The client runs with decode_responses=False: every string reply is bytes.
+    assert isinstance(value, bytes), f"expected bytes from Redis, got {type(value).__name__}"
+    return value
+
+
+def _text(value: bytes | str | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else value
+
+
+def _resolve(future: asyncio.Future[int], offset: int) -> None:
+    if not future.done():  # the caller may have been cancelled; the outcome stands
+        future.set_result(offset)
+
+
+def _fail(future: asyncio.Future[int], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
