@@ -1,0 +1,225 @@
+"""Requests and responses of the offset, group-admin and catalog APIs, as plain data.
+
+Field names equal the protobuf field names of ``proto/groupcoord/v1`` (the adapters convert
+by name). Defaults are Kafka's defaults; ``None`` is Kafka's null. Error codes are ints with
+the values of :class:`shards.core.errors.Errors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int | None = None  # the Kafka API version (gateway); None = newest
+
+
+DEFAULT_CONTEXT = RequestContext()
+
+# ---- OffsetCommit ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestTopic:
+    name: str
+    partitions: tuple[OffsetCommitRequestPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    generation_id_or_member_epoch: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1
+    topics: tuple[OffsetCommitRequestTopic, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponsePartition:
+    partition_index: int
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponseTopic:
+    name: str
+    partitions: tuple[OffsetCommitResponsePartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    topics: tuple[OffsetCommitResponseTopic, ...] = ()
+
+
+# ---- OffsetFetch -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequestTopics:
+    name: str
+    partition_indexes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequestGroup:
+    group_id: str
+    member_id: str | None = None
+    member_epoch: int = -1
+    topics: tuple[OffsetFetchRequestTopics, ...] | None = None  # None = all offsets
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    groups: tuple[OffsetFetchRequestGroup, ...] = ()
+    require_stable: bool = False
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponsePartitions:
+    partition_index: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str | None = ""
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponseTopics:
+    name: str
+    partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponseGroup:
+    group_id: str
+    topics: tuple[OffsetFetchResponseTopics, ...] = ()
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    groups: tuple[OffsetFetchResponseGroup, ...] = ()
+
+
+# ---- OffsetDelete ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequestPartition:
+    partition_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequestTopic:
+    name: str
+    partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[OffsetDeleteRequestTopic, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponsePartition:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponseTopic:
+    name: str
+    partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error_code: int = 0
+    error_message: str = ""
+    topics: tuple[OffsetDeleteResponseTopic, ...] = ()
+
+
+# ---- ListGroups / DeleteGroups -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsRequest:
+    states_filter: tuple[str, ...] = ()
+    types_filter: tuple[str, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResponse:
+    error_code: int = 0
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsRequest:
+    groups_names: tuple[str, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableGroupResult:
+    group_id: str
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResponse:
+    results: tuple[DeletableGroupResult, ...] = ()
+
+
+# ---- FindCoordinator -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinatorRequest:
+    key_type: int = 0
+    coordinator_keys: tuple[str, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    key: str
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+    error_code: int = 0
+    error_message: str | None = None
+    partition: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinatorResponse:
+    coordinators: tuple[Coordinator, ...] = ()

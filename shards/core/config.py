@@ -1,0 +1,36 @@
+"""Coordinator configuration, with Kafka 4.x's defaults (every duration in milliseconds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    # offsets (offsets.retention.minutes, offsets.retention.check.interval.ms,
+    # offset.metadata.max.bytes)
+    offsets_retention_ms: int = 7 * 24 * 60 * MINUTE_MS
+    offsets_retention_check_interval_ms: int = 10 * MINUTE_MS
+    offset_metadata_max_bytes: int = 4096
+    # number of offsets partitions (offsets.topic.num.partitions)
+    num_partitions: int = 50
+    # consumer groups (group.consumer.*)
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_min_session_timeout_ms: int = 45_000
+    consumer_group_max_session_timeout_ms: int = 60_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
+    consumer_group_min_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_heartbeat_interval_ms: int = 15_000
+    consumer_group_max_size: int = 2**31 - 1
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_group_migration_policy: str = "bidirectional"
+    # classic groups (group.*)
+    classic_group_min_session_timeout_ms: int = 6_000
+    classic_group_max_session_timeout_ms: int = 30 * MINUTE_MS
+    classic_group_initial_rebalance_delay_ms: int = 3_000
+    classic_group_max_size: int = 2**31 - 1
+    classic_group_new_member_join_timeout_ms: int = 5 * MINUTE_MS
+    # snapshots: write one after this many records were appended since the last one
+    snapshot_interval_records: int = 10_000

@@ -1,0 +1,90 @@
+"""The groups of one offsets partition (Kafka's GroupMetadataManager).
+
+It owns the ``group_id -> Group`` map for every group type, answers lookups for the offset
+manager, and replays group records. Group-type specific logic lives in ``shards.core.classic``
+and ``shards.core.consumer``; this module dispatches to it.
+"""
+
+from __future__ import annotations
+
+from shards.core import api
+from shards.core.classic.group import ClassicGroup, ClassicGroupState
+from shards.core.config import CoordinatorConfig
+from shards.core.errors import ApiError, Errors
+from shards.core.group import Group, GroupType
+from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
+from shards.core.result import Timer
+
+
+class GroupMetadataManager:
+    def __init__(self, config: CoordinatorConfig, timer: Timer) -> None:
+        self.config = config
+        self.timer = timer
+        self.groups: dict[str, Group] = {}
+
+    # ---- lookups (the offset manager's GroupLookup) ----------------------------------------
+    def group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+        return group
+
+    def new_simple_group(self, group_id: str, now_ms: int | None) -> Group:
+        return ClassicGroup(group_id, now_ms)
+
+    def get_or_create_simple_group(self, group_id: str, now_ms: int | None) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = ClassicGroup(group_id, now_ms)
+            self.groups[group_id] = group
+        return group
+
+    def on_offset_commit(self, group: Group, member_id: str, now_ms: int) -> None:
+        """Classic members keep their session alive by committing (Stable/PreparingRebalance)."""
+
+    # ---- admin ----------------------------------------------------------------------------
+    def list_groups(self, request: api.ListGroupsRequest) -> api.ListGroupsResponse:
+        states = {s.lower() for s in request.states_filter}
+        types = {t.lower() for t in request.types_filter}
+        listed = []
+        for group in self.groups.values():
+            state = group.state_name()
+            if states and state.lower() not in states:
+                continue
+            if types and group.type.value not in types:
+                continue
+            if state == "Dead":
+                continue
+            listed.append(
+                api.ListedGroup(group.group_id, group.protocol_type(), state, group.type.value)
+            )
+        return api.ListGroupsResponse(groups=tuple(listed))
+
+    def remove_group(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+
+    # ---- replay ---------------------------------------------------------------------------
+    def replay_group_metadata(
+        self, key: GroupMetadataKey, value: GroupMetadataValue | None
+    ) -> None:
+        existing = self.groups.get(key.group)
+        if value is None:
+            if existing is not None and existing.type is GroupType.CLASSIC:
+                del self.groups[key.group]
+            return
+        group = existing if isinstance(existing, ClassicGroup) else ClassicGroup(key.group)
+        group.protocol_type_value = value.protocol_type
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        group.state_timestamp_ms = (
+            value.current_state_timestamp if value.current_state_timestamp != -1 else None
+        )
+        group.state = ClassicGroupState.EMPTY if not value.members else ClassicGroupState.STABLE
+        self.groups[key.group] = group
+
+    def snapshot_records(self) -> list[Record]:
+        out: list[Record] = []
+        for group in self.groups.values():
+            out.extend(group.snapshot_records())
+        return out

@@ -1,0 +1,309 @@
+"""Committed offsets of one offsets partition (Kafka's OffsetMetadataManager).
+
+Rules, as Kafka 4.x:
+
+* OffsetCommit: a group that does not exist is created as a *simple* group (an empty classic
+  group without protocol type) when the generation is negative; otherwise the request fails
+  with GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION for OffsetCommit < v9). The group then checks
+  the member/generation (its ``validate_offset_commit`` hook). A partition whose metadata is
+  longer than ``offset_metadata_max_bytes`` (counted as Java's ``String.length()``: UTF-16
+  code units) gets OFFSET_METADATA_TOO_LARGE and nothing is written for it.
+* OffsetFetch: an unknown group is not an error -- every requested partition answers offset
+  -1 (or, for "all offsets", no topics). Other group checks fail the whole group.
+* OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for a topic the group is subscribed to; every
+  requested partition of other topics is answered, a tombstone is written where an offset
+  exists.
+* Expiration (every ``offsets_retention_check_interval_ms``): an offset of a topic the group
+  is not subscribed to expires when ``now - base >= offsets_retention_ms`` (or, for offsets
+  committed with an explicit retention, when ``now >= expire_timestamp``); the base comes
+  from the group (``Group.offset_expiration_base``).
+
+State: ``group -> topic -> partition -> OffsetCommitValue`` (the record value itself; it is
+immutable). Only :meth:`replay` changes it.
+"""
+
+from __future__ import annotations
+
+from shards.core import api
+from shards.core.config import CoordinatorConfig
+from shards.core.errors import ApiError, Errors
+from shards.core.group import Group
+from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from shards.core.result import CoordinatorResult
+
+NO_OFFSET = -1
+
+
+def java_string_length(s: str) -> int:
+    """Java's String.length(): UTF-16 code units (a character beyond the BMP counts 2)."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le")) // 2
+
+
+class GroupLookup:
+    """What the offset manager needs from the group manager (kept narrow on purpose)."""
+
+    def group(self, group_id: str) -> Group:  # raises ApiError(GROUP_ID_NOT_FOUND)
+        raise NotImplementedError
+
+    def new_simple_group(self, group_id: str, now_ms: int | None) -> Group:
+        """A simple group that is not registered (handlers never change state)."""
+        raise NotImplementedError
+
+    def get_or_create_simple_group(self, group_id: str, now_ms: int | None) -> Group:
+        """Used by replay only."""
+        raise NotImplementedError
+
+    def on_offset_commit(self, group: Group, member_id: str, now_ms: int) -> None:
+        """Hook: classic groups keep a member's session alive on commit."""
+
+
+class OffsetMetadataManager:
+    def __init__(self, config: CoordinatorConfig, groups: GroupLookup) -> None:
+        self.config = config
+        self.groups = groups
+        self.offsets: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
+
+    # ---- OffsetCommit -----------------------------------------------------------------
+    def _validate_offset_commit(self, request: api.OffsetCommitRequest, now_ms: int) -> Group:
+        try:
+            group = self.groups.group(request.group_id)
+        except ApiError as ex:
+            if ex.code is not Errors.GROUP_ID_NOT_FOUND:
+                raise
+            if request.generation_id_or_member_epoch < 0:
+                # The admin client, or a consumer without group management: a simple group,
+                # which the replay of the first offset record creates. (Kafka also keeps an
+                # in-memory group when nothing gets written; we do not: it would not survive
+                # a reload anyway.)
+                group = self.groups.new_simple_group(request.group_id, now_ms)
+            elif request.context.api_version is not None and request.context.api_version < 9:
+                raise ApiError(
+                    Errors.ILLEGAL_GENERATION,
+                    f"group {request.group_id!r} does not exist",
+                ) from None
+            else:
+                raise
+        group.validate_offset_commit(
+            request.member_id,
+            request.group_instance_id,
+            request.generation_id_or_member_epoch,
+            False,
+            request.context.api_version,
+        )
+        return group
+
+    def commit_offset(
+        self, request: api.OffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[api.OffsetCommitResponse]:
+        group = self._validate_offset_commit(request, now_ms)
+        self.groups.on_offset_commit(group, request.member_id, now_ms)
+        expire = now_ms + request.retention_time_ms if request.retention_time_ms != -1 else -1
+        max_len = self.config.offset_metadata_max_bytes
+        records: list[Record] = []
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                metadata = p.committed_metadata
+                if metadata is not None and java_string_length(metadata) > max_len:
+                    partitions.append(
+                        api.OffsetCommitResponsePartition(
+                            p.partition_index,
+                            Errors.OFFSET_METADATA_TOO_LARGE,
+                            f"metadata is longer than offset.metadata.max.bytes ({max_len})",
+                        )
+                    )
+                    continue
+                partitions.append(api.OffsetCommitResponsePartition(p.partition_index))
+                records.append(
+                    Record(
+                        OffsetCommitKey(request.group_id, topic.name, p.partition_index),
+                        OffsetCommitValue(
+                            offset=p.committed_offset,
+                            leader_epoch=p.committed_leader_epoch,
+                            metadata=metadata or "",
+                            commit_timestamp=now_ms,
+                            expire_timestamp=expire,
+                        ),
+                    )
+                )
+            topics.append(api.OffsetCommitResponseTopic(topic.name, tuple(partitions)))
+        return CoordinatorResult(records, api.OffsetCommitResponse(tuple(topics)))
+
+    # ---- OffsetFetch --------------------------------------------------------------------
+    def fetch_offsets(self, request: api.OffsetFetchRequestGroup) -> api.OffsetFetchResponseGroup:
+        """One group of an OffsetFetch (a read: no records)."""
+        try:
+            group = self.groups.group(request.group_id)
+            group.validate_offset_fetch(request.member_id, request.member_epoch)
+            group_offsets = self.offsets.get(request.group_id)
+        except ApiError as ex:
+            if ex.code is not Errors.GROUP_ID_NOT_FOUND:
+                raise
+            group_offsets = None
+            if request.topics is None:
+                return api.OffsetFetchResponseGroup(request.group_id)
+
+        if request.topics is None:  # every committed offset of the group
+            topics = tuple(
+                api.OffsetFetchResponseTopics(
+                    name,
+                    tuple(_fetched(index, value) for index, value in parts.items()),
+                )
+                for name, parts in (group_offsets or {}).items()
+            )
+            return api.OffsetFetchResponseGroup(request.group_id, topics)
+
+        result = []
+        for topic in request.topics:
+            parts = group_offsets.get(topic.name) if group_offsets else None
+            result.append(
+                api.OffsetFetchResponseTopics(
+                    topic.name,
+                    tuple(
+                        _fetched(index, parts.get(index) if parts else None)
+                        for index in topic.partition_indexes
+                    ),
+                )
+            )
+        return api.OffsetFetchResponseGroup(request.group_id, tuple(result))
+
+    # ---- OffsetDelete -------------------------------------------------------------------
+    def delete_offsets(
+        self, request: api.OffsetDeleteRequest
+    ) -> CoordinatorResult[api.OffsetDeleteResponse]:
+        group = self.groups.group(request.group_id)
+        group.validate_offset_delete()
+        records: list[Record] = []
+        topics = []
+        group_offsets = self.offsets.get(request.group_id, {})
+        for topic in request.topics:
+            if group.is_subscribed_to_topic(topic.name):
+                partitions = tuple(
+                    api.OffsetDeleteResponsePartition(
+                        p.partition_index, Errors.GROUP_SUBSCRIBED_TO_TOPIC
+                    )
+                    for p in topic.partitions
+                )
+            else:
+                parts = group_offsets.get(topic.name, {})
+                partitions = tuple(
+                    api.OffsetDeleteResponsePartition(p.partition_index) for p in topic.partitions
+                )
+                for p in topic.partitions:
+                    if p.partition_index in parts:
+                        key = OffsetCommitKey(request.group_id, topic.name, p.partition_index)
+                        records.append(Record(key, None))
+            topics.append(api.OffsetDeleteResponseTopic(topic.name, partitions))
+        return CoordinatorResult(records, api.OffsetDeleteResponse(topics=tuple(topics)))
+
+    def delete_all_offsets(self, group_id: str) -> list[Record]:
+        """Tombstones for every offset of the group (DeleteGroups)."""
+        return [
+            Record(OffsetCommitKey(group_id, topic, partition), None)
+            for topic, parts in self.offsets.get(group_id, {}).items()
+            for partition in parts
+        ]
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    # ---- expiration ----------------------------------------------------------------------
+    def cleanup_expired_offsets(
+        self, group_id: str, now_ms: int, records: list[Record]
+    ) -> bool:
+        """Append tombstones for the group's expired offsets; True if none remain."""
+        by_topic = self.offsets.get(group_id)
+        if not by_topic:
+            return True
+        group = self.groups.group(group_id)
+        base_of = group.offset_expiration_base()
+        if base_of is None:
+            return False
+        retention = self.config.offsets_retention_ms
+        all_expired = True
+        for topic, parts in by_topic.items():
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            for partition, value in parts.items():
+                if value.expire_timestamp != -1:
+                    expired = now_ms >= value.expire_timestamp
+                else:
+                    expired = now_ms - base_of(value.commit_timestamp) >= retention
+                if expired:
+                    records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
+                else:
+                    all_expired = False
+        return all_expired
+
+    # ---- state ----------------------------------------------------------------------------
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        if value is not None:
+            # A group must exist when it has offsets: a commit without group management
+            # (or the replay of one) creates a simple group.
+            try:
+                self.groups.group(key.group)
+            except ApiError:
+                self.groups.get_or_create_simple_group(key.group, None)
+            self.offsets.setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = value
+            return
+        by_topic = self.offsets.get(key.group)
+        if by_topic is None:
+            return
+        parts = by_topic.get(key.topic)
+        if parts is None:
+            return
+        parts.pop(key.partition, None)
+        if not parts:
+            del by_topic[key.topic]
+            if not by_topic:
+                del self.offsets[key.group]
+
+    def snapshot_records(self) -> list[Record]:
+        return [
+            Record(OffsetCommitKey(group, topic, partition), value)
+            for group, by_topic in self.offsets.items()
+            for topic, parts in by_topic.items()
+            for partition, value in parts.items()
+        ]
+
+
+def _fetched(index: int, value: OffsetCommitValue | None) -> api.OffsetFetchResponsePartitions:
+    if value is None:
+        return api.OffsetFetchResponsePartitions(index, NO_OFFSET, -1, "")
+    return api.OffsetFetchResponsePartitions(
+        index, value.offset, value.leader_epoch, value.metadata
+    )
+
+
+# ---- error responses: the shape each API uses when the whole request fails -------------
+
+
+def offset_commit_error(
+    request: api.OffsetCommitRequest, code: int, message: str = ""
+) -> api.OffsetCommitResponse:
+    return api.OffsetCommitResponse(
+        tuple(
+            api.OffsetCommitResponseTopic(
+                t.name,
+                tuple(
+                    api.OffsetCommitResponsePartition(p.partition_index, code, message)
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    )
+
+
+def offset_fetch_group_error(
+    group: api.OffsetFetchRequestGroup, code: int, message: str = ""
+) -> api.OffsetFetchResponseGroup:
+    return api.OffsetFetchResponseGroup(group.group_id, (), code, message)
+
+
+def offset_delete_error(code: int, message: str = "") -> api.OffsetDeleteResponse:
+    return api.OffsetDeleteResponse(error_code=code, error_message=message)

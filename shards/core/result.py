@@ -1,0 +1,76 @@
+"""The contract between a coordinator state machine and the runtime that drives it.
+
+A handler returns a :class:`CoordinatorResult`: records to append, and the response. The
+runtime replays the records, appends them, and hands the response back only once the append
+is durable. Some responses cannot be given at once (a classic JoinGroup waits for the other
+members): the handler then returns a :class:`Deferred` as its response and keeps the token;
+a later operation completes it by listing ``(token, response)`` in ``completions`` -- again
+released only once that later operation's records are durable.
+
+Timers (session timeouts, rebalance timeouts, offset expiration) go through the
+:class:`Timer` the runtime gives the state machine. They are keyed: scheduling a key that
+is already scheduled replaces it. A timer fires as a write operation: its callback gets
+``now_ms`` and returns a CoordinatorResult like any handler.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from shards.core.records import Record
+
+R = TypeVar("R")
+
+_deferred_ids = itertools.count(1)
+
+
+class Deferred:
+    """A response that a later operation will complete (or that fails on unload)."""
+
+    __slots__ = ("id", "name")
+
+    def __init__(self, name: str = "") -> None:
+        self.id = next(_deferred_ids)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.id}, {self.name!r})"
+
+
+@dataclass(slots=True)
+class CoordinatorResult(Generic[R]):
+    records: Sequence[Record] = ()
+    response: R | Deferred | None = None
+    completions: Sequence[tuple[Deferred, Any]] = field(default_factory=tuple)
+
+
+TimerOp = Callable[[int], CoordinatorResult[Any]]
+
+
+class Timer(Protocol):
+    """Keyed timers owned by the runtime; a firing runs ``op(now_ms)`` as a write op."""
+
+    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None: ...
+
+    def cancel(self, key: str) -> None: ...
+
+    def is_scheduled(self, key: str) -> bool: ...
+
+
+class StateMachine(Protocol):
+    """What the runtime needs from a partition's state machine."""
+
+    def replay(self, record: Record) -> None: ...
+
+    def snapshot(self) -> list[Record]:
+        """Records that, replayed into a fresh state machine, rebuild this state."""
+        ...
+
+    def on_loaded(self, now_ms: int) -> None:
+        """Called once the log is replayed: schedule timers for the loaded state."""
+        ...
+
+    def on_unloaded(self) -> None: ...

@@ -1,0 +1,126 @@
+"""One offsets partition's state machine: groups + offsets (Kafka's GroupCoordinatorShard).
+
+The runtime calls the handlers here inside the partition's loop, one at a time. Handlers
+return a :class:`~shards.core.result.CoordinatorResult` and never change state; reads return
+the response directly. ``replay`` dispatches each record to the manager that owns its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shards.core import api
+from shards.core.config import CoordinatorConfig
+from shards.core.errors import ApiError, Errors
+from shards.core.group_manager import GroupMetadataManager
+from shards.core.offsets import OffsetMetadataManager
+from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
+from shards.core.result import CoordinatorResult, Timer
+from shards.core.topics import TopicsImage
+
+GROUP_EXPIRATION_KEY = "expire-group-metadata"
+
+
+class GroupCoordinatorShard:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        topics: TopicsImage | None = None,
+        partition: int = 0,
+    ) -> None:
+        self.config = config
+        self.timer = timer
+        self.partition = partition
+        self.topics = topics or TopicsImage()
+        self.group_manager = GroupMetadataManager(config, timer)
+        self.offset_manager = OffsetMetadataManager(config, self.group_manager)
+        self._replayers: dict[type, Callable[[Any, Any], None]] = {
+            OffsetCommitKey: self.offset_manager.replay,
+            GroupMetadataKey: self.group_manager.replay_group_metadata,
+        }
+
+    # ---- writes -------------------------------------------------------------------------------
+    def commit_offset(
+        self, request: api.OffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[api.OffsetCommitResponse]:
+        return self.offset_manager.commit_offset(request, now_ms)
+
+    def delete_offsets(
+        self, request: api.OffsetDeleteRequest, now_ms: int
+    ) -> CoordinatorResult[api.OffsetDeleteResponse]:
+        return self.offset_manager.delete_offsets(request)
+
+    def delete_groups(
+        self, group_ids: list[str], now_ms: int
+    ) -> CoordinatorResult[list[api.DeletableGroupResult]]:
+        records: list[Record] = []
+        results = []
+        for group_id in group_ids:
+            try:
+                group = self.group_manager.group(group_id)
+                group.validate_delete_group()
+            except ApiError as ex:
+                results.append(api.DeletableGroupResult(group_id, ex.code, ex.message or ""))
+                continue
+            records.extend(self.offset_manager.delete_all_offsets(group_id))
+            records.extend(group.tombstone_records())
+            results.append(api.DeletableGroupResult(group_id))
+        return CoordinatorResult(records, results)
+
+    def cleanup_group_metadata(self, now_ms: int) -> CoordinatorResult[None]:
+        """The periodic expiration of offsets and of empty groups whose offsets are gone."""
+        records: list[Record] = []
+        for group_id, group in list(self.group_manager.groups.items()):
+            group_records: list[Record] = []
+            all_expired = self.offset_manager.cleanup_expired_offsets(
+                group_id, now_ms, group_records
+            )
+            if all_expired and group.is_empty():
+                group_records.extend(group.tombstone_records())
+            records.extend(group_records)
+        self._schedule_cleanup()
+        return CoordinatorResult(records, None)
+
+    def update_topics(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
+        """A new catalog image (group types react to it: epochs, regex resolution)."""
+        self.topics = image
+        return CoordinatorResult((), None)
+
+    # ---- reads --------------------------------------------------------------------------------
+    def fetch_offsets(
+        self, request: api.OffsetFetchRequestGroup, now_ms: int
+    ) -> api.OffsetFetchResponseGroup:
+        return self.offset_manager.fetch_offsets(request)
+
+    def list_groups(self, request: api.ListGroupsRequest, now_ms: int) -> api.ListGroupsResponse:
+        return self.group_manager.list_groups(request)
+
+    # ---- state machine contract ---------------------------------------------------------------
+    def replay(self, record: Record) -> None:
+        replayer = self._replayers.get(type(record.key))
+        if replayer is None:
+            raise ValueError(f"no replay for record key {type(record.key).__name__}")
+        replayer(record.key, record.value)
+
+    def snapshot(self) -> list[Record]:
+        # groups first: replaying an offset of an unknown group creates a simple group
+        return self.group_manager.snapshot_records() + self.offset_manager.snapshot_records()
+
+    def on_loaded(self, now_ms: int) -> None:
+        self._schedule_cleanup()
+
+    def on_unloaded(self) -> None:
+        self.timer.cancel(GROUP_EXPIRATION_KEY)
+
+    def _schedule_cleanup(self) -> None:
+        self.timer.schedule(
+            GROUP_EXPIRATION_KEY,
+            self.config.offsets_retention_check_interval_ms,
+            self.cleanup_group_metadata,
+        )
+
+
+def not_found(group_id: str) -> ApiError:
+    return ApiError(Errors.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")

@@ -1,0 +1,442 @@
+"""One offsets partition in the runtime: its state machine, its log writer, its timers.
+
+Theory of operation
+-------------------
+Operations run *inline* on the asyncio loop, synchronously, one at a time: a handler is a
+plain function, so two operations on one partition can never interleave. A write operation:
+
+1. runs the handler on the current state, getting ``(records, response)``;
+2. replays the records at once, so the next operation sees them;
+3. adds the records to the partition's *pending batch*;
+4. its reply waits until that batch is durable.
+
+A partition has at most one append in flight. While it is in flight, further operations keep
+filling the next batch: records of concurrent requests share one durable append (group
+commit), and the store merges the appends of many partitions into one durable write.
+
+Reads (and writes that produce no records) run on the same state; their reply waits for the
+batch holding the newest records they could have seen, so no reply ever exposes data that
+is not durable.
+
+If an append fails, the in-memory state may contain records that never became durable: every
+waiting reply fails, timers and deferred replies are dropped, and the partition is reloaded
+from its log (or closed, when another owner fenced it). Nothing that was not acknowledged
+survives, and nothing acknowledged is lost.
+
+Lifecycle: INITIAL -> LOADING -> ACTIVE -> (FAILED -> LOADING ...) | CLOSED. LOADING answers
+COORDINATOR_LOAD_IN_PROGRESS; CLOSED (and INITIAL, FAILED) answer NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from opentelemetry import trace
+
+from shards.core.errors import ApiError, Errors
+from shards.core.records import Record
+from shards.core.result import CoordinatorResult, Deferred, StateMachine
+from shards.runtime.clock import Cancellable, Clock
+from shards.storage.base import FencedError, LogStore, Snapshot
+
+log = logging.getLogger("groupcoord.runtime")
+tracer = trace.get_tracer("groupcoord.runtime")
+
+
+class PartitionState(enum.Enum):
+    INITIAL = "INITIAL"
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+VALID_TRANSITIONS: dict[PartitionState, frozenset[PartitionState]] = {
+    PartitionState.INITIAL: frozenset({PartitionState.LOADING, PartitionState.CLOSED}),
+    PartitionState.LOADING: frozenset(
+        {PartitionState.ACTIVE, PartitionState.FAILED, PartitionState.CLOSED}
+    ),
+    PartitionState.ACTIVE: frozenset({PartitionState.FAILED, PartitionState.CLOSED}),
+    PartitionState.FAILED: frozenset({PartitionState.LOADING, PartitionState.CLOSED}),
+    PartitionState.CLOSED: frozenset(),
+}
+
+
+class Codec(Protocol):
+    def encode_batch(self, records: list[Record], timestamp_ms: int) -> bytes: ...
+
+    def decode_batch(self, data: bytes) -> list[Record]: ...
+
+    def encode_snapshot(self, records: list[Record], last_offset: int) -> bytes: ...
+
+    def decode_snapshot(self, data: bytes) -> list[Record]: ...
+
+
+StateMachineFactory = Callable[[int, "PartitionTimer"], StateMachine]
+WriteOp = Callable[[Any, int], CoordinatorResult[Any]]
+ReadOp = Callable[[Any, int], Any]
+
+
+class PartitionTimer:
+    """Keyed, replaceable timers whose firing runs as a write operation on the partition."""
+
+    def __init__(self, partition: CoordinatorPartition) -> None:
+        self._partition = partition
+        self._handles: dict[str, Cancellable] = {}
+
+    def schedule(self, key: str, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]) -> None:
+        self.cancel(key)
+        handle: Cancellable | None = None
+
+        def fire() -> None:
+            if self._handles.get(key) is handle:
+                del self._handles[key]
+                self._partition.fire_timer(key, op)
+
+        handle = self._partition.clock.call_later(delay_ms, fire)
+        self._handles[key] = handle
+
+    def cancel(self, key: str) -> None:
+        handle = self._handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._handles
+
+    def cancel_all(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+    def keys(self) -> list[str]:
+        return list(self._handles)
+
+
+class _Batch:
+    __slots__ = ("records", "waiters")
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        # (future, value) pairs released when the batch is durable
+        self.waiters: list[tuple[asyncio.Future[Any], Any]] = []
+
+
+class CoordinatorPartition:
+    def __init__(
+        self,
+        partition: int,
+        store: LogStore,
+        codec: Codec,
+        factory: StateMachineFactory,
+        clock: Clock,
+        owner: str,
+        lease_ms: int,
+        snapshot_interval_records: int,
+        on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.store = store
+        self.codec = codec
+        self.factory = factory
+        self.clock = clock
+        self.owner = owner
+        self.lease_ms = lease_ms
+        self.snapshot_interval_records = snapshot_interval_records
+        self.on_failure = on_failure
+        self.state = PartitionState.INITIAL
+        self.epoch = 0
+        self.sm: Any = None
+        self.timer = PartitionTimer(self)
+        self.last_durable_offset = 0
+        self.records_since_snapshot = 0
+        self._pending = _Batch()
+        self._inflight: _Batch | None = None
+        self._flush_scheduled = False
+        self._deferred: dict[int, asyncio.Future[Any]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._accepting = True
+        # bumped whenever the in-memory state is discarded or rebuilt, so that an append
+        # that completes afterwards cannot touch the new incarnation
+        self._incarnation = 0
+        self.stats = {"appends": 0, "records": 0, "ops": 0, "reloads": 0, "snapshots": 0}
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def _transition(self, target: PartitionState) -> None:
+        if target not in VALID_TRANSITIONS[self.state]:
+            raise RuntimeError(f"partition {self.partition}: {self.state} -> {target} is illegal")
+        self.state = target
+
+    async def load(self) -> None:
+        """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE."""
+        self._transition(PartitionState.LOADING)
+        self._incarnation += 1
+        with tracer.start_as_current_span("partition.load") as span:
+            span.set_attribute("groupcoord.partition", self.partition)
+            try:
+                self.epoch = await self.store.acquire(self.partition, self.owner, self.lease_ms)
+                loaded = await self.store.load(self.partition)
+                sm = self.factory(self.partition, self.timer)
+                count = 0
+                if loaded.snapshot is not None:
+                    for record in self.codec.decode_snapshot(loaded.snapshot.data):
+                        sm.replay(record)
+                        count += 1
+                for entry in loaded.entries:
+                    for record in self.codec.decode_batch(entry.data):
+                        sm.replay(record)
+                        count += 1
+            except BaseException:
+                if self.state is PartitionState.LOADING:
+                    self._transition(PartitionState.FAILED)
+                raise
+            if self.state is not PartitionState.LOADING:  # closed while loading
+                return
+            self.sm = sm
+            self.last_durable_offset = loaded.last_offset
+            self.records_since_snapshot = len(loaded.entries)
+            span.set_attribute("groupcoord.records", count)
+            span.set_attribute("groupcoord.epoch", self.epoch)
+            self._transition(PartitionState.ACTIVE)
+            sm.on_loaded(self.clock.now_ms())
+            log.info(
+                "partition %d loaded at epoch %d: %d records up to offset %d",
+                self.partition, self.epoch, count, self.last_durable_offset,
+            )
+
+    async def close(self, graceful: bool = True) -> None:
+        """Stop accepting; when graceful, let pending appends finish; fail the rest."""
+        if self.state is PartitionState.CLOSED:
+            return
+        was_active = self.state is PartitionState.ACTIVE
+        self._accepting = False  # from now on: NOT_COORDINATOR
+        if graceful and was_active:
+            # flush what was already accepted (the writer keeps going until idle)
+            self._schedule_flush_now()
+            await self._idle.wait()
+        self._incarnation += 1
+        self._fail_waiters(
+            ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} was unloaded")
+        )
+        self.state = PartitionState.CLOSED
+        self.timer.cancel_all()
+        if self.sm is not None:
+            self.sm.on_unloaded()
+        if was_active or self.epoch:
+            try:
+                await self.store.release(self.partition, self.owner, self.epoch)
+            except Exception:  # the lease simply expires
+                log.warning("partition %d: could not release the lease", self.partition)
+
+    def check_active(self) -> None:
+        if self.state is PartitionState.ACTIVE and self._accepting:
+            return
+        if self.state is PartitionState.LOADING:
+            raise ApiError(
+                Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                f"partition {self.partition} is loading",
+            )
+        raise ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} is not served here")
+
+    # ---- operations ------------------------------------------------------------------------
+    def write(self, op: WriteOp) -> asyncio.Future[Any]:
+        """Run a write operation now; the future resolves once its records are durable."""
+        self.check_active()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self.stats["ops"] += 1
+        result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
+        self._apply(result, future)
+        return future
+
+    def read(self, op: ReadOp) -> asyncio.Future[Any]:
+        """Run a read now; the future resolves once everything it could see is durable."""
+        self.check_active()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.stats["ops"] += 1
+        response = op(self.sm, self.clock.now_ms())
+        self._release_after_current(future, response)
+        return future
+
+    def fire_timer(self, key: str, op: Callable[[int], CoordinatorResult[Any]]) -> None:
+        if self.state is not PartitionState.ACTIVE or not self._accepting:
+            return
+        try:
+            result = op(self.clock.now_ms())
+        except Exception:
+            log.exception("partition %d: timer %s failed", self.partition, key)
+            return
+        self._apply(result, None)
+
+    def _apply(self, result: CoordinatorResult[Any], future: asyncio.Future[Any] | None) -> None:
+        records = result.records
+        if records:
+            try:
+                for record in records:
+                    self.sm.replay(record)
+            except Exception as ex:  # a bug: the state may be half-applied
+                log.exception("partition %d: replay failed", self.partition)
+                if future is not None:
+                    future.set_exception(ApiError(Errors.UNKNOWN_SERVER_ERROR, str(ex)))
+                self._fail(ex)
+                return
+            self._pending.records.extend(records)
+        response = result.response
+        if isinstance(response, Deferred):
+            if future is not None:
+                self._deferred[response.id] = future
+        elif future is not None:
+            self._release_after_current(future, response)
+        for token, value in result.completions:
+            waiting = self._deferred.pop(token.id, None)
+            if waiting is not None:
+                self._release_after_current(waiting, value)
+        if records:
+            self._schedule_flush()
+
+    def _release_after_current(self, future: asyncio.Future[Any], value: Any) -> None:
+        if self._pending.records:
+            self._pending.waiters.append((future, value))
+        elif self._inflight is not None:
+            self._inflight.waiters.append((future, value))
+        elif not future.done():
+            future.set_result(value)
+
+    # ---- the writer ------------------------------------------------------------------------
+    def _schedule_flush(self) -> None:
+        if self._inflight is None and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._idle.clear()
+            # call_soon: operations arriving in this loop iteration join the same batch
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _schedule_flush_now(self) -> None:
+        if self._pending.records or self._inflight is not None:
+            self._idle.clear()
+            if self._inflight is None and not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._inflight is not None or self.state is not PartitionState.ACTIVE:
+            return
+        batch = self._pending
+        if not batch.records:
+            self._idle.set()
+            return
+        self._pending = _Batch()
+        self._inflight = batch
+        snapshot_records = None
+        if self.records_since_snapshot + 1 >= self.snapshot_interval_records:
+            # The state now is exactly "durable log + this batch": snapshot it here, label it
+            # with this batch's offset once the append succeeds.
+            snapshot_records = self.sm.snapshot()
+        data = self.codec.encode_batch(batch.records, self.clock.now_ms())
+        asyncio.get_running_loop().create_task(
+            self._append(batch, data, snapshot_records, self._incarnation),
+            name=f"append-p{self.partition}",
+        )
+
+    async def _append(
+        self,
+        batch: _Batch,
+        data: bytes,
+        snapshot_records: list[Record] | None,
+        incarnation: int,
+    ) -> None:
+        epoch = self.epoch
+        with tracer.start_as_current_span("partition.append") as span:
+            span.set_attribute("groupcoord.partition", self.partition)
+            span.set_attribute("groupcoord.records", len(batch.records))
+            span.set_attribute("groupcoord.epoch", epoch)
+            try:
+                offset = await self.store.append(self.partition, epoch, data)
+            except BaseException as ex:
+                span.record_exception(ex)
+                err = _append_error(self.partition, ex)
+                for future, _ in batch.waiters:
+                    if not future.done():
+                        future.set_exception(err)
+                if incarnation == self._incarnation:
+                    self._inflight = None
+                    self._fail(ex)
+                if isinstance(ex, asyncio.CancelledError):
+                    raise
+                return
+        if incarnation != self._incarnation:
+            # The state this batch belonged to was discarded meanwhile; its waiters have
+            # been failed already (a durable record is simply replayed by the next load).
+            return
+        self._inflight = None
+        self.last_durable_offset = offset
+        self.records_since_snapshot += 1
+        self.stats["appends"] += 1
+        self.stats["records"] += len(batch.records)
+        for future, value in batch.waiters:
+            if not future.done():
+                future.set_result(value)
+        if snapshot_records is not None and self.state is not PartitionState.CLOSED:
+            self.records_since_snapshot = 0
+            asyncio.get_running_loop().create_task(
+                self._write_snapshot(epoch, offset, snapshot_records)
+            )
+        if self._pending.records:
+            self._schedule_flush()
+        else:
+            self._idle.set()
+
+    async def _write_snapshot(self, epoch: int, offset: int, records: list[Record]) -> None:
+        try:
+            data = self.codec.encode_snapshot(records, offset)
+            await self.store.write_snapshot(self.partition, epoch, Snapshot(offset, data))
+            self.stats["snapshots"] += 1
+        except FencedError:
+            log.warning("partition %d: snapshot at %d fenced", self.partition, offset)
+        except Exception:
+            # not fatal: the log is intact, the next snapshot will try again
+            log.exception("partition %d: snapshot at offset %d failed", self.partition, offset)
+
+    # ---- failure ---------------------------------------------------------------------------
+    def _fail_waiters(self, err: Exception) -> None:
+        batches = [self._pending] + ([self._inflight] if self._inflight else [])
+        for batch in batches:
+            for future, _ in batch.waiters:
+                if not future.done():
+                    future.set_exception(err)
+            batch.waiters.clear()
+        self._pending = _Batch()
+        for future in self._deferred.values():
+            if not future.done():
+                future.set_exception(err)
+        self._deferred.clear()
+
+    def _fail(self, cause: BaseException) -> None:
+        """Discard the (possibly non-durable) state; the owner decides to reload or close."""
+        if self.state is PartitionState.CLOSED:
+            return
+        self._incarnation += 1
+        self._fail_waiters(_append_error(self.partition, cause))  # pending and in flight
+        self._inflight = None
+        self.timer.cancel_all()
+        if self.sm is not None:
+            self.sm.on_unloaded()
+        self.sm = None
+        self.state = PartitionState.FAILED
+        self._idle.set()
+        log.error("partition %d failed: %r", self.partition, cause)
+        if self.on_failure is not None:
+            self.on_failure(self, cause)
+
+
+def _append_error(partition: int, cause: BaseException) -> ApiError:
+    if isinstance(cause, FencedError):
+        return ApiError(Errors.NOT_COORDINATOR, f"partition {partition}: {cause}")
+    # Kafka answers NOT_COORDINATOR when a write fails and the shard is unloaded; the client
+    # rediscovers the coordinator and retries.
+    return ApiError(Errors.NOT_COORDINATOR, f"partition {partition}: append failed: {cause!r}")

@@ -1,0 +1,190 @@
+"""The coordinator runtime: the partitions this process serves, and the way into them.
+
+It knows nothing about groups (Kafka's ``CoordinatorRuntime``): it loads partitions with a
+state machine factory and a codec, runs operations on them, reloads a partition whose
+append failed (with backoff), closes one that another owner fenced, and renews leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from shards.core.errors import ApiError, Errors
+from shards.runtime.clock import Clock, SystemClock
+from shards.runtime.partition import (
+    Codec,
+    CoordinatorPartition,
+    PartitionState,
+    ReadOp,
+    StateMachineFactory,
+    WriteOp,
+)
+from shards.storage.base import FencedError, LogStore
+
+log = logging.getLogger("groupcoord.runtime")
+
+
+class CoordinatorRuntime:
+    def __init__(
+        self,
+        store: LogStore,
+        codec: Codec,
+        factory: StateMachineFactory,
+        *,
+        owner: str,
+        clock: Clock | None = None,
+        lease_ms: int = 30_000,
+        snapshot_interval_records: int = 10_000,
+        reload_backoff_ms: tuple[int, int] = (50, 5_000),
+    ) -> None:
+        self.store = store
+        self.codec = codec
+        self.factory = factory
+        self.owner = owner
+        self.clock = clock or SystemClock()
+        self.lease_ms = lease_ms
+        self.snapshot_interval_records = snapshot_interval_records
+        self.reload_backoff_ms = reload_backoff_ms
+        self.partitions: dict[int, CoordinatorPartition] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._renewer: asyncio.Task[None] | None = None
+        self._closed = False
+        #: called with (partition number, reason) when a partition is lost to another owner
+        self.on_partition_lost: Callable[[int, str], None] | None = None
+
+    # ---- ownership -------------------------------------------------------------------------
+    def _new_partition(self, partition: int) -> CoordinatorPartition:
+        return CoordinatorPartition(
+            partition,
+            self.store,
+            self.codec,
+            self.factory,
+            self.clock,
+            self.owner,
+            self.lease_ms,
+            self.snapshot_interval_records,
+            on_failure=self._on_failure,
+        )
+
+    async def load(self, partition: int) -> None:
+        """Start serving ``partition``: bump its epoch, replay its log. Retries on failure."""
+        if self._closed:
+            raise RuntimeError("runtime is closed")
+        existing = self.partitions.get(partition)
+        if existing is not None and existing.state is not PartitionState.CLOSED:
+            return
+        p = self._new_partition(partition)
+        self.partitions[partition] = p
+        await self._load_with_retry(p)
+
+    async def _load_with_retry(self, p: CoordinatorPartition) -> None:
+        delay, max_delay = self.reload_backoff_ms
+        while True:
+            try:
+                await p.load()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as ex:
+                if p.state is PartitionState.CLOSED or self._closed:
+                    return
+                log.warning(
+                    "partition %d: load failed (%r), retrying in %d ms", p.partition, ex, delay
+                )
+                await asyncio.sleep(delay / 1000)
+                delay = min(delay * 2, max_delay)
+                if p.state is PartitionState.CLOSED or self._closed:
+                    return
+
+    async def unload(self, partition: int, graceful: bool = True) -> None:
+        p = self.partitions.pop(partition, None)
+        if p is not None:
+            await p.close(graceful=graceful)
+
+    def _on_failure(self, p: CoordinatorPartition, cause: BaseException) -> None:
+        if self._closed or self.partitions.get(p.partition) is not p:
+            return
+        if isinstance(cause, FencedError):
+            log.warning("partition %d: fenced by another owner, closing it", p.partition)
+            self.partitions.pop(p.partition, None)
+            self._spawn(p.close(graceful=False))
+            if self.on_partition_lost is not None:
+                self.on_partition_lost(p.partition, "fenced")
+            return
+        p.stats["reloads"] += 1
+        self._spawn(self._reload(p))
+
+    async def _reload(self, p: CoordinatorPartition) -> None:
+        await asyncio.sleep(self.reload_backoff_ms[0] / 1000)
+        if self.partitions.get(p.partition) is p and p.state is PartitionState.FAILED:
+            await self._load_with_retry(p)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def start_lease_renewal(self) -> None:
+        if self._renewer is None:
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_leases())
+
+    async def _renew_leases(self) -> None:
+        interval = max(self.lease_ms / 3, 10) / 1000
+        while not self._closed:
+            await asyncio.sleep(interval)
+            for p in list(self.partitions.values()):
+                if p.state is not PartitionState.ACTIVE:
+                    continue
+                try:
+                    ok = await self.store.renew(p.partition, self.owner, p.epoch, self.lease_ms)
+                except Exception as ex:
+                    log.warning("partition %d: lease renewal failed: %r", p.partition, ex)
+                    continue
+                if not ok and self.partitions.get(p.partition) is p:
+                    log.warning("partition %d: lease lost, closing it", p.partition)
+                    self.partitions.pop(p.partition, None)
+                    await p.close(graceful=False)
+                    if self.on_partition_lost is not None:
+                        self.on_partition_lost(p.partition, "lease lost")
+
+    async def close(self) -> None:
+        """Graceful: stop accepting, finish in-flight appends, release every lease."""
+        self._closed = True
+        if self._renewer is not None:
+            self._renewer.cancel()
+        await asyncio.gather(
+            *(p.close(graceful=True) for p in list(self.partitions.values())),
+            return_exceptions=True,
+        )
+        self.partitions.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ---- operations ------------------------------------------------------------------------
+    def partition(self, partition: int) -> CoordinatorPartition:
+        p = self.partitions.get(partition)
+        if p is None:
+            raise ApiError(Errors.NOT_COORDINATOR, f"partition {partition} is not served here")
+        return p
+
+    async def write(self, partition: int, op: WriteOp) -> Any:
+        return await self.partition(partition).write(op)
+
+    async def read(self, partition: int, op: ReadOp) -> Any:
+        return await self.partition(partition).read(op)
+
+    def active_partitions(self) -> list[int]:
+        return sorted(n for n, p in self.partitions.items() if p.state is PartitionState.ACTIVE)
+
+    async def write_all(self, op: WriteOp, partitions: Iterable[int] | None = None) -> None:
+        """Run ``op`` on every active partition (e.g. a new catalog image)."""
+        futures = []
+        for n in partitions if partitions is not None else self.active_partitions():
+            try:
+                futures.append(self.partition(n).write(op))
+            except ApiError:
+                continue
+        await asyncio.gather(*futures, return_exceptions=True)
