@@ -314,19 +314,17 @@ class SqliteLogStore(LogStore):
             for op in batch:
                 self._hand_back(op, None, error)
             return
-        acked = fenced = 0
-        for op, (result, err) in zip(batch, outcomes, strict=True):
-            if op.is_append:
-                if err is None:
-                    acked += 1
-                else:
-                    fenced += 1
-            self._hand_back(op, result, err)
+        append_errors = [err for op, (_, err) in zip(batch, outcomes, strict=True) if op.is_append]
+        fenced = sum(err is not None for err in append_errors)
+        acked = len(append_errors) - fenced
         if acked or fenced:
-            # Only this thread writes the stats; readers on the loop see a recent value.
+            # Counted before any caller is resumed, so a caller never sees its own append
+            # missing from the stats. Only this thread writes them.
             self.stats.appends += acked
             self.stats.fenced += fenced
             self.stats.write_batches += 1
+        for op, (result, err) in zip(batch, outcomes, strict=True):
+            self._hand_back(op, result, err)
 
     # ---- reads -----------------------------------------------------------------------
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -1,0 +1,27 @@
+"""Fixtures shared by every test suite. Keep this file to fixture registration only: the
+logic behind each fixture lives in ``tests/support``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.redis_server import RedisServer, RedisServerUnavailable, start_redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real Redis server for the whole run (AOF on, appendfsync always). Tests that
+    restart, kill or pause Redis should start their own with ``start_redis_server``."""
+    try:
+        server = start_redis_server(tmp_path_factory.mktemp("redis"))
+    except RedisServerUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url

@@ -1,0 +1,46 @@
+"""Fixtures of the storage contract suite: every test that takes ``backend`` or ``store`` runs
+once per backend, each time on fresh storage (a new SQLite file / a new Redis key prefix)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from shards.storage import LogStore, open_store
+
+BACKENDS = ["sqlite", "redis"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Fresh storage on one backend. Every ``new_store()`` is another instance (another
+    connection, as another owner or process would have) on the same storage."""
+
+    name: str
+    url: str
+
+    def new_store(self) -> LogStore:
+        return open_store(self.url)
+
+
+def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
+    if name == "sqlite":
+        return f"sqlite:///{directory / f'store-{uuid.uuid4().hex[:8]}.db'}"
+    assert redis_url is not None
+    return f"{redis_url}?key_prefix=t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    # Looked up lazily so that `-k sqlite` runs never start Redis.
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    return Backend(request.param, fresh_url(request.param, tmp_path, redis_url))
+
+
+@pytest.fixture
+def store(backend: Backend) -> LogStore:
+    """A fresh store, not started: use ``async with store:`` in the test."""
+    return backend.new_store()
