@@ -223,3 +223,91 @@ class Coordinator:
 @dataclass(frozen=True, slots=True)
 class FindCoordinatorResponse:
     coordinators: tuple[Coordinator, ...] = ()
+
+
+# ---- Topic catalog ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRacks:
+    racks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    partition_racks: tuple[PartitionRacks, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...] = ()
+    timeout_ms: int = 60_000
+    validate_only: bool = False
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicResult:
+    name: str
+    topic_id: str = ""
+    error_code: int = 0
+    error_message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    topics: tuple[CreatableTopicResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicState:
+    name: str | None = None
+    topic_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    topics: tuple[DeleteTopicState, ...] = ()
+    timeout_ms: int = 60_000
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str | None
+    topic_id: str = ""
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    responses: tuple[DeletableTopicResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicsRequest:
+    topic_names: tuple[str, ...] = ()
+    topic_ids: tuple[str, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopic:
+    name: str
+    topic_id: str = ""
+    num_partitions: int = 0
+    partition_racks: tuple[PartitionRacks, ...] = ()
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicsResponse:
+    catalog_version: int = 0
+    topics: tuple[DescribedTopic, ...] = ()

@@ -72,3 +72,8 @@ class Group(abc.ABC):
     @abc.abstractmethod
     def snapshot_records(self) -> list[Record]:
         """Records that rebuild this group when replayed into an empty shard."""
+
+    @abc.abstractmethod
+    def fingerprint(self) -> object:
+        """The persistent state as comparable plain data (no timers, no pending replies):
+        replaying the log must rebuild a group with an equal fingerprint."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from shards.core import api
 from shards.core.config import CoordinatorConfig
-from shards.core.errors import ApiError, Errors
+from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
@@ -108,6 +108,23 @@ class GroupCoordinatorShard:
         # groups first: replaying an offset of an unknown group creates a simple group
         return self.group_manager.snapshot_records() + self.offset_manager.snapshot_records()
 
+    def fingerprint(self) -> object:
+        """The whole persistent state as plain data (replay-equals-live checks)."""
+        groups = {
+            gid: g.fingerprint()
+            for gid, g in self.group_manager.groups.items()
+            # An empty simple group without offsets has no record of its own (as in Kafka,
+            # it would not survive a reload either).
+            if not _is_bare_simple_group(g, self.offset_manager)
+        }
+        offsets = {
+            (group, topic, partition): value
+            for group, by_topic in self.offset_manager.offsets.items()
+            for topic, parts in by_topic.items()
+            for partition, value in parts.items()
+        }
+        return {"groups": groups, "offsets": offsets}
+
     def on_loaded(self, now_ms: int) -> None:
         self._schedule_cleanup()
 
@@ -122,5 +139,11 @@ class GroupCoordinatorShard:
         )
 
 
-def not_found(group_id: str) -> ApiError:
-    return ApiError(Errors.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+def _is_bare_simple_group(group: object, offsets: OffsetMetadataManager) -> bool:
+    from shards.core.classic.group import ClassicGroup
+
+    return (
+        isinstance(group, ClassicGroup)
+        and group.protocol_type_value is None
+        and not offsets.has_offsets(group.group_id)
+    )

@@ -204,7 +204,7 @@ class CoordinatorPartition:
             span.set_attribute("groupcoord.epoch", self.epoch)
             self._transition(PartitionState.ACTIVE)
             sm.on_loaded(self.clock.now_ms())
-            log.info(
+            log.debug(
                 "partition %d loaded at epoch %d: %d records up to offset %d",
                 self.partition, self.epoch, count, self.last_durable_offset,
             )

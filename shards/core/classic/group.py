@@ -170,6 +170,18 @@ class ClassicGroup(Group):
         # a simple group: retention counts from each offset's last commit
         return lambda commit_ts: commit_ts
 
+    def fingerprint(self) -> object:
+        return (
+            "classic",
+            self.state.value,
+            self.state_timestamp_ms,
+            self.generation_id,
+            self.protocol_type_value,
+            self.protocol_name,
+            self.leader_id,
+            tuple(sorted(self.members)),
+        )
+
     def tombstone_records(self) -> list[Record]:
         return [Record(GroupMetadataKey(self.group_id), None)]
 

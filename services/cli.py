@@ -1,0 +1,139 @@
+"""The ``groupcoord`` command: one subcommand per deployable process.
+
+Every option can also be set with an environment variable (shown in ``--help``), so the
+same image runs under docker-compose and Helm with nothing but environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from shards.core.config import CoordinatorConfig
+
+ENV = "GROUPCOORD_"
+
+
+def _opt(*names: str, env: str, **kw: Any) -> Callable[[Any], Any]:
+    return click.option(*names, envvar=ENV + env, show_envvar=True, show_default=True, **kw)
+
+
+def _parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> CoordinatorConfig:
+    fields = {f.name: f for f in dataclasses.fields(CoordinatorConfig)}
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        for item in pair.split(","):
+            if not item.strip():
+                continue
+            name, sep, value = item.partition("=")
+            name = name.strip().replace(".", "_").replace("-", "_")
+            if not sep or name not in fields:
+                raise click.BadParameter(
+                    f"{item!r}: expected name=value with name one of {', '.join(sorted(fields))}"
+                )
+            current = getattr(base, name)
+            if isinstance(current, tuple):
+                changes[name] = tuple(v.strip() for v in value.split(":") if v.strip())
+            elif isinstance(current, int):
+                changes[name] = int(value)
+            else:
+                changes[name] = value
+    return dataclasses.replace(base, **changes)
+
+
+def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=50,
+             help="Offsets partitions (Kafka's offsets.topic.num.partitions).")(f)
+    f = _opt("--offsets-retention-minutes", env="OFFSETS_RETENTION_MINUTES", type=int,
+             default=7 * 24 * 60, help="Kafka's offsets.retention.minutes.")(f)
+    f = _opt("--offset-metadata-max-bytes", env="OFFSET_METADATA_MAX_BYTES", type=int,
+             default=4096, help="Kafka's offset.metadata.max.bytes.")(f)
+    f = _opt("--set", "config_pairs", env="CONFIG", multiple=True, default=(),
+             help="Any coordinator setting as name=value (milliseconds for durations), "
+                  "e.g. --set consumer_group_session_timeout_ms=10000. Repeatable; the "
+                  "environment variable takes a comma-separated list.")(f)
+    return f
+
+
+def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt("--host", env="HOST", default="127.0.0.1",
+             help="Address to listen on (0.0.0.0 in containers).")(f)
+    f = _opt("--grpc-port", env="GRPC_PORT", type=int, default=50051,
+             help="gRPC port; 0 picks a free port and prints it.")(f)
+    f = _opt("--advertised-host", env="ADVERTISED_HOST", default=None,
+             help="Host name other processes use to reach this one (FindCoordinator).")(f)
+    f = _opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
+             help="OpenTelemetry OTLP/gRPC endpoint for traces (also OTEL_EXPORTER_OTLP_ENDPOINT);"
+                  " unset: no export.")(f)
+    f = _opt("--log-level", env="LOG_LEVEL", default="INFO")(f)
+    f = _opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]),
+             default="json")(f)
+    return f
+
+
+@click.group()
+@click.version_option(package_name="groupcoord")
+def main() -> None:
+    """groupcoord: a standalone, horizontally scalable Kafka group coordinator."""
+
+
+@main.command()
+@_opt("--data-dir", env="DATA_DIR", default="./data",
+      help="Where the embedded SQLite store lives.")
+@_opt("--store", env="STORE", default=None,
+      help="Log store URL: sqlite:///path.db or redis://host:port/db "
+           "(default: sqlite:///<data-dir>/groupcoord.db).")
+@server_options
+@coordinator_options
+def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
+        advertised_host: str | None, otlp_endpoint: str | None, log_level: str,
+        log_format: str, num_partitions: int, offsets_retention_minutes: int,
+        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...]) -> None:
+    """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
+    from services.common import logs
+    from services.shard.app import ShardApp, ShardSettings
+
+    logs.configure(log_level, log_format)
+    if store is None:
+        os.makedirs(data_dir, exist_ok=True)
+        store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
+    config = _parse_config(
+        config_pairs,
+        CoordinatorConfig(
+            num_partitions=num_partitions,
+            offsets_retention_ms=offsets_retention_minutes * 60_000,
+            offset_metadata_max_bytes=offset_metadata_max_bytes,
+        ),
+    )
+    settings = ShardSettings(
+        store_url=store,
+        host=host,
+        grpc_port=grpc_port,
+        advertised_host=advertised_host,
+        otlp_endpoint=otlp_endpoint,
+        coordinator=config,
+    )
+    asyncio.run(_serve(ShardApp(settings)))
+
+
+async def _serve(app: Any) -> None:
+    from services.common.grpc_server import install_signal_handlers
+
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    await app.start()
+    click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
+    sys.stdout.flush()
+    await stop.wait()
+    click.echo("groupcoord: shutting down")
+    await app.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

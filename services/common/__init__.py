@@ -1,0 +1,1 @@
+"""Plumbing shared by every groupcoord process: gRPC serving, telemetry, logging, config."""

@@ -1,0 +1,129 @@
+"""Serve dataclass-based handlers over gRPC, with health, reflection and telemetry.
+
+Requests arrive as raw bytes and are parsed here, so that a request that cannot be decoded
+gets ``INVALID_ARGUMENT`` with a message (gRPC's own deserializer would answer ``INTERNAL``).
+Handlers are ``async def handler(request_dataclass) -> response_dataclass``; conversion to and
+from protobuf is by field name (``shards.adapters.convert``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from shards.adapters.convert import converter_from, converter_to
+from shards.coordinator import with_client_host
+
+log = logging.getLogger("groupcoord.grpc")
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    request_pb: type[Message]
+    response_pb: type[Message]
+    request_type: type
+    response_type: type
+    handler: Callable[[Any], Awaitable[Any]]
+
+
+def _peer_host(context: grpc.aio.ServicerContext) -> str:
+    peer = context.peer() or ""
+    # "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555", "unix:/path"
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rsplit(":", 1)[0]
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return rest
+
+
+def _unary(method: Method) -> grpc.RpcMethodHandler:
+    parse = method.request_pb.FromString
+    to_request = converter_from(method.request_type, method.request_pb)
+    from_response = converter_to(method.response_type, method.response_pb)
+    handler = method.handler
+    full = method.name
+
+    async def behavior(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            request = to_request(parse(raw))
+        except (DecodeError, ValueError, UnicodeDecodeError) as ex:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{full}: the request could not be decoded as {method.request_pb.DESCRIPTOR.full_name}: {ex}",
+            )
+            raise  # unreachable: abort raises
+        request = with_client_host(request, _peer_host(context))
+        response = await handler(request)
+        return from_response(response).SerializeToString()  # type: ignore[no-any-return]
+
+    return grpc.unary_unary_rpc_method_handler(behavior)
+
+
+def generic_handler(service: str, methods: Sequence[Method]) -> grpc.GenericRpcHandler:
+    return grpc.method_handlers_generic_handler(service, {m.name: _unary(m) for m in methods})
+
+
+class GrpcServer:
+    """An aio server with health, reflection and (optional) OpenTelemetry interceptors.
+
+    Bind first (the port may be 0 = any free port), add services, then start."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        interceptors: Sequence[Any] = (),
+        max_message_bytes: int = 100 * 1024 * 1024,
+    ) -> None:
+        self.server = grpc.aio.server(
+            interceptors=list(interceptors),
+            options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self.service_names: list[str] = []
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"could not bind gRPC on {host}:{port}")
+
+    def add_service(self, name: str, methods: Sequence[Method]) -> None:
+        self.server.add_generic_rpc_handlers([generic_handler(name, methods)])
+        self.service_names.append(name)
+
+    async def start(self) -> None:
+        reflection.enable_server_reflection(
+            [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        await self.server.start()
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        for name in self.service_names:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight RPCs finish (up to ``grace_s``)."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
+            pass

@@ -1,0 +1,57 @@
+"""OpenTelemetry set-up: a tracer provider, OTLP export only when configured.
+
+Spans: one per RPC (server interceptor), trace context propagated on every outgoing gRPC call
+(client interceptors), one per partition append and load (``shards.runtime``). The core never
+touches OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+log = logging.getLogger("groupcoord.telemetry")
+_configured = False
+
+
+def configure(service_name: str, otlp_endpoint: str | None = None,
+              exporter: SpanExporter | None = None) -> TracerProvider | None:
+    """Install a tracer provider. Export goes to ``otlp_endpoint`` (or the standard
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``) when set, to ``exporter`` when given, nowhere otherwise
+    (spans are still created, so trace context still propagates)."""
+    global _configured
+    endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if _configured:
+        provider = trace.get_tracer_provider()
+        if exporter is not None and isinstance(provider, TracerProvider):
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+        return provider if isinstance(provider, TracerProvider) else None
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    if endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        log.info("exporting traces over OTLP to %s", endpoint)
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _configured = True
+    return provider
+
+
+def server_interceptors() -> list[Any]:
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+    return [aio_server_interceptor()]
+
+
+def client_interceptors() -> list[Any]:
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+    return list(aio_client_interceptors())

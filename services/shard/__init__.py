@@ -1,0 +1,1 @@
+"""The shard process: serves the GroupCoordinator and TopicCatalog gRPC services."""

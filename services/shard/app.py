@@ -1,0 +1,138 @@
+"""Wiring of a shard process: store -> runtime -> coordinator service -> gRPC server.
+
+This is the only place where the pieces are put together (and ``__main__``/the CLI the only
+place that builds an app from configuration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from services.common import telemetry
+from services.common.grpc_server import GrpcServer
+from services.shard.servicer import (
+    GROUP_COORDINATOR,
+    TOPIC_CATALOG,
+    group_coordinator_methods,
+    topic_catalog_methods,
+)
+from shards.adapters.record_codec import RecordCodec
+from shards.catalog import TopicCatalog
+from shards.coordinator import GroupCoordinatorService, NodeAddress, SelfOwnership
+from shards.core.config import CoordinatorConfig
+from shards.core.shard import GroupCoordinatorShard
+from shards.core.topics import TopicsImage
+from shards.runtime.clock import Clock
+from shards.runtime.partition import PartitionTimer
+from shards.runtime.runtime import CoordinatorRuntime
+from shards.storage import open_store
+from shards.storage.base import LogStore
+
+log = logging.getLogger("groupcoord.shard")
+
+
+@dataclass
+class ShardSettings:
+    store_url: str
+    host: str = "127.0.0.1"
+    grpc_port: int = 50051
+    advertised_host: str | None = None
+    node_id: int = 0
+    lease_ms: int = 30_000
+    catalog_poll_ms: int = 500
+    operation_timeout_ms: int = 30_000
+    shutdown_grace_s: float = 10.0
+    otlp_endpoint: str | None = None
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+
+class ShardApp:
+    def __init__(
+        self, settings: ShardSettings, store: LogStore | None = None, clock: Clock | None = None
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.catalog: TopicCatalog | None = None
+        self.runtime: CoordinatorRuntime | None = None
+        self.service: GroupCoordinatorService | None = None
+        self.server: GrpcServer | None = None
+        self._image_tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    def _factory(self, partition: int, timer: PartitionTimer) -> GroupCoordinatorShard:
+        assert self.catalog is not None
+        return GroupCoordinatorShard(
+            self.settings.coordinator, timer, self.catalog.image, partition
+        )
+
+    def _on_new_image(self, image: TopicsImage) -> None:
+        runtime = self.runtime
+        if runtime is None:
+            return
+        task = asyncio.get_running_loop().create_task(
+            runtime.write_all(lambda shard, now: shard.update_topics(image, now))
+        )
+        self._image_tasks.add(task)
+        task.add_done_callback(self._image_tasks.discard)
+
+    async def start(self) -> None:
+        s = self.settings
+        telemetry.configure("groupcoord-shard", s.otlp_endpoint)
+        if self.store is None:
+            self.store = open_store(s.store_url)
+        await self.store.start()
+        self.catalog = TopicCatalog(self.store, poll_interval_ms=s.catalog_poll_ms)
+        await self.catalog.start()
+        self.runtime = CoordinatorRuntime(
+            self.store,
+            RecordCodec(),
+            self._factory,
+            owner=self.owner,
+            clock=self.clock,
+            lease_ms=s.lease_ms,
+            snapshot_interval_records=s.coordinator.snapshot_interval_records,
+        )
+        self.catalog.listeners.append(self._on_new_image)
+        self.server = GrpcServer(s.host, s.grpc_port, telemetry.server_interceptors())
+        # The node address needs the bound port (grpc_port may be 0).
+        node = NodeAddress(s.node_id, s.advertised_host or s.host, self.server.port)
+        self.service = GroupCoordinatorService(
+            self.runtime,
+            s.coordinator.num_partitions,
+            SelfOwnership(node),
+            s.operation_timeout_ms,
+        )
+        self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
+        self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
+        await asyncio.gather(
+            *(self.runtime.load(p) for p in range(s.coordinator.num_partitions))
+        )
+        self.runtime.start_lease_renewal()
+        await self.server.start()
+        log.info(
+            "shard serving %d partitions on %s:%d (store %s)",
+            s.coordinator.num_partitions, s.host, self.server.port, self.store.description,
+        )
+
+    async def stop(self) -> None:
+        """Graceful: stop accepting RPCs, finish in-flight appends, close the store."""
+        if self.server is not None:
+            await self.server.stop(self.settings.shutdown_grace_s)
+        if self.runtime is not None:
+            await self.runtime.close()
+        if self.catalog is not None:
+            await self.catalog.close()
+        if self.store is not None:
+            await self.store.close()
+        log.info("shard stopped")

@@ -1,0 +1,43 @@
+"""The GroupCoordinator and TopicCatalog gRPC services: decode, route, encode. Nothing else."""
+
+from __future__ import annotations
+
+from groupcoord.v1 import catalog_pb2, groups_pb2, offsets_pb2
+
+from services.common.grpc_server import Method
+from shards.catalog import TopicCatalog
+from shards.coordinator import GroupCoordinatorService
+from shards.core import api
+
+GROUP_COORDINATOR = "groupcoord.v1.GroupCoordinator"
+TOPIC_CATALOG = "groupcoord.v1.TopicCatalog"
+
+
+def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
+    return [
+        Method("OffsetCommit", offsets_pb2.OffsetCommitRequest, offsets_pb2.OffsetCommitResponse,
+               api.OffsetCommitRequest, api.OffsetCommitResponse, service.offset_commit),
+        Method("OffsetFetch", offsets_pb2.OffsetFetchRequest, offsets_pb2.OffsetFetchResponse,
+               api.OffsetFetchRequest, api.OffsetFetchResponse, service.offset_fetch),
+        Method("OffsetDelete", offsets_pb2.OffsetDeleteRequest, offsets_pb2.OffsetDeleteResponse,
+               api.OffsetDeleteRequest, api.OffsetDeleteResponse, service.offset_delete),
+        Method("ListGroups", groups_pb2.ListGroupsRequest, groups_pb2.ListGroupsResponse,
+               api.ListGroupsRequest, api.ListGroupsResponse, service.list_groups),
+        Method("DeleteGroups", groups_pb2.DeleteGroupsRequest, groups_pb2.DeleteGroupsResponse,
+               api.DeleteGroupsRequest, api.DeleteGroupsResponse, service.delete_groups),
+        Method("FindCoordinator", groups_pb2.FindCoordinatorRequest,
+               groups_pb2.FindCoordinatorResponse, api.FindCoordinatorRequest,
+               api.FindCoordinatorResponse, service.find_coordinator),
+    ]
+
+
+def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
+    return [
+        Method("CreateTopics", catalog_pb2.CreateTopicsRequest, catalog_pb2.CreateTopicsResponse,
+               api.CreateTopicsRequest, api.CreateTopicsResponse, catalog.create_topics),
+        Method("DeleteTopics", catalog_pb2.DeleteTopicsRequest, catalog_pb2.DeleteTopicsResponse,
+               api.DeleteTopicsRequest, api.DeleteTopicsResponse, catalog.delete_topics),
+        Method("DescribeTopics", catalog_pb2.DescribeTopicsRequest,
+               catalog_pb2.DescribeTopicsResponse, api.DescribeTopicsRequest,
+               api.DescribeTopicsResponse, catalog.describe_topics),
+    ]

@@ -1,0 +1,226 @@
+"""The topic catalog service: topics persisted in the store, visible to every partition loop.
+
+The catalog is one versioned document in the store, changed by compare-and-set (so several
+shards can serve CreateTopics/DeleteTopics concurrently without losing a change). Every
+process watches the document's version; a new version becomes a new
+:class:`~shards.core.topics.TopicsImage`, handed to each listener (the shard delivers it to
+every partition loop as a write operation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+
+from groupcoord.v1 import records_pb2
+
+from shards.core import api
+from shards.core.errors import Errors
+from shards.core.topics import (
+    TopicCreation,
+    TopicDeletion,
+    TopicImage,
+    TopicsImage,
+    plan_create,
+    plan_delete,
+    uuid_to_text,
+)
+from shards.storage.base import CatalogDocument, LogStore
+
+log = logging.getLogger("groupcoord.catalog")
+
+
+def random_topic_id() -> str:
+    """A random Kafka Uuid in text form (Kafka also avoids a leading '-')."""
+    while True:
+        text = uuid_to_text(uuid.uuid4().bytes)
+        if not text.startswith("-"):
+            return text
+
+
+def decode_catalog(doc: CatalogDocument) -> TopicsImage:
+    if not doc.data:
+        return TopicsImage.of(doc.version, [])
+    parsed = records_pb2.CatalogDocument.FromString(doc.data)
+    return TopicsImage.of(
+        doc.version,
+        [
+            TopicImage(
+                t.topic_id,
+                t.name,
+                t.num_partitions,
+                tuple(tuple(p.racks) for p in t.partition_racks),
+            )
+            for t in parsed.topics
+        ],
+    )
+
+
+def encode_catalog(topics: list[TopicImage]) -> bytes:
+    return records_pb2.CatalogDocument(
+        topics=[
+            records_pb2.CatalogTopic(
+                topic_id=t.topic_id,
+                name=t.name,
+                num_partitions=t.num_partitions,
+                partition_racks=[
+                    records_pb2.CatalogPartitionRacks(racks=list(r)) for r in t.partition_racks
+                ],
+            )
+            for t in sorted(topics, key=lambda t: t.name)
+        ]
+    ).SerializeToString()
+
+
+class TopicCatalog:
+    def __init__(
+        self,
+        store: LogStore,
+        new_topic_id: Callable[[], str] = random_topic_id,
+        poll_interval_ms: int = 500,
+    ) -> None:
+        self.store = store
+        self.new_topic_id = new_topic_id
+        self.poll_interval = poll_interval_ms / 1000
+        self.image = TopicsImage()
+        self.listeners: list[Callable[[TopicsImage], None]] = []
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._set_image(decode_catalog(await self.store.read_catalog()))
+        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+    def _set_image(self, image: TopicsImage) -> None:
+        if image.version <= self.image.version and self.image.version != 0:
+            return
+        self.image = image
+        for listener in self.listeners:
+            try:
+                listener(image)
+            except Exception:
+                log.exception("catalog listener failed")
+
+    async def _watch(self) -> None:
+        """Other processes may change the catalog: follow its version."""
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                doc = await self.store.read_catalog()
+            except Exception as ex:
+                log.warning("catalog poll failed: %r", ex)
+                continue
+            if doc.version > self.image.version:
+                self._set_image(decode_catalog(doc))
+
+    async def refresh(self) -> TopicsImage:
+        doc = await self.store.read_catalog()
+        if doc.version > self.image.version:
+            self._set_image(decode_catalog(doc))
+        return self.image
+
+    # ---- API -------------------------------------------------------------------------------
+    async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
+        creations = [
+            TopicCreation(
+                t.name,
+                t.num_partitions,
+                tuple(tuple(p.racks) for p in t.partition_racks),
+            )
+            for t in request.topics
+        ]
+        while True:
+            doc = await self.store.read_catalog()
+            image = decode_catalog(doc)
+            added, outcomes = plan_create(image, creations, self.new_topic_id)
+            if added and not request.validate_only:
+                version = await self.store.write_catalog(
+                    doc.version, encode_catalog(image.topics() + added)
+                )
+                if version is None:
+                    continue  # another writer changed the catalog: plan again
+                self._set_image(TopicsImage.of(version, image.topics() + added))
+            break
+        by_name = {t.name: t for t in request.topics}
+        return api.CreateTopicsResponse(
+            tuple(
+                api.CreatableTopicResult(
+                    o.name,
+                    o.topic_id,
+                    o.error_code,
+                    o.error_message,
+                    o.num_partitions if o.error_code == 0 else -1,
+                    by_name[o.name].replication_factor if o.error_code == 0 else -1,
+                )
+                for o in outcomes
+            )
+        )
+
+    async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:
+        deletions = [TopicDeletion(t.name, t.topic_id) for t in request.topics]
+        while True:
+            doc = await self.store.read_catalog()
+            image = decode_catalog(doc)
+            removed, outcomes = plan_delete(image, deletions)
+            if removed:
+                gone = {t.topic_id for t in removed}
+                remaining = [t for t in image.topics() if t.topic_id not in gone]
+                version = await self.store.write_catalog(doc.version, encode_catalog(remaining))
+                if version is None:
+                    continue
+                self._set_image(TopicsImage.of(version, remaining))
+            break
+        return api.DeleteTopicsResponse(
+            tuple(
+                api.DeletableTopicResult(o.name, o.topic_id, o.error_code, o.error_message)
+                for o in outcomes
+            )
+        )
+
+    async def describe_topics(
+        self, request: api.DescribeTopicsRequest
+    ) -> api.DescribeTopicsResponse:
+        image = await self.refresh()
+        if not request.topic_names and not request.topic_ids:
+            topics = [_described(t) for t in image.topics()]
+        else:
+            topics = []
+            for name in request.topic_names:
+                t = image.by_name.get(name)
+                topics.append(
+                    _described(t)
+                    if t
+                    else api.DescribedTopic(
+                        name,
+                        error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"topic {name!r} does not exist",
+                    )
+                )
+            for topic_id in request.topic_ids:
+                t = image.by_id.get(topic_id)
+                topics.append(
+                    _described(t)
+                    if t
+                    else api.DescribedTopic(
+                        "",
+                        topic_id,
+                        error_code=Errors.UNKNOWN_TOPIC_ID,
+                        error_message=f"topic id {topic_id!r} does not exist",
+                    )
+                )
+        return api.DescribeTopicsResponse(image.version, tuple(topics))
+
+
+def _described(t: TopicImage) -> api.DescribedTopic:
+    return api.DescribedTopic(
+        t.name,
+        t.topic_id,
+        t.num_partitions,
+        tuple(api.PartitionRacks(r) for r in t.partition_racks),
+    )
