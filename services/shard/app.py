@@ -11,7 +11,9 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from services.common import telemetry
 from services.common.grpc_server import GrpcServer
@@ -64,6 +66,8 @@ class ShardApp:
         self.service: GroupCoordinatorService | None = None
         self.server: GrpcServer | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
+        #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
+        self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
 
     @property
     def port(self) -> int:
@@ -75,6 +79,12 @@ class ShardApp:
         return GroupCoordinatorShard(
             self.settings.coordinator, timer, self.catalog.image, partition
         )
+
+    async def _execute(self, request: Any) -> Any:
+        handler = self.task_handlers.get(type(request))
+        if handler is None:
+            raise TypeError(f"no task handler for {type(request).__name__}")
+        return await handler(request)
 
     def _on_new_image(self, image: TopicsImage) -> None:
         runtime = self.runtime
@@ -102,6 +112,7 @@ class ShardApp:
             clock=self.clock,
             lease_ms=s.lease_ms,
             snapshot_interval_records=s.coordinator.snapshot_interval_records,
+            executor=self._execute,
         )
         self.catalog.listeners.append(self._on_new_image)
         self.server = GrpcServer(s.host, s.grpc_port, telemetry.server_interceptors())

@@ -7,6 +7,13 @@ members): the handler then returns a :class:`Deferred` as its response and keeps
 a later operation completes it by listing ``(token, response)`` in ``completions`` -- again
 released only once that later operation's records are durable.
 
+Work that must not run on the partition loop (computing a target assignment, possibly on a
+remote assignor service) is an :class:`AsyncTask` in ``tasks``: the runtime hands its
+``request`` to an executor off the loop and, when the answer arrives, runs
+``on_done(answer_or_exception, now_ms)`` as a write operation -- which must check that the
+answer is still wanted (e.g. drop an assignment computed for an older group epoch). A newer
+task with the same key supersedes an older one that has not finished.
+
 Timers (session timeouts, rebalance timeouts, offset expiration) go through the
 :class:`Timer` the runtime gives the state machine. They are keyed: scheduling a key that
 is already scheduled replaces it. A timer fires as a write operation: its callback gets
@@ -40,11 +47,19 @@ class Deferred:
         return f"Deferred({self.id}, {self.name!r})"
 
 
+@dataclass(frozen=True, slots=True)
+class AsyncTask:
+    key: str
+    request: Any
+    on_done: Callable[[Any, int], CoordinatorResult[Any]]
+
+
 @dataclass(slots=True)
 class CoordinatorResult(Generic[R]):
     records: Sequence[Record] = ()
     response: R | Deferred | None = None
     completions: Sequence[tuple[Deferred, Any]] = field(default_factory=tuple)
+    tasks: Sequence[AsyncTask] = field(default_factory=tuple)
 
 
 TimerOp = Callable[[int], CoordinatorResult[Any]]

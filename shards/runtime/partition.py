@@ -32,14 +32,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from opentelemetry import trace
 
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
-from shards.core.result import CoordinatorResult, Deferred, StateMachine
+from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
 from shards.runtime.clock import Cancellable, Clock
 from shards.storage.base import FencedError, LogStore, Snapshot
 
@@ -77,6 +77,8 @@ class Codec(Protocol):
 
 
 StateMachineFactory = Callable[[int, "PartitionTimer"], StateMachine]
+#: runs an AsyncTask's request off the partition loop
+TaskExecutor = Callable[[Any], Awaitable[Any]]
 WriteOp = Callable[[Any, int], CoordinatorResult[Any]]
 ReadOp = Callable[[Any, int], Any]
 
@@ -138,6 +140,7 @@ class CoordinatorPartition:
         lease_ms: int,
         snapshot_interval_records: int,
         on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
+        executor: TaskExecutor | None = None,
     ) -> None:
         self.partition = partition
         self.store = store
@@ -148,6 +151,8 @@ class CoordinatorPartition:
         self.lease_ms = lease_ms
         self.snapshot_interval_records = snapshot_interval_records
         self.on_failure = on_failure
+        self.executor = executor
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         self.state = PartitionState.INITIAL
         self.epoch = 0
         self.sm: Any = None
@@ -225,6 +230,7 @@ class CoordinatorPartition:
         )
         self.state = PartitionState.CLOSED
         self.timer.cancel_all()
+        self._cancel_tasks()
         if self.sm is not None:
             self.sm.on_unloaded()
         if was_active or self.epoch:
@@ -296,8 +302,42 @@ class CoordinatorPartition:
             waiting = self._deferred.pop(token.id, None)
             if waiting is not None:
                 self._release_after_current(waiting, value)
+        for task in result.tasks:
+            self._start_task(task)
         if records:
             self._schedule_flush()
+
+    # ---- asynchronous work -------------------------------------------------------------------
+    def _start_task(self, task: AsyncTask) -> None:
+        if self.executor is None:
+            log.error("partition %d: no executor for task %s", self.partition, task.key)
+            return
+        previous = self._tasks.pop(task.key, None)
+        if previous is not None:
+            previous.cancel()  # superseded by a newer request
+        incarnation = self._incarnation
+        executor = self.executor
+
+        async def run() -> None:
+            try:
+                answer: Any = await executor(task.request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as ex:  # handed to on_done, which decides what to do
+                answer = ex
+            if self._tasks.get(task.key) is current:
+                del self._tasks[task.key]
+            if incarnation != self._incarnation:
+                return  # the state that asked is gone
+            self.fire_timer(f"task:{task.key}", lambda now: task.on_done(answer, now))
+
+        current = asyncio.get_running_loop().create_task(run(), name=f"task-p{self.partition}")
+        self._tasks[task.key] = current
+
+    def _cancel_tasks(self) -> None:
+        for t in self._tasks.values():
+            t.cancel()
+        self._tasks.clear()
 
     def _release_after_current(self, future: asyncio.Future[Any], value: Any) -> None:
         if self._pending.records:
@@ -424,6 +464,7 @@ class CoordinatorPartition:
         self._fail_waiters(_append_error(self.partition, cause))  # pending and in flight
         self._inflight = None
         self.timer.cancel_all()
+        self._cancel_tasks()
         if self.sm is not None:
             self.sm.on_unloaded()
         self.sm = None

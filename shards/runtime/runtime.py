@@ -20,6 +20,7 @@ from shards.runtime.partition import (
     PartitionState,
     ReadOp,
     StateMachineFactory,
+    TaskExecutor,
     WriteOp,
 )
 from shards.storage.base import FencedError, LogStore
@@ -39,6 +40,7 @@ class CoordinatorRuntime:
         lease_ms: int = 30_000,
         snapshot_interval_records: int = 10_000,
         reload_backoff_ms: tuple[int, int] = (50, 5_000),
+        executor: TaskExecutor | None = None,
     ) -> None:
         self.store = store
         self.codec = codec
@@ -48,6 +50,7 @@ class CoordinatorRuntime:
         self.lease_ms = lease_ms
         self.snapshot_interval_records = snapshot_interval_records
         self.reload_backoff_ms = reload_backoff_ms
+        self.executor = executor
         self.partitions: dict[int, CoordinatorPartition] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
@@ -67,6 +70,7 @@ class CoordinatorRuntime:
             self.lease_ms,
             self.snapshot_interval_records,
             on_failure=self._on_failure,
+            executor=self.executor,
         )
 
     async def load(self, partition: int) -> None:

@@ -7,7 +7,9 @@ a timer that fires only on ``sleep``, and a log of every record written.
     h.assert_replay_equals_live()
 
 Deferred responses (classic JoinGroup) come back as ``Pending`` objects whose ``.value`` is set
-when a later write completes them.
+when a later write completes them. Async tasks (target assignments) queue up in
+``h.tasks``; ``h.run_tasks(execute)`` runs them (in order, or a test picks which) and applies
+``on_done`` as a write -- so a test can deliver a stale result on purpose.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from shards.core.config import CoordinatorConfig
 from shards.core.records import Record
-from shards.core.result import CoordinatorResult, Deferred, TimerOp
+from shards.core.result import AsyncTask, CoordinatorResult, Deferred, TimerOp
 from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
 
@@ -77,6 +79,7 @@ class ShardHarness:
         self.log: list[Record] = []
         self.pending: dict[int, Pending] = {}
         self.fired: list[tuple[str, CoordinatorResult[Any]]] = []
+        self.tasks: dict[str, AsyncTask] = {}  # key -> newest task (newer supersedes)
 
     @property
     def now(self) -> int:
@@ -90,6 +93,9 @@ class ShardHarness:
             p = self.pending.get(token.id)
             if p is not None:
                 p.done, p.value = True, value
+        for task in result.tasks:
+            self.tasks.pop(task.key, None)
+            self.tasks[task.key] = task
         if isinstance(result.response, Deferred):
             p = Pending(result.response)
             self.pending[result.response.id] = p
@@ -119,6 +125,19 @@ class ShardHarness:
         self.timer.now_ms = target
         self.fired.extend(fired)
         return fired
+
+    def run_tasks(self, execute: Callable[[Any], Any], keys: list[str] | None = None) -> int:
+        """Run queued async tasks (all, or the given keys) and apply their on_done writes."""
+        ran = 0
+        for key in list(self.tasks) if keys is None else keys:
+            task = self.tasks.pop(key)
+            try:
+                answer = execute(task.request)
+            except Exception as ex:
+                answer = ex
+            self._apply(task.on_done(answer, self.now))
+            ran += 1
+        return ran
 
     def update_topics(self, image: TopicsImage) -> None:
         self.topics = image

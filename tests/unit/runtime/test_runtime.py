@@ -281,3 +281,32 @@ async def test_snapshot_bounds_the_log_and_reload_gives_same_state(store: InMemo
     await rt.unload(0)
     await rt.load(0)
     assert rt.partition(0).sm.values == live
+
+
+async def test_async_task_result_runs_as_a_write_and_newer_supersedes(store: InMemoryLogStore) -> None:
+    from shards.core.result import AsyncTask
+
+    gates: dict[int, asyncio.Event] = {1: asyncio.Event(), 2: asyncio.Event()}
+
+    async def executor(request: int) -> int:
+        await gates[request].wait()
+        return request * 100
+
+    rt = CoordinatorRuntime(store, JsonCodec(), Counter, owner="t", clock=ManualClock(),
+                            executor=executor)
+    await rt.load(0)
+    p = rt.partition(0)
+
+    def ask(n: int):  # type: ignore[no-untyped-def]
+        def on_done(answer: int, now: int) -> CoordinatorResult[None]:
+            return CoordinatorResult([Record(Key("answer"), answer)], None)
+        return lambda sm, now: CoordinatorResult([], "asked", tasks=[AsyncTask("assign", n, on_done)])
+
+    assert await p.write(ask(1)) == "asked"
+    assert await p.write(ask(2)) == "asked"  # supersedes task 1
+    gates[1].set()
+    gates[2].set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert p.sm.values["answer"] == 200
+    assert [json.loads(e.data) for e in (await store.load(0)).entries] == [[["answer", 200]]]
