@@ -217,7 +217,7 @@ if old[2] and old[2] ~= ARGV[3] then
     redis.call('DEL', KEYS[3] .. ':' .. old[2] .. ':' .. i)
   end
 end
-redis.call('XTRIM', KEYS[4], 'MINID', string.format('%d-0', offset + 2))
+redis.call('XTRIM', KEYS[4], 'MINID', string.format('%d-0', offset + 1))
 return {'ok', 0}
 """,
 )
