@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Self
 
 
 class StoreError(Exception):
@@ -133,7 +134,7 @@ class LogStore(abc.ABC):
     #: set by each backend's constructor
     stats: StoreStats
 
-    async def __aenter__(self) -> LogStore:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

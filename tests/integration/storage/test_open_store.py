@@ -54,8 +54,8 @@ def test_redis_urls_give_a_redis_store_with_the_key_prefix() -> None:
     assert isinstance(store, RedisLogStore)
     assert store.key_prefix == "prod"
     assert "hunter2" not in store.description
-    assert isinstance(open_store("redis://localhost:6379/0"), RedisLogStore)
-    assert open_store("redis://localhost:6379/0").key_prefix == "gc"  # type: ignore[attr-defined]
+    default = open_store("redis://localhost:6379/0")
+    assert isinstance(default, RedisLogStore) and default.key_prefix == "gc"
 
 
 @pytest.mark.parametrize(

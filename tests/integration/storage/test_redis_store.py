@@ -7,13 +7,13 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from redis.crc import key_slot
 
 import shards.storage.redis as redis_backend
-from shards.storage import FencedError, Snapshot, StoreError, StoreUnavailableError
+from shards.storage import FencedError, LogEntry, Snapshot, StoreError, StoreUnavailableError
 from shards.storage.redis import RedisLogStore
 from tests.support.aio import async_test
 from tests.support.redis_server import RedisServer, free_port, start_redis_server
@@ -202,6 +202,35 @@ async def test_load_pages_through_the_tail(
         loaded = await store.load(0)
     assert [e.offset for e in loaded.entries] == list(range(3, entries + 1))
     assert [e.data for e in loaded.entries] == [b"e%d" % i for i in range(2, entries)]
+
+
+@async_test
+async def test_load_starts_over_when_a_snapshot_is_committed_while_it_reads(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"{redis_url}?key_prefix={unique_prefix()}"
+    async with RedisLogStore(url) as reader, RedisLogStore(url) as owner:
+        epoch = await owner.acquire(0, "owner", LEASE_MS)
+        for i in range(10):
+            await owner.append(0, epoch, b"e%d" % i)
+        await owner.write_snapshot(0, epoch, Snapshot(2, b"old"))
+
+        tail = reader._tail
+        passes = 0
+
+        async def tail_racing_a_snapshot(partition: int, after: int) -> AsyncIterator[LogEntry]:
+            nonlocal passes
+            passes += 1
+            if passes == 1:  # between reading the snapshot and reading the tail
+                await owner.write_snapshot(0, epoch, Snapshot(8, b"newer"))
+            async for entry in tail(partition, after):
+                yield entry
+
+        monkeypatch.setattr(reader, "_tail", tail_racing_a_snapshot)
+        loaded = await reader.load(0)
+    assert passes == 2
+    assert loaded.snapshot == Snapshot(8, b"newer")
+    assert [e.offset for e in loaded.entries] == [9, 10]
 
 
 # ---- script cache loss, crashes, unreachable servers -------------------------------------

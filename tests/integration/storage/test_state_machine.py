@@ -11,7 +11,9 @@ reused, and no rejected payload anywhere.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,6 +28,8 @@ from hypothesis.stateful import (
 
 from shards.storage import FencedError, LogStore, Snapshot, open_store
 from tests.integration.storage.conftest import BACKENDS, fresh_url
+
+T = TypeVar("T")
 
 PARTITION = 7
 LEASE_MS = 60_000
@@ -59,8 +63,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.rejected: set[bytes] = set()
         self.counter = 0
 
-    def run(self, coro: object) -> object:
-        return self.loop.run_until_complete(coro)  # type: ignore[arg-type]
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
 
     def payload(self, data: bytes) -> bytes:
         self.counter += 1
@@ -96,7 +100,7 @@ class StoreMachine(RuleBasedStateMachine):
 
         offsets = self.run(appends())
         assert offsets == list(range(self.last_offset + 1, self.last_offset + burst + 1))
-        self.history.extend(zip(offsets, payloads, strict=True))  # type: ignore[arg-type]
+        self.history.extend(zip(offsets, payloads, strict=True))
         self.last_offset += burst
 
     @rule(
@@ -150,15 +154,15 @@ class StoreMachine(RuleBasedStateMachine):
     def loaded_log_is_exactly_the_acknowledged_appends(self) -> None:
         for store in self.stores:
             loaded = self.run(store.load(PARTITION))
-            assert loaded.snapshot == self.snapshot  # type: ignore[attr-defined]
+            assert loaded.snapshot == self.snapshot
             after = self.snapshot.offset if self.snapshot else 0
             expected = [(o, d) for o, d in self.history if o > after]
-            entries = [(e.offset, e.data) for e in loaded.entries]  # type: ignore[attr-defined]
+            entries = [(e.offset, e.data) for e in loaded.entries]
             assert entries == expected
             offsets = [o for o, _ in entries]
             assert offsets == sorted(set(offsets)) and all(o > after for o in offsets)
             assert not self.rejected & {d for _, d in entries}
-            assert loaded.last_offset == self.last_offset  # type: ignore[attr-defined]
+            assert loaded.last_offset == self.last_offset
         assert self.run(self.stores[0].current_epoch(PARTITION)) == self.epoch
 
     def teardown(self) -> None:
