@@ -1,0 +1,96 @@
+"""Start real groupcoord processes for tests, read the ports they print, kill them for real."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+PORT_LINE = re.compile(r"groupcoord: (gRPC|Kafka) listening on (\S+):(\d+)")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServerProcess:
+    """``groupcoord <subcommand> ...`` in a child process (stdout parsed, stderr to a file)."""
+
+    def __init__(self, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None,
+                 ready_timeout: float = 60.0) -> None:
+        self.args = list(args)
+        self.log_path = log_path
+        self.ports: dict[str, int] = {}
+        self._lines: list[str] = []
+        self._ready = threading.Event()
+        full_env = {**os.environ, **(env or {})}
+        full_env.setdefault("GROUPCOORD_LOG_FORMAT", "text")
+        self._stderr = open(log_path, "ab")  # noqa: SIM115 - closed in wait/stop
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", *self.args],
+            cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+        )
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        if not self._ready.wait(ready_timeout):
+            self.kill()
+            raise RuntimeError(f"{self.args} did not become ready; log: {log_path.read_text()[-3000:]}")
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line)
+            m = PORT_LINE.search(line)
+            if m:
+                self.ports[m.group(1).lower()] = int(m.group(3))
+                if "grpc" in self.ports:
+                    self._ready.set()
+        self._ready.set()  # process ended: unblock waiters
+
+    @property
+    def grpc_port(self) -> int:
+        return self.ports["grpc"]
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as a crash."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self._stderr.close()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait for a graceful exit; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._stderr.close()
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError("condition not met in time")
