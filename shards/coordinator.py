@@ -78,11 +78,13 @@ class GroupCoordinatorService:
 
     async def _write(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
-        return await asyncio.wait_for(p.write(op), self.timeout)
+        async with asyncio.timeout(self.timeout):  # no extra task, unlike wait_for
+            return await p.write(op)
 
     async def _read(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
-        return await asyncio.wait_for(p.read(op), self.timeout)
+        async with asyncio.timeout(self.timeout):
+            return await p.read(op)
 
     # ---- offsets ---------------------------------------------------------------------------
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:

@@ -22,9 +22,10 @@ _configured = False
 
 def configure(service_name: str, otlp_endpoint: str | None = None,
               exporter: SpanExporter | None = None) -> TracerProvider | None:
-    """Install a tracer provider. Export goes to ``otlp_endpoint`` (or the standard
-    ``OTEL_EXPORTER_OTLP_ENDPOINT``) when set, to ``exporter`` when given, nowhere otherwise
-    (spans are still created, so trace context still propagates)."""
+    """Install an SDK tracer provider when spans go somewhere: to ``otlp_endpoint`` (or the
+    standard ``OTEL_EXPORTER_OTLP_ENDPOINT``) when set, to ``exporter`` when given. Otherwise
+    nothing is installed: the API's non-recording spans cost almost nothing and still carry
+    an incoming trace context on to outgoing calls."""
     global _configured
     endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if _configured:
@@ -32,6 +33,8 @@ def configure(service_name: str, otlp_endpoint: str | None = None,
         if exporter is not None and isinstance(provider, TracerProvider):
             provider.add_span_processor(BatchSpanProcessor(exporter))
         return provider if isinstance(provider, TracerProvider) else None
+    if not endpoint and exporter is None:
+        return None
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     if endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter

@@ -149,6 +149,10 @@ async def test_health_and_reflection(client: Client) -> None:
     async for resp in refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])):
         names = [s.name for s in resp.list_services_response.service]
     assert {"groupcoord.v1.GroupCoordinator", "groupcoord.v1.TopicCatalog", "grpc.health.v1.Health"} <= set(names)
+    for symbol in ("groupcoord.v1.GroupCoordinator", "groupcoord.v1.TopicCatalog", "grpc.health.v1.Health"):
+        request = reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol)
+        async for resp in refl.ServerReflectionInfo(iter([request])):
+            assert resp.WhichOneof("message_response") == "file_descriptor_response", symbol
 
 
 async def test_unimplemented_group_rpc_says_so(client: Client) -> None:

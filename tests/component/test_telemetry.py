@@ -16,7 +16,7 @@ from tests.component.conftest import Client
 
 async def test_rpc_and_append_spans_share_the_callers_trace(client: Client) -> None:
     exporter = InMemorySpanExporter()
-    provider = telemetry.configure("test")
+    provider = telemetry.configure("test", exporter=exporter)
     assert provider is not None
     provider.add_span_processor(SimpleSpanProcessor(exporter))
 

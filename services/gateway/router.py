@@ -1,0 +1,260 @@
+"""Routes: which shard serves a group, and gRPC calls to it with deadlines and retries.
+
+A group lives on offsets partition ``partition_for(group_id, num_partitions)`` (the
+placement Kafka uses); the owner of each partition is learnt from the shards' gRPC
+FindCoordinator and cached per partition. A NOT_COORDINATOR answer (ownership moved) or an
+unreachable owner drops the cached route and the call is retried on the new owner, a few
+times with a short backoff; after that the client gets the error and retries itself, as it
+would with Kafka. The router never looks inside a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from groupcoord.v1 import (
+    catalog_pb2_grpc,
+    common_pb2,
+    coordinator_pb2_grpc,
+    groups_pb2,
+)
+
+from shards.core.errors import Errors
+from shards.core.placement import partition_for
+
+log = logging.getLogger("groupcoord.gateway.router")
+
+#: gRPC status -> the Kafka error the client sees once retries are exhausted.
+_STATUS_ERRORS = {
+    grpc.StatusCode.UNIMPLEMENTED: Errors.UNSUPPORTED_VERSION,
+    grpc.StatusCode.UNAVAILABLE: Errors.COORDINATOR_NOT_AVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Errors.REQUEST_TIMED_OUT,
+    grpc.StatusCode.CANCELLED: Errors.REQUEST_TIMED_OUT,
+}
+_RETRY_STATUS = {grpc.StatusCode.UNAVAILABLE}
+
+
+class UpstreamError(Exception):
+    """A gRPC call failed for good; ``code`` is the Kafka error to answer with."""
+
+    def __init__(self, code: Errors, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def upstream_error(ex: grpc.aio.AioRpcError, what: str) -> UpstreamError:
+    status = ex.code()
+    code = _STATUS_ERRORS.get(status, Errors.UNKNOWN_SERVER_ERROR)
+    return UpstreamError(code, f"{what}: {status.name}: {ex.details()}")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    partition: int
+    target: str  # host:port of the owning shard's gRPC server
+    node_id: int
+
+
+class Router:
+    def __init__(
+        self,
+        bootstrap: str,
+        num_partitions: int,
+        *,
+        timeout_s: float = 30.0,
+        interceptors: Sequence[Any] = (),
+        max_attempts: int = 3,
+        backoff_s: float = 0.05,
+        max_message_bytes: int = 100 * 1024 * 1024,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.num_partitions = num_partitions
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self._interceptors = list(interceptors)
+        self._options = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
+        self._routes: dict[int, Route] = {}
+        self._lookups: dict[int, asyncio.Future[Route]] = {}
+        self._probe_keys: list[str] | None = None
+        self._mismatch_logged = False
+
+    # ---- channels ------------------------------------------------------------------------
+    def channel(self, target: str) -> grpc.aio.Channel:
+        ch = self._channels.get(target)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(
+                target, options=self._options, interceptors=self._interceptors
+            )
+            self._channels[target] = ch
+        return ch
+
+    def coordinator(self, target: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+        stub = self._stubs.get(target)
+        if stub is None:
+            stub = coordinator_pb2_grpc.GroupCoordinatorStub(self.channel(target))
+            self._stubs[target] = stub
+        return stub
+
+    @property
+    def catalog(self) -> catalog_pb2_grpc.TopicCatalogStub:
+        return catalog_pb2_grpc.TopicCatalogStub(self.channel(self.bootstrap))
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        self._stubs.clear()
+        await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
+
+    # ---- discovery -----------------------------------------------------------------------
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    async def find_coordinators(
+        self, keys: Sequence[str], key_type: int = 0,
+        context: common_pb2.RequestContext | None = None,
+    ) -> groups_pb2.FindCoordinatorResponse:
+        """gRPC FindCoordinator on the bootstrap address; good answers become routes."""
+        request = groups_pb2.FindCoordinatorRequest(
+            key_type=key_type, coordinator_keys=list(keys), context=context
+        )
+        try:
+            response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
+                self.bootstrap
+            ).FindCoordinator(request, timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as ex:
+            raise upstream_error(ex, f"FindCoordinator on {self.bootstrap}") from None
+        if key_type == 0:
+            for c in response.coordinators:
+                if c.error_code == 0 and c.key:
+                    self._learn(c)
+        return response
+
+    def _learn(self, c: groups_pb2.Coordinator) -> Route | None:
+        expected = self.partition_of(c.key)
+        if c.partition != expected:
+            if not self._mismatch_logged:
+                log.error(
+                    "the shards place group %r on partition %d, the gateway computes %d: "
+                    "--num-partitions must equal the shards' (routes are not cached)",
+                    c.key, c.partition, expected,
+                )
+                self._mismatch_logged = True
+            return None
+        route = Route(c.partition, f"{c.host}:{c.port}", c.node_id)
+        self._routes[c.partition] = route
+        return route
+
+    async def route(self, group_id: str) -> Route:
+        partition = self.partition_of(group_id)
+        route = self._routes.get(partition)
+        if route is not None:
+            return route
+        pending = self._lookups.get(partition)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._lookups[partition] = pending
+            try:
+                route = await self._lookup(group_id, partition)
+            except BaseException as ex:
+                pending.set_exception(ex)
+                pending.exception()  # retrieved: no "never retrieved" warning without waiters
+                raise
+            else:
+                pending.set_result(route)
+                return route
+            finally:
+                del self._lookups[partition]
+        return await asyncio.shield(pending)
+
+    async def _lookup(self, group_id: str, partition: int) -> Route:
+        response = await self.find_coordinators([group_id])
+        c = response.coordinators[0] if response.coordinators else None
+        if c is None or c.error_code != 0:
+            code = Errors(c.error_code) if c is not None else Errors.COORDINATOR_NOT_AVAILABLE
+            raise UpstreamError(code, (c.error_message if c is not None else "") or code.name)
+        route = self._routes.get(partition) or Route(partition, f"{c.host}:{c.port}", c.node_id)
+        return route
+
+    def forget(self, partition: int, route: Route | None = None) -> None:
+        current = self._routes.get(partition)
+        if current is not None and (route is None or current == route):
+            del self._routes[partition]
+
+    # ---- calls ---------------------------------------------------------------------------
+    async def call(
+        self,
+        group_id: str,
+        rpc: str,
+        request: Any,
+        *,
+        not_coordinator: Callable[[Any], bool],
+        timeout_s: float | None = None,
+    ) -> Any:
+        """``rpc`` on the shard owning ``group_id``. Retried on a fresh route when the answer
+        says NOT_COORDINATOR or the owner is unreachable; the last answer is returned as is."""
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        attempt = 0
+        while True:
+            attempt += 1
+            route = await self.route(group_id)
+            remaining = max(0.001, deadline - time.monotonic())
+            method = getattr(self.coordinator(route.target), rpc)
+            try:
+                response = await method(request, timeout=remaining)
+            except grpc.aio.AioRpcError as ex:
+                if ex.code() in _RETRY_STATUS and attempt < self.max_attempts:
+                    self.forget(route.partition, route)
+                    await asyncio.sleep(self.backoff_s * attempt)
+                    continue
+                raise upstream_error(ex, f"{rpc} on {route.target}") from None
+            if not_coordinator(response) and attempt < self.max_attempts:
+                self.forget(route.partition, route)
+                await asyncio.sleep(self.backoff_s * attempt)
+                continue
+            if not_coordinator(response):
+                self.forget(route.partition, route)
+            return response
+
+    async def call_bootstrap(self, stub_method: Callable[..., Any], request: Any,
+                             what: str, timeout_s: float | None = None) -> Any:
+        try:
+            return await stub_method(request, timeout=timeout_s or self.timeout_s)
+        except grpc.aio.AioRpcError as ex:
+            raise upstream_error(ex, what) from None
+
+    # ---- fan-out -------------------------------------------------------------------------
+    def probe_keys(self) -> list[str]:
+        """One group id per offsets partition (deterministic), to ask who owns each."""
+        if self._probe_keys is None:
+            keys: list[str | None] = [None] * self.num_partitions
+            missing, i = self.num_partitions, 0
+            while missing:
+                key = f"groupcoord-probe-{i}"
+                p = self.partition_of(key)
+                if keys[p] is None:
+                    keys[p] = key
+                    missing -= 1
+                i += 1
+            self._probe_keys = [k for k in keys if k is not None]
+        return self._probe_keys
+
+    async def owners(self, context: common_pb2.RequestContext | None = None) -> list[str]:
+        """The distinct shards owning the offsets partitions right now (for ListGroups)."""
+        response = await self.find_coordinators(self.probe_keys(), context=context)
+        targets: dict[str, None] = {}
+        for c in response.coordinators:
+            if c.error_code == 0:
+                targets[f"{c.host}:{c.port}"] = None
+        return list(targets)
