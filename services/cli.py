@@ -91,10 +91,12 @@ def main() -> None:
            "(default: sqlite:///<data-dir>/groupcoord.db).")
 @server_options
 @coordinator_options
+@_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,
+      help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.")
 def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
         advertised_host: str | None, otlp_endpoint: str | None, log_level: str,
         log_format: str, num_partitions: int, offsets_retention_minutes: int,
-        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...]) -> None:
+        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...], kafka_port: int) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
     from services.common import logs
     from services.shard.app import ShardApp, ShardSettings
@@ -119,16 +121,103 @@ def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
         otlp_endpoint=otlp_endpoint,
         coordinator=config,
     )
-    asyncio.run(_serve(ShardApp(settings)))
+    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
 
 
-async def _serve(app: Any) -> None:
+async def _serve(app: Any, kafka_port: int | None = None) -> None:
     from services.common.grpc_server import install_signal_handlers
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
     await app.start()
+    gateway = None
+    if kafka_port is not None:
+        from services.gateway.app import GatewayApp, GatewaySettings
+
+        # The built-in gateway talks to this process's own gRPC server over loopback.
+        gateway = GatewayApp(GatewaySettings(
+            shard_address=f"127.0.0.1:{app.port}",
+            host=app.settings.host,
+            port=kafka_port,
+            advertised_host=app.settings.advertised_host,
+            num_partitions=app.settings.coordinator.num_partitions,
+            configure_telemetry=False,
+        ))
+        try:
+            await gateway.start()
+        except BaseException:
+            await app.stop()
+            raise
+        click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
     click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
+    sys.stdout.flush()
+    await stop.wait()
+    click.echo("groupcoord: shutting down")
+    if gateway is not None:
+        await gateway.stop()
+    await app.stop()
+
+
+@main.command()
+@_opt("--shard-address", env="SHARD_ADDRESS", default="127.0.0.1:50051",
+      help="gRPC address of any shard (or a load balancer in front of them).")
+@_opt("--host", env="HOST", default="127.0.0.1",
+      help="Address to listen on (0.0.0.0 in containers).")
+@_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,
+      help="Kafka protocol port; 0 picks a free port and prints it.")
+@_opt("--advertised-host", env="ADVERTISED_HOST", default=None,
+      help="Host name Kafka clients are told to connect to (Metadata, FindCoordinator).")
+@_opt("--advertised-port", env="ADVERTISED_PORT", type=int, default=None,
+      help="Port Kafka clients are told to connect to (default: the bound port).")
+@_opt("--node-id", env="NODE_ID", type=int, default=0,
+      help="The broker id the gateway presents itself as.")
+@_opt("--cluster-id", env="CLUSTER_ID", default="groupcoord",
+      help="The cluster id in Metadata responses.")
+@_opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=50,
+      help="Offsets partitions; must equal the shards' setting.")
+@_opt("--max-request-bytes", env="MAX_REQUEST_BYTES", type=int, default=100 * 1024 * 1024,
+      help="Largest request frame accepted (Kafka's socket.request.max.bytes).")
+@_opt("--idle-timeout-ms", env="IDLE_TIMEOUT_MS", type=int, default=600_000,
+      help="Close connections idle this long (Kafka's connections.max.idle.ms).")
+@_opt("--request-timeout-ms", env="REQUEST_TIMEOUT_MS", type=int, default=30_000,
+      help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).")
+@_opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
+      help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.")
+@_opt("--log-level", env="LOG_LEVEL", default="INFO")
+@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
+def gateway(shard_address: str, host: str, kafka_port: int, advertised_host: str | None,
+            advertised_port: int | None, node_id: int, cluster_id: str, num_partitions: int,
+            max_request_bytes: int, idle_timeout_ms: int, request_timeout_ms: int,
+            otlp_endpoint: str | None, log_level: str, log_format: str) -> None:
+    """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out."""
+    from services.common import logs
+    from services.gateway.app import GatewayApp, GatewaySettings
+
+    logs.configure(log_level, log_format)
+    settings = GatewaySettings(
+        shard_address=shard_address,
+        host=host,
+        port=kafka_port,
+        advertised_host=advertised_host,
+        advertised_port=advertised_port,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        num_partitions=num_partitions,
+        max_request_bytes=max_request_bytes,
+        idle_timeout_ms=idle_timeout_ms,
+        request_timeout_ms=request_timeout_ms,
+        otlp_endpoint=otlp_endpoint,
+    )
+    asyncio.run(_serve_gateway(GatewayApp(settings)))
+
+
+async def _serve_gateway(app: Any) -> None:
+    from services.common.grpc_server import install_signal_handlers
+
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    await app.start()
+    click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{app.port}")
     sys.stdout.flush()
     await stop.wait()
     click.echo("groupcoord: shutting down")

@@ -250,11 +250,17 @@ class Router:
             self._probe_keys = [k for k in keys if k is not None]
         return self._probe_keys
 
-    async def owners(self, context: common_pb2.RequestContext | None = None) -> list[str]:
-        """The distinct shards owning the offsets partitions right now (for ListGroups)."""
+    async def owners(
+        self, context: common_pb2.RequestContext | None = None
+    ) -> tuple[list[str], int]:
+        """The distinct shards owning the offsets partitions right now (for ListGroups), and
+        how many partitions have no live owner."""
         response = await self.find_coordinators(self.probe_keys(), context=context)
         targets: dict[str, None] = {}
+        missing = 0
         for c in response.coordinators:
             if c.error_code == 0:
                 targets[f"{c.host}:{c.port}"] = None
-        return list(targets)
+            else:
+                missing += 1
+        return list(targets), missing

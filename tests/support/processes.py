@@ -28,6 +28,8 @@ class ServerProcess:
         self._ready = threading.Event()
         full_env = {**os.environ, **(env or {})}
         full_env.setdefault("GROUPCOORD_LOG_FORMAT", "text")
+        # `dev` also serves Kafka (default 9092): a free port, so that runs never collide.
+        full_env.setdefault("GROUPCOORD_KAFKA_PORT", "0")
         self._stderr = open(log_path, "ab")  # noqa: SIM115 - closed in wait/stop
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "services.cli", *self.args],

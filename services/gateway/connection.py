@@ -1,0 +1,139 @@
+"""One client connection, served like a Kafka broker serves it.
+
+* One request in flight: the next frame is not read until the current response is written
+  (Kafka mutes the channel the same way), so pipelined requests are answered -- and take
+  effect -- in order, and a client that pipelines a lot is slowed by TCP, not buffered.
+* Closing, as Kafka does: an unknown API key, a version outside the served range (except
+  ApiVersions, answered in v0 format with UNSUPPORTED_VERSION), a frame above the size limit,
+  a header or body that does not parse, no traffic for ``idle_timeout_s``.
+* Anything that goes wrong closes this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from services.gateway import codec, framing
+from services.gateway.handlers import KafkaApis, RequestInfo
+
+log = logging.getLogger("groupcoord.gateway.connection")
+_tracer = trace.get_tracer("groupcoord.gateway")
+READ_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request_bytes: int = framing.DEFAULT_MAX_REQUEST_BYTES
+    idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms
+
+
+class CloseConnection(Exception):
+    pass
+
+
+def _span_name(api_key: int) -> str:
+    return "kafka." + "".join(w.capitalize() for w in codec.SERVED[api_key].name.split("_"))
+
+
+class Connection:
+    def __init__(self, apis: KafkaApis, limits: Limits, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.apis = apis
+        self.limits = limits
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer_host = peer[0] if isinstance(peer, tuple) and peer else ""
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
+        self.decoder = framing.FrameDecoder(limits.max_request_bytes)
+        self.closing = False
+        self.requests = 0
+
+    async def run(self) -> None:
+        try:
+            await self._serve()
+        except (framing.FrameError, codec.DecodeFailure, CloseConnection) as ex:
+            log.info("closing connection from %s: %s", self.peer, ex)
+        except (TimeoutError, asyncio.TimeoutError):
+            log.info("closing idle connection from %s", self.peer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection from %s failed", self.peer)
+        finally:
+            self.writer.close()
+            try:
+                await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
+                pass
+
+    async def _serve(self) -> None:
+        idle = self.limits.idle_timeout_s
+        while not self.closing:
+            frame = self.decoder.next_frame()
+            if frame is None:
+                data = await asyncio.wait_for(self.reader.read(READ_CHUNK), idle)
+                if not data:
+                    return
+                self.decoder.feed(data)
+                continue
+            response = await self.respond(frame)
+            self.requests += 1
+            self.writer.write(response)
+            await asyncio.wait_for(self.writer.drain(), idle)
+
+    async def respond(self, frame: bytes) -> bytes:
+        """The response frame for one request frame; raises to close the connection."""
+        api_key, version, correlation_id = framing.peek(frame)
+        spec = codec.SERVED.get(api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown or unserved API key {api_key}")
+        if api_key == codec.API_VERSIONS_KEY and not (
+            spec.min_version <= version <= spec.max_version
+        ):
+            entity = codec.build(codec.response_class(api_key, 0),
+                                 self.apis.api_versions_unsupported())
+            return codec.encode_response(correlation_id, False, entity)
+        if not spec.min_version <= version <= spec.max_version:
+            raise CloseConnection(
+                f"{spec.name} v{version} is not served ({spec.min_version}-{spec.max_version})")
+        header = framing.parse_header(frame, codec.is_flexible_request(api_key, version))
+        request = codec.decode_request(api_key, version, frame, header.body_offset)
+        rq = RequestInfo(api_key, version, correlation_id, header.client_id or "",
+                         f"/{self.peer_host}" if self.peer_host else "")
+        data = await self._handle(rq, request)
+        try:
+            entity = codec.build(codec.response_class(api_key, version), data)
+            return codec.encode_response(
+                correlation_id, codec.response_header_v1(api_key, version), entity)
+        except Exception as ex:
+            log.exception("cannot encode the %s v%d response", spec.name, version)
+            raise CloseConnection(f"cannot encode the response: {ex!r}") from ex
+
+    async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
+        with _tracer.start_as_current_span(
+            _span_name(rq.api_key),
+            kind=trace.SpanKind.SERVER,
+            attributes={
+                "kafka.api_key": rq.api_key,
+                "kafka.api_version": rq.version,
+                "kafka.correlation_id": rq.correlation_id,
+                "kafka.client_id": rq.client_id,
+                "net.peer.ip": self.peer_host,
+            },
+        ) as span:
+            try:
+                return await self.apis.handle(rq, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as ex:
+                log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
+                span.record_exception(ex)
+                return self.apis.unexpected(rq, request, ex)

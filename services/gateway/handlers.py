@@ -1,0 +1,970 @@
+"""The gateway's KafkaApis: one translator per served API, Kafka request -> gRPC -> response.
+
+Each translator takes the decoded kio request and returns the response as plain data
+(:func:`services.gateway.codec.build` shapes it for the request's version). Rules that a
+Kafka broker applies in its API layer, before or after the group coordinator, live here:
+topic existence checks for OffsetCommit/OffsetDelete, topic names in ConsumerGroupDescribe,
+authorized operations, the version-specific reshaping (OffsetFetch < v2 and LeaveGroup < v3
+put group errors on partitions/top level; JoinGroup's protocol name null/""), the
+mandatory SyncGroup v5 protocol fields, DeleteGroups de-duplication. Group rules proper
+are the shard's: it receives the Kafka API version in ``context.api_version``.
+
+Each API also has its *error shape* (Kafka's ``getErrorResponse``), used when the shard
+cannot be reached or fails for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.v1 import (
+    catalog_pb2,
+    classic_group_pb2,
+    common_pb2,
+    consumer_group_pb2,
+    groups_pb2,
+    offsets_pb2,
+)
+
+from services.gateway import codec
+from services.gateway.catalog import CatalogView
+from services.gateway.router import Router, UpstreamError
+from shards.core.errors import Errors
+from shards.core.topics import validate_topic_name
+
+log = logging.getLogger("groupcoord.gateway")
+
+NOT_COORDINATOR = int(Errors.NOT_COORDINATOR)
+#: The schema default of every *_authorized_operations field: "not requested".
+OPS_NOT_REQUESTED = -(2**31)
+
+
+def _bits(*codes: int) -> int:
+    out = 0
+    for c in codes:
+        out |= 1 << c
+    return out
+
+
+# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without an
+# authorizer a broker reports every operation the resource type supports.
+GROUP_OPERATIONS = _bits(3, 6, 8, 10, 11)
+TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
+
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+MEMBER_TYPES = {"classic": 0, "consumer": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """The broker the gateway presents itself as (Metadata, FindCoordinator)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str
+    client_host: str  # Kafka's form: "/127.0.0.1"
+
+
+Data = dict[str, Any]
+
+
+def _opt(req: Any, name: str, default: Any = None) -> Any:
+    return getattr(req, name, default)
+
+
+class KafkaApis:
+    def __init__(
+        self,
+        router: Router,
+        catalog: CatalogView,
+        node: Node,
+        cluster_id: str,
+        long_poll_timeout_s: float = 330.0,
+    ) -> None:
+        self.router = router
+        self.catalog = catalog
+        self.node = node
+        self.cluster_id = cluster_id
+        self.long_poll_timeout_s = long_poll_timeout_s
+        self.handlers: dict[int, tuple[Callable[[RequestInfo, Any], Awaitable[Data]],
+                                       Callable[[RequestInfo, Any, int, str], Data]]] = {
+            18: (self.api_versions, self.api_versions_error),
+            3: (self.metadata, self.metadata_error),
+            10: (self.find_coordinator, self.find_coordinator_error),
+            11: (self.join_group, self.join_group_error),
+            14: (self.sync_group, self.sync_group_error),
+            12: (self.heartbeat, self.heartbeat_error),
+            13: (self.leave_group, self.leave_group_error),
+            8: (self.offset_commit, self.offset_commit_error),
+            9: (self.offset_fetch, self.offset_fetch_error),
+            47: (self.offset_delete, self.offset_delete_error),
+            16: (self.list_groups, self.list_groups_error),
+            15: (self.describe_groups, self.describe_groups_error),
+            42: (self.delete_groups, self.delete_groups_error),
+            68: (self.consumer_group_heartbeat, self.consumer_group_heartbeat_error),
+            69: (self.consumer_group_describe, self.consumer_group_describe_error),
+            19: (self.create_topics, self.create_topics_error),
+            20: (self.delete_topics, self.delete_topics_error),
+        }
+        assert set(self.handlers) == set(codec.SERVED), "every served API needs a translator"
+
+    async def handle(self, rq: RequestInfo, request: Any) -> Data:
+        """The response data for ``request``; transport failures become the error shape."""
+        call, error_shape = self.handlers[rq.api_key]
+        try:
+            return await call(rq, request)
+        except UpstreamError as ex:
+            log.warning("%s v%d failed upstream: %s", codec.SERVED[rq.api_key].name,
+                        rq.version, ex.message)
+            return error_shape(rq, request, int(ex.code), ex.message)
+
+    def unexpected(self, rq: RequestInfo, request: Any, ex: BaseException) -> Data:
+        call, error_shape = self.handlers[rq.api_key]
+        return error_shape(rq, request, int(Errors.UNKNOWN_SERVER_ERROR), repr(ex))
+
+    @staticmethod
+    def context(rq: RequestInfo) -> common_pb2.RequestContext:
+        return common_pb2.RequestContext(
+            client_id=rq.client_id, client_host=rq.client_host, api_version=rq.version
+        )
+
+    async def _call(self, group_id: str, rpc: str, request: Any,
+                    not_coordinator: Callable[[Any], bool], timeout_s: float | None = None) -> Any:
+        return await self.router.call(group_id, rpc, request, not_coordinator=not_coordinator,
+                                      timeout_s=timeout_s)
+
+    # ---- ApiVersions (18) ------------------------------------------------------------------
+    async def api_versions(self, rq: RequestInfo, request: Any) -> Data:
+        if rq.version >= 3 and not (
+            _SOFTWARE.fullmatch(request.client_software_name or "")
+            and _SOFTWARE.fullmatch(request.client_software_version or "")
+        ):
+            return {"error_code": int(Errors.INVALID_REQUEST), "api_keys": []}
+        data: Data = {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+                for s in sorted(codec.SERVED.values(), key=lambda s: s.key)
+            ],
+            # group.version 1 is what tells tools the consumer group protocol is enabled.
+            "finalized_features_epoch": 0,
+            "finalized_features": [
+                {"name": "group.version", "min_version_level": 1, "max_version_level": 1}
+            ],
+        }
+        if rq.version >= 4:
+            # Kafka hides features whose minimum is 0 from ApiVersions < 4 (KIP-1144).
+            data["supported_features"] = [
+                {"name": "group.version", "min_version": 0, "max_version": 1}
+            ]
+        return data
+
+    @staticmethod
+    def api_versions_unsupported() -> Data:
+        """The v0-format answer to an ApiVersions version above the maximum (KIP-511)."""
+        spec = codec.SERVED[codec.API_VERSIONS_KEY]
+        return {
+            "error_code": int(Errors.UNSUPPORTED_VERSION),
+            "api_keys": [{"api_key": spec.key, "min_version": spec.min_version,
+                          "max_version": spec.max_version}],
+        }
+
+    def api_versions_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "api_keys": []}
+
+    # ---- Metadata (3) ----------------------------------------------------------------------
+    def _broker(self) -> Data:
+        n = self.node
+        return {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+
+    def _topic_metadata(self, name: str, topic_id: str, partitions: int, ops: int) -> Data:
+        me = self.node.node_id
+        return {
+            "error_code": 0,
+            "name": name,
+            "topic_id": topic_id,
+            "is_internal": False,
+            "partitions": [
+                {"error_code": 0, "partition_index": p, "leader_id": me, "leader_epoch": 0,
+                 "replica_nodes": [me], "isr_nodes": [me], "offline_replicas": []}
+                for p in range(partitions)
+            ],
+            "topic_authorized_operations": ops,
+        }
+
+    async def metadata(self, rq: RequestInfo, request: Any) -> Data:
+        v = rq.version
+        topics = request.topics
+        all_topics = topics is None or (v == 0 and not topics)
+        ops = TOPIC_OPERATIONS if _opt(request, "include_topic_authorized_operations") else (
+            OPS_NOT_REQUESTED)
+        names: list[str] = []
+        ids: list[str] = []
+        if not all_topics:
+            for t in topics:
+                name = t.name
+                topic_id = codec.from_uuid(_opt(t, "topic_id"))
+                if name is None and not topic_id:
+                    raise UpstreamError(Errors.INVALID_REQUEST, "a topic has neither name nor id")
+                if name is not None and name not in names:
+                    names.append(name)
+                elif name is None and topic_id not in ids:
+                    ids.append(topic_id)
+        out: list[Data] = []
+        if all_topics or names or ids:
+            described = await self.router.call_bootstrap(
+                self.router.catalog.DescribeTopics,
+                catalog_pb2.DescribeTopicsRequest(
+                    topic_names=names, topic_ids=ids, context=self.context(rq)
+                ),
+                "DescribeTopics",
+            )
+            self.catalog.absorb(described, complete=all_topics)
+            for t in described.topics:
+                if t.error_code == 0:
+                    out.append(self._topic_metadata(t.name, t.topic_id, t.num_partitions, ops))
+                elif t.name:
+                    invalid = validate_topic_name(t.name) is not None
+                    out.append({
+                        "error_code": int(Errors.INVALID_TOPIC_EXCEPTION) if invalid
+                        else int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                        "name": t.name, "topic_id": "", "is_internal": False,
+                        "partitions": [], "topic_authorized_operations": ops,
+                    })
+                else:
+                    out.append({
+                        "error_code": int(Errors.UNKNOWN_TOPIC_ID), "name": None,
+                        "topic_id": t.topic_id, "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": ops,
+                    })
+        cluster_ops = OPS_NOT_REQUESTED
+        if _opt(request, "include_cluster_authorized_operations"):
+            cluster_ops = CLUSTER_OPERATIONS
+        return {
+            "brokers": [self._broker()],
+            "cluster_id": self.cluster_id,
+            "controller_id": self.node.node_id,
+            "topics": out,
+            "cluster_authorized_operations": cluster_ops,
+            "error_code": 0,
+        }
+
+    def metadata_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "brokers": [],
+            "topics": [
+                {"error_code": code, "name": t.name or "",
+                 "topic_id": codec.from_uuid(_opt(t, "topic_id")), "is_internal": False,
+                 "partitions": []}
+                for t in (request.topics or ())
+            ],
+            "error_code": 0,
+        }
+
+    # ---- FindCoordinator (10) ----------------------------------------------------------------
+    async def find_coordinator(self, rq: RequestInfo, request: Any) -> Data:
+        key_type = _opt(request, "key_type", 0)
+        keys = list(request.coordinator_keys) if rq.version >= 4 else [request.key]
+        response = await self.router.find_coordinators(keys, key_type, self.context(rq))
+        answers = list(response.coordinators)
+        if len(answers) != len(keys):
+            raise UpstreamError(Errors.UNKNOWN_SERVER_ERROR, "FindCoordinator answered "
+                                f"{len(answers)} keys for {len(keys)}")
+        n = self.node
+        if rq.version < 4:
+            c = answers[0]
+            if c.error_code:
+                return self.find_coordinator_error(rq, request, c.error_code, c.error_message)
+            return {"error_code": 0, "error_message": None, "node_id": n.node_id,
+                    "host": n.host, "port": n.port}
+        return {
+            "coordinators": [
+                {"key": key, "error_code": c.error_code,
+                 "error_message": c.error_message if c.HasField("error_message") else None,
+                 **({"node_id": n.node_id, "host": n.host, "port": n.port} if c.error_code == 0
+                    else {"node_id": -1, "host": "", "port": -1})}
+                for key, c in zip(keys, answers, strict=True)
+            ]
+        }
+
+    def find_coordinator_error(self, rq: RequestInfo, request: Any, code: int,
+                               message: str) -> Data:
+        if rq.version < 4:
+            return {"error_code": code, "error_message": message or None, "node_id": -1,
+                    "host": "", "port": -1}
+        return {
+            "coordinators": [
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                 "error_message": message or None}
+                for k in request.coordinator_keys
+            ]
+        }
+
+    # ---- JoinGroup (11) ----------------------------------------------------------------------
+    async def join_group(self, rq: RequestInfo, request: Any) -> Data:
+        session_ms = codec.millis(request.session_timeout)
+        rebalance = _opt(request, "rebalance_timeout")
+        rebalance_ms = codec.millis(rebalance) if rebalance is not None else None
+        pb = classic_group_pb2.JoinGroupRequest(
+            group_id=request.group_id,
+            session_timeout_ms=session_ms,
+            member_id=request.member_id,
+            protocol_type=request.protocol_type,
+            protocols=[
+                classic_group_pb2.JoinGroupRequestProtocol(name=p.name, metadata=p.metadata)
+                for p in request.protocols
+            ],
+            context=self.context(rq),
+        )
+        if rebalance_ms is not None:
+            pb.rebalance_timeout_ms = rebalance_ms
+        if _opt(request, "group_instance_id") is not None:
+            pb.group_instance_id = request.group_instance_id
+        if _opt(request, "reason") is not None:
+            pb.reason = request.reason
+        # A join waits for the rebalance: up to the rebalance timeout, then some.
+        wait_ms = max(session_ms, rebalance_ms if rebalance_ms is not None else session_ms)
+        timeout = max(self.router.timeout_s, wait_ms / 1000 + 10.0)
+        r = await self._call(request.group_id, "JoinGroup", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR, timeout)
+        protocol_name = r.protocol_name if r.HasField("protocol_name") else None
+        if rq.version >= 7 and protocol_name == "":
+            protocol_name = None
+        return {
+            "error_code": r.error_code,
+            "generation_id": r.generation_id,
+            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
+            "protocol_name": protocol_name,
+            "leader": r.leader,
+            "skip_assignment": r.skip_assignment,
+            "member_id": r.member_id,
+            "members": [
+                {"member_id": m.member_id,
+                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
+                 else None,
+                 "metadata": m.metadata}
+                for m in r.members
+            ],
+        }
+
+    def join_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "generation_id": -1, "protocol_type": None,
+                "protocol_name": None, "leader": "", "member_id": "", "members": []}
+
+    # ---- SyncGroup (14) ----------------------------------------------------------------------
+    async def sync_group(self, rq: RequestInfo, request: Any) -> Data:
+        protocol_type = _opt(request, "protocol_type")
+        protocol_name = _opt(request, "protocol_name")
+        if rq.version >= 5 and (protocol_type is None or protocol_name is None):
+            return self.sync_group_error(rq, request, int(Errors.INCONSISTENT_GROUP_PROTOCOL),
+                                         "protocol type and name are mandatory from v5")
+        pb = classic_group_pb2.SyncGroupRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            assignments=[
+                classic_group_pb2.SyncGroupRequestAssignment(
+                    member_id=a.member_id, assignment=a.assignment)
+                for a in request.assignments
+            ],
+            context=self.context(rq),
+        )
+        if _opt(request, "group_instance_id") is not None:
+            pb.group_instance_id = request.group_instance_id
+        if protocol_type is not None:
+            pb.protocol_type = protocol_type
+        if protocol_name is not None:
+            pb.protocol_name = protocol_name
+        r = await self._call(request.group_id, "SyncGroup", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR, self.long_poll_timeout_s)
+        return {
+            "error_code": r.error_code,
+            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
+            "protocol_name": r.protocol_name if r.HasField("protocol_name") else None,
+            "assignment": r.assignment,
+        }
+
+    def sync_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "protocol_type": None, "protocol_name": None,
+                "assignment": b""}
+
+    # ---- Heartbeat (12) ----------------------------------------------------------------------
+    async def heartbeat(self, rq: RequestInfo, request: Any) -> Data:
+        pb = classic_group_pb2.HeartbeatRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            context=self.context(rq),
+        )
+        if _opt(request, "group_instance_id") is not None:
+            pb.group_instance_id = request.group_instance_id
+        r = await self._call(request.group_id, "Heartbeat", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR)
+        return {"error_code": r.error_code}
+
+    def heartbeat_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code}
+
+    # ---- LeaveGroup (13) ---------------------------------------------------------------------
+    async def leave_group(self, rq: RequestInfo, request: Any) -> Data:
+        if rq.version < 3:
+            members = [classic_group_pb2.LeaveGroupMemberIdentity(member_id=request.member_id)]
+        else:
+            members = []
+            for m in request.members:
+                ident = classic_group_pb2.LeaveGroupMemberIdentity(member_id=m.member_id)
+                if m.group_instance_id is not None:
+                    ident.group_instance_id = m.group_instance_id
+                if _opt(m, "reason") is not None:
+                    ident.reason = m.reason
+                members.append(ident)
+        pb = classic_group_pb2.LeaveGroupRequest(
+            group_id=request.group_id, members=members, context=self.context(rq)
+        )
+        r = await self._call(request.group_id, "LeaveGroup", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR)
+        if rq.version < 3:
+            code = r.error_code or next((m.error_code for m in r.members if m.error_code), 0)
+            return {"error_code": code}
+        return {
+            "error_code": r.error_code,
+            "members": [
+                {"member_id": m.member_id,
+                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
+                 else None,
+                 "error_code": m.error_code}
+                for m in r.members
+            ],
+        }
+
+    def leave_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "members": []}
+
+    # ---- topic checks shared by OffsetCommit / OffsetDelete ----------------------------------
+    async def _split_known(
+        self, topics: Sequence[Any]
+    ) -> tuple[list[tuple[Any, list[Any]]], dict[tuple[str, int], int]]:
+        """(topics with their existing partitions, {(topic, partition): error} for the rest),
+        as Kafka's API layer checks them against its metadata cache."""
+        known = await self.catalog.topics_by_name(list(dict.fromkeys(t.name for t in topics)))
+        valid: list[tuple[Any, list[Any]]] = []
+        rejected: dict[tuple[str, int], int] = {}
+        for t in topics:
+            topic = known.get(t.name)
+            good = []
+            for p in t.partitions:
+                if topic is not None and 0 <= p.partition_index < topic.num_partitions:
+                    good.append(p)
+                else:
+                    rejected[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            if good:
+                valid.append((t, good))
+        return valid, rejected
+
+    @staticmethod
+    def _merge_partition_errors(
+        topics: Sequence[Any], rejected: dict[tuple[str, int], int],
+        answered: dict[tuple[str, int], int],
+    ) -> list[Data]:
+        """Per-partition errors in the request's order (Kafka's response builders merge the
+        API layer's answers with the coordinator's)."""
+        out: dict[str, list[Data]] = {}
+        for t in topics:
+            parts = out.setdefault(t.name, [])
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                code = rejected.get(key, answered.get(key, 0))
+                parts.append({"partition_index": p.partition_index, "error_code": code})
+        return [{"name": name, "partitions": parts} for name, parts in out.items()]
+
+    # ---- OffsetCommit (8) --------------------------------------------------------------------
+    async def offset_commit(self, rq: RequestInfo, request: Any) -> Data:
+        valid, rejected = await self._split_known(request.topics)
+        answered: dict[tuple[str, int], int] = {}
+        if valid:
+            pb = offsets_pb2.OffsetCommitRequest(
+                group_id=request.group_id,
+                generation_id_or_member_epoch=request.generation_id_or_member_epoch,
+                member_id=request.member_id,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name=t.name,
+                        partitions=[self._commit_partition(p) for p in parts],
+                    )
+                    for t, parts in valid
+                ],
+                context=self.context(rq),
+            )
+            if _opt(request, "group_instance_id") is not None:
+                pb.group_instance_id = request.group_instance_id
+            retention = _opt(request, "retention_time")
+            if retention is not None:
+                pb.retention_time_ms = codec.millis(retention)
+            r = await self._call(
+                request.group_id, "OffsetCommit", pb,
+                lambda r: any(p.error_code == NOT_COORDINATOR
+                              for t in r.topics for p in t.partitions),
+            )
+            for t in r.topics:
+                for p in t.partitions:
+                    answered[(t.name, p.partition_index)] = p.error_code
+        return {"topics": self._merge_partition_errors(request.topics, rejected, answered)}
+
+    @staticmethod
+    def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:
+        out = offsets_pb2.OffsetCommitRequestPartition(
+            partition_index=p.partition_index, committed_offset=p.committed_offset
+        )
+        epoch = _opt(p, "committed_leader_epoch")
+        if epoch is not None:
+            out.committed_leader_epoch = epoch
+        if p.committed_metadata is not None:
+            out.committed_metadata = p.committed_metadata
+        return out
+
+    def offset_commit_error(self, rq: RequestInfo, request: Any, code: int,
+                            message: str) -> Data:
+        return {
+            "topics": [
+                {"name": t.name,
+                 "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                for p in t.partitions]}
+                for t in request.topics
+            ]
+        }
+
+    # ---- OffsetFetch (9) ---------------------------------------------------------------------
+    async def offset_fetch(self, rq: RequestInfo, request: Any) -> Data:
+        if rq.version >= 8:
+            groups = list(request.groups)
+        else:
+            groups = [request]  # the single-group shape: group_id + topics
+        require_stable = bool(_opt(request, "require_stable", False))
+        results = await asyncio.gather(
+            *(self._fetch_group(rq, g, require_stable) for g in groups)
+        )
+        if rq.version >= 8:
+            return {"groups": results}
+        g = results[0]
+        topics = g["topics"]
+        if rq.version < 2 and g["error_code"]:
+            # No top-level error before v2: Kafka puts it on every partition.
+            topics = [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "committed_offset": -1,
+                     "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": g["error_code"]}
+                    for p in t["partitions"]]}
+                for t in topics
+            ]
+        return {"topics": topics, "error_code": g["error_code"]}
+
+    async def _fetch_group(self, rq: RequestInfo, group: Any, require_stable: bool) -> Data:
+        pb_group = offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id)
+        if _opt(group, "member_id") is not None:
+            pb_group.member_id = group.member_id
+        epoch = _opt(group, "member_epoch")
+        if epoch is not None:
+            pb_group.member_epoch = epoch
+        if group.topics is not None:
+            pb_group.topics.CopyFrom(offsets_pb2.OffsetFetchRequestTopicsList(topics=[
+                offsets_pb2.OffsetFetchRequestTopics(
+                    name=t.name, partition_indexes=list(t.partition_indexes))
+                for t in group.topics
+            ]))
+        pb = offsets_pb2.OffsetFetchRequest(
+            groups=[pb_group], require_stable=require_stable, context=self.context(rq)
+        )
+        try:
+            r = await self._call(group.group_id, "OffsetFetch", pb,
+                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+        except UpstreamError as ex:
+            return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
+        if len(r.groups) != 1:
+            return {"group_id": group.group_id, "topics": [],
+                    "error_code": int(Errors.UNKNOWN_SERVER_ERROR)}
+        g = r.groups[0]
+        return {
+            "group_id": group.group_id,
+            "error_code": g.error_code,
+            "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index,
+                     "committed_offset": p.committed_offset,
+                     "committed_leader_epoch": p.committed_leader_epoch,
+                     "metadata": p.metadata if p.HasField("metadata") else None,
+                     "error_code": p.error_code}
+                    for p in t.partitions]}
+                for t in g.topics
+            ],
+        }
+
+    def offset_fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        if rq.version >= 8:
+            return {"groups": [{"group_id": g.group_id, "topics": [], "error_code": code}
+                               for g in request.groups]}
+        if rq.version < 2:
+            return {"topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "metadata": "",
+                     "error_code": code} for p in t.partition_indexes]}
+                for t in (request.topics or ())
+            ]}
+        return {"topics": [], "error_code": code}
+
+    # ---- OffsetDelete (47) -------------------------------------------------------------------
+    async def offset_delete(self, rq: RequestInfo, request: Any) -> Data:
+        valid, rejected = await self._split_known(request.topics)
+        pb = offsets_pb2.OffsetDeleteRequest(
+            group_id=request.group_id,
+            topics=[
+                offsets_pb2.OffsetDeleteRequestTopic(
+                    name=t.name,
+                    partitions=[offsets_pb2.OffsetDeleteRequestPartition(
+                        partition_index=p.partition_index) for p in parts],
+                )
+                for t, parts in valid
+            ],
+            context=self.context(rq),
+        )
+        r = await self._call(request.group_id, "OffsetDelete", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR)
+        if r.error_code:
+            return {"error_code": r.error_code, "topics": []}
+        answered = {(t.name, p.partition_index): p.error_code
+                    for t in r.topics for p in t.partitions}
+        return {"error_code": 0,
+                "topics": self._merge_partition_errors(request.topics, rejected, answered)}
+
+    def offset_delete_error(self, rq: RequestInfo, request: Any, code: int,
+                            message: str) -> Data:
+        return {"error_code": code, "topics": []}
+
+    # ---- ListGroups (16) ---------------------------------------------------------------------
+    async def list_groups(self, rq: RequestInfo, request: Any) -> Data:
+        ctx = self.context(rq)
+        targets, missing = await self.router.owners(ctx)
+        pb = groups_pb2.ListGroupsRequest(
+            states_filter=list(_opt(request, "states_filter", ()) or ()),
+            types_filter=list(_opt(request, "types_filter", ()) or ()),
+            context=ctx,
+        )
+
+        async def one(target: str) -> Any:
+            return await self.router.call_bootstrap(
+                self.router.coordinator(target).ListGroups, pb, f"ListGroups on {target}")
+
+        results = await asyncio.gather(*(one(t) for t in targets), return_exceptions=True)
+        error = int(Errors.COORDINATOR_NOT_AVAILABLE) if missing else 0
+        groups: dict[str, Data] = {}
+        for r in results:
+            if isinstance(r, UpstreamError):
+                error = error or int(r.code)
+                continue
+            if isinstance(r, BaseException):
+                raise r
+            error = error or r.error_code
+            for g in r.groups:
+                groups[g.group_id] = {"group_id": g.group_id, "protocol_type": g.protocol_type,
+                                      "group_state": g.group_state, "group_type": g.group_type}
+        return {"error_code": error, "groups": [groups[k] for k in sorted(groups)]}
+
+    def list_groups_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "groups": []}
+
+    # ---- DescribeGroups (15) -----------------------------------------------------------------
+    async def describe_groups(self, rq: RequestInfo, request: Any) -> Data:
+        want_ops = rq.version >= 3 and bool(_opt(request, "include_authorized_operations"))
+        groups = await asyncio.gather(
+            *(self._describe_group(rq, g, want_ops) for g in request.groups))
+        return {"groups": list(groups)}
+
+    async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
+        pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
+        try:
+            r = await self._call(group_id, "DescribeGroups", pb,
+                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+        except UpstreamError as ex:
+            return self._group_error(group_id, int(ex.code), ex.message)
+        if len(r.groups) != 1:
+            return self._group_error(group_id, int(Errors.UNKNOWN_SERVER_ERROR),
+                                     "unexpected answer")
+        g = r.groups[0]
+        return {
+            "error_code": g.error_code,
+            "error_message": g.error_message if g.HasField("error_message") else None,
+            "group_id": g.group_id,
+            "group_state": g.group_state,
+            "protocol_type": g.protocol_type,
+            "protocol_data": g.protocol_data,
+            "members": [
+                {"member_id": m.member_id,
+                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
+                 else None,
+                 "client_id": m.client_id, "client_host": m.client_host,
+                 "member_metadata": m.member_metadata,
+                 "member_assignment": m.member_assignment}
+                for m in g.members
+            ],
+            "authorized_operations": GROUP_OPERATIONS if want_ops and g.error_code == 0
+            else OPS_NOT_REQUESTED,
+        }
+
+    @staticmethod
+    def _group_error(group_id: str, code: int, message: str | None) -> Data:
+        return {"error_code": code, "error_message": message or None, "group_id": group_id,
+                "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+
+    def describe_groups_error(self, rq: RequestInfo, request: Any, code: int,
+                              message: str) -> Data:
+        return {"groups": [self._group_error(g, code, message) for g in request.groups]}
+
+    # ---- DeleteGroups (42) -------------------------------------------------------------------
+    async def delete_groups(self, rq: RequestInfo, request: Any) -> Data:
+        names = list(dict.fromkeys(request.groups_names))
+
+        async def one(group_id: str) -> Data:
+            pb = groups_pb2.DeleteGroupsRequest(groups_names=[group_id], context=self.context(rq))
+            try:
+                r = await self._call(
+                    group_id, "DeleteGroups", pb,
+                    lambda r: any(x.error_code == NOT_COORDINATOR for x in r.results))
+            except UpstreamError as ex:
+                return {"group_id": group_id, "error_code": int(ex.code)}
+            code = r.results[0].error_code if r.results else int(Errors.UNKNOWN_SERVER_ERROR)
+            return {"group_id": group_id, "error_code": code}
+
+        return {"results": list(await asyncio.gather(*(one(g) for g in names)))}
+
+    def delete_groups_error(self, rq: RequestInfo, request: Any, code: int,
+                            message: str) -> Data:
+        return {"results": [{"group_id": g, "error_code": code}
+                            for g in dict.fromkeys(request.groups_names)]}
+
+    # ---- ConsumerGroupHeartbeat (68) ---------------------------------------------------------
+    async def consumer_group_heartbeat(self, rq: RequestInfo, request: Any) -> Data:
+        pb = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            context=self.context(rq),
+        )
+        for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor"):
+            value = _opt(request, name)
+            if value is not None:
+                setattr(pb, name, value)
+        rebalance_ms = codec.millis(request.rebalance_timeout)
+        if rebalance_ms != -1:
+            pb.rebalance_timeout_ms = rebalance_ms
+        if request.subscribed_topic_names is not None:
+            pb.subscribed_topic_names.CopyFrom(
+                common_pb2.StringList(values=list(request.subscribed_topic_names)))
+        if request.topic_partitions is not None:
+            pb.topic_partitions.CopyFrom(common_pb2.TopicPartitionsList(topic_partitions=[
+                common_pb2.TopicPartitions(topic_id=codec.from_uuid(tp.topic_id),
+                                           partitions=list(tp.partitions))
+                for tp in request.topic_partitions
+            ]))
+        r = await self._call(request.group_id, "ConsumerGroupHeartbeat", pb,
+                             lambda r: r.error_code == NOT_COORDINATOR)
+        assignment = None
+        if r.HasField("assignment"):
+            assignment = {"topic_partitions": [
+                {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+                for tp in r.assignment.topic_partitions
+            ]}
+        return {
+            "error_code": r.error_code,
+            "error_message": r.error_message if r.HasField("error_message") else None,
+            "member_id": r.member_id if r.HasField("member_id") else None,
+            "member_epoch": r.member_epoch,
+            "heartbeat_interval": r.heartbeat_interval_ms,
+            "assignment": assignment,
+        }
+
+    def consumer_group_heartbeat_error(self, rq: RequestInfo, request: Any, code: int,
+                                       message: str) -> Data:
+        return {"error_code": code, "error_message": message or None, "member_epoch": 0,
+                "heartbeat_interval": 0}
+
+    # ---- ConsumerGroupDescribe (69) ----------------------------------------------------------
+    async def consumer_group_describe(self, rq: RequestInfo, request: Any) -> Data:
+        want_ops = bool(request.include_authorized_operations)
+        groups = await asyncio.gather(
+            *(self._consumer_describe(rq, g, want_ops) for g in request.group_ids))
+        return {"groups": list(groups)}
+
+    async def _consumer_describe(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
+        pb = consumer_group_pb2.ConsumerGroupDescribeRequest(
+            group_ids=[group_id], context=self.context(rq))
+        try:
+            r = await self._call(group_id, "ConsumerGroupDescribe", pb,
+                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+        except UpstreamError as ex:
+            return self._consumer_group_error(group_id, int(ex.code), ex.message)
+        if len(r.groups) != 1:
+            return self._consumer_group_error(group_id, int(Errors.UNKNOWN_SERVER_ERROR),
+                                              "unexpected answer")
+        g = r.groups[0]
+        ids = [tp.topic_id for m in g.members
+               for tp in (*m.assignment, *m.target_assignment)]
+        names = await self.catalog.topics_by_id(list(dict.fromkeys(ids))) if ids else {}
+
+        def assignment(tps: Sequence[common_pb2.TopicPartitions]) -> Data:
+            return {"topic_partitions": [
+                {"topic_id": tp.topic_id,
+                 "topic_name": names[tp.topic_id].name if tp.topic_id in names else "",
+                 "partitions": list(tp.partitions)}
+                for tp in tps
+            ]}
+
+        return {
+            "error_code": g.error_code,
+            "error_message": g.error_message if g.HasField("error_message") else None,
+            "group_id": g.group_id,
+            "group_state": g.group_state,
+            "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "assignor_name": g.assignor_name,
+            "members": [
+                {"member_id": m.member_id,
+                 "instance_id": m.instance_id if m.HasField("instance_id") else None,
+                 "rack_id": m.rack_id if m.HasField("rack_id") else None,
+                 "member_epoch": m.member_epoch,
+                 "client_id": m.client_id,
+                 "client_host": m.client_host,
+                 "subscribed_topic_names": list(m.subscribed_topic_names),
+                 "subscribed_topic_regex": m.subscribed_topic_regex
+                 if m.HasField("subscribed_topic_regex") else None,
+                 "assignment": assignment(m.assignment),
+                 "target_assignment": assignment(m.target_assignment),
+                 "member_type": MEMBER_TYPES.get(m.member_type, -1)}
+                for m in g.members
+            ],
+            "authorized_operations": GROUP_OPERATIONS if want_ops and g.error_code == 0
+            else OPS_NOT_REQUESTED,
+        }
+
+    @staticmethod
+    def _consumer_group_error(group_id: str, code: int, message: str | None) -> Data:
+        return {"error_code": code, "error_message": message or None, "group_id": group_id,
+                "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                "assignor_name": "", "members": []}
+
+    def consumer_group_describe_error(self, rq: RequestInfo, request: Any, code: int,
+                                      message: str) -> Data:
+        return {"groups": [self._consumer_group_error(g, code, message)
+                           for g in request.group_ids]}
+
+    # ---- CreateTopics (19) -------------------------------------------------------------------
+    async def create_topics(self, rq: RequestInfo, request: Any) -> Data:
+        creatable: list[catalog_pb2.CreatableTopic] = []
+        early: dict[int, Data] = {}
+        for i, t in enumerate(request.topics):
+            n = t.num_partitions
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    early[i] = self._topic_error(
+                        t.name, int(Errors.INVALID_REQUEST),
+                        "Both numPartitions or replicationFactor and replicasAssignments "
+                        "were set. Both cannot be used at the same time.")
+                    continue
+                n = len(t.assignments)
+            creatable.append(catalog_pb2.CreatableTopic(
+                name=t.name, num_partitions=n, replication_factor=t.replication_factor))
+        answers: list[Any] = []
+        if creatable:
+            r = await self.router.call_bootstrap(
+                self.router.catalog.CreateTopics,
+                catalog_pb2.CreateTopicsRequest(
+                    topics=creatable, timeout_ms=codec.millis(request.timeout),
+                    validate_only=request.validate_only, context=self.context(rq)),
+                "CreateTopics",
+            )
+            answers = list(r.topics)
+            if not request.validate_only:
+                await self.catalog.refresh()
+        out: list[Data] = []
+        it = iter(answers)
+        for i, t in enumerate(request.topics):
+            if i in early:
+                out.append(early[i])
+                continue
+            a = next(it, None)
+            if a is None:
+                out.append(self._topic_error(t.name, int(Errors.UNKNOWN_SERVER_ERROR), None))
+                continue
+            out.append({
+                "name": a.name,
+                "topic_id": a.topic_id if a.error_code == 0 else "",
+                "error_code": a.error_code,
+                "error_message": a.error_message if a.HasField("error_message") else None,
+                "num_partitions": a.num_partitions if a.error_code == 0 else -1,
+                "replication_factor": a.replication_factor if a.error_code == 0 else -1,
+                "configs": [] if a.error_code == 0 else None,
+            })
+        return {"topics": out}
+
+    @staticmethod
+    def _topic_error(name: str, code: int, message: str | None) -> Data:
+        return {"name": name, "topic_id": "", "error_code": code, "error_message": message,
+                "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+    def create_topics_error(self, rq: RequestInfo, request: Any, code: int,
+                            message: str) -> Data:
+        return {"topics": [self._topic_error(t.name, code, message or None)
+                           for t in request.topics]}
+
+    # ---- DeleteTopics (20) -------------------------------------------------------------------
+    def _deletions(self, rq: RequestInfo, request: Any) -> list[tuple[str | None, str]]:
+        if rq.version >= 6:
+            return [(t.name, codec.from_uuid(t.topic_id)) for t in request.topics]
+        return [(name, "") for name in request.topic_names]
+
+    async def delete_topics(self, rq: RequestInfo, request: Any) -> Data:
+        deletions = self._deletions(rq, request)
+        pb_topics = []
+        for name, topic_id in deletions:
+            state = catalog_pb2.DeleteTopicState(topic_id=topic_id)
+            if name is not None:
+                state.name = name
+            pb_topics.append(state)
+        r = await self.router.call_bootstrap(
+            self.router.catalog.DeleteTopics,
+            catalog_pb2.DeleteTopicsRequest(topics=pb_topics,
+                                            timeout_ms=codec.millis(request.timeout),
+                                            context=self.context(rq)),
+            "DeleteTopics",
+        )
+        await self.catalog.refresh()
+        return {"responses": [
+            {"name": a.name if a.HasField("name") else None,
+             "topic_id": a.topic_id,
+             "error_code": a.error_code,
+             "error_message": a.error_message if a.HasField("error_message") else None}
+            for a in r.responses
+        ]}
+
+    def delete_topics_error(self, rq: RequestInfo, request: Any, code: int,
+                            message: str) -> Data:
+        return {"responses": [
+            {"name": name, "topic_id": topic_id, "error_code": code,
+             "error_message": message or None}
+            for name, topic_id in self._deletions(rq, request)
+        ]}

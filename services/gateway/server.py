@@ -1,0 +1,68 @@
+"""The gateway's TCP listener: one asyncio task per connection, nothing shared between them
+but the (stateless) translators."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from services.gateway.connection import Connection, Limits
+from services.gateway.handlers import KafkaApis
+
+log = logging.getLogger("groupcoord.gateway.server")
+
+
+class GatewayServer:
+    def __init__(self, apis: KafkaApis, host: str, port: int, limits: Limits,
+                 max_connections: int = 100_000) -> None:
+        self.apis = apis
+        self.host = host
+        self.requested_port = port
+        self.limits = limits
+        self.max_connections = max_connections
+        self.connections: dict[asyncio.Task[None], Connection] = {}
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None and self._server.sockets
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._on_client, self.host, self.requested_port, limit=64 * 1024,
+        )
+
+    async def _on_client(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= self.max_connections:
+            log.warning("refusing a connection: %d connections open", len(self.connections))
+            writer.close()
+            return
+        conn = Connection(self.apis, self.limits, reader, writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections[task] = conn
+        try:
+            await conn.run()
+        finally:
+            self.connections.pop(task, None)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting; let each connection finish its request in flight (up to
+        ``grace_s``), then close every connection."""
+        if self._server is not None:
+            self._server.close()
+        for conn in self.connections.values():
+            conn.closing = True
+            conn.reader.feed_eof()  # an idle connection stops waiting for a request
+        tasks = list(self.connections)
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
