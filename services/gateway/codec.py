@@ -39,7 +39,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.static.constants import EntityType
-from kio.static.primitive import i32Timedelta, i64Timedelta
+from kio.static.primitive import i32, i32Timedelta, i64Timedelta
 
 from services.gateway.framing import InvalidFrame, read_uvarint, size_prefixed
 from shards.core.topics import text_to_uuid, uuid_to_text
@@ -97,7 +97,7 @@ def response_class(api_key: int, version: int) -> type:
     return _entity_class(SERVED[api_key].name, version, EntityType.response)
 
 
-def _entity_class(name: str, version: int, kind: EntityType) -> type:
+def _entity_class(name: str, version: int, kind: Any) -> type:
     path = schema_name_map[name][version][kind]
     cls = resolve_name(path)
     assert isinstance(cls, type)
@@ -112,7 +112,11 @@ def is_flexible_request(api_key: int, version: int) -> bool:
     spec = SERVED.get(api_key)
     if spec is None or not spec.min_version <= version <= spec.max_version:
         return False
-    return bool(request_class(api_key, version).__flexible__)
+    return _flexible(request_class(api_key, version))
+
+
+def _flexible(cls: type) -> bool:
+    return bool(getattr(cls, "__flexible__"))  # noqa: B009 - kio's ClassVar, not typed
 
 
 # ---- bounds check ------------------------------------------------------------------------
@@ -142,9 +146,8 @@ def _shape(cls: type) -> tuple[tuple[_FieldShape, ...], dict[int, _FieldShape]]:
         kind = classify_field(f)
         entity = kind.type_ if isinstance(kind, EntityField | EntityTupleField) else None
         tag = f.metadata.get("tag")
-        shape = _FieldShape(
-            f.metadata.get("kafka_type", "struct"), kind.is_array, tag is None and is_optional(f), entity
-        )
+        kafka_type = f.metadata.get("kafka_type", "struct")
+        shape = _FieldShape(kafka_type, kind.is_array, tag is None and is_optional(f), entity)
         if tag is None:
             regular.append(shape)
         else:
@@ -155,7 +158,7 @@ def _shape(cls: type) -> tuple[tuple[_FieldShape, ...], dict[int, _FieldShape]]:
 def check_bounds(cls: type, data: bytes, pos: int) -> int:
     """Walk ``cls``'s encoding in ``data`` from ``pos`` without building anything; raise
     InvalidFrame if any declared length overruns the data. Returns the end position."""
-    return _walk_entity(cls, bool(cls.__flexible__), data, pos, len(data))  # type: ignore[attr-defined]
+    return _walk_entity(cls, _flexible(cls), data, pos, len(data))
 
 
 def _need(pos: int, n: int, end: int) -> int:
@@ -174,9 +177,9 @@ def _walk_entity(cls: type, flexible: bool, data: bytes, pos: int, end: int) -> 
             tag, pos = _uvarint(data, pos, end)
             size, pos = _uvarint(data, pos, end)
             stop = _need(pos, size, end)
-            shape = tagged.get(tag)
-            if shape is not None:
-                _walk_field(shape, flexible, data, pos, stop)
+            tagged_shape = tagged.get(tag)
+            if tagged_shape is not None:
+                _walk_field(tagged_shape, flexible, data, pos, stop)
             pos = stop
     return pos
 
@@ -288,28 +291,35 @@ def _plan(cls: type) -> tuple[_Plan, ...]:
             default = f.default_factory()
         else:
             default = _REQUIRED
-        out.append(
-            _Plan(f.name, f.metadata.get("kafka_type", "struct"), kind.is_array, is_optional(f), entity, default)
-        )
+        kafka_type = f.metadata.get("kafka_type", "struct")
+        out.append(_Plan(f.name, kafka_type, kind.is_array, is_optional(f), entity, default))
     return tuple(out)
 
 
-def build(cls: type, data: Mapping[str, Any]) -> Any:
-    """An entity of ``cls`` from plain data (see the module docstring)."""
+_ZEROS: dict[str, Any] = {"bool": False, "string": "", "bytes": b"", "uuid": None,
+                          "timedelta_i32": 0, "timedelta_i64": 0, "error_code": 0}
+
+
+def build(cls: type, data: Mapping[str, Any], fill: bool = False) -> Any:
+    """An entity of ``cls`` from plain data (see the module docstring). A required field
+    missing from ``data`` is an error -- or, with ``fill``, its zero value (for tests)."""
     kwargs = {}
     for p in _plan(cls):
         if p.name in data:
-            kwargs[p.name] = _convert(p, data[p.name])
+            kwargs[p.name] = _convert(p, data[p.name], fill)
         elif p.default is not _REQUIRED:
             continue
         elif p.name == "throttle_time":
             kwargs[p.name] = _timedelta(p.kafka_type, 0)
+        elif fill:
+            zero = () if p.array else None if p.optional else _ZEROS.get(p.kafka_type, 0)
+            kwargs[p.name] = _convert(p, zero, fill) if p.entity is None else zero
         else:
             raise KeyError(f"{cls.__qualname__}.{p.name} is required")
     return cls(**kwargs)
 
 
-def _convert(p: _Plan, value: Any) -> Any:
+def _convert(p: _Plan, value: Any, fill: bool = False) -> Any:
     if value is None:
         if p.optional:
             return None
@@ -321,13 +331,13 @@ def _convert(p: _Plan, value: Any) -> Any:
             return b""
         raise ValueError(f"{p.name} must not be null")
     if p.array:
-        return tuple(_scalar(p, v) for v in value)
-    return _scalar(p, value)
+        return tuple(_scalar(p, v, fill) for v in value)
+    return _scalar(p, value, fill)
 
 
-def _scalar(p: _Plan, value: Any) -> Any:
+def _scalar(p: _Plan, value: Any, fill: bool = False) -> Any:
     if p.entity is not None:
-        return value if isinstance(value, p.entity) else build(p.entity, value)
+        return value if isinstance(value, p.entity) else build(p.entity, value, fill)
     t = p.kafka_type
     if t == "error_code":
         return error_code(value)
@@ -380,18 +390,23 @@ def millis(value: datetime.timedelta | int) -> int:
 # ---- encoding ----------------------------------------------------------------------------
 
 
-@functools.cache
+_writers: dict[type, Callable[[io.BytesIO, Any], None]] = {}
+
+
 def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
-    return entity_writer(cls)  # type: ignore[no-any-return]
+    w = _writers.get(cls)
+    if w is None:
+        w = _writers[cls] = entity_writer(cls)  # type: ignore[type-var]
+    return w
 
 
 def encode_response(correlation_id: int, header_v1: bool, entity: Any) -> bytes:
     """A complete response frame: size, response header (v0, or v1 with tagged fields), body."""
     buf = io.BytesIO()
     if header_v1:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
     _writer(type(entity))(buf, entity)
     return size_prefixed(buf.getvalue())
 
@@ -400,4 +415,4 @@ def response_header_v1(api_key: int, version: int) -> bool:
     """Flexible responses use header v1 -- except ApiVersions, whose header is always v0."""
     if api_key == API_VERSIONS_KEY:
         return False
-    return bool(response_class(api_key, version).__flexible__)
+    return _flexible(response_class(api_key, version))

@@ -59,7 +59,7 @@ class Connection:
             await self._serve()
         except (framing.FrameError, codec.DecodeFailure, CloseConnection) as ex:
             log.info("closing connection from %s: %s", self.peer, ex)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             log.info("closing idle connection from %s", self.peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
