@@ -1,0 +1,150 @@
+"""Requests and responses of the consumer-group APIs (KIP-848), as plain data.
+
+ConsumerGroupHeartbeat (Kafka API 68), ConsumerGroupDescribe (69), and the dynamic group
+configs (Kafka: IncrementalAlterConfigs / DescribeConfigs on a GROUP resource). Field names
+equal the protobuf field names of ``proto/groupcoord/v1/consumer_group.proto``; ``None`` is
+Kafka's null, and Kafka's nullable arrays are ``tuple[...] | None`` (wrapper messages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shards.core.api import DEFAULT_CONTEXT, RequestContext
+
+#: Kafka's AuthorizedOperations default when the client did not ask for them
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+# ---- ConsumerGroupHeartbeat --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitions:
+    topic_id: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatRequest:
+    group_id: str
+    member_id: str = ""
+    member_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[TopicPartitions, ...] | None = None
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartitions, ...] | None = None
+    # groupcoord: target partitions another member has not released yet
+    partitions_pending_release: tuple[TopicPartitions, ...] = ()
+
+
+# ---- ConsumerGroupDescribe ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeRequest:
+    group_ids: tuple[str, ...] = ()
+    include_authorized_operations: bool = False
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopicPartitions:
+    topic_id: str
+    topic_name: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribedMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    member_epoch: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    assignment: tuple[DescribedTopicPartitions, ...] = ()
+    target_assignment: tuple[DescribedTopicPartitions, ...] = ()
+    member_type: str = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribedGroup:
+    group_id: str
+    error_code: int = 0
+    error_message: str | None = None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ConsumerGroupDescribedMember, ...] = ()
+    authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResponse:
+    groups: tuple[ConsumerGroupDescribedGroup, ...] = ()
+
+
+# ---- group configs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    name: str
+    value: str | None = None  # None = delete (back to the server default)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterGroupConfigsRequest:
+    group_id: str
+    configs: tuple[GroupConfig, ...] = ()
+    validate_only: bool = False
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class AlterGroupConfigsResponse:
+    error_code: int = 0
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupConfigsRequest:
+    group_ids: tuple[str, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroupConfig:
+    name: str
+    value: str
+    is_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroupConfigs:
+    group_id: str
+    error_code: int = 0
+    error_message: str = ""
+    configs: tuple[DescribedGroupConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupConfigsResponse:
+    results: tuple[DescribedGroupConfigs, ...] = ()

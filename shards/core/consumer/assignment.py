@@ -1,0 +1,66 @@
+"""Target assignments: what the partition loop hands to an assignor, and what comes back.
+
+Computing a target assignment can take long for a large group, so it never runs on the
+partition loop: the manager returns an :class:`~shards.core.result.AsyncTask` whose request
+is a :class:`TargetAssignmentRequest` (plain data, everything the assignor needs, labelled
+with the group epoch it was computed for). An executor outside the core (in-process thread,
+or a remote assignor service) answers with a :data:`TargetAssignment` -- member id -> topic
+id -> partitions -- or an exception. The answer is applied as a write operation that drops
+it if the group moved on meanwhile (see ``ConsumerGroupManager._on_assignment``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shards.core.consumer.member import Assignment
+
+#: member id -> topic id -> partitions (what an assignor answers)
+TargetAssignment = Mapping[str, Mapping[str, tuple[int, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    subscribed_topic_ids: tuple[str, ...]  # sorted
+    assigned: Assignment  # the member's current *target* (stickiness)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentTopic:
+    topic_id: str
+    name: str
+    num_partitions: int
+    partition_racks: tuple[tuple[str, ...], ...] | None = None  # None = no rack information
+
+
+@dataclass(frozen=True, slots=True)
+class TargetAssignmentRequest:
+    group_id: str
+    group_epoch: int
+    assignor: str
+    members: tuple[AssignmentMember, ...]
+    topics: tuple[AssignmentTopic, ...]
+
+
+def validate_answer(request: TargetAssignmentRequest, answer: TargetAssignment) -> None:
+    """Reject an answer that names unknown topics or partitions, or gives one partition to
+    two members (a misbehaving assignor must not corrupt the group)."""
+    sizes = {t.topic_id: t.num_partitions for t in request.topics}
+    owners: dict[tuple[str, int], str] = {}
+    for member_id, topics in answer.items():
+        for topic_id, parts in topics.items():
+            size = sizes.get(topic_id)
+            if size is None:
+                raise ValueError(f"member {member_id}: unknown topic {topic_id}")
+            for p in parts:
+                if not 0 <= p < size:
+                    raise ValueError(f"member {member_id}: partition {topic_id}-{p} out of range")
+                other = owners.setdefault((topic_id, p), member_id)
+                if other != member_id:
+                    raise ValueError(
+                        f"partition {topic_id}-{p} assigned to both {other} and {member_id}"
+                    )

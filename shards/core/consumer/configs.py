@@ -1,0 +1,168 @@
+"""Dynamic group configs (Kafka's GroupConfig / GroupConfigManager, KIP-848).
+
+Per group: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``, each
+overriding the server default within the server's min/max bounds. Kafka keeps them in the
+controller; groupcoord keeps them in the group's offsets partition under their own record
+key (``GroupConfigKey``, type 64), independent of the group: they can be set before the
+group exists and survive its deletion. A group without overrides has no record.
+
+Validation follows Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
+resulting configs (overrides over the server defaults) must respect the bounds, and the
+session timeout must be greater than the heartbeat interval.
+"""
+
+from __future__ import annotations
+
+from shards.core.config import CoordinatorConfig
+from shards.core.consumer import api
+from shards.core.errors import ApiError, Errors
+from shards.core.records import GroupConfigEntry, GroupConfigKey, GroupConfigValue, Record
+from shards.core.result import CoordinatorResult
+
+SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+CONFIG_NAMES = (HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS)  # sorted
+
+_INT_MAX = 2**31 - 1
+
+
+class GroupConfigs:
+    def __init__(self, config: CoordinatorConfig) -> None:
+        self.config = config
+        self.overrides: dict[str, dict[str, str]] = {}  # group id -> name -> value
+
+    # ---- effective values ----------------------------------------------------------------
+    def defaults(self) -> dict[str, str]:
+        return {
+            HEARTBEAT_INTERVAL_MS: str(self.config.consumer_group_heartbeat_interval_ms),
+            SESSION_TIMEOUT_MS: str(self.config.consumer_group_session_timeout_ms),
+        }
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        value = self.overrides.get(group_id, {}).get(SESSION_TIMEOUT_MS)
+        return self.config.consumer_group_session_timeout_ms if value is None else int(value)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        value = self.overrides.get(group_id, {}).get(HEARTBEAT_INTERVAL_MS)
+        return self.config.consumer_group_heartbeat_interval_ms if value is None else int(value)
+
+    # ---- AlterGroupConfigs ------------------------------------------------------------------
+    def alter(
+        self, request: api.AlterGroupConfigsRequest, now_ms: int
+    ) -> CoordinatorResult[api.AlterGroupConfigsResponse]:
+        group_id = request.group_id
+        current = dict(self.overrides.get(group_id, {}))
+        seen: set[str] = set()
+        for entry in request.configs:
+            if entry.name in seen:
+                raise ApiError(Errors.INVALID_REQUEST, f"Duplicate config name: {entry.name}")
+            seen.add(entry.name)
+            if entry.name not in CONFIG_NAMES:
+                raise ApiError(Errors.INVALID_CONFIG, f"Unknown group config name: {entry.name}")
+            if entry.value is None:
+                current.pop(entry.name, None)
+            else:
+                current[entry.name] = str(self._parse(entry.name, entry.value))
+        self._validate({**self.defaults(), **current})
+        records: list[Record] = []
+        if not request.validate_only and current != self.overrides.get(group_id, {}):
+            key = GroupConfigKey(group_id)
+            if current:
+                entries = tuple(GroupConfigEntry(n, current[n]) for n in sorted(current))
+                records.append(Record(key, GroupConfigValue(entries)))
+            else:
+                records.append(Record(key, None))
+        return CoordinatorResult(records, api.AlterGroupConfigsResponse())
+
+    @staticmethod
+    def _parse(name: str, value: str) -> int:
+        text = value.strip()
+        try:
+            number = int(text)
+        except ValueError:
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Not a number of type INT",
+            ) from None
+        if not -(2**31) <= number <= _INT_MAX:
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Not a number of type INT",
+            )
+        if number < 1:
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"Invalid value {number} for configuration {name}: Value must be at least 1",
+            )
+        return number
+
+    def _validate(self, values: dict[str, str]) -> None:
+        c = self.config
+        heartbeat = int(values[HEARTBEAT_INTERVAL_MS])
+        session = int(values[SESSION_TIMEOUT_MS])
+        checks = (
+            (
+                heartbeat < c.consumer_group_min_heartbeat_interval_ms,
+                f"{HEARTBEAT_INTERVAL_MS} must be greater than or equal to "
+                f"group.consumer.min.heartbeat.interval.ms "
+                f"({c.consumer_group_min_heartbeat_interval_ms})",
+            ),
+            (
+                heartbeat > c.consumer_group_max_heartbeat_interval_ms,
+                f"{HEARTBEAT_INTERVAL_MS} must be less than or equal to "
+                f"group.consumer.max.heartbeat.interval.ms "
+                f"({c.consumer_group_max_heartbeat_interval_ms})",
+            ),
+            (
+                session < c.consumer_group_min_session_timeout_ms,
+                f"{SESSION_TIMEOUT_MS} must be greater than or equal to "
+                "group.consumer.min.session.timeout.ms "
+                f"({c.consumer_group_min_session_timeout_ms})",
+            ),
+            (
+                session > c.consumer_group_max_session_timeout_ms,
+                f"{SESSION_TIMEOUT_MS} must be less than or equal to "
+                "group.consumer.max.session.timeout.ms "
+                f"({c.consumer_group_max_session_timeout_ms})",
+            ),
+            (
+                session <= heartbeat,
+                f"{SESSION_TIMEOUT_MS} must be greater than {HEARTBEAT_INTERVAL_MS}",
+            ),
+        )
+        for failed, message in checks:
+            if failed:
+                raise ApiError(Errors.INVALID_CONFIG, message)
+
+    # ---- DescribeGroupConfigs ---------------------------------------------------------------
+    def describe(self, group_id: str) -> api.DescribedGroupConfigs:
+        overrides = self.overrides.get(group_id, {})
+        defaults = self.defaults()
+        return api.DescribedGroupConfigs(
+            group_id,
+            configs=tuple(
+                api.DescribedGroupConfig(
+                    name, overrides.get(name, defaults[name]), name not in overrides
+                )
+                for name in CONFIG_NAMES
+            ),
+        )
+
+    # ---- state ----------------------------------------------------------------------------------
+    def replay(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:
+        if value is None or not value.configs:
+            self.overrides.pop(key.group_id, None)
+        else:
+            self.overrides[key.group_id] = {e.name: e.value for e in value.configs}
+
+    def snapshot_records(self) -> list[Record]:
+        return [
+            Record(
+                GroupConfigKey(gid),
+                GroupConfigValue(tuple(GroupConfigEntry(n, v[n]) for n in sorted(v))),
+            )
+            for gid, v in self.overrides.items()
+        ]
+
+    def fingerprint(self) -> object:
+        return {gid: tuple(sorted(v.items())) for gid, v in self.overrides.items()}

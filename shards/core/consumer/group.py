@@ -1,0 +1,394 @@
+"""The consumer group (Kafka's ConsumerGroup): members, target assignment, epochs.
+
+Only :mod:`shards.core.consumer.manager`'s replay functions change a group; handlers read
+it and describe the change as records. Besides the persisted state (group epoch, members,
+target assignment, assignment epoch, subscription metadata, resolved regular expressions)
+the group keeps indexes derived from it and maintained on every replay:
+
+* ``partition_epochs``: topic id -> partition -> epoch of the member that owns it (assigned
+  or pending revocation). Adding an owner to a partition that already has one is a bug and
+  raises: this is the "one owner per partition" invariant, checked on every replay.
+* the number of members subscribed to each topic name, each regex and each server assignor;
+* the instance id -> member id map of static members;
+* the number of members not yet reconciled to the assignment epoch (for the state).
+
+Group state (Kafka's names): Empty (no members), Assigning (the group epoch is ahead of the
+assignment epoch: a target assignment is being computed), Reconciling (some member is not
+yet STABLE at the assignment epoch), Stable.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from shards.core.consumer.member import (
+    Assignment,
+    ConsumerGroupMember,
+    assignment_key,
+    to_topic_partitions,
+)
+from shards.core.errors import ApiError, Errors
+from shards.core.group import Group, GroupType
+from shards.core.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    Record,
+    TopicMetadata,
+)
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    topics: tuple[str, ...]  # sorted topic names
+    version: int  # catalog version it was resolved against
+    timestamp: int
+
+
+def _inc(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _dec(counts: dict[str, int], key: str) -> None:
+    n = counts.get(key, 0) - 1
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
+def preferred_assignor(counts: dict[str, int], order: Iterable[str]) -> str | None:
+    """The assignor most members ask for; a tie goes to the one configured first."""
+    if not counts:
+        return None
+    rank = {name: i for i, name in enumerate(order)}
+    return min(counts, key=lambda n: (-counts[n], rank.get(n, len(rank)), n))
+
+
+class ConsumerGroup(Group):
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target_assignment: dict[str, Assignment] = {}
+        self.subscription_metadata: dict[str, TopicMetadata] = {}  # topic name -> metadata
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        # derived from the above (see the module docstring)
+        self.static_members: dict[str, str] = {}
+        self.topic_name_counts: dict[str, int] = {}
+        self.regex_counts: dict[str, int] = {}
+        self.assignor_counts: dict[str, int] = {}
+        self.partition_epochs: dict[str, dict[int, int]] = {}
+        self._unreconciled = 0
+
+    # ---- Group interface -------------------------------------------------------------------
+    @property
+    def type(self) -> GroupType:
+        return GroupType.CONSUMER
+
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if self._unreconciled:
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def state_name(self) -> str:
+        return self.state().value
+
+    def protocol_type(self) -> str:
+        return CONSUMER_PROTOCOL_TYPE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id_or_member_epoch: int,
+        is_transactional: bool,
+        api_version: int | None,
+    ) -> None:
+        epoch = generation_id_or_member_epoch
+        # The admin client, or a consumer without group management: only while empty.
+        if epoch < 0 and not self.members:
+            return
+        member = self._member_or_unknown(member_id)
+        if (
+            not is_transactional
+            and not member.uses_classic_protocol
+            and api_version is not None
+            and api_version < 9
+        ):
+            raise ApiError(
+                Errors.UNSUPPORTED_VERSION,
+                "OffsetCommit version 9 or above must be used by members using the modern "
+                "group protocol",
+            )
+        self._validate_member_epoch(epoch, member)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        # Without member id and epoch: the admin client, or a client not giving them.
+        if member_id is None and member_epoch < 0:
+            return
+        member = self._member_or_unknown(member_id or "")
+        self._validate_member_epoch(member_epoch, member)
+
+    def validate_offset_delete(self) -> None:
+        return None
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise ApiError(Errors.NON_EMPTY_GROUP, f"The group {self.group_id} is not empty.")
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if topic in self.topic_name_counts:
+            return True
+        return any(topic in r.topics for r in self.resolved_regexes.values())
+
+    def offset_expiration_base(self) -> Callable[[int], int] | None:
+        # Offsets of topics the group does not subscribe to expire from their commit time.
+        return lambda commit_ts: commit_ts
+
+    def _member_or_unknown(self, member_id: str) -> ConsumerGroupMember:
+        member = self.members.get(member_id)
+        if member is None:
+            raise ApiError(
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {self.group_id}.",
+            )
+        return member
+
+    @staticmethod
+    def _validate_member_epoch(received: int, member: ConsumerGroupMember) -> None:
+        if received == member.member_epoch:
+            return
+        if member.uses_classic_protocol:
+            raise ApiError(
+                Errors.ILLEGAL_GENERATION,
+                f"The received generation id {received} does not match the expected member "
+                f"epoch {member.member_epoch}.",
+            )
+        raise ApiError(
+            Errors.STALE_MEMBER_EPOCH,
+            f"The received member epoch {received} does not match the expected member epoch "
+            f"{member.member_epoch}.",
+        )
+
+    # ---- queries ----------------------------------------------------------------------------
+    def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def owner_epoch(self, topic_id: str, partition: int) -> int:
+        parts = self.partition_epochs.get(topic_id)
+        if parts is None:
+            return -1
+        return parts.get(partition, -1)
+
+    def subscribed_topic_names(self) -> set[str]:
+        names = set(self.topic_name_counts)
+        for resolved in self.resolved_regexes.values():
+            names.update(resolved.topics)
+        return names
+
+    def target_of(self, member_id: str) -> Assignment:
+        return self.target_assignment.get(member_id, {})
+
+    # ---- changes (replay only) ---------------------------------------------------------------
+    def put_member(self, member: ConsumerGroupMember) -> None:
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._unindex(old)
+        self.members[member.member_id] = member
+        self._index(member)
+
+    def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
+        old = self.members.pop(member_id, None)
+        if old is not None:
+            self._unindex(old)
+        return old
+
+    def set_assignment_epoch(self, epoch: int) -> None:
+        self.assignment_epoch = epoch
+        self._unreconciled = sum(1 for m in self.members.values() if not m.is_reconciled_to(epoch))
+
+    def _index(self, m: ConsumerGroupMember) -> None:
+        for name in m.subscribed_topic_names:
+            _inc(self.topic_name_counts, name)
+        if m.subscribed_topic_regex:
+            _inc(self.regex_counts, m.subscribed_topic_regex)
+        if m.server_assignor is not None:
+            _inc(self.assignor_counts, m.server_assignor)
+        if m.instance_id is not None:
+            self.static_members[m.instance_id] = m.member_id
+        if not m.is_reconciled_to(self.assignment_epoch):
+            self._unreconciled += 1
+        self._add_epochs(m.assigned_partitions, m.member_epoch, m.member_id)
+        self._add_epochs(m.partitions_pending_revocation, m.member_epoch, m.member_id)
+
+    def _unindex(self, m: ConsumerGroupMember) -> None:
+        for name in m.subscribed_topic_names:
+            _dec(self.topic_name_counts, name)
+        if m.subscribed_topic_regex:
+            _dec(self.regex_counts, m.subscribed_topic_regex)
+        if m.server_assignor is not None:
+            _dec(self.assignor_counts, m.server_assignor)
+        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
+            del self.static_members[m.instance_id]
+        if not m.is_reconciled_to(self.assignment_epoch):
+            self._unreconciled -= 1
+        self._remove_epochs(m.assigned_partitions, m.member_epoch, m.member_id)
+        self._remove_epochs(m.partitions_pending_revocation, m.member_epoch, m.member_id)
+
+    def _add_epochs(self, assignment: Assignment, epoch: int, member_id: str) -> None:
+        for topic_id, parts in assignment.items():
+            epochs = self.partition_epochs.setdefault(topic_id, {})
+            for p in parts:
+                previous = epochs.get(p)
+                epochs[p] = epoch
+                if previous is not None:
+                    raise ValueError(
+                        f"group {self.group_id}: cannot give {topic_id}-{p} to member "
+                        f"{member_id} at epoch {epoch}: still owned at epoch {previous}"
+                    )
+
+    def _remove_epochs(self, assignment: Assignment, epoch: int, member_id: str) -> None:
+        for topic_id, parts in assignment.items():
+            epochs = self.partition_epochs.get(topic_id)
+            for p in parts:
+                previous = None if epochs is None else epochs.pop(p, None)
+                if previous != epoch:
+                    raise ValueError(
+                        f"group {self.group_id}: cannot release {topic_id}-{p} from member "
+                        f"{member_id} at epoch {epoch}: owned at epoch {previous}"
+                    )
+            if epochs is not None and not epochs:
+                del self.partition_epochs[topic_id]
+
+    # ---- records -------------------------------------------------------------------------------
+    def tombstone_records(self) -> list[Record]:
+        gid = self.group_id
+        out: list[Record] = []
+        out += [Record(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in self.members]
+        out += [
+            Record(ConsumerGroupTargetAssignmentMemberKey(gid, m), None)
+            for m in self.target_assignment
+        ]
+        out.append(Record(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
+        out += [Record(ConsumerGroupMemberMetadataKey(gid, m), None) for m in self.members]
+        out += [
+            Record(ConsumerGroupRegularExpressionKey(gid, r), None) for r in self.resolved_regexes
+        ]
+        out.append(Record(ConsumerGroupPartitionMetadataKey(gid), None))
+        out.append(Record(ConsumerGroupMetadataKey(gid), None))
+        return out
+
+    def snapshot_records(self) -> list[Record]:
+        gid = self.group_id
+        out = [
+            Record(
+                ConsumerGroupMetadataKey(gid),
+                ConsumerGroupMetadataValue(self.group_epoch, self.metadata_hash),
+            )
+        ]
+        if self.subscription_metadata:
+            out.append(
+                Record(
+                    ConsumerGroupPartitionMetadataKey(gid),
+                    ConsumerGroupPartitionMetadataValue(
+                        tuple(
+                            self.subscription_metadata[n]
+                            for n in sorted(self.subscription_metadata)
+                        )
+                    ),
+                )
+            )
+        for regex, resolved in self.resolved_regexes.items():
+            out.append(
+                Record(
+                    ConsumerGroupRegularExpressionKey(gid, regex),
+                    ConsumerGroupRegularExpressionValue(
+                        resolved.topics, resolved.version, resolved.timestamp
+                    ),
+                )
+            )
+        for member in self.members.values():
+            out.append(
+                Record(
+                    ConsumerGroupMemberMetadataKey(gid, member.member_id), member.metadata_value()
+                )
+            )
+        for member_id, target in self.target_assignment.items():
+            out.append(
+                Record(
+                    ConsumerGroupTargetAssignmentMemberKey(gid, member_id),
+                    ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+                )
+            )
+        out.append(
+            Record(
+                ConsumerGroupTargetAssignmentMetadataKey(gid),
+                ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch),
+            )
+        )
+        for member in self.members.values():
+            out.append(
+                Record(
+                    ConsumerGroupCurrentMemberAssignmentKey(gid, member.member_id),
+                    member.assignment_value(),
+                )
+            )
+        return out
+
+    def fingerprint(self) -> object:
+        return (
+            "consumer",
+            self.state_name(),
+            self.group_epoch,
+            self.metadata_hash,
+            self.assignment_epoch,
+            tuple(sorted(m.fingerprint() for m in self.members.values())),
+            tuple(sorted((m, assignment_key(t)) for m, t in self.target_assignment.items())),
+            tuple(sorted(self.subscription_metadata.items())),
+            tuple(sorted(self.resolved_regexes.items())),
+        )
+
+    def check_indexes(self) -> None:
+        """Recompute every derived index from scratch and compare (tests)."""
+        fresh = ConsumerGroup(self.group_id)
+        fresh.assignment_epoch = self.assignment_epoch
+        for m in self.members.values():
+            fresh.put_member(m)
+        assert fresh.partition_epochs == self.partition_epochs, "partition epochs drifted"
+        assert fresh.static_members == self.static_members, "static members drifted"
+        assert fresh.topic_name_counts == self.topic_name_counts, "topic counts drifted"
+        assert fresh.regex_counts == self.regex_counts, "regex counts drifted"
+        assert fresh.assignor_counts == self.assignor_counts, "assignor counts drifted"
+        assert fresh._unreconciled == self._unreconciled, "reconciled count drifted"

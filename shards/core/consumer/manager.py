@@ -1,0 +1,1157 @@
+"""The consumer groups of one offsets partition (the KIP-848 half of Kafka's
+GroupMetadataManager): ConsumerGroupHeartbeat, ConsumerGroupDescribe, the session and
+rebalance timeouts, catalog changes, asynchronous target assignments, group configs, and
+the replay of every consumer-group record.
+
+Theory of operation
+-------------------
+A heartbeat runs three steps, each described as records (only replay changes state):
+
+1. **Membership.** The group is found or created (epoch 0 joins), the member is found,
+   created, or -- for a static member that left temporarily (epoch -2) -- replaced under
+   its new member id. Its subscription is updated from the request's non-null fields. A
+   change of subscription (topic names or regex), of the group's preferred server assignor,
+   or of the subscribed topics' metadata bumps the *group epoch*.
+2. **Target assignment.** When the group epoch is ahead of the *assignment epoch*, a new
+   target assignment is needed: it is requested as an :class:`AsyncTask` labelled with the
+   group epoch and computed off the loop. Its answer is applied later, as its own write,
+   and only if the group epoch has not moved since (a newer task is then on its way);
+   only members whose target changed get a record.
+3. **Reconciliation.** The member moves one step towards its target at the assignment
+   epoch (``reconciliation.reconcile``); the response carries the new epoch, and the
+   assignment when it changed or the request was a full one.
+
+Because targets arrive asynchronously, a new group starts at epoch 1 with an empty target
+assignment at epoch 1 (as Apache Kafka does since it offloads assignors): the first member
+reconciles to epoch 1 at once and gets its partitions at epoch 2 on a later heartbeat.
+Member epochs are therefore always >= 1, 0 staying reserved for joining. When the last
+member leaves, the assignment epoch catches up with the group epoch.
+
+Regular expressions are resolved synchronously against the partition's catalog image (a
+match over topic names) when a member brings a regex the group does not know yet, and
+re-resolved for every group when topics are created or deleted; each resolution is
+persisted (record type 16). Catalog changes also refresh the subscribed topics' metadata
+and bump the epochs of the groups they affect.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
+from typing import Any
+
+from shards.core.config import CoordinatorConfig
+from shards.core.consumer import api
+from shards.core.consumer.assignment import (
+    AssignmentMember,
+    AssignmentTopic,
+    TargetAssignment,
+    TargetAssignmentRequest,
+    validate_answer,
+)
+from shards.core.consumer.configs import GroupConfigs
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
+from shards.core.consumer.member import (
+    EMPTY_ASSIGNMENT,
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroupMember,
+    MemberState,
+    from_topic_partitions,
+    make_assignment,
+    normalize_names,
+    same_assignment,
+    to_topic_partitions,
+)
+from shards.core.consumer.reconciliation import is_subset, pending_release, reconcile
+from shards.core.consumer.regex import compile_regex, resolve
+from shards.core.errors import ApiError, Errors
+from shards.core.group import GroupType
+from shards.core.group_manager import GroupMetadataManager
+from shards.core.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupConfigKey,
+    PartitionMetadata,
+    Record,
+    TopicMetadata,
+)
+from shards.core.result import AsyncTask, CoordinatorResult, Timer
+from shards.core.topics import TopicsImage, uuid_to_text
+
+log = logging.getLogger("groupcoord.consumer")
+
+#: a new group starts here, with an (empty) target assignment at this epoch
+INITIAL_GROUP_EPOCH = 1
+#: retry delay after a failed target assignment computation
+ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
+#: Kafka's AclOperation bits a group supports (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+#: ALTER_CONFIGS), all granted: groupcoord has no authorizer
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+CATALOG_SYNC_TIMER = "consumer-catalog-sync"
+
+Response = api.ConsumerGroupHeartbeatResponse
+
+
+def random_member_id() -> str:
+    """A Kafka Uuid in text form (never starting with '-', as Kafka's)."""
+    while True:
+        text = uuid_to_text(uuid.uuid4().bytes)
+        if not text.startswith("-"):
+            return text
+
+
+def _blank(value: str | None) -> bool:
+    """Java's ``value.trim().isEmpty()`` for a non-null value."""
+    return value is not None and all(c <= " " for c in value)
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(Errors.INVALID_REQUEST, message)
+
+
+def _timer_key(kind: str, group_id: str, member_id: str) -> str:
+    return f"consumer-{kind}:{len(group_id)}:{group_id}:{member_id}"
+
+
+def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
+    return tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
+
+
+def _topic_metadata(names: Iterable[str], image: TopicsImage) -> dict[str, TopicMetadata]:
+    out: dict[str, TopicMetadata] = {}
+    for name in sorted(names):
+        topic = image.by_name.get(name)
+        if topic is None:
+            continue
+        racks = tuple(PartitionMetadata(i, tuple(r)) for i, r in enumerate(topic.partition_racks))
+        out[name] = TopicMetadata(topic.topic_id, topic.name, topic.num_partitions, racks)
+    return out
+
+
+class ConsumerGroupManager:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        groups: GroupMetadataManager,
+        topics: Callable[[], TopicsImage],
+        new_member_id: Callable[[], str] = random_member_id,
+    ) -> None:
+        self.config = config
+        self.timer = timer
+        self.group_manager = groups
+        self._topics = topics
+        self.new_member_id = new_member_id
+        self.configs = GroupConfigs(config)
+        # Groups a handler created (not registered yet): the replay of their first record
+        # registers this very object, so that the tasks the handler started know it.
+        self._created: dict[str, ConsumerGroup] = {}
+
+    @property
+    def topics(self) -> TopicsImage:
+        return self._topics()
+
+    @property
+    def default_assignor(self) -> str:
+        return self.config.consumer_group_assignors[0]
+
+    def replayers(self) -> dict[type, Callable[[Any, Any], None]]:
+        return {
+            ConsumerGroupMetadataKey: self.replay_group_metadata,
+            ConsumerGroupPartitionMetadataKey: self.replay_partition_metadata,
+            ConsumerGroupMemberMetadataKey: self.replay_member_metadata,
+            ConsumerGroupTargetAssignmentMetadataKey: self.replay_target_assignment_metadata,
+            ConsumerGroupTargetAssignmentMemberKey: self.replay_target_assignment_member,
+            ConsumerGroupCurrentMemberAssignmentKey: self.replay_current_assignment,
+            ConsumerGroupRegularExpressionKey: self.replay_regular_expression,
+            GroupConfigKey: self.configs.replay,
+        }
+
+    # ---- lookups ----
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return [g for g in self.group_manager.groups.values() if isinstance(g, ConsumerGroup)]
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup:
+        group = self.group_manager.groups.get(group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if not isinstance(group, ConsumerGroup):
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        return group
+
+    def _preferred(self, counts: dict[str, int]) -> str:
+        return preferred_assignor(counts, self.config.consumer_group_assignors) or (
+            self.default_assignor
+        )
+
+    # ==== ConsumerGroupHeartbeat ====
+    def heartbeat(
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[Response]:
+        self._validate(request)
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request, now_ms)
+        return self._heartbeat(request, now_ms)
+
+    def _validate(self, request: api.ConsumerGroupHeartbeatRequest) -> None:
+        epoch = request.member_epoch
+        version = request.context.api_version
+        if _blank(request.group_id):
+            raise _invalid("GroupId can't be empty.")
+        if _blank(request.instance_id):
+            raise _invalid("InstanceId can't be empty.")
+        if _blank(request.rack_id):
+            raise _invalid("RackId can't be empty.")
+        # v1 clients generate their member id (KIP-1082); v0 joins without one.
+        if (
+            (version is not None and version >= 1)
+            or epoch > 0
+            or epoch
+            in (
+                LEAVE_GROUP_MEMBER_EPOCH,
+                LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            )
+        ):
+            if _blank(request.member_id):
+                raise _invalid("MemberId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if request.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise _invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                    "when (re-)joining."
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        assignor = request.server_assignor
+        if assignor is not None and assignor not in self.config.consumer_group_assignors:
+            raise ApiError(
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.consumer_group_assignors)}.",
+            )
+
+    # ---- joining and heartbeating ----
+    def _heartbeat(
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[Response]:
+        group_id = request.group_id
+        epoch = request.member_epoch
+        owned = request.topic_partitions
+        joining = epoch == JOIN_GROUP_MEMBER_EPOCH
+        records: list[Record] = []
+        group, is_new = self._group_for(group_id, joining, records)
+        self._throw_if_full(group, request.member_id)
+        member_id = request.member_id or self.new_member_id()
+
+        replaced: ConsumerGroupMember | None = None
+        if request.instance_id is None:
+            member = self._dynamic_member(group, member_id, epoch, owned, joining)
+        else:
+            member, replaced = self._static_member(
+                group, member_id, epoch, request.instance_id, owned, joining
+            )
+        updated = self._updated(member, request)
+        # The member as the group counts it now (None: not a member yet).
+        counted = replaced if replaced is not None else group.members.get(member_id)
+        image = self.topics
+
+        # 1. membership and subscription
+        if replaced is not None:
+            records += self._member_tombstones(group_id, replaced.member_id)
+            self._cancel_timers(group_id, replaced.member_id)
+        if counted is None or replaced is not None or updated != member:
+            records.append(self._metadata_record(group_id, updated))
+        subscription_changed = (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+        )
+        regexes = self._regex_changes(group, counted, updated, image, now_ms, records)
+        assignors = dict(group.assignor_counts)
+        for old, new in ((counted, -1), (updated, 1)):
+            if old is not None and old.server_assignor is not None:
+                assignors[old.server_assignor] = assignors.get(old.server_assignor, 0) + new
+        assignors = {k: v for k, v in assignors.items() if v > 0}
+        assignor = self._preferred(assignors)
+        bump = is_new or subscription_changed
+        bump |= assignor != self._preferred(group.assignor_counts)
+        metadata = group.subscription_metadata
+        if subscription_changed:
+            names = self._names_after(group, counted, updated, regexes)
+            if names != set(metadata):
+                new_metadata = _topic_metadata(names, image)
+                if new_metadata != metadata:
+                    metadata = new_metadata
+                    records.append(self._partition_metadata_record(group_id, metadata))
+                    bump = True
+
+        group_epoch, assignment_epoch = group.group_epoch, group.assignment_epoch
+        if is_new:
+            group_epoch = assignment_epoch = INITIAL_GROUP_EPOCH
+        if bump:
+            group_epoch += 1
+            records.append(self._group_epoch_record(group_id, group_epoch, group.metadata_hash))
+        if is_new:
+            records.append(self._assignment_epoch_record(group_id, assignment_epoch))
+
+        def target_of(mid: str) -> Assignment:
+            if replaced is not None and mid == updated.member_id:
+                return group.target_of(replaced.member_id)
+            return group.target_of(mid)
+
+        if replaced is not None and replaced.member_id in group.target_assignment:
+            records.append(self._target_record(group_id, updated.member_id, target_of(member_id)))
+
+        # 2. target assignment, off the loop
+        tasks: list[AsyncTask] = []
+        if bump and group_epoch > assignment_epoch:
+            members = [
+                m
+                for mid, m in group.members.items()
+                if mid != member_id and (replaced is None or mid != replaced.member_id)
+            ]
+            members.append(updated)
+            request_ = self._assignment_request(
+                group, group_epoch, assignor, members, target_of, regexes, metadata
+            )
+            tasks.append(self._assignment_task(group, request_))
+
+        # 3. reconciliation
+        target = target_of(member_id)
+        subscribed = self._subscribed_ids(updated, regexes, image)
+        reconciled = reconcile(
+            updated, assignment_epoch, target, group.owner_epoch, owned, subscribed
+        )
+        assignment_changed = reconciled is not updated and reconciled != updated
+        if counted is None or replaced is not None or assignment_changed:
+            records.append(self._current_assignment_record(group_id, reconciled))
+        if assignment_changed:
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group_id, reconciled)
+            else:
+                self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+        self._schedule_session_timeout(group_id, member_id)
+
+        full = joining or (
+            request.rebalance_timeout_ms != -1
+            and (
+                request.subscribed_topic_names is not None
+                or request.subscribed_topic_regex is not None
+            )
+            and owned is not None
+        )
+        send_assignment = full or not same_assignment(
+            member.assigned_partitions, reconciled.assigned_partitions
+        )
+        response = Response(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.configs.heartbeat_interval_ms(group_id),
+            assignment=_to_api(reconciled.assigned_partitions) if send_assignment else None,
+            partitions_pending_release=pending_release(
+                reconciled, target, group.owner_epoch, subscribed
+            ),
+        )
+        return CoordinatorResult(records, response, tasks=tasks)
+
+    def _group_for(
+        self, group_id: str, create: bool, records: list[Record]
+    ) -> tuple[ConsumerGroup, bool]:
+        """The consumer group, or a new one (not registered: replay creates it)."""
+        group = self.group_manager.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            return self._create(group_id), True
+        if isinstance(group, ConsumerGroup):
+            return group, False
+        if create and group.type is GroupType.CLASSIC and group.is_empty():
+            # An empty classic (or simple) group gives way to the consumer group; its
+            # offsets stay.
+            records.extend(group.tombstone_records())
+            return self._create(group_id), True
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _create(self, group_id: str) -> ConsumerGroup:
+        group = self._created[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
+        limit = self.config.consumer_group_max_size
+        if len(group.members) >= limit and (not member_id or member_id not in group.members):
+            raise ApiError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {limit} members.",
+            )
+
+    def _dynamic_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        owned: tuple[api.TopicPartitions, ...] | None,
+        create: bool,
+    ) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not create:
+                raise ApiError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
+                )
+            member = ConsumerGroupMember(member_id)
+        self._check_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        instance_id: str,
+        owned: tuple[api.TopicPartitions, ...] | None,
+        create: bool,
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        existing = group.static_member(instance_id)
+        if create:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise ApiError(
+                    Errors.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the "
+                    f"group because the instance id is owned by {existing.member_id} member.",
+                )
+            # The instance comes back: a new member id takes over the old one's place.
+            return (
+                replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0),
+                existing,
+            )
+        if existing is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise ApiError(
+                Errors.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by "
+                f"member {existing.member_id}.",
+            )
+        self._check_epoch(existing, epoch, owned)
+        return existing, None
+
+    @staticmethod
+    def _check_epoch(
+        member: ConsumerGroupMember, received: int, owned: tuple[api.TopicPartitions, ...] | None
+    ) -> None:
+        known = member.member_epoch
+        if received > known:
+            raise ApiError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the "
+                f"one known by the group coordinator ({known}). The member must abandon all "
+                "its partitions and rejoin.",
+            )
+        if received < known and (
+            received != member.previous_member_epoch
+            or not is_subset(owned, member.assigned_partitions)
+        ):
+            # (At its previous epoch with a subset of its assignment, the member only missed
+            # the response that moved it: it is accepted and told its epoch again.)
+            raise ApiError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({received}) than the "
+                f"one known by the group coordinator ({known}). The member must abandon all "
+                "its partitions and rejoin.",
+            )
+
+    @staticmethod
+    def _updated(
+        member: ConsumerGroupMember, request: api.ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupMember:
+        """The member with the request's non-null fields applied (``member`` if unchanged)."""
+        names = (
+            member.subscribed_topic_names
+            if request.subscribed_topic_names is None
+            else normalize_names(request.subscribed_topic_names)
+        )
+        changes = {
+            "instance_id": member.instance_id
+            if request.instance_id is None
+            else request.instance_id,
+            "rack_id": member.rack_id if request.rack_id is None else request.rack_id,
+            "rebalance_timeout_ms": member.rebalance_timeout_ms
+            if request.rebalance_timeout_ms == -1
+            else request.rebalance_timeout_ms,
+            "server_assignor": member.server_assignor
+            if request.server_assignor is None
+            else request.server_assignor,
+            "subscribed_topic_names": names,
+            "subscribed_topic_regex": member.subscribed_topic_regex
+            if request.subscribed_topic_regex is None
+            else request.subscribed_topic_regex,
+            "client_id": request.context.client_id,
+            "client_host": request.context.client_host,
+            "classic_member_metadata": None,
+        }
+        if all(getattr(member, k) == v for k, v in changes.items()):
+            return member
+        return replace(member, **changes)  # type: ignore[arg-type]
+
+    def _regex_changes(
+        self,
+        group: ConsumerGroup,
+        old: ConsumerGroupMember | None,
+        new: ConsumerGroupMember | None,
+        image: TopicsImage,
+        now_ms: int,
+        records: list[Record],
+    ) -> dict[str, ResolvedRegex]:
+        """Resolve a regex new to the group, forget one nobody uses any more; returns the
+        group's resolved regexes after the change."""
+        resolved = group.resolved_regexes
+        old_regex = old.subscribed_topic_regex if old is not None else ""
+        new_regex = new.subscribed_topic_regex if new is not None else ""
+        if old_regex == new_regex:
+            return resolved
+        after = dict(resolved)
+        gid = group.group_id
+        if old_regex and group.regex_counts.get(old_regex, 0) <= 1 and old_regex in after:
+            del after[old_regex]
+            records.append(Record(ConsumerGroupRegularExpressionKey(gid, old_regex), None))
+        if new_regex and new_regex not in after:
+            compile_regex(new_regex)  # INVALID_REGULAR_EXPRESSION
+            topics = resolve(new_regex, image)
+            after[new_regex] = ResolvedRegex(topics, image.version, now_ms)
+            records.append(
+                Record(
+                    ConsumerGroupRegularExpressionKey(gid, new_regex),
+                    ConsumerGroupRegularExpressionValue(topics, image.version, now_ms),
+                )
+            )
+        return after
+
+    @staticmethod
+    def _names_after(
+        group: ConsumerGroup,
+        old: ConsumerGroupMember | None,
+        new: ConsumerGroupMember | None,
+        regexes: dict[str, ResolvedRegex],
+    ) -> set[str]:
+        counts = dict(group.topic_name_counts)
+        if old is not None:
+            for name in old.subscribed_topic_names:
+                counts[name] -= 1
+        if new is not None:
+            for name in new.subscribed_topic_names:
+                counts[name] = counts.get(name, 0) + 1
+        names = {n for n, c in counts.items() if c > 0}
+        for r in regexes.values():
+            names.update(r.topics)
+        return names
+
+    @staticmethod
+    def _subscribed_ids(
+        member: ConsumerGroupMember, regexes: dict[str, ResolvedRegex], image: TopicsImage
+    ) -> frozenset[str]:
+        names: Iterable[str] = member.subscribed_topic_names
+        regex = member.subscribed_topic_regex
+        if regex:
+            resolved = regexes.get(regex)
+            if resolved is not None:
+                names = set(names) | set(resolved.topics)
+        by_name = image.by_name
+        return frozenset(by_name[n].topic_id for n in names if n in by_name)
+
+    # ---- leaving ----
+    def _leave(
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[Response]:
+        group = self.consumer_group(request.group_id)
+        member_id = request.member_id
+        response = Response(member_id=member_id, member_epoch=request.member_epoch)
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise ApiError(
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
+                )
+            return self._fence(group, member, response)
+        instance_id = request.instance_id
+        member = group.static_member(instance_id)
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if member.member_id != member_id:
+            raise ApiError(
+                Errors.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by "
+                f"member {member.member_id}.",
+            )
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # A temporary leave: the member keeps its place (and its partitions stay with
+            # it) until it rejoins or its session expires.
+            away = replace(
+                member,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation=EMPTY_ASSIGNMENT,
+            )
+            return CoordinatorResult(
+                [self._current_assignment_record(group.group_id, away)],
+                Response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
+            )
+        return self._fence(group, member, response)
+
+    def _fence(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any
+    ) -> CoordinatorResult[Any]:
+        """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
+        gid = group.group_id
+        records = self._member_tombstones(gid, member.member_id)
+        regexes = self._regex_changes(group, member, None, self.topics, 0, records)
+        names = self._names_after(group, member, None, regexes)
+        metadata = group.subscription_metadata
+        if names != set(metadata):
+            metadata = _topic_metadata(names, self.topics)
+            if metadata != group.subscription_metadata:
+                records.append(self._partition_metadata_record(gid, metadata))
+        epoch = group.group_epoch + 1
+        records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
+        self._cancel_timers(gid, member.member_id)
+        remaining = [m for mid, m in group.members.items() if mid != member.member_id]
+        tasks: list[AsyncTask] = []
+        if not remaining:
+            # Nothing to assign: the (empty) target is up to date.
+            records.append(self._assignment_epoch_record(gid, epoch))
+        else:
+            assignors = dict(group.assignor_counts)
+            if member.server_assignor is not None:
+                assignors[member.server_assignor] -= 1
+            assignor = self._preferred({k: v for k, v in assignors.items() if v > 0})
+            request = self._assignment_request(
+                group, epoch, assignor, remaining, group.target_of, regexes, metadata
+            )
+            tasks.append(self._assignment_task(group, request))
+        return CoordinatorResult(records, response, tasks=tasks)
+
+    # ---- timers ----
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        self.timer.schedule(
+            _timer_key("session-timeout", group_id, member_id),
+            self.configs.session_timeout_ms(group_id),
+            lambda now: self._expire_session(group_id, member_id, now),
+        )
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+        self.timer.schedule(
+            _timer_key("rebalance-timeout", group_id, member_id),
+            max(member.rebalance_timeout_ms, 0),
+            lambda now: self._expire_rebalance(group_id, member_id, epoch, now),
+        )
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(_timer_key("session-timeout", group_id, member_id))
+        self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+
+    def _expire_session(
+        self, group_id: str, member_id: str, now_ms: int
+    ) -> CoordinatorResult[None]:
+        group = self.group_manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or member_id not in group.members:
+            return CoordinatorResult()
+        log.info("[GroupId %s] Member %s fenced: its session expired.", group_id, member_id)
+        return self._fence(group, group.members[member_id], None)
+
+    def _expire_rebalance(
+        self, group_id: str, member_id: str, epoch: int, now_ms: int
+    ) -> CoordinatorResult[None]:
+        group = self.group_manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return CoordinatorResult()
+        member = group.members.get(member_id)
+        if member is None or member.member_epoch != epoch:
+            return CoordinatorResult()
+        log.info(
+            "[GroupId %s] Member %s fenced: it did not revoke its partitions at epoch %d in time.",
+            group_id,
+            member_id,
+            epoch,
+        )
+        return self._fence(group, member, None)
+
+    # ---- target assignment ----
+    def _assignment_request(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        assignor: str,
+        members: Iterable[ConsumerGroupMember],
+        target_of: Callable[[str], Assignment],
+        regexes: dict[str, ResolvedRegex],
+        metadata: dict[str, TopicMetadata],
+    ) -> TargetAssignmentRequest:
+        ids = {name: t.topic_id for name, t in metadata.items()}
+        subscriptions: dict[tuple[str, ...], tuple[str, ...]] = {}  # shared equal tuples
+        specs = []
+        for m in members:
+            names: Collection[str] = m.subscribed_topic_names
+            if m.subscribed_topic_regex:
+                resolved = regexes.get(m.subscribed_topic_regex)
+                if resolved is not None and resolved.topics:
+                    names = set(names) | set(resolved.topics)
+            topic_ids = tuple(sorted({ids[n] for n in names if n in ids}))
+            topic_ids = subscriptions.setdefault(topic_ids, topic_ids)
+            specs.append(
+                AssignmentMember(
+                    m.member_id, m.instance_id, m.rack_id, topic_ids, target_of(m.member_id)
+                )
+            )
+        topics = tuple(
+            AssignmentTopic(
+                t.topic_id,
+                t.topic_name,
+                t.num_partitions,
+                tuple(p.racks for p in t.partition_metadata) if t.partition_metadata else None,
+            )
+            for t in metadata.values()
+        )
+        return TargetAssignmentRequest(group.group_id, group_epoch, assignor, tuple(specs), topics)
+
+    def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
+        return AsyncTask(
+            f"consumer-assignment:{group.group_id}",
+            request,
+            lambda answer, now: self._on_assignment(group, request, answer, now),
+        )
+
+    def _group_assignment_task(self, group: ConsumerGroup) -> AsyncTask:
+        """A task for the group as it is (after a reload, or to retry)."""
+        request = self._assignment_request(
+            group,
+            group.group_epoch,
+            self._preferred(group.assignor_counts),
+            group.members.values(),
+            group.target_of,
+            group.resolved_regexes,
+            group.subscription_metadata,
+        )
+        return self._assignment_task(group, request)
+
+    def _needs_assignment(self, group: ConsumerGroup) -> bool:
+        return bool(group.members) and group.group_epoch > group.assignment_epoch
+
+    def _on_assignment(
+        self,
+        group: ConsumerGroup,
+        request: TargetAssignmentRequest,
+        answer: TargetAssignment | BaseException,
+        now_ms: int,
+    ) -> CoordinatorResult[None]:
+        gid = group.group_id
+        if self.group_manager.groups.get(gid) is not group:
+            return CoordinatorResult()  # deleted (and maybe re-created) meanwhile
+        if (
+            group.group_epoch != request.group_epoch
+            or group.assignment_epoch >= request.group_epoch
+        ):
+            # Computed for an older epoch: the task for the newer one is on its way.
+            return CoordinatorResult()
+        if not isinstance(answer, BaseException):
+            try:
+                validate_answer(request, answer)
+            except ValueError as ex:
+                answer = ex
+        if isinstance(answer, BaseException):
+            log.warning(
+                "[GroupId %s] Computing the target assignment for epoch %d with %r failed: %r; "
+                "retrying in %d ms.",
+                gid,
+                request.group_epoch,
+                request.assignor,
+                answer,
+                ASSIGNMENT_RETRY_BACKOFF_MS,
+            )
+            self.timer.schedule(
+                f"consumer-assignment-retry:{gid}",
+                ASSIGNMENT_RETRY_BACKOFF_MS,
+                lambda now: self._retry_assignment(group, now),
+            )
+            return CoordinatorResult()
+
+        # A static member replaced meanwhile (no epoch bump) gets what its instance got.
+        new_targets: dict[str, Assignment] = {}
+        instances = {m.member_id: m.instance_id for m in request.members}
+        for member_id, topics in answer.items():
+            if member_id not in group.members:
+                instance = instances.get(member_id)
+                member_id = group.static_members.get(instance, "") if instance else ""
+                if not member_id:
+                    continue
+            new_targets[member_id] = make_assignment(topics)
+        records = []
+        for member_id in group.members:
+            new = new_targets.get(member_id, EMPTY_ASSIGNMENT)
+            if not same_assignment(new, group.target_of(member_id)):
+                records.append(self._target_record(gid, member_id, new))
+        records.append(self._assignment_epoch_record(gid, request.group_epoch))
+        return CoordinatorResult(records)
+
+    def _retry_assignment(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
+        if self.group_manager.groups.get(group.group_id) is not group:
+            return CoordinatorResult()
+        if not self._needs_assignment(group):
+            return CoordinatorResult()
+        return CoordinatorResult(tasks=[self._group_assignment_task(group)])
+
+    # ==== catalog ====
+    def update_topics(
+        self, previous: TopicsImage | None, image: TopicsImage, now_ms: int
+    ) -> CoordinatorResult[None]:
+        """A new catalog image (already installed): refresh regexes and topic metadata of
+        every group, bumping the epoch of those that changed."""
+        names_changed = previous is None or previous.by_name.keys() != image.by_name.keys()
+        records: list[Record] = []
+        tasks: list[AsyncTask] = []
+        for group in self.consumer_groups():
+            if group.members:
+                self._sync_group(group, image, names_changed, now_ms, records, tasks)
+        return CoordinatorResult(records, tasks=tasks)
+
+    def _sync_group(
+        self,
+        group: ConsumerGroup,
+        image: TopicsImage,
+        reresolve: bool,
+        now_ms: int,
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None:
+        gid = group.group_id
+        regexes = group.resolved_regexes
+        bump = False
+        if reresolve and regexes:
+            regexes = dict(regexes)
+            for regex, old in group.resolved_regexes.items():
+                try:
+                    topics = resolve(regex, image)
+                except ApiError:  # cannot happen for a regex that resolved before
+                    continue
+                if topics != old.topics:
+                    bump = True
+                    regexes[regex] = ResolvedRegex(topics, image.version, now_ms)
+                    records.append(
+                        Record(
+                            ConsumerGroupRegularExpressionKey(gid, regex),
+                            ConsumerGroupRegularExpressionValue(topics, image.version, now_ms),
+                        )
+                    )
+        names = self._names_after(group, None, None, regexes)
+        metadata = _topic_metadata(names, image)
+        if metadata != group.subscription_metadata:
+            bump = True
+            records.append(self._partition_metadata_record(gid, metadata))
+        if not bump:
+            return
+        epoch = group.group_epoch + 1
+        records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
+        request = self._assignment_request(
+            group,
+            epoch,
+            self._preferred(group.assignor_counts),
+            group.members.values(),
+            group.target_of,
+            regexes,
+            metadata,
+        )
+        tasks.append(self._assignment_task(group, request))
+
+    # ==== load ====
+    def on_loaded(self, now_ms: int) -> None:
+        for group in self.consumer_groups():
+            for member in group.members.values():
+                self._schedule_session_timeout(group.group_id, member.member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member)
+        # The catalog may have changed while nobody served this partition, and assignments
+        # in flight were lost with the previous owner: catch up in a write of its own.
+        self.timer.schedule(CATALOG_SYNC_TIMER, 0, self._after_load)
+
+    def _after_load(self, now_ms: int) -> CoordinatorResult[None]:
+        result = self.update_topics(None, self.topics, now_ms)
+        synced = {t.request.group_id for t in result.tasks}
+        tasks = list(result.tasks)
+        for group in self.consumer_groups():
+            if group.group_id not in synced and self._needs_assignment(group):
+                tasks.append(self._group_assignment_task(group))
+        return CoordinatorResult(result.records, tasks=tasks)
+
+    # ==== ConsumerGroupDescribe ====
+    def describe(
+        self, group_ids: Iterable[str], include_authorized_operations: bool
+    ) -> list[api.ConsumerGroupDescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            try:
+                group = self.consumer_group(group_id)
+            except ApiError as ex:
+                out.append(api.ConsumerGroupDescribedGroup(group_id, ex.code, ex.message))
+                continue
+            out.append(self._described(group, include_authorized_operations))
+        return out
+
+    def _described(
+        self, group: ConsumerGroup, include_authorized_operations: bool
+    ) -> api.ConsumerGroupDescribedGroup:
+        by_id = self.topics.by_id
+
+        def named(assignment: Assignment) -> tuple[api.DescribedTopicPartitions, ...]:
+            return tuple(
+                api.DescribedTopicPartitions(t, by_id[t].name, tuple(ps))
+                for t, ps in sorted(assignment.items())
+                if t in by_id and ps
+            )
+
+        members = tuple(
+            api.ConsumerGroupDescribedMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex or None,
+                assignment=named(m.assigned_partitions),
+                target_assignment=named(group.target_of(m.member_id)),
+                member_type="classic" if m.uses_classic_protocol else "consumer",
+            )
+            for m in group.members.values()
+        )
+        return api.ConsumerGroupDescribedGroup(
+            group_id=group.group_id,
+            group_state=group.state_name(),
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=self._preferred(group.assignor_counts),
+            members=members,
+            authorized_operations=GROUP_AUTHORIZED_OPERATIONS
+            if include_authorized_operations
+            else api.AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    # ==== records ====
+    @staticmethod
+    def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
+        # Order matters for replay: the member must be "left" (epoch -1, no target) before
+        # its subscription goes.
+        return [
+            Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            Record(ConsumerGroupMemberMetadataKey(group_id, member_id), None),
+        ]
+
+    @staticmethod
+    def _metadata_record(group_id: str, member: ConsumerGroupMember) -> Record:
+        return Record(
+            ConsumerGroupMemberMetadataKey(group_id, member.member_id), member.metadata_value()
+        )
+
+    @staticmethod
+    def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
+        return Record(
+            ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+            member.assignment_value(),
+        )
+
+    @staticmethod
+    def _target_record(group_id: str, member_id: str, target: Assignment) -> Record:
+        return Record(
+            ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+            ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+        )
+
+    @staticmethod
+    def _group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+        return Record(
+            ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch, metadata_hash)
+        )
+
+    @staticmethod
+    def _assignment_epoch_record(group_id: str, epoch: int) -> Record:
+        return Record(
+            ConsumerGroupTargetAssignmentMetadataKey(group_id),
+            ConsumerGroupTargetAssignmentMetadataValue(epoch),
+        )
+
+    @staticmethod
+    def _partition_metadata_record(group_id: str, metadata: dict[str, TopicMetadata]) -> Record:
+        return Record(
+            ConsumerGroupPartitionMetadataKey(group_id),
+            ConsumerGroupPartitionMetadataValue(tuple(metadata[n] for n in sorted(metadata))),
+        )
+
+    # ==== replay ====
+    def _existing(self, group_id: str) -> ConsumerGroup | None:
+        group = self.group_manager.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def _persisted(self, group_id: str) -> ConsumerGroup:
+        """The group a record with a value belongs to, created on first sight. A simple
+        classic group (offsets only, no record of its own) gives way to it."""
+        groups = self.group_manager.groups
+        group = groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if group is not None and not (
+            group.type is GroupType.CLASSIC and group.protocol_type() == "" and group.is_empty()
+        ):
+            raise ValueError(
+                f"group {group_id} is a {group.type.value} group, not a consumer group"
+            )
+        consumer = self._created.pop(group_id, None) or ConsumerGroup(group_id)
+        groups[group_id] = consumer
+        return consumer
+
+    def replay_group_metadata(
+        self, key: ConsumerGroupMetadataKey, value: ConsumerGroupMetadataValue | None
+    ) -> None:
+        if value is not None:
+            group = self._persisted(key.group_id)
+            group.group_epoch = value.epoch
+            group.metadata_hash = value.metadata_hash
+            return
+        group = self._existing(key.group_id)
+        if group is None:
+            return
+        if group.members or group.target_assignment:
+            raise ValueError(
+                f"group {key.group_id}: tombstone while it still has members or a target"
+            )
+        del self.group_manager.groups[key.group_id]
+
+    def replay_partition_metadata(
+        self,
+        key: ConsumerGroupPartitionMetadataKey,
+        value: ConsumerGroupPartitionMetadataValue | None,
+    ) -> None:
+        if value is not None:
+            self._persisted(key.group_id).subscription_metadata = {
+                t.topic_name: t for t in value.topics
+            }
+            return
+        group = self._existing(key.group_id)
+        if group is not None:
+            group.subscription_metadata = {}
+
+    def replay_member_metadata(
+        self,
+        key: ConsumerGroupMemberMetadataKey,
+        value: ConsumerGroupMemberMetadataValue | None,
+    ) -> None:
+        if value is not None:
+            group = self._persisted(key.group_id)
+            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            group.put_member(member.with_metadata(value))
+            return
+        group = self._existing(key.group_id)
+        if group is None or key.member_id not in group.members:
+            return
+        if group.members[key.member_id].member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+            raise ValueError(
+                f"group {key.group_id}: member {key.member_id} removed before its assignment"
+            )
+        if key.member_id in group.target_assignment:
+            raise ValueError(
+                f"group {key.group_id}: member {key.member_id} removed before its target"
+            )
+        group.remove_member(key.member_id)
+
+    def replay_target_assignment_member(
+        self,
+        key: ConsumerGroupTargetAssignmentMemberKey,
+        value: ConsumerGroupTargetAssignmentMemberValue | None,
+    ) -> None:
+        if value is not None:
+            group = self._persisted(key.group_id)
+            group.target_assignment[key.member_id] = from_topic_partitions(value.topic_partitions)
+            return
+        group = self._existing(key.group_id)
+        if group is not None:
+            group.target_assignment.pop(key.member_id, None)
+
+    def replay_target_assignment_metadata(
+        self,
+        key: ConsumerGroupTargetAssignmentMetadataKey,
+        value: ConsumerGroupTargetAssignmentMetadataValue | None,
+    ) -> None:
+        if value is not None:
+            self._persisted(key.group_id).set_assignment_epoch(value.assignment_epoch)
+            return
+        group = self._existing(key.group_id)
+        if group is None:
+            return
+        if group.target_assignment:
+            raise ValueError(f"group {key.group_id}: assignment epoch deleted before its targets")
+        group.set_assignment_epoch(-1)
+
+    def replay_current_assignment(
+        self,
+        key: ConsumerGroupCurrentMemberAssignmentKey,
+        value: ConsumerGroupCurrentMemberAssignmentValue | None,
+    ) -> None:
+        if value is not None:
+            group = self._persisted(key.group_id)
+            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            group.put_member(member.with_current_assignment(value))
+            return
+        group = self._existing(key.group_id)
+        if group is None:
+            return
+        member = group.members.get(key.member_id)
+        if member is None:
+            return
+        group.put_member(
+            replace(
+                member,
+                member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                assigned_partitions=EMPTY_ASSIGNMENT,
+                partitions_pending_revocation=EMPTY_ASSIGNMENT,
+            )
+        )
+
+    def replay_regular_expression(
+        self,
+        key: ConsumerGroupRegularExpressionKey,
+        value: ConsumerGroupRegularExpressionValue | None,
+    ) -> None:
+        if value is not None:
+            self._persisted(key.group_id).resolved_regexes[key.regular_expression] = ResolvedRegex(
+                tuple(value.topics), value.version, value.timestamp
+            )
+            return
+        group = self._existing(key.group_id)
+        if group is not None:
+            group.resolved_regexes.pop(key.regular_expression, None)

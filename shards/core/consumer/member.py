@@ -1,0 +1,191 @@
+"""A consumer-group member (Kafka's ConsumerGroupMember) as an immutable value.
+
+A member has two halves, persisted under two record keys: its *subscription* (instance id,
+rack, client, subscribed topic names / regex, rebalance timeout, server assignor) and its
+*current assignment* (epoch, previous epoch, reconciliation state, assigned partitions and
+partitions pending revocation). Handlers build updated members with ``dataclasses.replace``
+and turn them into records; replay rebuilds them from records.
+
+An assignment is a mapping ``topic id -> sorted tuple of partitions``. Mappings held by a
+member are never mutated after construction (they are shared with records and requests).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from shards.core.records import (
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    TopicPartitions,
+)
+
+#: member_epoch values with a meaning of their own
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+Assignment = Mapping[str, tuple[int, ...]]
+EMPTY_ASSIGNMENT: Assignment = {}  # shared, never mutated
+
+
+class MemberState(enum.IntEnum):
+    """Reconciliation state of a member (the persisted values are Kafka's)."""
+
+    STABLE = 0  # the member owns exactly what it was given at its epoch
+    UNREVOKED_PARTITIONS = 1  # waiting for the member to give partitions up
+    UNRELEASED_PARTITIONS = 2  # waiting for other members to give partitions up
+    UNKNOWN = 127  # a state this version does not know (fenced on the next heartbeat)
+
+    @classmethod
+    def of(cls, value: int) -> MemberState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()  # sorted, unique
+    subscribed_topic_regex: str = ""  # "" = none
+    server_assignor: str | None = None
+    assigned_partitions: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
+    partitions_pending_revocation: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+    def is_reconciled_to(self, assignment_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
+
+    def with_epoch(self, epoch: int, **changes: object) -> ConsumerGroupMember:
+        """Move to ``epoch``; the epoch before becomes the previous epoch (always, as Kafka's
+        ``updateMemberEpoch`` does, even when the epoch does not change)."""
+        return replace(
+            self,
+            member_epoch=epoch,
+            previous_member_epoch=self.member_epoch,
+            **changes,  # type: ignore[arg-type]
+        )
+
+    # ---- records ------------------------------------------------------------------------
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
+            instance_id=self.instance_id,
+            rack_id=self.rack_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            subscribed_topic_names=self.subscribed_topic_names,
+            subscribed_topic_regex=self.subscribed_topic_regex or None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            server_assignor=self.server_assignor,
+            classic_member_metadata=self.classic_member_metadata,
+        )
+
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=self.member_epoch,
+            previous_member_epoch=self.previous_member_epoch,
+            state=int(self.state),
+            assigned_partitions=to_topic_partitions(self.assigned_partitions),
+            partitions_pending_revocation=to_topic_partitions(self.partitions_pending_revocation),
+        )
+
+    def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
+        return replace(
+            self,
+            instance_id=value.instance_id,
+            rack_id=value.rack_id,
+            client_id=value.client_id,
+            client_host=value.client_host,
+            subscribed_topic_names=normalize_names(value.subscribed_topic_names),
+            subscribed_topic_regex=value.subscribed_topic_regex or "",
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+            server_assignor=value.server_assignor,
+            classic_member_metadata=value.classic_member_metadata,
+        )
+
+    def with_current_assignment(
+        self, value: ConsumerGroupCurrentMemberAssignmentValue
+    ) -> ConsumerGroupMember:
+        return replace(
+            self,
+            member_epoch=value.member_epoch,
+            previous_member_epoch=value.previous_member_epoch,
+            state=MemberState.of(value.state),
+            assigned_partitions=from_topic_partitions(value.assigned_partitions),
+            partitions_pending_revocation=from_topic_partitions(
+                value.partitions_pending_revocation
+            ),
+        )
+
+    def fingerprint(self) -> tuple[object, ...]:
+        return (
+            self.member_id,
+            self.member_epoch,
+            self.previous_member_epoch,
+            int(self.state),
+            self.instance_id,
+            self.rack_id,
+            self.rebalance_timeout_ms,
+            self.client_id,
+            self.client_host,
+            self.subscribed_topic_names,
+            self.subscribed_topic_regex,
+            self.server_assignor,
+            assignment_key(self.assigned_partitions),
+            assignment_key(self.partitions_pending_revocation),
+            self.classic_member_metadata,
+        )
+
+
+# ---- assignment helpers ------------------------------------------------------------------
+
+
+def normalize_names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(names)))
+
+
+def make_assignment(pairs: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
+    """An assignment from any ``topic -> partitions`` mapping: sorted, no empty topics."""
+    out: dict[str, tuple[int, ...]] = {}
+    for topic_id in sorted(pairs):
+        parts = tuple(sorted(set(pairs[topic_id])))
+        if parts:
+            out[topic_id] = parts
+    return out
+
+
+def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    return tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
+
+
+def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
+    out: dict[str, set[int]] = {}
+    for tp in tps:
+        out.setdefault(tp.topic_id, set()).update(tp.partitions)
+    return make_assignment(out) if out else EMPTY_ASSIGNMENT
+
+
+def assignment_key(assignment: Assignment) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """A comparable, hashable form of an assignment (for fingerprints and equality)."""
+    return tuple(sorted((t, tuple(ps)) for t, ps in assignment.items() if ps))
+
+
+def same_assignment(a: Assignment, b: Assignment) -> bool:
+    return a is b or assignment_key(a) == assignment_key(b)
