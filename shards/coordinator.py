@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from shards.core import api, offsets
+from shards.core.classic import api as classic_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
 from shards.core.shard import GroupCoordinatorShard
@@ -183,6 +184,91 @@ class GroupCoordinatorService:
 
         await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
         return api.DeleteGroupsResponse(tuple(results[g] for g in request.groups_names))
+
+    # ---- classic groups ----------------------------------------------------------------------
+    async def _write_waiting(
+        self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]
+    ) -> Any:
+        """A write whose reply may wait for other members (JoinGroup, SyncGroup): no operation
+        timeout -- the core answers every parked request (rebalance/session timers), and a
+        partition unload fails it with NOT_COORDINATOR."""
+        return await self.runtime.partition(self.partition_for(group_id)).write(op)
+
+    async def join_group(
+        self, request: classic_api.JoinGroupRequest
+    ) -> classic_api.JoinGroupResponse:
+        try:
+            return await self._write_waiting(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.join_group(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return classic_api.JoinGroupResponse(error_code=code, error_message=message)
+
+    async def sync_group(
+        self, request: classic_api.SyncGroupRequest
+    ) -> classic_api.SyncGroupResponse:
+        try:
+            return await self._write_waiting(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.sync_group(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return classic_api.SyncGroupResponse(error_code=code, error_message=message)
+
+    async def heartbeat(
+        self, request: classic_api.HeartbeatRequest
+    ) -> classic_api.HeartbeatResponse:
+        try:
+            return await self._write(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.heartbeat(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            if code == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                # as Kafka: a heartbeat while the group loads is simply accepted
+                return classic_api.HeartbeatResponse()
+            return classic_api.HeartbeatResponse(error_code=code, error_message=message)
+
+    async def leave_group(
+        self, request: classic_api.LeaveGroupRequest
+    ) -> classic_api.LeaveGroupResponse:
+        try:
+            return await self._write(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.leave_group(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return classic_api.LeaveGroupResponse(error_code=code, error_message=message)
+
+    async def describe_groups(
+        self, request: classic_api.DescribeGroupsRequest
+    ) -> classic_api.DescribeGroupsResponse:
+        by_partition: dict[int, list[str]] = {}
+        for group_id in request.groups:
+            by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+        described: dict[str, classic_api.DescribedGroup] = {}
+
+        async def one(n: int, ids: list[str]) -> None:
+            part = replace(request, groups=tuple(ids))
+            try:
+                groups = await asyncio.wait_for(
+                    self.runtime.partition(n).read(
+                        lambda shard, now: shard.describe_groups(part, now)
+                    ),
+                    self.timeout,
+                )
+                for group in groups:
+                    described[group.group_id] = group
+            except Exception as ex:
+                code, message = _error_of(ex)
+                for group_id in ids:
+                    described[group_id] = classic_api.DescribedGroup(
+                        group_id, error_code=code, error_message=message or None
+                    )
+
+        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
+        return classic_api.DescribeGroupsResponse(tuple(described[g] for g in request.groups))
 
     # ---- discovery ---------------------------------------------------------------------------
     async def find_coordinator(

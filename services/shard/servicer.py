@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groupcoord.v1 import catalog_pb2, groups_pb2, offsets_pb2
+from groupcoord.v1 import catalog_pb2, classic_group_pb2, groups_pb2, offsets_pb2
 
 # Served through generic handlers, so nothing else imports the module that declares the
 # GroupCoordinator service; import it so that server reflection can describe the service.
@@ -12,6 +12,7 @@ from services.common.grpc_server import Method
 from shards.catalog import TopicCatalog
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
+from shards.core.classic import api as classic_api
 
 GROUP_COORDINATOR = "groupcoord.v1.GroupCoordinator"
 TOPIC_CATALOG = "groupcoord.v1.TopicCatalog"
@@ -32,6 +33,21 @@ def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
         Method("FindCoordinator", groups_pb2.FindCoordinatorRequest,
                groups_pb2.FindCoordinatorResponse, api.FindCoordinatorRequest,
                api.FindCoordinatorResponse, service.find_coordinator),
+        Method("JoinGroup", classic_group_pb2.JoinGroupRequest,
+               classic_group_pb2.JoinGroupResponse, classic_api.JoinGroupRequest,
+               classic_api.JoinGroupResponse, service.join_group),
+        Method("SyncGroup", classic_group_pb2.SyncGroupRequest,
+               classic_group_pb2.SyncGroupResponse, classic_api.SyncGroupRequest,
+               classic_api.SyncGroupResponse, service.sync_group),
+        Method("Heartbeat", classic_group_pb2.HeartbeatRequest,
+               classic_group_pb2.HeartbeatResponse, classic_api.HeartbeatRequest,
+               classic_api.HeartbeatResponse, service.heartbeat),
+        Method("LeaveGroup", classic_group_pb2.LeaveGroupRequest,
+               classic_group_pb2.LeaveGroupResponse, classic_api.LeaveGroupRequest,
+               classic_api.LeaveGroupResponse, service.leave_group),
+        Method("DescribeGroups", groups_pb2.DescribeGroupsRequest,
+               groups_pb2.DescribeGroupsResponse, classic_api.DescribeGroupsRequest,
+               classic_api.DescribeGroupsResponse, service.describe_groups),
     ]
 
 

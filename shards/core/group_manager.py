@@ -8,10 +8,11 @@ and ``shards.core.consumer``; this module dispatches to it.
 from __future__ import annotations
 
 from shards.core import api
-from shards.core.classic.group import ClassicGroup, ClassicGroupState
+from shards.core.classic.group import ClassicGroup
+from shards.core.classic.manager import ClassicGroupManager
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.group import Group, GroupType
+from shards.core.group import Group
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
 from shards.core.result import Timer
 
@@ -21,6 +22,7 @@ class GroupMetadataManager:
         self.config = config
         self.timer = timer
         self.groups: dict[str, Group] = {}
+        self.classic = ClassicGroupManager(config, timer, self.groups)
 
     # ---- lookups (the offset manager's GroupLookup) ----------------------------------------
     def group(self, group_id: str) -> Group:
@@ -41,6 +43,7 @@ class GroupMetadataManager:
 
     def on_offset_commit(self, group: Group, member_id: str, now_ms: int) -> None:
         """Classic members keep their session alive by committing (Stable/PreparingRebalance)."""
+        self.classic.on_offset_commit(group, member_id, now_ms)
 
     # ---- admin ----------------------------------------------------------------------------
     def list_groups(self, request: api.ListGroupsRequest) -> api.ListGroupsResponse:
@@ -67,21 +70,13 @@ class GroupMetadataManager:
     def replay_group_metadata(
         self, key: GroupMetadataKey, value: GroupMetadataValue | None
     ) -> None:
-        existing = self.groups.get(key.group)
-        if value is None:
-            if existing is not None and existing.type is GroupType.CLASSIC:
-                del self.groups[key.group]
-            return
-        group = existing if isinstance(existing, ClassicGroup) else ClassicGroup(key.group)
-        group.protocol_type_value = value.protocol_type
-        group.generation_id = value.generation
-        group.protocol_name = value.protocol
-        group.leader_id = value.leader
-        group.state_timestamp_ms = (
-            value.current_state_timestamp if value.current_state_timestamp != -1 else None
-        )
-        group.state = ClassicGroupState.EMPTY if not value.members else ClassicGroupState.STABLE
-        self.groups[key.group] = group
+        self.classic.replay(key, value)
+
+    def on_loaded(self, now_ms: int) -> None:
+        self.classic.on_loaded(now_ms)
+
+    def on_unloaded(self) -> None:
+        self.classic.on_unloaded()
 
     def snapshot_records(self) -> list[Record]:
         out: list[Record] = []

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shards.core import api
+from shards.core.classic import api as classic_api
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
@@ -83,6 +84,32 @@ class GroupCoordinatorShard:
         self._schedule_cleanup()
         return CoordinatorResult(records, None)
 
+    # ---- classic groups ------------------------------------------------------------------------
+    def join_group(
+        self, request: classic_api.JoinGroupRequest, now_ms: int
+    ) -> CoordinatorResult[classic_api.JoinGroupResponse]:
+        return self.group_manager.classic.join_group(request, now_ms)
+
+    def sync_group(
+        self, request: classic_api.SyncGroupRequest, now_ms: int
+    ) -> CoordinatorResult[classic_api.SyncGroupResponse]:
+        return self.group_manager.classic.sync_group(request, now_ms)
+
+    def heartbeat(
+        self, request: classic_api.HeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[classic_api.HeartbeatResponse]:
+        return self.group_manager.classic.heartbeat(request, now_ms)
+
+    def leave_group(
+        self, request: classic_api.LeaveGroupRequest, now_ms: int
+    ) -> CoordinatorResult[classic_api.LeaveGroupResponse]:
+        return self.group_manager.classic.leave_group(request, now_ms)
+
+    def describe_groups(
+        self, request: classic_api.DescribeGroupsRequest, now_ms: int
+    ) -> list[classic_api.DescribedGroup]:
+        return self.group_manager.classic.describe_groups(request, now_ms)
+
     def update_topics(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
         """A new catalog image (group types react to it: epochs, regex resolution)."""
         self.topics = image
@@ -126,10 +153,12 @@ class GroupCoordinatorShard:
         return {"groups": groups, "offsets": offsets}
 
     def on_loaded(self, now_ms: int) -> None:
+        self.group_manager.on_loaded(now_ms)
         self._schedule_cleanup()
 
     def on_unloaded(self) -> None:
         self.timer.cancel(GROUP_EXPIRATION_KEY)
+        self.group_manager.on_unloaded()
 
     def _schedule_cleanup(self) -> None:
         self.timer.schedule(
@@ -142,8 +171,9 @@ class GroupCoordinatorShard:
 def _is_bare_simple_group(group: object, offsets: OffsetMetadataManager) -> bool:
     from shards.core.classic.group import ClassicGroup
 
+    # judged on the persisted state: a rebalance in progress is not persisted
     return (
         isinstance(group, ClassicGroup)
-        and group.protocol_type_value is None
+        and (group.persisted is None or not group.persisted.protocol_type)
         and not offsets.has_offsets(group.group_id)
     )
