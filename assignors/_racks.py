@@ -72,17 +72,20 @@ def rack_info(
             if n:
                 used.add(0)
             continue
-        row = []
-        for replica_racks in pr:
-            tid = memo.get(replica_racks)
-            if tid is None:
-                s = rack_set.intersection(replica_racks)
-                tid = type_ids.get(s)
-                if tid is None:
-                    tid = type_ids[s] = len(type_racks)
-                    type_racks.append(s)
-                memo[replica_racks] = tid
-            row.append(tid)
+        looked_up = list(map(memo.get, pr))  # C-speed for replica sets seen before
+        if None in looked_up:
+            for p, replica_racks in enumerate(pr):
+                if looked_up[p] is None:
+                    tid = memo.get(replica_racks)
+                    if tid is None:
+                        s = rack_set.intersection(replica_racks)
+                        tid = type_ids.get(s)
+                        if tid is None:
+                            tid = type_ids[s] = len(type_racks)
+                            type_racks.append(s)
+                        memo[replica_racks] = tid
+                    looked_up[p] = tid
+        row: list[int] = looked_up  # type: ignore[assignment]  # no None left
         used.update(row)
         types.append(row)
     any_match = any(type_racks[tid] for tid in used)
@@ -200,30 +203,62 @@ def plan_racks(
             net.add_arc(group_node[h], sink, len(members) * quota[k], 0)
         if quota[k] in level_node and class_topics[k]:
             net.add_arc(group_node[h], level_node[quota[k]], len(members), 0)
-    arcs: list[tuple[int, int, int]] = []  # (flow bucket, group, arc handle)
+    # Bucket -> group arcs. Retained partitions go straight to their group; everything else
+    # goes through a hub per (topic group, rack), which every group of that rack among the
+    # subscribing classes draws from. The hub keeps the graph at O(buckets x racks +
+    # topic groups x racks x classes) arcs instead of O(buckets x groups).
+    direct: list[tuple[int, int, int]] = []  # (flow bucket, group, arc)
+    into_hub: dict[tuple[tuple[int, ...], int], list[tuple[int, int]]] = {}  # -> [(bucket, arc)]
+    out_of_hub: dict[tuple[tuple[int, ...], int], list[tuple[int, int]]] = {}  # -> [(group, arc)]
+    hub_node: dict[tuple[tuple[int, ...], int], int] = {}
     for b, (ks, _ts, tid, total) in enumerate(flow_buckets):
         node = net.add_node()
         net.add_arc(source, node, total, 0)
         type_racks = info.type_racks[tid]
+        rack_groups: dict[int, list[int]] = {}
         for k in ks:
             for h in class_groups[k]:
-                g = group_rack[h]
-                base = 0 if g < no_rack and info.racks[g] in type_racks else mismatch
+                rack_groups.setdefault(group_rack[h], []).append(h)
+        for g in sorted(rack_groups):
+            base = 0 if g < no_rack and info.racks[g] in type_racks else mismatch
+            for h in rack_groups[g]:
                 kept_here = group_kept[h].get(b, 0)
                 if kept_here:
-                    arcs.append(
-                        (b, h, net.add_arc(node, group_node[h], min(kept_here, total), base))
-                    )
-                arcs.append((b, h, net.add_arc(node, group_node[h], total, base + 1)))
+                    arc = net.add_arc(node, group_node[h], min(kept_here, total), base)
+                    direct.append((b, h, arc))
+            hub_key = (ks, g)
+            hub = hub_node.get(hub_key)
+            if hub is None:
+                hub = hub_node[hub_key] = net.add_node()
+                out_of_hub[hub_key] = [
+                    (h, net.add_arc(hub, group_node[h], grand_total, 0)) for h in rack_groups[g]
+                ]
+            into_hub.setdefault(hub_key, []).append((b, net.add_arc(node, hub, total, base + 1)))
     sent, _ = net.run(source, sink, grand_total)
     if sent != grand_total:  # pragma: no cover - the balance plan is a feasible flow
         raise AssertionError(f"rack plan placed {sent} of {grand_total} partitions")
 
     group_bucket: list[dict[int, int]] = [{} for _ in groups]
-    for b, h, a in arcs:
-        f = net.flow(a)
+    for b, h, arc in direct:
+        f = net.flow(arc)
         if f:
             group_bucket[h][b] = group_bucket[h].get(b, 0) + f
+    # A hub's inflows are interchangeable (same cost to every group it feeds): pair them
+    # with its outflows in order.
+    for hub_key, ins in into_hub.items():
+        hub_in = [[b, net.flow(arc)] for b, arc in ins]
+        i = 0
+        for h, arc in out_of_hub[hub_key]:
+            want = net.flow(arc)
+            while want:
+                b, have = hub_in[i]
+                take = min(have, want)
+                if take:
+                    group_bucket[h][b] = group_bucket[h].get(b, 0) + take
+                hub_in[i][1] = have - take
+                want -= take
+                if have == take:
+                    i += 1
 
     # Split each flow bucket over its topics, members' own partitions first.
     targets: list[dict[Bucket, int]] = [{} for _ in groups]

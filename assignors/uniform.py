@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import chain
 
+import numpy as np
+
 from assignors._balance import plan_classes
 from assignors._common import Classes, subscribed_topics
 from assignors._racks import RackInfo, plan_racks, rack_info
@@ -254,12 +256,10 @@ class _Run:
             cached = self.universes.get(b)
             if cached is None:
                 t = b[0]
-                by_type: dict[int, list[int]] = {}
-                for p, ty in enumerate(self.types[t]):
-                    by_type.setdefault(ty, []).append(p)
-                for ty, ps in by_type.items():
-                    self.universes[(t, ty)] = tuple(ps)
-                cached = self.universes.get(b, ())
+                row = np.asarray(self.types[t])
+                for ty in {*self.types[t], b[1]}:
+                    self.universes[(t, ty)] = tuple(np.flatnonzero(row == ty).tolist())
+                cached = self.universes[b]
             return cached
         return tuple(range(self.counts[b]))
 

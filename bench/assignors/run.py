@@ -30,12 +30,21 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from assignors.range import RangeAssignor
-from assignors.spec import GroupSpec, MemberSpec, TopicSpec, validate, verify_assignment
+from assignors.spec import (
+    GroupAssignment,
+    GroupSpec,
+    MemberSpec,
+    PartitionAssignor,
+    TopicSpec,
+    validate,
+    verify_assignment,
+)
 from assignors.uniform import UniformAssignor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +88,7 @@ def topic_id(rng: random.Random) -> str:
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
 
 
-def build_spec(case: Case, assignor: Callable[[GroupSpec], object]) -> GroupSpec:
+def build_spec(case: Case, assignor: Callable[[GroupSpec], GroupAssignment]) -> GroupSpec:
     rng = random.Random(42)
     per_topic = case.members * PARTITIONS_PER_MEMBER // case.topics
     ids = [topic_id(rng) for _ in range(case.topics)]
@@ -183,11 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "assignors.json")
     parser.add_argument("--check", action="store_true", help="verify every result (slow)")
     parser.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while timing")
+    parser.add_argument("--only", default="", help="run only cases whose label contains this")
     args = parser.parse_args(argv)
     runs = args.runs or (3 if args.quick else 15)
     warmup = 1 if args.quick else 3
 
-    assignors = {"uniform": UniformAssignor(), "range": RangeAssignor()}
+    assignors: dict[str, PartitionAssignor] = {
+        "uniform": UniformAssignor(),
+        "range": RangeAssignor(),
+    }
     rows = []
     header = (
         f"{'assignor':<7} {'subscription':<13} {'members':>6} {'topics':>5} {'kind':<11} "
@@ -196,11 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for case in grid(args.quick):
+        if args.only not in " ".join(case.label.split()):
+            continue
         assignor = assignors[case.assignor]
         spec = build_spec(case, assignor.assign)
         if args.check:
             verify_assignment(spec, assignor.assign(spec))
-        times = measure(lambda a=assignor, s=spec: a.assign(s), runs, warmup, args.no_gc)
+        times = measure(partial(assignor.assign, spec), runs, warmup, args.no_gc)
         med, high = statistics.median(times), p90(times)
         kafka = KAFKA_MS.get(
             (case.assignor, case.subscription, case.members, case.topics, case.kind)
@@ -234,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     big = max(c.members for c in grid(args.quick))
     vcase = Case("uniform", "homogeneous", big, 100, "incremental")
     vspec = build_spec(vcase, assignors["uniform"].assign)
-    vtimes = measure(lambda: validate(vspec), runs, warmup, args.no_gc)
+    vtimes = measure(partial(validate, vspec), runs, warmup, args.no_gc)
     print(
         f"validate {vcase.subscription} {big} members {vcase.topics} topics incremental: "
         f"median {statistics.median(vtimes):.2f} ms, p90 {p90(vtimes):.2f} ms"

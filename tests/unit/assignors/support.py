@@ -5,6 +5,7 @@ The checkers do not share code with the assignors: they look only at a spec and 
 from __future__ import annotations
 
 import itertools
+import random
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -120,25 +121,31 @@ def improving_chain(spec: GroupSpec, out: GroupAssignment) -> tuple[str, str] | 
     member subscribes to, that member gives one on, … — ends at b, and b has at least two
     partitions fewer than a. ``None`` when no such chain exists, which is exactly when the
     member sizes are the most even the subscriptions allow (local optimality of a separable
-    convex function on an M-convex set is global optimality)."""
+    convex function on an M-convex set is global optimality).
+
+    One breadth-first search per distinct size, from all members of that size at once, on
+    the member -> held topic -> subscriber graph."""
     size = sizes(out)
     subscribers: dict[str, list[str]] = {}
     for mid, m in spec.members.items():
         for t in m.subscribed_topic_ids:
             subscribers.setdefault(t, []).append(mid)
-    for a in sorted(spec.members, key=lambda m: -size[m]):
-        seen = {a}
-        queue = deque([a])
+    for level in sorted(set(size.values()), reverse=True):
+        sources = [m for m in spec.members if size[m] == level]
+        seen_members = set(sources)
+        seen_topics: set[str] = set()
+        queue = deque(sources)
         while queue:
             u = queue.popleft()
             for t, ps in out[u].items():
-                if not ps:
+                if not ps or t in seen_topics:
                     continue
+                seen_topics.add(t)
                 for v in subscribers.get(t, ()):
-                    if v not in seen:
-                        if size[v] <= size[a] - 2:
-                            return a, v
-                        seen.add(v)
+                    if v not in seen_members:
+                        if size[v] <= level - 2:
+                            return u, v
+                        seen_members.add(v)
                         queue.append(v)
     return None
 
@@ -255,8 +262,8 @@ def specs(
                 if o is not None:
                     assigned[o].setdefault(t.topic_id, []).append(p)
         if draw(st.booleans()):
-            o = draw(st.sampled_from(owner_choices[1:]))
-            assigned[o]["gone-topic"] = [0, 1]
+            stale_owner = draw(st.sampled_from([m.member_id for m in members]))
+            assigned[stale_owner]["gone-topic"] = [0, 1]
         members = [
             MemberSpec(
                 m.member_id,
@@ -268,3 +275,54 @@ def specs(
             for m in members
         ]
     return spec_of(members, topics)
+
+
+@st.composite
+def big_specs(
+    draw: st.DrawFn,
+    *,
+    min_members: int = 1,
+    max_members: int = 200,
+    max_topics: int = 20,
+    max_partitions: int = 200,
+    homogeneous: bool | None = None,
+    racks: bool | None = None,
+    max_patterns: int = 6,
+) -> GroupSpec:
+    """Larger random specs, built from a drawn seed (drawing every element through
+    hypothesis would dominate the run time); no current assignment."""
+    homo = draw(st.booleans()) if homogeneous is None else homogeneous
+    use_racks = draw(st.booleans()) if racks is None else racks
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    # Sizes come from the seeded generator: uniform over the range, where hypothesis would
+    # favour the small end.
+    n_members = rng.randint(min_members, max_members)
+    n_topics = rng.randint(1, max_topics)
+    topics = []
+    for i in range(n_topics):
+        count = rng.randint(0, max_partitions)
+        pr = None
+        if use_racks:
+            pr = [rng.sample(RACKS, rng.randint(1, 2)) for _ in range(count)]
+        topics.append(topic(f"t{i:03d}", count, pr))
+    tids = [t.topic_id for t in topics]
+    # Heterogeneous: a handful of subscription patterns, overlapping at random.
+    patterns = [
+        rng.sample(tids, rng.randint(1, n_topics)) for _ in range(rng.randint(2, max_patterns))
+    ]
+    common = tids if rng.random() < 0.5 else patterns[0]
+    members = []
+    for i in range(n_members):
+        subs = common if homo else rng.choice(patterns)
+        rack = rng.choice((None, *RACKS)) if use_racks else None
+        members.append(member(f"m{i:05d}", subs, rack=rack))
+    return spec_of(members, topics)
+
+
+def joined(spec: GroupSpec, mid: str, subs: Iterable[str], rack: str | None = None) -> GroupSpec:
+    members = list(spec.members.values()) + [member(mid, subs, rack=rack)]
+    return spec_of(members, spec.topics.values())
+
+
+def left(spec: GroupSpec, mid: str) -> GroupSpec:
+    return spec_of([m for m in spec.members.values() if m.member_id != mid], spec.topics.values())
