@@ -525,7 +525,7 @@ class ClassicGroup(Group):
         )
 
     def empty_metadata_value(self) -> GroupMetadataValue:
-        """What Kafka writes when JoinGroup creates a group (Kafka's newEmptyGroupMetadataRecord)."""
+        """What Kafka writes when JoinGroup creates a group (newEmptyGroupMetadataRecord)."""
         return GroupMetadataValue(
             protocol_type="",
             generation=0,

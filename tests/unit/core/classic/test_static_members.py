@@ -115,7 +115,8 @@ def test_restart_during_completing_rebalance_rebalances() -> None:
     a = c.join(instance="i-a")
     b = c.join(instance="i-b")
     c.sleep(2 * DELAY)
-    ra, rb = done(a), done(b)
+    rb = done(b)
+    assert done(a).error_code == 0
     waiting = c.sync(rb.member_id, 1)
     p = c.join(instance="i-b")  # the leader may be assigning to the old id
     assert done(waiting).error_code == Errors.FENCED_INSTANCE_ID
@@ -161,3 +162,20 @@ def test_static_member_session_expiry_removes_it() -> None:
         c.sleep(4_000)
         c.heartbeat(a, 1, instance="i-a")
     assert not c.group().has_static_member("i-b")
+
+
+def test_restart_before_the_old_incarnation_synced_rebalances_at_the_sync_deadline() -> None:
+    # Kafka quirk, kept: the replaced id stays in the pending-sync set, so the sync deadline
+    # of the generation removes it (a no-op) and starts a rebalance.
+    c = Classic()
+    a = c.join(instance="i-a", session=60_000)
+    b = c.join(instance="i-b", session=60_000)
+    c.sleep(2 * DELAY)
+    ra, rb = done(a), done(b)
+    c.sync(ra.member_id, 1, assignments={rb.member_id: b"B"})  # Stable; i-b has not synced
+    new_b = c.join(instance="i-b", session=60_000).member_id
+    assert c.sync(new_b, 1, instance="i-b").assignment == b"B"
+    assert c.group().state is ClassicGroupState.STABLE
+    c.sleep(20_000)
+    assert c.group().state is ClassicGroupState.PREPARING_REBALANCE
+    assert set(c.group().members) == {ra.member_id, new_b}
