@@ -1,0 +1,254 @@
+"""Classic groups through a real gRPC server: concurrent callers whose JoinGroup and SyncGroup
+wait for each other, static members, DescribeGroups, persistence across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from groupcoord.v1 import classic_group_pb2 as pb
+from groupcoord.v1 import common_pb2, groups_pb2, offsets_pb2
+
+from services.shard.app import ShardApp
+from shards.core.classic import consumer_protocol as cp
+from shards.core.errors import Errors
+from tests.component.conftest import Client, connect, shard_settings
+
+DELAY = 50
+
+
+def subscription(*topics: str) -> bytes:
+    return cp.encode_subscription(cp.Subscription(tuple(topics)))
+
+
+def join_request(
+    member_id: str = "",
+    instance: str | None = None,
+    topics: tuple[str, ...] = ("t",),
+    generation: int | None = None,
+    group: str = "g",
+) -> pb.JoinGroupRequest:
+    request = pb.JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=5_000,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=[pb.JoinGroupRequestProtocol(name="range", metadata=subscription(*topics))],
+        context=common_pb2.RequestContext(client_id="app"),
+    )
+    if instance is not None:
+        request.group_instance_id = instance
+    if generation is not None:
+        request.generation_id = generation
+    return request
+
+
+async def join(client: Client, instance: str | None = None, **kw: object) -> pb.JoinGroupResponse:
+    """What a consumer does: join, and rejoin with the id from MEMBER_ID_REQUIRED."""
+    r = await client.coordinator.JoinGroup(join_request(instance=instance, **kw))  # type: ignore[arg-type]
+    if r.error_code == Errors.MEMBER_ID_REQUIRED:
+        r = await client.coordinator.JoinGroup(join_request(r.member_id, instance, **kw))  # type: ignore[arg-type]
+    return r
+
+
+async def member_round(client: Client, index: int, n: int) -> tuple[pb.JoinGroupResponse, bytes]:
+    """One consumer's rebalance: join, then (leader) assign one partition each, or (follower)
+    wait for its assignment."""
+    joined = await join(client)
+    assert joined.error_code == 0, joined
+    request = pb.SyncGroupRequest(
+        group_id="g",
+        generation_id=joined.generation_id,
+        member_id=joined.member_id,
+        protocol_type="consumer",
+        protocol_name="range",
+    )
+    if joined.leader == joined.member_id:
+        assert len(joined.members) == n
+        for p, m in enumerate(sorted(joined.members, key=lambda m: m.member_id)):
+            plan = cp.encode_assignment(cp.Assignment((cp.TopicPartitionList("t", (p,)),)))
+            request.assignments.append(
+                pb.SyncGroupRequestAssignment(member_id=m.member_id, assignment=plan)
+            )
+    else:
+        await asyncio.sleep(0.05 * index)  # followers usually arrive before the leader
+    synced = await client.coordinator.SyncGroup(request)
+    assert synced.error_code == 0, synced
+    return joined, synced.assignment
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = ShardApp(shard_settings(tmp_path, classic_group_initial_rebalance_delay_ms=DELAY))
+    await app.start()
+    c = await connect(app)
+    try:
+        yield c
+    finally:
+        await c.channel.close()
+        await app.stop()
+
+
+async def test_concurrent_members_complete_a_rebalance(client: Client) -> None:
+    results = await asyncio.gather(*(member_round(client, i, 3) for i in range(3)))
+    generations = {joined.generation_id for joined, _ in results}
+    leaders = {joined.leader for joined, _ in results}
+    assert generations == {1} and len(leaders) == 1
+    owned = sorted(
+        cp.decode_assignment(a)[1].assigned_partitions[0].partitions[0] for _, a in results
+    )
+    assert owned == [0, 1, 2]  # every member got its own partition
+    for joined, _ in results:
+        hb = await client.coordinator.Heartbeat(
+            pb.HeartbeatRequest(group_id="g", generation_id=1, member_id=joined.member_id)
+        )
+        assert hb.error_code == 0
+    # a member leaves: the others are told to rejoin, and do, concurrently
+    leaving = results[2][0].member_id
+    left = await client.coordinator.LeaveGroup(
+        pb.LeaveGroupRequest(group_id="g", members=[pb.LeaveGroupMemberIdentity(member_id=leaving)])
+    )
+    assert [m.error_code for m in left.members] == [0]
+    for joined, _ in results[:2]:
+        hb = await client.coordinator.Heartbeat(
+            pb.HeartbeatRequest(group_id="g", generation_id=1, member_id=joined.member_id)
+        )
+        assert hb.error_code == Errors.REBALANCE_IN_PROGRESS
+    rejoined = await asyncio.gather(
+        *(
+            client.coordinator.JoinGroup(join_request(joined.member_id, generation=1))
+            for joined, _ in results[:2]
+        )
+    )
+    assert {r.generation_id for r in rejoined} == {2} and all(r.error_code == 0 for r in rejoined)
+
+
+async def test_describe_groups_in_full(client: Client) -> None:
+    await asyncio.gather(*(member_round(client, i, 2) for i in range(2)))
+    described = await client.coordinator.DescribeGroups(
+        groups_pb2.DescribeGroupsRequest(groups=["g", "nope"])
+    )
+    g, nope = described.groups
+    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (
+        0,
+        "Stable",
+        "consumer",
+        "range",
+    )
+    assert g.generation_id == 1 and g.leader_id in {m.member_id for m in g.members}
+    assert g.group_type == "classic"
+    for m in g.members:
+        assert m.client_id == "app" and m.client_host == "127.0.0.1"
+        assert list(m.subscribed_topics) == ["t"] and list(m.supported_protocols) == ["range"]
+        assert [(tp.topic, len(tp.partitions)) for tp in m.assigned_partitions] == [("t", 1)]
+        assert m.member_metadata == subscription("t")
+    assert (nope.error_code, nope.group_state) == (Errors.GROUP_ID_NOT_FOUND, "Dead")
+    old = await client.coordinator.DescribeGroups(
+        groups_pb2.DescribeGroupsRequest(
+            groups=["nope"], context=common_pb2.RequestContext(api_version=5)
+        )
+    )
+    assert (old.groups[0].error_code, old.groups[0].group_state) == (0, "Dead")
+    listed = await client.coordinator.ListGroups(groups_pb2.ListGroupsRequest())
+    assert [(x.group_id, x.group_state, x.protocol_type) for x in listed.groups] == [
+        ("g", "Stable", "consumer")
+    ]
+
+
+async def test_static_member_restart_and_kip792_generation(client: Client) -> None:
+    first = await join(client, instance="pod-0")
+    assert first.error_code == 0 and first.member_id.startswith("pod-0-")
+    synced = await client.coordinator.SyncGroup(
+        pb.SyncGroupRequest(
+            group_id="g",
+            generation_id=1,
+            member_id=first.member_id,
+            group_instance_id="pod-0",
+            assignments=[pb.SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"A")],
+        )
+    )
+    assert synced.assignment == b"A"
+    # the pod restarts: same instance id, no member id -> its slot, no rebalance
+    again = await client.coordinator.JoinGroup(join_request(instance="pod-0"))
+    assert (again.error_code, again.generation_id, again.skip_assignment) == (0, 1, True)
+    fenced = await client.coordinator.Heartbeat(
+        pb.HeartbeatRequest(
+            group_id="g", generation_id=1, member_id=first.member_id, group_instance_id="pod-0"
+        )
+    )
+    assert fenced.error_code == Errors.FENCED_INSTANCE_ID
+    # KIP-792: naming an older generation is refused, the member keeps its id
+    stale = await client.coordinator.JoinGroup(join_request(again.member_id, "pod-0", generation=0))
+    assert (stale.error_code, stale.member_id) == (Errors.ILLEGAL_GENERATION, again.member_id)
+    # offsets of the current generation
+    commit = await client.coordinator.OffsetCommit(
+        offsets_pb2.OffsetCommitRequest(
+            group_id="g",
+            generation_id_or_member_epoch=1,
+            member_id=again.member_id,
+            group_instance_id="pod-0",
+            topics=[
+                offsets_pb2.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=[
+                        offsets_pb2.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=5
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    assert commit.topics[0].partitions[0].error_code == 0
+
+
+async def test_request_errors(client: Client) -> None:
+    bad = await client.coordinator.JoinGroup(
+        pb.JoinGroupRequest(group_id="g", session_timeout_ms=1)
+    )
+    assert bad.error_code == Errors.INVALID_SESSION_TIMEOUT
+    assert (await client.coordinator.JoinGroup(join_request(group=""))).error_code == (
+        Errors.INVALID_GROUP_ID
+    )
+    sync = await client.coordinator.SyncGroup(pb.SyncGroupRequest(group_id="x", member_id="m"))
+    assert sync.error_code == Errors.UNKNOWN_MEMBER_ID
+    hb = await client.coordinator.Heartbeat(pb.HeartbeatRequest(group_id="x", member_id="m"))
+    assert hb.error_code == Errors.UNKNOWN_MEMBER_ID
+    leave = await client.coordinator.LeaveGroup(
+        pb.LeaveGroupRequest(group_id="x", members=[pb.LeaveGroupMemberIdentity(member_id="m")])
+    )
+    assert [m.error_code for m in leave.members] == [Errors.UNKNOWN_MEMBER_ID]
+
+
+async def test_a_stable_group_survives_a_restart(tmp_path: Path) -> None:
+    settings = shard_settings(tmp_path, classic_group_initial_rebalance_delay_ms=DELAY)
+    app = ShardApp(settings)
+    await app.start()
+    c = await connect(app)
+    results = await asyncio.gather(*(member_round(c, i, 2) for i in range(2)))
+    await c.channel.close()
+    await app.stop()
+
+    app2 = ShardApp(settings)
+    await app2.start()
+    c2 = await connect(app2)
+    try:
+        for joined, assignment in results:
+            hb = await c2.coordinator.Heartbeat(
+                pb.HeartbeatRequest(group_id="g", generation_id=1, member_id=joined.member_id)
+            )
+            assert hb.error_code == 0
+            synced = await c2.coordinator.SyncGroup(
+                pb.SyncGroupRequest(group_id="g", generation_id=1, member_id=joined.member_id)
+            )
+            assert synced.assignment == assignment
+        described = await c2.coordinator.DescribeGroups(
+            groups_pb2.DescribeGroupsRequest(groups=["g"])
+        )
+        assert described.groups[0].group_state == "Stable"
+    finally:
+        await c2.channel.close()
+        await app2.stop()
