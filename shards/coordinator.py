@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from shards.core import api, offsets
 from shards.core.classic import api as classic_api
+from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
 from shards.core.shard import GroupCoordinatorShard
@@ -308,6 +309,100 @@ class GroupCoordinatorService:
                 continue
             out.append(api.Coordinator(key, node.node_id, node.host, node.port, partition=partition))
         return api.FindCoordinatorResponse(tuple(out))
+
+    # ---- consumer groups (KIP-848) and group configs -------------------------------------------
+    async def consumer_group_heartbeat(
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest
+    ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
+        try:
+            return await self._write(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.consumer_group_heartbeat(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return consumer_api.ConsumerGroupHeartbeatResponse(
+                error_code=code, error_message=message or None
+            )
+
+    async def consumer_group_describe(
+        self, request: consumer_api.ConsumerGroupDescribeRequest
+    ) -> consumer_api.ConsumerGroupDescribeResponse:
+        described: dict[str, consumer_api.ConsumerGroupDescribedGroup] = {}
+        by_partition: dict[int, list[str]] = {}
+        for group_id in request.group_ids:
+            if not group_id:
+                described[group_id] = consumer_api.ConsumerGroupDescribedGroup(
+                    group_id, Errors.INVALID_GROUP_ID, "the group id must not be empty"
+                )
+            else:
+                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+        include = request.include_authorized_operations
+
+        async def one(n: int, ids: list[str]) -> None:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    groups = await self.runtime.partition(n).read(
+                        lambda shard, now: shard.consumer_group_describe(ids, include, now)
+                    )
+                for group in groups:
+                    described[group.group_id] = group
+            except Exception as ex:
+                code, message = _error_of(ex)
+                for group_id in ids:
+                    described[group_id] = consumer_api.ConsumerGroupDescribedGroup(
+                        group_id, code, message or None
+                    )
+
+        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
+        return consumer_api.ConsumerGroupDescribeResponse(
+            tuple(described[g] for g in request.group_ids)
+        )
+
+    async def alter_group_configs(
+        self, request: consumer_api.AlterGroupConfigsRequest
+    ) -> consumer_api.AlterGroupConfigsResponse:
+        try:
+            bad = _invalid_group_id(request.group_id)
+            if bad:
+                raise bad
+            return await self._write(  # type: ignore[no-any-return]
+                request.group_id, lambda shard, now: shard.alter_group_configs(request, now)
+            )
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return consumer_api.AlterGroupConfigsResponse(code, message)
+
+    async def describe_group_configs(
+        self, request: consumer_api.DescribeGroupConfigsRequest
+    ) -> consumer_api.DescribeGroupConfigsResponse:
+        results: dict[str, consumer_api.DescribedGroupConfigs] = {}
+        by_partition: dict[int, list[str]] = {}
+        for group_id in request.group_ids:
+            if not group_id:
+                results[group_id] = consumer_api.DescribedGroupConfigs(
+                    group_id, Errors.INVALID_GROUP_ID, "the group id must not be empty"
+                )
+            else:
+                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+
+        async def one(n: int, ids: list[str]) -> None:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    described = await self.runtime.partition(n).read(
+                        lambda shard, now: shard.describe_group_configs(ids, now)
+                    )
+                for result in described:
+                    results[result.group_id] = result
+            except Exception as ex:
+                code, message = _error_of(ex)
+                for group_id in ids:
+                    results[group_id] = consumer_api.DescribedGroupConfigs(group_id, code, message)
+
+        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
+        return consumer_api.DescribeGroupConfigsResponse(
+            tuple(results[g] for g in request.group_ids)
+        )
 
 
 def with_client_host(request: T, host: str) -> T:

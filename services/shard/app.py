@@ -17,6 +17,7 @@ from typing import Any
 
 from services.common import telemetry
 from services.common.grpc_server import GrpcServer
+from services.shard.assignment import InProcessAssignor
 from services.shard.servicer import (
     GROUP_COORDINATOR,
     TOPIC_CATALOG,
@@ -27,6 +28,7 @@ from shards.adapters.record_codec import RecordCodec
 from shards.catalog import TopicCatalog
 from shards.coordinator import GroupCoordinatorService, NodeAddress, SelfOwnership
 from shards.core.config import CoordinatorConfig
+from shards.core.consumer.assignment import TargetAssignmentRequest
 from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
 from shards.runtime.clock import Clock
@@ -104,6 +106,11 @@ class ShardApp:
         await self.store.start()
         self.catalog = TopicCatalog(self.store, poll_interval_ms=s.catalog_poll_ms)
         await self.catalog.start()
+        # Consumer-group target assignments, off the partition loops (a remote assignor
+        # client may be registered here instead).
+        self.task_handlers.setdefault(
+            TargetAssignmentRequest, InProcessAssignor(s.coordinator.consumer_group_assignors)
+        )
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),

@@ -13,6 +13,7 @@ from shards.catalog import TopicCatalog
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
 from shards.core.classic import api as classic_api
+from shards.core.consumer import api as consumer_api
 
 GROUP_COORDINATOR = "groupcoord.v1.GroupCoordinator"
 TOPIC_CATALOG = "groupcoord.v1.TopicCatalog"
@@ -48,6 +49,26 @@ def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
         Method("DescribeGroups", groups_pb2.DescribeGroupsRequest,
                groups_pb2.DescribeGroupsResponse, classic_api.DescribeGroupsRequest,
                classic_api.DescribeGroupsResponse, service.describe_groups),
+        *consumer_group_methods(service),
+    ]
+
+
+def consumer_group_methods(service: GroupCoordinatorService) -> list[Method]:
+    from groupcoord.v1 import consumer_group_pb2 as pb
+
+    return [
+        Method("ConsumerGroupHeartbeat", pb.ConsumerGroupHeartbeatRequest,
+               pb.ConsumerGroupHeartbeatResponse, consumer_api.ConsumerGroupHeartbeatRequest,
+               consumer_api.ConsumerGroupHeartbeatResponse, service.consumer_group_heartbeat),
+        Method("ConsumerGroupDescribe", pb.ConsumerGroupDescribeRequest,
+               pb.ConsumerGroupDescribeResponse, consumer_api.ConsumerGroupDescribeRequest,
+               consumer_api.ConsumerGroupDescribeResponse, service.consumer_group_describe),
+        Method("AlterGroupConfigs", pb.AlterGroupConfigsRequest, pb.AlterGroupConfigsResponse,
+               consumer_api.AlterGroupConfigsRequest, consumer_api.AlterGroupConfigsResponse,
+               service.alter_group_configs),
+        Method("DescribeGroupConfigs", pb.DescribeGroupConfigsRequest,
+               pb.DescribeGroupConfigsResponse, consumer_api.DescribeGroupConfigsRequest,
+               consumer_api.DescribeGroupConfigsResponse, service.describe_group_configs),
     ]
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.config import CoordinatorConfig
+from shards.core.consumer import api as consumer_api
+from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.offsets import OffsetMetadataManager
@@ -41,6 +43,8 @@ class GroupCoordinatorShard:
             OffsetCommitKey: self.offset_manager.replay,
             GroupMetadataKey: self.group_manager.replay_group_metadata,
         }
+        self.consumer = ConsumerGroupManager(config, timer, self.group_manager, lambda: self.topics)
+        self._replayers.update(self.consumer.replayers())
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(
@@ -110,10 +114,21 @@ class GroupCoordinatorShard:
     ) -> list[classic_api.DescribedGroup]:
         return self.group_manager.classic.describe_groups(request, now_ms)
 
+    # ---- consumer groups (KIP-848) ---------------------------------------------------------------
+    def consumer_group_heartbeat(
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[consumer_api.ConsumerGroupHeartbeatResponse]:
+        return self.consumer.heartbeat(request, now_ms)
+
+    def alter_group_configs(
+        self, request: consumer_api.AlterGroupConfigsRequest, now_ms: int
+    ) -> CoordinatorResult[consumer_api.AlterGroupConfigsResponse]:
+        return self.consumer.configs.alter(request, now_ms)
+
     def update_topics(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
         """A new catalog image (group types react to it: epochs, regex resolution)."""
-        self.topics = image
-        return CoordinatorResult((), None)
+        previous, self.topics = self.topics, image
+        return self.consumer.update_topics(previous, image, now_ms)
 
     # ---- reads --------------------------------------------------------------------------------
     def fetch_offsets(
@@ -124,6 +139,16 @@ class GroupCoordinatorShard:
     def list_groups(self, request: api.ListGroupsRequest, now_ms: int) -> api.ListGroupsResponse:
         return self.group_manager.list_groups(request)
 
+    def consumer_group_describe(
+        self, group_ids: list[str], include_authorized_operations: bool, now_ms: int
+    ) -> list[consumer_api.ConsumerGroupDescribedGroup]:
+        return self.consumer.describe(group_ids, include_authorized_operations)
+
+    def describe_group_configs(
+        self, group_ids: list[str], now_ms: int
+    ) -> list[consumer_api.DescribedGroupConfigs]:
+        return [self.consumer.configs.describe(g) for g in group_ids]
+
     # ---- state machine contract ---------------------------------------------------------------
     def replay(self, record: Record) -> None:
         replayer = self._replayers.get(type(record.key))
@@ -133,7 +158,11 @@ class GroupCoordinatorShard:
 
     def snapshot(self) -> list[Record]:
         # groups first: replaying an offset of an unknown group creates a simple group
-        return self.group_manager.snapshot_records() + self.offset_manager.snapshot_records()
+        return (
+            self.group_manager.snapshot_records()
+            + self.consumer.configs.snapshot_records()
+            + self.offset_manager.snapshot_records()
+        )
 
     def fingerprint(self) -> object:
         """The whole persistent state as plain data (replay-equals-live checks)."""
@@ -150,10 +179,15 @@ class GroupCoordinatorShard:
             for topic, parts in by_topic.items()
             for partition, value in parts.items()
         }
-        return {"groups": groups, "offsets": offsets}
+        return {
+            "groups": groups,
+            "offsets": offsets,
+            "group_configs": self.consumer.configs.fingerprint(),
+        }
 
     def on_loaded(self, now_ms: int) -> None:
         self.group_manager.on_loaded(now_ms)
+        self.consumer.on_loaded(now_ms)
         self._schedule_cleanup()
 
     def on_unloaded(self) -> None:

@@ -1,0 +1,131 @@
+"""Dynamic group configs: defaults, bounds, stored independently of the group."""
+
+from __future__ import annotations
+
+import pytest
+
+from shards.core.config import CoordinatorConfig
+from shards.core.consumer import api
+from shards.core.errors import ApiError, Errors
+from tests.unit.core.consumer.support import Consumers
+
+SESSION = "consumer.session.timeout.ms"
+HEARTBEAT = "consumer.heartbeat.interval.ms"
+
+
+def alter(
+    c: Consumers, group_id: str = "g", validate_only: bool = False, **configs: str | None
+) -> api.AlterGroupConfigsResponse:
+    entries = tuple(api.GroupConfig(k.replace("_", "."), v) for k, v in configs.items())
+    request = api.AlterGroupConfigsRequest(group_id, entries, validate_only)
+    return c.h.write(lambda s, now: s.alter_group_configs(request, now))  # type: ignore[no-any-return]
+
+
+def describe(c: Consumers, group_id: str = "g") -> dict[str, tuple[str, bool]]:
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs([group_id], now))
+    return {e.name: (e.value, e.is_default) for e in d.configs}
+
+
+def test_defaults_are_kafkas() -> None:
+    c = Consumers()
+    assert describe(c) == {HEARTBEAT: ("5000", True), SESSION: ("45000", True)}
+
+
+def test_configs_can_be_set_before_the_group_exists_and_are_used() -> None:
+    c = Consumers()
+    alter(c, consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
+    assert describe(c) == {HEARTBEAT: ("6000", False), SESSION: ("50000", False)}
+    r = c.join("a")
+    assert r.heartbeat_interval_ms == 6000
+    c.h.sleep(49_999)
+    assert "a" in c.group().members
+    c.h.sleep(1)
+    assert "a" not in c.group().members
+    c.check()
+
+
+def test_configs_survive_the_deletion_of_the_group() -> None:
+    c = Consumers()
+    c.join("a")
+    alter(c, consumer_heartbeat_interval_ms="7000")
+    c.heartbeat(member_id="a", member_epoch=-1)
+    c.h.write(lambda s, now: s.delete_groups(["g"], now))
+    assert "g" not in c.h.shard.group_manager.groups
+    assert describe(c)[HEARTBEAT] == ("7000", False)
+    c.check()
+
+
+def test_deleting_a_config_goes_back_to_the_default() -> None:
+    c = Consumers()
+    alter(c, consumer_heartbeat_interval_ms="7000")
+    alter(c, consumer_heartbeat_interval_ms=None)
+    assert describe(c)[HEARTBEAT] == ("5000", True)
+    assert c.h.shard.consumer.configs.overrides == {}
+    c.check()
+
+
+def test_validate_only_writes_nothing() -> None:
+    c = Consumers()
+    alter(c, validate_only=True, consumer_heartbeat_interval_ms="7000")
+    assert c.h.log == [] and describe(c)[HEARTBEAT] == ("5000", True)
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        (
+            {"consumer_heartbeat_interval_ms": "4999"},
+            "consumer.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms (5000)",
+        ),
+        (
+            {"consumer_heartbeat_interval_ms": "15001"},
+            "consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms (15000)",
+        ),
+        (
+            {"consumer_session_timeout_ms": "44999"},
+            "consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms (45000)",
+        ),
+        (
+            {"consumer_session_timeout_ms": "60001"},
+            "consumer.session.timeout.ms must be less than or equal to "
+            "group.consumer.max.session.timeout.ms (60000)",
+        ),
+        (
+            {"consumer_session_timeout_ms": "abc"},
+            "Invalid value abc for configuration consumer.session.timeout.ms: "
+            "Not a number of type INT",
+        ),
+        (
+            {"consumer_session_timeout_ms": "0"},
+            "Invalid value 0 for configuration consumer.session.timeout.ms: "
+            "Value must be at least 1",
+        ),
+        (
+            {"consumer_rebalance_timeout_ms": "1"},
+            "Unknown group config name: consumer.rebalance.timeout.ms",
+        ),
+    ],
+)
+def test_invalid_configs_are_invalid_config(configs: dict[str, str], message: str) -> None:
+    c = Consumers()
+    with pytest.raises(ApiError) as info:
+        alter(c, **configs)
+    assert (info.value.code, info.value.message) == (Errors.INVALID_CONFIG, message)
+    assert c.h.log == []
+
+
+def test_session_timeout_must_exceed_the_heartbeat_interval() -> None:
+    c = Consumers(
+        CoordinatorConfig(
+            consumer_group_min_session_timeout_ms=1_000,
+            consumer_group_min_heartbeat_interval_ms=1_000,
+        )
+    )
+    with pytest.raises(ApiError) as info:
+        alter(c, consumer_session_timeout_ms="5000", consumer_heartbeat_interval_ms="5000")
+    assert info.value.message == (
+        "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+    )

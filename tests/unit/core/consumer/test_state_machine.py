@@ -1,0 +1,361 @@
+"""A hypothesis state machine over one consumer group: random joins (dynamic and static,
+by names or regex, either assignor), heartbeats, lost responses, leaves, static restarts,
+subscription and topic changes, assignments delivered late or stale, clock jumps and shard
+restarts.
+
+After every step: no partition has two owners, replaying the log (and the snapshot) gives
+the live state, the derived indexes match, epochs are ordered. Stale callers are fenced
+(heartbeats and commits with a wrong epoch). ``settle`` then checks convergence: with no
+further changes, every member reaches STABLE at the group epoch and the clients own
+exactly their targets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from shards.core.config import CoordinatorConfig
+from shards.core.consumer.api import TopicPartitions
+from shards.core.consumer.group import ConsumerGroup
+from shards.core.consumer.member import MemberState
+from shards.core.errors import ApiError, Errors
+from shards.core.result import AsyncTask
+from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
+
+TOPIC_NAMES = ("t0", "t1", "t2", "x0")
+SUBSCRIPTIONS = st.sampled_from([("t0",), ("t1",), ("t0", "t1"), ("t2", "x0"), ("t0", "t2")])
+REGEXES = st.sampled_from(["t[01]", "x.*", "t.*"])
+
+
+class ConsumerGroupMachine(RuleBasedStateMachine):
+    clients = Bundle("clients")
+
+    @initialize()
+    def setup(self) -> None:
+        self.topics = {"t0": 4, "t1": 3}
+        self.incarnation = {name: 0 for name in TOPIC_NAMES}
+        self.version = 1
+        self.c = Consumers(CoordinatorConfig(num_partitions=1), topics=self._image())
+        self.c.h.shard.on_loaded(self.c.h.now)
+        self.ids = itertools.count(1)
+        self.all_clients: list[FakeConsumer] = []
+        self.stale: list[AsyncTask] = []
+
+    def _image(self) -> Any:
+        ids = {n: tid(f"{n}#{self.incarnation[n]}") for n in self.topics}
+        return image(version=self.version, ids=ids, **self.topics)
+
+    def _write(self, fn: Any) -> Any:
+        """Run a step, keeping the assignment tasks it supersedes (to deliver them late)."""
+        before = dict(self.c.h.tasks)
+        try:
+            return fn()
+        finally:
+            for key, task in before.items():
+                if self.c.h.tasks.get(key) is not task:
+                    self.stale.append(task)
+
+    def _group(self) -> ConsumerGroup | None:
+        g = self.c.h.shard.group_manager.groups.get("g")
+        return g if isinstance(g, ConsumerGroup) else None
+
+    # ---- membership -----------------------------------------------------------------------
+    @rule(
+        target=clients,
+        subscription=SUBSCRIPTIONS,
+        regex=st.none() | REGEXES,
+        static=st.booleans(),
+        assignor=st.none() | st.sampled_from(["uniform", "range"]),
+    )
+    def join(
+        self, subscription: tuple[str, ...], regex: str | None, static: bool, assignor: str | None
+    ) -> FakeConsumer:
+        n = next(self.ids)
+        client = FakeConsumer(
+            self.c,
+            f"m{n}",
+            topics=() if regex else subscription,
+            regex=regex,
+            instance_id=f"i{n}" if static else None,
+            rebalance_timeout_ms=30_000,
+        )
+        self._write(client.heartbeat)
+        if assignor is not None and client.joined:
+            self._write(
+                lambda: self.c.heartbeat(
+                    member_id=client.member_id,
+                    member_epoch=client.epoch,
+                    instance_id=client.instance_id,
+                    server_assignor=assignor,
+                )
+            )
+        self.all_clients.append(client)
+        return client
+
+    @rule(client=clients)
+    def heartbeat(self, client: FakeConsumer) -> None:
+        self._write(client.heartbeat)
+
+    @rule(client=clients)
+    def heartbeat_response_lost(self, client: FakeConsumer) -> None:
+        epoch, owned = client.epoch, dict(client.owned)
+        self._write(client.heartbeat)
+        # the client never saw the answer: it retries with a full request
+        client.epoch, client.owned, client.full_next = epoch, owned, True
+
+    @rule(client=clients, subscription=SUBSCRIPTIONS)
+    def change_subscription(self, client: FakeConsumer, subscription: tuple[str, ...]) -> None:
+        if not client.joined:
+            return
+        client.topics, client.regex = subscription, ""
+        self._write(lambda: self._change(client, subscription))
+
+    def _change(self, client: FakeConsumer, subscription: tuple[str, ...]) -> None:
+        try:
+            r = self.c.heartbeat(
+                member_id=client.member_id,
+                member_epoch=client.epoch,
+                instance_id=client.instance_id,
+                subscribed_topic_names=subscription,
+                subscribed_topic_regex="",
+            )
+        except ApiError:
+            return
+        client.epoch = r.member_epoch
+        if r.assignment is not None:
+            client.owned = {tp.topic_id: tp.partitions for tp in r.assignment}
+
+    @rule(client=consumes(clients))
+    def leave(self, client: FakeConsumer) -> None:
+        self.all_clients.remove(client)
+        if client.joined:
+            try:
+                self._write(client.leave)
+            except ApiError as ex:
+                assert ex.code in (
+                    Errors.UNKNOWN_MEMBER_ID,
+                    Errors.GROUP_ID_NOT_FOUND,
+                    Errors.FENCED_INSTANCE_ID,
+                )
+
+    @precondition(lambda self: any(c.instance_id for c in self.all_clients))
+    @rule(data=st.data())
+    def static_restart(self, data: st.DataObject) -> None:
+        """A static member's process restarts: temporary leave, rejoin with a new id."""
+        client = data.draw(st.sampled_from([c for c in self.all_clients if c.instance_id]))
+        if client.joined:
+            try:
+                self._write(lambda: client.leave(temporary=True))
+            except ApiError:
+                client.reset()
+        client.member_id = f"m{next(self.ids)}"
+        self._write(client.heartbeat)
+
+    # ---- stale callers --------------------------------------------------------------------
+    @rule(client=clients, delta=st.sampled_from([-2, 1, 5]))
+    def zombie_heartbeat_is_fenced(self, client: FakeConsumer, delta: int) -> None:
+        g = self._group()
+        member = g.members.get(client.member_id) if g else None
+        if member is None or member.member_epoch < 1:
+            return
+        epoch = member.member_epoch + delta
+        if epoch < 1 or epoch == member.previous_member_epoch:
+            return
+        with pytest.raises(ApiError) as info:
+            self.c.heartbeat(
+                member_id=client.member_id,
+                member_epoch=epoch,
+                instance_id=client.instance_id,
+                topic_partitions=(),
+            )
+        assert info.value.code is Errors.FENCED_MEMBER_EPOCH
+
+    @rule(client=clients)
+    def commit_checks_the_epoch(self, client: FakeConsumer) -> None:
+        g = self._group()
+        member = g.members.get(client.member_id) if g else None
+        try:
+            self._write(
+                lambda: self.c.commit("g", member_id=client.member_id, epoch=client.epoch, t0=1)
+            )
+            ok = True
+        except ApiError as ex:
+            ok = False
+            assert ex.code in (
+                Errors.STALE_MEMBER_EPOCH,
+                Errors.UNKNOWN_MEMBER_ID,
+                Errors.GROUP_ID_NOT_FOUND,
+            )
+        in_sync = member is not None and member.member_epoch == client.epoch
+        if g is not None and g.members:
+            assert ok == in_sync, (ok, member, client.epoch)
+
+    # ---- the world ----------------------------------------------------------------------------
+    @rule(name=st.sampled_from(TOPIC_NAMES), partitions=st.integers(1, 5))
+    def create_or_grow_topic(self, name: str, partitions: int) -> None:
+        self.topics[name] = max(partitions, self.topics.get(name, 0))
+        self.version += 1
+        self._write(lambda: self.c.update_topics(self._image()))
+
+    @precondition(lambda self: len(self.topics) > 1)
+    @rule(name=st.sampled_from(TOPIC_NAMES))
+    def delete_topic(self, name: str) -> None:
+        if name not in self.topics:
+            return
+        del self.topics[name]
+        self.incarnation[name] += 1  # a re-created topic gets a new id
+        self.version += 1
+        self._write(lambda: self.c.update_topics(self._image()))
+
+    @rule()
+    def run_assignments(self) -> None:
+        self._write(self.c.assign)
+
+    @precondition(lambda self: self.stale)
+    @rule(data=st.data())
+    def deliver_stale_assignment(self, data: st.DataObject) -> None:
+        task = self.stale.pop(data.draw(st.integers(0, len(self.stale) - 1)))
+        answer = self.c.assignor.compute(task.request)
+        self._write(lambda: self.c.h._apply(task.on_done(answer, self.c.h.now)))
+
+    @rule(ms=st.sampled_from([100, 3_000, 5_000, 20_000, 46_000]))
+    def clock_jump(self, ms: int) -> None:
+        self._write(lambda: self.c.h.sleep(ms))
+
+    @rule(from_snapshot=st.booleans())
+    def restart_shard(self, from_snapshot: bool) -> None:
+        self.stale.clear()  # the old shard's tasks died with it
+        self.c.restart(from_snapshot)
+        self._write(lambda: self.c.h.sleep(0))
+
+    # ---- convergence ----------------------------------------------------------------------------
+    @rule()
+    def settle(self) -> None:
+        c = self.c
+        for round_ in range(60):
+            self._write(c.assign)
+            for client in list(self.all_clients):
+                self._write(client.heartbeat)
+            if self._converged():
+                break
+            if round_ % 3 == 2:
+                self._write(lambda: c.h.sleep(5_000))  # lets stuck sessions expire
+        else:
+            raise AssertionError(f"no convergence: {self._describe()}")
+        g = self._group()
+        if g is None or not g.members:
+            return
+        assert g.state_name() == "Stable"
+        for m in g.members.values():
+            assert m.state is MemberState.STABLE and m.member_epoch == g.group_epoch
+        for client in self.all_clients:
+            assert client.owned == dict(g.target_of(client.member_id)), client
+
+    def _converged(self) -> bool:
+        if self.c.h.tasks:
+            return False
+        g = self._group()
+        live = [cl for cl in self.all_clients]
+        if g is None:
+            return not live
+        members = g.members
+        if {cl.member_id for cl in live} != set(members):
+            return False
+        for cl in live:
+            m = members[cl.member_id]
+            if not (m.is_reconciled_to(g.group_epoch) and cl.epoch == m.member_epoch):
+                return False
+            if cl.owned != dict(g.target_of(cl.member_id)):
+                return False
+        return g.group_epoch == g.assignment_epoch
+
+    def _describe(self) -> str:
+        g = self._group()
+        return repr(
+            (
+                g
+                and (
+                    g.group_epoch,
+                    g.assignment_epoch,
+                    [(m.member_id, m.member_epoch, m.state) for m in g.members.values()],
+                ),
+                [(cl.member_id, cl.epoch, cl.errors[-3:]) for cl in self.all_clients],
+                list(self.c.h.tasks),
+            )
+        )
+
+    # ---- invariants ---------------------------------------------------------------------------
+    @invariant()
+    def one_owner_per_partition(self) -> None:
+        g = self._group()
+        if g is None:
+            return
+        seen: dict[tuple[str, int], str] = {}
+        for m in g.members.values():
+            for assignment in (m.assigned_partitions, m.partitions_pending_revocation):
+                for topic_id, parts in assignment.items():
+                    for p in parts:
+                        other = seen.setdefault((topic_id, p), m.member_id)
+                        assert other == m.member_id, f"{topic_id}-{p}: {other} and {m.member_id}"
+        # clients the coordinator considers in sync own only what it gave them
+        for client in self.all_clients:
+            m = g.members.get(client.member_id)
+            if m is None or m.member_epoch != client.epoch:
+                continue
+            for topic_id, parts in client.owned.items():
+                held = set(m.assigned_partitions.get(topic_id, ())) | set(
+                    m.partitions_pending_revocation.get(topic_id, ())
+                )
+                assert set(parts) <= held, (client, m)
+
+    @invariant()
+    def epochs_are_ordered(self) -> None:
+        g = self._group()
+        if g is None:
+            return
+        assert g.assignment_epoch <= g.group_epoch
+        for m in g.members.values():
+            assert m.member_epoch <= g.assignment_epoch or m.member_epoch == -2, m
+            assert m.member_epoch != 0 or m.state is MemberState.STABLE
+
+    @invariant()
+    def replay_equals_live(self) -> None:
+        if hasattr(self, "c"):
+            self.c.check()
+
+
+def _owned(tps: tuple[TopicPartitions, ...] | None) -> dict[str, tuple[int, ...]]:
+    return {} if tps is None else {tp.topic_id: tp.partitions for tp in tps}
+
+
+ConsumerGroupMachine.TestCase.settings = settings(
+    max_examples=30,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
+
+
+@pytest.mark.slow
+class TestConsumerGroupMachineLong(ConsumerGroupMachine.TestCase):  # type: ignore[misc,name-defined]
+    settings = settings(
+        max_examples=400,
+        stateful_step_count=80,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
