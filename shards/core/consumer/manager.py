@@ -117,9 +117,12 @@ def random_member_id() -> str:
             return text
 
 
+_JAVA_TRIMMED = "".join(chr(c) for c in range(33))  # what Java's String.trim() removes
+
+
 def _blank(value: str | None) -> bool:
     """Java's ``value.trim().isEmpty()`` for a non-null value."""
-    return value is not None and all(c <= " " for c in value)
+    return value is not None and not value.strip(_JAVA_TRIMMED)
 
 
 def _invalid(message: str) -> ApiError:
@@ -163,6 +166,8 @@ class ConsumerGroupManager:
         # Groups a handler created (not registered yet): the replay of their first record
         # registers this very object, so that the tasks the handler started know it.
         self._created: dict[str, ConsumerGroup] = {}
+        #: online migration to/from classic groups (shards.core.classic.migration.Migration)
+        self.migration: Any = None
 
     @property
     def topics(self) -> TopicsImage:
@@ -256,25 +261,30 @@ class ConsumerGroupManager:
 
     # ---- joining and heartbeating ----
     def _heartbeat(
-        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int, classic: Any = None
     ) -> CoordinatorResult[Response]:
+        """``classic``: a classic JoinGroup (shards.core.classic.migration) runs through the
+        same pipeline; it picks the member, its update, its timers and the response."""
         group_id = request.group_id
         epoch = request.member_epoch
         owned = request.topic_partitions
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
         records: list[Record] = []
+        self._created.clear()  # leftovers of operations that failed
         group, is_new = self._group_for(group_id, joining, records)
         self._throw_if_full(group, request.member_id)
         member_id = request.member_id or self.new_member_id()
 
         replaced: ConsumerGroupMember | None = None
-        if request.instance_id is None:
+        if classic is not None:
+            member, replaced = classic.member_for(group, member_id)
+        elif request.instance_id is None:
             member = self._dynamic_member(group, member_id, epoch, owned, joining)
         else:
             member, replaced = self._static_member(
                 group, member_id, epoch, request.instance_id, owned, joining
             )
-        updated = self._updated(member, request)
+        updated = classic.updated(member) if classic is not None else self._updated(member, request)
         # The member as the group counts it now (None: not a member yet).
         counted = replaced if replaced is not None else group.members.get(member_id)
         image = self.topics
@@ -282,7 +292,6 @@ class ConsumerGroupManager:
         # 1. membership and subscription
         if replaced is not None:
             records += self._member_tombstones(group_id, replaced.member_id)
-            self._cancel_timers(group_id, replaced.member_id)
         if counted is None or replaced is not None or updated != member:
             records.append(self._metadata_record(group_id, updated))
         subscription_changed = (
@@ -290,14 +299,19 @@ class ConsumerGroupManager:
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
         regexes = self._regex_changes(group, counted, updated, image, now_ms, records)
-        assignors = dict(group.assignor_counts)
-        for old, new in ((counted, -1), (updated, 1)):
-            if old is not None and old.server_assignor is not None:
-                assignors[old.server_assignor] = assignors.get(old.server_assignor, 0) + new
-        assignors = {k: v for k, v in assignors.items() if v > 0}
-        assignor = self._preferred(assignors)
-        bump = is_new or subscription_changed
-        bump |= assignor != self._preferred(group.assignor_counts)
+        assignor = self._preferred(group.assignor_counts)
+        previous_assignor = counted.server_assignor if counted is not None else None
+        if updated.server_assignor != previous_assignor or counted is None:
+            counts = dict(group.assignor_counts)
+            if previous_assignor is not None:
+                counts[previous_assignor] -= 1
+            if updated.server_assignor is not None:
+                counts[updated.server_assignor] = counts.get(updated.server_assignor, 0) + 1
+            before, assignor = assignor, self._preferred({k: v for k, v in counts.items() if v})
+            assignor_changed = assignor != before
+        else:
+            assignor_changed = False
+        bump = is_new or subscription_changed or assignor_changed
         metadata = group.subscription_metadata
         if subscription_changed:
             names = self._names_after(group, counted, updated, regexes)
@@ -348,11 +362,17 @@ class ConsumerGroupManager:
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
             records.append(self._current_assignment_record(group_id, reconciled))
+        # Timers last: nothing above may fail once they are touched.
+        if replaced is not None and replaced.member_id != member_id:
+            self._cancel_timers(group_id, replaced.member_id)
         if assignment_changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, reconciled)
             else:
                 self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+        if classic is not None:
+            classic.on_joined(group_id, reconciled)
+            return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
         self._schedule_session_timeout(group_id, member_id)
 
         full = joining or (
@@ -393,6 +413,12 @@ class ConsumerGroupManager:
             # offsets stay.
             records.extend(group.tombstone_records())
             return self._create(group_id), True
+        if create and self.migration is not None:
+            # online upgrade of a classic group (None: not allowed)
+            upgraded = self.migration.upgrade(group, records)
+            if upgraded is not None:
+                self._created[group_id] = upgraded
+                return upgraded, False
         raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _create(self, group_id: str) -> ConsumerGroup:
@@ -598,7 +624,7 @@ class ConsumerGroupManager:
                     Errors.UNKNOWN_MEMBER_ID,
                     f"Member {member_id} is not a member of group {group.group_id}.",
                 )
-            return self._fence(group, member, response)
+            return self._fence(group, member, response, now_ms)
         instance_id = request.instance_id
         member = group.static_member(instance_id)
         if member is None:
@@ -621,12 +647,17 @@ class ConsumerGroupManager:
                 [self._current_assignment_record(group.group_id, away)],
                 Response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
             )
-        return self._fence(group, member, response)
+        return self._fence(group, member, response, now_ms)
 
     def _fence(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any
+        self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, now_ms: int = 0
     ) -> CoordinatorResult[Any]:
         """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
+        if self.migration is not None:
+            # online downgrade when the last consumer-protocol member goes (None: no)
+            downgraded = self.migration.maybe_downgrade(group, member, response, now_ms)
+            if downgraded is not None:
+                return downgraded  # type: ignore[no-any-return]
         gid = group.group_id
         records = self._member_tombstones(gid, member.member_id)
         regexes = self._regex_changes(group, member, None, self.topics, 0, records)
@@ -656,10 +687,13 @@ class ConsumerGroupManager:
         return CoordinatorResult(records, response, tasks=tasks)
 
     # ---- timers ----
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _schedule_session_timeout(
+        self, group_id: str, member_id: str, timeout_ms: int | None = None
+    ) -> None:
+        # (timeout_ms: a member using the classic protocol brings its own)
         self.timer.schedule(
             _timer_key("session-timeout", group_id, member_id),
-            self.configs.session_timeout_ms(group_id),
+            self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms,
             lambda now: self._expire_session(group_id, member_id, now),
         )
 
@@ -674,6 +708,8 @@ class ConsumerGroupManager:
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timer.cancel(_timer_key("session-timeout", group_id, member_id))
         self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+        if self.migration is not None:
+            self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
     def _expire_session(
         self, group_id: str, member_id: str, now_ms: int
@@ -682,7 +718,7 @@ class ConsumerGroupManager:
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return CoordinatorResult()
         log.info("[GroupId %s] Member %s fenced: its session expired.", group_id, member_id)
-        return self._fence(group, group.members[member_id], None)
+        return self._fence(group, group.members[member_id], None, now_ms)
 
     def _expire_rebalance(
         self, group_id: str, member_id: str, epoch: int, now_ms: int
@@ -699,7 +735,7 @@ class ConsumerGroupManager:
             member_id,
             epoch,
         )
-        return self._fence(group, member, None)
+        return self._fence(group, member, None, now_ms)
 
     # ---- target assignment ----
     def _assignment_request(
@@ -1038,9 +1074,9 @@ class ConsumerGroupManager:
         self, key: ConsumerGroupMetadataKey, value: ConsumerGroupMetadataValue | None
     ) -> None:
         if value is not None:
-            group = self._persisted(key.group_id)
-            group.group_epoch = value.epoch
-            group.metadata_hash = value.metadata_hash
+            found = self._persisted(key.group_id)
+            found.group_epoch = value.epoch
+            found.metadata_hash = value.metadata_hash
             return
         group = self._existing(key.group_id)
         if group is None:
@@ -1071,9 +1107,9 @@ class ConsumerGroupManager:
         value: ConsumerGroupMemberMetadataValue | None,
     ) -> None:
         if value is not None:
-            group = self._persisted(key.group_id)
-            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            group.put_member(member.with_metadata(value))
+            found = self._persisted(key.group_id)
+            known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            found.put_member(known.with_metadata(value))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1094,8 +1130,8 @@ class ConsumerGroupManager:
         value: ConsumerGroupTargetAssignmentMemberValue | None,
     ) -> None:
         if value is not None:
-            group = self._persisted(key.group_id)
-            group.target_assignment[key.member_id] = from_topic_partitions(value.topic_partitions)
+            found = self._persisted(key.group_id)
+            found.target_assignment[key.member_id] = from_topic_partitions(value.topic_partitions)
             return
         group = self._existing(key.group_id)
         if group is not None:
@@ -1122,9 +1158,9 @@ class ConsumerGroupManager:
         value: ConsumerGroupCurrentMemberAssignmentValue | None,
     ) -> None:
         if value is not None:
-            group = self._persisted(key.group_id)
-            member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            group.put_member(member.with_current_assignment(value))
+            found = self._persisted(key.group_id)
+            known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            found.put_member(known.with_current_assignment(value))
             return
         group = self._existing(key.group_id)
         if group is None:

@@ -265,8 +265,9 @@ def test_group_id_of_a_classic_group_is_group_id_not_found() -> None:
     from shards.core.classic.group import ClassicGroup, ClassicGroupState
 
     c = Consumers()
+    # (a classic group of the consumer protocol may be upgraded instead: online migration)
     g = ClassicGroup("classic", state=ClassicGroupState.STABLE)
-    g.protocol_type_value = "consumer"
+    g.protocol_type_value = "connect"
     c.h.shard.group_manager.groups["classic"] = g
     ex = c.error(
         "classic",
@@ -304,3 +305,37 @@ def test_group_record_key_is_written_for_a_new_group() -> None:
     c = Consumers()
     c.join("m1")
     assert any(isinstance(r.key, ConsumerGroupMetadataKey) for r in c.h.log)
+
+
+def test_rejected_static_rejoin_leaves_the_old_member_and_its_session_alone() -> None:
+    c = Consumers()
+    _static(c)
+    c.heartbeat(member_id="s1", member_epoch=-2, instance_id="i1")
+    ex = c.error(
+        member_id="s2",
+        member_epoch=0,
+        instance_id="i1",
+        rebalance_timeout_ms=1,
+        subscribed_topic_regex="bad(",
+        topic_partitions=(),
+    )
+    assert ex.code is Errors.INVALID_REGULAR_EXPRESSION
+    assert "s1" in c.group().members
+    c.h.sleep(45_000)  # its session still expires
+    assert c.group().members == {}
+
+
+def test_failed_joins_to_new_groups_leave_nothing_behind() -> None:
+    c = Consumers()
+    for i in range(5):
+        c.error(
+            f"new-{i}",
+            member_id="m",
+            member_epoch=0,
+            rebalance_timeout_ms=1,
+            subscribed_topic_regex="bad(",
+            topic_partitions=(),
+        )
+    c.join("m1")
+    assert len(c.h.shard.consumer._created) == 0
+    assert list(c.h.shard.group_manager.groups) == ["g"]

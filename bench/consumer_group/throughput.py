@@ -1,0 +1,231 @@
+"""Steady-state ConsumerGroupHeartbeat throughput on one shard process, against the gRPC
+health ``Check`` on the same server in the same run (the no-op baseline).
+
+Starts ``groupcoord dev`` (SQLite store) as its own process; a Python client creates a topic
+and brings two groups to Stable -- ``hb-c1`` with 1 member and ``hb-c50`` with 50 members --
+then a separate load-generator process (ghz, a Go gRPC load tester; the Python generator in
+``bench/consumer_group/load.py`` when Go is missing) alternates phases: Check and
+ConsumerGroupHeartbeat at 1 and 50 concurrent callers, each caller heartbeating as its own
+member with the member's current epoch (steady state: nothing to write, no assignment in the
+response). After every heartbeat phase the group is described: same epoch, same members, all
+Stable -- so every heartbeat was a successful one (errors travel in-band, ghz cannot see them).
+
+    .venv/bin/python -m bench.consumer_group.throughput [--rounds 3] [--duration 5]
+
+Results: bench/results/consumer_group_throughput.json (medians over rounds, ratio hb/check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from groupcoord.v1 import (  # noqa: E402
+    catalog_pb2,
+    catalog_pb2_grpc,
+    common_pb2,
+    consumer_group_pb2,
+    coordinator_pb2_grpc,
+)
+
+from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from tests.support.processes import ServerProcess  # noqa: E402
+
+CONCURRENCY = (1, 50)
+
+
+def worker_ids(concurrency: int) -> list[str]:
+    """The member ids ghz's ``{{.WorkerID}}`` gives each caller (one connection)."""
+    return [f"g{i}c0" for i in range(concurrency)]
+
+
+def setup_groups(target: str) -> dict[int, int]:
+    """Topic + one Stable group per concurrency level; returns concurrency -> group epoch."""
+    channel = grpc.insecure_channel(target)
+    catalog = catalog_pb2_grpc.TopicCatalogStub(channel)
+    stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+    catalog.CreateTopics(
+        catalog_pb2.CreateTopicsRequest(
+            topics=[catalog_pb2.CreatableTopic(name="hb", num_partitions=100)]
+        )
+    )
+    time.sleep(0.5)  # the catalog image reaches the partition loops
+    epochs = {}
+    for conc in CONCURRENCY:
+        group = f"hb-c{conc}"
+        state = {m: (0, []) for m in worker_ids(conc)}
+        for _ in range(50):
+            for member, (epoch, owned) in list(state.items()):
+                request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+                    group_id=group,
+                    member_id=member,
+                    member_epoch=epoch,
+                    topic_partitions=common_pb2.TopicPartitionsList(topic_partitions=owned),
+                )
+                if epoch == 0:
+                    request.rebalance_timeout_ms = 30_000
+                    request.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["hb"]))
+                r = stub.ConsumerGroupHeartbeat(request)
+                assert r.error_code == 0, r
+                if r.HasField("assignment"):
+                    owned = list(r.assignment.topic_partitions)
+                state[member] = (r.member_epoch, owned)
+            d = describe(stub, group)
+            if d.group_state == "Stable" and all(e == d.group_epoch for e, _ in state.values()):
+                epochs[conc] = d.group_epoch
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError(f"{group} did not converge")
+    channel.close()
+    return epochs
+
+
+def describe(stub: coordinator_pb2_grpc.GroupCoordinatorStub, group: str):  # type: ignore[no-untyped-def]
+    (d,) = stub.ConsumerGroupDescribe(
+        consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group])
+    ).groups
+    return d
+
+
+def check_unchanged(target: str, conc: int, epoch: int) -> None:
+    channel = grpc.insecure_channel(target)
+    d = describe(coordinator_pb2_grpc.GroupCoordinatorStub(channel), f"hb-c{conc}")
+    channel.close()
+    assert d.group_state == "Stable" and d.group_epoch == epoch, d
+    assert sorted(m.member_id for m in d.members) == sorted(worker_ids(conc))
+    assert all(m.member_epoch == epoch for m in d.members), d
+
+
+def load(
+    ghz: str | None,
+    protoset: Path | None,
+    target: str,
+    kind: str,
+    conc: int,
+    duration: float,
+    epoch: int,
+) -> dict:
+    data = {"group_id": f"hb-c{conc}", "member_id": "{{.WorkerID}}", "member_epoch": epoch}
+    if ghz is not None and protoset is not None:
+        call = (
+            "grpc.health.v1.Health.Check"
+            if kind == "check"
+            else "groupcoord.v1.GroupCoordinator.ConsumerGroupHeartbeat"
+        )
+        r = run_ghz(ghz, protoset, target, call, {} if kind == "check" else data, conc, duration)
+        return {"kind": kind, "concurrency": conc, "generator": "ghz", **r}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.consumer_group.load",
+            "--target",
+            target,
+            "--kind",
+            kind,
+            "--concurrency",
+            str(conc),
+            "--duration",
+            str(duration),
+            "--epoch",
+            str(epoch),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--python-load", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_throughput.json"))
+    a = ap.parse_args()
+    results: dict = {
+        "benchmark": "consumer_group_heartbeat_throughput",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_at_start": os.getloadavg(),
+        },
+        "params": {"rounds": a.rounds, "duration_s": a.duration, "store": "sqlite"},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        ghz = None if a.python_load else ensure_ghz()
+        protoset = write_protoset(work / "api.protoset") if ghz else None
+        results["load_generator"] = "ghz (separate process)" if ghz else "python (separate process)"
+        proc = ServerProcess(
+            [
+                "dev",
+                "--grpc-port",
+                "0",
+                "--store",
+                f"sqlite:///{work / 'bench.db'}",
+                "--log-level",
+                "WARNING",
+            ],
+            work / "server.log",
+        )
+        try:
+            target = proc.grpc_address
+            epochs = setup_groups(target)
+            samples: dict[str, list[dict]] = {}
+            for r in range(a.rounds):
+                for conc in CONCURRENCY:
+                    for kind in ("check", "heartbeat"):
+                        result = load(ghz, protoset, target, kind, conc, a.duration, epochs[conc])
+                        if kind == "heartbeat":
+                            check_unchanged(target, conc, epochs[conc])
+                        samples.setdefault(f"{kind}_c{conc}", []).append(result)
+                        print(
+                            f"round {r + 1}: {kind} c={conc}: {result['ops_per_s']:.0f}/s "
+                            f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms",
+                            flush=True,
+                        )
+        finally:
+            proc.terminate()
+    summary = {
+        key: {
+            "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
+            "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
+            "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
+            "errors": sum(s["errors"] for s in runs),
+            "runs": runs,
+        }
+        for key, runs in samples.items()
+    }
+    for conc in CONCURRENCY:
+        summary[f"ratio_heartbeat_vs_check_c{conc}"] = (
+            summary[f"heartbeat_c{conc}"]["ops_per_s_median"]
+            / summary[f"check_c{conc}"]["ops_per_s_median"]
+        )
+    results["results"] = summary
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k.startswith("ratio")}, indent=2))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
