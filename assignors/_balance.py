@@ -27,7 +27,6 @@ improving chain is left, i.e. at the optimum.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
 __all__ = ["plan_classes"]
 
@@ -64,8 +63,8 @@ def plan_classes(
     for r in retained:
         for t, c in r.items():
             unassigned[t] -= c
-    members_of = [sum(sizes[k] for k in subscribers[t]) for t in range(n_topics)]
     todo = [t for t in range(n_topics) if unassigned[t] > 0 and subscribers[t]]
+    members_of = {t: sum(sizes[k] for k in subscribers[t]) for t in todo}
     todo.sort(key=lambda t: (-counts[t] / members_of[t], members_of[t], t))
     for t in todo:
         left = unassigned[t]
@@ -79,9 +78,8 @@ def plan_classes(
             left -= give
             heapq.heappush(heap, (load[k] // sizes[k], k))
 
-    # 2. Improving chains. Nodes: classes 0..K-1, topics K..K+T-1.
+    # 2. Improving chains, in phases. Nodes: classes 0..K-1, topics K..K+T-1.
     active = [bool(subs[k]) for k in range(n_classes)]
-    inf = n_classes + n_topics + 1
     while True:
         top = -1
         for k in range(n_classes):
@@ -92,78 +90,127 @@ def plan_classes(
         if top < 0:
             break
         sources = [k for k in range(n_classes) if active[k] and -(-load[k] // sizes[k]) == top]
-        dist = [inf] * (n_classes + n_topics)
-        via = [-1] * (n_classes + n_topics)  # topic: giving class; class: topic node
-        queue: deque[int] = deque()
+
+        # Layer the graph breadth-first from all top classes at once.
+        depth = [-1] * (n_classes + n_topics)
         for k in sources:
-            dist[k] = 0
-            queue.append(k)
-        while queue:
-            u = queue.popleft()
-            du = dist[u]
-            if u < n_classes:
-                xu = x[u]
-                ru = retained[u]
-                for t in subs[u]:
-                    have = xu.get(t, 0)
-                    if not have:
-                        continue
-                    step = 0 if have > ru.get(t, 0) else 1
-                    node = n_classes + t
-                    if du + step < dist[node]:
-                        dist[node] = du + step
-                        via[node] = u
-                        if step:
-                            queue.append(node)
-                        else:
-                            queue.appendleft(node)
-            else:
-                for k in subscribers[u - n_classes]:
-                    if active[k] and du < dist[k]:
-                        dist[k] = du
-                        via[k] = u
-                        queue.appendleft(k)
-        best = None
-        for k in range(n_classes):
-            if dist[k] < inf and load[k] // sizes[k] <= top - 2:
-                cand = (dist[k], load[k] // sizes[k], k)
-                if best is None or cand < best:
-                    best = cand
-        if best is None:
+            depth[k] = 0
+        frontier = sources
+        any_sink = False
+        while frontier:
+            nxt = []
+            for u in frontier:
+                if u < n_classes:
+                    xu = x[u]
+                    for t in subs[u]:
+                        node = n_classes + t
+                        if depth[node] < 0 and xu.get(t):
+                            depth[node] = depth[u] + 1
+                            nxt.append(node)
+                else:
+                    for k in subscribers[u - n_classes]:
+                        if active[k] and depth[k] < 0:
+                            depth[k] = depth[u] + 1
+                            nxt.append(k)
+                            if load[k] // sizes[k] <= top - 2:
+                                any_sink = True
+            frontier = nxt
+        if not any_sink:
+            # Nothing reachable from the top is two levels lower, and since no later shift
+            # touches these classes, nothing ever will be: freeze them.
             for k in range(n_classes):
-                if dist[k] < inf:
+                if depth[k] >= 0:
                     active[k] = False
             continue
 
-        # Walk the chain back from the receiver to a top class.
-        receiver = best[2]
-        hops: list[tuple[int, int, int]] = []  # (giver, topic, taker)
-        node = receiver
-        limit = None
-        while via[node] != -1:
-            topic_node = via[node]
-            giver = via[topic_node]
-            t = topic_node - n_classes
-            hops.append((giver, t, node))
-            have = x[giver][t]
-            spare = have - retained[giver].get(t, 0)
-            cap = spare if spare > 0 else have
-            limit = cap if limit is None else min(limit, cap)
-            node = giver
-        source = node
-        a_n, b_n = sizes[source], sizes[receiver]
-        a_load, b_load = load[source], load[receiver]
-        d = max(1, min(limit or 1, (a_load * b_n - b_load * a_n) // (a_n + b_n)))
-        before = _square_cost(a_load, a_n) + _square_cost(b_load, b_n)
-        if _square_cost(a_load - d, a_n) + _square_cost(b_load + d, b_n) >= before:
-            d = 1
-        for giver, t, taker in hops:
-            left = x[giver][t] - d
-            if left:
-                x[giver][t] = left
-            else:
-                del x[giver][t]
-            x[taker][t] = x[taker].get(t, 0) + d
-        load[source] -= d
-        load[receiver] += d
+        # Find chains along the layers (each step one layer deeper), as many as the top
+        # classes need. A class tries handing on partitions it did not retain first.
+        order: dict[int, list[int]] = {}
+        cursor = [0] * (n_classes + n_topics)
+
+        for a in sources:
+            while -(-load[a] // sizes[a]) == top:
+                path = [a]
+                while path:
+                    u = path[-1]
+                    if u < n_classes and u != a and load[u] // sizes[u] <= top - 2:
+                        break
+                    nbrs = order.get(u)
+                    if nbrs is None:
+                        nbrs = order[u] = _neighbours(u, n_classes, subs, subscribers, x, retained)
+                    i = cursor[u]
+                    while i < len(nbrs):
+                        v = nbrs[i]
+                        if depth[v] == depth[u] + 1 and (
+                            x[u].get(v - n_classes) if u < n_classes else active[v]
+                        ):
+                            break
+                        i += 1
+                    cursor[u] = i
+                    if i < len(nbrs):
+                        path.append(nbrs[i])
+                    else:
+                        depth[u] = -1  # dead end for this phase
+                        path.pop()
+                        if path:
+                            cursor[path[-1]] += 1
+                if not path:
+                    break
+                _shift(path, n_classes, sizes, x, retained, load)
     return x
+
+
+def _neighbours(
+    u: int,
+    n_classes: int,
+    subs: list[list[int]],
+    subscribers: list[list[int]],
+    x: list[dict[int, int]],
+    retained: list[dict[int, int]],
+) -> list[int]:
+    """Out-neighbours of a node in the chain graph: for a class, the topics it holds, those
+    it did not retain first (handing those on moves nothing that was sticky); for a topic,
+    its subscribing classes."""
+    if u >= n_classes:
+        return subscribers[u - n_classes]
+    xu, ru = x[u], retained[u]
+    held = [t for t in subs[u] if xu.get(t)]
+    held.sort(key=lambda t: xu[t] <= ru.get(t, 0))
+    return [n_classes + t for t in held]
+
+
+def _shift(
+    path: list[int],
+    n_classes: int,
+    sizes: list[int],
+    x: list[dict[int, int]],
+    retained: list[dict[int, int]],
+    load: list[int],
+) -> None:
+    """Move partitions along ``path`` (class, topic, class, topic, …, class): each class
+    hands the next one partitions of the topic between them."""
+    source, receiver = path[0], path[-1]
+    limit = None
+    for j in range(0, len(path) - 1, 2):
+        giver, t = path[j], path[j + 1] - n_classes
+        have = x[giver][t]
+        spare = have - retained[giver].get(t, 0)
+        cap = spare if spare > 0 else have
+        limit = cap if limit is None else min(limit, cap)
+    a_n, b_n = sizes[source], sizes[receiver]
+    a_load, b_load = load[source], load[receiver]
+    # As many as brings the two ends depth, as long as the source stays a top class.
+    d = max(1, min(limit or 1, (a_load * b_n - b_load * a_n) // (a_n + b_n)))
+    before = _square_cost(a_load, a_n) + _square_cost(b_load, b_n)
+    if _square_cost(a_load - d, a_n) + _square_cost(b_load + d, b_n) >= before:
+        d = 1
+    for j in range(0, len(path) - 1, 2):
+        giver, t, taker = path[j], path[j + 1] - n_classes, path[j + 2]
+        left = x[giver][t] - d
+        if left:
+            x[giver][t] = left
+        else:
+            del x[giver][t]
+        x[taker][t] = x[taker].get(t, 0) + d
+    load[source] -= d
+    load[receiver] += d

@@ -22,17 +22,21 @@ how many partitions of each bucket each group of members gets — a bucket is a 
 topic's partitions of one rack type in rack mode), a group is a subscription class (or a
 class's members in one rack). With one class and no racks the plan is trivial; otherwise
 ``_balance.plan_classes`` and ``_racks.plan_racks`` compute it. (c) *Realise*: inside each
-group, members keep their retained partitions up to the plan and up to their quota (the
-``+1`` quotas go to members retaining the most), the excess is revoked, and revoked plus
-unassigned partitions are dealt in topic and partition order to members below quota, in
-member id order.
+group of ``n`` members planned to receive ``T`` partitions, every member gets ``T // n``
+and ``T % n`` of them one more; those ``+1`` slots go first to members retaining more than
+``T // n`` (by member id). Members keep their retained partitions up to the plan and their
+quota, the excess is revoked (highest partitions first), and revoked plus unassigned
+partitions are dealt in topic and partition order to members below quota, in member id
+order — so a first assignment gives each member contiguous runs.
 
-Determinism: every choice is ordered by member id, topic id or partition, never by the
-spec's insertion order, so reordering members or topics gives an equal result.
+Determinism: every choice is ordered by member id, topic id, partition or subscription,
+never by the spec's insertion order, so reordering members or topics gives an equal result
+(the output's key order may follow the input's; compare mappings, not their order).
 
-Cost: proportional to members + changed partitions when nothing much changed (a member
-whose assignment is unchanged is returned as the very mapping it came in with); the first
-assignment of a group costs one pass over all partitions to build the output tuples.
+Cost: without racks, one pass over the members' (topic, partitions) entries plus the
+partitions that change hands; a member whose assignment is unchanged is returned as the very
+mapping it came in with. A first assignment builds every output tuple once. Rack mode adds
+passes over every partition (types, splitting retained partitions by type).
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ class _Run:
     def scan(self) -> None:
         """Find what every member retains. Hot loop: one dict lookup per (member, topic)."""
         counts_by_id = dict(zip(self.topic_ids, self.counts, strict=True))
-        limits = [{t: counts_by_id[t] for t in s} for s in self.classes.subs]
+        limit_of = counts_by_id.__getitem__
+        limits = [dict(zip(s, map(limit_of, s), strict=True)) for s in self.classes.subs]
         single = limits[0] if len(limits) == 1 else None
         member_class = self.classes.member_class
         holders: dict[str, list[int]] = {t: [] for t in self.topic_ids}
@@ -291,7 +296,7 @@ class _Run:
         groups, targets, group_kept = self.plan()
         ids = self.member_ids
         count = self.count
-        member_group = {}
+        member_group: dict[int, int] = {}
         if len(groups) > 1:
             for h, members in enumerate(groups):
                 for i in members:
@@ -299,14 +304,12 @@ class _Run:
 
         # Groups holding more of a bucket than planned give up the excess; the members
         # retaining the most give first, their highest partitions first.
-        freed: set[Bucket] = set()
         for h, gk in enumerate(group_kept):
             target = targets[h]
             for b in sorted(gk):
                 excess = gk[b] - target.get(b, 0)
                 if excess <= 0:
                     continue
-                freed.add(b)
                 mine = [i for i in self._holders(b) if member_group.get(i, 0) == h]
                 mine.sort(key=lambda i: (-count[i], ids[i]))
                 for i in mine:

@@ -42,7 +42,7 @@ from tests.unit.assignors.support import (
 
 UNIFORM = UniformAssignor()
 HEALTH = list(HealthCheck)
-MANY = settings(max_examples=250, deadline=None, suppress_health_check=HEALTH)
+MANY = settings(max_examples=200, deadline=None, suppress_health_check=HEALTH)
 SOME = settings(max_examples=100, deadline=None, suppress_health_check=HEALTH)
 SLOW = settings(max_examples=25, deadline=None, suppress_health_check=HEALTH)
 
