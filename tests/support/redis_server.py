@@ -115,7 +115,7 @@ class RedisServer(abc.ABC):
             try:
                 with self.client(socket_timeout=1.0, socket_connect_timeout=1.0) as c:
                     # PING also fails with LOADING while the AOF is being replayed.
-                    if c.ping():
+                    if c.ping() and self._is_ours(c):
                         return
             except redis.RedisError as e:
                 last = e
@@ -125,6 +125,10 @@ class RedisServer(abc.ABC):
 
     def _check_alive(self) -> None:  # noqa: B027 - optional hook
         """Raise if the server process is known to be gone."""
+
+    def _is_ours(self, client: redis.Redis) -> bool:
+        """True if the server answering on our port is the one we started."""
+        return True
 
     def __enter__(self) -> RedisServer:
         return self
@@ -204,6 +208,13 @@ class LocalRedisServer(RedisServer):
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         _running.add(self.process)
+
+    def _is_ours(self, client: redis.Redis) -> bool:
+        # Another test run on this machine may have bound "our" free port first: then our
+        # server fails to bind and exits, while theirs answers our PING. Sharing a server
+        # with a stranger (who flushes and kills it) must never pass for a healthy start.
+        assert self.process is not None
+        return int(client.info("server")["process_id"]) == self.process.pid
 
     def _check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,7 +17,7 @@ import shards.storage.redis as redis_backend
 from shards.storage import FencedError, LogEntry, Snapshot, StoreError, StoreUnavailableError
 from shards.storage.redis import RedisLogStore
 from tests.support.aio import async_test
-from tests.support.redis_server import RedisServer, free_port, start_redis_server
+from tests.support.redis_server import RedisServer, start_redis_server
 
 LEASE_MS = 60_000
 
@@ -322,12 +323,17 @@ async def test_paused_server_gives_store_unavailable_instead_of_hanging(
 
 @async_test
 async def test_unreachable_server_fails_start_with_store_unavailable() -> None:
-    started = time.monotonic()
-    store = RedisLogStore(f"redis://127.0.0.1:{free_port()}/0", connect_timeout_s=1.0)
-    with pytest.raises(StoreUnavailableError):
-        await store.start()
-    assert time.monotonic() - started < 5
-    await store.close()
+    # A port bound but not listening: connections are refused, and no other process on
+    # this machine can start a server on it while the test runs.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as placeholder:
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+        started = time.monotonic()
+        store = RedisLogStore(f"redis://127.0.0.1:{port}/0", connect_timeout_s=1.0)
+        with pytest.raises(StoreUnavailableError):
+            await store.start()
+        assert time.monotonic() - started < 5
+        await store.close()
 
 
 def test_key_prefix_with_braces_is_refused() -> None:
