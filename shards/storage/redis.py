@@ -323,9 +323,13 @@ class RedisLogStore(LogStore):
     def _errors(self, what: str) -> Iterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError) as e:
-            raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
-        except OutOfMemoryError as e:
+        except (
+            RedisConnectionError,  # includes LOADING (BusyLoadingError) after a restart
+            RedisTimeoutError,
+            OSError,
+            ReadOnlyError,  # a replica (failover in progress)
+            OutOfMemoryError,  # maxmemory reached: nothing can be written now
+        ) as e:
             raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
         except ResponseError as e:
             if str(e).startswith(_UNAVAILABLE_PREFIXES):
