@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass
 
 from services.common import telemetry
+from services.gateway import codec
 from services.gateway.catalog import CatalogView
 from services.gateway.connection import Limits
 from services.gateway.framing import DEFAULT_MAX_REQUEST_BYTES
@@ -58,6 +59,7 @@ class GatewayApp:
         s = self.settings
         if s.configure_telemetry:
             telemetry.configure("groupcoord-gateway", s.otlp_endpoint)
+        codec.preload()  # import every message class now, not on a client's first request
         self.router = Router(
             s.shard_address,
             s.num_partitions,

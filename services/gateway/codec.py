@@ -104,6 +104,15 @@ def _entity_class(name: str, version: int, kind: Any) -> type:
     return cls
 
 
+def preload() -> None:
+    for spec in SERVED.values():
+        for version in range(spec.min_version, spec.max_version + 1):
+            for cls in (request_class(spec.key, version), response_class(spec.key, version)):
+                _reader(cls)
+                _plan(cls)
+    response_class(API_VERSIONS_KEY, 0)
+
+
 def is_flexible_request(api_key: int, version: int) -> bool:
     """Whether the request header is v2 (tagged fields). ApiVersions: from v3, any version
     above the maximum included (Kafka parses an unknown ApiVersions header that way)."""

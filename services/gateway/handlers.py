@@ -822,14 +822,22 @@ class KafkaApis:
             return self._consumer_group_error(group_id, int(Errors.UNKNOWN_SERVER_ERROR),
                                               "unexpected answer")
         g = r.groups[0]
-        ids = [tp.topic_id for m in g.members
-               for tp in (*m.assignment, *m.target_assignment)]
-        names = await self.catalog.topics_by_id(list(dict.fromkeys(ids))) if ids else {}
+        # The shard names the topics; a shard that only gives ids gets them named from the
+        # catalog (Kafka's API layer has both in its metadata image).
+        unnamed = [tp.topic_id for m in g.members
+                   for tp in (*m.assignment, *m.target_assignment)
+                   if not getattr(tp, "topic_name", "")]
+        names = await self.catalog.topics_by_id(list(dict.fromkeys(unnamed))) if unnamed else {}
 
-        def assignment(tps: Sequence[common_pb2.TopicPartitions]) -> Data:
+        def name_of(tp: Any) -> str:
+            name = getattr(tp, "topic_name", "")
+            if not name and tp.topic_id in names:
+                name = names[tp.topic_id].name
+            return str(name)
+
+        def assignment(tps: Sequence[Any]) -> Data:
             return {"topic_partitions": [
-                {"topic_id": tp.topic_id,
-                 "topic_name": names[tp.topic_id].name if tp.topic_id in names else "",
+                {"topic_id": tp.topic_id, "topic_name": name_of(tp),
                  "partitions": list(tp.partitions)}
                 for tp in tps
             ]}
