@@ -12,6 +12,7 @@ from typing import Any
 
 from shards.core import api
 from shards.core.classic import api as classic_api
+from shards.core.classic.migration import Migration
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.manager import ConsumerGroupManager
@@ -45,6 +46,8 @@ class GroupCoordinatorShard:
         }
         self.consumer = ConsumerGroupManager(config, timer, self.group_manager, lambda: self.topics)
         self._replayers.update(self.consumer.replayers())
+        # online migration between classic and consumer groups (hooks into both managers)
+        self.migration = Migration(config, self.group_manager.classic, self.consumer)
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(

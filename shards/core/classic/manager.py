@@ -52,7 +52,7 @@ from shards.core.classic.group import (
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.group import Group
+from shards.core.group import Group, GroupType
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
 from shards.core.result import CoordinatorResult, Deferred, Timer, TimerOp
 
@@ -71,7 +71,7 @@ def heartbeat_key(group_id: str, member_id: str) -> str:
     return f"classic-heartbeat:{group_id}:{member_id}"
 
 
-class _Op:
+class Op:
     """What one operation produces: records and completed deferred replies."""
 
     __slots__ = ("records", "completions")
@@ -118,6 +118,14 @@ class ClassicGroupManager:
         self.groups = groups
         #: the random part of generated member ids (injectable for deterministic tests)
         self.new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
+        #: online migration (shards.core.classic.migration): classic members of consumer groups
+        self.migration: Any = None
+
+    def _consumer_group(self, group: Group | None) -> Group | None:
+        """``group`` if it is a consumer group the classic APIs may reach (migration wired)."""
+        if group is not None and group.type is GroupType.CONSUMER and self.migration is not None:
+            return group
+        return None
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)
@@ -127,7 +135,7 @@ class ClassicGroupManager:
     def join_group(
         self, request: api.JoinGroupRequest, now_ms: int
     ) -> CoordinatorResult[api.JoinGroupResponse]:
-        op = _Op()
+        op = Op()
         member_id = request.member_id
         if not request.group_id:
             return op.result(
@@ -149,6 +157,15 @@ class ClassicGroupManager:
                 )
             )
         existing = self.groups.get(request.group_id)
+        if existing is not None and existing.type is GroupType.CONSUMER and existing.is_empty():
+            # An empty consumer group gives way to the classic group (its offsets stay).
+            op.records.extend(existing.tombstone_records())
+            del self.groups[request.group_id]
+            existing = None
+        consumer = self._consumer_group(existing)
+        if consumer is not None:
+            # a classic member joins a consumer group (online migration)
+            return self.migration.join(consumer, request, now_ms)  # type: ignore[no-any-return]
         if existing is not None and not isinstance(existing, ClassicGroup):
             return op.result(
                 api.JoinGroupResponse(
@@ -157,6 +174,7 @@ class ClassicGroupManager:
                     error_message=f"group {request.group_id!r} is not a classic group",
                 )
             )
+        written = len(op.records)
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = existing
         new_group = group is None
@@ -187,7 +205,7 @@ class ClassicGroupManager:
         else:
             response = self._join_existing_member(group, request, token, op, now_ms)
 
-        if new_group and not op.records:
+        if new_group and len(op.records) == written:
             # A new group is written at once (as Kafka does), so that it survives a reload.
             op.records.append(group.record(group.empty_metadata_value()))
         return op.result(response)
@@ -223,7 +241,7 @@ class ClassicGroupManager:
         group: ClassicGroup,
         request: api.JoinGroupRequest,
         token: Deferred,
-        op: _Op,
+        op: Op,
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
         if group.state is DEAD:
@@ -262,7 +280,7 @@ class ClassicGroupManager:
         group: ClassicGroup,
         request: api.JoinGroupRequest,
         token: Deferred,
-        op: _Op,
+        op: Op,
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
         member_id = request.member_id
@@ -339,7 +357,7 @@ class ClassicGroupManager:
         request: api.JoinGroupRequest,
         member_id: str,
         token: Deferred,
-        op: _Op,
+        op: Op,
         now_ms: int,
     ) -> Deferred:
         member = ClassicGroupMember(
@@ -370,7 +388,7 @@ class ClassicGroupManager:
         member: ClassicGroupMember,
         request: api.JoinGroupRequest,
         token: Deferred,
-        op: _Op,
+        op: Op,
         now_ms: int,
     ) -> Deferred:
         group.update_member(
@@ -391,7 +409,7 @@ class ClassicGroupManager:
         old_member_id: str,
         new_member_id: str,
         token: Deferred,
-        op: _Op,
+        op: Op,
         now_ms: int,
     ) -> Deferred:
         assert request.group_instance_id is not None
@@ -449,14 +467,14 @@ class ClassicGroupManager:
 
     # ---- the join phase ---------------------------------------------------------------------
     def _maybe_prepare_rebalance_or_complete_join(
-        self, group: ClassicGroup, op: _Op, now_ms: int
+        self, group: ClassicGroup, op: Op, now_ms: int
     ) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, op, now_ms)
         else:
             self._maybe_complete_join_phase(group, op, now_ms)
 
-    def _maybe_complete_join_phase(self, group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _maybe_complete_join_phase(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         if group.state is not PREPARING_REBALANCE:
             return
         if group.previous_state is EMPTY:
@@ -465,7 +483,7 @@ class ClassicGroupManager:
             return
         self._complete_join(group, op, now_ms)
 
-    def _prepare_rebalance(self, group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         if group.state is COMPLETING_REBALANCE:
             # members waiting for their assignment must rejoin
             self._reset_and_propagate_assignment(group, Errors.REBALANCE_IN_PROGRESS, op)
@@ -483,7 +501,7 @@ class ClassicGroupManager:
         if not initial:
             self._maybe_complete_join_else_schedule(group, op, now_ms)
 
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _maybe_complete_join_else_schedule(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         if group.has_all_members_joined():
             self._complete_join(group, op, now_ms)
         else:
@@ -495,8 +513,8 @@ class ClassicGroupManager:
 
     def _initial_rebalance_step(
         self, delay_ms: int, remaining_ms: int
-    ) -> Callable[[ClassicGroup, _Op, int], None]:
-        def step(group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    ) -> Callable[[ClassicGroup, Op, int], None]:
+        def step(group: ClassicGroup, op: Op, now_ms: int) -> None:
             if group.new_member_added and remaining_ms != 0:
                 # members keep arriving: wait another delay, within the rebalance timeout
                 group.new_member_added = False
@@ -514,7 +532,7 @@ class ClassicGroupManager:
 
         return step
 
-    def _complete_join(self, group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _complete_join(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         """End the join phase: drop dynamic members that did not rejoin, then start the next
         generation (Empty, written at once; or CompletingRebalance, answering the joins)."""
         self.timer.cancel(join_key(group.group_id))
@@ -556,8 +574,8 @@ class ClassicGroupManager:
             self._on_group(group.group_id, self._pending_sync_expired(group.generation_id)),
         )
 
-    def _pending_sync_expired(self, generation: int) -> Callable[[ClassicGroup, _Op, int], None]:
-        def expire(group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _pending_sync_expired(self, generation: int) -> Callable[[ClassicGroup, Op, int], None]:
+        def expire(group: ClassicGroup, op: Op, now_ms: int) -> None:
             if generation != group.generation_id:
                 return
             if group.state not in (COMPLETING_REBALANCE, STABLE):
@@ -590,8 +608,8 @@ class ClassicGroupManager:
             self._on_group(group_id, self._heartbeat_expired(member_id)),
         )
 
-    def _heartbeat_expired(self, member_id: str) -> Callable[[ClassicGroup, _Op, int], None]:
-        def expire(group: ClassicGroup, op: _Op, now_ms: int) -> None:
+    def _heartbeat_expired(self, member_id: str) -> Callable[[ClassicGroup, Op, int], None]:
+        def expire(group: ClassicGroup, op: Op, now_ms: int) -> None:
             if group.state is DEAD:
                 return
             if group.is_pending_member(member_id):
@@ -618,7 +636,7 @@ class ClassicGroupManager:
 
         return expire
 
-    def _remove_member(self, group: ClassicGroup, member_id: str, op: _Op) -> None:
+    def _remove_member(self, group: ClassicGroup, member_id: str, op: Op) -> None:
         member = group.members.get(member_id)
         if member is not None:
             # A SyncGroup still parked for a member that is going away gets an answer (Kafka
@@ -628,11 +646,11 @@ class ClassicGroupManager:
             )
         group.remove(member_id)
 
-    def _on_group(self, group_id: str, fn: Callable[[ClassicGroup, _Op, int], None]) -> TimerOp:
+    def _on_group(self, group_id: str, fn: Callable[[ClassicGroup, Op, int], None]) -> TimerOp:
         """A timer callback on the classic group of that id, if it still exists."""
 
         def fire(now_ms: int) -> CoordinatorResult[Any]:
-            op = _Op()
+            op = Op()
             group = self.classic_group(group_id)
             if group is not None:
                 fn(group, op, now_ms)
@@ -644,11 +662,16 @@ class ClassicGroupManager:
     def sync_group(
         self, request: api.SyncGroupRequest, now_ms: int
     ) -> CoordinatorResult[api.SyncGroupResponse]:
-        op = _Op()
+        op = Op()
         if not request.group_id:
             return op.result(api.SyncGroupResponse(error_code=Errors.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
-        if group is None or group.is_empty() or not isinstance(group, ClassicGroup):
+        if group is None or group.is_empty():
+            return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
+        consumer = self._consumer_group(group)
+        if consumer is not None:
+            return self.migration.sync(consumer, request, now_ms)  # type: ignore[no-any-return]
+        if not isinstance(group, ClassicGroup):
             return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
         error = self._validate_sync(group, request)
         if error is not None:
@@ -675,10 +698,8 @@ class ClassicGroupManager:
                 assignment: dict[str, bytes] = {}
                 for a in request.assignments:
                     assignment[a.member_id] = a.assignment
-                for m in group.members:
-                    assignment.setdefault(m, EMPTY_ASSIGNMENT)
                 for m in group.members.values():
-                    m.assignment = assignment[m.member_id]
+                    m.assignment = assignment.get(m.member_id, EMPTY_ASSIGNMENT)
                 self._propagate_assignment(group, Errors.NONE, op)
                 group.transition_to(STABLE, now_ms)
                 op.records.append(group.record(group.metadata_value()))
@@ -711,12 +732,12 @@ class ClassicGroupManager:
             return ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
         return None
 
-    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: Errors, op: _Op) -> None:
+    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: Errors, op: Op) -> None:
         for member in group.members.values():
             member.assignment = EMPTY_ASSIGNMENT
         self._propagate_assignment(group, error, op)
 
-    def _propagate_assignment(self, group: ClassicGroup, error: Errors, op: _Op) -> None:
+    def _propagate_assignment(self, group: ClassicGroup, error: Errors, op: Op) -> None:
         ok = error is Errors.NONE
         for member in group.members.values():
             response = api.SyncGroupResponse(
@@ -741,6 +762,9 @@ class ClassicGroupManager:
         if not request.group_id:
             return answer(Errors.INVALID_GROUP_ID)
         group = self.groups.get(request.group_id)
+        consumer = self._consumer_group(group)
+        if consumer is not None:
+            return self.migration.heartbeat(consumer, request, now_ms)  # type: ignore[no-any-return]
         if not isinstance(group, ClassicGroup):
             return answer(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} not found")
         if group.state is DEAD:
@@ -764,10 +788,13 @@ class ClassicGroupManager:
     def leave_group(
         self, request: api.LeaveGroupRequest, now_ms: int
     ) -> CoordinatorResult[api.LeaveGroupResponse]:
-        op = _Op()
+        op = Op()
         if not request.group_id:
             return op.result(api.LeaveGroupResponse(error_code=Errors.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
+        consumer = self._consumer_group(group)
+        if consumer is not None:
+            return self.migration.leave(consumer, request, now_ms)  # type: ignore[no-any-return]
         if not isinstance(group, ClassicGroup):
             return op.result(
                 api.LeaveGroupResponse(
@@ -795,7 +822,7 @@ class ClassicGroupManager:
         return op.result(api.LeaveGroupResponse(members=tuple(responses)))
 
     def _leave_one(
-        self, group: ClassicGroup, identity: api.LeaveGroupMemberIdentity, op: _Op
+        self, group: ClassicGroup, identity: api.LeaveGroupMemberIdentity, op: Op
     ) -> Errors:
         member_id = identity.member_id
         if member_id == UNKNOWN_MEMBER_ID:
@@ -817,7 +844,7 @@ class ClassicGroupManager:
         self._remove_current_member(group, member_id, op)
         return Errors.NONE
 
-    def _remove_current_member(self, group: ClassicGroup, member_id: str, op: _Op) -> None:
+    def _remove_current_member(self, group: ClassicGroup, member_id: str, op: Op) -> None:
         self.timer.cancel(heartbeat_key(group.group_id, member_id))
         group.complete_join(
             group.member(member_id),
@@ -879,7 +906,7 @@ class ClassicGroupManager:
                     group.group_id, member.member_id, member.session_timeout_ms
                 )
             if len(group.members) > self.config.classic_group_max_size:
-                op = _Op()
+                op = Op()
                 self._prepare_rebalance(group, op, now_ms)
                 assert not op.records and not op.completions  # nobody waits after a load
 

@@ -18,6 +18,7 @@ from shards.core.classic.group import ClassicGroup
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.shard import GroupCoordinatorShard
+from shards.core.topics import TopicsImage
 from tests.support.core_harness import ManualTimer, Pending, ShardHarness
 
 SESSION = 10_000
@@ -58,15 +59,23 @@ DEFAULT_PROTOCOLS: Protocols = (("range", subscription("t")),)
 
 
 class Classic:
-    def __init__(self, config: CoordinatorConfig | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        topics: TopicsImage | None = None,
+        **overrides: Any,
+    ) -> None:
         settings: dict[str, Any] = {"classic_group_initial_rebalance_delay_ms": DELAY}
         settings.update(overrides)
-        self.h = ShardHarness(config or CoordinatorConfig(**settings))
+        self.h = ShardHarness(config or CoordinatorConfig(**settings), topics or TopicsImage())
         self._ids = itertools.count(1)
         self._seed_ids()
 
     def _seed_ids(self) -> None:
         self.h.shard.group_manager.classic.new_uuid = lambda: f"u{next(self._ids)}"
+        consumer = getattr(self.h.shard, "consumer", None)
+        if consumer is not None:
+            consumer.new_member_id = lambda: f"cm{next(self._ids)}"
 
     # ---- requests -------------------------------------------------------------------------
     def join(
