@@ -2,22 +2,30 @@
 
 A partition *matches* a member when the member's rack hosts one of the partition's
 replicas. Precedence: balance > rack matching > stickiness (as in the rack-aware server-side
-uniform assignor Kafka shipped in 3.7 and removed in 3.8). Concretely, with the balance plan
-fixing how many partitions each subscription class receives (and hence each member's size
-up to which members take the "+1"), this module picks, among all assignments with those
-sizes, one that maximises the number of matched partitions, and among those one that moves
-as few partitions as possible (measured per group of members: see below).
+uniform assignor Kafka shipped in 3.7 and removed in 3.8).
 
-Partitions are grouped by (set of topics with the same subscribing classes, *type*), a
-type being the set of member racks that host a replica; members by (class, rack). The
-choice is then a min-cost flow on that small graph: bucket -> member group arcs cost
-``W`` (more than all moves together) when the group's rack is not in the bucket's type,
-plus 1 per partition that is not retained. Group capacities encode balance: each of the
-``n`` members of a class gets ``q`` or ``q + 1`` partitions, exactly ``r`` of them ``q + 1``
-(the class total is ``n*q + r``). Retention capacities are aggregated per group (a member
-counts at most ``q + 1`` retained partitions), so stickiness is exact per group but only
-approximately per member; the realisation step then keeps each member's own partitions
-first.
+Given the balance plan's total per subscription class, this module picks how many
+partitions of each *bucket* go to each *member group*, maximising matched partitions and,
+among those, partitions kept by their current group. A bucket is (set of topics with the
+same subscribing classes, partition type), the type being the set of member racks hosting
+a replica; a member group is (class, rack). The choice is a min-cost flow on that small
+graph, solved exactly (``_flow``):
+
+* bucket -> group arcs cost ``W`` (more than all moves together) when the group's rack is
+  not in the bucket's type, plus 1 unless the partition stays in its current group;
+  partitions leaving their group pass through one hub per (topic set, rack), which keeps the
+  graph small;
+* group capacities encode balance: the ``n`` members of a class with total ``n*q + r`` get
+  ``q`` each plus ``r`` slots of ``+1``. Classes with the same base quota ``q`` share their
+  ``+1`` slots (one member going from ``q`` to ``q + 1`` while another goes from ``q + 1`` to
+  ``q`` leaves the multiset of sizes, hence balance, unchanged).
+
+So with identical subscriptions the result is exactly the most rack-matched balanced
+assignment. With heterogeneous subscriptions, trading slots between classes of different
+base quotas is not explored, so a better-matched balanced assignment can occasionally be
+missed. Retention is counted per group (a member counts at most ``q + 1`` retained
+partitions), so stickiness is exact per group and approximate per member; the realisation
+step keeps each member's own partitions first.
 
 Rack mode is used only when it can make a difference: some member has a rack, some
 partition has a replica in a member rack, and not every partition matches every member.
@@ -25,6 +33,7 @@ partition has a replica in a member rack, and not every partition matches every 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from assignors._flow import MinCostFlow
@@ -140,12 +149,7 @@ def plan_racks(
         topic_groups.setdefault(tuple(subscribers[t]), []).append(t)
 
     # Buckets of the flow: (topic group, type) -> per-topic supply.
-    type_count: list[dict[int, int]] = []
-    for row in info.types:
-        c: dict[int, int] = {}
-        for tid in row:
-            c[tid] = c.get(tid, 0) + 1
-        type_count.append(c)
+    type_count: list[dict[int, int]] = [dict(Counter(row)) for row in info.types]
     flow_buckets: list[tuple[tuple[int, ...], list[int], int, int]] = []
     for ks, ts in topic_groups.items():
         for tid in sorted({tid for t in ts for tid in type_count[t]}):

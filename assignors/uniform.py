@@ -342,20 +342,15 @@ class _Run:
             pools[b] = tuple(p for p in self._universe(b) if p not in taken)
         cursor = dict.fromkeys(pools, 0)
 
+        # Output: an untouched member keeps its (filtered) mapping object; one that had
+        # nothing gets exactly what it is dealt (already in topic order); the others merge.
+        out = dict(zip(ids, self.kept, strict=True))
         received: dict[int, dict[str, tuple[int, ...]]] = {}
         for h, members in enumerate(groups):
-            self._fill_group(members, targets[h], group_kept[h], pools, cursor, received)
-
-        # Output: an untouched member keeps its (filtered) mapping object; one that only
-        # received partitions gets exactly what it was dealt (already in topic order).
-        out = dict(zip(ids, self.kept, strict=True))
-        touched = self.touched
+            self._fill_group(members, targets[h], group_kept[h], pools, cursor, received, out)
         for i, got in received.items():
-            if i in touched or count[i]:
-                out[ids[i]] = self._compose(i, got)
-            else:
-                out[ids[i]] = got
-        for i in touched:
+            out[ids[i]] = self._compose(i, got)
+        for i in self.touched:
             if i not in received:
                 out[ids[i]] = self._compose(i, None)
         return out
@@ -368,7 +363,11 @@ class _Run:
         pools: dict[Bucket, tuple[int, ...]],
         cursor: dict[Bucket, int],
         received: dict[int, dict[str, tuple[int, ...]]],
+        out: dict[str, Mapping[str, tuple[int, ...]]],
     ) -> None:
+        """Quotas, revocations and dealing inside one member group. Members that had
+        nothing get their final mapping in ``out``; the others' new partitions go to
+        ``received`` to be merged with what they keep."""
         if not members:
             return
         ids = self.member_ids
@@ -422,12 +421,18 @@ class _Run:
             runs.append((names[t], tuple(run)))
 
         # Deal the runs out in order; most members take one slice of one run.
+        touched = self.touched
         r = off = 0
         name, run = runs[0]
         for i in needy:
-            need = (quota + 1 if i in plus else quota) - count[i]
+            have = count[i]
+            need = (quota + 1 if i in plus else quota) - have
+            dest = received if have or i in touched else None
             if off + need < len(run):
-                received[i] = {name: run[off : off + need]}
+                if dest is None:
+                    out[ids[i]] = {name: run[off : off + need]}
+                else:
+                    dest[i] = {name: run[off : off + need]}
                 off += need
                 continue
             got: dict[str, tuple[int, ...]] = {}
@@ -440,7 +445,10 @@ class _Run:
                 got[name] = run[off : off + take]
                 off += take
                 need -= take
-            received[i] = got
+            if dest is None:
+                out[ids[i]] = got
+            else:
+                dest[i] = got
 
     def _compose(
         self, i: int, got: dict[str, tuple[int, ...]] | None
