@@ -1131,7 +1131,11 @@ class ConsumerGroupManager:
     ) -> None:
         if value is not None:
             found = self._persisted(key.group_id)
-            found.target_assignment[key.member_id] = from_topic_partitions(value.topic_partitions)
+            target = from_topic_partitions(value.topic_partitions)
+            member = found.members.get(key.member_id)
+            if member is not None and same_assignment(target, member.assigned_partitions):
+                target = member.assigned_partitions  # shared (see with_current_assignment)
+            found.target_assignment[key.member_id] = target
             return
         group = self._existing(key.group_id)
         if group is not None:
@@ -1160,7 +1164,8 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_current_assignment(value))
+            target = found.target_assignment.get(key.member_id)
+            found.put_member(known.with_current_assignment(value, target))
             return
         group = self._existing(key.group_id)
         if group is None:

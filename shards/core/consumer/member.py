@@ -13,6 +13,7 @@ member are never mutated after construction (they are shared with records and re
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -121,14 +122,19 @@ class ConsumerGroupMember:
         )
 
     def with_current_assignment(
-        self, value: ConsumerGroupCurrentMemberAssignmentValue
+        self, value: ConsumerGroupCurrentMemberAssignmentValue, target: Assignment | None = None
     ) -> ConsumerGroupMember:
+        """``target``: the member's target; shared when equal (a Stable member's assignment
+        is its target: one mapping instead of two)."""
+        assigned = from_topic_partitions(value.assigned_partitions)
+        if target is not None and assigned is not target and same_assignment(assigned, target):
+            assigned = target
         return replace(
             self,
             member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch,
             state=MemberState.of(value.state),
-            assigned_partitions=from_topic_partitions(value.assigned_partitions),
+            assigned_partitions=assigned,
             partitions_pending_revocation=from_topic_partitions(
                 value.partitions_pending_revocation
             ),
@@ -158,7 +164,8 @@ class ConsumerGroupMember:
 
 
 def normalize_names(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(set(names)))
+    # Topic names and ids repeat across thousands of members: one string object each.
+    return tuple(sorted({sys.intern(n) for n in names}))
 
 
 def make_assignment(pairs: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
@@ -178,7 +185,7 @@ def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
 def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
     out: dict[str, set[int]] = {}
     for tp in tps:
-        out.setdefault(tp.topic_id, set()).update(tp.partitions)
+        out.setdefault(sys.intern(tp.topic_id), set()).update(tp.partitions)
     return make_assignment(out) if out else EMPTY_ASSIGNMENT
 
 

@@ -1,0 +1,218 @@
+"""Memory of consumer groups in a shard holding 100,000 members.
+
+For several layouts of the same 100,000 members -- 1 group of 100,000, 100 groups of 1,000,
+10,000 groups of 10, 100,000 groups of 1 -- a shard's state is rebuilt the way a loading
+partition rebuilds it: by replaying the records of Stable groups (member subscription,
+target assignment, current assignment, group and assignment epochs, topic metadata), each
+member owning 2 partitions of its group's topic, with distinct strings and tuples per member
+as decoding would give. Then ``on_loaded`` schedules every member's session timer on a real
+asyncio loop through the runtime's ``PartitionTimer`` (timers cost memory too).
+
+Measured with tracemalloc (Python allocations that stay live, records freed) and RSS. A
+least-squares fit of ``bytes = groups * per_group + members * per_member`` over the layouts
+gives the cost of a member and of a group.
+
+    .venv/bin/python -m bench.consumer_group.memory [--members 100000]
+
+Results: bench/results/consumer_group_memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from shards.core.config import CoordinatorConfig  # noqa: E402
+from shards.core.records import (  # noqa: E402
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    Record,
+    TopicMetadata,
+    TopicPartitions,
+)
+from shards.core.shard import GroupCoordinatorShard  # noqa: E402
+from shards.core.topics import TopicImage, TopicsImage, uuid_to_text  # noqa: E402
+from shards.runtime.clock import SystemClock  # noqa: E402
+from shards.runtime.partition import PartitionTimer  # noqa: E402
+
+PARTITIONS_PER_MEMBER = 2
+LAYOUTS = (1, 100, 10_000, 100_000)  # number of groups
+
+
+def topic_id(g: int) -> str:
+    return uuid_to_text(g.to_bytes(16, "big"))
+
+
+def group_records(g: int, members: int, epoch: int = 5) -> list[Record]:
+    gid = f"group-{g:06d}"
+    tid = topic_id(g)
+    records = [
+        Record(ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch)),
+        Record(
+            ConsumerGroupPartitionMetadataKey(gid),
+            ConsumerGroupPartitionMetadataValue(
+                (TopicMetadata(tid, f"topic-{g}", members * PARTITIONS_PER_MEMBER),)
+            ),
+        ),
+    ]
+    for m in range(members):
+        mid = uuid_to_text((g * 1_000_003 + m).to_bytes(16, "big"))
+        parts = tuple(range(m * PARTITIONS_PER_MEMBER, (m + 1) * PARTITIONS_PER_MEMBER))
+        records.append(
+            Record(
+                ConsumerGroupMemberMetadataKey(gid, mid),
+                ConsumerGroupMemberMetadataValue(
+                    instance_id=None,
+                    rack_id=None,
+                    client_id=f"consumer-{gid}-{m}",
+                    client_host=f"10.{m % 250}.{m // 250 % 250}.{m % 7}",
+                    subscribed_topic_names=(f"topic-{g}",),
+                    subscribed_topic_regex=None,
+                    rebalance_timeout_ms=300_000,
+                    server_assignor=None,
+                ),
+            )
+        )
+        records.append(
+            Record(
+                ConsumerGroupTargetAssignmentMemberKey(gid, mid),
+                ConsumerGroupTargetAssignmentMemberValue((TopicPartitions(tid, parts),)),
+            )
+        )
+        records.append(
+            Record(
+                ConsumerGroupCurrentMemberAssignmentKey(gid, mid),
+                ConsumerGroupCurrentMemberAssignmentValue(
+                    epoch, epoch - 1, 0, (TopicPartitions(tid, tuple(parts)),), ()
+                ),
+            )
+        )
+    records.append(
+        Record(
+            ConsumerGroupTargetAssignmentMetadataKey(gid),
+            ConsumerGroupTargetAssignmentMetadataValue(epoch),
+        )
+    )
+    return records
+
+
+class _Partition:
+    """What PartitionTimer needs from its partition."""
+
+    def __init__(self) -> None:
+        self.clock = SystemClock()
+
+    def fire_timer(self, key: str, op: Any) -> None:  # never fires here
+        pass
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def measure(groups: int, members: int) -> dict[str, Any]:
+    per_group = members // groups
+    image = TopicsImage.of(
+        1, [TopicImage(topic_id(g), f"topic-{g}", per_group * 2) for g in range(groups)]
+    )
+    gc.collect()
+    rss0 = rss_bytes()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    timer = PartitionTimer(_Partition())  # type: ignore[arg-type]
+    shard = GroupCoordinatorShard(CoordinatorConfig(), timer, image)
+    for g in range(groups):
+        for record in group_records(g, per_group):
+            shard.replay(record)
+    gc.collect()
+    state, _ = tracemalloc.get_traced_memory()
+    shard.on_loaded(0)
+    gc.collect()
+    with_timers, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss1 = rss_bytes()
+    assert sum(len(g.members) for g in shard.consumer.consumer_groups()) == members
+    timer.cancel_all()
+    del shard
+    gc.collect()
+    return {
+        "groups": groups,
+        "members_per_group": per_group,
+        "state_bytes": state - base,
+        "state_and_timer_bytes": with_timers - base,
+        "rss_growth_bytes": rss1 - rss0,
+    }
+
+
+def fit(rows: list[dict[str, Any]], members: int, key: str) -> dict[str, float]:
+    # bytes = G * a + M * b with M fixed: a from the slope over G, b from the intercept.
+    xs = [r["groups"] for r in rows]
+    ys = [r[key] for r in rows]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+    intercept = my - slope * mx
+    return {"per_group_bytes": slope, "per_member_bytes": intercept / members}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--members", type=int, default=100_000)
+    ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_memory.json"))
+    a = ap.parse_args()
+    rows = []
+    for groups in LAYOUTS:
+        if groups > a.members:
+            continue
+        row = asyncio.run(measure(groups, a.members))
+        rows.append(row)
+        print(
+            f"{groups:>7} groups x {row['members_per_group']:>6} members: "
+            f"state {row['state_bytes'] / 2**20:7.1f} MiB, "
+            f"+timers {row['state_and_timer_bytes'] / 2**20:7.1f} MiB, "
+            f"RSS +{row['rss_growth_bytes'] / 2**20:7.1f} MiB, "
+            f"{row['state_and_timer_bytes'] / a.members:6.0f} B/member",
+            flush=True,
+        )
+    results = {
+        "benchmark": "consumer_group_memory",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "params": {"members": a.members, "partitions_per_member": PARTITIONS_PER_MEMBER},
+        "layouts": rows,
+        "fit_state": fit(rows, a.members, "state_bytes"),
+        "fit_state_and_timers": fit(rows, a.members, "state_and_timer_bytes"),
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: v for k, v in results.items() if k.startswith("fit")}, indent=2))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
