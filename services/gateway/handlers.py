@@ -281,7 +281,11 @@ class KafkaApis:
     async def find_coordinator(self, rq: RequestInfo, request: Any) -> Data:
         key_type = _opt(request, "key_type", 0)
         keys = list(request.coordinator_keys) if rq.version >= 4 else [request.key]
-        response = await self.router.find_coordinators(keys, key_type, self.context(rq))
+        # Kafka does not validate the key: an empty group id is placed like any other. The
+        # shard refuses it, so ask about another key on the same offsets partition.
+        asked = [k if k or key_type != 0 else self.router.probe_keys()[self.router.partition_of(k)]
+                 for k in keys]
+        response = await self.router.find_coordinators(asked, key_type, self.context(rq))
         answers = list(response.coordinators)
         if len(answers) != len(keys):
             raise UpstreamError(Errors.UNKNOWN_SERVER_ERROR, "FindCoordinator answered "
@@ -909,12 +913,16 @@ class KafkaApis:
             if not request.validate_only:
                 await self.catalog.refresh()
         out: list[Data] = []
+        names: set[str] = set()
         it = iter(answers)
         for i, t in enumerate(request.topics):
+            a = None if i in early else next(it, None)
+            if t.name in names:
+                continue  # Kafka's response has one result per name (a duplicate: one error)
+            names.add(t.name)
             if i in early:
                 out.append(early[i])
                 continue
-            a = next(it, None)
             if a is None:
                 out.append(self._topic_error(t.name, int(Errors.UNKNOWN_SERVER_ERROR), None))
                 continue

@@ -203,10 +203,16 @@ class KafkaBroker:
             raise
 
     def _wait_ready(self, timeout: float) -> None:
-        """Until a FindCoordinator succeeds: the broker registered, the offsets topic exists."""
+        """Until the broker is registered, the offsets topic exists and all its partitions are
+        loaded (an OffsetFetch on each answers without COORDINATOR_LOAD_IN_PROGRESS)."""
         import asyncio
 
+        from services.gateway.router import Router
         from tests.support.kafka_wire import KafkaWire, request
+
+        # one group id on each offsets partition: every partition must be loaded
+        partitions = int(TEST_SETTINGS["offsets.topic.num.partitions"][1])
+        keys = Router("unused", partitions).probe_keys()
 
         async def probe() -> bool:
             try:
@@ -216,7 +222,11 @@ class KafkaBroker:
             try:
                 r = await wire.send(request("find_coordinator", 4, key_type=0,
                                             coordinator_keys=["probe"]), timeout=5)
-                return bool(r.coordinators[0].error_code == 0)
+                if r.coordinators[0].error_code != 0:
+                    return False
+                f = await wire.send(request("offset_fetch", 8, groups=[
+                    {"group_id": k, "topics": None} for k in keys]), timeout=5)
+                return all(g.error_code == 0 for g in f.groups)
             except (OSError, asyncio.IncompleteReadError, TimeoutError):
                 return False
             finally:
