@@ -61,7 +61,7 @@ from shards.core.consumer.member import (
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import ClassicMemberMetadata, ClassicProtocol, Record
+from shards.core.records import ClassicMemberMetadata, ClassicProtocol, GroupMetadataKey, Record
 from shards.core.result import AsyncTask, CoordinatorResult
 from shards.core.topics import TopicsImage
 
@@ -141,6 +141,7 @@ class _ClassicJoin:
         self.migration = migration
         self.request = request
         self.subscription = subscription
+        self.joined: ConsumerGroupMember | None = None  # the member as the join left it
 
     def member_for(
         self, group: ConsumerGroup, member_id: str
@@ -176,6 +177,7 @@ class _ClassicJoin:
         return replace(member, **changes)
 
     def on_joined(self, group_id: str, member: ConsumerGroupMember) -> None:
+        self.joined = member
         consumer = self.migration.consumer
         member_id = member.member_id
         consumer.timer.cancel(_timer_key("join", group_id, member_id))
@@ -317,17 +319,9 @@ class Migration:
     ) -> CoordinatorResult[Any] | None:
         """``leaving`` is being fenced: if it is the last consumer-protocol member, the group
         becomes a classic group again (the result), else None."""
-        if leaving.uses_classic_protocol:
-            return None
-        if not all(
-            m.uses_classic_protocol for mid, m in group.members.items() if mid != leaving.member_id
-        ):
-            return None
         if len(group.members) <= 1:
             return None  # nothing left to convert
-        if not self.policy.downgrade_enabled:
-            return None
-        if len(group.members) - 1 > self.config.classic_group_max_size:
+        if not self._downgrade_allowed(group, leaving, len(group.members) - 1):
             return None
         try:
             classic = self._classic_group_from(group, leaving.member_id, now_ms)
@@ -351,19 +345,43 @@ class Migration:
         self.classic._prepare_rebalance(classic, op, now_ms)
         return CoordinatorResult(records + op.records, response, op.completions)
 
+    def _downgrade_allowed(
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember, size_after: int
+    ) -> bool:
+        """``leaving`` is the only member using the consumer protocol, the policy allows a
+        downgrade, and what remains fits a classic group."""
+        if leaving.uses_classic_protocol:
+            return False
+        if not all(
+            m.uses_classic_protocol for mid, m in group.members.items() if mid != leaving.member_id
+        ):
+            return False
+        if not self.policy.downgrade_enabled:
+            return False
+        return size_after <= self.config.classic_group_max_size
+
     def _classic_group_from(
-        self, group: ConsumerGroup, leaving_id: str, now_ms: int
+        self,
+        group: ConsumerGroup,
+        leaving_id: str,
+        now_ms: int,
+        joining: ConsumerGroupMember | None = None,
     ) -> ClassicGroup:
+        """The classic group ``group`` becomes without ``leaving_id`` (and with ``joining``,
+        which takes the leaving member's target assignment)."""
         image = self.topics
         classic = ClassicGroup(group.group_id, now_ms, STABLE)
         classic.generation_id = group.group_epoch
         classic.protocol_type_value = CONSUMER_PROTOCOL_TYPE
-        for member_id, m in group.members.items():
-            if member_id == leaving_id:
-                continue
+        targets = {mid: group.target_of(mid) for mid in group.members}
+        members = [m for mid, m in group.members.items() if mid != leaving_id]
+        if joining is not None:
+            members.append(joining)
+            targets[joining.member_id] = targets.get(leaving_id, EMPTY_ASSIGNMENT)
+        for m in members:
             classic.add(
                 ClassicGroupMember(
-                    member_id,
+                    m.member_id,
                     m.instance_id,
                     m.client_id,
                     m.client_host,
@@ -380,7 +398,7 @@ class Migration:
         classic.subscribed_topics = classic.compute_subscribed_topics()
         for member in classic.members.values():
             version = cp.read_version(member.metadata(classic.protocol_name))
-            target = _names(group.target_of(member.member_id), image)
+            target = _names(targets[member.member_id], image)
             member.assignment = cp.encode_assignment(cp.Assignment(target), version)
         return classic
 
@@ -494,10 +512,52 @@ class Migration:
             topic_partitions=owned,
             context=request.context,
         )
-        result = self.consumer._heartbeat(
-            heartbeat, now_ms, classic=_ClassicJoin(self, request, subscription)
-        )
+        instance_id = request.group_instance_id
+        replaced = group.static_member(instance_id) if instance_id is not None else None
+        join = _ClassicJoin(self, request, subscription)
+        result = self.consumer._heartbeat(heartbeat, now_ms, classic=join)
+        if (
+            replaced is not None
+            and join.joined is not None
+            and self._downgrade_allowed(group, replaced, len(group.members))
+        ):
+            return self._downgrade_replacing(group, replaced, join.joined, result, now_ms)
         return result  # type: ignore[return-value]
+
+    def _downgrade_replacing(
+        self,
+        group: ConsumerGroup,
+        replaced: ConsumerGroupMember,
+        joined: ConsumerGroupMember,
+        result: CoordinatorResult[Any],
+        now_ms: int,
+    ) -> CoordinatorResult[api.JoinGroupResponse]:
+        """The joining classic static member replaced the last consumer-protocol member: the
+        group becomes a classic group at once, Stable, the newcomer in the replaced member's
+        place with its target assignment (no rebalance)."""
+        try:
+            classic = self._classic_group_from(group, replaced.member_id, now_ms, joined)
+        except (cp.ConsumerProtocolError, ValueError):
+            return result  # stays a consumer group
+        gid = group.group_id
+        # The join's records replace the member; the tombstones then name the new id.
+        tombstones = [
+            Record(replace(r.key, member_id=joined.member_id), None)
+            if getattr(r.key, "member_id", None) == replaced.member_id
+            else r
+            for r in group.tombstone_records()
+        ]
+        # (a plain record: its replay builds the classic group once the consumer one is gone)
+        records = [
+            *result.records,
+            *tombstones,
+            Record(GroupMetadataKey(gid), classic.metadata_value()),
+        ]
+        for member_id in [*group.members, joined.member_id]:
+            self.consumer._cancel_timers(gid, member_id)
+        for member in classic.members.values():
+            self.classic._schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
+        return CoordinatorResult(records, result.response)
 
     def sync(
         self, group: ConsumerGroup, request: api.SyncGroupRequest, now_ms: int

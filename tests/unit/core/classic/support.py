@@ -211,6 +211,7 @@ class Classic:
             if not p.done:
                 p.done, p.value = True, NOT_COORDINATOR
         self.h.timer = timer
+        self.h.tasks.clear()  # work in flight belonged to the previous owner
         self.h.shard = shard
         self._seed_ids()
         shard.on_loaded(timer.now_ms)

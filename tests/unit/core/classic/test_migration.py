@@ -144,6 +144,7 @@ class ConsumerClient:
     m: Mixed
     member_id: str
     topics: tuple[str, ...] = ("foo",)
+    instance: str | None = None
     epoch: int = 0
     owned: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # by id
 
@@ -151,6 +152,7 @@ class ConsumerClient:
         fields: dict[str, Any] = {
             "member_id": self.member_id,
             "member_epoch": self.epoch,
+            "instance_id": self.instance,
             "topic_partitions": tuple(capi.TopicPartitions(t, ps) for t, ps in self.owned.items()),
         }
         if self.epoch == 0:
@@ -587,4 +589,49 @@ def test_static_classic_member_restarting_inside_a_consumer_group() -> None:
         Errors.FENCED_INSTANCE_ID
     )
     converge(m, [restarted, classics[1]], [consumer])
+    m.check()
+
+
+def test_a_classic_member_replacing_the_last_consumer_protocol_member_downgrades() -> None:
+    m = Mixed()
+    classics = [ClassicClient(m, instance="i-a"), ClassicClient(m)]
+    classic_round(m, classics)
+    pod = ConsumerClient(m, "pod-x-1", instance="pod-x")
+    pod.heartbeat()
+    converge(m, classics, [pod])
+    group = m.consumer_group()
+    epoch = group.group_epoch
+    pod_target = names_of(dict(group.target_of("pod-x-1")))
+    assert pod_target
+    # the pod restarts with the classic protocol, same instance id
+    restarted = ClassicClient(m, instance="pod-x")
+    r = restarted.join()
+    assert r.error_code == 0
+    g = m.group()
+    assert isinstance(g, ClassicGroup) and g.state is ClassicGroupState.STABLE  # no rebalance
+    assert g.generation_id == epoch
+    assert g.static_member_id("pod-x") == restarted.member_id and "pod-x-1" not in g.members
+    decoded = cp.decode_assignment(g.member(restarted.member_id).assignment)[1]
+    assert {tp.topic: tp.partitions for tp in decoded.assigned_partitions} == pod_target
+    m.check()
+    # the other members carry on at that generation
+    for cl in classics:
+        assert m.heartbeat(cl.member_id, epoch, instance=cl.instance).error_code == 0
+
+
+def test_no_downgrade_on_replacement_while_another_consumer_member_stays() -> None:
+    m = Mixed()
+    classics = [ClassicClient(m)]
+    classic_round(m, classics)
+    pod = ConsumerClient(m, "pod-x-1", instance="pod-x")
+    pod.heartbeat()
+    other = ConsumerClient(m, "other")
+    other.heartbeat()
+    converge(m, classics, [pod, other])
+    assert ClassicClient(m, instance="pod-x").join().error_code == 0
+    g = m.consumer_group()
+    assert (
+        g.static_members["pod-x"] != "pod-x-1"
+        and g.members[g.static_members["pod-x"]].uses_classic_protocol
+    )
     m.check()
