@@ -82,13 +82,17 @@ def plan_classes(
     active = [bool(subs[k]) for k in range(n_classes)]
     while True:
         top = -1
+        bottom = None
         for k in range(n_classes):
             if active[k]:
                 hi = -(-load[k] // sizes[k])
                 if hi > top:
                     top = hi
-        if top < 0:
-            break
+                lo = load[k] // sizes[k]
+                if bottom is None or lo < bottom:
+                    bottom = lo
+        if bottom is None or top - bottom <= 1:
+            break  # no class is two levels below another: nothing can improve
         sources = [k for k in range(n_classes) if active[k] and -(-load[k] // sizes[k]) == top]
 
         # Layer the graph breadth-first from all top classes at once.
