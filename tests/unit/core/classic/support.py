@@ -215,6 +215,7 @@ class Classic:
         self.h.shard = shard
         self._seed_ids()
         shard.on_loaded(timer.now_ms)
+        self.h.sleep(0)  # what on_loaded scheduled to run at once (as the runtime would)
 
     def assert_persisted_matches_live(self) -> None:
         """At rest (Empty/Stable) a classic group is exactly what its last record says."""
