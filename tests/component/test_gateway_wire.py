@@ -400,3 +400,31 @@ async def test_many_connections_are_served_concurrently(stack: Stack) -> None:
         assert all(a.error_code == ErrorCode.none for a in answers)
     finally:
         await asyncio.gather(*(w.close() for w in wires))
+
+
+# ---- telemetry ---------------------------------------------------------------------------
+
+
+async def test_kafka_request_and_shard_rpc_are_one_trace(wire: KafkaWire) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from services.common import telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = telemetry.configure("test", exporter=exporter)
+    assert provider is not None
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    await create_topic(wire, "traced", 1)
+    await wire.send(commit(9, "traced-group", {("traced", 0): 1}))
+    provider.force_flush()
+    # (configure adds a batch processor for the exporter too: count each span once)
+    spans = list({s.context.span_id: s for s in exporter.get_finished_spans()}.values())
+    (kafka,) = [s for s in spans if s.name == "kafka.OffsetCommit"]
+    assert kafka.kind == trace.SpanKind.SERVER
+    assert kafka.attributes["kafka.api_version"] == 9
+    rpc = [s for s in spans if s.name == "/groupcoord.v1.GroupCoordinator/OffsetCommit"]
+    kinds = {s.kind for s in rpc}
+    assert kinds == {trace.SpanKind.CLIENT, trace.SpanKind.SERVER}, [s.name for s in spans]
+    assert {s.context.trace_id for s in rpc} == {kafka.context.trace_id}
