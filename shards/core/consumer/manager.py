@@ -323,15 +323,24 @@ class ConsumerGroupManager:
                     bump = True
 
         group_epoch, assignment_epoch = group.group_epoch, group.assignment_epoch
-        if is_new:
-            group_epoch = assignment_epoch = INITIAL_GROUP_EPOCH
         if bump:
             group_epoch += 1
+        # No subscribed topic exists: every target is empty, no assignor needed.
+        nothing_to_assign = not metadata
+        if is_new and not nothing_to_assign:
+            # A new group gets an (empty) target at epoch 1 at once, so that its first member
+            # has an epoch; the real target is computed for epoch 2.
+            assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
+        if bump:
             records.append(self._group_epoch_record(group_id, group_epoch, group.metadata_hash))
-        if is_new:
+        if is_new and not nothing_to_assign:
             records.append(self._assignment_epoch_record(group_id, assignment_epoch))
 
+        cleared = False
+
         def target_of(mid: str) -> Assignment:
+            if cleared:
+                return EMPTY_ASSIGNMENT
             if replaced is not None and mid == updated.member_id:
                 return group.target_of(replaced.member_id)
             return group.target_of(mid)
@@ -348,10 +357,14 @@ class ConsumerGroupManager:
                 if mid != member_id and (replaced is None or mid != replaced.member_id)
             ]
             members.append(updated)
-            request_ = self._assignment_request(
-                group, group_epoch, assignor, members, target_of, regexes, metadata
-            )
-            tasks.append(self._assignment_task(group, request_))
+            if nothing_to_assign:
+                self._empty_targets(group_id, group_epoch, members, target_of, records)
+                assignment_epoch, cleared = group_epoch, True
+            else:
+                request_ = self._assignment_request(
+                    group, group_epoch, assignor, members, target_of, regexes, metadata
+                )
+                tasks.append(self._assignment_task(group, request_))
 
         # 3. reconciliation
         target = target_of(member_id)
@@ -404,7 +417,7 @@ class ConsumerGroupManager:
         group = self.group_manager.groups.get(group_id)
         if group is None:
             if not create:
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             return self._create(group_id), True
         if isinstance(group, ConsumerGroup):
             return group, False
@@ -675,6 +688,8 @@ class ConsumerGroupManager:
         if not remaining:
             # Nothing to assign: the (empty) target is up to date.
             records.append(self._assignment_epoch_record(gid, epoch))
+        elif not metadata:
+            self._empty_targets(gid, epoch, remaining, group.target_of, records)
         else:
             assignors = dict(group.assignor_counts)
             if member.server_assignor is not None:
@@ -774,6 +789,20 @@ class ConsumerGroupManager:
             for t in metadata.values()
         )
         return TargetAssignmentRequest(group.group_id, group_epoch, assignor, tuple(specs), topics)
+
+    def _empty_targets(
+        self,
+        group_id: str,
+        epoch: int,
+        members: Iterable[ConsumerGroupMember],
+        target_of: Callable[[str], Assignment],
+        records: list[Record],
+    ) -> None:
+        """The target assignment when no subscribed topic exists, written at once."""
+        for m in members:
+            if target_of(m.member_id):
+                records.append(self._target_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
+        records.append(self._assignment_epoch_record(group_id, epoch))
 
     def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
         return AsyncTask(
@@ -912,6 +941,9 @@ class ConsumerGroupManager:
             return
         epoch = group.group_epoch + 1
         records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
+        if not metadata:
+            self._empty_targets(gid, epoch, group.members.values(), group.target_of, records)
+            return
         request = self._assignment_request(
             group,
             epoch,
@@ -978,7 +1010,7 @@ class ConsumerGroupManager:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=m.subscribed_topic_names,
-                subscribed_topic_regex=m.subscribed_topic_regex or None,
+                subscribed_topic_regex=m.subscribed_topic_regex,  # "" = none (as Kafka)
                 assignment=named(m.assigned_partitions),
                 target_assignment=named(group.target_of(m.member_id)),
                 member_type="classic" if m.uses_classic_protocol else "consumer",

@@ -215,3 +215,16 @@ def test_group_epoch_record_precedes_the_assignment_records() -> None:
     assert kinds.index(ConsumerGroupMetadataKey) < kinds.index(
         ConsumerGroupTargetAssignmentMetadataKey
     )
+
+
+def test_subscription_to_a_topic_created_later() -> None:
+    c = Consumers(topics=image(foo=2))
+    m = FakeConsumer(c, "a", topics=("foo", "bar"))
+    m.heartbeat(), c.assign(), m.heartbeat()
+    assert m.owned == {FOO: (0, 1)}
+    epoch = c.group().group_epoch
+    c.update_topics(image(version=2, foo=2, bar=3))
+    assert c.group().group_epoch == epoch + 1
+    c.assign(), m.heartbeat()
+    assert m.owned == {FOO: (0, 1), BAR: (0, 1, 2)}
+    c.check()

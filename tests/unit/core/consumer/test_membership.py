@@ -46,8 +46,10 @@ def test_heartbeat_of_unknown_member_is_unknown_member_id() -> None:
 
 def test_heartbeat_to_unknown_group_is_group_id_not_found() -> None:
     c = Consumers()
-    assert c.error("nope", member_id="m1", member_epoch=3).code is Errors.GROUP_ID_NOT_FOUND
-    assert c.error("nope", member_id="m1", member_epoch=-1).code is Errors.GROUP_ID_NOT_FOUND
+    ex = c.error("nope", member_id="m1", member_epoch=3)
+    assert (ex.code, ex.message) == (Errors.GROUP_ID_NOT_FOUND, "Consumer group nope not found.")
+    ex = c.error("nope", member_id="m1", member_epoch=-1)
+    assert (ex.code, ex.message) == (Errors.GROUP_ID_NOT_FOUND, "Group nope not found.")
 
 
 def test_leave_removes_the_member_bumps_the_epoch_and_reassigns() -> None:
@@ -339,3 +341,24 @@ def test_failed_joins_to_new_groups_leave_nothing_behind() -> None:
     c.join("m1")
     assert len(c.h.shard.consumer._created) == 0
     assert list(c.h.shard.group_manager.groups) == ["g"]
+
+
+def test_group_subscribed_to_nothing_existing_is_stable_at_once() -> None:
+    # as Apache Kafka 4.1: nothing to assign, so no assignor run and no waiting
+    c = Consumers()
+    r = c.heartbeat(
+        member_id="e1",
+        member_epoch=0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_names=("not-yet",),
+        topic_partitions=(),
+    )
+    g = c.group()
+    assert (r.member_epoch, g.group_epoch, g.assignment_epoch, g.state_name()) == (
+        1,
+        1,
+        1,
+        "Stable",
+    )
+    assert c.h.tasks == {}
+    c.check()

@@ -213,3 +213,18 @@ def test_previous_epoch_moves_as_kafkas_update_member_epoch() -> None:
         3,
         3,
     )
+
+
+def test_deleting_every_subscribed_topic_empties_the_targets_at_once() -> None:
+    c = Consumers(topics=image(foo=2, bar=1))
+    a = FakeConsumer(c, "a")
+    a.heartbeat(), c.assign(), a.heartbeat()
+    c.update_topics(image(version=2, bar=1))
+    g = c.group()
+    assert g.assignment_epoch == g.group_epoch and c.h.tasks == {}
+    assert g.target_of("a") == {}
+    a.heartbeat()  # told to give foo up
+    assert a.owned == {} and g.state_name() == "Reconciling"
+    a.heartbeat()  # done
+    assert g.state_name() == "Stable"
+    c.check()
