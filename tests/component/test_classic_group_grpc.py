@@ -252,3 +252,149 @@ async def test_a_stable_group_survives_a_restart(tmp_path: Path) -> None:
     finally:
         await c2.channel.close()
         await app2.stop()
+
+
+# ---- online migration over gRPC ---------------------------------------------------------
+
+
+async def classic_rejoin_and_sync(client: Client, member_id: str, generation: int) -> bytes:
+    """A classic member of a consumer group: JoinGroup answers at once, SyncGroup hands out
+    the member's assignment."""
+    joined = await client.coordinator.JoinGroup(join_request(member_id, generation=generation))
+    assert joined.error_code == 0, joined
+    assert (joined.protocol_type, joined.protocol_name, joined.leader) == ("consumer", "range", "")
+    synced = await client.coordinator.SyncGroup(
+        pb.SyncGroupRequest(
+            group_id="g",
+            generation_id=joined.generation_id,
+            member_id=member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+        )
+    )
+    if synced.error_code == Errors.REBALANCE_IN_PROGRESS:
+        return b""
+    assert synced.error_code == 0, synced
+    return bytes(synced.assignment)
+
+
+async def test_upgrade_mixed_group_and_downgrade_over_grpc(tmp_path: Path) -> None:
+    from groupcoord.v1 import catalog_pb2, consumer_group_pb2
+
+    settings = shard_settings(tmp_path, classic_group_initial_rebalance_delay_ms=DELAY)
+    app = ShardApp(settings)
+    await app.start()
+    client = await connect(app)
+    try:
+        created = await client.catalog.CreateTopics(
+            catalog_pb2.CreateTopicsRequest(
+                topics=[catalog_pb2.CreatableTopic(name="t", num_partitions=4)]
+            )
+        )
+        topic_id = created.topics[0].topic_id
+        await asyncio.sleep(0.2)  # the shard's catalog image catches up
+        classic = await asyncio.gather(*(member_round(client, i, 2) for i in range(2)))
+        ids = [joined.member_id for joined, _ in classic]
+
+        # a KIP-848 consumer joins: the classic group becomes a consumer group
+        heartbeat = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id="g",
+            member_id="kip848",
+            member_epoch=0,
+            rebalance_timeout_ms=5_000,
+            subscribed_topic_names=common_pb2.StringList(values=["t"]),
+            topic_partitions=common_pb2.TopicPartitionsList(),
+        )
+        first = await client.coordinator.ConsumerGroupHeartbeat(heartbeat)
+        assert first.error_code == 0, first
+        described = await client.coordinator.ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=["g"])
+        )
+        types = {m.member_id: m.member_type for m in described.groups[0].members}
+        assert types == {ids[0]: "classic", ids[1]: "classic", "kip848": "consumer"}
+        gone = await client.coordinator.DescribeGroups(
+            groups_pb2.DescribeGroupsRequest(groups=["g"])
+        )
+        assert gone.groups[0].error_code == Errors.GROUP_ID_NOT_FOUND
+
+        # everyone converges: classic members rejoin when told, the consumer heartbeats
+        epoch, owned_by_consumer = first.member_epoch, ()
+        generations = {m: 1 for m in ids}
+        assignments: dict[str, bytes] = {}
+        for _ in range(40):
+            hb = await client.coordinator.ConsumerGroupHeartbeat(
+                consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+                    group_id="g",
+                    member_id="kip848",
+                    member_epoch=epoch,
+                    topic_partitions=common_pb2.TopicPartitionsList(
+                        topic_partitions=[
+                            common_pb2.TopicPartitions(
+                                topic_id=topic_id, partitions=owned_by_consumer
+                            )
+                        ]
+                    ),
+                )
+            )
+            epoch = hb.member_epoch
+            if hb.HasField("assignment"):
+                owned_by_consumer = tuple(
+                    p for tp in hb.assignment.topic_partitions for p in tp.partitions
+                )
+            settled = True
+            for m in ids:
+                beat = await client.coordinator.Heartbeat(
+                    pb.HeartbeatRequest(group_id="g", generation_id=generations[m], member_id=m)
+                )
+                if beat.error_code != 0:
+                    settled = False
+                    joined = await client.coordinator.JoinGroup(
+                        join_request(m, generation=generations[m])
+                    )
+                    generations[m] = joined.generation_id
+                    assignments[m] = await classic_rejoin_and_sync(client, m, joined.generation_id)
+            group = (
+                await client.coordinator.ConsumerGroupDescribe(
+                    consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=["g"])
+                )
+            ).groups[0]
+            if settled and group.group_state == "Stable" and epoch == group.group_epoch:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("no convergence")
+        owned = [
+            p
+            for m in ids
+            for tp in cp.decode_assignment(assignments[m])[1].assigned_partitions
+            for p in tp.partitions
+        ]
+        assert sorted(owned + list(owned_by_consumer)) == [0, 1, 2, 3]
+
+        # the consumer leaves: back to a classic group
+        left = await client.coordinator.ConsumerGroupHeartbeat(
+            consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+                group_id="g", member_id="kip848", member_epoch=-1
+            )
+        )
+        assert left.error_code == 0
+        back = await client.coordinator.DescribeGroups(
+            groups_pb2.DescribeGroupsRequest(groups=["g"])
+        )
+        g = back.groups[0]
+        assert (g.error_code, g.group_type, g.group_state) == (0, "classic", "PreparingRebalance")
+        assert sorted(m.member_id for m in g.members) == sorted(ids)
+    finally:
+        await client.channel.close()
+        await app.stop()
+
+    # the conversion survived: a restart finds the classic group (Stable, as persisted)
+    app2 = ShardApp(settings)
+    await app2.start()
+    c2 = await connect(app2)
+    try:
+        back = await c2.coordinator.DescribeGroups(groups_pb2.DescribeGroupsRequest(groups=["g"]))
+        assert (back.groups[0].group_type, back.groups[0].group_state) == ("classic", "Stable")
+    finally:
+        await c2.channel.close()
+        await app2.stop()
