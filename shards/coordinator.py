@@ -363,9 +363,8 @@ class GroupCoordinatorService:
         self, request: consumer_api.AlterGroupConfigsRequest
     ) -> consumer_api.AlterGroupConfigsResponse:
         try:
-            bad = _invalid_group_id(request.group_id)
-            if bad:
-                raise bad
+            if not request.group_id:  # Kafka's answer for the empty GROUP resource
+                raise ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
             return await self._write(  # type: ignore[no-any-return]
                 request.group_id, lambda shard, now: shard.alter_group_configs(request, now)
             )
@@ -381,7 +380,7 @@ class GroupCoordinatorService:
         for group_id in request.group_ids:
             if not group_id:
                 results[group_id] = consumer_api.DescribedGroupConfigs(
-                    group_id, Errors.INVALID_GROUP_ID, "the group id must not be empty"
+                    group_id, Errors.INVALID_REQUEST, "Group name must not be empty"
                 )
             else:
                 by_partition.setdefault(self.partition_for(group_id), []).append(group_id)

@@ -6,7 +6,7 @@ controller; groupcoord keeps them in the group's offsets partition under their o
 key (``GroupConfigKey``, type 64), independent of the group: they can be set before the
 group exists and survive its deletion. A group without overrides has no record.
 
-Validation follows Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
+Validation and messages follow Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
 resulting configs (overrides over the server defaults) must respect the bounds, and the
 session timeout must be greater than the heartbeat interval.
 """
@@ -104,26 +104,22 @@ class GroupConfigs:
             (
                 heartbeat < c.consumer_group_min_heartbeat_interval_ms,
                 f"{HEARTBEAT_INTERVAL_MS} must be greater than or equal to "
-                f"group.consumer.min.heartbeat.interval.ms "
-                f"({c.consumer_group_min_heartbeat_interval_ms})",
+                "group.consumer.min.heartbeat.interval.ms",
             ),
             (
                 heartbeat > c.consumer_group_max_heartbeat_interval_ms,
                 f"{HEARTBEAT_INTERVAL_MS} must be less than or equal to "
-                f"group.consumer.max.heartbeat.interval.ms "
-                f"({c.consumer_group_max_heartbeat_interval_ms})",
+                "group.consumer.max.heartbeat.interval.ms",
             ),
             (
                 session < c.consumer_group_min_session_timeout_ms,
                 f"{SESSION_TIMEOUT_MS} must be greater than or equal to "
-                "group.consumer.min.session.timeout.ms "
-                f"({c.consumer_group_min_session_timeout_ms})",
+                "group.consumer.min.session.timeout.ms",
             ),
             (
                 session > c.consumer_group_max_session_timeout_ms,
                 f"{SESSION_TIMEOUT_MS} must be less than or equal to "
-                "group.consumer.max.session.timeout.ms "
-                f"({c.consumer_group_max_session_timeout_ms})",
+                "group.consumer.max.session.timeout.ms",
             ),
             (
                 session <= heartbeat,
