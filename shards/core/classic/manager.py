@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from shards.core.classic import api
@@ -862,7 +863,12 @@ class ClassicGroupManager:
         for group_id in request.groups:
             group = self.groups.get(group_id)
             if isinstance(group, ClassicGroup) and group.state is not DEAD:
-                out.append(group.describe())
+                described = group.describe()
+                if request.include_authorized_operations:
+                    described = replace(
+                        described, authorized_operations=api.GROUP_AUTHORIZED_OPERATIONS
+                    )
+                out.append(described)
                 continue
             reason = (
                 f"group {group_id!r} not found"

@@ -61,6 +61,18 @@ def test_describe_a_rebalancing_group_has_no_metadata_but_decoded_subscriptions(
     assert m.supported_protocols == ("range",)
 
 
+def test_describe_authorized_operations_only_when_asked() -> None:
+    from shards.core.classic import api as ca
+
+    c = Classic()
+    c.join_new()
+    (d,) = c.describe("g")
+    assert d.authorized_operations == ca.AUTHORIZED_OPERATIONS_OMITTED
+    request = ca.DescribeGroupsRequest(("g",), include_authorized_operations=True)
+    (d,) = c.h.read(lambda s, now: s.describe_groups(request, now))
+    assert d.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
+
 def test_describe_unknown_group_by_version() -> None:
     c = Classic()
     (d,) = c.describe("nope")
