@@ -236,24 +236,31 @@ class Migration:
                 f"Cannot upgrade the classic group {group.group_id} to a consumer group: {ex}",
             ) from None
         # Replies still parked in the classic group: rejoin (into the consumer group). They
-        # are answered by an operation of their own, right after this one.
-        completions: Completions = []
+        # are answered by an operation of their own right after this one -- if the conversion
+        # did happen (the rest of the heartbeat may still fail).
+        parked: Completions = []
         for member in group.members.values():
-            group.complete_join(
-                member,
-                api.JoinGroupResponse(
-                    error_code=Errors.REBALANCE_IN_PROGRESS, member_id=member.member_id
-                ),
-                completions,
-            )
-            group.complete_sync(
-                member, api.SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS), completions
-            )
-        if completions:
+            if member.awaiting_join is not None:
+                parked.append(
+                    (
+                        member.awaiting_join,
+                        api.JoinGroupResponse(
+                            error_code=Errors.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                        ),
+                    )
+                )
+            if member.awaiting_sync is not None:
+                parked.append(
+                    (
+                        member.awaiting_sync,
+                        api.SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS),
+                    )
+                )
+        if parked:
             self.consumer.timer.schedule(
                 f"classic-upgrade-replies:{group.group_id}",
                 0,
-                lambda now: CoordinatorResult(completions=completions),
+                lambda now: self._answer_parked(group, parked),
             )
         records.extend(group.tombstone_records())
         records.extend(self._consumer_group_records(converted))
@@ -264,6 +271,11 @@ class Migration:
                 self._classic_session(converted_member),
             )
         return converted
+
+    def _answer_parked(self, classic: ClassicGroup, parked: Completions) -> CoordinatorResult[None]:
+        if self.classic.groups.get(classic.group_id) is classic:
+            return CoordinatorResult()  # still that classic group: the upgrade failed
+        return CoordinatorResult(completions=parked)
 
     def _consumer_group_from(self, classic: ClassicGroup) -> ConsumerGroup:
         image = self.topics

@@ -635,3 +635,21 @@ def test_no_downgrade_on_replacement_while_another_consumer_member_stays() -> No
         and g.members[g.static_members["pod-x"]].uses_classic_protocol
     )
     m.check()
+
+
+def test_a_failed_upgrade_leaves_the_classic_group_and_its_parked_replies_alone() -> None:
+    m = Mixed(consumer_group_max_size=2)  # the two classic members fit, a third does not
+    classics = [ClassicClient(m), ClassicClient(m)]
+    classic_round(m, classics)
+    parked = classics[0].join()
+    assert isinstance(parked, Pending)
+    n = len(m.h.log)
+    with pytest.raises(ApiError) as ex:
+        ConsumerClient(m, "kip848").heartbeat()
+    assert ex.value.code == Errors.GROUP_MAX_SIZE_REACHED
+    m.sleep(0)
+    assert isinstance(m.group(), ClassicGroup) and len(m.h.log) == n
+    assert not parked.done  # still waiting for the classic rebalance
+    classics[1].join()
+    assert done(parked).error_code == 0 and done(parked).generation_id == 2
+    m.check()
