@@ -88,6 +88,9 @@ class _Run:
         # Members whose retained partitions are held as mutable lists, by bucket.
         self.owned: dict[int, dict[Bucket, list[int]]] = {}
         self.touched: set[int] = set()
+        # Every subscribed partition is retained exactly where the plan wants it (one
+        # class, no racks, nothing unassigned): nothing to revoke per bucket, no pools.
+        self.fully_held = False
         self.rack_mode = False
         self.rack_holders: dict[Bucket, list[int]] = {}
         self.types: list[list[int]] = []
@@ -174,7 +177,8 @@ class _Run:
             if held > total:
                 self.held()  # raises with the offending topic
             # Everything retained: each topic is held in full. Otherwise count per topic.
-            kept = [dict(x[0])] if held == total else [self._held_map()]
+            self.fully_held = held == total
+            kept = [dict(x[0])] if self.fully_held else [self._held_map()]
         else:
             class_members = [[] for _ in self.classes.subs]
             for i, k in enumerate(self.classes.member_class):
@@ -204,6 +208,7 @@ class _Run:
     ) -> tuple[list[list[int]], list[dict[Bucket, int]], list[dict[Bucket, int]]]:
         # Rack mode: buckets become (topic, rack type); every retained partition is split.
         self.rack_mode = True
+        self.fully_held = False  # retained partitions may sit in the wrong rack group
         types = self.types = info.types
         holders = self.rack_holders
         for i, c in enumerate(self.count):
@@ -304,7 +309,7 @@ class _Run:
 
         # Groups holding more of a bucket than planned give up the excess; the members
         # retaining the most give first, their highest partitions first.
-        for h, gk in enumerate(group_kept):
+        for h, gk in enumerate([] if self.fully_held else group_kept):
             target = targets[h]
             for b in sorted(gk):
                 excess = gk[b] - target.get(b, 0)
@@ -325,11 +330,12 @@ class _Run:
 
         # Free partitions of every bucket: unassigned ones plus the excess freed above.
         held: dict[Bucket, int] = {}
-        for gk in group_kept:
+        for gk in [] if self.fully_held else group_kept:
             for b, c in gk.items():
                 held[b] = held.get(b, 0) + c
         pools: dict[Bucket, tuple[int, ...]] = {}
-        for b in sorted({b for target in targets for b in target}):
+        all_buckets = () if self.fully_held else {b for target in targets for b in target}
+        for b in sorted(all_buckets):
             have = held.get(b, 0)
             if have == self._universe_size(b):
                 continue
