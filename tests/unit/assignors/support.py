@@ -160,8 +160,8 @@ def min_moves_homogeneous(spec: GroupSpec) -> int:
     subscribing to the same topics and the current assignment being disjoint.
 
     Proof. With P partitions and n members, q, r = divmod(P, n). If sizes differ by at most
-    one, every size is q or q + 1 and exactly r members have q + 1 (if the smallest is s,
-    n*s <= P <= n*(s+1) forces s = q, or s = q + 1 with r = 0). A member with c retained
+    one and the smallest is s, then n*s <= P < n*(s + 1) (some member has s), so s = q and
+    exactly P - n*q = r members have q + 1. A member with c retained
     partitions keeps at most min(c, size). Giving the r sizes q + 1 to the r members with
     the largest c maximises the sum of min(c, size) (exchange argument: swapping a larger
     size onto a larger c never lowers the sum). So at least sum(c) - that maximum

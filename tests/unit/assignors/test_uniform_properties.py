@@ -125,12 +125,14 @@ def test_join_moves_floor_of_partitions_over_new_member_count(spec: GroupSpec) -
     """After a member joins a balanced group of n members holding all P partitions, exactly
     floor(P / (n + 1)) partitions move.
 
-    Proof. Write q, r = divmod(P, n + 1). Lower bound: the newcomer ends with q or q + 1
-    partitions, all of which moved. Upper bound: before, every member had q0 or q0 + 1
-    where q0 = P // n >= q. If q0 > q, all n old members can take a "+1" slot (r <= n) and
-    keep q + 1 >= ... of their partitions, giving away only what the newcomer gets, which
-    is then q. If q0 == q, exactly r0 = P - n*q members had q + 1, and r = r0 - q <= r0, so
-    the r "+1" slots go to members already at q + 1; again only the newcomer's q move."""
+    Proof. Before, sizes are q0 or q0 + 1 with q0 = P // n; after, with q, r =
+    divmod(P, n + 1), every size is q or q + 1 and exactly r members have q + 1.
+    Lower bound: the newcomer ends with at least q partitions, all of which moved.
+    Reached: give the r "+1" slots to old members holding at least q + 1. Enough exist: if
+    q0 > q all n old members hold >= q + 1 and r <= n; if q0 == q, P = n*q + r0 with r0 old
+    members at q + 1 and P = (n + 1)*q + r, so r = r0 - q <= r0. Every old member holds
+    c >= q0 >= q, never less than its quota, so it keeps its quota and hands over only its
+    excess; the excesses add up to what the newcomer gets: q partitions."""
     before = UNIFORM.assign(spec)
     subs = next(iter(spec.members.values())).subscribed_topic_ids
     grown = joined(with_current(spec, before), "zz-new", subs)
@@ -155,9 +157,12 @@ def test_join_moves_floor_of_partitions_over_new_member_count(spec: GroupSpec) -
 def test_leave_moves_exactly_the_leavers_partitions(spec: GroupSpec, data: st.DataObject) -> None:
     """After a member leaves a balanced group, exactly its partitions move.
 
-    Proof. They must move (their owner is gone). Nothing else needs to: with n - 1 members
-    the base quota q' = P // (n - 1) is at least the old q0 = P // n, and if q' == q0 there
-    are r' = r0 + q0 >= r0 "+1" slots for the members that already had q0 + 1."""
+    Proof. They must move: their owner is gone. Nothing else has to: the others hold
+    q0 = P // n or q0 + 1 (at most r0 = P - n*q0 of them q0 + 1). With n - 1 members the base
+    quota q' = P // (n - 1) >= q0. If q' > q0 every quota is >= q0 + 1. If q' == q0 there
+    are r' = P - (n - 1)*q0 = r0 + q0 >= r0 "+1" slots, enough for every member already at
+    q0 + 1 (the assignor gives the slots to exactly those first). So every remaining
+    member keeps all it has."""
     before = UNIFORM.assign(spec)
     leaver = data.draw(st.sampled_from(sorted(spec.members)))
     shrunk = left(with_current(spec, before), leaver)
