@@ -14,6 +14,7 @@ from groupcoord.v1 import common_pb2, groups_pb2, offsets_pb2
 from services.shard.app import ShardApp
 from shards.core.classic import consumer_protocol as cp
 from shards.core.errors import Errors
+from shards.core.placement import partition_for
 from tests.component.conftest import Client, connect, shard_settings
 
 DELAY = 50
@@ -292,7 +293,12 @@ async def test_upgrade_mixed_group_and_downgrade_over_grpc(tmp_path: Path) -> No
             )
         )
         topic_id = created.topics[0].topic_id
-        await asyncio.sleep(0.2)  # the shard's catalog image catches up
+        # the partition of "g" learns about the topic from the catalog (polled)
+        partition = client.app.runtime.partition(partition_for("g", 10))
+        for _ in range(250):
+            if "t" in partition.sm.topics.by_name:
+                break
+            await asyncio.sleep(0.02)
         classic = await asyncio.gather(*(member_round(client, i, 2) for i in range(2)))
         ids = [joined.member_id for joined, _ in classic]
 
