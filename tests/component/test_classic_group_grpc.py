@@ -294,6 +294,7 @@ async def test_upgrade_mixed_group_and_downgrade_over_grpc(tmp_path: Path) -> No
         )
         topic_id = created.topics[0].topic_id
         # the partition of "g" learns about the topic from the catalog (polled)
+        assert client.app.runtime is not None
         partition = client.app.runtime.partition(partition_for("g", 10))
         for _ in range(250):
             if "t" in partition.sm.topics.by_name:

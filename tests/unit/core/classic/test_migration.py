@@ -241,6 +241,7 @@ def test_a_consumer_protocol_member_upgrades_a_classic_group() -> None:
         member = g.members[c.member_id]
         assert member.uses_classic_protocol and member.member_epoch == 1
         assert names_of(dict(member.assigned_partitions)) == before[c.member_id]
+        assert member.classic_member_metadata is not None
         assert member.classic_member_metadata.session_timeout_ms == SESSION
     assert g.group_epoch == 2  # the new member bumped it
     written = m.h.log[n:]
