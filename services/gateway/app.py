@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from services.common import telemetry
 from services.gateway import codec
 from services.gateway.catalog import CatalogView
-from services.gateway.connection import Limits
+from services.gateway.connection import Limits, telemetry_enabled
 from services.gateway.framing import DEFAULT_MAX_REQUEST_BYTES
 from services.gateway.handlers import KafkaApis, Node
 from services.gateway.router import Router
@@ -64,7 +64,8 @@ class GatewayApp:
             s.shard_address,
             s.num_partitions,
             timeout_s=s.request_timeout_ms / 1000,
-            interceptors=telemetry.client_interceptors(),
+            # Trace context on every call to a shard -- when traces go somewhere at all.
+            interceptors=telemetry.client_interceptors() if telemetry_enabled() else [],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )
         # The advertised port may depend on the bound one (port 0): bind first.

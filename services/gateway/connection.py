@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from services.gateway import codec, framing
 from services.gateway.handlers import KafkaApis, RequestInfo
@@ -34,6 +35,12 @@ class Limits:
 
 class CloseConnection(Exception):
     pass
+
+
+def telemetry_enabled() -> bool:
+    """Whether spans go anywhere: an SDK tracer provider is installed (services.common.telemetry
+    installs one only when there is an exporter)."""
+    return isinstance(trace.get_tracer_provider(), SdkTracerProvider)
 
 
 def _span_name(api_key: int) -> str:
@@ -79,7 +86,8 @@ class Connection:
         while not self.closing:
             frame = self.decoder.next_frame()
             if frame is None:
-                data = await asyncio.wait_for(self.reader.read(READ_CHUNK), idle)
+                async with asyncio.timeout(idle):  # (no extra task, unlike wait_for)
+                    data = await self.reader.read(READ_CHUNK)
                 if not data:
                     return
                 self.decoder.feed(data)
@@ -87,7 +95,8 @@ class Connection:
             response = await self.respond(frame)
             self.requests += 1
             self.writer.write(response)
-            await asyncio.wait_for(self.writer.drain(), idle)
+            async with asyncio.timeout(idle):  # a peer that stops reading is idle too
+                await self.writer.drain()
 
     async def respond(self, frame: bytes) -> bytes:
         """The response frame for one request frame; raises to close the connection."""
@@ -118,6 +127,16 @@ class Connection:
             raise CloseConnection(f"cannot encode the response: {ex!r}") from ex
 
     async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
+        if not telemetry_enabled():
+            # No SDK provider: spans would not be recorded and there is no incoming trace
+            # context to carry on (Kafka requests have none), so skip the span machinery.
+            try:
+                return await self.apis.handle(rq, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as ex:
+                log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
+                return self.apis.unexpected(rq, request, ex)
         with _tracer.start_as_current_span(
             _span_name(rq.api_key),
             kind=trace.SpanKind.SERVER,

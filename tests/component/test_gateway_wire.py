@@ -405,7 +405,7 @@ async def test_many_connections_are_served_concurrently(stack: Stack) -> None:
 # ---- telemetry ---------------------------------------------------------------------------
 
 
-async def test_kafka_request_and_shard_rpc_are_one_trace(wire: KafkaWire) -> None:
+async def test_kafka_request_and_shard_rpc_are_one_trace(tmp_path: Path) -> None:
     from opentelemetry import trace
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -413,11 +413,14 @@ async def test_kafka_request_and_shard_rpc_are_one_trace(wire: KafkaWire) -> Non
     from services.common import telemetry
 
     exporter = InMemorySpanExporter()
-    provider = telemetry.configure("test", exporter=exporter)
+    provider = telemetry.configure("test", exporter=exporter)  # before the gateway starts
     assert provider is not None
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    await create_topic(wire, "traced", 1)
-    await wire.send(commit(9, "traced-group", {("traced", 0): 1}))
+    async with gateway_stack(tmp_path) as stack:
+        wire = await stack.wire()
+        await create_topic(wire, "traced", 1)
+        await wire.send(commit(9, "traced-group", {("traced", 0): 1}))
+        await wire.close()
     provider.force_flush()
     # (configure adds a batch processor for the exporter too: count each span once)
     spans = list({s.context.span_id: s for s in exporter.get_finished_spans()}.values())

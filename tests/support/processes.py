@@ -47,7 +47,8 @@ class ServerProcess:
             m = PORT_LINE.search(line)
             if m:
                 self.ports[m.group(1).lower()] = int(m.group(3))
-                if "grpc" in self.ports:
+                # `gateway` serves only Kafka; every other subcommand is ready with gRPC
+                if "grpc" in self.ports or (self.args[:1] == ["gateway"] and "kafka" in self.ports):
                     self._ready.set()
         self._ready.set()  # process ended: unblock waiters
 

@@ -1,0 +1,199 @@
+"""Steady-state ConsumerGroupHeartbeats per second, three ways in one run:
+
+* ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> gRPC -> shard, the
+  gateway sharing the shard's process and event loop),
+* ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
+  shard (how it is deployed: its own process, its own core),
+* ``grpc``    -- the same heartbeats sent straight to the shard's gRPC port,
+* ``kafka``   -- the same raw Kafka load against Apache Kafka's own broker (KRaft, one node;
+  fetched with mvn like the conformance tests; left out when Java/Maven are missing).
+
+Both servers run with the same settings. ``G`` groups of ``M`` members each are brought to a
+stable state with the raw wire client; then a load generator in its own process
+(``bench/gateway/load.py``, the same Python code for all three targets, requests encoded once)
+heartbeats every member with its current epoch -- nothing to write, no assignment change --
+at concurrency 1 and 50 (one connection, or one in-flight gRPC call, per lane), for a few
+rounds. After the load, every group is described: still stable at the same epoch, so the
+heartbeats were real successful ones (errors are counted too).
+
+    .venv/bin/python -m bench.gateway.run [--rounds 3] [--duration 5] [--groups 10]
+                                          [--members 10] [--no-kafka]
+
+Results: bench/results/gateway.json (medians over rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.interop.kafka_broker import (  # noqa: E402
+    KAFKA_VERSION,
+    KafkaBroker,
+    groupcoord_args,
+    unavailable_reason,
+)
+from tests.interop.sequences import Member, converge, create_topic  # noqa: E402
+from tests.interop.support import Target  # noqa: E402
+from tests.support.processes import ServerProcess  # noqa: E402
+
+CONCURRENCY = (1, 50)
+# Kafka's defaults for what the steady state depends on (the test settings are short).
+KAFKA_EXTRA = {"group.consumer.session.timeout.ms": "45000",
+               "group.consumer.heartbeat.interval.ms": "5000"}
+GROUPCOORD_EXTRA = ["--set", "consumer_group_session_timeout_ms=45000,"
+                             "consumer_group_heartbeat_interval_ms=5000"]
+
+
+async def stable_members(target: Target, groups: int, members: int) -> list[dict[str, Any]]:
+    wire = await target.wire("bench-setup")
+    try:
+        topic = f"bench-{int(time.time())}"
+        tid = await create_topic(wire, topic, members * 2)
+        out = []
+        for g in range(groups):
+            group = f"bench-{topic}-{g}"
+            ms = [Member(wire, group, topic, tid) for _ in range(members)]
+            for m in ms:
+                await m.join()
+            await converge(ms, members * 2, rounds=400)
+            out += [{"group": group, "member_id": m.member_id, "epoch": m.epoch} for m in ms]
+        return out
+    finally:
+        await wire.close()
+
+
+async def still_stable(target: Target, members: list[dict[str, Any]]) -> bool:
+    from tests.support.kafka_wire import request
+
+    wire = await target.wire("bench-check")
+    try:
+        groups = sorted({m["group"] for m in members})
+        r = await wire.send(request("consumer_group_describe", 0, group_ids=groups))
+        epochs = {(m["group"], m["member_id"]): m["epoch"] for m in members}
+        return all(
+            g.error_code == 0 and g.group_state == "Stable"
+            and all(epochs.get((g.group_id, x.member_id)) == x.member_epoch for x in g.members)
+            and len(g.members) == sum(1 for m in members if m["group"] == g.group_id)
+            for g in r.groups)
+    finally:
+        await wire.close()
+
+
+def load(mode: str, target: str, members_file: Path, concurrency: int,
+         duration: float) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.gateway.load", "--mode", mode, "--target", target,
+         "--members", str(members_file), "--concurrency", str(concurrency),
+         "--duration", str(duration)],
+        cwd=ROOT, capture_output=True, text=True, timeout=duration + 120, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--groups", type=int, default=10)
+    p.add_argument("--members", type=int, default=10)
+    p.add_argument("--no-kafka", action="store_true")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "gateway.json"))
+    a = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        gc = ServerProcess(["dev", "--grpc-port", "0", "--kafka-port", "0",
+                            "--data-dir", str(tmp / "data"), *groupcoord_args(),
+                            *GROUPCOORD_EXTRA], tmp / "server.log")
+        gw = ServerProcess(["gateway", "--shard-address", gc.grpc_address, "--kafka-port", "0",
+                            "--num-partitions", groupcoord_args()[1]], tmp / "gateway.log")
+        kafka: KafkaBroker | None = None
+        skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
+        try:
+            targets: dict[str, tuple[str, str, Target]] = {}
+            gateway = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])
+            targets["gateway"] = ("kafka", gateway.bootstrap, gateway)
+            targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
+            targets["grpc"] = ("grpc", gc.grpc_address, gateway)
+            if skipped is None:
+                kafka = KafkaBroker(tmp / "kafka", extra=KAFKA_EXTRA)
+                kafka.start()
+                kt = Target("kafka", "127.0.0.1", kafka.port)
+                targets["kafka"] = ("kafka", kt.bootstrap, kt)
+            members: dict[str, list[dict[str, Any]]] = {}
+            files: dict[str, Path] = {}
+            for server, target in (("groupcoord", gateway),
+                                   *((("kafka", targets["kafka"][2]),) if kafka else ())):
+                members[server] = asyncio.run(stable_members(target, a.groups, a.members))
+                files[server] = tmp / f"{server}-members.json"
+                files[server].write_text(json.dumps(members[server]))
+
+            runs: dict[str, list[dict[str, Any]]] = {}
+            for rnd in range(a.rounds):
+                for c in CONCURRENCY:
+                    for name, (mode, address, target) in targets.items():
+                        server = "kafka" if name == "kafka" else "groupcoord"
+                        r = load(mode, address, files[server], c, a.duration)
+                        r["stable_after"] = asyncio.run(still_stable(target, members[server]))
+                        runs.setdefault(f"{name}_c{c}", []).append(r)
+                        print(f"round {rnd + 1} {name:15s} c={c:3d} {r['ops_per_s']:9.0f}/s "
+                              f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
+                              f"errors {r['errors']} stable {r['stable_after']}", flush=True)
+        finally:
+            if kafka is not None:
+                kafka.stop()
+            gw.kill()
+            gc.kill()
+
+    results = {
+        key: {
+            "ops_per_s_median": statistics.median(r["ops_per_s"] for r in rs),
+            "p50_ms_median": statistics.median(r["p50_ms"] for r in rs),
+            "p99_ms_median": statistics.median(r["p99_ms"] for r in rs),
+            "errors": sum(r["errors"] for r in rs),
+            "always_stable": all(r["stable_after"] for r in rs),
+            "runs": rs,
+        }
+        for key, rs in runs.items()
+    }
+    ratios: dict[str, float] = {}
+    for c in CONCURRENCY:
+        for name in ("gateway", "gateway_process"):
+            for base in ("grpc", "kafka"):
+                a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
+                if a_ and b_:
+                    ratios[f"{name}_over_{base}_c{c}"] = (
+                        a_["ops_per_s_median"] / b_["ops_per_s_median"])
+    doc = {
+        "benchmark": "gateway_heartbeat_throughput",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "loadavg_at_start": list(os.getloadavg())},
+        "params": {"rounds": a.rounds, "duration_s": a.duration, "groups": a.groups,
+                   "members_per_group": a.members, "store": "sqlite",
+                   "kafka": KAFKA_VERSION if kafka else f"skipped: {skipped}"},
+        "load_generator": "bench/gateway/load.py (separate process, pre-encoded requests)",
+        "results": results,
+        "ratios": ratios,
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(doc, indent=2))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
