@@ -10,23 +10,33 @@ from pathlib import Path
 import pytest
 
 from shards.storage import LogStore, open_store
+from shards.storage.memory import InMemoryLogStore, MemoryData
 
-BACKENDS = ["sqlite", "redis"]
+BACKENDS = ["sqlite", "redis", "memory"]
+#: backends with a durable write path of their own (group commit, other processes)
+REAL_BACKENDS = ["sqlite", "redis"]
+real_backends_only = pytest.mark.parametrize("backend", REAL_BACKENDS, indirect=True)
 
 
 @dataclass(frozen=True)
 class Backend:
     """Fresh storage on one backend. Every ``new_store()`` is another instance (another
-    connection, as another owner or process would have) on the same storage."""
+    connection, as another owner or process would have) on the same storage. The in-memory
+    fake used by runtime unit tests runs the same contract (its instances share MemoryData)."""
 
     name: str
     url: str
+    memory: MemoryData | None = None
 
     def new_store(self) -> LogStore:
+        if self.memory is not None:
+            return InMemoryLogStore(self.memory)
         return open_store(self.url)
 
 
 def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
+    if name == "memory":
+        return "memory:"
     if name == "sqlite":
         return f"sqlite:///{directory / f'store-{uuid.uuid4().hex[:8]}.db'}"
     assert redis_url is not None
@@ -37,7 +47,8 @@ def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     # Looked up lazily so that `-k sqlite` runs never start Redis.
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    return Backend(request.param, fresh_url(request.param, tmp_path, redis_url))
+    memory = MemoryData() if request.param == "memory" else None
+    return Backend(request.param, fresh_url(request.param, tmp_path, redis_url), memory)
 
 
 @pytest.fixture

@@ -20,8 +20,7 @@ from shards.storage import (
     Snapshot,
     StoreUnavailableError,
 )
-from tests.integration.storage.conftest import Backend
-from tests.support.aio import async_test
+from tests.integration.storage.conftest import Backend, real_backends_only
 
 LONG_LEASE_MS = 60_000
 
@@ -41,7 +40,6 @@ def payloads(loaded: LoadedLog) -> list[bytes]:
 # ---- the log -----------------------------------------------------------------------------
 
 
-@async_test
 async def test_append_then_load_returns_every_entry_with_offsets_from_one(store: LogStore) -> None:
     data = [b"first", b"", bytes(range(256)), b"x" * 100_000]
     async with store:
@@ -53,7 +51,6 @@ async def test_append_then_load_returns_every_entry_with_offsets_from_one(store:
     assert loaded.last_offset == 4
 
 
-@async_test
 async def test_partitions_are_independent_logs(store: LogStore) -> None:
     async with store:
         e1 = await store.acquire(1, "a", LONG_LEASE_MS)
@@ -65,7 +62,6 @@ async def test_partitions_are_independent_logs(store: LogStore) -> None:
         assert payloads(await store.load(2)) == [b"p2-a"]
 
 
-@async_test
 async def test_unknown_partition_is_empty_with_epoch_zero(store: LogStore) -> None:
     async with store:
         assert await store.load(9) == LoadedLog(snapshot=None, entries=[])
@@ -77,7 +73,6 @@ async def test_unknown_partition_is_empty_with_epoch_zero(store: LogStore) -> No
 # ---- epochs and fencing ------------------------------------------------------------------
 
 
-@async_test
 async def test_acquire_bumps_the_epoch_every_time(backend: Backend) -> None:
     async with backend.new_store() as a, backend.new_store() as b:
         assert await a.acquire(0, "a", LONG_LEASE_MS) == 1
@@ -89,7 +84,6 @@ async def test_acquire_bumps_the_epoch_every_time(backend: Backend) -> None:
         assert await a.acquire(1, "a", LONG_LEASE_MS) == 1
 
 
-@async_test
 async def test_append_without_acquire_is_fenced(store: LogStore) -> None:
     async with store:
         for epoch in (0, 1):
@@ -101,7 +95,6 @@ async def test_append_without_acquire_is_fenced(store: LogStore) -> None:
         assert store.stats.appends == 0
 
 
-@async_test
 async def test_append_by_old_owner_after_takeover_is_fenced_and_never_logged(
     backend: Backend,
 ) -> None:
@@ -128,7 +121,6 @@ async def test_append_by_old_owner_after_takeover_is_fenced_and_never_logged(
             ]
 
 
-@async_test
 async def test_appends_racing_a_takeover_are_either_logged_or_fenced(backend: Backend) -> None:
     async with backend.new_store() as old, backend.new_store() as new:
         old_epoch = await old.acquire(6, "old", LONG_LEASE_MS)
@@ -159,7 +151,7 @@ async def test_appends_racing_a_takeover_are_either_logged_or_fenced(backend: Ba
 # ---- group commit and ordering -----------------------------------------------------------
 
 
-@async_test
+@real_backends_only
 async def test_concurrent_appends_on_many_partitions_are_durable_in_order_and_batched(
     backend: Backend,
 ) -> None:
@@ -190,7 +182,7 @@ async def test_concurrent_appends_on_many_partitions_are_durable_in_order_and_ba
             assert offsets(loaded) == list(range(1, per_partition + 1))
 
 
-@async_test
+@real_backends_only
 async def test_sequential_writers_on_many_partitions_share_durable_writes(
     store: LogStore,
 ) -> None:
@@ -211,7 +203,6 @@ async def test_sequential_writers_on_many_partitions_share_durable_writes(
 # ---- snapshots and trimming --------------------------------------------------------------
 
 
-@async_test
 async def test_snapshot_trims_older_entries_and_load_returns_snapshot_plus_tail(
     store: LogStore,
 ) -> None:
@@ -235,7 +226,6 @@ async def test_snapshot_trims_older_entries_and_load_returns_snapshot_plus_tail(
         assert offsets(await store.load(2)) == [12]
 
 
-@async_test
 async def test_snapshot_at_the_current_snapshot_offset_replaces_it(store: LogStore) -> None:
     async with store:
         epoch = await store.acquire(2, "owner", LONG_LEASE_MS)
@@ -246,7 +236,6 @@ async def test_snapshot_at_the_current_snapshot_offset_replaces_it(store: LogSto
         assert (await store.load(2)).snapshot == Snapshot(2, b"v2")
 
 
-@async_test
 async def test_snapshot_offsets_outside_the_log_are_rejected(store: LogStore) -> None:
     async with store:
         epoch = await store.acquire(8, "owner", LONG_LEASE_MS)
@@ -264,7 +253,6 @@ async def test_snapshot_offsets_outside_the_log_are_rejected(store: LogStore) ->
         assert offsets(loaded) == [5]
 
 
-@async_test
 async def test_snapshot_with_a_stale_epoch_is_rejected_and_trims_nothing(
     backend: Backend,
 ) -> None:
@@ -281,7 +269,6 @@ async def test_snapshot_with_a_stale_epoch_is_rejected_and_trims_nothing(
         assert offsets(loaded) == [1, 2, 3, 4]
 
 
-@async_test
 async def test_large_snapshot_round_trips(store: LogStore) -> None:
     blob = bytes(range(256)) * (12 * 1024)  # 3 MiB
     async with store:
@@ -294,7 +281,6 @@ async def test_large_snapshot_round_trips(store: LogStore) -> None:
 # ---- leases ------------------------------------------------------------------------------
 
 
-@async_test
 async def test_acquire_takes_the_lease_until_now_plus_lease_ms(store: LogStore) -> None:
     async with store:
         before = now_ms()
@@ -307,7 +293,6 @@ async def test_acquire_takes_the_lease_until_now_plus_lease_ms(store: LogStore) 
     assert before + 30_000 - 1_000 <= lease.expires_at_ms <= after + 30_000 + 1_000
 
 
-@async_test
 async def test_lease_is_renewed_only_by_its_holder_at_its_epoch(backend: Backend) -> None:
     async with backend.new_store() as a, backend.new_store() as b:
         epoch = await a.acquire(0, "a", 5_000)
@@ -326,7 +311,6 @@ async def test_lease_is_renewed_only_by_its_holder_at_its_epoch(backend: Backend
         assert lease is not None and (lease.owner, lease.epoch) == ("b", b_epoch)
 
 
-@async_test
 async def test_release_by_the_holder_frees_the_lease_but_keeps_the_epoch(
     backend: Backend,
 ) -> None:
@@ -342,7 +326,6 @@ async def test_release_by_the_holder_frees_the_lease_but_keeps_the_epoch(
         assert await b.try_acquire(0, "b", LONG_LEASE_MS) == epoch + 1
 
 
-@async_test
 async def test_try_acquire_respects_an_unexpired_lease_of_another_owner(backend: Backend) -> None:
     async with backend.new_store() as a, backend.new_store() as b:
         assert await a.try_acquire(0, "a", LONG_LEASE_MS) == 1
@@ -351,7 +334,6 @@ async def test_try_acquire_respects_an_unexpired_lease_of_another_owner(backend:
         assert await a.try_acquire(0, "a", LONG_LEASE_MS) == 2  # its own lease: re-acquire
 
 
-@async_test
 async def test_expired_lease_is_gone_but_only_a_new_epoch_fences(backend: Backend) -> None:
     async with backend.new_store() as a, backend.new_store() as b:
         epoch = await a.acquire(0, "a", 100)
@@ -375,7 +357,6 @@ async def test_expired_lease_is_gone_but_only_a_new_epoch_fences(backend: Backen
 # ---- the catalog -------------------------------------------------------------------------
 
 
-@async_test
 async def test_catalog_compare_and_set(backend: Backend) -> None:
     async with backend.new_store() as a, backend.new_store() as b:
         assert await a.read_catalog() == CatalogDocument(0, b"")
@@ -387,7 +368,6 @@ async def test_catalog_compare_and_set(backend: Backend) -> None:
         assert await a.read_catalog() == CatalogDocument(2, b"topics v2")
 
 
-@async_test
 async def test_catalog_racing_writers_exactly_one_wins(backend: Backend) -> None:
     stores = [backend.new_store() for _ in range(4)]
     for s in stores:
@@ -407,7 +387,6 @@ async def test_catalog_racing_writers_exactly_one_wins(backend: Backend) -> None
 # ---- durability and lifecycle ------------------------------------------------------------
 
 
-@async_test
 async def test_everything_survives_close_and_reopen(backend: Backend) -> None:
     async with backend.new_store() as store:
         epoch = await store.acquire(4, "owner", LONG_LEASE_MS)
@@ -427,7 +406,6 @@ async def test_everything_survives_close_and_reopen(backend: Backend) -> None:
         assert await reopened.append(4, epoch, b"e6") == 7
 
 
-@async_test
 async def test_close_finishes_appends_already_in_flight(backend: Backend) -> None:
     store = backend.new_store()
     await store.start()

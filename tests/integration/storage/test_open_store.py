@@ -10,7 +10,6 @@ import pytest
 from shards.storage import open_store, sqlite_path_from_url
 from shards.storage.redis import RedisLogStore
 from shards.storage.sqlite import SqliteLogStore
-from tests.support.aio import async_test
 
 
 def test_sqlite_urls_follow_the_three_and_four_slash_convention() -> None:
@@ -28,7 +27,6 @@ def test_sqlite_urls_without_a_file_are_refused(url: str) -> None:
         open_store(url)
 
 
-@async_test
 async def test_relative_sqlite_url_is_relative_to_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -40,7 +38,6 @@ async def test_relative_sqlite_url_is_relative_to_the_working_directory(
     assert os.path.isfile(tmp_path / "nested" / "dir" / "coord.db")
 
 
-@async_test
 async def test_absolute_sqlite_url(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'x' / 'coord.db'}")  # sqlite:////tmp/...
     assert isinstance(store, SqliteLogStore)

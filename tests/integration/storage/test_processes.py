@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shards.storage import LogEntry
-from tests.integration.storage.conftest import Backend
-from tests.support.aio import async_test
+from tests.integration.storage.conftest import Backend, real_backends_only
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 APPENDER = Path(__file__).with_name("appender_process.py")
@@ -60,7 +59,7 @@ class Appender:
                 self.fenced_by = int(rest[0])
 
 
-@async_test
+@real_backends_only
 async def test_owner_in_another_process_is_fenced_by_a_takeover(backend: Backend) -> None:
     child = await Appender.start(backend.url, 3, "child")
     await child.read_until(lambda: len(child.acked) >= 20)
@@ -79,7 +78,7 @@ async def test_owner_in_another_process_is_fenced_by_a_takeover(backend: Backend
     assert loaded.entries == [*child.acked, LogEntry(len(child.acked) + 1, b"parent-0")]
 
 
-@async_test
+@real_backends_only
 async def test_kill_9_of_a_writing_process_loses_no_acknowledged_append(
     backend: Backend,
 ) -> None:

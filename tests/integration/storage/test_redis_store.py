@@ -16,7 +16,6 @@ from redis.crc import key_slot
 import shards.storage.redis as redis_backend
 from shards.storage import FencedError, LogEntry, Snapshot, StoreError, StoreUnavailableError
 from shards.storage.redis import RedisLogStore
-from tests.support.aio import async_test
 from tests.support.redis_server import RedisServer, start_redis_server
 
 LEASE_MS = 60_000
@@ -51,7 +50,6 @@ def storage_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 # ---- server settings ---------------------------------------------------------------------
 
 
-@async_test
 async def test_start_warns_loudly_unless_the_server_fsyncs_every_write(
     unsafe_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -81,7 +79,6 @@ async def test_start_warns_loudly_unless_the_server_fsyncs_every_write(
         admin.config_set("appendonly", "no")
 
 
-@async_test
 async def test_start_does_not_warn_on_a_durable_server(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -91,7 +88,6 @@ async def test_start_does_not_warn_on_a_durable_server(
     assert storage_warnings(caplog) == []
 
 
-@async_test
 async def test_start_warns_when_the_settings_cannot_be_checked(
     redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -124,7 +120,6 @@ async def test_start_warns_when_the_settings_cannot_be_checked(
 # ---- key layout, trimming, chunked snapshots ---------------------------------------------
 
 
-@async_test
 async def test_a_partitions_keys_share_one_hash_tag_and_slot(redis_server: RedisServer) -> None:
     prefix = unique_prefix()
     async with RedisLogStore(redis_server.url, key_prefix=prefix) as store:
@@ -148,7 +143,6 @@ async def test_a_partitions_keys_share_one_hash_tag_and_slot(redis_server: Redis
     assert len({key_slot(k.encode()) for k in keys if "{p7}" in k}) == 1
 
 
-@async_test
 async def test_snapshots_are_chunked_and_replaced_chunks_and_trimmed_entries_are_deleted(
     redis_server: RedisServer,
 ) -> None:
@@ -190,7 +184,6 @@ async def test_snapshots_are_chunked_and_replaced_chunks_and_trimmed_entries_are
 
 
 @pytest.mark.parametrize("entries", [9, 10])
-@async_test
 async def test_load_pages_through_the_tail(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, entries: int
 ) -> None:
@@ -205,7 +198,6 @@ async def test_load_pages_through_the_tail(
     assert [e.data for e in loaded.entries] == [b"e%d" % i for i in range(2, entries)]
 
 
-@async_test
 async def test_load_starts_over_when_a_snapshot_is_committed_while_it_reads(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,7 +229,6 @@ async def test_load_starts_over_when_a_snapshot_is_committed_while_it_reads(
 # ---- script cache loss, crashes, unreachable servers -------------------------------------
 
 
-@async_test
 async def test_every_script_survives_a_flushed_script_cache(redis_server: RedisServer) -> None:
     admin = redis_server.client()
     async with RedisLogStore(redis_server.url, key_prefix=unique_prefix()) as store:
@@ -255,7 +246,6 @@ async def test_every_script_survives_a_flushed_script_cache(redis_server: RedisS
         assert [e.data for e in loaded.entries] == [b"e%d" % i for i in range(5, 10)]
 
 
-@async_test
 async def test_acknowledged_appends_survive_kill_9_of_the_server(own_redis: RedisServer) -> None:
     prefix = unique_prefix()
     url = f"{own_redis.url}?key_prefix={prefix}"
@@ -296,7 +286,6 @@ async def test_acknowledged_appends_survive_kill_9_of_the_server(own_redis: Redi
         assert (await reopened.load(1)).entries[-1].data == b"after restart"
 
 
-@async_test
 async def test_paused_server_gives_store_unavailable_instead_of_hanging(
     own_redis: RedisServer,
 ) -> None:
@@ -321,7 +310,6 @@ async def test_paused_server_gives_store_unavailable_instead_of_hanging(
         assert await store.append(0, epoch, b"after resume") == len(data) + 1
 
 
-@async_test
 async def test_unreachable_server_fails_start_with_store_unavailable() -> None:
     # A port bound but not listening: connections are refused, and no other process on
     # this machine can start a server on it while the test runs.

@@ -11,12 +11,10 @@ import pytest
 
 from shards.storage import FencedError, Snapshot, StoreError
 from shards.storage.sqlite import SqliteLogStore
-from tests.support.aio import async_test
 
 LEASE_MS = 60_000
 
 
-@async_test
 async def test_database_runs_in_wal_mode_with_synchronous_full(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     async with SqliteLogStore(path) as store:
@@ -27,7 +25,6 @@ async def test_database_runs_in_wal_mode_with_synchronous_full(tmp_path: Path) -
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-@async_test
 async def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "store.db"
     async with SqliteLogStore(path) as store:
@@ -41,7 +38,6 @@ def test_in_memory_database_is_refused() -> None:
         SqliteLogStore(":memory:")
 
 
-@async_test
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     with sqlite3.connect(path) as conn:
@@ -51,7 +47,6 @@ async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> Non
         await store.start()
 
 
-@async_test
 async def test_rejected_operations_do_not_fail_the_rest_of_their_batch(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     async with SqliteLogStore(path) as store, SqliteLogStore(path) as other:

@@ -27,6 +27,7 @@ from hypothesis.stateful import (
 )
 
 from shards.storage import FencedError, LogStore, Snapshot, open_store
+from shards.storage.memory import InMemoryLogStore, MemoryData
 from tests.integration.storage.conftest import BACKENDS, fresh_url
 
 T = TypeVar("T")
@@ -47,11 +48,14 @@ class StoreMachine(RuleBasedStateMachine):
     def new_url(self) -> str:
         raise NotImplementedError
 
+    def new_store(self) -> LogStore:
+        return open_store(self.url)
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.url = self.new_url()
-        self.stores: list[LogStore] = [open_store(self.url), open_store(self.url)]
+        self.stores: list[LogStore] = [self.new_store(), self.new_store()]
         for store in self.stores:
             self.run(store.start())
         # The model.
@@ -146,7 +150,7 @@ class StoreMachine(RuleBasedStateMachine):
     def reopen(self, who: int) -> None:
         # A new connection for the same owner; it keeps its epoch (fencing is by epoch).
         self.run(self.stores[who].close())
-        self.stores[who] = open_store(self.url)
+        self.stores[who] = self.new_store()
         self.run(self.stores[who].start())
 
     # ---- invariants --------------------------------------------------------------------
@@ -179,6 +183,12 @@ def test_store_contract_state_machine(
 
     class Machine(StoreMachine):
         def new_url(self) -> str:
+            self.memory = MemoryData()
             return fresh_url(backend_name, tmp_path, redis_url)
+
+        def new_store(self) -> LogStore:
+            if backend_name == "memory":
+                return InMemoryLogStore(self.memory)
+            return open_store(self.url)
 
     run_state_machine_as_test(Machine, settings=SETTINGS)

@@ -82,8 +82,10 @@ class Counter:
 
 
 @pytest.fixture
-def store() -> InMemoryLogStore:
-    return InMemoryLogStore()
+async def store() -> InMemoryLogStore:
+    s = InMemoryLogStore()
+    await s.start()
+    return s
 
 
 def make_runtime(store: InMemoryLogStore, clock: ManualClock | None = None, **kw: Any) -> CoordinatorRuntime:
