@@ -88,13 +88,17 @@ async def store() -> InMemoryLogStore:
     return s
 
 
-def make_runtime(store: InMemoryLogStore, clock: ManualClock | None = None, **kw: Any) -> CoordinatorRuntime:
+def make_runtime(
+    store: InMemoryLogStore, clock: ManualClock | None = None, **kw: Any
+) -> CoordinatorRuntime:
     return CoordinatorRuntime(
         store, JsonCodec(), Counter, owner="test", clock=clock or ManualClock(), **kw
     )
 
 
-async def test_writes_on_one_partition_apply_in_order_and_share_appends(store: InMemoryLogStore) -> None:
+async def test_writes_on_one_partition_apply_in_order_and_share_appends(
+    store: InMemoryLogStore,
+) -> None:
     rt = make_runtime(store)
     await rt.load(0)
     store.hold_appends()
@@ -130,7 +134,9 @@ async def test_read_with_nothing_pending_answers_at_once(store: InMemoryLogStore
     assert fut.done() and fut.result() == -1
 
 
-async def test_failed_append_fails_every_waiter_and_reloads_durable_state(store: InMemoryLogStore) -> None:
+async def test_failed_append_fails_every_waiter_and_reloads_durable_state(
+    store: InMemoryLogStore,
+) -> None:
     rt = make_runtime(store, reload_backoff_ms=(1, 10))
     await rt.load(0)
     assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
@@ -168,7 +174,9 @@ async def test_handler_exception_changes_nothing(store: InMemoryLogStore) -> Non
     assert rt.partition(0).state is PartitionState.ACTIVE
 
 
-async def test_loading_answers_load_in_progress_and_unowned_not_coordinator(store: InMemoryLogStore) -> None:
+async def test_loading_answers_load_in_progress_and_unowned_not_coordinator(
+    store: InMemoryLogStore,
+) -> None:
     rt = make_runtime(store)
     with pytest.raises(ApiError) as err:
         rt.partition(3)
@@ -215,7 +223,9 @@ async def test_timers_fire_as_writes_and_rescheduling_replaces(store: InMemoryLo
     assert clock.advance(100) == 0
 
 
-async def test_deferred_reply_completes_after_a_later_durable_write(store: InMemoryLogStore) -> None:
+async def test_deferred_reply_completes_after_a_later_durable_write(
+    store: InMemoryLogStore,
+) -> None:
     rt = make_runtime(store)
     await rt.load(0)
     p = rt.partition(0)
@@ -285,7 +295,9 @@ async def test_snapshot_bounds_the_log_and_reload_gives_same_state(store: InMemo
     assert rt.partition(0).sm.values == live
 
 
-async def test_async_task_result_runs_as_a_write_and_newer_supersedes(store: InMemoryLogStore) -> None:
+async def test_async_task_result_runs_as_a_write_and_newer_supersedes(
+    store: InMemoryLogStore,
+) -> None:
     from shards.core.result import AsyncTask
 
     gates: dict[int, asyncio.Event] = {1: asyncio.Event(), 2: asyncio.Event()}
@@ -294,15 +306,19 @@ async def test_async_task_result_runs_as_a_write_and_newer_supersedes(store: InM
         await gates[request].wait()
         return request * 100
 
-    rt = CoordinatorRuntime(store, JsonCodec(), Counter, owner="t", clock=ManualClock(),
-                            executor=executor)
+    rt = CoordinatorRuntime(
+        store, JsonCodec(), Counter, owner="t", clock=ManualClock(), executor=executor
+    )
     await rt.load(0)
     p = rt.partition(0)
 
     def ask(n: int):  # type: ignore[no-untyped-def]
         def on_done(answer: int, now: int) -> CoordinatorResult[None]:
             return CoordinatorResult([Record(Key("answer"), answer)], None)
-        return lambda sm, now: CoordinatorResult([], "asked", tasks=[AsyncTask("assign", n, on_done)])
+
+        return lambda sm, now: CoordinatorResult(
+            [], "asked", tasks=[AsyncTask("assign", n, on_done)]
+        )
 
     assert await p.write(ask(1)) == "asked"
     assert await p.write(ask(2)) == "asked"  # supersedes task 1
