@@ -25,8 +25,12 @@ def ensure_ghz() -> str | None:
     if not shutil.which("go"):
         return None
     BIN.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "install", f"github.com/bojand/ghz/cmd/ghz@{GHZ_VERSION}"],
-                   env={**os.environ, "GOBIN": str(BIN)}, check=True, timeout=900)
+    subprocess.run(
+        ["go", "install", f"github.com/bojand/ghz/cmd/ghz@{GHZ_VERSION}"],
+        env={**os.environ, "GOBIN": str(BIN)},
+        check=True,
+        timeout=900,
+    )
     return str(BIN / "ghz")
 
 
@@ -49,28 +53,58 @@ def write_protoset(path: Path) -> Path:
     add(coordinator_pb2.DESCRIPTOR)
     add(catalog_pb2.DESCRIPTOR)
     add(health_pb2.DESCRIPTOR)
-    path.write_bytes(descriptor_pb2.FileDescriptorSet(file=list(files.values())).SerializeToString())
+    path.write_bytes(
+        descriptor_pb2.FileDescriptorSet(file=list(files.values())).SerializeToString()
+    )
     return path
 
 
-def run_ghz(ghz: str, protoset: Path, target: str, call: str, data: dict, concurrency: int,
-            duration_s: float, connections: int = 1) -> dict:
+def run_ghz(
+    ghz: str,
+    protoset: Path,
+    target: str,
+    call: str,
+    data: dict,
+    concurrency: int,
+    duration_s: float,
+    connections: int = 1,
+) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(data, f)
         data_file = f.name
     try:
         out = subprocess.run(
-            [ghz, "--insecure", "--protoset", str(protoset), "--call", call,
-             "-c", str(concurrency), "-z", f"{duration_s}s", "--connections", str(connections),
-             "-D", data_file, "-O", "json", target],
-            capture_output=True, text=True, timeout=duration_s * 10 + 60,
+            [
+                ghz,
+                "--insecure",
+                "--protoset",
+                str(protoset),
+                "--call",
+                call,
+                "-c",
+                str(concurrency),
+                "-z",
+                f"{duration_s}s",
+                "--connections",
+                str(connections),
+                "-D",
+                data_file,
+                "-O",
+                "json",
+                target,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=duration_s * 10 + 60,
         )
     finally:
         os.unlink(data_file)
     if out.returncode != 0 and not out.stdout:
         raise RuntimeError(f"ghz failed: {out.stderr}")
     report = json.loads(out.stdout)
-    pct = {int(p["percentage"]): p["latency"] / 1e6 for p in report.get("latencyDistribution") or []}
+    pct = {
+        int(p["percentage"]): p["latency"] / 1e6 for p in report.get("latencyDistribution") or []
+    }
     errors = sum(v for k, v in (report.get("statusCodeDistribution") or {}).items() if k != "OK")
     return {
         "ops": report["count"],

@@ -15,8 +15,8 @@ PROTO_ROOT = pathlib.Path(__file__).resolve().parent
 
 
 def generate(proto_root: pathlib.Path = PROTO_ROOT) -> list[pathlib.Path]:
-    from grpc_tools import protoc  # build-time dependency only
     import grpc_tools
+    from grpc_tools import protoc  # build-time dependency only
 
     sources = sorted((proto_root / "groupcoord" / "v1").glob("*.proto"))
     if not sources:

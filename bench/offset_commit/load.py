@@ -13,8 +13,9 @@ from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
-async def run(target: str, kind: str, concurrency: int, duration: float, warmup: float,
-              same_group: bool) -> dict[str, object]:
+async def run(
+    target: str, kind: str, concurrency: int, duration: float, warmup: float, same_group: bool
+) -> dict[str, object]:
     latencies: list[float] = []
     errors = 0
     async with grpc.aio.insecure_channel(target) as channel:
@@ -25,8 +26,16 @@ async def run(target: str, kind: str, concurrency: int, duration: float, warmup:
         def commit_request(i: int, n: int) -> offsets_pb2.OffsetCommitRequest:
             return offsets_pb2.OffsetCommitRequest(
                 group_id="bench-shared" if same_group else f"bench-{i}",
-                topics=[offsets_pb2.OffsetCommitRequestTopic(name="t", partitions=[
-                    offsets_pb2.OffsetCommitRequestPartition(partition_index=i % 8, committed_offset=n)])],
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name="t",
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=i % 8, committed_offset=n
+                            )
+                        ],
+                    )
+                ],
             )
 
         start = time.perf_counter()
@@ -58,8 +67,15 @@ async def run(target: str, kind: str, concurrency: int, duration: float, warmup:
     def pct(q: float) -> float:
         return latencies[min(count - 1, int(q * count))] * 1000 if count else float("nan")
 
-    return {"kind": kind, "concurrency": concurrency, "ops": count, "ops_per_s": count / duration,
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "errors": errors}
+    return {
+        "kind": kind,
+        "concurrency": concurrency,
+        "ops": count,
+        "ops_per_s": count / duration,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "errors": errors,
+    }
 
 
 def main() -> None:
@@ -71,7 +87,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--same-group", action="store_true")
     a = ap.parse_args()
-    print(json.dumps(asyncio.run(run(a.target, a.kind, a.concurrency, a.duration, a.warmup, a.same_group))))
+    print(
+        json.dumps(
+            asyncio.run(run(a.target, a.kind, a.concurrency, a.duration, a.warmup, a.same_group))
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@ the same server in the same run (the no-op baseline).
 
 For each backend (SQLite WAL + synchronous=FULL; Redis with appendonly yes + appendfsync
 always) it starts ``groupcoord dev`` as its own process, then alternates load phases from a
-separate load-generator process (ghz, a Go gRPC load tester installed from the Go module proxy; the
-Python generator in load.py when Go is missing): Check and OffsetCommit, at 1 and 50 concurrent callers
-(50 callers on 50 groups, and 50 callers on one group), for several rounds. It reports the
+separate load-generator process (ghz, a Go gRPC load tester installed from the Go module
+proxy; the Python generator in load.py when Go is missing): Check and OffsetCommit, at 1 and
+50 concurrent callers (50 callers on 50 groups, and 50 callers on one group), for several
+rounds. It reports the
 median of the rounds and the ratio commit/check.
 
-    .venv/bin/python -m bench.offset_commit.run [--rounds 3] [--duration 5] [--backends sqlite,redis]
+    .venv/bin/python -m bench.offset_commit.run [--rounds 3] [--duration 5] \
+        [--backends sqlite,redis]
 
 Results: bench/results/offset_commit.json
 """
@@ -33,8 +35,11 @@ from tests.support.processes import ServerProcess  # noqa: E402
 from tests.support.redis_server import start_redis_server  # noqa: E402
 
 PHASES = [
-    ("check", 1, False), ("commit", 1, False),
-    ("check", 50, False), ("commit", 50, False), ("commit", 50, True),
+    ("check", 1, False),
+    ("commit", 1, False),
+    ("check", 50, False),
+    ("commit", 50, False),
+    ("commit", 50, True),
 ]
 
 
@@ -45,21 +50,45 @@ PROTOSET: Path | None = None
 def commit_data(same_group: bool) -> dict:
     return {
         "group_id": "bench-shared" if same_group else "bench-{{.WorkerID}}",
-        "topics": [{"name": "t", "partitions": [
-            {"partition_index": 0, "committed_offset": "{{.RequestNumber}}"}]}],
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [{"partition_index": 0, "committed_offset": "{{.RequestNumber}}"}],
+            }
+        ],
     }
 
 
 def load(target: str, kind: str, concurrency: int, duration: float, same_group: bool) -> dict:
     if GHZ is not None and PROTOSET is not None:
         if kind == "check":
-            r = run_ghz(GHZ, PROTOSET, target, "grpc.health.v1.Health.Check", {}, concurrency, duration)
+            r = run_ghz(
+                GHZ, PROTOSET, target, "grpc.health.v1.Health.Check", {}, concurrency, duration
+            )
         else:
-            r = run_ghz(GHZ, PROTOSET, target, "groupcoord.v1.GroupCoordinator.OffsetCommit",
-                        commit_data(same_group), concurrency, duration)
+            r = run_ghz(
+                GHZ,
+                PROTOSET,
+                target,
+                "groupcoord.v1.GroupCoordinator.OffsetCommit",
+                commit_data(same_group),
+                concurrency,
+                duration,
+            )
         return {"kind": kind, "concurrency": concurrency, "generator": "ghz", **r}
-    cmd = [sys.executable, "-m", "bench.offset_commit.load", "--target", target, "--kind", kind,
-           "--concurrency", str(concurrency), "--duration", str(duration)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.offset_commit.load",
+        "--target",
+        target,
+        "--kind",
+        kind,
+        "--concurrency",
+        str(concurrency),
+        "--duration",
+        str(duration),
+    ]
     if same_group:
         cmd.append("--same-group")
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True, timeout=600)
@@ -78,8 +107,11 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
                 key = f"{kind}_c{conc}" + ("_one_group" if same else "")
                 result = load(proc.grpc_address, kind, conc, duration, same)
                 samples.setdefault(key, []).append(result)
-                print(f"  {name} round {r + 1}: {key}: {result['ops_per_s']:.0f}/s "
-                      f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms", flush=True)
+                print(
+                    f"  {name} round {r + 1}: {key}: {result['ops_per_s']:.0f}/s "
+                    f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms",
+                    flush=True,
+                )
     finally:
         proc.terminate()
     summary = {
@@ -94,9 +126,12 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
     }
     for conc in (1, 50):
         base = summary[f"check_c{conc}"]["ops_per_s_median"]
-        summary[f"ratio_commit_vs_check_c{conc}"] = summary[f"commit_c{conc}"]["ops_per_s_median"] / base
+        summary[f"ratio_commit_vs_check_c{conc}"] = (
+            summary[f"commit_c{conc}"]["ops_per_s_median"] / base
+        )
     summary["ratio_commit_one_group_vs_check_c50"] = (
-        summary["commit_c50_one_group"]["ops_per_s_median"] / summary["check_c50"]["ops_per_s_median"]
+        summary["commit_c50_one_group"]["ops_per_s_median"]
+        / summary["check_c50"]["ops_per_s_median"]
     )
     return summary
 
@@ -107,8 +142,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--backends", default="sqlite,redis")
     ap.add_argument("--out", default=str(ROOT / "bench/results/offset_commit.json"))
-    ap.add_argument("--python-load", action="store_true",
-                    help="use the Python load generator instead of ghz")
+    ap.add_argument(
+        "--python-load", action="store_true", help="use the Python load generator instead of ghz"
+    )
     a = ap.parse_args()
     global GHZ, PROTOSET
     results: dict = {
@@ -129,15 +165,24 @@ def main() -> None:
             print(f"== {backend}", flush=True)
             if backend == "sqlite":
                 results["backends"]["sqlite"] = bench_backend(
-                    "sqlite", f"sqlite:///{work / 'bench.db'}", work, a.rounds, a.duration)
+                    "sqlite", f"sqlite:///{work / 'bench.db'}", work, a.rounds, a.duration
+                )
             elif backend == "redis":
                 with start_redis_server(work / "redis") as server:
                     results["backends"]["redis"] = bench_backend(
-                        "redis", server.url, work, a.rounds, a.duration)
+                        "redis", server.url, work, a.rounds, a.duration
+                    )
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps({b: {k: v for k, v in s.items() if k.startswith("ratio")}
-                      for b, s in results["backends"].items()}, indent=2))
+    print(
+        json.dumps(
+            {
+                b: {k: v for k, v in s.items() if k.startswith("ratio")}
+                for b, s in results["backends"].items()
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {a.out}")
 
 

@@ -49,7 +49,7 @@ def _peer_host(context: grpc.aio.ServicerContext) -> str:
 
 def _unary(method: Method) -> grpc.RpcMethodHandler:
     parse = method.request_pb.FromString
-    to_request = converter_from(method.request_type, method.request_pb)
+    to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     handler = method.handler
     full = method.name
@@ -60,7 +60,8 @@ def _unary(method: Method) -> grpc.RpcMethodHandler:
         except (DecodeError, ValueError, UnicodeDecodeError) as ex:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"{full}: the request could not be decoded as {method.request_pb.DESCRIPTOR.full_name}: {ex}",
+                f"{full}: the request could not be decoded as "
+                f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
             )
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))

@@ -20,8 +20,9 @@ log = logging.getLogger("groupcoord.telemetry")
 _configured = False
 
 
-def configure(service_name: str, otlp_endpoint: str | None = None,
-              exporter: SpanExporter | None = None) -> TracerProvider | None:
+def configure(
+    service_name: str, otlp_endpoint: str | None = None, exporter: SpanExporter | None = None
+) -> TracerProvider | None:
     """Install an SDK tracer provider when spans go somewhere: to ``otlp_endpoint`` (or the
     standard ``OTEL_EXPORTER_OTLP_ENDPOINT``) when set, to ``exporter`` when given. Otherwise
     nothing is installed: the API's non-recording spans cost almost nothing and still carry

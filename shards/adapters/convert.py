@@ -184,9 +184,11 @@ def _wrapped_from(
     name: str, inner: str, container: type, conv: Callable[[Any], Any]
 ) -> Callable[[Any], Any]:
     if conv in _SCALARS:
-        return lambda msg: container(getattr(getattr(msg, name), inner)) if msg.HasField(name) else None
-    return (
-        lambda msg: container(conv(m) for m in getattr(getattr(msg, name), inner))
+        return lambda msg: (
+            container(getattr(getattr(msg, name), inner)) if msg.HasField(name) else None
+        )
+    return lambda msg: (
+        container(conv(m) for m in getattr(getattr(msg, name), inner))
         if msg.HasField(name)
         else None
     )

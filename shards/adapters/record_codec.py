@@ -7,15 +7,21 @@ they can identify a record for compaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from google.protobuf.message import Message
 from groupcoord.v1 import records_pb2
 
 from shards.adapters.convert import converter_from, converter_to
 from shards.core import records as r
 
-_BY_KEY: dict[type, tuple[int, object, object]] = {}
-_BY_ID: dict[int, tuple[object, object]] = {}
+Encoder = Callable[[Any], Message]
+Decoder = Callable[[Message], Any]
+
+_BY_KEY: dict[type, tuple[int, Encoder, Encoder]] = {}
+# type id -> (key decoder, key message class, value decoder, value message class)
+_BY_ID: dict[int, tuple[Decoder, type[Message], Decoder, type[Message]]] = {}
 
 for _key_cls, (_type_id, _value_cls) in r.RECORD_TYPES.items():
     _key_pb = getattr(records_pb2, _key_cls.__name__)
@@ -26,8 +32,10 @@ for _key_cls, (_type_id, _value_cls) in r.RECORD_TYPES.items():
         converter_to(_value_cls, _value_pb),
     )
     _BY_ID[_type_id] = (
-        (converter_from(_key_cls, _key_pb), _key_pb),
-        (converter_from(_value_cls, _value_pb), _value_pb),
+        converter_from(_key_cls, _key_pb),
+        _key_pb,
+        converter_from(_value_cls, _value_pb),
+        _value_pb,
     )
 
 
@@ -39,11 +47,11 @@ def _encode_records(records: Sequence[r.Record]) -> list[records_pb2.LogRecord]:
     out = []
     for rec in records:
         type_id, key_to, value_to = _BY_KEY[type(rec.key)]
-        key = key_to(rec.key).SerializeToString(deterministic=True)  # type: ignore[operator]
+        key = key_to(rec.key).SerializeToString(deterministic=True)
         if rec.value is None:
             out.append(records_pb2.LogRecord(type=type_id, key=key))
         else:
-            value = value_to(rec.value).SerializeToString()  # type: ignore[operator]
+            value = value_to(rec.value).SerializeToString()
             out.append(records_pb2.LogRecord(type=type_id, key=key, value=value))
     return out
 
@@ -54,13 +62,9 @@ def _decode_records(log_records: Sequence[records_pb2.LogRecord]) -> list[r.Reco
         entry = _BY_ID.get(lr.type)
         if entry is None:
             raise UnknownRecordTypeError(f"unknown record type {lr.type}")
-        (key_from, key_pb), (value_from, value_pb) = entry
-        key = key_from(key_pb.FromString(lr.key))  # type: ignore[attr-defined, operator]
-        value = (
-            value_from(value_pb.FromString(lr.value))  # type: ignore[attr-defined, operator]
-            if lr.HasField("value")
-            else None
-        )
+        key_from, key_pb, value_from, value_pb = entry
+        key = key_from(key_pb.FromString(lr.key))
+        value = value_from(value_pb.FromString(lr.value)) if lr.HasField("value") else None
         out.append(r.Record(key, value))
     return out
 
@@ -69,9 +73,7 @@ class RecordCodec:
     """The runtime's serde for group-coordinator records."""
 
     def encode_batch(self, records: Sequence[r.Record], timestamp_ms: int) -> bytes:
-        batch = records_pb2.RecordBatch(
-            records=_encode_records(records), timestamp_ms=timestamp_ms
-        )
+        batch = records_pb2.RecordBatch(records=_encode_records(records), timestamp_ms=timestamp_ms)
         return batch.SerializeToString()
 
     def decode_batch(self, data: bytes) -> list[r.Record]:

@@ -24,6 +24,8 @@ immutable). Only :meth:`replay` changes it.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from shards.core import api
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
@@ -41,22 +43,24 @@ def java_string_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-class GroupLookup:
+class GroupLookup(Protocol):
     """What the offset manager needs from the group manager (kept narrow on purpose)."""
 
-    def group(self, group_id: str) -> Group:  # raises ApiError(GROUP_ID_NOT_FOUND)
-        raise NotImplementedError
+    def group(self, group_id: str) -> Group:
+        """The group, or ApiError(GROUP_ID_NOT_FOUND)."""
+        ...
 
     def new_simple_group(self, group_id: str, now_ms: int | None) -> Group:
         """A simple group that is not registered (handlers never change state)."""
-        raise NotImplementedError
+        ...
 
     def get_or_create_simple_group(self, group_id: str, now_ms: int | None) -> Group:
         """Used by replay only."""
-        raise NotImplementedError
+        ...
 
     def on_offset_commit(self, group: Group, member_id: str, now_ms: int) -> None:
         """Hook: classic groups keep a member's session alive on commit."""
+        ...
 
 
 class OffsetMetadataManager:
@@ -211,9 +215,7 @@ class OffsetMetadataManager:
         return bool(self.offsets.get(group_id))
 
     # ---- expiration ----------------------------------------------------------------------
-    def cleanup_expired_offsets(
-        self, group_id: str, now_ms: int, records: list[Record]
-    ) -> bool:
+    def cleanup_expired_offsets(self, group_id: str, now_ms: int, records: list[Record]) -> bool:
         """Append tombstones for the group's expired offsets; True if none remain."""
         by_topic = self.offsets.get(group_id)
         if not by_topic:

@@ -39,9 +39,7 @@ class TopicsImage:
     @staticmethod
     def of(version: int, topics: Iterable[TopicImage]) -> TopicsImage:
         ordered = sorted(topics, key=lambda t: t.name)
-        return TopicsImage(
-            version, {t.name: t for t in ordered}, {t.topic_id: t for t in ordered}
-        )
+        return TopicsImage(version, {t.name: t for t in ordered}, {t.topic_id: t for t in ordered})
 
     def topics(self) -> list[TopicImage]:
         return list(self.by_name.values())
@@ -73,7 +71,10 @@ def validate_topic_name(name: str) -> str | None:
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
     if not _LEGAL_NAME.match(name):
-        return f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+        return (
+            f"topic name {name!r} contains characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
     return None
 
 

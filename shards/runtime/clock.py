@@ -54,7 +54,9 @@ class ManualClock:
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
         handle = _ManualHandle()
-        heapq.heappush(self._queue, (self._now + max(delay_ms, 0), next(self._seq), handle, callback))
+        heapq.heappush(
+            self._queue, (self._now + max(delay_ms, 0), next(self._seq), handle, callback)
+        )
         return handle
 
     def advance(self, ms: int) -> int:

@@ -14,12 +14,16 @@ from shards.core.topics import text_to_uuid
 from tests.component.conftest import Client, connect, shard_settings
 
 
-def create(*topics: tuple[str, int], racks: list[list[str]] | None = None, validate_only: bool = False):  # type: ignore[no-untyped-def]
+def create(
+    *topics: tuple[str, int], racks: list[list[str]] | None = None, validate_only: bool = False
+):  # type: ignore[no-untyped-def]
     return catalog_pb2.CreateTopicsRequest(
         validate_only=validate_only,
         topics=[
             catalog_pb2.CreatableTopic(
-                name=n, num_partitions=p, replication_factor=1,
+                name=n,
+                num_partitions=p,
+                replication_factor=1,
                 partition_racks=[catalog_pb2.PartitionRacks(racks=r) for r in (racks or [])],
             )
             for n, p in topics
@@ -34,30 +38,52 @@ async def describe_all(c: Client) -> dict[str, tuple[str, int]]:
 
 async def test_create_describe_delete(client: Client) -> None:
     resp = await client.catalog.CreateTopics(create(("orders", 12), ("audit", 3), racks=None))
-    assert [(t.name, t.error_code, t.num_partitions) for t in resp.topics] == [("orders", 0, 12), ("audit", 0, 3)]
+    assert [(t.name, t.error_code, t.num_partitions) for t in resp.topics] == [
+        ("orders", 0, 12),
+        ("audit", 0, 3),
+    ]
     ids = {t.name: t.topic_id for t in resp.topics}
     assert all(len(text_to_uuid(i)) == 16 for i in ids.values()) and len(set(ids.values())) == 2
     assert await describe_all(client) == {"orders": (ids["orders"], 12), "audit": (ids["audit"], 3)}
 
-    by_id = await client.catalog.DescribeTopics(catalog_pb2.DescribeTopicsRequest(topic_ids=[ids["audit"], "AAAAAAAAAAAAAAAAAAAAAA"]))
-    assert [(t.name, t.error_code) for t in by_id.topics] == [("audit", 0), ("", Errors.UNKNOWN_TOPIC_ID)]
+    by_id = await client.catalog.DescribeTopics(
+        catalog_pb2.DescribeTopicsRequest(topic_ids=[ids["audit"], "AAAAAAAAAAAAAAAAAAAAAA"])
+    )
+    assert [(t.name, t.error_code) for t in by_id.topics] == [
+        ("audit", 0),
+        ("", Errors.UNKNOWN_TOPIC_ID),
+    ]
 
-    deleted = await client.catalog.DeleteTopics(catalog_pb2.DeleteTopicsRequest(topics=[
-        catalog_pb2.DeleteTopicState(name="audit"), catalog_pb2.DeleteTopicState(name="nope"),
-        catalog_pb2.DeleteTopicState(topic_id="AAAAAAAAAAAAAAAAAAAAAA"),
-    ]))
-    assert [(t.error_code) for t in deleted.responses] == [0, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID]
+    deleted = await client.catalog.DeleteTopics(
+        catalog_pb2.DeleteTopicsRequest(
+            topics=[
+                catalog_pb2.DeleteTopicState(name="audit"),
+                catalog_pb2.DeleteTopicState(name="nope"),
+                catalog_pb2.DeleteTopicState(topic_id="AAAAAAAAAAAAAAAAAAAAAA"),
+            ]
+        )
+    )
+    assert [(t.error_code) for t in deleted.responses] == [
+        0,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.UNKNOWN_TOPIC_ID,
+    ]
     assert await describe_all(client) == {"orders": (ids["orders"], 12)}
 
 
 async def test_bad_creations_are_rejected_and_change_nothing(client: Client) -> None:
     await client.catalog.CreateTopics(create(("orders", 12)))
     before = await describe_all(client)
-    resp = await client.catalog.CreateTopics(create(("orders", 5), ("bad name!", 1), ("zero", 0), ("dup", 1), ("dup", 1)))
+    resp = await client.catalog.CreateTopics(
+        create(("orders", 5), ("bad name!", 1), ("zero", 0), ("dup", 1), ("dup", 1))
+    )
     codes = [(t.name, t.error_code) for t in resp.topics]
     assert codes == [
-        ("orders", Errors.TOPIC_ALREADY_EXISTS), ("bad name!", Errors.INVALID_TOPIC_EXCEPTION),
-        ("zero", Errors.INVALID_PARTITIONS), ("dup", Errors.INVALID_REQUEST), ("dup", Errors.INVALID_REQUEST),
+        ("orders", Errors.TOPIC_ALREADY_EXISTS),
+        ("bad name!", Errors.INVALID_TOPIC_EXCEPTION),
+        ("zero", Errors.INVALID_PARTITIONS),
+        ("dup", Errors.INVALID_REQUEST),
+        ("dup", Errors.INVALID_REQUEST),
     ]
     assert all(t.error_message for t in resp.topics)
     mismatch = await client.catalog.CreateTopics(create(("r", 2), racks=[["a"]]))
@@ -92,14 +118,18 @@ async def test_every_partition_loop_sees_a_new_catalog_image(client: Client) -> 
     runtime = client.app.runtime
     assert runtime is not None
     for _ in range(100):
-        seen = {n: p.sm.topics.by_name.get("orders") is not None for n, p in runtime.partitions.items()}
+        seen = {
+            n: p.sm.topics.by_name.get("orders") is not None for n, p in runtime.partitions.items()
+        }
         if all(seen.values()):
             break
         await asyncio.sleep(0.01)
     assert all(seen.values()) and len(seen) == 10
 
 
-async def test_a_change_made_by_another_process_is_picked_up(client: Client, tmp_path: Path) -> None:
+async def test_a_change_made_by_another_process_is_picked_up(
+    client: Client, tmp_path: Path
+) -> None:
     # a second app on the same store stands for another shard process
     other = ShardApp(shard_settings(tmp_path))
     await other.start()

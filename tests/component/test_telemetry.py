@@ -27,16 +27,30 @@ async def test_rpc_and_append_spans_share_the_callers_trace(client: Client) -> N
             f"127.0.0.1:{client.app.port}", interceptors=telemetry.client_interceptors()
         ) as channel:
             stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
-            await stub.OffsetCommit(offsets_pb2.OffsetCommitRequest(
-                group_id="traced",
-                topics=[offsets_pb2.OffsetCommitRequestTopic(name="t", partitions=[
-                    offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])],
-            ))
+            await stub.OffsetCommit(
+                offsets_pb2.OffsetCommitRequest(
+                    group_id="traced",
+                    topics=[
+                        offsets_pb2.OffsetCommitRequestTopic(
+                            name="t",
+                            partitions=[
+                                offsets_pb2.OffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=1
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
     provider.force_flush()
     spans = exporter.get_finished_spans()
     names = {s.name for s in spans}
-    server = [s for s in spans if s.name == "/groupcoord.v1.GroupCoordinator/OffsetCommit"
-              and s.kind == trace.SpanKind.SERVER]
+    server = [
+        s
+        for s in spans
+        if s.name == "/groupcoord.v1.GroupCoordinator/OffsetCommit"
+        and s.kind == trace.SpanKind.SERVER
+    ]
     assert server, names
     assert server[0].context.trace_id == trace_id  # propagated through gRPC metadata
     appends = [s for s in spans if s.name == "partition.append"]

@@ -53,11 +53,16 @@ async def writer(idx: int, address: str, ledger: Ledger, stop: asyncio.Event, se
                 resp = await stub.OffsetCommit(
                     offsets_pb2.OffsetCommitRequest(
                         group_id=group,
-                        topics=[offsets_pb2.OffsetCommitRequestTopic(
-                            name="t",
-                            partitions=[offsets_pb2.OffsetCommitRequestPartition(
-                                partition_index=partition, committed_offset=value)],
-                        )],
+                        topics=[
+                            offsets_pb2.OffsetCommitRequestTopic(
+                                name="t",
+                                partitions=[
+                                    offsets_pb2.OffsetCommitRequestPartition(
+                                        partition_index=partition, committed_offset=value
+                                    )
+                                ],
+                            )
+                        ],
                     ),
                     timeout=5,
                 )
@@ -76,17 +81,23 @@ async def verify(address: str, ledger: Ledger) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         resp = await stub.OffsetFetch(
-            offsets_pb2.OffsetFetchRequest(groups=[offsets_pb2.OffsetFetchRequestGroup(group_id=g) for g in groups]),
+            offsets_pb2.OffsetFetchRequest(
+                groups=[offsets_pb2.OffsetFetchRequestGroup(group_id=g) for g in groups]
+            ),
             timeout=30,
         )
     stored = {
         (g.group_id, p.partition_index): p.committed_offset
-        for g in resp.groups for t in g.topics for p in t.partitions
+        for g in resp.groups
+        for t in g.topics
+        for p in t.partitions
     }
     for key, state in ledger.keys.items():
         got = stored.get(key, -1)
         allowed = {state.acked} | ({state.inflight} if state.inflight is not None else set())
-        assert got in allowed, f"{key}: stored {got}, acknowledged {state.acked}, in flight {state.inflight}"
+        assert got in allowed, (
+            f"{key}: stored {got}, acknowledged {state.acked}, in flight {state.inflight}"
+        )
         # the stored value becomes the new baseline (an in-flight one did land)
         state.acked, state.inflight = got, None
 
@@ -94,17 +105,28 @@ async def verify(address: str, ledger: Ledger) -> None:
 def run_cycles(tmp_path: Path, store_url: str, cycles: int, seed: int) -> int:
     rng = random.Random(seed)
     ledger = Ledger()
-    args = ["dev", "--grpc-port", "0", "--store", store_url, "--num-partitions", "10",
-            "--data-dir", str(tmp_path / "data")]
+    args = [
+        "dev",
+        "--grpc-port",
+        "0",
+        "--store",
+        store_url,
+        "--num-partitions",
+        "10",
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
     for cycle in range(cycles):
         proc = ServerProcess(args, tmp_path / "server.log")
         try:
             asyncio.run(verify(proc.grpc_address, ledger))
 
-            async def load_then_kill() -> None:
+            async def load_then_kill(proc: ServerProcess, cycle: int) -> None:
                 stop = asyncio.Event()
                 tasks = [
-                    asyncio.create_task(writer(i, proc.grpc_address, ledger, stop, seed * 1000 + cycle * 50 + i))
+                    asyncio.create_task(
+                        writer(i, proc.grpc_address, ledger, stop, seed * 1000 + cycle * 50 + i)
+                    )
                     for i in range(WRITERS)
                 ]
                 await asyncio.sleep(rng.uniform(0.2, 1.2))
@@ -112,7 +134,7 @@ def run_cycles(tmp_path: Path, store_url: str, cycles: int, seed: int) -> int:
                 stop.set()
                 await asyncio.gather(*tasks)
 
-            asyncio.run(load_then_kill())
+            asyncio.run(load_then_kill(proc, cycle))
         finally:
             proc.kill()
     final = ServerProcess(args, tmp_path / "server.log")
@@ -134,7 +156,9 @@ def test_kill9_loses_no_acknowledged_commit_sqlite(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kill9_loses_no_acknowledged_commit_redis(tmp_path: Path, redis_server: RedisServer) -> None:
+def test_kill9_loses_no_acknowledged_commit_redis(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
     client = redis_server.client(db=5)
     client.flushdb()
     client.close()
@@ -143,13 +167,23 @@ def test_kill9_loses_no_acknowledged_commit_redis(tmp_path: Path, redis_server: 
 
 def test_sigterm_finishes_in_flight_commits_and_exits_cleanly(tmp_path: Path) -> None:
     ledger = Ledger()
-    args = ["dev", "--grpc-port", "0", "--store", f"sqlite:///{tmp_path / 'gc.db'}",
-            "--num-partitions", "10"]
+    args = [
+        "dev",
+        "--grpc-port",
+        "0",
+        "--store",
+        f"sqlite:///{tmp_path / 'gc.db'}",
+        "--num-partitions",
+        "10",
+    ]
     proc = ServerProcess(args, tmp_path / "server.log")
 
     async def load_then_term() -> None:
         stop = asyncio.Event()
-        tasks = [asyncio.create_task(writer(i, proc.grpc_address, ledger, stop, i)) for i in range(WRITERS)]
+        tasks = [
+            asyncio.create_task(writer(i, proc.grpc_address, ledger, stop, i))
+            for i in range(WRITERS)
+        ]
         await asyncio.sleep(0.5)
         code = await asyncio.to_thread(proc.terminate, 30)
         assert code == 0, (tmp_path / "server.log").read_text()[-2000:]

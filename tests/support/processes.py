@@ -19,8 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 class ServerProcess:
     """``groupcoord <subcommand> ...`` in a child process (stdout parsed, stderr to a file)."""
 
-    def __init__(self, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None,
-                 ready_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        ready_timeout: float = 60.0,
+    ) -> None:
         self.args = list(args)
         self.log_path = log_path
         self.ports: dict[str, int] = {}
@@ -33,12 +38,18 @@ class ServerProcess:
         self._stderr = open(log_path, "ab")  # noqa: SIM115 - closed in wait/stop
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "services.cli", *self.args],
-            cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            cwd=ROOT,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
         )
         threading.Thread(target=self._read_stdout, daemon=True).start()
         if not self._ready.wait(ready_timeout):
             self.kill()
-            raise RuntimeError(f"{self.args} did not become ready; log: {log_path.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"{self.args} did not become ready; log: {log_path.read_text()[-3000:]}"
+            )
 
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None

@@ -11,16 +11,26 @@ from tests.support.core_harness import ShardHarness
 DAY = 24 * 3600 * 1000
 
 
-def commit(group: str, offsets: dict[tuple[str, int], int], generation: int = -1,
-           member: str = "", metadata: str | None = None, retention: int = -1,
-           api_version: int | None = None) -> api.OffsetCommitRequest:
+def commit(
+    group: str,
+    offsets: dict[tuple[str, int], int],
+    generation: int = -1,
+    member: str = "",
+    metadata: str | None = None,
+    retention: int = -1,
+    api_version: int | None = None,
+) -> api.OffsetCommitRequest:
     topics: dict[str, list[api.OffsetCommitRequestPartition]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(
             api.OffsetCommitRequestPartition(partition, offset, committed_metadata=metadata)
         )
     return api.OffsetCommitRequest(
-        group, generation, member, None, retention,
+        group,
+        generation,
+        member,
+        None,
+        retention,
         tuple(api.OffsetCommitRequestTopic(t, tuple(ps)) for t, ps in topics.items()),
         api.RequestContext(api_version=api_version),
     )
@@ -28,7 +38,9 @@ def commit(group: str, offsets: dict[tuple[str, int], int], generation: int = -1
 
 def fetch_all(h: ShardHarness, group: str) -> dict[tuple[str, int], int]:
     resp = h.read(lambda s, now: s.fetch_offsets(api.OffsetFetchRequestGroup(group), now))
-    return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
+    return {
+        (t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions
+    }
 
 
 def test_commit_with_generation_minus_one_creates_an_empty_simple_group() -> None:
@@ -46,13 +58,20 @@ def test_commit_with_generation_minus_one_creates_an_empty_simple_group() -> Non
 def test_commit_with_generation_to_unknown_group_fails_without_writing() -> None:
     h = ShardHarness()
     try:
-        h.write(lambda s, now: s.commit_offset(commit("g", {("t", 0): 5}, generation=3, member="m"), now))
+        h.write(
+            lambda s, now: s.commit_offset(
+                commit("g", {("t", 0): 5}, generation=3, member="m"), now
+            )
+        )
         raise AssertionError("expected GROUP_ID_NOT_FOUND")
     except ApiError as ex:
         assert ex.code is Errors.GROUP_ID_NOT_FOUND
     try:  # OffsetCommit < v9 answers ILLEGAL_GENERATION instead
-        h.write(lambda s, now: s.commit_offset(
-            commit("g", {("t", 0): 5}, generation=3, member="m", api_version=8), now))
+        h.write(
+            lambda s, now: s.commit_offset(
+                commit("g", {("t", 0): 5}, generation=3, member="m", api_version=8), now
+            )
+        )
         raise AssertionError("expected ILLEGAL_GENERATION")
     except ApiError as ex:
         assert ex.code is Errors.ILLEGAL_GENERATION
@@ -61,15 +80,25 @@ def test_commit_with_generation_to_unknown_group_fails_without_writing() -> None
 
 def test_oversize_metadata_rejects_only_that_partition() -> None:
     h = ShardHarness(CoordinatorConfig(offset_metadata_max_bytes=4))
-    req = api.OffsetCommitRequest("g", topics=(api.OffsetCommitRequestTopic("t", (
-        api.OffsetCommitRequestPartition(0, 1, committed_metadata="abcd"),
-        api.OffsetCommitRequestPartition(1, 2, committed_metadata="abcde"),
-        # Java's String.length counts UTF-16 units: one emoji is 2, so 3 emoji are 6 > 4
-        api.OffsetCommitRequestPartition(2, 3, committed_metadata="😀😀😀"),
-    )),))
+    req = api.OffsetCommitRequest(
+        "g",
+        topics=(
+            api.OffsetCommitRequestTopic(
+                "t",
+                (
+                    api.OffsetCommitRequestPartition(0, 1, committed_metadata="abcd"),
+                    api.OffsetCommitRequestPartition(1, 2, committed_metadata="abcde"),
+                    # Java's String.length counts UTF-16 units: one emoji is 2, so 3 emoji are 6 > 4
+                    api.OffsetCommitRequestPartition(2, 3, committed_metadata="😀😀😀"),
+                ),
+            ),
+        ),
+    )
     resp = h.write(lambda s, now: s.commit_offset(req, now))
     assert [p.error_code for p in resp.topics[0].partitions] == [
-        0, Errors.OFFSET_METADATA_TOO_LARGE, Errors.OFFSET_METADATA_TOO_LARGE
+        0,
+        Errors.OFFSET_METADATA_TOO_LARGE,
+        Errors.OFFSET_METADATA_TOO_LARGE,
     ]
     assert fetch_all(h, "g") == {("t", 0): 1}
 
@@ -85,25 +114,41 @@ def test_fetch_named_partitions_of_unknown_group_returns_minus_one() -> None:
     req = api.OffsetFetchRequestGroup("nope", topics=(api.OffsetFetchRequestTopics("t", (0, 1)),))
     resp = h.read(lambda s, now: s.fetch_offsets(req, now))
     assert resp.error_code == 0
-    assert [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata)
-            for p in resp.topics[0].partitions] == [(0, -1, -1, ""), (1, -1, -1, "")]
-    assert h.read(lambda s, now: s.fetch_offsets(api.OffsetFetchRequestGroup("nope"), now)).topics == ()
+    assert [
+        (p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata)
+        for p in resp.topics[0].partitions
+    ] == [(0, -1, -1, ""), (1, -1, -1, "")]
+    assert (
+        h.read(lambda s, now: s.fetch_offsets(api.OffsetFetchRequestGroup("nope"), now)).topics
+        == ()
+    )
 
 
 def test_offset_delete_answers_every_partition_and_tombstones_existing_ones() -> None:
     h = ShardHarness()
     h.write(lambda s, now: s.commit_offset(commit("g", {("t", 0): 1, ("t", 1): 2}), now))
-    req = api.OffsetDeleteRequest("g", (api.OffsetDeleteRequestTopic("t", (
-        api.OffsetDeleteRequestPartition(1), api.OffsetDeleteRequestPartition(7))),))
+    req = api.OffsetDeleteRequest(
+        "g",
+        (
+            api.OffsetDeleteRequestTopic(
+                "t", (api.OffsetDeleteRequestPartition(1), api.OffsetDeleteRequestPartition(7))
+            ),
+        ),
+    )
     resp = h.write(lambda s, now: s.delete_offsets(req, now))
-    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [(1, 0), (7, 0)]
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
+        (1, 0),
+        (7, 0),
+    ]
     assert h.log[-1] == Record(OffsetCommitKey("g", "t", 1), None)
     assert fetch_all(h, "g") == {("t", 0): 1}
     h.assert_replay_equals_live()
 
 
 def test_offsets_expire_after_retention_and_the_empty_simple_group_goes_with_them() -> None:
-    config = CoordinatorConfig(offsets_retention_ms=7 * DAY, offsets_retention_check_interval_ms=600_000)
+    config = CoordinatorConfig(
+        offsets_retention_ms=7 * DAY, offsets_retention_check_interval_ms=600_000
+    )
     h = ShardHarness(config)
     h.shard.on_loaded(h.now)
     h.write(lambda s, now: s.commit_offset(commit("g", {("t", 0): 1}), now))
@@ -133,6 +178,9 @@ def test_delete_groups_removes_offsets_and_group() -> None:
     h = ShardHarness()
     h.write(lambda s, now: s.commit_offset(commit("g", {("t", 0): 1, ("u", 3): 4}), now))
     results = h.write(lambda s, now: s.delete_groups(["g", "x"], now))
-    assert [(r.group_id, r.error_code) for r in results] == [("g", 0), ("x", Errors.GROUP_ID_NOT_FOUND)]
+    assert [(r.group_id, r.error_code) for r in results] == [
+        ("g", 0),
+        ("x", Errors.GROUP_ID_NOT_FOUND),
+    ]
     assert fetch_all(h, "g") == {} and h.shard.group_manager.groups == {}
     h.assert_replay_equals_live()

@@ -20,21 +20,37 @@ MAX_META = 8
 class OffsetsMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.h = ShardHarness(CoordinatorConfig(
-            offset_metadata_max_bytes=MAX_META,
-            offsets_retention_ms=10_000,
-            offsets_retention_check_interval_ms=1_000,
-        ))
+        self.h = ShardHarness(
+            CoordinatorConfig(
+                offset_metadata_max_bytes=MAX_META,
+                offsets_retention_ms=10_000,
+                offsets_retention_check_interval_ms=1_000,
+            )
+        )
         self.h.shard.on_loaded(self.h.now)
         # model: (group, topic, partition) -> (offset, metadata, commit time)
         self.model: dict[tuple[str, str, int], tuple[int, str, int]] = {}
 
-    @rule(group=GROUPS, topic=TOPICS, entries=st.dictionaries(PARTS, st.tuples(
-        st.integers(0, 10**12), st.text(max_size=12)), min_size=1, max_size=4))
+    @rule(
+        group=GROUPS,
+        topic=TOPICS,
+        entries=st.dictionaries(
+            PARTS, st.tuples(st.integers(0, 10**12), st.text(max_size=12)), min_size=1, max_size=4
+        ),
+    )
     def commit(self, group: str, topic: str, entries: dict[int, tuple[int, str]]) -> None:
-        req = api.OffsetCommitRequest(group, topics=(api.OffsetCommitRequestTopic(topic, tuple(
-            api.OffsetCommitRequestPartition(p, o, committed_metadata=m) for p, (o, m) in entries.items()
-        )),))
+        req = api.OffsetCommitRequest(
+            group,
+            topics=(
+                api.OffsetCommitRequestTopic(
+                    topic,
+                    tuple(
+                        api.OffsetCommitRequestPartition(p, o, committed_metadata=m)
+                        for p, (o, m) in entries.items()
+                    ),
+                ),
+            ),
+        )
         resp = self.h.write(lambda s, now: s.commit_offset(req, now))
         for p, (o, m) in entries.items():
             code = next(x.error_code for x in resp.topics[0].partitions if x.partition_index == p)
@@ -46,8 +62,14 @@ class OffsetsMachine(RuleBasedStateMachine):
     @rule(group=GROUPS, topic=TOPICS, parts=st.lists(PARTS, min_size=1, max_size=3, unique=True))
     def delete(self, group: str, topic: str, parts: list[int]) -> None:
         exists = group in self.h.shard.group_manager.groups
-        req = api.OffsetDeleteRequest(group, (api.OffsetDeleteRequestTopic(
-            topic, tuple(api.OffsetDeleteRequestPartition(p) for p in parts)),))
+        req = api.OffsetDeleteRequest(
+            group,
+            (
+                api.OffsetDeleteRequestTopic(
+                    topic, tuple(api.OffsetDeleteRequestPartition(p) for p in parts)
+                ),
+            ),
+        )
         try:
             self.h.write(lambda s, now: s.delete_offsets(req, now))
         except Exception as ex:
@@ -67,9 +89,14 @@ class OffsetsMachine(RuleBasedStateMachine):
     @invariant()
     def fetch_matches_model(self) -> None:
         for group in ["a", "b", "c"]:
-            resp = self.h.read(lambda s, now: s.fetch_offsets(api.OffsetFetchRequestGroup(group), now))
-            got = {(group, t.name, p.partition_index): (p.committed_offset, p.metadata)
-                   for t in resp.topics for p in t.partitions}
+            resp = self.h.read(
+                lambda s, now, g=group: s.fetch_offsets(api.OffsetFetchRequestGroup(g), now)
+            )
+            got = {
+                (group, t.name, p.partition_index): (p.committed_offset, p.metadata)
+                for t in resp.topics
+                for p in t.partitions
+            }
             want = {k: (o, m) for k, (o, m, ts) in self.model.items() if k[0] == group}
             # offsets between 10 s and 11 s old may or may not have been expired yet
             for k in set(got) ^ set(want):
@@ -83,7 +110,9 @@ class OffsetsMachine(RuleBasedStateMachine):
 
 
 OffsetsMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestOffsets = OffsetsMachine.TestCase

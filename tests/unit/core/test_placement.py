@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from shards.core.placement import INT_MIN, java_string_hashcode, kafka_abs, partition_for
@@ -42,8 +42,9 @@ def test_partition_in_range(s: str) -> None:
 JAVA_SOURCE = """
 import java.nio.file.*; import java.util.*;
 public class H { public static void main(String[] a) throws Exception {
-  for (String line : Files.readAllLines(Paths.get(a[0]), java.nio.charset.StandardCharsets.UTF_8)) {
-    String s = new String(Base64.getDecoder().decode(line), java.nio.charset.StandardCharsets.UTF_8);
+  var utf8 = java.nio.charset.StandardCharsets.UTF_8;
+  for (String line : Files.readAllLines(Paths.get(a[0]), utf8)) {
+    String s = new String(Base64.getDecoder().decode(line), utf8);
     int h = s.hashCode(); int abs = (h == Integer.MIN_VALUE) ? 0 : Math.abs(h);
     System.out.println(h + " " + (abs % 50));
   }
@@ -57,16 +58,33 @@ def test_matches_a_real_jvm(tmp_path: Path) -> None:
     import random
 
     rng = random.Random(7)
-    samples = ["", "a", "polygenelubricants", "GydZG_", "é", "日本語のグループ", "emoji-😀-group",
-               "\u0000nul", "\uffff", "mixed-Ünïcödé-𝄞"]
+    samples = [
+        "",
+        "a",
+        "polygenelubricants",
+        "GydZG_",
+        "é",
+        "日本語のグループ",
+        "emoji-😀-group",
+        "\u0000nul",
+        "\uffff",
+        "mixed-Ünïcödé-𝄞",
+    ]
     alphabet = "abcXYZ019-_.é€😀𝄞日"
-    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    samples += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(300)
+    ]
     (tmp_path / "H.java").write_text(JAVA_SOURCE)
     (tmp_path / "in.txt").write_text(
         "\n".join(base64.b64encode(s.encode("utf-8")).decode() for s in samples) + "\n"
     )
-    out = subprocess.run(["java", str(tmp_path / "H.java"), str(tmp_path / "in.txt")],
-                         capture_output=True, text=True, check=True, timeout=120).stdout.split("\n")
+    out = subprocess.run(
+        ["java", str(tmp_path / "H.java"), str(tmp_path / "in.txt")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split("\n")
     for s, line in zip(samples, out, strict=False):
         h, p = map(int, line.split())
         assert java_string_hashcode(s) == h, s
