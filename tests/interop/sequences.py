@@ -219,7 +219,8 @@ async def consumer_group(target: Target) -> Obs:
             if "member_id" in kw:
                 probe.member_id = kw.pop("member_id")
             r = await probe.heartbeat(epoch=0, full=True, **kw)
-            obs.append((f"join: {name}", {"error": err(r.error_code)}))
+            obs.append((f"join: {name}", {"error": err(r.error_code),
+                                          "message": r.error_message}))
 
         # v0: the server generates the member id
         r0 = await wire.send(request(
@@ -508,8 +509,8 @@ async def admin_cross_type(target: Target) -> Obs:
         obs.append(("ListGroups v2", sorted(
             (g.protocol_type,) for g in r.groups if g.group_id in (consumer_g, classic_g))))
         dg = await wire.send(request("delete_groups", 2, groups_names=[consumer_g, "nope"]))
-        obs.append(("DeleteGroups", [(x.group_id == consumer_g, err(x.error_code))
-                                     for x in dg.results]))
+        obs.append(("DeleteGroups", sorted(  # Kafka answers in no particular order
+            (x.group_id == consumer_g, err(x.error_code)) for x in dg.results)))
         od = await wire.send(request("offset_delete", 0, group_id=consumer_g, topics=[
             {"name": topic, "partitions": [{"partition_index": 0}]}]))
         obs.append(("OffsetDelete on a subscribed topic", (err(od.error_code), [
@@ -533,6 +534,10 @@ async def discovery_and_topics(target: Target) -> Obs:
                                     coordinator_keys=["a", ""]))
         obs.append(("FindCoordinator v4 with an empty key", [
             err(c.error_code) for c in r.coordinators]))
+        r = await wire.send(request("find_coordinator", 4, key_type=1,
+                                    coordinator_keys=["txn"]))
+        obs.append(("FindCoordinator transaction coordinator", [
+            err(c.error_code) for c in r.coordinators]))
         name = unique("tp")
         topic = {"name": name, "num_partitions": 3, "replication_factor": 1}
         cases = [
@@ -545,12 +550,17 @@ async def discovery_and_topics(target: Target) -> Obs:
             ("validate only", [{**topic, "name": unique("v")}], True),
             ("assignments and count", [{**topic, "name": unique("ac"), "assignments": [
                 {"partition_index": 0, "broker_ids": [1]}]}], False),
+            ("replication factor 3 on one broker",
+             [{**topic, "name": unique("rf"), "replication_factor": 3}], False),
         ]
         for step, topics, validate in cases:
             r = await wire.send(request("create_topics", 7, topics=topics, timeout=30000,
                                         validate_only=validate))
             obs.append((f"CreateTopics {step}", [
                 (err(t.error_code), t.num_partitions, t.replication_factor) for t in r.topics]))
+            if step == "create":
+                obs.append(("CreateTopics v7 returns the topic's configs",
+                            bool(r.topics[0].configs)))
         for _ in range(100):
             md = await wire.send(request("metadata", 12, topics=[{"name": name}]))
             if len(md.topics[0].partitions) == 3:
@@ -579,6 +589,75 @@ async def discovery_and_topics(target: Target) -> Obs:
         await wire.close()
 
 
+# ---- static members ------------------------------------------------------------------------
+
+
+async def static_members(target: Target) -> Obs:
+    ids = Ids()
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic = unique("st")
+        tid = await create_topic(wire, topic, 4)
+        # classic: a static member needs no member-id round trip; a restarted instance takes
+        # the old member's place and the old member id is fenced
+        group = unique("stk")
+        r = await wire.send(join_req(5, group, "", group_instance_id="i1"))
+        obs.append(("classic static join", join_obs(r, ids)))
+        old, gen = r.member_id, r.generation_id
+        r = await wire.send(request("sync_group", 5, group_id=group, generation_id=gen,
+                                    member_id=old, group_instance_id="i1",
+                                    protocol_type="consumer", protocol_name="range",
+                                    assignments=[{"member_id": old, "assignment": b"x"}]))
+        obs.append(("classic static sync", (err(r.error_code), r.assignment)))
+        r = await wire.send(join_req(5, group, "", group_instance_id="i1"))
+        obs.append(("classic static rejoin of a restarted instance", join_obs(r, ids)))
+        new = r.member_id
+        r = await wire.send(request("heartbeat", 4, group_id=group, generation_id=gen,
+                                    member_id=old, group_instance_id="i1"))
+        obs.append(("classic heartbeat of the replaced member id", err(r.error_code)))
+        r = await wire.send(commit_req(8, group, topic, gen, old))
+        obs.append(("classic commit by the replaced member id (no instance id)",
+                    err(r.topics[0].partitions[0].error_code)))
+        d = await wire.send(request("describe_groups", 5, groups=[group]))
+        g = d.groups[0]
+        obs.append(("classic describe", (err(g.error_code), g.group_state, [
+            (ids("M", m.member_id), m.group_instance_id) for m in g.members])))
+        r = await wire.send(request("leave_group", 5, group_id=group, members=[
+            {"member_id": new, "group_instance_id": "i1"},
+            {"member_id": old, "group_instance_id": "i2"}]))
+        obs.append(("classic static leave", (err(r.error_code), sorted(
+            (m.group_instance_id, err(m.error_code)) for m in r.members))))
+
+        # consumer: a temporary leave (-2) keeps the assignment for the instance
+        cgroup = unique("stc")
+        m = Member(wire, cgroup, topic, tid)
+        r = await m.heartbeat(epoch=0, full=True, instance_id="s1")
+        obs.append(("consumer static join", hb_obs(r)))
+        await converge([m], 4)
+        epoch, owned = m.epoch, m.owned
+        r = await m.heartbeat(epoch=-2, instance_id="s1")
+        obs.append(("consumer static temporary leave", (err(r.error_code), r.member_epoch)))
+        again = Member(wire, cgroup, topic, tid)
+        r = await again.heartbeat(epoch=0, full=True, instance_id="s1")
+        # (the absolute epoch depends on when each server learnt of the topic: not compared)
+        obs.append(("consumer static rejoin", {
+            **hb_obs(r), "epoch": None, "same epoch": r.member_epoch == epoch,
+            "same partitions": again.owned == owned}))
+        await converge([again], 4)
+        r = await m.heartbeat(epoch=epoch, instance_id="s1")
+        obs.append(("consumer heartbeat of the replaced member id", err(r.error_code)))
+        third = Member(wire, cgroup, topic, tid)
+        r = await third.heartbeat(epoch=0, full=True, instance_id="s1")
+        obs.append(("consumer second live member with the same instance id",
+                    err(r.error_code)))
+        r = await again.heartbeat(epoch=-1, instance_id="s1")
+        obs.append(("consumer static leave", (err(r.error_code), r.member_epoch)))
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
@@ -588,4 +667,6 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "admin_cross_type": (admin_cross_type, ("ConsumerGroupHeartbeat", "JoinGroup",
                                             "DescribeGroups", "ConsumerGroupDescribe")),
     "discovery_and_topics": (discovery_and_topics, ()),
+    "static_members": (static_members, ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
+                                        "ConsumerGroupHeartbeat", "DescribeGroups")),
 }
