@@ -258,7 +258,8 @@ class Migration:
                 )
         if parked:
             self.consumer.timer.schedule(
-                f"classic-upgrade-replies:{group.group_id}",
+                # one key per batch of replies: a later upgrade must not replace this timer
+                f"classic-upgrade-replies:{group.group_id}:{parked[0][0].id}",
                 0,
                 lambda now: self._answer_parked(group, parked),
             )

@@ -233,6 +233,13 @@ class ClassicGroupMachine(RuleBasedStateMachine):
             return
         if client.instance is not None and g.static_member_id(client.instance) != client.member_id:
             return
+        # (the size limit is checked first, as in Kafka: a member not yet waiting in a
+        # rebalance that already waits for the maximum is turned away)
+        full = (
+            g.state is ClassicGroupState.PREPARING_REBALANCE
+            and not g.member(client.member_id).is_awaiting_join
+            and g.num_awaiting_join >= 3
+        )
         r = self.c.join(
             client.member_id,
             GROUP,
@@ -243,6 +250,10 @@ class ClassicGroupMachine(RuleBasedStateMachine):
             generation=g.generation_id - 1,
             client_id=f"c{i}",
         )
+        if full:
+            assert r.error_code == Errors.GROUP_MAX_SIZE_REACHED, r
+            client.member_id, client.generation = "", -1
+            return
         event("stale join")
         assert (r.error_code, r.member_id) == (Errors.ILLEGAL_GENERATION, client.member_id), r
         assert g.has_member(client.member_id)  # it keeps its member id

@@ -654,3 +654,17 @@ def test_a_failed_upgrade_leaves_the_classic_group_and_its_parked_replies_alone(
     classics[1].join()
     assert done(parked).error_code == 0 and done(parked).generation_id == 2
     m.check()
+
+
+def test_parked_replies_of_two_quick_upgrades_are_all_answered() -> None:
+    m = Mixed()
+    first = m.join_new()  # parked: the classic group's initial rebalance
+    k = ConsumerClient(m, "kip848")
+    k.heartbeat()  # upgrade #1 (its answers go out in a later operation)
+    k.leave()  # downgrade
+    second = m.join_new()  # parked again in the classic group
+    ConsumerClient(m, "other").heartbeat()  # upgrade #2, before #1's answers went out
+    m.sleep(0)
+    assert done(first).error_code == Errors.REBALANCE_IN_PROGRESS
+    assert done(second).error_code == Errors.REBALANCE_IN_PROGRESS
+    m.check()
