@@ -314,6 +314,19 @@ async def consumer_group_offsets(target: Target) -> Obs:
         for name, (mid, epoch) in fetches.items():
             obs.append((f"fetch v9 {name}", await fetch_error(wire, group, topic, mid, epoch)))
         obs.append(("fetch v8", await fetch_error(wire, group, topic, None, -1, version=8)))
+        r = await wire.send(request("offset_commit", 9, group_id=group,
+                                    generation_id_or_member_epoch=e, member_id=m.member_id,
+                                    topics=[
+            {"name": topic, "partitions": [{"partition_index": 7, "committed_offset": 1}]},
+            {"name": "no-such-topic", "partitions": [{"partition_index": 0,
+                                                      "committed_offset": 1}]}]))
+        obs.append(("commit unknown partition and topic", sorted(
+            (t.name == topic, p.partition_index, err(p.error_code))
+            for t in r.topics for p in t.partitions)))
+        r = await wire.send(request("offset_delete", 0, group_id=group, topics=[
+            {"name": "no-such-topic", "partitions": [{"partition_index": 0}]}]))
+        obs.append(("offset delete unknown topic", (err(r.error_code), [
+            err(p.error_code) for t in r.topics for p in t.partitions])))
         await m.heartbeat(epoch=-1)
         obs.append(("commit v9 admin after leave",
                     await commit_error(wire, 9, group, topic, -1, "")))
