@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.index import schema_name_map
@@ -44,7 +44,15 @@ def test_bounds_walk_agrees_with_kio_on_valid_requests(api_key: int, version: in
     def check(entity: object) -> None:
         data = encode(entity)
         assert codec.check_bounds(cls, data, 0) == len(data)
-        assert codec.decode_request(api_key, version, b"HDR" + data, 3) == entity
+        try:
+            decoded = codec.decode_request(api_key, version, b"HDR" + data, 3)
+        except codec.DecodeFailure as ex:
+            # kio cannot decode int64 millisecond fields beyond Python's timedelta range
+            # (OffsetCommit v2-4 retention_time near Long.MAX_VALUE): docs/gateway.md
+            if "timedelta" in str(ex):
+                reject()
+            raise
+        assert decoded == entity
         # every strict prefix is either still a valid message or rejected -- never a crash
         for cut in range(len(data)):
             try:
