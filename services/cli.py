@@ -77,6 +77,17 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt("--assignor-timeout-ms", env="ASSIGNOR_TIMEOUT_MS", type=int, default=5_000,
+             help="Deadline of each call to an assignor replica (3 attempts, then the "
+                  "in-process fallback).")(f)
+    f = _opt("--assignor-addresses", env="ASSIGNOR_ADDRESSES", default=None,
+             help="Assignor service replicas for consumer-group assignments: host:port list "
+                  "(comma-separated) or a gRPC target such as dns:///assignor:50061; calls "
+                  "are round-robined, with an in-process fallback. Unset: in-process only.")(f)
+    return f
+
+
 @click.group()
 @click.version_option(package_name="groupcoord")
 def main() -> None:
@@ -93,11 +104,14 @@ def main() -> None:
 @coordinator_options
 @_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,
       help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.")
+@assignor_client_options
 def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
         advertised_host: str | None, otlp_endpoint: str | None, log_level: str,
         log_format: str, num_partitions: int, offsets_retention_minutes: int,
-        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...], kafka_port: int) -> None:
+        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...], kafka_port: int,
+        assignor_addresses: str | None, assignor_timeout_ms: int) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
+    from services.assignor.client import parse_addresses
     from services.common import logs
     from services.shard.app import ShardApp, ShardSettings
 
@@ -120,6 +134,8 @@ def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
         advertised_host=advertised_host,
         otlp_endpoint=otlp_endpoint,
         coordinator=config,
+        assignor_addresses=parse_addresses(assignor_addresses or ""),
+        assignor_timeout_ms=assignor_timeout_ms,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
 
@@ -222,6 +238,40 @@ async def _serve_gateway(app: Any) -> None:
     await stop.wait()
     click.echo("groupcoord: shutting down")
     await app.stop()
+
+
+@main.command()
+@_opt("--host", env="HOST", default="127.0.0.1",
+      help="Address to listen on (0.0.0.0 in containers).")
+@_opt("--grpc-port", env="GRPC_PORT", type=int, default=50061,
+      help="gRPC port; 0 picks a free port and prints it.")
+@_opt("--worker-threads", env="WORKER_THREADS", type=int, default=1,
+      help="Threads computing assignments; more requests wait in arrival order. Scale with "
+           "replicas (one per core) rather than threads: the work is CPU-bound.")
+@_opt("--shutdown-grace-s", env="SHUTDOWN_GRACE_S", type=float, default=10.0,
+      help="On SIGTERM: how long in-flight assignments may take to finish.")
+@_opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
+      help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.")
+@_opt("--log-level", env="LOG_LEVEL", default="INFO")
+@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
+def assignor(host: str, grpc_port: int, worker_threads: int, shutdown_grace_s: float,
+             otlp_endpoint: str | None, log_level: str, log_format: str) -> None:
+    """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
+    as needed; shards reach them with --assignor-addresses."""
+    from services.assignor.app import AssignorApp, AssignorSettings
+    from services.common import logs
+
+    logs.configure(log_level, log_format)
+    if worker_threads < 1:
+        raise click.BadParameter("at least 1", param_hint="--worker-threads")
+    settings = AssignorSettings(
+        host=host,
+        grpc_port=grpc_port,
+        worker_threads=worker_threads,
+        shutdown_grace_s=shutdown_grace_s,
+        otlp_endpoint=otlp_endpoint,
+    )
+    asyncio.run(_serve(AssignorApp(settings)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -86,6 +86,7 @@ class GrpcServer:
         port: int,
         interceptors: Sequence[Any] = (),
         max_message_bytes: int = 100 * 1024 * 1024,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
@@ -93,6 +94,7 @@ class GrpcServer:
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                *options,
             ],
         )
         self.service_names: list[str] = []

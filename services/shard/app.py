@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.common import telemetry
 from services.common.grpc_server import GrpcServer
 from services.shard.assignment import InProcessAssignor
@@ -52,6 +53,9 @@ class ShardSettings:
     operation_timeout_ms: int = 30_000
     shutdown_grace_s: float = 10.0
     otlp_endpoint: str | None = None
+    #: assignor service replicas for consumer-group assignments (empty: in-process only)
+    assignor_addresses: tuple[str, ...] = ()
+    assignor_timeout_ms: int = 5_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
 
@@ -70,6 +74,8 @@ class ShardApp:
         self._image_tasks: set[asyncio.Task[None]] = set()
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
+        #: the assignor service client when assignor addresses are set (counters: .stats)
+        self.assignor_client: RemoteAssignor | None = None
 
     @property
     def port(self) -> int:
@@ -106,11 +112,16 @@ class ShardApp:
         await self.store.start()
         self.catalog = TopicCatalog(self.store, poll_interval_ms=s.catalog_poll_ms)
         await self.catalog.start()
-        # Consumer-group target assignments, off the partition loops (a remote assignor
-        # client may be registered here instead).
-        self.task_handlers.setdefault(
-            TargetAssignmentRequest, InProcessAssignor(s.coordinator.consumer_group_assignors)
-        )
+        # Consumer-group target assignments, off the partition loops: on the assignor
+        # service when addresses are configured (in-process as its fallback), else in-process.
+        in_process = InProcessAssignor(s.coordinator.consumer_group_assignors)
+        if s.assignor_addresses and TargetAssignmentRequest not in self.task_handlers:
+            self.assignor_client = RemoteAssignor(
+                AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),
+                fallback=in_process,
+                interceptors=telemetry.client_interceptors(),
+            )
+        self.task_handlers.setdefault(TargetAssignmentRequest, self.assignor_client or in_process)
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -151,6 +162,8 @@ class ShardApp:
             await self.runtime.close()
         if self.catalog is not None:
             await self.catalog.close()
+        if self.assignor_client is not None:
+            await self.assignor_client.close()
         if self.store is not None:
             await self.store.close()
         log.info("shard stopped")

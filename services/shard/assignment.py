@@ -5,8 +5,9 @@ The core hands over plain data; this module turns it into an ``assignors.spec.Gr
 runs the named server assignor (from the ``groupcoord.assignors`` entry points) in a worker
 thread, and hands the assignment back. At most one computation per group runs at a time:
 a request superseded while it waits (the runtime cancels it) never starts, so a burst of
-epoch bumps costs one computation, not one per bump. A remote assignor client can take this
-one's place behind the same ``task_handlers`` seam.
+epoch bumps costs one computation, not one per bump. With assignor addresses configured, the
+assignor service client (``services.assignor.client.RemoteAssignor``) takes this one's place
+behind the same ``task_handlers`` seam and falls back on it when no replica answers.
 """
 
 from __future__ import annotations

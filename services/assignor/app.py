@@ -1,0 +1,79 @@
+"""Wiring of an assignor worker: settings -> ``AssignorService`` -> gRPC server.
+
+A worker is stateless: run as many replicas as needed behind one DNS name (or a list of
+addresses) and let the shards' clients balance over them (``services.assignor.client``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from services.assignor.servicer import ASSIGNOR, AssignorService
+from services.common import telemetry
+from services.common.grpc_server import GrpcServer
+
+log = logging.getLogger("groupcoord.assignor")
+
+
+@dataclass
+class AssignorSettings:
+    host: str = "127.0.0.1"
+    grpc_port: int = 50061
+    #: threads computing assignments (requests beyond that wait in arrival order)
+    worker_threads: int = 1
+    #: on SIGTERM: how long in-flight assignments may take to finish
+    shutdown_grace_s: float = 10.0
+    otlp_endpoint: str | None = None
+    max_message_bytes: int = 100 * 1024 * 1024
+    #: connections are closed (gracefully) after this long, so that clients balancing over
+    #: a DNS name re-resolve it and start using replicas added since
+    max_connection_age_ms: int = 60_000
+
+
+class AssignorApp:
+    def __init__(self, settings: AssignorSettings) -> None:
+        self.settings = settings
+        self.service: AssignorService | None = None
+        self.server: GrpcServer | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    async def start(self) -> None:
+        s = self.settings
+        telemetry.configure("groupcoord-assignor", s.otlp_endpoint)
+        self.service = AssignorService(s.worker_threads)
+        self.server = GrpcServer(
+            s.host,
+            s.grpc_port,
+            telemetry.server_interceptors(),
+            s.max_message_bytes,
+            options=[
+                ("grpc.max_connection_age_ms", s.max_connection_age_ms),
+                # in-flight calls on an aged connection get as long as a shutdown gives them
+                ("grpc.max_connection_age_grace_ms", int(s.shutdown_grace_s * 1000)),
+            ],
+        )
+        # The handler takes raw bytes (parsed off the loop), so it is registered directly
+        # rather than as dataclass ``Method``s.
+        self.server.server.add_generic_rpc_handlers([self.service.handler()])
+        self.server.service_names.append(ASSIGNOR)
+        await self.server.start()
+        log.info(
+            "assignor serving on %s:%d (%d worker thread(s))",
+            s.host,
+            self.server.port,
+            s.worker_threads,
+        )
+
+    async def stop(self) -> None:
+        """Graceful: health NOT_SERVING, stop accepting, let in-flight assignments finish."""
+        log.info("assignor stopping: no new calls, finishing those in flight")
+        if self.server is not None:
+            await self.server.stop(self.settings.shutdown_grace_s)
+        if self.service is not None:
+            self.service.close()
+        log.info("assignor stopped")
