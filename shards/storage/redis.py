@@ -25,6 +25,9 @@ Invariants:
 * Group commit: ``append`` queues the entry and wakes ONE writer coroutine that sends
   everything queued as one pipeline. Redis runs a pipeline's scripts in one event-loop
   iteration and fsyncs once for all of them before replying.
+* With replicas, an append is acknowledged only once ``WAITAOF`` confirms it is in the AOF
+  of enough replicas (Redis >= 7.2; decided at ``start()``, see :func:`plan_replica_wait`).
+  Older servers cannot: a failover may then lose acknowledged appends, and ``start()`` warns.
 * Nothing that writes is retried by the client: a write whose reply was lost has an
   unknown outcome, and retrying it could apply it twice (or make a successful catalog CAS
   report a conflict). Such calls fail with :class:`StoreUnavailableError` instead.
@@ -40,6 +43,7 @@ import asyncio
 import collections
 import contextlib
 import hashlib
+import itertools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -78,7 +82,7 @@ from shards.storage.base import (
     StoreUnavailableError,
 )
 
-__all__ = ["RedisLogStore"]
+__all__ = ["RedisLogStore", "RedisUrl", "parse_redis_url", "plan_replica_wait"]
 
 log = logging.getLogger("groupcoord.storage")
 
@@ -267,6 +271,96 @@ def _redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+#: query parameters of a store URL that are groupcoord's, not redis-py's
+_OWN_PARAMS = ("key_prefix", "wait_replicas", "wait_timeout_ms")
+WAITAOF_MIN_VERSION = (7, 2, 0)
+DEFAULT_WAIT_TIMEOUT_MS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class RedisUrl:
+    """A store URL split into the redis-py URL and groupcoord's own parameters."""
+
+    url: str  # what redis-py gets (groupcoord's parameters removed)
+    key_prefix: str
+    wait_replicas: int | None  # None = auto (see plan_replica_wait)
+    wait_timeout_ms: int
+
+
+def parse_redis_url(url: str, *, key_prefix: str = DEFAULT_KEY_PREFIX) -> RedisUrl:
+    """``redis://host:port/db?key_prefix=gc&wait_replicas=auto|N&wait_timeout_ms=5000``."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {name: value for name, value in query if name in _OWN_PARAMS}
+    key_prefix = own.get("key_prefix", key_prefix)
+    if not key_prefix or "{" in key_prefix or "}" in key_prefix:
+        # Braces would change the hash tag and split a partition's keys across slots.
+        raise ValueError(f"invalid key prefix {key_prefix!r}")
+    wait = own.get("wait_replicas", "auto")
+    if wait != "auto" and not (wait.isdigit() and int(wait) >= 0):
+        raise ValueError(f"wait_replicas must be 'auto' or a number >= 0, not {wait!r}")
+    timeout = own.get("wait_timeout_ms", str(DEFAULT_WAIT_TIMEOUT_MS))
+    if not (timeout.isdigit() and int(timeout) > 0):
+        raise ValueError(f"wait_timeout_ms must be a number > 0, not {timeout!r}")
+    rest = urlencode([(k, v) for k, v in query if k not in _OWN_PARAMS])
+    return RedisUrl(
+        urlunsplit(parts._replace(query=rest)),
+        key_prefix,
+        None if wait == "auto" else int(wait),
+        int(timeout),
+    )
+
+
+def _version(text: str) -> tuple[int, ...]:
+    out = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        out.append(int(digits) if digits else 0)
+    return tuple(out + [0] * (3 - len(out)))
+
+
+def plan_replica_wait(
+    server_version: str, connected_replicas: int, requested: int | None
+) -> tuple[int, str | None]:
+    """How many replicas each append waits for with ``WAITAOF``, and a warning (or None).
+
+    ``requested`` None (auto): one replica if the server has replicas and supports WAITAOF
+    (Redis >= 7.2), none otherwise -- with a warning when replicas exist but cannot be waited
+    for (a failover may lose acknowledged writes). An explicit number > 0 on a server without
+    WAITAOF raises StoreError: the operator asked for a guarantee we cannot give.
+    """
+    supported = _version(server_version) >= WAITAOF_MIN_VERSION
+    if requested is None:
+        if connected_replicas == 0:
+            return 0, None
+        if supported:
+            return 1, None
+        return 0, (
+            f"the server (Redis {server_version}) has {connected_replicas} replica(s) but no "
+            "WAITAOF (Redis >= 7.2): replication is asynchronous, so a failover to a replica "
+            "MAY LOSE ACKNOWLEDGED WRITES (those of the last moments before the failover)."
+        )
+    if requested == 0:
+        if connected_replicas:
+            return 0, (
+                f"wait_replicas=0 with {connected_replicas} replica(s): appends do not wait "
+                "for replicas, so a failover MAY LOSE ACKNOWLEDGED WRITES."
+            )
+        return 0, None
+    if not supported:
+        raise StoreError(
+            f"wait_replicas={requested} needs WAITAOF (Redis >= 7.2); the server runs Redis "
+            f"{server_version}. Upgrade it, or use wait_replicas=auto (and accept the loss "
+            "window on failover, see docs/multi-shard.md)."
+        )
+    if connected_replicas < requested:
+        return requested, (
+            f"wait_replicas={requested} but only {connected_replicas} replica(s) are "
+            "connected: appends will fail until enough replicas are back."
+        )
+    return requested, None
+
+
 class RedisLogStore(LogStore):
     """A :class:`LogStore` in Redis (see the module docstring).
 
@@ -283,17 +377,13 @@ class RedisLogStore(LogStore):
         connect_timeout_s: float = 5.0,
         snapshot_chunk_bytes: int = DEFAULT_SNAPSHOT_CHUNK_BYTES,
     ) -> None:
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        for name, value in query:
-            if name == "key_prefix":
-                key_prefix = value
-        self._url = urlunsplit(
-            parts._replace(query=urlencode([(k, v) for k, v in query if k != "key_prefix"]))
-        )
-        if not key_prefix or "{" in key_prefix or "}" in key_prefix:
-            # Braces would change the hash tag and split a partition's keys across slots.
-            raise ValueError(f"invalid key prefix {key_prefix!r}")
+        parsed = parse_redis_url(url, key_prefix=key_prefix)
+        self._url = parsed.url
+        key_prefix = parsed.key_prefix
+        self._wait_requested = parsed.wait_replicas
+        self._wait_timeout_ms = parsed.wait_timeout_ms
+        #: (numlocal, numreplicas) for WAITAOF after each write; numreplicas 0 = no wait
+        self.replica_wait: tuple[int, int] = (0, 0)
         if snapshot_chunk_bytes <= 0:
             raise ValueError("snapshot_chunk_bytes must be > 0")
         self.key_prefix = key_prefix
@@ -393,6 +483,7 @@ class RedisLogStore(LogStore):
                 await self._client.ping()
                 await self._load_scripts()
             await self._check_server_settings()
+            await self._check_replication()
         except BaseException:
             await self._client.aclose()
             self._client = None
@@ -438,6 +529,63 @@ class RedisLogStore(LogStore):
                 self.description,
                 policy,
             )
+
+    async def _check_replication(self) -> None:
+        """Decide whether appends wait for replicas (WAITAOF), from the server's version,
+        its replicas and ``wait_replicas``; see :func:`plan_replica_wait`."""
+        client = self._redis
+        try:
+            with self._errors("INFO"):
+                server = await client.info("server")
+                replication = await client.info("replication")
+                persistence = await client.info("persistence")
+        except StoreUnavailableError:
+            raise
+        except StoreError as e:
+            # INFO disabled (some managed services): trust an explicit wait_replicas.
+            requested = self._wait_requested or 0
+            log.warning(
+                "storage: %s: could not read the replication state (%s); appends wait for "
+                "%d replica(s)", self.description, e, requested,
+            )
+            self.replica_wait = (0, requested)
+            return
+        # redis-py parses INFO values: a version like "7.2" may come back as a float.
+        version = str(server.get("redis_version", "0"))
+        replicas = int(replication.get("connected_slaves", 0))
+        numreplicas, warning = plan_replica_wait(version, replicas, self._wait_requested)
+        if warning:
+            log.warning("storage: %s: %s", self.description, warning)
+        # WAITAOF numlocal > 0 is an error without appendonly (which start() warns about).
+        numlocal = 1 if int(persistence.get("aof_enabled", 0)) else 0
+        self.replica_wait = (numlocal, numreplicas)
+        if numreplicas:
+            log.info(
+                "storage: %s: appends wait for %d replica(s) (WAITAOF, timeout %d ms)",
+                self.description, numreplicas, self._wait_timeout_ms,
+            )
+
+    def _add_wait(self, pipe: Any) -> bool:
+        """Queue WAITAOF on ``pipe`` (same connection as the writes before it) if enabled."""
+        numlocal, numreplicas = self.replica_wait
+        if not numreplicas:
+            return False
+        pipe.execute_command("WAITAOF", numlocal, numreplicas, self._wait_timeout_ms)
+        return True
+
+    def _wait_error(self, reply: Any) -> StoreUnavailableError | None:
+        """None if a WAITAOF reply confirms enough copies, else the error to fail with."""
+        numlocal, numreplicas = self.replica_wait
+        if isinstance(reply, Exception):
+            return StoreUnavailableError(f"{self.description}: WAITAOF: {reply}")
+        local, replicas = (int(x) for x in reply)
+        if local < numlocal or replicas < numreplicas:
+            return StoreUnavailableError(
+                f"{self.description}: WAITAOF: {replicas} of {numreplicas} replica(s) "
+                f"confirmed within {self._wait_timeout_ms} ms (local {local}): the write is "
+                "on the primary but not known to survive a failover"
+            )
+        return None
 
     async def close(self) -> None:
         if self._closed:
@@ -492,6 +640,7 @@ class RedisLogStore(LogStore):
                     item.epoch,
                     item.data,
                 )
+            waits = self._add_wait(pipe)
             try:
                 with self._errors("append"):
                     results = await pipe.execute(raise_on_error=False)
@@ -499,6 +648,8 @@ class RedisLogStore(LogStore):
                 for item in todo:
                     _fail(item.future, e)
                 return
+            # Not confirmed by enough replicas: the outcome is unknown (the primary has it).
+            unconfirmed = self._wait_error(results.pop()) if waits else None
             retry: list[_PendingAppend] = []
             acked = fenced = 0
             for item, result in zip(todo, results, strict=True):
@@ -506,6 +657,8 @@ class RedisLogStore(LogStore):
                     retry.append(item)
                 elif isinstance(result, Exception):
                     _fail(item.future, self._translate("append", result))
+                elif result[0] == 1 and unconfirmed is not None:
+                    _fail(item.future, unconfirmed)
                 elif result[0] == 1:
                     acked += 1
                     _resolve(item.future, int(result[1]))
@@ -547,8 +700,27 @@ class RedisLogStore(LogStore):
         check_partition(partition)
         check_lease_ms(lease_ms)
         keys = [self._key(partition, "epoch"), self._key(partition, "lease")]
+        args: list[str | int] = [owner, lease_ms, int(only_if_free)]
         with self._errors("acquire"):
-            epoch = await self._script(_ACQUIRE, keys, [owner, lease_ms, int(only_if_free)])
+            if not self.replica_wait[1]:
+                epoch = await self._script(_ACQUIRE, keys, args)
+            else:
+                # An epoch bump lost in a failover would let the previous owner append again:
+                # wait for replicas, on the same connection (WAITAOF waits for this client's
+                # writes), hence one pipeline.
+                for _ in range(2):
+                    pipe = self._redis.pipeline(transaction=False)
+                    pipe.evalsha(_ACQUIRE.sha, len(keys), *keys, *args)
+                    self._add_wait(pipe)
+                    epoch, reply = await pipe.execute(raise_on_error=False)
+                    if not isinstance(epoch, NoScriptError):
+                        break
+                    await self._load_scripts()  # NOSCRIPT did not run: safe to resend
+                if isinstance(epoch, Exception):
+                    raise epoch
+                error = self._wait_error(reply)
+                if int(epoch) and error is not None:
+                    raise error
         return int(epoch) or None
 
     async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:

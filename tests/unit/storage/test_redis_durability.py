@@ -1,0 +1,141 @@
+"""Redis durability decisions without a server: the store URL's own parameters, when appends
+wait for replicas (WAITAOF needs Redis >= 7.2), and what an append answers when the replicas
+do not confirm in time (a fake pipeline stands in for the connection)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from shards.storage.base import FencedError, StoreError, StoreUnavailableError
+from shards.storage.redis import (
+    RedisLogStore,
+    _PendingAppend,
+    parse_redis_url,
+    plan_replica_wait,
+)
+
+
+def test_url_parameters_are_split_off_for_redis_py() -> None:
+    parsed = parse_redis_url(
+        "redis://:pw@h:6380/2?key_prefix=x&wait_replicas=2&wait_timeout_ms=750&health_check_interval=3"
+    )
+    assert parsed.url == "redis://:pw@h:6380/2?health_check_interval=3"
+    assert (parsed.key_prefix, parsed.wait_replicas, parsed.wait_timeout_ms) == ("x", 2, 750)
+    default = parse_redis_url("redis://h:6379/0")
+    assert (default.key_prefix, default.wait_replicas, default.wait_timeout_ms) == (
+        "gc", None, 5000,
+    )
+    assert parse_redis_url("redis://h/0?wait_replicas=auto").wait_replicas is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://h/0?wait_replicas=-1",
+        "redis://h/0?wait_replicas=some",
+        "redis://h/0?wait_timeout_ms=0",
+        "redis://h/0?key_prefix={x}",
+        "redis://h/0?key_prefix=",
+    ],
+)
+def test_bad_url_parameters_are_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        parse_redis_url(url)
+
+
+@pytest.mark.parametrize(
+    ("version", "replicas", "requested", "waits", "warns"),
+    [
+        ("7.0.15", 0, None, 0, False),  # no replicas: nothing to wait for
+        ("7.0.15", 1, None, 0, True),  # replicas, no WAITAOF: the loss window, said loudly
+        ("7.2.0", 1, None, 1, False),  # auto: one replica must have it in its AOF
+        ("7.2.4", 3, None, 1, False),
+        ("8.0.1", 2, None, 1, False),
+        ("7.2.0", 0, None, 0, False),
+        ("7.2.0", 2, 0, 0, True),  # explicitly off with replicas: warned
+        ("7.2.0", 2, 2, 2, False),
+        ("7.4.1", 1, 2, 2, True),  # asked for more replicas than connected
+        ("7.2-rc1", 1, None, 1, False),
+        ("7.1.240", 1, None, 0, True),  # 7.2 release candidates carried 7.1.2xx versions
+        ("6.2.14", 1, None, 0, True),
+        ("10.0.0", 1, None, 1, False),  # compare numbers, not strings
+    ],
+)
+def test_replica_wait_plan(
+    version: str, replicas: int, requested: int | None, waits: int, warns: bool
+) -> None:
+    numreplicas, warning = plan_replica_wait(version, replicas, requested)
+    assert numreplicas == waits
+    assert (warning is not None) == warns
+
+
+def test_explicit_wait_on_a_server_without_waitaof_refuses_to_start() -> None:
+    with pytest.raises(StoreError, match="WAITAOF"):
+        plan_replica_wait("7.0.15", 1, 1)
+
+
+class FakePipeline:
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = replies
+        self.commands: list[tuple[Any, ...]] = []
+
+    def evalsha(self, *args: Any) -> None:
+        self.commands.append(("EVALSHA", *args))
+
+    def execute_command(self, *args: Any) -> None:
+        self.commands.append(args)
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        assert len(self.replies) == len(self.commands)
+        return self.replies
+
+
+class FakeClient:
+    def __init__(self, replies: list[Any]) -> None:
+        self.pipe = FakePipeline(replies)
+
+    def pipeline(self, transaction: bool = True) -> FakePipeline:
+        return self.pipe
+
+
+async def _flush(replies: list[Any], wait: tuple[int, int]) -> tuple[list[Any], FakePipeline]:
+    store = RedisLogStore("redis://127.0.0.1:1/0?wait_timeout_ms=250")
+    client = FakeClient(replies)
+    store._client = client  # type: ignore[assignment]
+    store.replica_wait = wait
+    loop = asyncio.get_running_loop()
+    batch = [_PendingAppend(p, 3, b"x", loop.create_future()) for p in (0, 1)]
+    await store._flush(batch)
+    outcomes = []
+    for item in batch:
+        try:
+            outcomes.append(item.future.result())
+        except Exception as ex:  # noqa: BLE001 - the outcome is what is checked
+            outcomes.append(ex)
+    return outcomes, client.pipe
+
+
+async def test_appends_are_acknowledged_once_replicas_confirm() -> None:
+    outcomes, pipe = await _flush([[1, 10], [1, 20], [1, 1]], (1, 1))
+    assert outcomes == [10, 20]
+    assert pipe.commands[-1] == ("WAITAOF", 1, 1, 250)  # after the appends, same pipeline
+
+
+async def test_appends_fail_as_unknown_outcome_when_replicas_do_not_confirm() -> None:
+    outcomes, _ = await _flush([[1, 10], [0, 4], [1, 0]], (1, 1))
+    assert isinstance(outcomes[0], StoreUnavailableError)  # on the primary, maybe not after
+    assert isinstance(outcomes[1], FencedError)  # fenced stays fenced
+
+
+async def test_a_failing_waitaof_fails_the_appends() -> None:
+    outcomes, _ = await _flush([[1, 10], [1, 11], Exception("NOREPLICAS")], (1, 1))
+    assert all(isinstance(o, StoreUnavailableError) for o in outcomes)
+
+
+async def test_no_replicas_no_waitaof() -> None:
+    outcomes, pipe = await _flush([[1, 10], [1, 11]], (1, 0))
+    assert outcomes == [10, 11]
+    assert all(c[0] == "EVALSHA" for c in pipe.commands)
