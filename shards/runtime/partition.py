@@ -47,6 +47,14 @@ log = logging.getLogger("groupcoord.runtime")
 tracer = trace.get_tracer("groupcoord.runtime")
 
 
+class LeaseHeldError(Exception):
+    """Another owner holds the partition's lease (only when leases are respected)."""
+
+    def __init__(self, partition: int) -> None:
+        super().__init__(f"partition {partition}: the lease is held by another owner")
+        self.partition = partition
+
+
 class PartitionState(enum.Enum):
     INITIAL = "INITIAL"
     LOADING = "LOADING"
@@ -90,7 +98,9 @@ class PartitionTimer:
         self._partition = partition
         self._handles: dict[str, Cancellable] = {}
 
-    def schedule(self, key: str, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]) -> None:
+    def schedule(
+        self, key: str, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]
+    ) -> None:
         self.cancel(key)
         handle: Cancellable | None = None
 
@@ -141,6 +151,7 @@ class CoordinatorPartition:
         snapshot_interval_records: int,
         on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
         executor: TaskExecutor | None = None,
+        respect_leases: bool = False,
     ) -> None:
         self.partition = partition
         self.store = store
@@ -152,6 +163,9 @@ class CoordinatorPartition:
         self.snapshot_interval_records = snapshot_interval_records
         self.on_failure = on_failure
         self.executor = executor
+        # True when several processes share the store: load only takes a lease that is free
+        # or already ours (try_acquire), never another owner's live one.
+        self.respect_leases = respect_leases
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.state = PartitionState.INITIAL
         self.epoch = 0
@@ -178,13 +192,25 @@ class CoordinatorPartition:
         self.state = target
 
     async def load(self) -> None:
-        """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE."""
+        """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE.
+        With ``respect_leases``: LeaseHeldError if another owner holds a live lease."""
         self._transition(PartitionState.LOADING)
         self._incarnation += 1
         with tracer.start_as_current_span("partition.load") as span:
             span.set_attribute("groupcoord.partition", self.partition)
             try:
-                self.epoch = await self.store.acquire(self.partition, self.owner, self.lease_ms)
+                if self.respect_leases:
+                    epoch = await self.store.try_acquire(self.partition, self.owner, self.lease_ms)
+                    if epoch is None:
+                        raise LeaseHeldError(self.partition)
+                    self.epoch = epoch
+                else:
+                    self.epoch = await self.store.acquire(self.partition, self.owner, self.lease_ms)
+                if self.state is not PartitionState.LOADING:
+                    # closed while acquiring: hand the fresh lease back rather than let it
+                    # block the next owner until it expires
+                    await self.store.release(self.partition, self.owner, self.epoch)
+                    return
                 loaded = await self.store.load(self.partition)
                 sm = self.factory(self.partition, self.timer)
                 count = 0
@@ -211,7 +237,10 @@ class CoordinatorPartition:
             sm.on_loaded(self.clock.now_ms())
             log.debug(
                 "partition %d loaded at epoch %d: %d records up to offset %d",
-                self.partition, self.epoch, count, self.last_durable_offset,
+                self.partition,
+                self.epoch,
+                count,
+                self.last_durable_offset,
             )
 
     async def close(self, graceful: bool = True) -> None:

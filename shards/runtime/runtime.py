@@ -17,6 +17,7 @@ from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.partition import (
     Codec,
     CoordinatorPartition,
+    LeaseHeldError,
     PartitionState,
     ReadOp,
     StateMachineFactory,
@@ -41,6 +42,7 @@ class CoordinatorRuntime:
         snapshot_interval_records: int = 10_000,
         reload_backoff_ms: tuple[int, int] = (50, 5_000),
         executor: TaskExecutor | None = None,
+        respect_leases: bool = False,
     ) -> None:
         self.store = store
         self.codec = codec
@@ -51,6 +53,9 @@ class CoordinatorRuntime:
         self.snapshot_interval_records = snapshot_interval_records
         self.reload_backoff_ms = reload_backoff_ms
         self.executor = executor
+        #: several shards share the store: load (and reload) only a partition whose lease is
+        #: free or ours; False = one process owns everything and takes over by force
+        self.respect_leases = respect_leases
         self.partitions: dict[int, CoordinatorPartition] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
@@ -71,18 +76,22 @@ class CoordinatorRuntime:
             self.snapshot_interval_records,
             on_failure=self._on_failure,
             executor=self.executor,
+            respect_leases=self.respect_leases,
         )
 
-    async def load(self, partition: int) -> None:
-        """Start serving ``partition``: bump its epoch, replay its log. Retries on failure."""
+    async def load(self, partition: int) -> bool:
+        """Start serving ``partition``: bump its epoch, replay its log. Retries on failure.
+        True once it is ACTIVE; False if it was closed meanwhile or (``respect_leases``)
+        another owner holds its lease."""
         if self._closed:
             raise RuntimeError("runtime is closed")
         existing = self.partitions.get(partition)
         if existing is not None and existing.state is not PartitionState.CLOSED:
-            return
+            return existing.state is PartitionState.ACTIVE
         p = self._new_partition(partition)
         self.partitions[partition] = p
         await self._load_with_retry(p)
+        return self.partitions.get(partition) is p and p.state is PartitionState.ACTIVE
 
     async def _load_with_retry(self, p: CoordinatorPartition) -> None:
         delay, max_delay = self.reload_backoff_ms
@@ -92,6 +101,15 @@ class CoordinatorRuntime:
                 return
             except asyncio.CancelledError:
                 raise
+            except LeaseHeldError:
+                # Another shard owns it now: not ours to retry (ownership decides again).
+                log.info("partition %d: lease held by another owner, not loading", p.partition)
+                if self.partitions.get(p.partition) is p:
+                    self.partitions.pop(p.partition, None)
+                    await p.close(graceful=False)
+                    if self.on_partition_lost is not None:
+                        self.on_partition_lost(p.partition, "lease held by another owner")
+                return
             except Exception as ex:
                 if p.state is PartitionState.CLOSED or self._closed:
                     return
