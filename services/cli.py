@@ -140,6 +140,104 @@ def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
 
 
+@main.command()
+@_opt("--store", env="STORE", required=True,
+      help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
+           " (every shard of a deployment uses the same one).")
+@_opt("--node-id", env="NODE_ID", type=int, required=True,
+      help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
+           "partition map hashes it, so a restarted shard gets its partitions back.")
+@_opt("--lease-ms", env="LEASE_MS", type=int, default=10_000,
+      help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
+           "taken over about this long after it died.")
+@_opt("--ownership-interval-ms", env="OWNERSHIP_INTERVAL_MS", type=int, default=None,
+      help="How often the registry and every lease are re-read (default min(1000, lease/4)).")
+@_opt("--handoff-poll-ms", env="HANDOFF_POLL_MS", type=int, default=100,
+      help="How often a partition waiting for its previous owner's lease is re-checked.")
+@_opt("--operation-timeout-ms", env="OPERATION_TIMEOUT_MS", type=int, default=30_000,
+      help="Deadline of one write or read on a partition (then NOT_COORDINATOR).")
+@_opt("--shutdown-grace-s", env="SHUTDOWN_GRACE_S", type=float, default=10.0,
+      help="On SIGTERM: how long in-flight RPCs may take after the handoff.")
+@server_options
+@coordinator_options
+@assignor_client_options
+def shard(store: str, node_id: int, lease_ms: int, ownership_interval_ms: int | None,
+          handoff_poll_ms: int, operation_timeout_ms: int, shutdown_grace_s: float, host: str,
+          grpc_port: int, advertised_host: str | None, otlp_endpoint: str | None,
+          log_level: str, log_format: str, num_partitions: int, offsets_retention_minutes: int,
+          offset_metadata_max_bytes: int, config_pairs: tuple[str, ...],
+          assignor_addresses: str | None, assignor_timeout_ms: int) -> None:
+    """One of several shard processes sharing a Redis store: each owns an even share of the
+    offsets partitions, hands them off on shutdown and takes over those of dead shards."""
+    from services.assignor.client import parse_addresses
+    from services.common import logs
+    from services.shard.app import ShardApp, ShardSettings
+
+    logs.configure(log_level, log_format)
+    if not store.lower().startswith(("redis://", "rediss://", "unix://")):
+        raise click.BadParameter("several shards need a shared Redis store (redis://...)",
+                                 param_hint="--store")
+    if lease_ms < 100:
+        raise click.BadParameter("at least 100 ms", param_hint="--lease-ms")
+    config = _parse_config(
+        config_pairs,
+        CoordinatorConfig(
+            num_partitions=num_partitions,
+            offsets_retention_ms=offsets_retention_minutes * 60_000,
+            offset_metadata_max_bytes=offset_metadata_max_bytes,
+        ),
+    )
+    settings = ShardSettings(
+        store_url=store,
+        host=host,
+        grpc_port=grpc_port,
+        advertised_host=advertised_host,
+        node_id=node_id,
+        lease_ms=lease_ms,
+        operation_timeout_ms=operation_timeout_ms,
+        shutdown_grace_s=shutdown_grace_s,
+        otlp_endpoint=otlp_endpoint,
+        coordinator=config,
+        multi_shard=True,
+        ownership_interval_ms=ownership_interval_ms,
+        handoff_poll_ms=handoff_poll_ms,
+        assignor_addresses=parse_addresses(assignor_addresses or ""),
+        assignor_timeout_ms=assignor_timeout_ms,
+    )
+    asyncio.run(_serve(ShardApp(settings)))
+
+
+@main.command()
+@_opt("--store", env="STORE", required=True, help="The shards' Redis store URL.")
+@_opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=None,
+      help="Offsets partitions (default: what the live shards report, else 50).")
+@_opt("--format", "output", env="OUTPUT_FORMAT", type=click.Choice(["table", "json"]),
+      default="table")
+def partitions(store: str, num_partitions: int | None, output: str) -> None:
+    """Print the shard registry and, per offsets partition, its target shard, lease holder,
+    epoch, lease expiry and the state its holder reports."""
+    import json
+
+    from shards.ownership import open_membership
+    from shards.ownership.report import format_report, ownership_report
+    from shards.storage import open_store
+
+    async def run() -> Any:
+        membership = open_membership(store)
+        async with open_store(store) as log_store:
+            await membership.start()
+            try:
+                return await ownership_report(log_store, membership, num_partitions)
+            finally:
+                await membership.close()
+
+    report = asyncio.run(run())
+    if output == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(format_report(report))
+
+
 async def _serve(app: Any, kafka_port: int | None = None) -> None:
     from services.common.grpc_server import install_signal_handlers
 

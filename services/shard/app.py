@@ -27,11 +27,13 @@ from services.shard.servicer import (
 )
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog import TopicCatalog
-from shards.coordinator import GroupCoordinatorService, NodeAddress, SelfOwnership
+from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer.assignment import TargetAssignmentRequest
 from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
+from shards.ownership import Member, open_membership
+from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock
 from shards.runtime.partition import PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
@@ -57,6 +59,13 @@ class ShardSettings:
     assignor_addresses: tuple[str, ...] = ()
     assignor_timeout_ms: int = 5_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    #: False: this process owns every partition (groupcoord dev). True: one of many shards
+    #: sharing a Redis store (groupcoord shard): registry, balanced assignment, leases.
+    multi_shard: bool = False
+    #: multi-shard: full ownership rounds (default min(1 s, lease / 4)) and lease polls
+    #: while a partition is handed over
+    ownership_interval_ms: int | None = None
+    handoff_poll_ms: int = 100
 
 
 class ShardApp:
@@ -71,6 +80,7 @@ class ShardApp:
         self.runtime: CoordinatorRuntime | None = None
         self.service: GroupCoordinatorService | None = None
         self.server: GrpcServer | None = None
+        self.ownership: OwnershipManager | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
@@ -131,19 +141,47 @@ class ShardApp:
             lease_ms=s.lease_ms,
             snapshot_interval_records=s.coordinator.snapshot_interval_records,
             executor=self._execute,
+            respect_leases=s.multi_shard,
         )
         self.catalog.listeners.append(self._on_new_image)
         self.server = GrpcServer(s.host, s.grpc_port, telemetry.server_interceptors())
         # The node address needs the bound port (grpc_port may be 0).
         node = NodeAddress(s.node_id, s.advertised_host or s.host, self.server.port)
+        view: OwnershipView = SelfOwnership(node)
+        if s.multi_shard:
+            if node.host in ("0.0.0.0", "::", ""):
+                node = NodeAddress(node.node_id, socket.getfqdn(), node.port)
+                log.warning("no --advertised-host: advertising %s to other processes", node.host)
+            self.ownership = OwnershipManager(
+                self.store,
+                open_membership(s.store_url),
+                self.runtime,
+                Member(str(s.node_id), s.node_id, self.owner, node.host, node.port,
+                       s.coordinator.num_partitions),
+                OwnershipSettings(s.coordinator.num_partitions, s.lease_ms,
+                                  interval_ms=s.ownership_interval_ms,
+                                  handoff_poll_ms=s.handoff_poll_ms),
+            )
+            view = self.ownership
         self.service = GroupCoordinatorService(
             self.runtime,
             s.coordinator.num_partitions,
-            SelfOwnership(node),
+            view,
             s.operation_timeout_ms,
         )
         self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
+        if self.ownership is not None:
+            # Serve first: once registered, other shards send clients here.
+            self.runtime.start_lease_renewal()
+            await self.server.start()
+            await self.ownership.start()
+            log.info(
+                "shard %d serving %d of %d partitions on %s:%d (store %s)", s.node_id,
+                len(self.runtime.partitions), s.coordinator.num_partitions, s.host,
+                self.server.port, self.store.description,
+            )
+            return
         await asyncio.gather(
             *(self.runtime.load(p) for p in range(s.coordinator.num_partitions))
         )
@@ -156,6 +194,12 @@ class ShardApp:
 
     async def stop(self) -> None:
         """Graceful: stop accepting RPCs, finish in-flight appends, close the store."""
+        if self.ownership is not None:
+            # Leave the registry, then hand every partition off (flush, release the lease)
+            # while the server still answers: clients get NOT_COORDINATOR and re-route.
+            await self.ownership.stop()
+            if self.runtime is not None:
+                await self.runtime.close()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s)
         if self.runtime is not None:

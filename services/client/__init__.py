@@ -1,0 +1,23 @@
+"""Client helpers for programs that call groupcoord over gRPC (see coordinator_client)."""
+
+from services.client.coordinator_client import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    CoordinatorClient,
+    CoordinatorUnavailableError,
+    RetriableError,
+    RetryPolicy,
+    coordinator_error,
+)
+
+__all__ = [
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "CoordinatorClient",
+    "CoordinatorUnavailableError",
+    "RetriableError",
+    "RetryPolicy",
+    "coordinator_error",
+]

@@ -1,0 +1,326 @@
+"""A gRPC client of groupcoord that finds each group's shard and follows it when it moves.
+
+The pattern (the same in any language; docs/multi-shard.md spells it out):
+
+1. **Find**: ``FindCoordinator(key_type=0, coordinator_keys=[group_id])`` on any shard you
+   know (a bootstrap list, or any shard learnt since). The answer names the owning shard
+   (``host``, ``port``) and the offsets ``partition`` of the group.
+2. **Cache** ``group_id -> partition`` and ``partition -> address``: every group of a
+   partition lives on the same shard, so one lookup serves them all.
+3. **Call** the owning shard.
+4. **Re-route** on the coordinator errors, found in the response's ``error_code`` fields
+   (top level, per group, per partition):
+
+   * ``NOT_COORDINATOR`` (16), ``COORDINATOR_NOT_AVAILABLE`` (15), gRPC ``UNAVAILABLE`` or an
+     attempt that timed out: the partition moved or its shard is gone -- forget the cached
+     address, back off, find again;
+   * ``COORDINATOR_LOAD_IN_PROGRESS`` (14): the right shard is still loading the partition
+     -- keep the address, back off, call again.
+
+5. **Back off** exponentially (50 ms doubling up to 1 s, with jitter) until the caller's
+   deadline; then give up with :class:`CoordinatorUnavailableError`.
+
+A failed attempt may or may not have been applied (the shard may have died after its
+append). Retrying is what Kafka clients do for these errors and is safe for the APIs whose
+repetition converges (OffsetCommit of the same offsets, heartbeats, JoinGroup/SyncGroup);
+an error answered after retries means *unknown outcome*, not *not applied*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from groupcoord.v1 import (
+    classic_group_pb2,
+    consumer_group_pb2,
+    coordinator_pb2_grpc,
+    groups_pb2,
+    offsets_pb2,
+)
+
+__all__ = [
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "CoordinatorClient",
+    "CoordinatorUnavailableError",
+    "RetriableError",
+    "RetryPolicy",
+    "coordinator_error",
+]
+
+log = logging.getLogger("groupcoord.client")
+
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+_REROUTE = (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)
+_RETRIABLE = (*_REROUTE, COORDINATOR_LOAD_IN_PROGRESS)
+_REROUTE_STATUS = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class CoordinatorUnavailableError(Exception):
+    """No answer other than a coordinator error before the deadline (outcome unknown)."""
+
+    def __init__(self, group_id: str, last: str) -> None:
+        super().__init__(f"group {group_id!r}: no coordinator answered in time ({last})")
+        self.group_id = group_id
+        self.last = last
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 1.0
+    #: one attempt; a shard that does not answer in time is treated as gone
+    attempt_timeout_s: float = 5.0
+    #: the whole call, retries included (Kafka's default.api.timeout.ms is 60 s)
+    deadline_s: float = 30.0
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        ceiling = min(self.max_backoff_s, self.initial_backoff_s * 2 ** max(0, attempt - 1))
+        return ceiling * (0.5 + rng.random() / 2)  # jitter: callers do not retry in lockstep
+
+
+def coordinator_error(response: Message) -> int:
+    """The first retriable coordinator error anywhere in ``response`` (0 if none): the
+    top-level ``error_code``, then per group / topic / partition, depth first."""
+    for code in _error_codes(response):
+        if code in _RETRIABLE:
+            return code
+    return 0
+
+
+def _error_codes(message: Message) -> Iterable[int]:
+    for field, value in message.ListFields():
+        if field.name == "error_code":
+            yield int(value)
+        elif field.message_type is not None:
+            items = value if field.label == field.LABEL_REPEATED else [value]
+            for item in items:
+                if isinstance(item, Message):
+                    yield from _error_codes(item)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    partition: int
+    address: str
+    node_id: int
+
+
+class CoordinatorClient:
+    """``async with CoordinatorClient(["shard-0:50051", "shard-1:50051"]) as client:``"""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        policy: RetryPolicy | None = None,
+        *,
+        seed: int | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        addresses = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+        self.bootstrap = [
+            a.strip() for a in itertools.chain(*(a.split(",") for a in addresses)) if a.strip()
+        ]
+        if not self.bootstrap:
+            raise ValueError("at least one bootstrap address is needed")
+        self.policy = policy or RetryPolicy()
+        self._rng = random.Random(seed)
+        self._options = list(channel_options)
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
+        self._partition_of: dict[str, int] = {}
+        self._routes: dict[int, Route] = {}
+        self._finder = 0  # index of the next address to ask FindCoordinator
+        #: what happened, for tests and metrics: attempts, reroutes, load waits, lookups...
+        self.stats: Counter[str] = Counter()
+
+    async def __aenter__(self) -> CoordinatorClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        self._stubs.clear()
+        await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
+
+    def stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+        stub = self._stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address, options=self._options)
+            self._channels[address] = channel
+            stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        return stub
+
+    # ---- discovery -------------------------------------------------------------------------
+    def _finders(self) -> list[str]:
+        known = list(dict.fromkeys([*self.bootstrap, *(r.address for r in self._routes.values())]))
+        start = self._finder % len(known)
+        return known[start:] + known[:start]
+
+    async def find_coordinator(self, group_id: str) -> Route:
+        """Ask the shards we know, one after the other, who owns ``group_id``'s partition.
+        RetriableError if none answers or the answer is a coordinator error."""
+        request = groups_pb2.FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
+        last = "no shard answered"
+        for address in self._finders():
+            self.stats["lookups"] += 1
+            try:
+                response = await self.stub(address).FindCoordinator(
+                    request, timeout=self.policy.attempt_timeout_s
+                )
+            except grpc.aio.AioRpcError as ex:
+                last = f"FindCoordinator on {address}: {ex.code().name}"
+                self._finder += 1  # start with the next one next time
+                continue
+            (c,) = response.coordinators
+            if c.error_code != 0:
+                raise RetriableError(
+                    c.error_code, f"FindCoordinator: {c.error_code} {c.error_message}"
+                )
+            route = Route(c.partition, f"{c.host}:{c.port}", c.node_id)
+            self._partition_of[group_id] = c.partition
+            self._routes[c.partition] = route
+            return route
+        raise RetriableError(COORDINATOR_NOT_AVAILABLE, last)
+
+    async def route(self, group_id: str) -> Route:
+        partition = self._partition_of.get(group_id)
+        if partition is not None:
+            route = self._routes.get(partition)
+            if route is not None:
+                return route
+        return await self.find_coordinator(group_id)
+
+    def forget(self, route: Route) -> None:
+        if self._routes.get(route.partition) == route:
+            del self._routes[route.partition]
+
+    # ---- calls -----------------------------------------------------------------------------
+    async def call(
+        self,
+        group_id: str,
+        method: str,
+        request: Message,
+        *,
+        timeout_s: float | None = None,
+        attempt_timeout_s: float | None = None,
+    ) -> Any:
+        """``method`` (a GroupCoordinator RPC name) on the shard owning ``group_id``,
+        re-routed and retried as the module docstring says. Returns the first response
+        without a coordinator error (which may carry any other error)."""
+        policy = self.policy
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else policy.deadline_s)
+        per_attempt = attempt_timeout_s or policy.attempt_timeout_s
+        attempt = 0
+        last = ""
+        while True:
+            attempt += 1
+            route: Route | None = None
+            try:
+                route = await self.route(group_id)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.stats["attempts"] += 1
+                response = await getattr(self.stub(route.address), method)(
+                    request, timeout=min(per_attempt, remaining)
+                )
+                code = coordinator_error(response)
+                if not code:
+                    return response
+                raise RetriableError(code, f"{method} on {route.address}: error {code}")
+            except RetriableError as r:
+                last = r.reason
+                if r.code in _REROUTE and route is not None:
+                    self.forget(route)
+                self.stats[
+                    "load_in_progress" if r.code == COORDINATOR_LOAD_IN_PROGRESS else "reroutes"
+                ] += 1
+            except grpc.aio.AioRpcError as ex:
+                if ex.code() not in _REROUTE_STATUS:
+                    raise
+                last = f"{method} on {route.address if route else '?'}: {ex.code().name}"
+                if route is not None:
+                    self.forget(route)
+                self.stats["unavailable"] += 1
+            pause = policy.backoff(attempt, self._rng)
+            if time.monotonic() + pause >= deadline:
+                break
+            await asyncio.sleep(pause)
+        self.stats["gave_up"] += 1
+        raise CoordinatorUnavailableError(group_id, last)
+
+    # ---- the APIs, one group per call ------------------------------------------------------
+    async def offset_commit(
+        self, request: offsets_pb2.OffsetCommitRequest, **kw: Any
+    ) -> offsets_pb2.OffsetCommitResponse:
+        return await self.call(request.group_id, "OffsetCommit", request, **kw)  # type: ignore[no-any-return]
+
+    async def offset_fetch(
+        self,
+        group: offsets_pb2.OffsetFetchRequestGroup,
+        *,
+        require_stable: bool = False,
+        **kw: Any,
+    ) -> offsets_pb2.OffsetFetchResponseGroup:
+        request = offsets_pb2.OffsetFetchRequest(groups=[group], require_stable=require_stable)
+        response = await self.call(group.group_id, "OffsetFetch", request, **kw)
+        return response.groups[0]  # type: ignore[no-any-return]
+
+    async def consumer_group_heartbeat(
+        self, request: consumer_group_pb2.ConsumerGroupHeartbeatRequest, **kw: Any
+    ) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
+        return await self.call(  # type: ignore[no-any-return]
+            request.group_id, "ConsumerGroupHeartbeat", request, **kw
+        )
+
+    async def consumer_group_describe(
+        self, group_id: str, **kw: Any
+    ) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
+        request = consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group_id])
+        response = await self.call(group_id, "ConsumerGroupDescribe", request, **kw)
+        return response.groups[0]  # type: ignore[no-any-return]
+
+    async def join_group(
+        self, request: classic_group_pb2.JoinGroupRequest, **kw: Any
+    ) -> classic_group_pb2.JoinGroupResponse:
+        return await self.call(request.group_id, "JoinGroup", request, **kw)  # type: ignore[no-any-return]
+
+    async def sync_group(
+        self, request: classic_group_pb2.SyncGroupRequest, **kw: Any
+    ) -> classic_group_pb2.SyncGroupResponse:
+        return await self.call(request.group_id, "SyncGroup", request, **kw)  # type: ignore[no-any-return]
+
+    async def heartbeat(
+        self, request: classic_group_pb2.HeartbeatRequest, **kw: Any
+    ) -> classic_group_pb2.HeartbeatResponse:
+        return await self.call(request.group_id, "Heartbeat", request, **kw)  # type: ignore[no-any-return]
+
+    async def leave_group(
+        self, request: classic_group_pb2.LeaveGroupRequest, **kw: Any
+    ) -> classic_group_pb2.LeaveGroupResponse:
+        return await self.call(request.group_id, "LeaveGroup", request, **kw)  # type: ignore[no-any-return]
+
+
+class RetriableError(Exception):
+    """A coordinator error (``code``) that the caller may retry after a backoff."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason

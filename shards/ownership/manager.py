@@ -1,0 +1,322 @@
+"""Partition ownership of one shard process among many that share a store.
+
+Theory of operation
+-------------------
+Three independent mechanisms, each with one job:
+
+* **Registry** (:mod:`.membership`): the shard heartbeats its entry (node id, incarnation,
+  gRPC address, partition states) with a TTL. Live entries are the members.
+* **Assignment** (:mod:`.assignment`): a pure function of the live member ids, so every
+  shard computes the same partition -> member map without talking to the others.
+* **Leases and epochs** (the store): a shard serves a partition only while it holds its
+  lease; loading takes the lease with ``try_acquire`` (a live lease of another owner is
+  respected) and bumps the epoch *before* reading the log, and the store rejects every
+  append under an older epoch. Safety rests on this alone: whatever the registry or the
+  assignment say at any moment, at most one owner can append to a partition.
+
+The reconcile loop moves the runtime towards the map: partitions that map elsewhere are
+unloaded gracefully (stop accepting, flush what was accepted, fail what is parked with
+NOT_COORDINATOR, release the lease -- :meth:`CoordinatorRuntime.unload`); partitions that
+map here are loaded as soon as their lease is free or expired. Until then it polls those
+partitions' leases every ``handoff_poll_ms``, so a handoff costs one poll plus a load, and a
+crash costs the lease TTL plus one poll plus a load.
+
+Nothing here is needed for safety, only for liveness: a shard with a stale view at worst
+tries to load a partition someone else holds (refused by the lease) or keeps one a little
+longer than the map says (then hands it off on its next round).
+
+The manager is also the shard's :class:`OwnershipView` (FindCoordinator): a partition this
+process serves is answered with itself, any other with its live lease holder, else the
+member the map gives it, else nobody (COORDINATOR_NOT_AVAILABLE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from shards.coordinator import NodeAddress
+from shards.ownership.assignment import assign
+from shards.ownership.membership import Member, Membership, RegistrationConflict
+from shards.runtime.partition import PartitionState
+from shards.runtime.runtime import CoordinatorRuntime
+from shards.storage.base import Lease, LogStore
+
+__all__ = ["OwnershipManager", "OwnershipSettings"]
+
+log = logging.getLogger("groupcoord.ownership")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipSettings:
+    num_partitions: int
+    lease_ms: int
+    #: registry entry TTL (default: the lease TTL, so a dead shard's entry and its leases
+    #: go at about the same time)
+    member_ttl_ms: int | None = None
+    #: full rounds (registry + every lease); default min(1 s, lease / 4)
+    interval_ms: int | None = None
+    #: how often partitions waiting for a lease are re-checked
+    handoff_poll_ms: int = 100
+
+    @property
+    def ttl_ms(self) -> int:
+        return self.member_ttl_ms or self.lease_ms
+
+    @property
+    def round_ms(self) -> int:
+        return self.interval_ms or max(50, min(1000, self.lease_ms // 4))
+
+
+class OwnershipManager:
+    def __init__(
+        self,
+        store: LogStore,
+        membership: Membership,
+        runtime: CoordinatorRuntime,
+        me: Member,
+        settings: OwnershipSettings,
+    ) -> None:
+        self.store = store
+        self.membership = membership
+        self.runtime = runtime
+        self.me = me
+        self.settings = settings
+        #: live members as of the last full round (always includes this process while it
+        #: is registered)
+        self.members: dict[str, Member] = {}
+        self.target: dict[int, str] = {}
+        self.leases: dict[int, Lease | None] = {}
+        self.registered = False
+        self._by_owner: dict[str, Member] = {}
+        self._last_heartbeat_ok = 0.0
+        self._last_full = 0.0
+        self._loading: dict[int, asyncio.Task[Any]] = {}
+        self._unloading: dict[int, asyncio.Task[Any]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._mismatch_logged: set[str] = set()
+        runtime.on_partition_lost = self._on_partition_lost
+
+    # ---- OwnershipView ---------------------------------------------------------------------
+    def owner_of(self, partition: int) -> NodeAddress | None:
+        local = self.runtime.partitions.get(partition)
+        if local is not None and local.state in (PartitionState.ACTIVE, PartitionState.LOADING):
+            return self._node(self.me)
+        lease = self.leases.get(partition)
+        if lease is not None and lease.owner != self.me.owner:
+            holder = self._by_owner.get(lease.owner)
+            if holder is not None:
+                return self._node(holder)
+        target = self.members.get(self.target.get(partition, ""))
+        return self._node(target) if target is not None else None
+
+    @staticmethod
+    def _node(m: Member) -> NodeAddress:
+        return NodeAddress(m.node_id, m.host, m.port)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Register (waiting for a previous incarnation's entry to expire), take the
+        partitions that map here and are free, then keep reconciling in the background."""
+        await self.membership.start()
+        while True:
+            try:
+                await self._heartbeat_once()
+                break
+            except RegistrationConflict as c:
+                log.warning("%s; waiting for it to expire", c)
+                await asyncio.sleep(max(50, min(c.expires_in_ms, self.settings.ttl_ms / 3)) / 1000)
+        await self.reconcile(full=True)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._heartbeat_loop(), name="ownership-heartbeat"),
+            loop.create_task(self._reconcile_loop(), name="ownership-reconcile"),
+        ]
+
+    async def settle(self) -> None:
+        """Wait until no load or unload started by a round is in flight."""
+        while self._loading or self._unloading:
+            await asyncio.gather(
+                *self._loading.values(), *self._unloading.values(), return_exceptions=True
+            )
+
+    async def stop(self) -> None:
+        """Leave the registry so that the others recompute the map at once. Unloading the
+        partitions (graceful handoff, leases released) is the runtime's close()."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        pending = [*self._loading.values(), *self._unloading.values()]
+        for task in self._loading.values():
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        try:
+            await self.membership.deregister(self.me.member_id, self.me.owner)
+        except Exception as ex:  # the entry simply expires
+            log.warning("could not leave the registry: %r", ex)
+        self.registered = False
+        await self.membership.close()
+
+    # ---- the registry ----------------------------------------------------------------------
+    def _states(self) -> dict[int, str]:
+        return {n: p.state.value for n, p in sorted(self.runtime.partitions.items())}
+
+    async def _heartbeat_once(self) -> None:
+        self.me = replace(self.me, partitions=self._states())
+        await self.membership.heartbeat(self.me, self.settings.ttl_ms)
+        if not self.registered:
+            log.info(
+                "registered as member %s (%s, %s)",
+                self.me.member_id,
+                self.me.owner,
+                self.me.address,
+            )
+            self.registered = True
+            self._wake.set()
+        self._last_heartbeat_ok = time.monotonic()
+
+    async def _heartbeat_loop(self) -> None:
+        period = self.settings.ttl_ms / 3 / 1000
+        while not self._stopping:
+            await asyncio.sleep(period)
+            try:
+                await self._heartbeat_once()
+            except RegistrationConflict as c:
+                if self.registered:
+                    # Our entry expired (we were paused or cut off) and a new incarnation
+                    # took the node id: it is the member now; we serve nothing.
+                    log.error("lost the registration: %s; handing every partition off", c)
+                    self.registered = False
+                    self._wake.set()
+            except Exception as ex:
+                log.warning("registry heartbeat failed: %r", ex)
+                if self.registered and time.monotonic() - self._last_heartbeat_ok > period * 3:
+                    log.error(
+                        "registry heartbeats failing for a whole TTL: assuming we are "
+                        "no longer a member"
+                    )
+                    self.registered = False
+                    self._wake.set()
+
+    # ---- reconciling -----------------------------------------------------------------------
+    def _on_partition_lost(self, partition: int, reason: str) -> None:
+        log.info("partition %d lost (%s)", partition, reason)
+        self._wake.set()
+
+    async def _reconcile_loop(self) -> None:
+        round_s = self.settings.round_ms / 1000
+        poll_s = self.settings.handoff_poll_ms / 1000
+        while not self._stopping:
+            full = time.monotonic() - self._last_full >= round_s or self._wake.is_set()
+            self._wake.clear()
+            try:
+                waiting = await self.reconcile(full=full)
+            except Exception as ex:
+                log.warning("ownership round failed: %r", ex)
+                waiting = False
+            delay = poll_s if waiting else max(0.0, self._last_full + round_s - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(delay, 0.01))
+            await asyncio.sleep(0.01)  # let a burst of events settle into one round
+
+    async def _refresh_members(self) -> None:
+        members, _ = await self.membership.members()
+        live = {m.member_id: m for m in members}
+        if self.registered:
+            live[self.me.member_id] = self.me  # even if our last heartbeat is just lagging
+        elif live.get(self.me.member_id, self.me).owner == self.me.owner:
+            live.pop(self.me.member_id, None)
+        for m in live.values():
+            if m.num_partitions and m.num_partitions != self.settings.num_partitions:
+                if m.member_id not in self._mismatch_logged:
+                    self._mismatch_logged.add(m.member_id)
+                    log.error(
+                        "member %s runs with %d offsets partitions, this shard with %d: "
+                        "--num-partitions must be equal on every shard (groups would be "
+                        "placed differently)",
+                        m.member_id,
+                        m.num_partitions,
+                        self.settings.num_partitions,
+                    )
+        if set(live) != set(self.members):
+            log.info("members: %s", ", ".join(f"{k}@{m.address}" for k, m in sorted(live.items())))
+        self.members = live
+        self._by_owner = {m.owner: m for m in live.values()}
+        self.target = assign(self.settings.num_partitions, live)
+
+    async def reconcile(self, full: bool = True) -> bool:
+        """One round. ``full`` re-reads the registry and every lease; otherwise only the
+        leases of partitions waiting to be loaded here. True if some partition that maps
+        here is still held by another owner (the caller polls sooner)."""
+        if self._stopping:
+            return False
+        if full:
+            await self._refresh_members()
+            self._last_full = time.monotonic()
+            candidates: list[int] = list(range(self.settings.num_partitions))
+        else:
+            candidates = self._waiting()
+        for p in candidates:
+            self.leases[p] = await self.store.lease(p)
+        me = self.me.member_id
+        waiting = False
+        for p in range(self.settings.num_partitions):
+            mine = self.target.get(p) == me
+            local = self.runtime.partitions.get(p)
+            if not mine:
+                if local is not None and p not in self._unloading:
+                    self._spawn(self._unloading, p, self._unload(p))
+                continue
+            if local is not None or p in self._loading or p in self._unloading:
+                continue
+            lease = self.leases.get(p)
+            if lease is None or lease.owner == self.me.owner:
+                self._spawn(self._loading, p, self._load(p))
+            else:
+                waiting = True  # the previous owner is handing it off, or its lease expires
+        return waiting
+
+    def _waiting(self) -> list[int]:
+        me = self.me.member_id
+        return [
+            p
+            for p, m in self.target.items()
+            if m == me and p not in self.runtime.partitions and p not in self._loading
+        ]
+
+    def _spawn(self, tasks: dict[int, asyncio.Task[Any]], p: int, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        tasks[p] = task
+        task.add_done_callback(lambda _t, p=p: tasks.pop(p, None))  # type: ignore[misc]
+
+    async def _load(self, p: int) -> None:
+        started = time.monotonic()
+        try:
+            loaded = await self.runtime.load(p)
+        except Exception as ex:
+            log.warning("partition %d: load failed: %r", p, ex)
+            return
+        if loaded:
+            part = self.runtime.partitions[p]
+            log.info(
+                "partition %d: loaded at epoch %d in %.0f ms",
+                p,
+                part.epoch,
+                (time.monotonic() - started) * 1000,
+            )
+
+    async def _unload(self, p: int) -> None:
+        log.info("partition %d: handing off to member %s", p, self.target.get(p))
+        try:
+            await self.runtime.unload(p, graceful=True)
+        except Exception as ex:  # the lease expires by itself
+            log.warning("partition %d: unload failed: %r", p, ex)
+        self._wake.set()  # a waiting partition may be ours to load now, elsewhere too

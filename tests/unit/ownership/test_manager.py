@@ -1,0 +1,277 @@
+"""The ownership manager with real runtimes on one in-memory store, a fake registry and a
+clock the test moves (no sleeps): spread, graceful handoff, respect of live leases, takeover
+after a crash, a zombie fenced by the store, FindCoordinator answers, node id conflicts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+
+import shards.storage.memory as memory_module
+from shards.core.errors import ApiError, Errors
+from shards.ownership import InMemoryMembership, Member, RegistrationConflict
+from shards.ownership.manager import OwnershipManager, OwnershipSettings
+from shards.runtime.clock import ManualClock
+from shards.runtime.partition import PartitionState
+from shards.runtime.runtime import CoordinatorRuntime
+from shards.storage.memory import InMemoryLogStore
+from tests.unit.runtime.test_runtime import Counter, JsonCodec
+
+PARTITIONS = 12
+LEASE_MS = 1_000
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Shard:
+    manager: OwnershipManager
+    runtime: CoordinatorRuntime
+
+    @property
+    def active(self) -> list[int]:
+        return self.runtime.active_partitions()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    t = FakeTime()
+    monkeypatch.setattr(memory_module, "_now_ms", t)
+    return t
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[InMemoryLogStore]:
+    s = InMemoryLogStore()
+    await s.start()
+    yield s
+
+
+@pytest.fixture
+def registry() -> dict[str, Member]:
+    return {}
+
+
+@pytest.fixture
+async def make_shard(
+    store: InMemoryLogStore, registry: dict[str, Member], clock: FakeTime
+) -> AsyncIterator[Callable[..., Shard]]:
+    made: list[Shard] = []
+
+    def make(node_id: int, owner: str | None = None) -> Shard:
+        owner = owner or f"owner-{node_id}"
+        runtime = CoordinatorRuntime(
+            store, JsonCodec(), Counter, owner=owner, clock=ManualClock(),
+            lease_ms=LEASE_MS, respect_leases=True,
+        )
+        member = Member(str(node_id), node_id, owner, "127.0.0.1", 9000 + node_id, PARTITIONS)
+        manager = OwnershipManager(
+            store, InMemoryMembership(registry, clock), runtime, member,
+            OwnershipSettings(PARTITIONS, LEASE_MS),
+        )
+        shard = Shard(manager, runtime)
+        made.append(shard)
+        return shard
+
+    yield make
+    store.release_appends()  # a failed test may have left appends parked
+    for s in made:
+        s.manager._stopping = True
+        await s.manager.settle()
+        await s.runtime.close()
+
+
+async def join(shard: Shard) -> None:
+    """What start() does, without the background loops: register, one full round."""
+    await shard.manager._heartbeat_once()
+    await round_(shard)
+
+
+async def round_(shard: Shard, full: bool = True) -> bool:
+    waiting = await shard.manager.reconcile(full=full)
+    await shard.manager.settle()
+    return waiting
+
+
+async def test_a_lone_shard_owns_every_partition(make_shard: Callable[..., Shard]) -> None:
+    a = make_shard(0)
+    await join(a)
+    assert a.active == list(range(PARTITIONS))
+    assert all(a.runtime.partitions[p].epoch == 1 for p in a.active)
+
+
+async def test_a_joining_shard_gets_its_share_by_graceful_handoff(
+    make_shard: Callable[..., Shard], store: InMemoryLogStore
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await join(a)
+    # a write accepted by `a` on a partition that will move must survive the handoff
+    writes = {p: a.runtime.partition(p).write(lambda sm, now: sm.incr("x")) for p in a.active}
+    await join(b)
+    # b registered but a still holds every lease: b waits, loads nothing yet
+    assert b.active == []
+    assert await round_(a) is False  # a sees b, hands off b's share (flush, release)
+    assert await round_(b, full=False) is False  # the released leases are free now
+    assert sorted(a.active + b.active) == list(range(PARTITIONS))
+    assert set(a.active).isdisjoint(b.active)
+    assert abs(len(a.active) - len(b.active)) <= 1
+    for p, write in writes.items():
+        assert await write == 1  # acknowledged before or during the handoff
+    for p in b.active:
+        part = b.runtime.partitions[p]
+        assert part.epoch == 2  # the new owner bumped the epoch before reading the log
+        assert part.sm.values == {"x": 1}  # ...and found the write a flushed
+
+
+async def test_a_live_lease_is_respected_until_it_expires_after_a_crash(
+    make_shard: Callable[..., Shard], clock: FakeTime, store: InMemoryLogStore
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await join(a)
+    await join(b)
+    await round_(a)
+    await round_(b, full=False)
+    a_had = a.active
+    # `a` crashes: it stops heartbeating and renewing; nothing is released.
+    clock.now += LEASE_MS // 2
+    await b.manager._heartbeat_once()
+    assert await round_(b) is False  # a is still registered: nothing changes
+    clock.now += LEASE_MS // 2 + 1  # a's registration and leases have expired now
+    await b.manager._heartbeat_once()
+    await round_(b)
+    assert b.active == list(range(PARTITIONS))
+    for p in a_had:
+        assert (await store.lease(p)).owner == "owner-1"  # type: ignore[union-attr]
+    # The zombie wakes up and writes: the store rejects it, the reply is an error, and the
+    # zombie drops the partition.
+    p = a_had[0]
+    with pytest.raises(ApiError) as err:
+        await a.runtime.partition(p).write(lambda sm, now: sm.incr("zombie"))
+    assert err.value.code == Errors.NOT_COORDINATOR
+    await asyncio.sleep(0)
+    assert p not in a.runtime.partitions
+    assert store.stats.fenced >= 1
+    assert all(b"zombie" not in e.data for e in (await store.load(p)).entries)
+
+
+async def test_a_shard_waiting_for_a_lease_does_not_take_it_by_force(
+    make_shard: Callable[..., Shard], store: InMemoryLogStore
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await join(a)
+    await join(b)
+    for _ in range(3):
+        assert await round_(b, full=False) is True  # still waiting: a holds them
+    assert b.active == []
+    assert [await store.current_epoch(p) for p in range(PARTITIONS)] == [1] * PARTITIONS
+
+
+async def test_find_coordinator_answers_self_lease_holder_or_target(
+    make_shard: Callable[..., Shard],
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await join(a)
+    await join(b)
+    await round_(a)
+    await round_(b, full=False)
+    await round_(a)  # refresh a's view of the leases
+    for p in range(PARTITIONS):
+        owner = "0" if p in a.active else "1"
+        for shard in (a, b):
+            node = shard.manager.owner_of(p)
+            assert node is not None and str(node.node_id) == owner, (p, shard)
+            assert node.port == 9000 + int(owner)
+
+
+async def test_scale_out_and_back_in_keeps_partitions_spread(
+    make_shard: Callable[..., Shard],
+) -> None:
+    shards = [make_shard(i) for i in range(3)]
+    await join(shards[0])
+    for s in shards[1:]:
+        await join(s)
+    for _ in range(2):
+        for s in shards:
+            await round_(s)
+    loads = sorted(len(s.active) for s in shards)
+    assert loads == [4, 4, 4]
+    # the two others leave gracefully: deregister, unload (release), the survivor takes all
+    for s in shards[1:]:
+        await s.manager.stop()
+        await s.runtime.close()
+    await round_(shards[0])
+    assert shards[0].active == list(range(PARTITIONS))
+
+
+async def test_a_second_incarnation_of_a_node_id_waits_for_the_first(
+    make_shard: Callable[..., Shard], clock: FakeTime
+) -> None:
+    first = make_shard(0, owner="first")
+    await join(first)
+    second = make_shard(0, owner="second")
+    with pytest.raises(RegistrationConflict):
+        await second.manager._heartbeat_once()
+    clock.now += LEASE_MS + 1  # the first one died: its entry expires
+    await second.manager._heartbeat_once()
+    await round_(second)
+    assert second.active == list(range(PARTITIONS))
+
+
+async def test_parked_replies_fail_and_accepted_writes_survive_a_handoff(
+    make_shard: Callable[..., Shard], store: InMemoryLogStore
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await join(a)
+    await join(b)
+    moving = [p for p in range(PARTITIONS) if b.manager.target[p] == "1"]
+    p = moving[0]
+    store.hold_appends()
+    accepted = a.runtime.partition(p).write(lambda sm, now: sm.incr("k"))
+    parked = a.runtime.partition(p).write(lambda sm, now: sm.park())
+    handoff = asyncio.ensure_future(round_(a))
+    for _ in range(100):  # until the unload has begun (it waits for the held append)
+        if p not in a.runtime.partitions:
+            break
+        await asyncio.sleep(0)
+    # while it flushes, the partition no longer accepts anything
+    with pytest.raises(ApiError) as err:
+        a.runtime.partition(p).write(lambda sm, now: sm.incr("late"))
+    assert err.value.code == Errors.NOT_COORDINATOR
+    store.release_appends()
+    await handoff
+    assert await accepted == 1
+    with pytest.raises(ApiError) as err:
+        await parked
+    assert err.value.code == Errors.NOT_COORDINATOR
+    await round_(b, full=False)
+    assert p in b.active and b.runtime.partitions[p].sm.values == {"k": 1}
+
+
+async def test_reload_after_a_failed_append_does_not_steal_a_taken_partition(
+    make_shard: Callable[..., Shard], store: InMemoryLogStore, clock: FakeTime
+) -> None:
+    a = make_shard(0)
+    await join(a)
+    p = 0
+    # a's lease on p expires (say Redis was unreachable) and another owner takes p
+    clock.now += LEASE_MS + 1
+    assert await store.try_acquire(p, "owner-9", LEASE_MS) == 2
+    store.fail_next_appends(1)
+    with pytest.raises(ApiError):
+        await a.runtime.partition(p).write(lambda sm, now: sm.incr("x"))
+    for _ in range(20):  # the runtime's reload backoff, then its give-up
+        await asyncio.sleep(0.01)
+        if p not in a.runtime.partitions:
+            break
+    assert p not in a.runtime.partitions
+    assert await store.current_epoch(p) == 2  # not bumped again by a forced takeover
+    assert all(x.state is PartitionState.ACTIVE for x in a.runtime.partitions.values())
