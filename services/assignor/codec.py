@@ -112,7 +112,7 @@ def _split(
     starts = [0, *ends][:-1]
     chunks = [tuple(partitions[a:b]) for a, b in zip(starts, ends, strict=True)]
     entries_left = zip(names, chunks, strict=True)
-    return [dict(islice(entries_left, n)) for n in topic_counts]
+    return [dict(islice(entries_left, n)) if n else {} for n in topic_counts]
 
 
 # ---- requests ----------------------------------------------------------------------------------
