@@ -97,7 +97,7 @@ def _split(
             f"{what}: {sum(topic_counts)} entries counted, {entries} topic indexes and "
             f"{len(partition_counts)} partition counts"
         )
-    if min(topic_counts) < 0 or (entries and min(partition_counts) < 0):
+    if (topic_counts and min(topic_counts) < 0) or (entries and min(partition_counts) < 0):
         raise InvalidSpecError(f"{what}: negative count")
     if sum(partition_counts) != len(partitions):
         raise InvalidSpecError(

@@ -311,3 +311,33 @@ async def test_dev_without_addresses_stays_in_process(tmp_path: Path) -> None:
         assert isinstance(shard.task_handlers[TargetAssignmentRequest], InProcessAssignor)
     finally:
         await shard.stop()
+
+
+async def test_an_answer_that_does_not_fit_is_computed_by_the_fallback() -> None:
+    """A replica that answers nonsense (a version skew, a bug) does not corrupt the group."""
+
+    async def nonsense(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return assignor_pb2.AssignResponse(
+            assignment=assignor_pb2.AssignorPartitions(topic_counts=[0])
+        ).SerializeToString()
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        [
+            grpc.method_handlers_generic_handler(
+                "groupcoord.v1.Assignor", {"Assign": grpc.unary_unary_rpc_method_handler(nonsense)}
+            )
+        ]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    fallback = InProcessAssignor(["uniform"])
+    client = RemoteAssignor(AssignorClientSettings((f"127.0.0.1:{port}",)), fallback)
+    try:
+        request = to_request(small_spec())
+        assert await client(request) == plain(fallback.compute(request))
+        assert client.stats["fallbacks.bad_response"] == 1
+        assert client.stats["failures.bad_response"] == 1
+    finally:
+        await client.close()
+        await server.stop(None)
