@@ -23,7 +23,7 @@ import grpc
 import pytest
 from groupcoord.v1 import assignor_pb2_grpc
 
-from services.assignor.client import AssignorClientSettings, RemoteAssignor
+from services.assignor.client import AssignorClientSettings, RemoteAssignor, _encode
 from services.assignor.codec import encode_request
 from services.shard.assignment import InProcessAssignor
 from shards.core.consumer.assignment import TargetAssignmentRequest
@@ -197,7 +197,12 @@ async def test_the_client_never_blocks_the_event_loop(tmp_path: Path) -> None:
     heaviest to encode (every member its own 50 of 1000 topics: ~100 ms to encode, ~50 ms
     to decode, ~0.5 s to assign), so work done on the loop would show as a long stall."""
     request = to_request(random_spec(), "uniform", "huge", 1)
+    t0 = time.perf_counter()
     expected = plain(InProcessAssignor(["uniform"]).compute(request))
+    inline_compute = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _encode(request)
+    inline_encode = time.perf_counter() - t0
     with start_worker(tmp_path, "worker") as worker:
         client = client_for([worker], InProcessAssignor(["uniform"]), timeout_ms=30_000)
         try:
@@ -209,14 +214,22 @@ async def test_the_client_never_blocks_the_event_loop(tmp_path: Path) -> None:
             assert client.stats["fallbacks"] == 1
         finally:
             await client.close()
+    # Done on the loop, encoding alone would stall it for `inline_encode` (~100 ms) and the
+    # fallback for `inline_compute` (~0.6 s). On worker threads, the loop waits at most for
+    # the longest single C call of the work (measured: ~10 ms for the client's own code,
+    # 20-40 ms inside the algorithm), plus whatever else the machine is doing.
+    bounds = {
+        "remote": max(0.06, 0.6 * inline_encode),
+        "fallback": max(0.1, 0.3 * inline_compute),
+    }
     for label, (duration, lags) in (("remote", remote), ("fallback", fallback)):
         print(
             f"{label}: call {duration * 1e3:.0f} ms, {len(lags)} ticks, loop lag median "
-            f"{statistics.median(lags) * 1e3:.1f} ms, max {max(lags) * 1e3:.1f} ms"
+            f"{statistics.median(lags) * 1e3:.1f} ms, max {max(lags) * 1e3:.1f} ms "
+            f"(inline encode {inline_encode * 1e3:.0f} ms, compute {inline_compute * 1e3:.0f} ms)"
         )
-        # The worker threads hold the GIL for at most a switch interval (5 ms) at a time.
         assert duration > 0.3, (label, duration)
-        assert max(lags) < 0.06, (label, duration, max(lags))
+        assert max(lags) < bounds[label], (label, duration, max(lags), bounds[label])
         assert statistics.median(lags) < 0.02, (label, statistics.median(lags))
 
 
