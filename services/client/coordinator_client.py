@@ -11,9 +11,9 @@ The pattern (the same in any language; docs/multi-shard.md spells it out):
 4. **Re-route** on the coordinator errors, found in the response's ``error_code`` fields
    (top level, per group, per partition):
 
-   * ``NOT_COORDINATOR`` (16), ``COORDINATOR_NOT_AVAILABLE`` (15), gRPC ``UNAVAILABLE`` or an
-     attempt that timed out: the partition moved or its shard is gone -- forget the cached
-     address, back off, find again;
+   * ``NOT_COORDINATOR`` (16), ``COORDINATOR_NOT_AVAILABLE`` (15), gRPC ``UNAVAILABLE`` or
+     ``CANCELLED`` (a shard shutting down), or an attempt that timed out: the partition moved
+     or its shard is gone -- forget the cached address, back off, find again;
    * ``COORDINATOR_LOAD_IN_PROGRESS`` (14): the right shard is still loading the partition
      -- keep the address, back off, call again.
 
@@ -66,7 +66,13 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 _REROUTE = (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)
 _RETRIABLE = (*_REROUTE, COORDINATOR_LOAD_IN_PROGRESS)
-_REROUTE_STATUS = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+#: transport failures: the shard is gone, stopping (it cancels what it cannot finish) or too
+#: slow -- the outcome is unknown, the route is dropped
+_REROUTE_STATUS = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+)
 
 
 class CoordinatorUnavailableError(Exception):
@@ -106,7 +112,7 @@ def _error_codes(message: Message) -> Iterable[int]:
         if field.name == "error_code":
             yield int(value)
         elif field.message_type is not None:
-            items = value if field.label == field.LABEL_REPEATED else [value]
+            items = value if field.is_repeated else [value]
             for item in items:
                 if isinstance(item, Message):
                     yield from _error_codes(item)

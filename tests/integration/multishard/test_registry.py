@@ -1,0 +1,165 @@
+"""The shard registry on a real Redis (TTL by the server's clock, one incarnation per node
+id, housekeeping, a server restart), `groupcoord partitions` against running shards, and the
+replica check of the store on a real primary with a replica (Redis 7.0 has no WAITAOF)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shards.ownership import Member, RegistrationConflict
+from shards.ownership.redis_membership import RedisMembership
+from shards.storage.base import StoreError
+from shards.storage.redis import RedisLogStore
+from tests.integration.multishard.cluster import Cluster
+from tests.support.processes import ROOT
+from tests.support.redis_server import LocalRedisServer, RedisServer, start_redis_server
+
+
+def member(node: int, owner: str, port: int = 1) -> Member:
+    return Member(str(node), node, owner, "10.0.0.1", port, 50, {3: "ACTIVE"})
+
+
+@pytest.fixture
+def url(redis_url: str) -> str:
+    return f"{redis_url}?key_prefix=r{uuid.uuid4().hex[:10]}"
+
+
+async def test_members_register_expire_and_leave(url: str) -> None:
+    reg = RedisMembership(url)
+    await reg.start()
+    try:
+        await reg.heartbeat(member(0, "a", 5000), ttl_ms=300)
+        await reg.heartbeat(member(1, "b"), ttl_ms=10_000)
+        live, now = await reg.members()
+        assert [m.member_id for m in live] == ["0", "1"]
+        assert live[0].address == "10.0.0.1:5000" and live[0].partitions == {3: "ACTIVE"}
+        assert 0 < live[0].expires_at_ms - now <= 300
+        await asyncio.sleep(0.4)
+        live, _ = await reg.members()
+        assert [m.member_id for m in live] == ["1"]  # "0" stopped heartbeating
+        await reg.deregister("1", "not-b")  # only the incarnation that holds it may
+        assert [m.member_id for m in (await reg.members())[0]] == ["1"]
+        await reg.deregister("1", "b")
+        assert (await reg.members())[0] == []
+    finally:
+        await reg.close()
+
+
+async def test_a_live_node_id_is_not_taken_by_another_incarnation(url: str) -> None:
+    reg = RedisMembership(url)
+    await reg.start()
+    try:
+        await reg.heartbeat(member(7, "first"), ttl_ms=300)
+        with pytest.raises(RegistrationConflict) as conflict:
+            await reg.heartbeat(member(7, "second"), ttl_ms=300)
+        assert conflict.value.holder == "first" and 0 < conflict.value.expires_in_ms <= 300
+        await asyncio.sleep(0.35)
+        await reg.heartbeat(member(7, "second"), ttl_ms=300)  # the first one is gone
+        (m,), _ = await reg.members()
+        assert m.owner == "second"
+    finally:
+        await reg.close()
+
+
+async def test_the_registry_survives_a_redis_restart(tmp_path: Path) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    reg = RedisMembership(server.url)
+    await reg.start()
+    try:
+        await reg.heartbeat(member(0, "a"), ttl_ms=60_000)
+        await asyncio.to_thread(server.restart, kill=True)  # AOF: the entry is back
+        for _ in range(50):  # the first command after the restart may see the old socket
+            try:
+                live, _ = await reg.members()
+                break
+            except Exception:  # noqa: BLE001
+                await asyncio.sleep(0.1)
+        assert [m.owner for m in live] == ["a"]
+        await reg.heartbeat(member(0, "a"), ttl_ms=60_000)  # scripts reloaded by themselves
+    finally:
+        await reg.close()
+        server.stop()
+
+
+async def test_partitions_command_prints_the_map(tmp_path: Path, redis_server: RedisServer) -> None:
+    cluster = Cluster(tmp_path, redis_server, num_partitions=6, prefix=f"p{uuid.uuid4().hex[:8]}")
+
+    def partitions(*extra: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "services.cli", "partitions", "--store", cluster.store_url,
+             *extra],
+            cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+
+    try:
+        for n in (0, 1):
+            await asyncio.to_thread(cluster.start, n)
+        await cluster.wait_settled()
+        deadline = time.monotonic() + 30
+        while True:  # states are reported with the registry heartbeat
+            report = json.loads(await asyncio.to_thread(partitions, "--format", "json"))
+            rows = report["partitions"]
+            if all(r["state"] == "ACTIVE" and not r["moving"] for r in rows):
+                break
+            assert time.monotonic() < deadline, report
+            await asyncio.sleep(0.2)
+        assert len(report["members"]) == 2
+        assert report["num_partitions"] == 6  # learnt from the shards
+        assert sorted(r["holder"] for r in rows) == ["0", "0", "0", "1", "1", "1"]
+        assert all(r["epoch"] >= 1 and r["lease_epoch"] == r["epoch"] for r in rows)
+        assert all(0 < r["lease_expires_in_ms"] <= 1500 for r in rows)
+        table = await asyncio.to_thread(partitions)
+        assert "shards (2 live)" in table and "partitions (6)" in table and "ACTIVE" in table
+    finally:
+        await asyncio.to_thread(cluster.close)
+
+
+async def test_replicas_without_waitaof_are_reported_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    primary = LocalRedisServer(tmp_path / "primary")
+    primary.start()
+    replica = LocalRedisServer(
+        tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]
+    )
+    try:
+        replica.start()
+        with primary.client() as c:
+            deadline = time.monotonic() + 20
+            while int(c.info("replication")["connected_slaves"]) < 1:
+                assert time.monotonic() < deadline, "the replica never connected"
+                time.sleep(0.05)
+            version = str(c.info("server")["redis_version"])
+        waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
+        caplog.set_level(logging.WARNING, logger="groupcoord.storage")
+        store = RedisLogStore(primary.url)
+        await store.start()
+        try:
+            if not waitaof:  # the local server (7.0): no WAITAOF, the loss window is said
+                assert store.replica_wait[1] == 0
+                assert "MAY LOSE ACKNOWLEDGED WRITES" in caplog.text
+            else:  # a newer server (e.g. a container image): appends wait for one replica
+                assert store.replica_wait == (1, 1)
+            epoch = await store.acquire(0, "o", 10_000)
+            assert await store.append(0, epoch, b"x") == 1
+        finally:
+            await store.close()
+        explicit = RedisLogStore(f"{primary.url}?wait_replicas=1")
+        if not waitaof:
+            with pytest.raises(StoreError, match="WAITAOF"):
+                await explicit.start()
+        else:
+            await explicit.start()
+            await explicit.close()
+    finally:
+        replica.stop()
+        primary.stop()
