@@ -192,9 +192,9 @@ class KafkaBroker:
             raise KafkaUnavailable(f"formatting storage failed: {fmt.stdout}\n{fmt.stderr}")
         out = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - closed in stop()
         self._log = out
+        # Same process group as the tests: whatever kills the test run kills the broker too.
         self.proc = subprocess.Popen(
             self._java("kafka.Kafka", str(config)), stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
         try:
             self._wait_ready(ready_timeout)
@@ -254,13 +254,11 @@ class KafkaBroker:
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+            proc.terminate()
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.kill()
                 proc.wait(10)
         if self._log is not None:
             self._log.close()  # type: ignore[attr-defined]
