@@ -80,13 +80,19 @@ class GroupCoordinatorService:
 
     async def _write(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
+        future = p.write(op)
+        if future.done():  # nothing to wait for (no records, nothing in flight): no timer
+            return future.result()
         async with asyncio.timeout(self.timeout):  # no extra task, unlike wait_for
-            return await p.write(op)
+            return await future
 
     async def _read(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
+        future = p.read(op)
+        if future.done():
+            return future.result()
         async with asyncio.timeout(self.timeout):
-            return await p.read(op)
+            return await future
 
     # ---- offsets ---------------------------------------------------------------------------
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:

@@ -168,6 +168,12 @@ class ConsumerGroupManager:
         self._created: dict[str, ConsumerGroup] = {}
         #: online migration to/from classic groups (shards.core.classic.migration.Migration)
         self.migration: Any = None
+        # Transient, never persisted: subscribed topic ids per subscription (for the image
+        # in use), and session deadlines pushed back by heartbeats (see
+        # _schedule_session_timeout).
+        self._ids_cache: dict[tuple[object, ...], tuple[object, frozenset[str]]] = {}
+        self._ids_image: TopicsImage | None = None
+        self._session_deadlines: dict[str, tuple[int, int]] = {}  # key -> (deadline, armed)
 
     @property
     def topics(self) -> TopicsImage:
@@ -386,7 +392,7 @@ class ConsumerGroupManager:
         if classic is not None:
             classic.on_joined(group_id, reconciled)
             return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
-        self._schedule_session_timeout(group_id, member_id)
+        self._schedule_session_timeout(group_id, member_id, now_ms=now_ms)
 
         full = joining or (
             request.rebalance_timeout_ms != -1
@@ -530,33 +536,45 @@ class ConsumerGroupManager:
         member: ConsumerGroupMember, request: api.ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupMember:
         """The member with the request's non-null fields applied (``member`` if unchanged)."""
-        names = (
-            member.subscribed_topic_names
-            if request.subscribed_topic_names is None
-            else normalize_names(request.subscribed_topic_names)
+        instance_id = member.instance_id if request.instance_id is None else request.instance_id
+        rack_id = member.rack_id if request.rack_id is None else request.rack_id
+        timeout = request.rebalance_timeout_ms
+        if timeout == -1:
+            timeout = member.rebalance_timeout_ms
+        assignor = member.server_assignor
+        if request.server_assignor is not None:
+            assignor = request.server_assignor
+        names = member.subscribed_topic_names
+        if request.subscribed_topic_names is not None:
+            names = normalize_names(request.subscribed_topic_names)
+        regex = member.subscribed_topic_regex
+        if request.subscribed_topic_regex is not None:
+            regex = request.subscribed_topic_regex
+        context = request.context
+        if (
+            instance_id == member.instance_id
+            and rack_id == member.rack_id
+            and timeout == member.rebalance_timeout_ms
+            and assignor == member.server_assignor
+            and names == member.subscribed_topic_names
+            and regex == member.subscribed_topic_regex
+            and context.client_id == member.client_id
+            and context.client_host == member.client_host
+            and member.classic_member_metadata is None
+        ):
+            return member  # the steady state
+        return replace(
+            member,
+            instance_id=instance_id,
+            rack_id=rack_id,
+            rebalance_timeout_ms=timeout,
+            server_assignor=assignor,
+            subscribed_topic_names=names,
+            subscribed_topic_regex=regex,
+            client_id=context.client_id,
+            client_host=context.client_host,
+            classic_member_metadata=None,
         )
-        changes = {
-            "instance_id": member.instance_id
-            if request.instance_id is None
-            else request.instance_id,
-            "rack_id": member.rack_id if request.rack_id is None else request.rack_id,
-            "rebalance_timeout_ms": member.rebalance_timeout_ms
-            if request.rebalance_timeout_ms == -1
-            else request.rebalance_timeout_ms,
-            "server_assignor": member.server_assignor
-            if request.server_assignor is None
-            else request.server_assignor,
-            "subscribed_topic_names": names,
-            "subscribed_topic_regex": member.subscribed_topic_regex
-            if request.subscribed_topic_regex is None
-            else request.subscribed_topic_regex,
-            "client_id": request.context.client_id,
-            "client_host": request.context.client_host,
-            "classic_member_metadata": None,
-        }
-        if all(getattr(member, k) == v for k, v in changes.items()):
-            return member
-        return replace(member, **changes)  # type: ignore[arg-type]
 
     def _regex_changes(
         self,
@@ -610,18 +628,27 @@ class ConsumerGroupManager:
             names.update(r.topics)
         return names
 
-    @staticmethod
     def _subscribed_ids(
-        member: ConsumerGroupMember, regexes: dict[str, ResolvedRegex], image: TopicsImage
+        self, member: ConsumerGroupMember, regexes: dict[str, ResolvedRegex], image: TopicsImage
     ) -> frozenset[str]:
-        names: Iterable[str] = member.subscribed_topic_names
+        """The ids of the topics the member subscribes to (cached: every heartbeat needs them).
+        The cache holds the resolution it was computed from, so its id cannot be reused."""
         regex = member.subscribed_topic_regex
-        if regex:
-            resolved = regexes.get(regex)
-            if resolved is not None:
-                names = set(names) | set(resolved.topics)
+        resolved = regexes.get(regex) if regex else None
+        if self._ids_image is not image or len(self._ids_cache) > 4096:
+            self._ids_cache.clear()
+            self._ids_image = image
+        key = (member.subscribed_topic_names, id(resolved))
+        hit = self._ids_cache.get(key)
+        if hit is not None and hit[0] is resolved:
+            return hit[1]
+        names: Iterable[str] = member.subscribed_topic_names
+        if resolved is not None and resolved.topics:
+            names = set(names) | set(resolved.topics)
         by_name = image.by_name
-        return frozenset(by_name[n].topic_id for n in names if n in by_name)
+        ids = frozenset(by_name[n].topic_id for n in names if n in by_name)
+        self._ids_cache[key] = (resolved, ids)
+        return ids
 
     # ---- leaving ----
     def _leave(
@@ -703,13 +730,29 @@ class ConsumerGroupManager:
 
     # ---- timers ----
     def _schedule_session_timeout(
-        self, group_id: str, member_id: str, timeout_ms: int | None = None
+        self,
+        group_id: str,
+        member_id: str,
+        timeout_ms: int | None = None,
+        now_ms: int | None = None,
     ) -> None:
-        # (timeout_ms: a member using the classic protocol brings its own)
+        """(Re)start a member's session. With ``now_ms``, a session whose timer runs already
+        only moves its deadline: the timer, when it fires early, re-arms itself for what is
+        left -- a heartbeat then costs no timer churn. (``timeout_ms``: a member using the
+        classic protocol brings its own.)"""
+        key = _timer_key("session-timeout", group_id, member_id)
+        timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
+        if now_ms is not None:
+            deadline = now_ms + timeout
+            armed = self._session_deadlines.get(key)
+            if armed is not None and armed[1] <= deadline and self.timer.is_scheduled(key):
+                self._session_deadlines[key] = (deadline, armed[1])
+                return
+            self._session_deadlines[key] = (deadline, deadline)
+        else:
+            self._session_deadlines.pop(key, None)
         self.timer.schedule(
-            _timer_key("session-timeout", group_id, member_id),
-            self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms,
-            lambda now: self._expire_session(group_id, member_id, now),
+            key, timeout, lambda now: self._expire_session(group_id, member_id, now)
         )
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
@@ -721,7 +764,9 @@ class ConsumerGroupManager:
         )
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(_timer_key("session-timeout", group_id, member_id))
+        session = _timer_key("session-timeout", group_id, member_id)
+        self.timer.cancel(session)
+        self._session_deadlines.pop(session, None)
         self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
@@ -729,6 +774,15 @@ class ConsumerGroupManager:
     def _expire_session(
         self, group_id: str, member_id: str, now_ms: int
     ) -> CoordinatorResult[None]:
+        key = _timer_key("session-timeout", group_id, member_id)
+        armed = self._session_deadlines.get(key)
+        if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
+            self._session_deadlines[key] = (armed[0], armed[0])
+            self.timer.schedule(
+                key, armed[0] - now_ms, lambda now: self._expire_session(group_id, member_id, now)
+            )
+            return CoordinatorResult()
+        self._session_deadlines.pop(key, None)
         group = self.group_manager.groups.get(group_id)
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return CoordinatorResult()

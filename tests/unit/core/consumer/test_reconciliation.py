@@ -228,3 +228,15 @@ def test_deleting_every_subscribed_topic_empties_the_targets_at_once() -> None:
     a.heartbeat()  # done
     assert g.state_name() == "Stable"
     c.check()
+
+
+def test_session_expires_exactly_a_session_timeout_after_the_last_heartbeat() -> None:
+    c = Consumers()
+    a = FakeConsumer(c, "a")
+    a.heartbeat()
+    c.h.sleep(30_000)
+    a.heartbeat()  # moves the deadline to 75 s (the timer re-arms itself at 45 s)
+    c.h.sleep(44_999)
+    assert "a" in c.group().members
+    c.h.sleep(1)
+    assert "a" not in c.group().members
