@@ -3,7 +3,8 @@
 The pattern (the same in any language; docs/multi-shard.md spells it out):
 
 1. **Find**: ``FindCoordinator(key_type=0, coordinator_keys=[group_id])`` on any shard you
-   know (a bootstrap list, or any shard learnt since). The answer names the owning shard
+   know (a bootstrap list of stable addresses, then every shard address learnt from earlier
+   answers), trying the next one when one does not answer. The answer names the owning shard
    (``host``, ``port``) and the offsets ``partition`` of the group.
 2. **Cache** ``group_id -> partition`` and ``partition -> address``: every group of a
    partition lives on the same shard, so one lookup serves them all.
@@ -65,6 +66,7 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 _REROUTE = (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)
+MAX_LEARNED = 64
 _RETRIABLE = (*_REROUTE, COORDINATOR_LOAD_IN_PROGRESS)
 #: transport failures: the shard is gone, stopping (it cancels what it cannot finish) or too
 #: slow -- the outcome is unknown, the route is dropped
@@ -149,6 +151,9 @@ class CoordinatorClient:
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
         self._partition_of: dict[str, int] = {}
         self._routes: dict[int, Route] = {}
+        #: every shard address FindCoordinator answered with (most recent last): where to
+        #: ask next time if the bootstrap addresses are gone
+        self._learned: dict[str, None] = {}
         self._finder = 0  # index of the next address to ask FindCoordinator
         #: what happened, for tests and metrics: attempts, reroutes, load waits, lookups...
         self.stats: Counter[str] = Counter()
@@ -174,7 +179,7 @@ class CoordinatorClient:
 
     # ---- discovery -------------------------------------------------------------------------
     def _finders(self) -> list[str]:
-        known = list(dict.fromkeys([*self.bootstrap, *(r.address for r in self._routes.values())]))
+        known = list(dict.fromkeys([*self.bootstrap, *reversed(self._learned)]))
         start = self._finder % len(known)
         return known[start:] + known[:start]
 
@@ -199,6 +204,10 @@ class CoordinatorClient:
                     c.error_code, f"FindCoordinator: {c.error_code} {c.error_message}"
                 )
             route = Route(c.partition, f"{c.host}:{c.port}", c.node_id)
+            self._learned.pop(route.address, None)
+            self._learned[route.address] = None
+            while len(self._learned) > MAX_LEARNED:
+                del self._learned[next(iter(self._learned))]
             self._partition_of[group_id] = c.partition
             self._routes[c.partition] = route
             return route

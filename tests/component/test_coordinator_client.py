@@ -150,3 +150,15 @@ async def test_gives_up_at_the_deadline(shards: list[FakeShard]) -> None:
         with pytest.raises(CoordinatorUnavailableError):
             await client.offset_commit(commit())
         assert client.stats["gave_up"] == 1 and a.commits > 3
+
+
+async def test_asks_shards_learnt_from_answers_when_the_bootstrap_is_gone(
+    shards: list[FakeShard],
+) -> None:
+    a, b = shards
+    a.owner = b.owner = lambda: b
+    async with CoordinatorClient(a.address, FAST) as client:
+        await client.offset_commit(commit("g1"))  # learns b from a's answer
+        await a.stop()
+        r = await client.offset_commit(commit("g2"))  # a new lookup: b answers it
+        assert r.topics[0].partitions[0].error_code == 0 and b.lookups == 1

@@ -70,6 +70,9 @@ class Cluster:
     #: key prefix in Redis (several clusters may share a server)
     prefix: str = "gc"
     shards: dict[int, ServerProcess] = field(default_factory=dict)
+    #: node id -> its gRPC port: a restarted shard comes back at the same address, as a
+    #: StatefulSet pod does (clients' bootstrap lists stay valid)
+    ports: dict[int, int] = field(default_factory=dict)
     paused: set[int] = field(default_factory=set)
     #: coordinator settings for fast tests (consumer group timers in ms)
     config: str = (
@@ -86,12 +89,26 @@ class Cluster:
 
     def start(self, node_id: int) -> ServerProcess:
         assert node_id not in self.shards or self.shards[node_id].proc.poll() is not None
-        args = [
-            "shard", "--store", self.store_url, "--node-id", str(node_id), "--grpc-port", "0",
-            "--lease-ms", str(self.lease_ms), "--num-partitions", str(self.num_partitions),
-            "--set", self.config,
-        ]
-        proc = ServerProcess(args, self.log_path(node_id), env={"GROUPCOORD_LOG_LEVEL": "INFO"})
+        for port in dict.fromkeys([self.ports.get(node_id, 0), 0]):
+            args = [
+                "shard", "--store", self.store_url, "--node-id", str(node_id),
+                "--grpc-port", str(port), "--lease-ms", str(self.lease_ms),
+                "--num-partitions", str(self.num_partitions), "--set", self.config,
+            ]
+            try:
+                proc = ServerProcess(
+                    args, self.log_path(node_id), env={"GROUPCOORD_LOG_LEVEL": "INFO"}
+                )
+            except RuntimeError:
+                if port == 0:
+                    raise
+                continue  # the old port was taken meanwhile (another test run): any port
+            if proc.proc.poll() is None and "grpc" in proc.ports:
+                break
+            proc.kill()
+        else:
+            raise RuntimeError(f"shard {node_id} did not start")
+        self.ports[node_id] = proc.grpc_port
         self.shards[node_id] = proc
         return proc
 
