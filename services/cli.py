@@ -274,7 +274,8 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
 
 @main.command()
 @_opt("--shard-address", env="SHARD_ADDRESS", default="127.0.0.1:50051",
-      help="gRPC address of any shard (or a load balancer in front of them).")
+      help="gRPC address of any shard (or a load balancer in front of them); a "
+           "comma-separated list of shards is tried in turn.")
 @_opt("--host", env="HOST", default="127.0.0.1",
       help="Address to listen on (0.0.0.0 in containers).")
 @_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,

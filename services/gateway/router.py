@@ -74,7 +74,10 @@ class Router:
         backoff_s: float = 0.05,
         max_message_bytes: int = 100 * 1024 * 1024,
     ) -> None:
-        self.bootstrap = bootstrap
+        # A comma-separated list of shards (several shards without a load balancer): the
+        # current one is asked until it fails with UNAVAILABLE, then the next.
+        self.bootstraps = [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]
+        self.bootstrap = self.bootstraps[0]
         self.num_partitions = num_partitions
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
@@ -129,12 +132,17 @@ class Router:
         request = groups_pb2.FindCoordinatorRequest(
             key_type=key_type, coordinator_keys=list(keys), context=context
         )
-        try:
-            response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
-                self.bootstrap
-            ).FindCoordinator(request, timeout=self.timeout_s)
-        except grpc.aio.AioRpcError as ex:
-            raise upstream_error(ex, f"FindCoordinator on {self.bootstrap}") from None
+        for attempt in range(len(self.bootstraps)):
+            try:
+                response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
+                    self.bootstrap
+                ).FindCoordinator(request, timeout=self.timeout_s)
+                break
+            except grpc.aio.AioRpcError as ex:
+                if ex.code() in _RETRY_STATUS and attempt + 1 < len(self.bootstraps):
+                    self._next_bootstrap()
+                    continue
+                raise upstream_error(ex, f"FindCoordinator on {self.bootstrap}") from None
         if key_type == 0:
             for c in response.coordinators:
                 if c.error_code == 0 and c.key:
@@ -232,7 +240,13 @@ class Router:
         try:
             return await stub_method(request, timeout=timeout_s or self.timeout_s)
         except grpc.aio.AioRpcError as ex:
+            if ex.code() in _RETRY_STATUS:
+                self._next_bootstrap()  # the client retries; the next call goes elsewhere
             raise upstream_error(ex, what) from None
+
+    def _next_bootstrap(self) -> None:
+        i = self.bootstraps.index(self.bootstrap) if self.bootstrap in self.bootstraps else -1
+        self.bootstrap = self.bootstraps[(i + 1) % len(self.bootstraps)]
 
     # ---- fan-out -------------------------------------------------------------------------
     def probe_keys(self) -> list[str]:
