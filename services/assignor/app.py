@@ -55,6 +55,12 @@ class AssignorApp:
                 ("grpc.max_connection_age_ms", s.max_connection_age_ms),
                 # in-flight calls on an aged connection get as long as a shutdown gives them
                 ("grpc.max_connection_age_grace_ms", int(s.shutdown_grace_s * 1000)),
+                # Clients ping to detect a hung replica (services.assignor.client): accept
+                # pings every second, with or without calls, and never close a connection
+                # for pinging too often.
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 1_000),
+                ("grpc.http2.max_ping_strikes", 0),
             ],
         )
         # The handler takes raw bytes (parsed off the loop), so it is registered directly

