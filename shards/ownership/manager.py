@@ -228,6 +228,11 @@ class OwnershipManager:
             await asyncio.sleep(0.01)  # let a burst of events settle into one round
 
     async def _refresh_members(self) -> None:
+        if not self.registered:
+            # e.g. the registry was unreachable for a whole TTL: come back before computing
+            # a map without us (which would hand every partition off for nothing)
+            with contextlib.suppress(RegistrationConflict):
+                await self._heartbeat_once()
         members, _ = await self.membership.members()
         live = {m.member_id: m for m in members}
         if self.registered:
