@@ -16,21 +16,39 @@ from tests.integration.multishard.cluster import Cluster, groups_for_partitions
 from tests.support.redis_server import RedisServer
 
 NUM_PARTITIONS = 6
-RETRIABLE = {int(Errors.NOT_COORDINATOR), int(Errors.COORDINATOR_NOT_AVAILABLE),
-             int(Errors.COORDINATOR_LOAD_IN_PROGRESS)}
+RETRIABLE = {
+    int(Errors.NOT_COORDINATOR),
+    int(Errors.COORDINATOR_NOT_AVAILABLE),
+    int(Errors.COORDINATOR_LOAD_IN_PROGRESS),
+}
 
 
 async def commit_like_a_kafka_client(router: Router, group: str, value: int) -> None:
     """The router retries a few times itself; a Kafka client retries the rest."""
     deadline = time.monotonic() + 30
     while True:
-        request = offsets_pb2.OffsetCommitRequest(group_id=group, topics=[
-            offsets_pb2.OffsetCommitRequestTopic(name="t", partitions=[
-                offsets_pb2.OffsetCommitRequestPartition(partition_index=0,
-                                                         committed_offset=value)])])
+        request = offsets_pb2.OffsetCommitRequest(
+            group_id=group,
+            topics=[
+                offsets_pb2.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=[
+                        offsets_pb2.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=value
+                        )
+                    ],
+                )
+            ],
+        )
         try:
-            r = await router.call(group, "OffsetCommit", request, not_coordinator=lambda r: any(
-                p.error_code == Errors.NOT_COORDINATOR for t in r.topics for p in t.partitions))
+            r = await router.call(
+                group,
+                "OffsetCommit",
+                request,
+                not_coordinator=lambda r: any(
+                    p.error_code == Errors.NOT_COORDINATOR for t in r.topics for p in t.partitions
+                ),
+            )
             code = r.topics[0].partitions[0].error_code
         except UpstreamError as ex:
             code = int(ex.code)
