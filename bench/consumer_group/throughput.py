@@ -5,7 +5,8 @@ Starts ``groupcoord dev`` (SQLite store) as its own process; a Python client cre
 and brings two groups to Stable -- ``hb-c1`` with 1 member and ``hb-c50`` with 50 members --
 then a separate load-generator process (ghz, a Go gRPC load tester; the Python generator in
 ``bench/consumer_group/load.py`` when Go is missing) alternates phases: Check and
-ConsumerGroupHeartbeat at 1 and 50 concurrent callers, each caller heartbeating as its own
+ConsumerGroupHeartbeat (and FindCoordinator, the cheapest RPC through the same servicer
+path, as a second baseline) at 1 and 50 concurrent callers, each caller heartbeating as its own
 member with the member's current epoch (steady state: nothing to write, no assignment in the
 response). After every heartbeat phase the group is described: same epoch, same members, all
 Stable -- so every heartbeat was a successful one (errors travel in-band, ghz cannot see them).
@@ -121,12 +122,16 @@ def load(
 ) -> dict:
     data = {"group_id": f"hb-c{conc}", "member_id": "{{.WorkerID}}", "member_epoch": epoch}
     if ghz is not None and protoset is not None:
-        call = (
-            "grpc.health.v1.Health.Check"
-            if kind == "check"
-            else "groupcoord.v1.GroupCoordinator.ConsumerGroupHeartbeat"
-        )
-        r = run_ghz(ghz, protoset, target, call, {} if kind == "check" else data, conc, duration)
+        call, body = {
+            "check": ("grpc.health.v1.Health.Check", {}),
+            "heartbeat": ("groupcoord.v1.GroupCoordinator.ConsumerGroupHeartbeat", data),
+            # the cheapest RPC through the same servicer path (no partition operation)
+            "find": (
+                "groupcoord.v1.GroupCoordinator.FindCoordinator",
+                {"coordinator_keys": [f"hb-c{conc}"]},
+            ),
+        }[kind]
+        r = run_ghz(ghz, protoset, target, call, body, conc, duration)
         return {"kind": kind, "concurrency": conc, "generator": "ghz", **r}
     out = subprocess.run(
         [
@@ -193,7 +198,9 @@ def main() -> None:
             samples: dict[str, list[dict]] = {}
             for r in range(a.rounds):
                 for conc in CONCURRENCY:
-                    for kind in ("check", "heartbeat"):
+                    for kind in ("check", "heartbeat", "find"):
+                        if kind == "find" and ghz is None:
+                            continue
                         result = load(ghz, protoset, target, kind, conc, a.duration, epochs[conc])
                         if kind == "heartbeat":
                             check_unchanged(target, conc, epochs[conc])
@@ -216,6 +223,11 @@ def main() -> None:
         for key, runs in samples.items()
     }
     for conc in CONCURRENCY:
+        if f"find_c{conc}" in summary:
+            summary[f"ratio_find_coordinator_vs_check_c{conc}"] = (
+                summary[f"find_c{conc}"]["ops_per_s_median"]
+                / summary[f"check_c{conc}"]["ops_per_s_median"]
+            )
         summary[f"ratio_heartbeat_vs_check_c{conc}"] = (
             summary[f"heartbeat_c{conc}"]["ops_per_s_median"]
             / summary[f"check_c{conc}"]["ops_per_s_median"]

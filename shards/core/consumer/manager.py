@@ -305,18 +305,17 @@ class ConsumerGroupManager:
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
         regexes = self._regex_changes(group, counted, updated, image, now_ms, records)
-        assignor = self._preferred(group.assignor_counts)
+        assignor: str | None = None  # the group's preferred assignor after the change
         previous_assignor = counted.server_assignor if counted is not None else None
+        assignor_changed = False
         if updated.server_assignor != previous_assignor or counted is None:
             counts = dict(group.assignor_counts)
             if previous_assignor is not None:
                 counts[previous_assignor] -= 1
             if updated.server_assignor is not None:
                 counts[updated.server_assignor] = counts.get(updated.server_assignor, 0) + 1
-            before, assignor = assignor, self._preferred({k: v for k, v in counts.items() if v})
-            assignor_changed = assignor != before
-        else:
-            assignor_changed = False
+            assignor = self._preferred({k: v for k, v in counts.items() if v})
+            assignor_changed = assignor != self._preferred(group.assignor_counts)
         bump = is_new or subscription_changed or assignor_changed
         metadata = group.subscription_metadata
         if subscription_changed:
@@ -368,7 +367,13 @@ class ConsumerGroupManager:
                 assignment_epoch, cleared = group_epoch, True
             else:
                 request_ = self._assignment_request(
-                    group, group_epoch, assignor, members, target_of, regexes, metadata
+                    group,
+                    group_epoch,
+                    assignor or self._preferred(group.assignor_counts),
+                    members,
+                    target_of,
+                    regexes,
+                    metadata,
                 )
                 tasks.append(self._assignment_task(group, request_))
 
