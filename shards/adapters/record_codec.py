@@ -43,9 +43,51 @@ class UnknownRecordTypeError(ValueError):
     pass
 
 
+# Committed offsets are most of any log: they get a direct path instead of the generic
+# by-name converter (which costs ~3x more per record when loading large partitions).
+_OFFSET_TYPE = r.RECORD_TYPES[r.OffsetCommitKey][0]
+_OffsetKeyPb = records_pb2.OffsetCommitKey
+_OffsetValuePb = records_pb2.OffsetCommitValue
+_OffsetKey = r.OffsetCommitKey
+_OffsetValue = r.OffsetCommitValue
+
+
+def _encode_offset(rec: r.Record) -> records_pb2.LogRecord:
+    k = rec.key
+    key = _OffsetKeyPb(group=k.group, topic=k.topic, partition=k.partition).SerializeToString(
+        deterministic=True
+    )
+    v = rec.value
+    if v is None:
+        return records_pb2.LogRecord(type=_OFFSET_TYPE, key=key)
+    value = _OffsetValuePb(
+        offset=v.offset,
+        leader_epoch=v.leader_epoch,
+        metadata=v.metadata,
+        commit_timestamp=v.commit_timestamp,
+        expire_timestamp=v.expire_timestamp,
+    ).SerializeToString()
+    return records_pb2.LogRecord(type=_OFFSET_TYPE, key=key, value=value)
+
+
+def _decode_offset(lr: records_pb2.LogRecord) -> r.Record:
+    k = _OffsetKeyPb.FromString(lr.key)
+    key = _OffsetKey(k.group, k.topic, k.partition)
+    if not lr.HasField("value"):
+        return r.Record(key, None)
+    v = _OffsetValuePb.FromString(lr.value)
+    return r.Record(
+        key,
+        _OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp),
+    )
+
+
 def _encode_records(records: Sequence[r.Record]) -> list[records_pb2.LogRecord]:
     out = []
     for rec in records:
+        if type(rec.key) is _OffsetKey:
+            out.append(_encode_offset(rec))
+            continue
         type_id, key_to, value_to = _BY_KEY[type(rec.key)]
         key = key_to(rec.key).SerializeToString(deterministic=True)
         if rec.value is None:
@@ -59,6 +101,9 @@ def _encode_records(records: Sequence[r.Record]) -> list[records_pb2.LogRecord]:
 def _decode_records(log_records: Sequence[records_pb2.LogRecord]) -> list[r.Record]:
     out = []
     for lr in log_records:
+        if lr.type == _OFFSET_TYPE:
+            out.append(_decode_offset(lr))
+            continue
         entry = _BY_ID.get(lr.type)
         if entry is None:
             raise UnknownRecordTypeError(f"unknown record type {lr.type}")
@@ -80,8 +125,50 @@ class RecordCodec:
         return _decode_records(records_pb2.RecordBatch.FromString(data).records)
 
     def encode_snapshot(self, records: Sequence[r.Record], last_offset: int) -> bytes:
-        snap = records_pb2.SnapshotData(records=_encode_records(records), last_offset=last_offset)
+        # the trailing run of committed offsets goes column-wise
+        split = len(records)
+        while split > 0:
+            rec = records[split - 1]
+            if type(rec.key) is not _OffsetKey or rec.value is None:
+                break
+            split -= 1
+        columns: dict[tuple[str, str], records_pb2.OffsetColumns] = {}
+        for rec in records[split:]:
+            k, v = rec.key, rec.value
+            col = columns.get((k.group, k.topic))
+            if col is None:
+                col = columns[(k.group, k.topic)] = records_pb2.OffsetColumns(
+                    group=k.group, topic=k.topic
+                )
+            col.partitions.append(k.partition)
+            col.offsets.append(v.offset)
+            col.leader_epochs.append(v.leader_epoch)
+            col.metadata.append(v.metadata)
+            col.commit_timestamps.append(v.commit_timestamp)
+            col.expire_timestamps.append(v.expire_timestamp)
+        snap = records_pb2.SnapshotData(
+            records=_encode_records(records[:split]),
+            last_offset=last_offset,
+            offsets=list(columns.values()),
+        )
         return snap.SerializeToString()
 
     def decode_snapshot(self, data: bytes) -> list[r.Record]:
-        return _decode_records(records_pb2.SnapshotData.FromString(data).records)
+        snap = records_pb2.SnapshotData.FromString(data)
+        out = _decode_records(snap.records)
+        record, key_cls, value_cls = r.Record, _OffsetKey, _OffsetValue
+        for col in snap.offsets:
+            group, topic = col.group, col.topic
+            out.extend(
+                record(key_cls(group, topic, p), value_cls(o, e, m, c, x))
+                for p, o, e, m, c, x in zip(
+                    col.partitions,
+                    col.offsets,
+                    col.leader_epochs,
+                    col.metadata,
+                    col.commit_timestamps,
+                    col.expire_timestamps,
+                    strict=True,
+                )
+            )
+        return out
