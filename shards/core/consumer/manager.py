@@ -219,7 +219,54 @@ class ConsumerGroupManager:
         self._validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request, now_ms)
-        return self._heartbeat(request, now_ms)
+        return self._steady(request, now_ms) or self._heartbeat(request, now_ms)
+
+    def _steady(
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[Response] | None:
+        """The common case, answered without the general pipeline (None: not this case): a
+        known member at its current epoch, nothing changed, STABLE at the assignment epoch,
+        holding only topics it subscribes to. The general pipeline would write nothing and
+        answer the same."""
+        epoch = request.member_epoch
+        if epoch <= 0:
+            return None
+        group = self.group_manager.groups.get(request.group_id)
+        if not isinstance(group, ConsumerGroup):
+            return None
+        member = group.members.get(request.member_id)
+        if member is None or member.member_epoch != epoch or member.uses_classic_protocol:
+            return None
+        if request.instance_id is not None and (
+            group.static_members.get(request.instance_id) != member.member_id
+        ):
+            return None
+        if not member.is_reconciled_to(group.assignment_epoch):
+            return None
+        if self._updated(member, request) is not member:
+            return None
+        subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
+        for topic_id in member.assigned_partitions:
+            if topic_id not in subscribed:
+                return None
+        self._schedule_session_timeout(request.group_id, member.member_id, now_ms=now_ms)
+        full = (
+            request.rebalance_timeout_ms != -1
+            and (
+                request.subscribed_topic_names is not None
+                or request.subscribed_topic_regex is not None
+            )
+            and request.topic_partitions is not None
+        )
+        return CoordinatorResult(
+            (),
+            Response(
+                member_id=member.member_id,
+                member_epoch=epoch,
+                heartbeat_interval_ms=self.configs.heartbeat_interval_ms(request.group_id),
+                assignment=_to_api(member.assigned_partitions) if full else None,
+            ),
+        )
 
     def _validate(self, request: api.ConsumerGroupHeartbeatRequest) -> None:
         epoch = request.member_epoch

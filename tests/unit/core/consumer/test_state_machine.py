@@ -204,6 +204,35 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if g is not None and g.members:
             assert ok == in_sync, (ok, member, client.epoch)
 
+    @rule(client=clients, full=st.booleans())
+    def steady_path_matches_general_path(self, client: FakeConsumer, full: bool) -> None:
+        """The steady-state shortcut answers exactly as the general pipeline would."""
+        from shards.core.consumer.api import ConsumerGroupHeartbeatRequest
+
+        fields: dict[str, Any] = {}
+        if full:
+            fields = {
+                "rebalance_timeout_ms": client.rebalance_timeout_ms,
+                "subscribed_topic_names": client.topics,
+                "topic_partitions": tuple(
+                    TopicPartitions(t, ps) for t, ps in sorted(client.owned.items())
+                ),
+            }
+        request = ConsumerGroupHeartbeatRequest(
+            "g", client.member_id, client.epoch, client.instance_id, **fields
+        )
+        manager = self.c.h.shard.consumer
+        now = self.c.h.now
+        try:
+            fast = manager._steady(request, now)
+        except ApiError:
+            return
+        if fast is None:
+            return
+        general = manager._heartbeat(request, now)
+        assert list(general.records) == [] and not general.tasks
+        assert fast.response == general.response
+
     # ---- the world ----------------------------------------------------------------------------
     @rule(name=st.sampled_from(TOPIC_NAMES), partitions=st.integers(1, 5))
     def create_or_grow_topic(self, name: str, partitions: int) -> None:
