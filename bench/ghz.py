@@ -64,7 +64,7 @@ def run_ghz(
     protoset: Path,
     target: str,
     call: str,
-    data: dict,
+    data: dict | list,
     concurrency: int,
     duration_s: float,
     connections: int = 1,

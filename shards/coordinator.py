@@ -80,19 +80,13 @@ class GroupCoordinatorService:
 
     async def _write(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
-        future = p.write(op)
-        if future.done():  # nothing to wait for (no records, nothing in flight): no timer
-            return future.result()
-        async with asyncio.timeout(self.timeout):  # no extra task, unlike wait_for
-            return await future
+        # No per-operation timer: the partition bounds every append (append_timeout_ms) and
+        # fails all waiting replies when one does not finish in time.
+        return await p.write(op)
 
     async def _read(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
         p = self.runtime.partition(self.partition_for(group_id))
-        future = p.read(op)
-        if future.done():
-            return future.result()
-        async with asyncio.timeout(self.timeout):
-            return await future
+        return await p.read(op)
 
     # ---- offsets ---------------------------------------------------------------------------
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:

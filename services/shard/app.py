@@ -142,6 +142,7 @@ class ShardApp:
             snapshot_interval_records=s.coordinator.snapshot_interval_records,
             executor=self._execute,
             respect_leases=s.multi_shard,
+            append_timeout_ms=s.operation_timeout_ms,
         )
         self.catalog.listeners.append(self._on_new_image)
         self.server = GrpcServer(s.host, s.grpc_port, telemetry.server_interceptors())

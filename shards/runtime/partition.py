@@ -152,6 +152,7 @@ class CoordinatorPartition:
         on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
+        append_timeout_ms: int = 30_000,
     ) -> None:
         self.partition = partition
         self.store = store
@@ -163,6 +164,9 @@ class CoordinatorPartition:
         self.snapshot_interval_records = snapshot_interval_records
         self.on_failure = on_failure
         self.executor = executor
+        # An append that takes longer fails the partition (every waiting reply gets
+        # NOT_COORDINATOR, the partition reloads): the one timeout for all operations.
+        self.append_timeout_s = append_timeout_ms / 1000
         # True when several processes share the store: load only takes a lease that is free
         # or already ours (try_acquire), never another owner's live one.
         self.respect_leases = respect_leases
@@ -425,7 +429,8 @@ class CoordinatorPartition:
             span.set_attribute("groupcoord.records", len(batch.records))
             span.set_attribute("groupcoord.epoch", epoch)
             try:
-                offset = await self.store.append(self.partition, epoch, data)
+                async with asyncio.timeout(self.append_timeout_s):
+                    offset = await self.store.append(self.partition, epoch, data)
             except BaseException as ex:
                 span.record_exception(ex)
                 err = _append_error(self.partition, ex)

@@ -43,6 +43,7 @@ class CoordinatorRuntime:
         reload_backoff_ms: tuple[int, int] = (50, 5_000),
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
+        append_timeout_ms: int = 30_000,
     ) -> None:
         self.store = store
         self.codec = codec
@@ -56,6 +57,7 @@ class CoordinatorRuntime:
         #: several shards share the store: load (and reload) only a partition whose lease is
         #: free or ours; False = one process owns everything and takes over by force
         self.respect_leases = respect_leases
+        self.append_timeout_ms = append_timeout_ms
         self.partitions: dict[int, CoordinatorPartition] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
@@ -77,6 +79,7 @@ class CoordinatorRuntime:
             on_failure=self._on_failure,
             executor=self.executor,
             respect_leases=self.respect_leases,
+            append_timeout_ms=self.append_timeout_ms,
         )
 
     async def load(self, partition: int) -> bool:

@@ -328,3 +328,28 @@ async def test_async_task_result_runs_as_a_write_and_newer_supersedes(
         await asyncio.sleep(0)
     assert p.sm.values["answer"] == 200
     assert [json.loads(e.data) for e in (await store.load(0)).entries] == [[["answer", 200]]]
+
+
+async def test_an_append_that_never_finishes_fails_its_waiters_and_reloads(
+    store: InMemoryLogStore,
+) -> None:
+    rt = make_runtime(store, reload_backoff_ms=(1, 10), append_timeout_ms=50)
+    await rt.load(0)
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
+    store.hold_appends()  # the store hangs
+    waiting = [rt.partition(0).write(lambda sm, now: sm.incr("a")) for _ in range(3)]
+    read = rt.partition(0).read(lambda sm, now: sm.values["a"])
+    for fut in [*waiting, read]:
+        with pytest.raises(ApiError) as err:
+            await fut
+        assert err.value.code == Errors.NOT_COORDINATOR
+    store.release_appends()
+    for _ in range(200):
+        if rt.partition(0).state is PartitionState.ACTIVE and rt.partition(0).epoch == 2:
+            break
+        await asyncio.sleep(0.005)
+    p = rt.partition(0)
+    assert p.state is PartitionState.ACTIVE and p.epoch == 2
+    # whatever the hung append did, the reloaded state is exactly the durable log
+    durable = sum(len(json.loads(e.data)) for e in (await store.load(0)).entries)
+    assert await p.read(lambda sm, now: sm.values["a"]) == durable
