@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -19,10 +19,12 @@ from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
 from shards.core.shard import GroupCoordinatorShard
+from shards.runtime.partition import CoordinatorPartition
 from shards.runtime.runtime import CoordinatorRuntime
 
 log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +58,7 @@ def _error_of(ex: BaseException) -> tuple[int, str]:
     return int(Errors.UNKNOWN_SERVER_ERROR), repr(ex)
 
 
-def _invalid_group_id(group_id: str) -> ApiError | None:
-    if not group_id:
-        return ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
-    return None
+EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
 
 
 class GroupCoordinatorService:
@@ -78,62 +77,93 @@ class GroupCoordinatorService:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
-    async def _write(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
-        p = self.runtime.partition(self.partition_for(group_id))
-        # No per-operation timer: the partition bounds every append (append_timeout_ms) and
-        # fails all waiting replies when one does not finish in time.
-        return await p.write(op)
+    async def _single(
+        self,
+        group_id: str,
+        op: Callable[[GroupCoordinatorShard, int], Any],
+        on_error: Callable[[int, str], R],
+        *,
+        read: bool = False,
+        if_empty: ApiError | None = None,
+    ) -> R:
+        """Run one operation on the group's partition; any failure (the core's ApiError, the
+        partition not served here, a failed append) becomes the API's error shape.
 
-    async def _read(self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
-        p = self.runtime.partition(self.partition_for(group_id))
-        return await p.read(op)
+        No per-operation timer: the partition bounds every append and fails all waiting
+        replies when one does not finish in time. Replies that wait for other members
+        (JoinGroup, SyncGroup) are answered by the core's timers or fail on unload."""
+        try:
+            if not group_id and if_empty is not None:
+                raise if_empty
+            p = self.runtime.partition(self.partition_for(group_id))
+            return await (p.read(op) if read else p.write(op))  # type: ignore[no-any-return]
+        except Exception as ex:
+            code, message = _error_of(ex)
+            return on_error(code, message)
+
+    async def _fan_out(
+        self,
+        group_ids: Sequence[str],
+        run: Callable[[CoordinatorPartition, list[str]], Awaitable[Sequence[R]]],
+        key: Callable[[R], str],
+        on_error: Callable[[str, int, str], R],
+        if_empty: tuple[int, str] | None = None,
+    ) -> tuple[R, ...]:
+        """A batched request: one operation per partition for its groups, answers merged back
+        into request order; a failed partition answers with an error for each of its groups."""
+        results: dict[str, R] = {}
+        by_partition: dict[int, list[str]] = {}
+        for group_id in group_ids:
+            if not group_id and if_empty is not None:
+                results[group_id] = on_error(group_id, *if_empty)
+            else:
+                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+
+        async def one(n: int, ids: list[str]) -> None:
+            try:
+                for result in await run(self.runtime.partition(n), ids):
+                    results[key(result)] = result
+            except Exception as ex:
+                code, message = _error_of(ex)
+                for group_id in ids:
+                    results[group_id] = on_error(group_id, code, message)
+
+        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
+        return tuple(results[g] for g in group_ids)
 
     # ---- offsets ---------------------------------------------------------------------------
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:
-        try:
-            bad = _invalid_group_id(request.group_id)
-            if bad:
-                raise bad
-            return await self._write(
-                request.group_id, lambda shard, now: shard.commit_offset(request, now)
-            )  # type: ignore[no-any-return]
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return offsets.offset_commit_error(request, code, message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.commit_offset(request, now),
+            lambda code, msg: offsets.offset_commit_error(request, code, msg),
+            if_empty=EMPTY_GROUP_ID,
+        )
 
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse:
-        groups = await asyncio.gather(
-            *(self._fetch_group(g, request.require_stable) for g in request.groups)
-        )
+        groups = await asyncio.gather(*(self._fetch_group(g) for g in request.groups))
         return api.OffsetFetchResponse(tuple(groups))
 
     async def _fetch_group(
-        self, group: api.OffsetFetchRequestGroup, require_stable: bool
+        self, group: api.OffsetFetchRequestGroup
     ) -> api.OffsetFetchResponseGroup:
-        try:
-            bad = _invalid_group_id(group.group_id)
-            if bad:
-                raise bad
-            # A read here already waits until every write it could see is durable, which is
-            # what require_stable asks for (there are no transactional offsets).
-            return await self._read(  # type: ignore[no-any-return]
-                group.group_id, lambda shard, now: shard.fetch_offsets(group, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return offsets.offset_fetch_group_error(group, code, message)
+        # A read already waits until every write it could see is durable, which is what
+        # require_stable asks for (there are no transactional offsets).
+        return await self._single(
+            group.group_id,
+            lambda shard, now: shard.fetch_offsets(group, now),
+            lambda code, msg: offsets.offset_fetch_group_error(group, code, msg),
+            read=True,
+            if_empty=EMPTY_GROUP_ID,
+        )
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse:
-        try:
-            bad = _invalid_group_id(request.group_id)
-            if bad:
-                raise bad
-            return await self._write(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.delete_offsets(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return offsets.offset_delete_error(code, message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.delete_offsets(request, now),
+            offsets.offset_delete_error,
+            if_empty=EMPTY_GROUP_ID,
+        )
 
     # ---- groups -----------------------------------------------------------------------------
     async def list_groups(self, request: api.ListGroupsRequest) -> api.ListGroupsResponse:
@@ -158,118 +188,70 @@ class GroupCoordinatorService:
         return api.ListGroupsResponse(error, tuple(groups))
 
     async def delete_groups(self, request: api.DeleteGroupsRequest) -> api.DeleteGroupsResponse:
-        by_partition: dict[int, list[str]] = {}
-        results: dict[str, api.DeletableGroupResult] = {}
-        for group_id in request.groups_names:
-            if not group_id:
-                results[group_id] = api.DeletableGroupResult(
-                    group_id, Errors.INVALID_GROUP_ID, "the group id must not be empty"
-                )
-                continue
-            by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+        results = await self._fan_out(
+            request.groups_names,
+            lambda p, ids: p.write(lambda shard, now: shard.delete_groups(ids, now)),
+            lambda r: r.group_id,
+            api.DeletableGroupResult,
+            if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
+        )
+        return api.DeleteGroupsResponse(results)
 
-        async def one(n: int, ids: list[str]) -> None:
-            try:
-                deleted = await asyncio.wait_for(
-                    self.runtime.partition(n).write(
-                        lambda shard, now: shard.delete_groups(ids, now)
-                    ),
-                    self.timeout,
-                )
-                for result in deleted:
-                    results[result.group_id] = result
-            except Exception as ex:
-                code, message = _error_of(ex)
-                for group_id in ids:
-                    results[group_id] = api.DeletableGroupResult(group_id, code, message)
-
-        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
-        return api.DeleteGroupsResponse(tuple(results[g] for g in request.groups_names))
-
-    # ---- classic groups ----------------------------------------------------------------------
-    async def _write_waiting(
-        self, group_id: str, op: Callable[[GroupCoordinatorShard, int], Any]
-    ) -> Any:
-        """A write whose reply may wait for other members (JoinGroup, SyncGroup): no operation
-        timeout -- the core answers every parked request (rebalance/session timers), and a
-        partition unload fails it with NOT_COORDINATOR."""
-        return await self.runtime.partition(self.partition_for(group_id)).write(op)
-
+    # ---- classic groups (the core validates their group ids, as Kafka) ---------------------
     async def join_group(
         self, request: classic_api.JoinGroupRequest
     ) -> classic_api.JoinGroupResponse:
-        try:
-            return await self._write_waiting(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.join_group(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return classic_api.JoinGroupResponse(error_code=code, error_message=message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.join_group(request, now),
+            lambda code, msg: classic_api.JoinGroupResponse(error_code=code, error_message=msg),
+        )
 
     async def sync_group(
         self, request: classic_api.SyncGroupRequest
     ) -> classic_api.SyncGroupResponse:
-        try:
-            return await self._write_waiting(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.sync_group(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return classic_api.SyncGroupResponse(error_code=code, error_message=message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.sync_group(request, now),
+            lambda code, msg: classic_api.SyncGroupResponse(error_code=code, error_message=msg),
+        )
 
     async def heartbeat(
         self, request: classic_api.HeartbeatRequest
     ) -> classic_api.HeartbeatResponse:
-        try:
-            return await self._write(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.heartbeat(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
+        def on_error(code: int, message: str) -> classic_api.HeartbeatResponse:
             if code == Errors.COORDINATOR_LOAD_IN_PROGRESS:
                 # as Kafka: a heartbeat while the group loads is simply accepted
                 return classic_api.HeartbeatResponse()
             return classic_api.HeartbeatResponse(error_code=code, error_message=message)
 
+        return await self._single(
+            request.group_id, lambda shard, now: shard.heartbeat(request, now), on_error
+        )
+
     async def leave_group(
         self, request: classic_api.LeaveGroupRequest
     ) -> classic_api.LeaveGroupResponse:
-        try:
-            return await self._write(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.leave_group(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return classic_api.LeaveGroupResponse(error_code=code, error_message=message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.leave_group(request, now),
+            lambda code, msg: classic_api.LeaveGroupResponse(error_code=code, error_message=msg),
+        )
 
     async def describe_groups(
         self, request: classic_api.DescribeGroupsRequest
     ) -> classic_api.DescribeGroupsResponse:
-        by_partition: dict[int, list[str]] = {}
-        for group_id in request.groups:
-            by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
-        described: dict[str, classic_api.DescribedGroup] = {}
-
-        async def one(n: int, ids: list[str]) -> None:
-            part = replace(request, groups=tuple(ids))
-            try:
-                groups = await asyncio.wait_for(
-                    self.runtime.partition(n).read(
-                        lambda shard, now: shard.describe_groups(part, now)
-                    ),
-                    self.timeout,
-                )
-                for group in groups:
-                    described[group.group_id] = group
-            except Exception as ex:
-                code, message = _error_of(ex)
-                for group_id in ids:
-                    described[group_id] = classic_api.DescribedGroup(
-                        group_id, error_code=code, error_message=message or None
-                    )
-
-        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
-        return classic_api.DescribeGroupsResponse(tuple(described[g] for g in request.groups))
+        groups = await self._fan_out(
+            request.groups,
+            lambda p, ids: p.read(
+                lambda shard, now: shard.describe_groups(replace(request, groups=tuple(ids)), now)
+            ),
+            lambda g: g.group_id,
+            lambda group_id, code, msg: classic_api.DescribedGroup(
+                group_id, error_code=code, error_message=msg or None
+            ),
+        )
+        return classic_api.DescribeGroupsResponse(groups)
 
     # ---- discovery ---------------------------------------------------------------------------
     async def find_coordinator(
@@ -307,7 +289,9 @@ class GroupCoordinatorService:
                     )
                 )
                 continue
-            out.append(api.Coordinator(key, node.node_id, node.host, node.port, partition=partition))
+            out.append(
+                api.Coordinator(key, node.node_id, node.host, node.port, partition=partition)
+            )
         return api.FindCoordinatorResponse(tuple(out))
 
     # ---- consumer groups (KIP-848) and group configs -------------------------------------------
@@ -315,93 +299,53 @@ class GroupCoordinatorService:
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
-        try:
-            return await self._write(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.consumer_group_heartbeat(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return consumer_api.ConsumerGroupHeartbeatResponse(
-                error_code=code, error_message=message or None
-            )
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.consumer_group_heartbeat(request, now),
+            lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
+                error_code=code, error_message=msg or None
+            ),
+        )
 
     async def consumer_group_describe(
         self, request: consumer_api.ConsumerGroupDescribeRequest
     ) -> consumer_api.ConsumerGroupDescribeResponse:
-        described: dict[str, consumer_api.ConsumerGroupDescribedGroup] = {}
-        by_partition: dict[int, list[str]] = {}
-        for group_id in request.group_ids:
-            if not group_id:
-                described[group_id] = consumer_api.ConsumerGroupDescribedGroup(
-                    group_id, Errors.INVALID_GROUP_ID, "the group id must not be empty"
-                )
-            else:
-                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
         include = request.include_authorized_operations
-
-        async def one(n: int, ids: list[str]) -> None:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    groups = await self.runtime.partition(n).read(
-                        lambda shard, now: shard.consumer_group_describe(ids, include, now)
-                    )
-                for group in groups:
-                    described[group.group_id] = group
-            except Exception as ex:
-                code, message = _error_of(ex)
-                for group_id in ids:
-                    described[group_id] = consumer_api.ConsumerGroupDescribedGroup(
-                        group_id, code, message or None
-                    )
-
-        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
-        return consumer_api.ConsumerGroupDescribeResponse(
-            tuple(described[g] for g in request.group_ids)
+        groups = await self._fan_out(
+            request.group_ids,
+            lambda p, ids: p.read(
+                lambda shard, now: shard.consumer_group_describe(ids, include, now)
+            ),
+            lambda g: g.group_id,
+            lambda group_id, code, msg: consumer_api.ConsumerGroupDescribedGroup(
+                group_id, code, msg or None
+            ),
+            if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
         )
+        return consumer_api.ConsumerGroupDescribeResponse(groups)
 
     async def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest
     ) -> consumer_api.AlterGroupConfigsResponse:
-        try:
-            if not request.group_id:  # Kafka's answer for the empty GROUP resource
-                raise ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
-            return await self._write(  # type: ignore[no-any-return]
-                request.group_id, lambda shard, now: shard.alter_group_configs(request, now)
-            )
-        except Exception as ex:
-            code, message = _error_of(ex)
-            return consumer_api.AlterGroupConfigsResponse(code, message)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.alter_group_configs(request, now),
+            consumer_api.AlterGroupConfigsResponse,
+            # Kafka's answer for the empty GROUP resource
+            if_empty=ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed."),
+        )
 
     async def describe_group_configs(
         self, request: consumer_api.DescribeGroupConfigsRequest
     ) -> consumer_api.DescribeGroupConfigsResponse:
-        results: dict[str, consumer_api.DescribedGroupConfigs] = {}
-        by_partition: dict[int, list[str]] = {}
-        for group_id in request.group_ids:
-            if not group_id:
-                results[group_id] = consumer_api.DescribedGroupConfigs(
-                    group_id, Errors.INVALID_REQUEST, "Group name must not be empty"
-                )
-            else:
-                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
-
-        async def one(n: int, ids: list[str]) -> None:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    described = await self.runtime.partition(n).read(
-                        lambda shard, now: shard.describe_group_configs(ids, now)
-                    )
-                for result in described:
-                    results[result.group_id] = result
-            except Exception as ex:
-                code, message = _error_of(ex)
-                for group_id in ids:
-                    results[group_id] = consumer_api.DescribedGroupConfigs(group_id, code, message)
-
-        await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
-        return consumer_api.DescribeGroupConfigsResponse(
-            tuple(results[g] for g in request.group_ids)
+        results = await self._fan_out(
+            request.group_ids,
+            lambda p, ids: p.read(lambda shard, now: shard.describe_group_configs(ids, now)),
+            lambda r: r.group_id,
+            consumer_api.DescribedGroupConfigs,
+            if_empty=(Errors.INVALID_REQUEST, "Group name must not be empty"),
         )
+        return consumer_api.DescribeGroupConfigsResponse(results)
 
 
 def with_client_host(request: T, host: str) -> T:
