@@ -47,6 +47,21 @@ def _parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> Coordinato
     return dataclasses.replace(base, **changes)
 
 
+def _coordinator_config(
+    pairs: tuple[str, ...], num_partitions: int, retention_minutes: int, metadata_max: int
+) -> CoordinatorConfig:
+    """The coordinator settings of --num-partitions, --offsets-retention-minutes,
+    --offset-metadata-max-bytes and the --set pairs (which win)."""
+    return _parse_config(
+        pairs,
+        CoordinatorConfig(
+            num_partitions=num_partitions,
+            offsets_retention_ms=retention_minutes * 60_000,
+            offset_metadata_max_bytes=metadata_max,
+        ),
+    )
+
+
 def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=50,
              help="Offsets partitions (Kafka's offsets.topic.num.partitions).")(f)
@@ -119,13 +134,8 @@ def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
-    config = _parse_config(
-        config_pairs,
-        CoordinatorConfig(
-            num_partitions=num_partitions,
-            offsets_retention_ms=offsets_retention_minutes * 60_000,
-            offset_metadata_max_bytes=offset_metadata_max_bytes,
-        ),
+    config = _coordinator_config(
+        config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
     )
     settings = ShardSettings(
         store_url=store,
@@ -179,13 +189,8 @@ def shard(store: str, node_id: int, lease_ms: int, ownership_interval_ms: int | 
                                  param_hint="--store")
     if lease_ms < 100:
         raise click.BadParameter("at least 100 ms", param_hint="--lease-ms")
-    config = _parse_config(
-        config_pairs,
-        CoordinatorConfig(
-            num_partitions=num_partitions,
-            offsets_retention_ms=offsets_retention_minutes * 60_000,
-            offset_metadata_max_bytes=offset_metadata_max_bytes,
-        ),
+    config = _coordinator_config(
+        config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
     )
     settings = ShardSettings(
         store_url=store,
