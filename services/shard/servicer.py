@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from groupcoord.v1 import catalog_pb2, classic_group_pb2, groups_pb2, offsets_pb2
-
 # Served through generic handlers, so nothing else imports the module that declares the
 # GroupCoordinator service; import it so that server reflection can describe the service.
-from groupcoord.v1 import coordinator_pb2  # noqa: F401
+from groupcoord.v1 import (
+    catalog_pb2,
+    classic_group_pb2,
+    coordinator_pb2,  # noqa: F401
+    groups_pb2,
+    offsets_pb2,
+)
 
 from services.common.grpc_server import Method
 from shards.catalog import TopicCatalog
