@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -29,17 +28,13 @@ from hypothesis.stateful import (
 from shards.storage import FencedError, LogStore, Snapshot, open_store
 from shards.storage.memory import InMemoryLogStore, MemoryData
 from tests.integration.storage.conftest import BACKENDS, fresh_url
+from tests.support.machines import machine_settings
 
 T = TypeVar("T")
 
 PARTITION = 7
 LEASE_MS = 60_000
-SETTINGS = settings(
-    max_examples=50,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SETTINGS = machine_settings(50, 30)
 
 
 class StoreMachine(RuleBasedStateMachine):

@@ -3,13 +3,13 @@ of Kafka's offset semantics; replay of the log (and of a snapshot) equals the li
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from shards.core import api
 from shards.core.config import CoordinatorConfig
 from tests.support.core_harness import ShardHarness
+from tests.support.machines import machine_settings
 
 GROUPS = st.sampled_from(["a", "b", "c"])
 TOPICS = st.sampled_from(["t", "u"])
@@ -109,10 +109,5 @@ class OffsetsMachine(RuleBasedStateMachine):
         self.h.assert_replay_equals_live()
 
 
-OffsetsMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 TestOffsets = OffsetsMachine.TestCase
+TestOffsets.settings = machine_settings(60, 30)

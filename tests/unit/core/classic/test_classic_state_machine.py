@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from shards.core.classic.group import ClassicGroup, ClassicGroupState
 from shards.core.errors import Errors
 from tests.support.core_harness import Pending
+from tests.support.machines import quick_and_slow
 from tests.unit.core.classic.support import Classic
 
 GROUP = "g"
@@ -341,25 +341,6 @@ class ClassicGroupMachine(RuleBasedStateMachine):
         assert not waiting, f"replies never answered: {waiting}"
 
 
-ClassicGroupMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+test_classic_group_machine, test_classic_group_machine_long = quick_and_slow(
+    ClassicGroupMachine, quick=(60, 40), slow=(800, 80)
 )
-test_classic_group_machine = ClassicGroupMachine.TestCase
-
-
-@pytest.mark.slow
-def test_classic_group_machine_long() -> None:
-    from hypothesis.stateful import run_state_machine_as_test
-
-    run_state_machine_as_test(
-        ClassicGroupMachine,
-        settings=settings(
-            max_examples=800,
-            stateful_step_count=80,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -25,6 +24,7 @@ from shards.core.consumer import api as capi
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.errors import ApiError, Errors
 from tests.support.core_harness import Pending
+from tests.support.machines import quick_and_slow
 from tests.unit.core.classic.test_migration import Mixed
 
 N_CLASSIC = 3
@@ -263,25 +263,6 @@ class MixedGroupMachine(RuleBasedStateMachine):
         assert not waiting, f"replies never answered: {waiting}"
 
 
-MixedGroupMachine.TestCase.settings = settings(
-    max_examples=50,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+test_mixed_group_machine, test_mixed_group_machine_long = quick_and_slow(
+    MixedGroupMachine, quick=(50, 40), slow=(500, 80)
 )
-test_mixed_group_machine = MixedGroupMachine.TestCase
-
-
-@pytest.mark.slow
-def test_mixed_group_machine_long() -> None:
-    from hypothesis.stateful import run_state_machine_as_test
-
-    run_state_machine_as_test(
-        MixedGroupMachine,
-        settings=settings(
-            max_examples=500,
-            stateful_step_count=80,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )

@@ -16,7 +16,6 @@ import itertools
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -34,6 +33,7 @@ from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.member import MemberState
 from shards.core.errors import ApiError, Errors
 from shards.core.result import AsyncTask
+from tests.support.machines import quick_and_slow
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
 
 TOPIC_NAMES = ("t0", "t1", "t2", "x0")
@@ -371,20 +371,6 @@ def _owned(tps: tuple[TopicPartitions, ...] | None) -> dict[str, tuple[int, ...]
     return {} if tps is None else {tp.topic_id: tp.partitions for tp in tps}
 
 
-ConsumerGroupMachine.TestCase.settings = settings(
-    max_examples=30,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+test_consumer_group_machine, test_consumer_group_machine_long = quick_and_slow(
+    ConsumerGroupMachine, quick=(30, 40), slow=(400, 80)
 )
-TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
-
-
-@pytest.mark.slow
-class TestConsumerGroupMachineLong(ConsumerGroupMachine.TestCase):  # type: ignore[misc,name-defined]
-    settings = settings(
-        max_examples=400,
-        stateful_step_count=80,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
