@@ -27,9 +27,16 @@ def kafka_frames(members: list[dict[str, Any]]) -> list[bytearray]:
 
     out = []
     for m in members:
-        req = request("consumer_group_heartbeat", 1, group_id=m["group"],
-                      member_id=m["member_id"], member_epoch=m["epoch"], rebalance_timeout=-1,
-                      subscribed_topic_names=None, topic_partitions=None)
+        req = request(
+            "consumer_group_heartbeat",
+            1,
+            group_id=m["group"],
+            member_id=m["member_id"],
+            member_epoch=m["epoch"],
+            rebalance_timeout=-1,
+            subscribed_topic_names=None,
+            topic_partitions=None,
+        )
         out.append(bytearray(encode_request(req, 0, "bench")))
     return out
 
@@ -37,14 +44,20 @@ def kafka_frames(members: list[dict[str, Any]]) -> list[bytearray]:
 def grpc_requests(members: list[dict[str, Any]]) -> list[bytes]:
     from groupcoord.v1 import common_pb2, consumer_group_pb2
 
-    return [consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-        group_id=m["group"], member_id=m["member_id"], member_epoch=m["epoch"],
-        context=common_pb2.RequestContext(client_id="bench")).SerializeToString()
-        for m in members]
+    return [
+        consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=m["group"],
+            member_id=m["member_id"],
+            member_epoch=m["epoch"],
+            context=common_pb2.RequestContext(client_id="bench"),
+        ).SerializeToString()
+        for m in members
+    ]
 
 
-async def kafka_lane(host: str, port: int, frames: list[bytearray], stop: float,
-                     lat: list[float]) -> tuple[int, int]:
+async def kafka_lane(
+    host: str, port: int, frames: list[bytearray], stop: float, lat: list[float]
+) -> tuple[int, int]:
     reader, writer = await asyncio.open_connection(host, port)
     ok = errors = 0
     corr = 0
@@ -59,7 +72,7 @@ async def kafka_lane(host: str, port: int, frames: list[bytearray], stop: float,
                 payload = await reader.readexactly(size)
                 lat.append(time.perf_counter() - t0)
                 # header v1: correlation id, tagged fields; body: throttle_time, error_code
-                got, = _CORR.unpack_from(payload, 0)
+                (got,) = _CORR.unpack_from(payload, 0)
                 error = struct.unpack_from(">h", payload, 9)[0]
                 if got != corr or error:
                     errors += 1
@@ -70,8 +83,9 @@ async def kafka_lane(host: str, port: int, frames: list[bytearray], stop: float,
     return ok, errors
 
 
-async def grpc_lane(stub: Any, requests: list[bytes], stop: float,
-                    lat: list[float]) -> tuple[int, int]:
+async def grpc_lane(
+    stub: Any, requests: list[bytes], stop: float, lat: list[float]
+) -> tuple[int, int]:
     from groupcoord.v1 import consumer_group_pb2
 
     parse = consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString
@@ -88,8 +102,9 @@ async def grpc_lane(stub: Any, requests: list[bytes], stop: float,
     return ok, errors
 
 
-async def run(mode: str, target: str, members: list[dict[str, Any]], concurrency: int,
-              duration: float) -> dict[str, Any]:
+async def run(
+    mode: str, target: str, members: list[dict[str, Any]], concurrency: int, duration: float
+) -> dict[str, Any]:
     host, port = target.rsplit(":", 1)
     lanes = [members[i::concurrency] for i in range(concurrency)]
     lanes = [lane for lane in lanes if lane]
@@ -106,8 +121,9 @@ async def run(mode: str, target: str, members: list[dict[str, Any]], concurrency
     start = time.perf_counter()
     stop = start + duration
     if mode == "kafka":
-        results = await asyncio.gather(*(kafka_lane(host, int(port), p, stop, lat)
-                                         for p in payloads))
+        results = await asyncio.gather(
+            *(kafka_lane(host, int(port), p, stop, lat) for p in payloads)
+        )
     else:
         results = await asyncio.gather(*(grpc_lane(stub, p, stop, lat) for p in payloads))
     elapsed = time.perf_counter() - start
@@ -116,8 +132,11 @@ async def run(mode: str, target: str, members: list[dict[str, Any]], concurrency
     ok = sum(r[0] for r in results)
     lat.sort()
     return {
-        "mode": mode, "concurrency": len(lanes), "ops": ok,
-        "errors": sum(r[1] for r in results), "ops_per_s": ok / elapsed,
+        "mode": mode,
+        "concurrency": len(lanes),
+        "ops": ok,
+        "errors": sum(r[1] for r in results),
+        "ops_per_s": ok / elapsed,
         "p50_ms": 1000 * lat[len(lat) // 2] if lat else None,
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else None,
     }

@@ -52,10 +52,14 @@ from tests.support.processes import ServerProcess  # noqa: E402
 
 CONCURRENCY = (1, 50)
 # Kafka's defaults for what the steady state depends on (the test settings are short).
-KAFKA_EXTRA = {"group.consumer.session.timeout.ms": "45000",
-               "group.consumer.heartbeat.interval.ms": "5000"}
-GROUPCOORD_EXTRA = ["--set", "consumer_group_session_timeout_ms=45000,"
-                             "consumer_group_heartbeat_interval_ms=5000"]
+KAFKA_EXTRA = {
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+}
+GROUPCOORD_EXTRA = [
+    "--set",
+    "consumer_group_session_timeout_ms=45000,consumer_group_heartbeat_interval_ms=5000",
+]
 
 
 async def stable_members(target: Target, groups: int, members: int) -> list[dict[str, Any]]:
@@ -85,21 +89,40 @@ async def still_stable(target: Target, members: list[dict[str, Any]]) -> bool:
         r = await wire.send(request("consumer_group_describe", 0, group_ids=groups))
         epochs = {(m["group"], m["member_id"]): m["epoch"] for m in members}
         return all(
-            g.error_code == 0 and g.group_state == "Stable"
+            g.error_code == 0
+            and g.group_state == "Stable"
             and all(epochs.get((g.group_id, x.member_id)) == x.member_epoch for x in g.members)
             and len(g.members) == sum(1 for m in members if m["group"] == g.group_id)
-            for g in r.groups)
+            for g in r.groups
+        )
     finally:
         await wire.close()
 
 
-def load(mode: str, target: str, members_file: Path, concurrency: int,
-         duration: float) -> dict[str, Any]:
+def load(
+    mode: str, target: str, members_file: Path, concurrency: int, duration: float
+) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "bench.gateway.load", "--mode", mode, "--target", target,
-         "--members", str(members_file), "--concurrency", str(concurrency),
-         "--duration", str(duration)],
-        cwd=ROOT, capture_output=True, text=True, timeout=duration + 120, check=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.gateway.load",
+            "--mode",
+            mode,
+            "--target",
+            target,
+            "--members",
+            str(members_file),
+            "--concurrency",
+            str(concurrency),
+            "--duration",
+            str(duration),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=duration + 120,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -116,11 +139,32 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess(["dev", "--grpc-port", "0", "--kafka-port", "0",
-                            "--data-dir", str(tmp / "data"), *groupcoord_args(),
-                            *GROUPCOORD_EXTRA], tmp / "server.log")
-        gw = ServerProcess(["gateway", "--shard-address", gc.grpc_address, "--kafka-port", "0",
-                            "--num-partitions", groupcoord_args()[1]], tmp / "gateway.log")
+        gc = ServerProcess(
+            [
+                "dev",
+                "--grpc-port",
+                "0",
+                "--kafka-port",
+                "0",
+                "--data-dir",
+                str(tmp / "data"),
+                *groupcoord_args(),
+                *GROUPCOORD_EXTRA,
+            ],
+            tmp / "server.log",
+        )
+        gw = ServerProcess(
+            [
+                "gateway",
+                "--shard-address",
+                gc.grpc_address,
+                "--kafka-port",
+                "0",
+                "--num-partitions",
+                groupcoord_args()[1],
+            ],
+            tmp / "gateway.log",
+        )
         kafka: KafkaBroker | None = None
         skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
         try:
@@ -136,8 +180,10 @@ def main() -> None:
                 targets["kafka"] = ("kafka", kt.bootstrap, kt)
             members: dict[str, list[dict[str, Any]]] = {}
             files: dict[str, Path] = {}
-            for server, target in (("groupcoord", gateway),
-                                   *((("kafka", targets["kafka"][2]),) if kafka else ())):
+            for server, target in (
+                ("groupcoord", gateway),
+                *((("kafka", targets["kafka"][2]),) if kafka else ()),
+            ):
                 members[server] = asyncio.run(stable_members(target, a.groups, a.members))
                 files[server] = tmp / f"{server}-members.json"
                 files[server].write_text(json.dumps(members[server]))
@@ -150,9 +196,12 @@ def main() -> None:
                         r = load(mode, address, files[server], c, a.duration)
                         r["stable_after"] = asyncio.run(still_stable(target, members[server]))
                         runs.setdefault(f"{name}_c{c}", []).append(r)
-                        print(f"round {rnd + 1} {name:15s} c={c:3d} {r['ops_per_s']:9.0f}/s "
-                              f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
-                              f"errors {r['errors']} stable {r['stable_after']}", flush=True)
+                        print(
+                            f"round {rnd + 1} {name:15s} c={c:3d} {r['ops_per_s']:9.0f}/s "
+                            f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
+                            f"errors {r['errors']} stable {r['stable_after']}",
+                            flush=True,
+                        )
         finally:
             if kafka is not None:
                 kafka.stop()
@@ -177,15 +226,24 @@ def main() -> None:
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
                 if a_ and b_:
                     ratios[f"{name}_over_{base}_c{c}"] = (
-                        a_["ops_per_s_median"] / b_["ops_per_s_median"])
+                        a_["ops_per_s_median"] / b_["ops_per_s_median"]
+                    )
     doc = {
         "benchmark": "gateway_heartbeat_throughput",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_at_start": list(os.getloadavg())},
-        "params": {"rounds": a.rounds, "duration_s": a.duration, "groups": a.groups,
-                   "members_per_group": a.members, "store": "sqlite",
-                   "kafka": KAFKA_VERSION if kafka else f"skipped: {skipped}"},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_at_start": list(os.getloadavg()),
+        },
+        "params": {
+            "rounds": a.rounds,
+            "duration_s": a.duration,
+            "groups": a.groups,
+            "members_per_group": a.members,
+            "store": "sqlite",
+            "kafka": KAFKA_VERSION if kafka else f"skipped: {skipped}",
+        },
         "load_generator": "bench/gateway/load.py (separate process, pre-encoded requests)",
         "results": results,
         "ratios": ratios,
