@@ -63,43 +63,91 @@ def _coordinator_config(
 
 
 def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = _opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=50,
-             help="Offsets partitions (Kafka's offsets.topic.num.partitions).")(f)
-    f = _opt("--offsets-retention-minutes", env="OFFSETS_RETENTION_MINUTES", type=int,
-             default=7 * 24 * 60, help="Kafka's offsets.retention.minutes.")(f)
-    f = _opt("--offset-metadata-max-bytes", env="OFFSET_METADATA_MAX_BYTES", type=int,
-             default=4096, help="Kafka's offset.metadata.max.bytes.")(f)
-    f = _opt("--set", "config_pairs", env="CONFIG", multiple=True, default=(),
-             help="Any coordinator setting as name=value (milliseconds for durations), "
-                  "e.g. --set consumer_group_session_timeout_ms=10000. Repeatable; the "
-                  "environment variable takes a comma-separated list.")(f)
+    f = _opt(
+        "--num-partitions",
+        env="NUM_PARTITIONS",
+        type=int,
+        default=50,
+        help="Offsets partitions (Kafka's offsets.topic.num.partitions).",
+    )(f)
+    f = _opt(
+        "--offsets-retention-minutes",
+        env="OFFSETS_RETENTION_MINUTES",
+        type=int,
+        default=7 * 24 * 60,
+        help="Kafka's offsets.retention.minutes.",
+    )(f)
+    f = _opt(
+        "--offset-metadata-max-bytes",
+        env="OFFSET_METADATA_MAX_BYTES",
+        type=int,
+        default=4096,
+        help="Kafka's offset.metadata.max.bytes.",
+    )(f)
+    f = _opt(
+        "--set",
+        "config_pairs",
+        env="CONFIG",
+        multiple=True,
+        default=(),
+        help="Any coordinator setting as name=value (milliseconds for durations), "
+        "e.g. --set consumer_group_session_timeout_ms=10000. Repeatable; the "
+        "environment variable takes a comma-separated list.",
+    )(f)
     return f
 
 
 def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = _opt("--host", env="HOST", default="127.0.0.1",
-             help="Address to listen on (0.0.0.0 in containers).")(f)
-    f = _opt("--grpc-port", env="GRPC_PORT", type=int, default=50051,
-             help="gRPC port; 0 picks a free port and prints it.")(f)
-    f = _opt("--advertised-host", env="ADVERTISED_HOST", default=None,
-             help="Host name other processes use to reach this one (FindCoordinator).")(f)
-    f = _opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
-             help="OpenTelemetry OTLP/gRPC endpoint for traces (also OTEL_EXPORTER_OTLP_ENDPOINT);"
-                  " unset: no export.")(f)
+    f = _opt(
+        "--host",
+        env="HOST",
+        default="127.0.0.1",
+        help="Address to listen on (0.0.0.0 in containers).",
+    )(f)
+    f = _opt(
+        "--grpc-port",
+        env="GRPC_PORT",
+        type=int,
+        default=50051,
+        help="gRPC port; 0 picks a free port and prints it.",
+    )(f)
+    f = _opt(
+        "--advertised-host",
+        env="ADVERTISED_HOST",
+        default=None,
+        help="Host name other processes use to reach this one (FindCoordinator).",
+    )(f)
+    f = _opt(
+        "--otlp-endpoint",
+        env="OTLP_ENDPOINT",
+        default=None,
+        help="OpenTelemetry OTLP/gRPC endpoint for traces (also OTEL_EXPORTER_OTLP_ENDPOINT);"
+        " unset: no export.",
+    )(f)
     f = _opt("--log-level", env="LOG_LEVEL", default="INFO")(f)
-    f = _opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]),
-             default="json")(f)
+    f = _opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")(
+        f
+    )
     return f
 
 
 def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = _opt("--assignor-timeout-ms", env="ASSIGNOR_TIMEOUT_MS", type=int, default=5_000,
-             help="Deadline of each call to an assignor replica (3 attempts, then the "
-                  "in-process fallback).")(f)
-    f = _opt("--assignor-addresses", env="ASSIGNOR_ADDRESSES", default=None,
-             help="Assignor service replicas for consumer-group assignments: host:port list "
-                  "(comma-separated) or a gRPC target such as dns:///assignor:50061; calls "
-                  "are round-robined, with an in-process fallback. Unset: in-process only.")(f)
+    f = _opt(
+        "--assignor-timeout-ms",
+        env="ASSIGNOR_TIMEOUT_MS",
+        type=int,
+        default=5_000,
+        help="Deadline of each call to an assignor replica (3 attempts, then the "
+        "in-process fallback).",
+    )(f)
+    f = _opt(
+        "--assignor-addresses",
+        env="ASSIGNOR_ADDRESSES",
+        default=None,
+        help="Assignor service replicas for consumer-group assignments: host:port list "
+        "(comma-separated) or a gRPC target such as dns:///assignor:50061; calls "
+        "are round-robined, with an in-process fallback. Unset: in-process only.",
+    )(f)
     return f
 
 
@@ -110,21 +158,41 @@ def main() -> None:
 
 
 @main.command()
-@_opt("--data-dir", env="DATA_DIR", default="./data",
-      help="Where the embedded SQLite store lives.")
-@_opt("--store", env="STORE", default=None,
-      help="Log store URL: sqlite:///path.db or redis://host:port/db "
-           "(default: sqlite:///<data-dir>/groupcoord.db).")
+@_opt("--data-dir", env="DATA_DIR", default="./data", help="Where the embedded SQLite store lives.")
+@_opt(
+    "--store",
+    env="STORE",
+    default=None,
+    help="Log store URL: sqlite:///path.db or redis://host:port/db "
+    "(default: sqlite:///<data-dir>/groupcoord.db).",
+)
 @server_options
 @coordinator_options
-@_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,
-      help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.")
+@_opt(
+    "--kafka-port",
+    env="KAFKA_PORT",
+    type=int,
+    default=9092,
+    help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
+)
 @assignor_client_options
-def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
-        advertised_host: str | None, otlp_endpoint: str | None, log_level: str,
-        log_format: str, num_partitions: int, offsets_retention_minutes: int,
-        offset_metadata_max_bytes: int, config_pairs: tuple[str, ...], kafka_port: int,
-        assignor_addresses: str | None, assignor_timeout_ms: int) -> None:
+def dev(
+    data_dir: str,
+    store: str | None,
+    host: str,
+    grpc_port: int,
+    advertised_host: str | None,
+    otlp_endpoint: str | None,
+    log_level: str,
+    log_format: str,
+    num_partitions: int,
+    offsets_retention_minutes: int,
+    offset_metadata_max_bytes: int,
+    config_pairs: tuple[str, ...],
+    kafka_port: int,
+    assignor_addresses: str | None,
+    assignor_timeout_ms: int,
+) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
     from services.assignor.client import parse_addresses
     from services.common import logs
@@ -151,32 +219,81 @@ def dev(data_dir: str, store: str | None, host: str, grpc_port: int,
 
 
 @main.command()
-@_opt("--store", env="STORE", required=True,
-      help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
-           " (every shard of a deployment uses the same one).")
-@_opt("--node-id", env="NODE_ID", type=int, required=True,
-      help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
-           "partition map hashes it, so a restarted shard gets its partitions back.")
-@_opt("--lease-ms", env="LEASE_MS", type=int, default=10_000,
-      help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
-           "taken over about this long after it died.")
-@_opt("--ownership-interval-ms", env="OWNERSHIP_INTERVAL_MS", type=int, default=None,
-      help="How often the registry and every lease are re-read (default min(1000, lease/4)).")
-@_opt("--handoff-poll-ms", env="HANDOFF_POLL_MS", type=int, default=100,
-      help="How often a partition waiting for its previous owner's lease is re-checked.")
-@_opt("--operation-timeout-ms", env="OPERATION_TIMEOUT_MS", type=int, default=30_000,
-      help="Deadline of one write or read on a partition (then NOT_COORDINATOR).")
-@_opt("--shutdown-grace-s", env="SHUTDOWN_GRACE_S", type=float, default=10.0,
-      help="On SIGTERM: how long in-flight RPCs may take after the handoff.")
+@_opt(
+    "--store",
+    env="STORE",
+    required=True,
+    help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
+    " (every shard of a deployment uses the same one).",
+)
+@_opt(
+    "--node-id",
+    env="NODE_ID",
+    type=int,
+    required=True,
+    help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
+    "partition map hashes it, so a restarted shard gets its partitions back.",
+)
+@_opt(
+    "--lease-ms",
+    env="LEASE_MS",
+    type=int,
+    default=10_000,
+    help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
+    "taken over about this long after it died.",
+)
+@_opt(
+    "--ownership-interval-ms",
+    env="OWNERSHIP_INTERVAL_MS",
+    type=int,
+    default=None,
+    help="How often the registry and every lease are re-read (default min(1000, lease/4)).",
+)
+@_opt(
+    "--handoff-poll-ms",
+    env="HANDOFF_POLL_MS",
+    type=int,
+    default=100,
+    help="How often a partition waiting for its previous owner's lease is re-checked.",
+)
+@_opt(
+    "--operation-timeout-ms",
+    env="OPERATION_TIMEOUT_MS",
+    type=int,
+    default=30_000,
+    help="Deadline of one write or read on a partition (then NOT_COORDINATOR).",
+)
+@_opt(
+    "--shutdown-grace-s",
+    env="SHUTDOWN_GRACE_S",
+    type=float,
+    default=10.0,
+    help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
+)
 @server_options
 @coordinator_options
 @assignor_client_options
-def shard(store: str, node_id: int, lease_ms: int, ownership_interval_ms: int | None,
-          handoff_poll_ms: int, operation_timeout_ms: int, shutdown_grace_s: float, host: str,
-          grpc_port: int, advertised_host: str | None, otlp_endpoint: str | None,
-          log_level: str, log_format: str, num_partitions: int, offsets_retention_minutes: int,
-          offset_metadata_max_bytes: int, config_pairs: tuple[str, ...],
-          assignor_addresses: str | None, assignor_timeout_ms: int) -> None:
+def shard(
+    store: str,
+    node_id: int,
+    lease_ms: int,
+    ownership_interval_ms: int | None,
+    handoff_poll_ms: int,
+    operation_timeout_ms: int,
+    shutdown_grace_s: float,
+    host: str,
+    grpc_port: int,
+    advertised_host: str | None,
+    otlp_endpoint: str | None,
+    log_level: str,
+    log_format: str,
+    num_partitions: int,
+    offsets_retention_minutes: int,
+    offset_metadata_max_bytes: int,
+    config_pairs: tuple[str, ...],
+    assignor_addresses: str | None,
+    assignor_timeout_ms: int,
+) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
     from services.assignor.client import parse_addresses
@@ -185,8 +302,9 @@ def shard(store: str, node_id: int, lease_ms: int, ownership_interval_ms: int | 
 
     logs.configure(log_level, log_format)
     if not store.lower().startswith(("redis://", "rediss://", "unix://")):
-        raise click.BadParameter("several shards need a shared Redis store (redis://...)",
-                                 param_hint="--store")
+        raise click.BadParameter(
+            "several shards need a shared Redis store (redis://...)", param_hint="--store"
+        )
     if lease_ms < 100:
         raise click.BadParameter("at least 100 ms", param_hint="--lease-ms")
     config = _coordinator_config(
@@ -214,10 +332,16 @@ def shard(store: str, node_id: int, lease_ms: int, ownership_interval_ms: int | 
 
 @main.command()
 @_opt("--store", env="STORE", required=True, help="The shards' Redis store URL.")
-@_opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=None,
-      help="Offsets partitions (default: what the live shards report, else 50).")
-@_opt("--format", "output", env="OUTPUT_FORMAT", type=click.Choice(["table", "json"]),
-      default="table")
+@_opt(
+    "--num-partitions",
+    env="NUM_PARTITIONS",
+    type=int,
+    default=None,
+    help="Offsets partitions (default: what the live shards report, else 50).",
+)
+@_opt(
+    "--format", "output", env="OUTPUT_FORMAT", type=click.Choice(["table", "json"]), default="table"
+)
 def partitions(store: str, num_partitions: int | None, output: str) -> None:
     """Print the shard registry and, per offsets partition, its target shard, lease holder,
     epoch, lease expiry and the state its holder reports."""
@@ -254,14 +378,16 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
         from services.gateway.app import GatewayApp, GatewaySettings
 
         # The built-in gateway talks to this process's own gRPC server over loopback.
-        gateway = GatewayApp(GatewaySettings(
-            shard_address=f"127.0.0.1:{app.port}",
-            host=app.settings.host,
-            port=kafka_port,
-            advertised_host=app.settings.advertised_host,
-            num_partitions=app.settings.coordinator.num_partitions,
-            configure_telemetry=False,
-        ))
+        gateway = GatewayApp(
+            GatewaySettings(
+                shard_address=f"127.0.0.1:{app.port}",
+                host=app.settings.host,
+                port=kafka_port,
+                advertised_host=app.settings.advertised_host,
+                num_partitions=app.settings.coordinator.num_partitions,
+                configure_telemetry=False,
+            )
+        )
         try:
             await gateway.start()
         except BaseException:
@@ -278,37 +404,101 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
 
 
 @main.command()
-@_opt("--shard-address", env="SHARD_ADDRESS", default="127.0.0.1:50051",
-      help="gRPC address of any shard (or a load balancer in front of them); a "
-           "comma-separated list of shards is tried in turn.")
-@_opt("--host", env="HOST", default="127.0.0.1",
-      help="Address to listen on (0.0.0.0 in containers).")
-@_opt("--kafka-port", env="KAFKA_PORT", type=int, default=9092,
-      help="Kafka protocol port; 0 picks a free port and prints it.")
-@_opt("--advertised-host", env="ADVERTISED_HOST", default=None,
-      help="Host name Kafka clients are told to connect to (Metadata, FindCoordinator).")
-@_opt("--advertised-port", env="ADVERTISED_PORT", type=int, default=None,
-      help="Port Kafka clients are told to connect to (default: the bound port).")
-@_opt("--node-id", env="NODE_ID", type=int, default=0,
-      help="The broker id the gateway presents itself as.")
-@_opt("--cluster-id", env="CLUSTER_ID", default="groupcoord",
-      help="The cluster id in Metadata responses.")
-@_opt("--num-partitions", env="NUM_PARTITIONS", type=int, default=50,
-      help="Offsets partitions; must equal the shards' setting.")
-@_opt("--max-request-bytes", env="MAX_REQUEST_BYTES", type=int, default=100 * 1024 * 1024,
-      help="Largest request frame accepted (Kafka's socket.request.max.bytes).")
-@_opt("--idle-timeout-ms", env="IDLE_TIMEOUT_MS", type=int, default=600_000,
-      help="Close connections idle this long (Kafka's connections.max.idle.ms).")
-@_opt("--request-timeout-ms", env="REQUEST_TIMEOUT_MS", type=int, default=30_000,
-      help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).")
-@_opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
-      help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.")
+@_opt(
+    "--shard-address",
+    env="SHARD_ADDRESS",
+    default="127.0.0.1:50051",
+    help="gRPC address of any shard (or a load balancer in front of them); a "
+    "comma-separated list of shards is tried in turn.",
+)
+@_opt(
+    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
+)
+@_opt(
+    "--kafka-port",
+    env="KAFKA_PORT",
+    type=int,
+    default=9092,
+    help="Kafka protocol port; 0 picks a free port and prints it.",
+)
+@_opt(
+    "--advertised-host",
+    env="ADVERTISED_HOST",
+    default=None,
+    help="Host name Kafka clients are told to connect to (Metadata, FindCoordinator).",
+)
+@_opt(
+    "--advertised-port",
+    env="ADVERTISED_PORT",
+    type=int,
+    default=None,
+    help="Port Kafka clients are told to connect to (default: the bound port).",
+)
+@_opt(
+    "--node-id",
+    env="NODE_ID",
+    type=int,
+    default=0,
+    help="The broker id the gateway presents itself as.",
+)
+@_opt(
+    "--cluster-id",
+    env="CLUSTER_ID",
+    default="groupcoord",
+    help="The cluster id in Metadata responses.",
+)
+@_opt(
+    "--num-partitions",
+    env="NUM_PARTITIONS",
+    type=int,
+    default=50,
+    help="Offsets partitions; must equal the shards' setting.",
+)
+@_opt(
+    "--max-request-bytes",
+    env="MAX_REQUEST_BYTES",
+    type=int,
+    default=100 * 1024 * 1024,
+    help="Largest request frame accepted (Kafka's socket.request.max.bytes).",
+)
+@_opt(
+    "--idle-timeout-ms",
+    env="IDLE_TIMEOUT_MS",
+    type=int,
+    default=600_000,
+    help="Close connections idle this long (Kafka's connections.max.idle.ms).",
+)
+@_opt(
+    "--request-timeout-ms",
+    env="REQUEST_TIMEOUT_MS",
+    type=int,
+    default=30_000,
+    help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).",
+)
+@_opt(
+    "--otlp-endpoint",
+    env="OTLP_ENDPOINT",
+    default=None,
+    help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
+)
 @_opt("--log-level", env="LOG_LEVEL", default="INFO")
 @_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
-def gateway(shard_address: str, host: str, kafka_port: int, advertised_host: str | None,
-            advertised_port: int | None, node_id: int, cluster_id: str, num_partitions: int,
-            max_request_bytes: int, idle_timeout_ms: int, request_timeout_ms: int,
-            otlp_endpoint: str | None, log_level: str, log_format: str) -> None:
+def gateway(
+    shard_address: str,
+    host: str,
+    kafka_port: int,
+    advertised_host: str | None,
+    advertised_port: int | None,
+    node_id: int,
+    cluster_id: str,
+    num_partitions: int,
+    max_request_bytes: int,
+    idle_timeout_ms: int,
+    request_timeout_ms: int,
+    otlp_endpoint: str | None,
+    log_level: str,
+    log_format: str,
+) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out."""
     from services.common import logs
     from services.gateway.app import GatewayApp, GatewaySettings
@@ -345,21 +535,48 @@ async def _serve_gateway(app: Any) -> None:
 
 
 @main.command()
-@_opt("--host", env="HOST", default="127.0.0.1",
-      help="Address to listen on (0.0.0.0 in containers).")
-@_opt("--grpc-port", env="GRPC_PORT", type=int, default=50061,
-      help="gRPC port; 0 picks a free port and prints it.")
-@_opt("--worker-threads", env="WORKER_THREADS", type=int, default=1,
-      help="Threads computing assignments; more requests wait in arrival order. Scale with "
-           "replicas (one per core) rather than threads: the work is CPU-bound.")
-@_opt("--shutdown-grace-s", env="SHUTDOWN_GRACE_S", type=float, default=10.0,
-      help="On SIGTERM: how long in-flight assignments may take to finish.")
-@_opt("--otlp-endpoint", env="OTLP_ENDPOINT", default=None,
-      help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.")
+@_opt(
+    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
+)
+@_opt(
+    "--grpc-port",
+    env="GRPC_PORT",
+    type=int,
+    default=50061,
+    help="gRPC port; 0 picks a free port and prints it.",
+)
+@_opt(
+    "--worker-threads",
+    env="WORKER_THREADS",
+    type=int,
+    default=1,
+    help="Threads computing assignments; more requests wait in arrival order. Scale with "
+    "replicas (one per core) rather than threads: the work is CPU-bound.",
+)
+@_opt(
+    "--shutdown-grace-s",
+    env="SHUTDOWN_GRACE_S",
+    type=float,
+    default=10.0,
+    help="On SIGTERM: how long in-flight assignments may take to finish.",
+)
+@_opt(
+    "--otlp-endpoint",
+    env="OTLP_ENDPOINT",
+    default=None,
+    help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
+)
 @_opt("--log-level", env="LOG_LEVEL", default="INFO")
 @_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
-def assignor(host: str, grpc_port: int, worker_threads: int, shutdown_grace_s: float,
-             otlp_endpoint: str | None, log_level: str, log_format: str) -> None:
+def assignor(
+    host: str,
+    grpc_port: int,
+    worker_threads: int,
+    shutdown_grace_s: float,
+    otlp_endpoint: str | None,
+    log_level: str,
+    log_format: str,
+) -> None:
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
     from services.assignor.app import AssignorApp, AssignorSettings

@@ -69,10 +69,17 @@ class GatewayApp:
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )
         # The advertised port may depend on the bound one (port 0): bind first.
-        apis = KafkaApis(self.router, CatalogView(self.router), Node(s.node_id, "", 0),
-                         s.cluster_id, s.long_poll_timeout_ms / 1000)
+        apis = KafkaApis(
+            self.router,
+            CatalogView(self.router),
+            Node(s.node_id, "", 0),
+            s.cluster_id,
+            s.long_poll_timeout_ms / 1000,
+        )
         self.server = GatewayServer(
-            apis, s.host, s.port,
+            apis,
+            s.host,
+            s.port,
             Limits(s.max_request_bytes, s.idle_timeout_ms / 1000),
             s.max_connections,
         )
@@ -83,8 +90,14 @@ class GatewayApp:
             host = socket.getfqdn()
             log.warning("no --advertised-host: advertising %s to Kafka clients", host)
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
-        log.info("gateway serving Kafka on %s:%d (advertised %s:%d), shards via %s",
-                 s.host, self.server.port, apis.node.host, apis.node.port, s.shard_address)
+        log.info(
+            "gateway serving Kafka on %s:%d (advertised %s:%d), shards via %s",
+            s.host,
+            self.server.port,
+            apis.node.host,
+            apis.node.port,
+            s.shard_address,
+        )
 
     async def stop(self) -> None:
         if self.server is not None:

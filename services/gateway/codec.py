@@ -131,9 +131,21 @@ def _flexible(cls: type) -> bool:
 # ---- bounds check ------------------------------------------------------------------------
 
 _FIXED_SIZES = {
-    "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,
-    "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
-    "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
 }
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -305,8 +317,15 @@ def _plan(cls: type) -> tuple[_Plan, ...]:
     return tuple(out)
 
 
-_ZEROS: dict[str, Any] = {"bool": False, "string": "", "bytes": b"", "uuid": None,
-                          "timedelta_i32": 0, "timedelta_i64": 0, "error_code": 0}
+_ZEROS: dict[str, Any] = {
+    "bool": False,
+    "string": "",
+    "bytes": b"",
+    "uuid": None,
+    "timedelta_i32": 0,
+    "timedelta_i64": 0,
+    "error_code": 0,
+}
 
 
 def build(cls: type, data: Mapping[str, Any], fill: bool = False) -> Any:

@@ -48,8 +48,13 @@ def _span_name(api_key: int) -> str:
 
 
 class Connection:
-    def __init__(self, apis: KafkaApis, limits: Limits, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        limits: Limits,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         self.apis = apis
         self.limits = limits
         self.reader = reader
@@ -107,21 +112,29 @@ class Connection:
         if api_key == codec.API_VERSIONS_KEY and not (
             spec.min_version <= version <= spec.max_version
         ):
-            entity = codec.build(codec.response_class(api_key, 0),
-                                 self.apis.api_versions_unsupported())
+            entity = codec.build(
+                codec.response_class(api_key, 0), self.apis.api_versions_unsupported()
+            )
             return codec.encode_response(correlation_id, False, entity)
         if not spec.min_version <= version <= spec.max_version:
             raise CloseConnection(
-                f"{spec.name} v{version} is not served ({spec.min_version}-{spec.max_version})")
+                f"{spec.name} v{version} is not served ({spec.min_version}-{spec.max_version})"
+            )
         header = framing.parse_header(frame, codec.is_flexible_request(api_key, version))
         request = codec.decode_request(api_key, version, frame, header.body_offset)
-        rq = RequestInfo(api_key, version, correlation_id, header.client_id or "",
-                         f"/{self.peer_host}" if self.peer_host else "")
+        rq = RequestInfo(
+            api_key,
+            version,
+            correlation_id,
+            header.client_id or "",
+            f"/{self.peer_host}" if self.peer_host else "",
+        )
         data = await self._handle(rq, request)
         try:
             entity = codec.build(codec.response_class(api_key, version), data)
             return codec.encode_response(
-                correlation_id, codec.response_header_v1(api_key, version), entity)
+                correlation_id, codec.response_header_v1(api_key, version), entity
+            )
         except Exception as ex:
             log.exception("cannot encode the %s v%d response", spec.name, version)
             raise CloseConnection(f"cannot encode the response: {ex!r}") from ex

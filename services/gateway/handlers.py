@@ -102,8 +102,13 @@ class KafkaApis:
         self.node = node
         self.cluster_id = cluster_id
         self.long_poll_timeout_s = long_poll_timeout_s
-        self.handlers: dict[int, tuple[Callable[[RequestInfo, Any], Awaitable[Data]],
-                                       Callable[[RequestInfo, Any, int, str], Data]]] = {
+        self.handlers: dict[
+            int,
+            tuple[
+                Callable[[RequestInfo, Any], Awaitable[Data]],
+                Callable[[RequestInfo, Any, int, str], Data],
+            ],
+        ] = {
             18: (self.api_versions, self.api_versions_error),
             3: (self.metadata, self.metadata_error),
             10: (self.find_coordinator, self.find_coordinator_error),
@@ -130,8 +135,9 @@ class KafkaApis:
         try:
             return await call(rq, request)
         except UpstreamError as ex:
-            log.warning("%s v%d failed upstream: %s", codec.SERVED[rq.api_key].name,
-                        rq.version, ex.message)
+            log.warning(
+                "%s v%d failed upstream: %s", codec.SERVED[rq.api_key].name, rq.version, ex.message
+            )
             return error_shape(rq, request, int(ex.code), ex.message)
 
     def unexpected(self, rq: RequestInfo, request: Any, ex: BaseException) -> Data:
@@ -144,10 +150,17 @@ class KafkaApis:
             client_id=rq.client_id, client_host=rq.client_host, api_version=rq.version
         )
 
-    async def _call(self, group_id: str, rpc: str, request: Any,
-                    not_coordinator: Callable[[Any], bool], timeout_s: float | None = None) -> Any:
-        return await self.router.call(group_id, rpc, request, not_coordinator=not_coordinator,
-                                      timeout_s=timeout_s)
+    async def _call(
+        self,
+        group_id: str,
+        rpc: str,
+        request: Any,
+        not_coordinator: Callable[[Any], bool],
+        timeout_s: float | None = None,
+    ) -> Any:
+        return await self.router.call(
+            group_id, rpc, request, not_coordinator=not_coordinator, timeout_s=timeout_s
+        )
 
     # ---- ApiVersions (18) ------------------------------------------------------------------
     async def api_versions(self, rq: RequestInfo, request: Any) -> Data:
@@ -181,8 +194,13 @@ class KafkaApis:
         spec = codec.SERVED[codec.API_VERSIONS_KEY]
         return {
             "error_code": int(Errors.UNSUPPORTED_VERSION),
-            "api_keys": [{"api_key": spec.key, "min_version": spec.min_version,
-                          "max_version": spec.max_version}],
+            "api_keys": [
+                {
+                    "api_key": spec.key,
+                    "min_version": spec.min_version,
+                    "max_version": spec.max_version,
+                }
+            ],
         }
 
     def api_versions_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
@@ -201,8 +219,15 @@ class KafkaApis:
             "topic_id": topic_id,
             "is_internal": False,
             "partitions": [
-                {"error_code": 0, "partition_index": p, "leader_id": me, "leader_epoch": 0,
-                 "replica_nodes": [me], "isr_nodes": [me], "offline_replicas": []}
+                {
+                    "error_code": 0,
+                    "partition_index": p,
+                    "leader_id": me,
+                    "leader_epoch": 0,
+                    "replica_nodes": [me],
+                    "isr_nodes": [me],
+                    "offline_replicas": [],
+                }
                 for p in range(partitions)
             ],
             "topic_authorized_operations": ops,
@@ -212,8 +237,11 @@ class KafkaApis:
         v = rq.version
         topics = request.topics
         all_topics = topics is None or (v == 0 and not topics)
-        ops = TOPIC_OPERATIONS if _opt(request, "include_topic_authorized_operations") else (
-            OPS_NOT_REQUESTED)
+        ops = (
+            TOPIC_OPERATIONS
+            if _opt(request, "include_topic_authorized_operations")
+            else (OPS_NOT_REQUESTED)
+        )
         names: list[str] = []
         ids: list[str] = []
         if not all_topics:
@@ -241,18 +269,29 @@ class KafkaApis:
                     out.append(self._topic_metadata(t.name, t.topic_id, t.num_partitions, ops))
                 elif t.name:
                     invalid = validate_topic_name(t.name) is not None
-                    out.append({
-                        "error_code": int(Errors.INVALID_TOPIC_EXCEPTION) if invalid
-                        else int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
-                        "name": t.name, "topic_id": "", "is_internal": False,
-                        "partitions": [], "topic_authorized_operations": ops,
-                    })
+                    out.append(
+                        {
+                            "error_code": int(Errors.INVALID_TOPIC_EXCEPTION)
+                            if invalid
+                            else int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                            "name": t.name,
+                            "topic_id": "",
+                            "is_internal": False,
+                            "partitions": [],
+                            "topic_authorized_operations": ops,
+                        }
+                    )
                 else:
-                    out.append({
-                        "error_code": int(Errors.UNKNOWN_TOPIC_ID), "name": None,
-                        "topic_id": t.topic_id, "is_internal": False, "partitions": [],
-                        "topic_authorized_operations": ops,
-                    })
+                    out.append(
+                        {
+                            "error_code": int(Errors.UNKNOWN_TOPIC_ID),
+                            "name": None,
+                            "topic_id": t.topic_id,
+                            "is_internal": False,
+                            "partitions": [],
+                            "topic_authorized_operations": ops,
+                        }
+                    )
         cluster_ops = OPS_NOT_REQUESTED
         if _opt(request, "include_cluster_authorized_operations"):
             cluster_ops = CLUSTER_OPERATIONS
@@ -269,9 +308,13 @@ class KafkaApis:
         return {
             "brokers": [],
             "topics": [
-                {"error_code": code, "name": t.name or "",
-                 "topic_id": codec.from_uuid(_opt(t, "topic_id")), "is_internal": False,
-                 "partitions": []}
+                {
+                    "error_code": code,
+                    "name": t.name or "",
+                    "topic_id": codec.from_uuid(_opt(t, "topic_id")),
+                    "is_internal": False,
+                    "partitions": [],
+                }
                 for t in (request.topics or ())
             ],
             "error_code": 0,
@@ -283,39 +326,66 @@ class KafkaApis:
         keys = list(request.coordinator_keys) if rq.version >= 4 else [request.key]
         # Kafka does not validate the key: an empty group id is placed like any other. The
         # shard refuses it, so ask about another key on the same offsets partition.
-        asked = [k if k or key_type != 0 else self.router.probe_keys()[self.router.partition_of(k)]
-                 for k in keys]
+        asked = [
+            k if k or key_type != 0 else self.router.probe_keys()[self.router.partition_of(k)]
+            for k in keys
+        ]
         response = await self.router.find_coordinators(asked, key_type, self.context(rq))
         answers = list(response.coordinators)
         if len(answers) != len(keys):
-            raise UpstreamError(Errors.UNKNOWN_SERVER_ERROR, "FindCoordinator answered "
-                                f"{len(answers)} keys for {len(keys)}")
+            raise UpstreamError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                f"FindCoordinator answered {len(answers)} keys for {len(keys)}",
+            )
         n = self.node
         if rq.version < 4:
             c = answers[0]
             if c.error_code:
                 return self.find_coordinator_error(rq, request, c.error_code, c.error_message)
-            return {"error_code": 0, "error_message": None, "node_id": n.node_id,
-                    "host": n.host, "port": n.port}
+            return {
+                "error_code": 0,
+                "error_message": None,
+                "node_id": n.node_id,
+                "host": n.host,
+                "port": n.port,
+            }
         return {
             "coordinators": [
-                {"key": key, "error_code": c.error_code,
-                 "error_message": c.error_message if c.HasField("error_message") else None,
-                 **({"node_id": n.node_id, "host": n.host, "port": n.port} if c.error_code == 0
-                    else {"node_id": -1, "host": "", "port": -1})}
+                {
+                    "key": key,
+                    "error_code": c.error_code,
+                    "error_message": c.error_message if c.HasField("error_message") else None,
+                    **(
+                        {"node_id": n.node_id, "host": n.host, "port": n.port}
+                        if c.error_code == 0
+                        else {"node_id": -1, "host": "", "port": -1}
+                    ),
+                }
                 for key, c in zip(keys, answers, strict=True)
             ]
         }
 
-    def find_coordinator_error(self, rq: RequestInfo, request: Any, code: int,
-                               message: str) -> Data:
+    def find_coordinator_error(
+        self, rq: RequestInfo, request: Any, code: int, message: str
+    ) -> Data:
         if rq.version < 4:
-            return {"error_code": code, "error_message": message or None, "node_id": -1,
-                    "host": "", "port": -1}
+            return {
+                "error_code": code,
+                "error_message": message or None,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
         return {
             "coordinators": [
-                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
-                 "error_message": message or None}
+                {
+                    "key": k,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": code,
+                    "error_message": message or None,
+                }
                 for k in request.coordinator_keys
             ]
         }
@@ -345,8 +415,9 @@ class KafkaApis:
         # A join waits for the rebalance: up to the rebalance timeout, then some.
         wait_ms = max(session_ms, rebalance_ms if rebalance_ms is not None else session_ms)
         timeout = max(self.router.timeout_s, wait_ms / 1000 + 10.0)
-        r = await self._call(request.group_id, "JoinGroup", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR, timeout)
+        r = await self._call(
+            request.group_id, "JoinGroup", pb, lambda r: r.error_code == NOT_COORDINATOR, timeout
+        )
         protocol_name = r.protocol_name if r.HasField("protocol_name") else None
         if rq.version >= 7 and protocol_name == "":
             protocol_name = None
@@ -359,32 +430,47 @@ class KafkaApis:
             "skip_assignment": r.skip_assignment,
             "member_id": r.member_id,
             "members": [
-                {"member_id": m.member_id,
-                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
-                 else None,
-                 "metadata": m.metadata}
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id
+                    if m.HasField("group_instance_id")
+                    else None,
+                    "metadata": m.metadata,
+                }
                 for m in r.members
             ],
         }
 
     def join_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
-        return {"error_code": code, "generation_id": -1, "protocol_type": None,
-                "protocol_name": None, "leader": "", "member_id": "", "members": []}
+        return {
+            "error_code": code,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None,
+            "leader": "",
+            "member_id": "",
+            "members": [],
+        }
 
     # ---- SyncGroup (14) ----------------------------------------------------------------------
     async def sync_group(self, rq: RequestInfo, request: Any) -> Data:
         protocol_type = _opt(request, "protocol_type")
         protocol_name = _opt(request, "protocol_name")
         if rq.version >= 5 and (protocol_type is None or protocol_name is None):
-            return self.sync_group_error(rq, request, int(Errors.INCONSISTENT_GROUP_PROTOCOL),
-                                         "protocol type and name are mandatory from v5")
+            return self.sync_group_error(
+                rq,
+                request,
+                int(Errors.INCONSISTENT_GROUP_PROTOCOL),
+                "protocol type and name are mandatory from v5",
+            )
         pb = classic_group_pb2.SyncGroupRequest(
             group_id=request.group_id,
             generation_id=request.generation_id,
             member_id=request.member_id,
             assignments=[
                 classic_group_pb2.SyncGroupRequestAssignment(
-                    member_id=a.member_id, assignment=a.assignment)
+                    member_id=a.member_id, assignment=a.assignment
+                )
                 for a in request.assignments
             ],
             context=self.context(rq),
@@ -395,8 +481,13 @@ class KafkaApis:
             pb.protocol_type = protocol_type
         if protocol_name is not None:
             pb.protocol_name = protocol_name
-        r = await self._call(request.group_id, "SyncGroup", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR, self.long_poll_timeout_s)
+        r = await self._call(
+            request.group_id,
+            "SyncGroup",
+            pb,
+            lambda r: r.error_code == NOT_COORDINATOR,
+            self.long_poll_timeout_s,
+        )
         return {
             "error_code": r.error_code,
             "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
@@ -405,8 +496,7 @@ class KafkaApis:
         }
 
     def sync_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
-        return {"error_code": code, "protocol_type": None, "protocol_name": None,
-                "assignment": b""}
+        return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
     # ---- Heartbeat (12) ----------------------------------------------------------------------
     async def heartbeat(self, rq: RequestInfo, request: Any) -> Data:
@@ -418,8 +508,9 @@ class KafkaApis:
         )
         if _opt(request, "group_instance_id") is not None:
             pb.group_instance_id = request.group_instance_id
-        r = await self._call(request.group_id, "Heartbeat", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR)
+        r = await self._call(
+            request.group_id, "Heartbeat", pb, lambda r: r.error_code == NOT_COORDINATOR
+        )
         return {"error_code": r.error_code}
 
     def heartbeat_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
@@ -441,18 +532,22 @@ class KafkaApis:
         pb = classic_group_pb2.LeaveGroupRequest(
             group_id=request.group_id, members=members, context=self.context(rq)
         )
-        r = await self._call(request.group_id, "LeaveGroup", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR)
+        r = await self._call(
+            request.group_id, "LeaveGroup", pb, lambda r: r.error_code == NOT_COORDINATOR
+        )
         if rq.version < 3:
             code = r.error_code or next((m.error_code for m in r.members if m.error_code), 0)
             return {"error_code": code}
         return {
             "error_code": r.error_code,
             "members": [
-                {"member_id": m.member_id,
-                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
-                 else None,
-                 "error_code": m.error_code}
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id
+                    if m.HasField("group_instance_id")
+                    else None,
+                    "error_code": m.error_code,
+                }
                 for m in r.members
             ],
         }
@@ -483,7 +578,8 @@ class KafkaApis:
 
     @staticmethod
     def _merge_partition_errors(
-        topics: Sequence[Any], rejected: dict[tuple[str, int], int],
+        topics: Sequence[Any],
+        rejected: dict[tuple[str, int], int],
         answered: dict[tuple[str, int], int],
     ) -> list[Data]:
         """Per-partition errors in the request's order (Kafka's response builders merge the
@@ -521,9 +617,12 @@ class KafkaApis:
             if retention is not None:
                 pb.retention_time_ms = codec.millis(retention)
             r = await self._call(
-                request.group_id, "OffsetCommit", pb,
-                lambda r: any(p.error_code == NOT_COORDINATOR
-                              for t in r.topics for p in t.partitions),
+                request.group_id,
+                "OffsetCommit",
+                pb,
+                lambda r: any(
+                    p.error_code == NOT_COORDINATOR for t in r.topics for p in t.partitions
+                ),
             )
             for t in r.topics:
                 for p in t.partitions:
@@ -542,13 +641,16 @@ class KafkaApis:
             out.committed_metadata = p.committed_metadata
         return out
 
-    def offset_commit_error(self, rq: RequestInfo, request: Any, code: int,
-                            message: str) -> Data:
+    def offset_commit_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {
             "topics": [
-                {"name": t.name,
-                 "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                for p in t.partitions]}
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": code}
+                        for p in t.partitions
+                    ],
+                }
                 for t in request.topics
             ]
         }
@@ -560,9 +662,7 @@ class KafkaApis:
         else:
             groups = [request]  # the single-group shape: group_id + topics
         require_stable = bool(_opt(request, "require_stable", False))
-        results = await asyncio.gather(
-            *(self._fetch_group(rq, g, require_stable) for g in groups)
-        )
+        results = await asyncio.gather(*(self._fetch_group(rq, g, require_stable) for g in groups))
         if rq.version >= 8:
             return {"groups": results}
         g = results[0]
@@ -570,11 +670,19 @@ class KafkaApis:
         if rq.version < 2 and g["error_code"]:
             # No top-level error before v2: Kafka puts it on every partition.
             topics = [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "committed_offset": -1,
-                     "committed_leader_epoch": -1, "metadata": "",
-                     "error_code": g["error_code"]}
-                    for p in t["partitions"]]}
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": g["error_code"],
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
                 for t in topics
             ]
         return {"topics": topics, "error_code": g["error_code"]}
@@ -587,49 +695,82 @@ class KafkaApis:
         if epoch is not None:
             pb_group.member_epoch = epoch
         if group.topics is not None:
-            pb_group.topics.CopyFrom(offsets_pb2.OffsetFetchRequestTopicsList(topics=[
-                offsets_pb2.OffsetFetchRequestTopics(
-                    name=t.name, partition_indexes=list(t.partition_indexes))
-                for t in group.topics
-            ]))
+            pb_group.topics.CopyFrom(
+                offsets_pb2.OffsetFetchRequestTopicsList(
+                    topics=[
+                        offsets_pb2.OffsetFetchRequestTopics(
+                            name=t.name, partition_indexes=list(t.partition_indexes)
+                        )
+                        for t in group.topics
+                    ]
+                )
+            )
         pb = offsets_pb2.OffsetFetchRequest(
             groups=[pb_group], require_stable=require_stable, context=self.context(rq)
         )
         try:
-            r = await self._call(group.group_id, "OffsetFetch", pb,
-                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+            r = await self._call(
+                group.group_id,
+                "OffsetFetch",
+                pb,
+                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
+            )
         except UpstreamError as ex:
             return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
         if len(r.groups) != 1:
-            return {"group_id": group.group_id, "topics": [],
-                    "error_code": int(Errors.UNKNOWN_SERVER_ERROR)}
+            return {
+                "group_id": group.group_id,
+                "topics": [],
+                "error_code": int(Errors.UNKNOWN_SERVER_ERROR),
+            }
         g = r.groups[0]
         return {
             "group_id": group.group_id,
             "error_code": g.error_code,
             "topics": [
-                {"name": t.name, "partitions": [
-                    {"partition_index": p.partition_index,
-                     "committed_offset": p.committed_offset,
-                     "committed_leader_epoch": p.committed_leader_epoch,
-                     "metadata": p.metadata if p.HasField("metadata") else None,
-                     "error_code": p.error_code}
-                    for p in t.partitions]}
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "committed_offset": p.committed_offset,
+                            "committed_leader_epoch": p.committed_leader_epoch,
+                            "metadata": p.metadata if p.HasField("metadata") else None,
+                            "error_code": p.error_code,
+                        }
+                        for p in t.partitions
+                    ],
+                }
                 for t in g.topics
             ],
         }
 
     def offset_fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         if rq.version >= 8:
-            return {"groups": [{"group_id": g.group_id, "topics": [], "error_code": code}
-                               for g in request.groups]}
+            return {
+                "groups": [
+                    {"group_id": g.group_id, "topics": [], "error_code": code}
+                    for g in request.groups
+                ]
+            }
         if rq.version < 2:
-            return {"topics": [
-                {"name": t.name, "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "metadata": "",
-                     "error_code": code} for p in t.partition_indexes]}
-                for t in (request.topics or ())
-            ]}
+            return {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": -1,
+                                "metadata": "",
+                                "error_code": code,
+                            }
+                            for p in t.partition_indexes
+                        ],
+                    }
+                    for t in (request.topics or ())
+                ]
+            }
         return {"topics": [], "error_code": code}
 
     # ---- OffsetDelete (47) -------------------------------------------------------------------
@@ -640,24 +781,29 @@ class KafkaApis:
             topics=[
                 offsets_pb2.OffsetDeleteRequestTopic(
                     name=t.name,
-                    partitions=[offsets_pb2.OffsetDeleteRequestPartition(
-                        partition_index=p.partition_index) for p in parts],
+                    partitions=[
+                        offsets_pb2.OffsetDeleteRequestPartition(partition_index=p.partition_index)
+                        for p in parts
+                    ],
                 )
                 for t, parts in valid
             ],
             context=self.context(rq),
         )
-        r = await self._call(request.group_id, "OffsetDelete", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR)
+        r = await self._call(
+            request.group_id, "OffsetDelete", pb, lambda r: r.error_code == NOT_COORDINATOR
+        )
         if r.error_code:
             return {"error_code": r.error_code, "topics": []}
-        answered = {(t.name, p.partition_index): p.error_code
-                    for t in r.topics for p in t.partitions}
-        return {"error_code": 0,
-                "topics": self._merge_partition_errors(request.topics, rejected, answered)}
+        answered = {
+            (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+        }
+        return {
+            "error_code": 0,
+            "topics": self._merge_partition_errors(request.topics, rejected, answered),
+        }
 
-    def offset_delete_error(self, rq: RequestInfo, request: Any, code: int,
-                            message: str) -> Data:
+    def offset_delete_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {"error_code": code, "topics": []}
 
     # ---- ListGroups (16) ---------------------------------------------------------------------
@@ -672,7 +818,8 @@ class KafkaApis:
 
         async def one(target: str) -> Any:
             return await self.router.call_bootstrap(
-                self.router.coordinator(target).ListGroups, pb, f"ListGroups on {target}")
+                self.router.coordinator(target).ListGroups, pb, f"ListGroups on {target}"
+            )
 
         results = await asyncio.gather(*(one(t) for t in targets), return_exceptions=True)
         error = int(Errors.COORDINATOR_NOT_AVAILABLE) if missing else 0
@@ -685,8 +832,12 @@ class KafkaApis:
                 raise r
             error = error or r.error_code
             for g in r.groups:
-                groups[g.group_id] = {"group_id": g.group_id, "protocol_type": g.protocol_type,
-                                      "group_state": g.group_state, "group_type": g.group_type}
+                groups[g.group_id] = {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.group_state,
+                    "group_type": g.group_type,
+                }
         return {"error_code": error, "groups": [groups[k] for k in sorted(groups)]}
 
     def list_groups_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
@@ -696,19 +847,25 @@ class KafkaApis:
     async def describe_groups(self, rq: RequestInfo, request: Any) -> Data:
         want_ops = rq.version >= 3 and bool(_opt(request, "include_authorized_operations"))
         groups = await asyncio.gather(
-            *(self._describe_group(rq, g, want_ops) for g in request.groups))
+            *(self._describe_group(rq, g, want_ops) for g in request.groups)
+        )
         return {"groups": list(groups)}
 
     async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
         try:
-            r = await self._call(group_id, "DescribeGroups", pb,
-                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+            r = await self._call(
+                group_id,
+                "DescribeGroups",
+                pb,
+                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
+            )
         except UpstreamError as ex:
             return self._group_error(group_id, int(ex.code), ex.message)
         if len(r.groups) != 1:
-            return self._group_error(group_id, int(Errors.UNKNOWN_SERVER_ERROR),
-                                     "unexpected answer")
+            return self._group_error(
+                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
+            )
         g = r.groups[0]
         return {
             "error_code": g.error_code,
@@ -718,25 +875,36 @@ class KafkaApis:
             "protocol_type": g.protocol_type,
             "protocol_data": g.protocol_data,
             "members": [
-                {"member_id": m.member_id,
-                 "group_instance_id": m.group_instance_id if m.HasField("group_instance_id")
-                 else None,
-                 "client_id": m.client_id, "client_host": m.client_host,
-                 "member_metadata": m.member_metadata,
-                 "member_assignment": m.member_assignment}
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id
+                    if m.HasField("group_instance_id")
+                    else None,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.member_metadata,
+                    "member_assignment": m.member_assignment,
+                }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS if want_ops and g.error_code == 0
+            "authorized_operations": GROUP_OPERATIONS
+            if want_ops and g.error_code == 0
             else OPS_NOT_REQUESTED,
         }
 
     @staticmethod
     def _group_error(group_id: str, code: int, message: str | None) -> Data:
-        return {"error_code": code, "error_message": message or None, "group_id": group_id,
-                "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+        return {
+            "error_code": code,
+            "error_message": message or None,
+            "group_id": group_id,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
 
-    def describe_groups_error(self, rq: RequestInfo, request: Any, code: int,
-                              message: str) -> Data:
+    def describe_groups_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {"groups": [self._group_error(g, code, message) for g in request.groups]}
 
     # ---- DeleteGroups (42) -------------------------------------------------------------------
@@ -747,8 +915,11 @@ class KafkaApis:
             pb = groups_pb2.DeleteGroupsRequest(groups_names=[group_id], context=self.context(rq))
             try:
                 r = await self._call(
-                    group_id, "DeleteGroups", pb,
-                    lambda r: any(x.error_code == NOT_COORDINATOR for x in r.results))
+                    group_id,
+                    "DeleteGroups",
+                    pb,
+                    lambda r: any(x.error_code == NOT_COORDINATOR for x in r.results),
+                )
             except UpstreamError as ex:
                 return {"group_id": group_id, "error_code": int(ex.code)}
             code = r.results[0].error_code if r.results else int(Errors.UNKNOWN_SERVER_ERROR)
@@ -756,10 +927,12 @@ class KafkaApis:
 
         return {"results": list(await asyncio.gather(*(one(g) for g in names)))}
 
-    def delete_groups_error(self, rq: RequestInfo, request: Any, code: int,
-                            message: str) -> Data:
-        return {"results": [{"group_id": g, "error_code": code}
-                            for g in dict.fromkeys(request.groups_names)]}
+    def delete_groups_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "results": [
+                {"group_id": g, "error_code": code} for g in dict.fromkeys(request.groups_names)
+            ]
+        }
 
     # ---- ConsumerGroupHeartbeat (68) ---------------------------------------------------------
     async def consumer_group_heartbeat(self, rq: RequestInfo, request: Any) -> Data:
@@ -778,21 +951,33 @@ class KafkaApis:
             pb.rebalance_timeout_ms = rebalance_ms
         if request.subscribed_topic_names is not None:
             pb.subscribed_topic_names.CopyFrom(
-                common_pb2.StringList(values=list(request.subscribed_topic_names)))
+                common_pb2.StringList(values=list(request.subscribed_topic_names))
+            )
         if request.topic_partitions is not None:
-            pb.topic_partitions.CopyFrom(common_pb2.TopicPartitionsList(topic_partitions=[
-                common_pb2.TopicPartitions(topic_id=codec.from_uuid(tp.topic_id),
-                                           partitions=list(tp.partitions))
-                for tp in request.topic_partitions
-            ]))
-        r = await self._call(request.group_id, "ConsumerGroupHeartbeat", pb,
-                             lambda r: r.error_code == NOT_COORDINATOR)
+            pb.topic_partitions.CopyFrom(
+                common_pb2.TopicPartitionsList(
+                    topic_partitions=[
+                        common_pb2.TopicPartitions(
+                            topic_id=codec.from_uuid(tp.topic_id), partitions=list(tp.partitions)
+                        )
+                        for tp in request.topic_partitions
+                    ]
+                )
+            )
+        r = await self._call(
+            request.group_id,
+            "ConsumerGroupHeartbeat",
+            pb,
+            lambda r: r.error_code == NOT_COORDINATOR,
+        )
         assignment = None
         if r.HasField("assignment"):
-            assignment = {"topic_partitions": [
-                {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
-                for tp in r.assignment.topic_partitions
-            ]}
+            assignment = {
+                "topic_partitions": [
+                    {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+                    for tp in r.assignment.topic_partitions
+                ]
+            }
         return {
             "error_code": r.error_code,
             "error_message": r.error_message if r.HasField("error_message") else None,
@@ -802,35 +987,50 @@ class KafkaApis:
             "assignment": assignment,
         }
 
-    def consumer_group_heartbeat_error(self, rq: RequestInfo, request: Any, code: int,
-                                       message: str) -> Data:
-        return {"error_code": code, "error_message": message or None, "member_epoch": 0,
-                "heartbeat_interval": 0}
+    def consumer_group_heartbeat_error(
+        self, rq: RequestInfo, request: Any, code: int, message: str
+    ) -> Data:
+        return {
+            "error_code": code,
+            "error_message": message or None,
+            "member_epoch": 0,
+            "heartbeat_interval": 0,
+        }
 
     # ---- ConsumerGroupDescribe (69) ----------------------------------------------------------
     async def consumer_group_describe(self, rq: RequestInfo, request: Any) -> Data:
         want_ops = bool(request.include_authorized_operations)
         groups = await asyncio.gather(
-            *(self._consumer_describe(rq, g, want_ops) for g in request.group_ids))
+            *(self._consumer_describe(rq, g, want_ops) for g in request.group_ids)
+        )
         return {"groups": list(groups)}
 
     async def _consumer_describe(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = consumer_group_pb2.ConsumerGroupDescribeRequest(
-            group_ids=[group_id], context=self.context(rq))
+            group_ids=[group_id], context=self.context(rq)
+        )
         try:
-            r = await self._call(group_id, "ConsumerGroupDescribe", pb,
-                                 lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups))
+            r = await self._call(
+                group_id,
+                "ConsumerGroupDescribe",
+                pb,
+                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
+            )
         except UpstreamError as ex:
             return self._consumer_group_error(group_id, int(ex.code), ex.message)
         if len(r.groups) != 1:
-            return self._consumer_group_error(group_id, int(Errors.UNKNOWN_SERVER_ERROR),
-                                              "unexpected answer")
+            return self._consumer_group_error(
+                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
+            )
         g = r.groups[0]
         # The shard names the topics; a shard that only gives ids gets them named from the
         # catalog (Kafka's API layer has both in its metadata image).
-        unnamed = [tp.topic_id for m in g.members
-                   for tp in (*m.assignment, *m.target_assignment)
-                   if not getattr(tp, "topic_name", "")]
+        unnamed = [
+            tp.topic_id
+            for m in g.members
+            for tp in (*m.assignment, *m.target_assignment)
+            if not getattr(tp, "topic_name", "")
+        ]
         names = await self.catalog.topics_by_id(list(dict.fromkeys(unnamed))) if unnamed else {}
 
         def name_of(tp: Any) -> str:
@@ -840,11 +1040,16 @@ class KafkaApis:
             return str(name)
 
         def assignment(tps: Sequence[Any]) -> Data:
-            return {"topic_partitions": [
-                {"topic_id": tp.topic_id, "topic_name": name_of(tp),
-                 "partitions": list(tp.partitions)}
-                for tp in tps
-            ]}
+            return {
+                "topic_partitions": [
+                    {
+                        "topic_id": tp.topic_id,
+                        "topic_name": name_of(tp),
+                        "partitions": list(tp.partitions),
+                    }
+                    for tp in tps
+                ]
+            }
 
         return {
             "error_code": g.error_code,
@@ -855,34 +1060,45 @@ class KafkaApis:
             "assignment_epoch": g.assignment_epoch,
             "assignor_name": g.assignor_name,
             "members": [
-                {"member_id": m.member_id,
-                 "instance_id": m.instance_id if m.HasField("instance_id") else None,
-                 "rack_id": m.rack_id if m.HasField("rack_id") else None,
-                 "member_epoch": m.member_epoch,
-                 "client_id": m.client_id,
-                 "client_host": m.client_host,
-                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                 "subscribed_topic_regex": m.subscribed_topic_regex
-                 if m.HasField("subscribed_topic_regex") else None,
-                 "assignment": assignment(m.assignment),
-                 "target_assignment": assignment(m.target_assignment),
-                 "member_type": MEMBER_TYPES.get(m.member_type, -1)}
+                {
+                    "member_id": m.member_id,
+                    "instance_id": m.instance_id if m.HasField("instance_id") else None,
+                    "rack_id": m.rack_id if m.HasField("rack_id") else None,
+                    "member_epoch": m.member_epoch,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed_topic_names),
+                    "subscribed_topic_regex": m.subscribed_topic_regex
+                    if m.HasField("subscribed_topic_regex")
+                    else None,
+                    "assignment": assignment(m.assignment),
+                    "target_assignment": assignment(m.target_assignment),
+                    "member_type": MEMBER_TYPES.get(m.member_type, -1),
+                }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS if want_ops and g.error_code == 0
+            "authorized_operations": GROUP_OPERATIONS
+            if want_ops and g.error_code == 0
             else OPS_NOT_REQUESTED,
         }
 
     @staticmethod
     def _consumer_group_error(group_id: str, code: int, message: str | None) -> Data:
-        return {"error_code": code, "error_message": message or None, "group_id": group_id,
-                "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                "assignor_name": "", "members": []}
+        return {
+            "error_code": code,
+            "error_message": message or None,
+            "group_id": group_id,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+        }
 
-    def consumer_group_describe_error(self, rq: RequestInfo, request: Any, code: int,
-                                      message: str) -> Data:
-        return {"groups": [self._consumer_group_error(g, code, message)
-                           for g in request.group_ids]}
+    def consumer_group_describe_error(
+        self, rq: RequestInfo, request: Any, code: int, message: str
+    ) -> Data:
+        return {"groups": [self._consumer_group_error(g, code, message) for g in request.group_ids]}
 
     # ---- CreateTopics (19) -------------------------------------------------------------------
     async def create_topics(self, rq: RequestInfo, request: Any) -> Data:
@@ -893,20 +1109,28 @@ class KafkaApis:
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
                     early[i] = self._topic_error(
-                        t.name, int(Errors.INVALID_REQUEST),
+                        t.name,
+                        int(Errors.INVALID_REQUEST),
                         "Both numPartitions or replicationFactor and replicasAssignments "
-                        "were set. Both cannot be used at the same time.")
+                        "were set. Both cannot be used at the same time.",
+                    )
                     continue
                 n = len(t.assignments)
-            creatable.append(catalog_pb2.CreatableTopic(
-                name=t.name, num_partitions=n, replication_factor=t.replication_factor))
+            creatable.append(
+                catalog_pb2.CreatableTopic(
+                    name=t.name, num_partitions=n, replication_factor=t.replication_factor
+                )
+            )
         answers: list[Any] = []
         if creatable:
             r = await self.router.call_bootstrap(
                 self.router.catalog.CreateTopics,
                 catalog_pb2.CreateTopicsRequest(
-                    topics=creatable, timeout_ms=codec.millis(request.timeout),
-                    validate_only=request.validate_only, context=self.context(rq)),
+                    topics=creatable,
+                    timeout_ms=codec.millis(request.timeout),
+                    validate_only=request.validate_only,
+                    context=self.context(rq),
+                ),
                 "CreateTopics",
             )
             answers = list(r.topics)
@@ -926,26 +1150,35 @@ class KafkaApis:
             if a is None:
                 out.append(self._topic_error(t.name, int(Errors.UNKNOWN_SERVER_ERROR), None))
                 continue
-            out.append({
-                "name": a.name,
-                "topic_id": a.topic_id if a.error_code == 0 else "",
-                "error_code": a.error_code,
-                "error_message": a.error_message if a.HasField("error_message") else None,
-                "num_partitions": a.num_partitions if a.error_code == 0 else -1,
-                "replication_factor": a.replication_factor if a.error_code == 0 else -1,
-                "configs": [] if a.error_code == 0 else None,
-            })
+            out.append(
+                {
+                    "name": a.name,
+                    "topic_id": a.topic_id if a.error_code == 0 else "",
+                    "error_code": a.error_code,
+                    "error_message": a.error_message if a.HasField("error_message") else None,
+                    "num_partitions": a.num_partitions if a.error_code == 0 else -1,
+                    "replication_factor": a.replication_factor if a.error_code == 0 else -1,
+                    "configs": [] if a.error_code == 0 else None,
+                }
+            )
         return {"topics": out}
 
     @staticmethod
     def _topic_error(name: str, code: int, message: str | None) -> Data:
-        return {"name": name, "topic_id": "", "error_code": code, "error_message": message,
-                "num_partitions": -1, "replication_factor": -1, "configs": None}
+        return {
+            "name": name,
+            "topic_id": "",
+            "error_code": code,
+            "error_message": message,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
 
-    def create_topics_error(self, rq: RequestInfo, request: Any, code: int,
-                            message: str) -> Data:
-        return {"topics": [self._topic_error(t.name, code, message or None)
-                           for t in request.topics]}
+    def create_topics_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "topics": [self._topic_error(t.name, code, message or None) for t in request.topics]
+        }
 
     # ---- DeleteTopics (20) -------------------------------------------------------------------
     def _deletions(self, rq: RequestInfo, request: Any) -> list[tuple[str | None, str]]:
@@ -963,24 +1196,33 @@ class KafkaApis:
             pb_topics.append(state)
         r = await self.router.call_bootstrap(
             self.router.catalog.DeleteTopics,
-            catalog_pb2.DeleteTopicsRequest(topics=pb_topics,
-                                            timeout_ms=codec.millis(request.timeout),
-                                            context=self.context(rq)),
+            catalog_pb2.DeleteTopicsRequest(
+                topics=pb_topics, timeout_ms=codec.millis(request.timeout), context=self.context(rq)
+            ),
             "DeleteTopics",
         )
         await self.catalog.refresh()
-        return {"responses": [
-            {"name": a.name if a.HasField("name") else None,
-             "topic_id": a.topic_id,
-             "error_code": a.error_code,
-             "error_message": a.error_message if a.HasField("error_message") else None}
-            for a in r.responses
-        ]}
+        return {
+            "responses": [
+                {
+                    "name": a.name if a.HasField("name") else None,
+                    "topic_id": a.topic_id,
+                    "error_code": a.error_code,
+                    "error_message": a.error_message if a.HasField("error_message") else None,
+                }
+                for a in r.responses
+            ]
+        }
 
-    def delete_topics_error(self, rq: RequestInfo, request: Any, code: int,
-                            message: str) -> Data:
-        return {"responses": [
-            {"name": name, "topic_id": topic_id, "error_code": code,
-             "error_message": message or None}
-            for name, topic_id in self._deletions(rq, request)
-        ]}
+    def delete_topics_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "responses": [
+                {
+                    "name": name,
+                    "topic_id": topic_id,
+                    "error_code": code,
+                    "error_message": message or None,
+                }
+                for name, topic_id in self._deletions(rq, request)
+            ]
+        }

@@ -125,7 +125,9 @@ class Router:
         return partition_for(group_id, self.num_partitions)
 
     async def find_coordinators(
-        self, keys: Sequence[str], key_type: int = 0,
+        self,
+        keys: Sequence[str],
+        key_type: int = 0,
         context: common_pb2.RequestContext | None = None,
     ) -> groups_pb2.FindCoordinatorResponse:
         """gRPC FindCoordinator on the bootstrap address; good answers become routes."""
@@ -156,7 +158,9 @@ class Router:
                 log.error(
                     "the shards place group %r on partition %d, the gateway computes %d: "
                     "--num-partitions must equal the shards' (routes are not cached)",
-                    c.key, c.partition, expected,
+                    c.key,
+                    c.partition,
+                    expected,
                 )
                 self._mismatch_logged = True
             return None
@@ -235,8 +239,13 @@ class Router:
                 self.forget(route.partition, route)
             return response
 
-    async def call_bootstrap(self, stub_method: Callable[..., Any], request: Any,
-                             what: str, timeout_s: float | None = None) -> Any:
+    async def call_bootstrap(
+        self,
+        stub_method: Callable[..., Any],
+        request: Any,
+        what: str,
+        timeout_s: float | None = None,
+    ) -> Any:
         try:
             return await stub_method(request, timeout=timeout_s or self.timeout_s)
         except grpc.aio.AioRpcError as ex:

@@ -13,8 +13,9 @@ log = logging.getLogger("groupcoord.gateway.server")
 
 
 class GatewayServer:
-    def __init__(self, apis: KafkaApis, host: str, port: int, limits: Limits,
-                 max_connections: int = 100_000) -> None:
+    def __init__(
+        self, apis: KafkaApis, host: str, port: int, limits: Limits, max_connections: int = 100_000
+    ) -> None:
         self.apis = apis
         self.host = host
         self.requested_port = port
@@ -30,11 +31,13 @@ class GatewayServer:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._on_client, self.host, self.requested_port, limit=64 * 1024,
+            self._on_client,
+            self.host,
+            self.requested_port,
+            limit=64 * 1024,
         )
 
-    async def _on_client(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self.connections) >= self.max_connections:
             log.warning("refusing a connection: %d connections open", len(self.connections))
             writer.close()

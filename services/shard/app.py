@@ -157,11 +157,20 @@ class ShardApp:
                 self.store,
                 open_membership(s.store_url),
                 self.runtime,
-                Member(str(s.node_id), s.node_id, self.owner, node.host, node.port,
-                       s.coordinator.num_partitions),
-                OwnershipSettings(s.coordinator.num_partitions, s.lease_ms,
-                                  interval_ms=s.ownership_interval_ms,
-                                  handoff_poll_ms=s.handoff_poll_ms),
+                Member(
+                    str(s.node_id),
+                    s.node_id,
+                    self.owner,
+                    node.host,
+                    node.port,
+                    s.coordinator.num_partitions,
+                ),
+                OwnershipSettings(
+                    s.coordinator.num_partitions,
+                    s.lease_ms,
+                    interval_ms=s.ownership_interval_ms,
+                    handoff_poll_ms=s.handoff_poll_ms,
+                ),
             )
             view = self.ownership
         self.service = GroupCoordinatorService(
@@ -178,19 +187,24 @@ class ShardApp:
             await self.server.start()
             await self.ownership.start()
             log.info(
-                "shard %d serving %d of %d partitions on %s:%d (store %s)", s.node_id,
-                len(self.runtime.partitions), s.coordinator.num_partitions, s.host,
-                self.server.port, self.store.description,
+                "shard %d serving %d of %d partitions on %s:%d (store %s)",
+                s.node_id,
+                len(self.runtime.partitions),
+                s.coordinator.num_partitions,
+                s.host,
+                self.server.port,
+                self.store.description,
             )
             return
-        await asyncio.gather(
-            *(self.runtime.load(p) for p in range(s.coordinator.num_partitions))
-        )
+        await asyncio.gather(*(self.runtime.load(p) for p in range(s.coordinator.num_partitions)))
         self.runtime.start_lease_renewal()
         await self.server.start()
         log.info(
             "shard serving %d partitions on %s:%d (store %s)",
-            s.coordinator.num_partitions, s.host, self.server.port, self.store.description,
+            s.coordinator.num_partitions,
+            s.host,
+            self.server.port,
+            self.store.description,
         )
 
     async def stop(self) -> None:

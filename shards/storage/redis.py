@@ -546,7 +546,10 @@ class RedisLogStore(LogStore):
             requested = self._wait_requested or 0
             log.warning(
                 "storage: %s: could not read the replication state (%s); appends wait for "
-                "%d replica(s)", self.description, e, requested,
+                "%d replica(s)",
+                self.description,
+                e,
+                requested,
             )
             self.replica_wait = (0, requested)
             return
@@ -562,7 +565,9 @@ class RedisLogStore(LogStore):
         if numreplicas:
             log.info(
                 "storage: %s: appends wait for %d replica(s) (WAITAOF, timeout %d ms)",
-                self.description, numreplicas, self._wait_timeout_ms,
+                self.description,
+                numreplicas,
+                self._wait_timeout_ms,
             )
 
     def _add_wait(self, pipe: Any) -> bool:

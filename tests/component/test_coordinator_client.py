@@ -41,27 +41,49 @@ class FakeShard:
             self.lookups += 1
             req = groups_pb2.FindCoordinatorRequest.FromString(raw)
             target = self.owner() if self.owner else self
-            return groups_pb2.FindCoordinatorResponse(coordinators=[groups_pb2.Coordinator(
-                key=req.coordinator_keys[0], node_id=target.node_id, host="127.0.0.1",
-                port=target.port, partition=3)]).SerializeToString()
+            return groups_pb2.FindCoordinatorResponse(
+                coordinators=[
+                    groups_pb2.Coordinator(
+                        key=req.coordinator_keys[0],
+                        node_id=target.node_id,
+                        host="127.0.0.1",
+                        port=target.port,
+                        partition=3,
+                    )
+                ]
+            ).SerializeToString()
 
         async def commit(raw: bytes, ctx: grpc.aio.ServicerContext) -> bytes:
             self.commits += 1
             req = offsets_pb2.OffsetCommitRequest.FromString(raw)
             code = self.commit_codes.pop(0) if self.commit_codes else 0
-            return offsets_pb2.OffsetCommitResponse(topics=[
-                offsets_pb2.OffsetCommitResponseTopic(name=t.name, partitions=[
-                    offsets_pb2.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=code)
-                    for p in t.partitions])
-                for t in req.topics]).SerializeToString()
+            return offsets_pb2.OffsetCommitResponse(
+                topics=[
+                    offsets_pb2.OffsetCommitResponseTopic(
+                        name=t.name,
+                        partitions=[
+                            offsets_pb2.OffsetCommitResponsePartition(
+                                partition_index=p.partition_index, error_code=code
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in req.topics
+                ]
+            ).SerializeToString()
 
         self.server = grpc.aio.server()
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-            "groupcoord.v1.GroupCoordinator", {
-                "FindCoordinator": grpc.unary_unary_rpc_method_handler(find),
-                "OffsetCommit": grpc.unary_unary_rpc_method_handler(commit),
-            })])
+        self.server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    "groupcoord.v1.GroupCoordinator",
+                    {
+                        "FindCoordinator": grpc.unary_unary_rpc_method_handler(find),
+                        "OffsetCommit": grpc.unary_unary_rpc_method_handler(commit),
+                    },
+                )
+            ]
+        )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
 
@@ -85,21 +107,43 @@ async def shards() -> AsyncIterator[list[FakeShard]]:
 
 
 def commit(group: str = "g") -> offsets_pb2.OffsetCommitRequest:
-    return offsets_pb2.OffsetCommitRequest(group_id=group, topics=[
-        offsets_pb2.OffsetCommitRequestTopic(name="t", partitions=[
-            offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+    return offsets_pb2.OffsetCommitRequest(
+        group_id=group,
+        topics=[
+            offsets_pb2.OffsetCommitRequestTopic(
+                name="t",
+                partitions=[
+                    offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                ],
+            )
+        ],
+    )
 
 
 def test_coordinator_errors_are_found_at_any_depth() -> None:
-    response = offsets_pb2.OffsetCommitResponse(topics=[offsets_pb2.OffsetCommitResponseTopic(
-        name="t", partitions=[offsets_pb2.OffsetCommitResponsePartition(error_code=0),
-                              offsets_pb2.OffsetCommitResponsePartition(error_code=16)])])
+    response = offsets_pb2.OffsetCommitResponse(
+        topics=[
+            offsets_pb2.OffsetCommitResponseTopic(
+                name="t",
+                partitions=[
+                    offsets_pb2.OffsetCommitResponsePartition(error_code=0),
+                    offsets_pb2.OffsetCommitResponsePartition(error_code=16),
+                ],
+            )
+        ]
+    )
     assert coordinator_error(response) == NOT_COORDINATOR
-    fetched = offsets_pb2.OffsetFetchResponse(groups=[offsets_pb2.OffsetFetchResponseGroup(
-        group_id="g", error_code=14)])
+    fetched = offsets_pb2.OffsetFetchResponse(
+        groups=[offsets_pb2.OffsetFetchResponseGroup(group_id="g", error_code=14)]
+    )
     assert coordinator_error(fetched) == COORDINATOR_LOAD_IN_PROGRESS
-    other = offsets_pb2.OffsetCommitResponse(topics=[offsets_pb2.OffsetCommitResponseTopic(
-        name="t", partitions=[offsets_pb2.OffsetCommitResponsePartition(error_code=22)])])
+    other = offsets_pb2.OffsetCommitResponse(
+        topics=[
+            offsets_pb2.OffsetCommitResponseTopic(
+                name="t", partitions=[offsets_pb2.OffsetCommitResponsePartition(error_code=22)]
+            )
+        ]
+    )
     assert coordinator_error(other) == 0  # not a coordinator error: the caller's to handle
 
 

@@ -34,9 +34,23 @@ async def wire(stack: Stack) -> AsyncIterator[KafkaWire]:
 
 
 async def create_topic(wire: KafkaWire, name: str, partitions: int = 3) -> str:
-    r = await wire.send(request("create_topics", 7, topics=[
-        {"name": name, "num_partitions": partitions, "replication_factor": 1,
-         "assignments": [], "configs": []}], timeout=5000, validate_only=False))
+    r = await wire.send(
+        request(
+            "create_topics",
+            7,
+            topics=[
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            timeout=5000,
+            validate_only=False,
+        )
+    )
     assert r.topics[0].error_code == ErrorCode.none, r
     return codec.from_uuid(r.topics[0].topic_id)
 
@@ -69,16 +83,18 @@ async def test_api_versions_above_maximum_answers_v0_unsupported_version(stack: 
         assert struct.unpack_from(">hhh", payload, 10) == (18, 0, 4)
         assert len(payload) == 16  # header v0 (no tagged fields), no throttle time
         # the connection stays usable: the client retries with a lower version
-        r = await raw.send(request("api_versions", 3, client_software_name="x",
-                                   client_software_version="1"))
+        r = await raw.send(
+            request("api_versions", 3, client_software_name="x", client_software_version="1")
+        )
         assert r.error_code == ErrorCode.none
     finally:
         await raw.close()
 
 
 async def test_api_versions_v3_invalid_software_name_is_invalid_request(wire: KafkaWire) -> None:
-    r = await wire.send(request("api_versions", 3, client_software_name="-bad",
-                                client_software_version="1"))
+    r = await wire.send(
+        request("api_versions", 3, client_software_name="-bad", client_software_version="1")
+    )
     assert r.error_code == ErrorCode.invalid_request and r.api_keys == ()
 
 
@@ -96,11 +112,13 @@ async def test_metadata_lists_topics_with_the_gateway_as_only_broker(
             data["allow_auto_topic_creation"] = False
         r = await wire.send(request("metadata", version, **data))
         assert [(b.node_id, b.host, b.port) for b in r.brokers] == [
-            (0, "127.0.0.1", stack.kafka_port)], version
+            (0, "127.0.0.1", stack.kafka_port)
+        ], version
         (t,) = [t for t in r.topics if t.name == "orders"]
         assert t.error_code == ErrorCode.none
-        assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes)
-                for p in t.partitions] == [(i, 0, (0,), (0,)) for i in range(4)]
+        assert [
+            (p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in t.partitions
+        ] == [(i, 0, (0,), (0,)) for i in range(4)]
         if version >= 10:
             assert codec.from_uuid(t.topic_id) == tid
         if version >= 1:
@@ -111,12 +129,20 @@ async def test_metadata_lists_topics_with_the_gateway_as_only_broker(
 
 async def test_metadata_by_topic_id_and_unknown_topics(wire: KafkaWire) -> None:
     tid = await create_topic(wire, "by-id", 2)
-    r = await wire.send(request("metadata", 13, topics=[
-        {"topic_id": tid, "name": None},
-        {"topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "name": None},
-        {"topic_id": None, "name": "nope"},
-        {"topic_id": None, "name": "bad name!"},
-    ], allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+    r = await wire.send(
+        request(
+            "metadata",
+            13,
+            topics=[
+                {"topic_id": tid, "name": None},
+                {"topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "name": None},
+                {"topic_id": None, "name": "nope"},
+                {"topic_id": None, "name": "bad name!"},
+            ],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+    )
     by = {(t.name, codec.from_uuid(t.topic_id)): t.error_code for t in r.topics}
     assert by == {
         ("by-id", tid): ErrorCode.none,
@@ -125,9 +151,15 @@ async def test_metadata_by_topic_id_and_unknown_topics(wire: KafkaWire) -> None:
         ("bad name!", ""): ErrorCode.invalid_topic_exception,
     }
     # auto-creation is never done: the topic still does not exist
-    again = await wire.send(request("metadata", 13, topics=[{"topic_id": None, "name": "nope"}],
-                                    allow_auto_topic_creation=True,
-                                    include_topic_authorized_operations=False))
+    again = await wire.send(
+        request(
+            "metadata",
+            13,
+            topics=[{"topic_id": None, "name": "nope"}],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+    )
     assert again.topics[0].error_code == ErrorCode.unknown_topic_or_partition
 
 
@@ -141,14 +173,20 @@ async def test_find_coordinator_single_key_answers_the_gateway(
     data = {"key": "g1"} if version == 0 else {"key": "g1", "key_type": 0}
     r = await wire.send(request("find_coordinator", version, **data))
     assert (r.error_code, r.node_id, r.host, r.port) == (
-        ErrorCode.none, 0, "127.0.0.1", stack.kafka_port)
+        ErrorCode.none,
+        0,
+        "127.0.0.1",
+        stack.kafka_port,
+    )
 
 
 async def test_find_coordinator_batched_keys(stack: Stack, wire: KafkaWire) -> None:
-    r = await wire.send(request("find_coordinator", 6, key_type=0,
-                                coordinator_keys=["a", "b", "c"]))
+    r = await wire.send(
+        request("find_coordinator", 6, key_type=0, coordinator_keys=["a", "b", "c"])
+    )
     assert [(c.key, c.error_code, c.node_id, c.port) for c in r.coordinators] == [
-        (k, ErrorCode.none, 0, stack.kafka_port) for k in "abc"]
+        (k, ErrorCode.none, 0, stack.kafka_port) for k in "abc"
+    ]
     tx = await wire.send(request("find_coordinator", 4, key_type=1, coordinator_keys=["tx"]))
     assert tx.coordinators[0].error_code != ErrorCode.none
     assert tx.coordinators[0].node_id == -1
@@ -160,14 +198,21 @@ async def test_find_coordinator_batched_keys(stack: Stack, wire: KafkaWire) -> N
 def commit(version: int, group: str, offsets: dict[tuple[str, int], int], **kw: object) -> object:
     topics: dict[str, list[dict[str, object]]] = {}
     for (t, p), o in offsets.items():
-        part: dict[str, object] = {"partition_index": p, "committed_offset": o,
-                                   "committed_metadata": f"m{o}"}
+        part: dict[str, object] = {
+            "partition_index": p,
+            "committed_offset": o,
+            "committed_metadata": f"m{o}",
+        }
         if version >= 6:
             part["committed_leader_epoch"] = -1
         topics.setdefault(t, []).append(part)
     data: dict[str, object] = {
-        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()], **kw}
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        **kw,
+    }
     if 2 <= version <= 4:
         data.setdefault("retention_time", -1)
     return request("offset_commit", version, **data)
@@ -179,26 +224,50 @@ async def test_offset_commit_and_fetch_round_trip(wire: KafkaWire, version: int)
     group = f"g-commit-{version}"
     r = await wire.send(commit(version, group, {("t", 0): 10, ("t", 1): 11}))
     assert {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions} == {
-        ("t", 0): ErrorCode.none, ("t", 1): ErrorCode.none}
+        ("t", 0): ErrorCode.none,
+        ("t", 1): ErrorCode.none,
+    }
     # single-group shape (v1-7) and batched (v8+)
-    single = await wire.send(request("offset_fetch", 7, group_id=group, topics=None,
-                                     require_stable=True))
+    single = await wire.send(
+        request("offset_fetch", 7, group_id=group, topics=None, require_stable=True)
+    )
     assert single.error_code == ErrorCode.none
-    assert {(t.name, p.partition_index): (p.committed_offset, p.metadata)
-            for t in single.topics for p in t.partitions} == {
-        ("t", 0): (10, "m10"), ("t", 1): (11, "m11")}
-    v1 = await wire.send(request("offset_fetch", 1, group_id=group, topics=[
-        {"name": "t", "partition_indexes": [0, 2]}]))
+    assert {
+        (t.name, p.partition_index): (p.committed_offset, p.metadata)
+        for t in single.topics
+        for p in t.partitions
+    } == {("t", 0): (10, "m10"), ("t", 1): (11, "m11")}
+    v1 = await wire.send(
+        request(
+            "offset_fetch", 1, group_id=group, topics=[{"name": "t", "partition_indexes": [0, 2]}]
+        )
+    )
     assert {(p.partition_index, p.committed_offset) for t in v1.topics for p in t.partitions} == {
-        (0, 10), (2, -1)}
-    batched = await wire.send(request("offset_fetch", 9, groups=[
-        {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None},
-        {"group_id": "nobody", "member_id": None, "member_epoch": -1,
-         "topics": [{"name": "t", "partition_indexes": [0]}]},
-    ], require_stable=False))
+        (0, 10),
+        (2, -1),
+    }
+    batched = await wire.send(
+        request(
+            "offset_fetch",
+            9,
+            groups=[
+                {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None},
+                {
+                    "group_id": "nobody",
+                    "member_id": None,
+                    "member_epoch": -1,
+                    "topics": [{"name": "t", "partition_indexes": [0]}],
+                },
+            ],
+            require_stable=False,
+        )
+    )
     assert [g.group_id for g in batched.groups] == [group, "nobody"]
-    assert {(t.name, p.partition_index): p.committed_offset
-            for t in batched.groups[0].topics for p in t.partitions} == {("t", 0): 10, ("t", 1): 11}
+    assert {
+        (t.name, p.partition_index): p.committed_offset
+        for t in batched.groups[0].topics
+        for p in t.partitions
+    } == {("t", 0): 10, ("t", 1): 11}
     assert batched.groups[1].topics[0].partitions[0].committed_offset == -1
 
 
@@ -212,11 +281,19 @@ async def test_offset_commit_unknown_topic_or_partition_is_rejected_by_the_api_l
         ("known", 5): ErrorCode.unknown_topic_or_partition,
         ("ghost", 0): ErrorCode.unknown_topic_or_partition,
     }
-    fetched = await wire.send(request("offset_fetch", 9, groups=[
-        {"group_id": "g-unknown", "member_id": None, "member_epoch": -1, "topics": None}],
-        require_stable=False))
-    assert {(t.name, p.partition_index) for t in fetched.groups[0].topics
-            for p in t.partitions} == {("known", 0)}
+    fetched = await wire.send(
+        request(
+            "offset_fetch",
+            9,
+            groups=[
+                {"group_id": "g-unknown", "member_id": None, "member_epoch": -1, "topics": None}
+            ],
+            require_stable=False,
+        )
+    )
+    assert {
+        (t.name, p.partition_index) for t in fetched.groups[0].topics for p in t.partitions
+    } == {("known", 0)}
 
 
 async def test_offset_commit_v8_unknown_group_with_generation(wire: KafkaWire) -> None:
@@ -231,17 +308,33 @@ async def test_offset_commit_v8_unknown_group_with_generation(wire: KafkaWire) -
 async def test_offset_delete(wire: KafkaWire) -> None:
     await create_topic(wire, "t", 2)
     await wire.send(commit(9, "g-del", {("t", 0): 1, ("t", 1): 2}))
-    r = await wire.send(request("offset_delete", 0, group_id="g-del", topics=[
-        {"name": "t", "partitions": [{"partition_index": 0}]},
-        {"name": "ghost", "partitions": [{"partition_index": 0}]}]))
+    r = await wire.send(
+        request(
+            "offset_delete",
+            0,
+            group_id="g-del",
+            topics=[
+                {"name": "t", "partitions": [{"partition_index": 0}]},
+                {"name": "ghost", "partitions": [{"partition_index": 0}]},
+            ],
+        )
+    )
     assert r.error_code == ErrorCode.none
     assert {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions} == {
-        ("t", 0): ErrorCode.none, ("ghost", 0): ErrorCode.unknown_topic_or_partition}
-    left = await wire.send(request("offset_fetch", 9, groups=[
-        {"group_id": "g-del", "member_id": None, "member_epoch": -1, "topics": None}],
-        require_stable=False))
-    assert {(t.name, p.partition_index) for t in left.groups[0].topics
-            for p in t.partitions} == {("t", 1)}
+        ("t", 0): ErrorCode.none,
+        ("ghost", 0): ErrorCode.unknown_topic_or_partition,
+    }
+    left = await wire.send(
+        request(
+            "offset_fetch",
+            9,
+            groups=[{"group_id": "g-del", "member_id": None, "member_epoch": -1, "topics": None}],
+            require_stable=False,
+        )
+    )
+    assert {(t.name, p.partition_index) for t in left.groups[0].topics for p in t.partitions} == {
+        ("t", 1)
+    }
     missing = await wire.send(request("offset_delete", 0, group_id="no-such-group", topics=[]))
     assert missing.error_code == ErrorCode.group_id_not_found
 
@@ -255,15 +348,19 @@ async def test_list_groups_with_state_and_type_filters(wire: KafkaWire) -> None:
         await wire.send(commit(9, g, {("t", 0): 1}))
     v0 = await wire.send(request("list_groups", 0))
     assert {(g.group_id, g.protocol_type) for g in v0.groups} >= {("lg-a", ""), ("lg-b", "")}
-    v5 = await wire.send(request("list_groups", 5, states_filter=["empty"],
-                                 types_filter=["classic"]))
+    v5 = await wire.send(
+        request("list_groups", 5, states_filter=["empty"], types_filter=["classic"])
+    )
     assert v5.error_code == ErrorCode.none
     assert {(g.group_id, g.group_state, g.group_type) for g in v5.groups} >= {
-        ("lg-a", "Empty", "classic"), ("lg-b", "Empty", "classic")}
+        ("lg-a", "Empty", "classic"),
+        ("lg-b", "Empty", "classic"),
+    }
     none = await wire.send(request("list_groups", 5, states_filter=["stable"], types_filter=[]))
     assert not {g.group_id for g in none.groups} & {"lg-a", "lg-b"}
-    consumer = await wire.send(request("list_groups", 5, states_filter=[],
-                                       types_filter=["consumer"]))
+    consumer = await wire.send(
+        request("list_groups", 5, states_filter=[], types_filter=["consumer"])
+    )
     assert not {g.group_id for g in consumer.groups} & {"lg-a", "lg-b"}
 
 
@@ -272,22 +369,30 @@ async def test_delete_groups_deduplicates_and_reports_each(wire: KafkaWire) -> N
     await wire.send(commit(9, "dg-1", {("t", 0): 1}))
     r = await wire.send(request("delete_groups", 2, groups_names=["dg-1", "dg-1", "dg-none"]))
     assert [(x.group_id, x.error_code) for x in r.results] == [
-        ("dg-1", ErrorCode.none), ("dg-none", ErrorCode.group_id_not_found)]
+        ("dg-1", ErrorCode.none),
+        ("dg-none", ErrorCode.group_id_not_found),
+    ]
 
 
 async def test_describe_groups_simple_group(wire: KafkaWire) -> None:
     await create_topic(wire, "t", 1)
     await wire.send(commit(9, "desc-1", {("t", 0): 1}))
-    r = await wire.send(request("describe_groups", 5, groups=["desc-1"],
-                                include_authorized_operations=True))
+    r = await wire.send(
+        request("describe_groups", 5, groups=["desc-1"], include_authorized_operations=True)
+    )
     (g,) = r.groups
     assert (g.error_code, g.group_id, g.group_state, g.members) == (
-        ErrorCode.none, "desc-1", "Empty", ())
+        ErrorCode.none,
+        "desc-1",
+        "Empty",
+        (),
+    )
     assert g.authorized_operations == GROUP_OPERATIONS
     plain = await wire.send(request("describe_groups", 0, groups=["desc-1"]))
     assert plain.groups[0].group_state == "Empty"
-    no_ops = await wire.send(request("describe_groups", 3, groups=["desc-1"],
-                                     include_authorized_operations=False))
+    no_ops = await wire.send(
+        request("describe_groups", 3, groups=["desc-1"], include_authorized_operations=False)
+    )
     assert no_ops.groups[0].authorized_operations == OPS_NOT_REQUESTED
 
 
@@ -297,32 +402,73 @@ async def test_describe_groups_simple_group(wire: KafkaWire) -> None:
 @pytest.mark.parametrize("version", [2, 4, 5, 7])
 async def test_create_and_delete_topics(wire: KafkaWire, version: int) -> None:
     name = f"ct-{version}"
-    topic = {"name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
-             "configs": []}
-    r = await wire.send(request("create_topics", version, topics=[topic, {**topic, "name": "x y"}],
-                                timeout=5000, validate_only=False))
+    topic = {
+        "name": name,
+        "num_partitions": 2,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [],
+    }
+    r = await wire.send(
+        request(
+            "create_topics",
+            version,
+            topics=[topic, {**topic, "name": "x y"}],
+            timeout=5000,
+            validate_only=False,
+        )
+    )
     assert [(t.name, t.error_code) for t in r.topics] == [
-        (name, ErrorCode.none), ("x y", ErrorCode.invalid_topic_exception)]
+        (name, ErrorCode.none),
+        ("x y", ErrorCode.invalid_topic_exception),
+    ]
     if version >= 5:
         assert r.topics[0].num_partitions == 2
-    again = await wire.send(request("create_topics", version, topics=[topic], timeout=5000,
-                                    validate_only=False))
+    again = await wire.send(
+        request("create_topics", version, topics=[topic], timeout=5000, validate_only=False)
+    )
     assert again.topics[0].error_code == ErrorCode.topic_already_exists
-    manual = await wire.send(request("create_topics", version, topics=[
-        {**topic, "name": f"manual-{version}", "num_partitions": -1, "replication_factor": -1,
-         "assignments": [{"partition_index": i, "broker_ids": [0]} for i in range(3)]}],
-        timeout=5000, validate_only=False))
+    manual = await wire.send(
+        request(
+            "create_topics",
+            version,
+            topics=[
+                {
+                    **topic,
+                    "name": f"manual-{version}",
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": i, "broker_ids": [0]} for i in range(3)],
+                }
+            ],
+            timeout=5000,
+            validate_only=False,
+        )
+    )
     assert manual.topics[0].error_code == ErrorCode.none
-    md = await wire.send(request("metadata", 12, topics=[{"topic_id": None,
-                                                          "name": f"manual-{version}"}],
-                                 allow_auto_topic_creation=False,
-                                 include_topic_authorized_operations=False))
+    md = await wire.send(
+        request(
+            "metadata",
+            12,
+            topics=[{"topic_id": None, "name": f"manual-{version}"}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    )
     assert len(md.topics[0].partitions) == 3
     if version >= 6:
-        d = await wire.send(request("delete_topics", 6, topics=[
-            {"name": name, "topic_id": None}, {"name": "ghost", "topic_id": None}], timeout=5000))
+        d = await wire.send(
+            request(
+                "delete_topics",
+                6,
+                topics=[{"name": name, "topic_id": None}, {"name": "ghost", "topic_id": None}],
+                timeout=5000,
+            )
+        )
         assert [(x.name, x.error_code) for x in d.responses] == [
-            (name, ErrorCode.none), ("ghost", ErrorCode.unknown_topic_or_partition)]
+            (name, ErrorCode.none),
+            ("ghost", ErrorCode.unknown_topic_or_partition),
+        ]
     else:
         d = await wire.send(request("delete_topics", 1, topic_names=[name], timeout=5000))
         assert [(x.name, x.error_code) for x in d.responses] == [(name, ErrorCode.none)]
@@ -336,12 +482,18 @@ async def test_pipelined_requests_are_answered_in_order(wire: KafkaWire) -> None
     reqs = []
     for i in range(20):
         reqs.append(commit(9, "pipe", {("t", 0): i}))
-        reqs.append(request("offset_fetch", 9, groups=[
-            {"group_id": "pipe", "member_id": None, "member_epoch": -1, "topics": None}],
-            require_stable=False))
+        reqs.append(
+            request(
+                "offset_fetch",
+                9,
+                groups=[
+                    {"group_id": "pipe", "member_id": None, "member_epoch": -1, "topics": None}
+                ],
+                require_stable=False,
+            )
+        )
     answers = await wire.send_many(reqs)
-    fetched = [a.groups[0].topics[0].partitions[0].committed_offset
-               for a in answers[1::2]]
+    fetched = [a.groups[0].topics[0].partitions[0].committed_offset for a in answers[1::2]]
     assert fetched == list(range(20)), "each fetch sees the commit pipelined just before it"
 
 

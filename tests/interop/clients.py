@@ -27,9 +27,16 @@ def create_topic(target: Target, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": target.bootstrap, **QUIET})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     # Kafka creates topics asynchronously: wait until metadata has every partition.
-    wait_until(lambda: len(getattr(admin.list_topics(name, timeout=10).topics.get(name),
-                                   "partitions", {}) or {}) == partitions,
-               what=f"topic {name} in metadata")
+    wait_until(
+        lambda: (
+            len(
+                getattr(admin.list_topics(name, timeout=10).topics.get(name), "partitions", {})
+                or {}
+            )
+            == partitions
+        ),
+        what=f"topic {name} in metadata",
+    )
 
 
 # ---- confluent-kafka --------------------------------------------------------------------
@@ -58,8 +65,13 @@ class ConfluentGroup:
                 **QUIET,
             }
             if protocol == "classic":
-                conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
-                             "partition.assignment.strategy": "range"})
+                conf.update(
+                    {
+                        "session.timeout.ms": 10000,
+                        "heartbeat.interval.ms": 500,
+                        "partition.assignment.strategy": "range",
+                    }
+                )
             c = Consumer(conf)
             c.subscribe([topic])
             self.consumers.append(c)
@@ -121,8 +133,9 @@ def listed(admin: Any, group: str) -> Any | None:
 def committed_offsets(admin: Any, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    r = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                          request_timeout=15)[group].result(30)
+    r = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=15
+    )[group].result(30)
     return {(tp.topic, tp.partition): tp.offset for tp in r.topic_partitions if tp.offset >= 0}
 
 
@@ -130,8 +143,9 @@ def alter_offsets(admin: Any, group: str, offsets: dict[tuple[str, int], int]) -
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-    r = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
-                                           request_timeout=15)[group].result(30)
+    r = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, tps)], request_timeout=15
+    )[group].result(30)
     return [tp.error for tp in r.topic_partitions]
 
 
@@ -159,9 +173,12 @@ class KafkaPythonGroup:
 
         for _ in range(n):
             c = KafkaConsumer(
-                bootstrap_servers=self.target.bootstrap, group_id=self.group,
-                client_id=f"{self.group}-{len(self.consumers)}", enable_auto_commit=False,
-                session_timeout_ms=30000, heartbeat_interval_ms=500,
+                bootstrap_servers=self.target.bootstrap,
+                group_id=self.group,
+                client_id=f"{self.group}-{len(self.consumers)}",
+                enable_auto_commit=False,
+                session_timeout_ms=30000,
+                heartbeat_interval_ms=500,
                 max_poll_interval_ms=20000,
             )
             stop = threading.Event()
@@ -173,8 +190,13 @@ class KafkaPythonGroup:
             self._threads.append(t)
             t.start()
 
-    def _loop(self, consumer: Any, topic: str, stop: threading.Event,
-              calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Any]]) -> None:
+    def _loop(
+        self,
+        consumer: Any,
+        topic: str,
+        stop: threading.Event,
+        calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Any]],
+    ) -> None:
         consumer.subscribe([topic])
         try:
             while not stop.is_set():
@@ -239,8 +261,9 @@ def kafka_python_group(target: Target, group: str) -> Iterator[KafkaPythonGroup]
 
 
 @contextlib.contextmanager
-def balanced_kafka_python_group(target: Target, group: str, topic: str, n: int,
-                                partitions: int) -> Iterator[KafkaPythonGroup]:
+def balanced_kafka_python_group(
+    target: Target, group: str, topic: str, n: int, partitions: int
+) -> Iterator[KafkaPythonGroup]:
     """``n`` kafka-python consumers that have reached a disjoint complete assignment.
 
     kafka-python 3.0.12 sometimes leaves one consumer blocked forever in its coordinator
@@ -255,8 +278,7 @@ def balanced_kafka_python_group(target: Target, group: str, topic: str, n: int,
             except AssertionError as ex:
                 if attempt == 2:
                     raise
-                log.warning("kafka-python group %s did not form (%s); forming it again",
-                            group, ex)
+                log.warning("kafka-python group %s did not form (%s); forming it again", group, ex)
                 continue
             yield g
             return

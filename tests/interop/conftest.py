@@ -25,8 +25,16 @@ pytestmark = pytest.mark.interop
 def groupcoord_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("groupcoord")
     proc = ServerProcess(
-        ["dev", "--grpc-port", "0", "--kafka-port", "0", "--data-dir", str(tmp / "data"),
-         *groupcoord_args()],
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp / "data"),
+            *groupcoord_args(),
+        ],
         tmp / "server.log",
     )
     try:

@@ -39,8 +39,7 @@ TEST_SETTINGS: dict[str, tuple[str | None, str]] = {
     "group.initial.rebalance.delay.ms": ("classic_group_initial_rebalance_delay_ms", "0"),
     "group.min.session.timeout.ms": ("classic_group_min_session_timeout_ms", "1000"),
     "group.consumer.heartbeat.interval.ms": ("consumer_group_heartbeat_interval_ms", "500"),
-    "group.consumer.min.heartbeat.interval.ms": (
-        "consumer_group_min_heartbeat_interval_ms", "100"),
+    "group.consumer.min.heartbeat.interval.ms": ("consumer_group_min_heartbeat_interval_ms", "100"),
     "group.consumer.session.timeout.ms": ("consumer_group_session_timeout_ms", "6000"),
     "group.consumer.min.session.timeout.ms": ("consumer_group_min_session_timeout_ms", "1000"),
     "group.coordinator.rebalance.protocols": (None, "classic,consumer"),
@@ -50,10 +49,17 @@ TEST_SETTINGS: dict[str, tuple[str | None, str]] = {
 
 def groupcoord_args() -> list[str]:
     """``groupcoord dev`` arguments for the same settings."""
-    pairs = [f"{name}={value}" for name, value in TEST_SETTINGS.values()
-             if name and name != "num_partitions"]
-    return ["--num-partitions", TEST_SETTINGS["offsets.topic.num.partitions"][1],
-            "--set", ",".join(pairs)]
+    pairs = [
+        f"{name}={value}"
+        for name, value in TEST_SETTINGS.values()
+        if name and name != "num_partitions"
+    ]
+    return [
+        "--num-partitions",
+        TEST_SETTINGS["offsets.topic.num.partitions"][1],
+        "--set",
+        ",".join(pairs),
+    ]
 
 
 class KafkaUnavailable(RuntimeError):
@@ -83,15 +89,22 @@ def libs(version: str = KAFKA_VERSION) -> Path:
             raise KafkaUnavailable("mvn not found")
         shutil.rmtree(target / "libs", ignore_errors=True)
         cmd = [
-            "mvn", "-q", "-B", "-f", str(POM), f"-Dkafka.version={version}",
-            f"-Dmaven.repo.local={CACHE / 'm2'}", "dependency:copy-dependencies",
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            f"-Dkafka.version={version}",
+            f"-Dmaven.repo.local={CACHE / 'm2'}",
+            "dependency:copy-dependencies",
             f"-DoutputDirectory={target / 'libs'}",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             raise KafkaUnavailable(
                 f"fetching Apache Kafka {version} with mvn failed:\n{proc.stdout[-3000:]}"
-                f"\n{proc.stderr[-3000:]}")
+                f"\n{proc.stderr[-3000:]}"
+            )
         done.write_text(version)
     return target / "libs"
 
@@ -133,8 +146,9 @@ Configuration:
 
 
 class KafkaBroker:
-    def __init__(self, workdir: Path, extra: dict[str, str] | None = None,
-                 heap: str = "768m") -> None:
+    def __init__(
+        self, workdir: Path, extra: dict[str, str] | None = None, heap: str = "768m"
+    ) -> None:
         self.workdir = workdir
         self.extra = extra or {}
         self.heap = heap
@@ -149,10 +163,18 @@ class KafkaBroker:
     def _java(self, main: str, *args: str) -> list[str]:
         # Kafka's own launcher options minus the ones for long-running production brokers.
         return [
-            "java", f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-            "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError",
+            "java",
+            f"-Xmx{self.heap}",
+            "-Xms256m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            "-XX:+ExitOnOutOfMemoryError",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",
-            "-cp", f"{libs()}/*", main, *args,
+            "-cp",
+            f"{libs()}/*",
+            main,
+            *args,
         ]
 
     def start(self, ready_timeout: float = 120.0) -> None:
@@ -181,12 +203,14 @@ class KafkaBroker:
         }
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (self.workdir / "log4j2.yaml").write_text(
-            _LOG4J2.format(log=self.workdir / "kafka.log"))
+        (self.workdir / "log4j2.yaml").write_text(_LOG4J2.format(log=self.workdir / "kafka.log"))
         fmt = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(),
-                       "-c", str(config)),
-            capture_output=True, text=True, timeout=120,
+            self._java(
+                "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(config)
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if fmt.returncode != 0:
             raise KafkaUnavailable(f"formatting storage failed: {fmt.stdout}\n{fmt.stderr}")
@@ -194,7 +218,9 @@ class KafkaBroker:
         self._log = out
         # Same process group as the tests: whatever kills the test run kills the broker too.
         self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(config)), stdout=out, stderr=subprocess.STDOUT,
+            self._java("kafka.Kafka", str(config)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         try:
             self._wait_ready(ready_timeout)
@@ -220,12 +246,18 @@ class KafkaBroker:
             except OSError:
                 return False
             try:
-                r = await wire.send(request("find_coordinator", 4, key_type=0,
-                                            coordinator_keys=["probe"]), timeout=5)
+                r = await wire.send(
+                    request("find_coordinator", 4, key_type=0, coordinator_keys=["probe"]),
+                    timeout=5,
+                )
                 if r.coordinators[0].error_code != 0:
                     return False
-                f = await wire.send(request("offset_fetch", 8, groups=[
-                    {"group_id": k, "topics": None} for k in keys]), timeout=5)
+                f = await wire.send(
+                    request(
+                        "offset_fetch", 8, groups=[{"group_id": k, "topics": None} for k in keys]
+                    ),
+                    timeout=5,
+                )
                 return all(g.error_code == 0 for g in f.groups)
             except (OSError, asyncio.IncompleteReadError, TimeoutError):
                 return False
@@ -236,8 +268,9 @@ class KafkaBroker:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise KafkaUnavailable(f"the Kafka broker exited ({self.proc.returncode}): "
-                                       f"{self.log_tail()}")
+                raise KafkaUnavailable(
+                    f"the Kafka broker exited ({self.proc.returncode}): {self.log_tail()}"
+                )
             if asyncio.run(probe()):
                 return
             time.sleep(0.5)

@@ -44,9 +44,14 @@ class Ids:
 
 
 async def create_topic(wire: KafkaWire, name: str, partitions: int) -> str:
-    r = await wire.send(request("create_topics", 7, topics=[
-        {"name": name, "num_partitions": partitions, "replication_factor": 1}],
-        timeout=30000))
+    r = await wire.send(
+        request(
+            "create_topics",
+            7,
+            topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+            timeout=30000,
+        )
+    )
     assert r.topics[0].error_code == ErrorCode.none, r
     for _ in range(200):  # Kafka creates topics asynchronously
         md = await wire.send(request("metadata", 12, topics=[{"name": name}]))
@@ -62,21 +67,36 @@ async def create_topic(wire: KafkaWire, name: str, partitions: int) -> str:
 async def api_versions(target: Target) -> Obs:
     wire = await target.wire()
     try:
-        r = await wire.send(request("api_versions", 3, client_software_name="conformance",
-                                    client_software_version="1"))
+        r = await wire.send(
+            request(
+                "api_versions", 3, client_software_name="conformance", client_software_version="1"
+            )
+        )
         ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-        obs: Obs = [("ApiVersions v3", {
-            "error": err(r.error_code),
-            # what groupcoord serves must be advertised with Kafka's exact ranges
-            "served": {codec.SERVED[k].name: ranges.get(k) for k in sorted(codec.SERVED)},
-            "finalized group.version": [
-                (f.min_version_level, f.max_version_level)
-                for f in r.finalized_features if f.name == "group.version"],
-        })]
-        bad = await wire.send(request("api_versions", 3, client_software_name="-bad",
-                                      client_software_version="1"))
-        obs.append(("ApiVersions v3 invalid software name", {
-            "error": err(bad.error_code), "api_keys": len(bad.api_keys)}))
+        obs: Obs = [
+            (
+                "ApiVersions v3",
+                {
+                    "error": err(r.error_code),
+                    # what groupcoord serves must be advertised with Kafka's exact ranges
+                    "served": {codec.SERVED[k].name: ranges.get(k) for k in sorted(codec.SERVED)},
+                    "finalized group.version": [
+                        (f.min_version_level, f.max_version_level)
+                        for f in r.finalized_features
+                        if f.name == "group.version"
+                    ],
+                },
+            )
+        ]
+        bad = await wire.send(
+            request("api_versions", 3, client_software_name="-bad", client_software_version="1")
+        )
+        obs.append(
+            (
+                "ApiVersions v3 invalid software name",
+                {"error": err(bad.error_code), "api_keys": len(bad.api_keys)},
+            )
+        )
         return obs
     finally:
         await wire.close()
@@ -88,8 +108,9 @@ async def api_versions(target: Target) -> Obs:
 class Member:
     """A KIP-848 member driven by hand: heartbeats, acknowledges its assignment."""
 
-    def __init__(self, wire: KafkaWire, group: str, topic: str, topic_id: str,
-                 member_id: str | None = None) -> None:
+    def __init__(
+        self, wire: KafkaWire, group: str, topic: str, topic_id: str, member_id: str | None = None
+    ) -> None:
         self.wire = wire
         self.group = group
         self.topic = topic
@@ -99,27 +120,33 @@ class Member:
         self.owned: list[int] = []
         self.last: Any = None
 
-    async def heartbeat(self, epoch: int | None = None, full: bool = False,
-                        **fields: Any) -> Any:
+    async def heartbeat(self, epoch: int | None = None, full: bool = False, **fields: Any) -> Any:
         data: dict[str, Any] = {
-            "group_id": self.group, "member_id": self.member_id,
+            "group_id": self.group,
+            "member_id": self.member_id,
             "member_epoch": self.epoch if epoch is None else epoch,
-            "rebalance_timeout": -1, "subscribed_topic_names": None,
+            "rebalance_timeout": -1,
+            "subscribed_topic_names": None,
             "topic_partitions": None,
         }
         if full or (epoch == 0):
-            data.update(rebalance_timeout=30000, subscribed_topic_names=[self.topic],
-                        server_assignor="uniform")
+            data.update(
+                rebalance_timeout=30000,
+                subscribed_topic_names=[self.topic],
+                server_assignor="uniform",
+            )
         data["topic_partitions"] = (
-            [{"topic_id": self.topic_id, "partitions": self.owned}] if self.owned else [])
+            [{"topic_id": self.topic_id, "partitions": self.owned}] if self.owned else []
+        )
         data.update(fields)
         r = await self.wire.send(request("consumer_group_heartbeat", 1, **data))
         self.last = r
         if r.error_code == ErrorCode.none:
             self.epoch = r.member_epoch
             if r.assignment is not None:
-                self.owned = sorted(p for tp in r.assignment.topic_partitions
-                                    for p in tp.partitions)
+                self.owned = sorted(
+                    p for tp in r.assignment.topic_partitions for p in tp.partitions
+                )
         return r
 
     async def join(self) -> Any:
@@ -136,23 +163,30 @@ async def converge(members: list[Member], total: int, rounds: int = 100) -> None
             await m.heartbeat()
         owned = [set(m.owned) for m in members]
         union = set().union(*owned)
-        if (len(union) == total and sum(len(o) for o in owned) == total
-                and len({m.epoch for m in members}) == 1
-                and all(m.last.error_code == ErrorCode.none for m in members)):
-            d = await members[0].wire.send(request("consumer_group_describe", 0,
-                                                   group_ids=[group]))
+        if (
+            len(union) == total
+            and sum(len(o) for o in owned) == total
+            and len({m.epoch for m in members}) == 1
+            and all(m.last.error_code == ErrorCode.none for m in members)
+        ):
+            d = await members[0].wire.send(request("consumer_group_describe", 0, group_ids=[group]))
             g = d.groups[0]
-            if (g.group_state == "Stable" and g.group_epoch == g.assignment_epoch
-                    == members[0].epoch):
+            if (
+                g.group_state == "Stable"
+                and g.group_epoch == g.assignment_epoch == members[0].epoch
+            ):
                 return
         await asyncio.sleep(0.05)
     raise AssertionError(f"no convergence: {[(m.epoch, m.owned, m.last) for m in members]}")
 
 
 def hb_obs(r: Any) -> dict[str, Any]:
-    return {"error": err(r.error_code), "epoch": r.member_epoch,
-            "heartbeat_interval_ms": codec.millis(r.heartbeat_interval),
-            "has_assignment": r.assignment is not None}
+    return {
+        "error": err(r.error_code),
+        "epoch": r.member_epoch,
+        "heartbeat_interval_ms": codec.millis(r.heartbeat_interval),
+        "has_assignment": r.assignment is not None,
+    }
 
 
 async def consumer_group(target: Target) -> Obs:
@@ -178,26 +212,51 @@ async def consumer_group(target: Target) -> Obs:
         # partition loop (groupcoord): timing, not compared.
         obs.append(("m2 joins", hb_obs(r) | {"epoch": r.member_epoch - base in (0, 1)}))
         await converge([m1, m2], 6)
-        obs.append(("m1+m2 converged", {"epochs": [m1.epoch - base, m2.epoch - base],
-                                         "sizes": sorted([len(m1.owned), len(m2.owned)])}))
+        obs.append(
+            (
+                "m1+m2 converged",
+                {
+                    "epochs": [m1.epoch - base, m2.epoch - base],
+                    "sizes": sorted([len(m1.owned), len(m2.owned)]),
+                },
+            )
+        )
 
         ids("M", m1.member_id), ids("M", m2.member_id)  # M1 joined first
-        d = await wire.send(request("consumer_group_describe", 1, group_ids=[group],
-                                    include_authorized_operations=True))
+        d = await wire.send(
+            request(
+                "consumer_group_describe", 1, group_ids=[group], include_authorized_operations=True
+            )
+        )
         g = d.groups[0]
-        obs.append(("describe stable", {
-            "error": err(g.error_code), "state": g.group_state,
-            "group_epoch": g.group_epoch - base, "assignment_epoch": g.assignment_epoch - base,
-            "assignor": g.assignor_name,
-            "authorized_operations": g.authorized_operations,
-            "members": sorted(
-                (ids("M", m.member_id), m.member_epoch - base, m.member_type,
-                 tuple(ids("T", n) for n in m.subscribed_topic_names),
-                 tuple((ids("T", tp.topic_name), tuple(sorted(tp.partitions)))
-                       for tp in m.assignment.topic_partitions),
-                 m.client_id, m.client_host)
-                for m in g.members),
-        }))
+        obs.append(
+            (
+                "describe stable",
+                {
+                    "error": err(g.error_code),
+                    "state": g.group_state,
+                    "group_epoch": g.group_epoch - base,
+                    "assignment_epoch": g.assignment_epoch - base,
+                    "assignor": g.assignor_name,
+                    "authorized_operations": g.authorized_operations,
+                    "members": sorted(
+                        (
+                            ids("M", m.member_id),
+                            m.member_epoch - base,
+                            m.member_type,
+                            tuple(ids("T", n) for n in m.subscribed_topic_names),
+                            tuple(
+                                (ids("T", tp.topic_name), tuple(sorted(tp.partitions)))
+                                for tp in m.assignment.topic_partitions
+                            ),
+                            m.client_id,
+                            m.client_host,
+                        )
+                        for m in g.members
+                    ),
+                },
+            )
+        )
 
         # fencing and validation
         checks = {
@@ -224,33 +283,68 @@ async def consumer_group(target: Target) -> Obs:
             if "member_id" in kw:
                 probe.member_id = kw.pop("member_id")
             r = await probe.heartbeat(epoch=0, full=True, **kw)
-            obs.append((f"join: {name}", {"error": err(r.error_code),
-                                          "message": r.error_message}))
+            obs.append((f"join: {name}", {"error": err(r.error_code), "message": r.error_message}))
 
         # v0: the server generates the member id
-        r0 = await wire.send(request(
-            "consumer_group_heartbeat", 0, group_id=unique("cg0"), member_id="",
-            member_epoch=0, rebalance_timeout=30000, subscribed_topic_names=[topic],
-            topic_partitions=[]))
-        obs.append(("v0 join", {"error": err(r0.error_code), "epoch": r0.member_epoch,
-                                "member id generated": bool(r0.member_id)}))
+        r0 = await wire.send(
+            request(
+                "consumer_group_heartbeat",
+                0,
+                group_id=unique("cg0"),
+                member_id="",
+                member_epoch=0,
+                rebalance_timeout=30000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )
+        )
+        obs.append(
+            (
+                "v0 join",
+                {
+                    "error": err(r0.error_code),
+                    "epoch": r0.member_epoch,
+                    "member id generated": bool(r0.member_id),
+                },
+            )
+        )
 
         # m2 leaves: m1 takes everything back
         r = await m2.heartbeat(epoch=-1)
         obs.append(("m2 leaves", {"error": err(r.error_code), "epoch": r.member_epoch}))
         await converge([m1], 6)
         obs.append(("m1 alone", {"epoch_increased": m1.epoch > 0, "owned": m1.owned}))
-        d = await wire.send(request("consumer_group_describe", 0, group_ids=[group, "no-such"],
-                                    include_authorized_operations=False))
-        obs.append(("describe after leave", {  # Kafka answers in no particular order
-            "known" if g.group_id == group else "unknown":
-            (err(g.error_code), g.group_state, len(g.members), g.authorized_operations)
-            for g in d.groups}))
+        d = await wire.send(
+            request(
+                "consumer_group_describe",
+                0,
+                group_ids=[group, "no-such"],
+                include_authorized_operations=False,
+            )
+        )
+        obs.append(
+            (
+                "describe after leave",
+                {  # Kafka answers in no particular order
+                    "known" if g.group_id == group else "unknown": (
+                        err(g.error_code),
+                        g.group_state,
+                        len(g.members),
+                        g.authorized_operations,
+                    )
+                    for g in d.groups
+                },
+            )
+        )
         r = await m1.heartbeat(epoch=-1)
         obs.append(("m1 leaves", {"error": err(r.error_code), "epoch": r.member_epoch}))
         d = await wire.send(request("consumer_group_describe", 1, group_ids=[group]))
-        obs.append(("describe empty", (err(d.groups[0].error_code), d.groups[0].group_state,
-                                       len(d.groups[0].members))))
+        obs.append(
+            (
+                "describe empty",
+                (err(d.groups[0].error_code), d.groups[0].group_state, len(d.groups[0].members)),
+            )
+        )
         return obs
     finally:
         await wire.close()
@@ -259,28 +353,42 @@ async def consumer_group(target: Target) -> Obs:
 # ---- offsets with member epochs and generations --------------------------------------------
 
 
-def commit_req(version: int, group: str, topic: str, generation: int, member_id: str,
-               offset: int = 1) -> Any:
+def commit_req(
+    version: int, group: str, topic: str, generation: int, member_id: str, offset: int = 1
+) -> Any:
     data: dict[str, Any] = {
-        "group_id": group, "generation_id_or_member_epoch": generation,
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
         "member_id": member_id,
-        "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-             "committed_metadata": ""}]}],
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
     }
     if version <= 4:
         data["retention_time"] = -1
     return request("offset_commit", version, **data)
 
 
-async def commit_error(wire: KafkaWire, version: int, group: str, topic: str,
-                       generation: int, member_id: str) -> str:
+async def commit_error(
+    wire: KafkaWire, version: int, group: str, topic: str, generation: int, member_id: str
+) -> str:
     r = await wire.send(commit_req(version, group, topic, generation, member_id))
     return err(r.topics[0].partitions[0].error_code)
 
 
-async def fetch_error(wire: KafkaWire, group: str, topic: str, member_id: str | None,
-                      epoch: int, version: int = 9) -> str:
+async def fetch_error(
+    wire: KafkaWire, group: str, topic: str, member_id: str | None, epoch: int, version: int = 9
+) -> str:
     g: dict[str, Any] = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
     if version >= 9:
         g.update(member_id=member_id, member_epoch=epoch)
@@ -319,24 +427,56 @@ async def consumer_group_offsets(target: Target) -> Obs:
         for name, (mid, epoch) in fetches.items():
             obs.append((f"fetch v9 {name}", await fetch_error(wire, group, topic, mid, epoch)))
         obs.append(("fetch v8", await fetch_error(wire, group, topic, None, -1, version=8)))
-        r = await wire.send(request("offset_commit", 9, group_id=group,
-                                    generation_id_or_member_epoch=e, member_id=m.member_id,
-                                    topics=[
-            {"name": topic, "partitions": [{"partition_index": 7, "committed_offset": 1}]},
-            {"name": "no-such-topic", "partitions": [{"partition_index": 0,
-                                                      "committed_offset": 1}]}]))
-        obs.append(("commit unknown partition and topic", sorted(
-            (t.name == topic, p.partition_index, err(p.error_code))
-            for t in r.topics for p in t.partitions)))
-        r = await wire.send(request("offset_delete", 0, group_id=group, topics=[
-            {"name": "no-such-topic", "partitions": [{"partition_index": 0}]}]))
-        obs.append(("offset delete unknown topic", (err(r.error_code), [
-            err(p.error_code) for t in r.topics for p in t.partitions])))
+        r = await wire.send(
+            request(
+                "offset_commit",
+                9,
+                group_id=group,
+                generation_id_or_member_epoch=e,
+                member_id=m.member_id,
+                topics=[
+                    {"name": topic, "partitions": [{"partition_index": 7, "committed_offset": 1}]},
+                    {
+                        "name": "no-such-topic",
+                        "partitions": [{"partition_index": 0, "committed_offset": 1}],
+                    },
+                ],
+            )
+        )
+        obs.append(
+            (
+                "commit unknown partition and topic",
+                sorted(
+                    (t.name == topic, p.partition_index, err(p.error_code))
+                    for t in r.topics
+                    for p in t.partitions
+                ),
+            )
+        )
+        r = await wire.send(
+            request(
+                "offset_delete",
+                0,
+                group_id=group,
+                topics=[{"name": "no-such-topic", "partitions": [{"partition_index": 0}]}],
+            )
+        )
+        obs.append(
+            (
+                "offset delete unknown topic",
+                (err(r.error_code), [err(p.error_code) for t in r.topics for p in t.partitions]),
+            )
+        )
         await m.heartbeat(epoch=-1)
-        obs.append(("commit v9 admin after leave",
-                    await commit_error(wire, 9, group, topic, -1, "")))
-        obs.append(("commit v9 old member after leave",
-                    await commit_error(wire, 9, group, topic, e, m.member_id)))
+        obs.append(
+            ("commit v9 admin after leave", await commit_error(wire, 9, group, topic, -1, ""))
+        )
+        obs.append(
+            (
+                "commit v9 old member after leave",
+                await commit_error(wire, 9, group, topic, e, m.member_id),
+            )
+        )
         return obs
     finally:
         await wire.close()
@@ -349,8 +489,11 @@ RANGE_METADATA = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # topics 
 
 def join_req(version: int, group: str, member_id: str, **kw: Any) -> Any:
     data: dict[str, Any] = {
-        "group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000,
-        "member_id": member_id, "protocol_type": "consumer",
+        "group_id": group,
+        "session_timeout": 10000,
+        "rebalance_timeout": 10000,
+        "member_id": member_id,
+        "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": RANGE_METADATA}],
     }
     data.update(kw)
@@ -359,10 +502,12 @@ def join_req(version: int, group: str, member_id: str, **kw: Any) -> Any:
 
 def join_obs(r: Any, ids: Ids) -> dict[str, Any]:
     return {
-        "error": err(r.error_code), "generation": r.generation_id,
+        "error": err(r.error_code),
+        "generation": r.generation_id,
         "protocol": getattr(r, "protocol_name", None),
         "protocol_type": getattr(r, "protocol_type", None),
-        "leader": ids("M", r.leader), "member": ids("M", r.member_id),
+        "leader": ids("M", r.leader),
+        "member": ids("M", r.member_id),
         "members": sorted(ids("M", m.member_id) or "" for m in r.members),
     }
 
@@ -382,13 +527,22 @@ async def classic_group(target: Target) -> Obs:
         r = await w1.send(join_req(5, group, m1))
         obs.append(("join v5 with id", join_obs(r, ids)))
         gen = r.generation_id
-        r = await w1.send(request("sync_group", 5, group_id=group, generation_id=gen,
-                                  member_id=m1, protocol_type="consumer", protocol_name="range",
-                                  assignments=[{"member_id": m1, "assignment": b"a1"}]))
-        obs.append(("sync leader", (err(r.error_code), r.protocol_type, r.protocol_name,
-                                    r.assignment)))
-        r = await w1.send(request("heartbeat", 4, group_id=group, generation_id=gen,
-                                  member_id=m1))
+        r = await w1.send(
+            request(
+                "sync_group",
+                5,
+                group_id=group,
+                generation_id=gen,
+                member_id=m1,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[{"member_id": m1, "assignment": b"a1"}],
+            )
+        )
+        obs.append(
+            ("sync leader", (err(r.error_code), r.protocol_type, r.protocol_name, r.assignment))
+        )
+        r = await w1.send(request("heartbeat", 4, group_id=group, generation_id=gen, member_id=m1))
         obs.append(("heartbeat", err(r.error_code)))
 
         # a second member: the first learns about the rebalance from its heartbeat
@@ -397,25 +551,48 @@ async def classic_group(target: Target) -> Obs:
         obs.append(("m2 join v5 without id", join_obs(r2, ids)))
         pending = asyncio.ensure_future(w2.send(join_req(5, group, m2)))
         await asyncio.sleep(0.3)
-        r = await w1.send(request("heartbeat", 4, group_id=group, generation_id=gen,
-                                  member_id=m1))
+        r = await w1.send(request("heartbeat", 4, group_id=group, generation_id=gen, member_id=m1))
         obs.append(("heartbeat during rebalance", err(r.error_code)))
         r1 = await w1.send(join_req(5, group, m1))
         r2 = await pending
         obs.append(("rejoin leader", join_obs(r1, ids)))
         obs.append(("join follower", join_obs(r2, ids)))
         gen2 = r1.generation_id
-        follower_sync = asyncio.ensure_future(w2.send(request(
-            "sync_group", 3, group_id=group, generation_id=gen2, member_id=m2,
-            assignments=[])))
+        follower_sync = asyncio.ensure_future(
+            w2.send(
+                request(
+                    "sync_group",
+                    3,
+                    group_id=group,
+                    generation_id=gen2,
+                    member_id=m2,
+                    assignments=[],
+                )
+            )
+        )
         await asyncio.sleep(0.2)
-        r = await w1.send(request("sync_group", 5, group_id=group, generation_id=gen2,
-                                  member_id=m1, protocol_type="consumer", protocol_name="range",
-                                  assignments=[{"member_id": m1, "assignment": b"a1"},
-                                               {"member_id": m2, "assignment": b"a2"}]))
+        r = await w1.send(
+            request(
+                "sync_group",
+                5,
+                group_id=group,
+                generation_id=gen2,
+                member_id=m1,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[
+                    {"member_id": m1, "assignment": b"a1"},
+                    {"member_id": m2, "assignment": b"a2"},
+                ],
+            )
+        )
         rf = await follower_sync
-        obs.append(("sync round 2", [(err(r.error_code), r.assignment),
-                                     (err(rf.error_code), rf.assignment)]))
+        obs.append(
+            (
+                "sync round 2",
+                [(err(r.error_code), r.assignment), (err(rf.error_code), rf.assignment)],
+            )
+        )
 
         # stale callers
         hb = {
@@ -424,8 +601,9 @@ async def classic_group(target: Target) -> Obs:
             "current": (gen2, m2),
         }
         for name, (g_, mid) in hb.items():
-            r = await w1.send(request("heartbeat", 4, group_id=group, generation_id=g_,
-                                      member_id=mid))
+            r = await w1.send(
+                request("heartbeat", 4, group_id=group, generation_id=g_, member_id=mid)
+            )
             obs.append((f"heartbeat {name}", err(r.error_code)))
         commits = {
             "v8 current": (8, gen2, m1),
@@ -439,44 +617,106 @@ async def classic_group(target: Target) -> Obs:
         obs.append(("fetch v9 classic member", await fetch_error(w1, group, topic, m1, gen2)))
         obs.append(("fetch v9 admin", await fetch_error(w1, group, topic, None, -1)))
 
-        r = await w1.send(request("sync_group", 5, group_id=group, generation_id=gen2,
-                                  member_id=m1, protocol_type=None, protocol_name=None,
-                                  assignments=[]))
+        r = await w1.send(
+            request(
+                "sync_group",
+                5,
+                group_id=group,
+                generation_id=gen2,
+                member_id=m1,
+                protocol_type=None,
+                protocol_name=None,
+                assignments=[],
+            )
+        )
         obs.append(("sync v5 without protocol", err(r.error_code)))
 
-        d = await w1.send(request("describe_groups", 5, groups=[group],
-                                  include_authorized_operations=True))
+        d = await w1.send(
+            request("describe_groups", 5, groups=[group], include_authorized_operations=True)
+        )
         g = d.groups[0]
-        obs.append(("describe stable", {
-            "error": err(g.error_code), "state": g.group_state,
-            "protocol_type": g.protocol_type, "protocol_data": g.protocol_data,
-            "authorized_operations": g.authorized_operations,
-            "members": sorted((ids("M", m.member_id), m.client_id, m.client_host,
-                               m.member_metadata, m.member_assignment) for m in g.members),
-        }))
+        obs.append(
+            (
+                "describe stable",
+                {
+                    "error": err(g.error_code),
+                    "state": g.group_state,
+                    "protocol_type": g.protocol_type,
+                    "protocol_data": g.protocol_data,
+                    "authorized_operations": g.authorized_operations,
+                    "members": sorted(
+                        (
+                            ids("M", m.member_id),
+                            m.client_id,
+                            m.client_host,
+                            m.member_metadata,
+                            m.member_assignment,
+                        )
+                        for m in g.members
+                    ),
+                },
+            )
+        )
         r = await w1.send(request("delete_groups", 2, groups_names=[group]))
         obs.append(("delete non-empty", err(r.results[0].error_code)))
         listed = await w1.send(request("list_groups", 5, states_filter=[], types_filter=[]))
-        obs.append(("listed", [(g_.group_state, g_.group_type, g_.protocol_type)
-                               for g_ in listed.groups if g_.group_id == group]))
+        obs.append(
+            (
+                "listed",
+                [
+                    (g_.group_state, g_.group_type, g_.protocol_type)
+                    for g_ in listed.groups
+                    if g_.group_id == group
+                ],
+            )
+        )
 
-        r = await w1.send(request("leave_group", 5, group_id=group, members=[
-            {"member_id": m2, "group_instance_id": None, "reason": "bye"},
-            {"member_id": "nobody", "group_instance_id": None}]))
-        obs.append(("leave v5 batched", (err(r.error_code), [
-            (ids("M", m.member_id), err(m.error_code)) for m in r.members])))
+        r = await w1.send(
+            request(
+                "leave_group",
+                5,
+                group_id=group,
+                members=[
+                    {"member_id": m2, "group_instance_id": None, "reason": "bye"},
+                    {"member_id": "nobody", "group_instance_id": None},
+                ],
+            )
+        )
+        obs.append(
+            (
+                "leave v5 batched",
+                (
+                    err(r.error_code),
+                    [(ids("M", m.member_id), err(m.error_code)) for m in r.members],
+                ),
+            )
+        )
         r = await w1.send(request("leave_group", 0, group_id=group, member_id="nobody"))
         obs.append(("leave v0 unknown", err(r.error_code)))
         d = await w1.send(request("describe_groups", 6, groups=[group, "no-such-group"]))
-        obs.append(("describe after leave", {  # Kafka answers in no particular order
-            "known" if x.group_id == group else "unknown":
-            (err(x.error_code), x.group_state, len(x.members), x.error_message is not None)
-            for x in d.groups}))
+        obs.append(
+            (
+                "describe after leave",
+                {  # Kafka answers in no particular order
+                    "known" if x.group_id == group else "unknown": (
+                        err(x.error_code),
+                        x.group_state,
+                        len(x.members),
+                        x.error_message is not None,
+                    )
+                    for x in d.groups
+                },
+            )
+        )
         r = await w1.send(request("leave_group", 1, group_id=group, member_id=m1))
         obs.append(("leave v1 leader", err(r.error_code)))
         d = await w1.send(request("describe_groups", 0, groups=[group]))
-        obs.append(("describe empty", (err(d.groups[0].error_code), d.groups[0].group_state,
-                                       d.groups[0].protocol_data)))
+        obs.append(
+            (
+                "describe empty",
+                (err(d.groups[0].error_code), d.groups[0].group_state, d.groups[0].protocol_data),
+            )
+        )
         return obs
     finally:
         await w1.close()
@@ -501,45 +741,98 @@ async def admin_cross_type(target: Target) -> Obs:
         r = await wire.send(join_req(4, classic_g, r.member_id))
         assert r.error_code == ErrorCode.none, r
         d = await wire.send(request("describe_groups", 6, groups=[consumer_g, classic_g]))
-        obs.append(("DescribeGroups v6 of consumer and classic groups", {
-            "consumer" if g.group_id == consumer_g else "classic":
-            (err(g.error_code), g.group_state, g.protocol_type,
-             (g.error_message or "").replace(g.group_id, "<group>") or None)
-            for g in d.groups}))
+        obs.append(
+            (
+                "DescribeGroups v6 of consumer and classic groups",
+                {
+                    "consumer" if g.group_id == consumer_g else "classic": (
+                        err(g.error_code),
+                        g.group_state,
+                        g.protocol_type,
+                        (g.error_message or "").replace(g.group_id, "<group>") or None,
+                    )
+                    for g in d.groups
+                },
+            )
+        )
         d = await wire.send(request("describe_groups", 5, groups=[consumer_g]))
-        obs.append(("DescribeGroups v5 of a consumer group", [
-            (err(g.error_code), g.group_state) for g in d.groups]))
+        obs.append(
+            (
+                "DescribeGroups v5 of a consumer group",
+                [(err(g.error_code), g.group_state) for g in d.groups],
+            )
+        )
         c = await wire.send(request("consumer_group_describe", 1, group_ids=[classic_g]))
-        obs.append(("ConsumerGroupDescribe of a classic group", [
-            (err(g.error_code), g.group_state) for g in c.groups]))
+        obs.append(
+            (
+                "ConsumerGroupDescribe of a classic group",
+                [(err(g.error_code), g.group_state) for g in c.groups],
+            )
+        )
         # ListGroups reads what is durably written: Kafka may not list a group created a
         # moment ago (its record is not committed yet). Timing, not compared: wait for both.
         for _ in range(100):
-            listed = await wire.send(request("list_groups", 5, states_filter=[],
-                                             types_filter=[]))
-            mine = {g.group_id: (g.group_state, g.group_type, g.protocol_type)
-                    for g in listed.groups if g.group_id in (consumer_g, classic_g)}
+            listed = await wire.send(request("list_groups", 5, states_filter=[], types_filter=[]))
+            mine = {
+                g.group_id: (g.group_state, g.group_type, g.protocol_type)
+                for g in listed.groups
+                if g.group_id in (consumer_g, classic_g)
+            }
             if len(mine) == 2:
                 break
             await asyncio.sleep(0.05)
         obs.append(("ListGroups v5", [mine.get(consumer_g), mine.get(classic_g)]))
-        for v, kw in ((4, {"states_filter": ["STABLE"]}),
-                      (5, {"states_filter": [], "types_filter": ["Consumer"]}),
-                      (5, {"states_filter": [], "types_filter": ["bogus"]})):
+        for v, kw in (
+            (4, {"states_filter": ["STABLE"]}),
+            (5, {"states_filter": [], "types_filter": ["Consumer"]}),
+            (5, {"states_filter": [], "types_filter": ["bogus"]}),
+        ):
             r = await wire.send(request("list_groups", v, **kw))
-            obs.append((f"ListGroups v{v} {kw}", (err(r.error_code), sorted(
-                g.group_id == consumer_g and "consumer" or "classic"
-                for g in r.groups if g.group_id in (consumer_g, classic_g)))))
+            obs.append(
+                (
+                    f"ListGroups v{v} {kw}",
+                    (
+                        err(r.error_code),
+                        sorted(
+                            g.group_id == consumer_g and "consumer" or "classic"
+                            for g in r.groups
+                            if g.group_id in (consumer_g, classic_g)
+                        ),
+                    ),
+                )
+            )
         r = await wire.send(request("list_groups", 2))
-        obs.append(("ListGroups v2", sorted(
-            (g.protocol_type,) for g in r.groups if g.group_id in (consumer_g, classic_g))))
+        obs.append(
+            (
+                "ListGroups v2",
+                sorted(
+                    (g.protocol_type,) for g in r.groups if g.group_id in (consumer_g, classic_g)
+                ),
+            )
+        )
         dg = await wire.send(request("delete_groups", 2, groups_names=[consumer_g, "nope"]))
-        obs.append(("DeleteGroups", sorted(  # Kafka answers in no particular order
-            (x.group_id == consumer_g, err(x.error_code)) for x in dg.results)))
-        od = await wire.send(request("offset_delete", 0, group_id=consumer_g, topics=[
-            {"name": topic, "partitions": [{"partition_index": 0}]}]))
-        obs.append(("OffsetDelete on a subscribed topic", (err(od.error_code), [
-            err(p.error_code) for t in od.topics for p in t.partitions])))
+        obs.append(
+            (
+                "DeleteGroups",
+                sorted(  # Kafka answers in no particular order
+                    (x.group_id == consumer_g, err(x.error_code)) for x in dg.results
+                ),
+            )
+        )
+        od = await wire.send(
+            request(
+                "offset_delete",
+                0,
+                group_id=consumer_g,
+                topics=[{"name": topic, "partitions": [{"partition_index": 0}]}],
+            )
+        )
+        obs.append(
+            (
+                "OffsetDelete on a subscribed topic",
+                (err(od.error_code), [err(p.error_code) for t in od.topics for p in t.partitions]),
+            )
+        )
         await m.heartbeat(epoch=-1)
         return obs
     finally:
@@ -555,14 +848,14 @@ async def discovery_and_topics(target: Target) -> Obs:
     try:
         r = await wire.send(request("find_coordinator", 3, key="some-group", key_type=0))
         obs.append(("FindCoordinator v3", err(r.error_code)))
-        r = await wire.send(request("find_coordinator", 4, key_type=0,
-                                    coordinator_keys=["a", ""]))
-        obs.append(("FindCoordinator v4 with an empty key", [
-            err(c.error_code) for c in r.coordinators]))
-        r = await wire.send(request("find_coordinator", 4, key_type=1,
-                                    coordinator_keys=["txn"]))
-        obs.append(("FindCoordinator transaction coordinator", [
-            err(c.error_code) for c in r.coordinators]))
+        r = await wire.send(request("find_coordinator", 4, key_type=0, coordinator_keys=["a", ""]))
+        obs.append(
+            ("FindCoordinator v4 with an empty key", [err(c.error_code) for c in r.coordinators])
+        )
+        r = await wire.send(request("find_coordinator", 4, key_type=1, coordinator_keys=["txn"]))
+        obs.append(
+            ("FindCoordinator transaction coordinator", [err(c.error_code) for c in r.coordinators])
+        )
         name = unique("tp")
         topic = {"name": name, "num_partitions": 3, "replication_factor": 1}
         cases = [
@@ -570,45 +863,97 @@ async def discovery_and_topics(target: Target) -> Obs:
             ("create again", [topic], False),
             ("invalid name", [{**topic, "name": "a b"}], False),
             ("zero partitions", [{**topic, "name": unique("z"), "num_partitions": 0}], False),
-            ("duplicate in request", [{**topic, "name": "dup-x"}, {**topic, "name": "dup-x"}],
-             False),
+            (
+                "duplicate in request",
+                [{**topic, "name": "dup-x"}, {**topic, "name": "dup-x"}],
+                False,
+            ),
             ("validate only", [{**topic, "name": unique("v")}], True),
-            ("assignments and count", [{**topic, "name": unique("ac"), "assignments": [
-                {"partition_index": 0, "broker_ids": [1]}]}], False),
-            ("replication factor 3 on one broker",
-             [{**topic, "name": unique("rf"), "replication_factor": 3}], False),
+            (
+                "assignments and count",
+                [
+                    {
+                        **topic,
+                        "name": unique("ac"),
+                        "assignments": [{"partition_index": 0, "broker_ids": [1]}],
+                    }
+                ],
+                False,
+            ),
+            (
+                "replication factor 3 on one broker",
+                [{**topic, "name": unique("rf"), "replication_factor": 3}],
+                False,
+            ),
         ]
         for step, topics, validate in cases:
-            r = await wire.send(request("create_topics", 7, topics=topics, timeout=30000,
-                                        validate_only=validate))
-            obs.append((f"CreateTopics {step}", [
-                (err(t.error_code), t.num_partitions, t.replication_factor) for t in r.topics]))
+            r = await wire.send(
+                request("create_topics", 7, topics=topics, timeout=30000, validate_only=validate)
+            )
+            obs.append(
+                (
+                    f"CreateTopics {step}",
+                    [(err(t.error_code), t.num_partitions, t.replication_factor) for t in r.topics],
+                )
+            )
             if step == "create":
-                obs.append(("CreateTopics v7 returns the topic's configs",
-                            bool(r.topics[0].configs)))
+                obs.append(
+                    ("CreateTopics v7 returns the topic's configs", bool(r.topics[0].configs))
+                )
         for _ in range(100):
             md = await wire.send(request("metadata", 12, topics=[{"name": name}]))
             if len(md.topics[0].partitions) == 3:
                 break
             await asyncio.sleep(0.05)
-        md = await wire.send(request("metadata", 12, topics=[
-            {"name": name}, {"name": "does-not-exist"}, {"name": "in valid"}],
-            include_topic_authorized_operations=True))
+        md = await wire.send(
+            request(
+                "metadata",
+                12,
+                topics=[{"name": name}, {"name": "does-not-exist"}, {"name": "in valid"}],
+                include_topic_authorized_operations=True,
+            )
+        )
         names = Ids()
-        obs.append(("Metadata v12", [
-            (names("T", t.name) if t.name == name else t.name, err(t.error_code),
-             len(t.partitions), t.is_internal, t.topic_authorized_operations)
-            for t in md.topics]))
+        obs.append(
+            (
+                "Metadata v12",
+                [
+                    (
+                        names("T", t.name) if t.name == name else t.name,
+                        err(t.error_code),
+                        len(t.partitions),
+                        t.is_internal,
+                        t.topic_authorized_operations,
+                    )
+                    for t in md.topics
+                ],
+            )
+        )
         unknown = "AAAAAAAAAAAAAAAAAAAAAQ"
         md = await wire.send(request("metadata", 12, topics=[{"topic_id": unknown}]))
         obs.append(("Metadata v12 unknown id", [(t.name, err(t.error_code)) for t in md.topics]))
-        md = await wire.send(request("metadata", 8, topics=[{"name": name}],
-                                     include_cluster_authorized_operations=True))
+        md = await wire.send(
+            request(
+                "metadata", 8, topics=[{"name": name}], include_cluster_authorized_operations=True
+            )
+        )
         obs.append(("Metadata v8 cluster operations", md.cluster_authorized_operations))
-        d = await wire.send(request("delete_topics", 6, topics=[
-            {"name": name}, {"name": "does-not-exist"}, {"topic_id": unknown}], timeout=30000))
-        obs.append(("DeleteTopics v6", sorted(  # Kafka answers in no particular order
-            (err(x.error_code), x.name is None) for x in d.responses)))
+        d = await wire.send(
+            request(
+                "delete_topics",
+                6,
+                topics=[{"name": name}, {"name": "does-not-exist"}, {"topic_id": unknown}],
+                timeout=30000,
+            )
+        )
+        obs.append(
+            (
+                "DeleteTopics v6",
+                sorted(  # Kafka answers in no particular order
+                    (err(x.error_code), x.name is None) for x in d.responses
+                ),
+            )
+        )
         return obs
     finally:
         await wire.close()
@@ -630,29 +975,73 @@ async def static_members(target: Target) -> Obs:
         r = await wire.send(join_req(5, group, "", group_instance_id="i1"))
         obs.append(("classic static join", join_obs(r, ids)))
         old, gen = r.member_id, r.generation_id
-        r = await wire.send(request("sync_group", 5, group_id=group, generation_id=gen,
-                                    member_id=old, group_instance_id="i1",
-                                    protocol_type="consumer", protocol_name="range",
-                                    assignments=[{"member_id": old, "assignment": b"x"}]))
+        r = await wire.send(
+            request(
+                "sync_group",
+                5,
+                group_id=group,
+                generation_id=gen,
+                member_id=old,
+                group_instance_id="i1",
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[{"member_id": old, "assignment": b"x"}],
+            )
+        )
         obs.append(("classic static sync", (err(r.error_code), r.assignment)))
         r = await wire.send(join_req(5, group, "", group_instance_id="i1"))
         obs.append(("classic static rejoin of a restarted instance", join_obs(r, ids)))
         new = r.member_id
-        r = await wire.send(request("heartbeat", 4, group_id=group, generation_id=gen,
-                                    member_id=old, group_instance_id="i1"))
+        r = await wire.send(
+            request(
+                "heartbeat",
+                4,
+                group_id=group,
+                generation_id=gen,
+                member_id=old,
+                group_instance_id="i1",
+            )
+        )
         obs.append(("classic heartbeat of the replaced member id", err(r.error_code)))
         r = await wire.send(commit_req(8, group, topic, gen, old))
-        obs.append(("classic commit by the replaced member id (no instance id)",
-                    err(r.topics[0].partitions[0].error_code)))
+        obs.append(
+            (
+                "classic commit by the replaced member id (no instance id)",
+                err(r.topics[0].partitions[0].error_code),
+            )
+        )
         d = await wire.send(request("describe_groups", 5, groups=[group]))
         g = d.groups[0]
-        obs.append(("classic describe", (err(g.error_code), g.group_state, [
-            (ids("M", m.member_id), m.group_instance_id) for m in g.members])))
-        r = await wire.send(request("leave_group", 5, group_id=group, members=[
-            {"member_id": new, "group_instance_id": "i1"},
-            {"member_id": old, "group_instance_id": "i2"}]))
-        obs.append(("classic static leave", (err(r.error_code), sorted(
-            (m.group_instance_id, err(m.error_code)) for m in r.members))))
+        obs.append(
+            (
+                "classic describe",
+                (
+                    err(g.error_code),
+                    g.group_state,
+                    [(ids("M", m.member_id), m.group_instance_id) for m in g.members],
+                ),
+            )
+        )
+        r = await wire.send(
+            request(
+                "leave_group",
+                5,
+                group_id=group,
+                members=[
+                    {"member_id": new, "group_instance_id": "i1"},
+                    {"member_id": old, "group_instance_id": "i2"},
+                ],
+            )
+        )
+        obs.append(
+            (
+                "classic static leave",
+                (
+                    err(r.error_code),
+                    sorted((m.group_instance_id, err(m.error_code)) for m in r.members),
+                ),
+            )
+        )
 
         # consumer: a temporary leave (-2) keeps the assignment for the instance
         cgroup = unique("stc")
@@ -666,16 +1055,23 @@ async def static_members(target: Target) -> Obs:
         again = Member(wire, cgroup, topic, tid)
         r = await again.heartbeat(epoch=0, full=True, instance_id="s1")
         # (the absolute epoch depends on when each server learnt of the topic: not compared)
-        obs.append(("consumer static rejoin", {
-            **hb_obs(r), "epoch": None, "same epoch": r.member_epoch == epoch,
-            "same partitions": again.owned == owned}))
+        obs.append(
+            (
+                "consumer static rejoin",
+                {
+                    **hb_obs(r),
+                    "epoch": None,
+                    "same epoch": r.member_epoch == epoch,
+                    "same partitions": again.owned == owned,
+                },
+            )
+        )
         await converge([again], 4)
         r = await m.heartbeat(epoch=epoch, instance_id="s1")
         obs.append(("consumer heartbeat of the replaced member id", err(r.error_code)))
         third = Member(wire, cgroup, topic, tid)
         r = await third.heartbeat(epoch=0, full=True, instance_id="s1")
-        obs.append(("consumer second live member with the same instance id",
-                    err(r.error_code)))
+        obs.append(("consumer second live member with the same instance id", err(r.error_code)))
         r = await again.heartbeat(epoch=-1, instance_id="s1")
         obs.append(("consumer static leave", (err(r.error_code), r.member_epoch)))
         return obs
@@ -687,11 +1083,24 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_offsets": (consumer_group_offsets, ("ConsumerGroupHeartbeat",)),
-    "classic_group": (classic_group, ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-                                      "DescribeGroups")),
-    "admin_cross_type": (admin_cross_type, ("ConsumerGroupHeartbeat", "JoinGroup",
-                                            "DescribeGroups", "ConsumerGroupDescribe")),
+    "classic_group": (
+        classic_group,
+        ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups"),
+    ),
+    "admin_cross_type": (
+        admin_cross_type,
+        ("ConsumerGroupHeartbeat", "JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"),
+    ),
     "discovery_and_topics": (discovery_and_topics, ()),
-    "static_members": (static_members, ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-                                        "ConsumerGroupHeartbeat", "DescribeGroups")),
+    "static_members": (
+        static_members,
+        (
+            "JoinGroup",
+            "SyncGroup",
+            "Heartbeat",
+            "LeaveGroup",
+            "ConsumerGroupHeartbeat",
+            "DescribeGroups",
+        ),
+    ),
 }

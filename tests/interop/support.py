@@ -60,9 +60,12 @@ def on_both(*needs: str, issue: str = "", module: str | None = None) -> pytest.M
         missing.append(module)
     groupcoord: Any = "groupcoord"
     if missing:
-        groupcoord = pytest.param("groupcoord", marks=pytest.mark.xfail(
-            strict=True,
-            reason=f"{issue}: the shard does not serve {', '.join(missing)} yet"))
+        groupcoord = pytest.param(
+            "groupcoord",
+            marks=pytest.mark.xfail(
+                strict=True, reason=f"{issue}: the shard does not serve {', '.join(missing)} yet"
+            ),
+        )
     return pytest.mark.parametrize("target", [groupcoord, "kafka"], indirect=True)
 
 
@@ -70,8 +73,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_until(check: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.05,
-               what: str = "condition") -> T:
+def wait_until(
+    check: Callable[[], T | None],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:

@@ -42,8 +42,7 @@ def _confluent_scenario(target: Target, protocol: str) -> None:
 
         # commit / committed round trip by the member owning the partitions
         owner, mine = g.consumers[0], sorted(asg[0])
-        owner.commit(offsets=[TopicPartition(topic, p, 100 + p) for p in mine],
-                     asynchronous=False)
+        owner.commit(offsets=[TopicPartition(topic, p, 100 + p) for p in mine], asynchronous=False)
         got = owner.committed([TopicPartition(topic, p) for p in mine], timeout=15)
         assert {(tp.partition, tp.offset) for tp in got} == {(p, 100 + p) for p in mine}
 
@@ -53,7 +52,10 @@ def _confluent_scenario(target: Target, protocol: str) -> None:
         assert entry.state == ConsumerGroupState.STABLE
         d = describe(admin, group)
         assert (d.state, d.type, d.partition_assignor) == (
-            ConsumerGroupState.STABLE, group_type, assignor)
+            ConsumerGroupState.STABLE,
+            group_type,
+            assignor,
+        )
         assert len(d.members) == 3
         described = [{tp.partition for tp in m.assignment.topic_partitions} for m in d.members]
         assert disjoint_and_complete(described, PARTITIONS)
@@ -63,17 +65,24 @@ def _confluent_scenario(target: Target, protocol: str) -> None:
         g.close_one()
         asg = g.wait_balanced(PARTITIONS)
         assert sorted(len(a) for a in asg) == [6, 6]
-        d = wait_until(lambda: (x := describe(admin, group)) and len(x.members) == 2 and x,
-                       what="two members described")
+        d = wait_until(
+            lambda: (x := describe(admin, group)) and len(x.members) == 2 and x,
+            what="two members described",
+        )
         assert d.state == ConsumerGroupState.STABLE
 
     # everyone left: the group is empty, its offsets can be altered, then it is deleted
-    d = wait_until(lambda: (x := describe(admin, group)).state == ConsumerGroupState.EMPTY and x,
-                   what="an empty group")
+    d = wait_until(
+        lambda: (x := describe(admin, group)).state == ConsumerGroupState.EMPTY and x,
+        what="an empty group",
+    )
     assert d.members == [] and d.type == group_type
     assert alter_offsets(admin, group, {(topic, 0): 7, (topic, 11): 8}) == [None, None]
     assert committed_offsets(admin, group) == {
-        **{(topic, p): 100 + p for p in mine}, (topic, 0): 7, (topic, 11): 8}
+        **{(topic, p): 100 + p for p in mine},
+        (topic, 0): 7,
+        (topic, 11): 8,
+    }
     delete_group(admin, group)
     assert listed(admin, group) is None
     assert committed_offsets(admin, group) == {}
@@ -109,47 +118,62 @@ def test_kafka_python_classic_group(target: Target) -> None:
             mine = sorted(asg[0])
 
             def commit_and_read(c: Any) -> dict[int, int]:
-                c.commit({TopicPartition(topic, p): OffsetAndMetadata(200 + p, "", -1)
-                          for p in mine})
+                c.commit(
+                    {TopicPartition(topic, p): OffsetAndMetadata(200 + p, "", -1) for p in mine}
+                )
                 return {p: c.committed(TopicPartition(topic, p)) for p in mine}
 
             assert g.run_in(0, commit_and_read) == {p: 200 + p for p in mine}
 
             groups = {x["group_id"]: x for x in admin.list_groups()}
-            assert (groups[group]["group_state"], groups[group]["group_type"],
-                    groups[group]["protocol_type"]) == ("Stable", "classic", "consumer")
+            assert (
+                groups[group]["group_state"],
+                groups[group]["group_type"],
+                groups[group]["protocol_type"],
+            ) == ("Stable", "classic", "consumer")
             d = admin.describe_groups([group])[group]
             assert (d["group_state"], d["protocol_type"], d["protocol_data"]) == (
-                "Stable", "consumer", "range")
+                "Stable",
+                "consumer",
+                "range",
+            )
             described = [
                 {p for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]}
-                for m in d["members"]]
+                for m in d["members"]
+            ]
             assert len(described) == 3 and disjoint_and_complete(described, PARTITIONS)
             offsets = admin.list_group_offsets({group: None})[group]
             assert {tp.partition: o.offset for tp, o in offsets.items()} == {
-                p: 200 + p if p in mine else 0 for p in range(PARTITIONS)}
+                p: 200 + p if p in mine else 0 for p in range(PARTITIONS)
+            }
 
             g.close_one()
             asg = g.wait_balanced(PARTITIONS)
             assert sorted(len(a) for a in asg) == [6, 6]
             assert not g.errors, g.errors[:3]
 
-        d = wait_until(lambda: (x := admin.describe_groups([group])[group])["group_state"]
-                       == "Empty" and x, what="an empty group")
+        d = wait_until(
+            lambda: (x := admin.describe_groups([group])[group])["group_state"] == "Empty" and x,
+            what="an empty group",
+        )
         assert d["members"] == []
         altered = admin.alter_group_offsets(
-            group, {TopicPartition(topic, 0): OffsetAndMetadata(9, "", -1)})
+            group, {TopicPartition(topic, 0): OffsetAndMetadata(9, "", -1)}
+        )
         assert list(altered.values()) == [NoError]
-        assert admin.list_group_offsets({group: None})[group][
-            TopicPartition(topic, 0)].offset == 9
+        assert admin.list_group_offsets({group: None})[group][TopicPartition(topic, 0)].offset == 9
         assert admin.delete_groups([group]) == {group: "OK"}
         assert group not in {x["group_id"] for x in admin.list_groups()}
     finally:
         admin.close()
 
 
-@on_both(*CLASSIC, *CONSUMER, issue="issues 3/5, online migration",
-         module="shards.core.classic.migration")
+@on_both(
+    *CLASSIC,
+    *CONSUMER,
+    issue="issues 3/5, online migration",
+    module="shards.core.classic.migration",
+)
 def test_mixed_classic_and_consumer_protocol_members(target: Target) -> None:
     """A classic group that a consumer-protocol member joins is upgraded online (Kafka's
     default migration policy): every member, whatever its protocol, gets a share."""
@@ -165,6 +189,8 @@ def test_mixed_classic_and_consumer_protocol_members(target: Target) -> None:
         g.add(topic, 1, protocol="consumer")
         asg = g.wait_balanced(PARTITIONS)
         assert sorted(len(a) for a in asg) == [4, 4, 4]
-        d = wait_until(lambda: (x := describe(admin, group)) and len(x.members) == 3 and x,
-                       what="three members described")
+        d = wait_until(
+            lambda: (x := describe(admin, group)) and len(x.members) == 3 and x,
+            what="three members described",
+        )
         assert (d.type, d.state) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE)

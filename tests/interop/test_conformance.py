@@ -18,16 +18,24 @@ pytestmark = pytest.mark.interop
 
 #: (sequence, step) -> why groupcoord answers differently (see docs/gateway-conformance.md)
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
-    ("admin_cross_type", "DescribeGroups v6 of consumer and classic groups"):
-        "error message wording of DescribeGroups v6 for a consumer group (codes equal)",
-    ("discovery_and_topics", "FindCoordinator transaction coordinator"):
-        "no transaction coordinator: INVALID_REQUEST (fails fast) instead of Kafka's "
-        "retriable COORDINATOR_NOT_AVAILABLE while it creates __transaction_state",
-    ("discovery_and_topics", "CreateTopics v7 returns the topic's configs"):
-        "no log, so no topic configs to return: an empty list",
-    ("discovery_and_topics", "CreateTopics replication factor 3 on one broker"):
-        "no data plane: the replication factor is accepted and echoed, not checked "
-        "against the one (gateway) broker",
+    (
+        "admin_cross_type",
+        "DescribeGroups v6 of consumer and classic groups",
+    ): "error message wording of DescribeGroups v6 for a consumer group (codes equal)",
+    (
+        "discovery_and_topics",
+        "FindCoordinator transaction coordinator",
+    ): "no transaction coordinator: INVALID_REQUEST (fails fast) instead of Kafka's "
+    "retriable COORDINATOR_NOT_AVAILABLE while it creates __transaction_state",
+    (
+        "discovery_and_topics",
+        "CreateTopics v7 returns the topic's configs",
+    ): "no log, so no topic configs to return: an empty list",
+    (
+        "discovery_and_topics",
+        "CreateTopics replication factor 3 on one broker",
+    ): "no data plane: the replication factor is accepted and echoed, not checked "
+    "against the one (gateway) broker",
 }
 
 
@@ -58,15 +66,19 @@ def _params() -> list[Any]:
     out = []
     for name, (_fn, needs) in SEQUENCES.items():
         missing = [n for n in needs if n not in served_rpcs()]
-        marks = [pytest.mark.xfail(strict=True, reason=f"the shard does not serve {missing}")] \
-            if missing else []
+        marks = (
+            [pytest.mark.xfail(strict=True, reason=f"the shard does not serve {missing}")]
+            if missing
+            else []
+        )
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 
 
 @pytest.mark.parametrize("sequence", _params())
-def test_same_answers_as_kafka(sequence: str, kafka_target: Target,
-                               groupcoord_target: Target) -> None:
+def test_same_answers_as_kafka(
+    sequence: str, kafka_target: Target, groupcoord_target: Target
+) -> None:
     fn, _needs = SEQUENCES[sequence]
     kafka = asyncio.run(fn(kafka_target))
     groupcoord = asyncio.run(fn(groupcoord_target))

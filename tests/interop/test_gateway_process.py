@@ -18,12 +18,37 @@ def test_standalone_gateway_serves_a_real_client(tmp_path: Path) -> None:
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    shard = ServerProcess(["dev", "--grpc-port", "0", "--kafka-port", "0", "--num-partitions",
-                           "10", "--data-dir", str(tmp_path / "data")], tmp_path / "shard.log")
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--num-partitions",
+            "10",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        tmp_path / "shard.log",
+    )
     try:
-        gw = ServerProcess(["gateway", "--shard-address", shard.grpc_address, "--kafka-port",
-                            "0", "--num-partitions", "10", "--node-id", "7",
-                            "--cluster-id", "standalone"], tmp_path / "gateway.log")
+        gw = ServerProcess(
+            [
+                "gateway",
+                "--shard-address",
+                shard.grpc_address,
+                "--kafka-port",
+                "0",
+                "--num-partitions",
+                "10",
+                "--node-id",
+                "7",
+                "--cluster-id",
+                "standalone",
+            ],
+            tmp_path / "gateway.log",
+        )
         try:
             target = Target("gateway", "127.0.0.1", gw.ports["kafka"])
             topic, group = unique("t"), unique("g")
@@ -32,8 +57,14 @@ def test_standalone_gateway_serves_a_real_client(tmp_path: Path) -> None:
             md = admin.list_topics(timeout=10)
             assert md.cluster_id == "standalone"
             assert [(b.id, b.port) for b in md.brokers.values()] == [(7, target.port)]
-            c = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group,
-                          "enable.auto.commit": False, **QUIET})
+            c = Consumer(
+                {
+                    "bootstrap.servers": target.bootstrap,
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    **QUIET,
+                }
+            )
             try:
                 c.commit(offsets=[TopicPartition(topic, 1, 42)], asynchronous=False)
                 (got,) = c.committed([TopicPartition(topic, 1)], timeout=10)

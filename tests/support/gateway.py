@@ -38,22 +38,26 @@ async def gateway_stack(
     tmp_path: Path, gateway: dict[str, Any] | None = None, **coordinator: Any
 ) -> AsyncIterator[Stack]:
     coordinator.setdefault("num_partitions", 10)
-    shard = ShardApp(ShardSettings(
-        store_url=f"sqlite:///{tmp_path / 'gc.db'}",
-        grpc_port=0,
-        catalog_poll_ms=50,
-        shutdown_grace_s=1.0,
-        coordinator=CoordinatorConfig(**coordinator),
-    ))
+    shard = ShardApp(
+        ShardSettings(
+            store_url=f"sqlite:///{tmp_path / 'gc.db'}",
+            grpc_port=0,
+            catalog_poll_ms=50,
+            shutdown_grace_s=1.0,
+            coordinator=CoordinatorConfig(**coordinator),
+        )
+    )
     await shard.start()
-    gw = GatewayApp(GatewaySettings(
-        shard_address=f"127.0.0.1:{shard.port}",
-        port=0,
-        num_partitions=coordinator["num_partitions"],
-        shutdown_grace_s=1.0,
-        configure_telemetry=False,
-        **(gateway or {}),
-    ))
+    gw = GatewayApp(
+        GatewaySettings(
+            shard_address=f"127.0.0.1:{shard.port}",
+            port=0,
+            num_partitions=coordinator["num_partitions"],
+            shutdown_grace_s=1.0,
+            configure_telemetry=False,
+            **(gateway or {}),
+        )
+    )
     try:
         await gw.start()
         yield Stack(shard, gw)

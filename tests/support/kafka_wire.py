@@ -34,13 +34,25 @@ def response_class_for(request: Any) -> type:
 def encode_request(request: Any, correlation_id: int, client_id: str | None = "wire") -> bytes:
     buf = io.BytesIO()
     if request.__flexible__:
-        entity_writer(RequestHeaderV2)(buf, RequestHeaderV2(
-            request_api_key=request.__api_key__, request_api_version=request.__version__,
-            correlation_id=correlation_id, client_id=client_id))
+        entity_writer(RequestHeaderV2)(
+            buf,
+            RequestHeaderV2(
+                request_api_key=request.__api_key__,
+                request_api_version=request.__version__,
+                correlation_id=correlation_id,
+                client_id=client_id,
+            ),
+        )
     else:
-        entity_writer(RequestHeaderV1)(buf, RequestHeaderV1(
-            request_api_key=request.__api_key__, request_api_version=request.__version__,
-            correlation_id=correlation_id, client_id=client_id))
+        entity_writer(RequestHeaderV1)(
+            buf,
+            RequestHeaderV1(
+                request_api_key=request.__api_key__,
+                request_api_version=request.__version__,
+                correlation_id=correlation_id,
+                client_id=client_id,
+            ),
+        )
     entity_writer(type(request))(buf, request)
     payload = buf.getvalue()
     return struct.pack(">i", len(payload)) + payload
@@ -56,8 +68,9 @@ def decode_response(request: Any, payload: bytes) -> tuple[int, Any]:
 
 
 class KafkaWire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 client_id: str | None) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str | None
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.client_id = client_id

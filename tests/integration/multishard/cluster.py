@@ -91,9 +91,19 @@ class Cluster:
         assert node_id not in self.shards or self.shards[node_id].proc.poll() is not None
         for port in dict.fromkeys([self.ports.get(node_id, 0), 0]):
             args = [
-                "shard", "--store", self.store_url, "--node-id", str(node_id),
-                "--grpc-port", str(port), "--lease-ms", str(self.lease_ms),
-                "--num-partitions", str(self.num_partitions), "--set", self.config,
+                "shard",
+                "--store",
+                self.store_url,
+                "--node-id",
+                str(node_id),
+                "--grpc-port",
+                str(port),
+                "--lease-ms",
+                str(self.lease_ms),
+                "--num-partitions",
+                str(self.num_partitions),
+                "--set",
+                self.config,
             ]
             try:
                 proc = ServerProcess(
@@ -201,9 +211,7 @@ class Cluster:
             members = await asyncio.to_thread(self.members)
             leases = await asyncio.to_thread(self.leases)
             by_owner = {o: m for m, o in members.items()}
-            holders = {
-                p: by_owner.get(lease[0]) if lease else None for p, lease in leases.items()
-            }
+            holders = {p: by_owner.get(lease[0]) if lease else None for p, lease in leases.items()}
             if set(members) == want_members and holders == self.expected_map():
                 return {p: str(h) for p, h in holders.items()}
             if time.monotonic() > deadline:
@@ -228,12 +236,14 @@ class CommitLoad:
     """Writers committing increasing offsets to their own keys (one writer per key, so the
     order of acknowledgements per key is the order of sending)."""
 
-    def __init__(self, cluster: Cluster, groups: list[str], writers: int = 6,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, cluster: Cluster, groups: list[str], writers: int = 6, seed: int = 0
+    ) -> None:
         self.cluster = cluster
         self.groups = groups
-        self.keys: dict[tuple[str, int], KeyState] = {(g, tp): KeyState() for g in groups
-                                                      for tp in range(2)}
+        self.keys: dict[tuple[str, int], KeyState] = {
+            (g, tp): KeyState() for g in groups for tp in range(2)
+        }
         self.writers = writers
         self.rng = random.Random(seed)
         self.acked_total = 0
@@ -270,9 +280,16 @@ class CommitLoad:
                 state.unknown.append(value)
                 request = offsets_pb2.OffsetCommitRequest(
                     group_id=group,
-                    topics=[offsets_pb2.OffsetCommitRequestTopic(name="t", partitions=[
-                        offsets_pb2.OffsetCommitRequestPartition(
-                            partition_index=tp, committed_offset=value)])],
+                    topics=[
+                        offsets_pb2.OffsetCommitRequestTopic(
+                            name="t",
+                            partitions=[
+                                offsets_pb2.OffsetCommitRequestPartition(
+                                    partition_index=tp, committed_offset=value
+                                )
+                            ],
+                        )
+                    ],
                 )
                 try:
                     response = await client.offset_commit(request)
@@ -296,10 +313,12 @@ class CommitLoad:
         async with CoordinatorClient(
             self.cluster.addresses(), RetryPolicy(attempt_timeout_s=3.0, deadline_s=timeout_s)
         ) as client:
-            fetched = await asyncio.gather(*(
-                client.offset_fetch(offsets_pb2.OffsetFetchRequestGroup(group_id=g))
-                for g in self.groups
-            ))
+            fetched = await asyncio.gather(
+                *(
+                    client.offset_fetch(offsets_pb2.OffsetFetchRequestGroup(group_id=g))
+                    for g in self.groups
+                )
+            )
         stored: dict[tuple[str, int], int] = {}
         for g in fetched:
             assert g.error_code == 0, g
@@ -341,8 +360,11 @@ class ConsumerGroups:
     async def create_topic(self) -> None:
         async with grpc.aio.insecure_channel(self.cluster.addresses()[0]) as ch:
             stub = catalog_pb2_grpc.TopicCatalogStub(ch)
-            r = await stub.CreateTopics(catalog_pb2.CreateTopicsRequest(topics=[
-                catalog_pb2.CreatableTopic(name=TOPIC, num_partitions=TOPIC_PARTITIONS)]))
+            r = await stub.CreateTopics(
+                catalog_pb2.CreateTopicsRequest(
+                    topics=[catalog_pb2.CreatableTopic(name=TOPIC, num_partitions=TOPIC_PARTITIONS)]
+                )
+            )
             assert r.topics[0].error_code in (0, 36), r  # 36: TOPIC_ALREADY_EXISTS
 
     def start(self) -> None:
@@ -360,10 +382,15 @@ class ConsumerGroups:
         ) as client:
             while not self._stop.is_set():
                 request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-                    group_id=m.group_id, member_id=m.member_id, member_epoch=m.epoch,
-                    topic_partitions=common_pb2.TopicPartitionsList(topic_partitions=[
-                        common_pb2.TopicPartitions(topic_id=t, partitions=ps)
-                        for t, ps in sorted(m.owned.items())]),
+                    group_id=m.group_id,
+                    member_id=m.member_id,
+                    member_epoch=m.epoch,
+                    topic_partitions=common_pb2.TopicPartitionsList(
+                        topic_partitions=[
+                            common_pb2.TopicPartitions(topic_id=t, partitions=ps)
+                            for t, ps in sorted(m.owned.items())
+                        ]
+                    ),
                 )
                 if m.epoch == 0:
                     request.rebalance_timeout_ms = 10_000
@@ -377,8 +404,10 @@ class ConsumerGroups:
                 if r.error_code == 0:
                     m.epoch = r.member_epoch
                     if r.HasField("assignment"):
-                        m.owned = {tp.topic_id: tuple(tp.partitions)
-                                   for tp in r.assignment.topic_partitions}
+                        m.owned = {
+                            tp.topic_id: tuple(tp.partitions)
+                            for tp in r.assignment.topic_partitions
+                        }
                     interval = r.heartbeat_interval_ms / 1000
                     self.events["ok"] += 1
                 else:
@@ -406,12 +435,15 @@ class ConsumerGroups:
                         break
                     members = [m for m in self.members if m.group_id == g]
                     owned = Counter(p for m in members for ps in m.owned.values() for p in ps)
-                    if (d.error_code != 0 or d.group_state != "Stable"
-                            or len(d.members) != self.per_group
-                            or any(x.member_epoch != d.group_epoch for x in d.members)
-                            or any(m.epoch != d.group_epoch for m in members)
-                            or sorted(owned) != list(range(TOPIC_PARTITIONS))
-                            or any(c != 1 for c in owned.values())):
+                    if (
+                        d.error_code != 0
+                        or d.group_state != "Stable"
+                        or len(d.members) != self.per_group
+                        or any(x.member_epoch != d.group_epoch for x in d.members)
+                        or any(m.epoch != d.group_epoch for m in members)
+                        or sorted(owned) != list(range(TOPIC_PARTITIONS))
+                        or any(c != 1 for c in owned.values())
+                    ):
                         ok, last = False, (d, [(m.member_id, m.epoch, m.owned) for m in members])
                         break
                 if ok:

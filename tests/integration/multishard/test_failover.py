@@ -34,8 +34,13 @@ SHARDS = 3
 NUM_PARTITIONS = 12
 
 
-async def _check(cluster: Cluster, load: CommitLoad, consumers: ConsumerGroups, what: str,
-                 stats: dict[str, list[float]]) -> None:
+async def _check(
+    cluster: Cluster,
+    load: CommitLoad,
+    consumers: ConsumerGroups,
+    what: str,
+    stats: dict[str, list[float]],
+) -> None:
     started = time.monotonic()
     await load.stop()
     await load.verify()
@@ -60,8 +65,11 @@ async def _pause_past_lease(cluster: Cluster, load: CommitLoad, rng: random.Rand
     owner = (await asyncio.to_thread(cluster.members))[str(victim)]
     held = sorted(p for p, lease in leases.items() if lease and lease[0] == owner)
     assert held, f"shard {victim} holds nothing to lose"
-    zombie_groups = {p: g for g in (f"zombie-{i}" for i in range(10_000))
-                     if (p := partition_for(g, NUM_PARTITIONS)) in held}
+    zombie_groups = {
+        p: g
+        for g in (f"zombie-{i}" for i in range(10_000))
+        if (p := partition_for(g, NUM_PARTITIONS)) in held
+    }
     async with grpc.aio.insecure_channel(proc.grpc_address) as channel:
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         # connected before the pause, so that what we send lands in its socket
@@ -77,13 +85,26 @@ async def _pause_past_lease(cluster: Cluster, load: CommitLoad, rng: random.Rand
             await asyncio.sleep(0.05)
         taken_epochs = {p: now[p][1] for p in held}  # type: ignore[index]
         late = [
-            asyncio.ensure_future(stub.OffsetCommit(offsets_pb2.OffsetCommitRequest(
-                group_id=g,
-                topics=[offsets_pb2.OffsetCommitRequestTopic(name="zombie", partitions=[
-                    offsets_pb2.OffsetCommitRequestPartition(partition_index=i,
-                                                             committed_offset=42)])],
-            ), timeout=30))
-            for g in zombie_groups.values() for i in range(3)
+            asyncio.ensure_future(
+                stub.OffsetCommit(
+                    offsets_pb2.OffsetCommitRequest(
+                        group_id=g,
+                        topics=[
+                            offsets_pb2.OffsetCommitRequestTopic(
+                                name="zombie",
+                                partitions=[
+                                    offsets_pb2.OffsetCommitRequestPartition(
+                                        partition_index=i, committed_offset=42
+                                    )
+                                ],
+                            )
+                        ],
+                    ),
+                    timeout=30,
+                )
+            )
+            for g in zombie_groups.values()
+            for i in range(3)
         ]
         await asyncio.sleep(0.3)
         await asyncio.to_thread(cluster.resume, victim)
@@ -161,9 +182,12 @@ async def run_chaos(tmp_path: Path, kills: int, seed: int) -> dict[str, object]:
         await load.verify()
         cluster.check_epochs()
         assert load.acked_total > 50 * (kills + 2), f"load too small: {load.acked_total}"
-        return {"acked": load.acked_total, "outcomes": dict(load.outcomes),
-                "consumer events": dict(consumers.events),
-                "check seconds": {k: round(max(v), 2) for k, v in stats.items()}}
+        return {
+            "acked": load.acked_total,
+            "outcomes": dict(load.outcomes),
+            "consumer events": dict(consumers.events),
+            "check seconds": {k: round(max(v), 2) for k, v in stats.items()},
+        }
     finally:
         await asyncio.to_thread(cluster.close)
         await asyncio.to_thread(server.stop)

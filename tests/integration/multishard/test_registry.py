@@ -95,9 +95,20 @@ async def test_partitions_command_prints_the_map(tmp_path: Path, redis_server: R
 
     def partitions(*extra: str) -> str:
         return subprocess.run(
-            [sys.executable, "-m", "services.cli", "partitions", "--store", cluster.store_url,
-             *extra],
-            cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "partitions",
+                "--store",
+                cluster.store_url,
+                *extra,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
         ).stdout
 
     try:

@@ -24,13 +24,16 @@ from tests.support.redis_server import start_redis_server
 NUM_PARTITIONS = 12
 
 
-async def _step(cluster: Cluster, load: CommitLoad, consumers: ConsumerGroups,
-                shards: int) -> dict[str, int]:
+async def _step(
+    cluster: Cluster, load: CommitLoad, consumers: ConsumerGroups, shards: int
+) -> dict[str, int]:
     holders = await cluster.wait_settled()
     spread = Counter(holders.values())
     assert sorted(spread.values()) == sorted(
-        [NUM_PARTITIONS // shards + (1 if i < NUM_PARTITIONS % shards else 0)
-         for i in range(shards)]
+        [
+            NUM_PARTITIONS // shards + (1 if i < NUM_PARTITIONS % shards else 0)
+            for i in range(shards)
+        ]
     ), spread  # evenly spread: loads differ by at most one
     await asyncio.sleep(1.0)  # keep loading on the new layout
     await load.stop()
@@ -75,8 +78,12 @@ async def run_scaling(tmp_path: Path, rounds: int) -> dict[str, object]:
         await load.verify()
         cluster.check_epochs()
         assert load.acked_total > 200 * rounds, f"load too small: {load.acked_total}"
-        return {"acked": load.acked_total, "outcomes": dict(load.outcomes),
-                "consumer events": dict(consumers.events), "layouts": layouts}
+        return {
+            "acked": load.acked_total,
+            "outcomes": dict(load.outcomes),
+            "consumer events": dict(consumers.events),
+            "layouts": layouts,
+        }
     finally:
         await asyncio.to_thread(cluster.close)
         await asyncio.to_thread(server.stop)

@@ -15,8 +15,9 @@ from kio.serial import entity_reader, entity_writer
 from services.gateway import codec
 from services.gateway.framing import InvalidFrame
 
-VERSIONS = [(k, v) for k, s in sorted(codec.SERVED.items())
-            for v in range(s.min_version, s.max_version + 1)]
+VERSIONS = [
+    (k, v) for k, s in sorted(codec.SERVED.items()) for v in range(s.min_version, s.max_version + 1)
+]
 
 
 def encode(entity: object) -> bytes:
@@ -28,7 +29,8 @@ def encode(entity: object) -> bytes:
 def test_every_served_version_exists_in_kio() -> None:
     for spec in codec.SERVED.values():
         assert set(range(spec.min_version, spec.max_version + 1)) <= set(
-            schema_name_map[spec.name]), spec
+            schema_name_map[spec.name]
+        ), spec
 
 
 def test_produce_fetch_list_offsets_are_not_served() -> None:
@@ -75,15 +77,34 @@ def test_every_response_version_builds_encodes_and_decodes(api_key: int, version
 
 
 def test_build_drops_fields_a_version_lacks_and_fills_kafka_nulls() -> None:
-    v0 = codec.build(codec.response_class(11, 0), {
-        "throttle_time": 5, "error_code": 16, "generation_id": -1, "protocol_type": None,
-        "protocol_name": None, "leader": "", "member_id": "", "members": [],
-        "skip_assignment": True})
+    v0 = codec.build(
+        codec.response_class(11, 0),
+        {
+            "throttle_time": 5,
+            "error_code": 16,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None,
+            "leader": "",
+            "member_id": "",
+            "members": [],
+            "skip_assignment": True,
+        },
+    )
     assert v0.protocol_name == ""  # non-nullable before v7
     assert not hasattr(v0, "throttle_time") and v0.error_code == ErrorCode.not_coordinator
-    v9 = codec.build(codec.response_class(11, 9), {
-        "error_code": 0, "generation_id": 1, "protocol_type": None, "protocol_name": None,
-        "leader": "", "member_id": "", "members": []})
+    v9 = codec.build(
+        codec.response_class(11, 9),
+        {
+            "error_code": 0,
+            "generation_id": 1,
+            "protocol_type": None,
+            "protocol_name": None,
+            "leader": "",
+            "member_id": "",
+            "members": [],
+        },
+    )
     assert v9.protocol_name is None
 
 

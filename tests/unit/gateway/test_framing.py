@@ -16,8 +16,13 @@ from services.gateway.framing import (
 )
 
 
-def header(api_key: int = 18, version: int = 0, corr: int = 7, client: bytes | None = b"cli",
-           tags: bytes | None = None) -> bytes:
+def header(
+    api_key: int = 18,
+    version: int = 0,
+    corr: int = 7,
+    client: bytes | None = b"cli",
+    tags: bytes | None = None,
+) -> bytes:
     out = struct.pack(">hhi", api_key, version, corr)
     out += struct.pack(">h", -1) if client is None else struct.pack(">h", len(client)) + client
     return out + (tags if tags is not None else b"")
@@ -68,7 +73,7 @@ def test_incomplete_frame_waits_for_more() -> None:
 def test_header_v1_and_null_client_id() -> None:
     h = parse_header(header(api_key=3, version=4, corr=99, client=b"abc") + b"BODY", False)
     assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (3, 4, 99, "abc")
-    assert (header(client=b"abc") + b"BODY")[h.body_offset:] == b"BODY"
+    assert (header(client=b"abc") + b"BODY")[h.body_offset :] == b"BODY"
     assert parse_header(header(client=None), False).client_id is None
 
 
@@ -76,25 +81,31 @@ def test_header_v2_skips_tagged_fields() -> None:
     tags = b"\x02" + b"\x00\x02ab" + b"\x05\x00"  # two tagged fields
     frame = header(tags=tags) + b"BODY"
     h = parse_header(frame, True)
-    assert frame[h.body_offset:] == b"BODY"
+    assert frame[h.body_offset :] == b"BODY"
 
 
-@pytest.mark.parametrize("frame", [
-    b"\x00\x12\x00",                                   # shorter than the fixed part
-    header(client=b"abc")[:-1],                        # ends inside the client id
-    struct.pack(">hhih", 18, 0, 1, -5),                # negative client id length
-    struct.pack(">hhih", 18, 0, 1, 2) + b"\xff\xfe",   # client id not UTF-8
-])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x00\x12\x00",  # shorter than the fixed part
+        header(client=b"abc")[:-1],  # ends inside the client id
+        struct.pack(">hhih", 18, 0, 1, -5),  # negative client id length
+        struct.pack(">hhih", 18, 0, 1, 2) + b"\xff\xfe",  # client id not UTF-8
+    ],
+)
 def test_bad_headers_are_invalid(frame: bytes) -> None:
     with pytest.raises(InvalidFrame):
         parse_header(frame, False)
 
 
-@pytest.mark.parametrize("tags", [
-    b"\x01\x00\x05ab",             # a tagged field longer than the frame
-    b"\xff\xff\xff\xff\xff\xff",   # a varint longer than 5 bytes
-    b"\x80",                       # frame ends inside a varint
-])
+@pytest.mark.parametrize(
+    "tags",
+    [
+        b"\x01\x00\x05ab",  # a tagged field longer than the frame
+        b"\xff\xff\xff\xff\xff\xff",  # a varint longer than 5 bytes
+        b"\x80",  # frame ends inside a varint
+    ],
+)
 def test_bad_tagged_fields_are_invalid(tags: bytes) -> None:
     with pytest.raises(InvalidFrame):
         parse_header(header(tags=tags), True)

@@ -24,8 +24,9 @@ from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.server import GatewayServer
 from tests.support.kafka_wire import decode_response, encode_request, request
 
-SERVED = [(k, v) for k, s in sorted(codec.SERVED.items())
-          for v in range(s.min_version, s.max_version + 1)]
+SERVED = [
+    (k, v) for k, s in sorted(codec.SERVED.items()) for v in range(s.min_version, s.max_version + 1)
+]
 MAX_REQUEST = 64 * 1024
 
 
@@ -47,6 +48,7 @@ def respond_offline(frame: bytes) -> None:
 
 
 # ---- the decoder, in process ------------------------------------------------------------
+
 
 @settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=2048), st.integers(1, 64))
@@ -86,6 +88,7 @@ def test_every_array_claiming_huge_lengths_is_rejected(api_key: int, version: in
     import io
 
     from kio.serial import entity_writer
+
     buf = io.BytesIO()
     entity_writer(cls)(buf, valid)
     data = buf.getvalue()
@@ -121,8 +124,9 @@ class FakeApis(KafkaApis):
 class ServerThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = GatewayServer(FakeApis(), "127.0.0.1", 0,
-                                    Limits(MAX_REQUEST, idle_timeout_s=5.0))
+        self.server = GatewayServer(
+            FakeApis(), "127.0.0.1", 0, Limits(MAX_REQUEST, idle_timeout_s=5.0)
+        )
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.call(self.server.start())
@@ -134,6 +138,7 @@ class ServerThread:
     def buffered(self) -> list[int]:
         async def read() -> list[int]:
             return [c.decoder.buffered for c in self.server.connections.values()]
+
         return self.call(read())  # type: ignore[no-any-return]
 
     def stop(self) -> None:
@@ -153,8 +158,7 @@ def server() -> Iterator[ServerThread]:
 
 
 def api_versions_round_trip(port: int) -> None:
-    req = request("api_versions", 3, client_software_name="healthy",
-                  client_software_version="1")
+    req = request("api_versions", 3, client_software_name="healthy", client_software_version="1")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(encode_request(req, 5))
         size = struct.unpack(">i", recv_exactly(s, 4))[0]
@@ -176,14 +180,17 @@ def size_prefixed(data: bytes) -> bytes:
 
 
 streams = st.one_of(
-    st.binary(max_size=4096),                                            # random bytes
-    st.binary(max_size=256).map(size_prefixed),                          # framed garbage
-    st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64))  # wrong/huge size
-    .map(lambda t: struct.pack(">i", t[0]) + t[1]),
-    st.tuples(st.sampled_from(SERVED), st.binary(max_size=256))          # header + garbage
-    .map(lambda t: size_prefixed(served_header(*t[0]) + t[1])),
-    st.tuples(st.sampled_from(SERVED), st.binary(max_size=256), st.integers(0, 300))
-    .map(lambda t: size_prefixed(served_header(*t[0]) + t[1])[: t[2]]),  # truncated
+    st.binary(max_size=4096),  # random bytes
+    st.binary(max_size=256).map(size_prefixed),  # framed garbage
+    st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64)).map(  # wrong/huge size
+        lambda t: struct.pack(">i", t[0]) + t[1]
+    ),
+    st.tuples(st.sampled_from(SERVED), st.binary(max_size=256)).map(  # header + garbage
+        lambda t: size_prefixed(served_header(*t[0]) + t[1])
+    ),
+    st.tuples(st.sampled_from(SERVED), st.binary(max_size=256), st.integers(0, 300)).map(
+        lambda t: size_prefixed(served_header(*t[0]) + t[1])[: t[2]]
+    ),  # truncated
 )
 
 

@@ -9,18 +9,32 @@ from services.gateway import codec
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from shards.core.errors import Errors
 
-VERSIONS = [(k, v) for k, s in sorted(codec.SERVED.items())
-            for v in range(s.min_version, s.max_version + 1)]
+VERSIONS = [
+    (k, v) for k, s in sorted(codec.SERVED.items()) for v in range(s.min_version, s.max_version + 1)
+]
 
 
 def sample_request(api_key: int, version: int) -> object:
     """A request with one of everything (one topic, one partition, one group, ...)."""
     cls = codec.request_class(api_key, version)
-    one = {"topics": [{"name": "t", "partitions": [{"partition_index": 0}],
-                       "partition_indexes": [0], "assignments": [], "configs": []}],
-           "groups": [{"group_id": "g", "topics": None}] if api_key == 9 else ["g"],
-           "group_ids": ["g"], "groups_names": ["g"], "coordinator_keys": ["g"],
-           "topic_names": ["t"], "members": [{"member_id": "m"}], "group_id": "g"}
+    one = {
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [{"partition_index": 0}],
+                "partition_indexes": [0],
+                "assignments": [],
+                "configs": [],
+            }
+        ],
+        "groups": [{"group_id": "g", "topics": None}] if api_key == 9 else ["g"],
+        "group_ids": ["g"],
+        "groups_names": ["g"],
+        "coordinator_keys": ["g"],
+        "topic_names": ["t"],
+        "members": [{"member_id": "m"}],
+        "group_id": "g",
+    }
     fields = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
     return codec.build(cls, {k: v for k, v in one.items() if k in fields}, fill=True)
 

@@ -37,8 +37,11 @@ class FakeShard:
             if owner is None:
                 out.append(groups_pb2.Coordinator(key=key, error_code=15, partition=p))
             else:
-                out.append(groups_pb2.Coordinator(key=key, node_id=0, host=owner,
-                                                  port=self.port, partition=p))
+                out.append(
+                    groups_pb2.Coordinator(
+                        key=key, node_id=0, host=owner, port=self.port, partition=p
+                    )
+                )
         return groups_pb2.FindCoordinatorResponse(coordinators=out)
 
     async def OffsetCommit(self, request: Any, timeout: float) -> Any:  # noqa: N802
@@ -47,9 +50,18 @@ class FakeShard:
             raise FakeRpcError(grpc.StatusCode.UNAVAILABLE)
         p = partition_for(request.group_id, N)
         code = 0 if self.owners.get(p) == self.name else int(Errors.NOT_COORDINATOR)
-        return offsets_pb2.OffsetCommitResponse(topics=[offsets_pb2.OffsetCommitResponseTopic(
-            name="t", partitions=[offsets_pb2.OffsetCommitResponsePartition(
-                partition_index=0, error_code=code)])])
+        return offsets_pb2.OffsetCommitResponse(
+            topics=[
+                offsets_pb2.OffsetCommitResponseTopic(
+                    name="t",
+                    partitions=[
+                        offsets_pb2.OffsetCommitResponsePartition(
+                            partition_index=0, error_code=code
+                        )
+                    ],
+                )
+            ]
+        )
 
 
 class FakeRpcError(grpc.aio.AioRpcError):
@@ -76,8 +88,12 @@ def commit() -> offsets_pb2.OffsetCommitRequest:
 
 async def test_route_is_looked_up_once_for_concurrent_callers(cluster: Any) -> None:
     router, shards, _ = cluster
-    rs = await asyncio.gather(*(router.call("g", "OffsetCommit", commit(),
-                                            not_coordinator=not_coordinator) for _ in range(10)))
+    rs = await asyncio.gather(
+        *(
+            router.call("g", "OffsetCommit", commit(), not_coordinator=not_coordinator)
+            for _ in range(10)
+        )
+    )
     assert all(not not_coordinator(r) for r in rs)
     assert shards["boot"].calls.count("FindCoordinator") == 1
     assert shards["a"].calls.count("OffsetCommit") == 10
@@ -106,7 +122,8 @@ async def test_attempts_are_bounded_and_the_last_answer_returned(cluster: Any) -
     router, shards, owners = cluster
     owners[partition_for("g", N)] = "b"  # boot says b, but every call lands on a
     router.coordinator = (  # type: ignore[method-assign]
-        lambda t: shards["boot"] if t == "boot:1" else shards["a"])
+        lambda t: shards["boot"] if t == "boot:1" else shards["a"]
+    )
     r = await router.call("g", "OffsetCommit", commit(), not_coordinator=not_coordinator)
     assert not_coordinator(r)
     assert shards["a"].calls.count("OffsetCommit") == router.max_attempts

@@ -70,12 +70,20 @@ async def make_shard(
     def make(node_id: int, owner: str | None = None) -> Shard:
         owner = owner or f"owner-{node_id}"
         runtime = CoordinatorRuntime(
-            store, JsonCodec(), Counter, owner=owner, clock=ManualClock(),
-            lease_ms=LEASE_MS, respect_leases=True,
+            store,
+            JsonCodec(),
+            Counter,
+            owner=owner,
+            clock=ManualClock(),
+            lease_ms=LEASE_MS,
+            respect_leases=True,
         )
         member = Member(str(node_id), node_id, owner, "127.0.0.1", 9000 + node_id, PARTITIONS)
         manager = OwnershipManager(
-            store, InMemoryMembership(registry, clock), runtime, member,
+            store,
+            InMemoryMembership(registry, clock),
+            runtime,
+            member,
             OwnershipSettings(PARTITIONS, LEASE_MS),
         )
         shard = Shard(manager, runtime)

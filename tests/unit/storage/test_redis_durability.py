@@ -26,7 +26,9 @@ def test_url_parameters_are_split_off_for_redis_py() -> None:
     assert (parsed.key_prefix, parsed.wait_replicas, parsed.wait_timeout_ms) == ("x", 2, 750)
     default = parse_redis_url("redis://h:6379/0")
     assert (default.key_prefix, default.wait_replicas, default.wait_timeout_ms) == (
-        "gc", None, 5000,
+        "gc",
+        None,
+        5000,
     )
     assert parse_redis_url("redis://h/0?wait_replicas=auto").wait_replicas is None
 

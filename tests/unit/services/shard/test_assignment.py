@@ -16,10 +16,13 @@ from shards.core.consumer.assignment import (
 )
 
 
-def request(group: str = "g", epoch: int = 2, assignor: str = "uniform",
-            members: int = 3) -> TargetAssignmentRequest:
+def request(
+    group: str = "g", epoch: int = 2, assignor: str = "uniform", members: int = 3
+) -> TargetAssignmentRequest:
     return TargetAssignmentRequest(
-        group, epoch, assignor,
+        group,
+        epoch,
+        assignor,
         tuple(AssignmentMember(f"m{i}", None, None, ("T",), {}) for i in range(members)),
         (AssignmentTopic("T", "t", 6),),
     )
