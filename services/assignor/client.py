@@ -44,6 +44,7 @@ from groupcoord.v1 import assignor_pb2
 from opentelemetry import trace
 
 from services.assignor.codec import decode_assignment, encode_rows
+from services.common import channels
 from shards.core.consumer.assignment import TargetAssignment, TargetAssignmentRequest
 
 log = logging.getLogger("groupcoord.assignor.client")
@@ -123,9 +124,6 @@ def channel_options(settings: AssignorClientSettings) -> list[tuple[str, Any]]:
         ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
-        # A replica that comes back is used again within seconds, not gRPC's default 2 min.
-        ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 5_000),
         # Round robin keeps picking a replica whose connection looks READY. One that hangs
         # (SIGSTOP, a stuck host) would cost every call routed to it a deadline -- with two
         # replicas and one retry per call, every call. Unanswered pings close the connection,
@@ -181,10 +179,7 @@ class RemoteAssignor:
         self._rng = rng or random.Random()
         self.targets = channel_targets(settings.addresses)
         options = channel_options(settings)
-        self._channels = [
-            grpc.aio.insecure_channel(t, options=options, interceptors=list(interceptors))
-            for t in self.targets
-        ]
+        self._channels = [channels.insecure_channel(t, options, interceptors) for t in self.targets]
         # Raw bytes both ways: (de)serialisation happens on a worker thread, not in gRPC.
         self._calls = [ch.unary_unary(ASSIGN_METHOD) for ch in self._channels]
         self._next = 0

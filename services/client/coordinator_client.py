@@ -49,6 +49,8 @@ from groupcoord.v1 import (
     offsets_pb2,
 )
 
+from services.common import channels
+
 __all__ = [
     "COORDINATOR_LOAD_IN_PROGRESS",
     "COORDINATOR_NOT_AVAILABLE",
@@ -172,7 +174,7 @@ class CoordinatorClient:
     def stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=self._options)
+            channel = channels.insecure_channel(address, self._options)
             self._channels[address] = channel
             stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         return stub

@@ -25,6 +25,7 @@ from groupcoord.v1 import (
     groups_pb2,
 )
 
+from services.common import channels
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 
@@ -98,9 +99,7 @@ class Router:
     def channel(self, target: str) -> grpc.aio.Channel:
         ch = self._channels.get(target)
         if ch is None:
-            ch = grpc.aio.insecure_channel(
-                target, options=self._options, interceptors=self._interceptors
-            )
+            ch = channels.insecure_channel(target, self._options, self._interceptors)
             self._channels[target] = ch
         return ch
 
