@@ -8,16 +8,123 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
+import re
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
 from shards.core.config import CoordinatorConfig
 
 ENV = "GROUPCOORD_"
+
+PORT = click.IntRange(0, 65535)
+POSITIVE = click.IntRange(min=1)
+NON_NEGATIVE = click.IntRange(min=0)
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False)
+
+
+class StoreUrl(click.ParamType):
+    """A log store URL whose scheme we support (checked at parse time; nothing is opened)."""
+
+    name = "url"
+
+    def __init__(self, shared: bool = False) -> None:
+        #: several processes share the store: Redis only
+        self.shared = shared
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from shards.storage import sqlite_path_from_url
+
+        url = str(value)
+        scheme = urlsplit(url).scheme.lower()
+        redis = ("redis", "rediss", "unix")
+        if scheme == "sqlite" and not self.shared:
+            try:
+                sqlite_path_from_url(url)
+            except ValueError as e:
+                self.fail(str(e), param, ctx)
+        elif scheme not in redis:
+            supported = "redis://host:port/db, rediss://host:port/db or unix:///path/redis.sock"
+            if self.shared:
+                self.fail(
+                    f"{scheme or 'this'} store serves one process; several shards share a "
+                    f"Redis store: {supported} (one process on SQLite: groupcoord dev)",
+                    param,
+                    ctx,
+                )
+            self.fail(
+                f"unsupported scheme {scheme + '://' if scheme else 'in ' + repr(url)}; "
+                f"supported: sqlite:///path/to/file.db, {supported}",
+                param,
+                ctx,
+            )
+        return url
+
+
+class Cli(click.Group):
+    """The command group; also the one place where a failure becomes one line on stderr
+    (``groupcoord: error: ...``) and a non-zero exit: bad options (exit 2), start-up
+    failures a user can fix (a port in use, an unreachable store, a read-only data
+    directory: exit 1), anything else (exit 1). The traceback only with --log-level DEBUG."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.Abort:
+            _fail("interrupted", 130)
+        except Exception as exc:
+            message, code = _describe(exc)
+            if logging.getLogger("groupcoord").isEnabledFor(logging.DEBUG):
+                traceback.print_exception(exc)
+            _fail(message, code)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _describe(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code of a failure."""
+    import sqlite3
+
+    from shards.storage.base import StoreError
+
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, click.UsageError):
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        return exc.format_message() + hint, exc.exit_code
+    if isinstance(exc, click.ClickException):
+        return exc.format_message(), exc.exit_code
+    if isinstance(exc, StoreError):
+        sqlite = str(exc).startswith("sqlite")
+        hint = "is the data directory writable?" if sqlite else "is a Redis server listening there?"
+        return f"cannot use the store: {exc} ({hint})", 1
+    if isinstance(exc, sqlite3.Error):
+        return f"cannot use the SQLite store: {exc} (is the data directory writable?)", 1
+    if isinstance(exc, OSError):
+        return str(exc), 1
+    bind = re.match(r"Failed to bind to address (\S+?);?(\s|$)", str(exc))
+    if isinstance(exc, RuntimeError) and bind:  # grpc's way of saying so
+        return f"cannot listen on {bind.group(1)}: the port is in use or not allowed", 1
+    return f"unexpected {type(exc).__name__}: {exc} (--log-level DEBUG shows where)", 1
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"groupcoord: error: {' '.join(message.split())}", err=True)
+    sys.exit(code)
 
 
 def _opt(*names: str, env: str, **kw: Any) -> Callable[[Any], Any]:
@@ -41,10 +148,20 @@ def _parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> Coordinato
             if isinstance(current, tuple):
                 changes[name] = tuple(v.strip() for v in value.split(":") if v.strip())
             elif isinstance(current, int):
-                changes[name] = int(value)
+                try:
+                    changes[name] = int(value)
+                except ValueError:
+                    raise click.BadParameter(
+                        f"{item!r}: {name} takes a whole number", param_hint="--set"
+                    ) from None
             else:
                 changes[name] = value
-    return dataclasses.replace(base, **changes)
+    config = dataclasses.replace(base, **changes)
+    try:
+        config.validate()
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--set") from None
+    return config
 
 
 def _coordinator_config(
@@ -66,21 +183,21 @@ def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt(
         "--num-partitions",
         env="NUM_PARTITIONS",
-        type=int,
+        type=POSITIVE,
         default=50,
         help="Offsets partitions (Kafka's offsets.topic.num.partitions).",
     )(f)
     f = _opt(
         "--offsets-retention-minutes",
         env="OFFSETS_RETENTION_MINUTES",
-        type=int,
+        type=POSITIVE,
         default=7 * 24 * 60,
         help="Kafka's offsets.retention.minutes.",
     )(f)
     f = _opt(
         "--offset-metadata-max-bytes",
         env="OFFSET_METADATA_MAX_BYTES",
-        type=int,
+        type=NON_NEGATIVE,
         default=4096,
         help="Kafka's offset.metadata.max.bytes.",
     )(f)
@@ -91,7 +208,7 @@ def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
         multiple=True,
         default=(),
         help="Any coordinator setting as name=value (milliseconds for durations), "
-        "e.g. --set consumer_group_session_timeout_ms=10000. Repeatable; the "
+        "e.g. --set consumer_group_session_timeout_ms=50000. Repeatable; the "
         "environment variable takes a comma-separated list.",
     )(f)
     return f
@@ -107,7 +224,7 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt(
         "--grpc-port",
         env="GRPC_PORT",
-        type=int,
+        type=PORT,
         default=50051,
         help="gRPC port; 0 picks a free port and prints it.",
     )(f)
@@ -124,7 +241,25 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="OpenTelemetry OTLP/gRPC endpoint for traces (also OTEL_EXPORTER_OTLP_ENDPOINT);"
         " unset: no export.",
     )(f)
-    f = _opt("--log-level", env="LOG_LEVEL", default="INFO")(f)
+    return log_options(f)
+
+
+def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt(
+        "--log-level",
+        env="LOG_LEVEL",
+        type=LOG_LEVEL,
+        default="INFO",
+        help="Level of groupcoord's own logs (DEBUG also prints the traceback of a failure).",
+    )(f)
+    f = _opt(
+        "--library-log-level",
+        env="LIBRARY_LOG_LEVEL",
+        type=LOG_LEVEL,
+        default="WARNING",
+        help="Level of the libraries' logs (grpc, asyncio, redis...), never more verbose "
+        "than --log-level.",
+    )(f)
     f = _opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")(
         f
     )
@@ -135,7 +270,7 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt(
         "--assignor-timeout-ms",
         env="ASSIGNOR_TIMEOUT_MS",
-        type=int,
+        type=POSITIVE,
         default=5_000,
         help="Deadline of each call to an assignor replica (3 attempts, then the "
         "in-process fallback).",
@@ -151,7 +286,7 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-@click.group()
+@click.group(cls=Cli)
 @click.version_option(package_name="groupcoord")
 def main() -> None:
     """groupcoord: a standalone, horizontally scalable Kafka group coordinator."""
@@ -162,6 +297,7 @@ def main() -> None:
 @_opt(
     "--store",
     env="STORE",
+    type=StoreUrl(),
     default=None,
     help="Log store URL: sqlite:///path.db or redis://host:port/db "
     "(default: sqlite:///<data-dir>/groupcoord.db).",
@@ -171,7 +307,7 @@ def main() -> None:
 @_opt(
     "--kafka-port",
     env="KAFKA_PORT",
-    type=int,
+    type=PORT,
     default=9092,
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
 )
@@ -184,6 +320,7 @@ def dev(
     advertised_host: str | None,
     otlp_endpoint: str | None,
     log_level: str,
+    library_log_level: str,
     log_format: str,
     num_partitions: int,
     offsets_retention_minutes: int,
@@ -198,7 +335,7 @@ def dev(
     from services.common import logs
     from services.shard.app import ShardApp, ShardSettings
 
-    logs.configure(log_level, log_format)
+    logs.configure(log_level, log_format, library_log_level)
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
@@ -222,6 +359,7 @@ def dev(
 @_opt(
     "--store",
     env="STORE",
+    type=StoreUrl(shared=True),
     required=True,
     help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
     " (every shard of a deployment uses the same one).",
@@ -229,7 +367,7 @@ def dev(
 @_opt(
     "--node-id",
     env="NODE_ID",
-    type=int,
+    type=NON_NEGATIVE,
     required=True,
     help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
     "partition map hashes it, so a restarted shard gets its partitions back.",
@@ -237,7 +375,7 @@ def dev(
 @_opt(
     "--lease-ms",
     env="LEASE_MS",
-    type=int,
+    type=click.IntRange(min=100),
     default=10_000,
     help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
     "taken over about this long after it died.",
@@ -245,28 +383,28 @@ def dev(
 @_opt(
     "--ownership-interval-ms",
     env="OWNERSHIP_INTERVAL_MS",
-    type=int,
+    type=POSITIVE,
     default=None,
     help="How often the registry and every lease are re-read (default min(1000, lease/4)).",
 )
 @_opt(
     "--handoff-poll-ms",
     env="HANDOFF_POLL_MS",
-    type=int,
+    type=POSITIVE,
     default=100,
     help="How often a partition waiting for its previous owner's lease is re-checked.",
 )
 @_opt(
     "--operation-timeout-ms",
     env="OPERATION_TIMEOUT_MS",
-    type=int,
+    type=POSITIVE,
     default=30_000,
     help="Deadline of one write or read on a partition (then NOT_COORDINATOR).",
 )
 @_opt(
     "--shutdown-grace-s",
     env="SHUTDOWN_GRACE_S",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
 )
@@ -286,6 +424,7 @@ def shard(
     advertised_host: str | None,
     otlp_endpoint: str | None,
     log_level: str,
+    library_log_level: str,
     log_format: str,
     num_partitions: int,
     offsets_retention_minutes: int,
@@ -300,13 +439,7 @@ def shard(
     from services.common import logs
     from services.shard.app import ShardApp, ShardSettings
 
-    logs.configure(log_level, log_format)
-    if not store.lower().startswith(("redis://", "rediss://", "unix://")):
-        raise click.BadParameter(
-            "several shards need a shared Redis store (redis://...)", param_hint="--store"
-        )
-    if lease_ms < 100:
-        raise click.BadParameter("at least 100 ms", param_hint="--lease-ms")
+    logs.configure(log_level, log_format, library_log_level)
     config = _coordinator_config(
         config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
     )
@@ -331,11 +464,17 @@ def shard(
 
 
 @main.command()
-@_opt("--store", env="STORE", required=True, help="The shards' Redis store URL.")
+@_opt(
+    "--store",
+    env="STORE",
+    type=StoreUrl(shared=True),
+    required=True,
+    help="The shards' Redis store URL.",
+)
 @_opt(
     "--num-partitions",
     env="NUM_PARTITIONS",
-    type=int,
+    type=POSITIVE,
     default=None,
     help="Offsets partitions (default: what the live shards report, else 50).",
 )
@@ -417,7 +556,7 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
 @_opt(
     "--kafka-port",
     env="KAFKA_PORT",
-    type=int,
+    type=PORT,
     default=9092,
     help="Kafka protocol port; 0 picks a free port and prints it.",
 )
@@ -430,14 +569,14 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
 @_opt(
     "--advertised-port",
     env="ADVERTISED_PORT",
-    type=int,
+    type=click.IntRange(1, 65535),
     default=None,
     help="Port Kafka clients are told to connect to (default: the bound port).",
 )
 @_opt(
     "--node-id",
     env="NODE_ID",
-    type=int,
+    type=NON_NEGATIVE,
     default=0,
     help="The broker id the gateway presents itself as.",
 )
@@ -450,28 +589,28 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
 @_opt(
     "--num-partitions",
     env="NUM_PARTITIONS",
-    type=int,
+    type=POSITIVE,
     default=50,
     help="Offsets partitions; must equal the shards' setting.",
 )
 @_opt(
     "--max-request-bytes",
     env="MAX_REQUEST_BYTES",
-    type=int,
+    type=POSITIVE,
     default=100 * 1024 * 1024,
     help="Largest request frame accepted (Kafka's socket.request.max.bytes).",
 )
 @_opt(
     "--idle-timeout-ms",
     env="IDLE_TIMEOUT_MS",
-    type=int,
+    type=POSITIVE,
     default=600_000,
     help="Close connections idle this long (Kafka's connections.max.idle.ms).",
 )
 @_opt(
     "--request-timeout-ms",
     env="REQUEST_TIMEOUT_MS",
-    type=int,
+    type=POSITIVE,
     default=30_000,
     help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).",
 )
@@ -481,8 +620,7 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
 )
-@_opt("--log-level", env="LOG_LEVEL", default="INFO")
-@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
+@log_options
 def gateway(
     shard_address: str,
     host: str,
@@ -497,13 +635,14 @@ def gateway(
     request_timeout_ms: int,
     otlp_endpoint: str | None,
     log_level: str,
+    library_log_level: str,
     log_format: str,
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out."""
     from services.common import logs
     from services.gateway.app import GatewayApp, GatewaySettings
 
-    logs.configure(log_level, log_format)
+    logs.configure(log_level, log_format, library_log_level)
     settings = GatewaySettings(
         shard_address=shard_address,
         host=host,
@@ -541,14 +680,14 @@ async def _serve_gateway(app: Any) -> None:
 @_opt(
     "--grpc-port",
     env="GRPC_PORT",
-    type=int,
+    type=PORT,
     default=50061,
     help="gRPC port; 0 picks a free port and prints it.",
 )
 @_opt(
     "--worker-threads",
     env="WORKER_THREADS",
-    type=int,
+    type=POSITIVE,
     default=1,
     help="Threads computing assignments; more requests wait in arrival order. Scale with "
     "replicas (one per core) rather than threads: the work is CPU-bound.",
@@ -556,7 +695,7 @@ async def _serve_gateway(app: Any) -> None:
 @_opt(
     "--shutdown-grace-s",
     env="SHUTDOWN_GRACE_S",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     help="On SIGTERM: how long in-flight assignments may take to finish.",
 )
@@ -566,8 +705,7 @@ async def _serve_gateway(app: Any) -> None:
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
 )
-@_opt("--log-level", env="LOG_LEVEL", default="INFO")
-@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")
+@log_options
 def assignor(
     host: str,
     grpc_port: int,
@@ -575,6 +713,7 @@ def assignor(
     shutdown_grace_s: float,
     otlp_endpoint: str | None,
     log_level: str,
+    library_log_level: str,
     log_format: str,
 ) -> None:
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
@@ -582,9 +721,7 @@ def assignor(
     from services.assignor.app import AssignorApp, AssignorSettings
     from services.common import logs
 
-    logs.configure(log_level, log_format)
-    if worker_threads < 1:
-        raise click.BadParameter("at least 1", param_hint="--worker-threads")
+    logs.configure(log_level, log_format, library_log_level)
     settings = AssignorSettings(
         host=host,
         grpc_port=grpc_port,

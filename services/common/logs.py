@@ -25,12 +25,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str = "INFO", fmt: str = "json") -> None:
+#: every logger of ours lives under this name; everything else is a library's
+OWN_LOGGERS = "groupcoord"
+
+
+def configure(level: str = "INFO", fmt: str = "json", library_level: str = "WARNING") -> None:
+    """Our loggers at ``level``; libraries' (grpc, asyncio, redis, urllib3...) at
+    ``library_level`` or ``level``, whichever is less verbose, so that ``--log-level DEBUG``
+    shows groupcoord's own debugging and not gRPC's internals (``library_level`` DEBUG
+    asks for those too)."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    own = logging.getLevelNamesMapping()[level.upper()]
+    libraries = logging.getLevelNamesMapping()[library_level.upper()]
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(max(own, libraries))
+    logging.getLogger(OWN_LOGGERS).setLevel(own)

@@ -34,3 +34,73 @@ class CoordinatorConfig:
     classic_group_new_member_join_timeout_ms: int = 5 * MINUTE_MS
     # snapshots: write one after this many records were appended since the last one
     snapshot_interval_records: int = 10_000
+
+    def validate(self) -> None:
+        """ValueError naming the first setting out of range (Kafka's own bounds, where it
+        has them), so that a bad value is refused at start-up instead of failing every
+        request later."""
+        for name, value in (
+            ("num_partitions", self.num_partitions),
+            ("offsets_retention_ms", self.offsets_retention_ms),
+            ("offsets_retention_check_interval_ms", self.offsets_retention_check_interval_ms),
+            ("consumer_group_session_timeout_ms", self.consumer_group_session_timeout_ms),
+            ("consumer_group_min_session_timeout_ms", self.consumer_group_min_session_timeout_ms),
+            ("consumer_group_heartbeat_interval_ms", self.consumer_group_heartbeat_interval_ms),
+            (
+                "consumer_group_min_heartbeat_interval_ms",
+                self.consumer_group_min_heartbeat_interval_ms,
+            ),
+            ("consumer_group_max_size", self.consumer_group_max_size),
+            ("classic_group_min_session_timeout_ms", self.classic_group_min_session_timeout_ms),
+            ("classic_group_max_size", self.classic_group_max_size),
+            (
+                "classic_group_new_member_join_timeout_ms",
+                self.classic_group_new_member_join_timeout_ms,
+            ),
+            ("snapshot_interval_records", self.snapshot_interval_records),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        for name, value in (
+            ("offset_metadata_max_bytes", self.offset_metadata_max_bytes),
+            (
+                "classic_group_initial_rebalance_delay_ms",
+                self.classic_group_initial_rebalance_delay_ms,
+            ),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+        for low, value, high, what in (
+            (
+                self.consumer_group_min_session_timeout_ms,
+                self.consumer_group_session_timeout_ms,
+                self.consumer_group_max_session_timeout_ms,
+                "consumer_group_{}session_timeout_ms",
+            ),
+            (
+                self.consumer_group_min_heartbeat_interval_ms,
+                self.consumer_group_heartbeat_interval_ms,
+                self.consumer_group_max_heartbeat_interval_ms,
+                "consumer_group_{}heartbeat_interval_ms",
+            ),
+        ):
+            if not low <= value <= high:
+                raise ValueError(
+                    f"{what.format('')} must lie between {what.format('min_')} and "
+                    f"{what.format('max_')}: {low} <= {value} <= {high} does not hold"
+                )
+        if self.consumer_group_heartbeat_interval_ms >= self.consumer_group_session_timeout_ms:
+            raise ValueError(
+                "consumer_group_heartbeat_interval_ms must be below "
+                "consumer_group_session_timeout_ms"
+            )
+        if self.classic_group_min_session_timeout_ms > self.classic_group_max_session_timeout_ms:
+            raise ValueError(
+                "classic_group_min_session_timeout_ms must not exceed "
+                "classic_group_max_session_timeout_ms"
+            )
+        if not self.consumer_group_assignors:
+            raise ValueError("consumer_group_assignors must name at least one assignor")
+        from shards.core.classic.migration import MigrationPolicy  # imports this module
+
+        MigrationPolicy.parse(self.consumer_group_migration_policy)
