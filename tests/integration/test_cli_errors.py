@@ -185,3 +185,8 @@ def test_debug_log_level_shows_the_traceback(closed_port: int) -> None:
     assert result.returncode == 1
     assert "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("groupcoord: error: ")
+
+
+def test_partitions_with_unreachable_store(closed_port: int) -> None:
+    result = groupcoord("partitions", "--store", f"redis://127.0.0.1:{closed_port}/0")
+    assert_one_line_error(result, f"127.0.0.1:{closed_port}", "Redis")
