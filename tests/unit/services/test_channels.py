@@ -1,0 +1,29 @@
+"""Every internal gRPC channel is opened through services.common.channels, with a bounded
+reconnect backoff (the behaviour itself: tests/integration/test_reconnect.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from services.common.channels import MAX_RECONNECT_BACKOFF_MS, channel_options
+
+SERVICES = Path(__file__).resolve().parents[3] / "services"
+
+
+def test_backoff_is_bounded_and_extra_options_are_kept() -> None:
+    options = dict(channel_options([("grpc.max_receive_message_length", 1024)]))
+    assert options["grpc.max_reconnect_backoff_ms"] == MAX_RECONNECT_BACKOFF_MS <= 5_000
+    assert options["grpc.initial_reconnect_backoff_ms"] <= MAX_RECONNECT_BACKOFF_MS
+    assert options["grpc.min_reconnect_backoff_ms"] <= MAX_RECONNECT_BACKOFF_MS
+    assert options["grpc.max_receive_message_length"] == 1024
+
+
+def test_no_service_opens_a_channel_of_its_own() -> None:
+    direct = re.compile(r"grpc(\.aio)?\.(insecure|secure)_channel\(")
+    offenders = [
+        str(path.relative_to(SERVICES))
+        for path in SERVICES.rglob("*.py")
+        if path.name != "channels.py" and direct.search(path.read_text())
+    ]
+    assert offenders == []
