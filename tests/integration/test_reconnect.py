@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 
 #: long enough for gRPC's default backoff (1 s, x1.6 per failure) to have grown to ~17 s
 OUTAGE_S = 30.0
-#: the bound: the capped backoff, its jitter and a lookup
-SERVED_AGAIN_WITHIN_S = MAX_RECONNECT_BACKOFF_MS / 1000 * 1.2 + 2.0
+#: the bound: the capped backoff, its jitter, and a lookup on a busy machine (without the
+#: cap, the next attempt after this outage is ~13 s away: 7 to 19 s with jitter)
+SERVED_AGAIN_WITHIN_S = MAX_RECONNECT_BACKOFF_MS / 1000 * 1.2 + 3.0
 
 
 def _shard(tmp_path: Path, port: int) -> ServerProcess:
@@ -88,4 +89,5 @@ def test_gateway_serves_again_soon_after_a_long_shard_outage(tmp_path: Path) -> 
     finally:
         gateway.kill()
         shard.kill()
+    print(f"served again {took:.1f}s after the restart")
     assert took < SERVED_AGAIN_WITHIN_S, f"served again {took:.1f}s after the restart"
