@@ -18,6 +18,10 @@ from shards.core.errors import ApiError, Errors
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
 from tests.support.core_harness import ShardHarness, in_process_assignor
 
+#: every target assignment computed off the partition loop, as for a large group or a custom
+#: assignor (small groups with a built-in assignor are assigned inside the heartbeat)
+OFF_LOOP = CoordinatorConfig(consumer_group_inline_assignment_max_size=0)
+
 
 def tid(name: str) -> str:
     """A stable topic id per topic name (and per incarnation, for re-created topics)."""
