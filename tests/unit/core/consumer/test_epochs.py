@@ -113,3 +113,25 @@ def test_large_groups_are_assigned_off_the_loop() -> None:
     c.assign()
     r = c.heartbeat(member_id="m1", member_epoch=1)
     assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
+
+
+def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
+    c = Consumers()
+    c.h.shard.consumer.assign = lambda request: None  # e.g. a custom assignor
+    r = c.join("m1")
+    assert (r.member_epoch, r.assignment) == (1, ())
+    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == ["consumer-assignment:g"]
+
+
+def test_a_failing_inline_assignor_falls_back_off_the_loop() -> None:
+    c = Consumers()
+
+    def broken(request: object) -> None:
+        raise RuntimeError("boom")
+
+    c.h.shard.consumer.assign = broken
+    r = c.join("m1")
+    assert (r.member_epoch, r.assignment) == (1, ())
+    c.assign()  # the real assignors, off the loop
+    r = c.heartbeat(member_id="m1", member_epoch=1)
+    assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
