@@ -86,6 +86,9 @@ class ShardApp:
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
         #: the assignor service client when assignor addresses are set (counters: .stats)
         self.assignor_client: RemoteAssignor | None = None
+        #: the in-process assignors: small targets are computed with them inside the
+        #: operation (as Kafka does), the others off the loop; fallback of the remote ones
+        self.in_process: InProcessAssignor | None = None
 
     @property
     def port(self) -> int:
@@ -95,7 +98,11 @@ class ShardApp:
     def _factory(self, partition: int, timer: PartitionTimer) -> GroupCoordinatorShard:
         assert self.catalog is not None
         return GroupCoordinatorShard(
-            self.settings.coordinator, timer, self.catalog.image, partition
+            self.settings.coordinator,
+            timer,
+            self.catalog.image,
+            partition,
+            assign=self.in_process.compute_inline if self.in_process is not None else None,
         )
 
     async def _execute(self, request: Any) -> Any:
@@ -124,7 +131,7 @@ class ShardApp:
         await self.catalog.start()
         # Consumer-group target assignments, off the partition loops: on the assignor
         # service when addresses are configured (in-process as its fallback), else in-process.
-        in_process = InProcessAssignor(s.coordinator.consumer_group_assignors)
+        in_process = self.in_process = InProcessAssignor(s.coordinator.consumer_group_assignors)
         if s.assignor_addresses and TargetAssignmentRequest not in self.task_handlers:
             self.assignor_client = RemoteAssignor(
                 AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),

@@ -3,7 +3,9 @@
 
 The core hands over plain data; this module turns it into an ``assignors.spec.GroupSpec``,
 runs the named server assignor (from the ``groupcoord.assignors`` entry points) in a worker
-thread, and hands the assignment back. At most one computation per group runs at a time:
+thread, and hands the assignment back. Small groups with a built-in assignor are assigned
+on the partition loop itself, inside the operation that needs it (``compute_inline``, as
+Kafka does in the heartbeat). At most one computation per group runs at a time:
 a request superseded while it waits (the runtime cancels it) never starts, so a burst of
 epoch bumps costs one computation, not one per bump. With assignor addresses configured, the
 assignor service client (``services.assignor.client.RemoteAssignor``) takes this one's place
@@ -16,8 +18,10 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+from assignors.range import RangeAssignor
 from assignors.registry import load_assignors
 from assignors.spec import GroupSpec, MemberSpec, PartitionAssignor, TopicSpec
+from assignors.uniform import UniformAssignor
 from shards.core.consumer.assignment import TargetAssignment, TargetAssignmentRequest
 
 log = logging.getLogger("groupcoord.assignment")
@@ -48,6 +52,15 @@ class InProcessAssignor:
         assignor = self.assignors.get(request.assignor)
         if assignor is None:
             raise LookupError(f"assignor {request.assignor!r} is not configured")
+        return assignor.assign(to_group_spec(request))
+
+    def compute_inline(self, request: TargetAssignmentRequest) -> TargetAssignment | None:
+        """The assignment computed on the calling thread (the partition loop) if the group's
+        assignor is a built-in one, whose cost is known (about 1 ms for 1 000 members +
+        partitions); None for any other (custom assignors always run off the loop)."""
+        assignor = self.assignors.get(request.assignor)
+        if not isinstance(assignor, UniformAssignor | RangeAssignor):
+            return None
         return assignor.assign(to_group_spec(request))
 
     async def __call__(self, request: TargetAssignmentRequest) -> TargetAssignment:

@@ -15,6 +15,7 @@ from shards.core.classic import api as classic_api
 from shards.core.classic.migration import Migration
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
+from shards.core.consumer.assignment import InlineAssignor
 from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
@@ -33,6 +34,7 @@ class GroupCoordinatorShard:
         timer: Timer,
         topics: TopicsImage | None = None,
         partition: int = 0,
+        assign: InlineAssignor | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
@@ -44,7 +46,11 @@ class GroupCoordinatorShard:
             OffsetCommitKey: self.offset_manager.replay,
             GroupMetadataKey: self.group_manager.replay_group_metadata,
         }
-        self.consumer = ConsumerGroupManager(config, timer, self.group_manager, lambda: self.topics)
+        # ``assign``: the in-process assignors, for targets small enough to compute inside
+        # the operation that needs them (as Kafka does); the rest go off the loop
+        self.consumer = ConsumerGroupManager(
+            config, timer, self.group_manager, lambda: self.topics, assign=assign
+        )
         self._replayers.update(self.consumer.replayers())
         # online migration between classic and consumer groups (hooks into both managers)
         self.migration = Migration(config, self.group_manager.classic, self.consumer)

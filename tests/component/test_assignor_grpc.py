@@ -240,6 +240,28 @@ async def test_a_request_the_service_rejects_is_computed_by_the_fallback(
         await client.close()
 
 
+async def test_small_groups_are_assigned_in_the_heartbeat_not_on_the_service(
+    assignor_app: AssignorApp, tmp_path: Path
+) -> None:
+    settings = shard_settings(tmp_path)
+    settings.assignor_addresses = (f"127.0.0.1:{assignor_app.port}",)
+    shard = ShardApp(settings)
+    await shard.start()
+    client = await connect(shard)
+    try:
+        assert shard.assignor_client is not None
+        topic_id = await _create_topic(client)
+        members = [Member(f"member-{i}") for i in range(3)]
+        await _converge(client, members)
+        _check_disjoint_and_complete(members, topic_id, 12)
+        # as Kafka: computed inside the heartbeats (Kafka's epochs), never sent to the service
+        assert shard.assignor_client.stats["calls"] == 0
+        assert assignor_app.service is not None and assignor_app.service.counts["ok"] == 0
+    finally:
+        await client.channel.close()
+        await shard.stop()
+
+
 async def test_shard_computes_on_the_service_in_the_callers_trace(
     assignor_app: AssignorApp, tmp_path: Path
 ) -> None:
@@ -248,7 +270,9 @@ async def test_shard_computes_on_the_service_in_the_callers_trace(
     assert provider is not None
     provider.add_span_processor(SimpleSpanProcessor(exporter))
 
-    settings = shard_settings(tmp_path)
+    # (every target off the loop: small groups with a built-in assignor never reach the
+    # service, they are assigned inside the heartbeat)
+    settings = shard_settings(tmp_path, consumer_group_inline_assignment_max_size=0)
     settings.assignor_addresses = (f"127.0.0.1:{assignor_app.port}",)
     shard = ShardApp(settings)
     await shard.start()

@@ -153,6 +153,21 @@ class Member:
         return await self.heartbeat(epoch=0, full=True)
 
 
+async def coordinator_knows(wire: KafkaWire, topic: str, topic_id: str) -> None:
+    """Wait until the group coordinator has learnt of a new topic (Kafka's may lag behind
+    the Metadata answer; then a first member gets epoch 1 without partitions and the
+    partitions at epoch 2): a throwaway member heartbeats until it owns the partitions."""
+    probe = Member(wire, unique("probe"), topic, topic_id)
+    await probe.join()
+    for _ in range(200):
+        if probe.owned:
+            await probe.heartbeat(epoch=-1)
+            return
+        await asyncio.sleep(0.05)
+        await probe.heartbeat()
+    raise AssertionError(f"the coordinator never assigned {topic}")
+
+
 async def converge(members: list[Member], total: int, rounds: int = 100) -> None:
     """Heartbeat everyone until the group is Stable -- every member at the group epoch, the
     assignment complete and disjoint -- however many heartbeats that takes (timing is not
@@ -180,6 +195,18 @@ async def converge(members: list[Member], total: int, rounds: int = 100) -> None
     raise AssertionError(f"no convergence: {[(m.epoch, m.owned, m.last) for m in members]}")
 
 
+async def describe_epochs(wire: KafkaWire, group: str) -> dict[str, Any]:
+    """What ``kafka-consumer-groups --describe --state --verbose`` shows of the epochs."""
+    d = await wire.send(request("consumer_group_describe", 1, group_ids=[group]))
+    g = d.groups[0]
+    return {
+        "state": g.group_state,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "member_epochs": sorted(m.member_epoch for m in g.members),
+    }
+
+
 def hb_obs(r: Any) -> dict[str, Any]:
     return {
         "error": err(r.error_code),
@@ -196,27 +223,27 @@ async def consumer_group(target: Target) -> Obs:
     try:
         topic, group = unique("cg"), unique("cg")
         tid = await create_topic(wire, topic, 6)
+        await coordinator_knows(wire, topic, tid)
         m1 = Member(wire, group, topic, tid)
         r = await m1.join()
-        obs.append(("m1 joins", hb_obs(r)))
+        # Absolute epochs: the target is computed inside the heartbeat that bumps the group
+        # epoch, so the first member gets epoch 1 with its partitions.
+        obs.append(("m1 joins", hb_obs(r) | {"owned": m1.owned}))
+        obs.append(("m1 joined: describe", await describe_epochs(wire, group)))
         await converge([m1], 6)
-        # Absolute epochs depend on when each server learnt of the topic and on where the
-        # target assignment is computed (gateway-conformance.md #8): compare increments.
-        base = m1.epoch
-        obs.append(("m1 converged", {"epoch": "base", "owned": m1.owned}))
+        obs.append(("m1 converged", {"epoch": m1.epoch, "owned": m1.owned}))
 
         m2 = Member(wire, group, topic, tid)
         r = await m2.join()
-        # The joining member gets the new group epoch if the target assignment is computed
-        # in the heartbeat itself (Kafka) or the previous one until it is computed off the
-        # partition loop (groupcoord): timing, not compared.
-        obs.append(("m2 joins", hb_obs(r) | {"epoch": r.member_epoch - base in (0, 1)}))
+        # the joining member gets the new group epoch at once (partitions still m1's)
+        obs.append(("m2 joins", hb_obs(r) | {"owned": m2.owned}))
+        obs.append(("m2 joined: describe", await describe_epochs(wire, group)))
         await converge([m1, m2], 6)
         obs.append(
             (
                 "m1+m2 converged",
                 {
-                    "epochs": [m1.epoch - base, m2.epoch - base],
+                    "epochs": [m1.epoch, m2.epoch],
                     "sizes": sorted([len(m1.owned), len(m2.owned)]),
                 },
             )
@@ -235,14 +262,14 @@ async def consumer_group(target: Target) -> Obs:
                 {
                     "error": err(g.error_code),
                     "state": g.group_state,
-                    "group_epoch": g.group_epoch - base,
-                    "assignment_epoch": g.assignment_epoch - base,
+                    "group_epoch": g.group_epoch,
+                    "assignment_epoch": g.assignment_epoch,
                     "assignor": g.assignor_name,
                     "authorized_operations": g.authorized_operations,
                     "members": sorted(
                         (
                             ids("M", m.member_id),
-                            m.member_epoch - base,
+                            m.member_epoch,
                             m.member_type,
                             tuple(ids("T", n) for n in m.subscribed_topic_names),
                             tuple(
@@ -313,7 +340,8 @@ async def consumer_group(target: Target) -> Obs:
         r = await m2.heartbeat(epoch=-1)
         obs.append(("m2 leaves", {"error": err(r.error_code), "epoch": r.member_epoch}))
         await converge([m1], 6)
-        obs.append(("m1 alone", {"epoch_increased": m1.epoch > 0, "owned": m1.owned}))
+        obs.append(("m1 alone", {"epoch": m1.epoch, "owned": m1.owned}))
+        obs.append(("m1 alone: describe", await describe_epochs(wire, group)))
         d = await wire.send(
             request(
                 "consumer_group_describe",
@@ -345,6 +373,13 @@ async def consumer_group(target: Target) -> Obs:
                 (err(d.groups[0].error_code), d.groups[0].group_state, len(d.groups[0].members)),
             )
         )
+        # an empty group keeps the target assignment epoch of its last computed target
+        obs.append(("empty: describe", await describe_epochs(wire, group)))
+        m3 = Member(wire, group, topic, tid)
+        r = await m3.join()
+        obs.append(("m3 joins the empty group", hb_obs(r) | {"owned": m3.owned}))
+        obs.append(("m3 joined: describe", await describe_epochs(wire, group)))
+        await m3.heartbeat(epoch=-1)
         return obs
     finally:
         await wire.close()

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from services.gateway import codec
 from tests.interop.clients import create_topic
+from tests.interop.sequences import coordinator_knows
 from tests.interop.support import Target, on_both, unique
 from tests.support.kafka_wire import KafkaWire
 from tests.support.kafka_wire import request as kafka_request
@@ -43,6 +45,27 @@ def partitions(response: Any) -> list[int] | None:
     return sorted(p for tp in response.assignment.topic_partitions for p in tp.partitions)
 
 
+async def topic_id(w: KafkaWire, topic: str) -> str:
+    md = await w.send(kafka_request("metadata", 12, topics=[{"name": topic}]))
+    return codec.from_uuid(md.topics[0].topic_id)
+
+
+async def epochs(w: KafkaWire, group: str) -> tuple[str, int, int, list[int]]:
+    """State, group epoch, target assignment epoch, member epochs (ConsumerGroupDescribe)."""
+    d = await w.send(
+        kafka_request(
+            "consumer_group_describe", 0, group_ids=[group], include_authorized_operations=False
+        )
+    )
+    g = d.groups[0]
+    return (
+        g.group_state,
+        g.group_epoch,
+        g.assignment_epoch,
+        sorted(m.member_epoch for m in g.members),
+    )
+
+
 def error(response: Any) -> tuple[int, str | None]:
     return int(response.error_code), response.error_message
 
@@ -53,20 +76,12 @@ async def test_join_epochs_and_assignment(target: Target) -> None:
     create_topic(target, topic, 6)
     w = await target.wire()
     try:
+        await coordinator_knows(w, topic, await topic_id(w, topic))
         r = await heartbeat(w, group, **join("m1", topic))
+        # the target is computed inside the join: epoch 1 with every partition at once
         assert (error(r), r.member_id, r.member_epoch) == ((0, None), "m1", 1)
-        # groupcoord computes the target off the loop: the partitions come with epoch 2 on a
-        # later heartbeat. Kafka computes it in the join (epoch 1 with the partitions) -- or,
-        # when its metadata image lags the new topic, exactly as groupcoord does.
-        owned = partitions(r) or []
+        assert partitions(r) == [0, 1, 2, 3, 4, 5]
         epoch = r.member_epoch
-        for _ in range(50):
-            if owned == [0, 1, 2, 3, 4, 5]:
-                break
-            r = await heartbeat(w, group, member_id="m1", member_epoch=epoch, topic_partitions=None)
-            epoch = r.member_epoch
-            owned = partitions(r) if r.assignment is not None else owned
-        assert owned == [0, 1, 2, 3, 4, 5] and epoch in (1, 2)
         # steady state: nothing changes, no assignment in the answer
         r = await heartbeat(w, group, member_id="m1", member_epoch=epoch, topic_partitions=None)
         assert (error(r), r.member_epoch, r.assignment) == ((0, None), epoch, None)
@@ -87,10 +102,28 @@ async def test_join_epochs_and_assignment(target: Target) -> None:
             topic_partitions=[{"topic_id": tp.topic_id, "partitions": list(tp.partitions)}],
         )
         assert (r.member_epoch, partitions(r)) == (epoch, [0, 1, 2, 3, 4, 5])
-        assert d.groups[0].group_state == "Stable"
-        # leaving
+        g = d.groups[0]
+        assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Stable", 1, 1)
+        # a second member: epoch 2 in its join response, waiting for m1's partitions
+        r = await heartbeat(w, group, **join("m2", topic))
+        assert (error(r), r.member_epoch, partitions(r)) == ((0, None), 2, [])
+        assert await epochs(w, group) == ("Reconciling", 2, 2, [1, 2])
+        r = await heartbeat(w, group, member_id="m2", member_epoch=-1, topic_partitions=None)
+        assert await epochs(w, group) in (
+            ("Assigning", 3, 2, [1]),  # Kafka: computed at m1's next heartbeat
+            ("Reconciling", 3, 3, [1]),  # groupcoord: computed when m2 leaves
+        )
+        r = await heartbeat(w, group, member_id="m1", member_epoch=1, topic_partitions=None)
+        assert (error(r), r.member_epoch) == ((0, None), 3)
+        assert await epochs(w, group) == ("Stable", 3, 3, [3])
+        # leaving: the empty group keeps the epoch of its last computed target
         r = await heartbeat(w, group, member_id="m1", member_epoch=-1, topic_partitions=None)
         assert (error(r), r.member_id, r.member_epoch) == ((0, None), "m1", -1)
+        assert await epochs(w, group) == ("Empty", 4, 3, [])
+        r = await heartbeat(w, group, **join("m3", topic))
+        assert (error(r), r.member_epoch, partitions(r)) == ((0, None), 5, [0, 1, 2, 3, 4, 5])
+        assert await epochs(w, group) == ("Stable", 5, 5, [5])
+        await heartbeat(w, group, member_id="m3", member_epoch=-1, topic_partitions=None)
     finally:
         await w.close()
 

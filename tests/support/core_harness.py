@@ -9,7 +9,10 @@ a timer that fires only on ``sleep``, and a log of every record written.
 Deferred responses (classic JoinGroup) come back as ``Pending`` objects whose ``.value`` is set
 when a later write completes them. Async tasks (target assignments) queue up in
 ``h.tasks``; ``h.run_tasks(execute)`` runs them (in order, or a test picks which) and applies
-``on_done`` as a write -- so a test can deliver a stale result on purpose.
+``on_done`` as a write -- so a test can deliver a stale result on purpose. As in a shard
+process, small target assignments are computed inside the operation with the real in-process
+assignors (``CoordinatorConfig.consumer_group_inline_assignment_max_size``; 0 sends every one
+through ``h.tasks``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.shard.assignment import InProcessAssignor
 from shards.core.config import CoordinatorConfig
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, TimerOp
@@ -26,6 +30,15 @@ from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
 
 START_MS = 1_700_000_000_000
+_ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}
+
+
+def in_process_assignor(config: CoordinatorConfig) -> InProcessAssignor:
+    """The real assignors a shard process runs (loaded once per list of names)."""
+    names = tuple(config.consumer_group_assignors)
+    if names not in _ASSIGNORS:
+        _ASSIGNORS[names] = InProcessAssignor(names)
+    return _ASSIGNORS[names]
 
 
 class ManualTimer:
@@ -75,11 +88,21 @@ class ShardHarness:
 
     def __post_init__(self) -> None:
         self.timer = ManualTimer()
-        self.shard = GroupCoordinatorShard(self.config, self.timer, self.topics, self.partition)
+        self.shard = self.new_shard(self.timer)
         self.log: list[Record] = []
         self.pending: dict[int, Pending] = {}
         self.fired: list[tuple[str, CoordinatorResult[Any]]] = []
         self.tasks: dict[str, AsyncTask] = {}  # key -> newest task (newer supersedes)
+
+    def new_shard(self, timer: Any) -> GroupCoordinatorShard:
+        """A shard as a process builds one (the in-process assignors injected)."""
+        return GroupCoordinatorShard(
+            self.config,
+            timer,
+            self.topics,
+            self.partition,
+            assign=in_process_assignor(self.config).compute_inline,
+        )
 
     @property
     def now(self) -> int:

@@ -742,9 +742,7 @@ class Migration:
         epoch = group.group_epoch + 1
         records.append(M._group_epoch_record(gid, epoch, group.metadata_hash))
         consumer = self.consumer
-        if not remaining:
-            records.append(M._assignment_epoch_record(gid, epoch))
-        else:
+        if remaining:
             request = consumer._assignment_request(
                 group,
                 epoch,
@@ -754,7 +752,7 @@ class Migration:
                 regexes,
                 metadata,
             )
-            tasks.append(consumer._assignment_task(group, request))
+            consumer.request_target(group, request, records, tasks)
         return records
 
     # ================================================================= timers

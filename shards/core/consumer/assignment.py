@@ -1,6 +1,8 @@
 """Target assignments: what the partition loop hands to an assignor, and what comes back.
 
-Computing a target assignment can take long for a large group, so it never runs on the
+Kafka computes a target assignment inside the heartbeat that needs it; groupcoord does the
+same for small groups with a built-in assignor (an injected :data:`InlineAssignor`, well
+under a few milliseconds). Otherwise computing it can take long, so it does not run on the
 partition loop: the manager returns an :class:`~shards.core.result.AsyncTask` whose request
 is a :class:`TargetAssignmentRequest` (plain data, everything the assignor needs, labelled
 with the group epoch it was computed for). An executor outside the core (in-process thread,
@@ -11,7 +13,7 @@ it if the group moved on meanwhile (see ``ConsumerGroupManager._on_assignment``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shards.core.consumer.member import Assignment
@@ -44,6 +46,12 @@ class TargetAssignmentRequest:
     assignor: str
     members: tuple[AssignmentMember, ...]
     topics: tuple[AssignmentTopic, ...]
+
+
+#: computes a target assignment synchronously, on the calling thread, or answers None when
+#: it does not compute this one here (an assignor whose cost is unknown: custom ones); the
+#: manager uses it for groups small enough to assign inside an operation
+InlineAssignor = Callable[[TargetAssignmentRequest], TargetAssignment | None]
 
 
 def validate_answer(request: TargetAssignmentRequest, answer: TargetAssignment) -> None:

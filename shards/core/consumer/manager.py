@@ -13,19 +13,24 @@ A heartbeat runs three steps, each described as records (only replay changes sta
    change of subscription (topic names or regex), of the group's preferred server assignor,
    or of the subscribed topics' metadata bumps the *group epoch*.
 2. **Target assignment.** When the group epoch is ahead of the *assignment epoch*, a new
-   target assignment is needed: it is requested as an :class:`AsyncTask` labelled with the
-   group epoch and computed off the loop. Its answer is applied later, as its own write,
-   and only if the group epoch has not moved since (a newer task is then on its way);
-   only members whose target changed get a record.
+   target assignment is needed. Like Kafka 4.1, it is computed right there, in the same
+   operation, when that is cheap (an in-process assignor, a group of at most
+   ``consumer_group_inline_assignment_max_size`` members + partitions): the target records
+   and the new assignment epoch are part of the operation's records. Otherwise it is
+   requested as an :class:`AsyncTask` labelled with the group epoch and computed off the
+   loop; its answer is applied later, as its own write, and only if the group epoch has
+   not moved since (a newer task is then on its way). Either way only members whose
+   target changed get a record.
 3. **Reconciliation.** The member moves one step towards its target at the assignment
    epoch (``reconciliation.reconcile``); the response carries the new epoch, and the
    assignment when it changed or the request was a full one.
 
-Because targets arrive asynchronously, a new group starts at epoch 1 with an empty target
-assignment at epoch 1 (as Apache Kafka does since it offloads assignors): the first member
-reconciles to epoch 1 at once and gets its partitions at epoch 2 on a later heartbeat.
-Member epochs are therefore always >= 1, 0 staying reserved for joining. When the last
-member leaves, the assignment epoch catches up with the group epoch.
+So the epochs a member sees are Kafka's: a new group's first member gets epoch 1 with its
+partitions, a member joining an existing group gets the new group epoch in its first
+response. Only when the target of a *new* group must be computed off the loop does the
+group start with an empty target at epoch 1 and its real one at epoch 2, so that member
+epochs stay >= 1 (0 is reserved for joining). When the last member leaves, the group epoch
+moves and the assignment epoch stays that of the last computed target (as Kafka 4.1).
 
 Regular expressions are resolved synchronously against the partition's catalog image (a
 match over topic names) when a member brings a regex the group does not know yet, and
@@ -47,6 +52,7 @@ from shards.core.consumer import api
 from shards.core.consumer.assignment import (
     AssignmentMember,
     AssignmentTopic,
+    InlineAssignor,
     TargetAssignment,
     TargetAssignmentRequest,
     validate_answer,
@@ -97,7 +103,7 @@ from shards.core.topics import TopicsImage, uuid_to_text
 
 log = logging.getLogger("groupcoord.consumer")
 
-#: a new group starts here, with an (empty) target assignment at this epoch
+#: a new group whose target is computed off the loop starts with an (empty) target here
 INITIAL_GROUP_EPOCH = 1
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
@@ -156,8 +162,11 @@ class ConsumerGroupManager:
         groups: GroupMetadataManager,
         topics: Callable[[], TopicsImage],
         new_member_id: Callable[[], str] = random_member_id,
+        assign: InlineAssignor | None = None,
     ) -> None:
         self.config = config
+        #: computes small target assignments inside the operation (None: always off the loop)
+        self.assign = assign
         self.timer = timer
         self.group_manager = groups
         self._topics = topics
@@ -377,30 +386,18 @@ class ConsumerGroupManager:
         group_epoch, assignment_epoch = group.group_epoch, group.assignment_epoch
         if bump:
             group_epoch += 1
-        # No subscribed topic exists: every target is empty, no assignor needed.
-        nothing_to_assign = not metadata
-        if is_new and not nothing_to_assign:
-            # A new group gets an (empty) target at epoch 1 at once, so that its first member
-            # has an epoch; the real target is computed for epoch 2.
-            assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
-        if bump:
-            records.append(self._group_epoch_record(group_id, group_epoch, group.metadata_hash))
-        if is_new and not nothing_to_assign:
-            records.append(self._assignment_epoch_record(group_id, assignment_epoch))
 
-        cleared = False
+        new_targets: Callable[[str], Assignment] | None = None
 
         def target_of(mid: str) -> Assignment:
-            if cleared:
-                return EMPTY_ASSIGNMENT
+            if new_targets is not None:
+                return new_targets(mid)
             if replaced is not None and mid == updated.member_id:
                 return group.target_of(replaced.member_id)
             return group.target_of(mid)
 
-        if replaced is not None and replaced.member_id in group.target_assignment:
-            records.append(self._target_record(group_id, updated.member_id, target_of(member_id)))
-
-        # 2. target assignment, off the loop
+        # 2. target assignment: here when cheap (as Kafka), else off the loop
+        target_records: list[Record] = []
         tasks: list[AsyncTask] = []
         if bump and group_epoch > assignment_epoch:
             members = [
@@ -409,9 +406,9 @@ class ConsumerGroupManager:
                 if mid != member_id and (replaced is None or mid != replaced.member_id)
             ]
             members.append(updated)
-            if nothing_to_assign:
-                self._empty_targets(group_id, group_epoch, members, target_of, records)
-                assignment_epoch, cleared = group_epoch, True
+            if not metadata:  # no subscribed topic exists: every target is empty
+                self._empty_targets(group_id, group_epoch, members, target_of, target_records)
+                assignment_epoch, new_targets = group_epoch, lambda mid: EMPTY_ASSIGNMENT
             else:
                 request_ = self._assignment_request(
                     group,
@@ -422,7 +419,27 @@ class ConsumerGroupManager:
                     regexes,
                     metadata,
                 )
-                tasks.append(self._assignment_task(group, request_))
+                new_targets = self._inline_targets(request_, target_records)
+                if new_targets is not None:
+                    assignment_epoch = group_epoch
+                elif is_new:
+                    # Off the loop for a new group: an (empty) target at epoch 1 at once, so
+                    # that the first member has an epoch; the real one comes for epoch 2.
+                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
+                    target_records.append(self._assignment_epoch_record(group_id, assignment_epoch))
+                    request_ = replace(request_, group_epoch=group_epoch)
+                    tasks.append(self._assignment_task(group, request_))
+                else:
+                    tasks.append(self._assignment_task(group, request_))
+        if bump:
+            records.append(self._group_epoch_record(group_id, group_epoch, group.metadata_hash))
+        if replaced is not None and replaced.member_id in group.target_assignment:
+            records.append(
+                self._target_record(
+                    group_id, updated.member_id, group.target_of(replaced.member_id)
+                )
+            )
+        records += target_records
 
         # 3. reconciliation
         target = target_of(member_id)
@@ -763,11 +780,12 @@ class ConsumerGroupManager:
         records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
         self._cancel_timers(gid, member.member_id)
         remaining = [m for mid, m in group.members.items() if mid != member.member_id]
+        # Without members nothing is assigned: as in Kafka 4.1, the assignment epoch stays
+        # that of the last computed target (Describe shows it); the next join computes one.
         tasks: list[AsyncTask] = []
         if not remaining:
-            # Nothing to assign: the (empty) target is up to date.
-            records.append(self._assignment_epoch_record(gid, epoch))
-        elif not metadata:
+            return CoordinatorResult(records, response)
+        if not metadata:
             self._empty_targets(gid, epoch, remaining, group.target_of, records)
         else:
             assignors = dict(group.assignor_counts)
@@ -777,7 +795,7 @@ class ConsumerGroupManager:
             request = self._assignment_request(
                 group, epoch, assignor, remaining, group.target_of, regexes, metadata
             )
-            tasks.append(self._assignment_task(group, request))
+            self.request_target(group, request, records, tasks)
         return CoordinatorResult(records, response, tasks=tasks)
 
     # ---- timers ----
@@ -910,6 +928,50 @@ class ConsumerGroupManager:
                 records.append(self._target_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
         records.append(self._assignment_epoch_record(group_id, epoch))
 
+    def _inline_targets(
+        self, request: TargetAssignmentRequest, records: list[Record]
+    ) -> Callable[[str], Assignment] | None:
+        """The target assignment of ``request``, computed here when that is cheap (Kafka 4.1
+        computes it inside the heartbeat): its records (targets that changed, then the new
+        assignment epoch) go to ``records``. None: to be computed off the loop (too large,
+        no in-process assignor for it, or it failed -- the asynchronous path retries)."""
+        size = len(request.members) + sum(t.num_partitions for t in request.topics)
+        if self.assign is None or size > self.config.consumer_group_inline_assignment_max_size:
+            return None
+        try:
+            answer = self.assign(request)
+            if answer is None:  # not one to compute here (a custom assignor)
+                return None
+            validate_answer(request, answer)
+        except Exception as ex:  # noqa: BLE001 -- injected assignor: fall back, never fail
+            log.warning(
+                "[GroupId %s] Computing the target assignment for epoch %d in-line failed: %r; "
+                "computing it off the loop.",
+                request.group_id,
+                request.group_epoch,
+                ex,
+            )
+            return None
+        targets = {mid: make_assignment(topics) for mid, topics in answer.items()}
+        gid = request.group_id
+        for m in request.members:
+            new = targets.get(m.member_id, EMPTY_ASSIGNMENT)
+            if not same_assignment(new, m.assigned):
+                records.append(self._target_record(gid, m.member_id, new))
+        records.append(self._assignment_epoch_record(gid, request.group_epoch))
+        return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
+
+    def request_target(
+        self,
+        group: ConsumerGroup,
+        request: TargetAssignmentRequest,
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None:
+        """A new target assignment is needed: computed here when cheap, else off the loop."""
+        if self._inline_targets(request, records) is None:
+            tasks.append(self._assignment_task(group, request))
+
     def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
         return AsyncTask(
             f"consumer-assignment:{group.group_id}",
@@ -917,9 +979,9 @@ class ConsumerGroupManager:
             lambda answer, now: self._on_assignment(group, request, answer, now),
         )
 
-    def _group_assignment_task(self, group: ConsumerGroup) -> AsyncTask:
-        """A task for the group as it is (after a reload, or to retry)."""
-        request = self._assignment_request(
+    def _group_request(self, group: ConsumerGroup) -> TargetAssignmentRequest:
+        """The target assignment request of the group as it is (after a reload, to retry)."""
+        return self._assignment_request(
             group,
             group.group_epoch,
             self._preferred(group.assignor_counts),
@@ -928,7 +990,9 @@ class ConsumerGroupManager:
             group.resolved_regexes,
             group.subscription_metadata,
         )
-        return self._assignment_task(group, request)
+
+    def _group_assignment_task(self, group: ConsumerGroup) -> AsyncTask:
+        return self._assignment_task(group, self._group_request(group))
 
     def _needs_assignment(self, group: ConsumerGroup) -> bool:
         return bool(group.members) and group.group_epoch > group.assignment_epoch
@@ -1003,11 +1067,17 @@ class ConsumerGroupManager:
         """A new catalog image (already installed): refresh regexes and topic metadata of
         every group, bumping the epoch of those that changed."""
         names_changed = previous is None or previous.by_name.keys() != image.by_name.keys()
+        return self._sync_groups(image, names_changed, now_ms, set())
+
+    def _sync_groups(
+        self, image: TopicsImage, reresolve: bool, now_ms: int, synced: set[str]
+    ) -> CoordinatorResult[None]:
+        """``synced`` gets the ids of the groups whose epoch moved."""
         records: list[Record] = []
         tasks: list[AsyncTask] = []
         for group in self.consumer_groups():
-            if group.members:
-                self._sync_group(group, image, names_changed, now_ms, records, tasks)
+            if group.members and self._sync_group(group, image, reresolve, now_ms, records, tasks):
+                synced.add(group.group_id)
         return CoordinatorResult(records, tasks=tasks)
 
     def _sync_group(
@@ -1018,7 +1088,8 @@ class ConsumerGroupManager:
         now_ms: int,
         records: list[Record],
         tasks: list[AsyncTask],
-    ) -> None:
+    ) -> bool:
+        """Whether the group's epoch moved."""
         gid = group.group_id
         regexes = group.resolved_regexes
         bump = False
@@ -1044,12 +1115,12 @@ class ConsumerGroupManager:
             bump = True
             records.append(self._partition_metadata_record(gid, metadata))
         if not bump:
-            return
+            return False
         epoch = group.group_epoch + 1
         records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
         if not metadata:
             self._empty_targets(gid, epoch, group.members.values(), group.target_of, records)
-            return
+            return True
         request = self._assignment_request(
             group,
             epoch,
@@ -1059,7 +1130,8 @@ class ConsumerGroupManager:
             regexes,
             metadata,
         )
-        tasks.append(self._assignment_task(group, request))
+        self.request_target(group, request, records, tasks)
+        return True
 
     # ==== load ====
     def on_loaded(self, now_ms: int) -> None:
@@ -1073,13 +1145,13 @@ class ConsumerGroupManager:
         self.timer.schedule(CATALOG_SYNC_TIMER, 0, self._after_load)
 
     def _after_load(self, now_ms: int) -> CoordinatorResult[None]:
-        result = self.update_topics(None, self.topics, now_ms)
-        synced = {t.request.group_id for t in result.tasks}
-        tasks = list(result.tasks)
+        synced: set[str] = set()
+        result = self._sync_groups(self.topics, True, now_ms, synced)
+        records, tasks = list(result.records), list(result.tasks)
         for group in self.consumer_groups():
             if group.group_id not in synced and self._needs_assignment(group):
-                tasks.append(self._group_assignment_task(group))
-        return CoordinatorResult(result.records, tasks=tasks)
+                self.request_target(group, self._group_request(group), records, tasks)
+        return CoordinatorResult(records, tasks=tasks)
 
     # ==== ConsumerGroupDescribe ====
     def describe(

@@ -334,7 +334,18 @@ async def test_dev_computes_on_the_replicas_then_in_process(
 ) -> None:
     addresses = ",".join(w.grpc_address for w in workers)
     with ServerProcess(
-        ["dev", "--grpc-port", "0", "--data-dir", str(tmp_path / "data"), "--num-partitions", "4"],
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--num-partitions",
+            "4",
+            # every target off the loop (small groups are otherwise assigned in the heartbeat)
+            "--set",
+            "consumer_group_inline_assignment_max_size=0",
+        ],
         tmp_path / "dev.log",
         env={"GROUPCOORD_ASSIGNOR_ADDRESSES": addresses, "GROUPCOORD_ASSIGNOR_TIMEOUT_MS": "1000"},
     ) as dev:

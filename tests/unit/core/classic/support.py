@@ -17,7 +17,6 @@ from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import ClassicGroup
 from shards.core.config import CoordinatorConfig
 from shards.core.errors import Errors
-from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
 from tests.support.core_harness import ManualTimer, Pending, ShardHarness
 
@@ -203,7 +202,7 @@ class Classic:
         """Reload the partition from its log, as a new owner would."""
         timer = ManualTimer()
         timer.now_ms = self.h.now
-        shard = GroupCoordinatorShard(self.h.config, timer, self.h.topics, self.h.partition)
+        shard = self.h.new_shard(timer)
         for record in self.h.log:
             shard.replay(record)
         self.h.shard.on_unloaded()

@@ -15,11 +15,12 @@ from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.errors import ApiError, Errors
-from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
-from tests.support.core_harness import ShardHarness
+from tests.support.core_harness import ShardHarness, in_process_assignor
 
-_ASSIGNOR_CACHE: dict[tuple[str, ...], InProcessAssignor] = {}
+#: every target assignment computed off the partition loop, as for a large group or a custom
+#: assignor (small groups with a built-in assignor are assigned inside the heartbeat)
+OFF_LOOP = CoordinatorConfig(consumer_group_inline_assignment_max_size=0)
 
 
 def tid(name: str) -> str:
@@ -54,10 +55,7 @@ def as_dict(assignment: Iterable[api.TopicPartitions] | None) -> dict[str, tuple
 
 
 def assignor_for(config: CoordinatorConfig) -> InProcessAssignor:
-    names = tuple(config.consumer_group_assignors)
-    if names not in _ASSIGNOR_CACHE:
-        _ASSIGNOR_CACHE[names] = InProcessAssignor(names)
-    return _ASSIGNOR_CACHE[names]
+    return in_process_assignor(config)
 
 
 class Consumers:
@@ -132,7 +130,7 @@ class Consumers:
         records = h.shard.snapshot() if from_snapshot else list(h.log)
         h.timer.tasks.clear()
         h.tasks.clear()
-        fresh = GroupCoordinatorShard(h.config, h.timer, h.topics, h.partition)
+        fresh = h.new_shard(h.timer)
         fresh.consumer.new_member_id = h.shard.consumer.new_member_id
         for record in records:
             fresh.replay(record)

@@ -8,13 +8,13 @@ from shards.core.api import RequestContext
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
 from shards.core.errors import ApiError, Errors
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
+from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
 
 FOO = tid("foo")
 
 
 def test_group_states_through_a_lifecycle() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     a = FakeConsumer(c, "a")
     a.heartbeat()
     assert c.group().state_name() == "Assigning"
@@ -35,7 +35,7 @@ def test_group_states_through_a_lifecycle() -> None:
 
 
 def test_describe_returns_every_field() -> None:
-    c = Consumers(topics=image(foo=2, bar=1))
+    c = Consumers(OFF_LOOP, topics=image(foo=2, bar=1))
     a = FakeConsumer(c, "a", instance_id="i-a")
     a.heartbeat()
     c.heartbeat(
@@ -99,7 +99,7 @@ def test_describe_unknown_or_classic_group_is_group_id_not_found() -> None:
 
 
 def test_list_groups_filters_by_state_and_type() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
     c.commit("simple", foo=1)
     c.join("b", group_id="empty")
@@ -181,7 +181,7 @@ def _commit_error(c: Consumers, **kw: object) -> int:
 
 
 def test_offset_commit_checks_the_member_epoch() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     a = FakeConsumer(c, "a")
     a.heartbeat(), c.assign(), a.heartbeat()
     assert _commit_error(c, member_id="a", epoch=2, foo=1) == 0

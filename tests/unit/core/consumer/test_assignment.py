@@ -12,7 +12,7 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
+from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
 
 FOO, BAR = tid("foo"), tid("bar")
 
@@ -42,7 +42,7 @@ def test_plain_heartbeat_changes_nothing() -> None:
 
 
 def test_client_change_is_persisted_without_a_rebalance() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable(c, "a")
     epoch = c.group().group_epoch
     c.heartbeat(member_id="a", member_epoch=2, rack_id="r1")
@@ -52,7 +52,7 @@ def test_client_change_is_persisted_without_a_rebalance() -> None:
 
 
 def test_subscription_change_bumps_the_epoch_and_asks_for_an_assignment() -> None:
-    c = Consumers(topics=image(foo=6, bar=3))
+    c = Consumers(OFF_LOOP, topics=image(foo=6, bar=3))
     _stable(c, "a")
     epoch = c.group().group_epoch
     c.heartbeat(member_id="a", member_epoch=2, subscribed_topic_names=("foo", "bar"))
@@ -65,7 +65,7 @@ def test_subscription_change_bumps_the_epoch_and_asks_for_an_assignment() -> Non
 
 
 def test_preferred_assignor_change_bumps_the_epoch() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable(c, "a")
     epoch = c.group().group_epoch
     c.heartbeat(member_id="a", member_epoch=2, server_assignor="range")
@@ -74,7 +74,7 @@ def test_preferred_assignor_change_bumps_the_epoch() -> None:
 
 
 def test_the_most_requested_assignor_wins_ties_go_to_the_configured_order() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a", server_assignor="range")
     assert _request(c).assignor == "range"
     c.join("b", server_assignor="uniform")  # 1 range, 1 uniform: uniform is listed first
@@ -84,7 +84,7 @@ def test_the_most_requested_assignor_wins_ties_go_to_the_configured_order() -> N
 
 
 def test_topic_metadata_change_bumps_the_epoch_of_subscribed_groups_only() -> None:
-    c = Consumers(topics=image(foo=6, bar=2))
+    c = Consumers(OFF_LOOP, topics=image(foo=6, bar=2))
     _stable(c, "a")
     c.join("x", group_id="other", topics=("bar",))
     c.assign()
@@ -98,7 +98,7 @@ def test_topic_metadata_change_bumps_the_epoch_of_subscribed_groups_only() -> No
 
 
 def test_stale_assignment_result_is_dropped() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
     stale = c.h.tasks.pop("consumer-assignment:g")
     c.join("b")  # epoch 3: a newer task
@@ -113,7 +113,7 @@ def test_stale_assignment_result_is_dropped() -> None:
 
 
 def test_assignment_for_a_deleted_and_recreated_group_is_dropped() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
     old = c.h.tasks.pop("consumer-assignment:g")
     c.heartbeat(member_id="a", member_epoch=-1)
@@ -124,7 +124,7 @@ def test_assignment_for_a_deleted_and_recreated_group_is_dropped() -> None:
 
 
 def test_failed_assignment_is_retried_after_a_backoff() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
 
     def broken(request: object) -> object:
@@ -139,7 +139,7 @@ def test_failed_assignment_is_retried_after_a_backoff() -> None:
 
 
 def test_invalid_assignor_answer_is_rejected_and_retried() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
     c.h.run_tasks(lambda r: {"a": {FOO: (0, 99)}})
     assert c.group().assignment_epoch == 1
@@ -149,7 +149,7 @@ def test_invalid_assignor_answer_is_rejected_and_retried() -> None:
 
 
 def test_only_changed_targets_are_written() -> None:
-    c = Consumers(topics=image(foo=6, bar=4))
+    c = Consumers(OFF_LOOP, topics=image(foo=6, bar=4))
     members = [FakeConsumer(c, "a"), FakeConsumer(c, "b", topics=("bar",))]
     for _ in range(3):
         for m in members:
@@ -168,7 +168,7 @@ def test_only_changed_targets_are_written() -> None:
 
 
 def test_static_replacement_during_an_assignment_gets_the_instance_target() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("s1", instance_id="i1")
     c.heartbeat(member_id="s1", member_epoch=1, instance_id="i1", topic_partitions=())
     c.heartbeat(member_id="s1", member_epoch=-2, instance_id="i1")

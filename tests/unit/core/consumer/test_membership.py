@@ -7,13 +7,21 @@ from shards.core.config import CoordinatorConfig
 from shards.core.consumer.member import MemberState
 from shards.core.errors import Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid, tps
+from tests.unit.core.consumer.support import (
+    OFF_LOOP,
+    Consumers,
+    FakeConsumer,
+    as_dict,
+    image,
+    tid,
+    tps,
+)
 
 FOO = tid("foo")
 
 
 def test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     r = c.join("m1")
     # A new group starts at epoch 1 with an empty target; the join bumps it to 2 and asks
     # for an assignment computed off the loop.
@@ -76,17 +84,22 @@ def test_leave_of_unknown_member_is_unknown_member_id() -> None:
     assert c.error(member_id="zz", member_epoch=-1).code is Errors.UNKNOWN_MEMBER_ID
 
 
-def test_last_member_leaving_leaves_an_empty_group_with_caught_up_epochs() -> None:
-    c = Consumers()
+def test_last_member_leaving_off_the_loop_keeps_the_last_assignment_epoch() -> None:
+    c = Consumers(OFF_LOOP)
     c.join("m1")
     c.heartbeat(member_id="m1", member_epoch=-1)
     g = c.group()
     assert g.state_name() == "Empty"
-    assert g.group_epoch == g.assignment_epoch == 3
-    assert c.h.tasks == {} or c.assign() == 1  # the stale task is dropped
-    assert g.assignment_epoch == 3
-    # Joining again: the member reconciles to the caught-up epoch at once.
-    assert c.join("m2").member_epoch == 3
+    # As in Kafka 4.1: the group epoch moves, the assignment epoch stays that of the last
+    # computed target (the empty one at epoch 1); the pending task is dropped.
+    assert (g.group_epoch, g.assignment_epoch) == (3, 1)
+    assert c.h.tasks == {} or c.assign() == 1
+    assert (g.group_epoch, g.assignment_epoch) == (3, 1)
+    # Joining again: epoch 4, computed off the loop; the member reconciles to epoch 1 first.
+    assert c.join("m2").member_epoch == 1
+    assert c.assign() == 1
+    assert (g.group_epoch, g.assignment_epoch) == (4, 4)
+    assert c.heartbeat(member_id="m2", member_epoch=1).member_epoch == 4
     c.check()
 
 
@@ -101,7 +114,7 @@ def _stable_member(c: Consumers) -> FakeConsumer:
 
 
 def test_epoch_ahead_of_the_coordinator_is_fenced() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable_member(c)
     ex = c.error(member_id="m1", member_epoch=7)
     assert ex.code is Errors.FENCED_MEMBER_EPOCH
@@ -109,7 +122,7 @@ def test_epoch_ahead_of_the_coordinator_is_fenced() -> None:
 
 
 def test_epoch_behind_the_coordinator_is_fenced() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable_member(c)
     ex = c.error(
         member_id="m1",
@@ -123,14 +136,14 @@ def test_epoch_behind_the_coordinator_is_fenced() -> None:
 
 
 def test_lost_response_previous_epoch_with_owned_subset_is_accepted() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable_member(c)  # epoch 2, previous epoch 1
     r = c.heartbeat(member_id="m1", member_epoch=1, topic_partitions=tps(foo=[0, 1]))
     assert r.member_epoch == 2  # told its epoch again
 
 
 def test_lost_response_needs_owned_partitions_and_a_subset() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable_member(c)
     assert c.error(member_id="m1", member_epoch=1).code is Errors.FENCED_MEMBER_EPOCH
     c.update_topics(image(foo=6, bar=2))
@@ -139,7 +152,7 @@ def test_lost_response_needs_owned_partitions_and_a_subset() -> None:
 
 
 def test_fenced_member_has_nothing_written() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     _stable_member(c)
     n = len(c.h.log)
     c.error(member_id="m1", member_epoch=9)

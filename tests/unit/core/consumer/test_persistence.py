@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shards.core.consumer.member import MemberState
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
+from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
 
 FOO = tid("foo")
 
@@ -49,7 +49,7 @@ def test_restart_recreates_session_and_rebalance_timers() -> None:
 
 
 def test_restart_reissues_a_lost_assignment() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     c.join("a")
     c.restart()  # the task in flight is lost with the old shard
     assert c.h.tasks == {}

@@ -10,7 +10,15 @@ from shards.core.consumer.member import (
 )
 from shards.core.consumer.reconciliation import reconcile
 from shards.core.errors import ApiError, Errors
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid, tps
+from tests.unit.core.consumer.support import (
+    OFF_LOOP,
+    Consumers,
+    FakeConsumer,
+    as_dict,
+    image,
+    tid,
+    tps,
+)
 
 FOO, BAR = tid("foo"), tid("bar")
 
@@ -102,7 +110,7 @@ def test_heartbeats_keep_the_session_alive() -> None:
 
 
 def test_assignment_is_sent_only_when_it_changed_or_the_request_is_full() -> None:
-    c = Consumers()
+    c = Consumers(OFF_LOOP)
     a = FakeConsumer(c, "a")
     a.heartbeat(), c.assign()
     r = c.heartbeat(member_id="a", member_epoch=1)
@@ -134,7 +142,7 @@ def test_heartbeat_interval_comes_from_the_group_config() -> None:
 
 
 def test_unsubscribed_topic_is_revoked_without_waiting_for_the_new_target() -> None:
-    c = Consumers(topics=image(foo=2, bar=2))
+    c = Consumers(OFF_LOOP, topics=image(foo=2, bar=2))
     a = FakeConsumer(c, "a", topics=("foo", "bar"))
     a.heartbeat(), c.assign(), a.heartbeat()
     assert a.owned == {FOO: (0, 1), BAR: (0, 1)}

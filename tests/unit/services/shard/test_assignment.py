@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from assignors.spec import GroupSpec
 from services.shard.assignment import InProcessAssignor
 from shards.core.consumer.assignment import (
     AssignmentMember,
@@ -36,6 +37,27 @@ def test_runs_the_named_assignor() -> None:
     assert ranged == {"m0": {"T": (0, 1)}, "m1": {"T": (2, 3)}, "m2": {"T": (4, 5)}}
     with pytest.raises(LookupError):
         run.compute(request(assignor="sticky"))
+
+
+class _Custom:
+    """A custom assignor (its cost is unknown): everything to the first member."""
+
+    name = "custom"
+
+    def assign(self, spec: GroupSpec) -> dict[str, dict[str, tuple[int, ...]]]:
+        first = min(spec.members)
+        return {first: {t: tuple(range(s.partition_count)) for t, s in spec.topics.items()}}
+
+
+def test_only_built_in_assignors_are_computed_inline() -> None:
+    run = InProcessAssignor(["uniform", "range"])
+    run.assignors["custom"] = _Custom()
+    assert run.compute_inline(request()) == run.compute(request())
+    assert run.compute_inline(request(assignor="range")) == run.compute(request(assignor="range"))
+    # custom and unknown assignors are not computed on the caller's loop
+    assert run.compute(request(assignor="custom")) == {"m0": {"T": (0, 1, 2, 3, 4, 5)}}
+    assert run.compute_inline(request(assignor="custom")) is None
+    assert run.compute_inline(request(assignor="sticky")) is None
 
 
 async def test_one_computation_per_group_and_superseded_requests_do_not_run() -> None:

@@ -1,0 +1,137 @@
+"""The epochs a user sees are Kafka 4.1's: a small group's target assignment is computed
+inside the heartbeat that bumps the group epoch (a built-in assignor, on the partition loop),
+so the member that caused the bump gets the new epoch in that very response; an emptied
+group keeps the assignment epoch of its last computed target. Compare with
+``test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2`` (off the loop)."""
+
+from __future__ import annotations
+
+from shards.core.config import CoordinatorConfig
+from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid
+
+FOO = tid("foo")
+ALL = (0, 1, 2, 3, 4, 5)
+
+
+def epochs(c: Consumers, group_id: str = "g") -> tuple[str, int, int]:
+    (d,) = c.describe(group_id)
+    return d.group_state, d.group_epoch, d.assignment_epoch
+
+
+def test_first_member_gets_epoch_1_with_its_partitions() -> None:
+    c = Consumers()
+    r = c.join("m1")
+    assert (r.member_epoch, as_dict(r.assignment)) == (1, {FOO: ALL})
+    assert epochs(c) == ("Stable", 1, 1)
+    assert c.h.tasks == {}
+    (m,) = c.describe("g")[0].members
+    assert m.member_epoch == 1
+    c.check()
+
+
+def test_a_joining_member_gets_the_new_group_epoch_at_once() -> None:
+    c = Consumers()
+    a = FakeConsumer(c, "a")
+    a.heartbeat()
+    b = FakeConsumer(c, "b")
+    r = b.heartbeat()
+    # the target is computed in b's join: b is at epoch 2 already, waiting for a's partitions
+    assert r is not None and (r.member_epoch, r.assignment) == (2, ())
+    assert epochs(c) == ("Reconciling", 2, 2)
+    a.heartbeat()  # a revokes half of its partitions, staying at epoch 1
+    assert (a.epoch, len(a.owned[FOO])) == (1, 3)
+    a.heartbeat(), b.heartbeat()
+    assert (a.epoch, b.epoch, len(b.owned[FOO])) == (2, 2, 3)
+    assert epochs(c) == ("Stable", 2, 2)
+    c.check()
+
+
+def test_an_emptied_group_keeps_its_last_assignment_epoch() -> None:
+    c = Consumers()
+    a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
+    for _ in range(3):
+        a.heartbeat(), b.heartbeat()
+    assert epochs(c) == ("Stable", 2, 2)
+    b.leave()
+    assert epochs(c) == ("Reconciling", 3, 3)  # the remaining member's target, computed
+    a.heartbeat()
+    assert (a.epoch, a.owned) == (3, {FOO: ALL})
+    a.leave()
+    # as Kafka: the group epoch moves, the target assignment epoch stays the last computed
+    assert epochs(c) == ("Empty", 4, 3)
+    assert c.h.tasks == {}
+    r = c.join("m3")
+    assert (r.member_epoch, as_dict(r.assignment)) == (5, {FOO: ALL})
+    assert epochs(c) == ("Stable", 5, 5)
+    c.check()
+
+
+def test_the_epochs_survive_a_reload() -> None:
+    c = Consumers()
+    c.join("m1")
+    c.heartbeat(member_id="m1", member_epoch=-1)
+    assert epochs(c) == ("Empty", 2, 1)
+    for from_snapshot in (False, True):
+        c.restart(from_snapshot)
+        c.h.sleep(0)
+        assert epochs(c) == ("Empty", 2, 1) and c.h.tasks == {}
+
+
+def test_one_operation_writes_the_epoch_targets_and_assignment_in_kafkas_order() -> None:
+    c = Consumers()
+    start = len(c.h.log)
+    c.join("m1")
+    kinds = [type(r.key).__name__ for r in c.h.log[start:]]
+    assert kinds == [
+        "ConsumerGroupMemberMetadataKey",
+        "ConsumerGroupPartitionMetadataKey",
+        "ConsumerGroupMetadataKey",
+        "ConsumerGroupTargetAssignmentMemberKey",
+        "ConsumerGroupTargetAssignmentMetadataKey",
+        "ConsumerGroupCurrentMemberAssignmentKey",
+    ]
+
+
+def test_topic_metadata_change_computes_the_new_target_at_once() -> None:
+    c = Consumers()
+    a = FakeConsumer(c, "a")
+    a.heartbeat()
+    c.update_topics(image(foo=8, version=2))
+    assert epochs(c) == ("Reconciling", 2, 2) and c.h.tasks == {}
+    a.heartbeat()
+    assert (a.epoch, a.owned) == (2, {FOO: tuple(range(8))})
+
+
+def test_large_groups_are_assigned_off_the_loop() -> None:
+    c = Consumers(
+        CoordinatorConfig(consumer_group_inline_assignment_max_size=6),
+        topics=image(foo=6),
+    )
+    r = c.join("m1")  # 1 member + 6 partitions > 6
+    assert (r.member_epoch, r.assignment) == (1, ())
+    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == ["consumer-assignment:g"]
+    c.assign()
+    r = c.heartbeat(member_id="m1", member_epoch=1)
+    assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
+
+
+def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
+    c = Consumers()
+    c.h.shard.consumer.assign = lambda request: None  # e.g. a custom assignor
+    r = c.join("m1")
+    assert (r.member_epoch, r.assignment) == (1, ())
+    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == ["consumer-assignment:g"]
+
+
+def test_a_failing_inline_assignor_falls_back_off_the_loop() -> None:
+    c = Consumers()
+
+    def broken(request: object) -> None:
+        raise RuntimeError("boom")
+
+    c.h.shard.consumer.assign = broken
+    r = c.join("m1")
+    assert (r.member_epoch, r.assignment) == (1, ())
+    c.assign()  # the real assignors, off the loop
+    r = c.heartbeat(member_id="m1", member_epoch=1)
+    assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
