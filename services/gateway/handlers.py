@@ -248,12 +248,15 @@ class KafkaApis:
             for t in topics:
                 name = t.name
                 topic_id = codec.from_uuid(_opt(t, "topic_id"))
-                if name is None and not topic_id:
+                # Kafka looks a topic up by id whenever the id is non-zero, whatever the name:
+                # the Java client sends "" with the id, librdkafka sends null.
+                if topic_id:
+                    if topic_id not in ids:
+                        ids.append(topic_id)
+                elif name is None:
                     raise UpstreamError(Errors.INVALID_REQUEST, "a topic has neither name nor id")
-                if name is not None and name not in names:
+                elif name not in names:
                     names.append(name)
-                elif name is None and topic_id not in ids:
-                    ids.append(topic_id)
         out: list[Data] = []
         if all_topics or names or ids:
             described = await self.router.call_bootstrap(

@@ -163,6 +163,32 @@ async def test_metadata_by_topic_id_and_unknown_topics(wire: KafkaWire) -> None:
     assert again.topics[0].error_code == ErrorCode.unknown_topic_or_partition
 
 
+@pytest.mark.parametrize("version", [12, 13])
+async def test_metadata_by_topic_id_with_an_empty_name_as_the_java_client_sends(
+    wire: KafkaWire, version: int
+) -> None:
+    """Kafka's Java client looks topics up by id with the name "" (librdkafka sends null);
+    Kafka resolves by id whenever the id is non-zero."""
+    tid = await create_topic(wire, f"java-by-id-{version}", 3)
+    r = await wire.send(
+        request(
+            "metadata",
+            version,
+            topics=[
+                {"topic_id": tid, "name": ""},
+                {"topic_id": "AAAAAAAAAAAAAAAAAAAAAg", "name": ""},
+            ],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    )
+    by = {codec.from_uuid(t.topic_id): (t.error_code, t.name, len(t.partitions)) for t in r.topics}
+    assert by == {
+        tid: (ErrorCode.none, f"java-by-id-{version}", 3),
+        "AAAAAAAAAAAAAAAAAAAAAg": (ErrorCode.unknown_topic_id, None, 0),
+    }
+
+
 # ---- FindCoordinator ---------------------------------------------------------------------
 
 
