@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -506,40 +506,74 @@ def partitions(store: str, num_partitions: int | None, output: str) -> None:
         click.echo(format_report(report))
 
 
-async def _serve(app: Any, kafka_port: int | None = None) -> None:
+async def _until_signalled(
+    start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``start``, then wait for SIGTERM/SIGINT and run ``stop``.
+
+    A signal is honoured at every stage: during start-up (loading partitions, waiting for
+    a node id or for the store) the start-up is cancelled and whatever it started is
+    stopped, so a process told to stop never hangs in a retry loop.
+    """
     from services.common.grpc_server import install_signal_handlers
 
-    stop = asyncio.Event()
-    install_signal_handlers(stop)
-    await app.start()
-    gateway = None
-    if kafka_port is not None:
-        from services.gateway.app import GatewayApp, GatewaySettings
-
-        # The built-in gateway talks to this process's own gRPC server over loopback.
-        gateway = GatewayApp(
-            GatewaySettings(
-                shard_address=f"127.0.0.1:{app.port}",
-                host=app.settings.host,
-                port=kafka_port,
-                advertised_host=app.settings.advertised_host,
-                num_partitions=app.settings.coordinator.num_partitions,
-                configure_telemetry=False,
-            )
-        )
-        try:
-            await gateway.start()
-        except BaseException:
-            await app.stop()
-            raise
-        click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
-    click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
-    sys.stdout.flush()
-    await stop.wait()
+    signalled = asyncio.Event()
+    install_signal_handlers(signalled)
+    starting = asyncio.ensure_future(start())
+    waiting = asyncio.ensure_future(signalled.wait())
+    await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        click.echo("groupcoord: stopping during start-up", err=True)
+        starting.cancel()
+        await asyncio.wait({starting}, timeout=STARTUP_CANCEL_S)
+        await stop()
+        return
+    try:
+        starting.result()
+    except BaseException:
+        waiting.cancel()
+        await stop()
+        raise
+    await waiting
     click.echo("groupcoord: shutting down")
-    if gateway is not None:
-        await gateway.stop()
-    await app.stop()
+    await stop()
+
+
+# How long a start-up interrupted by a signal gets to unwind before the process stops.
+STARTUP_CANCEL_S = 10.0
+
+
+async def _serve(app: Any, kafka_port: int | None = None) -> None:
+    gateway: Any = None
+
+    async def start() -> None:
+        nonlocal gateway
+        await app.start()
+        if kafka_port is not None:
+            from services.gateway.app import GatewayApp, GatewaySettings
+
+            # The built-in gateway talks to this process's own gRPC server over loopback.
+            gateway = GatewayApp(
+                GatewaySettings(
+                    shard_address=f"127.0.0.1:{app.port}",
+                    host=app.settings.host,
+                    port=kafka_port,
+                    advertised_host=app.settings.advertised_host,
+                    num_partitions=app.settings.coordinator.num_partitions,
+                    configure_telemetry=False,
+                )
+            )
+            await gateway.start()
+            click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+        click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
+        sys.stdout.flush()
+
+    async def stop() -> None:
+        if gateway is not None:
+            await gateway.stop()
+        await app.stop()
+
+    await _until_signalled(start, stop)
 
 
 @main.command()
@@ -661,16 +695,12 @@ def gateway(
 
 
 async def _serve_gateway(app: Any) -> None:
-    from services.common.grpc_server import install_signal_handlers
+    async def start() -> None:
+        await app.start()
+        click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{app.port}")
+        sys.stdout.flush()
 
-    stop = asyncio.Event()
-    install_signal_handlers(stop)
-    await app.start()
-    click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{app.port}")
-    sys.stdout.flush()
-    await stop.wait()
-    click.echo("groupcoord: shutting down")
-    await app.stop()
+    await _until_signalled(start, app.stop)
 
 
 @main.command()
