@@ -55,6 +55,16 @@ class LeaseHeldError(Exception):
         self.partition = partition
 
 
+class CorruptRecordError(Exception):
+    """A stored record of the partition cannot be decoded: loading it again cannot succeed,
+    so the partition stays FAILED (the others serve) until it is repaired or restored."""
+
+    def __init__(self, partition: int, offset: int, cause: BaseException) -> None:
+        super().__init__(f"partition {partition}: record at offset {offset} is corrupt ({cause!r})")
+        self.partition = partition
+        self.offset = offset
+
+
 class PartitionState(enum.Enum):
     INITIAL = "INITIAL"
     LOADING = "LOADING"
@@ -195,6 +205,12 @@ class CoordinatorPartition:
             raise RuntimeError(f"partition {self.partition}: {self.state} -> {target} is illegal")
         self.state = target
 
+    def _decode(self, decode: Callable[[bytes], list[Any]], data: bytes, offset: int) -> list[Any]:
+        try:
+            return decode(data)
+        except Exception as ex:
+            raise CorruptRecordError(self.partition, offset, ex) from ex
+
     async def load(self) -> None:
         """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE.
         With ``respect_leases``: LeaseHeldError if another owner holds a live lease."""
@@ -219,11 +235,12 @@ class CoordinatorPartition:
                 sm = self.factory(self.partition, self.timer)
                 count = 0
                 if loaded.snapshot is not None:
-                    for record in self.codec.decode_snapshot(loaded.snapshot.data):
+                    snap = loaded.snapshot
+                    for record in self._decode(self.codec.decode_snapshot, snap.data, snap.offset):
                         sm.replay(record)
                         count += 1
                 for entry in loaded.entries:
-                    for record in self.codec.decode_batch(entry.data):
+                    for record in self._decode(self.codec.decode_batch, entry.data, entry.offset):
                         sm.replay(record)
                         count += 1
             except BaseException:

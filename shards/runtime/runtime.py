@@ -17,6 +17,7 @@ from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.partition import (
     Codec,
     CoordinatorPartition,
+    CorruptRecordError,
     LeaseHeldError,
     PartitionState,
     ReadOp,
@@ -112,6 +113,14 @@ class CoordinatorRuntime:
                     await p.close(graceful=False)
                     if self.on_partition_lost is not None:
                         self.on_partition_lost(p.partition, "lease held by another owner")
+                return
+            except CorruptRecordError as ex:
+                # Not transient: retrying would fail forever and hold up nothing else.
+                log.error(
+                    "%s; the partition stays FAILED (its groups get NOT_COORDINATOR) and the "
+                    "others serve; recover it as docs/storage.md 'A corrupt partition' says",
+                    ex,
+                )
                 return
             except Exception as ex:
                 if p.state is PartitionState.CLOSED or self._closed:
