@@ -339,6 +339,8 @@ def dev(
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
+    # Held until the process exits (the kernel releases it, also on kill -9).
+    lock = _lock_sqlite_store(store)  # noqa: F841
     config = _coordinator_config(
         config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
     )
@@ -504,6 +506,37 @@ def partitions(store: str, num_partitions: int | None, output: str) -> None:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(format_report(report))
+
+
+def _lock_sqlite_store(store: str) -> Any:
+    """Take an exclusive lock next to a SQLite store (``<file>.lock``) for the life of the
+    process, so that a second process on the same file refuses to start instead of taking
+    every partition lease from the first; the lock file names its holder."""
+    import fcntl
+    import socket
+
+    from shards.storage import sqlite_path_from_url
+
+    if not store.startswith("sqlite:"):
+        return None
+    path = os.path.abspath(sqlite_path_from_url(store)) + ".lock"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - kept open while the process runs
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise click.ClickException(
+            f"{path} is locked by {owner}: one process per data directory "
+            "(stop it, or give this one another --data-dir)"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    return handle
 
 
 async def _until_signalled(
