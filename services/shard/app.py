@@ -193,14 +193,16 @@ class ShardApp:
             self.runtime.start_lease_renewal()
             await self.server.start()
             await self.ownership.start()
+            me = self.ownership.me.member_id
             log.info(
-                "shard %d serving %d of %d partitions on %s:%d (store %s)",
+                "shard %d registered on %s:%d (store %s); taking %d of %d partitions, "
+                "each logged as it loads",
                 s.node_id,
-                len(self.runtime.partitions),
-                s.coordinator.num_partitions,
                 s.host,
                 self.server.port,
                 self.store.description,
+                sum(1 for m in self.ownership.target.values() if m == me),
+                s.coordinator.num_partitions,
             )
             return
         await asyncio.gather(*(self.runtime.load(p) for p in range(s.coordinator.num_partitions)))

@@ -12,6 +12,13 @@ from shards.storage.base import LogStore
 
 DEFAULT_NUM_PARTITIONS = 50
 
+# A lease held by an owner that is not a live member (a process that died or was paused;
+# the lease expires, or that owner comes back).
+STALE_LEASE = "STALE_LEASE"
+# A live member holds the lease but its registry entry (refreshed every lease/3) does not
+# list the partition yet: it has just taken the lease and is loading, or is handing it off.
+NOT_REPORTED = "NOT_REPORTED"
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionRow:
@@ -72,7 +79,10 @@ async def ownership_report(
         if lease is not None:
             m = by_owner.get(lease.owner)
             holder = m.member_id if m is not None else lease.owner
-            state = m.partitions.get(p, "?") if m is not None else "?"
+            if m is None:
+                state = STALE_LEASE
+            else:
+                state = m.partitions.get(p, NOT_REPORTED)
         rows.append(
             PartitionRow(
                 partition=p,
