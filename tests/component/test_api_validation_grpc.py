@@ -3,13 +3,17 @@ leaves the stored state as it was (checked with OffsetFetch and ListGroups after
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from groupcoord.v1 import groups_pb2, offsets_pb2
 
+from services.shard.app import ShardApp
 from shards.core.errors import Errors
-from tests.component.conftest import Client
+from tests.component.conftest import Client, connect, shard_settings
 from tests.component.test_offsets_grpc import commit_request, committed, fetch_request
 
 HUGE_ID = "g" * 32_768  # one byte over Kafka's wire string limit
@@ -66,3 +70,25 @@ async def test_too_long_group_id_is_refused_by_every_group_rpc(
     )
     assert dropped.results[0].error_code == Errors.INVALID_GROUP_ID
     assert await snapshot(client) == before
+
+
+async def test_request_over_max_request_bytes_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    app = ShardApp(dataclasses.replace(shard_settings(tmp_path), max_request_bytes=64 * 1024))
+    await app.start()
+    client = await connect(app)
+    try:
+        await client.coordinator.OffsetCommit(commit_request("base", offsets={0: 3}))
+        before = await snapshot(client)
+        big = commit_request("base", offsets={p: 1 for p in range(20_000)})
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await client.coordinator.OffsetCommit(big)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert await snapshot(client) == before
+        # under the cap, the same server answers
+        r = await client.coordinator.OffsetCommit(commit_request("base", offsets={1: 4}))
+        assert r.topics[0].partitions[0].error_code == 0
+    finally:
+        await client.channel.close()
+        await app.stop()
