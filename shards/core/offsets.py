@@ -203,7 +203,11 @@ class OffsetMetadataManager:
             else:
                 parts = group_offsets.get(topic.name, {})
                 partitions = tuple(
-                    api.OffsetDeleteResponsePartition(p.partition_index) for p in topic.partitions
+                    api.OffsetDeleteResponsePartition(
+                        p.partition_index,
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION if p.partition_index < 0 else Errors.NONE,
+                    )
+                    for p in topic.partitions
                 )
                 for p in topic.partitions:
                     if p.partition_index in parts:

@@ -92,3 +92,22 @@ async def test_request_over_max_request_bytes_is_refused_and_writes_nothing(
     finally:
         await client.channel.close()
         await app.stop()
+
+
+async def test_offset_delete_of_a_negative_partition_is_unknown(client: Client) -> None:
+    await client.coordinator.OffsetCommit(commit_request("base", offsets={0: 3}))
+    before = await snapshot(client)
+    r = await client.coordinator.OffsetDelete(
+        offsets_pb2.OffsetDeleteRequest(
+            group_id="base",
+            topics=[
+                offsets_pb2.OffsetDeleteRequestTopic(
+                    name="t",
+                    partitions=[offsets_pb2.OffsetDeleteRequestPartition(partition_index=-1)],
+                )
+            ],
+        )
+    )
+    assert r.error_code == 0
+    assert [p.error_code for p in r.topics[0].partitions] == [Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    assert await snapshot(client) == before
