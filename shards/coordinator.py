@@ -59,6 +59,17 @@ def _error_of(ex: BaseException) -> tuple[int, str]:
 
 
 EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
+# Kafka's wire strings carry a signed 16-bit length: no group id can be longer. gRPC has no
+# such bound, so both paths are held to it here, where they meet.
+MAX_STRING_BYTES = 32_767
+
+
+def _group_id_error(group_id: str) -> ApiError | None:
+    if len(group_id.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES:
+        return ApiError(
+            Errors.INVALID_GROUP_ID, f"the group id is longer than {MAX_STRING_BYTES} bytes"
+        )
+    return None
 
 
 class GroupCoordinatorService:
@@ -95,6 +106,9 @@ class GroupCoordinatorService:
         try:
             if not group_id and if_empty is not None:
                 raise if_empty
+            too_long = _group_id_error(group_id)
+            if too_long is not None:
+                raise too_long
             p = self.runtime.partition(self.partition_for(group_id))
             return await (p.read(op) if read else p.write(op))  # type: ignore[no-any-return]
         except Exception as ex:
@@ -114,8 +128,11 @@ class GroupCoordinatorService:
         results: dict[str, R] = {}
         by_partition: dict[int, list[str]] = {}
         for group_id in group_ids:
+            too_long = _group_id_error(group_id)
             if not group_id and if_empty is not None:
                 results[group_id] = on_error(group_id, *if_empty)
+            elif too_long is not None:
+                results[group_id] = on_error(group_id, int(too_long.code), too_long.message or "")
             else:
                 by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
 

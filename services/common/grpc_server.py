@@ -87,11 +87,12 @@ class GrpcServer:
         interceptors: Sequence[Any] = (),
         max_message_bytes: int = 100 * 1024 * 1024,
         options: Sequence[tuple[str, Any]] = (),
+        max_receive_bytes: int | None = None,
     ) -> None:
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
             options=[
-                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_receive_bytes or max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.so_reuseport", 0),
                 *options,

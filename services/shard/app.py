@@ -54,6 +54,9 @@ class ShardSettings:
     catalog_poll_ms: int = 500
     operation_timeout_ms: int = 30_000
     shutdown_grace_s: float = 10.0
+    #: the largest gRPC request accepted (larger ones: RESOURCE_EXHAUSTED, nothing written);
+    #: the same default as the gateway's max request bytes
+    max_request_bytes: int = 100 * 1024 * 1024
     otlp_endpoint: str | None = None
     #: assignor service replicas for consumer-group assignments (empty: in-process only)
     assignor_addresses: tuple[str, ...] = ()
@@ -152,7 +155,12 @@ class ShardApp:
             append_timeout_ms=s.operation_timeout_ms,
         )
         self.catalog.listeners.append(self._on_new_image)
-        self.server = GrpcServer(s.host, s.grpc_port, telemetry.server_interceptors())
+        self.server = GrpcServer(
+            s.host,
+            s.grpc_port,
+            telemetry.server_interceptors(),
+            max_receive_bytes=s.max_request_bytes,
+        )
         # The node address needs the bound port (grpc_port may be 0).
         node = NodeAddress(s.node_id, s.advertised_host or s.host, self.server.port)
         view: OwnershipView = SelfOwnership(node)

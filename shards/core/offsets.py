@@ -111,6 +111,15 @@ class OffsetMetadataManager:
             partitions = []
             for p in topic.partitions:
                 metadata = p.committed_metadata
+                if p.partition_index < 0:  # no topic has such a partition
+                    partitions.append(
+                        api.OffsetCommitResponsePartition(
+                            p.partition_index,
+                            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                            "the partition index must not be negative",
+                        )
+                    )
+                    continue
                 if metadata is not None and java_string_length(metadata) > max_len:
                     partitions.append(
                         api.OffsetCommitResponsePartition(
@@ -194,7 +203,11 @@ class OffsetMetadataManager:
             else:
                 parts = group_offsets.get(topic.name, {})
                 partitions = tuple(
-                    api.OffsetDeleteResponsePartition(p.partition_index) for p in topic.partitions
+                    api.OffsetDeleteResponsePartition(
+                        p.partition_index,
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION if p.partition_index < 0 else Errors.NONE,
+                    )
+                    for p in topic.partitions
                 )
                 for p in topic.partitions:
                     if p.partition_index in parts:
