@@ -24,7 +24,8 @@ from its log (or closed, when another owner fenced it). Nothing that was not ack
 survives, and nothing acknowledged is lost.
 
 Lifecycle: INITIAL -> LOADING -> ACTIVE -> (FAILED -> LOADING ...) | CLOSED. LOADING answers
-COORDINATOR_LOAD_IN_PROGRESS; CLOSED (and INITIAL, FAILED) answer NOT_COORDINATOR.
+COORDINATOR_LOAD_IN_PROGRESS; FAILED (a corrupt log) answers COORDINATOR_NOT_AVAILABLE;
+CLOSED and INITIAL answer NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
 from shards.runtime.clock import Cancellable, Clock
-from shards.storage.base import FencedError, LogStore, Snapshot
+from shards.storage.base import CorruptRecordError, FencedError, LogStore, Snapshot
 
 log = logging.getLogger("groupcoord.runtime")
 tracer = trace.get_tracer("groupcoord.runtime")
@@ -219,13 +220,21 @@ class CoordinatorPartition:
                 sm = self.factory(self.partition, self.timer)
                 count = 0
                 if loaded.snapshot is not None:
-                    for record in self.codec.decode_snapshot(loaded.snapshot.data):
-                        sm.replay(record)
-                        count += 1
+                    try:
+                        for record in self.codec.decode_snapshot(loaded.snapshot.data):
+                            sm.replay(record)
+                            count += 1
+                    except Exception as e:
+                        raise CorruptRecordError(
+                            self.partition, loaded.snapshot.offset, repr(e)
+                        ) from e
                 for entry in loaded.entries:
-                    for record in self.codec.decode_batch(entry.data):
-                        sm.replay(record)
-                        count += 1
+                    try:
+                        for record in self.codec.decode_batch(entry.data):
+                            sm.replay(record)
+                            count += 1
+                    except Exception as e:
+                        raise CorruptRecordError(self.partition, entry.offset, repr(e)) from e
             except BaseException:
                 if self.state is PartitionState.LOADING:
                     self._transition(PartitionState.FAILED)
@@ -279,6 +288,15 @@ class CoordinatorPartition:
             raise ApiError(
                 Errors.COORDINATOR_LOAD_IN_PROGRESS,
                 f"partition {self.partition} is loading",
+            )
+        if self.state is PartitionState.FAILED:
+            # Kafka answers COORDINATOR_NOT_AVAILABLE for a coordinator it cannot use: clients
+            # look the coordinator up again and retry (NOT_COORDINATOR would say "elsewhere",
+            # but no other owner can load these bytes either).
+            raise ApiError(
+                Errors.COORDINATOR_NOT_AVAILABLE,
+                f"partition {self.partition} FAILED to load (corrupt log); "
+                f"run groupcoord repair --partition {self.partition}",
             )
         raise ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} is not served here")
 

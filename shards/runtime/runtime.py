@@ -24,7 +24,7 @@ from shards.runtime.partition import (
     TaskExecutor,
     WriteOp,
 )
-from shards.storage.base import FencedError, LogStore
+from shards.storage.base import CorruptRecordError, FencedError, LogStore
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -112,6 +112,18 @@ class CoordinatorRuntime:
                     await p.close(graceful=False)
                     if self.on_partition_lost is not None:
                         self.on_partition_lost(p.partition, "lease held by another owner")
+                return
+            except CorruptRecordError as ex:
+                # Not transient: the same bytes come back on every retry. The partition stays
+                # FAILED (its group calls answer COORDINATOR_NOT_AVAILABLE); the others serve.
+                log.error(
+                    "partition %d: FAILED, cannot decode the record at offset %d (%s); "
+                    "recover with: groupcoord repair --store <store> --partition %d",
+                    p.partition,
+                    ex.offset,
+                    ex.cause,
+                    p.partition,
+                )
                 return
             except Exception as ex:
                 if p.state is PartitionState.CLOSED or self._closed:
