@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -112,3 +114,64 @@ def test_corrupt_row_fails_only_its_partition_and_the_shard_serves(tmp_path: Pat
         assert f"offset {offset}" in lines[0] and "groupcoord repair" in lines[0]
     finally:
         proc.kill()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_repair_truncates_after_the_last_good_record_and_dev_serves_again(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "gc.db"
+    url = f"sqlite:///{db}"
+    args = ["dev", "--grpc-port", "0", "--store", url, "--num-partitions", str(NUM_PARTITIONS)]
+    bad = group_on(BAD)
+    proc = ServerProcess(args, tmp_path / "server.log")
+    try:
+        assert asyncio.run(commit(proc.grpc_address, bad, 7)) == 0
+        assert asyncio.run(commit(proc.grpc_address, bad, 8)) == 0
+    finally:
+        proc.kill()
+    with sqlite3.connect(db) as conn:
+        (offset,) = conn.execute(
+            "SELECT MAX(log_offset) FROM log WHERE partition = ?", (BAD,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE log SET data = ? WHERE partition = ? AND log_offset = ?",
+            (random.Random(13).randbytes(64), BAD, offset),
+        )
+
+    dry = run_cli("repair", "--store", url, "--partition", str(BAD))
+    assert dry.returncode == 0, dry.stderr
+    assert f"first corrupt record at offset {offset}" in dry.stdout
+    assert "would be dropped" in dry.stdout
+    with sqlite3.connect(db) as conn:  # the dry run changed nothing
+        assert conn.execute(
+            "SELECT COUNT(*) FROM log WHERE partition = ? AND log_offset = ?", (BAD, offset)
+        ).fetchone() == (1,)
+
+    applied = run_cli("repair", "--store", url, "--partition", str(BAD), "--yes")
+    assert applied.returncode == 0, applied.stderr
+    assert "dropped 1" in applied.stdout
+
+    proc = ServerProcess(args, tmp_path / "server2.log")
+    try:
+        # the record before the corrupt one is intact; the partition serves again
+        assert asyncio.run(fetch(proc.grpc_address, bad)) == (0, 7)
+        assert asyncio.run(commit(proc.grpc_address, bad, 9)) == 0
+        assert asyncio.run(fetch(proc.grpc_address, bad)) == (0, 9)
+    finally:
+        proc.kill()
+
+
+def test_repair_rejects_a_redis_store_in_one_line() -> None:
+    res = run_cli("repair", "--store", "redis://127.0.0.1:1/0", "--partition", "3")
+    assert res.returncode == 1
+    assert res.stderr.strip().count("\n") == 0 and "sqlite" in res.stderr
