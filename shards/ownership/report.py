@@ -72,7 +72,10 @@ async def ownership_report(
         if lease is not None:
             m = by_owner.get(lease.owner)
             holder = m.member_id if m is not None else lease.owner
-            state = m.partitions.get(p, "?") if m is not None else "?"
+            # A holder's own state (LOADING, ACTIVE, FAILED, CLOSED; docs/storage.md), or
+            # NOT_REPORTED (its next registry heartbeat will say) or HOLDER_GONE (the lease
+            # holder is not a live shard any more: the lease expires and the partition moves).
+            state = m.partitions.get(p, "NOT_REPORTED") if m is not None else "HOLDER_GONE"
         rows.append(
             PartitionRow(
                 partition=p,
