@@ -795,5 +795,66 @@ def assignor(
     asyncio.run(_serve(AssignorApp(settings)))
 
 
+@main.command()
+@click.option(
+    "--store",
+    required=True,
+    help="The SQLite store URL (sqlite:///path.db) holding the corrupt partition.",
+)
+@click.option("--partition", "partition", type=click.IntRange(min=0), required=True)
+@click.option("--yes", is_flag=True, help="Apply the truncation (default: dry run).")
+def repair(store: str, partition: int, yes: bool) -> None:
+    """Truncate an offsets partition's log after its last decodable record.
+
+    Dry run by default: prints which entries would be dropped. Stop every shard using the
+    store first. The commits in the dropped entries are lost."""
+    from urllib.parse import urlsplit
+
+    from shards.adapters.record_codec import RecordCodec
+    from shards.storage import open_store
+    from shards.storage.sqlite import SqliteLogStore
+
+    if urlsplit(store).scheme.lower() != "sqlite":
+        raise click.ClickException(f"repair supports sqlite:// stores only, not {store!r}")
+
+    async def run() -> None:
+        codec = RecordCodec()
+        async with open_store(store) as log_store:
+            assert isinstance(log_store, SqliteLogStore)
+            loaded = await log_store.load(partition)
+            if loaded.snapshot is not None:
+                try:
+                    codec.decode_snapshot(loaded.snapshot.data)
+                except Exception as e:
+                    raise click.ClickException(
+                        f"partition {partition}: the snapshot at offset {loaded.snapshot.offset}"
+                        f" is corrupt ({e!r}); truncating the log cannot repair it"
+                    ) from e
+            bad = None
+            for entry in loaded.entries:
+                try:
+                    codec.decode_batch(entry.data)
+                except Exception:
+                    bad = entry.offset
+                    break
+            if bad is None:
+                click.echo(f"partition {partition}: every record decodes, nothing to repair")
+                return
+            dropped = [e.offset for e in loaded.entries if e.offset >= bad]
+            last_good = max([e.offset for e in loaded.entries if e.offset < bad], default=0)
+            what = (
+                f"partition {partition}: first corrupt record at offset {bad}; "
+                f"{len(dropped)} entries (offsets {dropped[0]}..{dropped[-1]}) after the last good "
+                f"offset {last_good}"
+            )
+            if not yes:
+                click.echo(f"{what} would be dropped (dry run; --yes to apply)")
+                return
+            n = await log_store.truncate_log(partition, bad)
+            click.echo(f"{what}: dropped {n}")
+
+    asyncio.run(run())
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

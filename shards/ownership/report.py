@@ -12,13 +12,6 @@ from shards.storage.base import LogStore
 
 DEFAULT_NUM_PARTITIONS = 50
 
-# A lease held by an owner that is not a live member (a process that died or was paused;
-# the lease expires, or that owner comes back).
-STALE_LEASE = "STALE_LEASE"
-# A live member holds the lease but its registry entry (refreshed every lease/3) does not
-# list the partition yet: it has just taken the lease and is loading, or is handing it off.
-NOT_REPORTED = "NOT_REPORTED"
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionRow:
@@ -79,10 +72,10 @@ async def ownership_report(
         if lease is not None:
             m = by_owner.get(lease.owner)
             holder = m.member_id if m is not None else lease.owner
-            if m is None:
-                state = STALE_LEASE
-            else:
-                state = m.partitions.get(p, NOT_REPORTED)
+            # A holder's own state (LOADING, ACTIVE, FAILED, CLOSED; docs/storage.md), or
+            # NOT_REPORTED (its next registry heartbeat will say) or HOLDER_GONE (the lease
+            # holder is not a live shard any more: the lease expires and the partition moves).
+            state = m.partitions.get(p, "NOT_REPORTED") if m is not None else "HOLDER_GONE"
         rows.append(
             PartitionRow(
                 partition=p,

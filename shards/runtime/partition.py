@@ -24,7 +24,8 @@ from its log (or closed, when another owner fenced it). Nothing that was not ack
 survives, and nothing acknowledged is lost.
 
 Lifecycle: INITIAL -> LOADING -> ACTIVE -> (FAILED -> LOADING ...) | CLOSED. LOADING answers
-COORDINATOR_LOAD_IN_PROGRESS; CLOSED (and INITIAL, FAILED) answer NOT_COORDINATOR.
+COORDINATOR_LOAD_IN_PROGRESS; CLOSED, INITIAL and FAILED (e.g. a corrupt log) answer
+NOT_COORDINATOR, as Kafka's coordinator runtime does for every state but ACTIVE and LOADING.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
 from shards.runtime.clock import Cancellable, Clock
-from shards.storage.base import FencedError, LogStore, Snapshot
+from shards.storage.base import CorruptRecordError, FencedError, LogStore, Snapshot
 
 log = logging.getLogger("groupcoord.runtime")
 tracer = trace.get_tracer("groupcoord.runtime")
@@ -53,16 +54,6 @@ class LeaseHeldError(Exception):
     def __init__(self, partition: int) -> None:
         super().__init__(f"partition {partition}: the lease is held by another owner")
         self.partition = partition
-
-
-class CorruptRecordError(Exception):
-    """A stored record of the partition cannot be decoded: loading it again cannot succeed,
-    so the partition stays FAILED (the others serve) until it is repaired or restored."""
-
-    def __init__(self, partition: int, offset: int, cause: BaseException) -> None:
-        super().__init__(f"partition {partition}: record at offset {offset} is corrupt ({cause!r})")
-        self.partition = partition
-        self.offset = offset
 
 
 class PartitionState(enum.Enum):
@@ -205,12 +196,6 @@ class CoordinatorPartition:
             raise RuntimeError(f"partition {self.partition}: {self.state} -> {target} is illegal")
         self.state = target
 
-    def _decode(self, decode: Callable[[bytes], list[Any]], data: bytes, offset: int) -> list[Any]:
-        try:
-            return decode(data)
-        except Exception as ex:
-            raise CorruptRecordError(self.partition, offset, ex) from ex
-
     async def load(self) -> None:
         """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE.
         With ``respect_leases``: LeaseHeldError if another owner holds a live lease."""
@@ -235,14 +220,21 @@ class CoordinatorPartition:
                 sm = self.factory(self.partition, self.timer)
                 count = 0
                 if loaded.snapshot is not None:
-                    snap = loaded.snapshot
-                    for record in self._decode(self.codec.decode_snapshot, snap.data, snap.offset):
-                        sm.replay(record)
-                        count += 1
+                    try:
+                        for record in self.codec.decode_snapshot(loaded.snapshot.data):
+                            sm.replay(record)
+                            count += 1
+                    except Exception as e:
+                        raise CorruptRecordError(
+                            self.partition, loaded.snapshot.offset, repr(e)
+                        ) from e
                 for entry in loaded.entries:
-                    for record in self._decode(self.codec.decode_batch, entry.data, entry.offset):
-                        sm.replay(record)
-                        count += 1
+                    try:
+                        for record in self.codec.decode_batch(entry.data):
+                            sm.replay(record)
+                            count += 1
+                    except Exception as e:
+                        raise CorruptRecordError(self.partition, entry.offset, repr(e)) from e
             except BaseException:
                 if self.state is PartitionState.LOADING:
                     self._transition(PartitionState.FAILED)
@@ -296,6 +288,12 @@ class CoordinatorPartition:
             raise ApiError(
                 Errors.COORDINATOR_LOAD_IN_PROGRESS,
                 f"partition {self.partition} is loading",
+            )
+        if self.state is PartitionState.FAILED:
+            raise ApiError(
+                Errors.NOT_COORDINATOR,
+                f"partition {self.partition} FAILED to load (corrupt log); "
+                f"run groupcoord repair --partition {self.partition}",
             )
         raise ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} is not served here")
 

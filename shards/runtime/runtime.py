@@ -17,7 +17,6 @@ from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.partition import (
     Codec,
     CoordinatorPartition,
-    CorruptRecordError,
     LeaseHeldError,
     PartitionState,
     ReadOp,
@@ -25,7 +24,7 @@ from shards.runtime.partition import (
     TaskExecutor,
     WriteOp,
 )
-from shards.storage.base import FencedError, LogStore
+from shards.storage.base import CorruptRecordError, FencedError, LogStore
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -115,11 +114,15 @@ class CoordinatorRuntime:
                         self.on_partition_lost(p.partition, "lease held by another owner")
                 return
             except CorruptRecordError as ex:
-                # Not transient: retrying would fail forever and hold up nothing else.
+                # Not transient: the same bytes come back on every retry. The partition stays
+                # FAILED (its group calls answer NOT_COORDINATOR); the others serve.
                 log.error(
-                    "%s; the partition stays FAILED (its groups get NOT_COORDINATOR) and the "
-                    "others serve; recover it as docs/storage.md 'A corrupt partition' says",
-                    ex,
+                    "partition %d: FAILED, cannot decode the record at offset %d (%s); "
+                    "recover with: groupcoord repair --store <store> --partition %d",
+                    p.partition,
+                    ex.offset,
+                    ex.cause,
+                    p.partition,
                 )
                 return
             except Exception as ex:

@@ -72,6 +72,19 @@ class StoreUnavailableError(StoreError):
     """The backend could not be reached or did not confirm durability."""
 
 
+class CorruptRecordError(StoreError):
+    """A stored log entry (or snapshot) of a partition cannot be decoded or replayed.
+
+    Not transient: retrying the load reads the same bytes again. ``offset`` is the offset of the
+    bad entry (the snapshot's offset when the snapshot is bad)."""
+
+    def __init__(self, partition: int, offset: int, cause: str) -> None:
+        super().__init__(f"partition {partition}: record at offset {offset} is corrupt ({cause})")
+        self.partition = partition
+        self.offset = offset
+        self.cause = cause
+
+
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     offset: int

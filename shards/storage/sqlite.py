@@ -515,6 +515,20 @@ class SqliteLogStore(LogStore):
 
         return await self._read(read)
 
+    async def truncate_log(self, partition: int, from_offset: int) -> int:
+        """Repair: delete the partition's log entries with offset >= ``from_offset`` (the first
+        corrupt one and everything after it); returns how many were deleted. Offsets are never
+        reused: ``last_offset`` stays, the next append takes a fresh offset."""
+        check_partition(partition)
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "DELETE FROM log WHERE partition = ? AND log_offset >= ?", (partition, from_offset)
+            )
+            return cur.rowcount
+
+        return await self._write(op)
+
     async def write_snapshot(self, partition: int, epoch: int, snapshot: Snapshot) -> None:
         check_partition(partition)
         data = bytes(snapshot.data)

@@ -16,7 +16,6 @@ import grpc
 import pytest
 from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
 
-from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from tests.support.processes import ROOT, ServerProcess
 from tests.support.redis_server import RedisServer
@@ -150,45 +149,3 @@ def test_dev_retrying_the_load_of_its_partitions_stops_when_told(tmp_path: Path,
     proc = start([*dev_args(data_dir), "--num-partitions", "4"], log)
     wait_for_log(proc, log, "load failed")
     assert_stops(proc, sig, log)
-
-
-def fetch_offset(stub: coordinator_pb2_grpc.GroupCoordinatorStub, group: str) -> tuple[int, int]:
-    """(error code of the group, committed offset of t-0)."""
-    resp = stub.OffsetFetch(
-        offsets_pb2.OffsetFetchRequest(
-            groups=[offsets_pb2.OffsetFetchRequestGroup(group_id=group)]
-        ),
-        timeout=10,
-    )
-    g = resp.groups[0]
-    offsets = [p.committed_offset for t in g.topics for p in t.partitions if t.name == "t"]
-    return g.error_code, (offsets[0] if offsets else -1)
-
-
-def test_one_corrupt_record_fails_its_partition_and_the_others_serve(tmp_path: Path) -> None:
-    data_dir, groups = written_data_dir(tmp_path, 4)
-    corrupt_partition(data_dir, 3)
-    server = ServerProcess([*dev_args(data_dir), "--num-partitions", "4"], tmp_path / "dev.log")
-    try:
-        assert "kafka" in server.ports  # the Kafka port opened
-        with grpc.insecure_channel(f"127.0.0.1:{server.ports['grpc']}") as channel:
-            stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
-            answers = {p: fetch_offset(stub, g) for p, g in groups.items()}
-    finally:
-        server.terminate()
-    assert answers == {0: (0, 42), 1: (0, 42), 2: (0, 42), 3: (Errors.NOT_COORDINATOR.value, -1)}
-    text = (tmp_path / "dev.log").read_text()
-    assert text.count("is corrupt") == 1, text[-3000:]
-    offset = int(text.split("partition 3: record at offset ")[1].split()[0])
-    # The documented recovery: drop the corrupt record and what follows it, restart.
-    with sqlite3.connect(data_dir / "groupcoord.db") as db:
-        db.execute("DELETE FROM log WHERE partition = 3 AND log_offset >= ?", (offset,))
-    server = ServerProcess([*dev_args(data_dir), "--num-partitions", "4"], tmp_path / "dev2.log")
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.ports['grpc']}") as channel:
-            stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
-            repaired = {p: fetch_offset(stub, g) for p, g in groups.items()}
-    finally:
-        server.terminate()
-    # partition 3 serves again; its only commit was the corrupt record
-    assert repaired == {0: (0, 42), 1: (0, 42), 2: (0, 42), 3: (0, -1)}

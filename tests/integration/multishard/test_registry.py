@@ -174,3 +174,32 @@ async def test_replicas_without_waitaof_are_reported_loudly(
     finally:
         replica.stop()
         primary.stop()
+
+
+async def test_the_report_names_every_partition_state(url: str) -> None:
+    """No `?` any more: a live holder that has not reported a partition yet is NOT_REPORTED, a
+    lease whose holder is no longer a live shard is HOLDER_GONE, no lease is UNOWNED."""
+    from shards.ownership.report import format_report, ownership_report
+
+    reg = RedisMembership(url)
+    store = RedisLogStore(url)
+    await reg.start()
+    await store.start()
+    try:
+        await reg.heartbeat(member(0, "a"), ttl_ms=10_000)  # reports only partition 3
+        await store.acquire(3, "a", 10_000)
+        await store.acquire(1, "a", 10_000)
+        await store.acquire(2, "gone", 10_000)
+        report = await ownership_report(store, reg, 5)
+        states = {r.partition: r.state for r in report.partitions}
+        assert states == {
+            0: "UNOWNED",
+            1: "NOT_REPORTED",
+            2: "HOLDER_GONE",
+            3: "ACTIVE",
+            4: "UNOWNED",
+        }
+        assert "?" not in format_report(report)
+    finally:
+        await store.close()
+        await reg.close()

@@ -1,0 +1,177 @@
+"""A corrupt log row of one offsets partition (real ``groupcoord dev`` on a real SQLite file):
+that partition goes FAILED (logged once, naming partition, offset and the recovery command),
+every other partition loads and serves, and the Kafka port opens.
+
+Before the fix the shard retried the load of the corrupt partition forever and never opened
+the Kafka port."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
+
+from shards.core.placement import partition_for
+from tests.support.processes import ServerProcess, wait_until
+
+NUM_PARTITIONS = 10
+BAD = 3
+
+
+def group_on(partition: int) -> str:
+    return next(
+        g for g in (f"g{i}" for i in range(10_000)) if partition_for(g, NUM_PARTITIONS) == partition
+    )
+
+
+async def commit(address: str, group: str, value: int) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        resp = await stub.OffsetCommit(
+            offsets_pb2.OffsetCommitRequest(
+                group_id=group,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name="t",
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=value
+                            )
+                        ],
+                    )
+                ],
+            ),
+            timeout=10,
+        )
+    return resp.topics[0].partitions[0].error_code
+
+
+async def fetch(address: str, group: str) -> tuple[int, int]:
+    """(group error code, committed offset of t-0 or -1)."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        resp = await stub.OffsetFetch(
+            offsets_pb2.OffsetFetchRequest(
+                groups=[offsets_pb2.OffsetFetchRequestGroup(group_id=group)]
+            ),
+            timeout=10,
+        )
+    g = resp.groups[0]
+    offsets = [p.committed_offset for t in g.topics for p in t.partitions]
+    return g.error_code, (offsets[0] if offsets else -1)
+
+
+def test_corrupt_row_fails_only_its_partition_and_the_shard_serves(tmp_path: Path) -> None:
+    db = tmp_path / "gc.db"
+    args = [
+        "dev",
+        "--grpc-port",
+        "0",
+        "--store",
+        f"sqlite:///{db}",
+        "--num-partitions",
+        str(NUM_PARTITIONS),
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
+    good, bad = group_on(0), group_on(BAD)
+    proc = ServerProcess(args, tmp_path / "server.log")
+    try:
+        assert asyncio.run(commit(proc.grpc_address, good, 41)) == 0
+        assert asyncio.run(commit(proc.grpc_address, bad, 7)) == 0
+    finally:
+        proc.kill()  # kill -9: no closing snapshot, the commits stay as log rows
+
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT log_offset FROM log WHERE partition = ? ORDER BY log_offset DESC LIMIT 1",
+            (BAD,),
+        ).fetchone()
+        assert row is not None
+        offset = row[0]
+        garbage = random.Random(13).randbytes(64)
+        conn.execute(
+            "UPDATE log SET data = ? WHERE partition = ? AND log_offset = ?",
+            (garbage, BAD, offset),
+        )
+
+    proc = ServerProcess(args, tmp_path / "server2.log", ready_timeout=30)
+    try:
+        wait_until(lambda: "kafka" in proc.ports, timeout=20)
+        assert asyncio.run(commit(proc.grpc_address, good, 42)) == 0
+        assert asyncio.run(fetch(proc.grpc_address, good)) == (0, 42)
+        code, _ = asyncio.run(fetch(proc.grpc_address, bad))
+        assert code == 16  # NOT_COORDINATOR, as Kafka answers for a FAILED partition
+        log_text = (tmp_path / "server2.log").read_text()
+        lines = [ln for ln in log_text.splitlines() if f"partition {BAD}: FAILED" in ln]
+        assert len(lines) == 1, log_text[-3000:]
+        assert f"offset {offset}" in lines[0] and "groupcoord repair" in lines[0]
+    finally:
+        proc.kill()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_repair_truncates_after_the_last_good_record_and_dev_serves_again(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "gc.db"
+    url = f"sqlite:///{db}"
+    args = ["dev", "--grpc-port", "0", "--store", url, "--num-partitions", str(NUM_PARTITIONS)]
+    bad = group_on(BAD)
+    proc = ServerProcess(args, tmp_path / "server.log")
+    try:
+        assert asyncio.run(commit(proc.grpc_address, bad, 7)) == 0
+        assert asyncio.run(commit(proc.grpc_address, bad, 8)) == 0
+    finally:
+        proc.kill()
+    with sqlite3.connect(db) as conn:
+        (offset,) = conn.execute(
+            "SELECT MAX(log_offset) FROM log WHERE partition = ?", (BAD,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE log SET data = ? WHERE partition = ? AND log_offset = ?",
+            (random.Random(13).randbytes(64), BAD, offset),
+        )
+
+    dry = run_cli("repair", "--store", url, "--partition", str(BAD))
+    assert dry.returncode == 0, dry.stderr
+    assert f"first corrupt record at offset {offset}" in dry.stdout
+    assert "would be dropped" in dry.stdout
+    with sqlite3.connect(db) as conn:  # the dry run changed nothing
+        assert conn.execute(
+            "SELECT COUNT(*) FROM log WHERE partition = ? AND log_offset = ?", (BAD, offset)
+        ).fetchone() == (1,)
+
+    applied = run_cli("repair", "--store", url, "--partition", str(BAD), "--yes")
+    assert applied.returncode == 0, applied.stderr
+    assert "dropped 1" in applied.stdout
+
+    proc = ServerProcess(args, tmp_path / "server2.log")
+    try:
+        # the record before the corrupt one is intact; the partition serves again
+        assert asyncio.run(fetch(proc.grpc_address, bad)) == (0, 7)
+        assert asyncio.run(commit(proc.grpc_address, bad, 9)) == 0
+        assert asyncio.run(fetch(proc.grpc_address, bad)) == (0, 9)
+    finally:
+        proc.kill()
+
+
+def test_repair_rejects_a_redis_store_in_one_line() -> None:
+    res = run_cli("repair", "--store", "redis://127.0.0.1:1/0", "--partition", "3")
+    assert res.returncode == 1
+    assert res.stderr.strip().count("\n") == 0 and "sqlite" in res.stderr
