@@ -14,9 +14,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
+from groupcoord.v1 import coordinator_pb2_grpc
 
 from shards.core.placement import partition_for
+from tests.support.offsets import commit_request
 from tests.support.processes import ROOT, ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -106,22 +107,7 @@ def commit_in_every_partition(address: str, partitions: int) -> dict[int, str]:
     with grpc.insecure_channel(address) as channel:
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         for group in groups.values():
-            resp = stub.OffsetCommit(
-                offsets_pb2.OffsetCommitRequest(
-                    group_id=group,
-                    topics=[
-                        offsets_pb2.OffsetCommitRequestTopic(
-                            name="t",
-                            partitions=[
-                                offsets_pb2.OffsetCommitRequestPartition(
-                                    partition_index=0, committed_offset=42
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
-            )
+            resp = stub.OffsetCommit(commit_request(group, 42), timeout=10)
             assert resp.topics[0].partitions[0].error_code == 0, resp
     return groups
 
