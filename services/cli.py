@@ -39,17 +39,16 @@ class StoreUrl(click.ParamType):
         self.shared = shared
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from shards.storage import sqlite_path_from_url
+        from shards.storage import REDIS_SCHEMES, sqlite_path_from_url
 
         url = str(value)
         scheme = urlsplit(url).scheme.lower()
-        redis = ("redis", "rediss", "unix")
         if scheme == "sqlite" and not self.shared:
             try:
                 sqlite_path_from_url(url)
             except ValueError as e:
                 self.fail(str(e), param, ctx)
-        elif scheme not in redis:
+        elif scheme not in REDIS_SCHEMES:
             supported = "redis://host:port/db, rediss://host:port/db or unix:///path/redis.sock"
             if self.shared:
                 self.fail(
@@ -808,36 +807,30 @@ def repair(store: str, partition: int, yes: bool) -> None:
 
     Dry run by default: prints which entries would be dropped. Stop every shard using the
     store first. The commits in the dropped entries are lost."""
-    from urllib.parse import urlsplit
-
     from shards.adapters.record_codec import RecordCodec
+    from shards.runtime.partition import decode_log
     from shards.storage import open_store
+    from shards.storage.base import CorruptRecordError
     from shards.storage.sqlite import SqliteLogStore
 
     if urlsplit(store).scheme.lower() != "sqlite":
         raise click.ClickException(f"repair supports sqlite:// stores only, not {store!r}")
 
     async def run() -> None:
-        codec = RecordCodec()
         async with open_store(store) as log_store:
             assert isinstance(log_store, SqliteLogStore)
             loaded = await log_store.load(partition)
-            if loaded.snapshot is not None:
-                try:
-                    codec.decode_snapshot(loaded.snapshot.data)
-                except Exception as e:
+            try:
+                for _ in decode_log(RecordCodec(), partition, loaded):
+                    pass
+            except CorruptRecordError as e:
+                bad = e.offset
+                if loaded.snapshot is not None and bad == loaded.snapshot.offset:
                     raise click.ClickException(
-                        f"partition {partition}: the snapshot at offset {loaded.snapshot.offset}"
-                        f" is corrupt ({e!r}); truncating the log cannot repair it"
+                        f"partition {partition}: the snapshot at offset {bad} is corrupt "
+                        f"({e.cause}); truncating the log cannot repair it"
                     ) from e
-            bad = None
-            for entry in loaded.entries:
-                try:
-                    codec.decode_batch(entry.data)
-                except Exception:
-                    bad = entry.offset
-                    break
-            if bad is None:
+            else:
                 click.echo(f"partition {partition}: every record decodes, nothing to repair")
                 return
             dropped = [e.offset for e in loaded.entries if e.offset >= bad]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from opentelemetry import trace
@@ -42,7 +42,7 @@ from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
 from shards.runtime.clock import Cancellable, Clock
-from shards.storage.base import CorruptRecordError, FencedError, LogStore, Snapshot
+from shards.storage.base import CorruptRecordError, FencedError, LoadedLog, LogStore, Snapshot
 
 log = logging.getLogger("groupcoord.runtime")
 tracer = trace.get_tracer("groupcoord.runtime")
@@ -83,6 +83,23 @@ class Codec(Protocol):
     def encode_snapshot(self, records: list[Record], last_offset: int) -> bytes: ...
 
     def decode_snapshot(self, data: bytes) -> list[Record]: ...
+
+
+def decode_log(codec: Codec, partition: int, loaded: LoadedLog) -> Iterator[tuple[int, Record]]:
+    """Every record of a loaded log, snapshot first, with the offset of the entry holding
+    it; :class:`CorruptRecordError` names the first entry (or the snapshot) that cannot be
+    decoded. Used by the load and by ``groupcoord repair``."""
+    parts: list[tuple[int, bytes, Callable[[bytes], list[Record]]]] = []
+    if loaded.snapshot is not None:
+        parts.append((loaded.snapshot.offset, loaded.snapshot.data, codec.decode_snapshot))
+    parts += [(e.offset, e.data, codec.decode_batch) for e in loaded.entries]
+    for offset, data, decode in parts:
+        try:
+            records = decode(data)
+        except Exception as e:
+            raise CorruptRecordError(partition, offset, repr(e)) from e
+        for record in records:
+            yield offset, record
 
 
 StateMachineFactory = Callable[[int, "PartitionTimer"], StateMachine]
@@ -219,22 +236,12 @@ class CoordinatorPartition:
                 loaded = await self.store.load(self.partition)
                 sm = self.factory(self.partition, self.timer)
                 count = 0
-                if loaded.snapshot is not None:
+                for offset, record in decode_log(self.codec, self.partition, loaded):
                     try:
-                        for record in self.codec.decode_snapshot(loaded.snapshot.data):
-                            sm.replay(record)
-                            count += 1
+                        sm.replay(record)
                     except Exception as e:
-                        raise CorruptRecordError(
-                            self.partition, loaded.snapshot.offset, repr(e)
-                        ) from e
-                for entry in loaded.entries:
-                    try:
-                        for record in self.codec.decode_batch(entry.data):
-                            sm.replay(record)
-                            count += 1
-                    except Exception as e:
-                        raise CorruptRecordError(self.partition, entry.offset, repr(e)) from e
+                        raise CorruptRecordError(self.partition, offset, repr(e)) from e
+                    count += 1
             except BaseException:
                 if self.state is PartitionState.LOADING:
                     self._transition(PartitionState.FAILED)

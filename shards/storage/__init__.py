@@ -36,9 +36,10 @@ __all__ = [
     "StoreUnavailableError",
     "open_store",
     "sqlite_path_from_url",
+    "REDIS_SCHEMES",
 ]
 
-_REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 def sqlite_path_from_url(url: str) -> str:
@@ -74,7 +75,7 @@ def open_store(url: str) -> LogStore:
         from shards.storage.sqlite import SqliteLogStore
 
         return SqliteLogStore(sqlite_path_from_url(url))
-    if scheme in _REDIS_SCHEMES:
+    if scheme in REDIS_SCHEMES:
         from shards.storage.redis import RedisLogStore
 
         return RedisLogStore(url)
