@@ -62,7 +62,8 @@ class CoordinatorRuntime:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
-        #: called with (partition number, reason) when a partition is lost to another owner
+        #: called with (partition number, reason) when a partition is lost to another owner;
+        #: without it a single owner (not ``respect_leases``) re-acquires the partition
         self.on_partition_lost: Callable[[int, str], None] | None = None
 
     # ---- ownership -------------------------------------------------------------------------
@@ -110,8 +111,7 @@ class CoordinatorRuntime:
                 if self.partitions.get(p.partition) is p:
                     self.partitions.pop(p.partition, None)
                     await p.close(graceful=False)
-                    if self.on_partition_lost is not None:
-                        self.on_partition_lost(p.partition, "lease held by another owner")
+                    self._lost(p.partition, "lease held by another owner")
                 return
             except CorruptRecordError as ex:
                 # Not transient: the same bytes come back on every retry. The partition stays
@@ -148,11 +148,32 @@ class CoordinatorRuntime:
             log.warning("partition %d: fenced by another owner, closing it", p.partition)
             self.partitions.pop(p.partition, None)
             self._spawn(p.close(graceful=False))
-            if self.on_partition_lost is not None:
-                self.on_partition_lost(p.partition, "fenced")
+            self._lost(p.partition, "fenced")
             return
         p.stats["reloads"] += 1
         self._spawn(self._reload(p))
+
+    def _lost(self, partition: int, reason: str) -> None:
+        """A partition was taken from us. Several shards: ownership decides (the hook). One
+        owner of everything (``dev``): nobody else should hold it -- the lease expired while
+        the process stalled, or a stray process took it -- so take it back after a backoff
+        rather than staying up without serving it."""
+        if self.on_partition_lost is not None:
+            self.on_partition_lost(partition, reason)
+        elif not self.respect_leases and not self._closed:
+            log.warning(
+                "partition %d: %s; re-acquiring it in %d ms",
+                partition,
+                reason,
+                self.reload_backoff_ms[0],
+            )
+            self._spawn(self._reacquire(partition))
+
+    async def _reacquire(self, partition: int) -> None:
+        await asyncio.sleep(self.reload_backoff_ms[0] / 1000)
+        if not self._closed and partition not in self.partitions:
+            if await self.load(partition):
+                log.info("partition %d: re-acquired", partition)
 
     async def _reload(self, p: CoordinatorPartition) -> None:
         await asyncio.sleep(self.reload_backoff_ms[0] / 1000)
@@ -184,8 +205,7 @@ class CoordinatorRuntime:
                     log.warning("partition %d: lease lost, closing it", p.partition)
                     self.partitions.pop(p.partition, None)
                     await p.close(graceful=False)
-                    if self.on_partition_lost is not None:
-                        self.on_partition_lost(p.partition, "lease lost")
+                    self._lost(p.partition, "lease lost")
 
     async def close(self) -> None:
         """Graceful: stop accepting, finish in-flight appends, release every lease."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,6 +277,59 @@ async def test_fenced_partition_is_closed_not_reloaded(store: InMemoryLogStore) 
     with pytest.raises(ApiError):
         rt.partition(0)
     assert (await store.load(0)).entries == []  # the zombie's write never landed
+
+
+async def test_single_owner_takes_a_fenced_partition_back(store: InMemoryLogStore) -> None:
+    """Without an ownership hook (``dev``: one process owns everything) a partition taken by
+    a stray owner is re-acquired with a new epoch and its state, never left unserved."""
+    rt = make_runtime(store, reload_backoff_ms=(10, 100))
+    await rt.load(0)
+    await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    await store.acquire(0, "another-owner", 10_000)  # a stray owner bumps the epoch
+    with pytest.raises(ApiError):
+        await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if 0 in rt.active_partitions():
+            break
+    assert rt.active_partitions() == [0]
+    assert rt.partition(0).epoch == 3
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 2
+    assert (await store.lease(0)) is not None and (await store.lease(0)).owner == "test"  # type: ignore[union-attr]
+    await rt.close()
+
+
+async def test_single_owner_takes_a_partition_back_after_its_lease_expired(
+    store: InMemoryLogStore,
+) -> None:
+    rt = make_runtime(store, lease_ms=30, reload_backoff_ms=(10, 100))
+    await rt.load(0)
+    await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    first_epoch = rt.partition(0).epoch
+    time.sleep(0.05)  # the process stalls past its lease (the loop cannot renew)
+    rt.start_lease_renewal()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        p = rt.partitions.get(0)
+        if p is not None and p.state is PartitionState.ACTIVE and p.epoch > first_epoch:
+            break
+    assert rt.partition(0).epoch > first_epoch
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 2
+    await rt.close()
+
+
+async def test_several_shards_leave_a_lost_partition_to_ownership(
+    store: InMemoryLogStore,
+) -> None:
+    rt = make_runtime(store, respect_leases=True, reload_backoff_ms=(10, 100))
+    await rt.load(0)
+    await store.acquire(0, "another-owner", 10_000)
+    with pytest.raises(ApiError):
+        await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    await asyncio.sleep(0.1)
+    assert rt.active_partitions() == []
+    assert (await store.lease(0)).owner == "another-owner"  # type: ignore[union-attr]
+    await rt.close()
 
 
 async def test_snapshot_bounds_the_log_and_reload_gives_same_state(store: InMemoryLogStore) -> None:
