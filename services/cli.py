@@ -805,8 +805,9 @@ def assignor(
 def repair(store: str, partition: int, yes: bool) -> None:
     """Truncate an offsets partition's log after its last decodable record.
 
-    Dry run by default: prints which entries would be dropped. Stop every shard using the
-    store first. The commits in the dropped entries are lost."""
+    Dry run by default: prints which entries would be dropped. Stop every process using the
+    store first (with --yes it refuses while a dev holds the file). The commits in the
+    dropped entries are lost."""
     from shards.adapters.record_codec import RecordCodec
     from shards.runtime.partition import decode_log
     from shards.storage import open_store
@@ -815,6 +816,8 @@ def repair(store: str, partition: int, yes: bool) -> None:
 
     if urlsplit(store).scheme.lower() != "sqlite":
         raise click.ClickException(f"repair supports sqlite:// stores only, not {store!r}")
+    # Writing needs the file to itself: refuse while a dev serves it (the dry run only reads).
+    lock = _lock_sqlite_store(store) if yes else None  # noqa: F841
 
     async def run() -> None:
         async with open_store(store) as log_store:

@@ -143,6 +143,18 @@ def test_repair_truncates_after_the_last_good_record_and_dev_serves_again(
             "SELECT COUNT(*) FROM log WHERE partition = ? AND log_offset = ?", (BAD, offset)
         ).fetchone() == (1,)
 
+    # while a dev serves the file, repair refuses to write to it, naming the process
+    proc = ServerProcess(args, tmp_path / "server-running.log")
+    try:
+        refused = run_cli("repair", "--store", url, "--partition", str(BAD), "--yes")
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stderr.strip().splitlines() == [
+            ln for ln in refused.stderr.splitlines() if ln.startswith("groupcoord: error: ")
+        ], refused.stderr
+        assert f"locked by pid {proc.proc.pid} " in refused.stderr
+    finally:
+        proc.kill()
+
     applied = run_cli("repair", "--store", url, "--partition", str(BAD), "--yes")
     assert applied.returncode == 0, applied.stderr
     assert "dropped 1" in applied.stdout
