@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import click
 
 from shards.core.config import CoordinatorConfig
+from shards.limits import DEFAULT_MAX_ITEMS
 
 ENV = "GROUPCOORD_"
 
@@ -285,6 +286,26 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt(
+        "--max-request-bytes",
+        env="MAX_REQUEST_BYTES",
+        type=POSITIVE,
+        default=100 * 1024 * 1024,
+        help="Largest gRPC request (and, in dev, Kafka frame) accepted: Kafka's "
+        "socket.request.max.bytes. Larger ones get RESOURCE_EXHAUSTED.",
+    )(f)
+    f = _opt(
+        "--max-request-items",
+        env="MAX_REQUEST_ITEMS",
+        type=POSITIVE,
+        default=DEFAULT_MAX_ITEMS,
+        help="Most list items (groups, topics, partitions, members...) in one request; "
+        "more get INVALID_REQUEST and change nothing.",
+    )(f)
+    return f
+
+
 @click.group(cls=Cli)
 @click.version_option(package_name="groupcoord")
 def main() -> None:
@@ -311,6 +332,7 @@ def main() -> None:
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
 )
 @assignor_client_options
+@request_limit_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -328,6 +350,8 @@ def dev(
     kafka_port: int,
     assignor_addresses: str | None,
     assignor_timeout_ms: int,
+    max_request_bytes: int,
+    max_request_items: int,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
     from services.assignor.client import parse_addresses
@@ -352,6 +376,8 @@ def dev(
         coordinator=config,
         assignor_addresses=parse_addresses(assignor_addresses or ""),
         assignor_timeout_ms=assignor_timeout_ms,
+        max_request_bytes=max_request_bytes,
+        max_request_items=max_request_items,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
 
@@ -412,6 +438,7 @@ def dev(
 @server_options
 @coordinator_options
 @assignor_client_options
+@request_limit_options
 def shard(
     store: str,
     node_id: int,
@@ -433,6 +460,8 @@ def shard(
     config_pairs: tuple[str, ...],
     assignor_addresses: str | None,
     assignor_timeout_ms: int,
+    max_request_bytes: int,
+    max_request_items: int,
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -460,6 +489,8 @@ def shard(
         handoff_poll_ms=handoff_poll_ms,
         assignor_addresses=parse_addresses(assignor_addresses or ""),
         assignor_timeout_ms=assignor_timeout_ms,
+        max_request_bytes=max_request_bytes,
+        max_request_items=max_request_items,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -592,6 +623,7 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
                     port=kafka_port,
                     advertised_host=app.settings.advertised_host,
                     num_partitions=app.settings.coordinator.num_partitions,
+                    max_request_bytes=app.settings.max_request_bytes,
                     configure_telemetry=False,
                 )
             )

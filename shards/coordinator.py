@@ -19,12 +19,15 @@ from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
 from shards.core.shard import GroupCoordinatorShard
+from shards.core.topics import TopicsImage
+from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
 from shards.runtime.partition import CoordinatorPartition
 from shards.runtime.runtime import CoordinatorRuntime
 
 log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
 R = TypeVar("R")
+TopicT = TypeVar("TopicT", api.OffsetCommitRequestTopic, api.OffsetDeleteRequestTopic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +62,24 @@ def _error_of(ex: BaseException) -> tuple[int, str]:
 
 
 EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
-# Kafka's wire strings carry a signed 16-bit length: no group id can be longer. gRPC has no
-# such bound, so both paths are held to it here, where they meet.
-MAX_STRING_BYTES = 32_767
+UNKNOWN_PARTITION = "this server does not host this topic-partition"
 
 
-def _group_id_error(group_id: str) -> ApiError | None:
-    if len(group_id.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES:
-        return ApiError(
-            Errors.INVALID_GROUP_ID, f"the group id is longer than {MAX_STRING_BYTES} bytes"
-        )
-    return None
+class TopicLookup(Protocol):
+    """The topic catalog as the service sees it (``shards.catalog.TopicCatalog``)."""
+
+    image: TopicsImage
+
+    async def refresh(self) -> TopicsImage: ...
+
+
+def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tuple[TopicT, ...]:
+    """``topics`` without the partitions in ``unknown`` (and without topics left empty)."""
+    return tuple(
+        replace(t, partitions=kept)  # type: ignore[type-var]
+        for t in topics
+        if (kept := tuple(p for p in t.partitions if (t.name, p.partition_index) not in unknown))
+    )
 
 
 class GroupCoordinatorService:
@@ -79,11 +89,20 @@ class GroupCoordinatorService:
         num_partitions: int,
         ownership: OwnershipView,
         operation_timeout_ms: int = 30_000,
+        topics: TopicLookup | None = None,
+        limits: RequestLimits = DEFAULT_LIMITS,
+        topics_miss_refresh_s: float = 0.1,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
         self.ownership = ownership
         self.timeout = operation_timeout_ms / 1000
+        #: None: no topic checks (tests of the service alone); a shard always has a catalog
+        self.topics = topics
+        self.limits = limits
+        self.topics_miss_refresh_s = topics_miss_refresh_s
+        self._topics_refreshed_at = float("-inf")
+        self._topics_refresh: asyncio.Future[TopicsImage] | None = None
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -96,6 +115,7 @@ class GroupCoordinatorService:
         *,
         read: bool = False,
         if_empty: ApiError | None = None,
+        request: Any = None,
     ) -> R:
         """Run one operation on the group's partition; any failure (the core's ApiError, the
         partition not served here, a failed append) becomes the API's error shape.
@@ -106,9 +126,11 @@ class GroupCoordinatorService:
         try:
             if not group_id and if_empty is not None:
                 raise if_empty
-            too_long = _group_id_error(group_id)
-            if too_long is not None:
-                raise too_long
+            refused = self._refused(group_id, request) if request is not None else None
+            if refused is None:
+                refused = group_id_error(group_id)
+            if refused is not None:
+                raise refused
             p = self.runtime.partition(self.partition_for(group_id))
             return await (p.read(op) if read else p.write(op))  # type: ignore[no-any-return]
         except Exception as ex:
@@ -122,13 +144,17 @@ class GroupCoordinatorService:
         key: Callable[[R], str],
         on_error: Callable[[str, int, str], R],
         if_empty: tuple[int, str] | None = None,
+        request: Any = None,
     ) -> tuple[R, ...]:
         """A batched request: one operation per partition for its groups, answers merged back
         into request order; a failed partition answers with an error for each of its groups."""
+        refused = request_error(request, self.limits) if request is not None else None
+        if refused is not None:
+            return tuple(on_error(g, int(refused.code), refused.message or "") for g in group_ids)
         results: dict[str, R] = {}
         by_partition: dict[int, list[str]] = {}
         for group_id in group_ids:
-            too_long = _group_id_error(group_id)
+            too_long = group_id_error(group_id)
             if not group_id and if_empty is not None:
                 results[group_id] = on_error(group_id, *if_empty)
             elif too_long is not None:
@@ -149,15 +175,97 @@ class GroupCoordinatorService:
         return tuple(results[g] for g in group_ids)
 
     # ---- offsets ---------------------------------------------------------------------------
+    async def _unknown_partitions(
+        self, topics: Sequence[api.OffsetCommitRequestTopic | api.OffsetDeleteRequestTopic]
+    ) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs that do not exist, as Kafka's API layer checks them
+        against its metadata cache before OffsetCommit/OffsetDelete reach the coordinator. A
+        miss re-reads the catalog (at most every ``topics_miss_refresh_s``), so a topic
+        another process created a moment ago is found."""
+        if self.topics is None:
+            return set()
+
+        def missing(image: TopicsImage) -> set[tuple[str, int]]:
+            out = set()
+            for t in topics:
+                topic = image.by_name.get(t.name)
+                for p in t.partitions:
+                    if topic is None or not 0 <= p.partition_index < topic.num_partitions:
+                        out.add((t.name, p.partition_index))
+            return out
+
+        unknown = missing(self.topics.image)
+        if not unknown:
+            return unknown
+        loop = asyncio.get_running_loop()
+        task = self._topics_refresh
+        if task is None and loop.time() - self._topics_refreshed_at >= self.topics_miss_refresh_s:
+            # one re-read shared by every request that misses meanwhile
+            self._topics_refreshed_at = loop.time()
+            task = self._topics_refresh = asyncio.ensure_future(self.topics.refresh())
+            task.add_done_callback(lambda _: setattr(self, "_topics_refresh", None))
+        if task is not None:
+            try:
+                await asyncio.shield(task)
+            except Exception as ex:  # the store is away: answer from what we know
+                log.warning("topic catalog refresh failed: %r", ex)
+            unknown = missing(self.topics.image)
+        return unknown
+
+    def _refused(self, group_id: str, request: Any) -> ApiError | None:
+        """A request over Kafka's limits (string lengths, ``max_items``): refused whole."""
+        return group_id_error(group_id) or request_error(request, self.limits)
+
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:
-        return await self._single(
+        refused = self._refused(request.group_id, request)
+        if refused is not None:  # before the topic checks: Kafka could not even parse it
+            return offsets.offset_commit_error(request, refused.code, refused.message or "")
+        unknown = await self._unknown_partitions(request.topics)
+        known = _keep_known(request.topics, unknown)
+        if unknown and not known:  # as Kafka: the coordinator is not asked at all
+            return offsets.offset_commit_error(
+                request, int(Errors.UNKNOWN_TOPIC_OR_PARTITION), UNKNOWN_PARTITION
+            )
+        checked = replace(request, topics=known) if unknown else request
+        response = await self._single(
             request.group_id,
-            lambda shard, now: shard.commit_offset(request, now),
-            lambda code, msg: offsets.offset_commit_error(request, code, msg),
+            lambda shard, now: shard.commit_offset(checked, now),
+            lambda code, msg: offsets.offset_commit_error(checked, code, msg),
             if_empty=EMPTY_GROUP_ID,
+            request=request,
+        )
+        if not unknown:
+            return response
+        answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+        missing = {
+            key: api.OffsetCommitResponsePartition(
+                key[1], Errors.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION
+            )
+            for key in unknown
+        }
+        return api.OffsetCommitResponse(
+            tuple(
+                api.OffsetCommitResponseTopic(
+                    t.name,
+                    tuple(
+                        missing.get(key) or answered[key]
+                        for p in t.partitions
+                        if (key := (t.name, p.partition_index))
+                    ),
+                )
+                for t in request.topics
+            )
         )
 
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse:
+        refused = request_error(request, self.limits)
+        if refused is not None:
+            return api.OffsetFetchResponse(
+                tuple(
+                    offsets.offset_fetch_group_error(g, int(refused.code), refused.message or "")
+                    for g in request.groups
+                )
+            )
         groups = await asyncio.gather(*(self._fetch_group(g) for g in request.groups))
         return api.OffsetFetchResponse(tuple(groups))
 
@@ -175,15 +283,46 @@ class GroupCoordinatorService:
         )
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse:
-        return await self._single(
+        refused = self._refused(request.group_id, request)
+        if refused is not None:
+            return offsets.offset_delete_error(refused.code, refused.message or "")
+        unknown = await self._unknown_partitions(request.topics)
+        checked = request
+        if unknown:
+            checked = replace(request, topics=_keep_known(request.topics, unknown))
+        response = await self._single(
             request.group_id,
-            lambda shard, now: shard.delete_offsets(request, now),
+            lambda shard, now: shard.delete_offsets(checked, now),
             offsets.offset_delete_error,
             if_empty=EMPTY_GROUP_ID,
+            request=request,
+        )
+        if not unknown or response.error_code:
+            return response
+        answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+        return replace(
+            response,
+            topics=tuple(
+                api.OffsetDeleteResponseTopic(
+                    t.name,
+                    tuple(
+                        api.OffsetDeleteResponsePartition(
+                            p.partition_index, Errors.UNKNOWN_TOPIC_OR_PARTITION
+                        )
+                        if (t.name, p.partition_index) in unknown
+                        else answered[(t.name, p.partition_index)]
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
         )
 
     # ---- groups -----------------------------------------------------------------------------
     async def list_groups(self, request: api.ListGroupsRequest) -> api.ListGroupsResponse:
+        refused = request_error(request, self.limits)
+        if refused is not None:
+            return api.ListGroupsResponse(int(refused.code))
         partitions = list(range(self.num_partitions))
         owned = [n for n in partitions if n in self.runtime.partitions]
 
@@ -211,6 +350,7 @@ class GroupCoordinatorService:
             lambda r: r.group_id,
             api.DeletableGroupResult,
             if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
+            request=request,
         )
         return api.DeleteGroupsResponse(results)
 
@@ -222,6 +362,7 @@ class GroupCoordinatorService:
             request.group_id,
             lambda shard, now: shard.join_group(request, now),
             lambda code, msg: classic_api.JoinGroupResponse(error_code=code, error_message=msg),
+            request=request,
         )
 
     async def sync_group(
@@ -231,6 +372,7 @@ class GroupCoordinatorService:
             request.group_id,
             lambda shard, now: shard.sync_group(request, now),
             lambda code, msg: classic_api.SyncGroupResponse(error_code=code, error_message=msg),
+            request=request,
         )
 
     async def heartbeat(
@@ -243,7 +385,10 @@ class GroupCoordinatorService:
             return classic_api.HeartbeatResponse(error_code=code, error_message=message)
 
         return await self._single(
-            request.group_id, lambda shard, now: shard.heartbeat(request, now), on_error
+            request.group_id,
+            lambda shard, now: shard.heartbeat(request, now),
+            on_error,
+            request=request,
         )
 
     async def leave_group(
@@ -253,6 +398,7 @@ class GroupCoordinatorService:
             request.group_id,
             lambda shard, now: shard.leave_group(request, now),
             lambda code, msg: classic_api.LeaveGroupResponse(error_code=code, error_message=msg),
+            request=request,
         )
 
     async def describe_groups(
@@ -267,6 +413,7 @@ class GroupCoordinatorService:
             lambda group_id, code, msg: classic_api.DescribedGroup(
                 group_id, error_code=code, error_message=msg or None
             ),
+            request=request,
         )
         return classic_api.DescribeGroupsResponse(groups)
 
@@ -275,7 +422,18 @@ class GroupCoordinatorService:
         self, request: api.FindCoordinatorRequest
     ) -> api.FindCoordinatorResponse:
         out = []
+        refused = request_error(request, self.limits)
         for key in request.coordinator_keys:
+            refused_key = refused or group_id_error(key)
+            if refused_key is not None:
+                out.append(
+                    api.Coordinator(
+                        key,
+                        error_code=refused_key.code,
+                        error_message=refused_key.message or "",
+                    )
+                )
+                continue
             if request.key_type != 0:
                 out.append(
                     api.Coordinator(
@@ -322,6 +480,7 @@ class GroupCoordinatorService:
             lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
                 error_code=code, error_message=msg or None
             ),
+            request=request,
         )
 
     async def consumer_group_describe(
@@ -338,6 +497,7 @@ class GroupCoordinatorService:
                 group_id, code, msg or None
             ),
             if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
+            request=request,
         )
         return consumer_api.ConsumerGroupDescribeResponse(groups)
 
@@ -350,6 +510,7 @@ class GroupCoordinatorService:
             consumer_api.AlterGroupConfigsResponse,
             # Kafka's answer for the empty GROUP resource
             if_empty=ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed."),
+            request=request,
         )
 
     async def describe_group_configs(
@@ -361,6 +522,7 @@ class GroupCoordinatorService:
             lambda r: r.group_id,
             consumer_api.DescribedGroupConfigs,
             if_empty=(Errors.INVALID_REQUEST, "Group name must not be empty"),
+            request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)
 

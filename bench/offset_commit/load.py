@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import grpc
-from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc, offsets_pb2
 
 from bench.pyload import health_check, run_callers
 
@@ -18,6 +18,12 @@ async def run(
 ) -> dict[str, object]:
     async with grpc.aio.insecure_channel(target) as channel:
         coord = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        if kind != "check":  # offsets are committed for partitions that exist
+            await catalog_pb2_grpc.TopicCatalogStub(channel).CreateTopics(
+                catalog_pb2.CreateTopicsRequest(
+                    topics=[catalog_pb2.CreatableTopic(name="t", num_partitions=8)]
+                )
+            )
 
         async def commit(i: int, n: int) -> bool:
             resp = await coord.OffsetCommit(

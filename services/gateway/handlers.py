@@ -2,8 +2,9 @@
 
 Each translator takes the decoded kio request and returns the response as plain data
 (:func:`services.gateway.codec.build` shapes it for the request's version). Rules that a
-Kafka broker applies in its API layer, before or after the group coordinator, live here:
-topic existence checks for OffsetCommit/OffsetDelete, topic names in ConsumerGroupDescribe,
+Kafka broker applies in its API layer, before or after the group coordinator, live here
+(except the topic checks of OffsetCommit/OffsetDelete and the request limits, which the
+shard applies for gRPC callers and the gateway alike): topic names in ConsumerGroupDescribe,
 authorized operations, the version-specific reshaping (OffsetFetch < v2 and LeaveGroup < v3
 put group errors on partitions/top level; JoinGroup's protocol name null/""), the
 mandatory SyncGroup v5 protocol fields, DeleteGroups de-duplication. Group rules proper
@@ -558,49 +559,25 @@ class KafkaApis:
     def leave_group_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {"error_code": code, "members": []}
 
-    # ---- topic checks shared by OffsetCommit / OffsetDelete ----------------------------------
-    async def _split_known(
-        self, topics: Sequence[Any]
-    ) -> tuple[list[tuple[Any, list[Any]]], dict[tuple[str, int], int]]:
-        """(topics with their existing partitions, {(topic, partition): error} for the rest),
-        as Kafka's API layer checks them against its metadata cache."""
-        known = await self.catalog.topics_by_name(list(dict.fromkeys(t.name for t in topics)))
-        valid: list[tuple[Any, list[Any]]] = []
-        rejected: dict[tuple[str, int], int] = {}
-        for t in topics:
-            topic = known.get(t.name)
-            good = []
-            for p in t.partitions:
-                if topic is not None and 0 <= p.partition_index < topic.num_partitions:
-                    good.append(p)
-                else:
-                    rejected[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-            if good:
-                valid.append((t, good))
-        return valid, rejected
-
+    # ---- OffsetCommit / OffsetDelete: the shard checks topics and partitions -----------------
     @staticmethod
     def _merge_partition_errors(
-        topics: Sequence[Any],
-        rejected: dict[tuple[str, int], int],
-        answered: dict[tuple[str, int], int],
+        topics: Sequence[Any], answered: dict[tuple[str, int], int]
     ) -> list[Data]:
-        """Per-partition errors in the request's order (Kafka's response builders merge the
-        API layer's answers with the coordinator's)."""
+        """Per-partition errors in the request's order, one entry per topic name."""
         out: dict[str, list[Data]] = {}
         for t in topics:
             parts = out.setdefault(t.name, [])
             for p in t.partitions:
                 key = (t.name, p.partition_index)
-                code = rejected.get(key, answered.get(key, 0))
+                code = answered.get(key, 0)
                 parts.append({"partition_index": p.partition_index, "error_code": code})
         return [{"name": name, "partitions": parts} for name, parts in out.items()]
 
     # ---- OffsetCommit (8) --------------------------------------------------------------------
     async def offset_commit(self, rq: RequestInfo, request: Any) -> Data:
-        valid, rejected = await self._split_known(request.topics)
         answered: dict[tuple[str, int], int] = {}
-        if valid:
+        if request.topics:
             pb = offsets_pb2.OffsetCommitRequest(
                 group_id=request.group_id,
                 generation_id_or_member_epoch=request.generation_id_or_member_epoch,
@@ -608,9 +585,9 @@ class KafkaApis:
                 topics=[
                     offsets_pb2.OffsetCommitRequestTopic(
                         name=t.name,
-                        partitions=[self._commit_partition(p) for p in parts],
+                        partitions=[self._commit_partition(p) for p in t.partitions],
                     )
-                    for t, parts in valid
+                    for t in request.topics
                 ],
                 context=self.context(rq),
             )
@@ -630,7 +607,7 @@ class KafkaApis:
             for t in r.topics:
                 for p in t.partitions:
                     answered[(t.name, p.partition_index)] = p.error_code
-        return {"topics": self._merge_partition_errors(request.topics, rejected, answered)}
+        return {"topics": self._merge_partition_errors(request.topics, answered)}
 
     @staticmethod
     def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:
@@ -778,7 +755,6 @@ class KafkaApis:
 
     # ---- OffsetDelete (47) -------------------------------------------------------------------
     async def offset_delete(self, rq: RequestInfo, request: Any) -> Data:
-        valid, rejected = await self._split_known(request.topics)
         pb = offsets_pb2.OffsetDeleteRequest(
             group_id=request.group_id,
             topics=[
@@ -786,10 +762,10 @@ class KafkaApis:
                     name=t.name,
                     partitions=[
                         offsets_pb2.OffsetDeleteRequestPartition(partition_index=p.partition_index)
-                        for p in parts
+                        for p in t.partitions
                     ],
                 )
-                for t, parts in valid
+                for t in request.topics
             ],
             context=self.context(rq),
         )
@@ -803,7 +779,7 @@ class KafkaApis:
         }
         return {
             "error_code": 0,
-            "topics": self._merge_partition_errors(request.topics, rejected, answered),
+            "topics": self._merge_partition_errors(request.topics, answered),
         }
 
     def offset_delete_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:

@@ -32,6 +32,7 @@ from shards.core.config import CoordinatorConfig
 from shards.core.consumer.assignment import TargetAssignmentRequest
 from shards.core.shard import GroupCoordinatorShard
 from shards.core.topics import TopicsImage
+from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock
@@ -57,6 +58,8 @@ class ShardSettings:
     #: the largest gRPC request accepted (larger ones: RESOURCE_EXHAUSTED, nothing written);
     #: the same default as the gateway's max request bytes
     max_request_bytes: int = 100 * 1024 * 1024
+    #: list items (groups, topics, partitions, members, ...) in one request
+    max_request_items: int = DEFAULT_MAX_ITEMS
     otlp_endpoint: str | None = None
     #: assignor service replicas for consumer-group assignments (empty: in-process only)
     assignor_addresses: tuple[str, ...] = ()
@@ -193,6 +196,8 @@ class ShardApp:
             s.coordinator.num_partitions,
             view,
             s.operation_timeout_ms,
+            topics=self.catalog,
+            limits=RequestLimits(max_items=s.max_request_items),
         )
         self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))

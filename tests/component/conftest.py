@@ -8,7 +8,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from groupcoord.v1 import catalog_pb2_grpc, coordinator_pb2_grpc
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc
 
 from services.shard.app import ShardApp, ShardSettings
 from shards.core.config import CoordinatorConfig
@@ -42,11 +42,29 @@ async def connect(app: ShardApp) -> Client:
     )
 
 
+#: Topics every ``client`` test finds in the catalog (offsets are only committed for
+#: partitions that exist, as in Kafka).
+TOPICS = {"t": 16, "u": 16}
+
+
+async def create_topics(c: Client, topics: dict[str, int] = TOPICS) -> None:
+    r = await c.catalog.CreateTopics(
+        catalog_pb2.CreateTopicsRequest(
+            topics=[
+                catalog_pb2.CreatableTopic(name=name, num_partitions=n)
+                for name, n in topics.items()
+            ]
+        )
+    )
+    assert all(t.error_code == 0 for t in r.topics), r
+
+
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
     app = ShardApp(shard_settings(tmp_path))
     await app.start()
     c = await connect(app)
+    await create_topics(c)
     try:
         yield c
     finally:

@@ -13,7 +13,7 @@ from groupcoord.v1 import groups_pb2, offsets_pb2
 
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
-from tests.component.conftest import Client, connect, shard_settings
+from tests.component.conftest import Client, connect, create_topics, shard_settings
 from tests.component.test_offsets_grpc import commit_request, committed, fetch_request
 
 HUGE_ID = "g" * 32_768  # one byte over Kafka's wire string limit
@@ -78,6 +78,7 @@ async def test_request_over_max_request_bytes_is_refused_and_writes_nothing(
     app = ShardApp(dataclasses.replace(shard_settings(tmp_path), max_request_bytes=64 * 1024))
     await app.start()
     client = await connect(app)
+    await create_topics(client)
     try:
         await client.coordinator.OffsetCommit(commit_request("base", offsets={0: 3}))
         before = await snapshot(client)

@@ -11,7 +11,7 @@ from groupcoord.v1 import catalog_pb2
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
 from shards.core.topics import text_to_uuid
-from tests.component.conftest import Client, connect, shard_settings
+from tests.component.conftest import TOPICS, Client, connect, shard_settings
 
 
 def create(
@@ -32,8 +32,9 @@ def create(
 
 
 async def describe_all(c: Client) -> dict[str, tuple[str, int]]:
+    """Every topic but the ones the ``client`` fixture creates."""
     resp = await c.catalog.DescribeTopics(catalog_pb2.DescribeTopicsRequest())
-    return {t.name: (t.topic_id, t.num_partitions) for t in resp.topics}
+    return {t.name: (t.topic_id, t.num_partitions) for t in resp.topics if t.name not in TOPICS}
 
 
 async def test_create_describe_delete(client: Client) -> None:

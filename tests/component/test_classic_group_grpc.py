@@ -15,7 +15,7 @@ from services.shard.app import ShardApp
 from shards.core.classic import consumer_protocol as cp
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
-from tests.component.conftest import Client, connect, shard_settings
+from tests.component.conftest import Client, connect, create_topics, shard_settings
 
 DELAY = 50
 
@@ -86,6 +86,7 @@ async def client(tmp_path: Path) -> AsyncIterator[Client]:
     app = ShardApp(shard_settings(tmp_path, classic_group_initial_rebalance_delay_ms=DELAY))
     await app.start()
     c = await connect(app)
+    await create_topics(c)
     try:
         yield c
     finally:

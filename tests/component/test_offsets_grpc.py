@@ -13,7 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
-from tests.component.conftest import Client, connect, shard_settings
+from tests.component.conftest import Client, connect, create_topics, shard_settings
 
 
 def commit_request(
@@ -224,6 +224,7 @@ async def test_offsets_survive_a_restart(tmp_path: Path) -> None:
     app = ShardApp(shard_settings(tmp_path))
     await app.start()
     c = await connect(app)
+    await create_topics(c, {"t": 20})
     for i in range(20):
         await c.coordinator.OffsetCommit(commit_request(f"g{i}", offsets={i: i * 10}))
     await c.channel.close()

@@ -54,6 +54,8 @@ STORE_ARGS = ("--grpc-port", "0", "--kafka-port", "0")
         (["dev", "--num-partitions", "-1"], "'--num-partitions'"),
         (["dev", "--grpc-port", "70000"], "'--grpc-port'"),
         (["dev", "--kafka-port", "-1"], "'--kafka-port'"),
+        (["dev", "--max-request-items", "0"], "'--max-request-items'"),
+        (["dev", "--max-request-bytes", "-5"], "'--max-request-bytes'"),
         (["dev", "--offsets-retention-minutes", "-1"], "'--offsets-retention-minutes'"),
         (["dev", "--offset-metadata-max-bytes", "-1"], "'--offset-metadata-max-bytes'"),
         (["dev", "--assignor-timeout-ms", "0"], "'--assignor-timeout-ms'"),

@@ -18,7 +18,7 @@ import grpc
 from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
 
 from shards.core.placement import partition_for
-from tests.support.offsets import commit_request
+from tests.support.offsets import commit_request, ensure_topic_async
 from tests.support.processes import ServerProcess, wait_until
 
 NUM_PARTITIONS = 10
@@ -33,6 +33,7 @@ def group_on(partition: int) -> str:
 
 async def commit(address: str, group: str, value: int) -> int:
     async with grpc.aio.insecure_channel(address) as channel:
+        await ensure_topic_async(channel)
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         resp = await stub.OffsetCommit(commit_request(group, value), timeout=10)
     return resp.topics[0].partitions[0].error_code

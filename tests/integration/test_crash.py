@@ -18,6 +18,7 @@ import grpc
 import pytest
 from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
 
+from tests.support.offsets import ensure_topic_async
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -43,6 +44,7 @@ async def writer(idx: int, address: str, ledger: Ledger, stop: asyncio.Event, se
     for k in keys:
         ledger.keys.setdefault(k, KeyState())
     async with grpc.aio.insecure_channel(address) as channel:
+        await ensure_topic_async(channel)
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         while not stop.is_set():
             group, partition = rng.choice(keys)

@@ -17,7 +17,7 @@ import pytest
 from groupcoord.v1 import coordinator_pb2_grpc
 
 from shards.core.placement import partition_for
-from tests.support.offsets import commit_request
+from tests.support.offsets import commit_request, ensure_topic
 from tests.support.processes import ROOT, ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -104,6 +104,7 @@ def commit_in_every_partition(address: str, partitions: int) -> dict[int, str]:
     while len(groups) < partitions:
         groups.setdefault(partition_for(f"g{i}", partitions), f"g{i}")
         i += 1
+    ensure_topic(address)
     with grpc.insecure_channel(address) as channel:
         stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         for group in groups.values():

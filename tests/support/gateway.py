@@ -35,22 +35,26 @@ class Stack:
 
 @asynccontextmanager
 async def gateway_stack(
-    tmp_path: Path, gateway: dict[str, Any] | None = None, **coordinator: Any
+    tmp_path: Path,
+    gateway: dict[str, Any] | None = None,
+    shard: dict[str, Any] | None = None,
+    **coordinator: Any,
 ) -> AsyncIterator[Stack]:
     coordinator.setdefault("num_partitions", 10)
-    shard = ShardApp(
+    app = ShardApp(
         ShardSettings(
             store_url=f"sqlite:///{tmp_path / 'gc.db'}",
             grpc_port=0,
             catalog_poll_ms=50,
             shutdown_grace_s=1.0,
             coordinator=CoordinatorConfig(**coordinator),
+            **(shard or {}),
         )
     )
-    await shard.start()
+    await app.start()
     gw = GatewayApp(
         GatewaySettings(
-            shard_address=f"127.0.0.1:{shard.port}",
+            shard_address=f"127.0.0.1:{app.port}",
             port=0,
             num_partitions=coordinator["num_partitions"],
             shutdown_grace_s=1.0,
@@ -60,7 +64,7 @@ async def gateway_stack(
     )
     try:
         await gw.start()
-        yield Stack(shard, gw)
+        yield Stack(app, gw)
     finally:
         await gw.stop()
-        await shard.stop()
+        await app.stop()

@@ -38,6 +38,7 @@ from groupcoord.v1 import (
 from services.client import CoordinatorClient, CoordinatorUnavailableError, RetryPolicy
 from shards.core.placement import partition_for
 from shards.ownership.assignment import assign
+from tests.support.offsets import ensure_topic
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -213,6 +214,9 @@ class Cluster:
             by_owner = {o: m for m, o in members.items()}
             holders = {p: by_owner.get(lease[0]) if lease else None for p, lease in leases.items()}
             if set(members) == want_members and holders == self.expected_map():
+                # the topics the tests commit to (offsets need existing partitions)
+                for topic in ("t", "zombie"):
+                    await asyncio.to_thread(ensure_topic, self.addresses()[0], topic)
                 return {p: str(h) for p, h in holders.items()}
             if time.monotonic() > deadline:
                 raise AssertionError(
