@@ -60,6 +60,12 @@ def _served(*specs: ApiSpec) -> dict[int, ApiSpec]:
 #: What the gateway serves, exactly as a Kafka 4.1 broker advertises these APIs.
 SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(18, "api_versions", 0, 4),
+    # no data plane: answered NOT_LEADER_OR_FOLLOWER so that clients back off (handlers.py).
+    # Produce is advertised too: librdkafka derives its Fetch version from the message format
+    # features, which need Produce v3 (without it, it never sends a Fetch and spins).
+    ApiSpec(0, "produce", 3, 11),
+    ApiSpec(1, "fetch", 4, 17),
+    ApiSpec(2, "list_offsets", 1, 10),
     ApiSpec(3, "metadata", 0, 13),
     ApiSpec(10, "find_coordinator", 0, 6),
     ApiSpec(11, "join_group", 0, 9),
@@ -78,6 +84,7 @@ SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(20, "delete_topics", 1, 6),
 )
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 
 class DecodeFailure(Exception):

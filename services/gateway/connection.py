@@ -99,12 +99,15 @@ class Connection:
                 continue
             response = await self.respond(frame)
             self.requests += 1
+            if not response:  # Produce with acks=0: Kafka sends no response
+                continue
             self.writer.write(response)
             async with asyncio.timeout(idle):  # a peer that stops reading is idle too
                 await self.writer.drain()
 
     async def respond(self, frame: bytes) -> bytes:
-        """The response frame for one request frame; raises to close the connection."""
+        """The response frame for one request frame (empty: none is sent); raises to close
+        the connection."""
         api_key, version, correlation_id = framing.peek(frame)
         spec = codec.SERVED.get(api_key)
         if spec is None:
@@ -130,6 +133,8 @@ class Connection:
             f"/{self.peer_host}" if self.peer_host else "",
         )
         data = await self._handle(rq, request)
+        if api_key == codec.PRODUCE_KEY and request.acks == 0:
+            return b""
         try:
             entity = codec.build(codec.response_class(api_key, version), data)
             return codec.encode_response(

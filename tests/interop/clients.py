@@ -18,7 +18,7 @@ from tests.interop.support import Target, disjoint_and_complete, wait_until
 
 log = logging.getLogger("tests.interop.clients")
 
-QUIET = {"log_level": 3}  # librdkafka: no warnings (groupcoord serves no Fetch/ListOffsets)
+QUIET = {"log_level": 3}  # librdkafka: no warnings (groupcoord answers Fetch NOT_LEADER)
 
 
 def create_topic(target: Target, name: str, partitions: int) -> None:
