@@ -63,8 +63,9 @@ SERVED: Mapping[int, ApiSpec] = _served(
     # no data plane: answered NOT_LEADER_OR_FOLLOWER so that clients back off (handlers.py).
     # Produce is advertised too: librdkafka derives its Fetch version from the message format
     # features, which need Produce v3 (without it, it never sends a Fetch and spins).
-    ApiSpec(0, "produce", 3, 11),
-    ApiSpec(1, "fetch", 4, 17),
+    # Kafka 4.1 advertises Produce 0-13; v0-2 are not decodable here (kio starts at v3).
+    ApiSpec(0, "produce", 3, 13),
+    ApiSpec(1, "fetch", 4, 18),
     ApiSpec(2, "list_offsets", 1, 10),
     ApiSpec(3, "metadata", 0, 13),
     ApiSpec(10, "find_coordinator", 0, 6),

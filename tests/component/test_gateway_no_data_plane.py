@@ -59,7 +59,7 @@ def fetch_request(version: int, topic: str, topic_id: str, max_wait_ms: int = 0)
     )
 
 
-@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 17])
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 17, 18])
 async def test_fetch_answers_not_leader_with_empty_records(wire: KafkaWire, version: int) -> None:
     topic_id = await create_topic(wire, f"f{version}", 2)
     r = await wire.send(fetch_request(version, f"f{version}", topic_id))
@@ -123,23 +123,27 @@ async def test_list_offsets_answers_not_leader(wire: KafkaWire, version: int) ->
     ]
 
 
-def produce_request(version: int, acks: int) -> object:
+def produce_request(version: int, acks: int, topic_id: str = "") -> object:
+    topic = {"topic_id": topic_id} if version >= 13 else {"name": "pr"}
     return request(
         "produce",
         version,
         transactional_id=None,
         acks=acks,
         timeout=1000,
-        topic_data=[{"name": "pr", "partition_data": [{"index": 0, "records": b""}]}],
+        topic_data=[{**topic, "partition_data": [{"index": 0, "records": b""}]}],
     )
 
 
-@pytest.mark.parametrize("version", [3, 8, 11])
+@pytest.mark.parametrize("version", [3, 8, 11, 13])
 async def test_produce_answers_not_leader(wire: KafkaWire, version: int) -> None:
-    await create_topic(wire, "pr", 1)
-    r = await wire.send(produce_request(version, acks=1))
+    topic_id = await create_topic(wire, "pr", 1)
+    r = await wire.send(produce_request(version, acks=1, topic_id=topic_id))
     [t] = r.responses
-    assert t.name == "pr"
+    if version >= 13:  # by topic id (KIP-516)
+        assert str(t.topic_id) == str(uuid.UUID(bytes=_raw(topic_id)))
+    else:
+        assert t.name == "pr"
     [p] = t.partition_responses
     assert (p.index, p.error_code, p.base_offset) == (0, ErrorCode.not_leader_or_follower, -1)
 

@@ -67,7 +67,7 @@ async def test_api_versions_lists_exactly_the_served_apis(wire: KafkaWire, versi
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert got == {s.key: (s.min_version, s.max_version) for s in codec.SERVED.values()}
     # no data plane, but advertised with Kafka 4.1's ranges so that clients back off
-    assert (got[0], got[1], got[2]) == ((3, 11), (4, 17), (1, 10))
+    assert (got[0], got[1], got[2]) == ((3, 13), (4, 18), (1, 10))
     if version >= 3:
         assert [f.name for f in r.finalized_features] == ["group.version"]
 

@@ -78,8 +78,15 @@ async def api_versions(target: Target) -> Obs:
                 "ApiVersions v3",
                 {
                     "error": err(r.error_code),
-                    # what groupcoord serves must be advertised with Kafka's exact ranges
-                    "served": {codec.SERVED[k].name: ranges.get(k) for k in sorted(codec.SERVED)},
+                    # what groupcoord serves must be advertised with Kafka's exact ranges; the
+                    # data-plane APIs (answered NOT_LEADER_OR_FOLLOWER) only advertised:
+                    # Produce v0-2, which Kafka 4.1 still lists, cannot be decoded here
+                    "served": {
+                        codec.SERVED[k].name: ranges.get(k)
+                        for k in sorted(codec.SERVED)
+                        if k not in (0, 1, 2)
+                    },
+                    "data plane advertised": sorted(k for k in (0, 1, 2) if k in ranges),
                     "finalized group.version": [
                         (f.min_version_level, f.max_version_level)
                         for f in r.finalized_features

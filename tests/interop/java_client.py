@@ -1,0 +1,110 @@
+"""Apache Kafka's Java client (kafka-clients from the Kafka distribution the conformance suite
+already fetches) as a child process: ``tests/interop/java/JavaClient.java``, compiled once
+per source version into the Kafka cache, prints one JSON object per line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.interop.kafka_broker import CACHE, KAFKA_VERSION, libs
+
+SOURCE = Path(__file__).resolve().parent / "java" / "JavaClient.java"
+
+
+def unavailable_reason() -> str | None:
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"the Java client tests need {tool} (JDK 17+) on PATH (not found)"
+    return None
+
+
+def classpath() -> str:
+    """The compiled driver plus Kafka's jars (compiled on first use)."""
+    jars = libs()
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    out = CACHE / KAFKA_VERSION / "java-client" / digest
+    if not (out / "JavaClient.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "-cp", f"{jars}/*", "-d", str(out), str(SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return f"{out}:{jars}/*"
+
+
+def run(bootstrap: str, *args: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """Run a command to completion; its JSON lines."""
+    done = subprocess.run(
+        ["java", "-cp", classpath(), "JavaClient", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+class JavaConsumer:
+    """A running ``consume`` command: its events arrive on :attr:`events`; :meth:`close`
+    closes its stdin, which makes it close the consumer (leaving the group) and exit."""
+
+    def __init__(self, bootstrap: str, group: str, mode: str, spec: str) -> None:
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            ["java", "-cp", classpath(), "JavaClient", bootstrap, "consume", group, mode, spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.assignment: set[tuple[str, int]] = set()
+        self.committed: set[tuple[str, int]] = set()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.events.put(json.loads(line))
+
+    def drain(self) -> None:
+        """Apply the events received so far."""
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+            parts = {(t, p) for t, p in event.get("partitions", [])}
+            if event["event"] == "assignment":
+                self.assignment = parts
+            elif event["event"] == "committed":
+                self.committed |= parts
+
+    def close(self, timeout: float = 30) -> str:
+        """Close and wait; the process's stderr (for assertion messages)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self.drain()
+        self.stderr.seek(0)
+        err = self.stderr.read()
+        self.stderr.close()
+        return err
