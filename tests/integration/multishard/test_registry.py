@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -130,6 +131,10 @@ async def test_partitions_command_prints_the_map(tmp_path: Path, redis_server: R
         assert all(0 < r["lease_expires_in_ms"] <= 1500 for r in rows)
         table = await asyncio.to_thread(partitions)
         assert "shards (2 live)" in table and "partitions (6)" in table and "ACTIVE" in table
+        for n in (0, 1):  # the start-up line says what it takes, not "serving 0 of 6"
+            log = cluster.shard_log(n)
+            assert re.search(rf"shard {n} registered on .*; taking \d of 6 partitions", log), log
+            assert "serving 0 of" not in log
     finally:
         await asyncio.to_thread(cluster.close)
 
