@@ -70,16 +70,17 @@ def request_error(request: Any, limits: RequestLimits) -> ApiError | None:
     """INVALID_REQUEST naming the first string over the limit or the item count over the
     cap, else None. Group-id fields are left to :func:`group_id_error` (per group)."""
     items = 0
-    # (path, value) pairs; a stack keeps deep requests from recursing.
-    stack: list[tuple[str, Any]] = [("", request)]
+    # (where, value) pairs; a stack keeps deep requests from recursing. ``where`` is a linked
+    # (parent, key) pair, turned into text only for the error message.
+    stack: list[tuple[Any, Any]] = [(None, request)]
     while stack:
-        path, value = stack.pop()
+        where, value = stack.pop()
         if isinstance(value, str):
             size = string_too_long(value, limits.max_string_bytes)
             if size is not None:
                 return ApiError(
                     Errors.INVALID_REQUEST,
-                    f"{path} is {size} bytes, longer than Kafka's string limit of "
+                    f"{_path(where)} is {size} bytes, longer than Kafka's string limit of "
                     f"{limits.max_string_bytes}",
                 )
         elif isinstance(value, tuple):
@@ -87,8 +88,8 @@ def request_error(request: Any, limits: RequestLimits) -> ApiError | None:
             if items > limits.max_items:
                 return _too_many(limits)
             for i, item in enumerate(value):
-                if isinstance(item, (str, tuple)) or dataclasses.is_dataclass(item):
-                    stack.append((f"{path}[{i}]", item))
+                if not isinstance(item, (int, bytes, float)):
+                    stack.append(((where, i), item))
         elif dataclasses.is_dataclass(value):
             cls: type = type(value)
             for name in _field_names(cls):
@@ -99,6 +100,18 @@ def request_error(request: Any, limits: RequestLimits) -> ApiError | None:
                         if items > limits.max_items:
                             return _too_many(limits)
                     continue
-                if field is not None and not isinstance(field, (int, bytes, bool, float)):
-                    stack.append((f"{path}.{name}" if path else name, field))
+                if field is not None and not isinstance(field, (int, bytes, float)):
+                    stack.append(((where, name), field))
     return None
+
+
+def _path(where: Any) -> str:
+    """``topics[0].name`` from the linked (parent, key) pairs of :func:`request_error`."""
+    keys: list[str | int] = []
+    while where is not None:
+        where, key = where
+        keys.append(key)
+    out = ""
+    for key in reversed(keys):
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else key)
+    return out

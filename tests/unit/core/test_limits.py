@@ -1,0 +1,48 @@
+"""Request limits (shards/limits.py): Kafka's string limit per field, the item cap over every
+level, group ids left to the per-group check."""
+
+from __future__ import annotations
+
+from shards.core import api
+from shards.core.errors import Errors
+from shards.limits import MAX_STRING_BYTES, RequestLimits, group_id_error, request_error
+
+
+def commit(**kw: object) -> api.OffsetCommitRequest:
+    return api.OffsetCommitRequest(**kw)  # type: ignore[arg-type]
+
+
+def topic(name: str, *partitions: int, metadata: str | None = None) -> api.OffsetCommitRequestTopic:
+    return api.OffsetCommitRequestTopic(
+        name, tuple(api.OffsetCommitRequestPartition(p, 1, -1, metadata) for p in partitions)
+    )
+
+
+def test_a_request_within_limits_passes() -> None:
+    r = commit(group_id="g", member_id="m", topics=(topic("t", 0, 1, metadata="x"),))
+    assert request_error(r, RequestLimits()) is None
+
+
+def test_a_string_over_kafkas_limit_is_named_by_its_path() -> None:
+    long = "é" * (MAX_STRING_BYTES // 2 + 1)  # fewer characters than the limit, more bytes
+    r = commit(group_id="g", topics=(topic("ok", 0), topic("t", 0, 1, metadata=long)))
+    err = request_error(r, RequestLimits())
+    assert err is not None and err.code == Errors.INVALID_REQUEST
+    assert err.message is not None and err.message.startswith("topics[1].partitions[")
+    assert ".committed_metadata is 32768 bytes" in err.message
+
+
+def test_items_are_counted_at_every_level() -> None:
+    r = commit(group_id="g", topics=(topic("a", 0, 1), topic("b", 0)))  # 2 topics + 3 partitions
+    assert request_error(r, RequestLimits(max_items=5)) is None
+    err = request_error(r, RequestLimits(max_items=4))
+    assert err is not None and err.code == Errors.INVALID_REQUEST
+    assert "more than 4 items" in (err.message or "")
+
+
+def test_group_ids_are_left_to_the_per_group_check() -> None:
+    huge = "g" * (MAX_STRING_BYTES + 1)
+    assert request_error(commit(group_id=huge), RequestLimits()) is None
+    err = group_id_error(huge)
+    assert err is not None and err.code == Errors.INVALID_GROUP_ID
+    assert group_id_error("g" * MAX_STRING_BYTES) is None
