@@ -14,8 +14,8 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from groupcoord.v1 import records_pb2
-
+from shards.adapters.catalog_codec import decode_catalog as _decode
+from shards.adapters.catalog_codec import encode_catalog
 from shards.core import api
 from shards.core.errors import Errors
 from shards.core.topics import (
@@ -40,38 +40,8 @@ def random_topic_id() -> str:
             return text
 
 
-def decode_catalog(doc: CatalogDocument) -> TopicsImage:
-    if not doc.data:
-        return TopicsImage.of(doc.version, [])
-    parsed = records_pb2.CatalogDocument.FromString(doc.data)
-    return TopicsImage.of(
-        doc.version,
-        [
-            TopicImage(
-                t.topic_id,
-                t.name,
-                t.num_partitions,
-                tuple(tuple(p.racks) for p in t.partition_racks),
-            )
-            for t in parsed.topics
-        ],
-    )
-
-
-def encode_catalog(topics: list[TopicImage]) -> bytes:
-    return records_pb2.CatalogDocument(
-        topics=[
-            records_pb2.CatalogTopic(
-                topic_id=t.topic_id,
-                name=t.name,
-                num_partitions=t.num_partitions,
-                partition_racks=[
-                    records_pb2.CatalogPartitionRacks(racks=list(r)) for r in t.partition_racks
-                ],
-            )
-            for t in sorted(topics, key=lambda t: t.name)
-        ]
-    ).SerializeToString()
+def _decode_doc(doc: CatalogDocument) -> TopicsImage:
+    return _decode(doc.version, doc.data)
 
 
 class TopicCatalog:
@@ -89,7 +59,7 @@ class TopicCatalog:
         self._watcher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._set_image(decode_catalog(await self.store.read_catalog()))
+        self._set_image(_decode_doc(await self.store.read_catalog()))
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
@@ -117,12 +87,12 @@ class TopicCatalog:
                 log.warning("catalog poll failed: %r", ex)
                 continue
             if doc.version > self.image.version:
-                self._set_image(decode_catalog(doc))
+                self._set_image(_decode_doc(doc))
 
     async def refresh(self) -> TopicsImage:
         doc = await self.store.read_catalog()
         if doc.version > self.image.version:
-            self._set_image(decode_catalog(doc))
+            self._set_image(_decode_doc(doc))
         return self.image
 
     # ---- API -------------------------------------------------------------------------------
@@ -137,7 +107,7 @@ class TopicCatalog:
         ]
         while True:
             doc = await self.store.read_catalog()
-            image = decode_catalog(doc)
+            image = _decode_doc(doc)
             added, outcomes = plan_create(image, creations, self.new_topic_id)
             if added and not request.validate_only:
                 version = await self.store.write_catalog(
@@ -166,7 +136,7 @@ class TopicCatalog:
         deletions = [TopicDeletion(t.name, t.topic_id) for t in request.topics]
         while True:
             doc = await self.store.read_catalog()
-            image = decode_catalog(doc)
+            image = _decode_doc(doc)
             removed, outcomes = plan_delete(image, deletions)
             if removed:
                 gone = {t.topic_id for t in removed}
