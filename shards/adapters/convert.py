@@ -67,7 +67,7 @@ def _message_class(fd: FieldDescriptor) -> type[Message]:
     return message_factory.GetMessageClass(fd.message_type)
 
 
-def _is_repeated(fd: FieldDescriptor) -> bool:
+def is_repeated(fd: FieldDescriptor) -> bool:
     # `label` is deprecated in newer protobuf releases; `is_repeated` replaces it.
     rep = getattr(fd, "is_repeated", None)
     if rep is not None:
@@ -118,7 +118,7 @@ def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         if seq is not None:
             item_tp, container = seq
             ns[f"_c{i}"] = container
-            if _is_repeated(fd):
+            if is_repeated(fd):
                 conv = _item_from(item_tp, fd)
                 if conv in _SCALARS:
                     expr = f"_c{i}(x.{n})"
@@ -127,7 +127,7 @@ def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
                     expr = f"_c{i}([_s{i}(v) for v in x.{n}])"
             elif fd.message_type is not None and nullable:
                 inner_fields = fd.message_type.fields
-                if len(inner_fields) != 1 or not _is_repeated(inner_fields[0]):
+                if len(inner_fields) != 1 or not is_repeated(inner_fields[0]):
                     raise ConversionError(f"{n}: wrapper must hold one repeated field")
                 inner = inner_fields[0]
                 conv = _item_from(item_tp, inner)
@@ -178,7 +178,7 @@ def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         seq = _sequence_item(tp)
         if seq is not None:
             item_tp, _ = seq
-            if _is_repeated(fd):
+            if is_repeated(fd):
                 sub = _item_to(item_tp, fd)
                 if sub is None:
                     expr = "{v}"
