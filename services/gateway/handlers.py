@@ -35,6 +35,7 @@ from groupcoord.v1 import (
 from services.gateway import codec
 from services.gateway.catalog import CatalogView
 from services.gateway.router import Router, UpstreamError
+from shards.adapters.convert import optional, set_optional
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
 
@@ -454,7 +455,7 @@ class KafkaApis:
                 {
                     "key": key,
                     "error_code": c.error_code,
-                    "error_message": c.error_message if c.HasField("error_message") else None,
+                    "error_message": optional(c, "error_message"),
                     **(
                         {"node_id": n.node_id, "host": n.host, "port": n.port}
                         if c.error_code == 0
@@ -506,25 +507,25 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        if rebalance_ms is not None:
-            pb.rebalance_timeout_ms = rebalance_ms
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
-        if _opt(request, "reason") is not None:
-            pb.reason = request.reason
+        set_optional(
+            pb,
+            rebalance_timeout_ms=rebalance_ms,
+            group_instance_id=_opt(request, "group_instance_id"),
+            reason=_opt(request, "reason"),
+        )
         # A join waits for the rebalance: up to the rebalance timeout, then some.
         wait_ms = max(session_ms, rebalance_ms if rebalance_ms is not None else session_ms)
         timeout = max(self.router.timeout_s, wait_ms / 1000 + 10.0)
         r = await self._call(
             request.group_id, "JoinGroup", pb, lambda r: r.error_code == NOT_COORDINATOR, timeout
         )
-        protocol_name = r.protocol_name if r.HasField("protocol_name") else None
+        protocol_name = optional(r, "protocol_name")
         if rq.version >= 7 and protocol_name == "":
             protocol_name = None
         return {
             "error_code": r.error_code,
             "generation_id": r.generation_id,
-            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
+            "protocol_type": optional(r, "protocol_type"),
             "protocol_name": protocol_name,
             "leader": r.leader,
             "skip_assignment": r.skip_assignment,
@@ -532,9 +533,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "metadata": m.metadata,
                 }
                 for m in r.members
@@ -575,12 +574,12 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
-        if protocol_type is not None:
-            pb.protocol_type = protocol_type
-        if protocol_name is not None:
-            pb.protocol_name = protocol_name
+        set_optional(
+            pb,
+            group_instance_id=_opt(request, "group_instance_id"),
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+        )
         r = await self._call(
             request.group_id,
             "SyncGroup",
@@ -590,8 +589,8 @@ class KafkaApis:
         )
         return {
             "error_code": r.error_code,
-            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
-            "protocol_name": r.protocol_name if r.HasField("protocol_name") else None,
+            "protocol_type": optional(r, "protocol_type"),
+            "protocol_name": optional(r, "protocol_name"),
             "assignment": r.assignment,
         }
 
@@ -606,8 +605,7 @@ class KafkaApis:
             member_id=request.member_id,
             context=self.context(rq),
         )
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
+        set_optional(pb, group_instance_id=_opt(request, "group_instance_id"))
         r = await self._call(
             request.group_id, "Heartbeat", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
@@ -621,14 +619,14 @@ class KafkaApis:
         if rq.version < 3:
             members = [classic_group_pb2.LeaveGroupMemberIdentity(member_id=request.member_id)]
         else:
-            members = []
-            for m in request.members:
-                ident = classic_group_pb2.LeaveGroupMemberIdentity(member_id=m.member_id)
-                if m.group_instance_id is not None:
-                    ident.group_instance_id = m.group_instance_id
-                if _opt(m, "reason") is not None:
-                    ident.reason = m.reason
-                members.append(ident)
+            members = [
+                set_optional(
+                    classic_group_pb2.LeaveGroupMemberIdentity(member_id=m.member_id),
+                    group_instance_id=m.group_instance_id,
+                    reason=_opt(m, "reason"),
+                )
+                for m in request.members
+            ]
         pb = classic_group_pb2.LeaveGroupRequest(
             group_id=request.group_id, members=members, context=self.context(rq)
         )
@@ -643,9 +641,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "error_code": m.error_code,
                 }
                 for m in r.members
@@ -687,11 +683,12 @@ class KafkaApis:
                 ],
                 context=self.context(rq),
             )
-            if _opt(request, "group_instance_id") is not None:
-                pb.group_instance_id = request.group_instance_id
             retention = _opt(request, "retention_time")
-            if retention is not None:
-                pb.retention_time_ms = codec.millis(retention)
+            set_optional(
+                pb,
+                group_instance_id=_opt(request, "group_instance_id"),
+                retention_time_ms=codec.millis(retention) if retention is not None else None,
+            )
             r = await self._call(
                 request.group_id,
                 "OffsetCommit",
@@ -707,15 +704,13 @@ class KafkaApis:
 
     @staticmethod
     def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:
-        out = offsets_pb2.OffsetCommitRequestPartition(
-            partition_index=p.partition_index, committed_offset=p.committed_offset
+        return set_optional(
+            offsets_pb2.OffsetCommitRequestPartition(
+                partition_index=p.partition_index, committed_offset=p.committed_offset
+            ),
+            committed_leader_epoch=_opt(p, "committed_leader_epoch"),
+            committed_metadata=p.committed_metadata,
         )
-        epoch = _opt(p, "committed_leader_epoch")
-        if epoch is not None:
-            out.committed_leader_epoch = epoch
-        if p.committed_metadata is not None:
-            out.committed_metadata = p.committed_metadata
-        return out
 
     def offset_commit_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {
@@ -764,12 +759,11 @@ class KafkaApis:
         return {"topics": topics, "error_code": g["error_code"]}
 
     async def _fetch_group(self, rq: RequestInfo, group: Any, require_stable: bool) -> Data:
-        pb_group = offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id)
-        if _opt(group, "member_id") is not None:
-            pb_group.member_id = group.member_id
-        epoch = _opt(group, "member_epoch")
-        if epoch is not None:
-            pb_group.member_epoch = epoch
+        pb_group = set_optional(
+            offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id),
+            member_id=_opt(group, "member_id"),
+            member_epoch=_opt(group, "member_epoch"),
+        )
         if group.topics is not None:
             pb_group.topics.CopyFrom(
                 offsets_pb2.OffsetFetchRequestTopicsList(
@@ -811,7 +805,7 @@ class KafkaApis:
                             "partition_index": p.partition_index,
                             "committed_offset": p.committed_offset,
                             "committed_leader_epoch": p.committed_leader_epoch,
-                            "metadata": p.metadata if p.HasField("metadata") else None,
+                            "metadata": optional(p, "metadata"),
                             "error_code": p.error_code,
                         }
                         for p in t.partitions
@@ -944,7 +938,7 @@ class KafkaApis:
         g = r.groups[0]
         return {
             "error_code": g.error_code,
-            "error_message": g.error_message if g.HasField("error_message") else None,
+            "error_message": optional(g, "error_message"),
             "group_id": g.group_id,
             "group_state": g.group_state,
             "protocol_type": g.protocol_type,
@@ -952,9 +946,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "member_metadata": m.member_metadata,
@@ -1017,10 +1009,13 @@ class KafkaApis:
             member_epoch=request.member_epoch,
             context=self.context(rq),
         )
-        for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor"):
-            value = _opt(request, name)
-            if value is not None:
-                setattr(pb, name, value)
+        set_optional(
+            pb,
+            **{
+                name: _opt(request, name)
+                for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor")
+            },
+        )
         rebalance_ms = codec.millis(request.rebalance_timeout)
         if rebalance_ms != -1:
             pb.rebalance_timeout_ms = rebalance_ms
@@ -1055,8 +1050,8 @@ class KafkaApis:
             }
         return {
             "error_code": r.error_code,
-            "error_message": r.error_message if r.HasField("error_message") else None,
-            "member_id": r.member_id if r.HasField("member_id") else None,
+            "error_message": optional(r, "error_message"),
+            "member_id": optional(r, "member_id"),
             "member_epoch": r.member_epoch,
             "heartbeat_interval": r.heartbeat_interval_ms,
             "assignment": assignment,
@@ -1128,7 +1123,7 @@ class KafkaApis:
 
         return {
             "error_code": g.error_code,
-            "error_message": g.error_message if g.HasField("error_message") else None,
+            "error_message": optional(g, "error_message"),
             "group_id": g.group_id,
             "group_state": g.group_state,
             "group_epoch": g.group_epoch,
@@ -1137,15 +1132,13 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "instance_id": m.instance_id if m.HasField("instance_id") else None,
-                    "rack_id": m.rack_id if m.HasField("rack_id") else None,
+                    "instance_id": optional(m, "instance_id"),
+                    "rack_id": optional(m, "rack_id"),
                     "member_epoch": m.member_epoch,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex
-                    if m.HasField("subscribed_topic_regex")
-                    else None,
+                    "subscribed_topic_regex": optional(m, "subscribed_topic_regex"),
                     "assignment": assignment(m.assignment),
                     "target_assignment": assignment(m.target_assignment),
                     "member_type": MEMBER_TYPES.get(m.member_type, -1),
@@ -1230,7 +1223,7 @@ class KafkaApis:
                     "name": a.name,
                     "topic_id": a.topic_id if a.error_code == 0 else "",
                     "error_code": a.error_code,
-                    "error_message": a.error_message if a.HasField("error_message") else None,
+                    "error_message": optional(a, "error_message"),
                     "num_partitions": a.num_partitions if a.error_code == 0 else -1,
                     "replication_factor": a.replication_factor if a.error_code == 0 else -1,
                     "configs": [] if a.error_code == 0 else None,
@@ -1263,12 +1256,10 @@ class KafkaApis:
 
     async def delete_topics(self, rq: RequestInfo, request: Any) -> Data:
         deletions = self._deletions(rq, request)
-        pb_topics = []
-        for name, topic_id in deletions:
-            state = catalog_pb2.DeleteTopicState(topic_id=topic_id)
-            if name is not None:
-                state.name = name
-            pb_topics.append(state)
+        pb_topics = [
+            set_optional(catalog_pb2.DeleteTopicState(topic_id=topic_id), name=name)
+            for name, topic_id in deletions
+        ]
         r = await self.router.call_bootstrap(
             self.router.catalog.DeleteTopics,
             catalog_pb2.DeleteTopicsRequest(
@@ -1280,10 +1271,10 @@ class KafkaApis:
         return {
             "responses": [
                 {
-                    "name": a.name if a.HasField("name") else None,
+                    "name": optional(a, "name"),
                     "topic_id": a.topic_id,
                     "error_code": a.error_code,
-                    "error_message": a.error_message if a.HasField("error_message") else None,
+                    "error_message": optional(a, "error_message"),
                 }
                 for a in r.responses
             ]

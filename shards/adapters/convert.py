@@ -222,6 +222,20 @@ def to_message(obj: Any, msg_cls: type[M]) -> M:
     return _compile_to(type(obj), msg_cls)(obj)  # type: ignore[no-any-return]
 
 
+def optional(msg: Message, field: str) -> Any:
+    """An ``optional`` field (one with presence): its value, or None when it is unset."""
+    return getattr(msg, field) if msg.HasField(field) else None
+
+
+def set_optional(msg: M, **values: Any) -> M:
+    """Set the ``optional`` fields whose value is not None (None leaves a field unset);
+    returns ``msg``."""
+    for name, value in values.items():
+        if value is not None:
+            setattr(msg, name, value)
+    return msg
+
+
 def converter_from(cls: type[T], msg_cls: type[Message]) -> Callable[[Message], T]:
     return _compile_from(cls, msg_cls)
 
