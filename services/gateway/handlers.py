@@ -159,17 +159,20 @@ class KafkaApis:
             client_id=rq.client_id, client_host=rq.client_host, api_version=rq.version
         )
 
-    async def _call(
-        self,
-        group_id: str,
-        rpc: str,
-        request: Any,
-        not_coordinator: Callable[[Any], bool],
-        timeout_s: float | None = None,
-    ) -> Any:
-        return await self.router.call(
-            group_id, rpc, request, not_coordinator=not_coordinator, timeout_s=timeout_s
+    async def _one_group(self, group_id: str, rpc: str, request: Any, results: str) -> Any:
+        """``rpc`` of a batched API asked about one group: the one entry of the response's
+        ``results`` list. UpstreamError when the shard cannot be reached or does not answer
+        with exactly one entry."""
+        r = await self.router.call(
+            group_id,
+            rpc,
+            request,
+            lambda r: any(x.error_code == NOT_COORDINATOR for x in getattr(r, results)),
         )
+        answers = getattr(r, results)
+        if len(answers) != 1:
+            raise UpstreamError(Errors.UNKNOWN_SERVER_ERROR, "unexpected answer")
+        return answers[0]
 
     # ---- ApiVersions (18) ------------------------------------------------------------------
     async def api_versions(self, rq: RequestInfo, request: Any) -> Data:
@@ -516,7 +519,7 @@ class KafkaApis:
         # A join waits for the rebalance: up to the rebalance timeout, then some.
         wait_ms = max(session_ms, rebalance_ms if rebalance_ms is not None else session_ms)
         timeout = max(self.router.timeout_s, wait_ms / 1000 + 10.0)
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "JoinGroup", pb, lambda r: r.error_code == NOT_COORDINATOR, timeout
         )
         protocol_name = optional(r, "protocol_name")
@@ -580,7 +583,7 @@ class KafkaApis:
             protocol_type=protocol_type,
             protocol_name=protocol_name,
         )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id,
             "SyncGroup",
             pb,
@@ -606,7 +609,7 @@ class KafkaApis:
             context=self.context(rq),
         )
         set_optional(pb, group_instance_id=_opt(request, "group_instance_id"))
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "Heartbeat", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         return {"error_code": r.error_code}
@@ -630,7 +633,7 @@ class KafkaApis:
         pb = classic_group_pb2.LeaveGroupRequest(
             group_id=request.group_id, members=members, context=self.context(rq)
         )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "LeaveGroup", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         if rq.version < 3:
@@ -689,7 +692,7 @@ class KafkaApis:
                 group_instance_id=_opt(request, "group_instance_id"),
                 retention_time_ms=codec.millis(retention) if retention is not None else None,
             )
-            r = await self._call(
+            r = await self.router.call(
                 request.group_id,
                 "OffsetCommit",
                 pb,
@@ -779,21 +782,9 @@ class KafkaApis:
             groups=[pb_group], require_stable=require_stable, context=self.context(rq)
         )
         try:
-            r = await self._call(
-                group.group_id,
-                "OffsetFetch",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group.group_id, "OffsetFetch", pb, "groups")
         except UpstreamError as ex:
             return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
-        if len(r.groups) != 1:
-            return {
-                "group_id": group.group_id,
-                "topics": [],
-                "error_code": int(Errors.UNKNOWN_SERVER_ERROR),
-            }
-        g = r.groups[0]
         return {
             "group_id": group.group_id,
             "error_code": g.error_code,
@@ -859,7 +850,7 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "OffsetDelete", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         if r.error_code:
@@ -923,19 +914,9 @@ class KafkaApis:
     async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
         try:
-            r = await self._call(
-                group_id,
-                "DescribeGroups",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group_id, "DescribeGroups", pb, "groups")
         except UpstreamError as ex:
             return self._group_error(group_id, int(ex.code), ex.message)
-        if len(r.groups) != 1:
-            return self._group_error(
-                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
-            )
-        g = r.groups[0]
         return {
             "error_code": g.error_code,
             "error_message": optional(g, "error_message"),
@@ -981,16 +962,10 @@ class KafkaApis:
         async def one(group_id: str) -> Data:
             pb = groups_pb2.DeleteGroupsRequest(groups_names=[group_id], context=self.context(rq))
             try:
-                r = await self._call(
-                    group_id,
-                    "DeleteGroups",
-                    pb,
-                    lambda r: any(x.error_code == NOT_COORDINATOR for x in r.results),
-                )
+                result = await self._one_group(group_id, "DeleteGroups", pb, "results")
             except UpstreamError as ex:
                 return {"group_id": group_id, "error_code": int(ex.code)}
-            code = r.results[0].error_code if r.results else int(Errors.UNKNOWN_SERVER_ERROR)
-            return {"group_id": group_id, "error_code": code}
+            return {"group_id": group_id, "error_code": result.error_code}
 
         return {"results": list(await asyncio.gather(*(one(g) for g in names)))}
 
@@ -1034,7 +1009,7 @@ class KafkaApis:
                     ]
                 )
             )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id,
             "ConsumerGroupHeartbeat",
             pb,
@@ -1080,19 +1055,9 @@ class KafkaApis:
             group_ids=[group_id], context=self.context(rq)
         )
         try:
-            r = await self._call(
-                group_id,
-                "ConsumerGroupDescribe",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group_id, "ConsumerGroupDescribe", pb, "groups")
         except UpstreamError as ex:
             return self._consumer_group_error(group_id, int(ex.code), ex.message)
-        if len(r.groups) != 1:
-            return self._consumer_group_error(
-                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
-            )
-        g = r.groups[0]
         # The shard names the topics; a shard that only gives ids gets them named from the
         # catalog (Kafka's API layer has both in its metadata image).
         unnamed = [
