@@ -48,17 +48,6 @@ from services.common import channels
 from services.common.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
 from shards.adapters.convert import is_repeated
 
-__all__ = [
-    "COORDINATOR_LOAD_IN_PROGRESS",
-    "COORDINATOR_NOT_AVAILABLE",
-    "NOT_COORDINATOR",
-    "CoordinatorClient",
-    "CoordinatorUnavailableError",
-    "RetriableError",
-    "RetryPolicy",
-    "coordinator_error",
-]
-
 log = logging.getLogger("groupcoord.client")
 
 COORDINATOR_LOAD_IN_PROGRESS = 14

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -97,21 +97,48 @@ def _codegen(name: str, body: list[str], namespace: dict[str, Any]) -> Callable[
     return namespace[name]  # type: ignore[no-any-return]
 
 
-def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
-    key = (cls, msg_cls)
-    if key in _FROM_CACHE:
-        return _FROM_CACHE[key]
-    # placeholder so that a recursive type terminates (resolved lazily at call time)
-    _FROM_CACHE[key] = lambda msg: _FROM_CACHE[key](msg)
+Compiler = Callable[[type, type[Message]], Callable[[Any], Any]]
+
+
+def _memoized(
+    cache: dict[tuple[type, type], Callable[[Any], Any]],
+) -> Callable[[Compiler], Compiler]:
+    """One converter per (dataclass, message) pair, compiled on first use."""
+
+    def wrap(compile: Compiler) -> Compiler:
+        def compiled(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
+            key = (cls, msg_cls)
+            if key not in cache:
+                # placeholder so that a recursive type terminates (resolved lazily at call time)
+                cache[key] = lambda x: cache[key](x)
+                cache[key] = compile(cls, msg_cls)
+            return cache[key]
+
+        return compiled
+
+    return wrap
+
+
+def _paired_fields(
+    cls: type, msg_cls: type[Message]
+) -> Iterator[tuple[int, dataclasses.Field[Any], FieldDescriptor, Any, bool]]:
+    """Each dataclass field with its index, the message field of the same name, and its
+    annotation without ``| None`` (and whether it had it)."""
     hints = typing.get_type_hints(cls)
     fields_by_name = msg_cls.DESCRIPTOR.fields_by_name
-    ns: dict[str, Any] = {"_cls": cls}
-    args: list[str] = []
     for i, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
         fd = fields_by_name.get(f.name)
         if fd is None:
             raise ConversionError(f"{msg_cls.__name__} has no field {f.name!r} ({cls.__name__})")
         tp, nullable = _unwrap_optional(hints[f.name])
+        yield i, f, fd, tp, nullable
+
+
+@_memoized(_FROM_CACHE)
+def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
+    ns: dict[str, Any] = {"_cls": cls}
+    args: list[str] = []
+    for i, f, fd, tp, nullable in _paired_fields(cls, msg_cls):
         n = f.name
         present = f"x.HasField({n!r})"
         seq = _sequence_item(tp)
@@ -154,26 +181,15 @@ def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         else:
             raise ConversionError(f"{cls.__name__}.{n}: unsupported type {tp}")
         args.append(f"{n}={expr}")
-    build = _codegen("build", [f"return _cls({', '.join(args)})"], ns)
-    _FROM_CACHE[key] = build
-    return build
+    return _codegen("build", [f"return _cls({', '.join(args)})"], ns)
 
 
+@_memoized(_TO_CACHE)
 def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
-    key = (cls, msg_cls)
-    if key in _TO_CACHE:
-        return _TO_CACHE[key]
-    _TO_CACHE[key] = lambda obj: _TO_CACHE[key](obj)
-    hints = typing.get_type_hints(cls)
-    fields_by_name = msg_cls.DESCRIPTOR.fields_by_name
     ns: dict[str, Any] = {"_msg": msg_cls}
     always: list[str] = []  # keyword arguments that are never None
     maybe: list[str] = []  # statements adding a keyword argument when the value is not None
-    for i, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
-        fd = fields_by_name.get(f.name)
-        if fd is None:
-            raise ConversionError(f"{msg_cls.__name__} has no field {f.name!r} ({cls.__name__})")
-        tp, nullable = _unwrap_optional(hints[f.name])
+    for i, f, fd, tp, nullable in _paired_fields(cls, msg_cls):
         n = f.name
         seq = _sequence_item(tp)
         if seq is not None:
@@ -207,9 +223,7 @@ def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         body = [f"kw = dict({', '.join(always)})", *maybe, "return _msg(**kw)"]
     else:
         body = [f"return _msg({', '.join(always)})"]
-    build = _codegen("build", body, ns)
-    _TO_CACHE[key] = build
-    return build
+    return _codegen("build", body, ns)
 
 
 def from_message(msg: Message, cls: type[T]) -> T:
