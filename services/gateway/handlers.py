@@ -64,6 +64,12 @@ GROUP_OPERATIONS = _bits(3, 6, 8, 10, 11)
 TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
 CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
 
+
+def _group_operations(requested: bool, error_code: int) -> int:
+    """A described group's authorized operations: all of them when asked for and found."""
+    return GROUP_OPERATIONS if requested and error_code == 0 else OPS_NOT_REQUESTED
+
+
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 MEMBER_TYPES = {"classic": 0, "consumer": 1}
 
@@ -935,9 +941,7 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS
-            if want_ops and g.error_code == 0
-            else OPS_NOT_REQUESTED,
+            "authorized_operations": _group_operations(want_ops, g.error_code),
         }
 
     @staticmethod
@@ -1110,9 +1114,7 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS
-            if want_ops and g.error_code == 0
-            else OPS_NOT_REQUESTED,
+            "authorized_operations": _group_operations(want_ops, g.error_code),
         }
 
     @staticmethod

@@ -97,6 +97,15 @@ def _codegen(name: str, body: list[str], namespace: dict[str, Any]) -> Callable[
     return namespace[name]  # type: ignore[no-any-return]
 
 
+def _items_from(i: int, conv: Callable[[Any], Any], source: str, ns: dict[str, Any]) -> str:
+    """The expression building field ``i``'s container (``_c{i}``) from the repeated
+    ``source``, converting each item with ``conv`` unless it is a scalar."""
+    if conv in _SCALARS:
+        return f"_c{i}({source})"
+    ns[f"_s{i}"] = conv
+    return f"_c{i}([_s{i}(v) for v in {source}])"
+
+
 Compiler = Callable[[type, type[Message]], Callable[[Any], Any]]
 
 
@@ -146,23 +155,14 @@ def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
             item_tp, container = seq
             ns[f"_c{i}"] = container
             if is_repeated(fd):
-                conv = _item_from(item_tp, fd)
-                if conv in _SCALARS:
-                    expr = f"_c{i}(x.{n})"
-                else:
-                    ns[f"_s{i}"] = conv
-                    expr = f"_c{i}([_s{i}(v) for v in x.{n}])"
+                expr = _items_from(i, _item_from(item_tp, fd), f"x.{n}", ns)
             elif fd.message_type is not None and nullable:
                 inner_fields = fd.message_type.fields
                 if len(inner_fields) != 1 or not is_repeated(inner_fields[0]):
                     raise ConversionError(f"{n}: wrapper must hold one repeated field")
                 inner = inner_fields[0]
-                conv = _item_from(item_tp, inner)
-                if conv in _SCALARS:
-                    expr = f"(_c{i}(x.{n}.{inner.name}) if {present} else None)"
-                else:
-                    ns[f"_s{i}"] = conv
-                    expr = f"(_c{i}([_s{i}(v) for v in x.{n}.{inner.name}]) if {present} else None)"
+                items = _items_from(i, _item_from(item_tp, inner), f"x.{n}.{inner.name}", ns)
+                expr = f"({items} if {present} else None)"
             else:
                 raise ConversionError(f"{cls.__name__}.{n}: sequence vs non-repeated field")
         elif dataclasses.is_dataclass(tp):
