@@ -27,6 +27,7 @@ from shards.runtime.runtime import CoordinatorRuntime
 log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
 R = TypeVar("R")
+RequestT = TypeVar("RequestT")
 TopicT = TypeVar("TopicT", api.OffsetCommitRequestTopic, api.OffsetDeleteRequestTopic)
 
 
@@ -62,6 +63,13 @@ def _error_of(ex: BaseException) -> tuple[int, str]:
 
 
 EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
+
+
+def _error_response(response: Callable[..., R]) -> Callable[[int, str], R]:
+    """The error shape of an API whose response is just ``error_code`` + ``error_message``."""
+    return lambda code, message: response(error_code=code, error_message=message)
+
+
 UNKNOWN_PARTITION = "this server does not host this topic-partition"
 
 
@@ -137,13 +145,31 @@ class GroupCoordinatorService:
             code, message = _error_of(ex)
             return on_error(code, message)
 
+    async def _on_group(
+        self,
+        request: RequestT,
+        op: Callable[[GroupCoordinatorShard, RequestT, int], Any],
+        on_error: Callable[[int, str], R],
+        *,
+        if_empty: ApiError | None = None,
+    ) -> R:
+        """A write of one group's request (``request.group_id``): ``op(shard, request, now)``
+        on the group's partition, failures as :meth:`_single` turns them into ``on_error``."""
+        return await self._single(
+            request.group_id,  # type: ignore[attr-defined]
+            lambda shard, now: op(shard, request, now),
+            on_error,
+            if_empty=if_empty,
+            request=request,
+        )
+
     async def _fan_out(
         self,
         group_ids: Sequence[str],
         run: Callable[[CoordinatorPartition, list[str]], Awaitable[Sequence[R]]],
         key: Callable[[R], str],
         on_error: Callable[[str, int, str], R],
-        if_empty: tuple[int, str] | None = None,
+        if_empty: ApiError | None = None,
         request: Any = None,
     ) -> tuple[R, ...]:
         """A batched request: one operation per partition for its groups, answers merged back
@@ -155,10 +181,9 @@ class GroupCoordinatorService:
         by_partition: dict[int, list[str]] = {}
         for group_id in group_ids:
             too_long = group_id_error(group_id)
-            if not group_id and if_empty is not None:
-                results[group_id] = on_error(group_id, *if_empty)
-            elif too_long is not None:
-                results[group_id] = on_error(group_id, int(too_long.code), too_long.message or "")
+            refused = if_empty if not group_id and if_empty is not None else too_long
+            if refused is not None:
+                results[group_id] = on_error(group_id, int(refused.code), refused.message or "")
             else:
                 by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
 
@@ -349,7 +374,7 @@ class GroupCoordinatorService:
             lambda p, ids: p.write(lambda shard, now: shard.delete_groups(ids, now)),
             lambda r: r.group_id,
             api.DeletableGroupResult,
-            if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
+            if_empty=EMPTY_GROUP_ID,
             request=request,
         )
         return api.DeleteGroupsResponse(results)
@@ -358,21 +383,19 @@ class GroupCoordinatorService:
     async def join_group(
         self, request: classic_api.JoinGroupRequest
     ) -> classic_api.JoinGroupResponse:
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.join_group(request, now),
-            lambda code, msg: classic_api.JoinGroupResponse(error_code=code, error_message=msg),
-            request=request,
+        return await self._on_group(
+            request,
+            GroupCoordinatorShard.join_group,
+            _error_response(classic_api.JoinGroupResponse),
         )
 
     async def sync_group(
         self, request: classic_api.SyncGroupRequest
     ) -> classic_api.SyncGroupResponse:
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.sync_group(request, now),
-            lambda code, msg: classic_api.SyncGroupResponse(error_code=code, error_message=msg),
-            request=request,
+        return await self._on_group(
+            request,
+            GroupCoordinatorShard.sync_group,
+            _error_response(classic_api.SyncGroupResponse),
         )
 
     async def heartbeat(
@@ -384,21 +407,15 @@ class GroupCoordinatorService:
                 return classic_api.HeartbeatResponse()
             return classic_api.HeartbeatResponse(error_code=code, error_message=message)
 
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.heartbeat(request, now),
-            on_error,
-            request=request,
-        )
+        return await self._on_group(request, GroupCoordinatorShard.heartbeat, on_error)
 
     async def leave_group(
         self, request: classic_api.LeaveGroupRequest
     ) -> classic_api.LeaveGroupResponse:
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.leave_group(request, now),
-            lambda code, msg: classic_api.LeaveGroupResponse(error_code=code, error_message=msg),
-            request=request,
+        return await self._on_group(
+            request,
+            GroupCoordinatorShard.leave_group,
+            _error_response(classic_api.LeaveGroupResponse),
         )
 
     async def describe_groups(
@@ -421,66 +438,48 @@ class GroupCoordinatorService:
     async def find_coordinator(
         self, request: api.FindCoordinatorRequest
     ) -> api.FindCoordinatorResponse:
-        out = []
         refused = request_error(request, self.limits)
-        for key in request.coordinator_keys:
-            refused_key = refused or group_id_error(key)
-            if refused_key is not None:
-                out.append(
-                    api.Coordinator(
-                        key,
-                        error_code=refused_key.code,
-                        error_message=refused_key.message or "",
-                    )
-                )
-                continue
-            if request.key_type != 0:
-                out.append(
-                    api.Coordinator(
-                        key,
-                        error_code=Errors.INVALID_REQUEST,
-                        error_message="only group coordinators (key type 0) are served",
-                    )
-                )
-                continue
-            if not key:
-                out.append(
-                    api.Coordinator(
-                        key,
-                        error_code=Errors.INVALID_GROUP_ID,
-                        error_message="the group id must not be empty",
-                    )
-                )
-                continue
-            partition = self.partition_for(key)
-            node = self.ownership.owner_of(partition)
-            if node is None:
-                out.append(
-                    api.Coordinator(
-                        key,
-                        error_code=Errors.COORDINATOR_NOT_AVAILABLE,
-                        error_message=f"partition {partition} has no live owner",
-                        partition=partition,
-                    )
-                )
-                continue
-            out.append(
-                api.Coordinator(key, node.node_id, node.host, node.port, partition=partition)
+        return api.FindCoordinatorResponse(
+            tuple(
+                self._coordinator(key, request.key_type, refused)
+                for key in request.coordinator_keys
             )
-        return api.FindCoordinatorResponse(tuple(out))
+        )
+
+    def _coordinator(self, key: str, key_type: int, refused: ApiError | None) -> api.Coordinator:
+        refused = refused or group_id_error(key)
+        if refused is None and key_type != 0:
+            refused = ApiError(
+                Errors.INVALID_REQUEST, "only group coordinators (key type 0) are served"
+            )
+        if refused is None and not key:
+            refused = EMPTY_GROUP_ID
+        if refused is not None:
+            return api.Coordinator(
+                key, error_code=refused.code, error_message=refused.message or ""
+            )
+        partition = self.partition_for(key)
+        node = self.ownership.owner_of(partition)
+        if node is None:
+            return api.Coordinator(
+                key,
+                error_code=Errors.COORDINATOR_NOT_AVAILABLE,
+                error_message=f"partition {partition} has no live owner",
+                partition=partition,
+            )
+        return api.Coordinator(key, node.node_id, node.host, node.port, partition=partition)
 
     # ---- consumer groups (KIP-848) and group configs -------------------------------------------
     async def consumer_group_heartbeat(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.consumer_group_heartbeat(request, now),
+        return await self._on_group(
+            request,
+            GroupCoordinatorShard.consumer_group_heartbeat,
             lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
                 error_code=code, error_message=msg or None
             ),
-            request=request,
         )
 
     async def consumer_group_describe(
@@ -496,7 +495,7 @@ class GroupCoordinatorService:
             lambda group_id, code, msg: consumer_api.ConsumerGroupDescribedGroup(
                 group_id, code, msg or None
             ),
-            if_empty=(Errors.INVALID_GROUP_ID, "the group id must not be empty"),
+            if_empty=EMPTY_GROUP_ID,
             request=request,
         )
         return consumer_api.ConsumerGroupDescribeResponse(groups)
@@ -504,13 +503,12 @@ class GroupCoordinatorService:
     async def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest
     ) -> consumer_api.AlterGroupConfigsResponse:
-        return await self._single(
-            request.group_id,
-            lambda shard, now: shard.alter_group_configs(request, now),
+        return await self._on_group(
+            request,
+            GroupCoordinatorShard.alter_group_configs,
             consumer_api.AlterGroupConfigsResponse,
             # Kafka's answer for the empty GROUP resource
             if_empty=ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed."),
-            request=request,
         )
 
     async def describe_group_configs(
@@ -521,7 +519,7 @@ class GroupCoordinatorService:
             lambda p, ids: p.read(lambda shard, now: shard.describe_group_configs(ids, now)),
             lambda r: r.group_id,
             consumer_api.DescribedGroupConfigs,
-            if_empty=(Errors.INVALID_REQUEST, "Group name must not be empty"),
+            if_empty=ApiError(Errors.INVALID_REQUEST, "Group name must not be empty"),
             request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)

@@ -35,32 +35,18 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
-from groupcoord.v1 import (
-    classic_group_pb2,
-    consumer_group_pb2,
-    coordinator_pb2_grpc,
-    groups_pb2,
-    offsets_pb2,
-)
+from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2, offsets_pb2
 
 from services.common import channels
-
-__all__ = [
-    "COORDINATOR_LOAD_IN_PROGRESS",
-    "COORDINATOR_NOT_AVAILABLE",
-    "NOT_COORDINATOR",
-    "CoordinatorClient",
-    "CoordinatorUnavailableError",
-    "RetriableError",
-    "RetryPolicy",
-    "coordinator_error",
-]
+from services.common.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
+from shards.adapters.convert import is_repeated
 
 log = logging.getLogger("groupcoord.client")
 
@@ -283,11 +269,10 @@ class CoordinatorClient:
         raise CoordinatorUnavailableError(group_id, last)
 
     # ---- the APIs, one group per call ------------------------------------------------------
-    async def offset_commit(
-        self, request: offsets_pb2.OffsetCommitRequest, **kw: Any
-    ) -> offsets_pb2.OffsetCommitResponse:
-        return await self.call(request.group_id, "OffsetCommit", request, **kw)  # type: ignore[no-any-return]
-
+    # Every GroupCoordinator RPC has a method named after it (``OffsetCommit`` ->
+    # ``offset_commit``). Those of one group -- a request with a ``group_id``, or with one list
+    # of group ids answered by one list of results -- are made from the proto's service
+    # descriptor below the class (:func:`_group_method`); the others are written here.
     async def offset_fetch(
         self,
         group: offsets_pb2.OffsetFetchRequestGroup,
@@ -299,39 +284,66 @@ class CoordinatorClient:
         response = await self.call(group.group_id, "OffsetFetch", request, **kw)
         return response.groups[0]  # type: ignore[no-any-return]
 
-    async def consumer_group_heartbeat(
-        self, request: consumer_group_pb2.ConsumerGroupHeartbeatRequest, **kw: Any
-    ) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
-        return await self.call(  # type: ignore[no-any-return]
-            request.group_id, "ConsumerGroupHeartbeat", request, **kw
+    async def list_groups(
+        self, request: groups_pb2.ListGroupsRequest, *, address: str | None = None, **kw: Any
+    ) -> groups_pb2.ListGroupsResponse:
+        """ListGroups on one shard (``address``, by default the first bootstrap address): a
+        shard lists the groups of the partitions it owns. Not retried."""
+        timeout = kw.get("attempt_timeout_s") or self.policy.attempt_timeout_s
+        return await self.stub(address or self.bootstrap[0]).ListGroups(  # type: ignore[no-any-return]
+            request, timeout=timeout
         )
 
-    async def consumer_group_describe(
-        self, group_id: str, **kw: Any
-    ) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
-        request = consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group_id])
-        response = await self.call(group_id, "ConsumerGroupDescribe", request, **kw)
-        return response.groups[0]  # type: ignore[no-any-return]
 
-    async def join_group(
-        self, request: classic_group_pb2.JoinGroupRequest, **kw: Any
-    ) -> classic_group_pb2.JoinGroupResponse:
-        return await self.call(request.group_id, "JoinGroup", request, **kw)  # type: ignore[no-any-return]
+def _group_method(rpc: MethodDescriptor) -> Callable[..., Awaitable[Message]] | None:
+    """The client method of an RPC about one group, or None for any other RPC.
 
-    async def sync_group(
-        self, request: classic_group_pb2.SyncGroupRequest, **kw: Any
-    ) -> classic_group_pb2.SyncGroupResponse:
-        return await self.call(request.group_id, "SyncGroup", request, **kw)  # type: ignore[no-any-return]
+    * a request with a ``group_id``: ``method(request, **kw)`` returns the response;
+    * a request with one list of group ids, answered with one list of results:
+      ``method(group_id, *, timeout_s=None, attempt_timeout_s=None, **fields)`` asks about
+      that one group (``fields`` fill the rest of the request) and returns its result.
+    """
+    fields = rpc.input_type.fields_by_name
+    group_id = fields.get("group_id")
+    if group_id is not None and group_id.type == FieldDescriptor.TYPE_STRING:
 
-    async def heartbeat(
-        self, request: classic_group_pb2.HeartbeatRequest, **kw: Any
-    ) -> classic_group_pb2.HeartbeatResponse:
-        return await self.call(request.group_id, "Heartbeat", request, **kw)  # type: ignore[no-any-return]
+        async def per_request(self: CoordinatorClient, request: Message, **kw: Any) -> Message:
+            return await self.call(request.group_id, rpc.name, request, **kw)  # type: ignore[attr-defined,no-any-return]
 
-    async def leave_group(
-        self, request: classic_group_pb2.LeaveGroupRequest, **kw: Any
-    ) -> classic_group_pb2.LeaveGroupResponse:
-        return await self.call(request.group_id, "LeaveGroup", request, **kw)  # type: ignore[no-any-return]
+        return per_request
+    ids = [f for f in fields.values() if is_repeated(f) and f.type == FieldDescriptor.TYPE_STRING]
+    results = [f for f in rpc.output_type.fields if is_repeated(f) and f.message_type is not None]
+    if len(ids) != 1 or len(results) != 1:
+        return None
+    ids_field, results_field = ids[0].name, results[0].name
+    build = request_class(rpc)
+
+    async def per_group(
+        self: CoordinatorClient,
+        group_id: str,
+        *,
+        timeout_s: float | None = None,
+        attempt_timeout_s: float | None = None,
+        **request_fields: Any,
+    ) -> Message:
+        request = build(**{ids_field: [group_id]}, **request_fields)
+        response = await self.call(
+            group_id, rpc.name, request, timeout_s=timeout_s, attempt_timeout_s=attempt_timeout_s
+        )
+        return getattr(response, results_field)[0]  # type: ignore[no-any-return]
+
+    return per_group
+
+
+for _rpc in GROUP_COORDINATOR_SERVICE.methods:
+    _name = snake_case(_rpc.name)
+    if hasattr(CoordinatorClient, _name):
+        continue  # written out in the class: the RPC's call differs
+    _method = _group_method(_rpc)
+    if _method is not None:
+        _method.__name__ = _method.__qualname__ = _name
+        _method.__doc__ = f"{_rpc.name} on the shard owning the group ({_group_method.__doc__})"
+        setattr(CoordinatorClient, _name, _method)
 
 
 class RetriableError(Exception):

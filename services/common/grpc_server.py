@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.common.rpcs import request_class, response_class, snake_case
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
 
@@ -34,6 +37,31 @@ class Method:
     request_type: type
     response_type: type
     handler: Callable[[Any], Awaitable[Any]]
+
+
+def service_methods(service: ServiceDescriptor, implementation: object) -> list[Method]:
+    """One :class:`Method` per RPC of ``service``, in the proto's order: the handler is the
+    implementation's method named after the RPC (:func:`snake_case`), and its annotations
+    (one request parameter, the return type) name the dataclasses the RPC's protobuf
+    messages convert from and to. A missing or unannotated handler is a programming error
+    and raises here, at start-up, rather than answering UNIMPLEMENTED later."""
+    out = []
+    for rpc in service.methods:
+        handler = getattr(implementation, snake_case(rpc.name))
+        hints = typing.get_type_hints(handler)
+        response_type = hints.pop("return")
+        (request_type,) = hints.values()
+        out.append(
+            Method(
+                rpc.name,
+                request_class(rpc),
+                response_class(rpc),
+                request_type,
+                response_type,
+                handler,
+            )
+        )
+    return out
 
 
 def _peer_host(context: grpc.aio.ServicerContext) -> str:

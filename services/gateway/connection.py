@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -145,17 +146,22 @@ class Connection:
             raise CloseConnection(f"cannot encode the response: {ex!r}") from ex
 
     async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
-        if not telemetry_enabled():
-            # No SDK provider: spans would not be recorded and there is no incoming trace
-            # context to carry on (Kafka requests have none), so skip the span machinery.
+        # No SDK provider: spans would not be recorded and there is no incoming trace
+        # context to carry on (Kafka requests have none), so skip the span machinery.
+        span_scope = self._span(rq) if telemetry_enabled() else contextlib.nullcontext()
+        with span_scope as span:
             try:
                 return await self.apis.handle(rq, request)
             except asyncio.CancelledError:
                 raise
             except Exception as ex:
                 log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
+                if span is not None:
+                    span.record_exception(ex)
                 return self.apis.unexpected(rq, request, ex)
-        with _tracer.start_as_current_span(
+
+    def _span(self, rq: RequestInfo) -> contextlib.AbstractContextManager[trace.Span]:
+        return _tracer.start_as_current_span(
             _span_name(rq.api_key),
             kind=trace.SpanKind.SERVER,
             attributes={
@@ -165,12 +171,4 @@ class Connection:
                 "kafka.client_id": rq.client_id,
                 "net.peer.ip": self.peer_host,
             },
-        ) as span:
-            try:
-                return await self.apis.handle(rq, request)
-            except asyncio.CancelledError:
-                raise
-            except Exception as ex:
-                log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
-                span.record_exception(ex)
-                return self.apis.unexpected(rq, request, ex)
+        )

@@ -35,6 +35,7 @@ from groupcoord.v1 import (
 from services.gateway import codec
 from services.gateway.catalog import CatalogView
 from services.gateway.router import Router, UpstreamError
+from shards.adapters.convert import optional, set_optional
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
 
@@ -62,6 +63,12 @@ def _bits(*codes: int) -> int:
 GROUP_OPERATIONS = _bits(3, 6, 8, 10, 11)
 TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
 CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
+
+
+def _group_operations(requested: bool, error_code: int) -> int:
+    """A described group's authorized operations: all of them when asked for and found."""
+    return GROUP_OPERATIONS if requested and error_code == 0 else OPS_NOT_REQUESTED
+
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 MEMBER_TYPES = {"classic": 0, "consumer": 1}
@@ -158,17 +165,20 @@ class KafkaApis:
             client_id=rq.client_id, client_host=rq.client_host, api_version=rq.version
         )
 
-    async def _call(
-        self,
-        group_id: str,
-        rpc: str,
-        request: Any,
-        not_coordinator: Callable[[Any], bool],
-        timeout_s: float | None = None,
-    ) -> Any:
-        return await self.router.call(
-            group_id, rpc, request, not_coordinator=not_coordinator, timeout_s=timeout_s
+    async def _one_group(self, group_id: str, rpc: str, request: Any, results: str) -> Any:
+        """``rpc`` of a batched API asked about one group: the one entry of the response's
+        ``results`` list. UpstreamError when the shard cannot be reached or does not answer
+        with exactly one entry."""
+        r = await self.router.call(
+            group_id,
+            rpc,
+            request,
+            lambda r: any(x.error_code == NOT_COORDINATOR for x in getattr(r, results)),
         )
+        answers = getattr(r, results)
+        if len(answers) != 1:
+            raise UpstreamError(Errors.UNKNOWN_SERVER_ERROR, "unexpected answer")
+        return answers[0]
 
     # ---- ApiVersions (18) ------------------------------------------------------------------
     async def api_versions(self, rq: RequestInfo, request: Any) -> Data:
@@ -454,7 +464,7 @@ class KafkaApis:
                 {
                     "key": key,
                     "error_code": c.error_code,
-                    "error_message": c.error_message if c.HasField("error_message") else None,
+                    "error_message": optional(c, "error_message"),
                     **(
                         {"node_id": n.node_id, "host": n.host, "port": n.port}
                         if c.error_code == 0
@@ -506,25 +516,25 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        if rebalance_ms is not None:
-            pb.rebalance_timeout_ms = rebalance_ms
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
-        if _opt(request, "reason") is not None:
-            pb.reason = request.reason
+        set_optional(
+            pb,
+            rebalance_timeout_ms=rebalance_ms,
+            group_instance_id=_opt(request, "group_instance_id"),
+            reason=_opt(request, "reason"),
+        )
         # A join waits for the rebalance: up to the rebalance timeout, then some.
         wait_ms = max(session_ms, rebalance_ms if rebalance_ms is not None else session_ms)
         timeout = max(self.router.timeout_s, wait_ms / 1000 + 10.0)
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "JoinGroup", pb, lambda r: r.error_code == NOT_COORDINATOR, timeout
         )
-        protocol_name = r.protocol_name if r.HasField("protocol_name") else None
+        protocol_name = optional(r, "protocol_name")
         if rq.version >= 7 and protocol_name == "":
             protocol_name = None
         return {
             "error_code": r.error_code,
             "generation_id": r.generation_id,
-            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
+            "protocol_type": optional(r, "protocol_type"),
             "protocol_name": protocol_name,
             "leader": r.leader,
             "skip_assignment": r.skip_assignment,
@@ -532,9 +542,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "metadata": m.metadata,
                 }
                 for m in r.members
@@ -575,13 +583,13 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
-        if protocol_type is not None:
-            pb.protocol_type = protocol_type
-        if protocol_name is not None:
-            pb.protocol_name = protocol_name
-        r = await self._call(
+        set_optional(
+            pb,
+            group_instance_id=_opt(request, "group_instance_id"),
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+        )
+        r = await self.router.call(
             request.group_id,
             "SyncGroup",
             pb,
@@ -590,8 +598,8 @@ class KafkaApis:
         )
         return {
             "error_code": r.error_code,
-            "protocol_type": r.protocol_type if r.HasField("protocol_type") else None,
-            "protocol_name": r.protocol_name if r.HasField("protocol_name") else None,
+            "protocol_type": optional(r, "protocol_type"),
+            "protocol_name": optional(r, "protocol_name"),
             "assignment": r.assignment,
         }
 
@@ -606,9 +614,8 @@ class KafkaApis:
             member_id=request.member_id,
             context=self.context(rq),
         )
-        if _opt(request, "group_instance_id") is not None:
-            pb.group_instance_id = request.group_instance_id
-        r = await self._call(
+        set_optional(pb, group_instance_id=_opt(request, "group_instance_id"))
+        r = await self.router.call(
             request.group_id, "Heartbeat", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         return {"error_code": r.error_code}
@@ -621,18 +628,18 @@ class KafkaApis:
         if rq.version < 3:
             members = [classic_group_pb2.LeaveGroupMemberIdentity(member_id=request.member_id)]
         else:
-            members = []
-            for m in request.members:
-                ident = classic_group_pb2.LeaveGroupMemberIdentity(member_id=m.member_id)
-                if m.group_instance_id is not None:
-                    ident.group_instance_id = m.group_instance_id
-                if _opt(m, "reason") is not None:
-                    ident.reason = m.reason
-                members.append(ident)
+            members = [
+                set_optional(
+                    classic_group_pb2.LeaveGroupMemberIdentity(member_id=m.member_id),
+                    group_instance_id=m.group_instance_id,
+                    reason=_opt(m, "reason"),
+                )
+                for m in request.members
+            ]
         pb = classic_group_pb2.LeaveGroupRequest(
             group_id=request.group_id, members=members, context=self.context(rq)
         )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "LeaveGroup", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         if rq.version < 3:
@@ -643,9 +650,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "error_code": m.error_code,
                 }
                 for m in r.members
@@ -687,12 +692,13 @@ class KafkaApis:
                 ],
                 context=self.context(rq),
             )
-            if _opt(request, "group_instance_id") is not None:
-                pb.group_instance_id = request.group_instance_id
             retention = _opt(request, "retention_time")
-            if retention is not None:
-                pb.retention_time_ms = codec.millis(retention)
-            r = await self._call(
+            set_optional(
+                pb,
+                group_instance_id=_opt(request, "group_instance_id"),
+                retention_time_ms=codec.millis(retention) if retention is not None else None,
+            )
+            r = await self.router.call(
                 request.group_id,
                 "OffsetCommit",
                 pb,
@@ -707,15 +713,13 @@ class KafkaApis:
 
     @staticmethod
     def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:
-        out = offsets_pb2.OffsetCommitRequestPartition(
-            partition_index=p.partition_index, committed_offset=p.committed_offset
+        return set_optional(
+            offsets_pb2.OffsetCommitRequestPartition(
+                partition_index=p.partition_index, committed_offset=p.committed_offset
+            ),
+            committed_leader_epoch=_opt(p, "committed_leader_epoch"),
+            committed_metadata=p.committed_metadata,
         )
-        epoch = _opt(p, "committed_leader_epoch")
-        if epoch is not None:
-            out.committed_leader_epoch = epoch
-        if p.committed_metadata is not None:
-            out.committed_metadata = p.committed_metadata
-        return out
 
     def offset_commit_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {
@@ -764,12 +768,11 @@ class KafkaApis:
         return {"topics": topics, "error_code": g["error_code"]}
 
     async def _fetch_group(self, rq: RequestInfo, group: Any, require_stable: bool) -> Data:
-        pb_group = offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id)
-        if _opt(group, "member_id") is not None:
-            pb_group.member_id = group.member_id
-        epoch = _opt(group, "member_epoch")
-        if epoch is not None:
-            pb_group.member_epoch = epoch
+        pb_group = set_optional(
+            offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id),
+            member_id=_opt(group, "member_id"),
+            member_epoch=_opt(group, "member_epoch"),
+        )
         if group.topics is not None:
             pb_group.topics.CopyFrom(
                 offsets_pb2.OffsetFetchRequestTopicsList(
@@ -785,21 +788,9 @@ class KafkaApis:
             groups=[pb_group], require_stable=require_stable, context=self.context(rq)
         )
         try:
-            r = await self._call(
-                group.group_id,
-                "OffsetFetch",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group.group_id, "OffsetFetch", pb, "groups")
         except UpstreamError as ex:
             return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
-        if len(r.groups) != 1:
-            return {
-                "group_id": group.group_id,
-                "topics": [],
-                "error_code": int(Errors.UNKNOWN_SERVER_ERROR),
-            }
-        g = r.groups[0]
         return {
             "group_id": group.group_id,
             "error_code": g.error_code,
@@ -811,7 +802,7 @@ class KafkaApis:
                             "partition_index": p.partition_index,
                             "committed_offset": p.committed_offset,
                             "committed_leader_epoch": p.committed_leader_epoch,
-                            "metadata": p.metadata if p.HasField("metadata") else None,
+                            "metadata": optional(p, "metadata"),
                             "error_code": p.error_code,
                         }
                         for p in t.partitions
@@ -865,7 +856,7 @@ class KafkaApis:
             ],
             context=self.context(rq),
         )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id, "OffsetDelete", pb, lambda r: r.error_code == NOT_COORDINATOR
         )
         if r.error_code:
@@ -929,22 +920,12 @@ class KafkaApis:
     async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
         try:
-            r = await self._call(
-                group_id,
-                "DescribeGroups",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group_id, "DescribeGroups", pb, "groups")
         except UpstreamError as ex:
             return self._group_error(group_id, int(ex.code), ex.message)
-        if len(r.groups) != 1:
-            return self._group_error(
-                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
-            )
-        g = r.groups[0]
         return {
             "error_code": g.error_code,
-            "error_message": g.error_message if g.HasField("error_message") else None,
+            "error_message": optional(g, "error_message"),
             "group_id": g.group_id,
             "group_state": g.group_state,
             "protocol_type": g.protocol_type,
@@ -952,9 +933,7 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id
-                    if m.HasField("group_instance_id")
-                    else None,
+                    "group_instance_id": optional(m, "group_instance_id"),
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "member_metadata": m.member_metadata,
@@ -962,9 +941,7 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS
-            if want_ops and g.error_code == 0
-            else OPS_NOT_REQUESTED,
+            "authorized_operations": _group_operations(want_ops, g.error_code),
         }
 
     @staticmethod
@@ -989,16 +966,10 @@ class KafkaApis:
         async def one(group_id: str) -> Data:
             pb = groups_pb2.DeleteGroupsRequest(groups_names=[group_id], context=self.context(rq))
             try:
-                r = await self._call(
-                    group_id,
-                    "DeleteGroups",
-                    pb,
-                    lambda r: any(x.error_code == NOT_COORDINATOR for x in r.results),
-                )
+                result = await self._one_group(group_id, "DeleteGroups", pb, "results")
             except UpstreamError as ex:
                 return {"group_id": group_id, "error_code": int(ex.code)}
-            code = r.results[0].error_code if r.results else int(Errors.UNKNOWN_SERVER_ERROR)
-            return {"group_id": group_id, "error_code": code}
+            return {"group_id": group_id, "error_code": result.error_code}
 
         return {"results": list(await asyncio.gather(*(one(g) for g in names)))}
 
@@ -1017,10 +988,13 @@ class KafkaApis:
             member_epoch=request.member_epoch,
             context=self.context(rq),
         )
-        for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor"):
-            value = _opt(request, name)
-            if value is not None:
-                setattr(pb, name, value)
+        set_optional(
+            pb,
+            **{
+                name: _opt(request, name)
+                for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor")
+            },
+        )
         rebalance_ms = codec.millis(request.rebalance_timeout)
         if rebalance_ms != -1:
             pb.rebalance_timeout_ms = rebalance_ms
@@ -1039,7 +1013,7 @@ class KafkaApis:
                     ]
                 )
             )
-        r = await self._call(
+        r = await self.router.call(
             request.group_id,
             "ConsumerGroupHeartbeat",
             pb,
@@ -1055,8 +1029,8 @@ class KafkaApis:
             }
         return {
             "error_code": r.error_code,
-            "error_message": r.error_message if r.HasField("error_message") else None,
-            "member_id": r.member_id if r.HasField("member_id") else None,
+            "error_message": optional(r, "error_message"),
+            "member_id": optional(r, "member_id"),
             "member_epoch": r.member_epoch,
             "heartbeat_interval": r.heartbeat_interval_ms,
             "assignment": assignment,
@@ -1085,19 +1059,9 @@ class KafkaApis:
             group_ids=[group_id], context=self.context(rq)
         )
         try:
-            r = await self._call(
-                group_id,
-                "ConsumerGroupDescribe",
-                pb,
-                lambda r: any(g.error_code == NOT_COORDINATOR for g in r.groups),
-            )
+            g = await self._one_group(group_id, "ConsumerGroupDescribe", pb, "groups")
         except UpstreamError as ex:
             return self._consumer_group_error(group_id, int(ex.code), ex.message)
-        if len(r.groups) != 1:
-            return self._consumer_group_error(
-                group_id, int(Errors.UNKNOWN_SERVER_ERROR), "unexpected answer"
-            )
-        g = r.groups[0]
         # The shard names the topics; a shard that only gives ids gets them named from the
         # catalog (Kafka's API layer has both in its metadata image).
         unnamed = [
@@ -1128,7 +1092,7 @@ class KafkaApis:
 
         return {
             "error_code": g.error_code,
-            "error_message": g.error_message if g.HasField("error_message") else None,
+            "error_message": optional(g, "error_message"),
             "group_id": g.group_id,
             "group_state": g.group_state,
             "group_epoch": g.group_epoch,
@@ -1137,24 +1101,20 @@ class KafkaApis:
             "members": [
                 {
                     "member_id": m.member_id,
-                    "instance_id": m.instance_id if m.HasField("instance_id") else None,
-                    "rack_id": m.rack_id if m.HasField("rack_id") else None,
+                    "instance_id": optional(m, "instance_id"),
+                    "rack_id": optional(m, "rack_id"),
                     "member_epoch": m.member_epoch,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex
-                    if m.HasField("subscribed_topic_regex")
-                    else None,
+                    "subscribed_topic_regex": optional(m, "subscribed_topic_regex"),
                     "assignment": assignment(m.assignment),
                     "target_assignment": assignment(m.target_assignment),
                     "member_type": MEMBER_TYPES.get(m.member_type, -1),
                 }
                 for m in g.members
             ],
-            "authorized_operations": GROUP_OPERATIONS
-            if want_ops and g.error_code == 0
-            else OPS_NOT_REQUESTED,
+            "authorized_operations": _group_operations(want_ops, g.error_code),
         }
 
     @staticmethod
@@ -1230,7 +1190,7 @@ class KafkaApis:
                     "name": a.name,
                     "topic_id": a.topic_id if a.error_code == 0 else "",
                     "error_code": a.error_code,
-                    "error_message": a.error_message if a.HasField("error_message") else None,
+                    "error_message": optional(a, "error_message"),
                     "num_partitions": a.num_partitions if a.error_code == 0 else -1,
                     "replication_factor": a.replication_factor if a.error_code == 0 else -1,
                     "configs": [] if a.error_code == 0 else None,
@@ -1263,12 +1223,10 @@ class KafkaApis:
 
     async def delete_topics(self, rq: RequestInfo, request: Any) -> Data:
         deletions = self._deletions(rq, request)
-        pb_topics = []
-        for name, topic_id in deletions:
-            state = catalog_pb2.DeleteTopicState(topic_id=topic_id)
-            if name is not None:
-                state.name = name
-            pb_topics.append(state)
+        pb_topics = [
+            set_optional(catalog_pb2.DeleteTopicState(topic_id=topic_id), name=name)
+            for name, topic_id in deletions
+        ]
         r = await self.router.call_bootstrap(
             self.router.catalog.DeleteTopics,
             catalog_pb2.DeleteTopicsRequest(
@@ -1280,10 +1238,10 @@ class KafkaApis:
         return {
             "responses": [
                 {
-                    "name": a.name if a.HasField("name") else None,
+                    "name": optional(a, "name"),
                     "topic_id": a.topic_id,
                     "error_code": a.error_code,
-                    "error_message": a.error_message if a.HasField("error_message") else None,
+                    "error_message": optional(a, "error_message"),
                 }
                 for a in r.responses
             ]

@@ -209,7 +209,6 @@ class Router:
         group_id: str,
         rpc: str,
         request: Any,
-        *,
         not_coordinator: Callable[[Any], bool],
         timeout_s: float | None = None,
     ) -> Any:

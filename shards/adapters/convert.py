@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -67,7 +67,7 @@ def _message_class(fd: FieldDescriptor) -> type[Message]:
     return message_factory.GetMessageClass(fd.message_type)
 
 
-def _is_repeated(fd: FieldDescriptor) -> bool:
+def is_repeated(fd: FieldDescriptor) -> bool:
     # `label` is deprecated in newer protobuf releases; `is_repeated` replaces it.
     rep = getattr(fd, "is_repeated", None)
     if rep is not None:
@@ -97,45 +97,72 @@ def _codegen(name: str, body: list[str], namespace: dict[str, Any]) -> Callable[
     return namespace[name]  # type: ignore[no-any-return]
 
 
-def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
-    key = (cls, msg_cls)
-    if key in _FROM_CACHE:
-        return _FROM_CACHE[key]
-    # placeholder so that a recursive type terminates (resolved lazily at call time)
-    _FROM_CACHE[key] = lambda msg: _FROM_CACHE[key](msg)
+def _items_from(i: int, conv: Callable[[Any], Any], source: str, ns: dict[str, Any]) -> str:
+    """The expression building field ``i``'s container (``_c{i}``) from the repeated
+    ``source``, converting each item with ``conv`` unless it is a scalar."""
+    if conv in _SCALARS:
+        return f"_c{i}({source})"
+    ns[f"_s{i}"] = conv
+    return f"_c{i}([_s{i}(v) for v in {source}])"
+
+
+Compiler = Callable[[type, type[Message]], Callable[[Any], Any]]
+
+
+def _memoized(
+    cache: dict[tuple[type, type], Callable[[Any], Any]],
+) -> Callable[[Compiler], Compiler]:
+    """One converter per (dataclass, message) pair, compiled on first use."""
+
+    def wrap(compile: Compiler) -> Compiler:
+        def compiled(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
+            key = (cls, msg_cls)
+            if key not in cache:
+                # placeholder so that a recursive type terminates (resolved lazily at call time)
+                cache[key] = lambda x: cache[key](x)
+                cache[key] = compile(cls, msg_cls)
+            return cache[key]
+
+        return compiled
+
+    return wrap
+
+
+def _paired_fields(
+    cls: type, msg_cls: type[Message]
+) -> Iterator[tuple[int, dataclasses.Field[Any], FieldDescriptor, Any, bool]]:
+    """Each dataclass field with its index, the message field of the same name, and its
+    annotation without ``| None`` (and whether it had it)."""
     hints = typing.get_type_hints(cls)
     fields_by_name = msg_cls.DESCRIPTOR.fields_by_name
-    ns: dict[str, Any] = {"_cls": cls}
-    args: list[str] = []
     for i, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
         fd = fields_by_name.get(f.name)
         if fd is None:
             raise ConversionError(f"{msg_cls.__name__} has no field {f.name!r} ({cls.__name__})")
         tp, nullable = _unwrap_optional(hints[f.name])
+        yield i, f, fd, tp, nullable
+
+
+@_memoized(_FROM_CACHE)
+def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
+    ns: dict[str, Any] = {"_cls": cls}
+    args: list[str] = []
+    for i, f, fd, tp, nullable in _paired_fields(cls, msg_cls):
         n = f.name
         present = f"x.HasField({n!r})"
         seq = _sequence_item(tp)
         if seq is not None:
             item_tp, container = seq
             ns[f"_c{i}"] = container
-            if _is_repeated(fd):
-                conv = _item_from(item_tp, fd)
-                if conv in _SCALARS:
-                    expr = f"_c{i}(x.{n})"
-                else:
-                    ns[f"_s{i}"] = conv
-                    expr = f"_c{i}([_s{i}(v) for v in x.{n}])"
+            if is_repeated(fd):
+                expr = _items_from(i, _item_from(item_tp, fd), f"x.{n}", ns)
             elif fd.message_type is not None and nullable:
                 inner_fields = fd.message_type.fields
-                if len(inner_fields) != 1 or not _is_repeated(inner_fields[0]):
+                if len(inner_fields) != 1 or not is_repeated(inner_fields[0]):
                     raise ConversionError(f"{n}: wrapper must hold one repeated field")
                 inner = inner_fields[0]
-                conv = _item_from(item_tp, inner)
-                if conv in _SCALARS:
-                    expr = f"(_c{i}(x.{n}.{inner.name}) if {present} else None)"
-                else:
-                    ns[f"_s{i}"] = conv
-                    expr = f"(_c{i}([_s{i}(v) for v in x.{n}.{inner.name}]) if {present} else None)"
+                items = _items_from(i, _item_from(item_tp, inner), f"x.{n}.{inner.name}", ns)
+                expr = f"({items} if {present} else None)"
             else:
                 raise ConversionError(f"{cls.__name__}.{n}: sequence vs non-repeated field")
         elif dataclasses.is_dataclass(tp):
@@ -154,31 +181,20 @@ def _compile_from(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         else:
             raise ConversionError(f"{cls.__name__}.{n}: unsupported type {tp}")
         args.append(f"{n}={expr}")
-    build = _codegen("build", [f"return _cls({', '.join(args)})"], ns)
-    _FROM_CACHE[key] = build
-    return build
+    return _codegen("build", [f"return _cls({', '.join(args)})"], ns)
 
 
+@_memoized(_TO_CACHE)
 def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
-    key = (cls, msg_cls)
-    if key in _TO_CACHE:
-        return _TO_CACHE[key]
-    _TO_CACHE[key] = lambda obj: _TO_CACHE[key](obj)
-    hints = typing.get_type_hints(cls)
-    fields_by_name = msg_cls.DESCRIPTOR.fields_by_name
     ns: dict[str, Any] = {"_msg": msg_cls}
     always: list[str] = []  # keyword arguments that are never None
     maybe: list[str] = []  # statements adding a keyword argument when the value is not None
-    for i, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
-        fd = fields_by_name.get(f.name)
-        if fd is None:
-            raise ConversionError(f"{msg_cls.__name__} has no field {f.name!r} ({cls.__name__})")
-        tp, nullable = _unwrap_optional(hints[f.name])
+    for i, f, fd, tp, nullable in _paired_fields(cls, msg_cls):
         n = f.name
         seq = _sequence_item(tp)
         if seq is not None:
             item_tp, _ = seq
-            if _is_repeated(fd):
+            if is_repeated(fd):
                 sub = _item_to(item_tp, fd)
                 if sub is None:
                     expr = "{v}"
@@ -207,9 +223,7 @@ def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
         body = [f"kw = dict({', '.join(always)})", *maybe, "return _msg(**kw)"]
     else:
         body = [f"return _msg({', '.join(always)})"]
-    build = _codegen("build", body, ns)
-    _TO_CACHE[key] = build
-    return build
+    return _codegen("build", body, ns)
 
 
 def from_message(msg: Message, cls: type[T]) -> T:
@@ -220,6 +234,20 @@ def from_message(msg: Message, cls: type[T]) -> T:
 def to_message(obj: Any, msg_cls: type[M]) -> M:
     """Build a ``msg_cls`` protobuf message from a dataclass of the matching shape."""
     return _compile_to(type(obj), msg_cls)(obj)  # type: ignore[no-any-return]
+
+
+def optional(msg: Message, field: str) -> Any:
+    """An ``optional`` field (one with presence): its value, or None when it is unset."""
+    return getattr(msg, field) if msg.HasField(field) else None
+
+
+def set_optional(msg: M, **values: Any) -> M:
+    """Set the ``optional`` fields whose value is not None (None leaves a field unset);
+    returns ``msg``."""
+    for name, value in values.items():
+        if value is not None:
+            setattr(msg, name, value)
+    return msg
 
 
 def converter_from(cls: type[T], msg_cls: type[Message]) -> Callable[[Message], T]:
