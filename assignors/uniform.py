@@ -258,7 +258,7 @@ class _Run:
 
     def _holders(self, b: Bucket) -> list[int]:
         if self.rack_mode:
-            return self.rack_holders.get(b, [])  # type: ignore[arg-type]
+            return self.rack_holders.get(b, [])
         return self.holders[b]  # type: ignore[index]
 
     def _universe(self, b: Bucket) -> tuple[int, ...]:

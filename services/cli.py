@@ -73,7 +73,7 @@ class Cli(click.Group):
     failures a user can fix (a port in use, an unreachable store, a read-only data
     directory: exit 1), anything else (exit 1). The traceback only with --log-level DEBUG."""
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Any = None,
         prog_name: str | None = None,

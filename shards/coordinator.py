@@ -84,7 +84,7 @@ class TopicLookup(Protocol):
 def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tuple[TopicT, ...]:
     """``topics`` without the partitions in ``unknown`` (and without topics left empty)."""
     return tuple(
-        replace(t, partitions=kept)  # type: ignore[type-var]
+        replace(t, partitions=kept)
         for t in topics
         if (kept := tuple(p for p in t.partitions if (t.name, p.partition_index) not in unknown))
     )
@@ -140,7 +140,7 @@ class GroupCoordinatorService:
             if refused is not None:
                 raise refused
             p = self.runtime.partition(self.partition_for(group_id))
-            return await (p.read(op) if read else p.write(op))  # type: ignore[no-any-return]
+            return await (p.read(op) if read else p.write(op))
         except Exception as ex:
             code, message = _error_of(ex)
             return on_error(code, message)
@@ -352,7 +352,7 @@ class GroupCoordinatorService:
         owned = [n for n in partitions if n in self.runtime.partitions]
 
         async def one(n: int) -> api.ListGroupsResponse:
-            return await asyncio.wait_for(  # type: ignore[no-any-return]
+            return await asyncio.wait_for(
                 self.runtime.partition(n).read(lambda shard, now: shard.list_groups(request, now)),
                 self.timeout,
             )

@@ -282,7 +282,7 @@ class CoordinatorClient:
     ) -> offsets_pb2.OffsetFetchResponseGroup:
         request = offsets_pb2.OffsetFetchRequest(groups=[group], require_stable=require_stable)
         response = await self.call(group.group_id, "OffsetFetch", request, **kw)
-        return response.groups[0]  # type: ignore[no-any-return]
+        return response.groups[0]
 
     async def list_groups(
         self, request: groups_pb2.ListGroupsRequest, *, address: str | None = None, **kw: Any
@@ -290,9 +290,7 @@ class CoordinatorClient:
         """ListGroups on one shard (``address``, by default the first bootstrap address): a
         shard lists the groups of the partitions it owns. Not retried."""
         timeout = kw.get("attempt_timeout_s") or self.policy.attempt_timeout_s
-        return await self.stub(address or self.bootstrap[0]).ListGroups(  # type: ignore[no-any-return]
-            request, timeout=timeout
-        )
+        return await self.stub(address or self.bootstrap[0]).ListGroups(request, timeout=timeout)
 
 
 def _group_method(rpc: MethodDescriptor) -> Callable[..., Awaitable[Message]] | None:
@@ -308,7 +306,7 @@ def _group_method(rpc: MethodDescriptor) -> Callable[..., Awaitable[Message]] | 
     if group_id is not None and group_id.type == FieldDescriptor.TYPE_STRING:
 
         async def per_request(self: CoordinatorClient, request: Message, **kw: Any) -> Message:
-            return await self.call(request.group_id, rpc.name, request, **kw)  # type: ignore[attr-defined,no-any-return]
+            return await self.call(request.group_id, rpc.name, request, **kw)
 
         return per_request
     ids = [f for f in fields.values() if is_repeated(f) and f.type == FieldDescriptor.TYPE_STRING]
@@ -330,7 +328,7 @@ def _group_method(rpc: MethodDescriptor) -> Callable[..., Awaitable[Message]] | 
         response = await self.call(
             group_id, rpc.name, request, timeout_s=timeout_s, attempt_timeout_s=attempt_timeout_s
         )
-        return getattr(response, results_field)[0]  # type: ignore[no-any-return]
+        return getattr(response, results_field)[0]
 
     return per_group
 

@@ -94,7 +94,7 @@ def _unary(method: Method) -> grpc.RpcMethodHandler:
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))
         response = await handler(request)
-        return from_response(response).SerializeToString()  # type: ignore[no-any-return]
+        return from_response(response).SerializeToString()
 
     return grpc.unary_unary_rpc_method_handler(behavior)
 

@@ -290,7 +290,7 @@ def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any
 
 @functools.cache
 def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)  # type: ignore[no-any-return]
+    return entity_reader(cls)
 
 
 # ---- building responses ------------------------------------------------------------------
@@ -432,7 +432,7 @@ _writers: dict[type, Callable[[io.BytesIO, Any], None]] = {}
 def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
     w = _writers.get(cls)
     if w is None:
-        w = _writers[cls] = entity_writer(cls)  # type: ignore[type-var]
+        w = _writers[cls] = entity_writer(cls)
     return w
 
 

@@ -101,7 +101,7 @@ def peek(frame: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) -- the fixed prefix every header version has."""
     if len(frame) < _FIXED.size:
         raise InvalidFrame("frame shorter than the fixed request header")
-    return _FIXED.unpack_from(frame, 0)  # type: ignore[return-value]
+    return _FIXED.unpack_from(frame, 0)
 
 
 def parse_header(frame: bytes, flexible: bool) -> RequestHeader:

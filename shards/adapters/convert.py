@@ -79,7 +79,7 @@ def _item_from(item_tp: Any, fd: FieldDescriptor) -> Callable[[Any], Any]:
     if dataclasses.is_dataclass(item_tp):
         return _compile_from(item_tp, _message_class(fd))  # type: ignore[arg-type]
     if item_tp in _SCALARS:
-        return item_tp  # type: ignore[no-any-return]
+        return item_tp
     raise ConversionError(f"unsupported item type {item_tp}")
 
 
@@ -94,7 +94,7 @@ def _codegen(name: str, body: list[str], namespace: dict[str, Any]) -> Callable[
     times faster per call than a chain of per-field closures."""
     src = f"def {name}(x):\n" + "\n".join(f"    {line}" for line in body)
     exec(src, namespace)  # noqa: S102 - source built from field names of our own types
-    return namespace[name]  # type: ignore[no-any-return]
+    return namespace[name]
 
 
 def _items_from(i: int, conv: Callable[[Any], Any], source: str, ns: dict[str, Any]) -> str:
@@ -135,7 +135,7 @@ def _paired_fields(
     annotation without ``| None`` (and whether it had it)."""
     hints = typing.get_type_hints(cls)
     fields_by_name = msg_cls.DESCRIPTOR.fields_by_name
-    for i, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
+    for i, f in enumerate(dataclasses.fields(cls)):
         fd = fields_by_name.get(f.name)
         if fd is None:
             raise ConversionError(f"{msg_cls.__name__} has no field {f.name!r} ({cls.__name__})")
@@ -228,12 +228,12 @@ def _compile_to(cls: type, msg_cls: type[Message]) -> Callable[[Any], Any]:
 
 def from_message(msg: Message, cls: type[T]) -> T:
     """Build a ``cls`` dataclass from a protobuf message of the matching shape."""
-    return _compile_from(cls, type(msg))(msg)  # type: ignore[no-any-return]
+    return _compile_from(cls, type(msg))(msg)
 
 
 def to_message(obj: Any, msg_cls: type[M]) -> M:
     """Build a ``msg_cls`` protobuf message from a dataclass of the matching shape."""
-    return _compile_to(type(obj), msg_cls)(obj)  # type: ignore[no-any-return]
+    return _compile_to(type(obj), msg_cls)(obj)
 
 
 def optional(msg: Message, field: str) -> Any:
