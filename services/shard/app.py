@@ -35,7 +35,7 @@ from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
-from shards.runtime.clock import Clock
+from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.partition import PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage import open_store
@@ -80,7 +80,7 @@ class ShardApp:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.clock = clock
+        self.clock: Clock = clock or SystemClock()  # the one clock of the process
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.catalog: TopicCatalog | None = None
         self.runtime: CoordinatorRuntime | None = None
@@ -131,7 +131,7 @@ class ShardApp:
         s = self.settings
         telemetry.configure("groupcoord-shard", s.otlp_endpoint)
         if self.store is None:
-            self.store = open_store(s.store_url)
+            self.store = open_store(s.store_url, self.clock)
         await self.store.start()
         self.catalog = TopicCatalog(self.store, poll_interval_ms=s.catalog_poll_ms)
         await self.catalog.start()
@@ -189,6 +189,7 @@ class ShardApp:
                     interval_ms=s.ownership_interval_ms,
                     handoff_poll_ms=s.handoff_poll_ms,
                 ),
+                self.clock,
             )
             view = self.ownership
         self.service = GroupCoordinatorService(

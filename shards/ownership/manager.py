@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -43,6 +42,7 @@ from typing import Any
 from shards.coordinator import NodeAddress
 from shards.ownership.assignment import assign
 from shards.ownership.membership import Member, Membership, RegistrationConflict
+from shards.runtime.clock import Clock, timeout
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import Lease, LogStore
@@ -81,8 +81,11 @@ class OwnershipManager:
         runtime: CoordinatorRuntime,
         me: Member,
         settings: OwnershipSettings,
+        clock: Clock | None = None,
     ) -> None:
         self.store = store
+        #: round periods, heartbeats, polls and their waits (default: the runtime's clock)
+        self.clock: Clock = clock or runtime.clock
         self.membership = membership
         self.runtime = runtime
         self.me = me
@@ -94,8 +97,8 @@ class OwnershipManager:
         self.leases: dict[int, Lease | None] = {}
         self.registered = False
         self._by_owner: dict[str, Member] = {}
-        self._last_heartbeat_ok = 0.0
-        self._last_full = 0.0
+        self._last_heartbeat_ok: int | None = None  # monotonic ms
+        self._last_full: int | None = None  # monotonic ms
         self._loading: dict[int, asyncio.Task[Any]] = {}
         self._unloading: dict[int, asyncio.Task[Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,7 +135,7 @@ class OwnershipManager:
                 break
             except RegistrationConflict as c:
                 log.warning("%s; waiting for it to expire", c)
-                await asyncio.sleep(max(50, min(c.expires_in_ms, self.settings.ttl_ms / 3)) / 1000)
+                await self.clock.sleep(max(50, min(c.expires_in_ms, self.settings.ttl_ms / 3)))
         await self.reconcile(full=True)
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -181,12 +184,12 @@ class OwnershipManager:
             )
             self.registered = True
             self._wake.set()
-        self._last_heartbeat_ok = time.monotonic()
+        self._last_heartbeat_ok = self.clock.monotonic_ms()
 
     async def _heartbeat_loop(self) -> None:
-        period = self.settings.ttl_ms / 3 / 1000
+        period_ms = self.settings.ttl_ms / 3
         while not self._stopping:
-            await asyncio.sleep(period)
+            await self.clock.sleep(period_ms)
             try:
                 await self._heartbeat_once()
             except RegistrationConflict as c:
@@ -198,7 +201,7 @@ class OwnershipManager:
                     self._wake.set()
             except Exception as ex:
                 log.warning("registry heartbeat failed: %r", ex)
-                if self.registered and time.monotonic() - self._last_heartbeat_ok > period * 3:
+                if self.registered and self._since(self._last_heartbeat_ok) > period_ms * 3:
                     log.error(
                         "registry heartbeats failing for a whole TTL: assuming we are "
                         "no longer a member"
@@ -211,21 +214,25 @@ class OwnershipManager:
         log.info("partition %d lost (%s)", partition, reason)
         self._wake.set()
 
+    def _since(self, monotonic_ms: int | None) -> float:
+        return float("inf") if monotonic_ms is None else self.clock.monotonic_ms() - monotonic_ms
+
     async def _reconcile_loop(self) -> None:
-        round_s = self.settings.round_ms / 1000
-        poll_s = self.settings.handoff_poll_ms / 1000
+        round_ms = self.settings.round_ms
+        poll_ms = self.settings.handoff_poll_ms
         while not self._stopping:
-            full = time.monotonic() - self._last_full >= round_s or self._wake.is_set()
+            full = self._since(self._last_full) >= round_ms or self._wake.is_set()
             self._wake.clear()
             try:
                 waiting = await self.reconcile(full=full)
             except Exception as ex:
                 log.warning("ownership round failed: %r", ex)
                 waiting = False
-            delay = poll_s if waiting else max(0.0, self._last_full + round_s - time.monotonic())
+            delay_ms = poll_ms if waiting else max(0.0, round_ms - self._since(self._last_full))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(delay, 0.01))
-            await asyncio.sleep(0.01)  # let a burst of events settle into one round
+                async with timeout(self.clock, max(delay_ms, 10)):
+                    await self._wake.wait()
+            await self.clock.sleep(10)  # let a burst of events settle into one round
 
     async def _refresh_members(self) -> None:
         if not self.registered:
@@ -265,7 +272,7 @@ class OwnershipManager:
             return False
         if full:
             await self._refresh_members()
-            self._last_full = time.monotonic()
+            self._last_full = self.clock.monotonic_ms()
             candidates: list[int] = list(range(self.settings.num_partitions))
         else:
             candidates = self._waiting()
@@ -303,7 +310,7 @@ class OwnershipManager:
         task.add_done_callback(lambda _t, p=p: tasks.pop(p, None))  # type: ignore[misc]
 
     async def _load(self, p: int) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic_ms()
         try:
             loaded = await self.runtime.load(p)
         except Exception as ex:
@@ -315,7 +322,7 @@ class OwnershipManager:
                 "partition %d: loaded at epoch %d in %.0f ms",
                 p,
                 part.epoch,
-                (time.monotonic() - started) * 1000,
+                self._since(started),
             )
 
     async def _unload(self, p: int) -> None:

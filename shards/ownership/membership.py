@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import abc
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from shards.runtime.clock import SystemClock, WallClock
 
 __all__ = ["Member", "Membership", "InMemoryMembership", "RegistrationConflict"]
 
@@ -115,19 +116,18 @@ class Membership(abc.ABC):
         """The live members sorted by member id, and the registry clock now (ms)."""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class InMemoryMembership(Membership):
     """For tests: members in a dict shared by every instance built on the same ``data``;
-    the clock is injectable so tests move time instead of sleeping."""
+    entries expire by ``clock`` (the registry's clock, like the Redis server's for
+    :class:`RedisMembership`), so tests move time instead of sleeping."""
 
     description = "memory"
 
-    def __init__(self, data: dict[str, Member] | None = None, clock: Any = None) -> None:
+    def __init__(
+        self, data: dict[str, Member] | None = None, clock: WallClock | None = None
+    ) -> None:
         self.data: dict[str, Member] = data if data is not None else {}
-        self._clock = clock or _now_ms
+        self.clock: WallClock = clock or SystemClock()
 
     def _live(self, member_id: str, now: int) -> Member | None:
         m = self.data.get(member_id)
@@ -136,7 +136,7 @@ class InMemoryMembership(Membership):
         return m
 
     async def heartbeat(self, member: Member, ttl_ms: int) -> None:
-        now = self._clock()
+        now = self.clock.now_ms()
         current = self._live(member.member_id, now)
         if current is not None and current.owner != member.owner:
             raise RegistrationConflict(member.member_id, current.owner, current.expires_at_ms - now)
@@ -150,6 +150,6 @@ class InMemoryMembership(Membership):
             del self.data[member_id]
 
     async def members(self) -> tuple[list[Member], int]:
-        now = self._clock()
+        now = self.clock.now_ms()
         live = [m for k in sorted(self.data) if (m := self._live(k, now)) is not None]
         return live, now

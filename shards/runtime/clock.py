@@ -1,17 +1,37 @@
-"""Time for the runtime: the current time and delayed callbacks, from one injectable source.
+"""Time for the runtime, the ownership loops and the stores: one injectable source.
 
-``SystemClock`` uses the wall clock for ``now_ms`` (timestamps go into records) and the
-asyncio loop for delays. ``ManualClock`` only moves when a test calls ``advance``, firing
-due callbacks in deadline order, so runtime tests never sleep.
+Every component that needs the time takes a :class:`Clock` (constructor parameter, default
+:class:`SystemClock`); nothing else in ``shards/runtime``, ``shards/ownership`` or
+``shards/storage`` reads the wall clock, the monotonic clock or calls ``asyncio.sleep`` /
+``asyncio.timeout`` with a real delay. ``shards/core`` has no clock at all: time enters it as
+``now_ms``.
+
+* ``now_ms()`` -- wall time, ms since the Unix epoch: timestamps written into records and the
+  lease expiry of the in-process stores (memory, SQLite). Redis leases and registry entries
+  expire by the Redis server's clock instead, which no shard clock can move.
+* ``monotonic_ms()`` -- for intervals measured by this process (round periods, "heartbeats
+  failing for a whole TTL", load durations).
+* ``call_later(delay_ms, callback)`` -- a cancellable delayed callback (partition timers).
+* ``await sleep(ms)`` -- the only way our loops wait (backoff, renewal, heartbeats, polls).
+* :func:`timeout` -- an ``async with`` deadline on the same clock (append timeouts, waiting
+  for an event at most so long).
+
+``SystemClock`` is production: the wall clock, ``time.monotonic`` and the asyncio loop.
+``ManualClock`` only moves when a test moves it. ``advance(ms)`` fires every callback that
+falls due, in deadline order, synchronously; ``await run_for(ms)`` / ``await run_until(...)``
+also let the tasks woken by those callbacks run (and sleep again) before the next deadline,
+so a test can drive renewals, backoffs and expiries through minutes of virtual time without
+sleeping, and the same test gives the same result every time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 
@@ -19,18 +39,52 @@ class Cancellable(Protocol):
     def cancel(self) -> None: ...
 
 
-class Clock(Protocol):
+class WallClock(Protocol):
+    """What the stores need: the wall time their lease expiries are written in."""
+
     def now_ms(self) -> int: ...
+
+
+class Clock(WallClock, Protocol):
+    def monotonic_ms(self) -> int: ...
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable: ...
 
+    async def sleep(self, ms: float) -> None: ...
+
 
 class SystemClock:
+    """The real clocks: wall time for records and leases, the asyncio loop for delays."""
+
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
+
+    async def sleep(self, ms: float) -> None:
+        await asyncio.sleep(max(ms, 0) / 1000.0)
+
+
+@contextlib.asynccontextmanager
+async def timeout(clock: Clock, delay_ms: float) -> AsyncIterator[None]:
+    """``asyncio.timeout`` on ``clock``: TimeoutError if the block is still running after
+    ``delay_ms`` of the clock's time (the block is cancelled, as with ``asyncio.timeout``)."""
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(None) as deadline:
+
+        def expire() -> None:
+            if deadline.expired() is False and deadline.when() is None:
+                deadline.reschedule(loop.time())  # due now: cancels the block
+
+        handle = clock.call_later(int(delay_ms), expire)
+        try:
+            yield
+        finally:
+            handle.cancel()
 
 
 class _ManualHandle:
@@ -44,12 +98,21 @@ class _ManualHandle:
 
 
 class ManualClock:
+    """A clock for tests: time moves only by :meth:`advance`, :meth:`run_for` or
+    :meth:`run_until`. Wall and monotonic time move together."""
+
+    #: loop iterations granted to woken tasks after each deadline (see :meth:`settle`)
+    SETTLE_ROUNDS = 50
+
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
         self._queue: list[tuple[int, int, _ManualHandle, Callable[[], None]]] = []
         self._seq = itertools.count()
 
     def now_ms(self) -> int:
+        return self._now
+
+    def monotonic_ms(self) -> int:
         return self._now
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
@@ -59,8 +122,36 @@ class ManualClock:
         )
         return handle
 
+    async def sleep(self, ms: float) -> None:
+        if ms <= 0:
+            await asyncio.sleep(0)
+            return
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        handle = self.call_later(int(ms), wake)
+        try:
+            await woken
+        finally:
+            handle.cancel()
+
+    # ---- moving time (tests) ---------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        """The earliest pending (not cancelled) deadline, or None."""
+        while self._queue and self._queue[0][2].cancelled:
+            heapq.heappop(self._queue)
+        return self._queue[0][0] if self._queue else None
+
+    def pending(self) -> list[int]:
+        """Delays (ms from now) of every pending callback and sleeper, soonest first."""
+        return sorted(d - self._now for d, _, h, _ in self._queue if not h.cancelled)
+
     def advance(self, ms: int) -> int:
-        """Move time forward, firing every callback that falls due; returns how many fired."""
+        """Move time forward, firing every callback that falls due; returns how many fired.
+        Synchronous: tasks woken by the callbacks run only when the caller yields."""
         target = self._now + ms
         fired = 0
         while self._queue and self._queue[0][0] <= target:
@@ -71,3 +162,38 @@ class ManualClock:
                 callback()
         self._now = target
         return fired
+
+    @classmethod
+    async def settle(cls) -> None:
+        """Let ready tasks run: a fixed number of loop iterations, enough for the chains of
+        awaits in our runtime and in-memory stores (which do no real I/O) to reach their
+        next wait. Deterministic: asyncio runs ready callbacks in FIFO order."""
+        for _ in range(cls.SETTLE_ROUNDS):
+            await asyncio.sleep(0)
+
+    async def run_for(self, ms: int) -> None:
+        """Advance ``ms`` one due deadline at a time, letting woken tasks run after each (so
+        a loop that sleeps again within the window wakes again)."""
+        target = self._now + ms
+        await self.settle()
+        while (deadline := self.next_deadline_ms()) is not None and deadline <= target:
+            self.advance(deadline - self._now)
+            await self.settle()
+        self.advance(target - self._now)
+        await self.settle()
+
+    async def run_until(self, condition: Callable[[], bool], within_ms: int) -> int:
+        """Run deadline by deadline until ``condition()`` holds; returns the virtual ms it
+        took. AssertionError if it does not hold within ``within_ms``."""
+        start = self._now
+        await self.settle()
+        while not condition():
+            deadline = self.next_deadline_ms()
+            if deadline is None or deadline > start + within_ms:
+                raise AssertionError(
+                    f"condition not met within {within_ms} ms of clock time "
+                    f"(next deadline: {None if deadline is None else deadline - start} ms)"
+                )
+            self.advance(deadline - self._now)
+            await self.settle()
+        return self._now - start

@@ -41,7 +41,7 @@ from opentelemetry import trace
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
-from shards.runtime.clock import Cancellable, Clock
+from shards.runtime.clock import Cancellable, Clock, timeout
 from shards.storage.base import CorruptRecordError, FencedError, LoadedLog, LogStore, Snapshot
 
 log = logging.getLogger("groupcoord.runtime")
@@ -184,7 +184,7 @@ class CoordinatorPartition:
         self.executor = executor
         # An append that takes longer fails the partition (every waiting reply gets
         # NOT_COORDINATOR, the partition reloads): the one timeout for all operations.
-        self.append_timeout_s = append_timeout_ms / 1000
+        self.append_timeout_ms = append_timeout_ms
         # True when several processes share the store: load only takes a lease that is free
         # or already ours (try_acquire), never another owner's live one.
         self.respect_leases = respect_leases
@@ -451,7 +451,7 @@ class CoordinatorPartition:
             span.set_attribute("groupcoord.records", len(batch.records))
             span.set_attribute("groupcoord.epoch", epoch)
             try:
-                async with asyncio.timeout(self.append_timeout_s):
+                async with timeout(self.clock, self.append_timeout_ms):
                     offset = await self.store.append(self.partition, epoch, data)
             except BaseException as ex:
                 span.record_exception(ex)

@@ -49,7 +49,8 @@ class CoordinatorRuntime:
         self.codec = codec
         self.factory = factory
         self.owner = owner
-        self.clock = clock or SystemClock()
+        #: every wait (reload backoff, lease renewal) and every timestamp comes from here
+        self.clock: Clock = clock or SystemClock()
         self.lease_ms = lease_ms
         self.snapshot_interval_records = snapshot_interval_records
         self.reload_backoff_ms = reload_backoff_ms
@@ -131,7 +132,7 @@ class CoordinatorRuntime:
                 log.warning(
                     "partition %d: load failed (%r), retrying in %d ms", p.partition, ex, delay
                 )
-                await asyncio.sleep(delay / 1000)
+                await self.clock.sleep(delay)
                 delay = min(delay * 2, max_delay)
                 if p.state is PartitionState.CLOSED or self._closed:
                     return
@@ -170,13 +171,13 @@ class CoordinatorRuntime:
             self._spawn(self._reacquire(partition))
 
     async def _reacquire(self, partition: int) -> None:
-        await asyncio.sleep(self.reload_backoff_ms[0] / 1000)
+        await self.clock.sleep(self.reload_backoff_ms[0])
         if not self._closed and partition not in self.partitions:
             if await self.load(partition):
                 log.info("partition %d: re-acquired", partition)
 
     async def _reload(self, p: CoordinatorPartition) -> None:
-        await asyncio.sleep(self.reload_backoff_ms[0] / 1000)
+        await self.clock.sleep(self.reload_backoff_ms[0])
         if self.partitions.get(p.partition) is p and p.state is PartitionState.FAILED:
             await self._load_with_retry(p)
 
@@ -190,9 +191,9 @@ class CoordinatorRuntime:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_leases())
 
     async def _renew_leases(self) -> None:
-        interval = max(self.lease_ms / 3, 10) / 1000
+        interval_ms = max(self.lease_ms / 3, 10)
         while not self._closed:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval_ms)
             for p in list(self.partitions.values()):
                 if p.state is not PartitionState.ACTIVE:
                     continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote, urlsplit
 
+from shards.runtime.clock import WallClock
 from shards.storage.base import (
     CatalogDocument,
     FencedError,
@@ -62,8 +63,9 @@ def sqlite_path_from_url(url: str) -> str:
     return os.path.expanduser(path)
 
 
-def open_store(url: str) -> LogStore:
+def open_store(url: str, clock: WallClock | None = None) -> LogStore:
     """A store for ``url`` (not started yet: ``await store.start()`` or ``async with``).
+    ``clock`` dates the leases of a SQLite store; Redis leases expire by the server's clock.
 
     * ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` — :class:`SqliteLogStore`
       (the parent directory is created on start).
@@ -74,7 +76,7 @@ def open_store(url: str) -> LogStore:
     if scheme == "sqlite":
         from shards.storage.sqlite import SqliteLogStore
 
-        return SqliteLogStore(sqlite_path_from_url(url))
+        return SqliteLogStore(sqlite_path_from_url(url), clock=clock)
     if scheme in REDIS_SCHEMES:
         from shards.storage.redis import RedisLogStore
 

@@ -3,17 +3,18 @@
 It keeps the contract of the real backends (epochs, fencing, snapshots, leases, catalog
 compare-and-set; checked by running the storage contract suite against it), so runtime tests
 exercise real semantics. Several instances may share one :class:`MemoryData`, as several
-connections share one database. Faults: ``fail_next_appends(n)`` makes the next n appends
-raise; ``hold_appends()`` parks appends until ``release_appends()``, so a test can pile up
+connections share one database. Leases expire by the injected clock (a ``ManualClock`` in
+tests). Faults: ``fail_next_appends(n)`` / ``fail_next_loads(n)`` make the next n appends /
+loads raise; ``hold_appends()`` parks appends until ``release_appends()``, so a test can pile up
 concurrent operations and observe group commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
+from shards.runtime.clock import SystemClock, WallClock
 from shards.storage.base import (
     CatalogDocument,
     FencedError,
@@ -42,11 +43,14 @@ class MemoryData:
 class InMemoryLogStore(LogStore):
     description = "memory"
 
-    def __init__(self, data: MemoryData | None = None) -> None:
+    def __init__(self, data: MemoryData | None = None, *, clock: WallClock | None = None) -> None:
         self.data = data if data is not None else MemoryData()
+        #: lease expiry (the store's clock: a test moves it to expire leases)
+        self.clock: WallClock = clock or SystemClock()
         self.stats = StoreStats()
         self.append_calls = 0
         self._fail_appends = 0
+        self._fail_loads = 0
         self._gate: asyncio.Event | None = None
         self._started = False
         self._closed = False
@@ -54,6 +58,9 @@ class InMemoryLogStore(LogStore):
     # ---- faults ----------------------------------------------------------------------------
     def fail_next_appends(self, n: int = 1) -> None:
         self._fail_appends = n
+
+    def fail_next_loads(self, n: int = 1) -> None:
+        self._fail_loads = n
 
     def hold_appends(self) -> None:
         self._gate = asyncio.Event()
@@ -83,7 +90,7 @@ class InMemoryLogStore(LogStore):
 
     def _live_lease(self, partition: int) -> Lease | None:
         lease = self.data.leases.get(partition)
-        if lease is None or lease.expires_at_ms <= _now_ms():
+        if lease is None or lease.expires_at_ms <= self.clock.now_ms():
             return None
         return lease
 
@@ -91,7 +98,7 @@ class InMemoryLogStore(LogStore):
         self._check()
         epoch = self.data.epochs.get(partition, 0) + 1
         self.data.epochs[partition] = epoch
-        self.data.leases[partition] = Lease(owner, epoch, _now_ms() + lease_ms)
+        self.data.leases[partition] = Lease(owner, epoch, self.clock.now_ms() + lease_ms)
         return epoch
 
     async def try_acquire(self, partition: int, owner: str, lease_ms: int) -> int | None:
@@ -106,7 +113,7 @@ class InMemoryLogStore(LogStore):
         lease = self._live_lease(partition)
         if lease is None or lease.owner != owner or lease.epoch != epoch:
             return False
-        self.data.leases[partition] = Lease(owner, epoch, _now_ms() + lease_ms)
+        self.data.leases[partition] = Lease(owner, epoch, self.clock.now_ms() + lease_ms)
         return True
 
     async def release(self, partition: int, owner: str, epoch: int) -> None:
@@ -145,6 +152,9 @@ class InMemoryLogStore(LogStore):
 
     async def load(self, partition: int) -> LoadedLog:
         self._check()
+        if self._fail_loads > 0:
+            self._fail_loads -= 1
+            raise StoreUnavailableError("injected load failure")
         return LoadedLog(
             self.data.snapshots.get(partition), list(self.data.logs.get(partition, []))
         )
@@ -174,7 +184,3 @@ class InMemoryLogStore(LogStore):
             return None
         self.data.catalog = CatalogDocument(expected_version + 1, data)
         return expected_version + 1
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -36,11 +36,11 @@ import os
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shards.runtime.clock import SystemClock, WallClock
 from shards.storage._checks import check_lease_ms, check_partition, check_snapshot_offset
 from shards.storage.base import (
     CatalogDocument,
@@ -97,10 +97,6 @@ CREATE TABLE IF NOT EXISTS catalog (
 MAX_BATCH = 2048
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @dataclass(slots=True)
 class _Op:
     fn: Callable[[sqlite3.Connection], Any]
@@ -135,8 +131,17 @@ def _deliver(future: asyncio.Future[Any], result: Any, error: BaseException | No
 class SqliteLogStore(LogStore):
     """A :class:`LogStore` in one SQLite file (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 30.0,
+        clock: WallClock | None = None,
+    ) -> None:
         self.path = os.fspath(path)
+        #: lease expiry, in wall-clock ms (written into the file: processes sharing it must
+        #: agree on the time, as they do on one machine)
+        self.clock: WallClock = clock or SystemClock()
         if self.path == ":memory:" or self.path.startswith("file::memory:"):
             # The writer and reader connections would each get their own private database.
             raise ValueError("SqliteLogStore needs a file; ':memory:' is not supported")
@@ -391,7 +396,7 @@ class SqliteLogStore(LogStore):
         check_lease_ms(lease_ms)
 
         def op(conn: sqlite3.Connection) -> int:
-            return self._take(conn, partition, owner, lease_ms)
+            return self._take(conn, partition, owner, lease_ms, self.clock.now_ms())
 
         return await self._write(op)
 
@@ -404,19 +409,22 @@ class SqliteLogStore(LogStore):
                 "SELECT lease_owner, lease_expires_ms FROM partitions WHERE partition = ?",
                 (partition,),
             ).fetchone()
-            if row and row[0] is not None and row[0] != owner and row[1] > _now_ms():
+            now = self.clock.now_ms()
+            if row and row[0] is not None and row[0] != owner and row[1] > now:
                 return None
-            return self._take(conn, partition, owner, lease_ms)
+            return self._take(conn, partition, owner, lease_ms, now)
 
         return await self._write(op)
 
     @staticmethod
-    def _take(conn: sqlite3.Connection, partition: int, owner: str, lease_ms: int) -> int:
+    def _take(
+        conn: sqlite3.Connection, partition: int, owner: str, lease_ms: int, now_ms: int
+    ) -> int:
         conn.execute("INSERT OR IGNORE INTO partitions (partition) VALUES (?)", (partition,))
         (epoch,) = conn.execute(
             "UPDATE partitions SET epoch = epoch + 1, lease_owner = ?, lease_epoch = epoch + 1,"
             " lease_expires_ms = ? WHERE partition = ? RETURNING epoch",
-            (owner, _now_ms() + lease_ms, partition),
+            (owner, now_ms + lease_ms, partition),
         ).fetchone()
         return int(epoch)
 
@@ -425,7 +433,7 @@ class SqliteLogStore(LogStore):
         check_lease_ms(lease_ms)
 
         def op(conn: sqlite3.Connection) -> bool:
-            now = _now_ms()
+            now = self.clock.now_ms()
             # An expired lease is not renewed even if nobody took over: the same rule as
             # Redis, where the lease key is gone once it expires.
             cur = conn.execute(
@@ -457,7 +465,7 @@ class SqliteLogStore(LogStore):
                 " WHERE partition = ?",
                 (partition,),
             ).fetchone()
-            if row is None or row[0] is None or row[2] <= _now_ms():
+            if row is None or row[0] is None or row[2] <= self.clock.now_ms():
                 return None
             return Lease(owner=row[0], epoch=row[1], expires_at_ms=row[2])
 

@@ -1,6 +1,10 @@
 """The shard registry on a real Redis (TTL by the server's clock, one incarnation per node
 id, housekeeping, a server restart), `groupcoord partitions` against running shards, and the
-replica check of the store on a real primary with a replica (Redis 7.0 has no WAITAOF)."""
+replica check of the store on a real primary with a replica (Redis 7.0 has no WAITAOF).
+
+Real servers and processes keep real time (expiry is the Redis server's clock): waits here
+are bounded polls (:func:`tests.support.polling.poll`) that end as soon as the thing has
+happened, never fixed sleeps."""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ import logging
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +25,7 @@ from shards.ownership.redis_membership import RedisMembership
 from shards.storage.base import StoreError
 from shards.storage.redis import RedisLogStore
 from tests.integration.multishard.cluster import Cluster
+from tests.support.polling import poll
 from tests.support.processes import ROOT
 from tests.support.redis_server import LocalRedisServer, RedisServer, start_redis_server
 
@@ -44,9 +49,9 @@ async def test_members_register_expire_and_leave(url: str) -> None:
         assert [m.member_id for m in live] == ["0", "1"]
         assert live[0].address == "10.0.0.1:5000" and live[0].partitions == {3: "ACTIVE"}
         assert 0 < live[0].expires_at_ms - now <= 300
-        await asyncio.sleep(0.4)
-        live, _ = await reg.members()
-        assert [m.member_id for m in live] == ["1"]  # "0" stopped heartbeating
+        expires_at_ms = live[0].expires_at_ms
+        live, now = await poll(reg.members, lambda r: [m.member_id for m in r[0]] == ["1"])
+        assert now >= expires_at_ms  # "0" stopped heartbeating: gone at its expiry, not before
         await reg.deregister("1", "not-b")  # only the incarnation that holds it may
         assert [m.member_id for m in (await reg.members())[0]] == ["1"]
         await reg.deregister("1", "b")
@@ -63,8 +68,15 @@ async def test_a_live_node_id_is_not_taken_by_another_incarnation(url: str) -> N
         with pytest.raises(RegistrationConflict) as conflict:
             await reg.heartbeat(member(7, "second"), ttl_ms=300)
         assert conflict.value.holder == "first" and 0 < conflict.value.expires_in_ms <= 300
-        await asyncio.sleep(0.35)
-        await reg.heartbeat(member(7, "second"), ttl_ms=300)  # the first one is gone
+
+        async def second_registers() -> bool:
+            try:
+                await reg.heartbeat(member(7, "second"), ttl_ms=300)
+            except RegistrationConflict:
+                return False
+            return True
+
+        await poll(second_registers, bool)  # once the first one's entry has expired
         (m,), _ = await reg.members()
         assert m.owner == "second"
     finally:
@@ -78,13 +90,15 @@ async def test_the_registry_survives_a_redis_restart(tmp_path: Path) -> None:
     try:
         await reg.heartbeat(member(0, "a"), ttl_ms=60_000)
         await asyncio.to_thread(server.restart, kill=True)  # AOF: the entry is back
-        for _ in range(50):  # the first command after the restart may see the old socket
+
+        async def members_or_none() -> list[Member] | None:
             try:
-                live, _ = await reg.members()
-                break
-            except Exception:  # noqa: BLE001
-                await asyncio.sleep(0.1)
-        assert [m.owner for m in live] == ["a"]
+                return (await reg.members())[0]
+            except Exception:  # noqa: BLE001 - the first command may see the old socket
+                return None
+
+        live = await poll(members_or_none, lambda r: r is not None, interval_s=0.1)
+        assert live is not None and [m.owner for m in live] == ["a"]
         await reg.heartbeat(member(0, "a"), ttl_ms=60_000)  # scripts reloaded by themselves
     finally:
         await reg.close()
@@ -116,14 +130,17 @@ async def test_partitions_command_prints_the_map(tmp_path: Path, redis_server: R
         for n in (0, 1):
             await asyncio.to_thread(cluster.start, n)
         await cluster.wait_settled()
-        deadline = time.monotonic() + 30
-        while True:  # states are reported with the registry heartbeat
-            report = json.loads(await asyncio.to_thread(partitions, "--format", "json"))
-            rows = report["partitions"]
-            if all(r["state"] == "ACTIVE" and not r["moving"] for r in rows):
-                break
-            assert time.monotonic() < deadline, report
-            await asyncio.sleep(0.2)
+
+        async def report_json() -> dict[str, Any]:
+            return dict(json.loads(await asyncio.to_thread(partitions, "--format", "json")))
+
+        report = await poll(  # states are reported with the registry heartbeat
+            report_json,
+            lambda r: all(p["state"] == "ACTIVE" and not p["moving"] for p in r["partitions"]),
+            timeout_s=30,
+            interval_s=0.2,
+        )
+        rows = report["partitions"]
         assert len(report["members"]) == 2
         assert report["num_partitions"] == 6  # learnt from the shards
         assert sorted(r["holder"] for r in rows) == ["0", "0", "0", "1", "1", "1"]
@@ -150,10 +167,11 @@ async def test_replicas_without_waitaof_are_reported_loudly(
     try:
         replica.start()
         with primary.client() as c:
-            deadline = time.monotonic() + 20
-            while int(c.info("replication")["connected_slaves"]) < 1:
-                assert time.monotonic() < deadline, "the replica never connected"
-                time.sleep(0.05)
+
+            async def replicas() -> int:
+                return int((await asyncio.to_thread(c.info, "replication"))["connected_slaves"])
+
+            await poll(replicas, lambda n: n >= 1, timeout_s=20)  # the replica connected
             version = str(c.info("server")["redis_version"])
         waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
         caplog.set_level(logging.WARNING, logger="groupcoord.storage")

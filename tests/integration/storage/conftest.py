@@ -1,14 +1,21 @@
 """Fixtures of the storage contract suite: every test that takes ``backend`` or ``store`` runs
-once per backend, each time on fresh storage (a new SQLite file / a new Redis key prefix)."""
+once per backend, each time on fresh storage (a new SQLite file / a new Redis key prefix).
+
+Lease expiry of the memory and SQLite stores follows a ManualClock the test moves
+(``Backend.pass_time``); Redis leases expire by the server's clock, so there it is real
+time."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from shards.runtime.clock import ManualClock
 from shards.storage import LogStore, open_store
 from shards.storage.memory import InMemoryLogStore, MemoryData
 
@@ -27,11 +34,24 @@ class Backend:
     name: str
     url: str
     memory: MemoryData | None = None
+    #: the stores' clock; Redis: None (the server's clock)
+    clock: ManualClock | None = field(default_factory=ManualClock)
 
     def new_store(self) -> LogStore:
         if self.memory is not None:
-            return InMemoryLogStore(self.memory)
-        return open_store(self.url)
+            return InMemoryLogStore(self.memory, clock=self.clock)
+        return open_store(self.url, self.clock)
+
+    def now_ms(self) -> int:
+        """The time lease expiries are written in (Redis: about this machine's wall clock)."""
+        return self.clock.now_ms() if self.clock is not None else time.time_ns() // 1_000_000
+
+    async def pass_time(self, ms: int) -> None:
+        """Let ``ms`` pass on the stores' clock: moved by hand, or really waited for Redis."""
+        if self.clock is not None:
+            self.clock.advance(ms)
+        else:
+            await asyncio.sleep(ms / 1000)
 
 
 def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
@@ -48,7 +68,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     # Looked up lazily so that `-k sqlite` runs never start Redis.
     redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
     memory = MemoryData() if request.param == "memory" else None
-    return Backend(request.param, fresh_url(request.param, tmp_path, redis_url), memory)
+    # started at the real time: other processes on the same file use the real clock
+    clock = None if request.param == "redis" else ManualClock(time.time_ns() // 1_000_000)
+    return Backend(request.param, fresh_url(request.param, tmp_path, redis_url), memory, clock)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ where it matters: in the backend, not in one object's memory.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -23,10 +22,6 @@ from shards.storage import (
 from tests.integration.storage.conftest import Backend, real_backends_only
 
 LONG_LEASE_MS = 60_000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def offsets(loaded: LoadedLog) -> list[int]:
@@ -281,11 +276,13 @@ async def test_large_snapshot_round_trips(store: LogStore) -> None:
 # ---- leases ------------------------------------------------------------------------------
 
 
-async def test_acquire_takes_the_lease_until_now_plus_lease_ms(store: LogStore) -> None:
+async def test_acquire_takes_the_lease_until_now_plus_lease_ms(
+    backend: Backend, store: LogStore
+) -> None:
     async with store:
-        before = now_ms()
+        before = backend.now_ms()
         epoch = await store.acquire(0, "owner-a", 30_000)
-        after = now_ms()
+        after = backend.now_ms()
         lease = await store.lease(0)
     assert lease is not None
     assert (lease.owner, lease.epoch) == ("owner-a", epoch)
@@ -339,8 +336,8 @@ async def test_expired_lease_is_gone_but_only_a_new_epoch_fences(backend: Backen
         epoch = await a.acquire(0, "a", 100)
         lease = await a.lease(0)
         assert lease is not None
-        # Expiry is a clock event: wait until just past it.
-        await asyncio.sleep(max(0, lease.expires_at_ms - now_ms()) / 1000 + 0.05)
+        # Expiry is a clock event: let the stores' clock pass it.
+        await backend.pass_time(max(0, lease.expires_at_ms - backend.now_ms()) + 50)
 
         assert await a.lease(0) is None
         assert not await a.renew(0, "a", epoch, LONG_LEASE_MS)

@@ -1,6 +1,7 @@
-"""The ownership manager with real runtimes on one in-memory store, a fake registry and a
-clock the test moves (no sleeps): spread, graceful handoff, respect of live leases, takeover
-after a crash, a zombie fenced by the store, FindCoordinator answers, node id conflicts."""
+"""The ownership manager with real runtimes on one in-memory store, a fake registry and one
+ManualClock the test moves (no sleeps): spread, graceful handoff, respect of live leases,
+takeover after a crash, a zombie fenced by the store, FindCoordinator answers, node id
+conflicts, and the background loops (heartbeats, rounds, lease polls) in virtual time."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from dataclasses import dataclass
 
 import pytest
 
-import shards.storage.memory as memory_module
 from shards.core.errors import ApiError, Errors
 from shards.ownership import InMemoryMembership, Member, RegistrationConflict
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
@@ -24,14 +24,6 @@ PARTITIONS = 12
 LEASE_MS = 1_000
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 @dataclass
 class Shard:
     manager: OwnershipManager
@@ -43,15 +35,14 @@ class Shard:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    t = FakeTime()
-    monkeypatch.setattr(memory_module, "_now_ms", t)
-    return t
+def clock() -> ManualClock:
+    """The one clock of the test: stores, registry, runtimes and managers."""
+    return ManualClock()
 
 
 @pytest.fixture
-async def store() -> AsyncIterator[InMemoryLogStore]:
-    s = InMemoryLogStore()
+async def store(clock: ManualClock) -> AsyncIterator[InMemoryLogStore]:
+    s = InMemoryLogStore(clock=clock)
     await s.start()
     yield s
 
@@ -63,7 +54,7 @@ def registry() -> dict[str, Member]:
 
 @pytest.fixture
 async def make_shard(
-    store: InMemoryLogStore, registry: dict[str, Member], clock: FakeTime
+    store: InMemoryLogStore, registry: dict[str, Member], clock: ManualClock
 ) -> AsyncIterator[Callable[..., Shard]]:
     made: list[Shard] = []
 
@@ -74,7 +65,7 @@ async def make_shard(
             JsonCodec(),
             Counter,
             owner=owner,
-            clock=ManualClock(),
+            clock=clock,
             lease_ms=LEASE_MS,
             respect_leases=True,
         )
@@ -85,6 +76,7 @@ async def make_shard(
             runtime,
             member,
             OwnershipSettings(PARTITIONS, LEASE_MS),
+            clock,
         )
         shard = Shard(manager, runtime)
         made.append(shard)
@@ -93,8 +85,7 @@ async def make_shard(
     yield make
     store.release_appends()  # a failed test may have left appends parked
     for s in made:
-        s.manager._stopping = True
-        await s.manager.settle()
+        await s.manager.stop()
         await s.runtime.close()
 
 
@@ -141,7 +132,7 @@ async def test_a_joining_shard_gets_its_share_by_graceful_handoff(
 
 
 async def test_a_live_lease_is_respected_until_it_expires_after_a_crash(
-    make_shard: Callable[..., Shard], clock: FakeTime, store: InMemoryLogStore
+    make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
 ) -> None:
     a, b = make_shard(0), make_shard(1)
     await join(a)
@@ -150,10 +141,10 @@ async def test_a_live_lease_is_respected_until_it_expires_after_a_crash(
     await round_(b, full=False)
     a_had = a.active
     # `a` crashes: it stops heartbeating and renewing; nothing is released.
-    clock.now += LEASE_MS // 2
+    clock.advance(LEASE_MS // 2)
     await b.manager._heartbeat_once()
     assert await round_(b) is False  # a is still registered: nothing changes
-    clock.now += LEASE_MS // 2 + 1  # a's registration and leases have expired now
+    clock.advance(LEASE_MS // 2 + 1)  # a's registration and leases have expired now
     await b.manager._heartbeat_once()
     await round_(b)
     assert b.active == list(range(PARTITIONS))
@@ -221,14 +212,14 @@ async def test_scale_out_and_back_in_keeps_partitions_spread(
 
 
 async def test_a_second_incarnation_of_a_node_id_waits_for_the_first(
-    make_shard: Callable[..., Shard], clock: FakeTime
+    make_shard: Callable[..., Shard], clock: ManualClock
 ) -> None:
     first = make_shard(0, owner="first")
     await join(first)
     second = make_shard(0, owner="second")
     with pytest.raises(RegistrationConflict):
         await second.manager._heartbeat_once()
-    clock.now += LEASE_MS + 1  # the first one died: its entry expires
+    clock.advance(LEASE_MS + 1)  # the first one died: its entry expires
     await second.manager._heartbeat_once()
     await round_(second)
     assert second.active == list(range(PARTITIONS))
@@ -265,21 +256,83 @@ async def test_parked_replies_fail_and_accepted_writes_survive_a_handoff(
 
 
 async def test_reload_after_a_failed_append_does_not_steal_a_taken_partition(
-    make_shard: Callable[..., Shard], store: InMemoryLogStore, clock: FakeTime
+    make_shard: Callable[..., Shard], store: InMemoryLogStore, clock: ManualClock
 ) -> None:
     a = make_shard(0)
     await join(a)
     p = 0
     # a's lease on p expires (say Redis was unreachable) and another owner takes p
-    clock.now += LEASE_MS + 1
+    clock.advance(LEASE_MS + 1)
     assert await store.try_acquire(p, "owner-9", LEASE_MS) == 2
     store.fail_next_appends(1)
     with pytest.raises(ApiError):
         await a.runtime.partition(p).write(lambda sm, now: sm.incr("x"))
-    for _ in range(20):  # the runtime's reload backoff, then its give-up
-        await asyncio.sleep(0.01)
-        if p not in a.runtime.partitions:
-            break
-    assert p not in a.runtime.partitions
+    # the runtime's reload backoff (50 ms), then its give-up
+    assert await clock.run_until(lambda: p not in a.runtime.partitions, 1_000) == 50
     assert await store.current_epoch(p) == 2  # not bumped again by a forced takeover
     assert all(x.state is PartitionState.ACTIVE for x in a.runtime.partitions.values())
+
+
+# ---- the background loops, driven by the clock ------------------------------------------------
+async def start(shard: Shard) -> None:
+    """What the shard app does: renew leases, register, first round, start the loops."""
+    shard.runtime.start_lease_renewal()
+    await shard.manager.start()
+    await shard.manager.settle()  # the loads its first round started
+
+
+def balanced(*shards: Shard) -> bool:
+    owned = sorted(p for s in shards for p in s.active)
+    sizes = [len(s.active) for s in shards]
+    return owned == list(range(PARTITIONS)) and max(sizes) - min(sizes) <= 1
+
+
+async def test_the_loops_keep_registration_and_leases_alive_for_many_ttls(
+    make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
+) -> None:
+    a = make_shard(0)
+    await start(a)
+    assert a.active == list(range(PARTITIONS))
+    for _ in range(30):  # ten TTLs
+        await clock.run_for(LEASE_MS // 3)
+        members, now = await a.manager.membership.members()
+        assert [m.member_id for m in members] == ["0"]
+        # refreshed every TTL / 3: never less than two thirds of a TTL left
+        assert members[0].expires_at_ms - now >= LEASE_MS - LEASE_MS // 3 - 1
+    assert a.active == list(range(PARTITIONS))
+    for p in range(PARTITIONS):
+        lease = await store.lease(p)
+        assert lease is not None and (lease.owner, lease.epoch) == ("owner-0", 1)
+
+
+async def test_the_loops_rebalance_when_a_shard_joins_and_when_it_leaves(
+    make_shard: Callable[..., Shard], clock: ManualClock
+) -> None:
+    a, b = make_shard(0), make_shard(1)
+    await start(a)
+    await start(b)
+    assert b.active == []  # a holds every lease: b waits for the handoff
+    settings = a.manager.settings
+    # a sees b at its next full round and hands off; b polls the released leases
+    took = await clock.run_until(lambda: balanced(a, b), 10 * LEASE_MS)
+    assert took <= settings.round_ms + settings.handoff_poll_ms + 20
+    assert set(a.active).isdisjoint(b.active)
+    # b leaves gracefully: a takes everything back without waiting for b's leases to expire
+    await b.manager.stop()
+    await b.runtime.close()
+    took = await clock.run_until(lambda: a.active == list(range(PARTITIONS)), 10 * LEASE_MS)
+    assert took <= settings.round_ms + 20
+
+
+async def test_a_restarted_node_id_registers_once_its_predecessor_expired(
+    make_shard: Callable[..., Shard], clock: ManualClock
+) -> None:
+    first = make_shard(0, owner="first")
+    await join(first)  # registered for one TTL, then silent (no loops: it died)
+    second = make_shard(0, owner="second")
+    starting = asyncio.ensure_future(start(second))
+    took = await clock.run_until(starting.done, 10 * LEASE_MS)
+    await starting
+    # retried every TTL / 3 until the first entry expired
+    assert LEASE_MS < took <= LEASE_MS + LEASE_MS // 3 + 1
+    assert second.active == list(range(PARTITIONS))

@@ -1,11 +1,11 @@
-"""The runtime with a toy state machine: ordering, group commit, failure -> reload, timers,
-load gating, deferred replies, snapshots."""
+"""The runtime with a toy state machine: ordering, group commit, failure -> reload (with
+growing backoff), timers, load gating, deferred replies, snapshots, lease renewal and loss.
+Time is a ManualClock shared by the runtime and the store: nothing here sleeps."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,18 +83,20 @@ class Counter:
 
 
 @pytest.fixture
-async def store() -> InMemoryLogStore:
-    s = InMemoryLogStore()
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(clock: ManualClock) -> InMemoryLogStore:
+    s = InMemoryLogStore(clock=clock)
     await s.start()
     return s
 
 
-def make_runtime(
-    store: InMemoryLogStore, clock: ManualClock | None = None, **kw: Any
-) -> CoordinatorRuntime:
-    return CoordinatorRuntime(
-        store, JsonCodec(), Counter, owner="test", clock=clock or ManualClock(), **kw
-    )
+def make_runtime(store: InMemoryLogStore, **kw: Any) -> CoordinatorRuntime:
+    """A runtime on the store's clock (leases and the runtime's waits move together)."""
+    return CoordinatorRuntime(store, JsonCodec(), Counter, owner="test", clock=store.clock, **kw)
 
 
 async def test_writes_on_one_partition_apply_in_order_and_share_appends(
@@ -136,9 +138,9 @@ async def test_read_with_nothing_pending_answers_at_once(store: InMemoryLogStore
 
 
 async def test_failed_append_fails_every_waiter_and_reloads_durable_state(
-    store: InMemoryLogStore,
+    store: InMemoryLogStore, clock: ManualClock
 ) -> None:
-    rt = make_runtime(store, reload_backoff_ms=(1, 10))
+    rt = make_runtime(store, reload_backoff_ms=(50, 500))
     await rt.load(0)
     assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
     store.hold_appends()
@@ -150,11 +152,11 @@ async def test_failed_append_fails_every_waiter_and_reloads_durable_state(
         with pytest.raises(ApiError) as err:
             await fut
         assert err.value.code == Errors.NOT_COORDINATOR
-    # the partition reloads from the log: the non-durable increments are gone
-    for _ in range(100):
-        if rt.partition(0).state is PartitionState.ACTIVE:
-            break
-        await asyncio.sleep(0.005)
+    # the partition reloads from the log after the backoff: the non-durable increments are gone
+    await clock.settle()
+    assert rt.partition(0).state is PartitionState.FAILED
+    took = await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 500)
+    assert took == 50
     p = rt.partition(0)
     assert p.state is PartitionState.ACTIVE
     assert p.epoch == 2  # reload bumped the epoch
@@ -204,9 +206,10 @@ async def test_loading_answers_load_in_progress_and_unowned_not_coordinator(
     assert await rt.partition(3).write(lambda sm, now: sm.incr("a")) == 1
 
 
-async def test_timers_fire_as_writes_and_rescheduling_replaces(store: InMemoryLogStore) -> None:
-    clock = ManualClock()
-    rt = make_runtime(store, clock)
+async def test_timers_fire_as_writes_and_rescheduling_replaces(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
     await rt.load(0)
     p = rt.partition(0)
     sm: Counter = p.sm
@@ -279,7 +282,9 @@ async def test_fenced_partition_is_closed_not_reloaded(store: InMemoryLogStore) 
     assert (await store.load(0)).entries == []  # the zombie's write never landed
 
 
-async def test_single_owner_takes_a_fenced_partition_back(store: InMemoryLogStore) -> None:
+async def test_single_owner_takes_a_fenced_partition_back(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
     """Without an ownership hook (``dev``: one process owns everything) a partition taken by
     a stray owner is re-acquired with a new epoch and its state, never left unserved."""
     rt = make_runtime(store, reload_backoff_ms=(10, 100))
@@ -288,10 +293,9 @@ async def test_single_owner_takes_a_fenced_partition_back(store: InMemoryLogStor
     await store.acquire(0, "another-owner", 10_000)  # a stray owner bumps the epoch
     with pytest.raises(ApiError):
         await rt.partition(0).write(lambda sm, now: sm.incr("a"))
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if 0 in rt.active_partitions():
-            break
+    await clock.settle()
+    assert rt.active_partitions() == []  # closed at once, taken back after the backoff
+    assert await clock.run_until(lambda: 0 in rt.active_partitions(), 100) == 10
     assert rt.active_partitions() == [0]
     assert rt.partition(0).epoch == 3
     assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 2
@@ -299,35 +303,66 @@ async def test_single_owner_takes_a_fenced_partition_back(store: InMemoryLogStor
     await rt.close()
 
 
+async def test_lease_renewal_keeps_the_lease_for_many_lease_periods(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store, lease_ms=30)
+    await rt.load(0)
+    rt.start_lease_renewal()
+    await clock.run_for(300)  # ten lease periods
+    lease = await store.lease(0)
+    assert lease is not None and (lease.owner, lease.epoch) == ("test", 1)
+    # renewed every lease / 3 = 10 ms: it never has less than two thirds left
+    assert 20 <= lease.expires_at_ms - clock.now_ms() <= 30
+    assert rt.active_partitions() == [0]
+    await rt.close()
+
+
+async def test_without_renewal_the_lease_expires(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store, lease_ms=30)
+    await rt.load(0)
+    await clock.run_for(29)
+    assert await store.lease(0) is not None
+    await clock.run_for(1)
+    assert await store.lease(0) is None
+    await rt.close()
+
+
 async def test_single_owner_takes_a_partition_back_after_its_lease_expired(
-    store: InMemoryLogStore,
+    store: InMemoryLogStore, clock: ManualClock
 ) -> None:
     rt = make_runtime(store, lease_ms=30, reload_backoff_ms=(10, 100))
     await rt.load(0)
     await rt.partition(0).write(lambda sm, now: sm.incr("a"))
     first_epoch = rt.partition(0).epoch
-    time.sleep(0.05)  # the process stalls past its lease (the loop cannot renew)
+    clock.advance(50)  # the process stalls past its lease (the loop cannot renew)
+    assert await store.lease(0) is None
     rt.start_lease_renewal()
-    for _ in range(100):
-        await asyncio.sleep(0.01)
+
+    def taken_back() -> bool:
         p = rt.partitions.get(0)
-        if p is not None and p.state is PartitionState.ACTIVE and p.epoch > first_epoch:
-            break
+        return p is not None and p.state is PartitionState.ACTIVE and p.epoch > first_epoch
+
+    # the first renewal (lease / 3 = 10 ms) finds the lease gone; re-acquired 10 ms later
+    assert await clock.run_until(taken_back, 1_000) == 20
     assert rt.partition(0).epoch > first_epoch
     assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 2
     await rt.close()
 
 
 async def test_several_shards_leave_a_lost_partition_to_ownership(
-    store: InMemoryLogStore,
+    store: InMemoryLogStore, clock: ManualClock
 ) -> None:
     rt = make_runtime(store, respect_leases=True, reload_backoff_ms=(10, 100))
     await rt.load(0)
     await store.acquire(0, "another-owner", 10_000)
     with pytest.raises(ApiError):
         await rt.partition(0).write(lambda sm, now: sm.incr("a"))
-    await asyncio.sleep(0.1)
-    assert rt.active_partitions() == []
+    await clock.run_for(1_000)  # many reload backoffs: nothing retries
+    assert rt.active_partitions() == [] and 0 not in rt.partitions
+    assert clock.pending() == []  # no re-acquire is scheduled either
     assert (await store.lease(0)).owner == "another-owner"  # type: ignore[union-attr]
     await rt.close()
 
@@ -360,9 +395,7 @@ async def test_async_task_result_runs_as_a_write_and_newer_supersedes(
         await gates[request].wait()
         return request * 100
 
-    rt = CoordinatorRuntime(
-        store, JsonCodec(), Counter, owner="t", clock=ManualClock(), executor=executor
-    )
+    rt = make_runtime(store, executor=executor)
     await rt.load(0)
     p = rt.partition(0)
 
@@ -385,7 +418,7 @@ async def test_async_task_result_runs_as_a_write_and_newer_supersedes(
 
 
 async def test_an_append_that_never_finishes_fails_its_waiters_and_reloads(
-    store: InMemoryLogStore,
+    store: InMemoryLogStore, clock: ManualClock
 ) -> None:
     rt = make_runtime(store, reload_backoff_ms=(1, 10), append_timeout_ms=50)
     await rt.load(0)
@@ -393,17 +426,42 @@ async def test_an_append_that_never_finishes_fails_its_waiters_and_reloads(
     store.hold_appends()  # the store hangs
     waiting = [rt.partition(0).write(lambda sm, now: sm.incr("a")) for _ in range(3)]
     read = rt.partition(0).read(lambda sm, now: sm.values["a"])
+    await clock.run_for(49)
+    assert not any(fut.done() for fut in [*waiting, read])  # still within the timeout
+    await clock.run_for(1)
+    assert all(fut.done() for fut in [*waiting, read])  # timed out, on the runtime's clock
     for fut in [*waiting, read]:
         with pytest.raises(ApiError) as err:
             await fut
         assert err.value.code == Errors.NOT_COORDINATOR
     store.release_appends()
-    for _ in range(200):
-        if rt.partition(0).state is PartitionState.ACTIVE and rt.partition(0).epoch == 2:
-            break
-        await asyncio.sleep(0.005)
+
+    def reloaded() -> bool:
+        return rt.partition(0).state is PartitionState.ACTIVE and rt.partition(0).epoch == 2
+
+    await clock.run_until(reloaded, 10)
     p = rt.partition(0)
     assert p.state is PartitionState.ACTIVE and p.epoch == 2
     # whatever the hung append did, the reloaded state is exactly the durable log
     durable = sum(len(json.loads(e.data)) for e in (await store.load(0)).entries)
     assert await p.read(lambda sm, now: sm.values["a"]) == durable
+
+
+async def test_a_failing_load_is_retried_with_a_growing_backoff(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store, reload_backoff_ms=(10, 50))
+    store.fail_next_loads(5)
+    loading = asyncio.ensure_future(rt.load(0))
+    delays = []
+    for _ in range(5):
+        await clock.settle()
+        assert not loading.done()
+        (delay,) = clock.pending()  # the one thing waiting: the backoff before the retry
+        delays.append(delay)
+        clock.advance(delay)
+    assert delays == [10, 20, 40, 50, 50]  # doubling, capped
+    await clock.settle()
+    assert loading.done() and loading.result() is True
+    assert rt.partition(0).epoch == 6  # every attempt took the partition anew
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1

@@ -4,7 +4,10 @@ superseded requests never computed."""
 from __future__ import annotations
 
 import asyncio
-import threading
+import concurrent.futures
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -60,31 +63,62 @@ def test_only_built_in_assignors_are_computed_inline() -> None:
     assert run.compute_inline(request(assignor="sticky")) is None
 
 
+class ManualExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, without threads: ``asyncio.to_thread`` submits here on
+    the loop thread, and a job runs only when the test calls :meth:`finish` -- so "a thread
+    is computing" lasts exactly as long as the test says, with no sleeps."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.jobs: list[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def,override]
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.append((future, functools.partial(fn, *args, **kwargs)))
+        return future
+
+    def finish(self) -> None:
+        """Run every submitted job that has not run yet."""
+        for future, job in self.jobs:
+            if not future.done():
+                future.set_result(job())
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
 async def test_one_computation_per_group_and_superseded_requests_do_not_run() -> None:
+    executor = ManualExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
     run = InProcessAssignor(["uniform"])
-    started: list[int] = []
-    release = threading.Event()
+    computed: list[int] = []
     real = run.compute
 
-    def slow(req: TargetAssignmentRequest):  # type: ignore[no-untyped-def]
-        started.append(req.group_epoch)
-        release.wait(5)
+    def compute(req: TargetAssignmentRequest):  # type: ignore[no-untyped-def]
+        computed.append(req.group_epoch)
         return real(req)
 
-    run.compute = slow  # type: ignore[method-assign]
+    run.compute = compute  # type: ignore[method-assign]
     first = asyncio.ensure_future(run(request(epoch=2)))
-    await asyncio.sleep(0.05)
+    await settle()
     second = asyncio.ensure_future(run(request(epoch=3)))
     third = asyncio.ensure_future(run(request(epoch=4)))
     other = asyncio.ensure_future(run(request(group="h", epoch=9)))
-    await asyncio.sleep(0.05)
-    assert sorted(started) == [2, 9]  # other groups are not held up
+    await settle()
+    assert len(executor.jobs) == 2  # g's first and h's: other groups are not held up
     first.cancel()  # superseded: its thread still runs, the group stays locked until it ends
     second.cancel()  # superseded while waiting: never computed
-    await asyncio.sleep(0.05)
-    assert sorted(started) == [2, 9]
-    release.set()
+    await settle()
+    assert len(executor.jobs) == 2  # g is still locked by its running computation
+    executor.finish()
+    assert sorted(computed) == [2, 9]
+    await settle()
+    assert len(executor.jobs) == 3  # the lock passed to the newest request
+    executor.finish()
     assert set(await third) == {"m0", "m1", "m2"}
     await other
-    assert sorted(started) == [2, 4, 9]
+    assert sorted(computed) == [2, 4, 9]
+    assert first.cancelled() and second.cancelled()
     assert run._locks == {}
