@@ -134,8 +134,11 @@ class CoordinatorRuntime:
                 )
                 await self.clock.sleep(delay)
                 delay = min(delay * 2, max_delay)
-                if p.state is PartitionState.CLOSED or self._closed:
+                if self._stopped(p):  # closed while we slept
                     return
+
+    def _stopped(self, p: CoordinatorPartition) -> bool:
+        return p.state is PartitionState.CLOSED or self._closed
 
     async def unload(self, partition: int, graceful: bool = True) -> None:
         p = self.partitions.pop(partition, None)
