@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from assignors._common import Classes, subscribed_topics
+from assignors._subscriptions import Classes, subscribed_topics
 from assignors.spec import GroupAssignment, GroupSpec, MemberSpec
 
 __all__ = ["RangeAssignor", "member_order"]

@@ -47,8 +47,8 @@ from itertools import chain
 import numpy as np
 
 from assignors._balance import plan_classes
-from assignors._common import Classes, subscribed_topics
 from assignors._racks import RackInfo, plan_racks, rack_info
+from assignors._subscriptions import Classes, subscribed_topics
 from assignors.spec import GroupAssignment, GroupSpec, InvalidSpecError, MemberSpec
 
 __all__ = ["UniformAssignor"]

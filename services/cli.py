@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
 ENV = "GROUPCOORD_"
@@ -355,7 +355,7 @@ def dev(
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
     from services.assignor.client import parse_addresses
-    from services.common import logs
+    from services.process import logs
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
@@ -466,7 +466,7 @@ def shard(
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
     from services.assignor.client import parse_addresses
-    from services.common import logs
+    from services.process import logs
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
@@ -578,7 +578,7 @@ async def _until_signalled(
     a node id or for the store) the start-up is cancelled and whatever it started is
     stopped, so a process told to stop never hangs in a retry loop.
     """
-    from services.common.grpc_server import install_signal_handlers
+    from services.process.grpc_server import install_signal_handlers
 
     signalled = asyncio.Event()
     install_signal_handlers(signalled)
@@ -737,8 +737,8 @@ def gateway(
     log_format: str,
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out."""
-    from services.common import logs
     from services.gateway.app import GatewayApp, GatewaySettings
+    from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
     settings = GatewaySettings(
@@ -813,7 +813,7 @@ def assignor(
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
     from services.assignor.app import AssignorApp, AssignorSettings
-    from services.common import logs
+    from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
     settings = AssignorSettings(

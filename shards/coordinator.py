@@ -18,7 +18,7 @@ from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
-from shards.core.shard import GroupCoordinatorShard
+from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
 from shards.runtime.partition import CoordinatorPartition
@@ -74,7 +74,7 @@ UNKNOWN_PARTITION = "this server does not host this topic-partition"
 
 
 class TopicLookup(Protocol):
-    """The topic catalog as the service sees it (``shards.catalog.TopicCatalog``)."""
+    """The topic catalog as the service sees it (``shards.topic_catalog.TopicCatalog``)."""
 
     image: TopicsImage
 
@@ -118,7 +118,7 @@ class GroupCoordinatorService:
     async def _single(
         self,
         group_id: str,
-        op: Callable[[GroupCoordinatorShard, int], Any],
+        op: Callable[[CoordinatorStateMachine, int], Any],
         on_error: Callable[[int, str], R],
         *,
         read: bool = False,
@@ -148,7 +148,7 @@ class GroupCoordinatorService:
     async def _on_group(
         self,
         request: RequestT,
-        op: Callable[[GroupCoordinatorShard, RequestT, int], Any],
+        op: Callable[[CoordinatorStateMachine, RequestT, int], Any],
         on_error: Callable[[int, str], R],
         *,
         if_empty: ApiError | None = None,
@@ -385,7 +385,7 @@ class GroupCoordinatorService:
     ) -> classic_api.JoinGroupResponse:
         return await self._on_group(
             request,
-            GroupCoordinatorShard.join_group,
+            CoordinatorStateMachine.join_group,
             _error_response(classic_api.JoinGroupResponse),
         )
 
@@ -394,7 +394,7 @@ class GroupCoordinatorService:
     ) -> classic_api.SyncGroupResponse:
         return await self._on_group(
             request,
-            GroupCoordinatorShard.sync_group,
+            CoordinatorStateMachine.sync_group,
             _error_response(classic_api.SyncGroupResponse),
         )
 
@@ -407,14 +407,14 @@ class GroupCoordinatorService:
                 return classic_api.HeartbeatResponse()
             return classic_api.HeartbeatResponse(error_code=code, error_message=message)
 
-        return await self._on_group(request, GroupCoordinatorShard.heartbeat, on_error)
+        return await self._on_group(request, CoordinatorStateMachine.heartbeat, on_error)
 
     async def leave_group(
         self, request: classic_api.LeaveGroupRequest
     ) -> classic_api.LeaveGroupResponse:
         return await self._on_group(
             request,
-            GroupCoordinatorShard.leave_group,
+            CoordinatorStateMachine.leave_group,
             _error_response(classic_api.LeaveGroupResponse),
         )
 
@@ -476,7 +476,7 @@ class GroupCoordinatorService:
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
         return await self._on_group(
             request,
-            GroupCoordinatorShard.consumer_group_heartbeat,
+            CoordinatorStateMachine.consumer_group_heartbeat,
             lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
                 error_code=code, error_message=msg or None
             ),
@@ -505,7 +505,7 @@ class GroupCoordinatorService:
     ) -> consumer_api.AlterGroupConfigsResponse:
         return await self._on_group(
             request,
-            GroupCoordinatorShard.alter_group_configs,
+            CoordinatorStateMachine.alter_group_configs,
             consumer_api.AlterGroupConfigsResponse,
             # Kafka's answer for the empty GROUP resource
             if_empty=ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed."),

@@ -42,8 +42,8 @@ from assignors.spec import GroupSpec, MemberSpec, TopicSpec
 from bench.assignors.run import Case, build_spec, p90
 from services.assignor.client import AssignorClientSettings, RemoteAssignor, _decode, _encode
 from services.assignor.servicer import AssignorService
-from services.shard.assignment import InProcessAssignor
-from shards.core.consumer.assignment import (
+from services.shard.assignor_executor import InProcessAssignor
+from shards.core.consumer.target_assignment import (
     AssignmentMember,
     AssignmentTopic,
     TargetAssignmentRequest,

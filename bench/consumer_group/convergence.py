@@ -1,7 +1,7 @@
 """Convergence: one member joins a Stable group of 1,000 members subscribed to 10,000
 partitions; how many heartbeat rounds until every member is STABLE at the group epoch?
 
-Runs the pure core (``GroupCoordinatorShard``, fake clock) with the real ``uniform``
+Runs the pure core (``CoordinatorStateMachine``, fake clock) with the real ``uniform``
 assignor computing the target assignment off the "loop" between rounds, exactly as the
 runtime's task executor would. A round is: deliver the pending target assignment (if any),
 then every client heartbeats once, in some order. Clients behave like KIP-848 consumers:
@@ -37,13 +37,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from services.shard.assignment import InProcessAssignor  # noqa: E402
-from shards.core.config import CoordinatorConfig  # noqa: E402
+from services.shard.assignor_executor import InProcessAssignor  # noqa: E402
 from shards.core.consumer import api  # noqa: E402
 from shards.core.consumer.group import ConsumerGroup  # noqa: E402
 from shards.core.consumer.member import MemberState  # noqa: E402
+from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.result import AsyncTask  # noqa: E402
-from shards.core.shard import GroupCoordinatorShard  # noqa: E402
+from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage  # noqa: E402
 
 START_MS = 1_700_000_000_000
@@ -69,7 +69,7 @@ class NoTimer:
 class World:
     def __init__(self, partitions: int) -> None:
         image = TopicsImage.of(1, [TopicImage(TOPIC_ID, "events", partitions)])
-        self.shard = GroupCoordinatorShard(CoordinatorConfig(), NoTimer(), image)  # type: ignore[arg-type]
+        self.shard = CoordinatorStateMachine(CoordinatorConfig(), NoTimer(), image)  # type: ignore[arg-type]
         self.assignor = InProcessAssignor(["uniform", "range"])
         self.tasks: dict[str, AsyncTask] = {}
         self.assign_seconds: list[float] = []

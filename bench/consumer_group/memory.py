@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from shards.core.config import CoordinatorConfig  # noqa: E402
+from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.records import (  # noqa: E402
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -52,7 +52,7 @@ from shards.core.records import (  # noqa: E402
     TopicMetadata,
     TopicPartitions,
 )
-from shards.core.shard import GroupCoordinatorShard  # noqa: E402
+from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text  # noqa: E402
 from shards.runtime.clock import SystemClock  # noqa: E402
 from shards.runtime.partition import PartitionTimer  # noqa: E402
@@ -143,7 +143,7 @@ async def measure(groups: int, members: int) -> dict[str, Any]:
     tracemalloc.start()
     base, _ = tracemalloc.get_traced_memory()
     timer = PartitionTimer(_Partition())  # type: ignore[arg-type]
-    shard = GroupCoordinatorShard(CoordinatorConfig(), timer, image)
+    shard = CoordinatorStateMachine(CoordinatorConfig(), timer, image)
     for g in range(groups):
         for record in group_records(g, per_group):
             shard.replay(record)

@@ -131,9 +131,9 @@ async def bench_failover(work: Path, lease_ms: int, kills: int) -> dict[str, Any
 # ---- load ---------------------------------------------------------------------------------
 async def bench_load(work: Path, records: int, repeats: int) -> dict[str, Any]:
     from shards.adapters.record_codec import RecordCodec
-    from shards.core.config import CoordinatorConfig
+    from shards.core.coordinator_config import CoordinatorConfig
     from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record
-    from shards.core.shard import GroupCoordinatorShard
+    from shards.core.state_machine import CoordinatorStateMachine
     from shards.runtime.runtime import CoordinatorRuntime
     from shards.storage.base import Snapshot
     from shards.storage.redis import RedisLogStore
@@ -141,8 +141,8 @@ async def bench_load(work: Path, records: int, repeats: int) -> dict[str, Any]:
     codec = RecordCodec()
     config = CoordinatorConfig(num_partitions=1)
 
-    def factory(partition: int, timer: Any) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(config, timer, None, partition)
+    def factory(partition: int, timer: Any) -> CoordinatorStateMachine:
+        return CoordinatorStateMachine(config, timer, None, partition)
 
     server = await asyncio.to_thread(start_redis_server, work / "redis-load")
     out: dict[str, Any] = {"records": records, "entries": records, "repeats": repeats}

@@ -10,8 +10,8 @@ import logging
 from dataclasses import dataclass
 
 from services.assignor.servicer import ASSIGNOR, AssignorService
-from services.common import telemetry
-from services.common.grpc_server import GrpcServer
+from services.process import telemetry
+from services.process.grpc_server import GrpcServer
 
 log = logging.getLogger("groupcoord.assignor")
 

@@ -1,7 +1,7 @@
 """The shard's client of the assignor service, with an in-process fallback.
 
 ``RemoteAssignor`` is a task handler for ``TargetAssignmentRequest`` (the AsyncTask requests
-of consumer groups, see ``services.shard.assignment``): ``await client(request)`` returns the
+of consumer groups, see ``services.shard.assignor_executor``): ``await client(request)`` returns the
 target assignment, computed by one of the assignor replicas or, when none answers, in-process.
 
 * **Never blocks the event loop.** Encoding the request and decoding the response (tens of ms
@@ -44,8 +44,8 @@ from groupcoord.v1 import assignor_pb2
 from opentelemetry import trace
 
 from services.assignor.codec import decode_assignment, encode_rows
-from services.common import channels
-from shards.core.consumer.assignment import TargetAssignment, TargetAssignmentRequest
+from services.process import channels
+from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 
 log = logging.getLogger("groupcoord.assignor.client")
 _tracer = trace.get_tracer("groupcoord.assignor.client")

@@ -44,8 +44,8 @@ from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2, offsets_pb2
 
-from services.common import channels
-from services.common.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
+from services.process import channels
+from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
 from shards.adapters.convert import is_repeated
 
 log = logging.getLogger("groupcoord.client")

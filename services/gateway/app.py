@@ -6,14 +6,14 @@ import logging
 import socket
 from dataclasses import dataclass
 
-from services.common import telemetry
 from services.gateway import codec
-from services.gateway.catalog import CatalogView
 from services.gateway.connection import Limits, telemetry_enabled
 from services.gateway.framing import DEFAULT_MAX_REQUEST_BYTES
 from services.gateway.handlers import KafkaApis, Node
 from services.gateway.router import Router
 from services.gateway.server import GatewayServer
+from services.gateway.topic_cache import CatalogView
+from services.process import telemetry
 
 log = logging.getLogger("groupcoord.gateway")
 

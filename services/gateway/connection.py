@@ -39,7 +39,7 @@ class CloseConnection(Exception):
 
 
 def telemetry_enabled() -> bool:
-    """Whether spans go anywhere: an SDK tracer provider is installed (services.common.telemetry
+    """Whether spans go anywhere: an SDK tracer provider is installed (services.process.telemetry
     installs one only when there is an exporter)."""
     return isinstance(trace.get_tracer_provider(), SdkTracerProvider)
 

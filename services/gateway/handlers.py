@@ -33,8 +33,8 @@ from groupcoord.v1 import (
 )
 
 from services.gateway import codec
-from services.gateway.catalog import CatalogView
 from services.gateway.router import Router, UpstreamError
+from services.gateway.topic_cache import CatalogView
 from shards.adapters.convert import optional, set_optional
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name

@@ -25,7 +25,7 @@ from groupcoord.v1 import (
     groups_pb2,
 )
 
-from services.common import channels
+from services.process import channels
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 

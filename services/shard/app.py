@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
-from services.common import telemetry
-from services.common.grpc_server import GrpcServer
-from services.shard.assignment import InProcessAssignor
+from services.process import telemetry
+from services.process.grpc_server import GrpcServer
+from services.shard.assignor_executor import InProcessAssignor
 from services.shard.servicer import (
     GROUP_COORDINATOR,
     TOPIC_CATALOG,
@@ -26,11 +26,10 @@ from services.shard.servicer import (
     topic_catalog_methods,
 )
 from shards.adapters.record_codec import RecordCodec
-from shards.catalog import TopicCatalog
 from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
-from shards.core.config import CoordinatorConfig
-from shards.core.consumer.assignment import TargetAssignmentRequest
-from shards.core.shard import GroupCoordinatorShard
+from shards.core.consumer.target_assignment import TargetAssignmentRequest
+from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
@@ -40,6 +39,7 @@ from shards.runtime.partition import PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage import open_store
 from shards.storage.base import LogStore
+from shards.topic_catalog import TopicCatalog
 
 log = logging.getLogger("groupcoord.shard")
 
@@ -101,9 +101,9 @@ class ShardApp:
         assert self.server is not None
         return self.server.port
 
-    def _factory(self, partition: int, timer: PartitionTimer) -> GroupCoordinatorShard:
+    def _factory(self, partition: int, timer: PartitionTimer) -> CoordinatorStateMachine:
         assert self.catalog is not None
-        return GroupCoordinatorShard(
+        return CoordinatorStateMachine(
             self.settings.coordinator,
             timer,
             self.catalog.image,

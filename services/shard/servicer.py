@@ -8,10 +8,10 @@ the proto and that one method; a method missing from the implementation fails at
 
 from __future__ import annotations
 
-from services.common.grpc_server import Method, service_methods
-from services.common.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
-from shards.catalog import TopicCatalog
+from services.process.grpc_server import Method, service_methods
+from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
 from shards.coordinator import GroupCoordinatorService
+from shards.topic_catalog import TopicCatalog
 
 GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name

@@ -2,8 +2,9 @@
 
 Theory of operation (after Kafka's group-coordinator module)
 ------------------------------------------------------------
-A *shard* (:class:`shards.core.shard.GroupCoordinatorShard`) holds the state of one offsets
-partition: its groups and their committed offsets. Handlers take a request and the current
+A :class:`shards.core.state_machine.CoordinatorStateMachine` (Kafka's GroupCoordinatorShard;
+here "shard" names a process) holds the state of one offsets partition: its groups and their
+committed offsets. Handlers take a request and the current
 time and return a :class:`shards.core.result.CoordinatorResult` -- the records to append and
 the response -- without changing any state. ``replay(record)`` is the one function that
 changes state; the runtime calls it for the records a handler returned (before their append

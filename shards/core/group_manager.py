@@ -10,7 +10,7 @@ from __future__ import annotations
 from shards.core import api
 from shards.core.classic.group import ClassicGroup
 from shards.core.classic.manager import ClassicGroupManager
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record

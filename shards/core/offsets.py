@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from shards.core import api
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from shards.ownership.assignment import assign, moved
 from shards.ownership.membership import (
     InMemoryMembership,
     Member,
     Membership,
     RegistrationConflict,
 )
+from shards.ownership.rendezvous import assign, moved
 
 __all__ = [
     "InMemoryMembership",

@@ -40,8 +40,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shards.coordinator import NodeAddress
-from shards.ownership.assignment import assign
 from shards.ownership.membership import Member, Membership, RegistrationConflict
+from shards.ownership.rendezvous import assign
 from shards.runtime.clock import Clock, timeout
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime

@@ -15,7 +15,7 @@ predecessor's leases anyway), and two processes misconfigured with one node id c
 serve. ``deregister`` removes the entry only for the incarnation that holds it.
 
 The registry decides nothing about partitions: the assignment is a pure function of the live
-member ids (:mod:`shards.ownership.assignment`), and leases with store-issued epochs decide
+member ids (:mod:`shards.ownership.rendezvous`), and leases with store-issued epochs decide
 who may write.
 """
 

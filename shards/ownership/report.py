@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shards.ownership.assignment import assign
 from shards.ownership.membership import Member, Membership
+from shards.ownership.rendezvous import assign
 from shards.storage.base import LogStore
 
 DEFAULT_NUM_PARTITIONS = 50

@@ -11,7 +11,7 @@ import pytest
 from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc
 
 from services.shard.app import ShardApp, ShardSettings
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 
 
 @dataclasses.dataclass

@@ -25,10 +25,10 @@ from assignors.uniform import UniformAssignor
 from services.assignor.app import AssignorApp, AssignorSettings
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.assignor.codec import decode_assignment, encode_request
-from services.common import telemetry
+from services.process import telemetry
 from services.shard.app import ShardApp
-from services.shard.assignment import InProcessAssignor
-from shards.core.consumer.assignment import TargetAssignment, TargetAssignmentRequest
+from services.shard.assignor_executor import InProcessAssignor
+from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 from tests.component.conftest import connect, shard_settings
 from tests.component.test_consumer_group_grpc import (
     Member,

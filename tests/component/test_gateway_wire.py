@@ -589,7 +589,7 @@ async def test_kafka_request_and_shard_rpc_are_one_trace(tmp_path: Path) -> None
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from services.common import telemetry
+    from services.process import telemetry
 
     exporter = InMemorySpanExporter()
     provider = telemetry.configure("test", exporter=exporter)  # before the gateway starts

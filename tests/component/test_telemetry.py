@@ -10,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from services.common import telemetry
+from services.process import telemetry
 from tests.component.conftest import Client
 
 

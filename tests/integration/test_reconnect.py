@@ -1,5 +1,5 @@
 """A shard that restarts on the same address is used again within seconds by the gateway in
-front of it (services.common.channels): real processes, a real outage, a real restart."""
+front of it (services.process.channels): real processes, a real outage, a real restart."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.channels import MAX_RECONNECT_BACKOFF_MS
+from services.process.channels import MAX_RECONNECT_BACKOFF_MS
 from tests.support.kafka_wire import KafkaWire, request
 from tests.support.processes import ServerProcess
 

@@ -8,7 +8,7 @@ import random
 
 from assignors.spec import GroupSpec, MemberSpec, TopicSpec
 from assignors.uniform import UniformAssignor
-from shards.core.consumer.assignment import (
+from shards.core.consumer.target_assignment import (
     AssignmentMember,
     AssignmentTopic,
     TargetAssignmentRequest,

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.shard.assignment import InProcessAssignor
-from shards.core.config import CoordinatorConfig
+from services.shard.assignor_executor import InProcessAssignor
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, TimerOp
-from shards.core.shard import GroupCoordinatorShard
+from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
 
 START_MS = 1_700_000_000_000
@@ -94,9 +94,9 @@ class ShardHarness:
         self.fired: list[tuple[str, CoordinatorResult[Any]]] = []
         self.tasks: dict[str, AsyncTask] = {}  # key -> newest task (newer supersedes)
 
-    def new_shard(self, timer: Any) -> GroupCoordinatorShard:
+    def new_shard(self, timer: Any) -> CoordinatorStateMachine:
         """A shard as a process builds one (the in-process assignors injected)."""
-        return GroupCoordinatorShard(
+        return CoordinatorStateMachine(
             self.config,
             timer,
             self.topics,
@@ -125,10 +125,10 @@ class ShardHarness:
             return p
         return result.response
 
-    def write(self, op: Callable[[GroupCoordinatorShard, int], CoordinatorResult[Any]]) -> Any:
+    def write(self, op: Callable[[CoordinatorStateMachine, int], CoordinatorResult[Any]]) -> Any:
         return self._apply(op(self.shard, self.now))
 
-    def read(self, op: Callable[[GroupCoordinatorShard, int], Any]) -> Any:
+    def read(self, op: Callable[[CoordinatorStateMachine, int], Any]) -> Any:
         return op(self.shard, self.now)
 
     def sleep(self, ms: int) -> list[tuple[str, CoordinatorResult[Any]]]:
@@ -167,8 +167,8 @@ class ShardHarness:
         self.write(lambda shard, now: shard.update_topics(image, now))
 
     # ---- invariants ---------------------------------------------------------------------
-    def replayed(self, records: list[Record] | None = None) -> GroupCoordinatorShard:
-        fresh = GroupCoordinatorShard(self.config, ManualTimer(), self.topics, self.partition)
+    def replayed(self, records: list[Record] | None = None) -> CoordinatorStateMachine:
+        fresh = CoordinatorStateMachine(self.config, ManualTimer(), self.topics, self.partition)
         for record in self.log if records is None else records:
             fresh.replay(record)
         return fresh

@@ -12,7 +12,7 @@ from typing import Any
 
 from services.gateway.app import GatewayApp, GatewaySettings
 from services.shard.app import ShardApp, ShardSettings
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from tests.support.kafka_wire import KafkaWire
 
 

@@ -82,20 +82,20 @@ RULES: dict[str, Rule] = {
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
-    "services.common": rule(
+    "services.process": rule(
         f"shards.adapters shards.coordinator {GENERATED}",
         f"grpc grpc_health grpc_reflection google {OTEL}",
     ),
-    "services.client": rule(f"shards.adapters services.common {GENERATED}", "grpc google"),
+    "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),
     "services.assignor": rule(
-        f"assignors shards.core services.common {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
-        f"shards.adapters shards.core services.common services.client {GENERATED}",
+        f"shards.adapters shards.core services.process services.client {GENERATED}",
         f"grpc kio {OTEL}",
     ),
     "services.shard": rule(
-        f"assignors shards services.assignor services.common {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
     ),
     # services/*.py: the command line, which wires everything
     "services": rule("assignors shards services", "click redis"),

@@ -51,7 +51,7 @@ from shards.core.classic.group import (
     Completions,
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record

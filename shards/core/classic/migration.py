@@ -48,7 +48,6 @@ from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup, Completions
 from shards.core.classic.manager import Op
 from shards.core.classic.member import ClassicGroupMember
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.member import (
@@ -59,6 +58,7 @@ from shards.core.consumer.member import (
     make_assignment,
     normalize_names,
 )
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.records import ClassicMemberMetadata, ClassicProtocol, GroupMetadataKey, Record

@@ -47,18 +47,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
-from shards.core.consumer.assignment import (
-    AssignmentMember,
-    AssignmentTopic,
-    InlineAssignor,
-    TargetAssignment,
-    TargetAssignmentRequest,
-    validate_answer,
-)
-from shards.core.consumer.configs import GroupConfigs
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
+from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
     JOIN_GROUP_MEMBER_EPOCH,
@@ -75,6 +66,15 @@ from shards.core.consumer.member import (
 )
 from shards.core.consumer.reconciliation import is_subset, pending_release, reconcile
 from shards.core.consumer.regex import compile_regex, resolve
+from shards.core.consumer.target_assignment import (
+    AssignmentMember,
+    AssignmentTopic,
+    InlineAssignor,
+    TargetAssignment,
+    TargetAssignmentRequest,
+    validate_answer,
+)
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import GroupType
 from shards.core.group_manager import GroupMetadataManager

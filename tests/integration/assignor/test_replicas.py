@@ -25,8 +25,8 @@ from groupcoord.v1 import assignor_pb2_grpc
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor, _encode
 from services.assignor.codec import encode_request
-from services.shard.assignment import InProcessAssignor
-from shards.core.consumer.assignment import TargetAssignmentRequest
+from services.shard.assignor_executor import InProcessAssignor
+from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from tests.component.conftest import Client
 from tests.component.test_consumer_group_grpc import (
     Member,

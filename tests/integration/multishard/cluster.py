@@ -37,7 +37,7 @@ from groupcoord.v1 import (
 
 from services.client import CoordinatorClient, CoordinatorUnavailableError, RetryPolicy
 from shards.core.placement import partition_for
-from shards.ownership.assignment import assign
+from shards.ownership.rendezvous import assign
 from tests.support.offsets import ensure_topic
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer

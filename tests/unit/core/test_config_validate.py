@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 
 
 def test_defaults_are_valid() -> None:

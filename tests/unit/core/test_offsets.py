@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shards.core import api
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from tests.support.core_harness import ShardHarness

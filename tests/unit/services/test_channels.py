@@ -1,4 +1,4 @@
-"""Every internal gRPC channel is opened through services.common.channels, with a bounded
+"""Every internal gRPC channel is opened through services.process.channels, with a bounded
 reconnect backoff (the behaviour itself: tests/integration/test_reconnect.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from services.common.channels import MAX_RECONNECT_BACKOFF_MS, channel_options
+from services.process.channels import MAX_RECONNECT_BACKOFF_MS, channel_options
 
 SERVICES = Path(__file__).resolve().parents[3] / "services"
 

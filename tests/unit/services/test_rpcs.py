@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from services.client import CoordinatorClient
-from services.common.grpc_server import service_methods
-from services.common.rpcs import (
+from services.process.grpc_server import service_methods
+from services.process.rpcs import (
     GROUP_COORDINATOR_SERVICE,
     TOPIC_CATALOG_SERVICE,
     request_class,
@@ -18,8 +18,8 @@ from services.common.rpcs import (
 )
 from services.shard.servicer import group_coordinator_methods, topic_catalog_methods
 from shards.adapters.convert import converter_from, converter_to
-from shards.catalog import TopicCatalog
 from shards.coordinator import GroupCoordinatorService
+from shards.topic_catalog import TopicCatalog
 
 
 def test_snake_case_names_the_handler_of_an_rpc() -> None:

@@ -15,7 +15,7 @@ from shards.core import api
 from shards.core.classic import api as ca
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import ClassicGroup
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.topics import TopicsImage
 from tests.support.core_harness import ManualTimer, Pending, ShardHarness

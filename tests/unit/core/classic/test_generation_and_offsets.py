@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shards.core import api
 from shards.core.classic.group import ClassicGroupState
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from tests.support.core_harness import Pending
 from tests.unit.core.classic.support import DELAY, SESSION, Classic, done

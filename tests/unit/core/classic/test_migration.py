@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from services.shard.assignment import InProcessAssignor
+from services.shard.assignor_executor import InProcessAssignor
 from shards.core import api as core_api
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import ClassicGroup, ClassicGroupState
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as capi
 from shards.core.consumer.group import ConsumerGroup
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
-from shards.core.shard import GroupCoordinatorShard
+from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
 from tests.support.core_harness import ManualTimer, Pending
 from tests.unit.core.classic.support import DELAY, Classic, done
@@ -307,7 +307,7 @@ def test_upgrade_needs_the_consumer_protocol_and_a_size_that_fits() -> None:
 
 def test_invalid_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="migration_policy"):
-        GroupCoordinatorShard(
+        CoordinatorStateMachine(
             CoordinatorConfig(consumer_group_migration_policy="sideways"), ManualTimer()
         )
 

@@ -9,11 +9,11 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from services.shard.assignment import InProcessAssignor
+from services.shard.assignor_executor import InProcessAssignor
 from shards.core import api as core_api
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
 from shards.core.consumer.group import ConsumerGroup
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
 from tests.support.core_harness import ShardHarness, in_process_assignor

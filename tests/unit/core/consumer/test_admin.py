@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from shards.core import api as core_api
 from shards.core.api import RequestContext
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from tests.unit.core.consumer.support import Consumers
 

@@ -6,7 +6,7 @@ group keeps the assignment epoch of its last computed target. Compare with
 
 from __future__ import annotations
 
-from shards.core.config import CoordinatorConfig
+from shards.core.coordinator_config import CoordinatorConfig
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid
 
 FOO = tid("foo")

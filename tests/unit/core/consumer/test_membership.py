@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from shards.core import api as core_api
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer.member import MemberState
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
 from tests.unit.core.consumer.support import (

@@ -20,7 +20,7 @@ from shards.core.records import (
     Record,
     TopicMetadata,
 )
-from shards.core.shard import GroupCoordinatorShard
+from shards.core.state_machine import CoordinatorStateMachine
 from tests.support.core_harness import ManualTimer
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, image
 
@@ -75,12 +75,12 @@ def test_state_rebuilt_from_the_encoded_log_equals_live() -> None:
         c.assign()
     clients[2].leave(temporary=True)
     codec = RecordCodec()
-    fresh = GroupCoordinatorShard(c.config, ManualTimer(), c.h.topics)
+    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics)
     for record in codec.decode_batch(codec.encode_batch(c.h.log, 0)):
         fresh.replay(record)
     assert fresh.fingerprint() == c.h.shard.fingerprint()
     snapshot = codec.decode_snapshot(codec.encode_snapshot(c.h.shard.snapshot(), 7))
-    fresh = GroupCoordinatorShard(c.config, ManualTimer(), c.h.topics)
+    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics)
     for record in snapshot:
         fresh.replay(record)
     assert fresh.fingerprint() == c.h.shard.fingerprint()

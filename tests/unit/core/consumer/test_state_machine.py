@@ -27,10 +27,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer.api import TopicPartitions
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.member import MemberState
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.result import AsyncTask
 from tests.support.machines import quick_and_slow

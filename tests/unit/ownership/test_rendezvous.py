@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shards.ownership.assignment import assign, moved
+from shards.ownership.rendezvous import assign, moved
 
 member_sets = st.sets(st.integers(0, 200).map(str), min_size=1, max_size=12)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shards.core.consumer.assignment import TargetAssignmentRequest
+from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.records import (
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from assignors.spec import GroupSpec
-from services.shard.assignment import InProcessAssignor
-from shards.core.consumer.assignment import (
+from services.shard.assignor_executor import InProcessAssignor
+from shards.core.consumer.target_assignment import (
     AssignmentMember,
     AssignmentTopic,
     TargetAssignmentRequest,

@@ -1,4 +1,4 @@
-"""One offsets partition's state machine: groups + offsets (Kafka's GroupCoordinatorShard).
+"""One offsets partition's state machine: groups + offsets (Kafka's CoordinatorStateMachine).
 
 The runtime calls the handlers here inside the partition's loop, one at a time. Handlers
 return a :class:`~shards.core.result.CoordinatorResult` and never change state; reads return
@@ -13,10 +13,10 @@ from typing import Any
 from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.classic.migration import Migration
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
-from shards.core.consumer.assignment import InlineAssignor
 from shards.core.consumer.manager import ConsumerGroupManager
+from shards.core.consumer.target_assignment import InlineAssignor
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.offsets import OffsetMetadataManager
@@ -27,7 +27,7 @@ from shards.core.topics import TopicsImage
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
 
 
-class GroupCoordinatorShard:
+class CoordinatorStateMachine:
     def __init__(
         self,
         config: CoordinatorConfig,

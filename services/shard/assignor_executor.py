@@ -1,5 +1,5 @@
 """Target assignments computed in-process: the shard's executor for
-:class:`~shards.core.consumer.assignment.TargetAssignmentRequest`.
+:class:`~shards.core.consumer.target_assignment.TargetAssignmentRequest`.
 
 The core hands over plain data; this module turns it into an ``assignors.spec.GroupSpec``,
 runs the named server assignor (from the ``groupcoord.assignors`` entry points) in a worker
@@ -22,7 +22,7 @@ from assignors.range import RangeAssignor
 from assignors.registry import load_assignors
 from assignors.spec import GroupSpec, MemberSpec, PartitionAssignor, TopicSpec
 from assignors.uniform import UniformAssignor
-from shards.core.consumer.assignment import TargetAssignment, TargetAssignmentRequest
+from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 
 log = logging.getLogger("groupcoord.assignment")
 

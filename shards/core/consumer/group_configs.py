@@ -13,8 +13,8 @@ session timeout must be greater than the heartbeat interval.
 
 from __future__ import annotations
 
-from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.records import GroupConfigEntry, GroupConfigKey, GroupConfigValue, Record
 from shards.core.result import CoordinatorResult

@@ -1,0 +1,2 @@
+"""Consumer groups of the new protocol (KIP-848): ConsumerGroupHeartbeat, server-side target
+assignment, per-member reconciliation, ConsumerGroupDescribe."""
