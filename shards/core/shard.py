@@ -12,13 +12,13 @@ from typing import Any
 
 from shards.core import api
 from shards.core.classic import api as classic_api
-from shards.core.classic.migration import Migration
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.assignment import InlineAssignor
 from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
+from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from shards.core.result import CoordinatorResult, Timer
@@ -40,7 +40,10 @@ class GroupCoordinatorShard:
         self.timer = timer
         self.partition = partition
         self.topics = topics or TopicsImage()
-        self.group_manager = GroupMetadataManager(config, timer)
+        # Online migration between classic and consumer groups: both managers get it at
+        # construction, and it gets them once they exist (the one place that wires them).
+        self.migration = Migration(config, timer)
+        self.group_manager = GroupMetadataManager(config, timer, self.migration)
         self.offset_manager = OffsetMetadataManager(config, self.group_manager)
         self._replayers: dict[type, Callable[[Any, Any], None]] = {
             OffsetCommitKey: self.offset_manager.replay,
@@ -49,11 +52,15 @@ class GroupCoordinatorShard:
         # ``assign``: the in-process assignors, for targets small enough to compute inside
         # the operation that needs them (as Kafka does); the rest go off the loop
         self.consumer = ConsumerGroupManager(
-            config, timer, self.group_manager, lambda: self.topics, assign=assign
+            config,
+            timer,
+            self.group_manager,
+            lambda: self.topics,
+            assign=assign,
+            migration=self.migration,
         )
+        self.migration.bind(self.group_manager.classic, self.consumer)
         self._replayers.update(self.consumer.replayers())
-        # online migration between classic and consumer groups (hooks into both managers)
-        self.migration = Migration(config, self.group_manager.classic, self.consumer)
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(

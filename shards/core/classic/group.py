@@ -31,9 +31,10 @@ from shards.core.classic.api import (
     TopicNamePartitions,
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
+from shards.core.classic.records import group_metadata_record, group_metadata_tombstone
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from shards.core.records import GroupMetadataValue, MemberMetadata, Record
 from shards.core.result import Deferred
 
 
@@ -541,7 +542,7 @@ class ClassicGroup(Group):
     def record(self, value: GroupMetadataValue) -> Record:
         """A GroupMetadata record this live group wrote: its replay only confirms it."""
         self._written.append(value)
-        return Record(GroupMetadataKey(self.group_id), value)
+        return group_metadata_record(self.group_id, value)
 
     def confirm_replayed(self, value: GroupMetadataValue) -> bool:
         """True if ``value`` is a record this live object wrote (now persisted as such)."""
@@ -589,12 +590,12 @@ class ClassicGroup(Group):
         return ("classic", self.persisted)
 
     def tombstone_records(self) -> list[Record]:
-        return [Record(GroupMetadataKey(self.group_id), None)]
+        return [group_metadata_tombstone(self.group_id)]
 
     def snapshot_records(self) -> list[Record]:
         if self.persisted is None:
             return []  # a simple group is rebuilt from its offset commits
-        return [Record(GroupMetadataKey(self.group_id), self.persisted)]
+        return [group_metadata_record(self.group_id, self.persisted)]
 
     # ---- DescribeGroups -----------------------------------------------------------------
     def describe(self) -> DescribedGroup:

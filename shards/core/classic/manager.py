@@ -38,8 +38,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
+from shards.core.api import GROUP_AUTHORIZED_OPERATIONS
 from shards.core.classic import api
 from shards.core.classic.group import (
     COMPLETING_REBALANCE,
@@ -52,6 +53,7 @@ from shards.core.classic.group import (
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
 from shards.core.config import CoordinatorConfig
+from shards.core.consumer.group import ConsumerGroup
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
@@ -112,20 +114,49 @@ def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
+class ClassicMigration(Protocol):
+    """What this manager asks of online migration (``shards.core.migration``): the classic
+    APIs of a classic member in a consumer group."""
+
+    def join(
+        self, group: ConsumerGroup, request: api.JoinGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.JoinGroupResponse]: ...
+
+    def sync(
+        self, group: ConsumerGroup, request: api.SyncGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.SyncGroupResponse]: ...
+
+    def heartbeat(
+        self, group: ConsumerGroup, request: api.HeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[api.HeartbeatResponse]: ...
+
+    def leave(
+        self, group: ConsumerGroup, request: api.LeaveGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.LeaveGroupResponse]: ...
+
+
 class ClassicGroupManager:
-    def __init__(self, config: CoordinatorConfig, timer: Timer, groups: dict[str, Group]) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        groups: dict[str, Group],
+        migration: ClassicMigration | None = None,
+    ) -> None:
         self.config = config
         self.timer = timer
         self.groups = groups
         #: the random part of generated member ids (injectable for deterministic tests)
         self.new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
-        #: online migration (shards.core.classic.migration): classic members of consumer groups
-        self.migration: Any = None
+        #: online migration: classic members of consumer groups (None: not reachable)
+        self.migration = migration
 
-    def _consumer_group(self, group: Group | None) -> Group | None:
-        """``group`` if it is a consumer group the classic APIs may reach (migration wired)."""
-        if group is not None and group.type is GroupType.CONSUMER and self.migration is not None:
-            return group
+    def _in_consumer_group(
+        self, group: Group | None
+    ) -> tuple[ClassicMigration, ConsumerGroup] | None:
+        """(migration, ``group``) if ``group`` is a consumer group the classic APIs reach."""
+        if isinstance(group, ConsumerGroup) and self.migration is not None:
+            return self.migration, group
         return None
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
@@ -163,10 +194,11 @@ class ClassicGroupManager:
             op.records.extend(existing.tombstone_records())
             del self.groups[request.group_id]
             existing = None
-        consumer = self._consumer_group(existing)
-        if consumer is not None:
+        migrating = self._in_consumer_group(existing)
+        if migrating is not None:
             # a classic member joins a consumer group (online migration)
-            return self.migration.join(consumer, request, now_ms)  # type: ignore[no-any-return]
+            migration, consumer_group = migrating
+            return migration.join(consumer_group, request, now_ms)
         if existing is not None and not isinstance(existing, ClassicGroup):
             return op.result(
                 api.JoinGroupResponse(
@@ -270,7 +302,7 @@ class ClassicGroupManager:
             return self._add_member(group, request, new_member_id, token, op, now_ms)
         if _requires_known_member_id(request):
             group.add_pending_member(new_member_id)
-            self._schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
             return api.JoinGroupResponse(
                 error_code=Errors.MEMBER_ID_REQUIRED, member_id=new_member_id
             )
@@ -377,7 +409,7 @@ class ClassicGroupManager:
         group.add(member, token)
         # A new member cannot heartbeat before it has joined, and a parked JoinGroup cannot
         # notice a disconnect: its first join may wait at most the new-member join timeout.
-        self._schedule_heartbeat(
+        self.schedule_heartbeat(
             group.group_id, member_id, self.config.classic_group_new_member_join_timeout_ms
         )
         self._maybe_prepare_rebalance_or_complete_join(group, op, now_ms)
@@ -418,7 +450,7 @@ class ClassicGroupManager:
         member = group.replace_static_member(
             request.group_instance_id, old_member_id, new_member_id, op.completions
         )
-        self._schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
+        self.schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
         group.update_member(
             member,
             tuple(request.protocols),
@@ -461,7 +493,7 @@ class ClassicGroupManager:
         if group.state is COMPLETING_REBALANCE:
             # The leader may be assigning to the old member id: rebalance so that the new id
             # gets an assignment.
-            self._prepare_rebalance(group, op, now_ms)
+            self.prepare_rebalance(group, op, now_ms)
             return token
         self._maybe_complete_join_phase(group, op, now_ms)
         return token
@@ -471,7 +503,7 @@ class ClassicGroupManager:
         self, group: ClassicGroup, op: Op, now_ms: int
     ) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, op, now_ms)
+            self.prepare_rebalance(group, op, now_ms)
         else:
             self._maybe_complete_join_phase(group, op, now_ms)
 
@@ -484,7 +516,7 @@ class ClassicGroupManager:
             return
         self._complete_join(group, op, now_ms)
 
-    def _prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         if group.state is COMPLETING_REBALANCE:
             # members waiting for their assignment must rejoin
             self._reset_and_propagate_assignment(group, Errors.REBALANCE_IN_PROGRESS, op)
@@ -566,7 +598,7 @@ class ClassicGroupManager:
                 leader=group.leader_or_empty(),
             )
             group.complete_join(member, response, op.completions)
-            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
             member.is_new = False
             group.add_pending_sync_member(member.member_id)
         self.timer.schedule(
@@ -586,7 +618,7 @@ class ClassicGroupManager:
             for member_id in list(group.pending_sync_members):
                 self._remove_member(group, member_id, op)
                 self.timer.cancel(heartbeat_key(group.group_id, member_id))
-            self._prepare_rebalance(group, op, now_ms)
+            self.prepare_rebalance(group, op, now_ms)
 
         return expire
 
@@ -602,7 +634,7 @@ class ClassicGroupManager:
             self.timer.cancel(sync_key(group.group_id))
 
     # ---- sessions ------------------------------------------------------------------------------
-    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+    def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         self.timer.schedule(
             heartbeat_key(group_id, member_id),
             timeout_ms,
@@ -669,9 +701,10 @@ class ClassicGroupManager:
         group = self.groups.get(request.group_id)
         if group is None or group.is_empty():
             return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.sync(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.sync(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
         error = self._validate_sync(group, request)
@@ -749,9 +782,7 @@ class ClassicGroupManager:
             )
             if group.complete_sync(member, response, op.completions):
                 # a session that expired while the member waited was ignored: restart it
-                self._schedule_heartbeat(
-                    group.group_id, member.member_id, member.session_timeout_ms
-                )
+                self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
 
     # ================================================================= Heartbeat
     def heartbeat(
@@ -763,9 +794,10 @@ class ClassicGroupManager:
         if not request.group_id:
             return answer(Errors.INVALID_GROUP_ID)
         group = self.groups.get(request.group_id)
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.heartbeat(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.heartbeat(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return answer(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} not found")
         if group.state is DEAD:
@@ -779,7 +811,7 @@ class ClassicGroupManager:
         if group.state is EMPTY:
             return answer(Errors.UNKNOWN_MEMBER_ID)
         member = group.member(request.member_id)
-        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+        self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
         if group.state is PREPARING_REBALANCE:
             return answer(Errors.REBALANCE_IN_PROGRESS)
         # CompletingRebalance (a member may heartbeat right after its JoinGroup) or Stable
@@ -793,9 +825,10 @@ class ClassicGroupManager:
         if not request.group_id:
             return op.result(api.LeaveGroupResponse(error_code=Errors.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.leave(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.leave(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return op.result(
                 api.LeaveGroupResponse(
@@ -866,7 +899,7 @@ class ClassicGroupManager:
                 described = group.describe()
                 if request.include_authorized_operations:
                     described = replace(
-                        described, authorized_operations=api.GROUP_AUTHORIZED_OPERATIONS
+                        described, authorized_operations=GROUP_AUTHORIZED_OPERATIONS
                     )
                 out.append(described)
                 continue
@@ -899,7 +932,7 @@ class ClassicGroupManager:
             return
         member = group.members.get(member_id)
         if member is not None:
-            self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
 
     def on_loaded(self, now_ms: int) -> None:
         """Sessions for every loaded member; a group over a (reduced) maximum size rebalances
@@ -908,12 +941,10 @@ class ClassicGroupManager:
             if not isinstance(group, ClassicGroup):
                 continue
             for member in group.members.values():
-                self._schedule_heartbeat(
-                    group.group_id, member.member_id, member.session_timeout_ms
-                )
+                self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
             if len(group.members) > self.config.classic_group_max_size:
                 op = Op()
-                self._prepare_rebalance(group, op, now_ms)
+                self.prepare_rebalance(group, op, now_ms)
                 assert not op.records and not op.completions  # nobody waits after a load
 
     def on_unloaded(self) -> None:
