@@ -79,13 +79,10 @@ from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.records import ClassicMemberMetadata, ClassicProtocol, Record, TopicMetadata
 from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerOp
+from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-def _timer_key(kind: str, group_id: str, member_id: str) -> str:
-    return f"classic-in-consumer-{kind}:{len(group_id)}:{group_id}:{member_id}"
 
 
 def _ids(parts: Iterable[cp.TopicPartitionList], image: TopicsImage) -> Assignment:
@@ -230,13 +227,13 @@ class _ClassicJoin(ClassicJoin):
         self.joined = member
         migration = self.migration
         member_id = member.member_id
-        migration.timer.cancel(_timer_key("join", group_id, member_id))
+        migration.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member_id))
         migration.consumer.schedule_session_timeout(
             group_id, member_id, self.request.session_timeout_ms
         )
         # the member must now send SyncGroup within its rebalance timeout
         migration.timer.schedule(
-            _timer_key("sync", group_id, member_id),
+            member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, group_id, member_id),
             max(member.rebalance_timeout_ms, 0),
             self.migration._fence_op(group_id, member_id),
         )
@@ -313,7 +310,7 @@ class Migration:
         if parked:
             self.timer.schedule(
                 # one key per batch of replies: a later upgrade must not replace this timer
-                f"classic-upgrade-replies:{group.group_id}:{parked[0][0].id}",
+                member_key(TimerKind.CLASSIC_UPGRADE_REPLIES, group.group_id, str(parked[0][0].id)),
                 0,
                 lambda now: self._answer_parked(group, parked),
             )
@@ -650,7 +647,7 @@ class Migration:
                 (), api.SyncGroupResponse(error_code=ex.code, error_message=ex.message or "")
             )
         gid = group.group_id
-        self.timer.cancel(_timer_key("sync", gid, member.member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, gid, member.member_id))
         self.consumer.schedule_session_timeout(gid, member.member_id, self._classic_session(member))
         version = cp.read_version(protocols[0].metadata) if protocols else cp.HIGHEST_VERSION
         assignment = cp.encode_assignment(
@@ -682,7 +679,7 @@ class Migration:
             )
 
     def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
-        key = _timer_key("join", group_id, member.member_id)
+        key = member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member.member_id)
         if not self.timer.is_scheduled(key):
             self.timer.schedule(
                 key,
@@ -817,5 +814,5 @@ class Migration:
         return fire
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(_timer_key("join", group_id, member_id))
-        self.timer.cancel(_timer_key("sync", group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, group_id, member_id))

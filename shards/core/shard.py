@@ -22,9 +22,8 @@ from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from shards.core.result import CoordinatorResult, Timer
+from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
-
-GROUP_EXPIRATION_KEY = "expire-group-metadata"
 
 
 class GroupCoordinatorShard:
@@ -207,12 +206,12 @@ class GroupCoordinatorShard:
         self._schedule_cleanup()
 
     def on_unloaded(self) -> None:
-        self.timer.cancel(GROUP_EXPIRATION_KEY)
+        self.timer.cancel(GROUP_EXPIRATION)
         self.group_manager.on_unloaded()
 
     def _schedule_cleanup(self) -> None:
         self.timer.schedule(
-            GROUP_EXPIRATION_KEY,
+            GROUP_EXPIRATION,
             self.config.offsets_retention_check_interval_ms,
             self.cleanup_group_metadata,
         )

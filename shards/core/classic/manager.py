@@ -20,7 +20,7 @@ Rules (Kafka 4.x unless marked):
 * **Sync.** The leader's SyncGroup stores the assignment (members it left out get an empty
   one), answers every waiting follower, makes the group Stable and writes a GroupMetadata
   record. Members that do not sync within the rebalance timeout are removed (a new rebalance).
-* **Sessions.** Every member has a session timer (``classic-heartbeat:{group}:{member}``),
+* **Sessions.** Every member has a session timer (``TimerKind.CLASSIC_HEARTBEAT``),
   reset by Heartbeat, by answered JoinGroup/SyncGroup and by offset commits (Stable and
   PreparingRebalance); a new member's first join may wait at most
   ``classic_group_new_member_join_timeout_ms``. On expiry the member leaves (a rebalance).
@@ -58,20 +58,9 @@ from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
 from shards.core.result import CoordinatorResult, Deferred, Timer, TimerOp
+from shards.core.timer_keys import TimerKind, group_key, member_key
 
 UNKNOWN_MEMBER_ID = ""
-
-
-def join_key(group_id: str) -> str:
-    return f"classic-join:{group_id}"
-
-
-def sync_key(group_id: str) -> str:
-    return f"classic-sync:{group_id}"
-
-
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"classic-heartbeat:{group_id}:{member_id}"
 
 
 class Op:
@@ -526,7 +515,7 @@ class ClassicGroupManager:
             delay = self.config.classic_group_initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 delay,
                 self._on_group(group.group_id, self._initial_rebalance_step(delay, remaining)),
             )
@@ -539,7 +528,7 @@ class ClassicGroupManager:
             self._complete_join(group, op, now_ms)
         else:
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 group.rebalance_timeout_ms(),
                 self._on_group(group.group_id, self._complete_join),
             )
@@ -554,7 +543,7 @@ class ClassicGroupManager:
                 next_delay = min(self.config.classic_group_initial_rebalance_delay_ms, remaining_ms)
                 next_remaining = max(remaining_ms - delay_ms, 0)
                 self.timer.schedule(
-                    join_key(group.group_id),
+                    group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                     next_delay,
                     self._on_group(
                         group.group_id, self._initial_rebalance_step(next_delay, next_remaining)
@@ -568,18 +557,20 @@ class ClassicGroupManager:
     def _complete_join(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         """End the join phase: drop dynamic members that did not rejoin, then start the next
         generation (Empty, written at once; or CompletingRebalance, answering the joins)."""
-        self.timer.cancel(join_key(group.group_id))
+        self.timer.cancel(group_key(TimerKind.CLASSIC_JOIN, group.group_id))
         for member in group.not_yet_rejoined_members():
             if not member.is_static:
                 self._remove_member(group, member.member_id, op)
-                self.timer.cancel(heartbeat_key(group.group_id, member.member_id))
+                self.timer.cancel(
+                    member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member.member_id)
+                )
         if group.state is DEAD:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait another rebalance timeout, while the sessions of the
             # silent members expire.
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 group.rebalance_timeout_ms(),
                 self._on_group(group.group_id, self._complete_join),
             )
@@ -602,7 +593,7 @@ class ClassicGroupManager:
             member.is_new = False
             group.add_pending_sync_member(member.member_id)
         self.timer.schedule(
-            sync_key(group.group_id),
+            group_key(TimerKind.CLASSIC_SYNC, group.group_id),
             group.rebalance_timeout_ms(),
             self._on_group(group.group_id, self._pending_sync_expired(group.generation_id)),
         )
@@ -617,26 +608,28 @@ class ClassicGroupManager:
                 return
             for member_id in list(group.pending_sync_members):
                 self._remove_member(group, member_id, op)
-                self.timer.cancel(heartbeat_key(group.group_id, member_id))
+                self.timer.cancel(
+                    member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id)
+                )
             self.prepare_rebalance(group, op, now_ms)
 
         return expire
 
     def _remove_sync_expiration(self, group: ClassicGroup) -> None:
         group.pending_sync_members.clear()
-        self.timer.cancel(sync_key(group.group_id))
+        self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.pop(member_id, None)
         if group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
-            self.timer.cancel(sync_key(group.group_id))
+            self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
         elif group.has_received_sync_from_all_members():
-            self.timer.cancel(sync_key(group.group_id))
+            self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
 
     # ---- sessions ------------------------------------------------------------------------------
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         self.timer.schedule(
-            heartbeat_key(group_id, member_id),
+            member_key(TimerKind.CLASSIC_HEARTBEAT, group_id, member_id),
             timeout_ms,
             self._on_group(group_id, self._heartbeat_expired(member_id)),
         )
@@ -869,7 +862,7 @@ class ClassicGroupManager:
             return Errors.NONE
         if group.is_pending_member(member_id):
             group.remove(member_id)
-            self.timer.cancel(heartbeat_key(group.group_id, member_id))
+            self.timer.cancel(member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id))
             return Errors.NONE
         try:
             group.validate_member(member_id, identity.group_instance_id, "leave-group")
@@ -879,7 +872,7 @@ class ClassicGroupManager:
         return Errors.NONE
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str, op: Op) -> None:
-        self.timer.cancel(heartbeat_key(group.group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id))
         group.complete_join(
             group.member(member_id),
             api.JoinGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID),

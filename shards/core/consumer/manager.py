@@ -110,6 +110,7 @@ from shards.core.records import (
     TopicMetadata,
 )
 from shards.core.result import AsyncTask, CoordinatorResult, Timer
+from shards.core.timer_keys import CONSUMER_CATALOG_SYNC, TimerKind, group_key, member_key
 from shards.core.topics import TopicsImage, uuid_to_text
 
 log = logging.getLogger("groupcoord.consumer")
@@ -118,7 +119,6 @@ log = logging.getLogger("groupcoord.consumer")
 INITIAL_GROUP_EPOCH = 1
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
-CATALOG_SYNC_TIMER = "consumer-catalog-sync"
 
 Response = api.ConsumerGroupHeartbeatResponse
 
@@ -141,10 +141,6 @@ def _blank(value: str | None) -> bool:
 
 def _invalid(message: str) -> ApiError:
     return ApiError(Errors.INVALID_REQUEST, message)
-
-
-def _timer_key(kind: str, group_id: str, member_id: str) -> str:
-    return f"consumer-{kind}:{len(group_id)}:{group_id}:{member_id}"
 
 
 def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
@@ -498,7 +494,9 @@ class ConsumerGroupManager:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, reconciled)
             else:
-                self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+                self.timer.cancel(
+                    member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id)
+                )
         if classic is not None:
             classic.on_joined(group_id, reconciled)
             return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
@@ -846,7 +844,7 @@ class ConsumerGroupManager:
         only moves its deadline: the timer, when it fires early, re-arms itself for what is
         left -- a heartbeat then costs no timer churn. (``timeout_ms``: a member using the
         classic protocol brings its own.)"""
-        key = _timer_key("session-timeout", group_id, member_id)
+        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         if now_ms is not None:
             deadline = now_ms + timeout
@@ -864,23 +862,23 @@ class ConsumerGroupManager:
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch
         self.timer.schedule(
-            _timer_key("rebalance-timeout", group_id, member_id),
+            member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id),
             max(member.rebalance_timeout_ms, 0),
             lambda now: self._expire_rebalance(group_id, member_id, epoch, now),
         )
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        session = _timer_key("session-timeout", group_id, member_id)
+        session = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         self.timer.cancel(session)
         self._session_deadlines.pop(session, None)
-        self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id))
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
     def _expire_session(
         self, group_id: str, member_id: str, now_ms: int
     ) -> CoordinatorResult[None]:
-        key = _timer_key("session-timeout", group_id, member_id)
+        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         armed = self._session_deadlines.get(key)
         if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
             self._session_deadlines[key] = (armed[0], armed[0])
@@ -1010,7 +1008,7 @@ class ConsumerGroupManager:
 
     def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
         return AsyncTask(
-            f"consumer-assignment:{group.group_id}",
+            group_key(TimerKind.CONSUMER_ASSIGNMENT, group.group_id),
             request,
             lambda answer, now: self._on_assignment(group, request, answer, now),
         )
@@ -1065,7 +1063,7 @@ class ConsumerGroupManager:
                 ASSIGNMENT_RETRY_BACKOFF_MS,
             )
             self.timer.schedule(
-                f"consumer-assignment-retry:{gid}",
+                group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
                 ASSIGNMENT_RETRY_BACKOFF_MS,
                 lambda now: self._retry_assignment(group, now),
             )
@@ -1175,7 +1173,7 @@ class ConsumerGroupManager:
                     self._schedule_rebalance_timeout(group.group_id, member)
         # The catalog may have changed while nobody served this partition, and assignments
         # in flight were lost with the previous owner: catch up in a write of its own.
-        self.timer.schedule(CATALOG_SYNC_TIMER, 0, self._after_load)
+        self.timer.schedule(CONSUMER_CATALOG_SYNC, 0, self._after_load)
 
     def _after_load(self, now_ms: int) -> CoordinatorResult[None]:
         synced: set[str] = set()

@@ -7,6 +7,7 @@ from shards.core.config import CoordinatorConfig
 from shards.core.consumer.member import MemberState
 from shards.core.errors import Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
+from shards.core.timer_keys import TimerKind, group_key
 from tests.unit.core.consumer.support import (
     OFF_LOOP,
     Consumers,
@@ -29,7 +30,7 @@ def test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2() -> None:
     assert r.assignment == ()
     g = c.group()
     assert (g.group_epoch, g.assignment_epoch, g.state_name()) == (2, 1, "Assigning")
-    assert list(c.h.tasks) == ["consumer-assignment:g"]
+    assert list(c.h.tasks) == [group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")]
     assert c.assign() == 1
     assert (g.assignment_epoch, g.state_name()) == (2, "Reconciling")
     r = c.heartbeat(member_id="m1", member_epoch=1)
