@@ -397,8 +397,8 @@ class Migration:
         records.append(classic.record(classic.metadata_value()))
         for member_id in group.members:
             self.consumer.cancel_timers(group.group_id, member_id)
-        # The classic group replaces the consumer group right away (the replay of the
-        # consumer tombstones then finds nothing to delete), so that it can rebalance now.
+        # The classic group replaces the consumer group right away, so that it can rebalance
+        # now; the result says so (not replayed).
         self.classic.groups[group.group_id] = classic
         for member in classic.members.values():
             self.classic.schedule_heartbeat(
@@ -406,7 +406,11 @@ class Migration:
             )
         op = Op()
         self.classic.prepare_rebalance(classic, op, now_ms)
-        return CoordinatorResult(records + op.records, response, op.completions)
+        # Applied here already (as Kafka's downgrade): the classic group is in place, the
+        # consumer group gone -- the records must not be replayed on top.
+        return CoordinatorResult(
+            records + op.records, response, op.completions, replay_records=False
+        )
 
     def _downgrade_allowed(
         self, group: ConsumerGroup, leaving: ConsumerGroupMember, size_after: int

@@ -28,9 +28,10 @@ Rules (Kafka 4.x unless marked):
   member id (which is fenced with FENCED_INSTANCE_ID); in a Stable group whose selected
   protocol would not change, this writes the new member id without a rebalance.
 
-Handlers change only soft state and timers themselves; the records they return are
-GroupMetadata values built from that state, whose live replay just confirms them (see the
-package docstring).
+As in Kafka, classic handlers change the group themselves (after validating the request)
+and return the GroupMetadata records of the state they left, with ``replay_records=False``:
+the runtime appends those records without replaying them. Replay of a GroupMetadata record
+-- a load -- rebuilds the group from it: Empty or Stable, no rebalance in progress.
 """
 
 from __future__ import annotations
@@ -64,7 +65,13 @@ UNKNOWN_MEMBER_ID = ""
 
 
 class Op:
-    """What one operation produces: records and completed deferred replies."""
+    """What one classic operation produces: records and completed deferred replies.
+
+    Its handlers change the group in place (soft state, then the GroupMetadata record of it
+    via :meth:`ClassicGroup.record`), so the result is not replayed (``replay_records=False``,
+    as Kafka's classic-group results). Other records it carries -- the tombstones of an
+    empty consumer group that gives way -- were applied as well: that group is gone already.
+    """
 
     __slots__ = ("records", "completions")
 
@@ -78,8 +85,10 @@ class Op:
             for i, (token, value) in enumerate(self.completions):
                 if token is response:
                     del self.completions[i]
-                    return CoordinatorResult(self.records, value, self.completions)
-        return CoordinatorResult(self.records, response, self.completions)
+                    return CoordinatorResult(
+                        self.records, value, self.completions, replay_records=False
+                    )
+        return CoordinatorResult(self.records, response, self.completions, replay_records=False)
 
 
 def _requires_known_member_id(request: api.JoinGroupRequest) -> bool:
@@ -954,6 +963,6 @@ class ClassicGroupManager:
             if isinstance(existing, ClassicGroup):
                 del self.groups[key.group]
             return
-        if isinstance(existing, ClassicGroup) and existing.confirm_replayed(value):
-            return  # written by this live group: it already is in that state
+        # Loading (or a record another group type wrote, e.g. a downgrade that replaces a
+        # static member): live classic handlers apply their own records and are not replayed.
         self.groups[key.group] = ClassicGroup.from_record(key.group, value)

@@ -206,9 +206,6 @@ class ConsumerGroupManager:
         self._topics = topics
         self.new_member_id = new_member_id
         self.configs = GroupConfigs(config)
-        # Groups a handler created (not registered yet): the replay of their first record
-        # registers this very object, so that the tasks the handler started know it.
-        self._created: dict[str, ConsumerGroup] = {}
         #: online migration to/from classic groups (None: consumer groups only)
         self.migration = migration
         # Transient, never persisted: subscribed topic ids per subscription (for the image
@@ -369,8 +366,10 @@ class ConsumerGroupManager:
         owned = request.topic_partitions
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
         records: list[Record] = []
-        self._created.clear()  # leftovers of operations that failed
         group, is_new = self._group_for(group_id, joining, records)
+        # A group this operation creates (or converts from a classic group) is registered
+        # at the end, once nothing can fail any more.
+        created = self.group_manager.groups.get(group_id) is not group
         self.throw_if_full(group, request.member_id)
         member_id = request.member_id or self.new_member_id()
 
@@ -487,6 +486,10 @@ class ConsumerGroupManager:
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
             records.append(current_assignment_record(group_id, reconciled))
+        if created:
+            # The tasks started above hold this very object; the replay of the records fills
+            # it in (a failed append discards it with the rest of the state: reload).
+            self.group_manager.groups[group_id] = group
         # Timers last: nothing above may fail once they are touched.
         if replaced is not None and replaced.member_id != member_id:
             self.cancel_timers(group_id, replaced.member_id)
@@ -527,7 +530,7 @@ class ConsumerGroupManager:
     def _group_for(
         self, group_id: str, create: bool, records: list[Record]
     ) -> tuple[ConsumerGroup, bool]:
-        """The consumer group, or a new one (not registered: replay creates it)."""
+        """The consumer group, or a new (or converted) one, not registered yet."""
         group = self.group_manager.groups.get(group_id)
         if group is None:
             if not create:
@@ -544,13 +547,12 @@ class ConsumerGroupManager:
             # online upgrade of a classic group (None: not allowed)
             upgraded = self.migration.upgrade(group, records)
             if upgraded is not None:
-                self._created[group_id] = upgraded
                 return upgraded, False
         raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
-    def _create(self, group_id: str) -> ConsumerGroup:
-        group = self._created[group_id] = ConsumerGroup(group_id)
-        return group
+    @staticmethod
+    def _create(group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id)
 
     def throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
         limit = self.config.consumer_group_max_size
@@ -1256,7 +1258,7 @@ class ConsumerGroupManager:
             raise ValueError(
                 f"group {group_id} is a {group.type.value} group, not a consumer group"
             )
-        consumer = self._created.pop(group_id, None) or ConsumerGroup(group_id)
+        consumer = ConsumerGroup(group_id)
         groups[group_id] = consumer
         return consumer
 
