@@ -12,6 +12,7 @@ from typing import Any
 
 from shards.core import api
 from shards.core.classic import api as classic_api
+from shards.core.classic.group import ClassicGroup
 from shards.core.config import CoordinatorConfig
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.assignment import InlineAssignor
@@ -218,8 +219,6 @@ class GroupCoordinatorShard:
 
 
 def _is_bare_simple_group(group: object, offsets: OffsetMetadataManager) -> bool:
-    from shards.core.classic.group import ClassicGroup
-
     # judged on the persisted state: a rebalance in progress is not persisted
     return (
         isinstance(group, ClassicGroup)
