@@ -31,6 +31,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +70,18 @@ class NoTimer:
 class World:
     def __init__(self, partitions: int) -> None:
         image = TopicsImage.of(1, [TopicImage(TOPIC_ID, "events", partitions)])
-        self.shard = CoordinatorStateMachine(CoordinatorConfig(), NoTimer(), image)  # type: ignore[arg-type]
+        self.shard = CoordinatorStateMachine(
+            CoordinatorConfig(), NoTimer(), image, new_uuid=lambda: uuid.uuid4().bytes
+        )  # type: ignore[arg-type]
         self.assignor = InProcessAssignor(["uniform", "range"])
         self.tasks: dict[str, AsyncTask] = {}
         self.assign_seconds: list[float] = []
 
     def write(self, op: Any) -> Any:
         result = op(self.shard, START_MS)
-        for record in result.records:
-            self.shard.replay(record)
+        if result.replay_records:  # as the runtime does
+            for record in result.records:
+                self.shard.replay(record)
         for task in result.tasks:
             self.tasks[task.key] = task
         return result.response

@@ -28,6 +28,7 @@ import platform
 import sys
 import time
 import tracemalloc
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,9 @@ async def measure(groups: int, members: int) -> dict[str, Any]:
     tracemalloc.start()
     base, _ = tracemalloc.get_traced_memory()
     timer = PartitionTimer(_Partition())  # type: ignore[arg-type]
-    shard = CoordinatorStateMachine(CoordinatorConfig(), timer, image)
+    shard = CoordinatorStateMachine(
+        CoordinatorConfig(), timer, image, new_uuid=lambda: uuid.uuid4().bytes
+    )
     for g in range(groups):
         for record in group_records(g, per_group):
             shard.replay(record)

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,9 @@ async def bench_load(work: Path, records: int, repeats: int) -> dict[str, Any]:
     config = CoordinatorConfig(num_partitions=1)
 
     def factory(partition: int, timer: Any) -> CoordinatorStateMachine:
-        return CoordinatorStateMachine(config, timer, None, partition)
+        return CoordinatorStateMachine(
+            config, timer, None, partition, new_uuid=lambda: uuid.uuid4().bytes
+        )
 
     server = await asyncio.to_thread(start_redis_server, work / "redis-load")
     out: dict[str, Any] = {"records": records, "entries": records, "repeats": repeats}

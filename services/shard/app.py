@@ -44,6 +44,10 @@ from shards.topic_catalog import TopicCatalog
 log = logging.getLogger("groupcoord.shard")
 
 
+def _random_uuid() -> bytes:
+    return uuid.uuid4().bytes
+
+
 @dataclass
 class ShardSettings:
     store_url: str
@@ -109,6 +113,7 @@ class ShardApp:
             self.catalog.image,
             partition,
             assign=self.in_process.compute_inline if self.in_process is not None else None,
+            new_uuid=_random_uuid,
         )
 
     async def _execute(self, request: Any) -> Any:

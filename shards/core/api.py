@@ -19,6 +19,12 @@ class RequestContext:
 
 DEFAULT_CONTEXT = RequestContext()
 
+#: Kafka's AuthorizedOperations value when the client did not ask for them (INT32_MIN)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+#: Kafka's AclOperation bits of a group resource (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+#: ALTER_CONFIGS), all granted: groupcoord has no authorizer
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
 # ---- OffsetCommit ----------------------------------------------------------------------
 
 

@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 MINUTE_MS = 60_000
+
+
+class MigrationPolicy(enum.Enum):
+    """``consumer_group_migration_policy``: which online conversions between classic and
+    consumer groups are allowed (``shards.core.migration``)."""
+
+    DISABLED = "disabled"
+    DOWNGRADE = "downgrade"
+    UPGRADE = "upgrade"
+    BIDIRECTIONAL = "bidirectional"
+
+    @classmethod
+    def parse(cls, text: str) -> MigrationPolicy:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"unknown consumer_group_migration_policy {text!r}: one of "
+                + ", ".join(p.value for p in cls)
+            ) from None
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +136,4 @@ class CoordinatorConfig:
             )
         if not self.consumer_group_assignors:
             raise ValueError("consumer_group_assignors must name at least one assignor")
-        from shards.core.classic.migration import MigrationPolicy  # imports this module
-
         MigrationPolicy.parse(self.consumer_group_migration_policy)

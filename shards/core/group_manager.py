@@ -9,20 +9,28 @@ from __future__ import annotations
 
 from shards.core import api
 from shards.core.classic.group import ClassicGroup
-from shards.core.classic.manager import ClassicGroupManager
+from shards.core.classic.manager import ClassicGroupManager, ClassicMigration
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
+from shards.core.ids import UuidSource
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
 from shards.core.result import Timer
 
 
 class GroupMetadataManager:
-    def __init__(self, config: CoordinatorConfig, timer: Timer) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        migration: ClassicMigration | None = None,
+        *,
+        new_uuid: UuidSource,
+    ) -> None:
         self.config = config
         self.timer = timer
         self.groups: dict[str, Group] = {}
-        self.classic = ClassicGroupManager(config, timer, self.groups)
+        self.classic = ClassicGroupManager(config, timer, self.groups, migration, new_uuid=new_uuid)
 
     # ---- lookups (the offset manager's GroupLookup) ----------------------------------------
     def group(self, group_id: str) -> Group:

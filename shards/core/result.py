@@ -14,6 +14,14 @@ remote assignor service) is an :class:`AsyncTask` in ``tasks``: the runtime hand
 answer is still wanted (e.g. drop an assignment computed for an older group epoch). A newer
 task with the same key supersedes an older one that has not finished.
 
+Replay: by default the runtime replays a result's records into the state machine before
+it appends them, since handlers do not change state. A handler that has already applied
+what its records say -- a classic group's handlers change the (soft) group in place and
+write a GroupMetadata record of it, as Kafka's do -- returns ``replay_records=False`` (Kafka's
+``CoordinatorResult.replayRecords``): the records are appended but not replayed. Either way
+the records are what a load replays, so a load rebuilds the same state; and a failed append
+discards whatever the handler applied along with everything else (the partition reloads).
+
 Timers (session timeouts, rebalance timeouts, offset expiration) go through the
 :class:`Timer` the runtime gives the state machine. They are keyed: scheduling a key that
 is already scheduled replaces it. A timer fires as a write operation: its callback gets
@@ -60,6 +68,9 @@ class CoordinatorResult(Generic[R]):
     response: R | Deferred | None = None
     completions: Sequence[tuple[Deferred, Any]] = field(default_factory=tuple)
     tasks: Sequence[AsyncTask] = field(default_factory=tuple)
+    #: False: the handler already applied what ``records`` say; the runtime appends them
+    #: without replaying them (Kafka's replayRecords)
+    replay_records: bool = True
 
 
 TimerOp = Callable[[int], CoordinatorResult[Any]]

@@ -1,4 +1,4 @@
-"""One offsets partition's state machine: groups + offsets (Kafka's CoordinatorStateMachine).
+"""One offsets partition's state machine: groups + offsets (Kafka's GroupCoordinatorShard).
 
 The runtime calls the handlers here inside the partition's loop, one at a time. Handlers
 return a :class:`~shards.core.result.CoordinatorResult` and never change state; reads return
@@ -12,19 +12,20 @@ from typing import Any
 
 from shards.core import api
 from shards.core.classic import api as classic_api
-from shards.core.classic.migration import Migration
+from shards.core.classic.group import ClassicGroup
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.consumer.target_assignment import InlineAssignor
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError
 from shards.core.group_manager import GroupMetadataManager
+from shards.core.ids import UuidSource, kafka_uuid_text
+from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from shards.core.result import CoordinatorResult, Timer
+from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
-
-GROUP_EXPIRATION_KEY = "expire-group-metadata"
 
 
 class CoordinatorStateMachine:
@@ -35,12 +36,19 @@ class CoordinatorStateMachine:
         topics: TopicsImage | None = None,
         partition: int = 0,
         assign: InlineAssignor | None = None,
+        *,
+        new_uuid: UuidSource,
     ) -> None:
+        """``new_uuid``: 16 random bytes a call, for generated member ids (production:
+        ``uuid.uuid4().bytes``; tests: a seeded source)."""
         self.config = config
         self.timer = timer
         self.partition = partition
         self.topics = topics or TopicsImage()
-        self.group_manager = GroupMetadataManager(config, timer)
+        # Online migration between classic and consumer groups: both managers get it at
+        # construction, and it gets them once they exist (the one place that wires them).
+        self.migration = Migration(config, timer)
+        self.group_manager = GroupMetadataManager(config, timer, self.migration, new_uuid=new_uuid)
         self.offset_manager = OffsetMetadataManager(config, self.group_manager)
         self._replayers: dict[type, Callable[[Any, Any], None]] = {
             OffsetCommitKey: self.offset_manager.replay,
@@ -49,11 +57,16 @@ class CoordinatorStateMachine:
         # ``assign``: the in-process assignors, for targets small enough to compute inside
         # the operation that needs them (as Kafka does); the rest go off the loop
         self.consumer = ConsumerGroupManager(
-            config, timer, self.group_manager, lambda: self.topics, assign=assign
+            config,
+            timer,
+            self.group_manager,
+            lambda: self.topics,
+            new_member_id=lambda: kafka_uuid_text(new_uuid),
+            assign=assign,
+            migration=self.migration,
         )
+        self.migration.bind(self.group_manager.classic, self.consumer)
         self._replayers.update(self.consumer.replayers())
-        # online migration between classic and consumer groups (hooks into both managers)
-        self.migration = Migration(config, self.group_manager.classic, self.consumer)
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(
@@ -200,20 +213,18 @@ class CoordinatorStateMachine:
         self._schedule_cleanup()
 
     def on_unloaded(self) -> None:
-        self.timer.cancel(GROUP_EXPIRATION_KEY)
+        self.timer.cancel(GROUP_EXPIRATION)
         self.group_manager.on_unloaded()
 
     def _schedule_cleanup(self) -> None:
         self.timer.schedule(
-            GROUP_EXPIRATION_KEY,
+            GROUP_EXPIRATION,
             self.config.offsets_retention_check_interval_ms,
             self.cleanup_group_metadata,
         )
 
 
 def _is_bare_simple_group(group: object, offsets: OffsetMetadataManager) -> bool:
-    from shards.core.classic.group import ClassicGroup
-
     # judged on the persisted state: a rebalance in progress is not persisted
     return (
         isinstance(group, ClassicGroup)

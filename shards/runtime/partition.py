@@ -338,8 +338,9 @@ class CoordinatorPartition:
         records = result.records
         if records:
             try:
-                for record in records:
-                    self.sm.replay(record)
+                if result.replay_records:  # else the handler applied them already
+                    for record in records:
+                        self.sm.replay(record)
             except Exception as ex:  # a bug: the state may be half-applied
                 log.exception("partition %d: replay failed", self.partition)
                 if future is not None:

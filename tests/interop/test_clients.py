@@ -172,7 +172,7 @@ def test_kafka_python_classic_group(target: Target) -> None:
     *CLASSIC,
     *CONSUMER,
     issue="issues 3/5, online migration",
-    module="shards.core.classic.migration",
+    module="shards.core.migration",
 )
 def test_mixed_classic_and_consumer_protocol_members(target: Target) -> None:
     """A classic group that a consumer-protocol member joins is upgraded online (Kafka's

@@ -18,6 +18,7 @@ through ``h.tasks``).
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,12 @@ class Pending:
     value: Any = None
 
 
+def seeded_uuids(seed: int = 0) -> Callable[[], bytes]:
+    """A deterministic source of generated ids for the core (production injects uuid4)."""
+    rng = random.Random(seed)
+    return lambda: rng.randbytes(16)
+
+
 @dataclass
 class ShardHarness:
     config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
@@ -87,6 +94,7 @@ class ShardHarness:
     partition: int = 0
 
     def __post_init__(self) -> None:
+        self.uuids = seeded_uuids()
         self.timer = ManualTimer()
         self.shard = self.new_shard(self.timer)
         self.log: list[Record] = []
@@ -102,6 +110,7 @@ class ShardHarness:
             self.topics,
             self.partition,
             assign=in_process_assignor(self.config).compute_inline,
+            new_uuid=self.uuids,
         )
 
     @property
@@ -109,8 +118,9 @@ class ShardHarness:
         return self.timer.now_ms
 
     def _apply(self, result: CoordinatorResult[Any]) -> Any:
-        for record in result.records:
-            self.shard.replay(record)
+        if result.replay_records:  # as the runtime does
+            for record in result.records:
+                self.shard.replay(record)
         self.log.extend(result.records)
         for token, value in result.completions:
             p = self.pending.get(token.id)
@@ -168,7 +178,9 @@ class ShardHarness:
 
     # ---- invariants ---------------------------------------------------------------------
     def replayed(self, records: list[Record] | None = None) -> CoordinatorStateMachine:
-        fresh = CoordinatorStateMachine(self.config, ManualTimer(), self.topics, self.partition)
+        fresh = CoordinatorStateMachine(
+            self.config, ManualTimer(), self.topics, self.partition, new_uuid=self.uuids
+        )
         for record in self.log if records is None else records:
             fresh.replay(record)
         return fresh

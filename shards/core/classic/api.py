@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shards.core.api import DEFAULT_CONTEXT, RequestContext
+from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, DEFAULT_CONTEXT, RequestContext
 
 # ---- JoinGroup -------------------------------------------------------------------------
 
@@ -136,12 +136,6 @@ class LeaveGroupResponse:
 
 
 # ---- DescribeGroups (enriched) -----------------------------------------------------------
-
-#: Kafka's "authorized operations not requested" value
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-#: Kafka's AclOperation bits of a group resource (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
-#: ALTER_CONFIGS), all granted: groupcoord has no authorizer
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,10 @@ from shards.core.classic.api import (
     TopicNamePartitions,
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
+from shards.core.classic.records import group_metadata_record, group_metadata_tombstone
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from shards.core.records import GroupMetadataValue, MemberMetadata, Record
 from shards.core.result import Deferred
 
 
@@ -87,10 +88,9 @@ class ClassicGroup(Group):
         self.supported_protocols: dict[str, int] = {}  # protocol name -> supporting members
         self.subscribed_topics: frozenset[str] | None = None
         self.new_member_added = False
-        # The value of the last GroupMetadata record written or replayed for this group, and
-        # the values this live object wrote that the runtime has not replayed yet.
+        # The value of the last GroupMetadata record written or replayed for this group: its
+        # hard state (what a load rebuilds it from).
         self.persisted: GroupMetadataValue | None = None
-        self._written: list[GroupMetadataValue] = []
 
     # ---- Group interface ----------------------------------------------------------------
     @property
@@ -539,18 +539,10 @@ class ClassicGroup(Group):
         return self.state_timestamp_ms if self.state_timestamp_ms is not None else -1
 
     def record(self, value: GroupMetadataValue) -> Record:
-        """A GroupMetadata record this live group wrote: its replay only confirms it."""
-        self._written.append(value)
-        return Record(GroupMetadataKey(self.group_id), value)
-
-    def confirm_replayed(self, value: GroupMetadataValue) -> bool:
-        """True if ``value`` is a record this live object wrote (now persisted as such)."""
-        for i, written in enumerate(self._written):
-            if written is value:
-                del self._written[i]
-                self.persisted = value
-                return True
-        return False
+        """The GroupMetadata record of ``value``, which this live group already is: the
+        result carrying it must not be replayed (``replay_records=False``)."""
+        self.persisted = value
+        return group_metadata_record(self.group_id, value)
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue) -> ClassicGroup:
@@ -589,12 +581,12 @@ class ClassicGroup(Group):
         return ("classic", self.persisted)
 
     def tombstone_records(self) -> list[Record]:
-        return [Record(GroupMetadataKey(self.group_id), None)]
+        return [group_metadata_tombstone(self.group_id)]
 
     def snapshot_records(self) -> list[Record]:
         if self.persisted is None:
             return []  # a simple group is rebuilt from its offset commits
-        return [Record(GroupMetadataKey(self.group_id), self.persisted)]
+        return [group_metadata_record(self.group_id, self.persisted)]
 
     # ---- DescribeGroups -----------------------------------------------------------------
     def describe(self) -> DescribedGroup:

@@ -20,7 +20,7 @@ Rules (Kafka 4.x unless marked):
 * **Sync.** The leader's SyncGroup stores the assignment (members it left out get an empty
   one), answers every waiting follower, makes the group Stable and writes a GroupMetadata
   record. Members that do not sync within the rebalance timeout are removed (a new rebalance).
-* **Sessions.** Every member has a session timer (``classic-heartbeat:{group}:{member}``),
+* **Sessions.** Every member has a session timer (``TimerKind.CLASSIC_HEARTBEAT``),
   reset by Heartbeat, by answered JoinGroup/SyncGroup and by offset commits (Stable and
   PreparingRebalance); a new member's first join may wait at most
   ``classic_group_new_member_join_timeout_ms``. On expiry the member leaves (a rebalance).
@@ -28,18 +28,19 @@ Rules (Kafka 4.x unless marked):
   member id (which is fenced with FENCED_INSTANCE_ID); in a Stable group whose selected
   protocol would not change, this writes the new member id without a rebalance.
 
-Handlers change only soft state and timers themselves; the records they return are
-GroupMetadata values built from that state, whose live replay just confirms them (see the
-package docstring).
+As in Kafka, classic handlers change the group themselves (after validating the request)
+and return the GroupMetadata records of the state they left, with ``replay_records=False``:
+the runtime appends those records without replaying them. Replay of a GroupMetadata record
+-- a load -- rebuilds the group from it: Empty or Stable, no rebalance in progress.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
+from shards.core.api import GROUP_AUTHORIZED_OPERATIONS
 from shards.core.classic import api
 from shards.core.classic.group import (
     COMPLETING_REBALANCE,
@@ -51,29 +52,26 @@ from shards.core.classic.group import (
     Completions,
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
+from shards.core.consumer.group import ConsumerGroup
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
+from shards.core.ids import UuidSource, java_uuid_string
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
 from shards.core.result import CoordinatorResult, Deferred, Timer, TimerOp
+from shards.core.timer_keys import TimerKind, group_key, member_key
 
 UNKNOWN_MEMBER_ID = ""
 
 
-def join_key(group_id: str) -> str:
-    return f"classic-join:{group_id}"
-
-
-def sync_key(group_id: str) -> str:
-    return f"classic-sync:{group_id}"
-
-
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"classic-heartbeat:{group_id}:{member_id}"
-
-
 class Op:
-    """What one operation produces: records and completed deferred replies."""
+    """What one classic operation produces: records and completed deferred replies.
+
+    Its handlers change the group in place (soft state, then the GroupMetadata record of it
+    via :meth:`ClassicGroup.record`), so the result is not replayed (``replay_records=False``,
+    as Kafka's classic-group results). Other records it carries -- the tombstones of an
+    empty consumer group that gives way -- were applied as well: that group is gone already.
+    """
 
     __slots__ = ("records", "completions")
 
@@ -87,8 +85,10 @@ class Op:
             for i, (token, value) in enumerate(self.completions):
                 if token is response:
                     del self.completions[i]
-                    return CoordinatorResult(self.records, value, self.completions)
-        return CoordinatorResult(self.records, response, self.completions)
+                    return CoordinatorResult(
+                        self.records, value, self.completions, replay_records=False
+                    )
+        return CoordinatorResult(self.records, response, self.completions, replay_records=False)
 
 
 def _requires_known_member_id(request: api.JoinGroupRequest) -> bool:
@@ -112,20 +112,51 @@ def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
+class ClassicMigration(Protocol):
+    """What this manager asks of online migration (``shards.core.migration``): the classic
+    APIs of a classic member in a consumer group."""
+
+    def join(
+        self, group: ConsumerGroup, request: api.JoinGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.JoinGroupResponse]: ...
+
+    def sync(
+        self, group: ConsumerGroup, request: api.SyncGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.SyncGroupResponse]: ...
+
+    def heartbeat(
+        self, group: ConsumerGroup, request: api.HeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[api.HeartbeatResponse]: ...
+
+    def leave(
+        self, group: ConsumerGroup, request: api.LeaveGroupRequest, now_ms: int
+    ) -> CoordinatorResult[api.LeaveGroupResponse]: ...
+
+
 class ClassicGroupManager:
-    def __init__(self, config: CoordinatorConfig, timer: Timer, groups: dict[str, Group]) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        groups: dict[str, Group],
+        migration: ClassicMigration | None = None,
+        *,
+        new_uuid: UuidSource,
+    ) -> None:
         self.config = config
         self.timer = timer
         self.groups = groups
-        #: the random part of generated member ids (injectable for deterministic tests)
-        self.new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
-        #: online migration (shards.core.classic.migration): classic members of consumer groups
-        self.migration: Any = None
+        #: the random part of generated member ids (injected: the core draws no random numbers)
+        self.new_uuid: Callable[[], str] = lambda: java_uuid_string(new_uuid())
+        #: online migration: classic members of consumer groups (None: not reachable)
+        self.migration = migration
 
-    def _consumer_group(self, group: Group | None) -> Group | None:
-        """``group`` if it is a consumer group the classic APIs may reach (migration wired)."""
-        if group is not None and group.type is GroupType.CONSUMER and self.migration is not None:
-            return group
+    def _in_consumer_group(
+        self, group: Group | None
+    ) -> tuple[ClassicMigration, ConsumerGroup] | None:
+        """(migration, ``group``) if ``group`` is a consumer group the classic APIs reach."""
+        if isinstance(group, ConsumerGroup) and self.migration is not None:
+            return self.migration, group
         return None
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
@@ -163,10 +194,11 @@ class ClassicGroupManager:
             op.records.extend(existing.tombstone_records())
             del self.groups[request.group_id]
             existing = None
-        consumer = self._consumer_group(existing)
-        if consumer is not None:
+        migrating = self._in_consumer_group(existing)
+        if migrating is not None:
             # a classic member joins a consumer group (online migration)
-            return self.migration.join(consumer, request, now_ms)  # type: ignore[no-any-return]
+            migration, consumer_group = migrating
+            return migration.join(consumer_group, request, now_ms)
         if existing is not None and not isinstance(existing, ClassicGroup):
             return op.result(
                 api.JoinGroupResponse(
@@ -270,7 +302,7 @@ class ClassicGroupManager:
             return self._add_member(group, request, new_member_id, token, op, now_ms)
         if _requires_known_member_id(request):
             group.add_pending_member(new_member_id)
-            self._schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
             return api.JoinGroupResponse(
                 error_code=Errors.MEMBER_ID_REQUIRED, member_id=new_member_id
             )
@@ -377,7 +409,7 @@ class ClassicGroupManager:
         group.add(member, token)
         # A new member cannot heartbeat before it has joined, and a parked JoinGroup cannot
         # notice a disconnect: its first join may wait at most the new-member join timeout.
-        self._schedule_heartbeat(
+        self.schedule_heartbeat(
             group.group_id, member_id, self.config.classic_group_new_member_join_timeout_ms
         )
         self._maybe_prepare_rebalance_or_complete_join(group, op, now_ms)
@@ -418,7 +450,7 @@ class ClassicGroupManager:
         member = group.replace_static_member(
             request.group_instance_id, old_member_id, new_member_id, op.completions
         )
-        self._schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
+        self.schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
         group.update_member(
             member,
             tuple(request.protocols),
@@ -461,7 +493,7 @@ class ClassicGroupManager:
         if group.state is COMPLETING_REBALANCE:
             # The leader may be assigning to the old member id: rebalance so that the new id
             # gets an assignment.
-            self._prepare_rebalance(group, op, now_ms)
+            self.prepare_rebalance(group, op, now_ms)
             return token
         self._maybe_complete_join_phase(group, op, now_ms)
         return token
@@ -471,7 +503,7 @@ class ClassicGroupManager:
         self, group: ClassicGroup, op: Op, now_ms: int
     ) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, op, now_ms)
+            self.prepare_rebalance(group, op, now_ms)
         else:
             self._maybe_complete_join_phase(group, op, now_ms)
 
@@ -484,7 +516,7 @@ class ClassicGroupManager:
             return
         self._complete_join(group, op, now_ms)
 
-    def _prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         if group.state is COMPLETING_REBALANCE:
             # members waiting for their assignment must rejoin
             self._reset_and_propagate_assignment(group, Errors.REBALANCE_IN_PROGRESS, op)
@@ -494,7 +526,7 @@ class ClassicGroupManager:
             delay = self.config.classic_group_initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 delay,
                 self._on_group(group.group_id, self._initial_rebalance_step(delay, remaining)),
             )
@@ -507,7 +539,7 @@ class ClassicGroupManager:
             self._complete_join(group, op, now_ms)
         else:
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 group.rebalance_timeout_ms(),
                 self._on_group(group.group_id, self._complete_join),
             )
@@ -522,7 +554,7 @@ class ClassicGroupManager:
                 next_delay = min(self.config.classic_group_initial_rebalance_delay_ms, remaining_ms)
                 next_remaining = max(remaining_ms - delay_ms, 0)
                 self.timer.schedule(
-                    join_key(group.group_id),
+                    group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                     next_delay,
                     self._on_group(
                         group.group_id, self._initial_rebalance_step(next_delay, next_remaining)
@@ -536,18 +568,20 @@ class ClassicGroupManager:
     def _complete_join(self, group: ClassicGroup, op: Op, now_ms: int) -> None:
         """End the join phase: drop dynamic members that did not rejoin, then start the next
         generation (Empty, written at once; or CompletingRebalance, answering the joins)."""
-        self.timer.cancel(join_key(group.group_id))
+        self.timer.cancel(group_key(TimerKind.CLASSIC_JOIN, group.group_id))
         for member in group.not_yet_rejoined_members():
             if not member.is_static:
                 self._remove_member(group, member.member_id, op)
-                self.timer.cancel(heartbeat_key(group.group_id, member.member_id))
+                self.timer.cancel(
+                    member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member.member_id)
+                )
         if group.state is DEAD:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined: wait another rebalance timeout, while the sessions of the
             # silent members expire.
             self.timer.schedule(
-                join_key(group.group_id),
+                group_key(TimerKind.CLASSIC_JOIN, group.group_id),
                 group.rebalance_timeout_ms(),
                 self._on_group(group.group_id, self._complete_join),
             )
@@ -566,11 +600,11 @@ class ClassicGroupManager:
                 leader=group.leader_or_empty(),
             )
             group.complete_join(member, response, op.completions)
-            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
             member.is_new = False
             group.add_pending_sync_member(member.member_id)
         self.timer.schedule(
-            sync_key(group.group_id),
+            group_key(TimerKind.CLASSIC_SYNC, group.group_id),
             group.rebalance_timeout_ms(),
             self._on_group(group.group_id, self._pending_sync_expired(group.generation_id)),
         )
@@ -585,26 +619,28 @@ class ClassicGroupManager:
                 return
             for member_id in list(group.pending_sync_members):
                 self._remove_member(group, member_id, op)
-                self.timer.cancel(heartbeat_key(group.group_id, member_id))
-            self._prepare_rebalance(group, op, now_ms)
+                self.timer.cancel(
+                    member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id)
+                )
+            self.prepare_rebalance(group, op, now_ms)
 
         return expire
 
     def _remove_sync_expiration(self, group: ClassicGroup) -> None:
         group.pending_sync_members.clear()
-        self.timer.cancel(sync_key(group.group_id))
+        self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.pop(member_id, None)
         if group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
-            self.timer.cancel(sync_key(group.group_id))
+            self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
         elif group.has_received_sync_from_all_members():
-            self.timer.cancel(sync_key(group.group_id))
+            self.timer.cancel(group_key(TimerKind.CLASSIC_SYNC, group.group_id))
 
     # ---- sessions ------------------------------------------------------------------------------
-    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
+    def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         self.timer.schedule(
-            heartbeat_key(group_id, member_id),
+            member_key(TimerKind.CLASSIC_HEARTBEAT, group_id, member_id),
             timeout_ms,
             self._on_group(group_id, self._heartbeat_expired(member_id)),
         )
@@ -669,9 +705,10 @@ class ClassicGroupManager:
         group = self.groups.get(request.group_id)
         if group is None or group.is_empty():
             return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.sync(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.sync(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return op.result(api.SyncGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID))
         error = self._validate_sync(group, request)
@@ -749,9 +786,7 @@ class ClassicGroupManager:
             )
             if group.complete_sync(member, response, op.completions):
                 # a session that expired while the member waited was ignored: restart it
-                self._schedule_heartbeat(
-                    group.group_id, member.member_id, member.session_timeout_ms
-                )
+                self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
 
     # ================================================================= Heartbeat
     def heartbeat(
@@ -763,9 +798,10 @@ class ClassicGroupManager:
         if not request.group_id:
             return answer(Errors.INVALID_GROUP_ID)
         group = self.groups.get(request.group_id)
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.heartbeat(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.heartbeat(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return answer(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} not found")
         if group.state is DEAD:
@@ -779,7 +815,7 @@ class ClassicGroupManager:
         if group.state is EMPTY:
             return answer(Errors.UNKNOWN_MEMBER_ID)
         member = group.member(request.member_id)
-        self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
+        self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
         if group.state is PREPARING_REBALANCE:
             return answer(Errors.REBALANCE_IN_PROGRESS)
         # CompletingRebalance (a member may heartbeat right after its JoinGroup) or Stable
@@ -793,9 +829,10 @@ class ClassicGroupManager:
         if not request.group_id:
             return op.result(api.LeaveGroupResponse(error_code=Errors.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
-        consumer = self._consumer_group(group)
-        if consumer is not None:
-            return self.migration.leave(consumer, request, now_ms)  # type: ignore[no-any-return]
+        migrating = self._in_consumer_group(group)
+        if migrating is not None:
+            migration, consumer_group = migrating
+            return migration.leave(consumer_group, request, now_ms)
         if not isinstance(group, ClassicGroup):
             return op.result(
                 api.LeaveGroupResponse(
@@ -836,7 +873,7 @@ class ClassicGroupManager:
             return Errors.NONE
         if group.is_pending_member(member_id):
             group.remove(member_id)
-            self.timer.cancel(heartbeat_key(group.group_id, member_id))
+            self.timer.cancel(member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id))
             return Errors.NONE
         try:
             group.validate_member(member_id, identity.group_instance_id, "leave-group")
@@ -846,7 +883,7 @@ class ClassicGroupManager:
         return Errors.NONE
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str, op: Op) -> None:
-        self.timer.cancel(heartbeat_key(group.group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_HEARTBEAT, group.group_id, member_id))
         group.complete_join(
             group.member(member_id),
             api.JoinGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID),
@@ -866,7 +903,7 @@ class ClassicGroupManager:
                 described = group.describe()
                 if request.include_authorized_operations:
                     described = replace(
-                        described, authorized_operations=api.GROUP_AUTHORIZED_OPERATIONS
+                        described, authorized_operations=GROUP_AUTHORIZED_OPERATIONS
                     )
                 out.append(described)
                 continue
@@ -899,7 +936,7 @@ class ClassicGroupManager:
             return
         member = group.members.get(member_id)
         if member is not None:
-            self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
+            self.schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
 
     def on_loaded(self, now_ms: int) -> None:
         """Sessions for every loaded member; a group over a (reduced) maximum size rebalances
@@ -908,12 +945,10 @@ class ClassicGroupManager:
             if not isinstance(group, ClassicGroup):
                 continue
             for member in group.members.values():
-                self._schedule_heartbeat(
-                    group.group_id, member.member_id, member.session_timeout_ms
-                )
+                self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
             if len(group.members) > self.config.classic_group_max_size:
                 op = Op()
-                self._prepare_rebalance(group, op, now_ms)
+                self.prepare_rebalance(group, op, now_ms)
                 assert not op.records and not op.completions  # nobody waits after a load
 
     def on_unloaded(self) -> None:
@@ -930,6 +965,6 @@ class ClassicGroupManager:
             if isinstance(existing, ClassicGroup):
                 del self.groups[key.group]
             return
-        if isinstance(existing, ClassicGroup) and existing.confirm_replayed(value):
-            return  # written by this live group: it already is in that state
+        # Loading (or a record another group type wrote, e.g. a downgrade that replaces a
+        # static member): live classic handlers apply their own records and are not replayed.
         self.groups[key.group] = ClassicGroup.from_record(key.group, value)

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shards.core.api import DEFAULT_CONTEXT, RequestContext
-
-#: Kafka's AuthorizedOperations default when the client did not ask for them
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, DEFAULT_CONTEXT, RequestContext
 
 # ---- ConsumerGroupHeartbeat --------------------------------------------------------------
 

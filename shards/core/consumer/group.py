@@ -1,7 +1,7 @@
 """The consumer group (Kafka's ConsumerGroup): members, target assignment, epochs.
 
 Only :mod:`shards.core.consumer.manager`'s replay functions change a group; handlers read
-it and describe the change as records. Besides the persisted state (group epoch, members,
+it and describe the change as  Besides the persisted state (group epoch, members,
 target assignment, assignment epoch, subscription metadata, resolved regular expressions)
 the group keeps indexes derived from it and maintained on every replay:
 
@@ -23,30 +23,26 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shards.core.consumer.member import (
-    Assignment,
-    ConsumerGroupMember,
-    assignment_key,
-    to_topic_partitions,
+from shards.core.consumer.member import Assignment, ConsumerGroupMember, assignment_key
+from shards.core.consumer.records import (
+    assignment_epoch_record,
+    assignment_epoch_tombstone,
+    current_assignment_record,
+    current_assignment_tombstone,
+    group_epoch_record,
+    group_epoch_tombstone,
+    member_metadata_record,
+    member_metadata_tombstone,
+    partition_metadata_record,
+    partition_metadata_tombstone,
+    regular_expression_record,
+    regular_expression_tombstone,
+    target_assignment_record,
+    target_assignment_tombstone,
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    Record,
-    TopicMetadata,
-)
+from shards.core.records import Record, TopicMetadata
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -296,75 +292,33 @@ class ConsumerGroup(Group):
     def tombstone_records(self) -> list[Record]:
         gid = self.group_id
         out: list[Record] = []
-        out += [Record(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in self.members]
-        out += [
-            Record(ConsumerGroupTargetAssignmentMemberKey(gid, m), None)
-            for m in self.target_assignment
-        ]
-        out.append(Record(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        out += [Record(ConsumerGroupMemberMetadataKey(gid, m), None) for m in self.members]
-        out += [
-            Record(ConsumerGroupRegularExpressionKey(gid, r), None) for r in self.resolved_regexes
-        ]
-        out.append(Record(ConsumerGroupPartitionMetadataKey(gid), None))
-        out.append(Record(ConsumerGroupMetadataKey(gid), None))
+        out += [current_assignment_tombstone(gid, m) for m in self.members]
+        out += [target_assignment_tombstone(gid, m) for m in self.target_assignment]
+        out.append(assignment_epoch_tombstone(gid))
+        out += [member_metadata_tombstone(gid, m) for m in self.members]
+        out += [regular_expression_tombstone(gid, r) for r in self.resolved_regexes]
+        out.append(partition_metadata_tombstone(gid))
+        out.append(group_epoch_tombstone(gid))
         return out
 
     def snapshot_records(self) -> list[Record]:
         gid = self.group_id
-        out = [
-            Record(
-                ConsumerGroupMetadataKey(gid),
-                ConsumerGroupMetadataValue(self.group_epoch, self.metadata_hash),
-            )
-        ]
+        out = [group_epoch_record(gid, self.group_epoch, self.metadata_hash)]
         if self.subscription_metadata:
-            out.append(
-                Record(
-                    ConsumerGroupPartitionMetadataKey(gid),
-                    ConsumerGroupPartitionMetadataValue(
-                        tuple(
-                            self.subscription_metadata[n]
-                            for n in sorted(self.subscription_metadata)
-                        )
-                    ),
-                )
-            )
+            out.append(partition_metadata_record(gid, self.subscription_metadata))
         for regex, resolved in self.resolved_regexes.items():
             out.append(
-                Record(
-                    ConsumerGroupRegularExpressionKey(gid, regex),
-                    ConsumerGroupRegularExpressionValue(
-                        resolved.topics, resolved.version, resolved.timestamp
-                    ),
+                regular_expression_record(
+                    gid, regex, resolved.topics, resolved.version, resolved.timestamp
                 )
             )
         for member in self.members.values():
-            out.append(
-                Record(
-                    ConsumerGroupMemberMetadataKey(gid, member.member_id), member.metadata_value()
-                )
-            )
+            out.append(member_metadata_record(gid, member))
         for member_id, target in self.target_assignment.items():
-            out.append(
-                Record(
-                    ConsumerGroupTargetAssignmentMemberKey(gid, member_id),
-                    ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
-                )
-            )
-        out.append(
-            Record(
-                ConsumerGroupTargetAssignmentMetadataKey(gid),
-                ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch),
-            )
-        )
+            out.append(target_assignment_record(gid, member_id, target))
+        out.append(assignment_epoch_record(gid, self.assignment_epoch))
         for member in self.members.values():
-            out.append(
-                Record(
-                    ConsumerGroupCurrentMemberAssignmentKey(gid, member.member_id),
-                    member.assignment_value(),
-                )
-            )
+            out.append(current_assignment_record(gid, member))
         return out
 
     def fingerprint(self) -> object:

@@ -42,11 +42,11 @@ and bump the epochs of the groups they affect.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
+from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
 from shards.core.consumer import api
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
 from shards.core.consumer.group_configs import GroupConfigs
@@ -62,9 +62,20 @@ from shards.core.consumer.member import (
     make_assignment,
     normalize_names,
     same_assignment,
-    to_topic_partitions,
 )
 from shards.core.consumer.reconciliation import is_subset, pending_release, reconcile
+from shards.core.consumer.records import (
+    assignment_epoch_record,
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    member_tombstones,
+    partition_metadata_record,
+    regular_expression_record,
+    regular_expression_tombstone,
+    target_assignment_record,
+    topic_metadata,
+)
 from shards.core.consumer.regex import compile_regex, resolve
 from shards.core.consumer.target_assignment import (
     AssignmentMember,
@@ -76,7 +87,7 @@ from shards.core.consumer.target_assignment import (
 )
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.group import GroupType
+from shards.core.group import Group, GroupType
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -94,12 +105,12 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupConfigKey,
-    PartitionMetadata,
     Record,
     TopicMetadata,
 )
 from shards.core.result import AsyncTask, CoordinatorResult, Timer
-from shards.core.topics import TopicsImage, uuid_to_text
+from shards.core.timer_keys import CONSUMER_CATALOG_SYNC, TimerKind, group_key, member_key
+from shards.core.topics import TopicsImage
 
 log = logging.getLogger("groupcoord.consumer")
 
@@ -107,20 +118,8 @@ log = logging.getLogger("groupcoord.consumer")
 INITIAL_GROUP_EPOCH = 1
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
-#: Kafka's AclOperation bits a group supports (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
-#: ALTER_CONFIGS), all granted: groupcoord has no authorizer
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-CATALOG_SYNC_TIMER = "consumer-catalog-sync"
 
 Response = api.ConsumerGroupHeartbeatResponse
-
-
-def random_member_id() -> str:
-    """A Kafka Uuid in text form (never starting with '-', as Kafka's)."""
-    while True:
-        text = uuid_to_text(uuid.uuid4().bytes)
-        if not text.startswith("-"):
-            return text
 
 
 _JAVA_TRIMMED = "".join(chr(c) for c in range(33))  # what Java's String.trim() removes
@@ -135,23 +134,48 @@ def _invalid(message: str) -> ApiError:
     return ApiError(Errors.INVALID_REQUEST, message)
 
 
-def _timer_key(kind: str, group_id: str, member_id: str) -> str:
-    return f"consumer-{kind}:{len(group_id)}:{group_id}:{member_id}"
-
-
 def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
     return tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
 
 
-def _topic_metadata(names: Iterable[str], image: TopicsImage) -> dict[str, TopicMetadata]:
-    out: dict[str, TopicMetadata] = {}
-    for name in sorted(names):
-        topic = image.by_name.get(name)
-        if topic is None:
-            continue
-        racks = tuple(PartitionMetadata(i, tuple(r)) for i, r in enumerate(topic.partition_racks))
-        out[name] = TopicMetadata(topic.topic_id, topic.name, topic.num_partitions, racks)
-    return out
+class ClassicJoin(Protocol):
+    """How a classic JoinGroup differs inside the membership pipeline
+    (:meth:`ConsumerGroupManager.heartbeat_pipeline`): a classic member of a consumer group,
+    during online migration (``shards.core.migration``)."""
+
+    def member_for(
+        self, group: ConsumerGroup, member_id: str
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """(member, replaced static member)."""
+        ...
+
+    def updated(self, member: ConsumerGroupMember) -> ConsumerGroupMember: ...
+
+    def on_joined(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """The member as the join left it; its timers."""
+        ...
+
+    def response(self, member: ConsumerGroupMember) -> object: ...
+
+
+class ConsumerMigration(Protocol):
+    """What this manager asks of online migration (``shards.core.migration``)."""
+
+    def upgrade(self, group: Group, records: list[Record]) -> ConsumerGroup | None:
+        """A consumer-protocol member joins ``group`` (not a consumer group): the consumer
+        group it becomes (its records appended), or None."""
+        ...
+
+    def maybe_downgrade(
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember, response: Any, now_ms: int
+    ) -> CoordinatorResult[Any] | None:
+        """``leaving`` is being fenced: the result of converting the group to a classic group,
+        or None when it stays a consumer group."""
+        ...
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        """The timers migration keeps for a member (classic join/sync timeouts)."""
+        ...
 
 
 class ConsumerGroupManager:
@@ -161,8 +185,9 @@ class ConsumerGroupManager:
         timer: Timer,
         groups: GroupMetadataManager,
         topics: Callable[[], TopicsImage],
-        new_member_id: Callable[[], str] = random_member_id,
+        new_member_id: Callable[[], str],
         assign: InlineAssignor | None = None,
+        migration: ConsumerMigration | None = None,
     ) -> None:
         self.config = config
         #: computes small target assignments inside the operation (None: always off the loop)
@@ -172,11 +197,8 @@ class ConsumerGroupManager:
         self._topics = topics
         self.new_member_id = new_member_id
         self.configs = GroupConfigs(config)
-        # Groups a handler created (not registered yet): the replay of their first record
-        # registers this very object, so that the tasks the handler started know it.
-        self._created: dict[str, ConsumerGroup] = {}
-        #: online migration to/from classic groups (shards.core.classic.migration.Migration)
-        self.migration: Any = None
+        #: online migration to/from classic groups (None: consumer groups only)
+        self.migration = migration
         # Transient, never persisted: subscribed topic ids per subscription (for the image
         # in use), and session deadlines pushed back by heartbeats (see
         # _schedule_session_timeout).
@@ -216,7 +238,7 @@ class ConsumerGroupManager:
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         return group
 
-    def _preferred(self, counts: dict[str, int]) -> str:
+    def group_assignor(self, counts: dict[str, int]) -> str:
         return preferred_assignor(counts, self.config.consumer_group_assignors) or (
             self.default_assignor
         )
@@ -228,7 +250,7 @@ class ConsumerGroupManager:
         self._validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request, now_ms)
-        return self._steady(request, now_ms) or self._heartbeat(request, now_ms)
+        return self._steady(request, now_ms) or self.heartbeat_pipeline(request, now_ms)
 
     def _steady(
         self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
@@ -258,7 +280,7 @@ class ConsumerGroupManager:
         for topic_id in member.assigned_partitions:
             if topic_id not in subscribed:
                 return None
-        self._schedule_session_timeout(request.group_id, member.member_id, now_ms=now_ms)
+        self.schedule_session_timeout(request.group_id, member.member_id, now_ms=now_ms)
         full = (
             request.rebalance_timeout_ms != -1
             and (
@@ -322,19 +344,24 @@ class ConsumerGroupManager:
             )
 
     # ---- joining and heartbeating ----
-    def _heartbeat(
-        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int, classic: Any = None
-    ) -> CoordinatorResult[Response]:
-        """``classic``: a classic JoinGroup (shards.core.classic.migration) runs through the
+    def heartbeat_pipeline(
+        self,
+        request: api.ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+        classic: ClassicJoin | None = None,
+    ) -> CoordinatorResult[Any]:
+        """``classic``: a classic JoinGroup (online migration) runs through the
         same pipeline; it picks the member, its update, its timers and the response."""
         group_id = request.group_id
         epoch = request.member_epoch
         owned = request.topic_partitions
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
         records: list[Record] = []
-        self._created.clear()  # leftovers of operations that failed
         group, is_new = self._group_for(group_id, joining, records)
-        self._throw_if_full(group, request.member_id)
+        # A group this operation creates (or converts from a classic group) is registered
+        # at the end, once nothing can fail any more.
+        created = self.group_manager.groups.get(group_id) is not group
+        self.throw_if_full(group, request.member_id)
         member_id = request.member_id or self.new_member_id()
 
         replaced: ConsumerGroupMember | None = None
@@ -353,9 +380,9 @@ class ConsumerGroupManager:
 
         # 1. membership and subscription
         if replaced is not None:
-            records += self._member_tombstones(group_id, replaced.member_id)
+            records += member_tombstones(group_id, replaced.member_id)
         if counted is None or replaced is not None or updated != member:
-            records.append(self._metadata_record(group_id, updated))
+            records.append(member_metadata_record(group_id, updated))
         subscription_changed = (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
@@ -370,17 +397,17 @@ class ConsumerGroupManager:
                 counts[previous_assignor] -= 1
             if updated.server_assignor is not None:
                 counts[updated.server_assignor] = counts.get(updated.server_assignor, 0) + 1
-            assignor = self._preferred({k: v for k, v in counts.items() if v})
-            assignor_changed = assignor != self._preferred(group.assignor_counts)
+            assignor = self.group_assignor({k: v for k, v in counts.items() if v})
+            assignor_changed = assignor != self.group_assignor(group.assignor_counts)
         bump = is_new or subscription_changed or assignor_changed
         metadata = group.subscription_metadata
         if subscription_changed:
             names = self._names_after(group, counted, updated, regexes)
             if names != set(metadata):
-                new_metadata = _topic_metadata(names, image)
+                new_metadata = topic_metadata(names, image)
                 if new_metadata != metadata:
                     metadata = new_metadata
-                    records.append(self._partition_metadata_record(group_id, metadata))
+                    records.append(partition_metadata_record(group_id, metadata))
                     bump = True
 
         group_epoch, assignment_epoch = group.group_epoch, group.assignment_epoch
@@ -410,10 +437,10 @@ class ConsumerGroupManager:
                 self._empty_targets(group_id, group_epoch, members, target_of, target_records)
                 assignment_epoch, new_targets = group_epoch, lambda mid: EMPTY_ASSIGNMENT
             else:
-                request_ = self._assignment_request(
+                request_ = self.assignment_request(
                     group,
                     group_epoch,
-                    assignor or self._preferred(group.assignor_counts),
+                    assignor or self.group_assignor(group.assignor_counts),
                     members,
                     target_of,
                     regexes,
@@ -426,16 +453,16 @@ class ConsumerGroupManager:
                     # Off the loop for a new group: an (empty) target at epoch 1 at once, so
                     # that the first member has an epoch; the real one comes for epoch 2.
                     assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
-                    target_records.append(self._assignment_epoch_record(group_id, assignment_epoch))
+                    target_records.append(assignment_epoch_record(group_id, assignment_epoch))
                     request_ = replace(request_, group_epoch=group_epoch)
                     tasks.append(self._assignment_task(group, request_))
                 else:
                     tasks.append(self._assignment_task(group, request_))
         if bump:
-            records.append(self._group_epoch_record(group_id, group_epoch, group.metadata_hash))
+            records.append(group_epoch_record(group_id, group_epoch, group.metadata_hash))
         if replaced is not None and replaced.member_id in group.target_assignment:
             records.append(
-                self._target_record(
+                target_assignment_record(
                     group_id, updated.member_id, group.target_of(replaced.member_id)
                 )
             )
@@ -449,19 +476,25 @@ class ConsumerGroupManager:
         )
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
-            records.append(self._current_assignment_record(group_id, reconciled))
+            records.append(current_assignment_record(group_id, reconciled))
+        if created:
+            # The tasks started above hold this very object; the replay of the records fills
+            # it in (a failed append discards it with the rest of the state: reload).
+            self.group_manager.groups[group_id] = group
         # Timers last: nothing above may fail once they are touched.
         if replaced is not None and replaced.member_id != member_id:
-            self._cancel_timers(group_id, replaced.member_id)
+            self.cancel_timers(group_id, replaced.member_id)
         if assignment_changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, reconciled)
             else:
-                self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+                self.timer.cancel(
+                    member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id)
+                )
         if classic is not None:
             classic.on_joined(group_id, reconciled)
             return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
-        self._schedule_session_timeout(group_id, member_id, now_ms=now_ms)
+        self.schedule_session_timeout(group_id, member_id, now_ms=now_ms)
 
         full = joining or (
             request.rebalance_timeout_ms != -1
@@ -488,7 +521,7 @@ class ConsumerGroupManager:
     def _group_for(
         self, group_id: str, create: bool, records: list[Record]
     ) -> tuple[ConsumerGroup, bool]:
-        """The consumer group, or a new one (not registered: replay creates it)."""
+        """The consumer group, or a new (or converted) one, not registered yet."""
         group = self.group_manager.groups.get(group_id)
         if group is None:
             if not create:
@@ -505,15 +538,14 @@ class ConsumerGroupManager:
             # online upgrade of a classic group (None: not allowed)
             upgraded = self.migration.upgrade(group, records)
             if upgraded is not None:
-                self._created[group_id] = upgraded
                 return upgraded, False
         raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
-    def _create(self, group_id: str) -> ConsumerGroup:
-        group = self._created[group_id] = ConsumerGroup(group_id)
-        return group
+    @staticmethod
+    def _create(group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id)
 
-    def _throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
+    def throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
         limit = self.config.consumer_group_max_size
         if len(group.members) >= limit and (not member_id or member_id not in group.members):
             raise ApiError(
@@ -665,17 +697,12 @@ class ConsumerGroupManager:
         gid = group.group_id
         if old_regex and group.regex_counts.get(old_regex, 0) <= 1 and old_regex in after:
             del after[old_regex]
-            records.append(Record(ConsumerGroupRegularExpressionKey(gid, old_regex), None))
+            records.append(regular_expression_tombstone(gid, old_regex))
         if new_regex and new_regex not in after:
             compile_regex(new_regex)  # INVALID_REGULAR_EXPRESSION
             topics = resolve(new_regex, image)
             after[new_regex] = ResolvedRegex(topics, image.version, now_ms)
-            records.append(
-                Record(
-                    ConsumerGroupRegularExpressionKey(gid, new_regex),
-                    ConsumerGroupRegularExpressionValue(topics, image.version, now_ms),
-                )
-            )
+            records.append(regular_expression_record(gid, new_regex, topics, image.version, now_ms))
         return after
 
     @staticmethod
@@ -733,7 +760,7 @@ class ConsumerGroupManager:
                     Errors.UNKNOWN_MEMBER_ID,
                     f"Member {member_id} is not a member of group {group.group_id}.",
                 )
-            return self._fence(group, member, response, now_ms)
+            return self.fence(group, member, response, now_ms)
         instance_id = request.instance_id
         member = group.static_member(instance_id)
         if member is None:
@@ -753,12 +780,12 @@ class ConsumerGroupManager:
                 partitions_pending_revocation=EMPTY_ASSIGNMENT,
             )
             return CoordinatorResult(
-                [self._current_assignment_record(group.group_id, away)],
+                [current_assignment_record(group.group_id, away)],
                 Response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
             )
-        return self._fence(group, member, response, now_ms)
+        return self.fence(group, member, response, now_ms)
 
-    def _fence(
+    def fence(
         self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, now_ms: int = 0
     ) -> CoordinatorResult[Any]:
         """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
@@ -766,19 +793,19 @@ class ConsumerGroupManager:
             # online downgrade when the last consumer-protocol member goes (None: no)
             downgraded = self.migration.maybe_downgrade(group, member, response, now_ms)
             if downgraded is not None:
-                return downgraded  # type: ignore[no-any-return]
+                return downgraded
         gid = group.group_id
-        records = self._member_tombstones(gid, member.member_id)
+        records = member_tombstones(gid, member.member_id)
         regexes = self._regex_changes(group, member, None, self.topics, 0, records)
         names = self._names_after(group, member, None, regexes)
         metadata = group.subscription_metadata
         if names != set(metadata):
-            metadata = _topic_metadata(names, self.topics)
+            metadata = topic_metadata(names, self.topics)
             if metadata != group.subscription_metadata:
-                records.append(self._partition_metadata_record(gid, metadata))
+                records.append(partition_metadata_record(gid, metadata))
         epoch = group.group_epoch + 1
-        records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
-        self._cancel_timers(gid, member.member_id)
+        records.append(group_epoch_record(gid, epoch, group.metadata_hash))
+        self.cancel_timers(gid, member.member_id)
         remaining = [m for mid, m in group.members.items() if mid != member.member_id]
         # Without members nothing is assigned: as in Kafka 4.1, the assignment epoch stays
         # that of the last computed target (Describe shows it); the next join computes one.
@@ -791,15 +818,15 @@ class ConsumerGroupManager:
             assignors = dict(group.assignor_counts)
             if member.server_assignor is not None:
                 assignors[member.server_assignor] -= 1
-            assignor = self._preferred({k: v for k, v in assignors.items() if v > 0})
-            request = self._assignment_request(
+            assignor = self.group_assignor({k: v for k, v in assignors.items() if v > 0})
+            request = self.assignment_request(
                 group, epoch, assignor, remaining, group.target_of, regexes, metadata
             )
             self.request_target(group, request, records, tasks)
         return CoordinatorResult(records, response, tasks=tasks)
 
     # ---- timers ----
-    def _schedule_session_timeout(
+    def schedule_session_timeout(
         self,
         group_id: str,
         member_id: str,
@@ -810,7 +837,7 @@ class ConsumerGroupManager:
         only moves its deadline: the timer, when it fires early, re-arms itself for what is
         left -- a heartbeat then costs no timer churn. (``timeout_ms``: a member using the
         classic protocol brings its own.)"""
-        key = _timer_key("session-timeout", group_id, member_id)
+        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         if now_ms is not None:
             deadline = now_ms + timeout
@@ -828,23 +855,23 @@ class ConsumerGroupManager:
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch
         self.timer.schedule(
-            _timer_key("rebalance-timeout", group_id, member_id),
+            member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id),
             max(member.rebalance_timeout_ms, 0),
             lambda now: self._expire_rebalance(group_id, member_id, epoch, now),
         )
 
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        session = _timer_key("session-timeout", group_id, member_id)
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        session = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         self.timer.cancel(session)
         self._session_deadlines.pop(session, None)
-        self.timer.cancel(_timer_key("rebalance-timeout", group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id))
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
     def _expire_session(
         self, group_id: str, member_id: str, now_ms: int
     ) -> CoordinatorResult[None]:
-        key = _timer_key("session-timeout", group_id, member_id)
+        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
         armed = self._session_deadlines.get(key)
         if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
             self._session_deadlines[key] = (armed[0], armed[0])
@@ -857,7 +884,7 @@ class ConsumerGroupManager:
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return CoordinatorResult()
         log.info("[GroupId %s] Member %s fenced: its session expired.", group_id, member_id)
-        return self._fence(group, group.members[member_id], None, now_ms)
+        return self.fence(group, group.members[member_id], None, now_ms)
 
     def _expire_rebalance(
         self, group_id: str, member_id: str, epoch: int, now_ms: int
@@ -874,10 +901,10 @@ class ConsumerGroupManager:
             member_id,
             epoch,
         )
-        return self._fence(group, member, None, now_ms)
+        return self.fence(group, member, None, now_ms)
 
     # ---- target assignment ----
-    def _assignment_request(
+    def assignment_request(
         self,
         group: ConsumerGroup,
         group_epoch: int,
@@ -925,8 +952,8 @@ class ConsumerGroupManager:
         """The target assignment when no subscribed topic exists, written at once."""
         for m in members:
             if target_of(m.member_id):
-                records.append(self._target_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
-        records.append(self._assignment_epoch_record(group_id, epoch))
+                records.append(target_assignment_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
+        records.append(assignment_epoch_record(group_id, epoch))
 
     def _inline_targets(
         self, request: TargetAssignmentRequest, records: list[Record]
@@ -957,8 +984,8 @@ class ConsumerGroupManager:
         for m in request.members:
             new = targets.get(m.member_id, EMPTY_ASSIGNMENT)
             if not same_assignment(new, m.assigned):
-                records.append(self._target_record(gid, m.member_id, new))
-        records.append(self._assignment_epoch_record(gid, request.group_epoch))
+                records.append(target_assignment_record(gid, m.member_id, new))
+        records.append(assignment_epoch_record(gid, request.group_epoch))
         return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
 
     def request_target(
@@ -974,17 +1001,17 @@ class ConsumerGroupManager:
 
     def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
         return AsyncTask(
-            f"consumer-assignment:{group.group_id}",
+            group_key(TimerKind.CONSUMER_ASSIGNMENT, group.group_id),
             request,
             lambda answer, now: self._on_assignment(group, request, answer, now),
         )
 
     def _group_request(self, group: ConsumerGroup) -> TargetAssignmentRequest:
         """The target assignment request of the group as it is (after a reload, to retry)."""
-        return self._assignment_request(
+        return self.assignment_request(
             group,
             group.group_epoch,
-            self._preferred(group.assignor_counts),
+            self.group_assignor(group.assignor_counts),
             group.members.values(),
             group.target_of,
             group.resolved_regexes,
@@ -1029,7 +1056,7 @@ class ConsumerGroupManager:
                 ASSIGNMENT_RETRY_BACKOFF_MS,
             )
             self.timer.schedule(
-                f"consumer-assignment-retry:{gid}",
+                group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
                 ASSIGNMENT_RETRY_BACKOFF_MS,
                 lambda now: self._retry_assignment(group, now),
             )
@@ -1049,8 +1076,8 @@ class ConsumerGroupManager:
         for member_id in group.members:
             new = new_targets.get(member_id, EMPTY_ASSIGNMENT)
             if not same_assignment(new, group.target_of(member_id)):
-                records.append(self._target_record(gid, member_id, new))
-        records.append(self._assignment_epoch_record(gid, request.group_epoch))
+                records.append(target_assignment_record(gid, member_id, new))
+        records.append(assignment_epoch_record(gid, request.group_epoch))
         return CoordinatorResult(records)
 
     def _retry_assignment(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
@@ -1104,27 +1131,24 @@ class ConsumerGroupManager:
                     bump = True
                     regexes[regex] = ResolvedRegex(topics, image.version, now_ms)
                     records.append(
-                        Record(
-                            ConsumerGroupRegularExpressionKey(gid, regex),
-                            ConsumerGroupRegularExpressionValue(topics, image.version, now_ms),
-                        )
+                        regular_expression_record(gid, regex, topics, image.version, now_ms)
                     )
         names = self._names_after(group, None, None, regexes)
-        metadata = _topic_metadata(names, image)
+        metadata = topic_metadata(names, image)
         if metadata != group.subscription_metadata:
             bump = True
-            records.append(self._partition_metadata_record(gid, metadata))
+            records.append(partition_metadata_record(gid, metadata))
         if not bump:
             return False
         epoch = group.group_epoch + 1
-        records.append(self._group_epoch_record(gid, epoch, group.metadata_hash))
+        records.append(group_epoch_record(gid, epoch, group.metadata_hash))
         if not metadata:
             self._empty_targets(gid, epoch, group.members.values(), group.target_of, records)
             return True
-        request = self._assignment_request(
+        request = self.assignment_request(
             group,
             epoch,
-            self._preferred(group.assignor_counts),
+            self.group_assignor(group.assignor_counts),
             group.members.values(),
             group.target_of,
             regexes,
@@ -1137,12 +1161,12 @@ class ConsumerGroupManager:
     def on_loaded(self, now_ms: int) -> None:
         for group in self.consumer_groups():
             for member in group.members.values():
-                self._schedule_session_timeout(group.group_id, member.member_id)
+                self.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member)
         # The catalog may have changed while nobody served this partition, and assignments
         # in flight were lost with the previous owner: catch up in a write of its own.
-        self.timer.schedule(CATALOG_SYNC_TIMER, 0, self._after_load)
+        self.timer.schedule(CONSUMER_CATALOG_SYNC, 0, self._after_load)
 
     def _after_load(self, now_ms: int) -> CoordinatorResult[None]:
         synced: set[str] = set()
@@ -1200,62 +1224,11 @@ class ConsumerGroupManager:
             group_state=group.state_name(),
             group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch,
-            assignor_name=self._preferred(group.assignor_counts),
+            assignor_name=self.group_assignor(group.assignor_counts),
             members=members,
             authorized_operations=GROUP_AUTHORIZED_OPERATIONS
             if include_authorized_operations
-            else api.AUTHORIZED_OPERATIONS_OMITTED,
-        )
-
-    # ==== records ====
-    @staticmethod
-    def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
-        # Order matters for replay: the member must be "left" (epoch -1, no target) before
-        # its subscription goes.
-        return [
-            Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-            Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-            Record(ConsumerGroupMemberMetadataKey(group_id, member_id), None),
-        ]
-
-    @staticmethod
-    def _metadata_record(group_id: str, member: ConsumerGroupMember) -> Record:
-        return Record(
-            ConsumerGroupMemberMetadataKey(group_id, member.member_id), member.metadata_value()
-        )
-
-    @staticmethod
-    def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
-        return Record(
-            ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
-            member.assignment_value(),
-        )
-
-    @staticmethod
-    def _target_record(group_id: str, member_id: str, target: Assignment) -> Record:
-        return Record(
-            ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-            ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
-        )
-
-    @staticmethod
-    def _group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
-        return Record(
-            ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch, metadata_hash)
-        )
-
-    @staticmethod
-    def _assignment_epoch_record(group_id: str, epoch: int) -> Record:
-        return Record(
-            ConsumerGroupTargetAssignmentMetadataKey(group_id),
-            ConsumerGroupTargetAssignmentMetadataValue(epoch),
-        )
-
-    @staticmethod
-    def _partition_metadata_record(group_id: str, metadata: dict[str, TopicMetadata]) -> Record:
-        return Record(
-            ConsumerGroupPartitionMetadataKey(group_id),
-            ConsumerGroupPartitionMetadataValue(tuple(metadata[n] for n in sorted(metadata))),
+            else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
     # ==== replay ====
@@ -1276,7 +1249,7 @@ class ConsumerGroupManager:
             raise ValueError(
                 f"group {group_id} is a {group.type.value} group, not a consumer group"
             )
-        consumer = self._created.pop(group_id, None) or ConsumerGroup(group_id)
+        consumer = ConsumerGroup(group_id)
         groups[group_id] = consumer
         return consumer
 

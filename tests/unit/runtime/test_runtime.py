@@ -72,6 +72,11 @@ class Counter:
         value = self.values.get(name, 0) + 1
         return CoordinatorResult([Record(Key(name), value)], value)
 
+    def incr_applied(self, name: str) -> CoordinatorResult[int]:
+        """Applies its own record (as a classic-group handler does): not to be replayed."""
+        value = self.values[name] = self.values.get(name, 0) + 1
+        return CoordinatorResult([Record(Key(name), value)], value, replay_records=False)
+
     def park(self) -> CoordinatorResult[Any]:
         self.parked = Deferred("park")
         return CoordinatorResult([], self.parked)
@@ -162,6 +167,35 @@ async def test_failed_append_fails_every_waiter_and_reloads_durable_state(
     assert p.epoch == 2  # reload bumped the epoch
     assert await p.read(lambda sm, now: sm.values["a"]) == 1
     assert await p.write(lambda sm, now: sm.incr("a")) == 2
+
+
+async def test_records_already_applied_are_appended_without_replay(
+    store: InMemoryLogStore,
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    p = rt.partition(0)
+    assert await p.write(lambda sm, now: sm.incr_applied("a")) == 1
+    assert await p.write(lambda sm, now: sm.incr("a")) == 2
+    assert p.sm.replayed == 1  # only the second result was replayed
+    loaded = await store.load(0)
+    assert [json.loads(e.data) for e in loaded.entries] == [[["a", 1]], [["a", 2]]]
+
+
+async def test_failed_append_discards_state_a_handler_applied(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store, reload_backoff_ms=(10, 100))
+    await rt.load(0)
+    assert await rt.partition(0).write(lambda sm, now: sm.incr_applied("a")) == 1
+    store.fail_next_appends(1)
+    with pytest.raises(ApiError):
+        await rt.partition(0).write(lambda sm, now: sm.incr_applied("a"))
+    await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 100)
+    p = rt.partition(0)
+    assert p.state is PartitionState.ACTIVE
+    # the load replays every record, including those a handler had applied itself
+    assert await p.read(lambda sm, now: sm.values["a"]) == 1
 
 
 async def test_handler_exception_changes_nothing(store: InMemoryLogStore) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shards.core.classic.group import ClassicGroupState
 from shards.core.errors import Errors
+from shards.core.timer_keys import TimerKind, member_key
 from tests.unit.core.classic.support import DELAY, SESSION, Classic, done
 
 # ---- Heartbeat ------------------------------------------------------------------------------
@@ -83,7 +84,7 @@ def test_leave_removes_the_member_and_rebalances() -> None:
     assert [(m.member_id, m.error_code) for m in r.members] == [(follower, 0)]
     g = c.group()
     assert list(g.members) == [leader] and g.state is ClassicGroupState.PREPARING_REBALANCE
-    assert not c.h.timer.is_scheduled(f"classic-heartbeat:g:{follower}")
+    assert not c.h.timer.is_scheduled(member_key(TimerKind.CLASSIC_HEARTBEAT, "g", follower))
 
 
 def test_last_member_leaving_empties_the_group_at_once() -> None:
@@ -143,7 +144,7 @@ def test_pending_member_can_leave() -> None:
     assert c.group().is_pending_member(r.member_id)
     assert c.leave((r.member_id, None)).members[0].error_code == 0
     assert not c.group().is_pending_member(r.member_id)
-    assert not c.h.timer.is_scheduled(f"classic-heartbeat:g:{r.member_id}")
+    assert not c.h.timer.is_scheduled(member_key(TimerKind.CLASSIC_HEARTBEAT, "g", r.member_id))
 
 
 def test_leave_unknown_group_answers_unknown_member_for_each() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from shards.core.classic.group import ClassicGroupState
 from shards.core.errors import Errors
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
+from shards.core.timer_keys import TimerKind, group_key
 from tests.support.core_harness import Pending
 from tests.unit.core.classic.support import DELAY, REBALANCE, SESSION, Classic, done
 
@@ -405,7 +406,7 @@ def test_no_member_rejoining_extends_the_join_phase_until_sessions_expire() -> N
     c.sleep(REBALANCE)
     # nobody rejoined: still preparing, the join phase waits another rebalance timeout
     assert g.state is ClassicGroupState.PREPARING_REBALANCE and g.generation_id == 1
-    assert c.h.timer.is_scheduled("classic-join:g")
+    assert c.h.timer.is_scheduled(group_key(TimerKind.CLASSIC_JOIN, "g"))
     # i-b rejoins: then the phase completes at the next deadline; i-a (silent) stays
     p = c.join(rb.member_id, instance="i-b", session=LONG)
     c.sleep(REBALANCE)

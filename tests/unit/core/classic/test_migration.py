@@ -20,7 +20,7 @@ from shards.core.errors import ApiError, Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
-from tests.support.core_harness import ManualTimer, Pending
+from tests.support.core_harness import ManualTimer, Pending, seeded_uuids
 from tests.unit.core.classic.support import DELAY, Classic, done
 
 FOO = uuid_to_text(b"foo".ljust(16, b"\x00"))
@@ -308,7 +308,9 @@ def test_upgrade_needs_the_consumer_protocol_and_a_size_that_fits() -> None:
 def test_invalid_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="migration_policy"):
         CoordinatorStateMachine(
-            CoordinatorConfig(consumer_group_migration_policy="sideways"), ManualTimer()
+            CoordinatorConfig(consumer_group_migration_policy="sideways"),
+            ManualTimer(),
+            new_uuid=seeded_uuids(),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shards.core.classic.group import ClassicGroupState
 from shards.core.errors import Errors
+from shards.core.timer_keys import TimerKind, group_key
 from tests.support.core_harness import Pending
 from tests.unit.core.classic.support import DELAY, REBALANCE, Classic, done
 
@@ -138,7 +139,7 @@ def test_no_sync_expiration_once_everyone_synced() -> None:
     leader, follower = joined(c)
     c.sync(leader, 1, assignments={})
     c.sync(follower, 1)
-    assert not c.h.timer.is_scheduled("classic-sync:g")
+    assert not c.h.timer.is_scheduled(group_key(TimerKind.CLASSIC_SYNC, "g"))
 
 
 def test_duplicate_sync_supersedes_the_older_reply() -> None:

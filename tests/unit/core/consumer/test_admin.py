@@ -81,7 +81,7 @@ def test_describe_returns_every_field() -> None:
         target_assignment=m.assignment,
         member_type="consumer",
     )
-    assert c.describe("g")[0].authorized_operations == api.AUTHORIZED_OPERATIONS_OMITTED
+    assert c.describe("g")[0].authorized_operations == core_api.AUTHORIZED_OPERATIONS_OMITTED
 
 
 def test_describe_unknown_or_classic_group_is_group_id_not_found() -> None:

@@ -7,6 +7,7 @@ group keeps the assignment epoch of its last computed target. Compare with
 from __future__ import annotations
 
 from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.timer_keys import TimerKind, group_key
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid
 
 FOO = tid("foo")
@@ -109,7 +110,9 @@ def test_large_groups_are_assigned_off_the_loop() -> None:
     )
     r = c.join("m1")  # 1 member + 6 partitions > 6
     assert (r.member_epoch, r.assignment) == (1, ())
-    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == ["consumer-assignment:g"]
+    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == [
+        group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")
+    ]
     c.assign()
     r = c.heartbeat(member_id="m1", member_epoch=1)
     assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
@@ -120,7 +123,9 @@ def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
     c.h.shard.consumer.assign = lambda request: None  # e.g. a custom assignor
     r = c.join("m1")
     assert (r.member_epoch, r.assignment) == (1, ())
-    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == ["consumer-assignment:g"]
+    assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == [
+        group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")
+    ]
 
 
 def test_a_failing_inline_assignor_falls_back_off_the_loop() -> None:

@@ -7,6 +7,7 @@ from shards.core.consumer.member import MemberState
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey
+from shards.core.timer_keys import TimerKind, group_key
 from tests.unit.core.consumer.support import (
     OFF_LOOP,
     Consumers,
@@ -29,7 +30,7 @@ def test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2() -> None:
     assert r.assignment == ()
     g = c.group()
     assert (g.group_epoch, g.assignment_epoch, g.state_name()) == (2, 1, "Assigning")
-    assert list(c.h.tasks) == ["consumer-assignment:g"]
+    assert list(c.h.tasks) == [group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")]
     assert c.assign() == 1
     assert (g.assignment_epoch, g.state_name()) == (2, "Reconciling")
     r = c.heartbeat(member_id="m1", member_epoch=1)
@@ -352,7 +353,6 @@ def test_failed_joins_to_new_groups_leave_nothing_behind() -> None:
             topic_partitions=(),
         )
     c.join("m1")
-    assert len(c.h.shard.consumer._created) == 0
     assert list(c.h.shard.group_manager.groups) == ["g"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shards.core.consumer.member import MemberState
+from shards.core.timer_keys import TimerKind, group_key, member_key
 from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
 
 FOO = tid("foo")
@@ -41,8 +42,8 @@ def test_restart_recreates_session_and_rebalance_timers() -> None:
     assert c.group().members["a"].state is MemberState.UNREVOKED_PARTITIONS
     c.restart()
     keys = sorted(c.h.timer.tasks)
-    assert any(k.startswith("consumer-session-timeout") and k.endswith(":a") for k in keys)
-    assert any(k.startswith("consumer-rebalance-timeout") and k.endswith(":a") for k in keys)
+    assert member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, "g", "a") in keys
+    assert member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, "g", "a") in keys
     c.h.sleep(5_000)  # a never revokes: fenced after its rebalance timeout
     assert "a" not in c.group().members
     c.check()
@@ -54,7 +55,7 @@ def test_restart_reissues_a_lost_assignment() -> None:
     c.restart()  # the task in flight is lost with the old shard
     assert c.h.tasks == {}
     c.h.sleep(0)  # the post-load catch-up write
-    assert list(c.h.tasks) == ["consumer-assignment:g"]
+    assert list(c.h.tasks) == [group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")]
     c.assign()
     assert c.group().assignment_epoch == c.group().group_epoch
 

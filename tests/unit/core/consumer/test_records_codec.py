@@ -21,7 +21,7 @@ from shards.core.records import (
     TopicMetadata,
 )
 from shards.core.state_machine import CoordinatorStateMachine
-from tests.support.core_harness import ManualTimer
+from tests.support.core_harness import ManualTimer, seeded_uuids
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, image
 
 
@@ -75,12 +75,12 @@ def test_state_rebuilt_from_the_encoded_log_equals_live() -> None:
         c.assign()
     clients[2].leave(temporary=True)
     codec = RecordCodec()
-    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics)
+    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics, new_uuid=seeded_uuids())
     for record in codec.decode_batch(codec.encode_batch(c.h.log, 0)):
         fresh.replay(record)
     assert fresh.fingerprint() == c.h.shard.fingerprint()
     snapshot = codec.decode_snapshot(codec.encode_snapshot(c.h.shard.snapshot(), 7))
-    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics)
+    fresh = CoordinatorStateMachine(c.config, ManualTimer(), c.h.topics, new_uuid=seeded_uuids())
     for record in snapshot:
         fresh.replay(record)
     assert fresh.fingerprint() == c.h.shard.fingerprint()

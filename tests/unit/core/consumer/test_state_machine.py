@@ -234,7 +234,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             return
         if fast is None:
             return
-        general = manager._heartbeat(request, now)
+        general = manager.heartbeat_pipeline(request, now)
         assert list(general.records) == [] and not general.tasks
         assert fast.response == general.response
 

@@ -12,7 +12,10 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
+from shards.core.timer_keys import TimerKind, group_key
 from tests.unit.core.consumer.support import OFF_LOOP, Consumers, FakeConsumer, image, tid
+
+ASSIGNMENT_G = group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")
 
 FOO, BAR = tid("foo"), tid("bar")
 
@@ -100,7 +103,7 @@ def test_topic_metadata_change_bumps_the_epoch_of_subscribed_groups_only() -> No
 def test_stale_assignment_result_is_dropped() -> None:
     c = Consumers(OFF_LOOP)
     c.join("a")
-    stale = c.h.tasks.pop("consumer-assignment:g")
+    stale = c.h.tasks.pop(ASSIGNMENT_G)
     c.join("b")  # epoch 3: a newer task
     n = len(c.h.log)
     result = stale.on_done(c.assignor.compute(stale.request), c.h.now)
@@ -115,7 +118,7 @@ def test_stale_assignment_result_is_dropped() -> None:
 def test_assignment_for_a_deleted_and_recreated_group_is_dropped() -> None:
     c = Consumers(OFF_LOOP)
     c.join("a")
-    old = c.h.tasks.pop("consumer-assignment:g")
+    old = c.h.tasks.pop(ASSIGNMENT_G)
     c.heartbeat(member_id="a", member_epoch=-1)
     c.h.write(lambda s, now: s.delete_groups(["g"], now))
     c.join("b")  # a new group, again at epoch 2
@@ -133,7 +136,7 @@ def test_failed_assignment_is_retried_after_a_backoff() -> None:
     c.h.run_tasks(broken)
     assert c.group().assignment_epoch == 1 and not c.h.tasks
     c.h.sleep(1_000)  # the retry timer asks again
-    assert list(c.h.tasks) == ["consumer-assignment:g"]
+    assert list(c.h.tasks) == [ASSIGNMENT_G]
     c.assign()
     assert c.group().assignment_epoch == 2
 

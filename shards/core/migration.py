@@ -31,25 +31,30 @@ Theory of operation
   a consumer group whatever it says (as Kafka).
 
 Conversions are ordinary records, so a reload rebuilds whatever the last conversion left.
-The consumer-group manager calls this module through three hooks (its ``migration``
-attribute): when a heartbeat meets a classic group, when it fences a member, and when it
-cancels a member's timers.
+
+Wiring: the shard builds one :class:`Migration` and hands it to both managers when it
+builds them; each manager sees it through the protocol of the hooks it calls
+(``ConsumerMigration``: when a heartbeat meets a classic group, when it fences a member, when
+it cancels a member's timers; ``ClassicMigration``: the classic APIs of a classic member in a
+consumer group). Migration in turn sees the managers only through :class:`ConsumerGroupOps`
+and :class:`ClassicGroupOps`.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shards.core.classic import api
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup, Completions
 from shards.core.classic.manager import Op
 from shards.core.classic.member import ClassicGroupMember
+from shards.core.classic.records import group_metadata_record
 from shards.core.consumer import api as consumer_api
-from shards.core.consumer.group import ConsumerGroup
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
+from shards.core.consumer.manager import ClassicJoin
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -58,47 +63,26 @@ from shards.core.consumer.member import (
     make_assignment,
     normalize_names,
 )
-from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.consumer.records import (
+    assignment_epoch_record,
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    member_tombstones,
+    partition_metadata_record,
+    target_assignment_record,
+    topic_metadata,
+)
+from shards.core.consumer.target_assignment import TargetAssignmentRequest
+from shards.core.coordinator_config import CoordinatorConfig, MigrationPolicy
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import ClassicMemberMetadata, ClassicProtocol, GroupMetadataKey, Record
-from shards.core.result import AsyncTask, CoordinatorResult
+from shards.core.records import ClassicMemberMetadata, ClassicProtocol, Record, TopicMetadata
+from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerOp
+from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
 
-if TYPE_CHECKING:
-    from shards.core.classic.manager import ClassicGroupManager
-    from shards.core.consumer.manager import ConsumerGroupManager
-
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-class MigrationPolicy(enum.Enum):
-    DISABLED = "disabled"
-    DOWNGRADE = "downgrade"
-    UPGRADE = "upgrade"
-    BIDIRECTIONAL = "bidirectional"
-
-    @classmethod
-    def parse(cls, text: str) -> MigrationPolicy:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise ValueError(
-                f"unknown consumer_group_migration_policy {text!r}: one of "
-                + ", ".join(p.value for p in cls)
-            ) from None
-
-    @property
-    def upgrade_enabled(self) -> bool:
-        return self in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
-
-    @property
-    def downgrade_enabled(self) -> bool:
-        return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
-
-
-def _timer_key(kind: str, group_id: str, member_id: str) -> str:
-    return f"classic-in-consumer-{kind}:{len(group_id)}:{group_id}:{member_id}"
 
 
 def _ids(parts: Iterable[cp.TopicPartitionList], image: TopicsImage) -> Assignment:
@@ -131,9 +115,72 @@ def _classic_protocols(member: ConsumerGroupMember) -> tuple[ClassicProtocol, ..
     return metadata.supported_protocols if metadata is not None else ()
 
 
-class _ClassicJoin:
+class ConsumerGroupOps(Protocol):
+    """What migration needs from the consumer-group manager."""
+
+    new_member_id: Callable[[], str]
+
+    @property
+    def topics(self) -> TopicsImage: ...
+
+    def heartbeat_pipeline(
+        self,
+        request: consumer_api.ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+        classic: ClassicJoin | None = None,
+    ) -> CoordinatorResult[Any]: ...
+
+    def throw_if_full(self, group: ConsumerGroup, member_id: str) -> None: ...
+
+    def fence(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, now_ms: int = 0
+    ) -> CoordinatorResult[Any]: ...
+
+    def schedule_session_timeout(
+        self,
+        group_id: str,
+        member_id: str,
+        timeout_ms: int | None = None,
+        now_ms: int | None = None,
+    ) -> None: ...
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None: ...
+
+    def group_assignor(self, counts: dict[str, int]) -> str: ...
+
+    def assignment_request(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        assignor: str,
+        members: Iterable[ConsumerGroupMember],
+        target_of: Callable[[str], Assignment],
+        regexes: dict[str, ResolvedRegex],
+        metadata: dict[str, TopicMetadata],
+    ) -> TargetAssignmentRequest: ...
+
+    def request_target(
+        self,
+        group: ConsumerGroup,
+        request: TargetAssignmentRequest,
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None: ...
+
+
+class ClassicGroupOps(Protocol):
+    """What migration needs from the classic-group manager."""
+
+    groups: dict[str, Group]
+
+    def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None: ...
+
+    def prepare_rebalance(self, group: ClassicGroup, op: Op, now_ms: int) -> None: ...
+
+
+class _ClassicJoin(ClassicJoin):
     """How a classic JoinGroup differs inside the consumer group's membership pipeline
-    (``ConsumerGroupManager._heartbeat(..., classic=...)``)."""
+    (``ConsumerGroupManager.heartbeat_pipeline(..., classic=...)``)."""
 
     def __init__(
         self, migration: Migration, request: api.JoinGroupRequest, subscription: cp.Subscription
@@ -178,13 +225,15 @@ class _ClassicJoin:
 
     def on_joined(self, group_id: str, member: ConsumerGroupMember) -> None:
         self.joined = member
-        consumer = self.migration.consumer
+        migration = self.migration
         member_id = member.member_id
-        consumer.timer.cancel(_timer_key("join", group_id, member_id))
-        consumer._schedule_session_timeout(group_id, member_id, self.request.session_timeout_ms)
+        migration.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member_id))
+        migration.consumer.schedule_session_timeout(
+            group_id, member_id, self.request.session_timeout_ms
+        )
         # the member must now send SyncGroup within its rebalance timeout
-        consumer.timer.schedule(
-            _timer_key("sync", group_id, member_id),
+        migration.timer.schedule(
+            member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, group_id, member_id),
             max(member.rebalance_timeout_ms, 0),
             self.migration._fence_op(group_id, member_id),
         )
@@ -199,18 +248,20 @@ class _ClassicJoin:
 
 
 class Migration:
-    def __init__(
-        self,
-        config: CoordinatorConfig,
-        classic: ClassicGroupManager,
-        consumer: ConsumerGroupManager,
-    ) -> None:
+    """Online migration between the two group types. Built before the managers (which get
+    it at construction) and bound to them once they exist (:meth:`bind`), by the shard."""
+
+    classic: ClassicGroupOps
+    consumer: ConsumerGroupOps
+
+    def __init__(self, config: CoordinatorConfig, timer: Timer) -> None:
         self.config = config
+        self.timer = timer
         self.policy = MigrationPolicy.parse(config.consumer_group_migration_policy)
+
+    def bind(self, classic: ClassicGroupOps, consumer: ConsumerGroupOps) -> None:
         self.classic = classic
         self.consumer = consumer
-        classic.migration = self
-        consumer.migration = self
 
     @property
     def topics(self) -> TopicsImage:
@@ -257,16 +308,16 @@ class Migration:
                     )
                 )
         if parked:
-            self.consumer.timer.schedule(
+            self.timer.schedule(
                 # one key per batch of replies: a later upgrade must not replace this timer
-                f"classic-upgrade-replies:{group.group_id}:{parked[0][0].id}",
+                member_key(TimerKind.CLASSIC_UPGRADE_REPLIES, group.group_id, str(parked[0][0].id)),
                 0,
                 lambda now: self._answer_parked(group, parked),
             )
         records.extend(group.tombstone_records())
         records.extend(self._consumer_group_records(converted))
         for converted_member in converted.members.values():
-            self.consumer._schedule_session_timeout(
+            self.consumer.schedule_session_timeout(
                 converted.group_id,
                 converted_member.member_id,
                 self._classic_session(converted_member),
@@ -315,15 +366,14 @@ class Migration:
             group.put_member(member)  # ValueError if two members claim a partition
         return group
 
-    def _consumer_group_records(self, group: ConsumerGroup) -> list[Record]:
-        from shards.core.consumer.manager import ConsumerGroupManager as M
-
+    @staticmethod
+    def _consumer_group_records(group: ConsumerGroup) -> list[Record]:
         gid = group.group_id
-        out = [M._metadata_record(gid, m) for m in group.members.values()]
-        out.append(M._group_epoch_record(gid, group.group_epoch, group.metadata_hash))
-        out += [M._target_record(gid, mid, group.target_of(mid)) for mid in group.members]
-        out.append(M._assignment_epoch_record(gid, group.assignment_epoch))
-        out += [M._current_assignment_record(gid, m) for m in group.members.values()]
+        out = [member_metadata_record(gid, m) for m in group.members.values()]
+        out.append(group_epoch_record(gid, group.group_epoch, group.metadata_hash))
+        out += [target_assignment_record(gid, mid, group.target_of(mid)) for mid in group.members]
+        out.append(assignment_epoch_record(gid, group.assignment_epoch))
+        out += [current_assignment_record(gid, m) for m in group.members.values()]
         return out
 
     # ================================================================= downgrade
@@ -346,17 +396,21 @@ class Migration:
         records = group.tombstone_records()
         records.append(classic.record(classic.metadata_value()))
         for member_id in group.members:
-            self.consumer._cancel_timers(group.group_id, member_id)
-        # The classic group replaces the consumer group right away (the replay of the
-        # consumer tombstones then finds nothing to delete), so that it can rebalance now.
+            self.consumer.cancel_timers(group.group_id, member_id)
+        # The classic group replaces the consumer group right away, so that it can rebalance
+        # now; the result says so (not replayed).
         self.classic.groups[group.group_id] = classic
         for member in classic.members.values():
-            self.classic._schedule_heartbeat(
+            self.classic.schedule_heartbeat(
                 classic.group_id, member.member_id, member.session_timeout_ms
             )
         op = Op()
-        self.classic._prepare_rebalance(classic, op, now_ms)
-        return CoordinatorResult(records + op.records, response, op.completions)
+        self.classic.prepare_rebalance(classic, op, now_ms)
+        # Applied here already (as Kafka's downgrade): the classic group is in place, the
+        # consumer group gone -- the records must not be replayed on top.
+        return CoordinatorResult(
+            records + op.records, response, op.completions, replay_records=False
+        )
 
     def _downgrade_allowed(
         self, group: ConsumerGroup, leaving: ConsumerGroupMember, size_after: int
@@ -477,7 +531,7 @@ class Migration:
         self, group: ConsumerGroup, request: api.JoinGroupRequest, now_ms: int
     ) -> CoordinatorResult[api.JoinGroupResponse]:
         member_id = request.member_id or self.consumer.new_member_id()
-        self.consumer._throw_if_full(group, member_id)
+        self.consumer.throw_if_full(group, member_id)
         if not self._supports_protocols(group, request):
             raise ApiError(
                 Errors.INCONSISTENT_GROUP_PROTOCOL,
@@ -528,14 +582,14 @@ class Migration:
         instance_id = request.group_instance_id
         replaced = group.static_member(instance_id) if instance_id is not None else None
         join = _ClassicJoin(self, request, subscription)
-        result = self.consumer._heartbeat(heartbeat, now_ms, classic=join)
+        result = self.consumer.heartbeat_pipeline(heartbeat, now_ms, classic=join)
         if (
             replaced is not None
             and join.joined is not None
             and self._downgrade_allowed(group, replaced, len(group.members))
         ):
             return self._downgrade_replacing(group, replaced, join.joined, result, now_ms)
-        return result  # type: ignore[return-value]
+        return result
 
     def _downgrade_replacing(
         self,
@@ -564,12 +618,12 @@ class Migration:
         records = [
             *result.records,
             *tombstones,
-            Record(GroupMetadataKey(gid), classic.metadata_value()),
+            group_metadata_record(gid, classic.metadata_value()),
         ]
         for member_id in [*group.members, joined.member_id]:
-            self.consumer._cancel_timers(gid, member_id)
+            self.consumer.cancel_timers(gid, member_id)
         for member in classic.members.values():
-            self.classic._schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
+            self.classic.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         return CoordinatorResult(records, result.response)
 
     def sync(
@@ -597,10 +651,8 @@ class Migration:
                 (), api.SyncGroupResponse(error_code=ex.code, error_message=ex.message or "")
             )
         gid = group.group_id
-        self.consumer.timer.cancel(_timer_key("sync", gid, member.member_id))
-        self.consumer._schedule_session_timeout(
-            gid, member.member_id, self._classic_session(member)
-        )
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, gid, member.member_id))
+        self.consumer.schedule_session_timeout(gid, member.member_id, self._classic_session(member))
         version = cp.read_version(protocols[0].metadata) if protocols else cp.HIGHEST_VERSION
         assignment = cp.encode_assignment(
             cp.Assignment(_names(member.assigned_partitions, self.topics)), version
@@ -631,9 +683,9 @@ class Migration:
             )
 
     def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
-        key = _timer_key("join", group_id, member.member_id)
-        if not self.consumer.timer.is_scheduled(key):
-            self.consumer.timer.schedule(
+        key = member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member.member_id)
+        if not self.timer.is_scheduled(key):
+            self.timer.schedule(
                 key,
                 max(member.rebalance_timeout_ms, 0),
                 self._fence_op(group_id, member.member_id),
@@ -653,9 +705,7 @@ class Migration:
         except ApiError as ex:
             return CoordinatorResult((), api.HeartbeatResponse(ex.code, ex.message or ""))
         gid = group.group_id
-        self.consumer._schedule_session_timeout(
-            gid, member.member_id, self._classic_session(member)
-        )
+        self.consumer.schedule_session_timeout(gid, member.member_id, self._classic_session(member))
         rejoin = (
             member.member_epoch < group.group_epoch
             or member.state is MemberState.UNREVOKED_PARTITIONS
@@ -701,8 +751,8 @@ class Migration:
                 continue
             if member.member_id not in leaving:
                 leaving[member.member_id] = member
-                records += consumer._member_tombstones(gid, member.member_id)
-                consumer._cancel_timers(gid, member.member_id)
+                records += member_tombstones(gid, member.member_id)
+                consumer.cancel_timers(gid, member.member_id)
             responses.append(
                 api.LeaveGroupMemberResponse(member.member_id, identity.group_instance_id)
             )
@@ -721,9 +771,6 @@ class Migration:
     ) -> list[Record]:
         """Members (using the classic protocol: no regex, no server assignor) left: refresh
         the subscription metadata, bump the group epoch, ask for a new target assignment."""
-        from shards.core.consumer.manager import ConsumerGroupManager as M
-        from shards.core.consumer.manager import _topic_metadata
-
         gid = group.group_id
         records: list[Record] = []
         remaining = [m for mid, m in group.members.items() if mid not in leaving]
@@ -735,18 +782,18 @@ class Migration:
             names.update(resolved.topics)
         metadata = group.subscription_metadata
         if names != set(metadata):
-            fresh = _topic_metadata(names, self.topics)
+            fresh = topic_metadata(names, self.topics)
             if fresh != metadata:
                 metadata = fresh
-                records.append(M._partition_metadata_record(gid, metadata))
+                records.append(partition_metadata_record(gid, metadata))
         epoch = group.group_epoch + 1
-        records.append(M._group_epoch_record(gid, epoch, group.metadata_hash))
+        records.append(group_epoch_record(gid, epoch, group.metadata_hash))
         consumer = self.consumer
         if remaining:
-            request = consumer._assignment_request(
+            request = consumer.assignment_request(
                 group,
                 epoch,
-                consumer._preferred(group.assignor_counts),
+                consumer.group_assignor(group.assignor_counts),
                 remaining,
                 group.target_of,
                 regexes,
@@ -756,20 +803,20 @@ class Migration:
         return records
 
     # ================================================================= timers
-    def _fence_op(self, group_id: str, member_id: str) -> Any:
+    def _fence_op(self, group_id: str, member_id: str) -> TimerOp:
         """A timer op fencing a classic member that did not rejoin / sync in time."""
 
         def fire(now_ms: int) -> CoordinatorResult[Any]:
-            group = self.consumer.group_manager.groups.get(group_id)
+            group = self.classic.groups.get(group_id)
             if not isinstance(group, ConsumerGroup):
                 return CoordinatorResult()
             member = group.members.get(member_id)
             if member is None:
                 return CoordinatorResult()
-            return self.consumer._fence(group, member, None, now_ms)
+            return self.consumer.fence(group, member, None, now_ms)
 
         return fire
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.consumer.timer.cancel(_timer_key("join", group_id, member_id))
-        self.consumer.timer.cancel(_timer_key("sync", group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_JOIN, group_id, member_id))
+        self.timer.cancel(member_key(TimerKind.CLASSIC_IN_CONSUMER_SYNC, group_id, member_id))
