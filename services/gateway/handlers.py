@@ -36,6 +36,12 @@ from services.gateway import codec
 from services.gateway.router import Router, UpstreamError
 from services.gateway.topic_cache import CatalogView
 from shards.adapters.convert import optional, set_optional
+from shards.core.api import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    GROUP_AUTHORIZED_OPERATIONS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+)
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
 
@@ -46,28 +52,15 @@ NOT_LEADER_OR_FOLLOWER = int(Errors.NOT_LEADER_OR_FOLLOWER)
 #: Longest a Fetch is held (its max_wait, at most this): clients default to 500 ms.
 FETCH_MAX_WAIT_CAP_MS = 1_000
 NO_DATA_PLANE = "groupcoord coordinates groups only: it stores no records"
-#: The schema default of every *_authorized_operations field: "not requested".
-OPS_NOT_REQUESTED = -(2**31)
-
-
-def _bits(*codes: int) -> int:
-    out = 0
-    for c in codes:
-        out |= 1 << c
-    return out
-
-
-# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
-# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without an
-# authorizer a broker reports every operation the resource type supports.
-GROUP_OPERATIONS = _bits(3, 6, 8, 10, 11)
-TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
-CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
 
 
 def _group_operations(requested: bool, error_code: int) -> int:
     """A described group's authorized operations: all of them when asked for and found."""
-    return GROUP_OPERATIONS if requested and error_code == 0 else OPS_NOT_REQUESTED
+    return (
+        GROUP_AUTHORIZED_OPERATIONS
+        if requested and error_code == 0
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
 
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -345,9 +338,9 @@ class KafkaApis:
         topics = request.topics
         all_topics = topics is None or (v == 0 and not topics)
         ops = (
-            TOPIC_OPERATIONS
+            TOPIC_AUTHORIZED_OPERATIONS
             if _opt(request, "include_topic_authorized_operations")
-            else (OPS_NOT_REQUESTED)
+            else (AUTHORIZED_OPERATIONS_OMITTED)
         )
         names: list[str] = []
         ids: list[str] = []
@@ -402,9 +395,9 @@ class KafkaApis:
                             "topic_authorized_operations": ops,
                         }
                     )
-        cluster_ops = OPS_NOT_REQUESTED
+        cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
         if _opt(request, "include_cluster_authorized_operations"):
-            cluster_ops = CLUSTER_OPERATIONS
+            cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
         return {
             "brokers": [self._broker()],
             "cluster_id": self.cluster_id,

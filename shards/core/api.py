@@ -7,6 +7,7 @@ the values of :class:`shards.core.errors.Errors`.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 
@@ -19,11 +20,59 @@ class RequestContext:
 
 DEFAULT_CONTEXT = RequestContext()
 
-#: Kafka's AuthorizedOperations value when the client did not ask for them (INT32_MIN)
+# ---- authorized operations (one definition for the core and the gateway) ---------------------
+#: Kafka's AuthorizedOperations value when the client did not ask for them (INT32_MIN, the
+#: schema default of every *_authorized_operations field)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-#: Kafka's AclOperation bits of a group resource (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
-#: ALTER_CONFIGS), all granted: groupcoord has no authorizer
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
+
+class AclOperation(enum.IntEnum):
+    """Kafka's AclOperation codes (bit positions of an AuthorizedOperations value)."""
+
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+def authorized_operations(*ops: AclOperation) -> int:
+    out = 0
+    for op in ops:
+        out |= 1 << op
+    return out
+
+
+_O = AclOperation
+# Without an authorizer Kafka reports every operation a resource type supports: groupcoord
+# has none yet, so these are what it reports.
+GROUP_AUTHORIZED_OPERATIONS = authorized_operations(
+    _O.READ, _O.DELETE, _O.DESCRIBE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS
+)
+TOPIC_AUTHORIZED_OPERATIONS = authorized_operations(
+    _O.READ,
+    _O.WRITE,
+    _O.CREATE,
+    _O.DELETE,
+    _O.ALTER,
+    _O.DESCRIBE,
+    _O.DESCRIBE_CONFIGS,
+    _O.ALTER_CONFIGS,
+)
+CLUSTER_AUTHORIZED_OPERATIONS = authorized_operations(
+    _O.CREATE,
+    _O.ALTER,
+    _O.DESCRIBE,
+    _O.CLUSTER_ACTION,
+    _O.DESCRIBE_CONFIGS,
+    _O.ALTER_CONFIGS,
+    _O.IDEMPOTENT_WRITE,
+)
 
 # ---- OffsetCommit ----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from services.gateway import codec
-from services.gateway.handlers import GROUP_OPERATIONS, OPS_NOT_REQUESTED
+from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
 from tests.support.gateway import Stack, gateway_stack
 from tests.support.kafka_wire import KafkaWire, request
 
@@ -414,13 +414,13 @@ async def test_describe_groups_simple_group(wire: KafkaWire) -> None:
         "Empty",
         (),
     )
-    assert g.authorized_operations == GROUP_OPERATIONS
+    assert g.authorized_operations == GROUP_AUTHORIZED_OPERATIONS
     plain = await wire.send(request("describe_groups", 0, groups=["desc-1"]))
     assert plain.groups[0].group_state == "Empty"
     no_ops = await wire.send(
         request("describe_groups", 3, groups=["desc-1"], include_authorized_operations=False)
     )
-    assert no_ops.groups[0].authorized_operations == OPS_NOT_REQUESTED
+    assert no_ops.groups[0].authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
 
 
 # ---- topics ------------------------------------------------------------------------------
