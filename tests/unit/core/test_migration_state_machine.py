@@ -25,7 +25,7 @@ from shards.core.consumer.group import ConsumerGroup
 from shards.core.errors import ApiError, Errors
 from tests.support.core_harness import Pending
 from tests.support.machines import quick_and_slow
-from tests.unit.core.classic.test_migration import Mixed
+from tests.unit.core.test_migration import Mixed
 
 N_CLASSIC = 3
 N_CONSUMER = 2
