@@ -3,6 +3,12 @@
 It knows nothing about groups (Kafka's ``CoordinatorRuntime``): it loads partitions with a
 state machine factory and a codec, runs operations on them, reloads a partition whose
 append failed (with backoff), closes one that another owner fenced, and renews leases.
+
+A partition whose log cannot be decoded stays FAILED (retrying reads the same bytes) until
+another owner acquires it -- ``groupcoord repair`` does, to truncate the log: the runtime
+watches its epoch and then lets it go like a fenced partition, so it is loaded again from the
+repaired log (``dev`` re-acquires it once the repair released its lease; several shards leave
+it to ownership) without a restart.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from shards.runtime.partition import (
     TaskExecutor,
     WriteOp,
 )
-from shards.storage.base import CorruptRecordError, FencedError, LogStore
+from shards.storage.base import REPAIR_OWNER_PREFIX, CorruptRecordError, FencedError, LogStore
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -44,6 +50,7 @@ class CoordinatorRuntime:
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
         append_timeout_ms: int = 30_000,
+        failed_poll_ms: int = 1_000,
     ) -> None:
         self.store = store
         self.codec = codec
@@ -59,6 +66,9 @@ class CoordinatorRuntime:
         #: free or ours; False = one process owns everything and takes over by force
         self.respect_leases = respect_leases
         self.append_timeout_ms = append_timeout_ms
+        #: how often the epoch of a partition FAILED on a corrupt record is checked (has a
+        #: repair taken it?), and a repair's lease polled before ``dev`` takes a partition back
+        self.failed_poll_ms = failed_poll_ms
         self.partitions: dict[int, CoordinatorPartition] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
@@ -125,6 +135,7 @@ class CoordinatorRuntime:
                     ex.cause,
                     p.partition,
                 )
+                self._spawn(self._watch_failed(p))
                 return
             except Exception as ex:
                 if p.state is PartitionState.CLOSED or self._closed:
@@ -173,8 +184,58 @@ class CoordinatorRuntime:
             )
             self._spawn(self._reacquire(partition))
 
+    async def _watch_failed(self, p: CoordinatorPartition) -> None:
+        """Until another owner acquires a partition FAILED on a corrupt record (a repair
+        fences it to truncate the log), then let it go so that it is loaded again."""
+        while True:
+            await self.clock.sleep(self.failed_poll_ms)
+            if self._stopped(p) or self.partitions.get(p.partition) is not p:
+                return
+            if p.state is not PartitionState.FAILED:
+                return
+            try:
+                epoch = await self.store.current_epoch(p.partition)
+            except Exception as ex:
+                log.debug("partition %d: epoch check failed: %r", p.partition, ex)
+                continue
+            if epoch == p.epoch or self.partitions.get(p.partition) is not p:
+                continue
+            log.warning(
+                "partition %d: FAILED, and another owner took it at epoch %d (a repair?); "
+                "closing it to load it again",
+                p.partition,
+                epoch,
+            )
+            self.partitions.pop(p.partition, None)
+            await p.close(graceful=False)
+            self._lost(p.partition, "taken by another owner while FAILED")
+            return
+
+    async def _wait_for_repair(self, partition: int) -> None:
+        """While ``groupcoord repair`` holds the partition's lease, leave it alone: taking it
+        back by force would fence the repair. A repair never renews its lease, so this ends
+        when it releases the lease or the lease expires."""
+        logged = False
+        while not self._closed and partition not in self.partitions:
+            try:
+                lease = await self.store.lease(partition)
+            except Exception:
+                return  # the load retries (and reports) store errors itself
+            if lease is None or not lease.owner.startswith(REPAIR_OWNER_PREFIX):
+                return
+            if not logged:
+                log.info(
+                    "partition %d: %s holds it (epoch %d); waiting for it to finish",
+                    partition,
+                    lease.owner,
+                    lease.epoch,
+                )
+                logged = True
+            await self.clock.sleep(self.failed_poll_ms)
+
     async def _reacquire(self, partition: int) -> None:
         await self.clock.sleep(self.reload_backoff_ms[0])
+        await self._wait_for_repair(partition)
         if not self._closed and partition not in self.partitions:
             if await self.load(partition):
                 log.info("partition %d: re-acquired", partition)

@@ -29,3 +29,11 @@ def check_snapshot_offset(
             f"partition {partition}: snapshot offset {offset} is older than the current "
             f"snapshot ({current_snapshot_offset})"
         )
+
+
+def check_truncate_offset(partition: int, from_offset: int) -> None:
+    if from_offset < 1:
+        raise ValueError(
+            f"partition {partition}: truncation offset must be >= 1 (offsets start at 1), "
+            f"got {from_offset}"
+        )

@@ -43,6 +43,10 @@ Edges every backend keeps (the contract tests in ``tests/integration/storage`` c
 * An append that fails with :class:`StoreUnavailableError` (or is cancelled) has an unknown
   outcome: it may or may not be in the log. The owner must reload the partition from the
   log, which is the truth.
+* ``truncate_log(partition, epoch, from_offset)`` (``groupcoord repair``) deletes the entries
+  with offset >= ``from_offset``, fenced like an append (a stale epoch raises
+  :class:`FencedError` and deletes nothing); the snapshot stays, and offsets are still never
+  reused: the next append gets a larger offset than any before the truncation.
 """
 
 from __future__ import annotations
@@ -50,6 +54,12 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from typing import Self
+
+#: Lease owner names of ``groupcoord repair`` start with this. The repair acquires the
+#: partition (fencing whoever held it), truncates and releases; a single-owner ``dev`` that
+#: loses a partition to such a lease waits until it is released (or expires) before it takes
+#: the partition back, rather than fencing the repair in turn.
+REPAIR_OWNER_PREFIX = "groupcoord-repair@"
 
 
 class StoreError(Exception):
@@ -200,6 +210,13 @@ class LogStore(abc.ABC):
     async def write_snapshot(self, partition: int, epoch: int, snapshot: Snapshot) -> None:
         """Store ``snapshot`` then trim entries with offset <= snapshot.offset.
         FencedError if epoch is stale; ValueError if snapshot.offset is beyond the log end."""
+
+    @abc.abstractmethod
+    async def truncate_log(self, partition: int, epoch: int, from_offset: int) -> int:
+        """Repair: delete the entries with offset >= ``from_offset`` (the first corrupt one and
+        everything after it); return how many were deleted. FencedError if epoch is stale
+        (nothing is deleted); ValueError if ``from_offset`` < 1. The snapshot is untouched and
+        offsets are not reused (the next append gets a fresh one)."""
 
     # ---- the topic catalog -----------------------------------------------------------
     @abc.abstractmethod

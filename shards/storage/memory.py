@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from shards.runtime.clock import SystemClock, WallClock
+from shards.storage._checks import check_partition, check_truncate_offset
 from shards.storage.base import (
     CatalogDocument,
     FencedError,
@@ -173,6 +174,16 @@ class InMemoryLogStore(LogStore):
         self.data.logs[partition] = [
             e for e in self.data.logs.get(partition, []) if e.offset > snapshot.offset
         ]
+
+    async def truncate_log(self, partition: int, epoch: int, from_offset: int) -> int:
+        self._check()
+        check_partition(partition)
+        check_truncate_offset(partition, from_offset)
+        self._fence(partition, epoch)
+        log = self.data.logs.get(partition, [])
+        kept = [e for e in log if e.offset < from_offset]
+        self.data.logs[partition] = kept  # next_offset stays: offsets are never reused
+        return len(log) - len(kept)
 
     async def read_catalog(self) -> CatalogDocument:
         self._check()

@@ -35,6 +35,8 @@ Invariants:
   committed), then one script that checks the epoch, points ``snap`` at them, drops the old
   chunks and trims the stream (XTRIM MINID). ``load`` re-checks ``snap`` after reading the
   tail and starts over if a snapshot was committed meanwhile.
+* ``truncate_log`` (repair) is one script per page of entries: check the epoch, XDEL the
+  newest entries at or after the offset. Fenced half-way, it has only shortened the log.
 """
 
 from __future__ import annotations
@@ -68,7 +70,12 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
-from shards.storage._checks import check_lease_ms, check_partition, check_snapshot_offset
+from shards.storage._checks import (
+    check_lease_ms,
+    check_partition,
+    check_snapshot_offset,
+    check_truncate_offset,
+)
 from shards.storage.base import (
     CatalogDocument,
     FencedError,
@@ -226,6 +233,30 @@ return {'ok', 0}
 """,
 )
 
+# KEYS: epoch, log   ARGV: epoch, from id, count  -> {'ok', deleted} | {'fenced', current epoch}
+# Deletes the last `count` entries at or after `from id`, newest first: a truncation that
+# stops half-way (fenced, connection lost) leaves a shorter log that still holds its first
+# corrupt entry, never a log with a hole. XDEL keeps the stream's last ID (and `seq` stays),
+# so offsets are never reused.
+_TRUNCATE = _Script(
+    "truncate",
+    """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < 1 or current ~= tonumber(ARGV[1]) then
+  return {'fenced', current}
+end
+local page = redis.call('XREVRANGE', KEYS[2], '+', ARGV[2], 'COUNT', ARGV[3])
+if #page == 0 then
+  return {'ok', 0}
+end
+local ids = {}
+for i, entry in ipairs(page) do
+  ids[i] = entry[1]
+end
+return {'ok', redis.call('XDEL', KEYS[2], unpack(ids))}
+""",
+)
+
 # KEYS: catalog   ARGV: expected version, data  -> new version | -1
 _CATALOG_CAS = _Script(
     "catalog_cas",
@@ -239,7 +270,16 @@ return version + 1
 """,
 )
 
-_SCRIPTS = (_APPEND, _ACQUIRE, _RENEW, _RELEASE, _LEASE, _COMMIT_SNAPSHOT, _CATALOG_CAS)
+_SCRIPTS = (
+    _APPEND,
+    _ACQUIRE,
+    _RENEW,
+    _RELEASE,
+    _LEASE,
+    _COMMIT_SNAPSHOT,
+    _TRUNCATE,
+    _CATALOG_CAS,
+)
 
 # Server replies that mean "not durable / not available right now", not "bad request".
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
@@ -815,6 +855,43 @@ class RedisLogStore(LogStore):
             if len(page) < XRANGE_PAGE:
                 return
             start = "(" + _text(page[-1][0])  # exclusive: continue after the last one read
+
+    async def truncate_log(self, partition: int, epoch: int, from_offset: int) -> int:
+        check_partition(partition)
+        check_truncate_offset(partition, from_offset)
+        keys = [self._key(partition, "epoch"), self._key(partition, "log")]
+        args = [epoch, f"{from_offset}-0", XRANGE_PAGE]
+        deleted = 0
+        with self._errors("truncate_log"):
+            while True:
+                # One script per page, each checking the epoch: a repair fenced half-way
+                # stops at once (and what it deleted was the newest entries, see _TRUNCATE).
+                status, value = await self._write_script(_TRUNCATE, keys, args)
+                if status == b"fenced":
+                    raise FencedError(partition, epoch, int(value))
+                deleted += int(value)
+                if int(value) < XRANGE_PAGE:
+                    return deleted
+
+    async def _write_script(self, script: _Script, keys: list[str], args: list[Any]) -> Any:
+        """Run a writing script; with replicas, wait (WAITAOF) until enough of them have it."""
+        if not self.replica_wait[1]:
+            return await self._script(script, keys, args)
+        # WAITAOF waits for this connection's writes: script and wait in one pipeline.
+        for _ in range(2):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            self._add_wait(pipe)
+            result, reply = await pipe.execute(raise_on_error=False)
+            if not isinstance(result, NoScriptError):
+                break
+            await self._load_scripts()  # NOSCRIPT did not run: safe to resend
+        if isinstance(result, Exception):
+            raise result
+        error = self._wait_error(reply)
+        if error is not None:
+            raise error
+        return result
 
     async def write_snapshot(self, partition: int, epoch: int, snapshot: Snapshot) -> None:
         check_partition(partition)

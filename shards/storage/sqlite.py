@@ -41,7 +41,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shards.runtime.clock import SystemClock, WallClock
-from shards.storage._checks import check_lease_ms, check_partition, check_snapshot_offset
+from shards.storage._checks import (
+    check_lease_ms,
+    check_partition,
+    check_snapshot_offset,
+    check_truncate_offset,
+)
 from shards.storage.base import (
     CatalogDocument,
     FencedError,
@@ -523,13 +528,14 @@ class SqliteLogStore(LogStore):
 
         return await self._read(read)
 
-    async def truncate_log(self, partition: int, from_offset: int) -> int:
-        """Repair: delete the partition's log entries with offset >= ``from_offset`` (the first
-        corrupt one and everything after it); returns how many were deleted. Offsets are never
-        reused: ``last_offset`` stays, the next append takes a fresh offset."""
+    async def truncate_log(self, partition: int, epoch: int, from_offset: int) -> int:
         check_partition(partition)
+        check_truncate_offset(partition, from_offset)
 
         def op(conn: sqlite3.Connection) -> int:
+            # Epoch check and delete in one transaction (the writer's), like an append.
+            # ``last_offset`` stays: the next append takes a fresh offset.
+            self._check_epoch(conn, partition, epoch)
             cur = conn.execute(
                 "DELETE FROM log WHERE partition = ? AND log_offset >= ?", (partition, from_offset)
             )

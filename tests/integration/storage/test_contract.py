@@ -273,6 +273,91 @@ async def test_large_snapshot_round_trips(store: LogStore) -> None:
         assert (await store.load(0)).snapshot == Snapshot(1, blob)
 
 
+# ---- truncation (groupcoord repair) ------------------------------------------------------
+
+
+async def test_truncate_removes_exactly_the_entries_from_the_offset_on(store: LogStore) -> None:
+    async with store:
+        epoch = await store.acquire(5, "repair", LONG_LEASE_MS)
+        for i in range(1, 8):
+            await store.append(5, epoch, b"e%d" % i)
+        other = await store.acquire(6, "repair", LONG_LEASE_MS)
+        await store.append(6, other, b"other partition")
+        assert await store.truncate_log(5, epoch, 5) == 3
+        assert offsets(await store.load(5)) == [1, 2, 3, 4]
+        assert payloads(await store.load(5)) == [b"e1", b"e2", b"e3", b"e4"]
+        assert payloads(await store.load(6)) == [b"other partition"]  # per partition
+        # nothing at or after the offset: nothing to delete
+        assert await store.truncate_log(5, epoch, 5) == 0
+        assert await store.truncate_log(5, epoch, 100) == 0
+        assert offsets(await store.load(5)) == [1, 2, 3, 4]
+        with pytest.raises(ValueError):
+            await store.truncate_log(5, epoch, 0)
+
+
+async def test_truncate_never_reuses_offsets(store: LogStore) -> None:
+    async with store:
+        epoch = await store.acquire(5, "repair", LONG_LEASE_MS)
+        for i in range(1, 6):
+            await store.append(5, epoch, b"e%d" % i)
+        assert await store.truncate_log(5, epoch, 3) == 3
+        assert (await store.load(5)).last_offset == 2
+        # offsets 3..5 were handed out once: the next append gets a larger one
+        assert await store.append(5, epoch, b"after") == 6
+        loaded = await store.load(5)
+        assert offsets(loaded) == [1, 2, 6]
+        assert payloads(loaded) == [b"e1", b"e2", b"after"]
+        # everything, even the entry just appended
+        assert await store.truncate_log(5, epoch, 1) == 3
+        assert await store.load(5) == LoadedLog(snapshot=None, entries=[])
+        assert await store.append(5, epoch, b"again") == 7
+
+
+async def test_truncate_of_a_long_tail_removes_all_of_it(store: LogStore) -> None:
+    # more entries than one page of the Redis backend (XRANGE_PAGE = 1000)
+    async with store:
+        epoch = await store.acquire(1, "repair", LONG_LEASE_MS)
+        await asyncio.gather(*(store.append(1, epoch, b"e%d" % i) for i in range(2_500)))
+        assert await store.truncate_log(1, epoch, 11) == 2_490
+        assert offsets(await store.load(1)) == list(range(1, 11))
+        assert await store.append(1, epoch, b"next") == 2_501
+
+
+async def test_truncate_with_a_stale_epoch_is_fenced_and_removes_nothing(
+    backend: Backend,
+) -> None:
+    async with backend.new_store() as old, backend.new_store() as new:
+        old_epoch = await old.acquire(1, "old", LONG_LEASE_MS)
+        for i in range(4):
+            await old.append(1, old_epoch, b"e%d" % i)
+        new_epoch = await new.acquire(1, "new", LONG_LEASE_MS)
+        with pytest.raises(FencedError) as caught:
+            await old.truncate_log(1, old_epoch, 2)
+        assert caught.value.current_epoch == new_epoch
+        assert offsets(await new.load(1)) == [1, 2, 3, 4]
+        # the same error as a stale append, also for a partition never acquired (epoch 0)
+        with pytest.raises(FencedError):
+            await old.truncate_log(2, 0, 1)
+        assert await new.truncate_log(1, new_epoch, 2) == 3
+        assert offsets(await old.load(1)) == [1]
+
+
+async def test_truncate_leaves_the_snapshot_alone(store: LogStore) -> None:
+    async with store:
+        epoch = await store.acquire(2, "owner", LONG_LEASE_MS)
+        for i in range(1, 9):
+            await store.append(2, epoch, b"e%d" % i)
+        await store.write_snapshot(2, epoch, Snapshot(4, b"state up to 4"))
+        assert await store.truncate_log(2, epoch, 7) == 2
+        loaded = await store.load(2)
+        assert loaded.snapshot == Snapshot(4, b"state up to 4")
+        assert offsets(loaded) == [5, 6]
+        # from an offset the snapshot covers: the whole tail goes, the snapshot stays
+        assert await store.truncate_log(2, epoch, 3) == 2
+        assert await store.load(2) == LoadedLog(Snapshot(4, b"state up to 4"), [])
+        assert await store.append(2, epoch, b"e9") == 9
+
+
 # ---- leases ------------------------------------------------------------------------------
 
 

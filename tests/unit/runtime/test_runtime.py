@@ -499,3 +499,92 @@ async def test_a_failing_load_is_retried_with_a_growing_backoff(
     assert loading.done() and loading.result() is True
     assert rt.partition(0).epoch == 6  # every attempt took the partition anew
     assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
+
+
+# ---- a corrupt log and groupcoord repair ----------------------------------------------------
+
+REPAIR = "groupcoord-repair@host:1"
+
+
+async def corrupt_log(store: InMemoryLogStore, partition: int) -> None:
+    """Two good entries (a=1, a=2), then one that does not decode (offset 3)."""
+    epoch = await store.acquire(partition, "earlier-owner", 10_000)
+    await store.append(partition, epoch, json.dumps([["a", 1]]).encode())
+    await store.append(partition, epoch, json.dumps([["a", 2]]).encode())
+    await store.append(partition, epoch, b"\xffnot json")
+    await store.release(partition, "earlier-owner", epoch)
+
+
+async def repair(store: InMemoryLogStore, partition: int, from_offset: int) -> int:
+    """What ``groupcoord repair --yes`` does: fence, truncate under its epoch, release."""
+    epoch = await store.acquire(partition, REPAIR, 60_000)
+    n = await store.truncate_log(partition, epoch, from_offset)
+    await store.release(partition, REPAIR, epoch)
+    return n
+
+
+@pytest.mark.parametrize("respect_leases", [False, True])
+async def test_a_corrupt_partition_stays_failed_until_a_repair_takes_it(
+    store: InMemoryLogStore, clock: ManualClock, respect_leases: bool
+) -> None:
+    """A FAILED partition is not retried (the same bytes come back), but once another owner
+    acquires it -- a repair -- it is let go: ``dev`` loads it again from the repaired log, a
+    shard hands it to ownership (the hook)."""
+    await corrupt_log(store, 0)
+    rt = make_runtime(store, respect_leases=respect_leases, failed_poll_ms=100)
+    lost: list[int] = []
+    if respect_leases:
+        rt.on_partition_lost = lambda n, why: lost.append(n)
+    assert await rt.load(0) is False
+    assert rt.partition(0).state is PartitionState.FAILED
+    await clock.run_for(1_000)  # polls the epoch, retries nothing
+    assert rt.partition(0).state is PartitionState.FAILED
+    assert await store.current_epoch(0) == 2
+
+    assert await repair(store, 0, 3) == 1
+    if respect_leases:
+        await clock.run_until(lambda: lost == [0], 200)
+        assert 0 not in rt.partitions
+        assert await rt.load(0)  # what ownership does next
+    else:
+        await clock.run_until(lambda: rt.active_partitions() == [0], 1_000)
+    assert await rt.partition(0).read(lambda sm, now: sm.values["a"]) == 2
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 3
+    assert [e.offset for e in (await store.load(0)).entries] == [1, 2, 4]  # 3 is not reused
+    await rt.close()
+
+
+async def test_single_owner_leaves_a_partition_to_a_repair_until_it_releases(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """``dev`` takes a fenced partition back at once from anyone -- except a repair: fencing
+    the repair in turn would make it fail. It waits until the repair releases the lease."""
+    rt = make_runtime(store, reload_backoff_ms=(10, 100), failed_poll_ms=100)
+    await rt.load(0)
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
+    epoch = await store.acquire(0, REPAIR, 60_000)
+    with pytest.raises(ApiError):  # fenced
+        await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    await clock.run_for(5_000)
+    assert rt.active_partitions() == []
+    assert await store.current_epoch(0) == epoch  # the repair was not fenced
+    assert await store.truncate_log(0, epoch, 2) == 0
+    await store.release(0, REPAIR, epoch)
+    took = await clock.run_until(lambda: rt.active_partitions() == [0], 1_000)
+    assert took <= 100
+    assert rt.partition(0).epoch == epoch + 1
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 2
+    await rt.close()
+
+
+async def test_single_owner_takes_a_partition_back_when_a_repair_lease_expires(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store, reload_backoff_ms=(10, 100), failed_poll_ms=100)
+    await rt.load(0)
+    await store.acquire(0, REPAIR, 2_000)  # ... and the repair dies
+    with pytest.raises(ApiError):
+        await rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    took = await clock.run_until(lambda: rt.active_partitions() == [0], 5_000)
+    assert 2_000 <= took <= 2_200
+    await rt.close()
