@@ -112,7 +112,7 @@ class ShardApp:
             timer,
             self.catalog.image,
             partition,
-            assign=self.in_process.compute_inline if self.in_process is not None else None,
+            assign=self.in_process,
             new_uuid=_random_uuid,
         )
 

@@ -4,7 +4,7 @@
 The core hands over plain data; this module turns it into an ``assignors.spec.GroupSpec``,
 runs the named server assignor (from the ``groupcoord.assignors`` entry points) in a worker
 thread, and hands the assignment back. Small groups with a built-in assignor are assigned
-on the partition loop itself, inside the operation that needs it (``compute_inline``, as
+on the partition loop itself, inside the operation that needs it (``computes``, as
 Kafka does in the heartbeat). At most one computation per group runs at a time:
 a request superseded while it waits (the runtime cancels it) never starts, so a burst of
 epoch bumps costs one computation, not one per bump. With assignor addresses configured, the
@@ -54,14 +54,11 @@ class InProcessAssignor:
             raise LookupError(f"assignor {request.assignor!r} is not configured")
         return assignor.assign(to_group_spec(request))
 
-    def compute_inline(self, request: TargetAssignmentRequest) -> TargetAssignment | None:
-        """The assignment computed on the calling thread (the partition loop) if the group's
-        assignor is a built-in one, whose cost is known (about 1 ms for 1 000 members +
-        partitions); None for any other (custom assignors always run off the loop)."""
-        assignor = self.assignors.get(request.assignor)
-        if not isinstance(assignor, UniformAssignor | RangeAssignor):
-            return None
-        return assignor.assign(to_group_spec(request))
+    def computes(self, assignor: str) -> bool:
+        """Whether ``assignor`` may run on the calling thread (the partition loop): a built-in
+        one, whose cost is known (about 1 ms for 1 000 members + partitions); custom
+        assignors always run off the loop. (The core's InlineAssignor.)"""
+        return isinstance(self.assignors.get(assignor), UniformAssignor | RangeAssignor)
 
     async def __call__(self, request: TargetAssignmentRequest) -> TargetAssignment:
         group_id = request.group_id

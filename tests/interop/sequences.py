@@ -346,6 +346,8 @@ async def consumer_group(target: Target) -> Obs:
         # m2 leaves: m1 takes everything back
         r = await m2.heartbeat(epoch=-1)
         obs.append(("m2 leaves", {"error": err(r.error_code), "epoch": r.member_epoch}))
+        # before m1's next heartbeat: the leave bumped the group epoch only (Assigning)
+        obs.append(("m2 left: describe before m1 heartbeats", await describe_epochs(wire, group)))
         await converge([m1], 6)
         obs.append(("m1 alone", {"epoch": m1.epoch, "owned": m1.owned}))
         obs.append(("m1 alone: describe", await describe_epochs(wire, group)))

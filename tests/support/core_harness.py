@@ -109,7 +109,7 @@ class ShardHarness:
             timer,
             self.topics,
             self.partition,
-            assign=in_process_assignor(self.config).compute_inline,
+            assign=in_process_assignor(self.config),
             new_uuid=self.uuids,
         )
 

@@ -274,6 +274,8 @@ class ConsumerGroupManager:
             return None
         if not member.is_reconciled_to(group.assignment_epoch):
             return None
+        if group.group_epoch > group.assignment_epoch and self._deferred_target(group):
+            return None  # this heartbeat computes the target a leave left to it
         if self._updated(member, request) is not member:
             return None
         subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
@@ -423,10 +425,14 @@ class ConsumerGroupManager:
                 return group.target_of(replaced.member_id)
             return group.target_of(mid)
 
-        # 2. target assignment: here when cheap (as Kafka), else off the loop
+        # 2. target assignment: here when cheap (as Kafka), else off the loop. Kafka computes
+        # it in any heartbeat that finds the group epoch ahead of the assignment epoch; so do
+        # we for groups assigned in-line (a leave or an expiry bumped the epoch and left the
+        # target to the next heartbeat); the others got an assignment task when it moved.
         target_records: list[Record] = []
         tasks: list[AsyncTask] = []
-        if bump and group_epoch > assignment_epoch:
+        deferred = not bump and group_epoch > assignment_epoch and self._deferred_target(group)
+        if (bump or deferred) and group_epoch > assignment_epoch:
             members = [
                 m
                 for mid, m in group.members.items()
@@ -822,7 +828,11 @@ class ConsumerGroupManager:
             request = self.assignment_request(
                 group, epoch, assignor, remaining, group.target_of, regexes, metadata
             )
-            self.request_target(group, request, records, tasks)
+            # As Kafka 4.1: the epoch bump only; the next heartbeat of a remaining member
+            # computes the target (Describe shows Assigning meanwhile). Groups assigned off
+            # the loop start that computation now.
+            if not self._assigns_inline(request):
+                tasks.append(self._assignment_task(group, request))
         return CoordinatorResult(records, response, tasks=tasks)
 
     # ---- timers ----
@@ -955,6 +965,30 @@ class ConsumerGroupManager:
                 records.append(target_assignment_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
         records.append(assignment_epoch_record(group_id, epoch))
 
+    def _deferred_target(self, group: ConsumerGroup) -> bool:
+        """Whether the group's epoch moved without a target being computed or requested
+        (``fence`` leaves that to the next heartbeat when it is computed in-line). Cheap: it
+        runs in heartbeats while an assignment computed off the loop is pending."""
+        if not group.members or not group.subscription_metadata:
+            return False
+        size = len(group.members) + sum(
+            m.num_partitions for m in group.subscription_metadata.values()
+        )
+        if self.assign is None or size > self.config.consumer_group_inline_assignment_max_size:
+            return False
+        return self.assign.computes(self.group_assignor(group.assignor_counts))
+
+    def _assigns_inline(self, request: TargetAssignmentRequest) -> bool:
+        """Whether the target of ``request`` is computed inside the operation that needs it: a
+        built-in assignor and at most ``consumer_group_inline_assignment_max_size`` members +
+        partitions (about 5 ms at the limit)."""
+        size = len(request.members) + sum(t.num_partitions for t in request.topics)
+        return (
+            self.assign is not None
+            and size <= self.config.consumer_group_inline_assignment_max_size
+            and self.assign.computes(request.assignor)
+        )
+
     def _inline_targets(
         self, request: TargetAssignmentRequest, records: list[Record]
     ) -> Callable[[str], Assignment] | None:
@@ -962,13 +996,10 @@ class ConsumerGroupManager:
         computes it inside the heartbeat): its records (targets that changed, then the new
         assignment epoch) go to ``records``. None: to be computed off the loop (too large,
         no in-process assignor for it, or it failed -- the asynchronous path retries)."""
-        size = len(request.members) + sum(t.num_partitions for t in request.topics)
-        if self.assign is None or size > self.config.consumer_group_inline_assignment_max_size:
+        if self.assign is None or not self._assigns_inline(request):
             return None
         try:
-            answer = self.assign(request)
-            if answer is None:  # not one to compute here (a custom assignor)
-                return None
+            answer = self.assign.compute(request)
             validate_answer(request, answer)
         except Exception as ex:  # noqa: BLE001 -- injected assignor: fall back, never fail
             log.warning(

@@ -13,8 +13,9 @@ it if the group moved on meanwhile (see ``ConsumerGroupManager._on_assignment``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from shards.core.consumer.member import Assignment
 
@@ -48,10 +49,16 @@ class TargetAssignmentRequest:
     topics: tuple[AssignmentTopic, ...]
 
 
-#: computes a target assignment synchronously, on the calling thread, or answers None when
-#: it does not compute this one here (an assignor whose cost is unknown: custom ones); the
-#: manager uses it for groups small enough to assign inside an operation
-InlineAssignor = Callable[[TargetAssignmentRequest], TargetAssignment | None]
+class InlineAssignor(Protocol):
+    """Computes target assignments synchronously, on the calling thread: the manager uses it
+    for groups small enough to assign inside an operation (as Kafka does in the heartbeat)."""
+
+    def computes(self, assignor: str) -> bool:
+        """Whether this assignor's assignments may be computed here (built-in ones, whose
+        cost is known; custom assignors always run off the loop)."""
+        ...
+
+    def compute(self, request: TargetAssignmentRequest) -> TargetAssignment: ...
 
 
 def validate_answer(request: TargetAssignmentRequest, answer: TargetAssignment) -> None:

@@ -1,17 +1,37 @@
 """The epochs a user sees are Kafka 4.1's: a small group's target assignment is computed
 inside the heartbeat that bumps the group epoch (a built-in assignor, on the partition loop),
-so the member that caused the bump gets the new epoch in that very response; an emptied
-group keeps the assignment epoch of its last computed target. Compare with
+so the member that caused the bump gets the new epoch in that very response; a leave or an
+expiry bumps the epoch and leaves the target to the next heartbeat of a remaining member; an
+emptied group keeps the assignment epoch of its last computed target. Compare with
 ``test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2`` (off the loop)."""
 
 from __future__ import annotations
 
+from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.timer_keys import TimerKind, group_key
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, as_dict, image, tid
 
 FOO = tid("foo")
 ALL = (0, 1, 2, 3, 4, 5)
+
+
+class NotInline:
+    """An InlineAssignor that computes nothing here (as for a custom assignor)."""
+
+    def computes(self, assignor: str) -> bool:
+        return False
+
+    def compute(self, request: TargetAssignmentRequest) -> TargetAssignment:
+        raise AssertionError("never called")
+
+
+class Broken(NotInline):
+    def computes(self, assignor: str) -> bool:
+        return True
+
+    def compute(self, request: TargetAssignmentRequest) -> TargetAssignment:
+        raise RuntimeError("boom")
 
 
 def epochs(c: Consumers, group_id: str = "g") -> tuple[str, int, int]:
@@ -54,9 +74,13 @@ def test_an_emptied_group_keeps_its_last_assignment_epoch() -> None:
         a.heartbeat(), b.heartbeat()
     assert epochs(c) == ("Stable", 2, 2)
     b.leave()
-    assert epochs(c) == ("Reconciling", 3, 3)  # the remaining member's target, computed
+    # as Kafka 4.1: a leave bumps the group epoch only; the target waits for the next
+    # heartbeat of a remaining member (Assigning meanwhile)
+    assert epochs(c) == ("Assigning", 3, 2)
+    assert c.h.tasks == {}
     a.heartbeat()
     assert (a.epoch, a.owned) == (3, {FOO: ALL})
+    assert epochs(c) == ("Stable", 3, 3)
     a.leave()
     # as Kafka: the group epoch moves, the target assignment epoch stays the last computed
     assert epochs(c) == ("Empty", 4, 3)
@@ -120,7 +144,7 @@ def test_large_groups_are_assigned_off_the_loop() -> None:
 
 def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
     c = Consumers()
-    c.h.shard.consumer.assign = lambda request: None  # e.g. a custom assignor
+    c.h.shard.consumer.assign = NotInline()  # e.g. a custom assignor
     r = c.join("m1")
     assert (r.member_epoch, r.assignment) == (1, ())
     assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == [
@@ -131,12 +155,49 @@ def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
 def test_a_failing_inline_assignor_falls_back_off_the_loop() -> None:
     c = Consumers()
 
-    def broken(request: object) -> None:
-        raise RuntimeError("boom")
-
-    c.h.shard.consumer.assign = broken
+    c.h.shard.consumer.assign = Broken()
     r = c.join("m1")
     assert (r.member_epoch, r.assignment) == (1, ())
     c.assign()  # the real assignors, off the loop
     r = c.heartbeat(member_id="m1", member_epoch=1)
     assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
+
+
+def test_a_session_expiry_leaves_the_target_to_the_next_heartbeat() -> None:
+    c = Consumers()
+    a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
+    for _ in range(3):
+        a.heartbeat(), b.heartbeat()
+    assert epochs(c) == ("Stable", 2, 2)
+    # b goes silent; a keeps heartbeating until b's session expires
+    timeout = CoordinatorConfig().consumer_group_session_timeout_ms
+    step = CoordinatorConfig().consumer_group_heartbeat_interval_ms
+    waited = 0
+    while epochs(c)[1] == 2:
+        c.h.sleep(step)
+        waited += step
+        assert waited <= timeout + step
+        if epochs(c)[1] == 2:
+            a.heartbeat()
+    assert epochs(c) == ("Assigning", 3, 2)  # as Kafka: the expiry bumps the epoch only
+    a.heartbeat()
+    assert (a.epoch, a.owned) == (3, {FOO: ALL})
+    assert epochs(c) == ("Stable", 3, 3)
+    c.check()
+
+
+def test_a_leave_starts_the_computation_at_once_off_the_loop() -> None:
+    # groups assigned off the loop do not wait for a heartbeat: the leave starts the task
+    c = Consumers()
+    c.h.shard.consumer.assign = NotInline()
+    a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
+    for _ in range(4):
+        a.heartbeat(), b.heartbeat()
+        c.assign()
+    assert epochs(c)[0] == "Stable"
+    epoch = epochs(c)[1]
+    b.leave()
+    assert epochs(c) == ("Assigning", epoch + 1, epoch)
+    assert list(c.h.tasks) == [group_key(TimerKind.CONSUMER_ASSIGNMENT, "g")]
+    c.assign()
+    assert epochs(c) == ("Reconciling", epoch + 1, epoch + 1)

@@ -55,12 +55,11 @@ class _Custom:
 def test_only_built_in_assignors_are_computed_inline() -> None:
     run = InProcessAssignor(["uniform", "range"])
     run.assignors["custom"] = _Custom()
-    assert run.compute_inline(request()) == run.compute(request())
-    assert run.compute_inline(request(assignor="range")) == run.compute(request(assignor="range"))
+    assert run.computes("uniform") and run.computes("range")
     # custom and unknown assignors are not computed on the caller's loop
     assert run.compute(request(assignor="custom")) == {"m0": {"T": (0, 1, 2, 3, 4, 5)}}
-    assert run.compute_inline(request(assignor="custom")) is None
-    assert run.compute_inline(request(assignor="sticky")) is None
+    assert not run.computes("custom")
+    assert not run.computes("sticky")
 
 
 class ManualExecutor(concurrent.futures.ThreadPoolExecutor):
