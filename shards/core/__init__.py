@@ -28,7 +28,9 @@ GroupMetadata record of it) and say so on the result: ``replay_records=False``, 
 without replay (Kafka's ``replayRecords``); so does the online downgrade. The one other
 change a handler makes: a consumer heartbeat that creates (or upgrades) a group registers
 the group object at its end, so that the tasks it started hold the object that its records
-are replayed into. A failed append discards all of it (the partition reloads).
+are replayed into -- as Kafka's ``getOrMaybeCreateConsumerGroup`` puts a new group into its
+map inside the heartbeat (its timeline structures revert that on a failed append). Here a
+failed append discards all of it (the partition reloads).
 
 Invariants
 ----------
