@@ -9,6 +9,11 @@ Usage::
     with KafkaBroker(workdir) as kafka:  # fetches on first use, formats, starts, waits
         kafka.bootstrap                  # "127.0.0.1:<port>"
 
+The pieces are shared with the multi-broker cluster (``kafka_cluster.py``): one node's
+configuration (:func:`server_properties`), the Java command line (:func:`java_command`), a
+node process (:class:`KafkaNode`), storage formatting (:func:`format_storage`) and readiness
+(:func:`wait_ready`: every broker registered, internal topics loaded).
+
 ``python -m tests.interop.kafka_broker`` fetches (and with ``--run`` starts) it by hand.
 """
 
