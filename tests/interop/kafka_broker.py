@@ -9,11 +9,17 @@ Usage::
     with KafkaBroker(workdir) as kafka:  # fetches on first use, formats, starts, waits
         kafka.bootstrap                  # "127.0.0.1:<port>"
 
+The pieces are shared with the multi-broker cluster (``kafka_cluster.py``): one node's
+configuration (:func:`server_properties`), the Java command line (:func:`java_command`), a
+node process (:class:`KafkaNode`), storage formatting (:func:`format_storage`) and readiness
+(:func:`wait_ready`: every broker registered, internal topics loaded).
+
 ``python -m tests.interop.kafka_broker`` fetches (and with ``--run`` starts) it by hand.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -24,8 +30,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from subprocess import PIPE
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_VERSION = os.environ.get("GROUPCOORD_KAFKA_VERSION", "4.1.1")
@@ -145,136 +153,161 @@ Configuration:
 """
 
 
-class KafkaBroker:
-    def __init__(
-        self, workdir: Path, extra: dict[str, str] | None = None, heap: str = "768m"
-    ) -> None:
+def java_command(main: str, *args: str, heap: str, log4j: Path) -> list[str]:
+    """The one Java command line for every Kafka process: Kafka's own launcher options minus
+    the ones for long-running production brokers."""
+    return [
+        "java",
+        f"-Xmx{heap}",
+        "-Xms256m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        "-XX:+ExitOnOutOfMemoryError",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{libs()}/*",
+        main,
+        *args,
+    ]
+
+
+def server_properties(
+    *,
+    node_id: int,
+    roles: str,
+    port: int | None,
+    controller_port: int | None,
+    voters: str,
+    data: Path,
+    replication: int = 1,
+    rack: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """A KRaft node's configuration on loopback: ``roles`` is ``broker``, ``controller`` or
+    ``broker,controller``; ``voters`` the static quorum (``id@host:port,...``); internal topics
+    replicated ``replication`` times (min ISR 1, so that one broker down blocks nothing);
+    :data:`TEST_SETTINGS` and ``extra`` on top."""
+    listeners = []
+    if port is not None:
+        listeners.append(f"PLAINTEXT://127.0.0.1:{port}")
+    if controller_port is not None:
+        listeners.append(f"CONTROLLER://127.0.0.1:{controller_port}")
+    props = {
+        "process.roles": roles,
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": ",".join(listeners),
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data),
+    }
+    if port is not None:
+        props |= {
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+        }
+    if rack is not None:
+        props["broker.rack"] = rack
+    props |= {
+        "offsets.topic.replication.factor": str(replication),
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": str(replication),
+        "share.coordinator.state.topic.min.isr": "1",
+        "num.partitions": "1",
+        **{k: v for k, (_name, v) in TEST_SETTINGS.items()},
+        **(extra or {}),
+    }
+    return props
+
+
+class KafkaNode:
+    """One Kafka server process (broker, controller or both) in its own directory: its
+    ``server.properties``, ``log4j2.yaml``, ``data/``, ``kafka.log`` and ``stdout.log``. The
+    configuration (ports included) is fixed once, so a killed node restarts as itself."""
+
+    def __init__(self, workdir: Path, props: dict[str, str], heap: str) -> None:
         self.workdir = workdir
-        self.extra = extra or {}
+        self.props = props
         self.heap = heap
-        self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log: object = None
+        self._out: IO[bytes] | None = None
 
     @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def node_id(self) -> int:
+        return int(self.props["node.id"])
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.props["process.roles"].split(",")
+
+    @property
+    def port(self) -> int:
+        """The PLAINTEXT (client) port of a broker."""
+        return int(self.props["advertised.listeners"].rsplit(":", 1)[1])
+
+    @property
+    def config(self) -> Path:
+        return self.workdir / "server.properties"
 
     def _java(self, main: str, *args: str) -> list[str]:
-        # Kafka's own launcher options minus the ones for long-running production brokers.
-        return [
-            "java",
-            f"-Xmx{self.heap}",
-            "-Xms256m",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-Djava.awt.headless=true",
-            "-XX:+ExitOnOutOfMemoryError",
-            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",
-            "-cp",
-            f"{libs()}/*",
-            main,
-            *args,
-        ]
+        return java_command(main, *args, heap=self.heap, log4j=self.workdir / "log4j2.yaml")
 
-    def start(self, ready_timeout: float = 120.0) -> None:
+    def format_command(self, cluster_id: str) -> list[str]:
+        """Write the configuration, wipe the data dir; the storage format command to run."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port, controller = free_port(), free_port()
-        data = self.workdir / "data"
-        shutil.rmtree(data, ignore_errors=True)
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(data),
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "num.partitions": "1",
-            **{k: v for k, (_name, v) in TEST_SETTINGS.items()},
-            **self.extra,
-        }
-        config = self.workdir / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        shutil.rmtree(self.props["log.dirs"], ignore_errors=True)
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         (self.workdir / "log4j2.yaml").write_text(_LOG4J2.format(log=self.workdir / "kafka.log"))
-        fmt = subprocess.run(
-            self._java(
-                "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(config)
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        return self._java(
+            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config)
         )
-        if fmt.returncode != 0:
-            raise KafkaUnavailable(f"formatting storage failed: {fmt.stdout}\n{fmt.stderr}")
-        out = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - closed in stop()
-        self._log = out
+
+    def launch(self) -> None:
+        """Start the server on its formatted storage (returns at once; see :func:`wait_ready`)."""
+        assert not self.running, f"node {self.node_id} is already running"
+        self._out = open(self.workdir / "stdout.log", "ab")  # noqa: SIM115 - closed in _reap()
         # Same process group as the tests: whatever kills the test run kills the broker too.
         self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(config)),
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            self._java("kafka.Kafka", str(self.config)), stdout=self._out, stderr=subprocess.STDOUT
         )
-        try:
-            self._wait_ready(ready_timeout)
-        except BaseException:
-            self.stop()
-            raise
 
-    def _wait_ready(self, timeout: float) -> None:
-        """Until the broker is registered, the offsets topic exists and all its partitions are
-        loaded (an OffsetFetch on each answers without COORDINATOR_LOAD_IN_PROGRESS)."""
-        import asyncio
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
-        from services.gateway.router import Router
-        from tests.support.kafka_wire import KafkaWire, request
+    def exited(self) -> str | None:
+        """Why the node is not running when it should be (None while it runs)."""
+        if self.proc is None:
+            return f"node {self.node_id} was never started"
+        if self.proc.poll() is None:
+            return None
+        return f"node {self.node_id} exited ({self.proc.returncode}): {self.log_tail()}"
 
-        # one group id on each offsets partition: every partition must be loaded
-        partitions = int(TEST_SETTINGS["offsets.topic.num.partitions"][1])
-        keys = Router("unused", partitions).probe_keys()
+    def kill(self) -> None:
+        """SIGKILL: no controlled shutdown, as a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self._reap(10)
 
-        async def probe() -> bool:
+    def terminate(self, timeout: float = 20.0) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL if it takes longer than ``timeout``."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+        self._reap(timeout)
+
+    def _reap(self, timeout: float) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
             try:
-                wire = await KafkaWire.connect("127.0.0.1", self.port, "probe")
-            except OSError:
-                return False
-            try:
-                r = await wire.send(
-                    request("find_coordinator", 4, key_type=0, coordinator_keys=["probe"]),
-                    timeout=5,
-                )
-                if r.coordinators[0].error_code != 0:
-                    return False
-                f = await wire.send(
-                    request(
-                        "offset_fetch", 8, groups=[{"group_id": k, "topics": None} for k in keys]
-                    ),
-                    timeout=5,
-                )
-                return all(g.error_code == 0 for g in f.groups)
-            except (OSError, asyncio.IncompleteReadError, TimeoutError):
-                return False
-            finally:
-                await wire.close()
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise KafkaUnavailable(
-                    f"the Kafka broker exited ({self.proc.returncode}): {self.log_tail()}"
-                )
-            if asyncio.run(probe()):
-                return
-            time.sleep(0.5)
-        raise KafkaUnavailable(f"the Kafka broker was not ready in {timeout}s: {self.log_tail()}")
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
 
     def log_tail(self, n: int = 4000) -> str:
         out = []
@@ -284,18 +317,164 @@ class KafkaBroker:
                 out.append(p.read_text(errors="replace")[-n:])
         return "\n".join(out)
 
+
+def format_storage(nodes: Sequence[KafkaNode], cluster_id: str) -> None:
+    """Format every node's storage for one cluster (the JVMs run in parallel)."""
+    procs = [
+        (n, subprocess.Popen(n.format_command(cluster_id), stdout=PIPE, stderr=PIPE, text=True))
+        for n in nodes
+    ]
+    failures = []
+    for node, proc in procs:
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            failures.append(f"node {node.node_id}: {out}\n{err}")
+    if failures:
+        raise KafkaUnavailable("formatting storage failed: " + "\n".join(failures))
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTIONS_TOPIC = "__transaction_state"
+
+
+async def _probe_ready(brokers: dict[int, int], transactions: bool) -> str | None:
+    """None when the cluster is ready, else what is missing: every broker answers Metadata
+    listing all of ``brokers`` (node id -> port); the offsets topic exists and each of its
+    partitions is loaded (an OffsetFetch on each, sent to its coordinator, answers without
+    COORDINATOR_LOAD_IN_PROGRESS); with ``transactions``, the transaction state topic exists
+    too and every partition of both has a leader."""
+    from services.gateway.router import Router
+    from tests.support.kafka_wire import KafkaWire, request
+
+    # one group id on each offsets partition: every partition must be loaded
+    partitions = int(TEST_SETTINGS["offsets.topic.num.partitions"][1])
+    keys = Router("unused", partitions).probe_keys()
+    internal = [OFFSETS_TOPIC, *([TRANSACTIONS_TOPIC] if transactions else [])]
+    wires: dict[int, KafkaWire] = {}
+    try:
+        for node_id, port in sorted(brokers.items()):
+            wires[node_id] = await KafkaWire.connect("127.0.0.1", port, "probe")
+        metadata = {}
+        for node_id, wire in wires.items():
+            md = await wire.send(
+                request(
+                    "metadata",
+                    12,
+                    topics=[{"name": t} for t in internal],
+                    allow_auto_topic_creation=False,
+                ),
+                timeout=5,
+            )
+            listed = sorted(b.node_id for b in md.brokers)
+            if listed != sorted(brokers):
+                return f"broker {node_id} lists brokers {listed}"
+            metadata[node_id] = md
+        first = wires[min(wires)]
+        r = await first.send(
+            request("find_coordinator", 4, key_type=0, coordinator_keys=keys), timeout=5
+        )
+        if any(c.error_code != 0 for c in r.coordinators):
+            return "no group coordinator yet"
+        by_node: dict[int, list[str]] = {}
+        for c in r.coordinators:
+            by_node.setdefault(int(c.node_id), []).append(c.key)
+        for node_id, group_ids in sorted(by_node.items()):
+            f = await wires[node_id].send(
+                request(
+                    "offset_fetch", 8, groups=[{"group_id": g, "topics": None} for g in group_ids]
+                ),
+                timeout=5,
+            )
+            if any(g.error_code != 0 for g in f.groups):
+                return f"offsets partitions on broker {node_id} not loaded"
+        if transactions:
+            t = await first.send(
+                request("find_coordinator", 4, key_type=1, coordinator_keys=["probe"]), timeout=5
+            )
+            if t.coordinators[0].error_code != 0:
+                return "no transaction coordinator yet"
+            for topic in metadata[min(metadata)].topics:
+                if topic.error_code != 0 or any(p.leader_id < 0 for p in topic.partitions):
+                    return f"{topic.name} not created or without leaders"
+        return None
+    except (OSError, asyncio.IncompleteReadError, TimeoutError) as ex:
+        return f"{type(ex).__name__}: {ex}"
+    finally:
+        for wire in wires.values():
+            await wire.close()
+
+
+def wait_ready(
+    nodes: Sequence[KafkaNode], timeout: float, transactions: bool = False, interval: float = 0.5
+) -> None:
+    """Until every broker among ``nodes`` is registered and the internal topics are usable
+    (:func:`_probe_ready`); KafkaUnavailable when a node exits or time runs out."""
+    brokers = {n.node_id: n.port for n in nodes if n.is_broker}
+    deadline = time.monotonic() + timeout
+    missing: str | None = "not probed"
+    while time.monotonic() < deadline:
+        for n in nodes:
+            why = n.exited()
+            if why:
+                raise KafkaUnavailable(f"a Kafka node stopped while starting: {why}")
+        missing = asyncio.run(_probe_ready(brokers, transactions))
+        if missing is None:
+            return
+        time.sleep(interval)
+    tails = "\n".join(n.log_tail() for n in nodes)
+    raise KafkaUnavailable(f"Kafka was not ready in {timeout}s ({missing}): {tails}")
+
+
+class KafkaBroker:
+    """A single-node KRaft broker (broker + controller in one process, node id 1)."""
+
+    def __init__(
+        self, workdir: Path, extra: dict[str, str] | None = None, heap: str = "768m"
+    ) -> None:
+        self.workdir = workdir
+        self.extra = extra or {}
+        self.heap = heap
+        self.port = 0
+        self.node: KafkaNode | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.node.proc if self.node else None
+
+    def start(self, ready_timeout: float = 120.0) -> None:
+        self.port, controller = free_port(), free_port()
+        props = server_properties(
+            node_id=1,
+            roles="broker,controller",
+            port=self.port,
+            controller_port=controller,
+            voters=f"1@127.0.0.1:{controller}",
+            data=self.workdir / "data",
+            extra=self.extra,
+        )
+        self.node = KafkaNode(self.workdir, props, self.heap)
+        format_storage([self.node], random_cluster_id())
+        self.node.launch()
+        try:
+            wait_ready([self.node], ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.node.log_tail(n) if self.node else ""
+
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if self._log is not None:
-            self._log.close()  # type: ignore[attr-defined]
-            self._log = None
+        if self.node is not None:
+            self.node.terminate()
 
     def __enter__(self) -> KafkaBroker:
         self.start()
