@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from services.process.rpcs import request_class, response_class, snake_case
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
+from shards.storage.base import StoreUnavailableError
 
 log = logging.getLogger("groupcoord.grpc")
 
@@ -93,7 +94,12 @@ def _unary(method: Method) -> grpc.RpcMethodHandler:
             )
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except StoreUnavailableError as ex:
+            # transport-level: the store cannot be reached right now; clients retry UNAVAILABLE
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}")
+            raise  # unreachable: abort raises
         return from_response(response).SerializeToString()
 
     return grpc.unary_unary_rpc_method_handler(behavior)

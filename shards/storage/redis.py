@@ -30,7 +30,10 @@ Invariants:
   Older servers cannot: a failover may then lose acknowledged appends, and ``start()`` warns.
 * Nothing that writes is retried by the client: a write whose reply was lost has an
   unknown outcome, and retrying it could apply it twice (or make a successful catalog CAS
-  report a conflict). Such calls fail with :class:`StoreUnavailableError` instead.
+  report a conflict). Such calls fail with :class:`StoreUnavailableError` instead. Reads
+  (the catalog, a lease, an epoch, a partition's log) are retried once when the connection
+  they were sent on turns out to be dead -- after a Redis restart every pooled connection
+  is, and the first command on each would fail although the server is back.
 * A snapshot is written in two steps: its chunks under fresh keys (which expire unless
   committed), then one script that checks the epoch, points ``snap`` at them, drops the old
   chunks and trims the stream (XTRIM MINID). ``load`` re-checks ``snap`` after reading the
@@ -48,23 +51,24 @@ import hashlib
 import itertools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
-    ConnectionError as RedisConnectionError,
-)
-from redis.exceptions import (
+    BusyLoadingError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisError,
     ResponseError,
+)
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
 )
 from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
@@ -92,6 +96,7 @@ from shards.storage.base import (
 __all__ = ["RedisLogStore", "RedisUrl", "parse_redis_url", "plan_replica_wait"]
 
 log = logging.getLogger("groupcoord.storage")
+_T = TypeVar("_T")
 
 DEFAULT_KEY_PREFIX = "gc"
 DEFAULT_SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024
@@ -468,6 +473,18 @@ class RedisLogStore(LogStore):
         except RedisError as e:
             raise StoreError(f"{self.description}: {what}: {e}") from e
 
+    async def _read(self, what: str, read: Callable[[], Awaitable[_T]]) -> _T:
+        """An idempotent read, retried once on a dead connection (redis-py drops the broken
+        connection, so the retry opens a fresh one)."""
+        with self._errors(what):
+            try:
+                return await read()
+            except RedisConnectionError as e:
+                if isinstance(e, BusyLoadingError):
+                    raise  # the server is up but loading: retrying at once would not help
+                log.info("%s: %s: %s; retrying once on a new connection", self.description, what, e)
+                return await read()
+
     def _translate(self, what: str, error: BaseException) -> StoreError:
         try:
             with self._errors(what):
@@ -782,8 +799,9 @@ class RedisLogStore(LogStore):
 
     async def lease(self, partition: int) -> Lease | None:
         check_partition(partition)
-        with self._errors("lease"):
-            reply = await self._script(_LEASE, [self._key(partition, "lease")], [])
+        reply = await self._read(
+            "lease", lambda: self._script(_LEASE, [self._key(partition, "lease")], [])
+        )
         if not reply:
             return None
         owner, epoch, pttl, seconds, micros = reply
@@ -794,8 +812,9 @@ class RedisLogStore(LogStore):
 
     async def current_epoch(self, partition: int) -> int:
         check_partition(partition)
-        with self._errors("current_epoch"):
-            value = await self._redis.get(self._key(partition, "epoch"))
+        value = await self._read(
+            "current_epoch", lambda: self._redis.get(self._key(partition, "epoch"))
+        )
         return int(value) if value is not None else 0
 
     # ---- the log ---------------------------------------------------------------------
@@ -812,11 +831,10 @@ class RedisLogStore(LogStore):
 
     async def load(self, partition: int) -> LoadedLog:
         check_partition(partition)
-        with self._errors("load"):
-            for _ in range(LOAD_ATTEMPTS):
-                loaded = await self._load_once(partition)
-                if loaded is not None:
-                    return loaded
+        for _ in range(LOAD_ATTEMPTS):
+            loaded = await self._read("load", lambda: self._load_once(partition))
+            if loaded is not None:
+                return loaded
         raise StoreUnavailableError(
             f"{self.description}: partition {partition}: snapshots kept changing during load"
         )
@@ -939,8 +957,9 @@ class RedisLogStore(LogStore):
 
     # ---- the topic catalog -----------------------------------------------------------
     async def read_catalog(self) -> CatalogDocument:
-        with self._errors("read_catalog"):
-            version, data = await self._redis.hmget(self._catalog_key, ["version", "data"])
+        version, data = await self._read(
+            "read_catalog", lambda: self._redis.hmget(self._catalog_key, ["version", "data"])
+        )
         if version is None:
             return CatalogDocument(0, b"")
         return CatalogDocument(int(version), _bytes(data or b""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
@@ -52,7 +53,14 @@ def ensure_topic(address: str, name: str = "t", partitions: int = TOPIC_PARTITIO
 
     with grpc.insecure_channel(address) as channel:
         stub = catalog_pb2_grpc.TopicCatalogStub(channel)
-        _created(stub.CreateTopics(topic_request(name, partitions), timeout=10))
+        for attempt in range(20):  # as a client does: UNAVAILABLE (e.g. the store) is retried
+            try:
+                _created(stub.CreateTopics(topic_request(name, partitions), timeout=10))
+                return
+            except grpc.RpcError as ex:
+                if ex.code() is not grpc.StatusCode.UNAVAILABLE or attempt == 19:
+                    raise
+                time.sleep(0.25)
 
 
 async def ensure_topic_async(

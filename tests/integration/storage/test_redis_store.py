@@ -15,6 +15,7 @@ from redis.crc import key_slot
 
 import shards.storage.redis as redis_backend
 from shards.storage import FencedError, LogEntry, Snapshot, StoreError, StoreUnavailableError
+from shards.storage.base import CatalogDocument
 from shards.storage.redis import RedisLogStore
 from tests.support.redis_server import RedisServer, start_redis_server
 
@@ -284,6 +285,34 @@ async def test_acknowledged_appends_survive_kill_9_of_the_server(own_redis: Redi
 
     async with RedisLogStore(url) as reopened:
         assert (await reopened.load(1)).entries[-1].data == b"after restart"
+
+
+async def test_reads_after_a_server_restart_succeed_on_pooled_connections(
+    own_redis: RedisServer,
+) -> None:
+    # Every pooled connection is dead after a restart; a read must not fail because it was
+    # sent on one (the chaos test's CreateTopics after a Redis restart did). Writes are not
+    # retried (unknown outcome), reads are, once.
+    url = f"{own_redis.url}?key_prefix={unique_prefix()}"
+    async with RedisLogStore(url, socket_timeout_s=2.0) as store:
+        epoch = await store.acquire(1, "owner", LEASE_MS)
+        await store.append(1, epoch, b"x")
+        assert await store.write_catalog(0, b"doc") == 1
+        # several connections in the pool, all of which the restart kills
+        await asyncio.gather(*(store.read_catalog() for _ in range(8)))
+        await asyncio.to_thread(own_redis.restart, kill=True)
+        reads = await asyncio.gather(
+            store.read_catalog(),
+            store.lease(1),
+            store.current_epoch(1),
+            store.load(1),
+            return_exceptions=True,
+        )
+        assert not [r for r in reads if isinstance(r, BaseException)], reads
+        catalog, lease, current, loaded = reads
+        assert catalog == CatalogDocument(1, b"doc")
+        assert current == epoch and lease is not None and lease.owner == "owner"
+        assert [e.data for e in loaded.entries] == [b"x"]
 
 
 async def test_paused_server_gives_store_unavailable_instead_of_hanging(
