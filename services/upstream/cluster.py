@@ -89,6 +89,7 @@ class UpstreamCluster:
         self._bootstrap_conn: UpstreamConnection | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._connecting = asyncio.Lock()
 
     # ---- connections -----------------------------------------------------------------------
     async def connect(self, node_id: int | None = None) -> UpstreamConnection:
@@ -123,6 +124,12 @@ class UpstreamCluster:
             raise UpstreamFailure(f"cannot connect to upstream {host}:{port}: {ex!r}") from ex
 
     async def _control_connection(
+        self, node_id: int | None
+    ) -> tuple[int | None, UpstreamConnection]:
+        async with self._connecting:  # concurrent callers share one connection
+            return await self._control_connection_locked(node_id)
+
+    async def _control_connection_locked(
         self, node_id: int | None
     ) -> tuple[int | None, UpstreamConnection]:
         if node_id is None:
