@@ -242,11 +242,12 @@ class UpstreamConnection:
                 (cid,) = _CORRELATION.unpack_from(payload, 0)
                 if not self._pending:
                     raise MalformedResponse(f"{self.address}: response {cid} to no request")
-                expected, fut = self._pending.popleft()
+                expected, fut = self._pending[0]
                 if cid != expected:
                     raise MalformedResponse(
                         f"{self.address}: response correlation id {cid}, expected {expected}"
                     )
+                self._pending.popleft()
                 if not fut.done():
                     fut.set_result(payload)
         except asyncio.CancelledError:
