@@ -310,6 +310,87 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _opt(
+        "--upstream-bootstrap",
+        env="UPSTREAM_BOOTSTRAP",
+        default=None,
+        help="Proxy mode: the Kafka cluster to front, host:port[,host:port...]. Group and "
+        "offset APIs are answered by groupcoord, everything else is forwarded to the "
+        "upstream brokers (docs/proxy-mode.md). Unset: coordinator-only mode.",
+    )(f)
+    f = _opt(
+        "--broker-port-base",
+        env="BROKER_PORT_BASE",
+        type=PORT,
+        default=None,
+        help="Proxy mode: upstream broker N is served on port BASE+N "
+        "(default: the Kafka port + 1; with --kafka-port 0, any free port per broker).",
+    )(f)
+    f = _opt(
+        "--upstream-security-protocol",
+        env="UPSTREAM_SECURITY_PROTOCOL",
+        type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
+        default="PLAINTEXT",
+        help="How to connect to the upstream brokers.",
+    )(f)
+    f = _opt(
+        "--upstream-ssl-cafile",
+        env="UPSTREAM_SSL_CAFILE",
+        default=None,
+        help="CA bundle (PEM) that signed the upstream brokers' certificates "
+        "(default: the system's).",
+    )(f)
+    f = _opt(
+        "--upstream-ssl-certfile",
+        env="UPSTREAM_SSL_CERTFILE",
+        default=None,
+        help="Client certificate (PEM) for mutual TLS with the upstream.",
+    )(f)
+    f = _opt(
+        "--upstream-ssl-keyfile",
+        env="UPSTREAM_SSL_KEYFILE",
+        default=None,
+        help="Private key (PEM) of --upstream-ssl-certfile.",
+    )(f)
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class UpstreamArgs:
+    bootstrap: str | None = None
+    broker_port_base: int | None = None
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """GatewaySettings fields; the TLS files are checked now (a clear error at start)."""
+        from services.upstream.cluster import parse_bootstrap
+        from services.upstream.security import UpstreamSecurity
+
+        if not self.bootstrap:
+            return {}
+        try:
+            parse_bootstrap(self.bootstrap)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--upstream-bootstrap") from None
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise click.BadParameter(
+                "give both --upstream-ssl-certfile and --upstream-ssl-keyfile, or neither"
+            )
+        security = UpstreamSecurity(
+            self.security_protocol.upper(), self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile
+        )
+        security.ssl_context()  # unreadable files fail here, before anything starts
+        return {
+            "upstream_bootstrap": self.bootstrap,
+            "upstream_security": security,
+            "broker_port_base": self.broker_port_base,
+        }
+
+
 @click.group(cls=Cli)
 @click.version_option(package_name="groupcoord")
 def main() -> None:
@@ -335,6 +416,7 @@ def main() -> None:
     default=9092,
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
 )
+@upstream_options
 @assignor_client_options
 @request_limit_options
 def dev(
@@ -352,17 +434,32 @@ def dev(
     offset_metadata_max_bytes: int,
     config_pairs: tuple[str, ...],
     kafka_port: int,
+    upstream_bootstrap: str | None,
+    broker_port_base: int | None,
+    upstream_security_protocol: str,
+    upstream_ssl_cafile: str | None,
+    upstream_ssl_certfile: str | None,
+    upstream_ssl_keyfile: str | None,
     assignor_addresses: str | None,
     assignor_timeout_ms: int,
     max_request_bytes: int,
     max_request_items: int,
 ) -> None:
-    """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
+    """The all-in-one server on the embedded default store (SQLite under --data-dir).
+    With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
     from services.assignor.client import parse_addresses
     from services.process import logs
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
+    upstream = UpstreamArgs(
+        upstream_bootstrap,
+        broker_port_base,
+        upstream_security_protocol,
+        upstream_ssl_cafile,
+        upstream_ssl_certfile,
+        upstream_ssl_keyfile,
+    ).settings()
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
@@ -383,7 +480,7 @@ def dev(
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
     )
-    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
+    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=upstream))
 
 
 @main.command()
@@ -610,8 +707,11 @@ async def _until_signalled(
 STARTUP_CANCEL_S = 10.0
 
 
-async def _serve(app: Any, kafka_port: int | None = None) -> None:
+async def _serve(
+    app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
+) -> None:
     gateway: Any = None
+    mirror: asyncio.Task[None] | None = None
 
     async def start() -> None:
         nonlocal gateway
@@ -629,14 +729,25 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
                     num_partitions=app.settings.coordinator.num_partitions,
                     max_request_bytes=app.settings.max_request_bytes,
                     configure_telemetry=False,
+                    **(upstream or {}),
                 )
             )
             await gateway.start()
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+            if gateway.cluster is not None:
+                from services.upstream.mirror import mirror_forever
+
+                nonlocal mirror
+                # Until the shards mirror the upstream's topics themselves: dev does it here.
+                mirror = asyncio.get_running_loop().create_task(
+                    mirror_forever(app.catalog, gateway.cluster)
+                )
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
+        if mirror is not None:
+            mirror.cancel()
         if gateway is not None:
             await gateway.stop()
         await app.stop()
@@ -722,6 +833,7 @@ async def _serve(app: Any, kafka_port: int | None = None) -> None:
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
 )
+@upstream_options
 @log_options
 def gateway(
     shard_address: str,
@@ -736,11 +848,18 @@ def gateway(
     idle_timeout_ms: int,
     request_timeout_ms: int,
     otlp_endpoint: str | None,
+    upstream_bootstrap: str | None,
+    broker_port_base: int | None,
+    upstream_security_protocol: str,
+    upstream_ssl_cafile: str | None,
+    upstream_ssl_certfile: str | None,
+    upstream_ssl_keyfile: str | None,
     log_level: str,
     library_log_level: str,
     log_format: str,
 ) -> None:
-    """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out."""
+    """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
+    --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
     from services.gateway.app import GatewayApp, GatewaySettings
     from services.process import logs
 
@@ -758,6 +877,14 @@ def gateway(
         idle_timeout_ms=idle_timeout_ms,
         request_timeout_ms=request_timeout_ms,
         otlp_endpoint=otlp_endpoint,
+        **UpstreamArgs(
+            upstream_bootstrap,
+            broker_port_base,
+            upstream_security_protocol,
+            upstream_ssl_cafile,
+            upstream_ssl_certfile,
+            upstream_ssl_keyfile,
+        ).settings(),
     )
     asyncio.run(_serve_gateway(GatewayApp(settings)))
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from services.gateway import codec
 from services.gateway.connection import Limits, telemetry_enabled
 from services.gateway.framing import DEFAULT_MAX_REQUEST_BYTES
 from services.gateway.handlers import KafkaApis, Node
+from services.gateway.proxy import Proxy
 from services.gateway.router import Router
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
 from services.process import telemetry
+from services.upstream.cluster import UpstreamCluster
+from services.upstream.security import UpstreamSecurity
 
 log = logging.getLogger("groupcoord.gateway")
 
@@ -42,6 +47,83 @@ class GatewaySettings:
     otlp_endpoint: str | None = None
     #: set by ``groupcoord dev``, which has already configured telemetry
     configure_telemetry: bool = True
+    #: proxy mode: the Kafka cluster to front (``host:port[,host:port...]``); None:
+    #: coordinator-only mode
+    upstream_bootstrap: str | None = None
+    upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
+    #: proxy mode: upstream broker N is served on port ``broker_port_base + N``; None: the
+    #: Kafka port + 1, or (Kafka port 0) any free port per broker
+    broker_port_base: int | None = None
+
+
+class BrokerListeners:
+    """Proxy mode: one gateway listener per upstream broker id, opened when the broker is
+    first named (port ``base + node id``; base None: any free port)."""
+
+    def __init__(
+        self,
+        make_server: Callable[[int, int], GatewayServer],
+        advertised_host: str,
+        port_base: int | None,
+    ) -> None:
+        self.make_server = make_server
+        self.advertised_host = advertised_host
+        self.port_base = port_base
+        self.servers: dict[int, GatewayServer] = {}
+        self._opening: dict[int, asyncio.Task[GatewayServer]] = {}
+
+    def port_for(self, node_id: int) -> int:
+        return 0 if self.port_base is None else self.port_base + node_id
+
+    async def address(self, node_id: int) -> tuple[str, int]:
+        server = self.servers.get(node_id)
+        if server is None:
+            task = self._opening.get(node_id)
+            if task is None:
+                task = self._opening[node_id] = asyncio.get_running_loop().create_task(
+                    self._open(node_id)
+                )
+            server = await asyncio.shield(task)
+        return self.advertised_host, server.port
+
+    async def _open(self, node_id: int) -> GatewayServer:
+        port = self.port_for(node_id)
+        if not 0 <= port <= 65535:
+            raise OSError(f"broker {node_id}: listener port {port} is out of range")
+        server = self.make_server(node_id, port)
+        try:
+            await server.start()
+        finally:
+            self._opening.pop(node_id, None)
+        self.servers[node_id] = server
+        log.info(
+            "gateway listener for upstream broker %d on port %d (advertised %s:%d)",
+            node_id,
+            server.port,
+            self.advertised_host,
+            server.port,
+        )
+        return server
+
+    def known(self) -> Mapping[int, tuple[str, int]]:
+        return {n: (self.advertised_host, s.port) for n, s in self.servers.items()}
+
+    def on_brokers(self, brokers: Mapping[int, object]) -> None:
+        """The upstream's broker set changed: open listeners for new brokers."""
+        for node_id in brokers:
+            if node_id not in self.servers and node_id not in self._opening:
+                task = asyncio.get_running_loop().create_task(self.address(node_id))
+                task.add_done_callback(_log_failure)
+
+    async def stop(self, grace_s: float) -> None:
+        for server in list(self.servers.values()):
+            await server.stop(grace_s)
+        self.servers.clear()
+
+
+def _log_failure(task: asyncio.Task[tuple[str, int]]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("cannot open a broker listener: %s", task.exception())
 
 
 class GatewayApp:
@@ -49,6 +131,9 @@ class GatewayApp:
         self.settings = settings
         self.router: Router | None = None
         self.server: GatewayServer | None = None
+        #: proxy mode only
+        self.cluster: UpstreamCluster | None = None
+        self.broker_listeners: BrokerListeners | None = None
 
     @property
     def port(self) -> int:
@@ -76,32 +161,61 @@ class GatewayApp:
             s.cluster_id,
             s.long_poll_timeout_ms / 1000,
         )
-        self.server = GatewayServer(
-            apis,
-            s.host,
-            s.port,
-            Limits(s.max_request_bytes, s.idle_timeout_ms / 1000),
-            s.max_connections,
-        )
+        limits = Limits(s.max_request_bytes, s.idle_timeout_ms / 1000)
+        host = self.advertised_host()
+        proxy: Proxy | None = None
+        if s.upstream_bootstrap:
+            self.cluster = UpstreamCluster(s.upstream_bootstrap, s.upstream_security.ssl_context())
+            proxy = self._proxy(apis, limits, self.cluster, host)
+        self.server = GatewayServer(apis, s.host, s.port, limits, s.max_connections, proxy)
         await self.server.start()
-        host = s.advertised_host or s.host
-        if host in ("0.0.0.0", "::", ""):
-            # A wildcard cannot be advertised (Kafka refuses it too): use this host's name.
-            host = socket.getfqdn()
-            log.warning("no --advertised-host: advertising %s to Kafka clients", host)
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
+        if proxy is not None:
+            proxy.bootstrap = apis.node
         log.info(
-            "gateway serving Kafka on %s:%d (advertised %s:%d), shards via %s",
+            "gateway serving Kafka on %s:%d (advertised %s:%d), shards via %s%s",
             s.host,
             self.server.port,
             apis.node.host,
             apis.node.port,
             s.shard_address,
+            f", in front of Kafka {s.upstream_bootstrap}" if s.upstream_bootstrap else "",
         )
+        if self.cluster is not None:
+            await self.cluster.start()
+
+    def advertised_host(self) -> str:
+        s = self.settings
+        host = s.advertised_host or s.host
+        if host in ("0.0.0.0", "::", ""):
+            # A wildcard cannot be advertised (Kafka refuses it too): use this host's name.
+            host = socket.getfqdn()
+            log.warning("no --advertised-host: advertising %s to Kafka clients", host)
+        return host
+
+    def _proxy(self, apis: KafkaApis, limits: Limits, cluster: UpstreamCluster, host: str) -> Proxy:
+        s = self.settings
+        base = s.broker_port_base
+        if base is None and s.port != 0:
+            base = s.port + 1
+        proxy: Proxy | None = None
+
+        def make_server(node_id: int, port: int) -> GatewayServer:
+            return GatewayServer(apis, s.host, port, limits, s.max_connections, proxy, node_id)
+
+        self.broker_listeners = BrokerListeners(make_server, host, base)
+        proxy = Proxy(cluster, self.broker_listeners, apis.node)
+        apis.advertised = proxy
+        cluster.broker_listeners.append(self.broker_listeners.on_brokers)
+        return proxy
 
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s)
+        if self.broker_listeners is not None:
+            await self.broker_listeners.stop(self.settings.shutdown_grace_s)
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.router is not None:
             await self.router.close()
         log.info("gateway stopped")

@@ -293,6 +293,11 @@ def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
     return entity_reader(cls)
 
 
+def entity_reader_of(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
+    """kio's (cached) reader of any entity class; check_bounds the data first."""
+    return _reader(cls)
+
+
 # ---- building responses ------------------------------------------------------------------
 
 _REQUIRED = object()

@@ -7,6 +7,13 @@
   ApiVersions, answered in v0 format with UNSUPPORTED_VERSION), a frame above the size limit,
   a header or body that does not parse, no traffic for ``idle_timeout_s``.
 * Anything that goes wrong closes this connection only.
+
+In proxy mode (a :class:`~services.gateway.proxy.ProxySession` is given) requests that are
+forwarded to the upstream are pipelined: each is sent upstream as soon as it is read, and
+its response is queued; a writer task writes the queue in request order. Requests groupcoord
+answers itself are still handled one at a time, in order, while the writer goes on writing
+the forwarded responses before them. At most :data:`MAX_IN_FLIGHT` responses are queued
+(then reading waits), so a client cannot make the gateway buffer without bound.
 """
 
 from __future__ import annotations
@@ -21,11 +28,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from services.gateway import codec, framing
-from services.gateway.handlers import KafkaApis, RequestInfo
+from services.gateway.handlers import KafkaApis, Node, RequestInfo
+from services.gateway.proxy import CloseClient, Pending, ProxySession
+from services.upstream.wire import UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
 READ_CHUNK = 64 * 1024
+#: Responses queued per connection in proxy mode before the next request waits.
+MAX_IN_FLIGHT = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +47,13 @@ class Limits:
 
 class CloseConnection(Exception):
     pass
+
+
+class _End:
+    """The reader is done: the writer stops after what is queued."""
+
+
+_END = _End()
 
 
 def telemetry_enabled() -> bool:
@@ -55,8 +73,10 @@ class Connection:
         limits: Limits,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        proxy: ProxySession | None = None,
     ) -> None:
         self.apis = apis
+        self.proxy = proxy
         self.limits = limits
         self.reader = reader
         self.writer = writer
@@ -70,7 +90,13 @@ class Connection:
     async def run(self) -> None:
         try:
             await self._serve()
-        except (framing.FrameError, codec.DecodeFailure, CloseConnection) as ex:
+        except (
+            framing.FrameError,
+            codec.DecodeFailure,
+            CloseConnection,
+            CloseClient,
+            UpstreamFailure,
+        ) as ex:
             log.info("closing connection from %s: %s", self.peer, ex)
         except TimeoutError:
             log.info("closing idle connection from %s", self.peer)
@@ -81,6 +107,8 @@ class Connection:
         except Exception:
             log.exception("connection from %s failed", self.peer)
         finally:
+            if self.proxy is not None:
+                await self.proxy.close()
             self.writer.close()
             try:
                 await asyncio.wait_for(self.writer.wait_closed(), 1.0)
@@ -88,6 +116,9 @@ class Connection:
                 pass
 
     async def _serve(self) -> None:
+        if self.proxy is not None:
+            await self._serve_pipelined(self.proxy)
+            return
         idle = self.limits.idle_timeout_s
         while not self.closing:
             frame = self.decoder.next_frame()
@@ -106,9 +137,72 @@ class Connection:
             async with asyncio.timeout(idle):  # a peer that stops reading is idle too
                 await self.writer.drain()
 
-    async def respond(self, frame: bytes) -> bytes:
+    async def _next_frame(self) -> bytes | None:
+        """The next request frame; None at end of stream."""
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None:
+                return frame
+            async with asyncio.timeout(self.limits.idle_timeout_s):
+                data = await self.reader.read(READ_CHUNK)
+            if not data:
+                return None
+            self.decoder.feed(data)
+
+    async def _serve_pipelined(self, proxy: ProxySession) -> None:
+        queue: asyncio.Queue[Pending | _End] = asyncio.Queue(MAX_IN_FLIGHT)
+        writing = asyncio.get_running_loop().create_task(self._write_in_order(queue))
+        reading = asyncio.get_running_loop().create_task(self._read_and_dispatch(proxy, queue))
+        try:
+            done, _ = await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # raises what failed first
+            await writing  # the reader ended: write what is still queued
+        finally:
+            for task in (reading, writing):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(reading, writing, return_exceptions=True)
+            # Futures still queued are dropped: nobody will retrieve their exceptions.
+            while not queue.empty():
+                item = queue.get_nowait()
+                if isinstance(item, asyncio.Future):
+                    item.cancel()
+
+    async def _read_and_dispatch(
+        self, proxy: ProxySession, queue: asyncio.Queue[Pending | _End]
+    ) -> None:
+        while not self.closing:
+            frame = await self._next_frame()
+            if frame is None:
+                break
+            pending = await proxy.dispatch(frame, self.respond)
+            self.requests += 1
+            if pending is not None:
+                await queue.put(pending)
+        await queue.put(_END)
+
+    async def _write_in_order(self, queue: asyncio.Queue[Pending | _End]) -> None:
+        idle = self.limits.idle_timeout_s
+        while True:
+            item = await queue.get()
+            if item is _END:
+                return
+            if item is None:
+                continue
+            if isinstance(item, bytes):
+                frame = item  # answered here: a complete frame
+            else:
+                frame = framing.size_prefixed(await item)  # type: ignore[misc]
+            if not frame:
+                continue
+            self.writer.write(frame)
+            async with asyncio.timeout(idle):
+                await self.writer.drain()
+
+    async def respond(self, frame: bytes, node: Node | None = None) -> bytes:
         """The response frame for one request frame (empty: none is sent); raises to close
-        the connection."""
+        the connection. ``node``: what FindCoordinator names (default: the gateway)."""
         api_key, version, correlation_id = framing.peek(frame)
         spec = codec.SERVED.get(api_key)
         if spec is None:
@@ -132,6 +226,7 @@ class Connection:
             correlation_id,
             header.client_id or "",
             f"/{self.peer_host}" if self.peer_host else "",
+            node,
         )
         data = await self._handle(rq, request)
         if api_key == codec.PRODUCE_KEY and request.acks == 0:

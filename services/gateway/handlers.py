@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from groupcoord.v1 import (
     catalog_pb2,
@@ -84,6 +84,8 @@ class RequestInfo:
     correlation_id: int
     client_id: str
     client_host: str  # Kafka's form: "/127.0.0.1"
+    #: the node FindCoordinator names (proxy mode: the listener's broker); None: the gateway's
+    node: Node | None = None
 
 
 Data = dict[str, Any]
@@ -91,6 +93,14 @@ Data = dict[str, Any]
 
 def _opt(req: Any, name: str, default: Any = None) -> Any:
     return getattr(req, name, default)
+
+
+class AdvertisedApis(Protocol):
+    """What ApiVersions advertises when it is not exactly :data:`codec.SERVED` (proxy mode)."""
+
+    def api_keys(self) -> list[dict[str, int]]: ...
+
+    def features(self, version: int) -> dict[str, Any]: ...
 
 
 class KafkaApis:
@@ -101,7 +111,9 @@ class KafkaApis:
         node: Node,
         cluster_id: str,
         long_poll_timeout_s: float = 330.0,
+        advertised: AdvertisedApis | None = None,
     ) -> None:
+        self.advertised = advertised
         self.router = router
         self.catalog = catalog
         self.node = node
@@ -180,6 +192,12 @@ class KafkaApis:
             and _SOFTWARE.fullmatch(request.client_software_version or "")
         ):
             return {"error_code": int(Errors.INVALID_REQUEST), "api_keys": []}
+        if self.advertised is not None:
+            return {
+                "error_code": 0,
+                "api_keys": self.advertised.api_keys(),
+                **self.advertised.features(rq.version),
+            }
         data: Data = {
             "error_code": 0,
             "api_keys": [
@@ -440,7 +458,7 @@ class KafkaApis:
                 Errors.UNKNOWN_SERVER_ERROR,
                 f"FindCoordinator answered {len(answers)} keys for {len(keys)}",
             )
-        n = self.node
+        n = rq.node or self.node
         if rq.version < 4:
             c = answers[0]
             if c.error_code:

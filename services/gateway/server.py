@@ -8,15 +8,27 @@ import logging
 
 from services.gateway.connection import Connection, Limits
 from services.gateway.handlers import KafkaApis
+from services.gateway.proxy import Proxy
 
 log = logging.getLogger("groupcoord.gateway.server")
 
 
 class GatewayServer:
     def __init__(
-        self, apis: KafkaApis, host: str, port: int, limits: Limits, max_connections: int = 100_000
+        self,
+        apis: KafkaApis,
+        host: str,
+        port: int,
+        limits: Limits,
+        max_connections: int = 100_000,
+        proxy: Proxy | None = None,
+        node_id: int | None = None,
     ) -> None:
         self.apis = apis
+        #: proxy mode: forward to the upstream broker ``node_id`` (None: the bootstrap
+        #: listener, any broker)
+        self.proxy = proxy
+        self.node_id = node_id
         self.host = host
         self.requested_port = port
         self.limits = limits
@@ -42,7 +54,8 @@ class GatewayServer:
             log.warning("refusing a connection: %d connections open", len(self.connections))
             writer.close()
             return
-        conn = Connection(self.apis, self.limits, reader, writer)
+        session = self.proxy.session(self.node_id) if self.proxy is not None else None
+        conn = Connection(self.apis, self.limits, reader, writer, session)
         task = asyncio.current_task()
         assert task is not None
         self.connections[task] = conn

@@ -91,9 +91,12 @@ RULES: dict[str, Rule] = {
         f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
-        f"shards.adapters shards.core services.process services.client {GENERATED}",
+        f"shards.adapters shards.core services.process services.client services.upstream "
+        f"{GENERATED}",
         f"grpc kio {OTEL}",
     ),
+    # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
+    "services.upstream": rule("shards shards.adapters shards.core", "kio"),
     "services.shard": rule(
         f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
     ),

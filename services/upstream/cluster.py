@@ -1,0 +1,356 @@
+"""The upstream Kafka cluster: bootstrap servers, its brokers, groupcoord's own requests.
+
+Keeps what the last Metadata said (brokers with their racks, cluster id, controller) and
+what the last ApiVersions said (the upstream's version ranges and features), one control
+connection per broker for groupcoord's own requests, and tells listeners when the broker set
+changes (the gateway opens a listener per broker). Forwarding connections are separate: one
+per client connection, opened with :meth:`UpstreamCluster.connect`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.list_offsets.v7.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
+
+from services.upstream.wire import UpstreamConnection, UpstreamFailure
+from shards.core.topics import TopicImage, uuid_to_text
+
+log = logging.getLogger("groupcoord.upstream")
+
+#: Kafka's internal topics: not for groupcoord's catalog.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+LATEST_TIMESTAMP = -1
+METADATA_VERSION = 12  # topic ids and lookups by id: Kafka 3.1+
+LIST_OFFSETS_VERSION = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` (``[v6]:port`` for IPv6 literals)."""
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap server given")
+    return out
+
+
+class UpstreamCluster:
+    def __init__(
+        self,
+        bootstrap: str | Iterable[tuple[str, int]],
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout_s: float = 10.0,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self.bootstrap = (
+            parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
+        )
+        self.ssl_context = ssl_context
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.brokers: dict[int, Broker] = {}
+        self.cluster_id: str | None = None
+        self.controller_id = -1
+        #: api key -> (min, max) as the upstream advertises it; None until first asked
+        self.api_versions: dict[int, tuple[int, int]] | None = None
+        self.api_versions_response: Any = None
+        #: called with the broker map whenever a Metadata answer changed it
+        self.broker_listeners: list[Callable[[Mapping[int, Broker]], None]] = []
+        self._control: dict[int, UpstreamConnection] = {}
+        self._bootstrap_conn: UpstreamConnection | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._connecting = asyncio.Lock()
+
+    # ---- connections -----------------------------------------------------------------------
+    async def connect(self, node_id: int | None = None) -> UpstreamConnection:
+        """A new connection for forwarding: to broker ``node_id``, or to any broker (the
+        known brokers first, then the bootstrap servers). Raises UpstreamFailure."""
+        if node_id is not None:
+            broker = self.brokers.get(node_id)
+            if broker is None:
+                await self.refresh_metadata()
+                broker = self.brokers.get(node_id)
+            if broker is None:
+                raise UpstreamFailure(f"upstream broker {node_id} is not in the cluster")
+            return await self._open(broker.host, broker.port)
+        errors = []
+        for host, port in self._candidates():
+            try:
+                return await self._open(host, port)
+            except (OSError, TimeoutError) as ex:
+                errors.append(f"{host}:{port}: {ex!r}")
+        raise UpstreamFailure("no upstream broker reachable: " + "; ".join(errors))
+
+    def _candidates(self) -> list[tuple[str, int]]:
+        known = [(b.host, b.port) for _id, b in sorted(self.brokers.items())]
+        return known + [a for a in self.bootstrap if a not in known]
+
+    async def _open(self, host: str, port: int) -> UpstreamConnection:
+        try:
+            return await UpstreamConnection.open(
+                host, port, self.ssl_context, self.connect_timeout_s
+            )
+        except (OSError, TimeoutError, ssl.SSLError) as ex:
+            raise UpstreamFailure(f"cannot connect to upstream {host}:{port}: {ex!r}") from ex
+
+    async def _control_connection(
+        self, node_id: int | None
+    ) -> tuple[int | None, UpstreamConnection]:
+        async with self._connecting:  # concurrent callers share one connection
+            return await self._control_connection_locked(node_id)
+
+    async def _control_connection_locked(
+        self, node_id: int | None
+    ) -> tuple[int | None, UpstreamConnection]:
+        if node_id is None:
+            for nid, open_conn in self._control.items():
+                if not open_conn.closed:
+                    return nid, open_conn
+            if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
+                return None, self._bootstrap_conn
+            fresh = self._bootstrap_conn = await self.connect(None)
+            return None, fresh
+        conn = self._control.get(node_id)
+        if conn is None or conn.closed:
+            conn = self._control[node_id] = await self.connect(node_id)
+        return node_id, conn
+
+    async def call(self, request: Any, node_id: int | None = None) -> Any:
+        """groupcoord's own request to broker ``node_id`` (None: any); the decoded response.
+        A failed connection is dropped (the next call opens a new one)."""
+        nid, conn = await self._control_connection(node_id)
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                return await conn.request(request)
+        except (UpstreamFailure, TimeoutError) as ex:
+            await conn.close()
+            if nid is not None:
+                self._control.pop(nid, None)
+            raise UpstreamFailure(f"upstream request to {conn.address} failed: {ex!r}") from ex
+
+    # ---- metadata ----------------------------------------------------------------------------
+    async def fetch_api_versions(self) -> dict[int, tuple[int, int]]:
+        response = await self.call(
+            ApiVersionsRequest(client_software_name="groupcoord", client_software_version="1")
+        )
+        if response.error_code != 0:
+            raise UpstreamFailure(f"upstream ApiVersions failed: {response.error_code}")
+        self.api_versions = {
+            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
+        }
+        self.api_versions_response = response
+        return self.api_versions
+
+    async def metadata(self, topics: Iterable[str] | None = None) -> Any:
+        """A Metadata v12 answer (all topics for None); updates the broker list."""
+        request = MetadataRequest(
+            topics=None
+            if topics is None
+            else tuple(MetadataRequestTopic(topic_id=None, name=TopicName(t)) for t in topics),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        response = await self.call(request)
+        self.absorb_brokers(
+            [Broker(int(b.node_id), b.host, int(b.port), b.rack) for b in response.brokers],
+            response.cluster_id,
+            int(response.controller_id),
+        )
+        return response
+
+    async def refresh_metadata(self) -> None:
+        async with self._lock:
+            await self.metadata(())
+
+    def absorb_brokers(
+        self, brokers: Iterable[Broker], cluster_id: str | None = None, controller_id: int = -1
+    ) -> None:
+        """What a Metadata answer said about the brokers (also from forwarded answers)."""
+        new = {b.node_id: b for b in brokers}
+        if cluster_id is not None:
+            self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        if not new or new == self.brokers:
+            return
+        added = sorted(set(new) - set(self.brokers))
+        removed = sorted(set(self.brokers) - set(new))
+        self.brokers = new
+        if added or removed:
+            log.info("upstream brokers: %s (added %s, removed %s)", sorted(new), added, removed)
+        for nid in removed:
+            conn = self._control.pop(nid, None)
+            if conn is not None:
+                asyncio.get_running_loop().create_task(conn.close())
+        for listener in self.broker_listeners:
+            try:
+                listener(self.brokers)
+            except Exception:
+                log.exception("broker listener failed")
+
+    async def fetch_topics(self) -> list[TopicImage]:
+        """The upstream's topics for groupcoord's catalog: name, id (Kafka's text form),
+        partition count and per partition the racks of its replicas (empty when no broker has
+        a rack). Internal topics are left out."""
+        response = await self.metadata(None)
+        racks = {int(b.node_id): b.rack for b in response.brokers}
+        out = []
+        for t in response.topics:
+            if t.error_code != 0 or t.is_internal or t.name in INTERNAL_TOPICS or not t.name:
+                continue
+            if t.topic_id is None or t.topic_id.int == 0:
+                continue
+            partitions = sorted(t.partitions, key=lambda p: int(p.partition_index))
+            partition_racks: tuple[tuple[str, ...], ...] = ()
+            if any(racks.values()):
+                partition_racks = tuple(
+                    tuple(r for r in (racks.get(int(n)) for n in p.replica_nodes) if r)
+                    for p in partitions
+                )
+            out.append(
+                TopicImage(uuid_to_text(t.topic_id.bytes), t.name, len(partitions), partition_racks)
+            )
+        return sorted(out, key=lambda t: t.name)
+
+    async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The latest offset of each (topic, partition), asked of each partition's leader.
+        Partitions that are unknown, leaderless or answer an error are left out."""
+        if not pairs:
+            return {}
+        topics = sorted({t for t, _p in pairs})
+        response = await self.metadata(topics)
+        leaders: dict[tuple[str, int], int] = {}
+        for t in response.topics:
+            if t.error_code != 0 or t.name is None:
+                continue
+            for p in t.partitions:
+                if p.error_code == 0 and int(p.leader_id) >= 0:
+                    leaders[(t.name, int(p.partition_index))] = int(p.leader_id)
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic, partition in pairs:
+            leader = leaders.get((topic, partition))
+            if leader is not None:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+
+        async def ask(leader: int, wanted: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+            request = ListOffsetsRequest(
+                replica_id=BrokerId(-1),
+                isolation_level=i8(0),
+                topics=tuple(
+                    ListOffsetsTopic(
+                        name=TopicName(name),
+                        partitions=tuple(
+                            ListOffsetsPartition(
+                                partition_index=i32(p),
+                                current_leader_epoch=i32(-1),
+                                timestamp=i64(LATEST_TIMESTAMP),
+                            )
+                            for p in sorted(set(parts))
+                        ),
+                    )
+                    for name, parts in sorted(wanted.items())
+                ),
+            )
+            answer = await self.call(request, leader)
+            return {
+                (t.name, int(p.partition_index)): int(p.offset)
+                for t in answer.topics
+                for p in t.partitions
+                if p.error_code == 0
+            }
+
+        results = await asyncio.gather(*(ask(n, w) for n, w in sorted(by_leader.items())))
+        out: dict[tuple[str, int], int] = {}
+        for r in results:
+            out.update(r)
+        return out
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def start(self, refresh_interval_s: float = 10.0, max_backoff_s: float = 30.0) -> None:
+        """Learn the cluster in the background: until the first success retried with a
+        growing backoff (logged), then every ``refresh_interval_s``."""
+        self._refresher = asyncio.get_running_loop().create_task(
+            self._refresh_loop(refresh_interval_s, max_backoff_s)
+        )
+
+    async def _refresh_loop(self, interval_s: float, max_backoff_s: float) -> None:
+        backoff = 0.5
+        known = False
+        while True:
+            try:
+                if self.api_versions is None:
+                    await self.fetch_api_versions()
+                await self.refresh_metadata()
+            except UpstreamFailure as ex:
+                level = logging.WARNING
+                log.log(
+                    level,
+                    "upstream Kafka cluster %s not reachable (%s); retrying in %.1f s "
+                    "(the group APIs are served meanwhile)",
+                    ",".join(f"{h}:{p}" for h, p in self.bootstrap),
+                    ex,
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, max_backoff_s)
+                continue
+            if not known:
+                known = True
+                log.info(
+                    "upstream Kafka cluster %s: brokers %s",
+                    self.cluster_id,
+                    ", ".join(f"{b.node_id}={b.host}:{b.port}" for b in self.brokers.values()),
+                )
+            backoff = 0.5
+            await asyncio.sleep(interval_s)
+
+    async def wait_known(self, timeout_s: float) -> bool:
+        """Whether the brokers and ApiVersions are known within ``timeout_s``."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while not self.brokers or self.api_versions is None:
+                    await asyncio.sleep(0.05)
+        return bool(self.brokers) and self.api_versions is not None
+
+    async def close(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._refresher
+            self._refresher = None
+        conns = list(self._control.values())
+        if self._bootstrap_conn is not None:
+            conns.append(self._bootstrap_conn)
+        self._control.clear()
+        self._bootstrap_conn = None
+        for c in conns:
+            await c.close()

@@ -1,0 +1,224 @@
+"""Proxy mode end to end: ``groupcoord dev --upstream-bootstrap <Apache Kafka 4.1.1>``.
+
+Unmodified confluent-kafka clients see only the gateway: a topic is created through it
+(CreateTopics forwarded), 2,000 keyed records are produced through it (Produce forwarded to
+the broker's gateway listener), and a KIP-848 group and a classic group of two consumers each
+read them all through it (Fetch forwarded, the groups and their commits kept by groupcoord).
+The committed offsets read back through the gateway equal what was consumed, and the
+upstream's own group coordinator has never heard of these groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.upstream.cluster import UpstreamCluster
+from tests.interop.clients import QUIET, committed_offsets
+from tests.interop.kafka_broker import (
+    KafkaBroker,
+    KafkaUnavailable,
+    groupcoord_args,
+    unavailable_reason,
+)
+from tests.interop.support import unique
+from tests.support.kafka_wire import KafkaWire, request
+from tests.support.processes import ServerProcess
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+RECORDS = 2_000
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    broker = KafkaBroker(tmp_path_factory.mktemp("upstream-kafka"))
+    try:
+        broker.start()
+    except KafkaUnavailable as ex:
+        pytest.fail(f"Apache Kafka could not be started: {ex}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("proxy")
+    proc = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp / "data"),
+            "--upstream-bootstrap",
+            kafka.bootstrap,
+            "--log-format",
+            "text",
+            *groupcoord_args(),
+        ],
+        tmp / "server.log",
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _consume_all(
+    bootstrap: str, admin: Any, topic: str, group: str, protocol: str
+) -> dict[int, int]:
+    """Two consumers of ``group`` read every record and commit as they go; returns partition ->
+    next offset once the commits read back through the gateway say the same. (A partition
+    that moved during a rebalance is read again by its new owner from the last commit.)"""
+    from confluent_kafka import Consumer
+
+    extra: dict[str, Any] = {"session.timeout.ms": 6000} if protocol == "classic" else {}
+    errors: list[str] = []
+    extra["on_commit"] = lambda err, _parts: errors.append(str(err)) if err else None
+    consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": protocol,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **extra,
+                **QUIET,
+            }
+        )
+        for _ in range(2)
+    ]
+    seen: set[tuple[int, int]] = set()
+    by_consumer = [0, 0]
+    ends: dict[int, int] = {}
+    committed: dict[tuple[str, int], int] = {}
+    next_check = 0.0
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for i, c in enumerate(consumers):
+                for m in c.consume(500, 0.1):
+                    if m.error():
+                        continue
+                    seen.add((m.partition(), m.offset()))
+                    ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
+                    by_consumer[i] += 1
+                    c.commit(message=m, asynchronous=True)
+            if len(seen) == RECORDS and time.monotonic() >= next_check:
+                committed = committed_offsets(admin, group)
+                if committed == {(topic, p): o for p, o in ends.items()}:
+                    break
+                next_check = time.monotonic() + 1.0
+        assert len(seen) == RECORDS, f"{group}: consumed {len(seen)} of {RECORDS}"
+        assert committed == {(topic, p): o for p, o in ends.items()}, (
+            group,
+            committed,
+            ends,
+            [[tp.partition for tp in c.assignment()] for c in consumers],
+            errors[-5:],
+        )
+    finally:
+        for c in consumers:
+            c.close()
+    assert all(by_consumer), f"{group}: both members consumed ({by_consumer})"
+    return ends
+
+
+def test_kafka_clients_use_groupcoord_in_front_of_apache_kafka(
+    kafka: KafkaBroker, proxy: ServerProcess
+) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{proxy.ports['kafka']}"
+    topic = unique("proxied")
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    md = admin.list_topics(timeout=10)
+    [broker] = md.brokers.values()
+    assert broker.id == 1 and broker.port not in (kafka.port, proxy.ports["kafka"])
+    # the catalog mirror learns the topic (with the upstream's id) within a few seconds
+    _wait(
+        lambda: (
+            "topic catalog mirrors the upstream" in proxy.log_path.read_text()
+            and topic in proxy.log_path.read_text()
+        ),
+        20,
+        "the topic in groupcoord's catalog",
+    )
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
+    started = time.monotonic()
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"key-{i % 97}", value=f"value-{i}")
+    assert producer.flush(30) == 0
+    produce_s = time.monotonic() - started
+
+    groups = {"consumer": unique("kip848"), "classic": unique("classic")}
+    for protocol, group in groups.items():
+        started = time.monotonic()
+        ends = _consume_all(bootstrap, admin, topic, group, protocol)
+        consume_s = time.monotonic() - started
+        assert sum(ends.values()) == RECORDS
+        print(f"{protocol}: consumed {RECORDS} in {consume_s:.1f}s; produced in {produce_s:.1f}s")
+
+    # The upstream's own group coordinator knows nothing of these groups.
+    async def upstream_view() -> tuple[set[str], list[Any]]:
+        wire = await KafkaWire.connect("127.0.0.1", kafka.port)
+        try:
+            listed = await wire.send(request("list_groups", 4))
+            fetched = await wire.send(
+                request(
+                    "offset_fetch",
+                    8,
+                    groups=[{"group_id": g, "topics": None} for g in groups.values()],
+                )
+            )
+        finally:
+            await wire.close()
+        return {g.group_id for g in listed.groups}, [list(g.topics) for g in fetched.groups]
+
+    listed, fetched = asyncio.run(upstream_view())
+    assert not listed & set(groups.values())
+    assert fetched == [[], []]
+
+    # fetch_topics / log_end_offsets, for the catalog mirror and consumer lag
+    async def upstream_calls() -> tuple[Any, dict[tuple[str, int], int]]:
+        cluster = UpstreamCluster(kafka.bootstrap)
+        try:
+            topics = await cluster.fetch_topics()
+            ends = await cluster.log_end_offsets([(topic, p) for p in range(PARTITIONS)])
+        finally:
+            await cluster.close()
+        return topics, ends
+
+    topics, log_ends = asyncio.run(upstream_calls())
+    [image] = [t for t in topics if t.name == topic]
+    assert image.num_partitions == PARTITIONS and len(image.topic_id) == 22
+    assert all(not t.name.startswith("__") for t in topics)
+    assert sum(log_ends.values()) == RECORDS
+    assert {p: o for (_t, p), o in log_ends.items() if o} == dict(ends)
