@@ -286,6 +286,37 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Proxy mode, for the commands that run shards: how closely the catalog follows the
+    upstream cluster."""
+    return _opt(
+        "--upstream-metadata-interval-ms",
+        env="UPSTREAM_METADATA_INTERVAL_MS",
+        type=POSITIVE,
+        default=5_000,
+        help="Proxy mode: how often the upstream cluster's topics are fetched into the topic "
+        "catalog (topics created, grown, deleted upstream reach the groups within about this "
+        "long).",
+    )(f)
+
+
+def _open_upstream(bootstrap: str | None) -> Any:
+    """The upstream cluster client of proxy mode (``services.upstream``), or None. Imported
+    only when asked for, and by name, so that the shard command works in a build without
+    that package."""
+    if not bootstrap:
+        return None
+    import importlib
+
+    try:
+        module = importlib.import_module("services.upstream")
+    except ImportError as ex:
+        raise click.UsageError(
+            f"--upstream-bootstrap: this build has no upstream client ({ex})"
+        ) from None
+    return module.UpstreamCluster(bootstrap)
+
+
 def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt(
         "--max-request-bytes",
@@ -333,6 +364,7 @@ def main() -> None:
 )
 @assignor_client_options
 @request_limit_options
+@upstream_metadata_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -352,6 +384,7 @@ def dev(
     assignor_timeout_ms: int,
     max_request_bytes: int,
     max_request_items: int,
+    upstream_metadata_interval_ms: int,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir)."""
     from services.assignor.client import parse_addresses
@@ -378,6 +411,7 @@ def dev(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
+        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port))
 
@@ -435,6 +469,15 @@ def dev(
     default=10.0,
     help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
 )
+@_opt(
+    "--upstream-bootstrap",
+    env="UPSTREAM_BOOTSTRAP",
+    default=None,
+    help="Proxy mode: host:port[,host:port...] of the Kafka cluster the gateways front. The "
+    "topic catalog then mirrors its topics (CreateTopics/DeleteTopics go to that cluster) "
+    "and DescribeGroupLag reads its log-end offsets. Every shard of a deployment sets it.",
+)
+@upstream_metadata_options
 @server_options
 @coordinator_options
 @assignor_client_options
@@ -447,6 +490,8 @@ def shard(
     handoff_poll_ms: int,
     operation_timeout_ms: int,
     shutdown_grace_s: float,
+    upstream_bootstrap: str | None,
+    upstream_metadata_interval_ms: int,
     host: str,
     grpc_port: int,
     advertised_host: str | None,
@@ -491,6 +536,8 @@ def shard(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
+        upstream=_open_upstream(upstream_bootstrap),
+        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
