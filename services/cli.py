@@ -290,6 +290,20 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Proxy mode, for the commands that run shards: how closely the catalog follows the
+    upstream cluster."""
+    return _opt(
+        "--upstream-metadata-interval-ms",
+        env="UPSTREAM_METADATA_INTERVAL_MS",
+        type=POSITIVE,
+        default=5_000,
+        help="Proxy mode: how often the upstream cluster's topics are fetched into the topic "
+        "catalog (topics created, grown, deleted upstream reach the groups within about this "
+        "long).",
+    )(f)
+
+
 def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = _opt(
         "--max-request-bytes",
@@ -311,21 +325,29 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = _opt(
-        "--upstream-bootstrap",
-        env="UPSTREAM_BOOTSTRAP",
-        default=None,
-        help="Proxy mode: the Kafka cluster to front, host:port[,host:port...]. Group and "
-        "offset APIs are answered by groupcoord, everything else is forwarded to the "
-        "upstream brokers (docs/proxy-mode.md). Unset: coordinator-only mode.",
-    )(f)
-    f = _opt(
+    """The upstream cluster and how a gateway serves it (dev, gateway)."""
+    f = upstream_client_options(f)
+    return _opt(
         "--broker-port-base",
         env="BROKER_PORT_BASE",
         type=PORT,
         default=None,
         help="Proxy mode: upstream broker N is served on port BASE+N "
         "(default: the Kafka port + 1; with --kafka-port 0, any free port per broker).",
+    )(f)
+
+
+def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """How to reach the upstream cluster (dev, gateway, shard)."""
+    f = _opt(
+        "--upstream-bootstrap",
+        env="UPSTREAM_BOOTSTRAP",
+        default=None,
+        help="Proxy mode: the Kafka cluster to front, host:port[,host:port...]. Group and "
+        "offset APIs are answered by groupcoord, everything else is forwarded to the "
+        "upstream brokers; the topic catalog mirrors the cluster's topics and "
+        "DescribeGroupLag reads its log-end offsets (docs/proxy-mode.md). Every process of "
+        "a deployment sets it. Unset: coordinator-only mode.",
     )(f)
     f = _opt(
         "--upstream-security-protocol",
@@ -390,6 +412,15 @@ class UpstreamArgs:
             "broker_port_base": self.broker_port_base,
         }
 
+    def cluster(self) -> Any:
+        """The upstream client the shard uses (topic catalog mirror, lag), or None."""
+        from services.upstream.cluster import UpstreamCluster
+
+        settings = self.settings()
+        if not settings:
+            return None
+        return UpstreamCluster(self.bootstrap or "", settings["upstream_security"].ssl_context())
+
 
 @click.group(cls=Cli)
 @click.version_option(package_name="groupcoord")
@@ -419,6 +450,7 @@ def main() -> None:
 @upstream_options
 @assignor_client_options
 @request_limit_options
+@upstream_metadata_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -444,6 +476,7 @@ def dev(
     assignor_timeout_ms: int,
     max_request_bytes: int,
     max_request_items: int,
+    upstream_metadata_interval_ms: int,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -452,14 +485,15 @@ def dev(
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
-    upstream = UpstreamArgs(
+    upstream_args = UpstreamArgs(
         upstream_bootstrap,
         broker_port_base,
         upstream_security_protocol,
         upstream_ssl_cafile,
         upstream_ssl_certfile,
         upstream_ssl_keyfile,
-    ).settings()
+    )
+    upstream = upstream_args.settings()
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
@@ -479,6 +513,8 @@ def dev(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
+        upstream=upstream_args.cluster(),
+        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=upstream))
 
@@ -536,6 +572,8 @@ def dev(
     default=10.0,
     help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
 )
+@upstream_client_options
+@upstream_metadata_options
 @server_options
 @coordinator_options
 @assignor_client_options
@@ -548,6 +586,12 @@ def shard(
     handoff_poll_ms: int,
     operation_timeout_ms: int,
     shutdown_grace_s: float,
+    upstream_bootstrap: str | None,
+    upstream_security_protocol: str,
+    upstream_ssl_cafile: str | None,
+    upstream_ssl_certfile: str | None,
+    upstream_ssl_keyfile: str | None,
+    upstream_metadata_interval_ms: int,
     host: str,
     grpc_port: int,
     advertised_host: str | None,
@@ -592,6 +636,15 @@ def shard(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
+        upstream=UpstreamArgs(
+            upstream_bootstrap,
+            None,
+            upstream_security_protocol,
+            upstream_ssl_cafile,
+            upstream_ssl_certfile,
+            upstream_ssl_keyfile,
+        ).cluster(),
+        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -711,7 +764,6 @@ async def _serve(
     app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
 ) -> None:
     gateway: Any = None
-    mirror: asyncio.Task[None] | None = None
 
     async def start() -> None:
         nonlocal gateway
@@ -734,23 +786,16 @@ async def _serve(
             )
             await gateway.start()
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
-            if gateway.cluster is not None:
-                from services.upstream.mirror import mirror_forever
-
-                nonlocal mirror
-                # Until the shards mirror the upstream's topics themselves: dev does it here.
-                mirror = asyncio.get_running_loop().create_task(
-                    mirror_forever(app.catalog, gateway.cluster)
-                )
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
-        if mirror is not None:
-            mirror.cancel()
         if gateway is not None:
             await gateway.stop()
         await app.stop()
+        upstream_client = getattr(app.settings, "upstream", None)
+        if upstream_client is not None:  # built by the command, closed by it (not by ShardApp)
+            await upstream_client.close()
 
     await _until_signalled(start, stop)
 

@@ -81,6 +81,13 @@ class TopicLookup(Protocol):
     async def refresh(self) -> TopicsImage: ...
 
 
+class LogEndOffsets(Protocol):
+    """Where log-end offsets come from: the upstream cluster in proxy mode
+    (``shards.catalog_mirror.Upstream``)."""
+
+    async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+
 def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tuple[TopicT, ...]:
     """``topics`` without the partitions in ``unknown`` (and without topics left empty)."""
     return tuple(
@@ -100,6 +107,7 @@ class GroupCoordinatorService:
         topics: TopicLookup | None = None,
         limits: RequestLimits = DEFAULT_LIMITS,
         topics_miss_refresh_s: float = 0.1,
+        log_ends: LogEndOffsets | None = None,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
@@ -111,6 +119,8 @@ class GroupCoordinatorService:
         self.topics_miss_refresh_s = topics_miss_refresh_s
         self._topics_refreshed_at = float("-inf")
         self._topics_refresh: asyncio.Future[TopicsImage] | None = None
+        #: proxy mode: the upstream cluster, for DescribeGroupLag (None: lag unknown)
+        self.log_ends = log_ends
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -342,6 +352,35 @@ class GroupCoordinatorService:
                 for t in request.topics
             ),
         )
+
+    async def describe_group_lag(
+        self, request: api.DescribeGroupLagRequest
+    ) -> api.DescribeGroupLagResponse:
+        """The group's committed offsets (an OffsetFetch on its partition), then the log-end
+        offsets of those partitions from the upstream, off the partition loop. Without an
+        upstream, or when it fails, log end and lag are -1: the committed offsets are still
+        worth answering (the gateway's Kafka clients see the same through OffsetFetch)."""
+        fetch = api.OffsetFetchRequestGroup(request.group_id, topics=request.topics)
+        refused = self._refused(request.group_id, request)
+        if refused is not None:
+            fetched = offsets.offset_fetch_group_error(
+                fetch, int(refused.code), refused.message or ""
+            )
+        else:
+            fetched = await self._fetch_group(fetch)
+        pairs = [
+            (t.name, p.partition_index)
+            for t in fetched.topics
+            for p in t.partitions
+            if p.error_code == 0
+        ]
+        log_end: dict[tuple[str, int], int] = {}
+        if self.log_ends is not None and pairs and not fetched.error_code:
+            try:
+                log_end = await asyncio.wait_for(self.log_ends.log_end_offsets(pairs), self.timeout)
+            except Exception as ex:  # the lag is unknown, the committed offsets are not
+                log.warning("log-end offsets of group %r from the upstream: %r", fetch.group_id, ex)
+        return offsets.group_lag(fetched, log_end)
 
     # ---- groups -----------------------------------------------------------------------------
     async def list_groups(self, request: api.ListGroupsRequest) -> api.ListGroupsResponse:

@@ -19,17 +19,24 @@ from shards.adapters.catalog_codec import encode_catalog
 from shards.core import api
 from shards.core.errors import Errors
 from shards.core.topics import (
+    ZERO_UUID,
+    MirrorPlan,
     TopicCreation,
     TopicDeletion,
     TopicImage,
     TopicsImage,
     plan_create,
     plan_delete,
+    plan_mirror,
     uuid_to_text,
 )
 from shards.storage.base import CatalogDocument, LogStore
 
 log = logging.getLogger("groupcoord.catalog")
+
+#: CreateTopics/DeleteTopics in proxy mode: the gateway forwards Kafka's CreateTopics to the
+#: upstream cluster, so only gRPC callers of the catalog get this
+MIRRORED_READ_ONLY = "the topic catalog mirrors the upstream cluster; {verb} topics there"
 
 
 def random_topic_id() -> str:
@@ -50,6 +57,7 @@ class TopicCatalog:
         store: LogStore,
         new_topic_id: Callable[[], str] = random_topic_id,
         poll_interval_ms: int = 500,
+        mirrors_upstream: bool = False,
     ) -> None:
         self.store = store
         self.new_topic_id = new_topic_id
@@ -57,6 +65,9 @@ class TopicCatalog:
         self.image = TopicsImage()
         self.listeners: list[Callable[[TopicsImage], None]] = []
         self._watcher: asyncio.Task[None] | None = None
+        #: proxy mode: the catalog follows the upstream cluster (:meth:`mirror`) and refuses
+        #: CreateTopics/DeleteTopics
+        self.mirrors_upstream = mirrors_upstream
 
     async def start(self) -> None:
         self._set_image(_decode_doc(await self.store.read_catalog()))
@@ -95,8 +106,37 @@ class TopicCatalog:
             self._set_image(_decode_doc(doc))
         return self.image
 
+    async def mirror(self, upstream: list[TopicImage]) -> MirrorPlan:
+        """Make the catalog equal to a complete answer of the upstream cluster (its topic
+        ids, partition counts and racks): one compare-and-set write if anything differs,
+        re-planned on a conflict, so that writers with the same answer converge on one
+        document. Raises :class:`~shards.core.topics.IncompleteUpstreamAnswer` (nothing
+        written) for an answer that cannot be the whole cluster."""
+        while True:
+            doc = await self.store.read_catalog()
+            image = _decode_doc(doc)
+            plan = plan_mirror(image, upstream)
+            if not plan.changed:
+                if doc.version > self.image.version:
+                    self._set_image(image)
+                return plan
+            topics = list(plan.topics)
+            version = await self.store.write_catalog(doc.version, encode_catalog(topics))
+            if version is None:
+                continue  # another writer changed the catalog: plan again
+            self._set_image(TopicsImage.of(version, topics))
+            return plan
+
     # ---- API -------------------------------------------------------------------------------
     async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
+        if self.mirrors_upstream:
+            message = MIRRORED_READ_ONLY.format(verb="create")
+            return api.CreateTopicsResponse(
+                tuple(
+                    api.CreatableTopicResult(t.name, ZERO_UUID, Errors.INVALID_REQUEST, message)
+                    for t in request.topics
+                )
+            )
         creations = [
             TopicCreation(
                 t.name,
@@ -133,6 +173,16 @@ class TopicCatalog:
         )
 
     async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:
+        if self.mirrors_upstream:
+            message = MIRRORED_READ_ONLY.format(verb="delete")
+            return api.DeleteTopicsResponse(
+                tuple(
+                    api.DeletableTopicResult(
+                        t.name, t.topic_id or ZERO_UUID, Errors.INVALID_REQUEST, message
+                    )
+                    for t in request.topics
+                )
+            )
         deletions = [TopicDeletion(t.name, t.topic_id) for t in request.topics]
         while True:
             doc = await self.store.read_catalog()

@@ -26,6 +26,7 @@ from services.shard.servicer import (
     topic_catalog_methods,
 )
 from shards.adapters.record_codec import RecordCodec
+from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
 from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
@@ -76,6 +77,13 @@ class ShardSettings:
     #: while a partition is handed over
     ownership_interval_ms: int | None = None
     handoff_poll_ms: int = 100
+    #: proxy mode: the upstream Kafka cluster (``services.upstream``; any object with the
+    #: ``shards.catalog_mirror.Upstream`` methods). The topic catalog then mirrors it
+    #: (read-only for clients) and DescribeGroupLag gets log-end offsets from it. The app
+    #: uses it but does not close it: whoever built it does.
+    upstream: Upstream | None = None
+    #: proxy mode: how often the upstream's topics are fetched into the catalog
+    upstream_metadata_interval_ms: int = DEFAULT_INTERVAL_MS
 
 
 class ShardApp:
@@ -91,6 +99,7 @@ class ShardApp:
         self.service: GroupCoordinatorService | None = None
         self.server: GrpcServer | None = None
         self.ownership: OwnershipManager | None = None
+        self.mirror: CatalogMirror | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
@@ -138,7 +147,11 @@ class ShardApp:
         if self.store is None:
             self.store = open_store(s.store_url, self.clock)
         await self.store.start()
-        self.catalog = TopicCatalog(self.store, poll_interval_ms=s.catalog_poll_ms)
+        self.catalog = TopicCatalog(
+            self.store,
+            poll_interval_ms=s.catalog_poll_ms,
+            mirrors_upstream=s.upstream is not None,
+        )
         await self.catalog.start()
         # Consumer-group target assignments, off the partition loops: on the assignor
         # service when addresses are configured (in-process as its fallback), else in-process.
@@ -163,6 +176,18 @@ class ShardApp:
             append_timeout_ms=s.operation_timeout_ms,
         )
         self.catalog.listeners.append(self._on_new_image)
+        if s.upstream is not None:
+            # One writer: the process owning offsets partition 0 (all of them in dev); see
+            # docs/multi-shard.md, "Topic catalog in proxy mode".
+            runtime = self.runtime
+            self.mirror = CatalogMirror(
+                self.catalog,
+                s.upstream,
+                self.clock,
+                s.upstream_metadata_interval_ms,
+                active=lambda: not s.multi_shard or 0 in runtime.active_partitions(),
+            )
+            self.mirror.start()
         self.server = GrpcServer(
             s.host,
             s.grpc_port,
@@ -204,6 +229,7 @@ class ShardApp:
             s.operation_timeout_ms,
             topics=self.catalog,
             limits=RequestLimits(max_items=s.max_request_items),
+            log_ends=s.upstream,
         )
         self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
@@ -237,6 +263,8 @@ class ShardApp:
 
     async def stop(self) -> None:
         """Graceful: stop accepting RPCs, finish in-flight appends, close the store."""
+        if self.mirror is not None:
+            await self.mirror.close()
         if self.ownership is not None:
             # Leave the registry, then hand every partition off (flush, release the lease)
             # while the server still answers: clients get NOT_COORDINATOR and re-route.

@@ -17,5 +17,6 @@ ApiVersions, ListOffsets), and the two calls other parts of groupcoord use --
 :meth:`.cluster.UpstreamCluster.fetch_topics` (the topic catalog mirror) and
 :meth:`.cluster.UpstreamCluster.log_end_offsets` (consumer lag).
 
-:mod:`.mirror` writes fetched topics into groupcoord's topic catalog.
+The topic catalog mirror itself is :mod:`shards.catalog_mirror` (run by the shard that owns
+offsets partition 0; see docs/multi-shard.md).
 """

@@ -172,6 +172,41 @@ class OffsetFetchResponse:
     groups: tuple[OffsetFetchResponseGroup, ...] = ()
 
 
+# ---- DescribeGroupLag (kafka-consumer-groups --describe: CURRENT-OFFSET, LOG-END-OFFSET, LAG)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupLagRequest:
+    group_id: str
+    topics: tuple[OffsetFetchRequestTopics, ...] | None = None  # None = all committed offsets
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupLagPartition:
+    partition_index: int
+    committed_offset: int = -1  # -1: nothing committed
+    committed_leader_epoch: int = -1
+    metadata: str | None = ""
+    log_end_offset: int = -1  # -1: unknown (no upstream, or it did not answer)
+    lag: int = -1  # log_end_offset - committed_offset, not below 0; -1: unknown
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupLagTopic:
+    name: str
+    partitions: tuple[DescribeGroupLagPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupLagResponse:
+    group_id: str
+    topics: tuple[DescribeGroupLagTopic, ...] = ()
+    error_code: int = 0
+    error_message: str = ""
+
+
 # ---- OffsetDelete ----------------------------------------------------------------------
 
 

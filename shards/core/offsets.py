@@ -24,6 +24,7 @@ immutable). Only :meth:`replay` changes it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from shards.core import api
@@ -318,6 +319,44 @@ def offset_fetch_group_error(
     group: api.OffsetFetchRequestGroup, code: int, message: str = ""
 ) -> api.OffsetFetchResponseGroup:
     return api.OffsetFetchResponseGroup(group.group_id, (), code, message)
+
+
+def lag_of(committed_offset: int, log_end_offset: int) -> int:
+    """Kafka's consumer lag: log end minus committed, never below 0 (a commit may be ahead
+    of a log end read a moment earlier); -1 when either is unknown."""
+    if committed_offset < 0 or log_end_offset < 0:
+        return -1
+    return max(0, log_end_offset - committed_offset)
+
+
+def group_lag(
+    fetched: api.OffsetFetchResponseGroup, log_end: Mapping[tuple[str, int], int]
+) -> api.DescribeGroupLagResponse:
+    """A group's committed offsets (an OffsetFetch answer) with the log-end offsets known
+    for them; a partition missing from ``log_end`` has log end and lag -1."""
+    return api.DescribeGroupLagResponse(
+        fetched.group_id,
+        tuple(
+            api.DescribeGroupLagTopic(
+                t.name,
+                tuple(
+                    api.DescribeGroupLagPartition(
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.metadata,
+                        end := log_end.get((t.name, p.partition_index), -1),
+                        lag_of(p.committed_offset, end),
+                        p.error_code,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in fetched.topics
+        ),
+        fetched.error_code,
+        fetched.error_message,
+    )
 
 
 def offset_delete_error(code: int, message: str = "") -> api.OffsetDeleteResponse:

@@ -201,3 +201,116 @@ def plan_delete(
         removed[topic.topic_id] = topic
         outcomes.append(DeletionOutcome(topic.name, topic.topic_id))
     return list(removed.values()), outcomes
+
+
+# ---- mirroring an upstream Kafka cluster ---------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class MirrorPlan:
+    """The catalog that makes it equal to an upstream answer, and what changed (by name)."""
+
+    topics: tuple[TopicImage, ...]
+    created: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    #: deleted and re-created upstream under the same name: a new topic id
+    replaced: tuple[str, ...] = ()
+    grown: tuple[str, ...] = ()
+    racks_changed: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.created or self.deleted or self.replaced or self.grown or self.racks_changed
+        )
+
+    def describe(self) -> str:
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (
+                ("created", self.created),
+                ("deleted", self.deleted),
+                ("replaced (new topic id)", self.replaced),
+                ("more partitions", self.grown),
+                ("racks changed", self.racks_changed),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "no change"
+
+
+class IncompleteUpstreamAnswer(ValueError):
+    """An upstream answer the catalog must not follow: it is not a whole, consistent list."""
+
+
+def _normalized(topic: TopicImage) -> TopicImage:
+    """No rack information is ``()``, whether the upstream said so or gave empty lists."""
+    if topic.partition_racks and not any(topic.partition_racks):
+        return TopicImage(topic.topic_id, topic.name, topic.num_partitions, ())
+    return topic
+
+
+def check_upstream_topics(image: TopicsImage, upstream: Iterable[TopicImage]) -> list[TopicImage]:
+    """The upstream's topics, normalized, or :class:`IncompleteUpstreamAnswer` if the answer
+    cannot be a complete view of a Kafka cluster: an invalid name or topic id (a cluster
+    without topic ids, Kafka < 2.8, cannot be mirrored), a name or id twice, no partitions,
+    racks for some partitions only, or fewer partitions than the catalog has for the same
+    topic id (Kafka never removes partitions: the answer lacks some)."""
+    topics = [_normalized(t) for t in upstream]
+    names: set[str] = set()
+    ids: set[str] = set()
+    for t in topics:
+        msg = validate_topic_name(t.name)
+        if msg is not None:
+            raise IncompleteUpstreamAnswer(msg)
+        try:
+            raw = text_to_uuid(t.topic_id)
+        except ValueError as ex:
+            raise IncompleteUpstreamAnswer(f"topic {t.name!r}: {ex}") from None
+        if raw == bytes(16):
+            raise IncompleteUpstreamAnswer(f"topic {t.name!r} has no topic id")
+        if t.name in names or t.topic_id in ids:
+            raise IncompleteUpstreamAnswer(f"topic {t.name!r} ({t.topic_id}) appears twice")
+        names.add(t.name)
+        ids.add(t.topic_id)
+        if t.num_partitions < 1:
+            raise IncompleteUpstreamAnswer(f"topic {t.name!r} has no partitions")
+        if t.partition_racks and len(t.partition_racks) != t.num_partitions:
+            raise IncompleteUpstreamAnswer(
+                f"topic {t.name!r}: racks for {len(t.partition_racks)} of "
+                f"{t.num_partitions} partitions"
+            )
+        known = image.by_id.get(t.topic_id)
+        if known is not None and t.num_partitions < known.num_partitions:
+            raise IncompleteUpstreamAnswer(
+                f"topic {t.name!r}: {t.num_partitions} partitions, the catalog has "
+                f"{known.num_partitions} (partitions are never removed)"
+            )
+    return topics
+
+
+def plan_mirror(image: TopicsImage, upstream: Iterable[TopicImage]) -> MirrorPlan:
+    """The catalog equal to a complete upstream answer: its topics with the upstream's ids,
+    partition counts and racks. Raises :class:`IncompleteUpstreamAnswer` (nothing to
+    follow) for an answer :func:`check_upstream_topics` refuses."""
+    topics = check_upstream_topics(image, upstream)
+    by_name = {t.name: t for t in topics}
+    created, replaced, grown, racks = [], [], [], []
+    for t in sorted(topics, key=lambda t: t.name):
+        old = image.by_name.get(t.name)
+        if old is None:
+            created.append(t.name)
+        elif old.topic_id != t.topic_id:
+            replaced.append(t.name)
+        else:
+            if t.num_partitions != old.num_partitions:
+                grown.append(t.name)
+            if t.partition_racks != old.partition_racks:
+                racks.append(t.name)
+    deleted = [name for name in image.by_name if name not in by_name]
+    return MirrorPlan(
+        tuple(sorted(topics, key=lambda t: t.name)),
+        tuple(created),
+        tuple(deleted),
+        tuple(replaced),
+        tuple(grown),
+        tuple(racks),
+    )

@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc
 
 from services.upstream.cluster import UpstreamCluster
 from tests.interop.clients import QUIET, committed_offsets
@@ -74,6 +76,22 @@ def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield proc
     finally:
         proc.kill()
+
+
+async def _upstream_topics(bootstrap: str) -> list[Any]:
+    cluster = UpstreamCluster(bootstrap)
+    try:
+        return await cluster.fetch_topics()
+    finally:
+        await cluster.close()
+
+
+def _catalog_topics(address: str) -> dict[str, tuple[str, int]]:
+    """groupcoord's topic catalog over gRPC: name -> (topic id, partitions)."""
+    with grpc.insecure_channel(address) as channel:
+        stub = catalog_pb2_grpc.TopicCatalogStub(channel)
+        response = stub.DescribeTopics(catalog_pb2.DescribeTopicsRequest(), timeout=10)
+    return {t.name: (t.topic_id, t.num_partitions) for t in response.topics}
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
@@ -161,12 +179,10 @@ def test_kafka_clients_use_groupcoord_in_front_of_apache_kafka(
     md = admin.list_topics(timeout=10)
     [broker] = md.brokers.values()
     assert broker.id == 1 and broker.port not in (kafka.port, proxy.ports["kafka"])
-    # the catalog mirror learns the topic (with the upstream's id) within a few seconds
+    # the catalog mirror learns the topic, with the upstream's id, within the interval (5 s)
+    upstream_ids = {t.name: t.topic_id for t in asyncio.run(_upstream_topics(kafka.bootstrap))}
     _wait(
-        lambda: (
-            "topic catalog mirrors the upstream" in proxy.log_path.read_text()
-            and topic in proxy.log_path.read_text()
-        ),
+        lambda: _catalog_topics(proxy.grpc_address).get(topic) == (upstream_ids[topic], PARTITIONS),
         20,
         "the topic in groupcoord's catalog",
     )
