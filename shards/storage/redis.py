@@ -764,25 +764,9 @@ class RedisLogStore(LogStore):
         keys = [self._key(partition, "epoch"), self._key(partition, "lease")]
         args: list[str | int] = [owner, lease_ms, int(only_if_free)]
         with self._errors("acquire"):
-            if not self.replica_wait[1]:
-                epoch = await self._script(_ACQUIRE, keys, args)
-            else:
-                # An epoch bump lost in a failover would let the previous owner append again:
-                # wait for replicas, on the same connection (WAITAOF waits for this client's
-                # writes), hence one pipeline.
-                for _ in range(2):
-                    pipe = self._redis.pipeline(transaction=False)
-                    pipe.evalsha(_ACQUIRE.sha, len(keys), *keys, *args)
-                    self._add_wait(pipe)
-                    epoch, reply = await pipe.execute(raise_on_error=False)
-                    if not isinstance(epoch, NoScriptError):
-                        break
-                    await self._load_scripts()  # NOSCRIPT did not run: safe to resend
-                if isinstance(epoch, Exception):
-                    raise epoch
-                error = self._wait_error(reply)
-                if int(epoch) and error is not None:
-                    raise error
+            # An epoch bump lost in a failover would let the previous owner append again:
+            # with replicas, wait until they have it (when there was one: 0 wrote nothing).
+            epoch = await self._write_script(_ACQUIRE, keys, args, wrote=lambda e: int(e) != 0)
         return int(epoch) or None
 
     async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
@@ -891,8 +875,15 @@ class RedisLogStore(LogStore):
                 if int(value) < XRANGE_PAGE:
                     return deleted
 
-    async def _write_script(self, script: _Script, keys: list[str], args: list[Any]) -> Any:
-        """Run a writing script; with replicas, wait (WAITAOF) until enough of them have it."""
+    async def _write_script(
+        self,
+        script: _Script,
+        keys: list[str],
+        args: Sequence[Any],
+        wrote: Callable[[Any], bool] = lambda result: True,
+    ) -> Any:
+        """Run a writing script; with replicas, wait (WAITAOF) until enough of them have it
+        (a failed wait is an error only when ``wrote(result)``: the script changed data)."""
         if not self.replica_wait[1]:
             return await self._script(script, keys, args)
         # WAITAOF waits for this connection's writes: script and wait in one pipeline.
@@ -907,7 +898,7 @@ class RedisLogStore(LogStore):
         if isinstance(result, Exception):
             raise result
         error = self._wait_error(reply)
-        if error is not None:
+        if error is not None and wrote(result):
             raise error
         return result
 

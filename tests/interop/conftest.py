@@ -10,10 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.interop.kafka_broker import (
-    KafkaBroker,
-    KafkaUnavailable,
     groupcoord_args,
-    unavailable_reason,
+    kafka_for_tests,
 )
 from tests.interop.support import Target
 from tests.support.processes import ServerProcess
@@ -47,18 +45,8 @@ def groupcoord_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targ
 
 @pytest.fixture(scope="session")
 def kafka_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
-    try:
-        broker.start()
-    except KafkaUnavailable as ex:
-        pytest.fail(f"Apache Kafka could not be started: {ex}", pytrace=False)
-    try:
+    for broker in kafka_for_tests(tmp_path_factory.mktemp("kafka")):
         yield Target("kafka", "127.0.0.1", broker.port, log=broker.workdir / "kafka.log")
-    finally:
-        broker.stop()
 
 
 @pytest.fixture

@@ -490,6 +490,25 @@ def running_kafka(workdir: Path) -> Iterator[KafkaBroker]:
         yield broker
 
 
+def kafka_for_tests(workdir: Path) -> Iterator[KafkaBroker]:
+    """A started broker for a pytest fixture: the test is skipped where Kafka cannot run
+    here (no Java or Maven) and fails if it could but did not start."""
+    import pytest
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    broker = KafkaBroker(workdir)
+    try:
+        broker.start()
+    except KafkaUnavailable as ex:
+        pytest.fail(f"Apache Kafka could not be started: {ex}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 if __name__ == "__main__":  # pragma: no cover - manual use
     print(libs())
     if "--run" in sys.argv:

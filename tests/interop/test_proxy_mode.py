@@ -23,9 +23,8 @@ from services.upstream.cluster import UpstreamCluster
 from tests.interop.clients import QUIET, committed_offsets
 from tests.interop.kafka_broker import (
     KafkaBroker,
-    KafkaUnavailable,
     groupcoord_args,
-    unavailable_reason,
+    kafka_for_tests,
 )
 from tests.interop.support import unique
 from tests.support.kafka_wire import KafkaWire, request
@@ -38,18 +37,7 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    broker = KafkaBroker(tmp_path_factory.mktemp("upstream-kafka"))
-    try:
-        broker.start()
-    except KafkaUnavailable as ex:
-        pytest.fail(f"Apache Kafka could not be started: {ex}", pytrace=False)
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    yield from kafka_for_tests(tmp_path_factory.mktemp("upstream-kafka"))
 
 
 @pytest.fixture(scope="module")
