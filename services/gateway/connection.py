@@ -34,7 +34,9 @@ from services.upstream.wire import UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
-READ_CHUNK = 64 * 1024
+READ_CHUNK = 256 * 1024
+#: Large response frames are written to the client in slices of this size.
+WRITE_SLICE = 256 * 1024
 #: Responses queued per connection in proxy mode before the next request waits.
 MAX_IN_FLIGHT = 128
 
@@ -184,21 +186,34 @@ class Connection:
 
     async def _write_in_order(self, queue: asyncio.Queue[Pending | _End]) -> None:
         idle = self.limits.idle_timeout_s
+        transport = self.writer.transport
         while True:
             item = await queue.get()
             if item is _END:
                 return
             if item is None:
                 continue
-            if isinstance(item, bytes):
-                frame = item  # answered here: a complete frame
-            else:
-                frame = framing.size_prefixed(await item)  # type: ignore[misc]
+            # answered here, or forwarded: a complete frame either way (size prefix included)
+            frame = item if isinstance(item, bytes) else await item  # type: ignore[misc]
             if not frame:
                 continue
-            self.writer.write(frame)
-            async with asyncio.timeout(idle):
-                await self.writer.drain()
+            if transport.is_closing():
+                raise ConnectionResetError("client connection closed")
+            if len(frame) <= WRITE_SLICE:
+                self.writer.write(frame)
+            else:
+                # A large Fetch response: in slices, so that what the socket does not take at
+                # once is copied into the transport's buffer a slice at a time at most.
+                view = memoryview(frame)
+                for start in range(0, len(view), WRITE_SLICE):
+                    self.writer.write(view[start : start + WRITE_SLICE])
+                    if transport.get_write_buffer_size() > WRITE_SLICE:
+                        async with asyncio.timeout(idle):
+                            await self.writer.drain()
+            # Only a full buffer is worth waiting for (drain pauses above the high-water mark).
+            if transport.get_write_buffer_size() > WRITE_SLICE:
+                async with asyncio.timeout(idle):  # a peer that stops reading is idle too
+                    await self.writer.drain()
 
     async def respond(self, frame: bytes, node: Node | None = None) -> bytes:
         """The response frame for one request frame (empty: none is sent); raises to close

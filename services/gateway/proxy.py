@@ -87,7 +87,7 @@ class Listeners(Protocol):
 
 
 #: What the connection queues per request: a complete frame (local answers), an awaitable
-#: of a response payload without its size prefix (forwarded), or None (no response).
+#: of a complete frame, size prefix included (forwarded), or None (no response).
 Pending = bytes | Awaitable[bytes] | None
 
 
@@ -177,16 +177,16 @@ class Proxy:
         return Node(node_id, host, port)
 
     # ---- rewriting -------------------------------------------------------------------------
-    async def rewrite(self, api_key: int, version: int, payload: bytes) -> bytes:
-        """The response payload (no size prefix) with broker addresses rewritten."""
-        cid, body = decode_response(api_key, version, payload)
+    async def rewrite(self, api_key: int, version: int, frame: bytes) -> bytes:
+        """The response frame (size prefix included) with broker addresses rewritten."""
+        cid, body = decode_response(api_key, version, bytes(frame[4:]))
         if api_key == METADATA:
             body = await self._metadata(body)
         elif api_key == DESCRIBE_CLUSTER:
             body = await self._describe_cluster(body)
         elif api_key == FIND_COORDINATOR:
             body = await self._find_coordinator(body, version)
-        return encode_response(cid, api_key, version, body)[4:]
+        return encode_response(cid, api_key, version, body)
 
     async def _metadata(self, body: Any) -> Any:
         self.cluster.absorb_brokers(
