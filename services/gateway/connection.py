@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from services.gateway import codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.proxy import CloseClient, Pending, ProxySession
-from services.upstream.wire import UpstreamFailure
+from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
@@ -193,27 +193,47 @@ class Connection:
                 return
             if item is None:
                 continue
-            # answered here, or forwarded: a complete frame either way (size prefix included)
+            # answered here, or forwarded: a frame either way (size prefix included)
             frame = item if isinstance(item, bytes) else await item  # type: ignore[misc]
             if not frame:
                 continue
             if transport.is_closing():
                 raise ConnectionResetError("client connection closed")
-            if len(frame) <= WRITE_SLICE:
+            if isinstance(frame, PartialFrame):
+                await self._write_while_arriving(frame)
+            elif len(frame) <= WRITE_SLICE:
                 self.writer.write(frame)
             else:
-                # A large Fetch response: in slices, so that what the socket does not take at
-                # once is copied into the transport's buffer a slice at a time at most.
                 view = memoryview(frame)
                 for start in range(0, len(view), WRITE_SLICE):
-                    self.writer.write(view[start : start + WRITE_SLICE])
-                    if transport.get_write_buffer_size() > WRITE_SLICE:
-                        async with asyncio.timeout(idle):
-                            await self.writer.drain()
+                    await self._write_slice(view[start : start + WRITE_SLICE])
             # Only a full buffer is worth waiting for (drain pauses above the high-water mark).
             if transport.get_write_buffer_size() > WRITE_SLICE:
                 async with asyncio.timeout(idle):  # a peer that stops reading is idle too
                     await self.writer.drain()
+
+    async def _write_slice(self, data: memoryview) -> None:
+        """Part of a large frame: what the socket does not take at once is copied into the
+        transport's buffer a slice at a time at most."""
+        self.writer.write(data)
+        if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
+            async with asyncio.timeout(self.limits.idle_timeout_s):
+                await self.writer.drain()
+
+    async def _write_while_arriving(self, frame: PartialFrame) -> None:
+        """A large forwarded response, written as it arrives from the upstream (its first
+        bytes reach the client before its last leave the broker, as without the gateway)."""
+        view = memoryview(frame.buffer)
+        sent, total = 0, len(view)
+        while True:
+            filled = frame.filled
+            if filled > sent:
+                await self._write_slice(view[sent:filled])
+                sent = filled
+            if sent == total:
+                return
+            async with asyncio.timeout(self.limits.idle_timeout_s):
+                await frame.wait(sent)
 
     async def respond(self, frame: bytes, node: Node | None = None) -> bytes:
         """The response frame for one request frame (empty: none is sent); raises to close

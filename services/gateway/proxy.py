@@ -40,6 +40,7 @@ from services.gateway import codec, framing
 from services.gateway.handlers import Node
 from services.upstream.cluster import Broker, UpstreamCluster
 from services.upstream.wire import (
+    PartialFrame,
     UpstreamConnection,
     UpstreamFailure,
     decode_response,
@@ -87,8 +88,9 @@ class Listeners(Protocol):
 
 
 #: What the connection queues per request: a complete frame (local answers), an awaitable
-#: of a complete frame, size prefix included (forwarded), or None (no response).
-Pending = bytes | Awaitable[bytes] | None
+#: of a frame, size prefix included (forwarded: a large one as a PartialFrame, written
+#: while it arrives), or None (no response).
+Pending = bytes | Awaitable[bytes | PartialFrame] | None
 
 
 class Proxy:
@@ -257,7 +259,9 @@ class ProxySession:
                 raise CloseClient(f"API {api_key} v{version} cannot be rewritten")
         link = await self._link()
         try:
-            fut = await link.send_frame(frame, correlation_id, expect_response)
+            fut = await link.send_frame(
+                frame, correlation_id, expect_response, stream=api_key not in REWRITTEN
+            )
         except UpstreamFailure as ex:
             raise CloseClient(str(ex)) from ex
         if fut is None:

@@ -174,6 +174,53 @@ def _writer(cls: type) -> Any:
 RECEIVE_BUFFER = 256 * 1024
 
 
+#: A streamed frame wakes its reader when this much more of it has arrived (or all of it).
+STREAM_SLICE = 256 * 1024
+
+
+class PartialFrame:
+    """A large response frame (size prefix included) handed on while it still arrives, so
+    that the gateway writes its first bytes to the client before its last are received
+    (cut-through, as for a client fetching from Kafka directly). ``buffer[:filled]`` has
+    arrived; :meth:`wait` returns when more has (or raises the connection's failure)."""
+
+    __slots__ = ("buffer", "filled", "failure", "_waiter", "_want")
+
+    def __init__(self, buffer: bytearray, filled: int) -> None:
+        self.buffer = buffer
+        self.filled = filled
+        self.failure: UpstreamFailure | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._want = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.filled == len(self.buffer)
+
+    async def wait(self, seen: int) -> None:
+        """Until more than ``seen`` bytes have arrived: ``STREAM_SLICE`` more, or the rest."""
+        while self.failure is None and self.filled <= seen:
+            self._want = min(seen + STREAM_SLICE, len(self.buffer))
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self.failure is not None:
+            raise self.failure
+
+    def _advance(self, filled: int) -> None:
+        self.filled = filled
+        if self._waiter is not None and filled >= self._want and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _fail(self, failure: UpstreamFailure) -> None:
+        if self.failure is None and not self.complete:
+            self.failure = failure
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
+
+
 class _Frames(asyncio.BufferedProtocol):
     """The socket side of :class:`UpstreamConnection`: response frames cut out of what
     arrives (in the event loop's callback, no task per chunk), write flow control."""
@@ -189,6 +236,7 @@ class _Frames(asyncio.BufferedProtocol):
         self._big: bytearray | None = None  # a frame larger than the buffer, being filled
         self._big_view: memoryview | None = None
         self._big_filled = 0
+        self._streaming: PartialFrame | None = None  # the big frame, already handed on
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -205,12 +253,16 @@ class _Frames(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == len(self._big):
+            filled = self._big_filled = self._big_filled + nbytes
+            streaming = self._streaming
+            if streaming is not None:
+                streaming._advance(filled)
+            if filled == len(self._big):
                 frame = self._big
-                self._big = self._big_view = None
+                self._big = self._big_view = self._streaming = None
                 self._big_filled = 0
-                self._deliver(frame)
+                if streaming is None:
+                    self._deliver(frame)
             return
         self._end += nbytes
         try:
@@ -232,13 +284,16 @@ class _Frames(asyncio.BufferedProtocol):
                 if not self._deliver(frame):
                     return
                 continue
-            if total > len(buf):
+            if total > len(buf) and end - start >= _SIZE.size + _CORRELATION.size:
                 # Too large for the buffer: its own, filled from here on by the socket.
                 big = self._big = bytearray(total)
                 self._big_view = memoryview(big)
-                self._big_filled = end - start
-                big[: end - start] = self._view[start:end]
+                filled = self._big_filled = end - start
+                big[:filled] = self._view[start:end]
                 start = end
+                if self.conn is not None and self.conn.failure is None:
+                    # handed on now if its request asked for that (after the id is checked)
+                    self._streaming = self.conn._begin(big, filled)
             break
         if start == end:
             start = end = 0
@@ -258,6 +313,12 @@ class _Frames(asyncio.BufferedProtocol):
             self._failed(ex)
             return False
         return True
+
+    def _abort(self, failure: UpstreamFailure) -> None:
+        """The connection failed: a frame being streamed ends with the failure."""
+        if self._streaming is not None:
+            self._streaming._fail(failure)
+            self._streaming = None
 
     def _failed(self, failure: UpstreamFailure) -> None:
         log.warning("upstream connection failed: %s", failure)
@@ -305,7 +366,10 @@ class UpstreamConnection:
         self.address = address
         self.failure: UpstreamFailure | None = None
         self._frames = frames
-        self._pending: collections.deque[tuple[int, asyncio.Future[Any]]] = collections.deque()
+        #: (correlation id, future, whether a large response may be handed on as it arrives)
+        self._pending: collections.deque[tuple[int, asyncio.Future[Any], bool]] = (
+            collections.deque()
+        )
         self._next_id = 1
         frames.conn = self
         if transport.is_closing():
@@ -335,17 +399,19 @@ class UpstreamConnection:
         return self.failure is not None
 
     async def send_frame(
-        self, frame: bytes, correlation_id: int, expect_response: bool = True
-    ) -> asyncio.Future[bytes] | None:
+        self, frame: bytes, correlation_id: int, expect_response: bool = True, stream: bool = False
+    ) -> asyncio.Future[Any] | None:
         """Send a request frame (without size prefix) as it is; the future of its response
         frame -- *with* its size prefix, ready to be written to a Kafka client (bytes, or a
-        bytearray for a large one) -- or None when no response comes (Produce acks=0)."""
+        bytearray for a large one; with ``stream``, a large one is a :class:`PartialFrame`
+        as soon as its correlation id is checked) -- or None when no response comes
+        (Produce acks=0)."""
         if self.failure is not None:
             raise self.failure
-        fut: asyncio.Future[bytes] | None = None
+        fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
-            self._pending.append((correlation_id, fut))
+            self._pending.append((correlation_id, fut, stream))
         self.transport.write(_SIZE.pack(len(frame)) + frame)
         if self._frames._paused:  # noqa: SLF001 - only then is there anything to wait for
             try:
@@ -368,25 +434,46 @@ class UpstreamConnection:
         )
         return body
 
-    def _deliver(self, frame: bytes | bytearray) -> None:
-        """One response frame (size prefix included) arrived: the head request's."""
+    def _head(self, frame: bytes | bytearray) -> tuple[asyncio.Future[Any], bool]:
+        """The waiting request a response frame (size prefix included) answers: the head."""
         (cid,) = _CORRELATION.unpack_from(frame, _SIZE.size)
         if not self._pending:
             raise MalformedResponse(f"{self.address}: response {cid} to no request")
-        expected, fut = self._pending[0]
+        expected, fut, stream = self._pending[0]
         if cid != expected:
             raise MalformedResponse(
                 f"{self.address}: response correlation id {cid}, expected {expected}"
             )
+        return fut, stream
+
+    def _deliver(self, frame: bytes | bytearray) -> None:
+        """One response frame (size prefix included) arrived."""
+        fut, _stream = self._head(frame)
         self._pending.popleft()
         if not fut.done():
             fut.set_result(frame)
 
+    def _begin(self, buffer: bytearray, filled: int) -> PartialFrame | None:
+        """A large response frame started to arrive: handed on now if its request streams."""
+        try:
+            fut, stream = self._head(buffer)
+        except UpstreamFailure as ex:
+            self._frames._failed(ex)  # noqa: SLF001
+            return None
+        if not stream:
+            return None  # checked again, and handed on, once complete
+        self._pending.popleft()
+        partial = PartialFrame(buffer, filled)
+        if not fut.done():
+            fut.set_result(partial)
+        return partial
+
     def _fail(self, failure: UpstreamFailure) -> None:
         if self.failure is None:
             self.failure = failure
+        self._frames._abort(self.failure)  # noqa: SLF001
         while self._pending:
-            _cid, fut = self._pending.popleft()
+            _cid, fut, _stream = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(self.failure)
                 # Nobody may be waiting any more (the client went away): not an error.
