@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,9 @@ from services.upstream.wire import PartialFrame, UpstreamFailure
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
 READ_CHUNK = 256 * 1024
+#: The slowest a request frame may arrive in proxy mode before the idle timeout applies.
+MIN_RATE_BYTES_S = 1024
+_SIZE = struct.Struct(">i")
 #: Large response frames are written to the client in slices of this size.
 WRITE_SLICE = 256 * 1024
 #: Responses queued per connection in proxy mode before the next request waits.
@@ -139,17 +143,27 @@ class Connection:
             async with asyncio.timeout(idle):  # a peer that stops reading is idle too
                 await self.writer.drain()
 
-    async def _next_frame(self) -> bytes | None:
-        """The next request frame; None at end of stream."""
-        while True:
-            frame = self.decoder.next_frame()
-            if frame is not None:
-                return frame
+    async def _read_frame(self) -> bytes | None:
+        """The next request frame, read straight from the stream (one copy, where the
+        decoder would make three); None at end of stream. The same checks as the decoder:
+        the size is refused before any of the frame is read."""
+        try:
             async with asyncio.timeout(self.limits.idle_timeout_s):
-                data = await self.reader.read(READ_CHUNK)
-            if not data:
-                return None
-            self.decoder.feed(data)
+                head = await self.reader.readexactly(4)
+        except asyncio.IncompleteReadError as ex:
+            if ex.partial:
+                raise
+            return None
+        (size,) = _SIZE.unpack(head)
+        if size < framing.MIN_HEADER_BYTES:
+            raise framing.InvalidFrame(f"frame size {size} is smaller than a request header")
+        if size > self.limits.max_request_bytes:
+            raise framing.FrameTooLarge(
+                f"frame size {size} exceeds the limit of {self.limits.max_request_bytes} bytes"
+            )
+        # a frame still arriving is not idle: the timeout is per frame, not per read
+        async with asyncio.timeout(self.limits.idle_timeout_s + size / MIN_RATE_BYTES_S):
+            return await self.reader.readexactly(size)
 
     async def _serve_pipelined(self, proxy: ProxySession) -> None:
         queue: asyncio.Queue[Pending | _End] = asyncio.Queue(MAX_IN_FLIGHT)
@@ -175,7 +189,7 @@ class Connection:
         self, proxy: ProxySession, queue: asyncio.Queue[Pending | _End]
     ) -> None:
         while not self.closing:
-            frame = await self._next_frame()
+            frame = await self._read_frame()
             if frame is None:
                 break
             pending = await proxy.dispatch(frame, self.respond)

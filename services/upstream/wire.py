@@ -412,7 +412,11 @@ class UpstreamConnection:
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending.append((correlation_id, fut, stream))
-        self.transport.write(_SIZE.pack(len(frame)) + frame)
+        if len(frame) < 64 * 1024:
+            self.transport.write(_SIZE.pack(len(frame)) + frame)
+        else:  # a large Produce: two writes rather than a copy
+            self.transport.write(_SIZE.pack(len(frame)))
+            self.transport.write(frame)
         if self._frames._paused:  # noqa: SLF001 - only then is there anything to wait for
             try:
                 await self._frames.drain()

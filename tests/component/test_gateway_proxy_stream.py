@@ -223,3 +223,43 @@ async def test_many_pipelined_requests_with_large_responses_through_the_gateway(
             else:
                 assert got == want, f"response {cid}"
         await wire.close()
+
+
+async def test_request_frames_split_anywhere_are_forwarded_whole(tmp_path: Path) -> None:
+    fake = FakeKafka()
+    fake.raw[1] = lambda cid, frame: response_frame(cid, len(frame))  # echoes the size
+    async with proxy_stack(tmp_path, fake) as stack:
+        wire = await stack.wire()
+        frames = [request_frame(cid) for cid in range(1, 30)]
+        frames.append(encode_request(request("list_groups", 4), 99))
+        big = struct.pack(">hhih", 1, 12, 30, -1) + bytes(300_000)  # one frame, many reads
+        frames.append(struct.pack(">i", len(big)) + big)
+        stream = b"".join(frames)
+        for chunk in chunked(stream, [1, 2, 3, 5, 8, 13, 65_536]):
+            wire.writer.write(chunk)
+            await wire.writer.drain()
+        for cid in range(1, 30):
+            got = await asyncio.wait_for(wire.read_frame(), 10)
+            assert got == response_frame(cid, len(request_frame(cid)) - 4)[4:]
+        (local_cid,) = struct.unpack_from(">i", await asyncio.wait_for(wire.read_frame(), 10))
+        assert local_cid == 99
+        assert await asyncio.wait_for(wire.read_frame(), 10) == response_frame(30, len(big))[4:]
+        await wire.close()
+
+
+@pytest.mark.parametrize("size", [3, 200 * 1024 * 1024])
+async def test_a_request_frame_of_a_bad_size_closes_the_connection(
+    tmp_path: Path, size: int
+) -> None:
+    fake = FakeKafka()
+    fake.raw[1] = lambda cid, _frame: response_frame(cid, 10)
+    async with proxy_stack(tmp_path, fake) as stack:
+        wire = await stack.wire()
+        assert len(await asyncio.wait_for(_roundtrip(wire, request_frame(1)), 10)) == 14
+        await wire.write_raw(struct.pack(">i", size) + bytes(10))
+        assert await wire.closed_by_peer()
+
+
+async def _roundtrip(wire: Any, frame: bytes) -> bytes:
+    await wire.write_raw(frame)
+    return bytes(await wire.read_frame())
