@@ -14,18 +14,24 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
-from bench.proxy.run import ROOT, consume, create_topic, produce
+from bench.proxy.run import consume, create_topic, produce
 from tests.interop.kafka_broker import KafkaBroker, groupcoord_args
 from tests.support.processes import ServerProcess
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def summarize(raw: Path, top: int = 25) -> str:
@@ -100,6 +106,7 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(1.0)
+                cpu0, moved = cpu_seconds(gateway.proc.pid), 0
                 stop = time.monotonic() + a.seconds
                 rounds, results = 0, []
                 while time.monotonic() < stop:
@@ -110,9 +117,15 @@ def main() -> None:
                     else:
                         r = consume(target, source, a.partitions, a.messages, a.size, False)
                     results.append(r["mb_per_s"])
+                    moved += r["messages"] * a.size
                     rounds += 1
+                cpu = cpu_seconds(gateway.proc.pid) - cpu0
                 spy.wait()
                 print(f"== {load}: {rounds} rounds, MB/s {[round(x) for x in results]}")
+                print(
+                    f"gateway CPU: {cpu:.1f} s for {moved / 1e6:.0f} MB "
+                    f"({1e3 * cpu / (moved / 1e6):.2f} ms/MB, with py-spy attached)"
+                )
                 print(summarize(raw))
         finally:
             if gateway is not None:
@@ -121,6 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    threading.excepthook = lambda args: None
     main()
-    print(f"raw stacks in {ROOT}", file=sys.stderr) if False else None

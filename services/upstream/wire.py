@@ -243,8 +243,7 @@ class _Frames(asyncio.BufferedProtocol):
 
     # ---- asyncio.BufferedProtocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # (uvloop's is not a subclass)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big_view is not None:
