@@ -516,7 +516,7 @@ def dev(
         upstream=upstream_args.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
-    _run_loop(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=upstream))
+    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=upstream))
 
 
 @main.command()
@@ -721,26 +721,6 @@ def _lock_sqlite_store(store: str) -> Any:
     handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
     handle.flush()
     return handle
-
-
-def _run_loop(main_coro: Any) -> None:
-    """Run a server's main coroutine. ``GROUPCOORD_EVENT_LOOP=uvloop`` runs it on uvloop
-    (``pip install groupcoord[uvloop]``) -- the proxy's data plane is faster on it."""
-    choice = os.environ.get("GROUPCOORD_EVENT_LOOP", "asyncio").strip().lower()
-    if choice == "uvloop":
-        try:
-            import uvloop
-        except ImportError:
-            main_coro.close()
-            _fail("GROUPCOORD_EVENT_LOOP=uvloop, but uvloop is not installed", 2)
-            return
-        uvloop.run(main_coro)
-        return
-    if choice not in ("", "asyncio"):
-        main_coro.close()
-        _fail(f"GROUPCOORD_EVENT_LOOP={choice!r}: asyncio or uvloop", 2)
-        return
-    asyncio.run(main_coro)
 
 
 async def _until_signalled(
@@ -951,7 +931,7 @@ def gateway(
             upstream_ssl_keyfile,
         ).settings(),
     )
-    _run_loop(_serve_gateway(GatewayApp(settings)))
+    asyncio.run(_serve_gateway(GatewayApp(settings)))
 
 
 async def _serve_gateway(app: Any) -> None:
