@@ -147,22 +147,25 @@ class Connection:
         """The next request frame, read straight from the stream (one copy, where the
         decoder would make three); None at end of stream. The same checks as the decoder:
         the size is refused before any of the frame is read."""
-        try:
-            async with asyncio.timeout(self.limits.idle_timeout_s):
+        idle = self.limits.idle_timeout_s
+        async with asyncio.timeout(idle) as deadline:  # one timer for the whole frame
+            try:
                 head = await self.reader.readexactly(4)
-        except asyncio.IncompleteReadError as ex:
-            if ex.partial:
-                raise
-            return None
-        (size,) = _SIZE.unpack(head)
-        if size < framing.MIN_HEADER_BYTES:
-            raise framing.InvalidFrame(f"frame size {size} is smaller than a request header")
-        if size > self.limits.max_request_bytes:
-            raise framing.FrameTooLarge(
-                f"frame size {size} exceeds the limit of {self.limits.max_request_bytes} bytes"
-            )
-        # a frame still arriving is not idle: the timeout is per frame, not per read
-        async with asyncio.timeout(self.limits.idle_timeout_s + size / MIN_RATE_BYTES_S):
+            except asyncio.IncompleteReadError as ex:
+                if ex.partial:
+                    raise
+                return None
+            (size,) = _SIZE.unpack(head)
+            if size < framing.MIN_HEADER_BYTES:
+                raise framing.InvalidFrame(f"frame size {size} is smaller than a request header")
+            if size > self.limits.max_request_bytes:
+                raise framing.FrameTooLarge(
+                    f"frame size {size} exceeds the limit of {self.limits.max_request_bytes} bytes"
+                )
+            if size > READ_CHUNK:
+                # a frame still arriving is not idle: the timeout is per frame, not per read
+                loop = asyncio.get_running_loop()
+                deadline.reschedule(loop.time() + idle + size / MIN_RATE_BYTES_S)
             return await self.reader.readexactly(size)
 
     async def _serve_pipelined(self, proxy: ProxySession) -> None:

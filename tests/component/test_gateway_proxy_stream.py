@@ -263,3 +263,24 @@ async def test_a_request_frame_of_a_bad_size_closes_the_connection(
 async def _roundtrip(wire: Any, frame: bytes) -> bytes:
     await wire.write_raw(frame)
     return bytes(await wire.read_frame())
+
+
+@pytest.mark.parametrize("stall", ["between frames", "inside a frame"])
+async def test_an_idle_proxy_connection_times_out(tmp_path: Path, stall: str) -> None:
+    from tests.support.gateway import gateway_stack
+
+    fake = FakeKafka()
+    fake.raw[1] = lambda cid, _frame: response_frame(cid, 10)
+    await fake.start()
+    try:
+        async with gateway_stack(
+            tmp_path,
+            gateway={"upstream_bootstrap": f"127.0.0.1:{fake.port}", "idle_timeout_ms": 300},
+        ) as stack:
+            wire = await stack.wire()
+            assert len(await asyncio.wait_for(_roundtrip(wire, request_frame(1)), 10)) == 14
+            if stall == "inside a frame":
+                await wire.write_raw(request_frame(2)[:9])
+            assert await wire.closed_by_peer(timeout=5)
+    finally:
+        await fake.stop()
