@@ -1,11 +1,17 @@
 """One connection to one upstream broker: frames out, frames in, answered in order.
 
 Kafka answers the requests of one connection in the order it received them, so the
-connection keeps a FIFO of (correlation id, future). The reader task pops the head for
-every response frame; a response whose correlation id is not the head's is a protocol
-violation (:class:`MalformedResponse`), and it, an oversized frame or the socket closing fails
-the connection: every waiting future gets the error and nothing more is sent. There is no
+connection keeps a FIFO of (correlation id, future). Its protocol (an
+``asyncio.BufferedProtocol``, in the event loop's read callback) pops the head for every
+response frame; a response whose correlation id is not the head's is a protocol violation
+(:class:`MalformedResponse`), and it, an oversized frame or the socket closing fails the
+connection: every waiting future gets the error and nothing more is sent. There is no
 reconnect here -- the owner decides (the gateway closes the client connection that used it).
+
+Responses are handed on with their size prefix, ready to be written to a Kafka client. A
+frame larger than the receive buffer is read into a buffer of its own; for forwarded requests
+(``send_frame(..., stream=True)``) it is handed on as a :class:`PartialFrame` once its
+correlation id is checked, so that the gateway writes it while it still arrives.
 """
 
 from __future__ import annotations
