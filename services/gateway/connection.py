@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,16 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from services.gateway import codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.proxy import CloseClient, Pending, ProxySession
-from services.upstream.wire import UpstreamFailure
+from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
-READ_CHUNK = 64 * 1024
+READ_CHUNK = 256 * 1024
+#: The slowest a request frame may arrive in proxy mode before the idle timeout applies.
+MIN_RATE_BYTES_S = 1024
+_SIZE = struct.Struct(">i")
+#: Large response frames are written to the client in slices of this size.
+WRITE_SLICE = 256 * 1024
 #: Responses queued per connection in proxy mode before the next request waits.
 MAX_IN_FLIGHT = 128
 
@@ -137,17 +143,30 @@ class Connection:
             async with asyncio.timeout(idle):  # a peer that stops reading is idle too
                 await self.writer.drain()
 
-    async def _next_frame(self) -> bytes | None:
-        """The next request frame; None at end of stream."""
-        while True:
-            frame = self.decoder.next_frame()
-            if frame is not None:
-                return frame
-            async with asyncio.timeout(self.limits.idle_timeout_s):
-                data = await self.reader.read(READ_CHUNK)
-            if not data:
+    async def _read_frame(self) -> bytes | None:
+        """The next request frame, read straight from the stream (one copy, where the
+        decoder would make three); None at end of stream. The same checks as the decoder:
+        the size is refused before any of the frame is read."""
+        idle = self.limits.idle_timeout_s
+        async with asyncio.timeout(idle) as deadline:  # one timer for the whole frame
+            try:
+                head = await self.reader.readexactly(4)
+            except asyncio.IncompleteReadError as ex:
+                if ex.partial:
+                    raise
                 return None
-            self.decoder.feed(data)
+            (size,) = _SIZE.unpack(head)
+            if size < framing.MIN_HEADER_BYTES:
+                raise framing.InvalidFrame(f"frame size {size} is smaller than a request header")
+            if size > self.limits.max_request_bytes:
+                raise framing.FrameTooLarge(
+                    f"frame size {size} exceeds the limit of {self.limits.max_request_bytes} bytes"
+                )
+            if size > READ_CHUNK:
+                # a frame still arriving is not idle: the timeout is per frame, not per read
+                loop = asyncio.get_running_loop()
+                deadline.reschedule(loop.time() + idle + size / MIN_RATE_BYTES_S)
+            return await self.reader.readexactly(size)
 
     async def _serve_pipelined(self, proxy: ProxySession) -> None:
         queue: asyncio.Queue[Pending | _End] = asyncio.Queue(MAX_IN_FLIGHT)
@@ -173,7 +192,7 @@ class Connection:
         self, proxy: ProxySession, queue: asyncio.Queue[Pending | _End]
     ) -> None:
         while not self.closing:
-            frame = await self._next_frame()
+            frame = await self._read_frame()
             if frame is None:
                 break
             pending = await proxy.dispatch(frame, self.respond)
@@ -184,21 +203,54 @@ class Connection:
 
     async def _write_in_order(self, queue: asyncio.Queue[Pending | _End]) -> None:
         idle = self.limits.idle_timeout_s
+        transport = self.writer.transport
         while True:
             item = await queue.get()
             if item is _END:
                 return
             if item is None:
                 continue
-            if isinstance(item, bytes):
-                frame = item  # answered here: a complete frame
-            else:
-                frame = framing.size_prefixed(await item)  # type: ignore[misc]
+            # answered here, or forwarded: a frame either way (size prefix included)
+            frame = item if isinstance(item, bytes) else await item  # type: ignore[misc]
             if not frame:
                 continue
-            self.writer.write(frame)
-            async with asyncio.timeout(idle):
+            if transport.is_closing():
+                raise ConnectionResetError("client connection closed")
+            if isinstance(frame, PartialFrame):
+                await self._write_while_arriving(frame)
+            elif len(frame) <= WRITE_SLICE:
+                self.writer.write(frame)
+            else:
+                view = memoryview(frame)
+                for start in range(0, len(view), WRITE_SLICE):
+                    await self._write_slice(view[start : start + WRITE_SLICE])
+            # Only a full buffer is worth waiting for (drain pauses above the high-water mark).
+            if transport.get_write_buffer_size() > WRITE_SLICE:
+                async with asyncio.timeout(idle):  # a peer that stops reading is idle too
+                    await self.writer.drain()
+
+    async def _write_slice(self, data: memoryview) -> None:
+        """Part of a large frame: what the socket does not take at once is copied into the
+        transport's buffer a slice at a time at most."""
+        self.writer.write(data)
+        if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
+            async with asyncio.timeout(self.limits.idle_timeout_s):
                 await self.writer.drain()
+
+    async def _write_while_arriving(self, frame: PartialFrame) -> None:
+        """A large forwarded response, written as it arrives from the upstream (its first
+        bytes reach the client before its last leave the broker, as without the gateway)."""
+        view = memoryview(frame.buffer)
+        sent, total = 0, len(view)
+        while True:
+            filled = frame.filled
+            if filled > sent:
+                await self._write_slice(view[sent:filled])
+                sent = filled
+            if sent == total:
+                return
+            async with asyncio.timeout(self.limits.idle_timeout_s):
+                await frame.wait(sent)
 
     async def respond(self, frame: bytes, node: Node | None = None) -> bytes:
         """The response frame for one request frame (empty: none is sent); raises to close

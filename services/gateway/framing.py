@@ -79,7 +79,8 @@ class FrameDecoder:
         if available < _SIZE.size + size:
             return None
         start = self._pos + _SIZE.size
-        frame = bytes(self._buf[start : start + size])
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice would be two)
+            frame = bytes(view[start : start + size])
         self._pos = start + size
         if self._pos == len(self._buf):
             self._buf.clear()

@@ -40,6 +40,7 @@ from services.gateway import codec, framing
 from services.gateway.handlers import Node
 from services.upstream.cluster import Broker, UpstreamCluster
 from services.upstream.wire import (
+    PartialFrame,
     UpstreamConnection,
     UpstreamFailure,
     decode_response,
@@ -87,8 +88,9 @@ class Listeners(Protocol):
 
 
 #: What the connection queues per request: a complete frame (local answers), an awaitable
-#: of a response payload without its size prefix (forwarded), or None (no response).
-Pending = bytes | Awaitable[bytes] | None
+#: of a frame, size prefix included (forwarded: a large one as a PartialFrame, written
+#: while it arrives), or None (no response).
+Pending = bytes | Awaitable[bytes | PartialFrame] | None
 
 
 class Proxy:
@@ -177,16 +179,16 @@ class Proxy:
         return Node(node_id, host, port)
 
     # ---- rewriting -------------------------------------------------------------------------
-    async def rewrite(self, api_key: int, version: int, payload: bytes) -> bytes:
-        """The response payload (no size prefix) with broker addresses rewritten."""
-        cid, body = decode_response(api_key, version, payload)
+    async def rewrite(self, api_key: int, version: int, frame: bytes) -> bytes:
+        """The response frame (size prefix included) with broker addresses rewritten."""
+        cid, body = decode_response(api_key, version, bytes(frame[4:]))
         if api_key == METADATA:
             body = await self._metadata(body)
         elif api_key == DESCRIBE_CLUSTER:
             body = await self._describe_cluster(body)
         elif api_key == FIND_COORDINATOR:
             body = await self._find_coordinator(body, version)
-        return encode_response(cid, api_key, version, body)[4:]
+        return encode_response(cid, api_key, version, body)
 
     async def _metadata(self, body: Any) -> Any:
         self.cluster.absorb_brokers(
@@ -257,7 +259,9 @@ class ProxySession:
                 raise CloseClient(f"API {api_key} v{version} cannot be rewritten")
         link = await self._link()
         try:
-            fut = await link.send_frame(frame, correlation_id, expect_response)
+            fut = await link.send_frame(
+                frame, correlation_id, expect_response, stream=api_key not in REWRITTEN
+            )
         except UpstreamFailure as ex:
             raise CloseClient(str(ex)) from ex
         if fut is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from services.gateway.connection import Connection, Limits
+from services.gateway.connection import READ_CHUNK, Connection, Limits
 from services.gateway.handlers import KafkaApis
 from services.gateway.proxy import Proxy
 
@@ -46,7 +46,7 @@ class GatewayServer:
             self._on_client,
             self.host,
             self.requested_port,
-            limit=64 * 1024,
+            limit=READ_CHUNK,
         )
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

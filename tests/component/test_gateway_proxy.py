@@ -47,6 +47,10 @@ class FakeKafka:
         self.server: asyncio.Server | None = None
         self.port = 0
         self.received: list[int] = []
+        #: api key -> the raw response frame (size prefix included) for (correlation id,
+        #: request frame), written in the chunks ``raw_chunks`` gives
+        self.raw: dict[int, Any] = {}
+        self.raw_chunks: Any = None
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -63,6 +67,12 @@ class FakeKafka:
                 frame = await reader.readexactly(size)
                 api_key, version, cid = framing.peek(frame)
                 self.received.append(api_key)
+                if api_key in self.raw:
+                    data = self.raw[api_key](cid, frame)
+                    for chunk in self.raw_chunks(data) if self.raw_chunks else (data,):
+                        writer.write(chunk)
+                        await writer.drain()
+                    continue
                 flexible = bool(is_flexible(api_key, version)) and not (
                     api_key == 18 and version < 3
                 )
