@@ -764,9 +764,17 @@ async def _serve(
     app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
 ) -> None:
     gateway: Any = None
+    readiness: asyncio.Task[None] | None = None
 
     async def start() -> None:
-        nonlocal gateway
+        nonlocal gateway, readiness
+        proxy_mode = kafka_port is not None and bool((upstream or {}).get("upstream_bootstrap"))
+        if proxy_mode:
+            from services.gateway.app import HEALTH_SERVICE
+
+            # Health tells the truth from the first check: not ready until the gateway
+            # can serve Kafka clients (docs/proxy-mode.md, Faults).
+            app.health_held = {"", HEALTH_SERVICE}
         await app.start()
         if kafka_port is not None:
             from services.gateway.app import GatewayApp, GatewaySettings
@@ -786,10 +794,14 @@ async def _serve(
             )
             await gateway.start()
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+            if proxy_mode:
+                readiness = asyncio.ensure_future(_ready_when(gateway, app.server))
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
+        if readiness is not None:
+            readiness.cancel()
         if gateway is not None:
             await gateway.stop()
         await app.stop()
@@ -798,6 +810,19 @@ async def _serve(
             await upstream_client.close()
 
     await _until_signalled(start, stop)
+
+
+async def _ready_when(gateway: Any, server: Any) -> None:
+    """Proxy mode: the held health entries ("" and the gateway's) SERVING once the gateway
+    is ready (the upstream answered once)."""
+    from services.gateway.app import HEALTH_SERVICE
+
+    await gateway.wait_ready()
+    for name in ("", HEALTH_SERVICE):
+        await server.set_serving(name, True)
+    logging.getLogger("groupcoord.gateway").info(
+        "ready: gRPC health SERVING (the upstream Kafka cluster has answered)"
+    )
 
 
 @main.command()

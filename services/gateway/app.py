@@ -22,6 +22,11 @@ from services.upstream.security import UpstreamSecurity
 
 log = logging.getLogger("groupcoord.gateway")
 
+#: The gRPC health service name of a gateway (``groupcoord dev`` in proxy mode): SERVING once
+#: the gateway can serve Kafka clients -- in proxy mode once the upstream cluster has
+#: answered (ApiVersions and Metadata) at least once.
+HEALTH_SERVICE = "groupcoord.Gateway"
+
 
 @dataclass
 class GatewaySettings:
@@ -139,6 +144,20 @@ class GatewayApp:
     def port(self) -> int:
         assert self.server is not None
         return self.server.port
+
+    @property
+    def ready(self) -> bool:
+        """Whether Kafka clients can be served: started, and in proxy mode the upstream
+        cluster has been reachable at least once. (A later upstream outage does not make it
+        unready: see docs/proxy-mode.md, Faults.)"""
+        if self.server is None:
+            return False
+        return self.cluster is None or self.cluster.reached.is_set()
+
+    async def wait_ready(self) -> None:
+        """Returns once :attr:`ready` (call after :meth:`start`)."""
+        if self.cluster is not None:
+            await self.cluster.reached.wait()
 
     async def start(self) -> None:
         s = self.settings

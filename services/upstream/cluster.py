@@ -90,6 +90,9 @@ class UpstreamCluster:
         self._refresher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._connecting = asyncio.Lock()
+        #: set once the background refresh (:meth:`start`) has had ApiVersions and Metadata
+        #: answered: the cluster has been reachable at least once (readiness)
+        self.reached = asyncio.Event()
 
     # ---- connections -----------------------------------------------------------------------
     async def connect(self, node_id: int | None = None) -> UpstreamConnection:
@@ -304,34 +307,48 @@ class UpstreamCluster:
 
     async def _refresh_loop(self, interval_s: float, max_backoff_s: float) -> None:
         backoff = 0.5
-        known = False
+        failures = 0
         while True:
             try:
                 if self.api_versions is None:
                     await self.fetch_api_versions()
                 await self.refresh_metadata()
             except UpstreamFailure as ex:
-                level = logging.WARNING
+                failures += 1
+                # One warning per outage (the first failed attempt), the retries at DEBUG:
+                # an upstream that is down for an hour is one line, not one per retry.
                 log.log(
-                    level,
-                    "upstream Kafka cluster %s not reachable (%s); retrying in %.1f s "
-                    "(the group APIs are served meanwhile)",
-                    ",".join(f"{h}:{p}" for h, p in self.bootstrap),
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "upstream Kafka cluster %s not reachable (%s); retrying with a backoff "
+                    "growing to %.0f s, logged again when it answers (the group APIs are "
+                    "served meanwhile)",
+                    self.addresses(),
                     ex,
-                    backoff,
+                    max_backoff_s,
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff_s)
                 continue
-            if not known:
-                known = True
+            if not self.reached.is_set():
+                self.reached.set()
                 log.info(
-                    "upstream Kafka cluster %s: brokers %s",
+                    "upstream Kafka cluster %s reachable%s: brokers %s",
                     self.cluster_id,
+                    f" after {failures} failed attempts" if failures else "",
                     ", ".join(f"{b.node_id}={b.host}:{b.port}" for b in self.brokers.values()),
                 )
+            elif failures:
+                log.info(
+                    "upstream Kafka cluster %s reachable again after %d failed attempts",
+                    self.addresses(),
+                    failures,
+                )
+            failures = 0
             backoff = 0.5
             await asyncio.sleep(interval_s)
+
+    def addresses(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
 
     async def wait_known(self, timeout_s: float) -> bool:
         """Whether the brokers and ApiVersions are known within ``timeout_s``."""
