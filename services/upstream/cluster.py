@@ -93,6 +93,8 @@ class UpstreamCluster:
         #: set once the background refresh (:meth:`start`) has had ApiVersions and Metadata
         #: answered: the cluster has been reachable at least once (readiness)
         self.reached = asyncio.Event()
+        #: set once the first background refresh has succeeded or failed
+        self.attempted = asyncio.Event()
 
     # ---- connections -----------------------------------------------------------------------
     async def connect(self, node_id: int | None = None) -> UpstreamConnection:
@@ -314,6 +316,7 @@ class UpstreamCluster:
                     await self.fetch_api_versions()
                 await self.refresh_metadata()
             except UpstreamFailure as ex:
+                self.attempted.set()
                 failures += 1
                 # One warning per outage (the first failed attempt), the retries at DEBUG:
                 # an upstream that is down for an hour is one line, not one per retry.
@@ -331,6 +334,7 @@ class UpstreamCluster:
                 continue
             if not self.reached.is_set():
                 self.reached.set()
+                self.attempted.set()
                 log.info(
                     "upstream Kafka cluster %s reachable%s: brokers %s",
                     self.cluster_id,
@@ -357,6 +361,13 @@ class UpstreamCluster:
                 while not self.brokers or self.api_versions is None:
                     await asyncio.sleep(0.05)
         return bool(self.brokers) and self.api_versions is not None
+
+    async def first_attempt(self) -> None:
+        """Returns once the first background refresh has succeeded or failed (at most about
+        the connect timeout after :meth:`start`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.connect_timeout_s + 1):
+                await self.attempted.wait()
 
     async def close(self) -> None:
         if self._refresher is not None:

@@ -128,15 +128,43 @@ def test_upstream_unreachable_at_start_up(tmp_path: Path, processes: list[Any]) 
     processes.append(proc)
     address = proc.grpc_address
     log_path = tmp_path / "server.log"
+    # and a stand-alone gateway in front of the same (absent) upstream, with a health port
+    (tmp_path / "gw").mkdir()
+    gateway = ServerProcess(
+        [
+            "gateway",
+            "--shard-address",
+            address,
+            "--kafka-port",
+            "0",
+            "--health-port",
+            "0",
+            "--num-partitions",
+            groupcoord_args()[1],
+            "--upstream-bootstrap",
+            f"127.0.0.1:{port}",
+        ],
+        tmp_path / "gw" / "gateway.log",
+    )
+    processes.append(gateway)
+    _wait(lambda: "grpc" in gateway.ports, 10, "the gateway's health port")
+    gateway_health = gateway.grpc_address
+
+    # A Kafka client started before the upstream: told the group APIs only (the others
+    # need the upstream's versions); it must work once the upstream answers.
+    early = AdminClient({"bootstrap.servers": f"127.0.0.1:{proc.ports['kafka']}", **QUIET})
+    early.poll(1)  # (it connects to the bootstrap listener in the background)
 
     # Started; not ready as a gateway, the group services are.
     for service in ("", HEALTH_SERVICE):
         assert _health(address, service) == NOT_SERVING, service
+        assert _health(gateway_health, service) == NOT_SERVING, service
     for service in GROUP_SERVICES:
         assert _health(address, service) == SERVING, service
     time.sleep(8)  # attempts at 0, 0.5, 1.5, 3.5 and 7.5 s: all refused
     for service in ("", HEALTH_SERVICE):
         assert _health(address, service) == NOT_SERVING, service
+        assert _health(gateway_health, service) == NOT_SERVING, service
     log = log_path.read_text()
     unreachable = [line for line in log.splitlines() if "not reachable" in line]
     assert len(unreachable) == 1, unreachable
@@ -155,15 +183,22 @@ def test_upstream_unreachable_at_start_up(tmp_path: Path, processes: list[Any]) 
     _wait(lambda: _health(address, "") == SERVING, 45, "health SERVING", interval=0.5)
     became_ready_s = time.monotonic() - up
     assert _health(address, HEALTH_SERVICE) == SERVING
+    _wait(
+        lambda: all(_health(gateway_health, n) == SERVING for n in ("", HEALTH_SERVICE)),
+        45,
+        "the stand-alone gateway's health SERVING",
+        interval=0.5,
+    )
+    gateway_log = (tmp_path / "gw" / "gateway.log").read_text()
+    assert len([line for line in gateway_log.splitlines() if "not reachable" in line]) == 1
     log = log_path.read_text()
     assert "reachable after" in log and "Traceback" not in log
     assert len([line for line in log.splitlines() if "not reachable" in line]) == 1
 
-    # and Kafka clients work through the gateway
+    # and Kafka clients work through the gateway: the one started before too
     bootstrap = f"127.0.0.1:{proc.ports['kafka']}"
     topic = unique("late")
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    early.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
     for i in range(20):
         producer.produce(topic, value=f"v{i}")
