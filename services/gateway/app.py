@@ -139,6 +139,7 @@ class GatewayApp:
         #: proxy mode only
         self.cluster: UpstreamCluster | None = None
         self.broker_listeners: BrokerListeners | None = None
+        self._reconnect: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -202,6 +203,34 @@ class GatewayApp:
         )
         if self.cluster is not None:
             await self.cluster.start()
+            self._reconnect = asyncio.get_running_loop().create_task(self._close_partial())
+
+    async def _close_partial(self) -> None:
+        """Once the upstream has answered: close the client connections that were told the
+        group APIs only (ApiVersions while it was unreachable), so that they reconnect and
+        learn its versions. (librdkafka, told that Metadata is not supported, sends nothing
+        more on such a connection and would wait forever.)"""
+        assert self.cluster is not None
+        await self.cluster.reached.wait()
+        servers = [
+            self.server,
+            *(self.broker_listeners.servers.values() if self.broker_listeners else ()),
+        ]
+        closed = 0
+        for server in servers:
+            if server is None:
+                continue
+            for conn in list(server.connections.values()):
+                if conn.proxy is not None and conn.proxy.partial_versions:
+                    conn.closing = True
+                    conn.reader.feed_eof()
+                    closed += 1
+        if closed:
+            log.info(
+                "closed %d client connection(s) told the group APIs only, to reconnect for "
+                "the upstream's API versions",
+                closed,
+            )
 
     def advertised_host(self) -> str:
         s = self.settings
@@ -229,6 +258,8 @@ class GatewayApp:
         return proxy
 
     async def stop(self) -> None:
+        if self._reconnect is not None:
+            self._reconnect.cancel()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s)
         if self.broker_listeners is not None:

@@ -339,8 +339,8 @@ async def test_a_client_told_the_group_apis_only_reconnects_once_the_upstream_an
         await fake.start(port)  # the upstream comes up
         try:
             await asyncio.wait_for(stack.gateway.wait_ready(), 10)
-            # its next request closes the connection: the client reconnects ...
-            await wire.write_raw(_frame(request("list_groups", 4), 7))
+            # its connection is closed (librdkafka would send nothing more on it): the
+            # client reconnects ...
             assert await wire.closed_by_peer()
             # ... and learns the upstream's API versions
             again = await stack.wire()

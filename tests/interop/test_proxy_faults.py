@@ -26,6 +26,7 @@ from typing import Any
 
 import grpc
 import pytest
+from groupcoord.v1 import consumer_group_pb2, coordinator_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.gateway.app import HEALTH_SERVICE
@@ -100,6 +101,16 @@ def _health(address: str, service: str) -> Any:
             )
         except grpc.RpcError as ex:
             return ex.code()
+
+
+def _group_epoch(address: str, group: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        response = coordinator_pb2_grpc.GroupCoordinatorStub(channel).ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group]), timeout=10
+        )
+    [described] = response.groups
+    assert described.error_code == 0 and described.group_state == "Stable", described
+    return int(described.group_epoch)
 
 
 def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.2) -> None:
@@ -328,6 +339,7 @@ def test_upstream_broker_killed_and_restarted(tmp_path: Path, processes: list[An
         while time.monotonic() - t0 < 4 or not consumed:
             step()
             assert time.monotonic() - t0 < 60, "nothing consumed before the kill"
+        epoch_before = _group_epoch(proc.grpc_address, group)
         cluster.kill(victim)
         killed.set()
         t_kill = time.monotonic()
@@ -370,6 +382,8 @@ def test_upstream_broker_killed_and_restarted(tmp_path: Path, processes: list[An
                 if committed == {(topic, p): o for p, o in ends.items()}:
                     break
         assert not failed, failed[:5]
+        # The group lives in groupcoord: the broker's death and return did not touch it.
+        assert _group_epoch(proc.grpc_address, group) == epoch_before
         assert len(delivered) == sent, (len(delivered), sent)
         missing = delivered - consumed
         assert not missing, f"{len(missing)} acknowledged records never consumed"

@@ -323,7 +323,7 @@ def test_java_clients_through_the_gateway(kafka: KafkaBroker, proxy: ServerProce
         assert {p: o for _t, p, o in state["end_offsets"]} == ends
         ours = _grpc_describe(proxy.grpc_address, group)
         assert state["state"] == ours.group_state == "Stable"
-        assert state["type"] == "CONSUMER"
+        assert state["type"] == "Consumer"
         assert state["coordinator"] == 1  # the (only) upstream broker's gateway listener
         assert (state["group_epoch"], state["assignment_epoch"], state["assignor"]) == (
             ours.group_epoch,
