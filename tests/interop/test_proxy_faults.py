@@ -271,16 +271,17 @@ def test_upstream_broker_killed_and_restarted(tmp_path: Path, processes: list[An
     listeners_before = {b.id: b.port for b in admin.list_topics(timeout=10).brokers.values()}
 
     delivered: set[str] = set()
-    after_kill: dict[int, int] = {}  # partition -> records acknowledged after the kill
+    #: partition -> records produced after the kill and acknowledged (by a live leader)
+    after_kill: dict[int, int] = {}
     failed: list[str] = []
-    killed = threading.Event()
+    kill_index = 1 << 62  # records are numbered; those from here on were sent after the kill
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failed.append(str(err))
             return
         delivered.add(msg.value().decode())
-        if killed.is_set():
+        if int(msg.value()) >= kill_index:
             after_kill[msg.partition()] = after_kill.get(msg.partition(), 0) + 1
 
     producer = Producer(
@@ -321,7 +322,7 @@ def test_upstream_broker_killed_and_restarted(tmp_path: Path, processes: list[An
                 continue
             consumed.add(m.value().decode())
             ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
-            if killed.is_set():
+            if int(m.value()) >= kill_index:
                 consumed_after_kill.add(m.partition())
             consumer.commit(message=m, asynchronous=True)
 
@@ -341,7 +342,7 @@ def test_upstream_broker_killed_and_restarted(tmp_path: Path, processes: list[An
             assert time.monotonic() - t0 < 60, "nothing consumed before the kill"
         epoch_before = _group_epoch(proc.grpc_address, group)
         cluster.kill(victim)
-        killed.set()
+        kill_index = sent
         t_kill = time.monotonic()
         # Keep going until the partitions the victim led took acknowledged records again
         # (their new leader, through its gateway listener) and the consumer read from them.
