@@ -80,6 +80,10 @@ class UpstreamCluster:
         self.brokers: dict[int, Broker] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
+        #: broker id -> rack, as last seen: a broker that is down is missing from Metadata's
+        #: brokers but its replicas keep their rack (as Kafka keeps a fenced broker's
+        #: registration), so that a broker restart changes no topic and bumps no group epoch
+        self.racks: dict[int, str | None] = {}
         #: api key -> (min, max) as the upstream advertises it; None until first asked
         self.api_versions: dict[int, tuple[int, int]] | None = None
         self.api_versions_response: Any = None
@@ -227,7 +231,8 @@ class UpstreamCluster:
         partition count and per partition the racks of its replicas (empty when no broker has
         a rack). Internal topics are left out."""
         response = await self.metadata(None)
-        racks = {int(b.node_id): b.rack for b in response.brokers}
+        self.racks.update({int(b.node_id): b.rack for b in response.brokers})
+        racks = self.racks
         out = []
         for t in response.topics:
             if t.error_code != 0 or t.is_internal or t.name in INTERNAL_TOPICS or not t.name:
