@@ -48,6 +48,8 @@ class FakeKafka:
         self.server: asyncio.Server | None = None
         self.port = 0
         self.received: list[int] = []
+        #: api key -> what to send instead of the answer (given the correlation id)
+        self.garbage: dict[int, Any] = {}
 
     async def start(self, port: int = 0) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
@@ -78,6 +80,10 @@ class FakeKafka:
                     await asyncio.sleep(self.metadata_delay_s)
                 if api_key == 18:
                     await asyncio.sleep(self.api_versions_delay_s)
+                if api_key in self.garbage:
+                    writer.write(self.garbage[api_key](cid))
+                    await writer.drain()
+                    continue
                 if api_key == 2:
                     cid += 1000
                 data = self.answer(api_key, version, req)
@@ -275,6 +281,35 @@ async def test_a_malformed_upstream_response_closes_that_client_connection(
         await wire.write_raw(_frame(request("list_offsets", 7, replica_id=-1, topics=[]), 9))
         assert await wire.closed_by_peer()
         assert len((await other.send(request("metadata", 12, topics=None))).brokers) == 1
+        await other.close()
+
+
+@pytest.mark.parametrize(
+    "what, api_key, send",
+    [
+        # DescribeCluster is decoded (rewritten): a body cut short does not parse
+        ("unparsable", 60, lambda cid: struct.pack(">iiB", 5, cid, 0)),
+        # a size no response can have
+        ("absurd size", 2, lambda cid: struct.pack(">ii", 0x7FFFFFF0, cid)),
+    ],
+)
+async def test_other_malformed_upstream_responses_close_that_client_connection_only(
+    tmp_path: Path, what: str, api_key: int, send: Any
+) -> None:
+    fake = FakeKafka()
+    fake.garbage[api_key] = send
+    async with proxy_stack(tmp_path, fake) as stack:
+        wire, other = await stack.wire(), await stack.wire()
+        await other.send(request("metadata", 12, topics=None))  # its own upstream connection
+        bad = (
+            request("describe_cluster", 1, endpoint_type=1)
+            if api_key == 60
+            else request("list_offsets", 7, replica_id=-1, topics=[])
+        )
+        await wire.write_raw(_frame(bad, 3))
+        assert await wire.closed_by_peer(), what
+        assert len((await other.send(request("metadata", 12, topics=None))).brokers) == 1
+        assert (await other.send(request("list_groups", 4))).error_code == 0
         await other.close()
 
 
