@@ -128,6 +128,20 @@ def test_coordinator_only_health_is_unchanged(tmp_path: Path, processes: list[An
     for service in ("", *GROUP_SERVICES):
         assert _health(proc.grpc_address, service) == SERVING, service
     assert _health(proc.grpc_address, HEALTH_SERVICE) == grpc.StatusCode.NOT_FOUND
+    # a stand-alone gateway with a health port: ready once started
+    (tmp_path / "gw").mkdir()
+    gateway = ServerProcess(
+        ["gateway", "--shard-address", proc.grpc_address, "--kafka-port", "0"]
+        + ["--health-port", "0", "--num-partitions", groupcoord_args()[1]],
+        tmp_path / "gw" / "gateway.log",
+    )
+    processes.append(gateway)
+    _wait(lambda: "grpc" in gateway.ports, 10, "the gateway's health port")
+    _wait(
+        lambda: all(_health(gateway.grpc_address, n) == SERVING for n in ("", HEALTH_SERVICE)),
+        10,
+        "the gateway's health SERVING",
+    )
 
 
 def test_upstream_unreachable_at_start_up(tmp_path: Path, processes: list[Any]) -> None:
