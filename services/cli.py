@@ -764,9 +764,17 @@ async def _serve(
     app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
 ) -> None:
     gateway: Any = None
+    readiness: asyncio.Task[None] | None = None
 
     async def start() -> None:
-        nonlocal gateway
+        nonlocal gateway, readiness
+        proxy_mode = kafka_port is not None and bool((upstream or {}).get("upstream_bootstrap"))
+        if proxy_mode:
+            from services.gateway.app import HEALTH_SERVICE
+
+            # Health tells the truth from the first check: not ready until the gateway
+            # can serve Kafka clients (docs/proxy-mode.md, Faults).
+            app.health_held = {"", HEALTH_SERVICE}
         await app.start()
         if kafka_port is not None:
             from services.gateway.app import GatewayApp, GatewaySettings
@@ -786,10 +794,14 @@ async def _serve(
             )
             await gateway.start()
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+            if proxy_mode:
+                readiness = asyncio.ensure_future(_ready_when(gateway, app.server))
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
+        if readiness is not None:
+            readiness.cancel()
         if gateway is not None:
             await gateway.stop()
         await app.stop()
@@ -798,6 +810,20 @@ async def _serve(
             await upstream_client.close()
 
     await _until_signalled(start, stop)
+
+
+async def _ready_when(gateway: Any, server: Any) -> None:
+    """The held health entries ("" and the gateway's) SERVING once the gateway is ready (in
+    proxy mode: the upstream answered once; else at once)."""
+    from services.gateway.app import HEALTH_SERVICE
+
+    await gateway.wait_ready()
+    for name in ("", HEALTH_SERVICE):
+        await server.set_serving(name, True)
+    logging.getLogger("groupcoord.gateway").info(
+        "ready: gRPC health SERVING%s",
+        " (the upstream Kafka cluster has answered)" if gateway.cluster is not None else "",
+    )
 
 
 @main.command()
@@ -878,6 +904,14 @@ async def _serve(
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
 )
+@_opt(
+    "--health-port",
+    env="HEALTH_PORT",
+    type=PORT,
+    default=None,
+    help="Serve the gRPC health service (readiness) on this port; 0 picks a free port and "
+    "prints it. Unset: none. In proxy mode NOT_SERVING until the upstream has answered.",
+)
 @upstream_options
 @log_options
 def gateway(
@@ -893,6 +927,7 @@ def gateway(
     idle_timeout_ms: int,
     request_timeout_ms: int,
     otlp_endpoint: str | None,
+    health_port: int | None,
     upstream_bootstrap: str | None,
     broker_port_base: int | None,
     upstream_security_protocol: str,
@@ -931,16 +966,38 @@ def gateway(
             upstream_ssl_keyfile,
         ).settings(),
     )
-    asyncio.run(_serve_gateway(GatewayApp(settings)))
+    asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
 
-async def _serve_gateway(app: Any) -> None:
+async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
+    health: Any = None
+    readiness: asyncio.Task[None] | None = None
+
     async def start() -> None:
+        nonlocal health, readiness
+        if health_port is not None:
+            from services.gateway.app import HEALTH_SERVICE
+            from services.process.grpc_server import GrpcServer
+
+            # Health only: "" and groupcoord.Gateway, NOT_SERVING until the gateway is ready.
+            health = GrpcServer(app.settings.host, health_port)
+            health.held = {"", HEALTH_SERVICE}
+            await health.start()
         await app.start()
         click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{app.port}")
+        if health is not None:
+            readiness = asyncio.ensure_future(_ready_when(app, health))
+            click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{health.port}")
         sys.stdout.flush()
 
-    await _until_signalled(start, app.stop)
+    async def stop() -> None:
+        if readiness is not None:
+            readiness.cancel()
+        if health is not None:
+            await health.stop(0)
+        await app.stop()
+
+    await _until_signalled(start, stop)
 
 
 @main.command()

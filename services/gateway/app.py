@@ -22,6 +22,11 @@ from services.upstream.security import UpstreamSecurity
 
 log = logging.getLogger("groupcoord.gateway")
 
+#: The gRPC health service name of a gateway (``groupcoord dev`` in proxy mode): SERVING once
+#: the gateway can serve Kafka clients -- in proxy mode once the upstream cluster has
+#: answered (ApiVersions and Metadata) at least once.
+HEALTH_SERVICE = "groupcoord.Gateway"
+
 
 @dataclass
 class GatewaySettings:
@@ -134,11 +139,26 @@ class GatewayApp:
         #: proxy mode only
         self.cluster: UpstreamCluster | None = None
         self.broker_listeners: BrokerListeners | None = None
+        self._reconnect: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
         assert self.server is not None
         return self.server.port
+
+    @property
+    def ready(self) -> bool:
+        """Whether Kafka clients can be served: started, and in proxy mode the upstream
+        cluster has been reachable at least once. (A later upstream outage does not make it
+        unready: see docs/proxy-mode.md, Faults.)"""
+        if self.server is None:
+            return False
+        return self.cluster is None or self.cluster.reached.is_set()
+
+    async def wait_ready(self) -> None:
+        """Returns once :attr:`ready` (call after :meth:`start`)."""
+        if self.cluster is not None:
+            await self.cluster.reached.wait()
 
     async def start(self) -> None:
         s = self.settings
@@ -183,6 +203,34 @@ class GatewayApp:
         )
         if self.cluster is not None:
             await self.cluster.start()
+            self._reconnect = asyncio.get_running_loop().create_task(self._close_partial())
+
+    async def _close_partial(self) -> None:
+        """Once the upstream has answered: close the client connections that were told the
+        group APIs only (ApiVersions while it was unreachable), so that they reconnect and
+        learn its versions. (librdkafka, told that Metadata is not supported, sends nothing
+        more on such a connection and would wait forever.)"""
+        assert self.cluster is not None
+        await self.cluster.reached.wait()
+        servers = [
+            self.server,
+            *(self.broker_listeners.servers.values() if self.broker_listeners else ()),
+        ]
+        closed = 0
+        for server in servers:
+            if server is None:
+                continue
+            for conn in list(server.connections.values()):
+                if conn.proxy is not None and conn.proxy.partial_versions:
+                    conn.closing = True
+                    conn.reader.feed_eof()
+                    closed += 1
+        if closed:
+            log.info(
+                "closed %d client connection(s) told the group APIs only, to reconnect for "
+                "the upstream's API versions",
+                closed,
+            )
 
     def advertised_host(self) -> str:
         s = self.settings
@@ -210,6 +258,8 @@ class GatewayApp:
         return proxy
 
     async def stop(self) -> None:
+        if self._reconnect is not None:
+            self._reconnect.cancel()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_s)
         if self.broker_listeners is not None:

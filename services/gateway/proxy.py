@@ -56,6 +56,7 @@ log = logging.getLogger("groupcoord.gateway.proxy")
 PRODUCE = 0
 METADATA = 3
 FIND_COORDINATOR = 10
+API_VERSIONS = 18
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CLUSTER = 60
 GROUP_KEY_TYPE = 0
@@ -235,6 +236,8 @@ class ProxySession:
         self.node_id = node_id
         self.link: UpstreamConnection | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        #: ApiVersions was answered while the upstream was unreachable (group APIs only)
+        self.partial_versions = False
 
     async def dispatch(
         self, frame: bytes, local: Callable[[bytes, Node | None], Awaitable[bytes]]
@@ -242,6 +245,14 @@ class ProxySession:
         """Route one request frame. ``local`` answers a request groupcoord serves (given the
         node FindCoordinator should name). Raises CloseClient to close the connection."""
         api_key, version, correlation_id = framing.peek(frame)
+        if self.partial_versions and self.proxy.cluster.api_versions is not None:
+            # It was told the group APIs only; it must reconnect to learn the upstream's.
+            raise CloseClient("the upstream answers now: reconnect for its API versions")
+        if api_key == API_VERSIONS and self.proxy.cluster.api_versions is None:
+            # Just started: the upstream's versions come with the first refresh. A client
+            # told the group APIs only would keep that connection without the others.
+            await self.proxy.cluster.first_attempt()
+            self.partial_versions = self.proxy.cluster.api_versions is None
         if api_key in LOCAL:
             return await local(frame, None)
         if api_key == FIND_COORDINATOR and await self._is_group_lookup(frame, version):

@@ -133,6 +133,9 @@ class GrpcServer:
             ],
         )
         self.service_names: list[str] = []
+        #: health names that :meth:`start` sets NOT_SERVING rather than SERVING ("" included);
+        #: whoever holds them sets them with :meth:`set_serving` when ready
+        self.held: set[str] = set()
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
@@ -148,9 +151,17 @@ class GrpcServer:
             [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         await self.server.start()
-        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        for name in self.service_names:
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for name in dict.fromkeys(["", *self.service_names, *sorted(self.held)]):
+            await self.set_serving(name, name not in self.held)
+
+    async def set_serving(self, name: str, serving: bool) -> None:
+        """Set one health entry ("" is the server as a whole)."""
+        await self.health.set(
+            name,
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight RPCs finish (up to ``grace_s``)."""

@@ -108,6 +108,9 @@ class ShardApp:
         #: the in-process assignors: small targets are computed with them inside the
         #: operation (as Kafka does), the others off the loop; fallback of the remote ones
         self.in_process: InProcessAssignor | None = None
+        #: gRPC health names left NOT_SERVING when the server starts (GrpcServer.held):
+        #: ``groupcoord dev`` in proxy mode holds "" and the gateway's until it is ready
+        self.health_held: set[str] = set()
 
     @property
     def port(self) -> int:
@@ -194,6 +197,7 @@ class ShardApp:
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
         )
+        self.server.held |= self.health_held
         # The node address needs the bound port (grpc_port may be 0).
         node = NodeAddress(s.node_id, s.advertised_host or s.host, self.server.port)
         view: OwnershipView = SelfOwnership(node)

@@ -80,6 +80,10 @@ class UpstreamCluster:
         self.brokers: dict[int, Broker] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
+        #: broker id -> rack, as last seen: a broker that is down is missing from Metadata's
+        #: brokers but its replicas keep their rack (as Kafka keeps a fenced broker's
+        #: registration), so that a broker restart changes no topic and bumps no group epoch
+        self.racks: dict[int, str | None] = {}
         #: api key -> (min, max) as the upstream advertises it; None until first asked
         self.api_versions: dict[int, tuple[int, int]] | None = None
         self.api_versions_response: Any = None
@@ -90,6 +94,11 @@ class UpstreamCluster:
         self._refresher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._connecting = asyncio.Lock()
+        #: set once the background refresh (:meth:`start`) has had ApiVersions and Metadata
+        #: answered: the cluster has been reachable at least once (readiness)
+        self.reached = asyncio.Event()
+        #: set once the first background refresh has succeeded or failed
+        self.attempted = asyncio.Event()
 
     # ---- connections -----------------------------------------------------------------------
     async def connect(self, node_id: int | None = None) -> UpstreamConnection:
@@ -222,7 +231,8 @@ class UpstreamCluster:
         partition count and per partition the racks of its replicas (empty when no broker has
         a rack). Internal topics are left out."""
         response = await self.metadata(None)
-        racks = {int(b.node_id): b.rack for b in response.brokers}
+        self.racks.update({int(b.node_id): b.rack for b in response.brokers})
+        racks = self.racks
         out = []
         for t in response.topics:
             if t.error_code != 0 or t.is_internal or t.name in INTERNAL_TOPICS or not t.name:
@@ -304,34 +314,50 @@ class UpstreamCluster:
 
     async def _refresh_loop(self, interval_s: float, max_backoff_s: float) -> None:
         backoff = 0.5
-        known = False
+        failures = 0
         while True:
             try:
                 if self.api_versions is None:
                     await self.fetch_api_versions()
                 await self.refresh_metadata()
             except UpstreamFailure as ex:
-                level = logging.WARNING
+                self.attempted.set()
+                failures += 1
+                # One warning per outage (the first failed attempt), the retries at DEBUG:
+                # an upstream that is down for an hour is one line, not one per retry.
                 log.log(
-                    level,
-                    "upstream Kafka cluster %s not reachable (%s); retrying in %.1f s "
-                    "(the group APIs are served meanwhile)",
-                    ",".join(f"{h}:{p}" for h, p in self.bootstrap),
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "upstream Kafka cluster %s not reachable (%s); retrying with a backoff "
+                    "growing to %.0f s, logged again when it answers (the group APIs are "
+                    "served meanwhile)",
+                    self.addresses(),
                     ex,
-                    backoff,
+                    max_backoff_s,
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff_s)
                 continue
-            if not known:
-                known = True
+            if not self.reached.is_set():
+                self.reached.set()
+                self.attempted.set()
                 log.info(
-                    "upstream Kafka cluster %s: brokers %s",
+                    "upstream Kafka cluster %s reachable%s: brokers %s",
                     self.cluster_id,
+                    f" after {failures} failed attempts" if failures else "",
                     ", ".join(f"{b.node_id}={b.host}:{b.port}" for b in self.brokers.values()),
                 )
+            elif failures:
+                log.info(
+                    "upstream Kafka cluster %s reachable again after %d failed attempts",
+                    self.addresses(),
+                    failures,
+                )
+            failures = 0
             backoff = 0.5
             await asyncio.sleep(interval_s)
+
+    def addresses(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
 
     async def wait_known(self, timeout_s: float) -> bool:
         """Whether the brokers and ApiVersions are known within ``timeout_s``."""
@@ -340,6 +366,13 @@ class UpstreamCluster:
                 while not self.brokers or self.api_versions is None:
                     await asyncio.sleep(0.05)
         return bool(self.brokers) and self.api_versions is not None
+
+    async def first_attempt(self) -> None:
+        """Returns once the first background refresh has succeeded or failed (at most about
+        the connect timeout after :meth:`start`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.connect_timeout_s + 1):
+                await self.attempted.wait()
 
     async def close(self) -> None:
         if self._refresher is not None:

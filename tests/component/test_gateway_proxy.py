@@ -42,18 +42,19 @@ class FakeKafka:
     DescribeCluster; DescribeConfigs makes it drop the connection, ListOffsets makes it
     answer with a wrong correlation id."""
 
-    def __init__(self, metadata_delay_s: float = 0.0) -> None:
+    def __init__(self, metadata_delay_s: float = 0.0, api_versions_delay_s: float = 0.0) -> None:
         self.metadata_delay_s = metadata_delay_s
+        self.api_versions_delay_s = api_versions_delay_s
         self.server: asyncio.Server | None = None
         self.port = 0
         self.received: list[int] = []
         #: api key -> the raw response frame (size prefix included) for (correlation id,
-        #: request frame), written in the chunks ``raw_chunks`` gives
+        #: request frame), written in the chunks ``raw_chunks`` gives: instead of an answer
         self.raw: dict[int, Any] = {}
         self.raw_chunks: Any = None
 
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -85,6 +86,8 @@ class FakeKafka:
                     return
                 if api_key == 3:
                     await asyncio.sleep(self.metadata_delay_s)
+                if api_key == 18:
+                    await asyncio.sleep(self.api_versions_delay_s)
                 if api_key == 2:
                     cid += 1000
                 data = self.answer(api_key, version, req)
@@ -143,6 +146,8 @@ async def proxy_stack(tmp_path: Path, fake: FakeKafka) -> AsyncIterator[Stack]:
         ) as stack:
             assert stack.gateway.cluster is not None
             assert await stack.gateway.cluster.wait_known(10)
+            await asyncio.wait_for(stack.gateway.wait_ready(), 10)
+            assert stack.gateway.ready
             yield stack
     finally:
         await fake.stop()
@@ -283,6 +288,35 @@ async def test_a_malformed_upstream_response_closes_that_client_connection(
         await other.close()
 
 
+@pytest.mark.parametrize(
+    "what, api_key, send",
+    [
+        # DescribeCluster is decoded (rewritten): a body cut short does not parse
+        ("unparsable", 60, lambda cid: struct.pack(">iiB", 5, cid, 0)),
+        # a size no response can have
+        ("absurd size", 2, lambda cid: struct.pack(">ii", 0x7FFFFFF0, cid)),
+    ],
+)
+async def test_other_malformed_upstream_responses_close_that_client_connection_only(
+    tmp_path: Path, what: str, api_key: int, send: Any
+) -> None:
+    fake = FakeKafka()
+    fake.raw[api_key] = lambda cid, frame: send(cid)
+    async with proxy_stack(tmp_path, fake) as stack:
+        wire, other = await stack.wire(), await stack.wire()
+        await other.send(request("metadata", 12, topics=None))  # its own upstream connection
+        bad = (
+            request("describe_cluster", 1, endpoint_type=1)
+            if api_key == 60
+            else request("list_offsets", 7, replica_id=-1, topics=[])
+        )
+        await wire.write_raw(_frame(bad, 3))
+        assert await wire.closed_by_peer(), what
+        assert len((await other.send(request("metadata", 12, topics=None))).brokers) == 1
+        assert (await other.send(request("list_groups", 4))).error_code == 0
+        await other.close()
+
+
 async def test_group_apis_are_served_while_the_upstream_is_unreachable(tmp_path: Path) -> None:
     fake = FakeKafka()
     await fake.start()
@@ -300,6 +334,60 @@ async def test_group_apis_are_served_while_the_upstream_is_unreachable(tmp_path:
         # a forwarded request cannot be: the connection is closed, the client reconnects
         await wire.write_raw(_frame(request("metadata", 12, topics=None), 5))
         assert await wire.closed_by_peer()
+        # never reached: not ready (groupcoord dev's health says NOT_SERVING)
+        assert not stack.gateway.ready
+
+
+async def test_a_client_connecting_at_start_up_learns_the_upstreams_api_versions(
+    tmp_path: Path,
+) -> None:
+    """Found by tests/interop: a client whose ApiVersions came before the gateway's first
+    refresh was told the group APIs only, kept that connection, and never sent CreateTopics."""
+    fake = FakeKafka(api_versions_delay_s=0.5)
+    await fake.start()
+    try:
+        async with gateway_stack(
+            tmp_path, gateway={"upstream_bootstrap": f"127.0.0.1:{fake.port}"}
+        ) as stack:
+            wire = await stack.wire()
+            started = time.monotonic()
+            r = await wire.send(api_versions())  # before the upstream has answered
+            assert time.monotonic() - started >= 0.3  # it waited for the first refresh
+            assert {0, 3, 19} <= {int(k.api_key) for k in r.api_keys}
+            assert stack.gateway.ready
+            assert len((await wire.send(request("metadata", 12, topics=None))).brokers) == 1
+            await wire.close()
+    finally:
+        await fake.stop()
+
+
+async def test_a_client_told_the_group_apis_only_reconnects_once_the_upstream_answers(
+    tmp_path: Path,
+) -> None:
+    fake = FakeKafka()
+    await fake.start()
+    port = fake.port
+    await fake.stop()  # nothing listens there yet
+    async with gateway_stack(
+        tmp_path, gateway={"upstream_bootstrap": f"127.0.0.1:{port}"}
+    ) as stack:
+        wire = await stack.wire()
+        r = await wire.send(api_versions())
+        assert 19 not in {int(k.api_key) for k in r.api_keys}  # the group APIs only
+        assert (await wire.send(request("list_groups", 4))).error_code == 0
+        await fake.start(port)  # the upstream comes up
+        try:
+            await asyncio.wait_for(stack.gateway.wait_ready(), 10)
+            # its connection is closed (librdkafka would send nothing more on it): the
+            # client reconnects ...
+            assert await wire.closed_by_peer()
+            # ... and learns the upstream's API versions
+            again = await stack.wire()
+            r = await again.send(api_versions())
+            assert {0, 3, 19} <= {int(k.api_key) for k in r.api_keys}
+            await again.close()
+        finally:
+            await fake.stop()
 
 
 def _frame(req: Any, correlation_id: int) -> bytes:

@@ -56,13 +56,14 @@ def run(bootstrap: str, *args: str, timeout: float = 60) -> list[dict[str, Any]]
 
 
 class JavaConsumer:
-    """A running ``consume`` command: its events arrive on :attr:`events`; :meth:`close`
-    closes its stdin, which makes it close the consumer (leaving the group) and exit."""
+    """A running ``consume`` command (or ``drain``: ``JavaConsumer(b, group, topic,
+    command="drain")``): its events arrive on :attr:`events`; :meth:`close` closes its stdin,
+    which makes it close the consumer (leaving the group) and exit."""
 
-    def __init__(self, bootstrap: str, group: str, mode: str, spec: str) -> None:
+    def __init__(self, bootstrap: str, group: str, *args: str, command: str = "consume") -> None:
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
-            ["java", "-cp", classpath(), "JavaClient", bootstrap, "consume", group, mode, spec],
+            ["java", "-cp", classpath(), "JavaClient", bootstrap, command, group, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -71,6 +72,9 @@ class JavaConsumer:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.assignment: set[tuple[str, int]] = set()
         self.committed: set[tuple[str, int]] = set()
+        #: ``drain``: (partition, offset) of every record read, and whether its commit failed
+        self.records: list[tuple[int, int]] = []
+        self.commit_failures: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -92,6 +96,10 @@ class JavaConsumer:
                 self.assignment = parts
             elif event["event"] == "committed":
                 self.committed |= parts
+            elif event["event"] == "consumed":
+                self.records.extend((p, o) for p, o in event["records"])
+            elif event["event"] == "commit_failed":
+                self.commit_failures.append(event["error"])
 
     def close(self, timeout: float = 30) -> str:
         """Close and wait; the process's stderr (for assertion messages)."""

@@ -449,8 +449,9 @@ class KafkaBroker:
     def proc(self) -> subprocess.Popen[bytes] | None:
         return self.node.proc if self.node else None
 
-    def start(self, ready_timeout: float = 120.0) -> None:
-        self.port, controller = free_port(), free_port()
+    def start(self, ready_timeout: float = 120.0, port: int | None = None) -> None:
+        """Start on ``port`` (default: a free one)."""
+        self.port, controller = port or free_port(), free_port()
         props = server_properties(
             node_id=1,
             roles="broker,controller",

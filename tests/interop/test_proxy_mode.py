@@ -6,6 +6,11 @@ the broker's gateway listener), and a KIP-848 group and a classic group of two c
 read them all through it (Fetch forwarded, the groups and their commits kept by groupcoord).
 The committed offsets read back through the gateway equal what was consumed, and the
 upstream's own group coordinator has never heard of these groups.
+
+Apache Kafka's Java client 4.x does the same through the gateway (tests/interop/java): its
+producer writes 1,000 records, a KIP-848 group of two Java consumers reads and commits them
+all, and its Admin client reads back committed offsets equal to the end offsets and describes
+the group as groupcoord has it.
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ from typing import Any
 
 import grpc
 import pytest
-from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc
+from groupcoord.v1 import (
+    catalog_pb2,
+    catalog_pb2_grpc,
+    consumer_group_pb2,
+    coordinator_pb2_grpc,
+)
 
 from services.upstream.cluster import UpstreamCluster
+from tests.interop import java_client
 from tests.interop.clients import QUIET, committed_offsets
+from tests.interop.java_client import JavaConsumer
 from tests.interop.kafka_broker import (
     KafkaBroker,
     groupcoord_args,
@@ -94,9 +106,12 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 def _consume_all(
     bootstrap: str, admin: Any, topic: str, group: str, protocol: str
 ) -> dict[int, int]:
-    """Two consumers of ``group`` read every record and commit as they go; returns partition ->
-    next offset once the commits read back through the gateway say the same. (A partition
-    that moved during a rebalance is read again by its new owner from the last commit.)"""
+    """Two consumers of ``group`` read every record and commit as they go (once per batch:
+    a commit per record queues hundreds of OffsetCommits ahead of the heartbeats, which under
+    load timed out); returns partition -> next offset once both members have had partitions
+    and the commits read back through the gateway say the same. (A partition that moved
+    during a rebalance is read again by its new owner from the last commit. Whether both
+    members read records depends on timing: the first to join may read them all.)"""
     from confluent_kafka import Consumer
 
     extra: dict[str, Any] = {"session.timeout.ms": 6000} if protocol == "classic" else {}
@@ -118,23 +133,33 @@ def _consume_all(
     ]
     seen: set[tuple[int, int]] = set()
     by_consumer = [0, 0]
+    assigned = [False, False]
+
+    def on_assign(i: int) -> Any:
+        def record(_consumer: Any, parts: list[Any]) -> None:
+            assigned[i] = assigned[i] or bool(parts)
+
+        return record
+
     ends: dict[int, int] = {}
     committed: dict[tuple[str, int], int] = {}
     next_check = 0.0
     try:
-        for c in consumers:
-            c.subscribe([topic])
+        for i, c in enumerate(consumers):
+            c.subscribe([topic], on_assign=on_assign(i))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             for i, c in enumerate(consumers):
-                for m in c.consume(500, 0.1):
+                batch = c.consume(500, 0.1)
+                for m in batch:
                     if m.error():
                         continue
                     seen.add((m.partition(), m.offset()))
                     ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
                     by_consumer[i] += 1
-                    c.commit(message=m, asynchronous=True)
-            if len(seen) == RECORDS and time.monotonic() >= next_check:
+                if batch:
+                    c.commit(asynchronous=True)
+            if len(seen) == RECORDS and all(assigned) and time.monotonic() >= next_check:
                 committed = committed_offsets(admin, group)
                 if committed == {(topic, p): o for p, o in ends.items()}:
                     break
@@ -150,7 +175,7 @@ def _consume_all(
     finally:
         for c in consumers:
             c.close()
-    assert all(by_consumer), f"{group}: both members consumed ({by_consumer})"
+    assert all(assigned), f"{group}: both members had partitions (read {by_consumer})"
     return ends
 
 
@@ -226,3 +251,112 @@ def test_kafka_clients_use_groupcoord_in_front_of_apache_kafka(
     assert all(not t.name.startswith("__") for t in topics)
     assert sum(log_ends.values()) == RECORDS
     assert {p: o for (_t, p), o in log_ends.items() if o} == dict(ends)
+
+
+JAVA_RECORDS = 1_000
+
+
+def _grpc_describe(address: str, group: str) -> Any:
+    with grpc.insecure_channel(address) as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        response = stub.ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group]), timeout=10
+        )
+    [described] = response.groups
+    assert described.error_code == 0, described
+    return described
+
+
+def test_java_clients_through_the_gateway(kafka: KafkaBroker, proxy: ServerProcess) -> None:
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{proxy.ports['kafka']}"
+    topic = unique("java-proxied")
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    _wait(lambda: topic in _catalog_topics(proxy.grpc_address), 20, "the topic in the catalog")
+    java_client.classpath()  # compile before the clock starts
+    group = unique("java-group")
+    expected = {(topic, p) for p in range(PARTITIONS)}
+    consumers = [JavaConsumer(bootstrap, group, topic, command="drain") for _ in range(2)]
+    try:
+        # Both members own partitions before anything is produced: both consume.
+        def balanced() -> bool:
+            for c in consumers:
+                c.drain()
+            owned = [c.assignment for c in consumers]
+            return all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == expected
+
+        _wait(balanced, 90, "two Java consumers sharing the partitions")
+        started = time.monotonic()
+        [produced] = java_client.run(bootstrap, "produce", topic, str(JAVA_RECORDS), timeout=120)
+        assert produced == {"event": "produced", "count": JAVA_RECORDS}
+
+        def all_consumed() -> bool:
+            for c in consumers:
+                c.drain()
+            return len({r for c in consumers for r in c.records}) == JAVA_RECORDS
+
+        _wait(all_consumed, 90, f"{JAVA_RECORDS} records consumed by the Java group")
+        elapsed = time.monotonic() - started
+        per_consumer = [len(c.records) for c in consumers]
+        assert all(per_consumer), per_consumer
+        for c in consumers:  # each read only what it owned
+            assert {(topic, p) for p, _o in c.records} <= c.assignment
+        ends = {p: o + 1 for c in consumers for p, o in c.records}
+        assert sum(ends.values()) == JAVA_RECORDS and set(ends) == set(range(PARTITIONS))
+
+        # The Java Admin client through the gateway: committed offsets = end offsets, and
+        # describeConsumerGroups shows the group as groupcoord has it (gRPC).
+        def java_view() -> dict[str, Any] | None:
+            [state] = java_client.run(bootstrap, "group", group, topic, timeout=60)
+            committed = {p: o for _t, p, o in state["committed"]}
+            return state if committed == ends else None
+
+        state: dict[str, Any] | None = None
+        deadline = time.monotonic() + 30
+        while state is None and time.monotonic() < deadline:
+            state = java_view()
+        assert state is not None, "committed offsets never equalled the end offsets"
+        assert {p: o for _t, p, o in state["end_offsets"]} == ends
+        ours = _grpc_describe(proxy.grpc_address, group)
+        assert state["state"] == ours.group_state == "Stable"
+        assert state["type"] == "Consumer"
+        assert state["coordinator"] == 1  # the (only) upstream broker's gateway listener
+        assert (state["group_epoch"], state["assignment_epoch"], state["assignor"]) == (
+            ours.group_epoch,
+            ours.assignment_epoch,
+            ours.assignor_name,
+        )
+
+        def members_of_grpc() -> dict[str, tuple[str, int, set[tuple[str, int]]]]:
+            return {
+                m.member_id: (
+                    m.client_id,
+                    m.member_epoch,
+                    {(a.topic_name, p) for a in m.assignment for p in a.partitions},
+                )
+                for m in ours.members
+            }
+
+        java_members = {
+            m["member_id"]: (
+                m["client_id"],
+                m["member_epoch"],
+                {(t, p) for t, p in m["assignment"]},
+            )
+            for m in state["members"]
+        }
+        assert java_members == members_of_grpc()
+        assert sorted(sorted(a) for _c, _e, a in java_members.values()) == sorted(
+            sorted(c.assignment) for c in consumers
+        )
+        assert all(m["assignment"] == m["target_assignment"] for m in state["members"])
+        print(f"java: produced and consumed {JAVA_RECORDS} in {elapsed:.1f}s, {per_consumer}")
+    finally:
+        errors = [c.close() for c in consumers]
+    assert all(c.proc.returncode == 0 for c in consumers), errors
+    assert not any(c.commit_failures for c in consumers), [c.commit_failures for c in consumers]

@@ -6,6 +6,14 @@
 //       offset 100 + partition for what it owns; closes (leaving the group) when stdin closes.
 //   JavaClient <bootstrap> describe-by-ids <topic> [<topic> ...]
 //       Looks the topics' ids up by name, then describes them by id only.
+//   JavaClient <bootstrap> produce <topic> <n>
+//       Produces n records (key "key-<i % 97>", value "value-<i>", acks=all, idempotent).
+//   JavaClient <bootstrap> drain <group> <topic>
+//       KIP-848 consumer reading the topic from the earliest offset; after every poll that
+//       returned records commits (commitSync) and prints them; closes when stdin closes.
+//   JavaClient <bootstrap> group <group> <topic>
+//       Admin: describeConsumerGroups, the group's committed offsets (listConsumerGroupOffsets)
+//       and the topic's end offsets (listOffsets latest), as one JSON object.
 
 import java.io.InputStream;
 import java.time.Duration;
@@ -21,12 +29,22 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -37,6 +55,9 @@ public final class JavaClient {
     switch (args[1]) {
       case "consume" -> consume(bootstrap, args[2], args[3], args[4]);
       case "describe-by-ids" -> describeByIds(bootstrap, Arrays.copyOfRange(args, 2, args.length));
+      case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]));
+      case "drain" -> drain(bootstrap, args[2], args[3]);
+      case "group" -> group(bootstrap, args[2], args[3]);
       default -> throw new IllegalArgumentException("unknown command " + args[1]);
     }
   }
@@ -145,6 +166,133 @@ public final class JavaClient {
         emit("{\"id\":" + quote(id.toString()) + ",\"name\":" + quote(d.name())
             + ",\"partitions\":" + d.partitions().size() + "}");
       }
+    }
+  }
+
+  static Thread stdinWatcher(AtomicBoolean stop) {
+    Thread stdin = new Thread(() -> {
+      try {
+        InputStream in = System.in;
+        while (in.read() != -1) { }
+      } catch (Exception e) {
+        // closed
+      }
+      stop.set(true);
+    });
+    stdin.setDaemon(true);
+    stdin.start();
+    return stdin;
+  }
+
+  static void produce(String bootstrap, String topic, int n) throws Exception {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", bootstrap);
+    p.put("acks", "all");
+    p.put("linger.ms", "5");
+    p.put("key.serializer", StringSerializer.class.getName());
+    p.put("value.serializer", StringSerializer.class.getName());
+    try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+      List<java.util.concurrent.Future<org.apache.kafka.clients.producer.RecordMetadata>> sent =
+          new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        sent.add(producer.send(new ProducerRecord<>(topic, "key-" + (i % 97), "value-" + i)));
+      }
+      producer.flush();
+      for (var f : sent) {
+        f.get();
+      }
+    }
+    emit("{\"event\":\"produced\",\"count\":" + n + "}");
+  }
+
+  static void drain(String bootstrap, String group, String topic) throws Exception {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", bootstrap);
+    p.put("group.id", group);
+    p.put("group.protocol", "consumer");
+    p.put("enable.auto.commit", "false");
+    p.put("auto.offset.reset", "earliest");
+    p.put("client.id", group + "-java");
+    p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+    AtomicBoolean stop = new AtomicBoolean(false);
+    stdinWatcher(stop);
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+      consumer.subscribe(List.of(topic));
+      Set<TopicPartition> last = null;
+      while (!stop.get()) {
+        ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+        Set<TopicPartition> now = new HashSet<>(consumer.assignment());
+        if (!now.equals(last)) {
+          last = now;
+          emit("{\"event\":\"assignment\",\"partitions\":" + partitions(now) + "}");
+        }
+        if (records.isEmpty()) {
+          continue;
+        }
+        List<String> seen = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> r : records) {
+          seen.add("[" + r.partition() + "," + r.offset() + "]");
+        }
+        String committed = "true";
+        try {
+          consumer.commitSync(Duration.ofSeconds(10));
+        } catch (Exception e) {
+          // a rebalance moved a partition meanwhile: its new owner reads it from the commit
+          committed = "false";
+          emit("{\"event\":\"commit_failed\",\"error\":" + quote(e.toString()) + "}");
+        }
+        emit("{\"event\":\"consumed\",\"committed\":" + committed + ",\"records\":["
+            + String.join(",", seen) + "]}");
+      }
+    }
+    emit("{\"event\":\"closed\"}");
+  }
+
+  static void group(String bootstrap, String group, String topic) throws Exception {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", bootstrap);
+    try (Admin admin = Admin.create(p)) {
+      ConsumerGroupDescription d =
+          admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+      List<String> members = new ArrayList<>();
+      for (MemberDescription m : d.members()) {
+        members.add("{\"member_id\":" + quote(m.consumerId()) + ",\"client_id\":"
+            + quote(m.clientId()) + ",\"member_epoch\":" + m.memberEpoch().orElse(-1)
+            + ",\"assignment\":" + partitions(m.assignment().topicPartitions())
+            + ",\"target_assignment\":"
+            + partitions(m.targetAssignment().map(a -> a.topicPartitions()).orElse(Set.of()))
+            + "}");
+      }
+      Map<TopicPartition, OffsetAndMetadata> committed =
+          admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+      List<String> offsets = new ArrayList<>();
+      for (TopicPartition tp : sorted(committed.keySet())) {
+        offsets.add("[" + quote(tp.topic()) + "," + tp.partition() + ","
+            + committed.get(tp).offset() + "]");
+      }
+      TopicDescription td =
+          admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+      Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+      for (TopicPartitionInfo info : td.partitions()) {
+        latest.put(new TopicPartition(topic, info.partition()), OffsetSpec.latest());
+      }
+      Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> ends =
+          admin.listOffsets(latest).all().get();
+      List<String> endOffsets = new ArrayList<>();
+      for (TopicPartition tp : sorted(ends.keySet())) {
+        endOffsets.add("[" + quote(tp.topic()) + "," + tp.partition() + ","
+            + ends.get(tp).offset() + "]");
+      }
+      emit("{\"group_id\":" + quote(d.groupId()) + ",\"state\":" + quote(d.groupState().toString())
+          + ",\"type\":" + quote(d.type().toString())
+          + ",\"group_epoch\":" + d.groupEpoch().orElse(-1)
+          + ",\"assignment_epoch\":" + d.targetAssignmentEpoch().orElse(-1)
+          + ",\"assignor\":" + quote(d.partitionAssignor())
+          + ",\"coordinator\":" + d.coordinator().id()
+          + ",\"members\":[" + String.join(",", members) + "]"
+          + ",\"committed\":[" + String.join(",", offsets) + "]"
+          + ",\"end_offsets\":[" + String.join(",", endOffsets) + "]}");
     }
   }
 }
