@@ -5,6 +5,7 @@ TxnOffsetCommit refusal, and the faults (upstream gone, malformed answers, unrea
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator
@@ -53,8 +54,8 @@ class FakeKafka:
         self.raw: dict[int, Any] = {}
         self.raw_chunks: Any = None
 
-    async def start(self, port: int = 0) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+    async def start(self, port: int = 0, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port, ssl=ssl_context)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
