@@ -58,6 +58,10 @@ FIND_COORDINATOR = 10
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CLUSTER = 60
 GROUP_KEY_TYPE = 0
+API_VERSIONS = 18
+#: How long ApiVersions waits for the upstream's versions when they are not known yet (just
+#: started); then it is answered with groupcoord's APIs only (the upstream is unreachable).
+UPSTREAM_WAIT_S = 3.0
 #: Answered by groupcoord (FindCoordinator only for group keys).
 LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 18, 42, 47, 68, 69})
 #: Forwarded, the response rewritten (broker addresses -> gateway listeners).
@@ -240,6 +244,11 @@ class ProxySession:
         """Route one request frame. ``local`` answers a request groupcoord serves (given the
         node FindCoordinator should name). Raises CloseClient to close the connection."""
         api_key, version, correlation_id = framing.peek(frame)
+        if api_key == API_VERSIONS and self.proxy.cluster.api_versions is None:
+            # The gateway listens before the upstream first answered: a client connecting
+            # then must still be told the upstream's APIs (librdkafka, told no Metadata
+            # version, never asks again on that connection and its requests time out).
+            await self.proxy.cluster.wait_known(UPSTREAM_WAIT_S)
         if api_key in LOCAL:
             return await local(frame, None)
         if api_key == FIND_COORDINATOR and await self._is_group_lookup(frame, version):

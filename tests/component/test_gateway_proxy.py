@@ -42,8 +42,9 @@ class FakeKafka:
     DescribeCluster; DescribeConfigs makes it drop the connection, ListOffsets makes it
     answer with a wrong correlation id."""
 
-    def __init__(self, metadata_delay_s: float = 0.0) -> None:
+    def __init__(self, metadata_delay_s: float = 0.0, api_versions_delay_s: float = 0.0) -> None:
         self.metadata_delay_s = metadata_delay_s
+        self.api_versions_delay_s = api_versions_delay_s
         self.server: asyncio.Server | None = None
         self.port = 0
         self.received: list[int] = []
@@ -75,6 +76,8 @@ class FakeKafka:
                     return
                 if api_key == 3:
                     await asyncio.sleep(self.metadata_delay_s)
+                if api_key == 18:
+                    await asyncio.sleep(self.api_versions_delay_s)
                 if api_key == 2:
                     cid += 1000
                 data = self.answer(api_key, version, req)
@@ -157,6 +160,29 @@ async def test_api_versions_are_the_upstreams_with_groupcoords_for_group_apis(
         finalized = {f.name: int(f.max_version_level) for f in r.finalized_features}
         assert finalized == {"metadata.version": 27, "group.version": 1}
         await wire.close()
+
+
+async def test_api_versions_wait_for_the_upstreams_right_after_start(tmp_path: Path) -> None:
+    """A client connecting as the gateway starts, before the upstream first answered, is
+    told the upstream's APIs too. (Answered without them, librdkafka found no Metadata
+    version on that connection -- "Required feature not supported by broker" -- and its
+    requests hung until they timed out: seen with an AdminClient created right after
+    ``groupcoord dev`` printed its port.)"""
+    fake = FakeKafka(api_versions_delay_s=0.5)
+    await fake.start()
+    try:
+        async with gateway_stack(
+            tmp_path, gateway={"upstream_bootstrap": f"127.0.0.1:{fake.port}"}
+        ) as stack:
+            assert stack.gateway.cluster is not None
+            assert stack.gateway.cluster.api_versions is None  # not known yet
+            wire = await stack.wire()
+            r = await wire.send(api_versions())
+            keys = {int(k.api_key) for k in r.api_keys}
+            assert {0, 1, 3, 11, 68} <= keys
+            await wire.close()
+    finally:
+        await fake.stop()
 
 
 async def test_metadata_names_gateway_listeners_with_node_ids_and_racks(tmp_path: Path) -> None:

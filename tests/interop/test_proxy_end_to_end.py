@@ -255,6 +255,8 @@ class GroupLedger:
         self.commit_errors: list[tuple[float, int, str]] = []
         self.commits_acked = 0
         self.errors: list[str] = []
+        self.slowest_commit = (0.0, 0.0)  # (seconds, when)
+        self.client_errors: Counter[str] = Counter()  # error_cb: what librdkafka reported
 
     def assigned(self, member: int, partitions: list[int]) -> None:
         now = time.monotonic()
@@ -317,6 +319,7 @@ class Member:
             "group.protocol": ledger.protocol,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "error_cb": lambda err: ledger.client_errors.update([err.name()]),
             **QUIET,
         }
         if ledger.protocol == "classic":
@@ -359,6 +362,7 @@ class Member:
         if not offsets:
             return
         self.ledger.sending(offsets)
+        sent = time.monotonic()
         try:
             result = consumer.commit(
                 offsets=[TopicPartition(self.topic, p, o) for p, o in offsets.items()],
@@ -368,6 +372,9 @@ class Member:
             err = ex.args[0]
             self.ledger.commit_failed(self.index, f"{err.name()} ({err.code()}) {offsets}")
             return
+        took = time.monotonic() - sent
+        if took > self.ledger.slowest_commit[0]:
+            self.ledger.slowest_commit = (took, sent)
         for tp in result or []:
             if tp.error is not None:
                 self.ledger.commit_failed(
@@ -604,6 +611,11 @@ def test_groups_survive_member_departure_and_coordinator_crash(deployment: Deplo
         )
         for t, member, what in ledger.commit_errors:
             print(f"  {t - started:6.1f}s member {member}: {what}")
+        took, when = ledger.slowest_commit
+        print(
+            f"  slowest acknowledged commit: {took:.1f}s, sent at {when - started:.1f}s; "
+            f"client errors: {dict(ledger.client_errors)}"
+        )
         assert all(owners[i] for i in range(MEMBERS)), owners
     print(f"catalog had the topic after {catalog_s:.1f}s; produced {RECORDS} in {produce_s:.1f}s")
     print("\n".join(timeline))
