@@ -1,12 +1,14 @@
 """Proxy mode as deployed, end to end: a 2-broker Apache Kafka cluster, three ``groupcoord
-shard`` processes on a real Redis (multi-shard, ``--upstream-bootstrap``), one ``groupcoord
-gateway --upstream-bootstrap`` in front; unmodified confluent-kafka clients see only the gateway.
+shard`` processes on a real Redis (multi-shard, ``--upstream-bootstrap``), two stateless
+``groupcoord gateway --upstream-bootstrap`` processes in front; unmodified confluent-kafka
+clients see only the gateways.
 
 ``test_groups_survive_member_departure_and_coordinator_crash``: a 6-partition topic
 (replication 2) is created through the gateway and shows up in groupcoord's catalog with the
 upstream's topic id; 20,000 keyed records are produced through it (acks=all); a KIP-848 group
 and a classic (cooperative-sticky) group of three consumers each read them all through it,
-committing synchronously as they go. Mid-way one member of each group closes, then the shard
+committing synchronously as they go (members 0 and 2 through one gateway, member 1 through
+the other). Mid-way one member of each group closes, then the shard
 that owns both groups' offsets partition is killed with SIGKILL; the consumers carry on.
 
 What "acknowledged" means here: a synchronous ``commit(offsets, asynchronous=False)`` that
@@ -70,6 +72,7 @@ PARTITIONS = 6
 NUM_OFFSETS_PARTITIONS = int(TEST_SETTINGS["offsets.topic.num.partitions"][1])
 METADATA_INTERVAL_MS = 1000
 SHARDS = 3
+GATEWAYS = 2
 MEMBERS = 3
 
 
@@ -96,11 +99,11 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 class Deployment:
     kafka: KafkaCluster
     shards: Cluster
-    gateway: ServerProcess
+    #: two stateless gateways in front of the same shards and cluster
+    gateways: list[ServerProcess]
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.gateway.ports['kafka']}"
+    def bootstrap(self, i: int = 0) -> str:
+        return f"127.0.0.1:{self.gateways[i].ports['kafka']}"
 
 
 @pytest.fixture(scope="module")
@@ -129,31 +132,34 @@ def deployment(
         ],
         catalog_topics=(),
     )
-    gateway: ServerProcess | None = None
+    gateways: list[ServerProcess] = []
     try:
         for n in range(SHARDS):
             shards.start(n)
         asyncio.run(shards.wait_settled())
-        gateway = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                ",".join(shards.addresses()),
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                str(NUM_OFFSETS_PARTITIONS),
-                "--upstream-bootstrap",
-                kafka.bootstrap,
-                "--log-format",
-                "text",
-            ],
-            tmp / "gateway.log",
-        )
-        yield Deployment(kafka, shards, gateway)
+        for i in range(GATEWAYS):
+            gateways.append(
+                ServerProcess(
+                    [
+                        "gateway",
+                        "--shard-address",
+                        ",".join(shards.addresses()),
+                        "--kafka-port",
+                        "0",
+                        "--num-partitions",
+                        str(NUM_OFFSETS_PARTITIONS),
+                        "--upstream-bootstrap",
+                        kafka.bootstrap,
+                        "--log-format",
+                        "text",
+                    ],
+                    tmp / f"gateway-{i}.log",
+                )
+            )
+        yield Deployment(kafka, shards, gateways)
     finally:
-        if gateway is not None:
-            gateway.kill()
+        for g in gateways:
+            g.kill()
         shards.close()
 
 
@@ -482,7 +488,7 @@ def test_groups_survive_member_departure_and_coordinator_crash(deployment: Deplo
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    kafka, shards, bootstrap = deployment.kafka, deployment.shards, deployment.bootstrap
+    kafka, shards, bootstrap = deployment.kafka, deployment.shards, deployment.bootstrap()
     topic = unique("e2e")
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     admin.create_topics([NewTopic(topic, PARTITIONS, 2)])[topic].result(30)
@@ -536,7 +542,11 @@ def test_groups_survive_member_departure_and_coordinator_crash(deployment: Deplo
     offsets_partition, (kip848, classic) = _groups_on_one_offsets_partition(2)
     ledgers = [GroupLedger(kip848, "consumer"), GroupLedger(classic, "classic")]
     members = [
-        [Member(bootstrap, topic, ledger, i, pace_s=0.15) for i in range(MEMBERS)]
+        # the members of a group spread over both gateways
+        [
+            Member(deployment.bootstrap(i % GATEWAYS), topic, ledger, i, pace_s=0.15)
+            for i in range(MEMBERS)
+        ]
         for ledger in ledgers
     ]
     holders = asyncio.run(shards.wait_settled())
@@ -633,7 +643,7 @@ def test_regex_subscription_follows_topics_created_upstream(deployment: Deployme
     group = unique("e2e-rx")
     consumer = Consumer(
         {
-            "bootstrap.servers": deployment.bootstrap,
+            "bootstrap.servers": deployment.bootstrap(1),
             "group.id": group,
             "group.protocol": "consumer",
             "auto.offset.reset": "earliest",
@@ -674,7 +684,7 @@ def test_regex_subscription_follows_topics_created_upstream(deployment: Deployme
         grown_s = poll_until(
             lambda: assignment == {(topic, p) for p in range(4)}, 30, "the added partitions"
         )
-        producer = Producer({"bootstrap.servers": deployment.bootstrap, **QUIET})
+        producer = Producer({"bootstrap.servers": deployment.bootstrap(1), **QUIET})
         for p in range(4):
             producer.produce(topic, value=f"to {p}".encode(), partition=p)
         assert producer.flush(30) == 0

@@ -141,9 +141,29 @@ def _consume_all(
     ends: dict[int, int] = {}
     committed: dict[tuple[str, int], int] = {}
     next_check = 0.0
+    started = False
+
+    def on_assign(c: Any, parts: list[Any]) -> None:
+        # Until both members have partitions they hold them paused: with commits per batch
+        # the first member to join reads everything before the other gets a share.
+        if protocol == "consumer":
+            c.incremental_assign(parts)
+        else:
+            c.assign(parts)
+        if not started:
+            c.pause(parts)
+
     try:
         for c in consumers:
-            c.subscribe([topic])
+            c.subscribe([topic], on_assign=on_assign)
+        deadline = time.monotonic() + 60
+        while not all(c.assignment() for c in consumers):
+            for c in consumers:
+                assert not [m for m in c.consume(10, 0.1) if not m.error()]
+            assert time.monotonic() < deadline, f"{group}: both members assigned"
+        started = True
+        for c in consumers:
+            c.resume(c.assignment())
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             for i, c in enumerate(consumers):
