@@ -494,7 +494,14 @@ def test_groups_survive_member_departure_and_coordinator_crash(deployment: Deplo
     admin.create_topics([NewTopic(topic, PARTITIONS, 2)])[topic].result(30)
 
     # both upstream brokers, each behind its own gateway listener, leading partitions
-    md = admin.list_topics(timeout=10)
+    def gateway_metadata() -> Any:
+        md = admin.list_topics(timeout=10)
+        t = md.topics.get(topic)
+        ready = t is not None and t.error is None and len(t.partitions) == PARTITIONS
+        return md if ready and all(pm.leader >= 0 for pm in t.partitions.values()) else None
+
+    _wait(gateway_metadata, 30, "the topic in the metadata through the gateway")
+    md = gateway_metadata()
     upstream_ports = {kafka.broker(i).port for i in kafka.broker_ids}
     assert sorted(md.brokers) == kafka.broker_ids
     assert all(b.host == "127.0.0.1" for b in md.brokers.values())
@@ -507,7 +514,15 @@ def test_groups_survive_member_departure_and_coordinator_crash(deployment: Deplo
     assert {pm.leader for pm in tmd.partitions.values()} == set(kafka.broker_ids)
 
     # the catalog (gRPC, on a shard) has it with the upstream's id
-    upstream_id = _upstream_topic_ids(kafka.bootstrap)[topic]
+    # (CreateTopics answers once the controller has it: a broker's metadata may lag a little)
+    upstream_ids: dict[str, str] = {}
+
+    def upstream_has_it() -> bool:
+        upstream_ids.update(_upstream_topic_ids(kafka.bootstrap))
+        return topic in upstream_ids
+
+    _wait(upstream_has_it, 30, "the topic in the upstream's metadata")
+    upstream_id = upstream_ids[topic]
     catalog_s = _wait(
         lambda: _catalog_topics(shards.addresses()[0]).get(topic) == (upstream_id, PARTITIONS),
         30,
