@@ -9,7 +9,9 @@ upstream's topic id; 20,000 keyed records are produced through it (acks=all); a 
 and a classic (cooperative-sticky) group of three consumers each read them all through it,
 committing synchronously as they go (members 0 and 2 through one gateway, member 1 through
 the other). Mid-way one member of each group closes, then the shard
-that owns both groups' offsets partition is killed with SIGKILL; the consumers carry on.
+that owns both groups' offsets partition is killed with SIGKILL; the consumers carry on
+(the gateways' routers follow the partition to its new owner, retrying NOT_COORDINATOR
+themselves: the clients see commits that take a second or two, no error).
 
 What "acknowledged" means here: a synchronous ``commit(offsets, asynchronous=False)`` that
 returned, with no error on that partition. Every other commit (an exception, or an error on
