@@ -175,6 +175,29 @@ async def test_api_versions_are_the_upstreams_with_groupcoords_for_group_apis(
         await wire.close()
 
 
+async def test_api_versions_wait_for_the_upstreams_right_after_start(tmp_path: Path) -> None:
+    """A client connecting as the gateway starts, before the upstream first answered, is
+    told the upstream's APIs too. (Answered without them, librdkafka found no Metadata
+    version on that connection -- "Required feature not supported by broker" -- and its
+    requests hung until they timed out: seen with an AdminClient created right after
+    ``groupcoord dev`` printed its port.)"""
+    fake = FakeKafka(api_versions_delay_s=0.5)
+    await fake.start()
+    try:
+        async with gateway_stack(
+            tmp_path, gateway={"upstream_bootstrap": f"127.0.0.1:{fake.port}"}
+        ) as stack:
+            assert stack.gateway.cluster is not None
+            assert stack.gateway.cluster.api_versions is None  # not known yet
+            wire = await stack.wire()
+            r = await wire.send(api_versions())
+            keys = {int(k.api_key) for k in r.api_keys}
+            assert {0, 1, 3, 11, 68} <= keys
+            await wire.close()
+    finally:
+        await fake.stop()
+
+
 async def test_metadata_names_gateway_listeners_with_node_ids_and_racks(tmp_path: Path) -> None:
     fake = FakeKafka()
     async with proxy_stack(tmp_path, fake) as stack:

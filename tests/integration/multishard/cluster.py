@@ -80,6 +80,11 @@ class Cluster:
         "consumer_group_heartbeat_interval_ms=300,consumer_group_min_heartbeat_interval_ms=100,"
         "consumer_group_session_timeout_ms=20000,consumer_group_min_session_timeout_ms=1000"
     )
+    #: more ``groupcoord shard`` options (e.g. ``--upstream-bootstrap`` for proxy mode)
+    extra_args: list[str] = field(default_factory=list)
+    #: topics ``wait_settled`` creates in the catalog for the tests that commit to them
+    #: (none in proxy mode, where the catalog mirrors the upstream and is read-only)
+    catalog_topics: tuple[str, ...] = ("t", "zombie")
 
     @property
     def store_url(self) -> str:
@@ -105,6 +110,7 @@ class Cluster:
                 str(self.num_partitions),
                 "--set",
                 self.config,
+                *self.extra_args,
             ]
             try:
                 proc = ServerProcess(
@@ -215,7 +221,7 @@ class Cluster:
             holders = {p: by_owner.get(lease[0]) if lease else None for p, lease in leases.items()}
             if set(members) == want_members and holders == self.expected_map():
                 # the topics the tests commit to (offsets need existing partitions)
-                for topic in ("t", "zombie"):
+                for topic in self.catalog_topics:
                     await asyncio.to_thread(ensure_topic, self.addresses()[0], topic)
                 return {p: str(h) for p, h in holders.items()}
             if time.monotonic() > deadline:
