@@ -139,20 +139,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess(
-            [
-                "dev",
-                "--grpc-port",
-                "0",
-                "--kafka-port",
-                "0",
-                "--data-dir",
-                str(tmp / "data"),
-                *groupcoord_args(),
-                *GROUPCOORD_EXTRA,
-            ],
-            tmp / "server.log",
-        )
+        gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
         gw = ServerProcess(
             [
                 "gateway",

@@ -78,20 +78,8 @@ def main() -> None:
         gateway = None
         try:
             direct = kafka.bootstrap
-            gateway = ServerProcess(
-                [
-                    "dev",
-                    "--grpc-port",
-                    "0",
-                    "--kafka-port",
-                    "0",
-                    "--data-dir",
-                    str(tmp / "groupcoord"),
-                    *groupcoord_args(),
-                    "--upstream-bootstrap",
-                    direct,
-                ],
-                tmp / "groupcoord.log",
+            gateway = ServerProcess.dev(
+                tmp / "groupcoord", *groupcoord_args(), "--upstream-bootstrap", direct
             )
             target = f"127.0.0.1:{gateway.ports['kafka']}"
             source = f"profile-{uuid.uuid4().hex[:8]}"

@@ -438,20 +438,8 @@ def main() -> None:
                 targets["gateway"] = a.bootstrap_gateway
                 gateway_desc = f"given: {a.bootstrap_gateway}"
             elif proxy_mode_available():
-                gateway = ServerProcess(
-                    [
-                        "dev",
-                        "--grpc-port",
-                        "0",
-                        "--kafka-port",
-                        "0",
-                        "--data-dir",
-                        str(tmp / "groupcoord"),
-                        *groupcoord_args(),
-                        "--upstream-bootstrap",
-                        direct,
-                    ],
-                    tmp / "groupcoord.log",
+                gateway = ServerProcess.dev(
+                    tmp / "groupcoord", *groupcoord_args(), "--upstream-bootstrap", direct
                 )
                 targets["gateway"] = f"127.0.0.1:{gateway.ports['kafka']}"
                 gateway_desc = "started: groupcoord dev --upstream-bootstrap"

@@ -22,19 +22,7 @@ pytestmark = pytest.mark.interop
 @pytest.fixture(scope="session")
 def groupcoord_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("groupcoord")
-    proc = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp / "data"),
-            *groupcoord_args(),
-        ],
-        tmp / "server.log",
-    )
+    proc = ServerProcess.dev(tmp, *groupcoord_args())
     try:
         if "kafka" not in proc.ports:
             raise RuntimeError(f"no Kafka port printed: {(tmp / 'server.log').read_text()}")

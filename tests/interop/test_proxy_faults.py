@@ -57,22 +57,8 @@ def _kafka_available() -> None:
 
 
 def _dev(tmp: Path, upstream: str | None) -> ServerProcess:
-    return ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp / "data"),
-            *(["--upstream-bootstrap", upstream] if upstream else []),
-            "--log-format",
-            "text",
-            *groupcoord_args(),
-        ],
-        tmp / "server.log",
-    )
+    upstream_args = ["--upstream-bootstrap", upstream] if upstream else []
+    return ServerProcess.dev(tmp, *upstream_args, *groupcoord_args())
 
 
 @pytest.fixture

@@ -56,23 +56,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
 @pytest.fixture(scope="module")
 def proxy(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("proxy")
-    proc = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp / "data"),
-            "--upstream-bootstrap",
-            kafka.bootstrap,
-            "--log-format",
-            "text",
-            *groupcoord_args(),
-        ],
-        tmp / "server.log",
-    )
+    proc = ServerProcess.dev(tmp, "--upstream-bootstrap", kafka.bootstrap, *groupcoord_args())
     try:
         yield proc
     finally:

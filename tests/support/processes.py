@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 PORT_LINE = re.compile(r"groupcoord: (gRPC|Kafka) listening on (\S+):(\d+)")
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class ServerProcess:
     """``groupcoord <subcommand> ...`` in a child process (stdout parsed, stderr to a file)."""
+
+    @classmethod
+    def dev(
+        cls, workdir: Path, *extra: str, log_name: str = "server.log", **kw: Any
+    ) -> ServerProcess:
+        """``groupcoord dev`` on free gRPC and Kafka ports with its data under ``workdir``."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        args = ["dev", "--grpc-port", "0", "--kafka-port", "0", "--data-dir"]
+        return cls([*args, str(workdir / "data"), *extra], workdir / log_name, **kw)
 
     def __init__(
         self,
