@@ -630,13 +630,7 @@ class Migration:
         self, group: ConsumerGroup, request: api.SyncGroupRequest, now_ms: int
     ) -> CoordinatorResult[api.SyncGroupResponse]:
         try:
-            member = self._validate_member(group, request.member_id, request.group_instance_id)
-            if request.generation_id != member.member_epoch:
-                raise ApiError(
-                    Errors.ILLEGAL_GENERATION,
-                    f"The request generation id {request.generation_id} is not equal to the "
-                    f"member epoch {member.member_epoch} of member {member.member_id}.",
-                )
+            member = self._validate_generation(group, request)
             protocols = _classic_protocols(member)
             name = protocols[0].name if protocols else None
             if request.protocol_type is not None and request.protocol_type != (
@@ -665,6 +659,20 @@ class Migration:
                 assignment=assignment,
             ),
         )
+
+    def _validate_generation(
+        self, group: ConsumerGroup, request: api.SyncGroupRequest | api.HeartbeatRequest
+    ) -> ConsumerGroupMember:
+        """The member a classic SyncGroup/Heartbeat names, at the generation it names (its
+        member epoch), or ApiError (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION)."""
+        member = self._validate_member(group, request.member_id, request.group_instance_id)
+        if request.generation_id != member.member_epoch:
+            raise ApiError(
+                Errors.ILLEGAL_GENERATION,
+                f"The request generation id {request.generation_id} is not equal to the "
+                f"member epoch {member.member_epoch} of member {member.member_id}.",
+            )
+        return member
 
     def _throw_if_rebalance_in_progress(
         self, group: ConsumerGroup, member: ConsumerGroupMember
@@ -695,13 +703,7 @@ class Migration:
         self, group: ConsumerGroup, request: api.HeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[api.HeartbeatResponse]:
         try:
-            member = self._validate_member(group, request.member_id, request.group_instance_id)
-            if request.generation_id != member.member_epoch:
-                raise ApiError(
-                    Errors.ILLEGAL_GENERATION,
-                    f"The request generation id {request.generation_id} is not equal to the "
-                    f"member epoch {member.member_epoch} of member {member.member_id}.",
-                )
+            member = self._validate_generation(group, request)
         except ApiError as ex:
             return CoordinatorResult((), api.HeartbeatResponse(ex.code, ex.message or ""))
         gid = group.group_id
