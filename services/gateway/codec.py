@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import io
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,9 +28,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import schema_name_map
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -39,9 +35,10 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.static.constants import EntityType
-from kio.static.primitive import i32, i32Timedelta, i64Timedelta
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
-from services.gateway.framing import InvalidFrame, read_uvarint, size_prefixed
+from services.gateway.framing import InvalidFrame, read_uvarint
+from services.upstream.wire import encode_response_frame, reader_of
 from shards.core.topics import text_to_uuid, uuid_to_text
 
 
@@ -288,9 +285,8 @@ def decode_request(api_key: int, version: int, frame: bytes, offset: int) -> Any
     return entity
 
 
-@functools.cache
 def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)
+    return reader_of(cls)
 
 
 def entity_reader_of(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
@@ -431,25 +427,9 @@ def millis(value: datetime.timedelta | int) -> int:
 # ---- encoding ----------------------------------------------------------------------------
 
 
-_writers: dict[type, Callable[[io.BytesIO, Any], None]] = {}
-
-
-def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
-    w = _writers.get(cls)
-    if w is None:
-        w = _writers[cls] = entity_writer(cls)
-    return w
-
-
 def encode_response(correlation_id: int, header_v1: bool, entity: Any) -> bytes:
     """A complete response frame: size, response header (v0, or v1 with tagged fields), body."""
-    buf = io.BytesIO()
-    if header_v1:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
-    _writer(type(entity))(buf, entity)
-    return size_prefixed(buf.getvalue())
+    return encode_response_frame(correlation_id, header_v1, entity)
 
 
 def response_header_v1(api_key: int, version: int) -> bool:

@@ -142,9 +142,14 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, An
 
 
 def encode_response(correlation_id: int, api_key: int, version: int, entity: Any) -> bytes:
-    """A response frame (with the size prefix)."""
+    """A response frame (with the size prefix), its header as the API version wants it."""
+    return encode_response_frame(correlation_id, response_header_flexible(api_key, version), entity)
+
+
+def encode_response_frame(correlation_id: int, header_v1: bool, entity: Any) -> bytes:
+    """A complete response frame: size, response header (v0, or v1 with tagged fields), body."""
     buf = io.BytesIO()
-    if response_header_flexible(api_key, version):
+    if header_v1:
         _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     else:
         _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
@@ -157,18 +162,23 @@ _readers: dict[type, Any] = {}
 _writers: dict[type, Any] = {}
 
 
-def _reader(cls: type) -> Any:
+def reader_of(cls: type) -> Any:
+    """kio's reader of an entity class, made once (the gateway's codec uses it too)."""
     r = _readers.get(cls)
     if r is None:
         r = _readers[cls] = entity_reader(cls)
     return r
 
 
-def _writer(cls: type) -> Any:
+def writer_of(cls: type) -> Any:
+    """kio's writer of an entity class, made once."""
     w = _writers.get(cls)
     if w is None:
         w = _writers[cls] = entity_writer(cls)
     return w
+
+
+_reader, _writer = reader_of, writer_of
 
 
 # ---- the connection ----------------------------------------------------------------------
