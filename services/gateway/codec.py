@@ -23,11 +23,9 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
-from pkgutil import resolve_name
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.index import schema_name_map
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -38,7 +36,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from services.gateway.framing import InvalidFrame, read_uvarint
-from services.upstream.wire import encode_response_frame, reader_of
+from services.upstream.wire import encode_response_frame, entity_class, reader_of
 from shards.core.topics import text_to_uuid, uuid_to_text
 
 
@@ -92,20 +90,18 @@ class DecodeFailure(Exception):
 # ---- entity classes ----------------------------------------------------------------------
 
 
-@functools.cache
 def request_class(api_key: int, version: int) -> type:
-    return _entity_class(SERVED[api_key].name, version, EntityType.request)
+    return _served_class(api_key, version, EntityType.request)
 
 
-@functools.cache
 def response_class(api_key: int, version: int) -> type:
-    return _entity_class(SERVED[api_key].name, version, EntityType.response)
+    return _served_class(api_key, version, EntityType.response)
 
 
-def _entity_class(name: str, version: int, kind: Any) -> type:
-    path = schema_name_map[name][version][kind]
-    cls = resolve_name(path)
-    assert isinstance(cls, type)
+def _served_class(api_key: int, version: int, kind: EntityType) -> type:
+    cls = entity_class(api_key, version, kind)  # cached there
+    if cls is None:
+        raise KeyError(f"kio has no {kind.name} of {SERVED[api_key].name} v{version}")
     return cls
 
 
