@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from typing import TypeVar
 
 from shards.adapters.catalog_codec import decode_catalog as _decode
 from shards.adapters.catalog_codec import encode_catalog
@@ -20,6 +21,8 @@ from shards.core import api
 from shards.core.errors import Errors
 from shards.core.topics import (
     ZERO_UUID,
+    CreationOutcome,
+    DeletionOutcome,
     MirrorPlan,
     TopicCreation,
     TopicDeletion,
@@ -33,6 +36,7 @@ from shards.core.topics import (
 from shards.storage.base import CatalogDocument, LogStore
 
 log = logging.getLogger("groupcoord.catalog")
+_R = TypeVar("_R")
 
 #: CreateTopics/DeleteTopics in proxy mode: the gateway forwards Kafka's CreateTopics to the
 #: upstream cluster, so only gRPC callers of the catalog get this
@@ -112,20 +116,32 @@ class TopicCatalog:
         re-planned on a conflict, so that writers with the same answer converge on one
         document. Raises :class:`~shards.core.topics.IncompleteUpstreamAnswer` (nothing
         written) for an answer that cannot be the whole cluster."""
+
+        def plan(image: TopicsImage) -> tuple[list[TopicImage] | None, MirrorPlan]:
+            mirrored = plan_mirror(image, upstream)
+            return (list(mirrored.topics) if mirrored.changed else None), mirrored
+
+        return await self._compare_and_set(plan)
+
+    async def _compare_and_set(
+        self, plan: Callable[[TopicsImage], tuple[list[TopicImage] | None, _R]]
+    ) -> _R:
+        """Read the catalog, ``plan`` against it -- (the topics to write or None, a result) --
+        and write them unless another writer changed the catalog meanwhile, in which case
+        plan again. Returns the plan's result."""
         while True:
             doc = await self.store.read_catalog()
             image = _decode_doc(doc)
-            plan = plan_mirror(image, upstream)
-            if not plan.changed:
+            topics, result = plan(image)
+            if topics is None:
                 if doc.version > self.image.version:
                     self._set_image(image)
-                return plan
-            topics = list(plan.topics)
+                return result
             version = await self.store.write_catalog(doc.version, encode_catalog(topics))
             if version is None:
                 continue  # another writer changed the catalog: plan again
             self._set_image(TopicsImage.of(version, topics))
-            return plan
+            return result
 
     # ---- API -------------------------------------------------------------------------------
     async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
@@ -145,18 +161,13 @@ class TopicCatalog:
             )
             for t in request.topics
         ]
-        while True:
-            doc = await self.store.read_catalog()
-            image = _decode_doc(doc)
+
+        def plan(image: TopicsImage) -> tuple[list[TopicImage] | None, list[CreationOutcome]]:
             added, outcomes = plan_create(image, creations, self.new_topic_id)
-            if added and not request.validate_only:
-                version = await self.store.write_catalog(
-                    doc.version, encode_catalog(image.topics() + added)
-                )
-                if version is None:
-                    continue  # another writer changed the catalog: plan again
-                self._set_image(TopicsImage.of(version, image.topics() + added))
-            break
+            write = added and not request.validate_only
+            return (image.topics() + added if write else None), outcomes
+
+        outcomes = await self._compare_and_set(plan)
         by_name = {t.name: t for t in request.topics}
         return api.CreateTopicsResponse(
             tuple(
@@ -184,18 +195,15 @@ class TopicCatalog:
                 )
             )
         deletions = [TopicDeletion(t.name, t.topic_id) for t in request.topics]
-        while True:
-            doc = await self.store.read_catalog()
-            image = _decode_doc(doc)
+
+        def plan(image: TopicsImage) -> tuple[list[TopicImage] | None, list[DeletionOutcome]]:
             removed, outcomes = plan_delete(image, deletions)
-            if removed:
-                gone = {t.topic_id for t in removed}
-                remaining = [t for t in image.topics() if t.topic_id not in gone]
-                version = await self.store.write_catalog(doc.version, encode_catalog(remaining))
-                if version is None:
-                    continue
-                self._set_image(TopicsImage.of(version, remaining))
-            break
+            if not removed:
+                return None, outcomes
+            gone = {t.topic_id for t in removed}
+            return [t for t in image.topics() if t.topic_id not in gone], outcomes
+
+        outcomes = await self._compare_and_set(plan)
         return api.DeleteTopicsResponse(
             tuple(
                 api.DeletableTopicResult(o.name, o.topic_id, o.error_code, o.error_message)
