@@ -156,12 +156,7 @@ class Connection:
                     raise
                 return None
             (size,) = _SIZE.unpack(head)
-            if size < framing.MIN_HEADER_BYTES:
-                raise framing.InvalidFrame(f"frame size {size} is smaller than a request header")
-            if size > self.limits.max_request_bytes:
-                raise framing.FrameTooLarge(
-                    f"frame size {size} exceeds the limit of {self.limits.max_request_bytes} bytes"
-                )
+            framing.check_frame_size(size, self.limits.max_request_bytes)
             if size > READ_CHUNK:
                 # a frame still arriving is not idle: the timeout is per frame, not per read
                 loop = asyncio.get_running_loop()

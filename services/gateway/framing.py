@@ -72,10 +72,7 @@ class FrameDecoder:
         if available < _SIZE.size:
             return None
         (size,) = _SIZE.unpack_from(self._buf, self._pos)
-        if size < MIN_HEADER_BYTES:
-            raise InvalidFrame(f"frame size {size} is smaller than a request header")
-        if size > self.max_bytes:
-            raise FrameTooLarge(f"frame size {size} exceeds the limit of {self.max_bytes} bytes")
+        check_frame_size(size, self.max_bytes)
         if available < _SIZE.size + size:
             return None
         start = self._pos + _SIZE.size
@@ -86,6 +83,14 @@ class FrameDecoder:
             self._buf.clear()
             self._pos = 0
         return frame
+
+
+def check_frame_size(size: int, max_bytes: int) -> None:
+    """A request's size prefix, checked before any of the frame is kept."""
+    if size < MIN_HEADER_BYTES:
+        raise InvalidFrame(f"frame size {size} is smaller than a request header")
+    if size > max_bytes:
+        raise FrameTooLarge(f"frame size {size} exceeds the limit of {max_bytes} bytes")
 
 
 @dataclass(frozen=True, slots=True)
