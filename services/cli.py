@@ -790,6 +790,8 @@ async def _serve(
                     max_request_bytes=app.settings.max_request_bytes,
                     configure_telemetry=False,
                     **(upstream or {}),
+                    # one upstream client per process: the shard's (topic mirror, lag)
+                    upstream_cluster=getattr(app.settings, "upstream", None),
                 )
             )
             await gateway.start()

@@ -59,6 +59,9 @@ class GatewaySettings:
     #: proxy mode: upstream broker N is served on port ``broker_port_base + N``; None: the
     #: Kafka port + 1, or (Kafka port 0) any free port per broker
     broker_port_base: int | None = None
+    #: proxy mode inside ``groupcoord dev``: the upstream client the shard already has (its
+    #: topic mirror and lag), shared rather than a second one; None: the gateway makes its own
+    upstream_cluster: UpstreamCluster | None = None
 
 
 class BrokerListeners:
@@ -185,7 +188,9 @@ class GatewayApp:
         host = self.advertised_host()
         proxy: Proxy | None = None
         if s.upstream_bootstrap:
-            self.cluster = UpstreamCluster(s.upstream_bootstrap, s.upstream_security.ssl_context())
+            self.cluster = s.upstream_cluster or UpstreamCluster(
+                s.upstream_bootstrap, s.upstream_security.ssl_context()
+            )
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(apis, s.host, s.port, limits, s.max_connections, proxy)
         await self.server.start()
@@ -264,8 +269,8 @@ class GatewayApp:
             await self.server.stop(self.settings.shutdown_grace_s)
         if self.broker_listeners is not None:
             await self.broker_listeners.stop(self.settings.shutdown_grace_s)
-        if self.cluster is not None:
-            await self.cluster.close()
+        if self.cluster is not None and self.cluster is not self.settings.upstream_cluster:
+            await self.cluster.close()  # a shared one is closed by whoever made it
         if self.router is not None:
             await self.router.close()
         log.info("gateway stopped")
