@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -338,7 +339,32 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """How to reach the upstream cluster (dev, gateway, shard)."""
+    """How to reach the upstream cluster (dev, gateway, shard). The command receives them
+    (and --broker-port-base where it has it) as one ``upstream: UpstreamArgs``."""
+
+    command = f  # (f is rebound below, as each option is added)
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any,
+        upstream_bootstrap: str | None,
+        upstream_security_protocol: str,
+        upstream_ssl_cafile: str | None,
+        upstream_ssl_certfile: str | None,
+        upstream_ssl_keyfile: str | None,
+        broker_port_base: int | None = None,
+        **kw: Any,
+    ) -> Any:
+        upstream = UpstreamArgs(
+            upstream_bootstrap,
+            broker_port_base,
+            upstream_security_protocol,
+            upstream_ssl_cafile,
+            upstream_ssl_certfile,
+            upstream_ssl_keyfile,
+        )
+        return command(*args, upstream=upstream, **kw)
+
     f = _opt(
         "--upstream-bootstrap",
         env="UPSTREAM_BOOTSTRAP",
@@ -348,7 +374,7 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "upstream brokers; the topic catalog mirrors the cluster's topics and "
         "DescribeGroupLag reads its log-end offsets (docs/proxy-mode.md). Every process of "
         "a deployment sets it. Unset: coordinator-only mode.",
-    )(f)
+    )(bundled)
     f = _opt(
         "--upstream-security-protocol",
         env="UPSTREAM_SECURITY_PROTOCOL",
@@ -466,12 +492,7 @@ def dev(
     offset_metadata_max_bytes: int,
     config_pairs: tuple[str, ...],
     kafka_port: int,
-    upstream_bootstrap: str | None,
-    broker_port_base: int | None,
-    upstream_security_protocol: str,
-    upstream_ssl_cafile: str | None,
-    upstream_ssl_certfile: str | None,
-    upstream_ssl_keyfile: str | None,
+    upstream: UpstreamArgs,
     assignor_addresses: str | None,
     assignor_timeout_ms: int,
     max_request_bytes: int,
@@ -485,15 +506,7 @@ def dev(
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
-    upstream_args = UpstreamArgs(
-        upstream_bootstrap,
-        broker_port_base,
-        upstream_security_protocol,
-        upstream_ssl_cafile,
-        upstream_ssl_certfile,
-        upstream_ssl_keyfile,
-    )
-    upstream = upstream_args.settings()
+    gateway_upstream = upstream.settings()
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
@@ -513,10 +526,10 @@ def dev(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
-        upstream=upstream_args.cluster(),
+        upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
-    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=upstream))
+    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
 
 
 @main.command()
@@ -586,11 +599,7 @@ def shard(
     handoff_poll_ms: int,
     operation_timeout_ms: int,
     shutdown_grace_s: float,
-    upstream_bootstrap: str | None,
-    upstream_security_protocol: str,
-    upstream_ssl_cafile: str | None,
-    upstream_ssl_certfile: str | None,
-    upstream_ssl_keyfile: str | None,
+    upstream: UpstreamArgs,
     upstream_metadata_interval_ms: int,
     host: str,
     grpc_port: int,
@@ -636,14 +645,7 @@ def shard(
         assignor_timeout_ms=assignor_timeout_ms,
         max_request_bytes=max_request_bytes,
         max_request_items=max_request_items,
-        upstream=UpstreamArgs(
-            upstream_bootstrap,
-            None,
-            upstream_security_protocol,
-            upstream_ssl_cafile,
-            upstream_ssl_certfile,
-            upstream_ssl_keyfile,
-        ).cluster(),
+        upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
     )
     asyncio.run(_serve(ShardApp(settings)))
@@ -930,12 +932,7 @@ def gateway(
     request_timeout_ms: int,
     otlp_endpoint: str | None,
     health_port: int | None,
-    upstream_bootstrap: str | None,
-    broker_port_base: int | None,
-    upstream_security_protocol: str,
-    upstream_ssl_cafile: str | None,
-    upstream_ssl_certfile: str | None,
-    upstream_ssl_keyfile: str | None,
+    upstream: UpstreamArgs,
     log_level: str,
     library_log_level: str,
     log_format: str,
@@ -959,14 +956,7 @@ def gateway(
         idle_timeout_ms=idle_timeout_ms,
         request_timeout_ms=request_timeout_ms,
         otlp_endpoint=otlp_endpoint,
-        **UpstreamArgs(
-            upstream_bootstrap,
-            broker_port_base,
-            upstream_security_protocol,
-            upstream_ssl_cafile,
-            upstream_ssl_certfile,
-            upstream_ssl_keyfile,
-        ).settings(),
+        **upstream.settings(),
     )
     asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
