@@ -75,8 +75,7 @@ class HealthWatcher:
         self._parts: list[_Part] = []
         self._overall: bool | None = None
         self._task: asyncio.Task[None] | None = None
-        #: set after every evaluation (tests and start-up wait on it)
-        self.evaluated = asyncio.Event()
+        self._lock = asyncio.Lock()  # one evaluation at a time (the loop and start-up)
 
     def add(self, what: str, names: Sequence[str], check: Check) -> None:
         """``check`` (sync or async) governs ``names``; ``what`` names it in log lines."""
@@ -88,6 +87,10 @@ class HealthWatcher:
 
     async def evaluate(self) -> bool:
         """Run every check once, set what changed; returns the overall readiness."""
+        async with self._lock:
+            return await self._evaluate()
+
+    async def _evaluate(self) -> bool:
         for part in self._parts:
             try:
                 result = part.check()
@@ -121,7 +124,6 @@ class HealthWatcher:
                     ),
                 )
             self._overall = overall
-        self.evaluated.set()
         return overall
 
     def start(self) -> None:
@@ -185,7 +187,7 @@ class PeerLiveness:
 async def probe(target: str, service: str = READINESS, timeout_s: float = 3.0) -> str:
     """One health check: the status name (``SERVING``, ``NOT_SERVING``, ``SERVICE_UNKNOWN``,
     ...) or, when the call fails, the gRPC status code's name prefixed ``RPC_``."""
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with channels.insecure_channel(target) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s

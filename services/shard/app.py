@@ -264,6 +264,7 @@ class ShardApp:
             await self.server.start()
             self.health.start()
             await self.ownership.start()
+            await self.health.evaluate()
             me = self.ownership.me.member_id
             log.info(
                 "shard %d registered on %s:%d (store %s); taking %d of %d partitions, "
@@ -289,6 +290,7 @@ class ShardApp:
             loads.cancel()
             raise
         self.runtime.start_lease_renewal()
+        await self.health.evaluate()  # current when start() returns, not a tick later
         log.info(
             "shard serving %d partitions on %s:%d (store %s)",
             s.coordinator.num_partitions,
