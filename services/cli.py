@@ -804,6 +804,7 @@ async def _serve(
                 )
             )
             await gateway.start()
+            await app.health.evaluate()  # current from the first probe after this line
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()

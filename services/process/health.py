@@ -48,6 +48,14 @@ class Readiness:
     ready: bool
     #: why not (or what is served, when ready): goes into the transition's log line
     reason: str = ""
+    #: what kind of "not ready" this is: a change of kind is logged even without a change
+    #: of readiness (LOADING -> FAILED), a change of reason alone is not (partitions
+    #: loading one by one). Default: the reason itself.
+    kind: str | None = None
+
+    @property
+    def summary(self) -> str:
+        return self.reason if self.kind is None else self.kind
 
 
 Check = Callable[[], "Readiness | Awaitable[Readiness]"]
@@ -108,6 +116,8 @@ class HealthWatcher:
                     log.warning("%s not ready: %s", part.what, result.reason)
                 else:
                     log.info("%s not ready yet: %s", part.what, result.reason)
+            elif not result.ready and result.summary != part.last.summary:
+                log.warning("%s still not ready: %s", part.what, result.reason)
             part.last = result
         overall = all(p.last is not None and p.last.ready for p in self._parts)
         if overall != self._overall:

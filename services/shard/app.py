@@ -292,7 +292,8 @@ class ShardApp:
         self.runtime.start_lease_renewal()
         await self.health.evaluate()  # current when start() returns, not a tick later
         log.info(
-            "shard serving %d partitions on %s:%d (store %s)",
+            "shard serving %d of %d partitions on %s:%d (store %s)",
+            len(self.runtime.active_partitions()),
             s.coordinator.num_partitions,
             s.host,
             self.server.port,
@@ -333,7 +334,9 @@ class ShardApp:
             details = "; ".join(f"{k}: {_ranges(v)}" for k, v in sorted(by_state.items()))
             missing = sum(len(v) for v in by_state.values())
             return Readiness(
-                False, f"{missing} of {len(owned)} owned partitions not served ({details})"
+                False,
+                f"{missing} of {len(owned)} owned partitions not served ({details})",
+                kind=",".join(sorted(by_state)),
             )
         return Readiness(True, f"serving all {len(owned)} owned partitions")
 

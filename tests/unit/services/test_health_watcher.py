@@ -71,3 +71,23 @@ async def test_a_check_that_raises_means_not_ready() -> None:
     watcher.add("x", ("svc.X",), broken)
     assert await watcher.evaluate() is False
     assert ("", False) in server.calls and ("svc.X", False) in server.calls
+
+
+async def test_a_new_kind_of_not_ready_is_logged_a_new_reason_of_the_same_kind_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="groupcoord.health")
+    server = FakeServer()
+    current = Readiness(False, "2 loading", kind="LOADING")
+    watcher = HealthWatcher(server)
+    watcher.add("shard", ("svc.A",), lambda: current)
+    await watcher.evaluate()
+    current = Readiness(False, "1 loading", kind="LOADING")
+    await watcher.evaluate()
+    current = Readiness(False, "1 failed", kind="FAILED")
+    await watcher.evaluate()
+    assert [r.getMessage() for r in caplog.records] == [
+        "shard not ready yet: 2 loading",
+        "shard still not ready: 1 failed",
+    ]
+    assert server.calls == [("svc.A", False), ("", False)]
