@@ -133,9 +133,9 @@ def test_a_shard_whose_leases_are_taken_is_not_ready_until_it_has_them_back(
         log = (tmp_path / "shard.log").read_text()
         assert "WARNING groupcoord.health: shard not ready: " in log, log[-3000:]
         # once the shard has read the leases, the log names who holds them
-        assert "not ready: 4 of 4 owned partitions not served (held by intruder: 0-3)" in (
-            log
-        ), log[-3000:]
+        assert "not ready: 4 of 4 owned partitions not served (held by intruder: 0-3)" in (log), (
+            log[-3000:]
+        )
         assert log.count("ready: gRPC health SERVING") == 2, log[-3000:]
         assert shard.terminate() == 0
     finally:
