@@ -344,6 +344,10 @@ class ShardApp:
         """Graceful: stop accepting RPCs, finish in-flight appends, close the store."""
         if self.health is not None:
             await self.health.stop()
+        if self.server is not None:
+            # Not ready from now on (a handoff runs first), still live until the server stops.
+            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG):
+                await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()
         if self.ownership is not None:
