@@ -312,6 +312,8 @@ class ShardApp:
         else:
             if not self.ownership.registered:
                 return Readiness(False, "not a registered member of the shard registry")
+            if not self.ownership.target:
+                return Readiness(False, "no partition map yet")
             me = self.ownership.me.member_id
             owned = sorted(p for p, m in self.ownership.target.items() if m == me)
         by_state: dict[str, list[int]] = {}
