@@ -264,6 +264,9 @@ def test_gateway_is_not_ready_without_a_reachable_shard_and_ready_again_when_one
         assert probe_cli(health).returncode == 0
 
         shard.kill()
+        gone = probe_cli(f"127.0.0.1:{grpc_port}", "--timeout", "2")
+        assert gone.returncode == 1
+        assert gone.stdout.strip().startswith(f"127.0.0.1:{grpc_port} (readiness): RPC_"), gone
         wait_status(health, "NOT_SERVING", timeout=10)
         assert status(health, GATEWAY) == "NOT_SERVING"
         assert status(health, LIVENESS) == "SERVING"
