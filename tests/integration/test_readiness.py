@@ -173,6 +173,7 @@ def corrupt_sqlite_partition(tmp_path: Path) -> list[str]:
     return args
 
 
+@pytest.mark.slow
 def test_dev_with_a_corrupt_partition_is_live_never_ready_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
