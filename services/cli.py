@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from services import health_probe
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
@@ -766,17 +767,23 @@ async def _serve(
     app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
 ) -> None:
     gateway: Any = None
-    readiness: asyncio.Task[None] | None = None
 
     async def start() -> None:
-        nonlocal gateway, readiness
-        proxy_mode = kafka_port is not None and bool((upstream or {}).get("upstream_bootstrap"))
-        if proxy_mode:
+        nonlocal gateway
+        if kafka_port is not None:
             from services.gateway.app import HEALTH_SERVICE
+            from services.process.health import Readiness
 
-            # Health tells the truth from the first check: not ready until the gateway
-            # can serve Kafka clients (docs/proxy-mode.md, Faults).
-            app.health_held = {"", HEALTH_SERVICE}
+            def gateway_ready() -> Readiness:
+                # The built-in gateway's shard is this process: it is ready once it can
+                # serve Kafka clients (proxy mode: the upstream has answered once).
+                if gateway is None:
+                    return Readiness(False, "not started")
+                if not gateway.ready:
+                    return Readiness(False, "the upstream Kafka cluster has not answered yet")
+                return Readiness(True, f"Kafka on port {gateway.port}")
+
+            app.readiness_checks.append(("gateway", (HEALTH_SERVICE,), gateway_ready))
         await app.start()
         if kafka_port is not None:
             from services.gateway.app import GatewayApp, GatewaySettings
@@ -797,15 +804,12 @@ async def _serve(
                 )
             )
             await gateway.start()
+            await app.health.evaluate()  # current from the first probe after this line
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
-            if proxy_mode:
-                readiness = asyncio.ensure_future(_ready_when(gateway, app.server))
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
-        if readiness is not None:
-            readiness.cancel()
         if gateway is not None:
             await gateway.stop()
         await app.stop()
@@ -814,20 +818,6 @@ async def _serve(
             await upstream_client.close()
 
     await _until_signalled(start, stop)
-
-
-async def _ready_when(gateway: Any, server: Any) -> None:
-    """The held health entries ("" and the gateway's) SERVING once the gateway is ready (in
-    proxy mode: the upstream answered once; else at once)."""
-    from services.gateway.app import HEALTH_SERVICE
-
-    await gateway.wait_ready()
-    for name in ("", HEALTH_SERVICE):
-        await server.set_serving(name, True)
-    logging.getLogger("groupcoord.gateway").info(
-        "ready: gRPC health SERVING%s",
-        " (the upstream Kafka cluster has answered)" if gateway.cluster is not None else "",
-    )
 
 
 @main.command()
@@ -913,8 +903,9 @@ async def _ready_when(gateway: Any, server: Any) -> None:
     env="HEALTH_PORT",
     type=PORT,
     default=None,
-    help="Serve the gRPC health service (readiness) on this port; 0 picks a free port and "
-    "prints it. Unset: none. In proxy mode NOT_SERVING until the upstream has answered.",
+    help="Serve the gRPC health service on this port (liveness: groupcoord.Liveness; "
+    'readiness: "", SERVING while a shard is reachable and, in proxy mode, once the upstream '
+    "has answered); 0 picks a free port and prints it. Unset: none.",
 )
 @upstream_options
 @log_options
@@ -963,30 +954,51 @@ def gateway(
 
 async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
     health: Any = None
-    readiness: asyncio.Task[None] | None = None
+    watcher: Any = None
+    shards: Any = None
 
     async def start() -> None:
-        nonlocal health, readiness
+        nonlocal health, watcher, shards
         if health_port is not None:
             from services.gateway.app import HEALTH_SERVICE
             from services.process.grpc_server import GrpcServer
+            from services.process.health import HealthWatcher, PeerLiveness, Readiness
 
-            # Health only: "" and groupcoord.Gateway, NOT_SERVING until the gateway is ready.
+            # Health only: liveness, "" and groupcoord.Gateway; the last two SERVING while
+            # the gateway can serve Kafka clients and a shard is reachable.
             health = GrpcServer(app.settings.host, health_port)
             health.held = {"", HEALTH_SERVICE}
             await health.start()
+            shards = PeerLiveness(
+                [a.strip() for a in app.settings.shard_address.split(",") if a.strip()]
+            )
+
+            async def gateway_ready() -> Readiness:
+                if not app.ready:
+                    return Readiness(
+                        False,
+                        "not started"
+                        if app.server is None
+                        else "the upstream Kafka cluster has not answered yet",
+                    )
+                return await shards()
+
+            watcher = HealthWatcher(health)
+            watcher.add("gateway", (HEALTH_SERVICE,), gateway_ready)
+            watcher.start()
         await app.start()
         click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{app.port}")
         if health is not None:
-            readiness = asyncio.ensure_future(_ready_when(app, health))
             click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{health.port}")
         sys.stdout.flush()
 
     async def stop() -> None:
-        if readiness is not None:
-            readiness.cancel()
+        if watcher is not None:
+            await watcher.stop()
         if health is not None:
             await health.stop(0)
+        if shards is not None:
+            await shards.close()
         await app.stop()
 
     await _until_signalled(start, stop)
@@ -1165,6 +1177,9 @@ async def _first_corrupt(log_store: LogStore, partition: int) -> _Corruption | N
             ),
         )
     return None
+
+
+main.add_command(health_probe.health)
 
 
 if __name__ == "__main__":  # pragma: no cover

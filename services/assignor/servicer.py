@@ -16,6 +16,7 @@ does not fit the spec -> INTERNAL.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -113,7 +114,10 @@ class AssignorService:
         loop = asyncio.get_running_loop()
         try:
             # Cancelling the awaiting coroutine (caller gone) cancels a not-yet-started job.
-            out = await loop.run_in_executor(self._pool, self.assign_bytes, raw)
+            # The worker runs in this call's context (run_in_executor does not copy it), so
+            # that its log lines carry the RPC's trace id.
+            context_copy = contextvars.copy_context()
+            out = await loop.run_in_executor(self._pool, context_copy.run, self.assign_bytes, raw)
         except AssignError as e:
             self.counts["invalid" if e.code is grpc.StatusCode.INVALID_ARGUMENT else "failed"] += 1
             if e.code is not grpc.StatusCode.INVALID_ARGUMENT:

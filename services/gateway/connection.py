@@ -292,6 +292,14 @@ class Connection:
         # context to carry on (Kafka requests have none), so skip the span machinery.
         span_scope = self._span(rq) if telemetry_enabled() else contextlib.nullcontext()
         with span_scope as span:
+            log.debug(
+                "%s v%d correlation %d from %s%s",
+                codec.SERVED[rq.api_key].name,
+                rq.version,
+                rq.correlation_id,
+                rq.client_id or "-",
+                rq.client_host,
+            )
             try:
                 return await self.apis.handle(rq, request)
             except asyncio.CancelledError:

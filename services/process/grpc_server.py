@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.process.health import LIVENESS
 from services.process.rpcs import request_class, response_class, snake_case
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
@@ -94,6 +95,8 @@ def _unary(method: Method) -> grpc.RpcMethodHandler:
             )
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s from %s", full, context.peer())
         try:
             response = await handler(request)
         except StoreUnavailableError as ex:
@@ -134,7 +137,8 @@ class GrpcServer:
         )
         self.service_names: list[str] = []
         #: health names that :meth:`start` sets NOT_SERVING rather than SERVING ("" included);
-        #: whoever holds them sets them with :meth:`set_serving` when ready
+        #: whoever holds them sets them with :meth:`set_serving` when ready (usually a
+        #: ``services.process.health.HealthWatcher``). ``LIVENESS`` is never held.
         self.held: set[str] = set()
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -151,6 +155,8 @@ class GrpcServer:
             [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         await self.server.start()
+        # Liveness: this server answers, so the loop runs (services.process.health).
+        await self.set_serving(LIVENESS, True)
         for name in dict.fromkeys(["", *self.service_names, *sorted(self.held)]):
             await self.set_serving(name, name not in self.held)
 

@@ -1,4 +1,10 @@
-"""Structured logs: one JSON object per line on stderr (or plain text for a terminal)."""
+"""Structured logs: one JSON object per line on stderr (or plain text for a terminal).
+
+A line logged while an OpenTelemetry span is active carries its ids (JSON: ``trace_id``
+and ``span_id``, lowercase hex as in OTLP and W3C ``traceparent``; text: a
+``[trace_id=... span_id=...]`` suffix), so that the log lines of one request can be found
+from its trace and the other way round, in every process the request went through.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,32 @@ import json
 import logging
 import sys
 import time
+
+from opentelemetry import trace
+
+
+class TraceContextFilter(logging.Filter):
+    """Puts the active span's trace and span ids on the record (``gc_trace_id``,
+    ``gc_span_id``), which both formatters show. Nothing when no valid span is active."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            record.gc_trace_id = format(context.trace_id, "032x")
+            record.gc_span_id = format(context.span_id, "016x")
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        trace_id = getattr(record, "gc_trace_id", None)
+        if trace_id is None:
+            return text
+        return f"{text} [trace_id={trace_id} span_id={getattr(record, 'gc_span_id', '')}]"
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,7 +70,8 @@ def configure(level: str = "INFO", fmt: str = "json", library_level: str = "WARN
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
+    handler.addFilter(TraceContextFilter())
     own = logging.getLevelNamesMapping()[level.upper()]
     libraries = logging.getLevelNamesMapping()[library_level.upper()]
     root = logging.getLogger()

@@ -18,6 +18,7 @@ from typing import Any
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import telemetry
 from services.process.grpc_server import GrpcServer
+from services.process.health import Check, HealthWatcher, Readiness
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.servicer import (
     GROUP_COORDINATOR,
@@ -36,7 +37,7 @@ from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock, SystemClock
-from shards.runtime.partition import PartitionTimer
+from shards.runtime.partition import PartitionState, PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage import open_store
 from shards.storage.base import LogStore
@@ -86,6 +87,17 @@ class ShardSettings:
     upstream_metadata_interval_ms: int = DEFAULT_INTERVAL_MS
 
 
+def _ranges(partitions: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5\"."""
+    out: list[str] = []
+    for p in partitions:
+        if out and out[-1].split("-")[-1] == str(p - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{p}"
+        else:
+            out.append(str(p))
+    return ",".join(out)
+
+
 class ShardApp:
     def __init__(
         self, settings: ShardSettings, store: LogStore | None = None, clock: Clock | None = None
@@ -108,9 +120,11 @@ class ShardApp:
         #: the in-process assignors: small targets are computed with them inside the
         #: operation (as Kafka does), the others off the loop; fallback of the remote ones
         self.in_process: InProcessAssignor | None = None
-        #: gRPC health names left NOT_SERVING when the server starts (GrpcServer.held):
-        #: ``groupcoord dev`` in proxy mode holds "" and the gateway's until it is ready
-        self.health_held: set[str] = set()
+        #: readiness checks of other parts of the process (``groupcoord dev``'s gateway):
+        #: (what, health names, check), added to :attr:`health` when it starts
+        self.readiness_checks: list[tuple[str, tuple[str, ...], Check]] = []
+        #: keeps "" and the services' health entries true (services.process.health)
+        self.health: HealthWatcher | None = None
 
     @property
     def port(self) -> int:
@@ -197,7 +211,14 @@ class ShardApp:
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
         )
-        self.server.held |= self.health_held
+        # Nothing is ready before the watcher says so; liveness is SERVING from the start.
+        self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}
+        for _, names, _ in self.readiness_checks:
+            self.server.held |= set(names)
+        self.health = HealthWatcher(self.server)
+        self.health.add("shard", (GROUP_COORDINATOR, TOPIC_CATALOG), self.readiness)
+        for what, names, check in self.readiness_checks:
+            self.health.add(what, names, check)
         # The node address needs the bound port (grpc_port may be 0).
         node = NodeAddress(s.node_id, s.advertised_host or s.host, self.server.port)
         view: OwnershipView = SelfOwnership(node)
@@ -241,7 +262,9 @@ class ShardApp:
             # Serve first: once registered, other shards send clients here.
             self.runtime.start_lease_renewal()
             await self.server.start()
+            self.health.start()
             await self.ownership.start()
+            await self.health.evaluate()
             me = self.ownership.me.member_id
             log.info(
                 "shard %d registered on %s:%d (store %s); taking %d of %d partitions, "
@@ -254,19 +277,79 @@ class ShardApp:
                 s.coordinator.num_partitions,
             )
             return
-        await asyncio.gather(*(self.runtime.load(p) for p in range(s.coordinator.num_partitions)))
+        # Loads start before the server so that every partition answers LOAD_IN_PROGRESS
+        # (not NOT_COORDINATOR) from the first call; the server starts while they run, so
+        # that probes see a live process that is not ready yet, however long loading takes.
+        loads = asyncio.gather(*(self.runtime.load(p) for p in range(s.coordinator.num_partitions)))
+        try:
+            await asyncio.sleep(0)
+            await self.server.start()
+            self.health.start()
+            await loads
+        except BaseException:
+            loads.cancel()
+            raise
         self.runtime.start_lease_renewal()
-        await self.server.start()
+        await self.health.evaluate()  # current when start() returns, not a tick later
         log.info(
-            "shard serving %d partitions on %s:%d (store %s)",
+            "shard serving %d of %d partitions on %s:%d (store %s)",
+            len(self.runtime.active_partitions()),
             s.coordinator.num_partitions,
             s.host,
             self.server.port,
             self.store.description,
         )
 
+    def readiness(self) -> Readiness:
+        """Ready while every partition this process owns is ACTIVE: all of them (``dev``);
+        with several shards, those the partition map gives it, and only while it is a
+        registered member. Anything else is named in the reason."""
+        runtime, s = self.runtime, self.settings
+        if runtime is None:
+            return Readiness(False, "starting")
+        if self.ownership is None:
+            owned = list(range(s.coordinator.num_partitions))
+        else:
+            if not self.ownership.registered:
+                return Readiness(False, "not a registered member of the shard registry")
+            if not self.ownership.target:
+                return Readiness(False, "no partition map yet")
+            me = self.ownership.me.member_id
+            owned = sorted(p for p, m in self.ownership.target.items() if m == me)
+        by_state: dict[str, list[int]] = {}
+        for p in owned:
+            part = runtime.partitions.get(p)
+            state = part.state if part is not None else None
+            if state is PartitionState.ACTIVE:
+                continue
+            if state is None or state is PartitionState.CLOSED:
+                holder = self.ownership.leases.get(p) if self.ownership is not None else None
+                key = (
+                    f"held by {holder.owner}"
+                    if holder is not None and holder.owner != self.owner
+                    else "not loaded"
+                )
+            else:
+                key = state.value
+            by_state.setdefault(key, []).append(p)
+        if by_state:
+            details = "; ".join(f"{k}: {_ranges(v)}" for k, v in sorted(by_state.items()))
+            missing = sum(len(v) for v in by_state.values())
+            return Readiness(
+                False,
+                f"{missing} of {len(owned)} owned partitions not served ({details})",
+                kind=",".join(sorted(by_state)),
+            )
+        return Readiness(True, f"serving all {len(owned)} owned partitions")
+
     async def stop(self) -> None:
         """Graceful: stop accepting RPCs, finish in-flight appends, close the store."""
+        if self.health is not None:
+            await self.health.stop()
+        if self.server is not None:
+            # Not ready from now on (a handoff runs first), still live until the server stops.
+            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG):
+                await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()
         if self.ownership is not None:

@@ -178,7 +178,7 @@ async def test_client_answers_equal_the_in_process_executor(assignor_app: Assign
 
 async def test_health_and_reflection(channel: grpc.aio.Channel) -> None:
     health = health_pb2_grpc.HealthStub(channel)
-    for service in ("", "groupcoord.v1.Assignor"):
+    for service in ("", "groupcoord.v1.Assignor", "groupcoord.Liveness"):
         answer = await health.Check(health_pb2.HealthCheckRequest(service=service))
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
     reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
