@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
-from services.process import telemetry
-from services.process.grpc_server import GrpcServer
+from services.process import metrics, telemetry
+from services.process.grpc_server import GrpcServer, server_metrics
 from services.shard.assignor_executor import InProcessAssignor
+from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
     GROUP_COORDINATOR,
     TOPIC_CATALOG,
@@ -36,6 +37,7 @@ from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock, SystemClock
+from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage import open_store
@@ -84,6 +86,9 @@ class ShardSettings:
     upstream: Upstream | None = None
     #: proxy mode: how often the upstream's topics are fetched into the catalog
     upstream_metadata_interval_ms: int = DEFAULT_INTERVAL_MS
+    #: metrics opt-in: one ``group_members`` series per group for at most this many groups
+    #: (0: no group ids in labels)
+    metrics_group_series: int = 0
 
 
 class ShardApp:
@@ -111,6 +116,8 @@ class ShardApp:
         #: gRPC health names left NOT_SERVING when the server starts (GrpcServer.held):
         #: ``groupcoord dev`` in proxy mode holds "" and the gateway's until it is ready
         self.health_held: set[str] = set()
+        #: the observable metrics (None while metrics are off)
+        self.metrics: ShardMetrics | None = None
 
     @property
     def port(self) -> int:
@@ -163,9 +170,10 @@ class ShardApp:
             self.assignor_client = RemoteAssignor(
                 AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),
                 fallback=in_process,
-                interceptors=telemetry.client_interceptors(),
+                interceptors=[*telemetry.client_interceptors(), *metrics.client_interceptors()],
             )
         self.task_handlers.setdefault(TargetAssignmentRequest, self.assignor_client or in_process)
+        metrics_on = metrics.enabled()
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -177,6 +185,8 @@ class ShardApp:
             executor=self._execute,
             respect_leases=s.multi_shard,
             append_timeout_ms=s.operation_timeout_ms,
+            instruments=RuntimeInstruments() if metrics_on else None,
+            record_observer=RecordCounters() if metrics_on else None,
         )
         self.catalog.listeners.append(self._on_new_image)
         if s.upstream is not None:
@@ -196,6 +206,7 @@ class ShardApp:
             s.grpc_port,
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
+            metrics=server_metrics(),
         )
         self.server.held |= self.health_held
         # The node address needs the bound port (grpc_port may be 0).
@@ -226,6 +237,9 @@ class ShardApp:
                 self.clock,
             )
             view = self.ownership
+        if metrics_on:
+            self.metrics = ShardMetrics(self, group_series=s.metrics_group_series)
+            self.metrics.start()
         self.service = GroupCoordinatorService(
             self.runtime,
             s.coordinator.num_partitions,

@@ -1,0 +1,434 @@
+"""OpenTelemetry metrics set-up: a meter provider, Prometheus text on ``/metrics``, OTLP export.
+
+One :class:`~opentelemetry.sdk.metrics.MeterProvider` per process, installed as the global one
+by :func:`configure` when metrics go somewhere: a Prometheus HTTP endpoint (``--metrics-port``)
+and/or an OTLP/gRPC collector (``--otlp-endpoint``, shared with traces; a periodic reader).
+Nothing configured: the API's no-op meter, whose instruments cost almost nothing.
+
+Instruments are made once, where the component is built (never per call), and the attribute
+sets of hot paths are pre-built tuples of dicts, so that recording is a method call. Counts that
+the processes already keep (partitions, groups, queue sizes, the assignor client's counters)
+are *observed* at collection time by callbacks rather than updated on every operation.
+
+Collections run on the exporter's thread (the Prometheus HTTP server, the OTLP reader), while
+the state they read belongs to the asyncio loop: :class:`LoopSampler` takes one snapshot per
+collection on the loop thread and hands it to every callback. The names and meanings of all
+metrics: docs/observability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import grpc
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+
+log = logging.getLogger("groupcoord.metrics")
+
+#: every metric name gets it (instrument names are without it)
+PREFIX = "groupcoord"
+#: latency histograms, in seconds: 100 us to 30 s
+LATENCY_BUCKETS_S: Sequence[float] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+#: sizes (records in a batch, bytes in a frame), powers of 4
+SIZE_BUCKETS: Sequence[float] = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+
+
+@dataclass
+class MetricsSetup:
+    """What :func:`configure` installed; ``port`` is the bound HTTP port (None: no endpoint)."""
+
+    provider: Any  # opentelemetry.sdk.metrics.MeterProvider
+    host: str | None = None
+    port: int | None = None
+    _server: Any = None
+
+    @property
+    def url(self) -> str | None:
+        if self.port is None:
+            return None
+        host = self.host or "127.0.0.1"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
+
+    def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.provider.shutdown()
+
+
+def build_provider(
+    service_name: str,
+    readers: Sequence[Any] = (),
+    otlp_endpoint: str | None = None,
+    export_interval_ms: int | None = None,
+) -> Any:
+    """An SDK meter provider with ``readers`` plus an OTLP periodic reader when
+    ``otlp_endpoint`` is set (the standard ``OTEL_METRIC_EXPORT_INTERVAL`` applies)."""
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+    from opentelemetry.sdk.resources import Resource
+
+    all_readers = list(readers)
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        all_readers.append(
+            PeriodicExportingMetricReader(
+                OTLPMetricExporter(endpoint=otlp_endpoint),
+                export_interval_millis=export_interval_ms,
+            )
+        )
+        log.info("exporting metrics over OTLP to %s", otlp_endpoint)
+    return SdkMeterProvider(
+        metric_readers=all_readers,
+        resource=Resource.create({"service.name": service_name}),
+    )
+
+
+def configure(
+    service_name: str,
+    *,
+    port: int | None,
+    host: str = "127.0.0.1",
+    otlp_endpoint: str | None = None,
+) -> MetricsSetup | None:
+    """Install the process's meter provider: a Prometheus endpoint on ``host:port`` (``0``: a
+    free port; None: none) and OTLP export to ``otlp_endpoint`` (or the standard
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``). None when neither is configured (metrics stay no-ops).
+    Call once, before the process's components are built (they take their instruments from
+    the global provider at construction)."""
+    endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if port is None and not endpoint:
+        return None
+    readers: list[Any] = []
+    server = None
+    bound: int | None = None
+    if port is not None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
+        registry = CollectorRegistry()
+        ProcessCollector(registry=registry)  # process_cpu_seconds_total, memory, fds
+        readers.append(
+            PrometheusMetricReader(prefix=PREFIX, scope_info_enabled=False, registry=registry)
+        )
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+        bound = int(server.server_address[1])
+    provider = build_provider(service_name, readers, endpoint)
+    metrics.set_meter_provider(provider)
+    return MetricsSetup(provider, host, bound, server)
+
+
+def meter(name: str, provider: MeterProvider | None = None) -> Meter:
+    return (provider or metrics.get_meter_provider()).get_meter(name)
+
+
+# ---- snapshots of loop-owned state ---------------------------------------------------------
+T = TypeVar("T")
+
+
+class LoopSampler(Generic[T]):
+    """Computes ``sample()`` on the event loop's thread, once per collection.
+
+    Observable callbacks run on the exporter's thread; the dicts they would read change on
+    the loop. The first callback of a collection asks the loop for a fresh sample (waiting at
+    most ``timeout_s``; a loop too busy to answer gives the previous sample), the others of
+    the same collection (within ``max_age_s``) reuse it."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sample: Callable[[], T],
+        empty: T,
+        max_age_s: float = 0.2,
+        timeout_s: float = 2.0,
+    ) -> None:
+        self.loop = loop
+        self.sample = sample
+        self.max_age_s = max_age_s
+        self.timeout_s = timeout_s
+        self._value = empty
+        self._at = -1e9
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        with self._lock:
+            if time.monotonic() - self._at <= self.max_age_s:
+                return self._value
+            try:
+                on_loop = threading.get_ident() == getattr(self.loop, "_thread_id", None)
+                if on_loop:
+                    self._value = self.sample()
+                else:
+                    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+                    def run() -> None:
+                        try:
+                            future.set_result(self.sample())
+                        except BaseException as ex:  # noqa: BLE001 - handed to the caller
+                            future.set_exception(ex)
+
+                    self.loop.call_soon_threadsafe(run)
+                    self._value = future.result(self.timeout_s)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass  # loop busy or closed: the previous sample
+            except Exception:
+                log.exception("metrics sample failed")
+            self._at = time.monotonic()
+            return self._value
+
+
+def observe(values: Callable[[], Iterable[tuple[float, dict[str, str] | None]]]) -> Any:
+    """An observable-instrument callback yielding ``(value, attributes)`` pairs."""
+
+    def callback(_options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(v, a) for v, a in values()]
+
+    return callback
+
+
+# ---- the event loop's idle ratio -----------------------------------------------------------
+class LoopIdleMonitor:
+    """The share of wall time the event loop's thread did not use the CPU (Kafka's
+    ``thread-idle-ratio``): every ``interval_s`` a task on the loop compares the thread's CPU
+    time with the wall time elapsed. One cheap call per interval; nothing on the hot path."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
+        self.last = 1.0
+        self.min = 1.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, provider: MeterProvider | None = None) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        meter(f"{PREFIX}.loop", provider).create_observable_gauge(
+            "event_loop_idle_ratio",
+            callbacks=[observe(self._observations)],
+            unit="1",
+            description="Share of the last interval the event loop thread was idle "
+            "(1 - its CPU time / wall time); 'min' is the lowest since the last collection.",
+        )
+
+    def _observations(self) -> list[tuple[float, dict[str, str] | None]]:
+        low, self.min = self.min, self.last
+        return [(self.last, {"stat": "last"}), (low, {"stat": "min"})]
+
+    async def _run(self) -> None:
+        wall, cpu = time.monotonic(), time.thread_time()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            now_wall, now_cpu = time.monotonic(), time.thread_time()
+            elapsed = now_wall - wall
+            if elapsed > 0:
+                self.last = max(0.0, min(1.0, 1.0 - (now_cpu - cpu) / elapsed))
+                self.min = min(self.min, self.last)
+            wall, cpu = now_wall, now_cpu
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+# ---- gRPC: server and client interceptors ---------------------------------------------------
+def _method_name(full: str) -> str:
+    """``/groupcoord.v1.GroupCoordinator/OffsetCommit`` -> ``GroupCoordinator/OffsetCommit``."""
+    service, _, method = full.lstrip("/").partition("/")
+    return f"{service.rsplit('.', 1)[-1]}/{method}"
+
+
+class RpcMetrics:
+    """Counters and a latency histogram of one side (``server`` or ``client``) of the gRPC
+    calls of a process, with the attribute dicts built once per (method, status)."""
+
+    def __init__(self, side: str, provider: MeterProvider | None = None) -> None:
+        m = meter(f"{PREFIX}.rpc", provider)
+        self.requests = m.create_counter(
+            f"rpc_{side}_requests", unit="{request}", description=f"gRPC {side} calls, by status."
+        )
+        self.latency = m.create_histogram(
+            f"rpc_{side}_duration",
+            unit="s",
+            description=f"gRPC {side} call latency.",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
+        self._attrs: dict[tuple[str, grpc.StatusCode | None], dict[str, str]] = {}
+
+    def attrs(self, method: str, code: grpc.StatusCode | None) -> dict[str, str]:
+        key = (method, code)
+        found = self._attrs.get(key)
+        if found is None:
+            status = code.name if code is not None else "UNKNOWN"
+            found = self._attrs[key] = {"method": _method_name(method), "grpc_status": status}
+        return found
+
+    def record(self, method: str, code: grpc.StatusCode | None, seconds: float) -> None:
+        attrs = self.attrs(method, code)
+        self.requests.add(1, attrs)
+        self.latency.record(seconds, attrs)
+
+
+def server_call_status(context: grpc.aio.ServicerContext, failed: bool) -> grpc.StatusCode | None:
+    """The status a server handler ended with (an abort sets it on the context)."""
+    code = _status(context.code())
+    if code is None:
+        return grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK
+    return code
+
+
+def _status(code: Any) -> grpc.StatusCode | None:
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if isinstance(code, int):  # some grpc versions hand back the numeric value
+        for c in grpc.StatusCode:
+            if c.value[0] == code:
+                return c
+    return None
+
+
+class RpcClientMetrics(grpc.aio.UnaryUnaryClientInterceptor):
+    """Requests, gRPC status and latency of every unary call made on a channel."""
+
+    def __init__(self, provider: MeterProvider | None = None) -> None:
+        self.instruments = RpcMetrics("client", provider)
+
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        method = client_call_details.method
+        if isinstance(method, bytes):
+            method = method.decode()
+        started = time.perf_counter()
+        code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
+        try:
+            call = await continuation(client_call_details, request)
+            code = await call.code()
+            return call
+        except grpc.aio.AioRpcError as ex:
+            code = ex.code()
+            raise
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            self.instruments.record(method, code, time.perf_counter() - started)
+
+
+def enabled(provider: MeterProvider | None = None) -> bool:
+    """Whether metrics go anywhere: an SDK meter provider is installed (:func:`configure`
+    installs one only when there is an endpoint or a collector)."""
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+
+    return isinstance(provider or metrics.get_meter_provider(), SdkMeterProvider)
+
+
+_client_metrics: dict[int, RpcClientMetrics] = {}
+
+
+def client_interceptors(provider: MeterProvider | None = None) -> list[Any]:
+    """The metrics client interceptor when metrics are enabled (one per provider: its
+    instruments are shared by every channel of the process); none otherwise."""
+    p = provider or metrics.get_meter_provider()
+    if not enabled(p):
+        return []
+    found = _client_metrics.get(id(p))
+    if found is None:
+        found = _client_metrics[id(p)] = RpcClientMetrics(p)
+    return [found]
+
+
+# ---- Kafka error codes in gRPC responses ----------------------------------------------------
+class KafkaErrorMetrics:
+    """Kafka error codes answered in-band (``error_code`` fields, at any depth of a response
+    dataclass: per group, topic, partition), counted by method and error name."""
+
+    def __init__(self, provider: MeterProvider | None = None) -> None:
+        self.errors = meter(f"{PREFIX}.rpc", provider).create_counter(
+            "rpc_server_kafka_errors",
+            unit="{error}",
+            description="Kafka error codes in gRPC responses (per group/topic/partition "
+            "entry), by method and error.",
+        )
+        self._attrs: dict[tuple[str, int], dict[str, str]] = {}
+        #: response type -> (has a top-level error_code, names of its tuple/dataclass fields)
+        self._shapes: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+    def record(self, method: str, response: Any) -> None:
+        codes: list[int] = []
+        self._collect(response, codes, 0)
+        for code in codes:
+            key = (method, code)
+            attrs = self._attrs.get(key)
+            if attrs is None:
+                attrs = self._attrs[key] = {
+                    "method": _method_name(method),
+                    "error": _error_name(code),
+                }
+            self.errors.add(1, attrs)
+
+    def _shape(self, tp: type) -> tuple[bool, tuple[str, ...]]:
+        import dataclasses
+
+        shape = self._shapes.get(tp)
+        if shape is None:
+            names = [f.name for f in dataclasses.fields(tp)]
+            nested = tuple(n for n in names if n not in ("error_code", "error_message"))
+            shape = self._shapes[tp] = ("error_code" in names, nested)
+        return shape
+
+    def _collect(self, obj: Any, out: list[int], depth: int) -> None:
+        import dataclasses
+
+        if depth > 4 or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+            return
+        has_code, nested = self._shape(type(obj))
+        if has_code:
+            code = getattr(obj, "error_code")  # noqa: B009 - any response type
+            if code:
+                out.append(int(code))
+        for name in nested:
+            value = getattr(obj, name)
+            if isinstance(value, tuple | list):
+                for item in value:
+                    if dataclasses.is_dataclass(item):
+                        self._collect(item, out, depth + 1)
+            elif dataclasses.is_dataclass(value):
+                self._collect(value, out, depth + 1)
+
+
+def _error_name(code: int) -> str:
+    from shards.core.errors import Errors
+
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
