@@ -93,9 +93,16 @@ class ShardSettings:
 
 class ShardApp:
     def __init__(
-        self, settings: ShardSettings, store: LogStore | None = None, clock: Clock | None = None
+        self,
+        settings: ShardSettings,
+        store: LogStore | None = None,
+        clock: Clock | None = None,
+        meter_provider: Any = None,
     ) -> None:
         self.settings = settings
+        #: the OpenTelemetry meter provider (default: the process's global one; metrics are
+        #: recorded only if it is an SDK provider, see services.process.metrics.configure)
+        self.meter_provider = meter_provider
         self.store = store
         self.clock: Clock = clock or SystemClock()  # the one clock of the process
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -170,10 +177,14 @@ class ShardApp:
             self.assignor_client = RemoteAssignor(
                 AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),
                 fallback=in_process,
-                interceptors=[*telemetry.client_interceptors(), *metrics.client_interceptors()],
+                interceptors=[
+                    *telemetry.client_interceptors(),
+                    *metrics.client_interceptors(self.meter_provider),
+                ],
             )
         self.task_handlers.setdefault(TargetAssignmentRequest, self.assignor_client or in_process)
-        metrics_on = metrics.enabled()
+        provider = self.meter_provider
+        metrics_on = metrics.enabled(provider)
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -185,8 +196,8 @@ class ShardApp:
             executor=self._execute,
             respect_leases=s.multi_shard,
             append_timeout_ms=s.operation_timeout_ms,
-            instruments=RuntimeInstruments() if metrics_on else None,
-            record_observer=RecordCounters() if metrics_on else None,
+            instruments=RuntimeInstruments(provider) if metrics_on else None,
+            record_observer=RecordCounters(provider) if metrics_on else None,
         )
         self.catalog.listeners.append(self._on_new_image)
         if s.upstream is not None:
@@ -206,7 +217,7 @@ class ShardApp:
             s.grpc_port,
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
-            metrics=server_metrics(),
+            metrics=server_metrics(provider),
         )
         self.server.held |= self.health_held
         # The node address needs the bound port (grpc_port may be 0).
@@ -238,7 +249,7 @@ class ShardApp:
             )
             view = self.ownership
         if metrics_on:
-            self.metrics = ShardMetrics(self, group_series=s.metrics_group_series)
+            self.metrics = ShardMetrics(self, provider, s.metrics_group_series)
             self.metrics.start()
         self.service = GroupCoordinatorService(
             self.runtime,

@@ -4,8 +4,9 @@ Two kinds (docs/observability.md lists them all):
 
 * **Counters of what is written**, from the runtime's record observer
   (:class:`RecordCounters`): offset commits, expirations and deletions, consumer and classic
-  rebalances. The observer sees the records of every write as it is applied -- one call per
-  write, a loop over its records, pre-built attribute sets.
+  rebalances. The observer sees the records of every write once its batch is durable (a
+  failed append counts nothing) -- one call per write, a loop over its records, pre-built
+  attribute sets.
 * **Observed at collection time** (:class:`ShardMetrics`): groups by protocol and state,
   partitions by state, the event queue, leases, partitions moved, failovers, the assignor
   client's counters, the longest partition load. Nothing is updated per operation: a
@@ -45,7 +46,8 @@ CLASSIC_STATES = ("empty", "preparingrebalance", "completingrebalance", "stable"
 
 
 class RecordCounters:
-    """Counts what the writes of this process append (the runtime's ``record_observer``).
+    """Counts what the writes of this process appended durably (the runtime's
+    ``record_observer``).
 
     * an ``OffsetCommit`` record with a value: a commit; a tombstone written by the periodic
       expiration timer: an expiration; any other tombstone (OffsetDelete, DeleteGroups): a

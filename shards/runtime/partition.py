@@ -109,8 +109,8 @@ StateMachineFactory = Callable[[int, "PartitionTimer"], StateMachine]
 TaskExecutor = Callable[[Any], Awaitable[Any]]
 WriteOp = Callable[[Any, int], CoordinatorResult[Any]]
 ReadOp = Callable[[Any, int], Any]
-#: sees the records of every write (and timer) as it is applied, with the timer key (None for
-#: a request): the process counts commits, rebalances, expirations from them (metrics)
+#: sees the records of every write (and timer) once they are durable, with the timer key (None
+#: for a request): the process counts commits, rebalances, expirations from them (metrics)
 RecordObserver = Callable[[Sequence[Record], "str | None"], None]
 
 
@@ -153,10 +153,12 @@ class PartitionTimer:
 
 
 class _Batch:
-    __slots__ = ("records", "waiters")
+    __slots__ = ("records", "waiters", "observed")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        # (records, timer key) of each write in the batch, for the record observer
+        self.observed: list[tuple[Sequence[Record], str | None]] = []
         # (future, value) pairs released when the batch is durable
         self.waiters: list[tuple[asyncio.Future[Any], Any]] = []
 
@@ -326,8 +328,6 @@ class CoordinatorPartition:
         self.stats["ops"] += 1
         result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
         self._apply(result, future)
-        if self.record_observer is not None and result.records:
-            self.record_observer(result.records, None)
         return future
 
     def read(self, op: ReadOp) -> asyncio.Future[Any]:
@@ -347,11 +347,14 @@ class CoordinatorPartition:
         except Exception:
             log.exception("partition %d: timer %s failed", self.partition, key)
             return
-        self._apply(result, None)
-        if self.record_observer is not None and result.records:
-            self.record_observer(result.records, key)
+        self._apply(result, None, key)
 
-    def _apply(self, result: CoordinatorResult[Any], future: asyncio.Future[Any] | None) -> None:
+    def _apply(
+        self,
+        result: CoordinatorResult[Any],
+        future: asyncio.Future[Any] | None,
+        timer_key: str | None = None,
+    ) -> None:
         records = result.records
         if records:
             try:
@@ -365,6 +368,8 @@ class CoordinatorPartition:
                 self._fail(ex)
                 return
             self._pending.records.extend(records)
+            if self.record_observer is not None:  # told once the batch is durable
+                self._pending.observed.append((records, timer_key))
         response = result.response
         if isinstance(response, Deferred):
             if future is not None:
@@ -502,6 +507,10 @@ class CoordinatorPartition:
         for future, value in batch.waiters:
             if not future.done():
                 future.set_result(value)
+        observer = self.record_observer
+        if observer is not None:
+            for records, key in batch.observed:
+                observer(records, key)
         if snapshot_records is not None and self.state is not PartitionState.CLOSED:
             self.records_since_snapshot = 0
             asyncio.get_running_loop().create_task(

@@ -1,0 +1,149 @@
+"""The process-side instrumentation without a server: which records count as what, the
+Kafka errors found at any depth of a response, and the loop sampler used from another
+thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from services.process.metrics import KafkaErrorMetrics, LoopSampler, enabled
+from services.shard.metrics import RecordCounters
+from shards.core.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    Record,
+)
+from shards.core.timer_keys import GROUP_EXPIRATION
+
+
+def totals(reader: InMemoryMetricReader) -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:
+    out: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for p in metric.data.data_points:
+                    out[(metric.name, tuple(sorted(p.attributes.items())))] = p.value
+    return out
+
+
+def offset(group: str, partition: int, value: object) -> Record:
+    return Record(OffsetCommitKey(group, "t", partition), value)
+
+
+def classic(group: str, generation: int, members: int) -> Record:
+    member = MemberMetadata("m", None, "c", "/h", 1000, 1000, b"", b"")
+    return Record(
+        GroupMetadataKey(group),
+        GroupMetadataValue("consumer", generation, "range", "m", 0, (member,) * members),
+    )
+
+
+def test_records_count_as_commits_expirations_deletions_and_rebalances() -> None:
+    reader = InMemoryMetricReader()
+    counters = RecordCounters(MeterProvider(metric_readers=[reader]))
+    value = object()
+    counters([offset("g", 0, value), offset("g", 1, value)], None)
+    counters([offset("g", 0, None)], GROUP_EXPIRATION)
+    counters([offset("g", 1, None)], None)  # OffsetDelete / DeleteGroups
+    counters([Record(ConsumerGroupMetadataKey("c"), ConsumerGroupMetadataValue(1))], None)
+    counters([Record(ConsumerGroupMetadataKey("c"), None)], None)  # deleted: no rebalance
+    # classic: the generation's first record with members is a completed rebalance; the
+    # empty group's record and a second record of the same generation are not
+    counters([classic("k", 0, 0)], None)
+    counters([classic("k", 1, 2)], None)
+    counters([classic("k", 1, 2)], None)
+    counters([classic("k", 2, 1)], "classic-join:1:k")
+    t = totals(reader)
+    assert t[("offset_commits", ())] == 2
+    assert t[("offset_expirations", ())] == 1
+    assert t[("offset_deletions", ())] == 1
+    assert t[("group_rebalances", (("protocol", "consumer"),))] == 1
+    assert t[("group_rebalances", (("protocol", "classic"),))] == 2
+
+
+@dataclass(frozen=True)
+class Partition:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: tuple[Partition, ...]
+
+
+@dataclass(frozen=True)
+class Response:
+    topics: tuple[Topic, ...]
+    error_code: int = 0
+
+
+def test_kafka_errors_are_found_at_any_depth_of_a_response() -> None:
+    reader = InMemoryMetricReader()
+    errors = KafkaErrorMetrics(MeterProvider(metric_readers=[reader]))
+    response = Response(
+        (
+            Topic("t", (Partition(0), Partition(1, 3), Partition(2, 3))),
+            Topic("u", (Partition(0, 16),)),
+        ),
+        error_code=0,
+    )
+    errors.record("groupcoord.v1.GroupCoordinator/OffsetCommit", response)
+    errors.record("groupcoord.v1.GroupCoordinator/OffsetCommit", Response((), 15))
+    t = totals(reader)
+    method = ("method", "GroupCoordinator/OffsetCommit")
+    assert t[("rpc_server_kafka_errors", (("error", "UNKNOWN_TOPIC_OR_PARTITION"), method))] == 2
+    assert t[("rpc_server_kafka_errors", (("error", "NOT_COORDINATOR"), method))] == 1
+    assert t[("rpc_server_kafka_errors", (("error", "COORDINATOR_NOT_AVAILABLE"), method))] == 1
+    assert len(t) == 3
+
+
+async def test_loop_sampler_samples_on_the_loop_thread_once_per_collection() -> None:
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+    calls: list[int] = []
+
+    def sample() -> int:
+        calls.append(threading.get_ident())
+        return len(calls)
+
+    sampler = LoopSampler(loop, sample, 0, max_age_s=60.0)
+    # two callbacks of one collection on the exporter's thread: one sample, taken on the loop
+    got = await asyncio.to_thread(lambda: (sampler.get(), sampler.get()))
+    assert got == (1, 1)
+    assert calls == [loop_thread]
+
+
+async def test_loop_sampler_gives_the_previous_sample_when_the_loop_does_not_answer() -> None:
+    loop = asyncio.get_running_loop()
+    sampler = LoopSampler(loop, lambda: 7, -1, max_age_s=0.0, timeout_s=0.05)
+
+    def blocked_loop() -> int:
+        return sampler.get()
+
+    # the loop is blocked in this synchronous join: the sample times out
+    thread_result: list[int] = []
+    t = threading.Thread(target=lambda: thread_result.append(blocked_loop()))
+    t.start()
+    t.join()
+    assert thread_result == [-1]
+    assert await asyncio.to_thread(sampler.get) == 7
+
+
+def test_metrics_are_enabled_only_by_an_sdk_provider() -> None:
+    assert enabled(MeterProvider())
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    assert not enabled(NoOpMeterProvider())
