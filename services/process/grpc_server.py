@@ -135,14 +135,19 @@ def measured(
 
     async def run(raw: Any, context: grpc.aio.ServicerContext) -> Any:
         started = clock()
-        failed = True
+        failed: bool | None = True  # None: cancelled (the caller went away)
         try:
             out = await behavior(raw, context)
             failed = False
             return out
+        except asyncio.CancelledError:
+            failed = None
+            raise
         finally:
             elapsed = clock() - started
-            code = server_call_status(context, failed)
+            code = (
+                grpc.StatusCode.CANCELLED if failed is None else server_call_status(context, failed)
+            )
             attrs = ok if code is grpc.StatusCode.OK else rpcs.attrs(path, code)
             requests.add(1, attrs)
             latency.record(elapsed, attrs)

@@ -158,16 +158,17 @@ class LoopSampler(Generic[T]):
     """Computes ``sample()`` on the event loop's thread, once per collection.
 
     Observable callbacks run on the exporter's thread; the dicts they would read change on
-    the loop. The first callback of a collection asks the loop for a fresh sample (waiting at
-    most ``timeout_s``; a loop too busy to answer gives the previous sample), the others of
-    the same collection (within ``max_age_s``) reuse it."""
+    the loop. The first callback of a collection (the first instrument registered calls
+    ``get(fresh=True)``) asks the loop for a fresh sample, waiting at most ``timeout_s`` (a
+    loop too busy to answer gives the previous sample); the others of the same collection
+    reuse it (unless it is older than ``max_age_s``)."""
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         sample: Callable[[], T],
         empty: T,
-        max_age_s: float = 0.2,
+        max_age_s: float = 2.0,
         timeout_s: float = 2.0,
     ) -> None:
         self.loop = loop
@@ -178,9 +179,9 @@ class LoopSampler(Generic[T]):
         self._at = -1e9
         self._lock = threading.Lock()
 
-    def get(self) -> T:
+    def get(self, fresh: bool = False) -> T:
         with self._lock:
-            if time.monotonic() - self._at <= self.max_age_s:
+            if not fresh and time.monotonic() - self._at <= self.max_age_s:
                 return self._value
             try:
                 on_loop = threading.get_ident() == getattr(self.loop, "_thread_id", None)

