@@ -77,8 +77,8 @@ class RecordCounters:
         self.rebalances = meter.create_counter(
             "group_rebalances",
             unit="{rebalance}",
-            description="Rebalances: consumer groups (writes that bump the group epoch), classic groups "
-            "(completed generations), by protocol.",
+            description="Rebalances by protocol: consumer groups (writes that bump the group "
+            "epoch), classic groups (completed generations).",
         )
         self._generations: dict[str, int] = {}
 
