@@ -130,7 +130,7 @@ def measured(
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     """``behavior`` (a unary server handler) with its latency and gRPC status recorded."""
     ok = rpcs.attrs(path, grpc.StatusCode.OK)
-    requests, latency = rpcs.requests, rpcs.latency
+    latency = rpcs.latency
     clock = time.perf_counter
 
     async def run(raw: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -149,7 +149,6 @@ def measured(
                 grpc.StatusCode.CANCELLED if failed is None else server_call_status(context, failed)
             )
             attrs = ok if code is grpc.StatusCode.OK else rpcs.attrs(path, code)
-            requests.add(1, attrs)
             latency.record(elapsed, attrs)
 
     return run

@@ -265,18 +265,17 @@ def _method_name(full: str) -> str:
 
 
 class RpcMetrics:
-    """Counters and a latency histogram of one side (``server`` or ``client``) of the gRPC
-    calls of a process, with the attribute dicts built once per (method, status)."""
+    """The latency histogram of one side (``server`` or ``client``) of the gRPC calls of a
+    process, by method and gRPC status, with the attribute dicts built once per (method,
+    status). Its count is the number of calls (requests, and errors by status): one
+    measurement per call, not a counter besides."""
 
     def __init__(self, side: str, provider: MeterProvider | None = None) -> None:
         m = meter(f"{PREFIX}.rpc", provider)
-        self.requests = m.create_counter(
-            f"rpc_{side}_requests", unit="{request}", description=f"gRPC {side} calls, by status."
-        )
         self.latency = m.create_histogram(
             f"rpc_{side}_duration",
             unit="s",
-            description=f"gRPC {side} call latency.",
+            description=f"gRPC {side} call latency by method and gRPC status (_count: calls).",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
         )
         self._attrs: dict[tuple[str, grpc.StatusCode | None], dict[str, str]] = {}
@@ -290,9 +289,7 @@ class RpcMetrics:
         return found
 
     def record(self, method: str, code: grpc.StatusCode | None, seconds: float) -> None:
-        attrs = self.attrs(method, code)
-        self.requests.add(1, attrs)
-        self.latency.record(seconds, attrs)
+        self.latency.record(seconds, self.attrs(method, code))
 
 
 def server_call_status(context: grpc.aio.ServicerContext, failed: bool) -> grpc.StatusCode | None:
@@ -397,33 +394,51 @@ class KafkaErrorMetrics:
             self.errors.add(1, attrs)
 
     def _shape(self, tp: type) -> tuple[bool, tuple[str, ...]]:
-        import dataclasses
-
         shape = self._shapes.get(tp)
         if shape is None:
-            names = [f.name for f in dataclasses.fields(tp)]
-            nested = tuple(n for n in names if n not in ("error_code", "error_message"))
-            shape = self._shapes[tp] = ("error_code" in names, nested)
+            shape = self._shapes[tp] = _error_shape(tp)
         return shape
 
     def _collect(self, obj: Any, out: list[int], depth: int) -> None:
-        import dataclasses
-
-        if depth > 4 or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-            return
         has_code, nested = self._shape(type(obj))
         if has_code:
             code = getattr(obj, "error_code")  # noqa: B009 - any response type
             if code:
                 out.append(int(code))
+        if depth > 4:
+            return
         for name in nested:
             value = getattr(obj, name)
+            if value is None:
+                continue
             if isinstance(value, tuple | list):
                 for item in value:
-                    if dataclasses.is_dataclass(item):
-                        self._collect(item, out, depth + 1)
-            elif dataclasses.is_dataclass(value):
+                    self._collect(item, out, depth + 1)
+            else:
                 self._collect(value, out, depth + 1)
+
+
+def _error_shape(tp: type) -> tuple[bool, tuple[str, ...]]:
+    """Whether a response dataclass has an ``error_code``, and which of its fields (by their
+    type hints) hold dataclasses or sequences of them: the only ones worth walking."""
+    import dataclasses
+    import typing
+
+    if not dataclasses.is_dataclass(tp):
+        return False, ()
+    try:
+        hints = typing.get_type_hints(tp)
+    except Exception:  # noqa: BLE001 - unresolvable hints: walk nothing below
+        hints = {}
+
+    def holds_dataclass(hint: Any) -> bool:
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return True
+        return any(holds_dataclass(arg) for arg in typing.get_args(hint))
+
+    fields = [f.name for f in dataclasses.fields(tp)]
+    nested = tuple(n for n in fields if n in hints and holds_dataclass(hints[n]))
+    return "error_code" in fields, nested
 
 
 def _error_name(code: int) -> str:

@@ -94,7 +94,7 @@ async def test_commits_expirations_deletions_and_errors_are_counted(
     assert s.value("groupcoord_offset_commits_total") == 3
     assert s.types["groupcoord_offset_commits"] == "counter"
     ok = {"method": "GroupCoordinator/OffsetCommit", "grpc_status": "OK"}
-    assert s.value("groupcoord_rpc_server_requests_total", **ok) == 2
+    assert s.value("groupcoord_rpc_server_duration_seconds_count", **ok) == 2
     assert s.value("groupcoord_rpc_server_duration_seconds_count", **ok) == 2
     assert (
         s.value(
@@ -169,7 +169,7 @@ async def test_consumer_group_rebalances_and_states(metered: tuple[Client, Metri
     # no group id in any label (the per-group series are opt-in)
     assert all("group" not in x.labels for x in s.samples)
     hb = {"method": "GroupCoordinator/ConsumerGroupHeartbeat", "grpc_status": "OK"}
-    assert s.value("groupcoord_rpc_server_requests_total", **hb) == 3
+    assert s.value("groupcoord_rpc_server_duration_seconds_count", **hb) == 3
 
 
 async def test_metrics_are_off_without_an_sdk_provider(tmp_path: Path) -> None:
