@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
-from tests.support.processes import ServerProcess  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
+from tests.support.processes import ServerProcess  # noqa: E402
 
 ARMS = ("off", "on")
 

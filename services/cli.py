@@ -784,8 +784,11 @@ async def _until_signalled(
     from services.process import metrics
     from services.process.grpc_server import install_signal_handlers
 
-    if metrics.enabled():
-        metrics.LoopIdleMonitor().start()
+    async def stop_all() -> None:
+        await stop()
+        await metrics.stop_serving()
+
+    await metrics.start_serving()
     signalled = asyncio.Event()
     install_signal_handlers(signalled)
     starting = asyncio.ensure_future(start())
@@ -795,17 +798,17 @@ async def _until_signalled(
         click.echo("groupcoord: stopping during start-up", err=True)
         starting.cancel()
         await asyncio.wait({starting}, timeout=STARTUP_CANCEL_S)
-        await stop()
+        await stop_all()
         return
     try:
         starting.result()
     except BaseException:
         waiting.cancel()
-        await stop()
+        await stop_all()
         raise
     await waiting
     click.echo("groupcoord: shutting down")
-    await stop()
+    await stop_all()
 
 
 # How long a start-up interrupted by a signal gets to unwind before the process stops.

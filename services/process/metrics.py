@@ -67,7 +67,7 @@ class MetricsSetup:
     provider: Any  # opentelemetry.sdk.metrics.MeterProvider
     host: str | None = None
     port: int | None = None
-    _server: Any = None
+    endpoint: MetricsEndpoint | None = None
 
     @property
     def url(self) -> str | None:
@@ -76,11 +76,81 @@ class MetricsSetup:
         host = self.host or "127.0.0.1"
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
 
-    def shutdown(self) -> None:
+
+#: the text exposition format every Prometheus (2.x and 3.x) reads (metric names here are
+#: plain [a-z0-9_], so no escaping scheme is involved)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class MetricsEndpoint:
+    """``GET /metrics`` as Prometheus text, served on the process's own event loop.
+
+    The socket is bound at once (so that the port is known before the loop runs); serving
+    starts with :meth:`start`. A scrape is collected inline on the loop, like any other
+    operation: it never competes for the GIL with the loop from another thread (which a
+    threaded HTTP server does at every hand-off, costing the loop milliseconds per scrape),
+    and the observable callbacks read the loop's state on its own thread."""
+
+    #: a request's line and headers must arrive within this long (a stuck client is dropped)
+    READ_TIMEOUT_S = 10.0
+    MAX_HEADER_BYTES = 16 * 1024
+
+    def __init__(self, host: str, port: int, registry: Any) -> None:
+        import socket
+
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.create_server((host, port), family=family)
+        self.port = int(self.sock.getsockname()[1])
+        self.registry = registry
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, sock=self.sock)
+
+    async def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        self.provider.shutdown()
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(self.READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+            writer.write(self.respond(head))
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    def respond(self, head: bytes) -> bytes:
+        """The whole HTTP/1.1 response to a request head (``Connection: close``)."""
+        from prometheus_client import generate_latest
+
+        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = request_line.split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return _http(400, "text/plain", b"bad request\n")
+        method, target = parts[0], parts[1].split("?", 1)[0]
+        if target != "/metrics":
+            return _http(404, "text/plain", b"not found: try /metrics\n")
+        if method not in ("GET", "HEAD"):
+            return _http(405, "text/plain", b"GET /metrics\n")
+        body = generate_latest(self.registry)
+        return _http(200, CONTENT_TYPE, b"" if method == "HEAD" else body, len(body))
+
+
+def _http(status: int, content_type: str, body: bytes, length: int | None = None) -> bytes:
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+    head = (
+        f"HTTP/1.1 {status} {reason[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body) if length is None else length}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
 
 
 def build_provider(
@@ -127,23 +197,41 @@ def configure(
     endpoint = otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if port is None and not endpoint:
         return None
+    global _setup
     readers: list[Any] = []
-    server = None
-    bound: int | None = None
+    http: MetricsEndpoint | None = None
     if port is not None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+        from prometheus_client import CollectorRegistry, ProcessCollector
 
         registry = CollectorRegistry()
         ProcessCollector(registry=registry)  # process_cpu_seconds_total, memory, fds
         readers.append(
             PrometheusMetricReader(prefix=PREFIX, scope_info_enabled=False, registry=registry)
         )
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-        bound = int(server.server_address[1])
+        http = MetricsEndpoint(host, port, registry)
     provider = build_provider(service_name, readers, endpoint)
     metrics.set_meter_provider(provider)
-    return MetricsSetup(provider, host, bound, server)
+    _setup = MetricsSetup(provider, host, http.port if http else None, http)
+    return _setup
+
+
+_setup: MetricsSetup | None = None
+
+
+async def start_serving() -> None:
+    """On the process's loop: serve the endpoint :func:`configure` bound, and measure the
+    loop's idle ratio (nothing when metrics are off)."""
+    if _setup is None:
+        return
+    LoopIdleMonitor().start(_setup.provider)
+    if _setup.endpoint is not None:
+        await _setup.endpoint.start()
+
+
+async def stop_serving() -> None:
+    if _setup is not None and _setup.endpoint is not None:
+        await _setup.endpoint.stop()
 
 
 def meter(name: str, provider: MeterProvider | None = None) -> Meter:
@@ -178,14 +266,15 @@ class LoopSampler(Generic[T]):
         self._value = empty
         self._at = -1e9
         self._lock = threading.Lock()
+        #: made on the loop's thread: a callback there samples directly
+        self._loop_thread = threading.get_ident()
 
     def get(self, fresh: bool = False) -> T:
         with self._lock:
             if not fresh and time.monotonic() - self._at <= self.max_age_s:
                 return self._value
             try:
-                on_loop = threading.get_ident() == getattr(self.loop, "_thread_id", None)
-                if on_loop:
+                if threading.get_ident() == self._loop_thread:
                     self._value = self.sample()
                 else:
                     future: concurrent.futures.Future[T] = concurrent.futures.Future()

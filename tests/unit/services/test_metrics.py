@@ -147,3 +147,36 @@ def test_metrics_are_enabled_only_by_an_sdk_provider() -> None:
     from opentelemetry.metrics import NoOpMeterProvider
 
     assert not enabled(NoOpMeterProvider())
+
+
+async def test_the_endpoint_serves_prometheus_text_on_the_loop() -> None:
+    from prometheus_client import CollectorRegistry, Counter
+
+    from services.process.metrics import MetricsEndpoint
+    from tests.support.metrics import Scrape
+
+    registry = CollectorRegistry()
+    Counter("groupcoord_things", "things", registry=registry).inc(3)
+    endpoint = MetricsEndpoint("127.0.0.1", 0, registry)
+    await endpoint.start()
+
+    async def get(line: str) -> tuple[str, str]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
+        writer.write(f"{line}\r\nHost: x\r\n\r\n".encode())
+        data = await reader.read()  # the server closes the connection
+        writer.close()
+        head, _, body = data.decode().partition("\r\n\r\n")
+        return head, body
+
+    try:
+        head, body = await get("GET /metrics HTTP/1.1")
+        assert head.startswith("HTTP/1.1 200 OK")
+        assert "Content-Type: text/plain; version=0.0.4" in head
+        assert Scrape(body).value("groupcoord_things_total") == 3
+        head, body = await get("HEAD /metrics HTTP/1.1")
+        assert head.startswith("HTTP/1.1 200 OK") and body == ""
+        assert (await get("GET / HTTP/1.1"))[0].startswith("HTTP/1.1 404")
+        assert (await get("POST /metrics HTTP/1.1"))[0].startswith("HTTP/1.1 405")
+        assert (await get("garbage"))[0].startswith("HTTP/1.1 400")
+    finally:
+        await endpoint.stop()
