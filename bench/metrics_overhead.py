@@ -75,7 +75,7 @@ class Scraper:
             self.scrapes += 1
 
 
-def start(work: Path, arm: str) -> ServerProcess:
+def start(work: Path, arm: str, aa: bool = False) -> ServerProcess:
     args = [
         "dev",
         "--grpc-port",
@@ -89,7 +89,7 @@ def start(work: Path, arm: str) -> ServerProcess:
         "--log-level",
         "WARNING",
     ]
-    if arm == "on":
+    if arm == "on" and not aa:
         args += ["--metrics-port", "0"]
     return ServerProcess(args, work / f"{arm}.log")
 
@@ -119,10 +119,17 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,50")
     ap.add_argument("--scrape-interval", type=float, default=1.0)
     ap.add_argument("--python-load", action="store_true")
+    ap.add_argument(
+        "--aa",
+        action="store_true",
+        help="A/A check of the set-up: both processes without metrics (the ratio shows the "
+        "noise and any bias between the two processes)",
+    )
+    ap.add_argument("--phases", default="heartbeat,commit")
     ap.add_argument("--out", default=str(ROOT / "bench/results/metrics_overhead.json"))
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
-    phases = [(kind, conc) for kind in ("heartbeat", "commit") for conc in levels]
+    phases = [(kind, conc) for kind in a.phases.split(",") for conc in levels]
     results: dict = {
         "benchmark": "metrics_overhead",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -137,6 +144,7 @@ def main() -> None:
             "duration_s": a.duration,
             "scrape_interval_s": a.scrape_interval,
             "store": "sqlite",
+            "aa": a.aa,
         },
     }
     samples: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
@@ -152,9 +160,9 @@ def main() -> None:
             "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
         )
         print(f"load generator: {results['load_generator']}", flush=True)
-        procs = {arm: start(work, arm) for arm in ARMS}
+        procs = {arm: start(work, arm, a.aa) for arm in ARMS}
         try:
-            assert procs["on"].metrics_url, "the metrics arm printed no /metrics URL"
+            assert a.aa or procs["on"].metrics_url, "the metrics arm printed no /metrics URL"
             epochs = {}
             for arm, proc in procs.items():
                 ensure_topic(proc.grpc_address, "t", 8)  # the commit load's topic
@@ -164,7 +172,7 @@ def main() -> None:
                     order = ARMS if r % 2 == 0 else tuple(reversed(ARMS))
                     for arm in order:
                         proc = procs[arm]
-                        if arm == "on":
+                        if arm == "on" and not a.aa:
                             with Scraper(procs["on"].metrics_url or "", a.scrape_interval) as s:
                                 result = run_phase(proc, kind, conc, a.duration, epochs[arm])
                             scrapes += s.scrapes

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
 from tests.component.conftest import Client, connect, create_topics, shard_settings
-from tests.support.metrics import Scrape
+from tests.support.metrics import Scrape, undocumented
 from tests.support.offsets import commit_request
 
 
@@ -110,6 +110,7 @@ async def test_commits_expirations_deletions_and_errors_are_counted(
     assert s.value("groupcoord_classic_groups", state="empty") == 1
     assert s.value("groupcoord_partitions", state="active") == 10
     assert len(s.find("groupcoord_event_queue_size")) == 10  # one series per partition
+    assert undocumented(s) == set()  # docs/observability.md lists every metric
 
     # the retention (300 ms) expires all three; nothing is deleted
     s = await _until(metrics, lambda s: s.value("groupcoord_offset_expirations_total") >= 3)

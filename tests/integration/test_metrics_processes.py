@@ -30,7 +30,7 @@ from shards.core.errors import Errors
 from tests.integration.multishard.cluster import Cluster
 from tests.interop.sequences import join_req
 from tests.support.kafka_wire import KafkaWire, request
-from tests.support.metrics import Scrape, scrape
+from tests.support.metrics import Scrape, scrape, undocumented
 from tests.support.offsets import commit_request, ensure_topic
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer, redis_server
@@ -312,6 +312,9 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     shard_join = {"method": "GroupCoordinator/JoinGroup", "grpc_status": "OK"}
     assert g.value("groupcoord_rpc_client_duration_seconds_count", **shard_join) == 2
 
+    # docs/observability.md lists every metric each process exposes
+    assert undocumented(s) | undocumented(a_scrape) | undocumented(g) == set()
+
 
 def test_assignor_counts_a_rejected_spec(tmp_path: Path) -> None:
     from groupcoord.v1 import assignor_pb2, assignor_pb2_grpc
@@ -365,5 +368,6 @@ async def test_failover_between_two_shards_on_redis(tmp_path: Path, redis: Redis
         assert s.value("groupcoord_partitions_moved_total", direction="in") == 12 + held[1]
         assert s.value("groupcoord_partitions_moved_total", direction="out") == held[1]
         assert s.value("groupcoord_failovers_total") == held[1]
+        assert undocumented(s) == set()
     finally:
         cluster.close()

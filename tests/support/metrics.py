@@ -49,3 +49,29 @@ def scrape(url: str, timeout: float = 10.0) -> Scrape:
         content_type = response.headers.get("Content-Type", "")
         assert content_type.startswith("text/plain"), content_type
         return Scrape(response.read().decode())
+
+
+_SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
+
+
+def base_name(name: str) -> str:
+    """A sample's or a family's metric name without the series suffixes."""
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def documented_metrics() -> set[str]:
+    """Every ``groupcoord_*`` metric named in docs/observability.md (base names)."""
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
+    return {base_name(n) for n in re.findall(r"`(groupcoord_[a-z0-9_]+)", doc.read_text())}
+
+
+def undocumented(scraped: Scrape) -> set[str]:
+    """The ``groupcoord_*`` metrics a scrape has that docs/observability.md does not list."""
+    names = {base_name(s.name) for s in scraped.samples if s.name.startswith("groupcoord_")}
+    return names - documented_metrics()
