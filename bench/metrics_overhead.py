@@ -13,7 +13,12 @@ benchmarks (ghz in its own process; the Python generator when Go is missing):
 * OffsetCommit (``bench/offset_commit``: 50 groups, one offset per request, durable);
 
 at 1 and 50 concurrent callers. It reports, per phase, the median over the rounds of each arm
-and the ratio on/off (1.0 = no cost; the budget is >= 0.95).
+and the ratio on/off (1.0 = no cost; the budget is >= 0.95), the median of the per-round
+ratios (each "on" phase against the "off" phase next to it in time), and -- the figure that
+a busy machine disturbs least -- the server's own CPU time per operation in each arm (from
+/proc: what a saturated server's throughput is the inverse of), as the ratio
+cpu_per_op(off) / cpu_per_op(on). ``--aa`` runs both processes without metrics: the ratios
+then show the noise of the machine.
 
     .venv/bin/python -m bench.metrics_overhead [--rounds 3] [--duration 5] \\
         [--scrape-interval 1] [--python-load]
@@ -94,7 +99,25 @@ def start(work: Path, arm: str, aa: bool = False) -> ServerProcess:
     return ServerProcess(args, work / f"{arm}.log")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_phase(
+    proc: ServerProcess, kind: str, conc: int, duration: float, epochs: dict[int, int]
+) -> dict:
+    before = cpu_seconds(proc.proc.pid)
+    result = _load(proc, kind, conc, duration, epochs)
+    used = cpu_seconds(proc.proc.pid) - before
+    ops = result["ops_per_s"] * duration
+    result["server_cpu_s"] = used
+    result["server_cpu_us_per_op"] = used / ops * 1e6 if ops else float("nan")
+    return result
+
+
+def _load(
     proc: ServerProcess, kind: str, conc: int, duration: float, epochs: dict[int, int]
 ) -> dict:
     if kind == "heartbeat":
@@ -182,7 +205,8 @@ def main() -> None:
                         print(
                             f"round {r + 1}: {kind} c={conc} metrics {arm}: "
                             f"{result['ops_per_s']:.0f}/s p50 {result['p50_ms']:.2f} ms "
-                            f"p99 {result['p99_ms']:.2f} ms",
+                            f"p99 {result['p99_ms']:.2f} ms, server CPU "
+                            f"{result['server_cpu_us_per_op']:.0f} us/op",
                             flush=True,
                         )
         finally:
@@ -196,6 +220,9 @@ def main() -> None:
             runs = samples[arm][key]
             entry[arm] = {
                 "ops_per_s_median": statistics.median(x["ops_per_s"] for x in runs),
+                "server_cpu_us_per_op_median": statistics.median(
+                    x["server_cpu_us_per_op"] for x in runs
+                ),
                 "p50_ms_median": statistics.median(x["p50_ms"] for x in runs),
                 "p99_ms_median": statistics.median(x["p99_ms"] for x in runs),
                 "errors": sum(x.get("errors", 0) for x in runs),
@@ -204,14 +231,42 @@ def main() -> None:
         entry["ratio_on_vs_off"] = (
             entry["on"]["ops_per_s_median"] / entry["off"]["ops_per_s_median"]
         )
+        entry["paired_ratio_median"] = statistics.median(
+            on["ops_per_s"] / off["ops_per_s"]
+            for on, off in zip(samples["on"][key], samples["off"][key], strict=True)
+        )
+        entry["cpu_ratio_off_vs_on"] = (
+            entry["off"]["server_cpu_us_per_op_median"] / entry["on"]["server_cpu_us_per_op_median"]
+        )
         summary[key] = entry
     results["results"] = summary
     results["scrapes_during_load"] = scrapes
     results["within_5_percent"] = all(e["ratio_on_vs_off"] >= 0.95 for e in summary.values())
+    results["cpu_within_5_percent"] = all(
+        e["cpu_ratio_off_vs_on"] >= 0.95 for e in summary.values()
+    )
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps({k: round(v["ratio_on_vs_off"], 3) for k, v in summary.items()}, indent=2))
-    print(f"within 5%: {results['within_5_percent']}; wrote {a.out}")
+    print(
+        json.dumps(
+            {
+                k: {
+                    "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
+                    "paired": round(v["paired_ratio_median"], 3),
+                    "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
+                    "cpu_us_per_op": [
+                        round(v[arm]["server_cpu_us_per_op_median"], 1) for arm in ARMS
+                    ],
+                }
+                for k, v in summary.items()
+            },
+            indent=2,
+        )
+    )
+    print(
+        f"throughput within 5%: {results['within_5_percent']}; server CPU per op within 5%: "
+        f"{results['cpu_within_5_percent']}; wrote {a.out}"
+    )
 
 
 if __name__ == "__main__":
