@@ -99,7 +99,12 @@ class MetricsEndpoint:
         import socket
 
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.create_server((host, port), family=family)
+        try:
+            self.sock = socket.create_server((host, port), family=family)
+        except OSError as e:
+            raise OSError(
+                e.errno, f"cannot serve metrics on {host}:{port}: {e.strerror or e}"
+            ) from None
         self.port = int(self.sock.getsockname()[1])
         self.registry = registry
         self._server: asyncio.AbstractServer | None = None
@@ -176,9 +181,14 @@ def build_provider(
             )
         )
         log.info("exporting metrics over OTLP to %s", otlp_endpoint)
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+
     return SdkMeterProvider(
         metric_readers=all_readers,
         resource=Resource.create({"service.name": service_name}),
+        # no exemplars: the Prometheus text format does not carry them, and offering every
+        # measurement to a reservoir is work on the hot path
+        exemplar_filter=AlwaysOffExemplarFilter(),
     )
 
 

@@ -371,3 +371,25 @@ async def test_failover_between_two_shards_on_redis(tmp_path: Path, redis: Redis
         assert undocumented(s) == set()
     finally:
         cluster.close()
+
+
+def test_a_metrics_port_in_use_is_a_clear_start_up_error(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from tests.support.processes import ROOT
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "services.cli", "assignor", "--grpc-port", "0"]
+            + ["--metrics-port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in out.stderr
+    assert "groupcoord: metrics on" not in out.stdout
