@@ -7,6 +7,7 @@ import logging
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from services.gateway import codec
 from services.gateway.connection import Limits, telemetry_enabled
@@ -136,8 +137,11 @@ def _log_failure(task: asyncio.Task[tuple[str, int]]) -> None:
 
 
 class GatewayApp:
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, meter_provider: Any = None) -> None:
         self.settings = settings
+        #: the OpenTelemetry meter provider (default: the process's global one; metrics are
+        #: recorded only if it is an SDK provider, see services.process.metrics.configure)
+        self.meter_provider = meter_provider
         self.router: Router | None = None
         self.server: GatewayServer | None = None
         #: proxy mode only
@@ -171,7 +175,8 @@ class GatewayApp:
         if s.configure_telemetry:
             telemetry.configure("groupcoord-gateway", s.otlp_endpoint)
         codec.preload()  # import every message class now, not on a client's first request
-        self.metrics = GatewayMetrics() if metrics.enabled() else None
+        provider = self.meter_provider
+        self.metrics = GatewayMetrics(provider) if metrics.enabled(provider) else None
         self.router = Router(
             s.shard_address,
             s.num_partitions,
@@ -179,7 +184,7 @@ class GatewayApp:
             # Trace context on every call to a shard -- when traces go somewhere at all.
             interceptors=[
                 *(telemetry.client_interceptors() if telemetry_enabled() else []),
-                *metrics.client_interceptors(),
+                *metrics.client_interceptors(provider),
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )

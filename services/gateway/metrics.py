@@ -18,12 +18,21 @@ FROM_CLIENT = {"direction": "in"}
 TO_UPSTREAM = {"direction": "to_upstream"}
 FROM_UPSTREAM = {"direction": "from_upstream"}
 ACCEPTED = {"outcome": "accepted"}
+#: versions above this (or of an unknown API) are labelled "other"
+MAX_VERSION_LABEL = 30
 REFUSED = {"outcome": "refused"}
 
 
 def api_name(api_key: int) -> str:
+    """Kafka's name of an API (``join_group``); ``unknown`` for a key Kafka does not have
+    (a client may send any number: labels must stay a closed set)."""
     spec = codec.SERVED.get(api_key)
-    return spec.name.lower() if spec is not None else f"api_{api_key}"
+    if spec is not None:
+        return spec.name.lower()
+    from kio.schema.index import api_key_map
+
+    name = api_key_map.get(api_key)
+    return str(name) if name is not None else "unknown"
 
 
 class GatewayMetrics:
@@ -71,7 +80,11 @@ class GatewayMetrics:
         key = (api_key, version)
         found = self._attrs.get(key)
         if found is None:
-            found = self._attrs[key] = {"api": api_name(api_key), "version": str(version)}
+            name = api_name(api_key)
+            known = name != "unknown" and 0 <= version <= MAX_VERSION_LABEL
+            found = {"api": name, "version": str(version) if known else "other"}
+            if len(self._attrs) < 10_000:  # (a bounded cache: keys come from clients)
+                self._attrs[key] = found
         return found
 
     def count_open(self, source: Callable[[], int]) -> None:

@@ -182,3 +182,58 @@ async def test_metrics_are_off_without_an_sdk_provider(tmp_path: Path) -> None:
         assert app.server is not None and app.server.metrics is None
     finally:
         await app.stop()
+
+
+async def test_gateway_in_proxy_mode_counts_requests_and_forwarded_bytes(tmp_path: Path) -> None:
+    from services.gateway.app import GatewayApp, GatewaySettings
+    from tests.component.test_gateway_proxy import FakeKafka, api_versions
+    from tests.support.kafka_wire import KafkaWire, request
+
+    metrics = Metrics()
+    fake = FakeKafka()
+    await fake.start()
+    app = ShardApp(shard_settings(tmp_path))
+    await app.start()
+    gateway = GatewayApp(
+        GatewaySettings(
+            shard_address=f"127.0.0.1:{app.port}",
+            port=0,
+            num_partitions=10,
+            shutdown_grace_s=1.0,
+            configure_telemetry=False,
+            upstream_bootstrap=f"127.0.0.1:{fake.port}",
+        ),
+        meter_provider=metrics.provider,
+    )
+    try:
+        await gateway.start()
+        await asyncio.wait_for(gateway.wait_ready(), 10)
+        wire = await KafkaWire.connect("127.0.0.1", gateway.port)
+        await wire.send_many(
+            [
+                request("metadata", 12, topics=None),  # forwarded
+                request("list_groups", 4),  # answered here
+                request("describe_cluster", 1, endpoint_type=1),  # forwarded
+                api_versions(),  # answered here
+            ]
+        )
+        s = await _until(metrics, lambda s: s.value("groupcoord_gateway_open_connections") == 1)
+        await wire.close()
+    finally:
+        await gateway.stop()
+        await app.stop()
+        await fake.stop()
+    assert s.value("groupcoord_gateway_requests_total", api="metadata", version="12") == 1
+    assert s.value("groupcoord_gateway_requests_total", api="describe_cluster") == 1
+    assert s.value("groupcoord_gateway_requests_total", api="list_groups", version="4") == 1
+    assert s.value("groupcoord_gateway_requests_total", api="api_versions", version="3") == 1
+    # latency only of the requests the gateway answers itself
+    assert s.value("groupcoord_gateway_request_duration_seconds_count") == 2
+    assert s.value("groupcoord_gateway_connections_total", outcome="accepted") == 1
+    to_upstream = s.value("groupcoord_gateway_forwarded_bytes_total", direction="to_upstream")
+    from_upstream = s.value("groupcoord_gateway_forwarded_bytes_total", direction="from_upstream")
+    assert to_upstream > 0 and from_upstream > 0
+    # every byte to the client was either answered here or forwarded from the upstream
+    assert s.value("groupcoord_gateway_bytes_total", direction="out") > from_upstream
+    assert s.value("groupcoord_gateway_bytes_total", direction="in") > to_upstream
+    assert undocumented(s) == set()

@@ -180,3 +180,15 @@ async def test_the_endpoint_serves_prometheus_text_on_the_loop() -> None:
         assert (await get("garbage"))[0].startswith("HTTP/1.1 400")
     finally:
         await endpoint.stop()
+
+
+def test_gateway_labels_stay_bounded_whatever_a_client_sends() -> None:
+    from services.gateway.metrics import GatewayMetrics
+
+    m = GatewayMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    assert m.attrs(11, 5) == {"api": "join_group", "version": "5"}
+    assert m.attrs(60, 1) == {"api": "describe_cluster", "version": "1"}
+    assert m.attrs(11, 31000) == {"api": "join_group", "version": "other"}
+    assert m.attrs(31000, 2) == {"api": "unknown", "version": "other"}
+    labels = {tuple(m.attrs(k, v).items()) for k in range(-5, 2000, 7) for v in range(-3, 200)}
+    assert len(labels) < 100 * 32
