@@ -3,15 +3,17 @@
 One :class:`~opentelemetry.sdk.metrics.MeterProvider` per process, installed as the global one
 by :func:`configure` when metrics go somewhere: a Prometheus HTTP endpoint (``--metrics-port``)
 and/or an OTLP/gRPC collector (``--otlp-endpoint``, shared with traces; a periodic reader).
-Nothing configured: the API's no-op meter, whose instruments cost almost nothing.
+Nothing configured: no SDK provider, and the components skip their measurements altogether
+(:func:`enabled` is checked once, when they are built).
 
 Instruments are made once, where the component is built (never per call), and the attribute
-sets of hot paths are pre-built tuples of dicts, so that recording is a method call. Counts that
+dicts of hot paths are built once and reused, so that recording is one method call. Counts that
 the processes already keep (partitions, groups, queue sizes, the assignor client's counters)
 are *observed* at collection time by callbacks rather than updated on every operation.
 
-Collections run on the exporter's thread (the Prometheus HTTP server, the OTLP reader), while
-the state they read belongs to the asyncio loop: :class:`LoopSampler` takes one snapshot per
+The Prometheus endpoint (:class:`MetricsEndpoint`) is served by the process's event loop, so
+its collections run on the loop thread; the OTLP reader collects on its own thread, while the
+state the callbacks read belongs to the loop: :class:`LoopSampler` takes one snapshot per
 collection on the loop thread and hands it to every callback. The names and meanings of all
 metrics: docs/observability.md.
 """
@@ -56,8 +58,6 @@ LATENCY_BUCKETS_S: Sequence[float] = (
     10.0,
     30.0,
 )
-#: sizes (records in a batch, bytes in a frame), powers of 4
-SIZE_BUCKETS: Sequence[float] = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 
 
 @dataclass
