@@ -280,29 +280,40 @@ class LoopSampler(Generic[T]):
         self._loop_thread = threading.get_ident()
 
     def get(self, fresh: bool = False) -> T:
-        with self._lock:
-            if not fresh and time.monotonic() - self._at <= self.max_age_s:
-                return self._value
-            try:
-                if threading.get_ident() == self._loop_thread:
-                    self._value = self.sample()
-                else:
-                    future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-                    def run() -> None:
-                        try:
-                            future.set_result(self.sample())
-                        except BaseException as ex:  # noqa: BLE001 - handed to the caller
-                            future.set_exception(ex)
-
-                    self.loop.call_soon_threadsafe(run)
-                    self._value = future.result(self.timeout_s)
-            except (concurrent.futures.TimeoutError, RuntimeError):
-                pass  # loop busy or closed: the previous sample
-            except Exception:
-                log.exception("metrics sample failed")
-            self._at = time.monotonic()
+        if threading.get_ident() == self._loop_thread:
+            # On the loop (the Prometheus endpoint): sample directly, never wait for the lock
+            # (another thread may hold it while it waits for this very loop).
+            if fresh or time.monotonic() - self._at > self.max_age_s:
+                self._store(self._sample_here)
             return self._value
+        with self._lock:  # among the other threads (the OTLP reader)
+            if fresh or time.monotonic() - self._at > self.max_age_s:
+                self._store(self._sample_on_loop)
+            return self._value
+
+    def _store(self, take: Callable[[], T]) -> None:
+        try:
+            self._value = take()
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass  # loop busy or closed: the previous sample
+        except Exception:
+            log.exception("metrics sample failed")
+        self._at = time.monotonic()
+
+    def _sample_here(self) -> T:
+        return self.sample()
+
+    def _sample_on_loop(self) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.sample())
+            except BaseException as ex:  # noqa: BLE001 - handed to the caller
+                future.set_exception(ex)
+
+        self.loop.call_soon_threadsafe(run)
+        return future.result(self.timeout_s)
 
 
 def observe(values: Callable[[], Iterable[tuple[float, dict[str, str] | None]]]) -> Any:

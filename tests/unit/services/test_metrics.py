@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,3 +193,19 @@ def test_gateway_labels_stay_bounded_whatever_a_client_sends() -> None:
     assert m.attrs(31000, 2) == {"api": "unknown", "version": "other"}
     labels = {tuple(m.attrs(k, v).items()) for k in range(-5, 2000, 7) for v in range(-3, 200)}
     assert len(labels) < 100 * 32
+
+
+async def test_the_loop_never_waits_for_a_thread_waiting_for_the_loop() -> None:
+    # The OTLP reader's thread holds the sampler while it waits for the loop; a collection on
+    # the loop itself (the Prometheus endpoint) must not wait for that thread.
+    loop = asyncio.get_running_loop()
+    sampler = LoopSampler(loop, lambda: threading.get_ident(), 0, timeout_s=5.0)
+    from_thread: list[int] = []
+    t = threading.Thread(target=lambda: from_thread.append(sampler.get(fresh=True)))
+    t.start()
+    await asyncio.to_thread(time.sleep, 0.1)  # the thread now waits for the loop
+    started = time.monotonic()
+    assert sampler.get(fresh=True) == threading.get_ident()  # sampled here, at once
+    assert time.monotonic() - started < 0.5
+    await asyncio.to_thread(t.join)
+    assert from_thread == [threading.get_ident()]  # sampled on the loop for the thread
