@@ -237,3 +237,26 @@ async def test_gateway_in_proxy_mode_counts_requests_and_forwarded_bytes(tmp_pat
     assert s.value("groupcoord_gateway_bytes_total", direction="out") > from_upstream
     assert s.value("groupcoord_gateway_bytes_total", direction="in") > to_upstream
     assert undocumented(s) == set()
+
+
+async def test_per_group_series_are_opt_in_and_capped(tmp_path: Path) -> None:
+    import dataclasses
+
+    metrics = Metrics()
+    settings = dataclasses.replace(shard_settings(tmp_path), metrics_group_series=2)
+    app = ShardApp(settings, meter_provider=metrics.provider)
+    await app.start()
+    try:
+        c = await connect(app)
+        await create_topics(c)
+        for group in ("c", "a", "b"):  # three simple groups
+            r = await c.coordinator.OffsetCommit(commit_request(group, 1))
+            assert r.topics[0].partitions[0].error_code == 0
+        await c.channel.close()
+        s = await metrics.ascrape()
+    finally:
+        await app.stop()
+    series = {x.labels["group"]: x for x in s.find("groupcoord_group_members")}
+    assert sorted(series) == ["a", "b"]  # at most 2: the first group ids in sorted order
+    assert all(x.value == 0 and x.labels["state"] == "empty" for x in series.values())
+    assert undocumented(s) == set()
