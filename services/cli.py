@@ -244,10 +244,47 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "--otlp-endpoint",
         env="OTLP_ENDPOINT",
         default=None,
-        help="OpenTelemetry OTLP/gRPC endpoint for traces (also OTEL_EXPORTER_OTLP_ENDPOINT);"
-        " unset: no export.",
+        help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics (also "
+        "OTEL_EXPORTER_OTLP_ENDPOINT); unset: no export.",
     )(f)
-    return log_options(f)
+    return log_options(metrics_options(f))
+
+
+def metrics_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--metrics-port (every process): Prometheus text on http://HOST:PORT/metrics."""
+    return _opt(
+        "--metrics-port",
+        env="METRICS_PORT",
+        type=PORT,
+        default=None,
+        help="Serve metrics as Prometheus text on http://HOST:PORT/metrics (HOST: --host); 0 "
+        "picks a free port and prints it. Unset: no endpoint. With --otlp-endpoint, metrics "
+        "are also exported over OTLP (docs/observability.md).",
+    )(f)
+
+
+def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The opt-in per-group metric series (dev, shard)."""
+    return _opt(
+        "--metrics-group-series",
+        env="METRICS_GROUP_SERIES",
+        type=NON_NEGATIVE,
+        default=0,
+        help="Opt-in: a groupcoord_group_members series per group (group id as a label) for "
+        "at most this many groups. 0: no group ids in metric labels.",
+    )(f)
+
+
+def configure_metrics(
+    service_name: str, port: int | None, host: str, otlp_endpoint: str | None
+) -> None:
+    """Install the process's metrics (before its app is built) and print the endpoint."""
+    from services.process import metrics
+
+    setup = metrics.configure(service_name, port=port, host=host, otlp_endpoint=otlp_endpoint)
+    if setup is not None and setup.url is not None:
+        click.echo(f"groupcoord: metrics on {setup.url}")
+        sys.stdout.flush()
 
 
 def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -478,6 +515,7 @@ def main() -> None:
 @assignor_client_options
 @request_limit_options
 @upstream_metadata_options
+@group_series_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -499,6 +537,8 @@ def dev(
     max_request_bytes: int,
     max_request_items: int,
     upstream_metadata_interval_ms: int,
+    metrics_port: int | None,
+    metrics_group_series: int,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -508,6 +548,7 @@ def dev(
 
     logs.configure(log_level, log_format, library_log_level)
     gateway_upstream = upstream.settings()
+    configure_metrics("groupcoord-dev", metrics_port, host, otlp_endpoint)
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
@@ -529,6 +570,7 @@ def dev(
         max_request_items=max_request_items,
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
+        metrics_group_series=metrics_group_series,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
 
@@ -592,6 +634,7 @@ def dev(
 @coordinator_options
 @assignor_client_options
 @request_limit_options
+@group_series_options
 def shard(
     store: str,
     node_id: int,
@@ -617,6 +660,8 @@ def shard(
     assignor_timeout_ms: int,
     max_request_bytes: int,
     max_request_items: int,
+    metrics_port: int | None,
+    metrics_group_series: int,
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -625,6 +670,7 @@ def shard(
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
+    configure_metrics("groupcoord-shard", metrics_port, host, otlp_endpoint)
     config = _coordinator_config(
         config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
     )
@@ -648,6 +694,7 @@ def shard(
         max_request_items=max_request_items,
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
+        metrics_group_series=metrics_group_series,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -735,8 +782,14 @@ async def _until_signalled(
     a node id or for the store) the start-up is cancelled and whatever it started is
     stopped, so a process told to stop never hangs in a retry loop.
     """
+    from services.process import metrics
     from services.process.grpc_server import install_signal_handlers
 
+    async def stop_all() -> None:
+        await stop()
+        await metrics.stop_serving()
+
+    await metrics.start_serving()
     signalled = asyncio.Event()
     install_signal_handlers(signalled)
     starting = asyncio.ensure_future(start())
@@ -746,17 +799,17 @@ async def _until_signalled(
         click.echo("groupcoord: stopping during start-up", err=True)
         starting.cancel()
         await asyncio.wait({starting}, timeout=STARTUP_CANCEL_S)
-        await stop()
+        await stop_all()
         return
     try:
         starting.result()
     except BaseException:
         waiting.cancel()
-        await stop()
+        await stop_all()
         raise
     await waiting
     click.echo("groupcoord: shutting down")
-    await stop()
+    await stop_all()
 
 
 # How long a start-up interrupted by a signal gets to unwind before the process stops.
@@ -896,7 +949,7 @@ async def _serve(
     "--otlp-endpoint",
     env="OTLP_ENDPOINT",
     default=None,
-    help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
+    help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )
 @_opt(
     "--health-port",
@@ -908,6 +961,7 @@ async def _serve(
     "has answered); 0 picks a free port and prints it. Unset: none.",
 )
 @upstream_options
+@metrics_options
 @log_options
 def gateway(
     shard_address: str,
@@ -927,6 +981,7 @@ def gateway(
     log_level: str,
     library_log_level: str,
     log_format: str,
+    metrics_port: int | None,
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -934,6 +989,7 @@ def gateway(
     from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
+    configure_metrics("groupcoord-gateway", metrics_port, host, otlp_endpoint)
     settings = GatewaySettings(
         shard_address=shard_address,
         host=host,
@@ -1034,8 +1090,9 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
     "--otlp-endpoint",
     env="OTLP_ENDPOINT",
     default=None,
-    help="OpenTelemetry OTLP/gRPC endpoint for traces; unset: no export.",
+    help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )
+@metrics_options
 @log_options
 def assignor(
     host: str,
@@ -1046,6 +1103,7 @@ def assignor(
     log_level: str,
     library_log_level: str,
     log_format: str,
+    metrics_port: int | None,
 ) -> None:
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
@@ -1053,6 +1111,7 @@ def assignor(
     from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
+    configure_metrics("groupcoord-assignor", metrics_port, host, otlp_endpoint)
     settings = AssignorSettings(
         host=host,
         grpc_port=grpc_port,

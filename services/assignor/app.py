@@ -10,8 +10,8 @@ import logging
 from dataclasses import dataclass
 
 from services.assignor.servicer import ASSIGNOR, AssignorService
-from services.process import telemetry
-from services.process.grpc_server import GrpcServer
+from services.process import metrics, telemetry
+from services.process.grpc_server import GrpcServer, server_metrics
 
 log = logging.getLogger("groupcoord.assignor")
 
@@ -65,7 +65,12 @@ class AssignorApp:
         )
         # The handler takes raw bytes (parsed off the loop), so it is registered directly
         # rather than as dataclass ``Method``s.
-        self.server.server.add_generic_rpc_handlers([self.service.handler()])
+        serving_metrics = server_metrics()
+        self.server.server.add_generic_rpc_handlers(
+            [self.service.handler(serving_metrics.rpcs if serving_metrics else None)]
+        )
+        if serving_metrics is not None:
+            self._observe(self.service)
         self.server.service_names.append(ASSIGNOR)
         await self.server.start()
         log.info(
@@ -73,6 +78,23 @@ class AssignorApp:
             s.host,
             self.server.port,
             s.worker_threads,
+        )
+
+    @staticmethod
+    def _observe(service: AssignorService) -> None:
+        counts = service.counts
+        metrics.meter(f"{metrics.PREFIX}.assignor").create_observable_counter(
+            "assignor_server_requests",
+            callbacks=[
+                metrics.observe(
+                    lambda: [
+                        (counts.get(k, 0), {"outcome": k}) for k in ("ok", "invalid", "failed")
+                    ]
+                )
+            ],
+            unit="{request}",
+            description="Assign requests served by this worker: ok, invalid (a rejected "
+            "spec: INVALID_ARGUMENT), failed (the assignor raised).",
         )
 
     async def stop(self) -> None:

@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -29,6 +30,8 @@ from groupcoord.v1 import assignor_pb2
 from assignors.registry import AssignorLoadError, UnknownAssignorError, load_assignor
 from assignors.spec import InvalidAssignmentError, InvalidSpecError, PartitionAssignor, validate
 from services.assignor.codec import decode_request, encode_assignment
+from services.process.grpc_server import measured
+from services.process.metrics import RpcMetrics
 
 log = logging.getLogger("groupcoord.assignor")
 
@@ -127,11 +130,14 @@ class AssignorService:
         self.counts["ok"] += 1
         return out
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    def handler(self, rpcs: RpcMetrics | None = None) -> grpc.GenericRpcHandler:
         # Raw bytes in and out: parsing happens on the worker thread (and a request that
         # cannot be parsed gets INVALID_ARGUMENT, not gRPC's INTERNAL).
+        assign: Any = self.assign
+        if rpcs is not None:
+            assign = measured(assign, f"{ASSIGNOR}/Assign", rpcs)
         return grpc.method_handlers_generic_handler(
-            ASSIGNOR, {"Assign": grpc.unary_unary_rpc_method_handler(self.assign)}
+            ASSIGNOR, {"Assign": grpc.unary_unary_rpc_method_handler(assign)}
         )
 
     def close(self) -> None:

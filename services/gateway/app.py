@@ -7,16 +7,18 @@ import logging
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from services.gateway import codec
 from services.gateway.connection import Limits, telemetry_enabled
 from services.gateway.framing import DEFAULT_MAX_REQUEST_BYTES
 from services.gateway.handlers import KafkaApis, Node
+from services.gateway.metrics import GatewayMetrics
 from services.gateway.proxy import Proxy
 from services.gateway.router import Router
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
-from services.process import telemetry
+from services.process import metrics, telemetry
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
 
@@ -135,14 +137,19 @@ def _log_failure(task: asyncio.Task[tuple[str, int]]) -> None:
 
 
 class GatewayApp:
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, meter_provider: Any = None) -> None:
         self.settings = settings
+        #: the OpenTelemetry meter provider (default: the process's global one; metrics are
+        #: recorded only if it is an SDK provider, see services.process.metrics.configure)
+        self.meter_provider = meter_provider
         self.router: Router | None = None
         self.server: GatewayServer | None = None
         #: proxy mode only
         self.cluster: UpstreamCluster | None = None
         self.broker_listeners: BrokerListeners | None = None
         self._reconnect: asyncio.Task[None] | None = None
+        #: None while metrics are off
+        self.metrics: GatewayMetrics | None = None
 
     @property
     def port(self) -> int:
@@ -168,12 +175,17 @@ class GatewayApp:
         if s.configure_telemetry:
             telemetry.configure("groupcoord-gateway", s.otlp_endpoint)
         codec.preload()  # import every message class now, not on a client's first request
+        provider = self.meter_provider
+        self.metrics = GatewayMetrics(provider) if metrics.enabled(provider) else None
         self.router = Router(
             s.shard_address,
             s.num_partitions,
             timeout_s=s.request_timeout_ms / 1000,
             # Trace context on every call to a shard -- when traces go somewhere at all.
-            interceptors=telemetry.client_interceptors() if telemetry_enabled() else [],
+            interceptors=[
+                *(telemetry.client_interceptors() if telemetry_enabled() else []),
+                *metrics.client_interceptors(provider),
+            ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )
         # The advertised port may depend on the bound one (port 0): bind first.
@@ -192,7 +204,9 @@ class GatewayApp:
                 s.upstream_bootstrap, s.upstream_security.ssl_context()
             )
             proxy = self._proxy(apis, limits, self.cluster, host)
-        self.server = GatewayServer(apis, s.host, s.port, limits, s.max_connections, proxy)
+        self.server = GatewayServer(
+            apis, s.host, s.port, limits, s.max_connections, proxy, metrics=self.metrics
+        )
         await self.server.start()
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
         if proxy is not None:
@@ -254,10 +268,12 @@ class GatewayApp:
         proxy: Proxy | None = None
 
         def make_server(node_id: int, port: int) -> GatewayServer:
-            return GatewayServer(apis, s.host, port, limits, s.max_connections, proxy, node_id)
+            return GatewayServer(
+                apis, s.host, port, limits, s.max_connections, proxy, node_id, self.metrics
+            )
 
         self.broker_listeners = BrokerListeners(make_server, host, base)
-        proxy = Proxy(cluster, self.broker_listeners, apis.node)
+        proxy = Proxy(cluster, self.broker_listeners, apis.node, self.metrics)
         apis.advertised = proxy
         cluster.broker_listeners.append(self.broker_listeners.on_brokers)
         return proxy

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from services.gateway import codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
+from services.gateway.metrics import FROM_CLIENT, FROM_UPSTREAM, TO_CLIENT, GatewayMetrics
 from services.gateway.proxy import CloseClient, Pending, ProxySession
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
@@ -80,9 +82,12 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         proxy: ProxySession | None = None,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         self.apis = apis
         self.proxy = proxy
+        #: None: metrics are off
+        self.metrics = metrics
         self.limits = limits
         self.reader = reader
         self.writer = writer
@@ -137,6 +142,10 @@ class Connection:
                 continue
             response = await self.respond(frame)
             self.requests += 1
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
+                metrics.bytes.add(len(response), TO_CLIENT)
             if not response:  # Produce with acks=0: Kafka sends no response
                 continue
             self.writer.write(response)
@@ -190,6 +199,11 @@ class Connection:
             frame = await self._read_frame()
             if frame is None:
                 break
+            metrics = self.metrics
+            if metrics is not None:
+                api_key, version, _ = framing.peek(frame)
+                metrics.requests.add(1, metrics.attrs(api_key, version))
+                metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
             pending = await proxy.dispatch(frame, self.respond)
             self.requests += 1
             if pending is not None:
@@ -206,9 +220,16 @@ class Connection:
             if item is None:
                 continue
             # answered here, or forwarded: a frame either way (size prefix included)
-            frame = item if isinstance(item, bytes) else await item  # type: ignore[misc]
+            local = isinstance(item, bytes)
+            frame: Any = item if local else await item  # type: ignore[misc]
             if not frame:
                 continue
+            metrics = self.metrics
+            if metrics is not None:
+                size = len(frame.buffer) if isinstance(frame, PartialFrame) else len(frame)
+                metrics.bytes.add(size, TO_CLIENT)
+                if not local:
+                    metrics.forwarded.add(size, FROM_UPSTREAM)
             if transport.is_closing():
                 raise ConnectionResetError("client connection closed")
             if isinstance(frame, PartialFrame):
@@ -251,6 +272,21 @@ class Connection:
         """The response frame for one request frame (empty: none is sent); raises to close
         the connection. ``node``: what FindCoordinator names (default: the gateway)."""
         api_key, version, correlation_id = framing.peek(frame)
+        metrics = self.metrics
+        if metrics is None:
+            return await self._respond(frame, node, api_key, version, correlation_id)
+        attrs = metrics.attrs(api_key, version)
+        if self.proxy is None:  # (proxy mode: counted where every request is read)
+            metrics.requests.add(1, attrs)
+        started = time.perf_counter()
+        try:
+            return await self._respond(frame, node, api_key, version, correlation_id)
+        finally:
+            metrics.latency.record(time.perf_counter() - started, attrs)
+
+    async def _respond(
+        self, frame: bytes, node: Node | None, api_key: int, version: int, correlation_id: int
+    ) -> bytes:
         spec = codec.SERVED.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown or unserved API key {api_key}")

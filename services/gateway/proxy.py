@@ -38,6 +38,7 @@ from kio.static.primitive import i32
 
 from services.gateway import codec, framing
 from services.gateway.handlers import Node
+from services.gateway.metrics import TO_UPSTREAM, GatewayMetrics
 from services.upstream.cluster import Broker, UpstreamCluster
 from services.upstream.wire import (
     PartialFrame,
@@ -95,7 +96,15 @@ Pending = bytes | Awaitable[bytes | PartialFrame] | None
 
 
 class Proxy:
-    def __init__(self, cluster: UpstreamCluster, listeners: Listeners, bootstrap: Node) -> None:
+    def __init__(
+        self,
+        cluster: UpstreamCluster,
+        listeners: Listeners,
+        bootstrap: Node,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
+        #: forwarded bytes are counted here (None: metrics are off)
+        self.metrics = metrics
         self.cluster = cluster
         self.listeners = listeners
         #: the bootstrap listener, named as coordinator until an upstream broker is known
@@ -269,6 +278,8 @@ class ProxySession:
             if known is None or not known[0] <= version <= known[1]:
                 raise CloseClient(f"API {api_key} v{version} cannot be rewritten")
         link = await self._link()
+        if self.proxy.metrics is not None:
+            self.proxy.metrics.forwarded.add(len(frame) + 4, TO_UPSTREAM)
         try:
             fut = await link.send_frame(
                 frame, correlation_id, expect_response, stream=api_key not in REWRITTEN

@@ -8,6 +8,7 @@ import logging
 
 from services.gateway.connection import READ_CHUNK, Connection, Limits
 from services.gateway.handlers import KafkaApis
+from services.gateway.metrics import ACCEPTED, REFUSED, GatewayMetrics
 from services.gateway.proxy import Proxy
 
 log = logging.getLogger("groupcoord.gateway.server")
@@ -23,8 +24,12 @@ class GatewayServer:
         max_connections: int = 100_000,
         proxy: Proxy | None = None,
         node_id: int | None = None,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         self.apis = apis
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.count_open(lambda: len(self.connections))
         #: proxy mode: forward to the upstream broker ``node_id`` (None: the bootstrap
         #: listener, any broker)
         self.proxy = proxy
@@ -52,10 +57,14 @@ class GatewayServer:
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self.connections) >= self.max_connections:
             log.warning("refusing a connection: %d connections open", len(self.connections))
+            if self.metrics is not None:
+                self.metrics.connections.add(1, REFUSED)
             writer.close()
             return
+        if self.metrics is not None:
+            self.metrics.connections.add(1, ACCEPTED)
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
-        conn = Connection(self.apis, self.limits, reader, writer, session)
+        conn = Connection(self.apis, self.limits, reader, writer, session, self.metrics)
         task = asyncio.current_task()
         assert task is not None
         self.connections[task] = conn

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.process.health import LIVENESS
+from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
 from services.process.rpcs import request_class, response_class, snake_case
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
@@ -77,12 +79,24 @@ def _peer_host(context: grpc.aio.ServicerContext) -> str:
     return rest
 
 
-def _unary(method: Method) -> grpc.RpcMethodHandler:
+@dataclass(frozen=True)
+class ServerMetrics:
+    """What a server records per call when metrics are on (None: nothing at all)."""
+
+    rpcs: RpcMetrics
+    kafka_errors: KafkaErrorMetrics
+
+
+def _unary(
+    method: Method, metrics: ServerMetrics | None = None, service: str = ""
+) -> grpc.RpcMethodHandler:
     parse = method.request_pb.FromString
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     handler = method.handler
     full = method.name
+    path = f"{service}/{full}"
+    kafka_errors = metrics.kafka_errors.record if metrics is not None else None
 
     async def behavior(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
@@ -103,13 +117,52 @@ def _unary(method: Method) -> grpc.RpcMethodHandler:
             # transport-level: the store cannot be reached right now; clients retry UNAVAILABLE
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}")
             raise  # unreachable: abort raises
+        if kafka_errors is not None:
+            kafka_errors(path, response)
         return from_response(response).SerializeToString()
 
-    return grpc.unary_unary_rpc_method_handler(behavior)
+    if metrics is None:
+        return grpc.unary_unary_rpc_method_handler(behavior)
+    return grpc.unary_unary_rpc_method_handler(measured(behavior, path, metrics.rpcs))
 
 
-def generic_handler(service: str, methods: Sequence[Method]) -> grpc.GenericRpcHandler:
-    return grpc.method_handlers_generic_handler(service, {m.name: _unary(m) for m in methods})
+def measured(
+    behavior: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]],
+    path: str,
+    rpcs: RpcMetrics,
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    """``behavior`` (a unary server handler) with its latency and gRPC status recorded."""
+    ok = rpcs.attrs(path, grpc.StatusCode.OK)
+    latency = rpcs.latency
+    clock = time.perf_counter
+
+    async def run(raw: Any, context: grpc.aio.ServicerContext) -> Any:
+        started = clock()
+        failed: bool | None = True  # None: cancelled (the caller went away)
+        try:
+            out = await behavior(raw, context)
+            failed = False
+            return out
+        except asyncio.CancelledError:
+            failed = None
+            raise
+        finally:
+            elapsed = clock() - started
+            code = (
+                grpc.StatusCode.CANCELLED if failed is None else server_call_status(context, failed)
+            )
+            attrs = ok if code is grpc.StatusCode.OK else rpcs.attrs(path, code)
+            latency.record(elapsed, attrs)
+
+    return run
+
+
+def generic_handler(
+    service: str, methods: Sequence[Method], metrics: ServerMetrics | None = None
+) -> grpc.GenericRpcHandler:
+    return grpc.method_handlers_generic_handler(
+        service, {m.name: _unary(m, metrics, service) for m in methods}
+    )
 
 
 class GrpcServer:
@@ -125,7 +178,10 @@ class GrpcServer:
         max_message_bytes: int = 100 * 1024 * 1024,
         options: Sequence[tuple[str, Any]] = (),
         max_receive_bytes: int | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
+        #: per-call metrics of the services added (None: metrics are off)
+        self.metrics = metrics
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
             options=[
@@ -147,7 +203,7 @@ class GrpcServer:
             raise OSError(f"could not bind gRPC on {host}:{port}")
 
     def add_service(self, name: str, methods: Sequence[Method]) -> None:
-        self.server.add_generic_rpc_handlers([generic_handler(name, methods)])
+        self.server.add_generic_rpc_handlers([generic_handler(name, methods, self.metrics)])
         self.service_names.append(name)
 
     async def start(self) -> None:
@@ -173,6 +229,15 @@ class GrpcServer:
         """Stop accepting, let in-flight RPCs finish (up to ``grace_s``)."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+
+
+def server_metrics(provider: Any = None) -> ServerMetrics | None:
+    """The per-call server metrics when metrics are enabled, else None."""
+    from services.process import metrics
+
+    if not metrics.enabled(provider):
+        return None
+    return ServerMetrics(RpcMetrics("server", provider), KafkaErrorMetrics(provider))
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
-from services.process import telemetry
-from services.process.grpc_server import GrpcServer
+from services.process import metrics, telemetry
+from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
 from services.shard.assignor_executor import InProcessAssignor
+from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
     GROUP_COORDINATOR,
     TOPIC_CATALOG,
@@ -37,6 +38,7 @@ from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock, SystemClock
+from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState, PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage import open_store
@@ -85,6 +87,9 @@ class ShardSettings:
     upstream: Upstream | None = None
     #: proxy mode: how often the upstream's topics are fetched into the catalog
     upstream_metadata_interval_ms: int = DEFAULT_INTERVAL_MS
+    #: metrics opt-in: one ``group_members`` series per group for at most this many groups
+    #: (0: no group ids in labels)
+    metrics_group_series: int = 0
 
 
 def _ranges(partitions: list[int]) -> str:
@@ -100,9 +105,16 @@ def _ranges(partitions: list[int]) -> str:
 
 class ShardApp:
     def __init__(
-        self, settings: ShardSettings, store: LogStore | None = None, clock: Clock | None = None
+        self,
+        settings: ShardSettings,
+        store: LogStore | None = None,
+        clock: Clock | None = None,
+        meter_provider: Any = None,
     ) -> None:
         self.settings = settings
+        #: the OpenTelemetry meter provider (default: the process's global one; metrics are
+        #: recorded only if it is an SDK provider, see services.process.metrics.configure)
+        self.meter_provider = meter_provider
         self.store = store
         self.clock: Clock = clock or SystemClock()  # the one clock of the process
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -125,6 +137,8 @@ class ShardApp:
         self.readiness_checks: list[tuple[str, tuple[str, ...], Check]] = []
         #: keeps "" and the services' health entries true (services.process.health)
         self.health: HealthWatcher | None = None
+        #: the observable metrics (None while metrics are off)
+        self.metrics: ShardMetrics | None = None
 
     @property
     def port(self) -> int:
@@ -177,9 +191,14 @@ class ShardApp:
             self.assignor_client = RemoteAssignor(
                 AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),
                 fallback=in_process,
-                interceptors=telemetry.client_interceptors(),
+                interceptors=[
+                    *telemetry.client_interceptors(),
+                    *metrics.client_interceptors(self.meter_provider),
+                ],
             )
         self.task_handlers.setdefault(TargetAssignmentRequest, self.assignor_client or in_process)
+        provider = self.meter_provider
+        metrics_on = metrics.enabled(provider)
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -191,6 +210,8 @@ class ShardApp:
             executor=self._execute,
             respect_leases=s.multi_shard,
             append_timeout_ms=s.operation_timeout_ms,
+            instruments=RuntimeInstruments(provider) if metrics_on else None,
+            record_observer=RecordCounters(provider) if metrics_on else None,
         )
         self.catalog.listeners.append(self._on_new_image)
         if s.upstream is not None:
@@ -210,6 +231,7 @@ class ShardApp:
             s.grpc_port,
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
+            metrics=server_metrics(provider),
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
         self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}
@@ -247,6 +269,9 @@ class ShardApp:
                 self.clock,
             )
             view = self.ownership
+        if metrics_on:
+            self.metrics = ShardMetrics(self, provider, s.metrics_group_series)
+            self.metrics.start()
         self.service = GroupCoordinatorService(
             self.runtime,
             s.coordinator.num_partitions,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,7 +46,7 @@ from shards.ownership.rendezvous import assign
 from shards.runtime.clock import Clock, timeout
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
-from shards.storage.base import Lease, LogStore
+from shards.storage.base import REPAIR_OWNER_PREFIX, Lease, LogStore
 
 __all__ = ["OwnershipManager", "OwnershipSettings"]
 
@@ -105,6 +106,13 @@ class OwnershipManager:
         self._wake = asyncio.Event()
         self._stopping = False
         self._mismatch_logged: set[str] = set()
+        #: partitions seen leased by an owner that is no longer registered (a dead shard):
+        #: loading one of them is a failover
+        self._orphaned: set[int] = set()
+        #: moved_in (partitions loaded here), moved_out (handed off or lost), failovers
+        #: (partitions taken over from a shard that left the registry without releasing
+        #: them); read by the process's metrics
+        self.stats: Counter[str] = Counter()
         runtime.on_partition_lost = self._on_partition_lost
 
     # ---- OwnershipView ---------------------------------------------------------------------
@@ -211,6 +219,7 @@ class OwnershipManager:
 
     # ---- reconciling -----------------------------------------------------------------------
     def _on_partition_lost(self, partition: int, reason: str) -> None:
+        self.stats["moved_out"] += 1
         log.info("partition %d lost (%s)", partition, reason)
         self._wake.set()
 
@@ -277,7 +286,11 @@ class OwnershipManager:
         else:
             candidates = self._waiting()
         for p in candidates:
-            self.leases[p] = await self.store.lease(p)
+            previous = self.leases.get(p)
+            lease = self.leases[p] = await self.store.lease(p)
+            for held in (previous, lease):
+                if held is not None and self._orphan(held.owner):
+                    self._orphaned.add(p)
         me = self.me.member_id
         waiting = False
         for p in range(self.settings.num_partitions):
@@ -295,6 +308,15 @@ class OwnershipManager:
             else:
                 waiting = True  # the previous owner is handing it off, or its lease expires
         return waiting
+
+    def _orphan(self, owner: str) -> bool:
+        """A lease holder that is neither this process nor a registered shard (nor a
+        repair, which takes a lease briefly)."""
+        return (
+            owner != self.me.owner
+            and owner not in self._by_owner
+            and not owner.startswith(REPAIR_OWNER_PREFIX)
+        )
 
     def _waiting(self) -> list[int]:
         me = self.me.member_id
@@ -317,6 +339,10 @@ class OwnershipManager:
             log.warning("partition %d: load failed: %r", p, ex)
             return
         if loaded:
+            self.stats["moved_in"] += 1
+            if p in self._orphaned:
+                self.stats["failovers"] += 1
+            self._orphaned.discard(p)
             part = self.runtime.partitions[p]
             log.info(
                 "partition %d: loaded at epoch %d in %.0f ms",
@@ -327,6 +353,8 @@ class OwnershipManager:
 
     async def _unload(self, p: int) -> None:
         log.info("partition %d: handing off to member %s", p, self.target.get(p))
+        self.stats["moved_out"] += 1
+        self._orphaned.discard(p)
         try:
             await self.runtime.unload(p, graceful=True)
         except Exception as ex:  # the lease expires by itself

@@ -33,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from opentelemetry import trace
@@ -41,6 +42,7 @@ from opentelemetry import trace
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
+from shards.runtime import instruments as ins
 from shards.runtime.clock import Cancellable, Clock, timeout
 from shards.storage.base import CorruptRecordError, FencedError, LoadedLog, LogStore, Snapshot
 
@@ -107,6 +109,9 @@ StateMachineFactory = Callable[[int, "PartitionTimer"], StateMachine]
 TaskExecutor = Callable[[Any], Awaitable[Any]]
 WriteOp = Callable[[Any, int], CoordinatorResult[Any]]
 ReadOp = Callable[[Any, int], Any]
+#: sees the records of every write (and timer) once they are durable, with the timer key (None
+#: for a request): the process counts commits, rebalances, expirations from them (metrics)
+RecordObserver = Callable[[Sequence[Record], "str | None"], None]
 
 
 class PartitionTimer:
@@ -148,10 +153,12 @@ class PartitionTimer:
 
 
 class _Batch:
-    __slots__ = ("records", "waiters")
+    __slots__ = ("records", "waiters", "observed")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        # (records, timer key) of each write in the batch, for the record observer
+        self.observed: list[tuple[Sequence[Record], str | None]] = []
         # (future, value) pairs released when the batch is durable
         self.waiters: list[tuple[asyncio.Future[Any], Any]] = []
 
@@ -171,8 +178,13 @@ class CoordinatorPartition:
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
         append_timeout_ms: int = 30_000,
+        instruments: ins.RuntimeInstruments | None = None,
+        record_observer: RecordObserver | None = None,
     ) -> None:
         self.partition = partition
+        #: metrics (None: off)
+        self.instruments = instruments
+        self.record_observer = record_observer
         self.store = store
         self.codec = codec
         self.factory = factory
@@ -218,6 +230,7 @@ class CoordinatorPartition:
         With ``respect_leases``: LeaseHeldError if another owner holds a live lease."""
         self._transition(PartitionState.LOADING)
         self._incarnation += 1
+        started = time.perf_counter()  # a measurement for metrics, not an input
         with tracer.start_as_current_span("partition.load") as span:
             span.set_attribute("groupcoord.partition", self.partition)
             try:
@@ -254,6 +267,8 @@ class CoordinatorPartition:
             span.set_attribute("groupcoord.records", count)
             span.set_attribute("groupcoord.epoch", self.epoch)
             self._transition(PartitionState.ACTIVE)
+            if self.instruments is not None:
+                self.instruments.loaded(time.perf_counter() - started)
             sm.on_loaded(self.clock.now_ms())
             log.debug(
                 "partition %d loaded at epoch %d: %d records up to offset %d",
@@ -332,9 +347,14 @@ class CoordinatorPartition:
         except Exception:
             log.exception("partition %d: timer %s failed", self.partition, key)
             return
-        self._apply(result, None)
+        self._apply(result, None, key)
 
-    def _apply(self, result: CoordinatorResult[Any], future: asyncio.Future[Any] | None) -> None:
+    def _apply(
+        self,
+        result: CoordinatorResult[Any],
+        future: asyncio.Future[Any] | None,
+        timer_key: str | None = None,
+    ) -> None:
         records = result.records
         if records:
             try:
@@ -348,6 +368,8 @@ class CoordinatorPartition:
                 self._fail(ex)
                 return
             self._pending.records.extend(records)
+            if self.record_observer is not None:  # told once the batch is durable
+                self._pending.observed.append((records, timer_key))
         response = result.response
         if isinstance(response, Deferred):
             if future is not None:
@@ -447,6 +469,8 @@ class CoordinatorPartition:
         incarnation: int,
     ) -> None:
         epoch = self.epoch
+        metrics = self.instruments
+        started = time.perf_counter()
         with tracer.start_as_current_span("partition.append") as span:
             span.set_attribute("groupcoord.partition", self.partition)
             span.set_attribute("groupcoord.records", len(batch.records))
@@ -456,6 +480,8 @@ class CoordinatorPartition:
                     offset = await self.store.append(self.partition, epoch, data)
             except BaseException as ex:
                 span.record_exception(ex)
+                if metrics is not None:
+                    metrics.append_failed(_failure_reason(ex))
                 err = _append_error(self.partition, ex)
                 for future, _ in batch.waiters:
                     if not future.done():
@@ -470,6 +496,9 @@ class CoordinatorPartition:
             # The state this batch belonged to was discarded meanwhile; its waiters have
             # been failed already (a durable record is simply replayed by the next load).
             return
+        if metrics is not None:
+            metrics.append_duration.record(time.perf_counter() - started)
+            metrics.append_batch_records.record(len(batch.records))
         self._inflight = None
         self.last_durable_offset = offset
         self.records_since_snapshot += 1
@@ -478,6 +507,10 @@ class CoordinatorPartition:
         for future, value in batch.waiters:
             if not future.done():
                 future.set_result(value)
+        observer = self.record_observer
+        if observer is not None:
+            for records, key in batch.observed:
+                observer(records, key)
         if snapshot_records is not None and self.state is not PartitionState.CLOSED:
             self.records_since_snapshot = 0
             asyncio.get_running_loop().create_task(
@@ -489,15 +522,26 @@ class CoordinatorPartition:
             self._idle.set()
 
     async def _write_snapshot(self, epoch: int, offset: int, records: list[Record]) -> None:
+        started = time.perf_counter()
+        outcome = ins.FAILED
         try:
             data = self.codec.encode_snapshot(records, offset)
             await self.store.write_snapshot(self.partition, epoch, Snapshot(offset, data))
             self.stats["snapshots"] += 1
+            outcome = ins.OK
         except FencedError:
             log.warning("partition %d: snapshot at %d fenced", self.partition, offset)
         except Exception:
             # not fatal: the log is intact, the next snapshot will try again
             log.exception("partition %d: snapshot at offset %d failed", self.partition, offset)
+        finally:
+            if self.instruments is not None:
+                self.instruments.snapshot_duration.record(time.perf_counter() - started, outcome)
+
+    def waiting(self) -> int:
+        """Replies waiting for an append to become durable (the partition's event queue)."""
+        inflight = self._inflight
+        return len(self._pending.waiters) + (len(inflight.waiters) if inflight else 0)
 
     # ---- failure ---------------------------------------------------------------------------
     def _fail_waiters(self, err: Exception) -> None:
@@ -530,6 +574,14 @@ class CoordinatorPartition:
         log.error("partition %d failed: %r", self.partition, cause)
         if self.on_failure is not None:
             self.on_failure(self, cause)
+
+
+def _failure_reason(cause: BaseException) -> dict[str, str]:
+    if isinstance(cause, FencedError):
+        return ins.FENCED
+    if isinstance(cause, TimeoutError | asyncio.CancelledError):
+        return ins.TIMEOUT
+    return ins.ERROR
 
 
 def _append_error(partition: int, cause: BaseException) -> ApiError:

@@ -20,12 +20,14 @@ from typing import Any
 
 from shards.core.errors import ApiError, Errors
 from shards.runtime.clock import Clock, SystemClock
+from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import (
     Codec,
     CoordinatorPartition,
     LeaseHeldError,
     PartitionState,
     ReadOp,
+    RecordObserver,
     StateMachineFactory,
     TaskExecutor,
     WriteOp,
@@ -51,8 +53,14 @@ class CoordinatorRuntime:
         respect_leases: bool = False,
         append_timeout_ms: int = 30_000,
         failed_poll_ms: int = 1_000,
+        instruments: RuntimeInstruments | None = None,
+        record_observer: RecordObserver | None = None,
     ) -> None:
         self.store = store
+        #: metrics of appends, snapshots and loads (None: off), and the observer of applied
+        #: records (the process's counters of commits, rebalances, expirations)
+        self.instruments = instruments
+        self.record_observer = record_observer
         self.codec = codec
         self.factory = factory
         self.owner = owner
@@ -92,6 +100,8 @@ class CoordinatorRuntime:
             executor=self.executor,
             respect_leases=self.respect_leases,
             append_timeout_ms=self.append_timeout_ms,
+            instruments=self.instruments,
+            record_observer=self.record_observer,
         )
 
     async def load(self, partition: int) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 PORT_LINE = re.compile(r"groupcoord: (gRPC|Kafka) listening on (\S+):(\d+)")
+METRICS_LINE = re.compile(r"groupcoord: metrics on (http://\S+/metrics)")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +40,8 @@ class ServerProcess:
         self.args = list(args)
         self.log_path = log_path
         self.ports: dict[str, int] = {}
+        #: the /metrics URL the process printed (--metrics-port)
+        self.metrics_url: str | None = None
         self._lines: list[str] = []
         self._ready = threading.Event()
         full_env = {**os.environ, **(env or {})}
@@ -65,6 +68,9 @@ class ServerProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self._lines.append(line)
+            metrics = METRICS_LINE.search(line)
+            if metrics:
+                self.metrics_url = metrics.group(1)
             m = PORT_LINE.search(line)
             if m:
                 self.ports[m.group(1).lower()] = int(m.group(3))

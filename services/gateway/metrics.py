@@ -1,0 +1,95 @@
+"""The gateway's metrics: connections, Kafka requests by API and version, bytes.
+
+One :class:`GatewayMetrics` per gateway process (None when metrics are off: the connection
+code then records nothing). Attribute sets are cached per (API key, version), so a request
+costs two dict lookups and a few adds. Names and meanings: docs/observability.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from services.gateway import codec
+from services.process import metrics as m
+
+TO_CLIENT = {"direction": "out"}
+FROM_CLIENT = {"direction": "in"}
+TO_UPSTREAM = {"direction": "to_upstream"}
+FROM_UPSTREAM = {"direction": "from_upstream"}
+ACCEPTED = {"outcome": "accepted"}
+#: versions above this (or of an unknown API) are labelled "other"
+MAX_VERSION_LABEL = 30
+REFUSED = {"outcome": "refused"}
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (``join_group``); ``unknown`` for a key Kafka does not have
+    (a client may send any number: labels must stay a closed set)."""
+    spec = codec.SERVED.get(api_key)
+    if spec is not None:
+        return spec.name.lower()
+    from kio.schema.index import api_key_map
+
+    name = api_key_map.get(api_key)
+    return str(name) if name is not None else "unknown"
+
+
+class GatewayMetrics:
+    def __init__(self, provider: Any = None) -> None:
+        meter = m.meter(f"{m.PREFIX}.gateway", provider)
+        self.connections = meter.create_counter(
+            "gateway_connections",
+            unit="{connection}",
+            description="Client connections accepted (or refused: too many open).",
+        )
+        self.requests = meter.create_counter(
+            "gateway_requests",
+            unit="{request}",
+            description="Kafka requests received, by API and version (proxy mode: forwarded "
+            "ones included).",
+        )
+        self.latency = meter.create_histogram(
+            "gateway_request_duration",
+            unit="s",
+            description="Time to answer a Kafka request the gateway serves itself (group and "
+            "offset APIs, metadata), by API and version.",
+            explicit_bucket_boundaries_advisory=m.LATENCY_BUCKETS_S,
+        )
+        self.bytes = meter.create_counter(
+            "gateway_bytes",
+            unit="By",
+            description="Bytes of Kafka frames from clients (in) and to clients (out).",
+        )
+        self.forwarded = meter.create_counter(
+            "gateway_forwarded_bytes",
+            unit="By",
+            description="Proxy mode: bytes forwarded to the upstream brokers (to_upstream) "
+            "and from them to clients (from_upstream).",
+        )
+        self._attrs: dict[tuple[int, int], dict[str, str]] = {}
+        self._open: list[Callable[[], int]] = []
+        meter.create_observable_gauge(
+            "gateway_open_connections",
+            callbacks=[m.observe(self._open_connections)],
+            unit="{connection}",
+            description="Client connections open now.",
+        )
+
+    def attrs(self, api_key: int, version: int) -> dict[str, str]:
+        key = (api_key, version)
+        found = self._attrs.get(key)
+        if found is None:
+            name = api_name(api_key)
+            known = name != "unknown" and 0 <= version <= MAX_VERSION_LABEL
+            found = {"api": name, "version": str(version) if known else "other"}
+            if len(self._attrs) < 10_000:  # (a bounded cache: keys come from clients)
+                self._attrs[key] = found
+        return found
+
+    def count_open(self, source: Callable[[], int]) -> None:
+        """Add a listener's open-connection count to the gauge."""
+        self._open.append(source)
+
+    def _open_connections(self) -> Iterable[tuple[float, dict[str, str] | None]]:
+        return [(sum(f() for f in list(self._open)), None)]
