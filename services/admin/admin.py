@@ -220,11 +220,7 @@ class Admin:
                         rack=m.rack_id if m.HasField("rack_id") else None,
                         member_type=m.member_type or "consumer",
                         subscribed_topics=tuple(m.subscribed_topic_names),
-                        subscribed_regex=(
-                            m.subscribed_topic_regex
-                            if m.HasField("subscribed_topic_regex")
-                            else None
-                        ),
+                        subscribed_regex=m.subscribed_topic_regex or None,
                     )
                     for m in cg.members
                 ),

@@ -430,8 +430,9 @@ def reset_offsets(
 ) -> None:
     """Reset committed offsets of inactive groups (no members: Empty, or unknown). Dry run
     unless --execute; a group with members is refused and nothing is changed."""
-    _check_groups_arg(group_ids, all_groups)
-    chosen = [k for k in SCENARIOS if scenario.get(k) not in (None, False)]
+    if group_ids and all_groups or not (group_ids or all_groups or scenario.get("from_file")):
+        raise click.UsageError("give --group or --all-groups (one of them)")
+    chosen = [k for k in SCENARIOS if scenario.get(k) is not None and scenario[k] is not False]
     if len(chosen) != 1:
         raise click.UsageError(
             "give exactly one of --" + ", --".join(s.replace("_", "-") for s in SCENARIOS)
