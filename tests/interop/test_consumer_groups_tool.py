@@ -10,7 +10,8 @@ a classic group alive through the gateway; a third group has offsets only (Empty
 
 Both tools must show the same rows with the same values for list, describe --offsets /
 --members --verbose / --state --verbose, reset-offsets (--to-offset, --shift-by, --to-current,
---from-file, dry run and --execute) and delete-offsets. Known differences (docs/cli.md): the
+--from-file, dry run and --execute; with the upstream also --to-earliest, --to-latest,
+--to-datetime, --by-duration) and delete-offsets. Known differences (docs/cli.md): the
 COORDINATOR column (Kafka's tool names the gateway, ours the shard), the TYPE's case, extra
 columns of ours.
 """
@@ -272,6 +273,13 @@ def test_reset_offsets_side_by_side(scenario: Tools, tmp_path: Path) -> None:
         ["--all-topics", "--shift-by", "-3"],
         ["--all-topics", "--shift-by", "100"],
         ["--all-topics", "--to-current"],
+        # the modes that read the log (ListOffsets: the gateway forwards Kafka's tool to the
+        # upstream, ours asks the upstream it is given)
+        ["--all-topics", "--to-earliest"],
+        ["--all-topics", "--to-latest"],
+        ["--all-topics", "--to-datetime", "2020-01-01T00:00:00.000"],
+        ["--all-topics", "--to-datetime", "2999-01-01T00:00:00.000"],
+        ["--all-topics", "--by-duration", "PT1H"],
     ):
         kafka_plan = _plan(tools.kafka("--reset-offsets", *base, *mode, "--dry-run"))
         assert kafka_plan == _plan(tools.ours("reset-offsets", *base, *mode)), mode
