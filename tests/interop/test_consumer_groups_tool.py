@@ -169,7 +169,7 @@ def table(text: str, width: int | None = None) -> tuple[list[str], list[list[str
         line = re.sub(r"COORDINATOR \(ID\)", "COORDINATOR-(ID)", line)
         line = re.sub(r"(\S+:\d+)\s+\((\d+)\)", r"\1-(\2)", line)
         cells = line.split()
-        if not cells:
+        if not cells or cells[0] == "Warn:":  # Kafka's notes (e.g. falling back to the log end)
             continue
         if cells[0] == "GROUP" or (cells[0] == "TOPIC" and not header):
             header = header or cells
