@@ -22,9 +22,15 @@ from services.admin import reset
 from services.admin.admin import Admin, AdminError, Group, Member, TopicPartition, describe_error
 from services.admin.render import FORMATS, render
 from services.options import UpstreamArgs, opt, upstream_client_options
+from shards.core.classic.group import ClassicGroupState
+from shards.core.consumer.group import ConsumerGroupState
 
 T = TypeVar("T")
 
+#: the states of consumer and classic groups, as the coordinator names them
+GROUP_STATES = tuple(
+    dict.fromkeys(s.value for states in (ClassicGroupState, ConsumerGroupState) for s in states)
+)
 #: states in which a group's offsets may be changed from outside (Kafka's rule)
 INACTIVE = ("Empty", "Dead")
 
@@ -144,6 +150,12 @@ def list_groups(conn: Connection, states: str | None, types: str | None) -> None
     if bad:
         raise click.BadParameter(
             f"{', '.join(bad)}: the types are consumer and classic", param_hint="--type"
+        )
+    known = {s.lower(): s for s in GROUP_STATES}
+    bad = [s for s in _csv_option(states) if s.lower() not in known]
+    if bad:
+        raise click.BadParameter(
+            f"{', '.join(bad)}: the states are {', '.join(GROUP_STATES)}", param_hint="--state"
         )
     listed = conn.run(
         lambda a: a.list_groups(_csv_option(states), [t.lower() for t in wanted_types])

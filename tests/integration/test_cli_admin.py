@@ -442,6 +442,7 @@ def test_usage_errors_exit_2_and_unreachable_servers_exit_1(deployment: Deployme
             "1",
         ],
         ["groups", "list", "--type", "streams"],
+        ["groups", "list", "--state", "Stable,Sleeping"],
         ["groups", "describe", "g", "--output", "xml"],
     ):
         result = deployment.cli(*args)
