@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import re
@@ -22,13 +21,13 @@ from urllib.parse import urlsplit
 import click
 
 from services import health_probe
+from services.options import UpstreamArgs, upstream_client_options
+from services.options import opt as _opt
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
 if TYPE_CHECKING:
     from shards.storage.base import LogStore
-
-ENV = "GROUPCOORD_"
 
 PORT = click.IntRange(0, 65535)
 POSITIVE = click.IntRange(min=1)
@@ -131,10 +130,6 @@ def _describe(exc: BaseException) -> tuple[str, int]:
 def _fail(message: str, code: int) -> None:
     click.echo(f"groupcoord: error: {' '.join(message.split())}", err=True)
     sys.exit(code)
-
-
-def _opt(*names: str, env: str, **kw: Any) -> Callable[[Any], Any]:
-    return click.option(*names, envvar=ENV + env, show_envvar=True, show_default=True, **kw)
 
 
 def _parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> CoordinatorConfig:
@@ -374,116 +369,6 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Proxy mode: upstream broker N is served on port BASE+N "
         "(default: the Kafka port + 1; with --kafka-port 0, any free port per broker).",
     )(f)
-
-
-def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """How to reach the upstream cluster (dev, gateway, shard). The command receives them
-    (and --broker-port-base where it has it) as one ``upstream: UpstreamArgs``."""
-
-    command = f  # (f is rebound below, as each option is added)
-
-    @functools.wraps(command)
-    def bundled(
-        *args: Any,
-        upstream_bootstrap: str | None,
-        upstream_security_protocol: str,
-        upstream_ssl_cafile: str | None,
-        upstream_ssl_certfile: str | None,
-        upstream_ssl_keyfile: str | None,
-        broker_port_base: int | None = None,
-        **kw: Any,
-    ) -> Any:
-        upstream = UpstreamArgs(
-            upstream_bootstrap,
-            broker_port_base,
-            upstream_security_protocol,
-            upstream_ssl_cafile,
-            upstream_ssl_certfile,
-            upstream_ssl_keyfile,
-        )
-        return command(*args, upstream=upstream, **kw)
-
-    f = _opt(
-        "--upstream-bootstrap",
-        env="UPSTREAM_BOOTSTRAP",
-        default=None,
-        help="Proxy mode: the Kafka cluster to front, host:port[,host:port...]. Group and "
-        "offset APIs are answered by groupcoord, everything else is forwarded to the "
-        "upstream brokers; the topic catalog mirrors the cluster's topics and "
-        "DescribeGroupLag reads its log-end offsets (docs/proxy-mode.md). Every process of "
-        "a deployment sets it. Unset: coordinator-only mode.",
-    )(bundled)
-    f = _opt(
-        "--upstream-security-protocol",
-        env="UPSTREAM_SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
-        default="PLAINTEXT",
-        help="How to connect to the upstream brokers.",
-    )(f)
-    f = _opt(
-        "--upstream-ssl-cafile",
-        env="UPSTREAM_SSL_CAFILE",
-        default=None,
-        help="CA bundle (PEM) that signed the upstream brokers' certificates "
-        "(default: the system's).",
-    )(f)
-    f = _opt(
-        "--upstream-ssl-certfile",
-        env="UPSTREAM_SSL_CERTFILE",
-        default=None,
-        help="Client certificate (PEM) for mutual TLS with the upstream.",
-    )(f)
-    f = _opt(
-        "--upstream-ssl-keyfile",
-        env="UPSTREAM_SSL_KEYFILE",
-        default=None,
-        help="Private key (PEM) of --upstream-ssl-certfile.",
-    )(f)
-    return f
-
-
-@dataclasses.dataclass(frozen=True)
-class UpstreamArgs:
-    bootstrap: str | None = None
-    broker_port_base: int | None = None
-    security_protocol: str = "PLAINTEXT"
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """GatewaySettings fields; the TLS files are checked now (a clear error at start)."""
-        from services.upstream.cluster import parse_bootstrap
-        from services.upstream.security import UpstreamSecurity
-
-        if not self.bootstrap:
-            return {}
-        try:
-            parse_bootstrap(self.bootstrap)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--upstream-bootstrap") from None
-        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
-            raise click.BadParameter(
-                "give both --upstream-ssl-certfile and --upstream-ssl-keyfile, or neither"
-            )
-        security = UpstreamSecurity(
-            self.security_protocol.upper(), self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile
-        )
-        security.ssl_context()  # unreadable files fail here, before anything starts
-        return {
-            "upstream_bootstrap": self.bootstrap,
-            "upstream_security": security,
-            "broker_port_base": self.broker_port_base,
-        }
-
-    def cluster(self) -> Any:
-        """The upstream client the shard uses (topic catalog mirror, lag), or None."""
-        from services.upstream.cluster import UpstreamCluster
-
-        settings = self.settings()
-        if not settings:
-            return None
-        return UpstreamCluster(self.bootstrap or "", settings["upstream_security"].ssl_context())
 
 
 @click.group(cls=Cli)
@@ -1239,6 +1124,16 @@ async def _first_corrupt(log_store: LogStore, partition: int) -> _Corruption | N
 
 
 main.add_command(health_probe.health)
+
+
+def _add_admin_commands() -> None:
+    from services.admin.commands import configs, groups, topics
+
+    for command in (groups, topics, configs):
+        main.add_command(command)
+
+
+_add_admin_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -157,12 +157,19 @@ class CoordinatorClient:
         self._stubs.clear()
         await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
+    def channel(self, address: str) -> grpc.aio.Channel:
+        """The one channel to ``address`` (for other services of the same server)."""
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = channels.insecure_channel(address, self._options)
+        return channel
+
     def stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = channels.insecure_channel(address, self._options)
-            self._channels[address] = channel
-            stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+            stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(
+                self.channel(address)
+            )
         return stub
 
     # ---- discovery -------------------------------------------------------------------------

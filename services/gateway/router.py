@@ -27,7 +27,7 @@ from groupcoord.v1 import (
 
 from services.process import channels
 from shards.core.errors import Errors
-from shards.core.placement import partition_for
+from shards.core.placement import partition_for, probe_keys
 
 log = logging.getLogger("groupcoord.gateway.router")
 
@@ -259,16 +259,7 @@ class Router:
     def probe_keys(self) -> list[str]:
         """One group id per offsets partition (deterministic), to ask who owns each."""
         if self._probe_keys is None:
-            keys: list[str | None] = [None] * self.num_partitions
-            missing, i = self.num_partitions, 0
-            while missing:
-                key = f"groupcoord-probe-{i}"
-                p = self.partition_of(key)
-                if keys[p] is None:
-                    keys[p] = key
-                    missing -= 1
-                i += 1
-            self._probe_keys = [k for k in keys if k is not None]
+            self._probe_keys = probe_keys(self.num_partitions)
         return self._probe_keys
 
     async def owners(

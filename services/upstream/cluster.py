@@ -35,6 +35,7 @@ log = logging.getLogger("groupcoord.upstream")
 #: Kafka's internal topics: not for groupcoord's catalog.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 METADATA_VERSION = 12  # topic ids and lookups by id: Kafka 3.1+
 LIST_OFFSETS_VERSION = 7
 
@@ -254,6 +255,15 @@ class UpstreamCluster:
     async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The latest offset of each (topic, partition), asked of each partition's leader.
         Partitions that are unknown, leaderless or answer an error are left out."""
+        return await self.list_offsets(pairs, LATEST_TIMESTAMP)
+
+    async def list_offsets(
+        self, pairs: list[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets of each (topic, partition) for ``timestamp`` (ms since the epoch, or
+        LATEST_TIMESTAMP / EARLIEST_TIMESTAMP), asked of each partition's leader: the first
+        offset whose record time is at or after it (-1 when none is). Partitions that are
+        unknown, leaderless or answer an error are left out."""
         if not pairs:
             return {}
         topics = sorted({t for t, _p in pairs})
@@ -282,7 +292,7 @@ class UpstreamCluster:
                             ListOffsetsPartition(
                                 partition_index=i32(p),
                                 current_leader_epoch=i32(-1),
-                                timestamp=i64(LATEST_TIMESTAMP),
+                                timestamp=i64(timestamp),
                             )
                             for p in sorted(set(parts))
                         ),

@@ -29,3 +29,18 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError("num_partitions must be positive")
     return kafka_abs(java_string_hashcode(group_id)) % num_partitions
+
+
+def probe_keys(num_partitions: int) -> list[str]:
+    """One group id per offsets partition (index = partition; deterministic): asking
+    FindCoordinator about them tells who owns every partition (ListGroups fans out so)."""
+    keys: list[str | None] = [None] * num_partitions
+    missing, i = num_partitions, 0
+    while missing:
+        key = f"groupcoord-probe-{i}"
+        p = partition_for(key, num_partitions)
+        if keys[p] is None:
+            keys[p] = key
+            missing -= 1
+        i += 1
+    return [k for k in keys if k is not None]

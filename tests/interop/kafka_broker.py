@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA_VERSION = os.environ.get("GROUPCOORD_KAFKA_VERSION", "4.1.1")
 CACHE = Path(os.environ.get("GROUPCOORD_KAFKA_CACHE", ROOT / ".cache" / "kafka"))
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+TOOLS_POM = Path(__file__).resolve().parent / "kafka" / "tools" / "pom.xml"
 
 #: The settings both servers under comparison run with: Kafka config -> (groupcoord setting,
 #: value). Short timeouts so that rebalances take well under a second.
@@ -84,7 +85,17 @@ def unavailable_reason() -> str | None:
 
 def libs(version: str = KAFKA_VERSION) -> Path:
     """The directory of Kafka's jars, fetched with mvn on first use (one process at a time)."""
-    target = CACHE / version
+    return _fetched(POM, CACHE / version, version)
+
+
+def tools_libs(version: str = KAFKA_VERSION) -> Path:
+    """The jars of Kafka's command-line tools (``kafka-tools``: ConsumerGroupCommand, what
+    ``bin/kafka-consumer-groups.sh`` runs), fetched like :func:`libs` into
+    ``<cache>/<version>-tools/libs``."""
+    return _fetched(TOOLS_POM, CACHE / f"{version}-tools", version)
+
+
+def _fetched(pom: Path, target: Path, version: str) -> Path:
     done = target / ".complete"
     if done.exists():
         return target / "libs"
@@ -101,7 +112,7 @@ def libs(version: str = KAFKA_VERSION) -> Path:
             "-q",
             "-B",
             "-f",
-            str(POM),
+            str(pom),
             f"-Dkafka.version={version}",
             f"-Dmaven.repo.local={CACHE / 'm2'}",
             "dependency:copy-dependencies",

@@ -100,6 +100,11 @@ RULES: dict[str, Rule] = {
     "services.shard": rule(
         f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
     ),
+    # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards
+    "services.admin": rule(
+        f"shards.core services services.client services.upstream {GENERATED}",
+        "click grpc isodate",
+    ),
     # services/*.py: the command line, which wires everything
     "services": rule("assignors shards services", "click redis"),
 }
