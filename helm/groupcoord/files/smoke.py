@@ -37,7 +37,7 @@ from kio.schema.offset_fetch.v8.request import (
     OffsetFetchRequestTopics,
 )
 from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i16, i32, i64, i32Timedelta
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from services.upstream.cluster import UpstreamCluster
 
