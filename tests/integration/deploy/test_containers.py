@@ -8,10 +8,12 @@ a test fails (per-run names)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUN = uuid.uuid4().hex[:8]
 SUPPORT = ROOT / "tests" / "support" / "containers"
+#: podman-compose 1.x from the test extras, next to this interpreter
+PODMAN_COMPOSE = str(Path(sys.executable).parent / "podman-compose")
 
 
 @dataclass
@@ -106,7 +110,7 @@ class Stack:
 
     def compose(self, *args: str, timeout: float = 300) -> Any:
         return run(
-            [str(ROOT / ".venv" / "bin" / "podman-compose"), "-p", self.project, *args],
+            [PODMAN_COMPOSE, "-p", self.project, *args],
             self.env,
             timeout=timeout,
         )
@@ -166,7 +170,7 @@ def stack(images: Images) -> Iterator[Stack]:
     try:
         yield s
     finally:
-        run([str(ROOT / ".venv" / "bin" / "podman-compose"), "-p", s.project, "down", "-v"],
+        run([PODMAN_COMPOSE, "-p", s.project, "down", "-v"],
             env, check=False, timeout=300)  # fmt: skip
         label = f"label=io.podman.compose.project={s.project}"
         for ids, rm in (
