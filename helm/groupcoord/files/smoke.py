@@ -40,6 +40,7 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from services.upstream.cluster import UpstreamCluster
+from services.upstream.wire import UpstreamFailure
 
 RETRIABLE = {
     ErrorCode.coordinator_load_in_progress,
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         for address in args.health:
             check_health(address, deadline)
         asyncio.run(commit_and_fetch(args.kafka, args.topic, deadline))
-    except SmokeFailure as ex:
+    except (SmokeFailure, UpstreamFailure, OSError, TimeoutError) as ex:
         print(f"smoke check failed: {ex}", file=sys.stderr)
         return 1
     return 0
