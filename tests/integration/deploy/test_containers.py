@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -99,6 +100,29 @@ def test_image_is_one_slim_non_root_image_for_every_process(images: Images) -> N
         check=False,
     )  # fmt: skip
     assert probe.stdout.split() == ["10001", "writable", "ro"], probe.stdout
+
+
+@pytest.mark.parametrize(
+    "profiles, expected",
+    [
+        ((), set()),
+        (("proxy",), {"kafka"}),
+        (("observability",), {"otel-collector", "prometheus"}),
+    ],
+)
+def test_compose_file_resolves_with_each_profile(
+    profiles: tuple[str, ...], expected: set[str]
+) -> None:
+    """podman-compose itself reads the file (anchors, merges, interpolation) per profile."""
+    try:
+        env = podman_env()
+    except ContainerToolsMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    args = [arg for profile in profiles for arg in ("--profile", profile)]
+    out = run([PODMAN_COMPOSE, *args, "config"], env).stdout
+    services = set(yaml.safe_load(out[out.index("name:") :])["services"])
+    base = {"redis", "assignor-1", "assignor-2", "shard-0", "shard-1", "shard-2"}
+    assert services == base | {"gateway-1", "gateway-2"} | expected
 
 
 @dataclass
