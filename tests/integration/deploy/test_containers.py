@@ -32,6 +32,7 @@ from tests.support.containers import (
     remove_images,
     run,
 )
+from tests.support.deploy import CHART
 from tests.support.redis_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -131,6 +132,7 @@ class Stack:
     project: str
     kafka_1: str
     kafka_2: str
+    image: str
 
     def compose(self, *args: str, timeout: float = 300) -> Any:
         return run(
@@ -190,7 +192,9 @@ def stack(images: Images) -> Iterator[Stack]:
         RESTART_POLICY="no",
         SHARD_LEASE_MS="3000",
     )
-    s = Stack(env, f"gctest{RUN}", f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}")
+    s = Stack(
+        env, f"gctest{RUN}", f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", images.groupcoord
+    )
     try:
         yield s
     finally:
@@ -268,6 +272,18 @@ def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: 
             lambda s=service, a=address: grpc_serving(stack.container(s), a, env),
             120,
         )
+
+    # the chart's `helm test` script, as its hook pod runs it: the image's python, read-only
+    smoke = run(
+        ["podman", "run", "--rm", "--read-only", "--network", f"{stack.project}_default",
+         "-v", f"{CHART / 'files' / 'smoke.py'}:/smoke/smoke.py:ro",
+         "--entrypoint", "python", stack.image, "/smoke/smoke.py",
+         "--health", "shard-1:50051", "--health", "assignor-2:50061",
+         "--health", "gateway-1:9080", "--kafka", f"gateway-1:{stack.kafka_1.rsplit(':', 1)[1]}",
+         "--timeout", "60"],
+        env,
+    )  # fmt: skip
+    assert "committed and fetched offset 4242" in smoke.stdout
 
     # a consumer group through the first gateway's published port
     admin = AdminClient({"bootstrap.servers": stack.kafka_1})
