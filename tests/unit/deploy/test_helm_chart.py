@@ -511,3 +511,27 @@ def test_notes_tell_where_kafka_clients_connect() -> None:
     notes = render_notes({})
     assert "gc-groupcoord-gateway.streams.svc.cluster.local:9092" in notes
     assert "helm test gc" in notes
+
+
+def test_helm_upgrade_to_another_shard_count_changes_only_the_replicas() -> None:
+    """`helm upgrade --set shards.replicas=N` must be an in-place StatefulSet update: the
+    selector, serviceName and pod management policy are immutable, and nothing else may move
+    (a changed pod template would also restart every shard)."""
+
+    def shards(replicas: int) -> dict[str, Any]:
+        objects = render({"shards": {"replicas": replicas}})
+        return {
+            o["kind"] + "/" + o["metadata"]["name"]: o
+            for o in objects
+            if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "shard"
+        }
+
+    three, five, two = shards(3), shards(5), shards(2)
+    assert three.keys() == five.keys() == two.keys()
+    for other in (five, two):
+        for key, obj in three.items():
+            if obj["kind"] == "StatefulSet":
+                changed = {k for k in obj["spec"] if obj["spec"][k] != other[key]["spec"][k]}
+                assert changed == {"replicas"}
+            else:
+                assert obj == other[key], key
