@@ -1,0 +1,110 @@
+"""The compose file's shape (what `docker compose up` starts, and with what), read as YAML:
+the parts a real run (tests/integration/deploy, slow) cannot cover on this machine, such as the
+profiles whose public images cannot be pulled here."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tests.support.deploy import ROOT, load_compose
+
+COMPOSE = load_compose()
+SERVICES: dict[str, Any] = COMPOSE["services"]
+
+
+def default(value: str) -> str:
+    """``${VAR:-default}`` -> default (what `docker compose up` uses without variables)."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value)
+
+
+def test_default_stack_and_profiles() -> None:
+    default_services = {n for n, s in SERVICES.items() if not s.get("profiles")}
+    assert default_services == {
+        "redis", "assignor-1", "assignor-2", "shard-0", "shard-1", "shard-2",
+        "gateway-1", "gateway-2",
+    }  # fmt: skip
+    assert SERVICES["kafka"]["profiles"] == ["proxy"]
+    assert SERVICES["otel-collector"]["profiles"] == ["observability"]
+    assert SERVICES["prometheus"]["profiles"] == ["observability"]
+
+
+def test_public_images_can_be_replaced_by_variables() -> None:
+    for service, image in {
+        "redis": "redis:7.4",
+        "kafka": "apache/kafka:4.1.1",
+        "otel-collector": "otel/opentelemetry-collector:0.115.1",
+        "prometheus": "prom/prometheus:v3.1.0",
+        "shard-0": "groupcoord:local",
+    }.items():
+        assert re.fullmatch(r"\$\{[A-Z_]+_IMAGE:-[^}]+\}", SERVICES[service]["image"]), service
+        assert default(SERVICES[service]["image"]) == image
+
+
+def test_redis_is_durable_and_persistent() -> None:
+    redis = SERVICES["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "always"
+    assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
+    assert redis["volumes"] == ["redis-data:/data"]
+    assert "redis-data" in COMPOSE["volumes"]
+
+
+def test_start_order_is_health_gated() -> None:
+    for shard in ("shard-0", "shard-1", "shard-2"):
+        assert SERVICES[shard]["depends_on"]["redis"] == {"condition": "service_healthy"}
+    for gateway in ("gateway-1", "gateway-2"):
+        depends = SERVICES[gateway]["depends_on"]
+        assert {depends[s]["condition"] for s in ("shard-0", "shard-1", "shard-2")} == {
+            "service_healthy"
+        }
+    unchecked = [n for n, s in SERVICES.items() if not s.get("profiles") and "healthcheck" not in s]
+    assert unchecked == []
+
+
+def test_shards_are_distinct_and_share_one_store() -> None:
+    shards = [SERVICES[f"shard-{i}"]["environment"] for i in range(3)]
+    assert [s["GROUPCOORD_NODE_ID"] for s in shards] == ["0", "1", "2"]
+    assert [s["GROUPCOORD_ADVERTISED_HOST"] for s in shards] == ["shard-0", "shard-1", "shard-2"]
+    assert {s["GROUPCOORD_STORE"] for s in shards} == {"redis://redis:6379/0"}
+    gateway = SERVICES["gateway-1"]["environment"]
+    assert gateway["GROUPCOORD_SHARD_ADDRESS"] == "shard-0:50051,shard-1:50051,shard-2:50051"
+    assert default(gateway["GROUPCOORD_NUM_PARTITIONS"]) == default(
+        shards[0]["GROUPCOORD_NUM_PARTITIONS"]
+    )
+
+
+def test_gateways_publish_the_port_they_listen_on_and_advertise() -> None:
+    """Clients reconnect to the advertised host:port, so published and listened ports must be
+    the same number: localhost:9092 and localhost:9094 by default."""
+    published = set()
+    for name in ("gateway-1", "gateway-2"):
+        env = SERVICES[name]["environment"]
+        port = default(env["GROUPCOORD_KAFKA_PORT"])
+        base = int(default(env["GROUPCOORD_BROKER_PORT_BASE"]))
+        mappings = [default(p).split(":") for p in SERVICES[name]["ports"]]
+        assert ["127.0.0.1", port, port] in mappings
+        # proxy mode: upstream broker 1 on base + 1
+        assert ["127.0.0.1", str(base + 1), str(base + 1)] in mappings
+        assert default(env["GROUPCOORD_ADVERTISED_HOST"]) == "localhost"
+        published.add(port)
+    assert published == {"9092", "9094"}
+
+
+def test_observability_configs_scrape_every_process() -> None:
+    import yaml
+
+    prometheus = yaml.safe_load((ROOT / "deploy" / "compose" / "prometheus.yml").read_text())
+    targets = {
+        t
+        for job in prometheus["scrape_configs"]
+        for c in job["static_configs"]
+        for t in c["targets"]
+    }
+    for name, service in SERVICES.items():
+        if "GROUPCOORD_METRICS_PORT" in (service.get("environment") or {}):
+            port = service["environment"]["GROUPCOORD_METRICS_PORT"]
+            assert f"{name}:{port}" in targets
+    collector = yaml.safe_load((ROOT / "deploy" / "compose" / "otel-collector.yaml").read_text())
+    assert collector["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"] == "0.0.0.0:4317"
