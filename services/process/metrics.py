@@ -34,30 +34,12 @@ import grpc
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
+from shards.runtime.instruments import LATENCY_BUCKETS_S
+
 log = logging.getLogger("groupcoord.metrics")
 
 #: every metric name gets it (instrument names are without it)
 PREFIX = "groupcoord"
-#: latency histograms, in seconds: 100 us to 30 s
-LATENCY_BUCKETS_S: Sequence[float] = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
-#: seconds, 100 us .. 30 s (the same as services.process.metrics.LATENCY_BUCKETS_S)
+#: latency histograms of every process, in seconds: 100 us .. 30 s
 LATENCY_BUCKETS_S: Sequence[float] = (
     0.0001,
     0.00025,
