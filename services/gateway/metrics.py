@@ -2,7 +2,8 @@
 
 One :class:`GatewayMetrics` per gateway process (None when metrics are off: the connection
 code then records nothing). Attribute sets are cached per (API key, version), so a request
-costs two dict lookups and a few adds. Names and meanings: docs/observability.md.
+costs two dict lookups and a few integer adds (the counters are ``Tally``s, observed at
+collection time) and one histogram measurement. Names and meanings: docs/observability.md.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class GatewayMetrics:
             unit="{connection}",
             description="Client connections accepted (or refused: too many open).",
         )
-        self.requests = meter.create_counter(
+        self.requests = m.Tally(
+            meter,
             "gateway_requests",
             unit="{request}",
             description="Kafka requests received, by API and version (proxy mode: forwarded "
@@ -56,18 +58,22 @@ class GatewayMetrics:
             "offset APIs, metadata), by API and version.",
             explicit_bucket_boundaries_advisory=m.LATENCY_BUCKETS_S,
         )
-        self.bytes = meter.create_counter(
+        self.bytes = m.Tally(
+            meter,
             "gateway_bytes",
             unit="By",
             description="Bytes of Kafka frames from clients (in) and to clients (out).",
         )
-        self.forwarded = meter.create_counter(
+        self.forwarded = m.Tally(
+            meter,
             "gateway_forwarded_bytes",
             unit="By",
             description="Proxy mode: bytes forwarded to the upstream brokers (to_upstream) "
             "and from them to clients (from_upstream).",
         )
         self._attrs: dict[tuple[int, int], dict[str, str]] = {}
+        #: the one dict per label set (the tallies key their totals by dict identity)
+        self._labels: dict[tuple[str, str], dict[str, str]] = {}
         self._open: list[Callable[[], int]] = []
         meter.create_observable_gauge(
             "gateway_open_connections",
@@ -82,7 +88,10 @@ class GatewayMetrics:
         if found is None:
             name = api_name(api_key)
             known = name != "unknown" and 0 <= version <= MAX_VERSION_LABEL
-            found = {"api": name, "version": str(version) if known else "other"}
+            label = (name, str(version) if known else "other")
+            found = self._labels.get(label)
+            if found is None:  # a closed set: Kafka's API names x versions 0-30 and "other"
+                found = self._labels[label] = {"api": label[0], "version": label[1]}
             if len(self._attrs) < 10_000:  # (a bounded cache: keys come from clients)
                 self._attrs[key] = found
         return found

@@ -307,6 +307,31 @@ def observe(values: Callable[[], Iterable[tuple[float, dict[str, str] | None]]])
     return callback
 
 
+class Tally:
+    """A monotonic counter kept in plain ints and observed at collection time, for the hot
+    paths: an ``add`` is a dict lookup and an integer add, where the SDK's ``Counter.add``
+    cleans and hashes the attribute dict on every call (10-20 us here). Attribute dicts must
+    be canonical (made once per label set and reused): entries are keyed by their identity.
+    Adds happen on the event loop; the observation copies the entries in one C-level step,
+    so an exporter thread reads a consistent list."""
+
+    def __init__(self, m: Meter, name: str, unit: str, description: str) -> None:
+        #: id(attributes) -> [attributes, total]; the list keeps the dict alive (its id unique)
+        self._totals: dict[int, list[Any]] = {}
+        m.create_observable_counter(
+            name, callbacks=[observe(self._observations)], unit=unit, description=description
+        )
+
+    def add(self, amount: int, attributes: dict[str, str]) -> None:
+        entry = self._totals.get(id(attributes))
+        if entry is None:
+            entry = self._totals[id(attributes)] = [attributes, 0]
+        entry[1] += amount
+
+    def _observations(self) -> list[tuple[float, dict[str, str] | None]]:
+        return [(total, attributes) for attributes, total in list(self._totals.values())]
+
+
 # ---- the event loop's idle ratio -----------------------------------------------------------
 class LoopIdleMonitor:
     """The share of wall time the event loop's thread did not use the CPU (Kafka's
@@ -462,7 +487,8 @@ class KafkaErrorMetrics:
     dataclass: per group, topic, partition), counted by method and error name."""
 
     def __init__(self, provider: MeterProvider | None = None) -> None:
-        self.errors = meter(f"{PREFIX}.rpc", provider).create_counter(
+        self.errors = Tally(
+            meter(f"{PREFIX}.rpc", provider),
             "rpc_server_kafka_errors",
             unit="{error}",
             description="Kafka error codes in gRPC responses (per group/topic/partition "

@@ -36,6 +36,8 @@ from shards.runtime.partition import PartitionState
 
 CONSUMER = {"protocol": "consumer"}
 CLASSIC = {"protocol": "classic"}
+#: the label set of the counters without labels (a Tally keys its totals by dict identity)
+NO_LABELS: dict[str, str] = {}
 #: classic groups whose last rebalance generation is remembered (beyond: forgotten, and a
 #: group's next GroupMetadata record with members counts as a rebalance)
 MAX_REMEMBERED_GENERATIONS = 100_000
@@ -61,20 +63,26 @@ class RecordCounters:
 
     def __init__(self, provider: Any = None) -> None:
         meter = m.meter(f"{m.PREFIX}.shard", provider)
-        self.commits = meter.create_counter(
-            "offset_commits", unit="{offset}", description="Offsets committed (per partition)."
+        self.commits = m.Tally(
+            meter,
+            "offset_commits",
+            unit="{offset}",
+            description="Offsets committed (per partition).",
         )
-        self.expirations = meter.create_counter(
+        self.expirations = m.Tally(
+            meter,
             "offset_expirations",
             unit="{offset}",
             description="Offsets removed by the retention (offsets.retention.minutes).",
         )
-        self.deletions = meter.create_counter(
+        self.deletions = m.Tally(
+            meter,
             "offset_deletions",
             unit="{offset}",
             description="Offsets deleted by OffsetDelete or DeleteGroups.",
         )
-        self.rebalances = meter.create_counter(
+        self.rebalances = m.Tally(
+            meter,
             "group_rebalances",
             unit="{rebalance}",
             description="Rebalances by protocol: consumer groups (writes that bump the group "
@@ -98,12 +106,12 @@ class RecordCounters:
             elif cls is GroupMetadataKey:
                 classic += self._classic(key.group, record.value)
         if commits:
-            self.commits.add(commits)
+            self.commits.add(commits, NO_LABELS)
         if deleted:
             if timer_key == GROUP_EXPIRATION:
-                self.expirations.add(deleted)
+                self.expirations.add(deleted, NO_LABELS)
             else:
-                self.deletions.add(deleted)
+                self.deletions.add(deleted, NO_LABELS)
         if consumer:
             self.rebalances.add(consumer, CONSUMER)
         if classic:

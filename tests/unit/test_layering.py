@@ -83,7 +83,8 @@ RULES: dict[str, Rule] = {
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
     "services.process": rule(
-        f"shards.adapters shards.coordinator shards.core.errors shards.runtime.instruments shards.storage.base {GENERATED}",
+        "shards.adapters shards.coordinator shards.core.errors shards.runtime.instruments "
+        f"shards.storage.base {GENERATED}",
         f"grpc grpc_health grpc_reflection google prometheus_client {OTEL}",
     ),
     "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),

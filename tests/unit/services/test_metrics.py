@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from services.process.metrics import KafkaErrorMetrics, LoopSampler, enabled
+from services.process.metrics import KafkaErrorMetrics, LoopSampler, Tally, enabled
 from services.shard.metrics import RecordCounters
 from shards.core.records import (
     ConsumerGroupMetadataKey,
@@ -209,3 +209,16 @@ async def test_the_loop_never_waits_for_a_thread_waiting_for_the_loop() -> None:
     assert time.monotonic() - started < 0.5
     await asyncio.to_thread(t.join)
     assert from_thread == [threading.get_ident()]  # sampled on the loop for the thread
+
+
+def test_a_tally_is_observed_as_a_cumulative_counter_per_label_set() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    tally = Tally(provider.get_meter("t"), "things", unit="{thing}", description="things")
+    a, b = {"kind": "a"}, {"kind": "b"}
+    for _ in range(3):
+        tally.add(2, a)
+    tally.add(5, b)
+    assert totals(reader) == {("things", (("kind", "a"),)): 6, ("things", (("kind", "b"),)): 5}
+    tally.add(1, a)  # cumulative: the next collection sees the running total
+    assert totals(reader)[("things", (("kind", "a"),))] == 7
