@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,8 +87,13 @@ def go_smoke() -> list[str]:
     binary = out / "smoke"
     with _locked("go"):
         if not binary.exists():
-            # generate.sh's fallback protoc is the venv's grpcio-tools
-            _run(["go", "generate", "./..."], GO_CLIENT)
+            # protoc: the one on PATH, else grpcio-tools of the interpreter running the tests
+            env = (
+                {}
+                if shutil.which("protoc")
+                else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
+            )
+            _run(["go", "generate", "./..."], GO_CLIENT, env)
             _run(["go", "build", "-o", str(binary) + ".tmp", "./cmd/smoke"], GO_CLIENT)
             os.replace(str(binary) + ".tmp", binary)
     return [str(binary)]
