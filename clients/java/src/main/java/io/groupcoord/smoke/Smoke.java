@@ -83,6 +83,8 @@ public final class Smoke {
   private final String group;
   private final String topic;
   private final long deadline = System.currentTimeMillis() + DEADLINE_MS;
+  /** The group's coordinator (from FindCoordinator), once known. */
+  private GroupCoordinatorBlockingStub stub;
 
   Smoke(String group, String topic) {
     this.group = group;
@@ -142,8 +144,6 @@ public final class Smoke {
       channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }
   }
-
-  private GroupCoordinatorBlockingStub stub;
 
   private GroupCoordinatorBlockingStub call() {
     return stub.withDeadlineAfter(Math.max(1, deadline - System.currentTimeMillis()),
