@@ -1,0 +1,35 @@
+#!/usr/bin/env sh
+# Generates gen/groupcoord/v1/*.pb.go from ../../proto/groupcoord/v1/*.proto (run by
+# `go generate ./...`; the output is not committed). The plugins are this module's pinned
+# tools (go.mod: protoc-gen-go, protoc-gen-go-grpc); protoc is $PROTOC, else `protoc` on
+# PATH, else the one grpcio-tools ships in the repository's .venv.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin="$root/.cache/clients/go/bin"
+mkdir -p "$bin"
+(cd "$here" && go build -o "$bin/" \
+  google.golang.org/protobuf/cmd/protoc-gen-go \
+  google.golang.org/grpc/cmd/protoc-gen-go-grpc)
+
+if [ -n "${PROTOC:-}" ]; then
+  protoc=$PROTOC
+elif command -v protoc >/dev/null 2>&1; then
+  protoc=protoc
+elif [ -x "$root/.venv/bin/python" ]; then
+  protoc="$root/.venv/bin/python -m grpc_tools.protoc"
+else
+  echo "generate.sh: no protoc (set PROTOC, install protoc, or run scripts/setup)" >&2
+  exit 1
+fi
+
+rm -rf "$here/gen/groupcoord"
+cd "$root/proto"
+# module= strips the module path from go_package, so the files land in gen/groupcoord/v1,
+# the directory of their import path inside the gen module.
+$protoc -I. \
+  --plugin=protoc-gen-go="$bin/protoc-gen-go" \
+  --plugin=protoc-gen-go-grpc="$bin/protoc-gen-go-grpc" \
+  --go_out="$here/gen" --go_opt=module=github.com/groupcoord/groupcoord/gen/go \
+  --go-grpc_out="$here/gen" --go-grpc_opt=module=github.com/groupcoord/groupcoord/gen/go \
+  groupcoord/v1/*.proto

@@ -1,0 +1,24 @@
+module github.com/groupcoord/groupcoord/clients/go
+
+go 1.25.0
+
+replace github.com/groupcoord/groupcoord/gen/go => ./gen
+
+require (
+	github.com/groupcoord/groupcoord/gen/go v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.81.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.51.0 // indirect
+	golang.org/x/sys v0.42.0 // indirect
+	golang.org/x/text v0.34.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171 // indirect
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2 // indirect
+)
+
+tool (
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	google.golang.org/protobuf/cmd/protoc-gen-go
+)

@@ -1,0 +1,125 @@
+"""The Go and Java smoke clients (``clients/go``, ``clients/java``), built from ``proto/`` with
+their own toolchains the way a Go or Java user would build them, cached under
+``.cache/clients/<language>/<digest>``: the digest covers the protos and the client's sources,
+so a change to either rebuilds, and a rerun reuses the build. One build at a time (a file
+lock), as pytest-xdist workers may ask together.
+
+The offsets each scenario commits (checked from Python by the tests) are :func:`go_offset`
+and :func:`java_offset`, the same formulas as ``committedOffset`` in the clients."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOS = ROOT / "proto" / "groupcoord" / "v1"
+GO_CLIENT = ROOT / "clients" / "go"
+JAVA_CLIENT = ROOT / "clients" / "java"
+CACHE = Path(os.environ.get("GROUPCOORD_CLIENTS_CACHE", ROOT / ".cache" / "clients"))
+NUM_PARTITIONS = 4
+BUILD_TIMEOUT_S = 900
+
+
+def go_offset(partition: int) -> int:
+    return 100 + 10 * partition
+
+
+def java_offset(partition: int) -> int:
+    return 200 + 10 * partition
+
+
+class ToolMissing(RuntimeError):
+    """A toolchain the clients need (go, mvn, java) is not on PATH."""
+
+
+def _require(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise ToolMissing(f"building the generated clients needs {', '.join(missing)} on PATH")
+
+
+def _digest(client: Path, sources: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in sorted([*PROTOS.glob("*.proto"), *sources]):
+        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({done.returncode}) in {cwd}:\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+
+
+def go_smoke() -> list[str]:
+    """The command line of the Go smoke client (``go generate`` + ``go build`` on first use)."""
+    _require("go")
+    generated = GO_CLIENT / "gen" / "groupcoord"
+    sources = [p for p in GO_CLIENT.rglob("*") if p.is_file() and generated not in p.parents]
+    out = CACHE / "go" / _digest(GO_CLIENT, sources)
+    binary = out / "smoke"
+    with _locked("go"):
+        if not binary.exists():
+            # protoc: the one on PATH, else grpcio-tools of the interpreter running the tests
+            env = (
+                {}
+                if shutil.which("protoc")
+                else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
+            )
+            _run(["go", "generate", "./..."], GO_CLIENT, env)
+            _run(["go", "build", "-o", str(binary) + ".tmp", "./cmd/smoke"], GO_CLIENT)
+            os.replace(str(binary) + ".tmp", binary)
+    return [str(binary)]
+
+
+def java_smoke() -> list[str]:
+    """The command line of the Java smoke client (``mvn package`` on first use)."""
+    _require("mvn", "java")
+    sources = [JAVA_CLIENT / "pom.xml", *(JAVA_CLIENT / "src").rglob("*.java")]
+    out = CACHE / "java" / _digest(JAVA_CLIENT, sources)
+    classpath = out / "classpath.txt"
+    with _locked("java"):
+        if not _classpath_present(classpath):
+            shutil.rmtree(out, ignore_errors=True)
+            _run(["mvn", "-B", "-q", f"-Dsmoke.build.directory={out}", "package"], JAVA_CLIENT)
+    return [
+        "java",
+        "-cp",
+        f"{out / 'classes'}:{classpath.read_text().strip()}",
+        "io.groupcoord.smoke.Smoke",
+    ]
+
+
+def _classpath_present(classpath: Path) -> bool:
+    """The build is there and so is every jar it names (they live in the Maven repository,
+    which may have been cleared or moved since)."""
+    if not classpath.exists():
+        return False
+    return all(Path(jar).exists() for jar in classpath.read_text().strip().split(os.pathsep))
