@@ -76,23 +76,27 @@ async def commit_and_fetch(kafka: str, topic: str, deadline: float) -> None:
     group = GroupId(f"groupcoord-smoke-{uuid.uuid4().hex[:12]}")
     offset = 4242
     try:
-        created = await cluster.call(
-            CreateTopicsRequest(
-                topics=(
-                    CreatableTopic(
-                        name=TopicName(topic),
-                        num_partitions=i32(1),
-                        replication_factor=i16(-1),
-                        assignments=(),
-                        configs=(),
+        while True:  # retriable as Kafka's admin client retries it (shards still settling)
+            created = await cluster.call(
+                CreateTopicsRequest(
+                    topics=(
+                        CreatableTopic(
+                            name=TopicName(topic),
+                            num_partitions=i32(1),
+                            replication_factor=i16(-1),
+                            assignments=(),
+                            configs=(),
+                        ),
                     ),
-                ),
-                timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                    timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                )
             )
-        )
-        code = created.topics[0].error_code
-        if code not in (ErrorCode.none, ErrorCode.topic_already_exists):
-            raise SmokeFailure(f"CreateTopics {topic}: {code.name}")
+            code = created.topics[0].error_code
+            if code in (ErrorCode.none, ErrorCode.topic_already_exists):
+                break
+            if code not in RETRIABLE or time.monotonic() > deadline:
+                raise SmokeFailure(f"CreateTopics {topic}: {code.name}")
+            await asyncio.sleep(1)
         last = "no answer"
         while True:
             response = await cluster.call(
