@@ -100,16 +100,23 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         )
         self._write(client.heartbeat)
         if assignor is not None and client.joined:
-            self._write(
-                lambda: self.c.heartbeat(
-                    member_id=client.member_id,
-                    member_epoch=client.epoch,
-                    instance_id=client.instance_id,
-                    server_assignor=assignor,
-                )
-            )
+            self._write(lambda: self._choose_assignor(client, assignor))
         self.all_clients.append(client)
         return client
+
+    def _choose_assignor(self, client: FakeConsumer, assignor: str) -> None:
+        """A heartbeat naming a server assignor: its answer may carry a new assignment (the
+        target is recomputed inline), which the client takes as from any heartbeat; the
+        coordinator sends an assignment once, not again on every heartbeat (as Kafka)."""
+        r = self.c.heartbeat(
+            member_id=client.member_id,
+            member_epoch=client.epoch,
+            instance_id=client.instance_id,
+            server_assignor=assignor,
+        )
+        client.epoch = r.member_epoch
+        if r.assignment is not None:
+            client.owned = {tp.topic_id: tp.partitions for tp in r.assignment}
 
     @rule(client=clients)
     def heartbeat(self, client: FakeConsumer) -> None:
