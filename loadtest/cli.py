@@ -18,7 +18,9 @@ from services.options import opt
 class LoadtestGroup(click.Group):
     """``loadtest NAME`` runs a scenario unless NAME is a subcommand (``compare``)."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in self.commands:
             return "run", run, args
         return super().resolve_command(ctx, args)

@@ -25,10 +25,8 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import grpc
 from groupcoord.v1 import classic_group_pb2, common_pb2, consumer_group_pb2, offsets_pb2
 
-from services.client import CoordinatorUnavailableError
 from shards.core.classic import consumer_protocol as cp
 from shards.core.errors import Errors
 
@@ -418,15 +416,3 @@ def encode_assignment(tps: list[TopicPartition]) -> bytes:
             )
         )
     )
-
-
-__all__ = [
-    "ClassicMember",
-    "ConsumerMember",
-    "CoordinatorUnavailableError",
-    "Member",
-    "Reconciliation",
-    "grpc",
-    "range_assignment",
-    "reconcile",
-]

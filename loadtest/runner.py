@@ -509,8 +509,8 @@ class Runner:
                 "python": sys.version.split()[0],
             },
         }
-        for c in ctx.clients:
-            await c.close()
+        for client in ctx.clients:
+            await client.close()
         return Outcome(bool(result["invariants"]["passed"]), result)
 
     async def _check_commits(self) -> tuple[list[Violation], int]:
