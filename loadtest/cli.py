@@ -80,6 +80,7 @@ def run(
     protocol: str | None,
     commit_interval: str | None,
     settle: str | None,
+    warmup: str | None,
     hooks: tuple[str, ...],
     output: Path,
     no_report: bool,
@@ -112,6 +113,7 @@ def run(
             protocol=protocol,
             commit_interval_s=float(commit_interval) if commit_interval is not None else None,
             settle_s=scenarios.parse_duration(settle) if settle else None,
+            warmup_s=scenarios.parse_duration(warmup) if warmup else None,
             hooks=hook_map,
         )
     except ValueError as e:

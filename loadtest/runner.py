@@ -89,7 +89,7 @@ class RunContext:
         self.topic = f"lt-{run_id}-{scenario.name}"
         self.topic_ids: dict[str, str] = {}
         self.topic_names: dict[str, str] = {}
-        self.stats = Stats()
+        self.stats = Stats(scenario.warmup_s)
         self.ownership = OwnershipChecker()
         self.ledger = CommitLedger()
         self.offsets: dict[tuple[str, str, int], int] = {}

@@ -63,6 +63,8 @@ class Scenario:
     ramp_s: float = 0.0
     #: after the duration: how long to wait for every group to be Stable before closing
     settle_s: float = 30.0
+    #: latencies of calls started after this many seconds also go to ``rpcs_after_warmup``
+    warmup_s: float = 0.0
     events: tuple[Event, ...] = ()
     description: str = ""
     #: hook commands (name -> shell command); the command line's --hook adds to these

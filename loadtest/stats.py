@@ -38,8 +38,11 @@ def summary_ms(h: HdrHistogram) -> dict[str, float]:
 
 
 class Stats:
-    def __init__(self) -> None:
+    def __init__(self, warmup_s: float = 0.0) -> None:
         self.histograms: dict[str, HdrHistogram] = {}
+        #: the same, only calls started after the warm-up (the initial joins)
+        self.warmup_s = warmup_s
+        self.after_warmup: dict[str, HdrHistogram] = {}
         #: second -> rpc -> histogram (lower precision: plots only)
         self.per_second: dict[int, dict[str, HdrHistogram]] = {}
         self.errors_per_second: Counter[int] = Counter()
@@ -54,6 +57,11 @@ class Stats:
         if h is None:
             h = self.histograms[rpc] = new_histogram()
         h.record_value(v)
+        if self.warmup_s and second >= self.warmup_s:
+            hw = self.after_warmup.get(rpc)
+            if hw is None:
+                hw = self.after_warmup[rpc] = new_histogram()
+            hw.record_value(v)
         sec = self.per_second.setdefault(second, {})
         hs = sec.get(rpc)
         if hs is None:
@@ -103,8 +111,11 @@ class Stats:
             series["calls"][rpc] = calls
             series["p99_ms"][rpc] = p99
         series["errors"] = [self.errors_per_second.get(s, 0) for s in range(last + 1)]
+        warm = {rpc: summary_ms(h) for rpc, h in sorted(self.after_warmup.items())}
         return {
             "calls": self.calls,
+            "warmup_s": self.warmup_s,
+            "rpcs_after_warmup": warm,
             "throughput_per_s": self.calls / elapsed_s if elapsed_s else 0.0,
             "rpcs": rpcs,
             "errors": dict(sorted(errors.items())),
