@@ -58,6 +58,9 @@ def loadtest() -> None:
 @click.option("--commit-interval", default=None, help="Seconds between commits (0: none).")
 @click.option("--settle", default=None, help="Longest wait for Stable after the run, e.g. 30s.")
 @click.option(
+    "--warmup", default=None, help="Also summarize latencies after this long (rpcs_after_warmup)."
+)
+@click.option(
     "--hook", "hooks", multiple=True, help="NAME=COMMAND run by the scenario's hook events (shell)."
 )
 @opt(
