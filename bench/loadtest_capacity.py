@@ -73,6 +73,8 @@ def step(work: Path, members: int, duration: str, warmup: str) -> dict[str, Any]
             "60s",
             "--warmup",
             warmup,
+            "--ramp",
+            "1s",  # one heartbeat interval: members start (and so heartbeat) spread out
         )
         server_cpu = cpu_seconds(dev.proc.pid) - cpu0
     # the steady part: calls started after the warm-up (the initial join's burst excluded)

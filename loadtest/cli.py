@@ -58,6 +58,9 @@ def loadtest() -> None:
 @click.option("--commit-interval", default=None, help="Seconds between commits (0: none).")
 @click.option("--settle", default=None, help="Longest wait for Stable after the run, e.g. 30s.")
 @click.option(
+    "--ramp", default=None, help="Spread the initial joins over this long (0: all at once)."
+)
+@click.option(
     "--warmup", default=None, help="Also summarize latencies after this long (rpcs_after_warmup)."
 )
 @click.option(
@@ -83,6 +86,7 @@ def run(
     protocol: str | None,
     commit_interval: str | None,
     settle: str | None,
+    ramp: str | None,
     warmup: str | None,
     hooks: tuple[str, ...],
     output: Path,
@@ -116,6 +120,7 @@ def run(
             protocol=protocol,
             commit_interval_s=float(commit_interval) if commit_interval is not None else None,
             settle_s=scenarios.parse_duration(settle) if settle else None,
+            ramp_s=scenarios.parse_duration(ramp) if ramp else None,
             warmup_s=scenarios.parse_duration(warmup) if warmup else None,
             hooks=hook_map,
         )

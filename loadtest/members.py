@@ -104,6 +104,7 @@ class Member:
 
     def start(self) -> None:
         self.incarnation += 1
+        self.last_commit = self.ctx.elapsed()  # auto-commit timers start with the consumer
         self.stopping.clear()
         self.closed = False
         self.task = asyncio.create_task(self._main(), name=f"{self.name}#{self.incarnation}")

@@ -155,7 +155,7 @@ def test_builtin_scenario_passes_its_invariants_on_three_shards(
     check_report(tmp_path / "out", result, done)
 
 
-def test_compare_reads_two_results(dev: ServerProcess, tmp_path: Path) -> None:
+def test_compare_reads_two_results_with_a_warmup(dev: ServerProcess, tmp_path: Path) -> None:
     paths = []
     for n in ("a", "b"):
         done, _ = run_loadtest(
@@ -166,12 +166,19 @@ def test_compare_reads_two_results(dev: ServerProcess, tmp_path: Path) -> None:
             "--members",
             "2",
             "--duration",
-            "2s",
+            "3s",
+            "--warmup",
+            "1s",
             "--target",
             dev.grpc_address,
             "--no-report",
         )
         assert done.returncode == 0, done.stderr
+        result = json.loads((tmp_path / n / "result.json").read_text())
+        after, whole = result["rpcs_after_warmup"], result["rpcs"]
+        hb = "ConsumerGroupHeartbeat"
+        assert 0 < after[hb]["count"] < whole[hb]["count"]  # the initial joins are left out
+        assert not (tmp_path / n / "report.html").exists()  # --no-report
         paths.append(str(tmp_path / n / "result.json"))
     out = subprocess.run(
         [sys.executable, "-m", "services.cli", "loadtest", "compare", *paths],
