@@ -10,7 +10,7 @@ The coordinator runs with a 1 s heartbeat interval (``--set`` below) so that a s
 seconds sees many heartbeats; heartbeats/s scale as members / interval. Load generator and
 server share the machine (2 cores here): the numbers are a floor for the server.
 
-    .venv/bin/python -m bench.loadtest_capacity [--start 200] [--max 12800] [--duration 20s]
+    .venv/bin/python -m bench.loadtest_capacity [--start 20] [--max 12800] [--duration 20s]
 
 Results: bench/results/loadtest_capacity.json (and each step's report under --out).
 """
@@ -102,7 +102,7 @@ def step(work: Path, members: int, duration: str, warmup: str) -> dict[str, Any]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--start", type=int, default=200)
+    ap.add_argument("--start", type=int, default=20)
     ap.add_argument("--max", type=int, default=12800)
     ap.add_argument("--duration", default="20s")
     ap.add_argument("--warmup", default="5s", help="excluded from the p99 (initial joins)")

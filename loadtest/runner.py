@@ -441,6 +441,7 @@ class Runner:
             if not timeline.done():
                 await timeline  # events still running finish first
         run_end = ctx.elapsed()
+        ctx.stats.steady_until = int(run_end)
         # settle: wait for every open measurement to close
         deadline = time.monotonic() + s.settle_s
         while self.pending() and time.monotonic() < deadline:

@@ -43,6 +43,9 @@ class Stats:
         #: the same, only calls started after the warm-up (the initial joins)
         self.warmup_s = warmup_s
         self.after_warmup: dict[str, HdrHistogram] = {}
+        #: set when the scenario's duration is over: the closing commits and leaves (all
+        #: members at once) are not part of the steady window
+        self.steady_until: float | None = None
         #: second -> rpc -> histogram (lower precision: plots only)
         self.per_second: dict[int, dict[str, HdrHistogram]] = {}
         self.errors_per_second: Counter[int] = Counter()
@@ -57,7 +60,11 @@ class Stats:
         if h is None:
             h = self.histograms[rpc] = new_histogram()
         h.record_value(v)
-        if self.warmup_s and second >= self.warmup_s:
+        if (
+            self.warmup_s
+            and second >= self.warmup_s
+            and (self.steady_until is None or second < self.steady_until)
+        ):
             hw = self.after_warmup.get(rpc)
             if hw is None:
                 hw = self.after_warmup[rpc] = new_histogram()
