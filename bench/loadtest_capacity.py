@@ -106,6 +106,7 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=12800)
     ap.add_argument("--duration", default="20s")
     ap.add_argument("--warmup", default="5s", help="excluded from the p99 (initial joins)")
+    ap.add_argument("--bisect", type=int, default=2, help="steps between the last two")
     ap.add_argument("--storm-members", type=int, default=1000)
     ap.add_argument("--out", default=str(ROOT / "bench/results/loadtest_capacity.json"))
     a = ap.parse_args()
@@ -120,7 +121,24 @@ def main() -> None:
         if s["heartbeat_p99_ms"] >= P99_LIMIT_MS or s["loadgen"]["saturated"]:
             break
         members *= 2
-    ok = [s for s in steps if s["heartbeat_p99_ms"] < P99_LIMIT_MS and s["invariants_passed"]]
+
+    def under(s: dict[str, Any]) -> bool:
+        return s["heartbeat_p99_ms"] < P99_LIMIT_MS and s["invariants_passed"]
+
+    # bisect between the last step under the limit and the first over it (in groups of 10)
+    for _ in range(a.bisect):
+        below = [s["members"] for s in steps if under(s)]
+        above = [s["members"] for s in steps if not under(s)]
+        if not below or not above:
+            break
+        lo, hi = max(below), min(above)
+        mid = (lo + hi) // 20 * 10
+        if mid <= lo:
+            break
+        print(f"steady, {mid} members (bisecting)...", flush=True)
+        steps.append(step(work, mid, a.duration, a.warmup))
+    steps.sort(key=lambda s: s["members"])
+    ok = [s for s in steps if under(s)]
     print(f"join-storm, {a.storm_members} members...", flush=True)
     with ServerProcess.dev(work / "dev-storm", "--set", CONFIG) as dev:
         storm = loadtest(
@@ -142,7 +160,7 @@ def main() -> None:
         "server_config": CONFIG,
         "p99_limit_ms": P99_LIMIT_MS,
         "largest_steady_under_limit": ok[-1] if ok else None,
-        "first_step_over_limit": steps[-1] if steps and steps[-1] not in ok else None,
+        "first_step_over_limit": next((s for s in steps if not under(s)), None),
         "steps": steps,
         "join_storm": {
             "members": storm["members"]["total"],
