@@ -241,6 +241,7 @@ class ConsumerMember(Member):
             if response is None:
                 again = min(interval, 1.0)
             elif response.error_code == 0:
+                self.ctx.ownership.confirmed(self.group, self.name)
                 self.epoch = response.member_epoch
                 if response.heartbeat_interval_ms > 0:
                     interval = response.heartbeat_interval_ms / 1000
@@ -262,6 +263,7 @@ class ConsumerMember(Member):
                 self.ctx.report_member(self)
             elif response.error_code in FENCED:
                 # Fenced: the partitions are lost (no commit), rejoin as a new incarnation.
+                self.ctx.ownership.fenced(self.group, self.name)
                 self._drop_all()
                 self.epoch = 0
                 again = 0.0
@@ -384,11 +386,14 @@ class ClassicMember(Member):
             response = await self.ctx.call("Heartbeat", self.group, request)
             if response is None:
                 continue
+            if response.error_code in (0, int(Errors.REBALANCE_IN_PROGRESS)):
+                self.ctx.ownership.confirmed(self.group, self.name)
             if response.error_code == int(Errors.REBALANCE_IN_PROGRESS):
                 await self.commit(tuple(sorted(self.owned)))  # eager: commit, revoke all
                 self._drop_all()
                 joined = False
             elif response.error_code in CLASSIC_REJOIN:
+                self.ctx.ownership.fenced(self.group, self.name)
                 self._drop_all()
                 if response.error_code == int(Errors.UNKNOWN_MEMBER_ID):
                     self.member_id = ""

@@ -461,7 +461,7 @@ class Runner:
             t.cancel()
         await asyncio.gather(*self._watchers, *background, return_exceptions=True)
         commit_violations, keys_checked = await self._check_commits()
-        violations: list[Violation] = [*ctx.ownership.violations, *commit_violations]
+        violations: list[Violation] = [*ctx.ownership.finish(), *commit_violations]
         cpu_s = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
         result = {
             "format": "groupcoord-loadtest/1",
@@ -491,6 +491,9 @@ class Runner:
                 "violations": [v.as_dict() for v in violations[:200]],
                 "violation_count": len(violations),
                 "ownership_acquired": ctx.ownership.acquired,
+                # partitions reassigned from a member the coordinator had fenced (Kafka's
+                # rebalance / session timeouts), learnt by that member afterwards
+                "fenced_overlaps": ctx.ownership.fenced_overlaps,
                 "commits_acknowledged": ctx.ledger.acked,
                 "commit_keys_checked": keys_checked,
                 "all_groups_stable": not self.unstable,
