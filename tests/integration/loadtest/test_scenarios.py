@@ -145,7 +145,8 @@ def test_builtin_scenario_passes_its_invariants_on_three_shards(
     victim = None
     if name == "shard-kill":
         victim = shards.shards[1]
-        args += ["--hook", f"kill=kill -9 {victim.proc.pid}"]
+        # 12 groups (random ids): the chance that none lives on shard 1 is (2/3)^12 < 1 %
+        args += ["--groups", "12", "--hook", f"kill=kill -9 {victim.proc.pid}"]
     done, result = run_loadtest(tmp_path / "out", *args)
     if victim is not None:
         assert victim.proc.wait(5) == -signal.SIGKILL  # the hook really killed shard 1
