@@ -1131,6 +1131,9 @@ def _add_admin_commands() -> None:
 
     for command in (groups, topics, configs):
         main.add_command(command)
+    from loadtest.cli import loadtest
+
+    main.add_command(loadtest)
 
 
 _add_admin_commands()

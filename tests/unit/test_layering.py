@@ -1,9 +1,9 @@
 """Import rules, as an allowlist per package (Kafka enforces its layering with an
 import-control file; this is ours).
 
-Every package of ``shards``, ``services`` and ``assignors`` has an entry in ``RULES``: the
-project packages and third-party distributions it may import. The pure layers (the core and
-the assignment algorithms) may also use the standard library only without I/O, clocks,
+Every package of ``shards``, ``services``, ``assignors`` and ``loadtest`` has an entry in
+``RULES``: the project packages and third-party distributions it may import. The pure layers
+(the core and the assignment algorithms) may also use the standard library only without I/O, clocks,
 randomness or asyncio: time comes in as ``now_ms`` and ids from injected generators. Generated
 protobuf code (``groupcoord.v1``) is imported only by adapters and services. A package that is
 not listed fails the test, so a new package has to say where it stands.
@@ -107,7 +107,12 @@ RULES: dict[str, Rule] = {
         "click grpc isodate",
     ),
     # services/*.py: the command line, which wires everything
-    "services": rule("assignors shards services", "click redis"),
+    "services": rule("assignors loadtest.cli shards services", "click redis"),
+    # groupcoord loadtest: simulated clients over the generated stubs and the project's client
+    "loadtest": rule(
+        f"services.client services.options shards.core.classic shards.core.errors {GENERATED}",
+        "click google grpc hdrh matplotlib",
+    ),
 }
 
 
@@ -159,7 +164,9 @@ def violations(paths: list[Path]) -> list[str]:
 
 def sources() -> list[Path]:
     return sorted(
-        p for top in ("shards", "services", "assignors") for p in (ROOT / top).rglob("*.py")
+        p
+        for top in ("shards", "services", "assignors", "loadtest")
+        for p in (ROOT / top).rglob("*.py")
     )
 
 
