@@ -107,7 +107,10 @@ RULES: dict[str, Rule] = {
         "click grpc isodate",
     ),
     # services/*.py: the command line, which wires everything
+    "services.history": rule("shards.core services.options", "click redis pyarrow"),
     "services": rule("assignors shards services", "click redis"),
+    # the PySpark application: self-contained (spark-submit ships only pipelines/)
+    "pipelines": rule("", "pyspark matplotlib"),
 }
 
 
@@ -159,7 +162,9 @@ def violations(paths: list[Path]) -> list[str]:
 
 def sources() -> list[Path]:
     return sorted(
-        p for top in ("shards", "services", "assignors") for p in (ROOT / top).rglob("*.py")
+        p
+        for top in ("shards", "services", "assignors", "pipelines")
+        for p in (ROOT / top).rglob("*.py")
     )
 
 
