@@ -1,0 +1,178 @@
+"""End to end: a scripted consumer-group scenario against a real ``groupcoord dev`` (history
+on, the default), ``groupcoord history export`` to Parquet, the Spark pipeline on it: the
+rebalances, membership changes and commits in its tables are what the scenario did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from groupcoord.v1 import common_pb2, consumer_group_pb2, coordinator_pb2_grpc, offsets_pb2
+
+from tests.support.offsets import ensure_topic
+from tests.support.processes import ROOT, ServerProcess
+
+pytestmark = pytest.mark.slow
+
+GROUP = "cg"
+CONFIG = ",".join(
+    [
+        "consumer_group_session_timeout_ms=1500",
+        "consumer_group_min_session_timeout_ms=1000",
+        "consumer_group_heartbeat_interval_ms=200",
+        "consumer_group_min_heartbeat_interval_ms=100",
+    ]
+)
+
+
+class Member:
+    """A KIP-848 consumer as the protocol wants it: it reports what it owns, which is the
+    last assignment it was given (revocation is immediate)."""
+
+    def __init__(self, stub: Any, member_id: str, instance_id: str | None = None) -> None:
+        self.stub = stub
+        self.id = member_id
+        self.instance_id = instance_id
+        self.epoch = 0
+        self.owned: list[Any] = []
+
+    def beat(self, epoch: int | None = None) -> None:
+        req = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=GROUP, member_id=self.id, member_epoch=self.epoch if epoch is None else epoch
+        )
+        if self.epoch == 0 and epoch is None:
+            req.rebalance_timeout_ms = 30_000
+            req.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["orders"]))
+            if self.instance_id is not None:
+                req.instance_id = self.instance_id
+        req.topic_partitions.CopyFrom(common_pb2.TopicPartitionsList(topic_partitions=self.owned))
+        r = self.stub.ConsumerGroupHeartbeat(req, timeout=10)
+        assert r.error_code == 0, r
+        self.epoch = r.member_epoch
+        if r.HasField("assignment"):
+            self.owned = list(r.assignment.topic_partitions)
+
+
+def describe(stub: Any) -> Any:
+    req = consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[GROUP])
+    return stub.ConsumerGroupDescribe(req, timeout=10).groups[0]
+
+
+def settle(stub: Any, members: list[Member]) -> None:
+    """Heartbeat until every member is at the group epoch and the group is stable."""
+    for _ in range(100):
+        for m in members:
+            m.beat()
+        g = describe(stub)
+        if (
+            g.group_state.lower() == "stable"
+            and len(g.members) == len(members)
+            and all(m.member_epoch == g.group_epoch for m in g.members)
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"group never stable: {g}")
+
+
+def commit(stub: Any, member: Member, partitions: list[int], offset: int) -> None:
+    req = offsets_pb2.OffsetCommitRequest(
+        group_id=GROUP,
+        member_id=member.id,
+        generation_id_or_member_epoch=member.epoch,
+        topics=[
+            offsets_pb2.OffsetCommitRequestTopic(
+                name="orders",
+                partitions=[
+                    offsets_pb2.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=offset
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+    r = stub.OffsetCommit(req, timeout=10)
+    assert all(p.error_code == 0 for t in r.topics for p in t.partitions), r
+
+
+def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> None:
+    from pipelines import group_history as gh
+
+    dev = ServerProcess.dev(tmp_path, "--num-partitions", "4", "--set", CONFIG)
+    try:
+        ensure_topic(dev.grpc_address, "orders", 4)
+        with grpc.insecure_channel(dev.grpc_address) as channel:
+            stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+            a, b = Member(stub, "a"), Member(stub, "b", instance_id="b-1")
+            settle(stub, [a])  # 1: a joins
+            settle(stub, [a, b])  # 2: b (static) joins
+            b.beat(epoch=-1)  # 3: b leaves
+            settle(stub, [a])
+            c = Member(stub, "c")
+            settle(stub, [a, c])  # 4: c joins
+            deadline = time.monotonic() + 20  # 5: c stops heartbeating: its session expires
+            while len(describe(stub).members) > 1:
+                assert time.monotonic() < deadline, "c never expired"
+                a.beat()
+                time.sleep(0.1)
+            settle(stub, [a])
+            commit(stub, a, [0, 1], 7)
+            commit(stub, a, [2], 3)
+            commit(stub, a, [0], 9)
+            epoch = describe(stub).group_epoch
+        assert dev.terminate() == 0
+    finally:
+        dev.kill()
+
+    parquet = tmp_path / "history.parquet"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "history",
+            "export",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--output",
+            str(parquet),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    counts = gh.run(spark, str(parquet), str(tmp_path / "out"))
+    assert counts["rebalance_episodes"] == epoch == 5
+
+    def table(name: str) -> list[dict[str, Any]]:
+        return [r.asDict() for r in spark.read.parquet(str(tmp_path / "out" / name)).collect()]
+
+    episodes = sorted(table("rebalance_episodes"), key=lambda r: r["group_epoch"])
+    assert [(r["group_epoch"], r["triggers"], r["members"], r["status"]) for r in episodes] == [
+        (1, ["join"], 1, "stable"),
+        (2, ["join"], 2, "stable"),
+        (3, ["leave"], 1, "stable"),
+        (4, ["join"], 2, "stable"),
+        (5, ["expire"], 1, "stable"),
+    ]
+    assert all(r["duration_ms"] >= 0 for r in episodes)
+    assert episodes[0]["partitions_moved"] == 4  # a gets all four partitions
+    changes = sorted((r["member"], r["change"], r["static"]) for r in table("member_changes"))
+    assert changes == [
+        ("a", "join", False),
+        ("b", "join", True),
+        ("b", "leave", True),
+        ("c", "expire", False),
+        ("c", "join", False),
+    ]
+    assert sum(r["commits"] for r in table("commit_rates")) == 4
+    [noisy] = table("noisy_groups")
+    assert (noisy["group"], noisy["rebalances"], noisy["commits"]) == (GROUP, 5, 4)
+    assert (tmp_path / "out" / "report.html").stat().st_size > 1000
