@@ -47,10 +47,10 @@ def read_files(path: str | Path) -> Iterator[dict[str, Any]]:
 def read_redis(url: str, key: str = "groupcoord:history") -> Iterator[dict[str, Any]]:
     import redis
 
-    client = redis.Redis.from_url(url)
+    client: Any = redis.Redis.from_url(url)
     last = "-"
     while True:
-        entries = client.xrange(key, min=last, count=10_000)
+        entries: Any = client.xrange(key, min=last, count=10_000)
         if last != "-":
             entries = entries[1:]  # min is inclusive
         if not entries:
