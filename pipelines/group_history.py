@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -301,7 +301,7 @@ def time_to_stable(episodes: DataFrame) -> DataFrame:
     real = episodes.where(F.col("members") > 0)
     d = F.when(F.col("status") == "stable", F.col("duration_ms"))
 
-    def agg(df: DataFrame) -> DataFrame:
+    def agg(df: DataFrame | GroupedData) -> DataFrame:
         return df.agg(
             F.count(F.lit(1)).alias("episodes"),
             F.count(d).alias("stable"),
