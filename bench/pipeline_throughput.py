@@ -133,6 +133,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--out", default=str(ROOT / "bench/results/pipeline_throughput.json"))
     a = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -142,7 +143,8 @@ def main() -> None:
         n = generate(work / "history.parquet", a.events, a.groups)
         gen_s = time.monotonic() - started
         print(f"generated {n} events in {gen_s:.1f} s", flush=True)
-        spark = gh.spark_session(a.master, app="pipeline-bench")
+        conf = {"spark.driver.memory": a.driver_memory, "spark.sql.shuffle.partitions": "16"}
+        spark = gh.spark_session(a.master, app="pipeline-bench", conf=conf)
         spark.sparkContext.setLogLevel("ERROR")
         started = time.monotonic()
         counts = gh.run(spark, str(work / "history.parquet"), str(work / "out"), report=False)
@@ -155,7 +157,13 @@ def main() -> None:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": " ".join([".venv/bin/python -m bench.pipeline_throughput", *sys.argv[1:]]),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "params": {"events": n, "groups": a.groups, "master": a.master},
+        "params": {
+            "events": n,
+            "groups": a.groups,
+            "master": a.master,
+            "driver_memory": a.driver_memory,
+            "shuffle_partitions": 16,
+        },
         "seconds": round(elapsed, 1),
         "events_per_s": round(n / elapsed),
         "table_rows": counts,

@@ -72,8 +72,11 @@ CHANGES = ("join", "leave", "fence", "expire", "subscription_change")
 STABLE = 0  # MemberState.STABLE
 
 
-def spark_session(master: str | None = None, app: str = "group-history") -> SparkSession:
-    """A session; ``master`` None keeps what spark-submit configured (else ``local[2]``)."""
+def spark_session(
+    master: str | None = None, app: str = "group-history", conf: dict[str, str] | None = None
+) -> SparkSession:
+    """A session; ``master`` None keeps what spark-submit configured (else ``local[2]``).
+    ``conf``: more settings (e.g. ``spark.driver.memory`` for large local runs)."""
     builder = SparkSession.builder.appName(app)
     if master is not None or "SPARK_HOME" not in os.environ:
         builder = builder.master(master or "local[2]")
@@ -84,7 +87,10 @@ def spark_session(master: str | None = None, app: str = "group-history") -> Spar
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "4")
         )
-    return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
 
 
 def read_events(spark: SparkSession, path: str) -> DataFrame:
@@ -543,8 +549,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--log-end-offsets", default=None, help="CSV/JSON Lines of log-end offsets")
     p.add_argument("--master", default=None, help="Spark master (default: local[2] locally)")
     p.add_argument("--no-report", action="store_true", help="tables only, no report.html")
+    p.add_argument(
+        "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
+    )
     args = p.parse_args(argv)
-    spark = spark_session(args.master)
+    conf = dict(c.split("=", 1) for c in args.conf)
+    spark = spark_session(args.master, conf=conf)
     try:
         counts = run(spark, args.input, args.output, args.log_end_offsets, not args.no_report)
     finally:
