@@ -9,7 +9,8 @@ dir, its ``history/`` dir or files). Writes one Parquet directory per table unde
 
 Every table is a function of DataFrames to a DataFrame (tested on hand-built histories in
 tests/unit/pipelines). Events are ordered per group by ``(ts, write)``: the records of one
-coordinator write share ``write``, which is how a group epoch bump is tied to its trigger.
+coordinator write share ``ts`` and ``write``, which is how a group epoch bump is tied to its
+trigger (``write`` alone restarts with the process that writes).
 """
 
 from __future__ import annotations
@@ -174,14 +175,14 @@ def partitions_moved(events: DataFrame) -> DataFrame:
                 )
             ),
         )
-        .groupBy("group", "write")
+        .groupBy("group", "ts", "write")
         .agg(F.sum("moved").alias("moved"))
     )
     computed = events.where(F.col("type") == "target_assignment").select(
-        "group", "write", "assignment_epoch"
+        "group", "ts", "write", "assignment_epoch"
     )
     return (
-        computed.join(targets, ["group", "write"], "left")
+        computed.join(targets, ["group", "ts", "write"], "left")
         .groupBy("group", "assignment_epoch")
         .agg(F.sum(F.coalesce("moved", F.lit(0))).cast("long").alias("partitions_moved"))
     )
@@ -237,10 +238,10 @@ def rebalance_episodes(events: DataFrame, changes: DataFrame | None = None) -> D
         .withColumn("prev_hash", F.lag("metadata_hash").over(by_group))
         .withColumn("prev_epoch", F.lag("group_epoch").over(by_group))
     )
-    triggers = changes.groupBy("group", "write").agg(
+    triggers = changes.groupBy("group", "ts", "write").agg(
         F.collect_set("change").alias("member_triggers")
     )
-    epochs = epochs.join(triggers, ["group", "write"], "left")
+    epochs = epochs.join(triggers, ["group", "ts", "write"], "left")
     topic_change = F.col("prev_epoch").isNotNull() & ~F.col("metadata_hash").eqNullSafe(
         F.col("prev_hash")
     )
