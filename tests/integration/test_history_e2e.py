@@ -14,6 +14,7 @@ import grpc
 import pytest
 from groupcoord.v1 import common_pb2, consumer_group_pb2, coordinator_pb2_grpc, offsets_pb2
 
+from tests.support.metrics import scrape, undocumented
 from tests.support.offsets import ensure_topic
 from tests.support.processes import ROOT, ServerProcess
 
@@ -103,7 +104,9 @@ def commit(stub: Any, member: Member, partitions: list[int], offset: int) -> Non
 def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> None:
     from pipelines import group_history as gh
 
-    dev = ServerProcess.dev(tmp_path, "--num-partitions", "4", "--set", CONFIG)
+    dev = ServerProcess.dev(
+        tmp_path, "--num-partitions", "4", "--set", CONFIG, "--metrics-port", "0"
+    )
     try:
         ensure_topic(dev.grpc_address, "orders", 4)
         with grpc.insecure_channel(dev.grpc_address) as channel:
@@ -125,6 +128,18 @@ def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> No
             commit(stub, a, [2], 3)
             commit(stub, a, [0], 9)
             epoch = describe(stub).group_epoch
+        assert dev.metrics_url is not None
+        deadline = time.monotonic() + 10
+        while True:  # the sink writes in the background: its counters catch up
+            metrics = scrape(dev.metrics_url)
+            written = metrics.value("groupcoord_history_events_total", outcome="written")
+            if written > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert written > 0
+        assert metrics.value("groupcoord_history_events_total", outcome="failed") == 0
+        assert metrics.value("groupcoord_history_dropped_batches_total") == 0
+        assert not undocumented(metrics)
         assert dev.terminate() == 0
     finally:
         dev.kill()
