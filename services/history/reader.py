@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.history.events import COLUMNS, NAMES
-from services.history.sink import FILE_PREFIX, FILE_SUFFIX
+from services.history.sink import FILE_PREFIX, FILE_SUFFIX, redis_stream
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,12 @@ def read_files(path: str | Path) -> Iterator[dict[str, Any]]:
             yield from read_lines(iter(fh), str(f))
 
 
-def read_redis(url: str, key: str = "groupcoord:history") -> Iterator[dict[str, Any]]:
+def read_redis(store_url: str, key: str | None = None) -> Iterator[dict[str, Any]]:
+    """The events of the Redis stream sink of the store at ``store_url``."""
     import redis
 
+    url, default_key = redis_stream(store_url)
+    key = key or default_key
     client: Any = redis.Redis.from_url(url)
     last = "-"
     while True:

@@ -110,14 +110,24 @@ class FileWriter:
             self._file = None
 
 
+def redis_stream(store_url: str) -> tuple[str, str]:
+    """(redis-py URL, stream key) of a store URL: the stream is ``<key_prefix>:history``
+    (``gc:history`` by default), next to the store's keys."""
+    from shards.storage.redis import parse_redis_url
+
+    parsed = parse_redis_url(store_url)
+    return parsed.url, f"{parsed.key_prefix}:history"
+
+
 class RedisWriter:
     """A Redis stream (``XADD key MAXLEN ~ maxlen * e <json>``), one entry per event."""
 
-    def __init__(self, url: str, key: str = "groupcoord:history", maxlen: int = 10_000_000):
+    def __init__(self, store_url: str, key: str | None = None, maxlen: int = 10_000_000):
         import redis
 
+        url, default_key = redis_stream(store_url)
         self.client = redis.Redis.from_url(url)
-        self.key = key
+        self.key = key or default_key
         self.maxlen = maxlen
 
     def write(self, lines: list[str], now_ms: int) -> None:

@@ -107,7 +107,9 @@ RULES: dict[str, Rule] = {
         "click grpc isodate",
     ),
     # services/*.py: the command line, which wires everything
-    "services.history": rule("shards.core services.options", "click redis pyarrow"),
+    "services.history": rule(
+        "shards.core shards.storage.redis services.options", "click redis pyarrow"
+    ),
     "services": rule("assignors shards services", "click redis"),
     # the PySpark application: self-contained (spark-submit ships only pipelines/)
     "pipelines": rule("", "pyspark matplotlib"),
