@@ -4,6 +4,7 @@ rebalances, membership changes and commits in its tables are what the scenario d
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -102,8 +103,6 @@ def commit(stub: Any, member: Member, partitions: list[int], offset: int) -> Non
 
 
 def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> None:
-    from pipelines import group_history as gh
-
     dev = ServerProcess.dev(
         tmp_path, "--num-partitions", "4", "--set", CONFIG, "--metrics-port", "0"
     )
@@ -163,8 +162,18 @@ def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> No
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    counts = gh.run(spark, str(parquet), str(tmp_path / "out"))
-    assert counts["rebalance_episodes"] == epoch == 5
+    # the application as an operator runs it (its own local[2] Spark, a log-end offsets file)
+    leo = tmp_path / "leo.csv"
+    leo.write_text(f"ts,topic,partition,log_end_offset\n{2**62},orders,0,20\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pipelines.group_history", "--input", str(parquet),
+         "--output", str(tmp_path / "out"), "--log-end-offsets", str(leo)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"rebalance_episodes: {epoch} rows" in run.stdout
+    assert epoch == 5
 
     def table(name: str) -> list[dict[str, Any]]:
         return [r.asDict() for r in spark.read.parquet(str(tmp_path / "out" / name)).collect()]
@@ -188,6 +197,10 @@ def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> No
         ("c", "join", False),
     ]
     assert sum(r["commits"] for r in table("commit_rates")) == 4
+    # partition 0: committed 7, then 9; the log end is 20
+    assert [(r["group"], r["committed_offset"], r["lag"]) for r in table("offset_lag")] == [
+        (GROUP, 9, 11)
+    ]
     [noisy] = table("noisy_groups")
     assert (noisy["group"], noisy["rebalances"], noisy["commits"]) == (GROUP, 5, 4)
     assert (tmp_path / "out" / "report.html").stat().st_size > 1000
