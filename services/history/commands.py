@@ -6,8 +6,6 @@ import datetime
 
 import click
 
-from services.options import opt
-
 
 def parse_time(value: str | None) -> int | None:
     """Epoch milliseconds, or an ISO-8601 timestamp (UTC when it has no offset)."""
@@ -30,8 +28,8 @@ def history() -> None:
 
 
 @history.command()
-@opt("--data-dir", env="DATA_DIR", default=None, help="A data dir with history/ (file sink).")
-@opt("--store", env="STORE", default=None, help="A redis:// store URL (redis sink).")
+@click.option("--data-dir", default=None, help="A data dir with history/ (file sink).")
+@click.option("--store", default=None, help="A redis:// store URL (redis sink).")
 @click.option("--output", required=True, help="The Parquet file to write.")
 @click.option("--from", "from_", default=None, help="Start (inclusive): epoch ms or ISO-8601.")
 @click.option("--to", default=None, help="End (exclusive): epoch ms or ISO-8601.")

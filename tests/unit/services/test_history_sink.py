@@ -193,3 +193,24 @@ def test_open_sink_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         open_sink("file", None, None)
     assert os.path.isdir(tmp_path / "history")
+
+
+def test_export_command_time_bounds_and_sources(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from services.history.commands import history, parse_time
+
+    assert parse_time("1500") == 1500
+    assert parse_time("1970-01-01T00:00:02") == 2000
+    assert parse_time("1970-01-01T01:00:00+01:00") == 0
+    assert parse_time(None) is None
+    w = FileWriter(tmp_path / "data" / "history")
+    w.write([json.dumps({"ts": t, "type": "offset_commit"}) + "\n" for t in range(5)], 0)
+    w.close()
+    out = tmp_path / "x.parquet"
+    args = ["export", "--data-dir", str(tmp_path / "data"), "--output", str(out)]
+    result = CliRunner().invoke(history, [*args, "--from", "1", "--to", "3"])
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(out).column("ts").to_pylist() == [1, 2]
+    both = CliRunner().invoke(history, [*args, "--store", "redis://x"])
+    assert both.exit_code != 0 and "exactly one" in both.output
