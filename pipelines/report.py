@@ -92,6 +92,26 @@ def write_report(spark: SparkSession, output: str, counts: dict[str, int]) -> st
         parts.append(_png(fig))
         plt.close(fig)
 
+    lag = rows("offset_lag")
+    if lag:
+        parts.append("<h2>Lag (sum over partitions, top groups)</h2>")
+        totals: dict[str, int] = {}
+        for r in lag:
+            totals[r["group"]] = max(totals.get(r["group"], 0), r["lag"])
+        fig, ax = plt.subplots(figsize=(7, 3))
+        for group in sorted(totals, key=lambda g: -totals[g])[:10]:
+            by_ts: dict[int, int] = {}
+            for r in lag:
+                if r["group"] == group:
+                    by_ts[r["ts"]] = by_ts.get(r["ts"], 0) + r["lag"]
+            ts = sorted(by_ts)
+            ax.plot(ts, [by_ts[t] for t in ts], label=group)
+        ax.set_xlabel("ts (ms)")
+        ax.set_ylabel("lag")
+        ax.legend(fontsize="small")
+        parts.append(_png(fig))
+        plt.close(fig)
+
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Group history</title>"
         "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
