@@ -270,6 +270,48 @@ def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def history_options(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The group history sink (dev: file under --data-dir by default; shard: off)."""
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = _opt(
+            "--history-max-mb",
+            env="HISTORY_MAX_MB",
+            type=click.IntRange(1),
+            default=1024,
+            help="file sink: delete the oldest history files beyond this many MiB.",
+        )(f)
+        f = _opt(
+            "--history-retention-hours",
+            env="HISTORY_RETENTION_HOURS",
+            type=click.IntRange(1),
+            default=168,
+            help="file sink: delete history files older than this.",
+        )(f)
+        return _opt(
+            "--history",
+            env="HISTORY",
+            type=click.Choice(["file", "redis", "off"] if default == "file" else ["redis", "off"]),
+            default=default,
+            help="Group history sink (docs/analytics.md): JSON Lines files under "
+            "<data-dir>/history, a Redis stream in the store, or off.",
+        )(f)
+
+    return wrap
+
+
+def _history_sink(kind: str, data_dir: str | None, store: str, hours: int, max_mb: int) -> Any:
+    from services.history.sink import open_sink
+
+    options: dict[str, Any] = {}
+    if kind == "file":
+        options = {"max_age_ms": hours * 3_600_000, "max_total_bytes": max_mb << 20}
+    try:
+        return open_sink(kind, data_dir, store, **options)
+    except ValueError as ex:
+        raise click.UsageError(str(ex)) from ex
+
+
 def configure_metrics(
     service_name: str, port: int | None, host: str, otlp_endpoint: str | None
 ) -> None:
@@ -401,6 +443,7 @@ def main() -> None:
 @request_limit_options
 @upstream_metadata_options
 @group_series_options
+@history_options("file")
 def dev(
     data_dir: str,
     store: str | None,
@@ -424,6 +467,9 @@ def dev(
     upstream_metadata_interval_ms: int,
     metrics_port: int | None,
     metrics_group_series: int,
+    history: str,
+    history_retention_hours: int,
+    history_max_mb: int,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -456,6 +502,7 @@ def dev(
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
+        history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
 
@@ -520,6 +567,7 @@ def dev(
 @assignor_client_options
 @request_limit_options
 @group_series_options
+@history_options("off")
 def shard(
     store: str,
     node_id: int,
@@ -547,6 +595,9 @@ def shard(
     max_request_items: int,
     metrics_port: int | None,
     metrics_group_series: int,
+    history: str,
+    history_retention_hours: int,
+    history_max_mb: int,
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -580,6 +631,7 @@ def shard(
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
+        history=_history_sink(history, None, store, history_retention_hours, history_max_mb),
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -1124,6 +1176,15 @@ async def _first_corrupt(log_store: LogStore, partition: int) -> _Corruption | N
 
 
 main.add_command(health_probe.health)
+
+
+def _add_history_commands() -> None:
+    from services.history.commands import history
+
+    main.add_command(history)
+
+
+_add_history_commands()
 
 
 def _add_admin_commands() -> None:

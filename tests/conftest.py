@@ -4,6 +4,7 @@ logic behind each fixture lives in ``tests/support``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 @pytest.fixture(scope="session")
 def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession (local[2], loopback only) for the whole run."""
+    from tests.support.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()

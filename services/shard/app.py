@@ -90,6 +90,9 @@ class ShardSettings:
     #: metrics opt-in: one ``group_members`` series per group for at most this many groups
     #: (0: no group ids in labels)
     metrics_group_series: int = 0
+    #: the group history sink (``services.history.sink.HistorySink``; None: off): told of
+    #: every durable batch, started with the app and closed after the runtime
+    history: Any = None
 
 
 def _ranges(partitions: list[int]) -> str:
@@ -212,7 +215,10 @@ class ShardApp:
             append_timeout_ms=s.operation_timeout_ms,
             instruments=RuntimeInstruments(provider) if metrics_on else None,
             record_observer=RecordCounters(provider) if metrics_on else None,
+            history_observer=s.history,
         )
+        if s.history is not None:
+            s.history.start()
         self.catalog.listeners.append(self._on_new_image)
         if s.upstream is not None:
             # One writer: the process owning offsets partition 0 (all of them in dev); see
@@ -387,6 +393,9 @@ class ShardApp:
             await self.server.stop(self.settings.shutdown_grace_s)
         if self.runtime is not None:
             await self.runtime.close()
+        if self.settings.history is not None:
+            # after the runtime: what it made durable last is written too
+            await asyncio.to_thread(self.settings.history.close)
         if self.catalog is not None:
             await self.catalog.close()
         if self.assignor_client is not None:

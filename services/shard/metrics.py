@@ -240,6 +240,32 @@ class ShardMetrics:
             )
         self._ownership(meter)
         self._assignor(meter)
+        self._history(meter)
+
+    def _history(self, meter: Any) -> None:
+        sink = self.app.settings.history
+        if sink is None:
+            return
+        meter.create_observable_counter(
+            "history_events",
+            callbacks=[
+                m.observe(
+                    lambda: [
+                        (sink.written_events, {"outcome": "written"}),
+                        (sink.failed_events, {"outcome": "failed"}),
+                    ]
+                )
+            ],
+            unit="{event}",
+            description="Group history events (docs/analytics.md) written by the history "
+            "sink, and lost because its writer failed (outcome).",
+        )
+        meter.create_observable_counter(
+            "history_dropped_batches",
+            callbacks=[m.observe(lambda: [(sink.dropped_batches, None)])],
+            unit="{batch}",
+            description="Durable batches the history sink dropped because its queue was full.",
+        )
 
     def _sampled(self, values: Any, fresh: bool = False) -> Any:
         def read() -> Any:

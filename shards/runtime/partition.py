@@ -112,6 +112,9 @@ ReadOp = Callable[[Any, int], Any]
 #: sees the records of every write (and timer) once they are durable, with the timer key (None
 #: for a request): the process counts commits, rebalances, expirations from them (metrics)
 RecordObserver = Callable[[Sequence[Record], "str | None"], None]
+#: told of each durable batch: (partition, store epoch, store offset, [(records, timer key)
+#: of each write]); the group history sink (services.history)
+HistoryObserver = Callable[[int, int, int, Sequence[tuple[Sequence[Record], "str | None"]]], None]
 
 
 class PartitionTimer:
@@ -180,8 +183,10 @@ class CoordinatorPartition:
         append_timeout_ms: int = 30_000,
         instruments: ins.RuntimeInstruments | None = None,
         record_observer: RecordObserver | None = None,
+        history_observer: HistoryObserver | None = None,
     ) -> None:
         self.partition = partition
+        self.history_observer = history_observer
         #: metrics (None: off)
         self.instruments = instruments
         self.record_observer = record_observer
@@ -368,7 +373,8 @@ class CoordinatorPartition:
                 self._fail(ex)
                 return
             self._pending.records.extend(records)
-            if self.record_observer is not None:  # told once the batch is durable
+            # told once the batch is durable
+            if self.record_observer is not None or self.history_observer is not None:
                 self._pending.observed.append((records, timer_key))
         response = result.response
         if isinstance(response, Deferred):
@@ -511,6 +517,9 @@ class CoordinatorPartition:
         if observer is not None:
             for records, key in batch.observed:
                 observer(records, key)
+        history = self.history_observer
+        if history is not None and batch.observed:
+            history(self.partition, epoch, offset, batch.observed)
         if snapshot_records is not None and self.state is not PartitionState.CLOSED:
             self.records_since_snapshot = 0
             asyncio.get_running_loop().create_task(

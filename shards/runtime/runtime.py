@@ -24,6 +24,7 @@ from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import (
     Codec,
     CoordinatorPartition,
+    HistoryObserver,
     LeaseHeldError,
     PartitionState,
     ReadOp,
@@ -55,12 +56,15 @@ class CoordinatorRuntime:
         failed_poll_ms: int = 1_000,
         instruments: RuntimeInstruments | None = None,
         record_observer: RecordObserver | None = None,
+        history_observer: HistoryObserver | None = None,
     ) -> None:
         self.store = store
         #: metrics of appends, snapshots and loads (None: off), and the observer of applied
         #: records (the process's counters of commits, rebalances, expirations)
         self.instruments = instruments
         self.record_observer = record_observer
+        #: told of every durable batch (the group history sink), None: off
+        self.history_observer = history_observer
         self.codec = codec
         self.factory = factory
         self.owner = owner
@@ -102,6 +106,7 @@ class CoordinatorRuntime:
             append_timeout_ms=self.append_timeout_ms,
             instruments=self.instruments,
             record_observer=self.record_observer,
+            history_observer=self.history_observer,
         )
 
     async def load(self, partition: int) -> bool:

@@ -106,6 +106,9 @@ RULES: dict[str, Rule] = {
         f"shards.core services services.client services.upstream {GENERATED}",
         "click grpc isodate",
     ),
+    "services.history": rule(
+        "shards.core shards.storage.redis services.options", "click redis pyarrow"
+    ),
     # services/*.py: the command line, which wires everything
     "services": rule("assignors loadtest.cli shards services", "click redis"),
     # groupcoord loadtest: simulated clients over the generated stubs and the project's client
@@ -113,6 +116,8 @@ RULES: dict[str, Rule] = {
         f"services.client services.options shards.core.classic shards.core.errors {GENERATED}",
         "click google grpc hdrh matplotlib",
     ),
+    # the PySpark application: self-contained (spark-submit ships only pipelines/)
+    "pipelines": rule("", "pyspark matplotlib"),
 }
 
 
@@ -165,7 +170,7 @@ def violations(paths: list[Path]) -> list[str]:
 def sources() -> list[Path]:
     return sorted(
         p
-        for top in ("shards", "services", "assignors", "loadtest")
+        for top in ("shards", "services", "assignors", "loadtest", "pipelines")
         for p in (ROOT / top).rglob("*.py")
     )
 

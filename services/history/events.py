@@ -1,0 +1,184 @@
+"""Coordinator records -> history events (one self-describing dict per record).
+
+Every event has the same columns (:data:`COLUMNS`; absent ones are ``None``), so a JSON
+line, a Redis stream entry and a Parquet row all have one schema:
+
+* ``ts`` (ms, when the write was durable), ``partition`` (offsets partition), ``epoch``
+  (store epoch of that partition), ``offset`` (store offset of the batch), ``write`` (the
+  write's sequence number in this process: records of one write share it, which is how the
+  pipeline tells what triggered an epoch bump), ``type``, ``group``, ``member``;
+* per type: see :func:`events_of`.
+
+Types:
+
+``group_epoch``
+    ConsumerGroupMetadata: ``group_epoch``, ``metadata_hash`` (a changed hash with no
+    membership change = topic metadata changed).
+``group_deleted``
+    ConsumerGroupMetadata tombstone.
+``member_upsert``
+    a consumer-group member record: ``instance_id``, ``subscribed_topics``, ``regex``,
+    ``client_id``.
+``member_removed``
+    its tombstone: ``cause`` = ``expired`` (session timeout timer), ``fenced`` (rebalance
+    timeout: partitions not revoked in time), ``left`` (any request: leave, or fencing by a
+    request).
+``target_assignment``
+    ``assignment_epoch``.
+``target_member``
+    a member's target: ``partitions`` (``topic_id:partition`` strings).
+``member_assignment``
+    a member's current assignment: ``member_epoch``, ``previous_member_epoch``, ``state``
+    (0 = stable), ``partitions``.
+``offset_commit`` / ``offset_expired`` / ``offset_deleted``
+    ``topic``, ``topic_partition``, ``committed_offset`` (commit only).
+``classic_group``
+    GroupMetadata (classic protocol): ``generation``, ``members``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from shards.core.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    Record,
+    TopicPartitions,
+)
+from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind
+
+#: (name, type) of every column; types: int, str, list (of str)
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ts", "int"),
+    ("partition", "int"),
+    ("epoch", "int"),
+    ("offset", "int"),
+    ("write", "int"),
+    ("type", "str"),
+    ("group", "str"),
+    ("member", "str"),
+    ("group_epoch", "int"),
+    ("metadata_hash", "int"),
+    ("instance_id", "str"),
+    ("subscribed_topics", "list"),
+    ("regex", "str"),
+    ("client_id", "str"),
+    ("cause", "str"),
+    ("assignment_epoch", "int"),
+    ("partitions", "list"),
+    ("member_epoch", "int"),
+    ("previous_member_epoch", "int"),
+    ("state", "int"),
+    ("topic", "str"),
+    ("topic_partition", "int"),
+    ("committed_offset", "int"),
+    ("generation", "int"),
+    ("members", "int"),
+)
+NAMES = tuple(name for name, _ in COLUMNS)
+
+_SESSION = TimerKind.CONSUMER_SESSION_TIMEOUT.value + ":"
+_CLASSIC_SESSION = TimerKind.CLASSIC_HEARTBEAT.value + ":"
+_REBALANCE = TimerKind.CONSUMER_REBALANCE_TIMEOUT.value + ":"
+
+
+def removal_cause(timer_key: str | None) -> str:
+    """Why a member record was tombstoned, from the key of the timer that wrote it."""
+    if timer_key is None:
+        return "left"
+    if timer_key.startswith(_SESSION) or timer_key.startswith(_CLASSIC_SESSION):
+        return "expired"
+    if timer_key.startswith(_REBALANCE):
+        return "fenced"
+    return "left"
+
+
+def _partitions(tps: Sequence[TopicPartitions]) -> list[str]:
+    return [f"{tp.topic_id}:{p}" for tp in tps for p in tp.partitions]
+
+
+def events_of(
+    records: Sequence[Record],
+    timer_key: str | None,
+    base: dict[str, Any],
+) -> Iterator[dict[str, Any]]:
+    """The events of one write's records; ``base`` holds ts/partition/epoch/offset/write."""
+    for record in records:
+        key, value = record.key, record.value
+        cls = type(key)
+        e: dict[str, Any] = dict(base)
+        if cls is OffsetCommitKey:
+            e.update(group=key.group, topic=key.topic, topic_partition=key.partition)
+            if value is not None:
+                e.update(type="offset_commit", committed_offset=value.offset)
+            elif timer_key == GROUP_EXPIRATION:
+                e["type"] = "offset_expired"
+            else:
+                e["type"] = "offset_deleted"
+        elif cls is ConsumerGroupMetadataKey:
+            e["group"] = key.group_id
+            if value is None:
+                e["type"] = "group_deleted"
+            else:
+                e.update(
+                    type="group_epoch", group_epoch=value.epoch, metadata_hash=value.metadata_hash
+                )
+        elif cls is ConsumerGroupMemberMetadataKey:
+            e.update(group=key.group_id, member=key.member_id)
+            if value is None:
+                e.update(type="member_removed", cause=removal_cause(timer_key))
+            else:
+                e.update(
+                    type="member_upsert",
+                    instance_id=value.instance_id,
+                    subscribed_topics=sorted(value.subscribed_topic_names),
+                    regex=value.subscribed_topic_regex,
+                    client_id=value.client_id,
+                )
+        elif cls is ConsumerGroupTargetAssignmentMetadataKey:
+            if value is None:
+                continue
+            e.update(
+                type="target_assignment",
+                group=key.group_id,
+                assignment_epoch=value.assignment_epoch,
+            )
+        elif cls is ConsumerGroupTargetAssignmentMemberKey:
+            if value is None:
+                continue
+            e.update(
+                type="target_member",
+                group=key.group_id,
+                member=key.member_id,
+                partitions=_partitions(value.topic_partitions),
+            )
+        elif cls is ConsumerGroupCurrentMemberAssignmentKey:
+            if value is None:
+                continue
+            e.update(
+                type="member_assignment",
+                group=key.group_id,
+                member=key.member_id,
+                member_epoch=value.member_epoch,
+                previous_member_epoch=value.previous_member_epoch,
+                state=value.state,
+                partitions=_partitions(value.assigned_partitions),
+            )
+        elif cls is GroupMetadataKey:
+            e["group"] = key.group
+            if value is None:
+                e["type"] = "group_deleted"
+            else:
+                e.update(
+                    type="classic_group", generation=value.generation, members=len(value.members)
+                )
+        else:
+            continue
+        yield e
