@@ -19,6 +19,7 @@ COPY proto ./proto
 COPY shards ./shards
 COPY services ./services
 COPY assignors ./assignors
+COPY loadtest ./loadtest
 RUN --mount=type=secret,id=ca,target=/run/secrets/ca \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \

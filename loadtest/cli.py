@@ -94,6 +94,7 @@ def run(
     quiet: bool,
 ) -> None:
     """Run a scenario against --target."""
+    _needs_extra()
     from loadtest import report
     from loadtest.runner import Runner
 
@@ -165,11 +166,23 @@ def run(
         sys.exit(1)
 
 
+def _needs_extra() -> None:
+    """The load tester's libraries are an extra (not in the server image): say so in one line."""
+    import importlib.util
+
+    missing = [m for m in ("hdrh", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise click.ClickException(
+            f"groupcoord loadtest needs {', '.join(missing)}: pip install 'groupcoord[loadtest]'"
+        )
+
+
 @loadtest.command("compare")
 @click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def compare(a: Path, b: Path) -> None:
     """Compare two result.json files (B against A)."""
+    _needs_extra()
     from loadtest import report
 
     rows = report.compare(json.loads(a.read_text()), json.loads(b.read_text()))
