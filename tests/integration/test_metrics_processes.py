@@ -265,7 +265,6 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     assert len(idle) == 1 and 0 <= idle[0].value <= 1
     commit_ok = {"method": "GroupCoordinator/OffsetCommit", "grpc_status": "OK"}
     assert s.value("groupcoord_rpc_server_duration_seconds_count", **commit_ok) >= 4
-    assert s.value("groupcoord_rpc_server_duration_seconds_count", **commit_ok) >= 4
     # the gateway's JoinGroup calls reached the shard
     join = {"method": "GroupCoordinator/JoinGroup", "grpc_status": "OK"}
     assert s.value("groupcoord_rpc_server_duration_seconds_count", **join) == 2
@@ -297,7 +296,6 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     assert remote_ok <= served_ok <= calls
     served = {"method": "Assignor/Assign", "grpc_status": "OK"}
     assert a_scrape.value("groupcoord_rpc_server_duration_seconds_count", **served) == served_ok
-    assert a_scrape.value("groupcoord_rpc_server_duration_seconds_count", **served) == served_ok
 
     # ---- gateway: Kafka requests by API and version, bytes, its calls to the shard -----
     g = scrape(gateway.metrics_url)
@@ -328,11 +326,16 @@ def test_assignor_counts_a_rejected_spec(tmp_path: Path) -> None:
             with pytest.raises(grpc.RpcError) as err:
                 stub.Assign(assignor_pb2.AssignRequest(assignor="no-such-assignor"), timeout=10)
             assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        s = scrape(proc.metrics_url)
+        # the server records a call's latency once its handler has unwound, which may be
+        # just after the caller has its status: wait for that one measurement
+        rejected = {"method": "Assignor/Assign", "grpc_status": "INVALID_ARGUMENT"}
+        s = until(
+            proc.metrics_url,
+            lambda s: s.value("groupcoord_rpc_server_duration_seconds_count", **rejected) > 0,
+        )
+        assert s.value("groupcoord_rpc_server_duration_seconds_count", **rejected) == 1
         assert s.value("groupcoord_assignor_server_requests_total", outcome="invalid") == 1
         assert s.value("groupcoord_assignor_server_requests_total", outcome="ok") == 0
-        rejected = {"method": "Assignor/Assign", "grpc_status": "INVALID_ARGUMENT"}
-        assert s.value("groupcoord_rpc_server_duration_seconds_count", **rejected) == 1
 
 
 async def test_failover_between_two_shards_on_redis(tmp_path: Path, redis: RedisServer) -> None:
