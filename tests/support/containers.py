@@ -1,5 +1,5 @@
 """Real containers for the deployment tests, with podman + runc (no Docker engine, no
-registry here; /work/shared/docs/CONTAINERS.md).
+registry here; docs/deploy.md, "The image").
 
 * ``podman_env()``: the environment every podman / podman-compose call runs with: a
   containers.conf selecting runc and ulimits the machine allows. Missing tools are an error,
