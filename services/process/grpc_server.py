@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from services.process.health import LIVENESS
 from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
 from services.process.rpcs import request_class, response_class, snake_case
+from services.process.tls import ServerTls
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
 from shards.storage.base import StoreUnavailableError
@@ -179,6 +180,7 @@ class GrpcServer:
         options: Sequence[tuple[str, Any]] = (),
         max_receive_bytes: int | None = None,
         metrics: ServerMetrics | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         #: per-call metrics of the services added (None: metrics are off)
         self.metrics = metrics
@@ -198,7 +200,13 @@ class GrpcServer:
         self.held: set[str] = set()
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        #: TLS (None: plaintext); certificate files are reloaded on change (services.process.tls)
+        self.tls = tls
+        address = f"{host}:{port}"
+        if tls is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, tls.grpc_credentials())
         if self.port == 0:
             raise OSError(f"could not bind gRPC on {host}:{port}")
 
