@@ -1,0 +1,175 @@
+"""TLS on every hop between real processes: ``groupcoord assignor``, ``groupcoord shard`` (on
+the shared Redis store) and ``groupcoord gateway``, each with its own certificate and mutual
+TLS required on every gRPC port; a Kafka client over the gateway's SSL listener (client
+certificate required); the CLI and the health probe over mutual TLS. One KIP-848 consumer
+group end to end: its assignment is computed by the assignor process (over TLS, counted by
+the assignor's metrics), its offsets land on the shard and the CLI lists it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.certs import Ca
+from tests.support.metrics import scrape
+from tests.support.processes import ROOT, ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+PARTITIONS = "4"
+
+
+def groupcoord(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_one_consumer_group_over_tls_on_every_hop(tmp_path: Path, redis_url: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ca = Ca()
+    cafile = str(ca.write(tmp_path))
+    certs = {
+        who: ca.issue(tmp_path, who, cn=who, ou="groupcoord")
+        for who in ("shard", "assignor", "gateway", "admin", "app")
+    }
+
+    def tls(who: str) -> list[str]:
+        c = certs[who]
+        return ["--tls-cafile", cafile, "--tls-certfile", str(c.cert), "--tls-keyfile", str(c.key)]
+
+    mtls = ["--tls-client-auth", "required"]
+    procs: list[ServerProcess] = []
+    try:
+        assignor = ServerProcess(
+            ["assignor", "--grpc-port", "0", "--metrics-port", "0", *tls("assignor"), *mtls],
+            tmp_path / "assignor.log",
+        )
+        procs.append(assignor)
+        store = f"{redis_url}?key_prefix=tls{uuid.uuid4().hex[:8]}"
+        shard = ServerProcess(
+            [
+                "shard",
+                "--store",
+                store,
+                "--node-id",
+                "0",
+                "--grpc-port",
+                "0",
+                "--num-partitions",
+                PARTITIONS,
+                "--assignor-addresses",
+                assignor.grpc_address,
+                # every target assignment goes to the assignor service
+                "--set",
+                "consumer_group_inline_assignment_max_size=0",
+                *tls("shard"),
+                *mtls,
+            ],  # fmt: skip
+            tmp_path / "shard.log",
+        )
+        procs.append(shard)
+        gateway_cert = certs["gateway"]
+        gateway = ServerProcess(
+            [
+                "gateway",
+                "--shard-address",
+                shard.grpc_address,
+                "--kafka-port",
+                "0",
+                "--num-partitions",
+                PARTITIONS,
+                *tls("gateway"),
+                "--security-protocol",
+                "SSL",
+                "--ssl-certfile",
+                str(gateway_cert.cert),
+                "--ssl-keyfile",
+                str(gateway_cert.key),
+                "--ssl-cafile",
+                cafile,
+                "--ssl-client-auth",
+                "required",
+            ],  # fmt: skip
+            tmp_path / "gateway.log",
+        )
+        procs.append(gateway)
+
+        # the health probe over mutual TLS: SERVING once the shard holds its partitions
+        deadline = time.monotonic() + 30
+        while True:
+            health = groupcoord("health", shard.grpc_address, *tls("admin"))
+            if health.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert health.returncode == 0, health.stdout + health.stderr
+        assert "SERVING" in health.stdout
+
+        app = certs["app"]
+        config = {
+            "bootstrap.servers": f"127.0.0.1:{gateway.ports['kafka']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": cafile,
+            "ssl.certificate.location": str(app.cert),
+            "ssl.key.location": str(app.key),
+            "log_level": 0,
+        }
+        admin = AdminClient(config)
+        admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(10)
+        consumer = Consumer(
+            {
+                **config,
+                "group.id": "billing",
+                "group.protocol": "consumer",
+                "enable.auto.commit": False,
+            }  # fmt: skip
+        )
+        try:
+            consumer.subscribe(["orders"])
+            deadline = time.monotonic() + 20
+            while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            assert sorted(tp.partition for tp in consumer.assignment()) == [0, 1, 2]
+            consumer.commit(offsets=[TopicPartition("orders", 2, 7)], asynchronous=False)
+        finally:
+            consumer.close()
+
+        # the assignment was computed by the assignor process, reached over mutual TLS
+        assert assignor.metrics_url is not None
+        served = scrape(assignor.metrics_url).value(
+            "groupcoord_assignor_server_requests_total", outcome="ok"
+        )
+        assert served >= 1
+
+        # the CLI over mutual TLS sees the group and its offset
+        described = groupcoord(
+            "groups", "describe", "billing", "--bootstrap", shard.grpc_address,
+            "--num-partitions", PARTITIONS, "-o", "json", *tls("admin"),
+        )  # fmt: skip
+        assert described.returncode == 0, described.stderr
+        assert '"orders"' in described.stdout and "7" in described.stdout
+
+        # without a client certificate the shard refuses the CLI: one line, exit 1
+        refused = groupcoord(
+            "groups", "list", "--bootstrap", shard.grpc_address, "--num-partitions", PARTITIONS,
+            "--tls-cafile", cafile, "--timeout-ms", "2000",
+        )  # fmt: skip
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("groupcoord: error: "), refused.stderr
+    finally:
+        for p in reversed(procs):
+            p.kill()
