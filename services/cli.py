@@ -252,6 +252,19 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return log_options(metrics_options(f))
 
 
+def health_port_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--health-port (shard, assignor): the health service alone, plaintext, on its own port."""
+    return _opt(
+        "--health-port",
+        env="HEALTH_PORT",
+        type=PORT,
+        default=None,
+        help="Also serve the gRPC health service (only it, the same statuses) in plaintext on "
+        "this port: for probes that cannot speak TLS, such as Kubernetes' gRPC probes, when "
+        "--tls-certfile is set. 0 picks a free port and prints it. Unset: none.",
+    )(f)
+
+
 def metrics_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--metrics-port (every process): Prometheus text on http://HOST:PORT/metrics."""
     return _opt(
@@ -583,6 +596,7 @@ def dev(
 @group_series_options
 @history_options("off")
 @tls_options(server=True)
+@health_port_option
 def shard(
     store: str,
     node_id: int,
@@ -614,6 +628,7 @@ def shard(
     history_retention_hours: int,
     history_max_mb: int,
     tls: TlsArgs,
+    health_port: int | None,
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -651,6 +666,7 @@ def shard(
         history=_history_sink(history, None, store, history_retention_hours, history_max_mb),
         tls=server_tls,
         client_tls=client_tls,
+        health_port=health_port,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -816,6 +832,11 @@ async def _serve(
             await gateway.start()
             await app.health.evaluate()  # current from the first probe after this line
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+        if app.server.health_port is not None:
+            click.echo(
+                f"groupcoord: gRPC health (plaintext) listening on "
+                f"{app.settings.host}:{app.server.health_port}"
+            )
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
@@ -913,14 +934,14 @@ async def _serve(
     env="HEALTH_PORT",
     type=PORT,
     default=None,
-    help="Serve the gRPC health service on this port (liveness: groupcoord.Liveness; "
+    help="Serve the gRPC health service, plaintext, on this port (liveness: groupcoord.Liveness; "
     'readiness: "", SERVING while a shard is reachable and, in proxy mode, once the upstream '
     "has answered); 0 picks a free port and prints it. Unset: none.",
 )
 @upstream_options
 @metrics_options
 @log_options
-@tls_options(server=True)
+@tls_options(server=False)
 @listener_options
 def gateway(
     shard_address: str,
@@ -951,7 +972,7 @@ def gateway(
 
     logs.configure(log_level, log_format, library_log_level)
     listener_settings = listener.settings()
-    health_tls, grpc_tls = tls.server(), tls.client()
+    grpc_tls = tls.client()
     configure_metrics("groupcoord-gateway", metrics_port, host, otlp_endpoint)
     settings = GatewaySettings(
         shard_address=shard_address,
@@ -970,10 +991,10 @@ def gateway(
         **upstream.settings(),
         **listener_settings,
     )
-    asyncio.run(_serve_gateway(GatewayApp(settings), health_port, health_tls))
+    asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
 
-async def _serve_gateway(app: Any, health_port: int | None = None, health_tls: Any = None) -> None:
+async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
     health: Any = None
     watcher: Any = None
     shards: Any = None
@@ -987,7 +1008,7 @@ async def _serve_gateway(app: Any, health_port: int | None = None, health_tls: A
 
             # Health only: liveness, "" and groupcoord.Gateway; the last two SERVING while
             # the gateway can serve Kafka clients and a shard is reachable.
-            health = GrpcServer(app.settings.host, health_port, tls=health_tls)
+            health = GrpcServer(app.settings.host, health_port)
             health.held = {"", HEALTH_SERVICE}
             await health.start()
             shards = PeerLiveness(
@@ -1061,6 +1082,7 @@ async def _serve_gateway(app: Any, health_port: int | None = None, health_tls: A
 @metrics_options
 @log_options
 @tls_options(server=True)
+@health_port_option
 def assignor(
     host: str,
     grpc_port: int,
@@ -1072,6 +1094,7 @@ def assignor(
     log_format: str,
     metrics_port: int | None,
     tls: TlsArgs,
+    health_port: int | None,
 ) -> None:
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
@@ -1088,6 +1111,7 @@ def assignor(
         shutdown_grace_s=shutdown_grace_s,
         otlp_endpoint=otlp_endpoint,
         tls=server_tls,
+        health_port=health_port,
     )
     asyncio.run(_serve(AssignorApp(settings)))
 

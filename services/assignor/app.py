@@ -32,6 +32,8 @@ class AssignorSettings:
     max_connection_age_ms: int = 60_000
     #: TLS of the gRPC server (None: plaintext)
     tls: ServerTls | None = None
+    #: also serve the health service alone, plaintext, on this port (probes; None: no)
+    health_port: int | None = None
 
 
 class AssignorApp:
@@ -66,6 +68,7 @@ class AssignorApp:
                 ("grpc.http2.max_ping_strikes", 0),
             ],
             tls=s.tls,
+            health_port=s.health_port,
         )
         # The handler takes raw bytes (parsed off the loop), so it is registered directly
         # rather than as dataclass ``Method``s.

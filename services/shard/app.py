@@ -98,6 +98,8 @@ class ShardSettings:
     #: assignor service; ``groupcoord dev``'s gateway to this server)
     tls: ServerTls | None = None
     client_tls: ClientTls | None = None
+    #: also serve the health service alone, plaintext, on this port (probes; None: no)
+    health_port: int | None = None
 
 
 def _ranges(partitions: list[int]) -> str:
@@ -246,6 +248,7 @@ class ShardApp:
             max_receive_bytes=s.max_request_bytes,
             metrics=server_metrics(provider),
             tls=s.tls,
+            health_port=s.health_port,
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
         self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}

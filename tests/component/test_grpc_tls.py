@@ -72,6 +72,7 @@ async def shard(tmp_path: Path, pki: Pki) -> AsyncIterator[ShardApp]:
             shutdown_grace_s=1.0,
             coordinator=CoordinatorConfig(num_partitions=4),
             tls=server_tls(pki),
+            health_port=0,
         )
     )
     await app.start()
@@ -123,6 +124,16 @@ async def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_ca(
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await list_groups(port, client_tls(pki, pki.rogue))
     assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+async def test_the_plaintext_health_port_serves_health_only(shard: ShardApp) -> None:
+    assert shard.server is not None and shard.server.health_port is not None
+    target = f"127.0.0.1:{shard.server.health_port}"
+    assert await probe(target) == "SERVING"  # what a Kubernetes gRPC probe sees
+    assert await probe(target, "groupcoord.Liveness") == "SERVING"
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await list_groups(shard.server.health_port, None)
+    assert info.value.code() is grpc.StatusCode.UNIMPLEMENTED
 
 
 async def test_a_client_checks_the_server_certificate(shard: ShardApp, pki: Pki) -> None:

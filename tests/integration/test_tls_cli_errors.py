@@ -50,16 +50,21 @@ def server_tls(cert: str, key: str, ca: str | None = None) -> list[str]:
     return out + (["--tls-cafile", ca] if ca else [])
 
 
+ASSIGNOR = ["assignor", "--grpc-port", "0"]
+DEV = ["dev", "--grpc-port", "0", "--kafka-port", "0"]
+GATEWAY = ["gateway", "--kafka-port", "0"]
+
+
 @pytest.mark.parametrize(
     ("command", "case", "fragments"),
     [
-        (["assignor", "--grpc-port", "0"], "missing-cert", ["cannot read the TLS certificate", "No such file"]),
-        (["assignor", "--grpc-port", "0"], "key-mismatch", ["does not match the certificate"]),
-        (["dev", "--grpc-port", "0", "--kafka-port", "0"], "unreadable-key", ["cannot read the TLS private key", "Is a directory"]),
-        (["dev", "--grpc-port", "0", "--kafka-port", "0"], "garbage-ca", ["cannot use the TLS CA bundle"]),
-        (["gateway", "--kafka-port", "0"], "key-mismatch", ["does not match the certificate"]),
+        (ASSIGNOR, "missing-cert", ["cannot read the TLS certificate", "No such file"]),
+        (ASSIGNOR, "key-mismatch", ["does not match the certificate"]),
+        (DEV, "unreadable-key", ["cannot read the TLS private key", "Is a directory"]),
+        (DEV, "garbage-ca", ["cannot use the TLS CA bundle"]),
+        (GATEWAY, "key-mismatch", ["does not match the certificate"]),
     ],
-)  # fmt: skip
+)
 def test_bad_grpc_tls_files_fail_in_one_line(
     tmp_path: Path, files: Files, command: list[str], case: str, fragments: list[str]
 ) -> None:
@@ -95,8 +100,8 @@ def test_a_client_with_a_missing_ca_file_fails_in_one_line(files: Files) -> None
     [
         (["gateway", "--security-protocol", "SSL"], 2, "needs --ssl-certfile and --ssl-keyfile"),
         (["gateway", "--security-protocol", "SASL_SSL"], 1, "SASL is not available yet"),
-        (["gateway", "--security-protocol", "SSL", "--ssl-certfile", "{cert}", "--ssl-keyfile", "{key}",
-          "--ssl-client-auth", "required"], 2, "needs --ssl-cafile"),
+        (["gateway", "--security-protocol", "SSL", "--ssl-certfile", "{cert}",
+          "--ssl-keyfile", "{key}", "--ssl-client-auth", "required"], 2, "needs --ssl-cafile"),
         (["assignor", "--tls-certfile", "{cert}"], 2, "both --tls-certfile and --tls-keyfile"),
     ],
 )  # fmt: skip
