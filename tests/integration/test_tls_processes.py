@@ -173,3 +173,43 @@ def test_one_consumer_group_over_tls_on_every_hop(tmp_path: Path, redis_url: str
     finally:
         for p in reversed(procs):
             p.kill()
+
+
+def test_dev_serves_grpc_and_kafka_over_tls(tmp_path: Path) -> None:
+    """``groupcoord dev``: mutual TLS on its gRPC port, which its built-in gateway also calls
+    (with the same certificate), and an SSL Kafka listener."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ca = Ca()
+    cafile = str(ca.write(tmp_path))
+    server, client = ca.issue(tmp_path, "dev", cn="dev"), ca.issue(tmp_path, "ops", cn="ops")
+    dev = ServerProcess.dev(
+        tmp_path,
+        "--num-partitions", PARTITIONS,
+        "--tls-certfile", str(server.cert), "--tls-keyfile", str(server.key),
+        "--tls-cafile", cafile, "--tls-client-auth", "required",
+        "--security-protocol", "SSL",
+        "--ssl-certfile", str(server.cert), "--ssl-keyfile", str(server.key),
+    )  # fmt: skip
+    try:
+        config = {
+            "bootstrap.servers": f"127.0.0.1:{dev.ports['kafka']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": cafile,
+            "log_level": 0,
+        }
+        admin = AdminClient(config)
+        admin.create_topics([NewTopic("t", 2, 1)])["t"].result(10)
+        consumer = Consumer({**config, "group.id": "g"})
+        try:
+            consumer.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+            (got,) = consumer.committed([TopicPartition("t", 0)], timeout=10)
+            assert got.offset == 5
+        finally:
+            consumer.close()
+        tls = ["--tls-cafile", cafile, "--tls-certfile", str(client.cert)]
+        health = groupcoord("health", dev.grpc_address, *tls, "--tls-keyfile", str(client.key))
+        assert health.returncode == 0 and "SERVING" in health.stdout, health.stderr
+    finally:
+        dev.kill()
