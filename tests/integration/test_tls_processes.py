@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from tests.support.certs import Ca
 from tests.support.metrics import scrape
 from tests.support.processes import ROOT, ServerProcess
+from tests.support.redis_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -52,61 +54,42 @@ def test_one_consumer_group_over_tls_on_every_hop(tmp_path: Path, redis_url: str
         return ["--tls-cafile", cafile, "--tls-certfile", str(c.cert), "--tls-keyfile", str(c.key)]
 
     mtls = ["--tls-client-auth", "required"]
+    # Ports chosen up front, so that the three processes start side by side (the shard
+    # reaches the assignor and the gateway the shard once they are up).
+    assignor_port, shard_port = free_port(), free_port()
+    store = f"{redis_url}?key_prefix=tls{uuid.uuid4().hex[:8]}"
+    gateway_cert = certs["gateway"]
+    commands = {
+        "assignor": ["assignor", "--grpc-port", str(assignor_port), "--metrics-port", "0",
+                     *tls("assignor"), *mtls],
+        "shard": ["shard", "--store", store, "--node-id", "0", "--grpc-port", str(shard_port),
+                  "--num-partitions", PARTITIONS,
+                  "--assignor-addresses", f"127.0.0.1:{assignor_port}",
+                  # every target assignment goes to the assignor service
+                  # (and members hear of it within half a second)
+                  "--set", "consumer_group_inline_assignment_max_size=0,"
+                  "consumer_group_min_heartbeat_interval_ms=500,"
+                  "consumer_group_heartbeat_interval_ms=500",
+                  *tls("shard"), *mtls],
+        "gateway": ["gateway", "--shard-address", f"127.0.0.1:{shard_port}", "--kafka-port", "0",
+                    "--num-partitions", PARTITIONS, *tls("gateway"),
+                    "--security-protocol", "SSL", "--ssl-certfile", str(gateway_cert.cert),
+                    "--ssl-keyfile", str(gateway_cert.key), "--ssl-cafile", cafile,
+                    "--ssl-client-auth", "required"],
+    }  # fmt: skip
     procs: list[ServerProcess] = []
     try:
-        assignor = ServerProcess(
-            ["assignor", "--grpc-port", "0", "--metrics-port", "0", *tls("assignor"), *mtls],
-            tmp_path / "assignor.log",
-        )
-        procs.append(assignor)
-        store = f"{redis_url}?key_prefix=tls{uuid.uuid4().hex[:8]}"
-        shard = ServerProcess(
-            [
-                "shard",
-                "--store",
-                store,
-                "--node-id",
-                "0",
-                "--grpc-port",
-                "0",
-                "--num-partitions",
-                PARTITIONS,
-                "--assignor-addresses",
-                assignor.grpc_address,
-                # every target assignment goes to the assignor service
-                "--set",
-                "consumer_group_inline_assignment_max_size=0",
-                *tls("shard"),
-                *mtls,
-            ],  # fmt: skip
-            tmp_path / "shard.log",
-        )
-        procs.append(shard)
-        gateway_cert = certs["gateway"]
-        gateway = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                shard.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                PARTITIONS,
-                *tls("gateway"),
-                "--security-protocol",
-                "SSL",
-                "--ssl-certfile",
-                str(gateway_cert.cert),
-                "--ssl-keyfile",
-                str(gateway_cert.key),
-                "--ssl-cafile",
-                cafile,
-                "--ssl-client-auth",
-                "required",
-            ],  # fmt: skip
-            tmp_path / "gateway.log",
-        )
-        procs.append(gateway)
+        with ThreadPoolExecutor(3) as pool:
+            futures = {
+                name: pool.submit(ServerProcess, args, tmp_path / f"{name}.log")
+                for name, args in commands.items()
+            }
+            for future in futures.values():
+                try:
+                    procs.append(future.result())
+                except RuntimeError:
+                    pass  # raised below, after the others are collected for cleanup
+            assignor, shard, gateway = (f.result() for f in futures.values())
 
         # the health probe over mutual TLS: SERVING once the shard holds its partitions
         deadline = time.monotonic() + 30
@@ -154,19 +137,36 @@ def test_one_consumer_group_over_tls_on_every_hop(tmp_path: Path, redis_url: str
         )
         assert served >= 1
 
-        # the CLI over mutual TLS sees the group and its offset
-        described = groupcoord(
-            "groups", "describe", "billing", "--bootstrap", shard.grpc_address,
-            "--num-partitions", PARTITIONS, "-o", "json", *tls("admin"),
-        )  # fmt: skip
+        # the CLI over mutual TLS sees the group and its offset; without a client certificate
+        # the shard refuses it: one line, exit 1 (both run side by side)
+        describe = [
+            "groups",
+            "describe",
+            "billing",
+            "--bootstrap",
+            shard.grpc_address,
+            "--num-partitions",
+            PARTITIONS,
+            "-o",
+            "json",
+            *tls("admin"),
+        ]
+        no_cert = [
+            "groups",
+            "list",
+            "--bootstrap",
+            shard.grpc_address,
+            "--num-partitions",
+            PARTITIONS,
+            "--tls-cafile",
+            cafile,
+            "--timeout-ms",
+            "2000",
+        ]
+        with ThreadPoolExecutor(2) as pool:
+            described, refused = pool.map(lambda args: groupcoord(*args), [describe, no_cert])
         assert described.returncode == 0, described.stderr
         assert '"orders"' in described.stdout and "7" in described.stdout
-
-        # without a client certificate the shard refuses the CLI: one line, exit 1
-        refused = groupcoord(
-            "groups", "list", "--bootstrap", shard.grpc_address, "--num-partitions", PARTITIONS,
-            "--tls-cafile", cafile, "--timeout-ms", "2000",
-        )  # fmt: skip
         assert refused.returncode == 1, refused.stdout + refused.stderr
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("groupcoord: error: "), refused.stderr
