@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import struct
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -226,3 +227,49 @@ async def test_a_plaintext_client_gets_nothing_from_an_ssl_listener(
         await asyncio.sleep(0.2)
         assert stack.gateway.server is not None
         assert not stack.gateway.server.connections
+
+
+async def test_proxy_mode_broker_listeners_are_ssl_too(tmp_path: Path, pki: Pki) -> None:
+    from tests.component.test_gateway_proxy import NODE, FakeKafka
+
+    fake = FakeKafka()
+    await fake.start()
+    listener = SslListener(str(pki.server.cert), str(pki.server.key), str(pki.cafile), "required")
+    settings = {
+        "security_protocol": "SSL",
+        "listener_tls": listener,
+        "upstream_bootstrap": f"127.0.0.1:{fake.port}",
+    }
+    try:
+        async with gateway_stack(tmp_path, gateway=settings) as stack:
+            listeners = stack.gateway.broker_listeners
+            assert listeners is not None
+            port = (await listeners.address(NODE))[1]
+
+            def api_versions(cert: bool) -> tuple[int, bytes]:
+                """(the listener certificate's serial, the first bytes of the answer to an
+                ApiVersions v0 request: b"" when the connection is closed instead)"""
+                ctx = ssl.create_default_context(cafile=str(pki.cafile))
+                if cert:
+                    ctx.load_cert_chain(pki.client.cert, pki.client.key)
+                with (
+                    socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+                    ctx.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+                ):
+                    der = tls.getpeercert(binary_form=True)
+                    # api key 18, version 0, correlation id 7, no client id
+                    tls.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))
+                    try:
+                        answer = tls.recv(8)
+                    except (ssl.SSLError, ConnectionError):
+                        answer = b""  # TLS 1.3: a refused certificate shows up here
+                assert der is not None
+                return serial_of_der(der), answer
+
+            serial, answer = await asyncio.to_thread(api_versions, True)
+            assert serial == pki.server.serial
+            assert struct.unpack(">i", answer[4:8]) == (7,)  # answered over TLS
+            # the broker listener requires client certificates like the bootstrap one
+            assert (await asyncio.to_thread(api_versions, False))[1] == b""
+    finally:
+        await fake.stop()
