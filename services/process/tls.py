@@ -166,7 +166,8 @@ class _Reloader:
             try:
                 self.tls.check()
                 config = self.tls._configuration()
-            except TlsError as e:
+            except Exception as e:  # noqa: BLE001 - never fail a handshake over a reload
+                # (a file may change again between the check and the read)
                 if sig != self.warned:
                     self.warned = sig
                     log.warning("TLS files changed but cannot be used (keeping the old): %s", e)
@@ -302,7 +303,7 @@ class SslListener:
         if sig and sig != self._loaded:
             try:
                 ctx = self._build()
-            except TlsError as e:
+            except (TlsError, OSError) as e:  # ssl.SSLError is an OSError
                 if sig != self._warned:
                     self._warned = sig
                     log.warning("TLS files changed but cannot be used (keeping the old): %s", e)
