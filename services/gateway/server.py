@@ -43,6 +43,8 @@ class GatewayServer:
         self.limits = limits
         self.max_connections = max_connections
         self.connections: dict[asyncio.Task[None], Connection] = {}
+        #: connections in their TLS handshake (counted against ``max_connections`` too)
+        self.handshaking = 0
         self._server: asyncio.Server | None = None
 
     @property
@@ -59,7 +61,7 @@ class GatewayServer:
         )
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.connections) >= self.max_connections:
+        if len(self.connections) + self.handshaking >= self.max_connections:
             log.warning("refusing a connection: %d connections open", len(self.connections))
             if self.metrics is not None:
                 self.metrics.connections.add(1, REFUSED)
@@ -69,6 +71,7 @@ class GatewayServer:
             self.metrics.connections.add(1, ACCEPTED)
         subject = None
         if self.tls is not None:
+            self.handshaking += 1
             try:
                 await writer.start_tls(
                     self.tls.context(), ssl_handshake_timeout=self.tls.handshake_timeout_s
@@ -81,6 +84,8 @@ class GatewayServer:
                 )
                 writer.transport.abort()
                 return
+            finally:
+                self.handshaking -= 1
             subject = peer_cert_subject(writer.get_extra_info("ssl_object"))
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
         conn = Connection(self.apis, self.limits, reader, writer, session, self.metrics)

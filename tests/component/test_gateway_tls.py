@@ -273,3 +273,23 @@ async def test_proxy_mode_broker_listeners_are_ssl_too(tmp_path: Path, pki: Pki)
             assert (await asyncio.to_thread(api_versions, False))[1] == b""
     finally:
         await fake.stop()
+
+
+async def test_connections_in_their_handshake_count_against_the_limit(
+    tmp_path: Path, pki: Pki
+) -> None:
+    listener = SslListener(str(pki.server.cert), str(pki.server.key), handshake_timeout_s=30)
+    settings = {"security_protocol": "SSL", "listener_tls": listener, "max_connections": 1}
+    async with gateway_stack(tmp_path, gateway=settings) as stack:
+        port = stack.kafka_port
+        # a client that connects and never says hello holds the one place for its handshake
+        _idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.sleep(0.2)
+        assert stack.gateway.server is not None and stack.gateway.server.handshaking == 1
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            await asyncio.to_thread(presented_serial, port, pki.cafile)
+        idle.close()
+        await idle.wait_closed()
+        await asyncio.sleep(0.2)  # the handshake task sees the close
+        assert stack.gateway.server.handshaking == 0
+        assert await asyncio.to_thread(presented_serial, port, pki.cafile) == pki.server.serial
