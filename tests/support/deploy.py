@@ -71,6 +71,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "certManager": {"enabled": True, "issuerRef": {"name": "internal-ca"}},
         },
         "gateway": {"securityProtocol": "SSL"},
+        "networkPolicy": {"enabled": True},
     },
     # TLS with Secrets of one's own (no cert-manager)
     "tls-own-secrets": {

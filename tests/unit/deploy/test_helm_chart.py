@@ -581,6 +581,9 @@ def test_grpc_tls_reaches_every_process_and_every_hop() -> None:
             assert env["GROUPCOORD_TLS_CLIENT_AUTH"] == "required"
             health = int(env["GROUPCOORD_HEALTH_PORT"])
             assert port_named(c, "health") == health != int(env["GROUPCOORD_GRPC_PORT"])
+            policy = one(objects, "NetworkPolicy", component)
+            open_ports = {p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]}
+            assert {health, int(env["GROUPCOORD_GRPC_PORT"])} <= open_ports
     # nothing of it without the switch
     for c in (container(o) for o in render({}) if o["kind"] in ("Deployment", "StatefulSet")):
         assert not any(k.startswith("GROUPCOORD_TLS_") for k in env_of(c))
