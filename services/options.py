@@ -148,49 +148,54 @@ def tls_options(server: bool) -> Callable[[Callable[..., Any]], Callable[..., An
             tls = TlsArgs(tls_certfile, tls_keyfile, tls_cafile, tls_server_name, tls_client_auth)
             return command(*args, tls=tls, **kw)
 
-        mine = (
-            "server certificate (and the client certificate of its calls to other "
-            "groupcoord processes)"
-            if server
-            else "client certificate (mutual TLS)"
-        )
-        f = opt(
-            "--tls-certfile",
-            env="TLS_CERTFILE",
-            default=None,
-            help=f"gRPC TLS: PEM {mine}; reloaded when the file changes"
-            + (". Set: every gRPC port of this process serves TLS only." if server else "."),
-        )(bundled)
-        f = opt(
-            "--tls-keyfile",
-            env="TLS_KEYFILE",
-            default=None,
-            help="gRPC TLS: the PEM private key of --tls-certfile.",
-        )(f)
-        f = opt(
-            "--tls-cafile",
-            env="TLS_CAFILE",
-            default=None,
-            help="gRPC TLS: PEM CA bundle that signed the other processes' certificates "
-            "(servers: also the clients' with --tls-client-auth required); default: the "
-            "system's." + ("" if server else " Set (or --tls-certfile): calls use TLS."),
-        )(f)
-        f = opt(
-            "--tls-server-name",
-            env="TLS_SERVER_NAME",
-            default=None,
-            help="gRPC TLS: the name the servers' certificates are checked against "
-            "(default: the host dialled).",
-        )(f)
         if server:
-            f = opt(
-                "--tls-client-auth",
-                env="TLS_CLIENT_AUTH",
-                type=click.Choice(["none", "required"]),
-                default="none",
-                help="gRPC TLS: required = mutual TLS, callers need a certificate signed by "
-                "--tls-cafile.",
-            )(f)
+            cert_help = (
+                "gRPC TLS: PEM server certificate, reloaded when it changes; set, the gRPC "
+                "port serves TLS only. Also the client certificate of this process's calls "
+                "to other groupcoord processes (read at start)."
+            )
+        else:
+            cert_help = (
+                "gRPC TLS: PEM client certificate (mutual TLS), read when a connection is opened."
+            )
+        options = [
+            opt("--tls-certfile", env="TLS_CERTFILE", default=None, help=cert_help),
+            opt(
+                "--tls-keyfile",
+                env="TLS_KEYFILE",
+                default=None,
+                help="gRPC TLS: the PEM private key of --tls-certfile.",
+            ),
+            opt(
+                "--tls-cafile",
+                env="TLS_CAFILE",
+                default=None,
+                help="gRPC TLS: PEM CA bundle that signed the other processes' certificates "
+                "(servers: also the clients' with --tls-client-auth required); default: the "
+                "system's." + ("" if server else " Set (or --tls-certfile): calls use TLS."),
+            ),
+            opt(
+                "--tls-server-name",
+                env="TLS_SERVER_NAME",
+                default=None,
+                help="gRPC TLS: the name the servers' certificates are checked against "
+                "(default: the host dialled).",
+            ),
+        ]
+        if server:
+            options.append(
+                opt(
+                    "--tls-client-auth",
+                    env="TLS_CLIENT_AUTH",
+                    type=click.Choice(["none", "required"]),
+                    default="none",
+                    help="gRPC TLS: required = mutual TLS, callers need a certificate "
+                    "signed by --tls-cafile.",
+                )
+            )
+        f: Callable[..., Any] = bundled
+        for option in reversed(options):  # click lists the last decorator applied first
+            f = option(f)
         return f
 
     return wrap
@@ -274,19 +279,20 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
         )
         return command(*args, listener=listener, **kw)
 
+    # (click lists the last option applied first)
     f = opt(
-        "--security-protocol",
-        env="SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
-        default="PLAINTEXT",
-        help="The Kafka listener's security protocol (Kafka's security.protocol). SSL and "
-        "SASL_SSL need --ssl-certfile and --ssl-keyfile.",
+        "--ssl-client-auth",
+        env="SSL_CLIENT_AUTH",
+        type=click.Choice(["none", "requested", "required"]),
+        default="none",
+        help="Kafka listener TLS: client certificates (Kafka's ssl.client.auth); a verified "
+        "certificate's subject is the client's principal, User:<DN>.",
     )(bundled)
     f = opt(
-        "--ssl-certfile",
-        env="SSL_CERTFILE",
+        "--ssl-cafile",
+        env="SSL_CAFILE",
         default=None,
-        help="Kafka listener TLS: PEM server certificate (chain); reloaded when it changes.",
+        help="Kafka listener TLS: PEM CA bundle that signed the clients' certificates.",
     )(f)
     f = opt(
         "--ssl-keyfile",
@@ -295,18 +301,18 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Kafka listener TLS: the PEM private key of --ssl-certfile.",
     )(f)
     f = opt(
-        "--ssl-cafile",
-        env="SSL_CAFILE",
+        "--ssl-certfile",
+        env="SSL_CERTFILE",
         default=None,
-        help="Kafka listener TLS: PEM CA bundle that signed the clients' certificates.",
+        help="Kafka listener TLS: PEM server certificate (chain); reloaded when it changes.",
     )(f)
     f = opt(
-        "--ssl-client-auth",
-        env="SSL_CLIENT_AUTH",
-        type=click.Choice(["none", "requested", "required"]),
-        default="none",
-        help="Kafka listener TLS: client certificates (Kafka's ssl.client.auth); a verified "
-        "certificate's subject is the client's principal, User:<DN>.",
+        "--security-protocol",
+        env="SECURITY_PROTOCOL",
+        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        default="PLAINTEXT",
+        help="The Kafka listener's security protocol (Kafka's security.protocol). SSL and "
+        "SASL_SSL need --ssl-certfile and --ssl-keyfile.",
     )(f)
     return f
 
