@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from loadtest import scenario as scenarios
-from services.options import opt
+from services.options import TlsArgs, opt, tls_options
 
 
 class LoadtestGroup(click.Group):
@@ -75,6 +75,7 @@ def loadtest() -> None:
 )
 @click.option("--no-report", is_flag=True, help="Only result.json (no plots, no HTML).")
 @click.option("--quiet", is_flag=True, help="No progress line.")
+@tls_options(server=False)
 def run(
     name: str | None,
     scenario_file: Path | None,
@@ -92,6 +93,7 @@ def run(
     output: Path,
     no_report: bool,
     quiet: bool,
+    tls: TlsArgs,
 ) -> None:
     """Run a scenario against --target."""
     _needs_extra()
@@ -137,7 +139,9 @@ def run(
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
-    runner = Runner(s, targets, progress=None if quiet else progress, progress_tty=tty)
+    runner = Runner(
+        s, targets, progress=None if quiet else progress, progress_tty=tty, tls=tls.client()
+    )
     outcome = asyncio.run(runner.run())
     if tty and not quiet:
         sys.stderr.write("\n")

@@ -82,7 +82,9 @@ class GroupState:
 class RunContext:
     """What the members share: scenario, clients, measurements, checkers."""
 
-    def __init__(self, scenario: Scenario, targets: list[str], run_id: str) -> None:
+    def __init__(
+        self, scenario: Scenario, targets: list[str], run_id: str, tls: Any = None
+    ) -> None:
         self.scenario = scenario
         self.targets = targets
         self.run_id = run_id
@@ -95,7 +97,7 @@ class RunContext:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.t0 = time.monotonic()
         policy = RetryPolicy(attempt_timeout_s=5.0, deadline_s=20.0)
-        self.clients = [CoordinatorClient(targets, policy, seed=i) for i in range(CLIENTS)]
+        self.clients = [CoordinatorClient(targets, policy, seed=i, tls=tls) for i in range(CLIENTS)]
         self.groups: dict[str, GroupState] = {}
         self.member_seconds = 0.0
 
@@ -164,11 +166,13 @@ class Runner:
         progress: Callable[[str], None] | None = None,
         progress_tty: bool = False,
         hook_env: dict[str, str] | None = None,
+        tls: Any = None,
     ) -> None:
         self.scenario = scenario
         self.targets = targets
         self.run_id = uuid.uuid4().hex[:8]
-        self.ctx = RunContext(scenario, targets, self.run_id)
+        #: TLS of the calls (services.process.tls.ClientTls; None: plaintext)
+        self.ctx = RunContext(scenario, targets, self.run_id, tls)
         self.progress = progress
         self.progress_tty = progress_tty
         self.hook_env = hook_env or {}

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 import click
 
 from services import health_probe
-from services.options import UpstreamArgs, upstream_client_options
+from services.options import (
+    ListenerArgs,
+    TlsArgs,
+    UpstreamArgs,
+    listener_options,
+    tls_options,
+    upstream_client_options,
+)
 from services.options import opt as _opt
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
@@ -245,6 +252,19 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return log_options(metrics_options(f))
 
 
+def health_port_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--health-port (shard, assignor): the health service alone, plaintext, on its own port."""
+    return _opt(
+        "--health-port",
+        env="HEALTH_PORT",
+        type=PORT,
+        default=None,
+        help="Also serve the gRPC health service (only it, the same statuses) in plaintext on "
+        "this port: for probes that cannot speak TLS, such as Kubernetes' gRPC probes, when "
+        "--tls-certfile is set. 0 picks a free port and prints it. Unset: none.",
+    )(f)
+
+
 def metrics_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--metrics-port (every process): Prometheus text on http://HOST:PORT/metrics."""
     return _opt(
@@ -444,6 +464,8 @@ def main() -> None:
 @upstream_metadata_options
 @group_series_options
 @history_options("file")
+@tls_options(server=True)
+@listener_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -470,6 +492,8 @@ def dev(
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
+    tls: TlsArgs,
+    listener: ListenerArgs,
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -478,7 +502,8 @@ def dev(
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
-    gateway_upstream = upstream.settings()
+    gateway_upstream = {**upstream.settings(), **listener.settings()}
+    server_tls, client_tls = tls.server(), tls.client()
     configure_metrics("groupcoord-dev", metrics_port, host, otlp_endpoint)
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
@@ -503,6 +528,8 @@ def dev(
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
         history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
+        tls=server_tls,
+        client_tls=client_tls,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
 
@@ -568,6 +595,8 @@ def dev(
 @request_limit_options
 @group_series_options
 @history_options("off")
+@tls_options(server=True)
+@health_port_option
 def shard(
     store: str,
     node_id: int,
@@ -598,6 +627,8 @@ def shard(
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
+    tls: TlsArgs,
+    health_port: int | None,
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -606,6 +637,7 @@ def shard(
     from services.shard.app import ShardApp, ShardSettings
 
     logs.configure(log_level, log_format, library_log_level)
+    server_tls, client_tls = tls.server(), tls.client()
     configure_metrics("groupcoord-shard", metrics_port, host, otlp_endpoint)
     config = _coordinator_config(
         config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
@@ -632,6 +664,9 @@ def shard(
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
         history=_history_sink(history, None, store, history_retention_hours, history_max_mb),
+        tls=server_tls,
+        client_tls=client_tls,
+        health_port=health_port,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -791,11 +826,17 @@ async def _serve(
                     **(upstream or {}),
                     # one upstream client per process: the shard's (topic mirror, lag)
                     upstream_cluster=getattr(app.settings, "upstream", None),
+                    grpc_tls=getattr(app.settings, "client_tls", None),
                 )
             )
             await gateway.start()
             await app.health.evaluate()  # current from the first probe after this line
             click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{gateway.port}")
+        if app.server.health_port is not None:
+            click.echo(
+                f"groupcoord: gRPC health (plaintext) listening on "
+                f"{app.settings.host}:{app.server.health_port}"
+            )
         click.echo(f"groupcoord: gRPC listening on {app.settings.host}:{app.port}")
         sys.stdout.flush()
 
@@ -893,13 +934,15 @@ async def _serve(
     env="HEALTH_PORT",
     type=PORT,
     default=None,
-    help="Serve the gRPC health service on this port (liveness: groupcoord.Liveness; "
+    help="Serve the gRPC health service, plaintext, on this port (liveness: groupcoord.Liveness; "
     'readiness: "", SERVING while a shard is reachable and, in proxy mode, once the upstream '
     "has answered); 0 picks a free port and prints it. Unset: none.",
 )
 @upstream_options
 @metrics_options
 @log_options
+@tls_options(server=False)
+@listener_options
 def gateway(
     shard_address: str,
     host: str,
@@ -919,6 +962,8 @@ def gateway(
     library_log_level: str,
     log_format: str,
     metrics_port: int | None,
+    tls: TlsArgs,
+    listener: ListenerArgs,
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -926,6 +971,8 @@ def gateway(
     from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
+    listener_settings = listener.settings()
+    grpc_tls = tls.client()
     configure_metrics("groupcoord-gateway", metrics_port, host, otlp_endpoint)
     settings = GatewaySettings(
         shard_address=shard_address,
@@ -940,7 +987,9 @@ def gateway(
         idle_timeout_ms=idle_timeout_ms,
         request_timeout_ms=request_timeout_ms,
         otlp_endpoint=otlp_endpoint,
+        grpc_tls=grpc_tls,
         **upstream.settings(),
+        **listener_settings,
     )
     asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
@@ -963,7 +1012,8 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
             health.held = {"", HEALTH_SERVICE}
             await health.start()
             shards = PeerLiveness(
-                [a.strip() for a in app.settings.shard_address.split(",") if a.strip()]
+                [a.strip() for a in app.settings.shard_address.split(",") if a.strip()],
+                tls=app.settings.grpc_tls,
             )
 
             async def gateway_ready() -> Readiness:
@@ -1031,6 +1081,8 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
 )
 @metrics_options
 @log_options
+@tls_options(server=True)
+@health_port_option
 def assignor(
     host: str,
     grpc_port: int,
@@ -1041,6 +1093,8 @@ def assignor(
     library_log_level: str,
     log_format: str,
     metrics_port: int | None,
+    tls: TlsArgs,
+    health_port: int | None,
 ) -> None:
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
@@ -1048,6 +1102,7 @@ def assignor(
     from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
+    server_tls = tls.server()
     configure_metrics("groupcoord-assignor", metrics_port, host, otlp_endpoint)
     settings = AssignorSettings(
         host=host,
@@ -1055,6 +1110,8 @@ def assignor(
         worker_threads=worker_threads,
         shutdown_grace_s=shutdown_grace_s,
         otlp_endpoint=otlp_endpoint,
+        tls=server_tls,
+        health_port=health_port,
     )
     asyncio.run(_serve(AssignorApp(settings)))
 

@@ -7,6 +7,8 @@ import asyncio
 
 import click
 
+from services.options import TlsArgs, tls_options
+
 
 @click.command("health")
 @click.argument("target", metavar="HOST:PORT")
@@ -25,10 +27,11 @@ import click
     show_default=True,
     help="Seconds to wait for the answer.",
 )
-def health(target: str, service: str, timeout_s: float) -> None:
+@tls_options(server=False)
+def health(target: str, service: str, timeout_s: float, tls: TlsArgs) -> None:
     """Check the gRPC health of a groupcoord process (see docs/observability.md)."""
     from services.process.health import probe
 
-    status = asyncio.run(probe(target, service, timeout_s))
+    status = asyncio.run(probe(target, service, timeout_s, tls.client()))
     click.echo(f"{target} {service or '(readiness)'}: {status}")
     raise SystemExit(0 if status == "SERVING" else 1)

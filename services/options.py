@@ -125,3 +125,232 @@ class UpstreamArgs:
         if not settings:
             return None
         return UpstreamCluster(self.bootstrap or "", settings["upstream_security"].ssl_context())
+
+
+# ---- TLS on gRPC (docs/security.md) ---------------------------------------------------------
+def tls_options(server: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--tls-certfile/--tls-keyfile/--tls-cafile/--tls-server-name (and, on servers,
+    --tls-client-auth), given to the command as one ``tls: TlsArgs``. On a server the
+    certificate is its server certificate and also the client certificate of its own
+    outgoing calls; on a client (CLI, load test, gateway -> shards) the client certificate."""
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def bundled(
+            *args: Any,
+            tls_certfile: str | None,
+            tls_keyfile: str | None,
+            tls_cafile: str | None,
+            tls_server_name: str | None,
+            tls_client_auth: str = "none",
+            **kw: Any,
+        ) -> Any:
+            tls = TlsArgs(tls_certfile, tls_keyfile, tls_cafile, tls_server_name, tls_client_auth)
+            return command(*args, tls=tls, **kw)
+
+        if server:
+            cert_help = (
+                "gRPC TLS: PEM server certificate, reloaded when it changes; set, the gRPC "
+                "port serves TLS only. Also the client certificate of this process's calls "
+                "to other groupcoord processes (read at start)."
+            )
+        else:
+            cert_help = (
+                "gRPC TLS: PEM client certificate (mutual TLS), read when a connection is opened."
+            )
+        options = [
+            opt("--tls-certfile", env="TLS_CERTFILE", default=None, help=cert_help),
+            opt(
+                "--tls-keyfile",
+                env="TLS_KEYFILE",
+                default=None,
+                help="gRPC TLS: the PEM private key of --tls-certfile.",
+            ),
+            opt(
+                "--tls-cafile",
+                env="TLS_CAFILE",
+                default=None,
+                help="gRPC TLS: PEM CA bundle that signed the other processes' certificates "
+                "(servers: also the clients' with --tls-client-auth required); default: the "
+                "system's." + ("" if server else " Set (or --tls-certfile): calls use TLS."),
+            ),
+            opt(
+                "--tls-server-name",
+                env="TLS_SERVER_NAME",
+                default=None,
+                help="gRPC TLS: the name the servers' certificates are checked against "
+                "(default: the host dialled).",
+            ),
+        ]
+        if server:
+            options.append(
+                opt(
+                    "--tls-client-auth",
+                    env="TLS_CLIENT_AUTH",
+                    type=click.Choice(["none", "required"]),
+                    default="none",
+                    help="gRPC TLS: required = mutual TLS, callers need a certificate "
+                    "signed by --tls-cafile.",
+                )
+            )
+        f: Callable[..., Any] = bundled
+        for option in reversed(options):  # click lists the last decorator applied first
+            f = option(f)
+        return f
+
+    return wrap
+
+
+def _tls_failure(e: Exception) -> click.ClickException:
+    return click.ClickException(str(e))
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsArgs:
+    certfile: str | None = None
+    keyfile: str | None = None
+    cafile: str | None = None
+    server_name: str | None = None
+    client_auth: str = "none"
+
+    def _pair(self) -> None:
+        if (self.certfile is None) != (self.keyfile is None):
+            raise click.BadParameter(
+                "give both --tls-certfile and --tls-keyfile, or neither", param_hint="--tls-*"
+            )
+
+    def server(self) -> Any:
+        """The gRPC server's ``ServerTls`` (None: plaintext); the files are loaded now, so
+        that a missing file or a key not matching its certificate fails at start."""
+        from services.process.tls import ServerTls, TlsError
+
+        self._pair()
+        if self.certfile is None or self.keyfile is None:
+            if self.client_auth != "none":
+                raise click.BadParameter(
+                    "--tls-client-auth needs --tls-certfile and --tls-keyfile",
+                    param_hint="--tls-client-auth",
+                )
+            return None
+        try:
+            tls = ServerTls(self.certfile, self.keyfile, self.cafile, self.client_auth)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--tls-client-auth") from None
+        try:
+            tls.check()
+        except TlsError as e:
+            raise _tls_failure(e) from None
+        return tls
+
+    def client(self) -> Any:
+        """The gRPC clients' ``ClientTls`` (None: plaintext): TLS when a CA bundle or a
+        certificate is given."""
+        from services.process.tls import ClientTls, TlsError
+
+        self._pair()
+        if self.cafile is None and self.certfile is None:
+            return None
+        tls = ClientTls(self.cafile, self.certfile, self.keyfile, self.server_name)
+        try:
+            tls.check()
+        except TlsError as e:
+            raise _tls_failure(e) from None
+        return tls
+
+
+# ---- the gateway's Kafka listener (docs/security.md) ----------------------------------------
+def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--security-protocol and --ssl-* of the gateway's Kafka listeners (gateway, dev), given
+    to the command as one ``listener: ListenerArgs``."""
+    command = f
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any,
+        security_protocol: str,
+        ssl_certfile: str | None,
+        ssl_keyfile: str | None,
+        ssl_cafile: str | None,
+        ssl_client_auth: str,
+        **kw: Any,
+    ) -> Any:
+        listener = ListenerArgs(
+            security_protocol.upper(), ssl_certfile, ssl_keyfile, ssl_cafile, ssl_client_auth
+        )
+        return command(*args, listener=listener, **kw)
+
+    # (click lists the last option applied first)
+    f = opt(
+        "--ssl-client-auth",
+        env="SSL_CLIENT_AUTH",
+        type=click.Choice(["none", "requested", "required"]),
+        default="none",
+        help="Kafka listener TLS: client certificates (Kafka's ssl.client.auth); a verified "
+        "certificate's subject is the client's principal, User:<DN>.",
+    )(bundled)
+    f = opt(
+        "--ssl-cafile",
+        env="SSL_CAFILE",
+        default=None,
+        help="Kafka listener TLS: PEM CA bundle that signed the clients' certificates.",
+    )(f)
+    f = opt(
+        "--ssl-keyfile",
+        env="SSL_KEYFILE",
+        default=None,
+        help="Kafka listener TLS: the PEM private key of --ssl-certfile.",
+    )(f)
+    f = opt(
+        "--ssl-certfile",
+        env="SSL_CERTFILE",
+        default=None,
+        help="Kafka listener TLS: PEM server certificate (chain); reloaded when it changes.",
+    )(f)
+    f = opt(
+        "--security-protocol",
+        env="SECURITY_PROTOCOL",
+        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        default="PLAINTEXT",
+        help="The Kafka listener's security protocol (Kafka's security.protocol). SSL and "
+        "SASL_SSL need --ssl-certfile and --ssl-keyfile.",
+    )(f)
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class ListenerArgs:
+    security_protocol: str = "PLAINTEXT"
+    certfile: str | None = None
+    keyfile: str | None = None
+    cafile: str | None = None
+    client_auth: str = "none"
+
+    def settings(self) -> dict[str, Any]:
+        """GatewaySettings fields; the files are loaded now (a clear error at start)."""
+        from services.process.tls import SslListener, TlsError
+
+        protocol = self.security_protocol
+        if protocol.startswith("SASL_"):
+            raise click.ClickException(f"--security-protocol {protocol}: SASL is not available yet")
+        if protocol == "PLAINTEXT":
+            if self.certfile or self.keyfile:
+                raise click.BadParameter(
+                    "--ssl-certfile/--ssl-keyfile need --security-protocol SSL or SASL_SSL",
+                    param_hint="--security-protocol",
+                )
+            return {}
+        if self.certfile is None or self.keyfile is None:
+            raise click.BadParameter(
+                f"--security-protocol {protocol} needs --ssl-certfile and --ssl-keyfile",
+                param_hint="--security-protocol",
+            )
+        if self.client_auth != "none" and self.cafile is None:
+            raise click.BadParameter(
+                f"--ssl-client-auth {self.client_auth} needs --ssl-cafile (the clients' CA)",
+                param_hint="--ssl-client-auth",
+            )
+        try:
+            tls = SslListener(self.certfile, self.keyfile, self.cafile, self.client_auth)
+        except TlsError as e:
+            raise _tls_failure(e) from None
+        return {"security_protocol": protocol, "listener_tls": tls}

@@ -96,10 +96,12 @@ class Admin:
         *,
         timeout_s: float = 30.0,
         upstream: Any = None,
+        tls: Any = None,
     ) -> None:
         self.client = CoordinatorClient(
             bootstrap,
             RetryPolicy(deadline_s=timeout_s, attempt_timeout_s=min(5.0, timeout_s)),
+            tls=tls,
         )
         self.num_partitions = num_partitions
         self.timeout_s = timeout_s

@@ -21,7 +21,7 @@ import click
 from services.admin import reset
 from services.admin.admin import Admin, AdminError, Group, Member, TopicPartition, describe_error
 from services.admin.render import FORMATS, render
-from services.options import UpstreamArgs, opt, upstream_client_options
+from services.options import TlsArgs, UpstreamArgs, opt, tls_options, upstream_client_options
 from shards.core.classic.group import ClassicGroupState
 from shards.core.consumer.group import ConsumerGroupState
 
@@ -42,6 +42,7 @@ class Connection:
     timeout_s: float
     upstream: UpstreamArgs
     output: str
+    tls: TlsArgs = TlsArgs()
 
     def run(self, work: Callable[[Admin], Awaitable[T]]) -> T:
         """``work`` with a connected Admin; an AdminError becomes one line and exit 1."""
@@ -52,6 +53,7 @@ class Connection:
                 self.num_partitions,
                 timeout_s=self.timeout_s,
                 upstream=self.upstream.cluster(),
+                tls=self.tls.client(),
             ) as admin:
                 return await work(admin)
 
@@ -76,12 +78,14 @@ def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
         timeout_ms: int,
         output: str,
         upstream: UpstreamArgs,
+        tls: TlsArgs,
         **kw: Any,
     ) -> Any:
-        conn = Connection(bootstrap, num_partitions, timeout_ms / 1000, upstream, output)
+        conn = Connection(bootstrap, num_partitions, timeout_ms / 1000, upstream, output, tls)
         return command(*args, conn=conn, **kw)
 
-    f = upstream_client_options(bundled)
+    f = tls_options(server=False)(bundled)
+    f = upstream_client_options(f)
     f = opt(
         "--bootstrap",
         env="BOOTSTRAP",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from services.assignor.servicer import ASSIGNOR, AssignorService
 from services.process import metrics, telemetry
 from services.process.grpc_server import GrpcServer, server_metrics
+from services.process.tls import ServerTls
 
 log = logging.getLogger("groupcoord.assignor")
 
@@ -29,6 +30,10 @@ class AssignorSettings:
     #: connections are closed (gracefully) after this long, so that clients balancing over
     #: a DNS name re-resolve it and start using replicas added since
     max_connection_age_ms: int = 60_000
+    #: TLS of the gRPC server (None: plaintext)
+    tls: ServerTls | None = None
+    #: also serve the health service alone, plaintext, on this port (probes; None: no)
+    health_port: int | None = None
 
 
 class AssignorApp:
@@ -62,6 +67,8 @@ class AssignorApp:
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 1_000),
                 ("grpc.http2.max_ping_strikes", 0),
             ],
+            tls=s.tls,
+            health_port=s.health_port,
         )
         # The handler takes raw bytes (parsed off the loop), so it is registered directly
         # rather than as dataclass ``Method``s.

@@ -45,6 +45,7 @@ from opentelemetry import trace
 
 from services.assignor.codec import decode_assignment, encode_rows
 from services.process import channels
+from services.process.tls import ClientTls
 from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 
 log = logging.getLogger("groupcoord.assignor.client")
@@ -83,6 +84,8 @@ class AssignorClientSettings:
     #: is taken out of the rotation instead of costing a deadline on every other call
     keepalive_ms: int = 5_000
     keepalive_timeout_ms: int = 2_000
+    #: TLS to the replicas (None: plaintext)
+    tls: ClientTls | None = None
 
 
 def parse_addresses(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -179,7 +182,9 @@ class RemoteAssignor:
         self._rng = rng or random.Random()
         self.targets = channel_targets(settings.addresses)
         options = channel_options(settings)
-        self._channels = [channels.insecure_channel(t, options, interceptors) for t in self.targets]
+        self._channels = [
+            channels.open_channel(t, options, interceptors, settings.tls) for t in self.targets
+        ]
         # Raw bytes both ways: (de)serialisation happens on a worker thread, not in gRPC.
         self._calls = [ch.unary_unary(ASSIGN_METHOD) for ch in self._channels]
         self._next = 0

@@ -10,9 +10,11 @@ from services.client.coordinator_client import (
     RetryPolicy,
     coordinator_error,
 )
+from services.process.tls import ClientTls
 
 __all__ = [
     "COORDINATOR_LOAD_IN_PROGRESS",
+    "ClientTls",
     "COORDINATOR_NOT_AVAILABLE",
     "NOT_COORDINATOR",
     "CoordinatorClient",

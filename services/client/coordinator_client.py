@@ -46,6 +46,7 @@ from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2, offsets_pb2
 
 from services.process import channels
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
+from services.process.tls import ClientTls
 from shards.adapters.convert import is_repeated
 
 log = logging.getLogger("groupcoord.client")
@@ -125,6 +126,7 @@ class CoordinatorClient:
         *,
         seed: int | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
+        tls: ClientTls | None = None,
     ) -> None:
         addresses = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
         self.bootstrap = [
@@ -135,6 +137,8 @@ class CoordinatorClient:
         self.policy = policy or RetryPolicy()
         self._rng = random.Random(seed)
         self._options = list(channel_options)
+        #: TLS to the shards (None: plaintext); docs/security.md
+        self.tls = tls
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
         self._partition_of: dict[str, int] = {}
@@ -161,7 +165,9 @@ class CoordinatorClient:
         """The one channel to ``address`` (for other services of the same server)."""
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = channels.insecure_channel(address, self._options)
+            channel = self._channels[address] = channels.open_channel(
+                address, self._options, tls=self.tls
+            )
         return channel
 
     def stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:

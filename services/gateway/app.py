@@ -19,6 +19,7 @@ from services.gateway.router import Router
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
+from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
 
@@ -64,6 +65,12 @@ class GatewaySettings:
     #: proxy mode inside ``groupcoord dev``: the upstream client the shard already has (its
     #: topic mirror and lag), shared rather than a second one; None: the gateway makes its own
     upstream_cluster: UpstreamCluster | None = None
+    #: TLS of the gRPC calls to the shards (None: plaintext)
+    grpc_tls: ClientTls | None = None
+    #: the Kafka listeners' security protocol: PLAINTEXT or SSL (SASL_* are refused)
+    security_protocol: str = "PLAINTEXT"
+    #: SSL: the listeners' TLS (certificate reloaded on change)
+    listener_tls: SslListener | None = None
 
 
 class BrokerListeners:
@@ -172,6 +179,12 @@ class GatewayApp:
 
     async def start(self) -> None:
         s = self.settings
+        if s.security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"unknown security protocol {s.security_protocol}")
+        if s.security_protocol.startswith("SASL_"):
+            raise ValueError(f"security protocol {s.security_protocol}: SASL is not available yet")
+        if s.security_protocol.endswith("SSL") and s.listener_tls is None:
+            raise ValueError(f"security protocol {s.security_protocol} needs listener_tls")
         if s.configure_telemetry:
             telemetry.configure("groupcoord-gateway", s.otlp_endpoint)
         codec.preload()  # import every message class now, not on a client's first request
@@ -187,6 +200,7 @@ class GatewayApp:
                 *metrics.client_interceptors(provider),
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
+            tls=s.grpc_tls,
         )
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(
@@ -205,14 +219,22 @@ class GatewayApp:
             )
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(
-            apis, s.host, s.port, limits, s.max_connections, proxy, metrics=self.metrics
+            apis,
+            s.host,
+            s.port,
+            limits,
+            s.max_connections,
+            proxy,
+            metrics=self.metrics,
+            tls=self._listener_tls(),
         )
         await self.server.start()
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
         if proxy is not None:
             proxy.bootstrap = apis.node
         log.info(
-            "gateway serving Kafka on %s:%d (advertised %s:%d), shards via %s%s",
+            "gateway serving Kafka (%s) on %s:%d (advertised %s:%d), shards via %s%s",
+            s.security_protocol,
             s.host,
             self.server.port,
             apis.node.host,
@@ -251,6 +273,10 @@ class GatewayApp:
                 closed,
             )
 
+    def _listener_tls(self) -> SslListener | None:
+        s = self.settings
+        return s.listener_tls if s.security_protocol.endswith("SSL") else None
+
     def advertised_host(self) -> str:
         s = self.settings
         host = s.advertised_host or s.host
@@ -269,7 +295,15 @@ class GatewayApp:
 
         def make_server(node_id: int, port: int) -> GatewayServer:
             return GatewayServer(
-                apis, s.host, port, limits, s.max_connections, proxy, node_id, self.metrics
+                apis,
+                s.host,
+                port,
+                limits,
+                s.max_connections,
+                proxy,
+                node_id,
+                self.metrics,
+                tls=self._listener_tls(),
             )
 
         self.broker_listeners = BrokerListeners(make_server, host, base)

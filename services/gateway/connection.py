@@ -97,6 +97,10 @@ class Connection:
         self.decoder = framing.FrameDecoder(limits.max_request_bytes)
         self.closing = False
         self.requests = 0
+        #: SSL/SASL_SSL listeners: the verified client certificate's subject DN in RFC 2253
+        #: form ("CN=alice,OU=eng,O=acme"; Kafka's principal is User:<DN>), None without one
+        #: (set by services.gateway.server after the handshake)
+        self.peer_cert_subject: str | None = None
 
     async def run(self) -> None:
         try:

@@ -26,6 +26,7 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
+from services.process.tls import ClientTls
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 
@@ -74,6 +75,7 @@ class Router:
         max_attempts: int = 3,
         backoff_s: float = 0.05,
         max_message_bytes: int = 100 * 1024 * 1024,
+        tls: ClientTls | None = None,
     ) -> None:
         # A comma-separated list of shards (several shards without a load balancer): the
         # current one is asked until it fails with UNAVAILABLE, then the next.
@@ -84,6 +86,8 @@ class Router:
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self._interceptors = list(interceptors)
+        #: TLS to the shards (None: plaintext)
+        self.tls = tls
         self._options = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -99,7 +103,7 @@ class Router:
     def channel(self, target: str) -> grpc.aio.Channel:
         ch = self._channels.get(target)
         if ch is None:
-            ch = channels.insecure_channel(target, self._options, self._interceptors)
+            ch = channels.open_channel(target, self._options, self._interceptors, self.tls)
             self._channels[target] = ch
         return ch
 

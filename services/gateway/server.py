@@ -10,6 +10,7 @@ from services.gateway.connection import READ_CHUNK, Connection, Limits
 from services.gateway.handlers import KafkaApis
 from services.gateway.metrics import ACCEPTED, REFUSED, GatewayMetrics
 from services.gateway.proxy import Proxy
+from services.process.tls import SslListener, describe_handshake_error, peer_cert_subject
 
 log = logging.getLogger("groupcoord.gateway.server")
 
@@ -25,8 +26,11 @@ class GatewayServer:
         proxy: Proxy | None = None,
         node_id: int | None = None,
         metrics: GatewayMetrics | None = None,
+        tls: SslListener | None = None,
     ) -> None:
         self.apis = apis
+        #: SSL and SASL_SSL listeners: each connection's TLS (None: plaintext)
+        self.tls = tls
         self.metrics = metrics
         if metrics is not None:
             metrics.count_open(lambda: len(self.connections))
@@ -39,6 +43,8 @@ class GatewayServer:
         self.limits = limits
         self.max_connections = max_connections
         self.connections: dict[asyncio.Task[None], Connection] = {}
+        #: connections in their TLS handshake (counted against ``max_connections`` too)
+        self.handshaking = 0
         self._server: asyncio.Server | None = None
 
     @property
@@ -55,7 +61,7 @@ class GatewayServer:
         )
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.connections) >= self.max_connections:
+        if len(self.connections) + self.handshaking >= self.max_connections:
             log.warning("refusing a connection: %d connections open", len(self.connections))
             if self.metrics is not None:
                 self.metrics.connections.add(1, REFUSED)
@@ -63,8 +69,27 @@ class GatewayServer:
             return
         if self.metrics is not None:
             self.metrics.connections.add(1, ACCEPTED)
+        subject = None
+        if self.tls is not None:
+            self.handshaking += 1
+            try:
+                await writer.start_tls(
+                    self.tls.context(), ssl_handshake_timeout=self.tls.handshake_timeout_s
+                )
+            except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+                log.debug(
+                    "TLS handshake with %s failed: %s",
+                    writer.get_extra_info("peername"),
+                    describe_handshake_error(e),
+                )
+                writer.transport.abort()
+                return
+            finally:
+                self.handshaking -= 1
+            subject = peer_cert_subject(writer.get_extra_info("ssl_object"))
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
         conn = Connection(self.apis, self.limits, reader, writer, session, self.metrics)
+        conn.peer_cert_subject = subject
         task = asyncio.current_task()
         assert task is not None
         self.connections[task] = conn

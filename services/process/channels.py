@@ -11,9 +11,12 @@ capped at a couple of seconds; a peer that stays down costs one failed TCP conne
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
+
+if TYPE_CHECKING:
+    from services.process.tls import ClientTls
 
 #: first retry after a failed connect (then x1.6 per failure, with jitter)
 INITIAL_RECONNECT_BACKOFF_MS = 200
@@ -44,4 +47,22 @@ def insecure_channel(
     """A plaintext channel to another groupcoord process, with the bounded backoff."""
     return grpc.aio.insecure_channel(
         target, options=channel_options(options), interceptors=list(interceptors) or None
+    )
+
+
+def open_channel(
+    target: str,
+    options: Options = (),
+    interceptors: Sequence[Any] = (),
+    tls: ClientTls | None = None,
+) -> grpc.aio.Channel:
+    """A channel to another groupcoord process, with the bounded backoff: TLS when ``tls``
+    is given (its files are read now), plaintext otherwise."""
+    if tls is None:
+        return insecure_channel(target, options, interceptors)
+    return grpc.aio.secure_channel(
+        target,
+        tls.credentials(),
+        options=channel_options(tls.channel_options(), options),
+        interceptors=list(interceptors) or None,
     )

@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from services.process.health import LIVENESS
 from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
 from services.process.rpcs import request_class, response_class, snake_case
+from services.process.tls import ServerTls
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
 from shards.storage.base import StoreUnavailableError
@@ -179,6 +180,8 @@ class GrpcServer:
         options: Sequence[tuple[str, Any]] = (),
         max_receive_bytes: int | None = None,
         metrics: ServerMetrics | None = None,
+        tls: ServerTls | None = None,
+        health_port: int | None = None,
     ) -> None:
         #: per-call metrics of the services added (None: metrics are off)
         self.metrics = metrics
@@ -198,9 +201,25 @@ class GrpcServer:
         self.held: set[str] = set()
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        #: TLS (None: plaintext); certificate files are reloaded on change (services.process.tls)
+        self.tls = tls
+        address = f"{host}:{port}"
+        if tls is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, tls.grpc_credentials())
         if self.port == 0:
             raise OSError(f"could not bind gRPC on {host}:{port}")
+        #: a plaintext port serving only the health service (the same statuses), for probes
+        #: that cannot speak TLS (Kubernetes' gRPC probes); None: none
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port: int | None = None
+        if health_port is not None:
+            self.health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.health_server)
+            self.health_port = self.health_server.add_insecure_port(f"{host}:{health_port}")
+            if self.health_port == 0:
+                raise OSError(f"could not bind the gRPC health port on {host}:{health_port}")
 
     def add_service(self, name: str, methods: Sequence[Method]) -> None:
         self.server.add_generic_rpc_handlers([generic_handler(name, methods, self.metrics)])
@@ -211,6 +230,8 @@ class GrpcServer:
             [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         await self.server.start()
+        if self.health_server is not None:
+            await self.health_server.start()
         # Liveness: this server answers, so the loop runs (services.process.health).
         await self.set_serving(LIVENESS, True)
         for name in dict.fromkeys(["", *self.service_names, *sorted(self.held)]):
@@ -228,6 +249,8 @@ class GrpcServer:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight RPCs finish (up to ``grace_s``)."""
         await self.health.enter_graceful_shutdown()
+        if self.health_server is not None:
+            await self.health_server.stop(0)
         await self.server.stop(grace_s)
 
 

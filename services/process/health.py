@@ -31,6 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.process import channels
+from services.process.tls import ClientTls
 
 log = logging.getLogger("groupcoord.health")
 
@@ -158,15 +159,18 @@ class PeerLiveness:
     The channels are the internal ones (bounded reconnect backoff), so a peer that comes
     back is seen within a few seconds."""
 
-    def __init__(self, targets: Sequence[str], timeout_s: float = 1.0) -> None:
+    def __init__(
+        self, targets: Sequence[str], timeout_s: float = 1.0, tls: ClientTls | None = None
+    ) -> None:
         self.targets = list(targets)
+        self.tls = tls
         self.timeout_s = timeout_s
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, target: str) -> health_pb2_grpc.HealthStub:
         channel = self._channels.get(target)
         if channel is None:
-            channel = self._channels[target] = channels.insecure_channel(target)
+            channel = self._channels[target] = channels.open_channel(target, tls=self.tls)
         return health_pb2_grpc.HealthStub(channel)
 
     async def _alive(self, target: str) -> str | None:
@@ -194,10 +198,12 @@ class PeerLiveness:
         self._channels.clear()
 
 
-async def probe(target: str, service: str = READINESS, timeout_s: float = 3.0) -> str:
+async def probe(
+    target: str, service: str = READINESS, timeout_s: float = 3.0, tls: ClientTls | None = None
+) -> str:
     """One health check: the status name (``SERVING``, ``NOT_SERVING``, ``SERVICE_UNKNOWN``,
     ...) or, when the call fails, the gRPC status code's name prefixed ``RPC_``."""
-    async with channels.insecure_channel(target) as channel:
+    async with channels.open_channel(target, tls=tls) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s

@@ -19,6 +19,7 @@ from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import metrics, telemetry
 from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
+from services.process.tls import ClientTls, ServerTls
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
@@ -93,6 +94,12 @@ class ShardSettings:
     #: the group history sink (``services.history.sink.HistorySink``; None: off): told of
     #: every durable batch, started with the app and closed after the runtime
     history: Any = None
+    #: TLS of the gRPC server (None: plaintext), and of this process's own calls (to the
+    #: assignor service; ``groupcoord dev``'s gateway to this server)
+    tls: ServerTls | None = None
+    client_tls: ClientTls | None = None
+    #: also serve the health service alone, plaintext, on this port (probes; None: no)
+    health_port: int | None = None
 
 
 def _ranges(partitions: list[int]) -> str:
@@ -192,7 +199,9 @@ class ShardApp:
         in_process = self.in_process = InProcessAssignor(s.coordinator.consumer_group_assignors)
         if s.assignor_addresses and TargetAssignmentRequest not in self.task_handlers:
             self.assignor_client = RemoteAssignor(
-                AssignorClientSettings(s.assignor_addresses, timeout_ms=s.assignor_timeout_ms),
+                AssignorClientSettings(
+                    s.assignor_addresses, timeout_ms=s.assignor_timeout_ms, tls=s.client_tls
+                ),
                 fallback=in_process,
                 interceptors=[
                     *telemetry.client_interceptors(),
@@ -238,6 +247,8 @@ class ShardApp:
             telemetry.server_interceptors(),
             max_receive_bytes=s.max_request_bytes,
             metrics=server_metrics(provider),
+            tls=s.tls,
+            health_port=s.health_port,
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
         self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}

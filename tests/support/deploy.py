@@ -63,6 +63,24 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "assignors": {"workerThreads": 4},
     },
+    # TLS on every hop: cert-manager Certificates, mutual TLS on gRPC, the gateway over SSL
+    "tls": {
+        "tls": {
+            "grpc": {"enabled": True, "clientAuth": "required"},
+            "kafka": {"clientAuth": "required"},
+            "certManager": {"enabled": True, "issuerRef": {"name": "internal-ca"}},
+        },
+        "gateway": {"securityProtocol": "SSL"},
+        "networkPolicy": {"enabled": True},
+    },
+    # TLS with Secrets of one's own (no cert-manager)
+    "tls-own-secrets": {
+        "tls": {
+            "grpc": {"enabled": True, "secretName": "gc-internal", "serverName": "groupcoord"},
+            "kafka": {"secretName": "gc-kafka"},
+        },
+        "gateway": {"securityProtocol": "SSL"},
+    },
 }
 
 

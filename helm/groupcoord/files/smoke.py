@@ -3,6 +3,11 @@
 Runs with the groupcoord image's own interpreter (grpcio and kio are installed there):
 
     python smoke.py --health HOST:PORT [--health HOST:PORT ...] --kafka HOST:PORT
+        [--tls-health HOST:PORT ... --grpc-cafile CA --grpc-certfile CERT --grpc-keyfile KEY]
+        [--kafka-cafile CA [--kafka-certfile CERT --kafka-keyfile KEY]]
+
+(--tls-health: a health check over TLS with the --grpc-* files; the --kafka-* files: the
+gateway's listener over SSL)
 
 1. every ``--health`` address answers the gRPC health service ("") with SERVING;
 2. through the Kafka gateway at ``--kafka``: CreateTopics (forwarded upstream in proxy mode,
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import ssl
 import sys
 import time
 import uuid
@@ -54,11 +60,27 @@ class SmokeFailure(Exception):
     pass
 
 
-def check_health(address: str, deadline: float) -> None:
+def _channel(address: str, tls: argparse.Namespace | None) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(address)
+
+    def read(path: str | None) -> bytes | None:
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(
+        read(tls.grpc_cafile), read(tls.grpc_keyfile), read(tls.grpc_certfile)
+    )
+    return grpc.secure_channel(address, credentials)
+
+
+def check_health(address: str, deadline: float, tls: argparse.Namespace | None = None) -> None:
     last = "no answer"
     while time.monotonic() < deadline:
         try:
-            with grpc.insecure_channel(address) as channel:
+            with _channel(address, tls) as channel:
                 stub = health_pb2_grpc.HealthStub(channel)
                 answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=3)
             if answer.status == health_pb2.HealthCheckResponse.SERVING:
@@ -71,8 +93,10 @@ def check_health(address: str, deadline: float) -> None:
     raise SmokeFailure(f"health {address}: not SERVING ({last})")
 
 
-async def commit_and_fetch(kafka: str, topic: str, deadline: float) -> None:
-    cluster = UpstreamCluster(kafka, connect_timeout_s=5, request_timeout_s=30)
+async def commit_and_fetch(
+    kafka: str, topic: str, deadline: float, ssl_context: ssl.SSLContext | None = None
+) -> None:
+    cluster = UpstreamCluster(kafka, ssl_context, connect_timeout_s=5, request_timeout_s=30)
     group = GroupId(f"groupcoord-smoke-{uuid.uuid4().hex[:12]}")
     offset = 4242
     try:
@@ -154,15 +178,26 @@ async def commit_and_fetch(kafka: str, topic: str, deadline: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--health", action="append", default=[], metavar="HOST:PORT")
+    parser.add_argument("--tls-health", action="append", default=[], metavar="HOST:PORT")
     parser.add_argument("--kafka", required=True, metavar="HOST:PORT")
     parser.add_argument("--topic", default="groupcoord-smoke")
     parser.add_argument("--timeout", type=float, default=120.0)
+    for side in ("grpc", "kafka"):
+        for what in ("cafile", "certfile", "keyfile"):
+            parser.add_argument(f"--{side}-{what}", default=None)
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.timeout
+    ssl_context = None
+    if args.kafka_cafile is not None:
+        ssl_context = ssl.create_default_context(cafile=args.kafka_cafile)
+        if args.kafka_certfile is not None:
+            ssl_context.load_cert_chain(args.kafka_certfile, args.kafka_keyfile)
     try:
+        for address in args.tls_health:
+            check_health(address, deadline, args)
         for address in args.health:
             check_health(address, deadline)
-        asyncio.run(commit_and_fetch(args.kafka, args.topic, deadline))
+        asyncio.run(commit_and_fetch(args.kafka, args.topic, deadline, ssl_context))
     except (SmokeFailure, UpstreamFailure, OSError, TimeoutError) as ex:
         print(f"smoke check failed: {ex}", file=sys.stderr)
         return 1

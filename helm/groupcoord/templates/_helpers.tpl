@@ -124,6 +124,46 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* TLS (docs/security.md) ----------------------------------------------------------- */}}
+{{- define "groupcoord.grpcTls.secretName" -}}
+{{- default (printf "%s-grpc-tls" (include "groupcoord.fullname" .)) .Values.tls.grpc.secretName }}
+{{- end }}
+{{- define "groupcoord.kafkaTls.secretName" -}}
+{{- default (printf "%s-kafka-tls" (include "groupcoord.fullname" .)) .Values.tls.kafka.secretName }}
+{{- end }}
+{{- define "groupcoord.kafkaTls.enabled" -}}
+{{- if eq (upper .Values.gateway.securityProtocol) "SSL" }}true{{ end }}
+{{- end }}
+
+{{/* gRPC TLS options: (dict "ctx" . "server" true|false); servers also get --tls-client-auth
+     and the plaintext health-only port of the probes */}}
+{{- define "groupcoord.env.grpcTls" -}}
+{{- $t := .ctx.Values.tls.grpc }}
+{{- if $t.enabled }}
+- name: GROUPCOORD_TLS_CERTFILE
+  value: /etc/groupcoord/grpc-tls/tls.crt
+- name: GROUPCOORD_TLS_KEYFILE
+  value: /etc/groupcoord/grpc-tls/tls.key
+- name: GROUPCOORD_TLS_CAFILE
+  value: /etc/groupcoord/grpc-tls/ca.crt
+{{- with $t.serverName }}
+- name: GROUPCOORD_TLS_SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if .server }}
+- name: GROUPCOORD_TLS_CLIENT_AUTH
+  value: {{ $t.clientAuth | quote }}
+- name: GROUPCOORD_HEALTH_PORT
+  value: {{ $t.healthPort | int64 | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The port the probes of a shard or assignor use: the plaintext health port under TLS */}}
+{{- define "groupcoord.probePort" -}}
+{{- if .ctx.Values.tls.grpc.enabled }}{{ .ctx.Values.tls.grpc.healthPort }}{{ else }}{{ .port }}{{ end }}
+{{- end }}
+
 {{/* Volumes: a writable /tmp and data dir on a read-only root, the upstream TLS Secret ---- */}}
 {{- define "groupcoord.volumes" -}}
 - name: tmp
@@ -135,6 +175,11 @@ app.kubernetes.io/component: {{ .component }}
   secret:
     secretName: {{ .Values.upstream.tls.secretName }}
 {{- end }}
+{{- if .Values.tls.grpc.enabled }}
+- name: grpc-tls
+  secret:
+    secretName: {{ include "groupcoord.grpcTls.secretName" . }}
+{{- end }}
 {{- end }}
 
 {{- define "groupcoord.volumeMounts" -}}
@@ -145,6 +190,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and .Values.upstream.bootstrap .Values.upstream.tls.secretName }}
 - name: upstream-tls
   mountPath: /etc/groupcoord/upstream-tls
+  readOnly: true
+{{- end }}
+{{- if .Values.tls.grpc.enabled }}
+- name: grpc-tls
+  mountPath: /etc/groupcoord/grpc-tls
   readOnly: true
 {{- end }}
 {{- end }}

@@ -108,3 +108,58 @@ def test_observability_configs_scrape_every_process() -> None:
             assert f"{name}:{port}" in targets
     collector = yaml.safe_load((ROOT / "deploy" / "compose" / "otel-collector.yaml").read_text())
     assert collector["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"] == "0.0.0.0:4317"
+
+
+# ---- the TLS overlay (deploy/compose/tls.yml) -------------------------------------------------
+def test_the_tls_overlay_gives_every_process_options_the_cli_has(tmp_path: Any) -> None:
+    import subprocess
+
+    import yaml
+
+    from services.process.tls import ClientTls, ServerTls, SslListener
+    from tests.support.deploy import Invocation, cli_problems
+
+    overlay = yaml.safe_load((ROOT / "deploy" / "compose" / "tls.yml").read_text())
+    groupcoord = {n for n, s in SERVICES.items() if s.get("command")}
+    groupcoord -= {"redis", "kafka", "otel-collector", "prometheus"}
+    assert set(overlay["services"]) == groupcoord
+    certs = tmp_path / "certs"
+    subprocess.run(
+        [str(ROOT / "deploy" / "compose" / "make-certs.sh"), str(certs)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for name, service in overlay["services"].items():
+        command = SERVICES[name]["command"][0]
+        env = service["environment"]
+        assert cli_problems(Invocation(f"tls.yml/{name}", command, (), frozenset(env))) == []
+        (mount,) = service["volumes"]
+        assert mount == "./deploy/compose/certs:/etc/groupcoord/tls:ro"
+
+        def local(path: str) -> str:
+            return str(certs / path.removeprefix("/etc/groupcoord/tls/"))
+
+        # the files the script makes are the ones the processes are given, and they load
+        tls = [local(env[f"GROUPCOORD_TLS_{f}"]) for f in ("CERTFILE", "KEYFILE", "CAFILE")]
+        if command == "gateway":
+            ClientTls(tls[2], tls[0], tls[1]).check()
+            SslListener(local(env["GROUPCOORD_SSL_CERTFILE"]), local(env["GROUPCOORD_SSL_KEYFILE"]))
+            assert env["GROUPCOORD_SECURITY_PROTOCOL"] == "SSL"
+            # its health port is plaintext: the check drops the client TLS variables
+            test = service["healthcheck"]["test"]
+            assert test[:2] == ["CMD", "env"] and "groupcoord" in test
+            assert {test[i + 1] for i, a in enumerate(test) if a == "-u"} == {
+                "GROUPCOORD_TLS_CAFILE",
+                "GROUPCOORD_TLS_CERTFILE",
+                "GROUPCOORD_TLS_KEYFILE",
+            }
+        else:
+            ServerTls(tls[0], tls[1], tls[2], env["GROUPCOORD_TLS_CLIENT_AUTH"]).check()
+    # the internal certificate names every service the processes dial
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate((certs / "internal.crt").read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dns = set(names.get_values_for_type(x509.DNSName))
+    assert {n for n in SERVICES if n.startswith(("shard-", "assignor-"))} <= dns

@@ -26,7 +26,7 @@ from tests.support.deploy import (
 CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 IMAGE = f"{CHART_VALUES['image']['repository']}:0.1.0"
 #: Kinds that are not part of Kubernetes itself (the Prometheus Operator's CRD).
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "Certificate"}
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -210,9 +210,12 @@ def test_large_numbers_are_rendered_as_integers() -> None:
 def test_probes_are_native_grpc_on_the_port_the_process_listens_on(name: str) -> None:
     objects = render(VALUE_SETS[name])
     liveness = VALUE_SETS[name].get("common", {}).get("livenessService", "groupcoord.Liveness")
+    # Under gRPC TLS the probes (which cannot speak TLS) use the plaintext health-only port.
+    tls = VALUE_SETS[name].get("tls", {}).get("grpc", {}).get("enabled", False)
+    server = ("GROUPCOORD_HEALTH_PORT", "health") if tls else ("GROUPCOORD_GRPC_PORT", "grpc")
     listens = {
-        "shard": ("GROUPCOORD_GRPC_PORT", "grpc"),
-        "assignor": ("GROUPCOORD_GRPC_PORT", "grpc"),
+        "shard": server,
+        "assignor": server,
         "gateway": ("GROUPCOORD_HEALTH_PORT", "health"),
     }
     for component, (variable, port_name) in listens.items():
@@ -542,3 +545,133 @@ def test_default_liveness_service_is_the_one_processes_serve() -> None:
 
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["common"]["livenessService"] == LIVENESS
+
+
+# ---- TLS (docs/security.md) -------------------------------------------------------------------
+def _dns_match(pattern: str, host: str) -> bool:
+    if pattern.startswith("*."):
+        first, _, rest = host.partition(".")
+        return bool(first) and rest == pattern[2:]
+    return pattern == host
+
+
+def test_grpc_tls_reaches_every_process_and_every_hop() -> None:
+    objects = render(VALUE_SETS["tls"])
+    secret = "gc-groupcoord-grpc-tls"
+    for kind, component in (
+        ("StatefulSet", "shard"),
+        ("Deployment", "assignor"),
+        ("Deployment", "gateway"),
+    ):
+        workload = one(objects, kind, component)
+        c = container(workload)
+        env = env_of(c)
+        assert env["GROUPCOORD_TLS_CERTFILE"] == "/etc/groupcoord/grpc-tls/tls.crt"
+        assert env["GROUPCOORD_TLS_KEYFILE"] == "/etc/groupcoord/grpc-tls/tls.key"
+        assert env["GROUPCOORD_TLS_CAFILE"] == "/etc/groupcoord/grpc-tls/ca.crt"
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["grpc-tls"]["secret"]["secretName"] == secret
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        assert mounts["grpc-tls"]["mountPath"] == "/etc/groupcoord/grpc-tls"
+        assert mounts["grpc-tls"]["readOnly"] is True
+        if component == "gateway":
+            # a client of the shards only: no server options for its gRPC side
+            assert "GROUPCOORD_TLS_CLIENT_AUTH" not in env
+        else:
+            assert env["GROUPCOORD_TLS_CLIENT_AUTH"] == "required"
+            health = int(env["GROUPCOORD_HEALTH_PORT"])
+            assert port_named(c, "health") == health != int(env["GROUPCOORD_GRPC_PORT"])
+            policy = one(objects, "NetworkPolicy", component)
+            open_ports = {p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]}
+            assert {health, int(env["GROUPCOORD_GRPC_PORT"])} <= open_ports
+    # nothing of it without the switch
+    for c in (container(o) for o in render({}) if o["kind"] in ("Deployment", "StatefulSet")):
+        assert not any(k.startswith("GROUPCOORD_TLS_") for k in env_of(c))
+
+
+def test_the_gateway_listener_over_ssl() -> None:
+    objects = render(VALUE_SETS["tls"])
+    workload = one(objects, "Deployment", "gateway")
+    env = env_of(container(workload))
+    assert env["GROUPCOORD_SECURITY_PROTOCOL"] == "SSL"
+    assert env["GROUPCOORD_SSL_CERTFILE"] == "/etc/groupcoord/kafka-tls/tls.crt"
+    assert env["GROUPCOORD_SSL_KEYFILE"] == "/etc/groupcoord/kafka-tls/tls.key"
+    assert env["GROUPCOORD_SSL_CAFILE"] == "/etc/groupcoord/kafka-tls/ca.crt"
+    assert env["GROUPCOORD_SSL_CLIENT_AUTH"] == "required"
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["kafka-tls"]["secret"]["secretName"] == "gc-groupcoord-kafka-tls"
+    own = env_of(container(one(render(VALUE_SETS["tls-own-secrets"]), "Deployment", "gateway")))
+    assert own["GROUPCOORD_SSL_CLIENT_AUTH"] == "none"
+    assert "GROUPCOORD_SSL_CAFILE" not in own  # no client certificates to check
+    plain = env_of(container(one(render({}), "Deployment", "gateway")))
+    assert plain["GROUPCOORD_SECURITY_PROTOCOL"] == "PLAINTEXT"
+    assert not any(k.startswith("GROUPCOORD_SSL_") for k in plain)
+
+
+def test_cert_manager_certificates_name_every_address_the_processes_dial() -> None:
+    objects = render(VALUE_SETS["tls"])
+    certs = by_kind(objects, "Certificate")
+    grpc_cert, kafka_cert = certs["gc-groupcoord-grpc-tls"], certs["gc-groupcoord-kafka-tls"]
+    for cert in (grpc_cert, kafka_cert):
+        assert cert["apiVersion"] == "cert-manager.io/v1"
+        assert cert["spec"]["secretName"] == cert["metadata"]["name"]
+        assert cert["spec"]["issuerRef"]["name"] == "internal-ca"
+        # each process's certificate is also the client certificate of its calls
+        assert {"server auth", "client auth"} <= set(cert["spec"]["usages"])
+    names = grpc_cert["spec"]["dnsNames"]
+    shard = env_of(container(one(objects, "StatefulSet", "shard")))
+    gateway = env_of(container(one(objects, "Deployment", "gateway")))
+    advertised = shard["GROUPCOORD_ADVERTISED_HOST"].replace("$(POD_NAME)", "gc-groupcoord-shard-3")
+    advertised = advertised.replace("$(POD_NAMESPACE)", "streams")
+    dialled = [
+        advertised,  # FindCoordinator's answer: gateway -> the owning shard
+        gateway["GROUPCOORD_SHARD_ADDRESS"].rsplit(":", 1)[0],  # gateway -> any shard
+        shard["GROUPCOORD_ASSIGNOR_ADDRESSES"].removeprefix("dns:///").rsplit(":", 1)[0],
+    ]
+    for host in dialled:
+        assert any(_dns_match(n, host) for n in names), (host, names)
+    assert gateway["GROUPCOORD_ADVERTISED_HOST"] in kafka_cert["spec"]["dnsNames"]
+    # own Secrets: no Certificate; the one name every certificate carries is checked
+    own = render(VALUE_SETS["tls-own-secrets"])
+    assert not by_kind(own, "Certificate")
+    own_shard = one(own, "StatefulSet", "shard")
+    assert env_of(container(own_shard))["GROUPCOORD_TLS_SERVER_NAME"] == "groupcoord"
+    volumes = {v["name"]: v for v in own_shard["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["grpc-tls"]["secret"]["secretName"] == "gc-internal"
+
+
+def test_cert_manager_without_an_issuer_is_refused() -> None:
+    from helm_python.errors import HelmRenderError
+
+    with pytest.raises(HelmRenderError, match="issuerRef.name"):
+        render({"tls": {"grpc": {"enabled": True}, "certManager": {"enabled": True}}})
+
+
+@pytest.mark.parametrize(
+    "values, complaint",
+    [
+        ({"tls": {"grpc": {"clientAuth": "requested"}}}, "/tls/grpc/clientAuth"),
+        ({"tls": {"kafka": {"clientAuth": "always"}}}, "/tls/kafka/clientAuth"),
+        ({"gateway": {"securityProtocol": "TLS"}}, "/gateway/securityProtocol"),
+    ],
+)
+def test_tls_values_of_the_wrong_kind_are_rejected(values: dict[str, Any], complaint: str) -> None:
+    from helm_python.errors import HelmValuesError
+
+    with pytest.raises(HelmValuesError, match=complaint):
+        load_chart().render(values, name="gc", namespace="streams")
+
+
+def test_helm_test_hook_speaks_tls_where_the_deployment_does() -> None:
+    objects = render(VALUE_SETS["tls"])
+    (pod,) = by_kind(objects, "Pod").values()
+    args = pod["spec"]["containers"][0]["args"]
+    tls_health = [args[i + 1] for i, a in enumerate(args) if a == "--tls-health"]
+    plain_health = [args[i + 1] for i, a in enumerate(args) if a == "--health"]
+    assert tls_health == ["gc-groupcoord-shards-grpc:50051", "gc-groupcoord-assignor:50061"]
+    assert plain_health == ["gc-groupcoord-gateway:9080"]  # the gateway's health port
+    assert args[args.index("--grpc-cafile") + 1] == "/etc/groupcoord/grpc-tls/ca.crt"
+    assert args[args.index("--kafka-cafile") + 1] == "/etc/groupcoord/kafka-tls/ca.crt"
+    assert args[args.index("--kafka-certfile") + 1] == "/etc/groupcoord/kafka-tls/tls.crt"
+    volumes = {v["name"] for v in pod["spec"]["volumes"]}
+    assert {"grpc-tls", "kafka-tls"} <= volumes
