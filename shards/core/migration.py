@@ -651,6 +651,10 @@ class Migration:
         assignment = cp.encode_assignment(
             cp.Assignment(_names(member.assigned_partitions, self.topics)), version
         )
+        if member.assignment_metadata_version == -1 and member.state is MemberState.STABLE:
+            # KIP-848 online migration: a client-side assignor serialized this classic
+            # member's assignment itself (metadata version -1); it goes out as it is.
+            assignment = member.assignment_metadata_bytes
         return CoordinatorResult(
             (),
             api.SyncGroupResponse(
