@@ -296,6 +296,8 @@ class ConsumerGroupManager:
             return None  # this heartbeat computes the target a leave left to it
         if request.client_assignors is not None and group.client_members:
             return None  # a new declaration may ask for a new assignment: the pipeline decides
+        if group.group_epoch > group.assignment_epoch and self._orphaned(group):
+            return None  # this heartbeat's member is chosen to compute the target
         if self._updated(member, request) is not member:
             return None
         subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
@@ -479,7 +481,10 @@ class ConsumerGroupManager:
         computing = None if bump else group.computing_member()
         deadline: tuple[int, str, int] | None = None  # a client-side computation started
         deferred = not bump and group_epoch > assignment_epoch and self._deferred_target(group)
-        if (bump or deferred) and group_epoch > assignment_epoch:
+        # a client-side target nobody computes (the chosen member was replaced by its static
+        # successor, or a fallback is on its way): this member is chosen
+        orphaned = not bump and client is not None and computing is None
+        if (bump or deferred or orphaned) and group_epoch > assignment_epoch:
             members = [
                 m
                 for mid, m in group.members.items()
@@ -1600,6 +1605,14 @@ class ConsumerGroupManager:
         if not self.configs.client_assignors_enabled(group_id):
             return None
         return csa.select(members)
+
+    def _orphaned(self, group: ConsumerGroup) -> bool:
+        """Whether the group needs a client-side target that no member is chosen for."""
+        return (
+            bool(group.client_members)
+            and group.computing_member() is None
+            and self.client_choice(group.group_id, group.members.values()) is not None
+        )
 
     def _assignor_name(self, group: ConsumerGroup) -> str:
         if group.client_members:
