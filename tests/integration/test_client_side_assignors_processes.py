@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -167,4 +169,40 @@ def test_helper_members_converge_and_survive_the_chosen_member_dying(tmp_path: P
     finally:
         for m in members:
             m.stop()
+        server.kill()
+
+
+def test_the_docs_worked_example_runs(tmp_path: Path) -> None:
+    """docs/client-side-assignors.md's worked example, as written, against a real server."""
+    text = (ROOT / "docs" / "client-side-assignors.md").read_text()
+    section = text.split("## Worked example", 1)[1]
+    (dev,) = [
+        line
+        for line in re.findall(r"```sh\n(.*?)```", section, re.S)[0].splitlines()
+        if line.startswith("groupcoord dev")
+    ]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    server = ServerProcess.dev(tmp_path, *shlex.split(dev)[2:])
+    try:
+        asyncio.run(_grpc(server.grpc_address, topics=True))
+        script = example.replace("localhost:50051", server.grpc_address)
+        run = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        assert len(lines) == 3, run.stdout
+        owned: list[int] = []
+        for i, line in enumerate(lines):
+            member, _epoch, rest = line.split(" ", 2)
+            assert member == f"member-{i}"
+            parts, metadata = rest.split("] ", 1)
+            owned += json.loads(parts + "]")
+            assert metadata == "(1, b'3 members')", line
+        assert sorted(owned) == list(range(PARTITIONS))
+    finally:
         server.kill()
