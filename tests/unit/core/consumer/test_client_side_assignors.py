@@ -457,3 +457,30 @@ def test_a_new_owner_knows_the_chosen_member_and_arms_its_deadline(from_snapshot
     converge(c, [a, b])
     assert_one_owner([a, b], 6)
     c.check()
+
+
+def test_a_member_without_client_side_assignors_moves_the_group_to_server_side() -> None:
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    assert chosen(c) == "a"
+    kafka_client = Member(c, "k", assignors=())  # e.g. a Kafka client through the gateway
+    r = kafka_client.heartbeat()
+    assert not r.should_compute_assignment
+    g = c.group()
+    assert g.client_assignment is None and chosen(c) is None  # the computation is dropped
+    assert c.describe("g")[0].assignor_name == "uniform"
+    with pytest.raises(ApiError) as ex:
+        prepare(c, "a", a.epoch)
+    assert ex.value.code is Errors.UNKNOWN_MEMBER_ID
+    converge(c, [a, b, kafka_client])
+    assert_one_owner([a, b, kafka_client], 6)
+    assert a.metadata is None
+    # the member leaves: client-side again, a member computes
+    kafka_client.leave()
+    assert chosen(c) in ("a", "b")
+    converge(c, [a, b])
+    assert_one_owner([a, b], 6)
+    assert a.metadata == api.AssignmentMetadata(1, b"for-a")
+    c.check()
