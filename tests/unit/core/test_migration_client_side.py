@@ -113,3 +113,41 @@ def test_classic_members_migrate_with_their_metadata_at_version_minus_one() -> N
         sync = c.sync()
         assert sync.assignment == encoded[c.member_id]  # the assignor's bytes, as they are
     m.check()
+
+
+def test_after_a_downgrade_classic_members_keep_the_assignors_bytes() -> None:
+    m, classics = upgraded()
+    r = consumer_join(m, "kip848", low=-1)
+    prepared: Any = m.h.read(
+        lambda s, now: s.consumer_group_prepare_assignment(
+            capi.ConsumerGroupPrepareAssignmentRequest("g", "kip848", r.member_epoch), now
+        )
+    )
+    ids = [classics[0].member_id, classics[1].member_id]
+    encoded = {
+        mid: cp.encode_assignment(
+            cp.Assignment((cp.TopicPartitionList("foo", (i, i + 2, i + 4)),), b"kept"), 3
+        )
+        for i, mid in enumerate(ids)
+    }
+    request = capi.ConsumerGroupInstallAssignmentRequest(
+        "g",
+        "kip848",
+        r.member_epoch,
+        prepared.group_epoch,
+        0,
+        tuple(
+            capi.InstalledMember(mid, (capi.TopicPartitions(FOO, (i, i + 2, i + 4)),), -1, data)
+            for i, (mid, data) in enumerate(encoded.items())
+        ),
+    )
+    assert (
+        m.h.write(lambda s, now: s.consumer_group_install_assignment(request, now)).error_code == 0
+    )
+    # the KIP-848 member leaves at once: the group goes back to classic, each member keeping
+    # the assignment the client-side assignor serialized for it
+    m.consumer_heartbeat(member_id="kip848", member_epoch=r.member_epoch, topic_partitions=())
+    m.consumer_heartbeat(member_id="kip848", member_epoch=-1)
+    group = m.group()
+    assert {mid: group.members[mid].assignment for mid in ids} == encoded
+    m.check()
