@@ -336,5 +336,5 @@ test_mixed_group_machine, test_mixed_group_machine_long = quick_and_slow(
     MixedGroupMachine, quick=(50, 40), slow=(500, 80)
 )
 test_mixed_client_side_machine, test_mixed_client_side_machine_long = quick_and_slow(
-    MixedClientSideMachine, quick=(50, 40), slow=(300, 80)
+    MixedClientSideMachine, quick=(50, 40), slow=(200, 80)
 )
