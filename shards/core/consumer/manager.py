@@ -294,10 +294,13 @@ class ConsumerGroupManager:
             return None
         if group.group_epoch > group.assignment_epoch and self._deferred_target(group):
             return None  # this heartbeat computes the target a leave left to it
-        if request.client_assignors is not None and group.client_members:
-            return None  # a new declaration may ask for a new assignment: the pipeline decides
-        if group.group_epoch > group.assignment_epoch and self._orphaned(group):
-            return None  # this heartbeat's member is chosen to compute the target
+        if group.client_members and (
+            request.client_assignors is not None
+            or (group.group_epoch > group.assignment_epoch and self._orphaned(group))
+        ):
+            # a new declaration may ask for a new assignment, or a target nobody computes
+            # needs this member: the pipeline decides
+            return None
         if self._updated(member, request) is not member:
             return None
         subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
@@ -320,7 +323,8 @@ class ConsumerGroupManager:
                 member_epoch=epoch,
                 heartbeat_interval_ms=self.configs.heartbeat_interval_ms(request.group_id),
                 assignment=_to_api(member.assigned_partitions) if full else None,
-                should_compute_assignment=group.computing_member() == member.member_id,
+                should_compute_assignment=group.client_assignment is not None
+                and group.computing_member() == member.member_id,
                 assignment_metadata=_metadata_of(member) if full else None,
             ),
         )
@@ -758,11 +762,11 @@ class ConsumerGroupManager:
             regex = request.subscribed_topic_regex
         context = request.context
         client_assignors = member.client_assignors
-        if request.client_assignors is not None:
-            client_assignors = tuple(csa.to_record(a) for a in request.client_assignors)
+        declared = request.client_assignors
+        if declared is not None:
+            client_assignors = tuple(csa.to_record(a) for a in declared)
         if (
-            client_assignors == member.client_assignors
-            and instance_id == member.instance_id
+            instance_id == member.instance_id
             and rack_id == member.rack_id
             and timeout == member.rebalance_timeout_ms
             and assignor == member.server_assignor
@@ -771,6 +775,7 @@ class ConsumerGroupManager:
             and context.client_id == member.client_id
             and context.client_host == member.client_host
             and member.classic_member_metadata is None
+            and (declared is None or client_assignors == member.client_assignors)
         ):
             return member  # the steady state
         return replace(
