@@ -182,6 +182,12 @@ class ClientSideMember:
         self._full_next = True
         self._computing: asyncio.Task[int] | None = None
 
+    @property
+    def computation(self) -> asyncio.Task[int] | None:
+        """The member's latest computation (None: it was never chosen); its result is the
+        error code of its last call (0: installed, -1: the calls failed)."""
+        return self._computing
+
     # ---- heartbeats ----------------------------------------------------------------------------
     async def heartbeat(self) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
         request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(

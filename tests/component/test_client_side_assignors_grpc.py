@@ -32,8 +32,8 @@ async def test_three_helper_members_converge_with_a_custom_assignor(tmp_path: Pa
             for _ in range(40):
                 for m in members:
                     await m.heartbeat()
-                    if m._computing is not None:
-                        await m._computing  # let a chosen member finish before the next round
+                    if m.computation is not None:
+                        await m.computation  # let a chosen member finish before the next round
                 described = (
                     await c.coordinator.ConsumerGroupDescribe(
                         consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[GROUP])
@@ -85,14 +85,14 @@ async def test_three_helper_members_converge_with_a_custom_assignor(tmp_path: Pa
             members[1].assignors = [Greedy()]
             await members[1].heartbeat()
             chosen = next(m for m in members if m.member_id == "m1")
-            assert chosen._computing is not None
-            assert await chosen._computing == Errors.INVALID_ASSIGNMENT
+            assert chosen.computation is not None
+            assert await chosen.computation == Errors.INVALID_ASSIGNMENT
             members[1].assignors = [StripesAssignor()]
             for _ in range(30):
                 for m in members:
                     await m.heartbeat()
-                    if m._computing is not None:
-                        await m._computing
+                    if m.computation is not None:
+                        await m.computation
             owned = sorted(p for m in members for ps in m.owned.values() for p in ps)
             assert owned == list(range(9))
     finally:

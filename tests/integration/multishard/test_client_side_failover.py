@@ -102,7 +102,7 @@ async def test_the_chosen_member_installs_on_the_new_owner(tmp_path: Path) -> No
             running.append(asyncio.create_task(members[-1].run(stop)))
             await _wait(lambda: asyncio.sleep(0, bool(started)), 30)
             (chosen,) = {m for m in members if m.member_id == started[0]}
-            computation = chosen._computing
+            computation = chosen.computation
             assert computation is not None and not computation.done()
 
             # the shard owning the group dies while the member computes
