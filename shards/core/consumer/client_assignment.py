@@ -76,6 +76,17 @@ def validate_declared(assignors: Sequence[api.ClientAssignor]) -> None:
         if a.name in seen:
             raise ApiError(Errors.INVALID_REQUEST, f"ClientAssignors: {a.name} is declared twice.")
         seen.add(a.name)
+        for field, value, bits in (
+            ("MinimumVersion", a.minimum_version, 16),
+            ("MaximumVersion", a.maximum_version, 16),
+            ("MetadataVersion", a.metadata_version, 16),
+            ("Reason", a.reason, 8),
+        ):
+            if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                raise ApiError(
+                    Errors.INVALID_REQUEST,
+                    f"ClientAssignors: {a.name}'s {field} ({value}) is not an int{bits}.",
+                )
         if a.minimum_version > a.maximum_version:
             raise ApiError(
                 Errors.INVALID_REQUEST,

@@ -231,6 +231,8 @@ def test_the_version_is_the_highest_every_member_supports_and_preference_ranks_n
         (api.ClientAssignor("", 0, 1, 0, 0, b""), "can't be empty"),
         (api.ClientAssignor("rr", 2, 1, 0, 1, b""), "greater than"),
         (api.ClientAssignor("rr", 0, 1, 0, 4, b""), "outside"),
+        (api.ClientAssignor("rr", 0, 40_000, 0, 0, b""), "not an int16"),
+        (api.ClientAssignor("rr", 0, 1, 300, 0, b""), "not an int8"),
     ],
 )
 def test_malformed_declarations_are_invalid_requests(
