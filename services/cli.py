@@ -155,6 +155,13 @@ def _parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> Coordinato
             current = getattr(base, name)
             if isinstance(current, tuple):
                 changes[name] = tuple(v.strip() for v in value.split(":") if v.strip())
+            elif isinstance(current, bool):
+                text = value.strip().lower()
+                if text not in ("true", "false"):
+                    raise click.BadParameter(
+                        f"{item!r}: {name} takes true or false", param_hint="--set"
+                    )
+                changes[name] = text == "true"
             elif isinstance(current, int):
                 try:
                     changes[name] = int(value)

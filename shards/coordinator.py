@@ -539,6 +539,32 @@ class GroupCoordinatorService:
         )
         return consumer_api.ConsumerGroupDescribeResponse(groups)
 
+    async def consumer_group_prepare_assignment(
+        self, request: consumer_api.ConsumerGroupPrepareAssignmentRequest
+    ) -> consumer_api.ConsumerGroupPrepareAssignmentResponse:
+        """KIP-848 client-side assignment (gRPC only): the group state to compute from."""
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.consumer_group_prepare_assignment(request, now),
+            lambda code, msg: consumer_api.ConsumerGroupPrepareAssignmentResponse(
+                error_code=code, error_message=msg or None
+            ),
+            read=True,
+            request=request,
+        )
+
+    async def consumer_group_install_assignment(
+        self, request: consumer_api.ConsumerGroupInstallAssignmentRequest
+    ) -> consumer_api.ConsumerGroupInstallAssignmentResponse:
+        """KIP-848 client-side assignment (gRPC only): install the chosen member's target."""
+        return await self._on_group(
+            request,
+            CoordinatorStateMachine.consumer_group_install_assignment,
+            lambda code, msg: consumer_api.ConsumerGroupInstallAssignmentResponse(
+                error_code=code, error_message=msg or None
+            ),
+        )
+
     async def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest
     ) -> consumer_api.AlterGroupConfigsResponse:

@@ -738,7 +738,8 @@ def delete_topics(conn: Connection, names: tuple[str, ...]) -> None:
 # ---- group configs --------------------------------------------------------------------------
 @click.group()
 def configs() -> None:
-    """Dynamic group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)."""
+    """Dynamic group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+    consumer.client.*: docs/client-side-assignors.md)."""
 
 
 @configs.command("describe")

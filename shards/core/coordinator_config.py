@@ -61,6 +61,15 @@ class CoordinatorConfig:
     # ~0.3 ms for 100 members); larger groups and custom assignors are assigned off the
     # partition loop. 0: always off the loop.
     consumer_group_inline_assignment_max_size: int = 5_000
+    # KIP-848 client-side assignors (gRPC only; docs/client-side-assignors.md): whether groups
+    # whose members all declare a common client-side assignor use it (group config
+    # consumer.client.assignors.enable), how long the chosen member has to install the
+    # target (consumer.client.assignment.timeout.ms) before another member is chosen, and
+    # the server-side assignor used once every member had its turn ("" = the default
+    # assignor, the first of consumer_group_assignors; "none" = keep choosing members).
+    consumer_group_client_assignors_enable: bool = True
+    consumer_group_client_assignment_timeout_ms: int = 30_000
+    consumer_group_client_assignment_fallback_assignor: str = ""
     # classic groups (group.*)
     classic_group_min_session_timeout_ms: int = 6_000
     classic_group_max_session_timeout_ms: int = 30 * MINUTE_MS
@@ -136,4 +145,12 @@ class CoordinatorConfig:
             )
         if not self.consumer_group_assignors:
             raise ValueError("consumer_group_assignors must name at least one assignor")
+        if self.consumer_group_client_assignment_timeout_ms < 1:
+            raise ValueError("consumer_group_client_assignment_timeout_ms must be at least 1")
+        fallback = self.consumer_group_client_assignment_fallback_assignor
+        if fallback not in ("", "none", *self.consumer_group_assignors):
+            raise ValueError(
+                f"consumer_group_client_assignment_fallback_assignor {fallback!r}: one of "
+                f"{', '.join(self.consumer_group_assignors)}, '' (the default) or 'none'"
+            )
         MigrationPolicy.parse(self.consumer_group_migration_policy)

@@ -140,6 +140,9 @@ class Errors(enum.IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    # groupcoord's own, outside Kafka's range: KIP-848 names it for
+    # ConsumerGroupInstallAssignment, which no Kafka release ships (gRPC only).
+    INVALID_ASSIGNMENT = 10001
 
 
 class ApiError(Exception):

@@ -464,6 +464,12 @@ class Migration:
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
         for member in classic.members.values():
+            meta_version, meta_bytes = group.target_metadata_of(member.member_id)
+            if meta_version == -1 and member.member_id in group.target_assignment:
+                # a client-side assignor serialized this member's classic assignment itself
+                # (KIP-848 online migration): it stays the member's assignment
+                member.assignment = meta_bytes
+                continue
             version = cp.read_version(member.metadata(classic.protocol_name))
             target = _names(targets[member.member_id], image)
             member.assignment = cp.encode_assignment(cp.Assignment(target), version)
@@ -651,6 +657,10 @@ class Migration:
         assignment = cp.encode_assignment(
             cp.Assignment(_names(member.assigned_partitions, self.topics)), version
         )
+        if member.assignment_metadata_version == -1 and member.state is MemberState.STABLE:
+            # KIP-848 online migration: a client-side assignor serialized this classic
+            # member's assignment itself (metadata version -1); it goes out as it is.
+            assignment = member.assignment_metadata_bytes
         return CoordinatorResult(
             (),
             api.SyncGroupResponse(

@@ -127,6 +127,19 @@ class ClassicMemberMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientAssignor:
+    """A client-side assignor a member declares (KIP-848's ConsumerGroupHeartbeat
+    ``ClientAssignors``): its supported version range and the member's metadata for it."""
+
+    name: str
+    minimum_version: int
+    maximum_version: int
+    reason: int = 0
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataKey:
     group_id: str
     member_id: str
@@ -143,6 +156,7 @@ class ConsumerGroupMemberMetadataValue:
     rebalance_timeout_ms: int
     server_assignor: str | None
     classic_member_metadata: ClassicMemberMetadata | None = None
+    client_assignors: tuple[ClientAssignor, ...] = ()  # groupcoord: client-side assignors
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +178,10 @@ class ConsumerGroupTargetAssignmentMemberKey:
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMemberValue:
     topic_partitions: tuple[TopicPartitions, ...] = ()
+    # groupcoord: what a client-side assignor gave the member besides partitions (version 0
+    # and no bytes = none; -1 = the classic protocol's own bytes, online migration)
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +197,9 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     state: int  # MemberState value
     assigned_partitions: tuple[TopicPartitions, ...] = ()
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+    # groupcoord: the client-side assignor's metadata the member was given with its target
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +237,26 @@ class GroupConfigValue:
     configs: tuple[GroupConfigEntry, ...] = ()  # sorted by name
 
 
+# ---------------------------------------------------------------------------------------
+# groupcoord's own: a client-side target assignment in progress (type 65): the member chosen
+# to compute the target of ``group_epoch`` with the client-side assignor at that version.
+# Tombstoned once the target is installed (or the group falls back to a server assignor).
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupClientAssignmentKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupClientAssignmentValue:
+    group_epoch: int
+    member_id: str
+    assignor_name: str
+    assignor_version: int
+    attempts: int = 1  # members chosen for this epoch so far (deadline: the next one)
+
+
 class Record(NamedTuple):
     key: Any
     value: Any  # None = tombstone
@@ -233,4 +274,5 @@ RECORD_TYPES: dict[type, tuple[int, type]] = {
     ConsumerGroupCurrentMemberAssignmentKey: (8, ConsumerGroupCurrentMemberAssignmentValue),
     ConsumerGroupRegularExpressionKey: (16, ConsumerGroupRegularExpressionValue),
     GroupConfigKey: (64, GroupConfigValue),
+    ConsumerGroupClientAssignmentKey: (65, ConsumerGroupClientAssignmentValue),
 }

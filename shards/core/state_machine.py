@@ -142,6 +142,11 @@ class CoordinatorStateMachine:
     ) -> CoordinatorResult[consumer_api.ConsumerGroupHeartbeatResponse]:
         return self.consumer.heartbeat(request, now_ms)
 
+    def consumer_group_install_assignment(
+        self, request: consumer_api.ConsumerGroupInstallAssignmentRequest, now_ms: int
+    ) -> CoordinatorResult[consumer_api.ConsumerGroupInstallAssignmentResponse]:
+        return self.consumer.install_assignment(request, now_ms)
+
     def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest, now_ms: int
     ) -> CoordinatorResult[consumer_api.AlterGroupConfigsResponse]:
@@ -165,6 +170,11 @@ class CoordinatorStateMachine:
         self, group_ids: list[str], include_authorized_operations: bool, now_ms: int
     ) -> list[consumer_api.ConsumerGroupDescribedGroup]:
         return self.consumer.describe(group_ids, include_authorized_operations)
+
+    def consumer_group_prepare_assignment(
+        self, request: consumer_api.ConsumerGroupPrepareAssignmentRequest, now_ms: int
+    ) -> consumer_api.ConsumerGroupPrepareAssignmentResponse:
+        return self.consumer.prepare_assignment(request)
 
     def describe_group_configs(
         self, group_ids: list[str], now_ms: int

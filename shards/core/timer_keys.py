@@ -32,6 +32,8 @@ class TimerKind(enum.Enum):
     #: not a timer: the AsyncTask computing a group's target assignment (a newer task with
     #: the same key supersedes an older one)
     CONSUMER_ASSIGNMENT = "consumer-assignment"
+    #: the deadline of the member chosen to compute a client-side target (group)
+    CONSUMER_CLIENT_ASSIGNMENT = "consumer-client-assignment"
     # online migration (shards.core.migration)
     CLASSIC_IN_CONSUMER_JOIN = "classic-in-consumer-join"  # rejoin deadline (member)
     CLASSIC_IN_CONSUMER_SYNC = "classic-in-consumer-sync"  # sync deadline (member)

@@ -1,6 +1,8 @@
 """Requests and responses of the consumer-group APIs (KIP-848), as plain data.
 
-ConsumerGroupHeartbeat (Kafka API 68), ConsumerGroupDescribe (69), and the dynamic group
+ConsumerGroupHeartbeat (Kafka API 68), ConsumerGroupDescribe (69), KIP-848's client-side
+assignment (ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment: gRPC only), and
+the dynamic group
 configs (Kafka: IncrementalAlterConfigs / DescribeConfigs on a GROUP resource). Field names
 equal the protobuf field names of ``proto/groupcoord/v1/consumer_group.proto``; ``None`` is
 Kafka's null, and Kafka's nullable arrays are ``tuple[...] | None`` (wrapper messages).
@@ -22,6 +24,22 @@ class TopicPartitions:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientAssignor:
+    name: str
+    minimum_version: int = 0
+    maximum_version: int = 0
+    reason: int = 0
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentMetadata:
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupHeartbeatRequest:
     group_id: str
     member_id: str = ""
@@ -33,6 +51,7 @@ class ConsumerGroupHeartbeatRequest:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     topic_partitions: tuple[TopicPartitions, ...] | None = None
+    client_assignors: tuple[ClientAssignor, ...] | None = None  # None = unchanged
     context: RequestContext = DEFAULT_CONTEXT
 
 
@@ -46,6 +65,75 @@ class ConsumerGroupHeartbeatResponse:
     assignment: tuple[TopicPartitions, ...] | None = None
     # groupcoord: target partitions another member has not released yet
     partitions_pending_release: tuple[TopicPartitions, ...] = ()
+    # KIP-848 client-side assignment
+    should_compute_assignment: bool = False
+    assignment_metadata: AssignmentMetadata | None = None  # with ``assignment``, client-side
+
+
+# ---- client-side assignment (KIP-848; gRPC only) -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPrepareAssignmentRequest:
+    group_id: str
+    member_id: str = ""
+    member_epoch: int = 0
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    subscribed_topic_ids: tuple[str, ...] = ()
+    assignor: ClientAssignor | None = None
+    target_partitions: tuple[TopicPartitions, ...] = ()
+    member_type: str = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTopic:
+    topic_id: str
+    topic_name: str
+    num_partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPrepareAssignmentResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    group_id: str = ""
+    group_epoch: int = 0
+    assignor_name: str = ""
+    assignor_version: int = 0
+    members: tuple[PreparedMember, ...] = ()
+    topics: tuple[PreparedTopic, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledMember:
+    member_id: str
+    partitions: tuple[TopicPartitions, ...] = ()
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupInstallAssignmentRequest:
+    group_id: str
+    member_id: str = ""
+    member_epoch: int = 0
+    group_epoch: int = 0
+    error: int = 0
+    members: tuple[InstalledMember, ...] = ()
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupInstallAssignmentResponse:
+    error_code: int = 0
+    error_message: str | None = None
 
 
 # ---- ConsumerGroupDescribe ---------------------------------------------------------------

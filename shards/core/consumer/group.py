@@ -27,6 +27,8 @@ from shards.core.consumer.member import Assignment, ConsumerGroupMember, assignm
 from shards.core.consumer.records import (
     assignment_epoch_record,
     assignment_epoch_tombstone,
+    client_assignment_record,
+    client_assignment_tombstone,
     current_assignment_record,
     current_assignment_tombstone,
     group_epoch_record,
@@ -42,7 +44,7 @@ from shards.core.consumer.records import (
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import Record, TopicMetadata
+from shards.core.records import ConsumerGroupClientAssignmentValue, Record, TopicMetadata
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -92,12 +94,19 @@ class ConsumerGroup(Group):
         self.target_assignment: dict[str, Assignment] = {}
         self.subscription_metadata: dict[str, TopicMetadata] = {}  # topic name -> metadata
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        #: client-side assignors: each member's (version, bytes) in the target assignment,
+        #: and the client-side computation in progress (chosen member, epoch) if any
+        self.target_metadata: dict[str, tuple[int, bytes]] = {}
+        self.client_assignment: ConsumerGroupClientAssignmentValue | None = None
         # derived from the above (see the module docstring)
         self.static_members: dict[str, str] = {}
         self.topic_name_counts: dict[str, int] = {}
         self.regex_counts: dict[str, int] = {}
         self.assignor_counts: dict[str, int] = {}
         self.partition_epochs: dict[str, dict[int, int]] = {}
+        #: members declaring client-side assignors (or classic protocols) -- 0: the group is
+        #: assigned server-side without looking further
+        self.client_members = 0
         self._unreconciled = 0
 
     # ---- Group interface -------------------------------------------------------------------
@@ -217,6 +226,22 @@ class ConsumerGroup(Group):
     def target_of(self, member_id: str) -> Assignment:
         return self.target_assignment.get(member_id, {})
 
+    def target_metadata_of(self, member_id: str) -> tuple[int, bytes]:
+        return self.target_metadata.get(member_id, (0, b""))
+
+    def computing_member(self) -> str | None:
+        """The member chosen to compute the pending target with a client-side assignor (None:
+        no client-side computation pending for the current group epoch)."""
+        pending = self.client_assignment
+        if (
+            pending is None
+            or pending.group_epoch != self.group_epoch
+            or self.assignment_epoch >= pending.group_epoch
+            or pending.member_id not in self.members
+        ):
+            return None
+        return pending.member_id
+
     # ---- changes (replay only) ---------------------------------------------------------------
     def put_member(self, member: ConsumerGroupMember) -> None:
         old = self.members.get(member.member_id)
@@ -244,6 +269,8 @@ class ConsumerGroup(Group):
             _inc(self.assignor_counts, m.server_assignor)
         if m.instance_id is not None:
             self.static_members[m.instance_id] = m.member_id
+        if m.client_assignors or m.uses_classic_protocol:
+            self.client_members += 1
         if not m.is_reconciled_to(self.assignment_epoch):
             self._unreconciled += 1
         self._add_epochs(m.assigned_partitions, m.member_epoch, m.member_id)
@@ -258,6 +285,8 @@ class ConsumerGroup(Group):
             _dec(self.assignor_counts, m.server_assignor)
         if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
             del self.static_members[m.instance_id]
+        if m.client_assignors or m.uses_classic_protocol:
+            self.client_members -= 1
         if not m.is_reconciled_to(self.assignment_epoch):
             self._unreconciled -= 1
         self._remove_epochs(m.assigned_partitions, m.member_epoch, m.member_id)
@@ -292,6 +321,8 @@ class ConsumerGroup(Group):
     def tombstone_records(self) -> list[Record]:
         gid = self.group_id
         out: list[Record] = []
+        if self.client_assignment is not None:
+            out.append(client_assignment_tombstone(gid))
         out += [current_assignment_tombstone(gid, m) for m in self.members]
         out += [target_assignment_tombstone(gid, m) for m in self.target_assignment]
         out.append(assignment_epoch_tombstone(gid))
@@ -315,8 +346,24 @@ class ConsumerGroup(Group):
         for member in self.members.values():
             out.append(member_metadata_record(gid, member))
         for member_id, target in self.target_assignment.items():
-            out.append(target_assignment_record(gid, member_id, target))
+            out.append(
+                target_assignment_record(
+                    gid, member_id, target, self.target_metadata.get(member_id)
+                )
+            )
         out.append(assignment_epoch_record(gid, self.assignment_epoch))
+        pending = self.client_assignment
+        if pending is not None:
+            out.append(
+                client_assignment_record(
+                    gid,
+                    pending.group_epoch,
+                    pending.member_id,
+                    pending.assignor_name,
+                    pending.assignor_version,
+                    pending.attempts,
+                )
+            )
         for member in self.members.values():
             out.append(current_assignment_record(gid, member))
         return out
@@ -332,6 +379,8 @@ class ConsumerGroup(Group):
             tuple(sorted((m, assignment_key(t)) for m, t in self.target_assignment.items())),
             tuple(sorted(self.subscription_metadata.items())),
             tuple(sorted(self.resolved_regexes.items())),
+            tuple(sorted(self.target_metadata.items())),
+            self.client_assignment,
         )
 
     def check_indexes(self) -> None:
@@ -346,3 +395,4 @@ class ConsumerGroup(Group):
         assert fresh.regex_counts == self.regex_counts, "regex counts drifted"
         assert fresh.assignor_counts == self.assignor_counts, "assignor counts drifted"
         assert fresh._unreconciled == self._unreconciled, "reconciled count drifted"
+        assert fresh.client_members == self.client_members, "client member count drifted"

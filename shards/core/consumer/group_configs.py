@@ -1,10 +1,15 @@
 """Dynamic group configs (Kafka's GroupConfig / GroupConfigManager, KIP-848).
 
 Per group: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``, each
-overriding the server default within the server's min/max bounds. Kafka keeps them in the
-controller; groupcoord keeps them in the group's offsets partition under their own record
-key (``GroupConfigKey``, type 64), independent of the group: they can be set before the
-group exists and survive its deletion. A group without overrides has no record.
+overriding the server default within the server's min/max bounds; and groupcoord's own
+client-side assignor settings (docs/client-side-assignors.md):
+``consumer.client.assignors.enable`` (true/false), ``consumer.client.assignment.timeout.ms``
+(how long a chosen member has to install the target) and
+``consumer.client.assignment.fallback.assignor`` (a server assignor, or ``none``).
+Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
+under their own record key (``GroupConfigKey``, type 64), independent of the group: they
+can be set before the group exists and survive its deletion. A group without overrides
+has no record.
 
 Validation and messages follow Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
 resulting configs (overrides over the server defaults) must respect the bounds, and the
@@ -21,7 +26,22 @@ from shards.core.result import CoordinatorResult
 
 SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
-CONFIG_NAMES = (HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS)  # sorted
+CLIENT_ASSIGNORS_ENABLE = "consumer.client.assignors.enable"
+CLIENT_ASSIGNMENT_TIMEOUT_MS = "consumer.client.assignment.timeout.ms"
+CLIENT_ASSIGNMENT_FALLBACK = "consumer.client.assignment.fallback.assignor"
+CONFIG_NAMES = tuple(
+    sorted(
+        (
+            HEARTBEAT_INTERVAL_MS,
+            SESSION_TIMEOUT_MS,
+            CLIENT_ASSIGNORS_ENABLE,
+            CLIENT_ASSIGNMENT_TIMEOUT_MS,
+            CLIENT_ASSIGNMENT_FALLBACK,
+        )
+    )
+)
+#: the fallback value meaning "no server-side fallback: keep choosing members"
+NO_FALLBACK = "none"
 
 _INT_MAX = 2**31 - 1
 
@@ -33,9 +53,14 @@ class GroupConfigs:
 
     # ---- effective values ----------------------------------------------------------------
     def defaults(self) -> dict[str, str]:
+        c = self.config
         return {
-            HEARTBEAT_INTERVAL_MS: str(self.config.consumer_group_heartbeat_interval_ms),
-            SESSION_TIMEOUT_MS: str(self.config.consumer_group_session_timeout_ms),
+            HEARTBEAT_INTERVAL_MS: str(c.consumer_group_heartbeat_interval_ms),
+            SESSION_TIMEOUT_MS: str(c.consumer_group_session_timeout_ms),
+            CLIENT_ASSIGNORS_ENABLE: str(c.consumer_group_client_assignors_enable).lower(),
+            CLIENT_ASSIGNMENT_TIMEOUT_MS: str(c.consumer_group_client_assignment_timeout_ms),
+            CLIENT_ASSIGNMENT_FALLBACK: c.consumer_group_client_assignment_fallback_assignor
+            or c.consumer_group_assignors[0],
         }
 
     def session_timeout_ms(self, group_id: str) -> int:
@@ -45,6 +70,27 @@ class GroupConfigs:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         value = self.overrides.get(group_id, {}).get(HEARTBEAT_INTERVAL_MS)
         return self.config.consumer_group_heartbeat_interval_ms if value is None else int(value)
+
+    def client_assignors_enabled(self, group_id: str) -> bool:
+        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNORS_ENABLE)
+        if value is None:
+            return self.config.consumer_group_client_assignors_enable
+        return value == "true"
+
+    def client_assignment_timeout_ms(self, group_id: str) -> int:
+        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNMENT_TIMEOUT_MS)
+        if value is None:
+            return self.config.consumer_group_client_assignment_timeout_ms
+        return int(value)
+
+    def client_assignment_fallback(self, group_id: str) -> str | None:
+        """The server-side assignor a client-side group falls back to (None: none)."""
+        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNMENT_FALLBACK)
+        if value is None:
+            value = self.config.consumer_group_client_assignment_fallback_assignor
+        if value == NO_FALLBACK:
+            return None
+        return value or self.config.consumer_group_assignors[0]
 
     # ---- AlterGroupConfigs ------------------------------------------------------------------
     def alter(
@@ -62,7 +108,7 @@ class GroupConfigs:
             if entry.value is None:
                 current.pop(entry.name, None)
             else:
-                current[entry.name] = str(self._parse(entry.name, entry.value))
+                current[entry.name] = self._parse_value(entry.name, entry.value)
         self._validate({**self.defaults(), **current})
         records: list[Record] = []
         if not request.validate_only and current != self.overrides.get(group_id, {}):
@@ -73,6 +119,27 @@ class GroupConfigs:
             else:
                 records.append(Record(key, None))
         return CoordinatorResult(records, api.AlterGroupConfigsResponse())
+
+    def _parse_value(self, name: str, value: str) -> str:
+        if name == CLIENT_ASSIGNORS_ENABLE:
+            text = value.strip().lower()
+            if text not in ("true", "false"):
+                raise ApiError(
+                    Errors.INVALID_CONFIG,
+                    f"Invalid value {value} for configuration {name}: Expected value to be "
+                    "either true or false",
+                )
+            return text
+        if name == CLIENT_ASSIGNMENT_FALLBACK:
+            text = value.strip()
+            allowed = (*self.config.consumer_group_assignors, NO_FALLBACK)
+            if text not in allowed:
+                raise ApiError(
+                    Errors.INVALID_CONFIG,
+                    f"Invalid value {value} for configuration {name}: one of {', '.join(allowed)}",
+                )
+            return text
+        return str(self._parse(name, value))
 
     @staticmethod
     def _parse(name: str, value: str) -> int:

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
 from shards.core.consumer import api
+from shards.core.consumer import client_assignment as csa
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
 from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
@@ -66,6 +67,8 @@ from shards.core.consumer.member import (
 from shards.core.consumer.reconciliation import is_subset, pending_release, reconcile
 from shards.core.consumer.records import (
     assignment_epoch_record,
+    client_assignment_record,
+    client_assignment_tombstone,
     current_assignment_record,
     group_epoch_record,
     member_metadata_record,
@@ -90,6 +93,8 @@ from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.records import (
+    ConsumerGroupClientAssignmentKey,
+    ConsumerGroupClientAssignmentValue,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -136,6 +141,18 @@ def _invalid(message: str) -> ApiError:
 
 def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
     return tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
+
+
+NO_METADATA: tuple[int, bytes] = (0, b"")
+
+
+def _metadata_of(member: ConsumerGroupMember) -> api.AssignmentMetadata | None:
+    """The client-side assignor's metadata the member was given (None: none)."""
+    if member.assignment_metadata_version == 0 and not member.assignment_metadata_bytes:
+        return None
+    return api.AssignmentMetadata(
+        member.assignment_metadata_version, member.assignment_metadata_bytes
+    )
 
 
 class ClassicJoin(Protocol):
@@ -223,6 +240,7 @@ class ConsumerGroupManager:
             ConsumerGroupTargetAssignmentMemberKey: self.replay_target_assignment_member,
             ConsumerGroupCurrentMemberAssignmentKey: self.replay_current_assignment,
             ConsumerGroupRegularExpressionKey: self.replay_regular_expression,
+            ConsumerGroupClientAssignmentKey: self.replay_client_assignment,
             GroupConfigKey: self.configs.replay,
         }
 
@@ -276,6 +294,13 @@ class ConsumerGroupManager:
             return None
         if group.group_epoch > group.assignment_epoch and self._deferred_target(group):
             return None  # this heartbeat computes the target a leave left to it
+        if group.client_members and (
+            request.client_assignors is not None
+            or (group.group_epoch > group.assignment_epoch and self._orphaned(group))
+        ):
+            # a new declaration may ask for a new assignment, or a target nobody computes
+            # needs this member: the pipeline decides
+            return None
         if self._updated(member, request) is not member:
             return None
         subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
@@ -298,6 +323,9 @@ class ConsumerGroupManager:
                 member_epoch=epoch,
                 heartbeat_interval_ms=self.configs.heartbeat_interval_ms(request.group_id),
                 assignment=_to_api(member.assigned_partitions) if full else None,
+                should_compute_assignment=group.client_assignment is not None
+                and group.computing_member() == member.member_id,
+                assignment_metadata=_metadata_of(member) if full else None,
             ),
         )
 
@@ -337,6 +365,8 @@ class ConsumerGroupManager:
                 raise _invalid("InstanceId can't be null.")
         elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise _invalid("MemberEpoch is invalid.")
+        if request.client_assignors:
+            csa.validate_declared(request.client_assignors)
         assignor = request.server_assignor
         if assignor is not None and assignor not in self.config.consumer_group_assignors:
             raise ApiError(
@@ -402,6 +432,27 @@ class ConsumerGroupManager:
             assignor = self.group_assignor({k: v for k, v in counts.items() if v})
             assignor_changed = assignor != self.group_assignor(group.assignor_counts)
         bump = is_new or subscription_changed or assignor_changed
+        if joining and classic is None and updated.client_assignors:
+            self._check_classic_versions(group, updated)
+        # Client-side assignors (docs/client-side-assignors.md): the group's choice after the
+        # change; a change of choice, or of a member's declaration under a client-side
+        # assignor (its metadata or reason), asks for a new target assignment.
+        client: csa.ClientChoice | None = None
+        if group.client_members or updated.client_assignors or updated.uses_classic_protocol:
+            after = [
+                m
+                for mid, m in group.members.items()
+                if mid != member_id and (replaced is None or mid != replaced.member_id)
+            ]
+            after.append(updated)
+            client = self.client_choice(group_id, after)
+            before = self.client_choice(group_id, group.members.values()) if not is_new else None
+            if client != before or (
+                client is not None
+                and counted is not None
+                and updated.client_assignors != counted.client_assignors
+            ):
+                bump = True
         metadata = group.subscription_metadata
         if subscription_changed:
             names = self._names_after(group, counted, updated, regexes)
@@ -431,8 +482,13 @@ class ConsumerGroupManager:
         # target to the next heartbeat); the others got an assignment task when it moved.
         target_records: list[Record] = []
         tasks: list[AsyncTask] = []
+        computing = None if bump else group.computing_member()
+        deadline: tuple[int, str, int] | None = None  # a client-side computation started
         deferred = not bump and group_epoch > assignment_epoch and self._deferred_target(group)
-        if (bump or deferred) and group_epoch > assignment_epoch:
+        # a client-side target nobody computes (the chosen member was replaced by its static
+        # successor, or a fallback is on its way): this member is chosen
+        orphaned = not bump and client is not None and computing is None
+        if (bump or deferred or orphaned) and group_epoch > assignment_epoch:
             members = [
                 m
                 for mid, m in group.members.items()
@@ -440,8 +496,27 @@ class ConsumerGroupManager:
             ]
             members.append(updated)
             if not metadata:  # no subscribed topic exists: every target is empty
-                self._empty_targets(group_id, group_epoch, members, target_of, target_records)
+                self._empty_targets(
+                    group_id, group_epoch, members, target_of, target_records, group.target_metadata
+                )
                 assignment_epoch, new_targets = group_epoch, lambda mid: EMPTY_ASSIGNMENT
+            elif client is not None:
+                if is_new:
+                    # as off the loop: an (empty) target at epoch 1, the real one for epoch 2
+                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
+                    target_records.append(assignment_epoch_record(group_id, assignment_epoch))
+                pending = group.client_assignment
+                computing = self._start_client_assignment(
+                    group_id,
+                    group_epoch,
+                    client,
+                    members,
+                    (pending.member_id if pending is not None else None, member_id),
+                    1,
+                    target_records,
+                )
+                if computing is not None:
+                    deadline = (group_epoch, computing, 1)
             else:
                 request_ = self.assignment_request(
                     group,
@@ -452,7 +527,7 @@ class ConsumerGroupManager:
                     regexes,
                     metadata,
                 )
-                new_targets = self._inline_targets(request_, target_records)
+                new_targets = self._inline_targets(request_, target_records, group.target_metadata)
                 if new_targets is not None:
                     assignment_epoch = group_epoch
                 elif is_new:
@@ -469,9 +544,14 @@ class ConsumerGroupManager:
         if replaced is not None and replaced.member_id in group.target_assignment:
             records.append(
                 target_assignment_record(
-                    group_id, updated.member_id, group.target_of(replaced.member_id)
+                    group_id,
+                    updated.member_id,
+                    group.target_of(replaced.member_id),
+                    group.target_metadata.get(replaced.member_id),
                 )
             )
+        if client is None and (bump or deferred) and group.client_assignment is not None:
+            records.append(client_assignment_tombstone(group_id))  # server-side from now on
         records += target_records
 
         # 3. reconciliation
@@ -480,6 +560,23 @@ class ConsumerGroupManager:
         reconciled = reconcile(
             updated, assignment_epoch, target, group.owner_epoch, owned, subscribed
         )
+        # A client-side assignor's metadata comes with the target, once the member reaches
+        # its epoch (a server-side target has none: the member's is cleared).
+        if reconciled.member_epoch == assignment_epoch:
+            if new_targets is not None:
+                target_meta = NO_METADATA
+            else:
+                source = replaced.member_id if replaced is not None else member_id
+                target_meta = group.target_metadata_of(source)
+            if target_meta != (
+                reconciled.assignment_metadata_version,
+                reconciled.assignment_metadata_bytes,
+            ):
+                reconciled = replace(
+                    reconciled,
+                    assignment_metadata_version=target_meta[0],
+                    assignment_metadata_bytes=target_meta[1],
+                )
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
             records.append(current_assignment_record(group_id, reconciled))
@@ -490,6 +587,8 @@ class ConsumerGroupManager:
         # Timers last: nothing above may fail once they are touched.
         if replaced is not None and replaced.member_id != member_id:
             self.cancel_timers(group_id, replaced.member_id)
+        if deadline is not None:
+            self._schedule_client_deadline(group_id, *deadline)
         if assignment_changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, reconciled)
@@ -510,8 +609,10 @@ class ConsumerGroupManager:
             )
             and owned is not None
         )
-        send_assignment = full or not same_assignment(
-            member.assigned_partitions, reconciled.assigned_partitions
+        send_assignment = (
+            full
+            or not same_assignment(member.assigned_partitions, reconciled.assigned_partitions)
+            or _metadata_of(member) != _metadata_of(reconciled)
         )
         response = Response(
             member_id=reconciled.member_id,
@@ -521,6 +622,8 @@ class ConsumerGroupManager:
             partitions_pending_release=pending_release(
                 reconciled, target, group.owner_epoch, subscribed
             ),
+            should_compute_assignment=computing == member_id,
+            assignment_metadata=_metadata_of(reconciled) if send_assignment else None,
         )
         return CoordinatorResult(records, response, tasks=tasks)
 
@@ -658,6 +761,10 @@ class ConsumerGroupManager:
         if request.subscribed_topic_regex is not None:
             regex = request.subscribed_topic_regex
         context = request.context
+        client_assignors = member.client_assignors
+        declared = request.client_assignors
+        if declared is not None:
+            client_assignors = tuple(csa.to_record(a) for a in declared)
         if (
             instance_id == member.instance_id
             and rack_id == member.rack_id
@@ -668,6 +775,7 @@ class ConsumerGroupManager:
             and context.client_id == member.client_id
             and context.client_host == member.client_host
             and member.classic_member_metadata is None
+            and (declared is None or client_assignors == member.client_assignors)
         ):
             return member  # the steady state
         return replace(
@@ -681,6 +789,7 @@ class ConsumerGroupManager:
             client_id=context.client_id,
             client_host=context.client_host,
             classic_member_metadata=None,
+            client_assignors=client_assignors,
         )
 
     def _regex_changes(
@@ -818,8 +927,27 @@ class ConsumerGroupManager:
         tasks: list[AsyncTask] = []
         if not remaining:
             return CoordinatorResult(records, response)
+        client = self.client_choice(gid, remaining) if group.client_members else None
+        if client is None and group.client_assignment is not None:
+            records.append(client_assignment_tombstone(gid))
         if not metadata:
-            self._empty_targets(gid, epoch, remaining, group.target_of, records)
+            self._empty_targets(
+                gid, epoch, remaining, group.target_of, records, group.target_metadata
+            )
+        elif client is not None:
+            # another member computes if the fenced one was chosen
+            pending = group.client_assignment
+            chosen = self._start_client_assignment(
+                gid,
+                epoch,
+                client,
+                remaining,
+                (pending.member_id if pending is not None else None,),
+                1,
+                records,
+            )
+            if chosen is not None:
+                self._schedule_client_deadline(gid, epoch, chosen, 1)
         else:
             assignors = dict(group.assignor_counts)
             if member.server_assignor is not None:
@@ -958,10 +1086,12 @@ class ConsumerGroupManager:
         members: Iterable[ConsumerGroupMember],
         target_of: Callable[[str], Assignment],
         records: list[Record],
+        with_metadata: Collection[str] = (),
     ) -> None:
-        """The target assignment when no subscribed topic exists, written at once."""
+        """The target assignment when no subscribed topic exists, written at once.
+        ``with_metadata``: members whose target has client-side metadata (cleared)."""
         for m in members:
-            if target_of(m.member_id):
+            if target_of(m.member_id) or m.member_id in with_metadata:
                 records.append(target_assignment_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
         records.append(assignment_epoch_record(group_id, epoch))
 
@@ -971,6 +1101,8 @@ class ConsumerGroupManager:
         runs in heartbeats while an assignment computed off the loop is pending."""
         if not group.members or not group.subscription_metadata:
             return False
+        if group.client_members and self.client_choice(group.group_id, group.members.values()):
+            return False  # a member computes it (client-side assignor)
         size = len(group.members) + sum(
             m.num_partitions for m in group.subscription_metadata.values()
         )
@@ -990,7 +1122,10 @@ class ConsumerGroupManager:
         )
 
     def _inline_targets(
-        self, request: TargetAssignmentRequest, records: list[Record]
+        self,
+        request: TargetAssignmentRequest,
+        records: list[Record],
+        with_metadata: Collection[str] = (),
     ) -> Callable[[str], Assignment] | None:
         """The target assignment of ``request``, computed here when that is cheap (Kafka 4.1
         computes it inside the heartbeat): its records (targets that changed, then the new
@@ -1014,7 +1149,7 @@ class ConsumerGroupManager:
         gid = request.group_id
         for m in request.members:
             new = targets.get(m.member_id, EMPTY_ASSIGNMENT)
-            if not same_assignment(new, m.assigned):
+            if not same_assignment(new, m.assigned) or m.member_id in with_metadata:
                 records.append(target_assignment_record(gid, m.member_id, new))
         records.append(assignment_epoch_record(gid, request.group_epoch))
         return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
@@ -1026,8 +1161,30 @@ class ConsumerGroupManager:
         records: list[Record],
         tasks: list[AsyncTask],
     ) -> None:
-        """A new target assignment is needed: computed here when cheap, else off the loop."""
-        if self._inline_targets(request, records) is None:
+        """A new target assignment is needed: computed here when cheap, else off the loop --
+        or by a member, when the group uses a client-side assignor."""
+        if group.client_members:
+            members = [
+                group.members[m.member_id] for m in request.members if m.member_id in group.members
+            ]
+            client = self.client_choice(group.group_id, members)
+            if client is not None:
+                pending = group.client_assignment
+                chosen = self._start_client_assignment(
+                    group.group_id,
+                    request.group_epoch,
+                    client,
+                    members,
+                    (pending.member_id if pending is not None else None,),
+                    1,
+                    records,
+                )
+                if chosen is not None:
+                    self._schedule_client_deadline(group.group_id, request.group_epoch, chosen, 1)
+                    return
+            if group.client_assignment is not None:
+                records.append(client_assignment_tombstone(group.group_id))
+        if self._inline_targets(request, records, group.target_metadata) is None:
             tasks.append(self._assignment_task(group, request))
 
     def _assignment_task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
@@ -1106,7 +1263,10 @@ class ConsumerGroupManager:
         records = []
         for member_id in group.members:
             new = new_targets.get(member_id, EMPTY_ASSIGNMENT)
-            if not same_assignment(new, group.target_of(member_id)):
+            if (
+                not same_assignment(new, group.target_of(member_id))
+                or member_id in group.target_metadata
+            ):
                 records.append(target_assignment_record(gid, member_id, new))
         records.append(assignment_epoch_record(gid, request.group_epoch))
         return CoordinatorResult(records)
@@ -1195,6 +1355,13 @@ class ConsumerGroupManager:
                 self.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member)
+            pending = group.client_assignment
+            chosen = group.computing_member()
+            if pending is not None and chosen is not None:
+                # the chosen member gets a full deadline from the new owner
+                self._schedule_client_deadline(
+                    group.group_id, pending.group_epoch, chosen, pending.attempts
+                )
         # The catalog may have changed while nobody served this partition, and assignments
         # in flight were lost with the previous owner: catch up in a write of its own.
         self.timer.schedule(CONSUMER_CATALOG_SYNC, 0, self._after_load)
@@ -1204,7 +1371,11 @@ class ConsumerGroupManager:
         result = self._sync_groups(self.topics, True, now_ms, synced)
         records, tasks = list(result.records), list(result.tasks)
         for group in self.consumer_groups():
-            if group.group_id not in synced and self._needs_assignment(group):
+            if (
+                group.group_id not in synced
+                and self._needs_assignment(group)
+                and group.computing_member() is None
+            ):
                 self.request_target(group, self._group_request(group), records, tasks)
         return CoordinatorResult(records, tasks=tasks)
 
@@ -1255,7 +1426,7 @@ class ConsumerGroupManager:
             group_state=group.state_name(),
             group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch,
-            assignor_name=self.group_assignor(group.assignor_counts),
+            assignor_name=self._assignor_name(group),
             members=members,
             authorized_operations=GROUP_AUTHORIZED_OPERATIONS
             if include_authorized_operations
@@ -1350,10 +1521,18 @@ class ConsumerGroupManager:
             if member is not None and same_assignment(target, member.assigned_partitions):
                 target = member.assigned_partitions  # shared (see with_current_assignment)
             found.target_assignment[key.member_id] = target
+            if value.metadata_version == 0 and not value.metadata_bytes:
+                found.target_metadata.pop(key.member_id, None)
+            else:
+                found.target_metadata[key.member_id] = (
+                    value.metadata_version,
+                    value.metadata_bytes,
+                )
             return
         group = self._existing(key.group_id)
         if group is not None:
             group.target_assignment.pop(key.member_id, None)
+            group.target_metadata.pop(key.member_id, None)
 
     def replay_target_assignment_metadata(
         self,
@@ -1410,3 +1589,281 @@ class ConsumerGroupManager:
         group = self._existing(key.group_id)
         if group is not None:
             group.resolved_regexes.pop(key.regular_expression, None)
+
+    def replay_client_assignment(
+        self,
+        key: ConsumerGroupClientAssignmentKey,
+        value: ConsumerGroupClientAssignmentValue | None,
+    ) -> None:
+        if value is not None:
+            self._persisted(key.group_id).client_assignment = value
+            return
+        group = self._existing(key.group_id)
+        if group is not None:
+            group.client_assignment = None
+
+    # ==== client-side assignors (KIP-848; docs/client-side-assignors.md) ====
+    def client_choice(
+        self, group_id: str, members: Iterable[ConsumerGroupMember]
+    ) -> csa.ClientChoice | None:
+        """The client-side assignor of the group with these members (None: server-side)."""
+        if not self.configs.client_assignors_enabled(group_id):
+            return None
+        return csa.select(members)
+
+    def _orphaned(self, group: ConsumerGroup) -> bool:
+        """Whether the group needs a client-side target that no member is chosen for."""
+        return (
+            bool(group.client_members)
+            and group.computing_member() is None
+            and self.client_choice(group.group_id, group.members.values()) is not None
+        )
+
+    def _assignor_name(self, group: ConsumerGroup) -> str:
+        if group.client_members:
+            client = self.client_choice(group.group_id, group.members.values())
+            if client is not None:
+                return client.name
+        return self.group_assignor(group.assignor_counts)
+
+    def _check_classic_versions(self, group: ConsumerGroup, joining: ConsumerGroupMember) -> None:
+        """KIP-848 online migration: a consumer-protocol member declaring client-side
+        assignors joins a group with classic members (whose metadata the coordinator cannot
+        translate, passed on as version -1): its assignor of the classic members' protocol
+        must support version -1, else INVALID_REQUEST."""
+        classic = [m for m in group.members.values() if m.uses_classic_protocol]
+        if not classic:
+            return
+        common = set.intersection(*({a.name for a in m.declared_assignors()} for m in classic))
+        for a in joining.client_assignors:
+            if a.name in common and a.minimum_version <= -1 <= a.maximum_version:
+                return
+        raise ApiError(
+            Errors.INVALID_REQUEST,
+            f"The group {group.group_id} has members using the classic protocol: one of the "
+            f"client-side assignors of member {joining.member_id} must be one of their "
+            f"protocols ({', '.join(sorted(common)) or 'none in common'}) and support "
+            "version -1 (their metadata).",
+        )
+
+    def _start_client_assignment(
+        self,
+        group_id: str,
+        epoch: int,
+        client: csa.ClientChoice,
+        members: Collection[ConsumerGroupMember],
+        preferred: tuple[str | None, ...],
+        attempts: int,
+        records: list[Record],
+    ) -> str | None:
+        """Choose the member computing the target of ``epoch`` (its record goes to
+        ``records``); the caller arms its deadline (:meth:`_schedule_client_deadline`)."""
+        chosen = csa.choose(list(members), *preferred)
+        if chosen is None:
+            return None
+        records.append(
+            client_assignment_record(
+                group_id, epoch, chosen.member_id, client.name, client.version, attempts
+            )
+        )
+        return chosen.member_id
+
+    def _schedule_client_deadline(
+        self, group_id: str, epoch: int, member_id: str, attempts: int
+    ) -> None:
+        self.timer.schedule(
+            group_key(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, group_id),
+            self.configs.client_assignment_timeout_ms(group_id),
+            lambda now: self._client_deadline(group_id, epoch, member_id, attempts, now),
+        )
+
+    def _client_deadline(
+        self, group_id: str, epoch: int, member_id: str, attempts: int, now_ms: int
+    ) -> CoordinatorResult[None]:
+        group = self._existing(group_id)
+        if group is None:
+            return CoordinatorResult()
+        pending = group.client_assignment
+        if (
+            pending is None
+            or (pending.group_epoch, pending.member_id, pending.attempts)
+            != (epoch, member_id, attempts)
+            or group.computing_member() != member_id
+        ):
+            return CoordinatorResult()
+        log.info(
+            "[GroupId %s] Member %s did not install the target assignment of epoch %d in time.",
+            group_id,
+            member_id,
+            epoch,
+        )
+        return self._give_up_client(group, pending)
+
+    def _give_up_client(
+        self, group: ConsumerGroup, pending: ConsumerGroupClientAssignmentValue
+    ) -> CoordinatorResult[None]:
+        """The chosen member missed its deadline or gave up: the next member computes, or,
+        once every member had its turn, the configured server-side assignor."""
+        gid = group.group_id
+        members = list(group.members.values())
+        able = sum(1 for m in members if csa.can_compute(m))
+        fallback = self.configs.client_assignment_fallback(gid)
+        records: list[Record] = []
+        if pending.attempts < able or fallback is None:
+            following = csa.next_after(members, pending.member_id)
+            if following is not None:
+                attempts = pending.attempts + 1 if pending.attempts < able else 1
+                records.append(
+                    client_assignment_record(
+                        gid,
+                        pending.group_epoch,
+                        following.member_id,
+                        pending.assignor_name,
+                        pending.assignor_version,
+                        attempts,
+                    )
+                )
+                self._schedule_client_deadline(
+                    gid, pending.group_epoch, following.member_id, attempts
+                )
+                return CoordinatorResult(records)
+        log.info(
+            "[GroupId %s] No member installed the target assignment of epoch %d: computing it "
+            "with the server-side assignor %s.",
+            gid,
+            pending.group_epoch,
+            fallback,
+        )
+        records.append(client_assignment_tombstone(gid))
+        tasks: list[AsyncTask] = []
+        request = self.assignment_request(
+            group,
+            group.group_epoch,
+            fallback or self.default_assignor,
+            members,
+            group.target_of,
+            group.resolved_regexes,
+            group.subscription_metadata,
+        )
+        if self._inline_targets(request, records, group.target_metadata) is None:
+            tasks.append(self._assignment_task(group, request))
+        return CoordinatorResult(records, tasks=tasks)
+
+    def _chosen(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> tuple[ConsumerGroup, ConsumerGroupClientAssignmentValue]:
+        """KIP-848's checks, in order: GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH, and UNKNOWN_MEMBER_ID for a member that is not the chosen one."""
+        if _blank(group_id):
+            raise _invalid("GroupId can't be empty.")
+        group = self.consumer_group(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            raise ApiError(
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group_id}.",
+            )
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"The received member epoch {member_epoch} does not match the expected member "
+                f"epoch {member.member_epoch}.",
+            )
+        pending = group.client_assignment
+        if pending is None or group.computing_member() != member_id:
+            raise ApiError(
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not the member chosen to compute the assignment of "
+                f"group {group_id}.",
+            )
+        return group, pending
+
+    def _client_request(
+        self, group: ConsumerGroup, pending: ConsumerGroupClientAssignmentValue
+    ) -> TargetAssignmentRequest:
+        return self.assignment_request(
+            group,
+            pending.group_epoch,
+            pending.assignor_name,
+            group.members.values(),
+            group.target_of,
+            group.resolved_regexes,
+            group.subscription_metadata,
+        )
+
+    def prepare_assignment(
+        self, request: api.ConsumerGroupPrepareAssignmentRequest
+    ) -> api.ConsumerGroupPrepareAssignmentResponse:
+        """ConsumerGroupPrepareAssignment: the group state the chosen member computes from."""
+        group, pending = self._chosen(request.group_id, request.member_id, request.member_epoch)
+        spec = self._client_request(group, pending)
+        members = []
+        for m in spec.members:
+            member = group.members[m.member_id]
+            declared = csa.declaration_of(member, pending.assignor_name)
+            members.append(
+                api.PreparedMember(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    subscribed_topic_ids=m.subscribed_topic_ids,
+                    assignor=csa.to_api(declared) if declared is not None else None,
+                    target_partitions=_to_api(m.assigned),
+                    member_type="classic" if member.uses_classic_protocol else "consumer",
+                )
+            )
+        return api.ConsumerGroupPrepareAssignmentResponse(
+            group_id=group.group_id,
+            group_epoch=pending.group_epoch,
+            assignor_name=pending.assignor_name,
+            assignor_version=pending.assignor_version,
+            members=tuple(members),
+            topics=tuple(
+                api.PreparedTopic(t.topic_id, t.name, t.num_partitions) for t in spec.topics
+            ),
+        )
+
+    def install_assignment(
+        self, request: api.ConsumerGroupInstallAssignmentRequest, now_ms: int
+    ) -> CoordinatorResult[api.ConsumerGroupInstallAssignmentResponse]:
+        """ConsumerGroupInstallAssignment: the chosen member's target for the group epoch,
+        validated (INVALID_ASSIGNMENT), becomes the target assignment; reconciliation then
+        proceeds as for a server-side target."""
+        group, pending = self._chosen(request.group_id, request.member_id, request.member_epoch)
+        gid = group.group_id
+        response = api.ConsumerGroupInstallAssignmentResponse()
+        if request.error != 0:
+            log.info(
+                "[GroupId %s] Member %s could not compute the target assignment of epoch %d "
+                "(error %d).",
+                gid,
+                request.member_id,
+                pending.group_epoch,
+                request.error,
+            )
+            given_up = self._give_up_client(group, pending)
+            return CoordinatorResult(given_up.records, response, tasks=given_up.tasks)
+        if request.group_epoch != group.group_epoch:
+            raise ApiError(
+                Errors.INVALID_ASSIGNMENT,
+                f"The assignment was computed for group epoch {request.group_epoch}; the "
+                f"group is at epoch {group.group_epoch}.",
+            )
+        spec = self._client_request(group, pending)
+        subscribed = {m.member_id: frozenset(m.subscribed_topic_ids) for m in spec.members}
+        targets = csa.validate_install(
+            request,
+            group.members,
+            group.subscription_metadata,
+            lambda m: subscribed[m.member_id],
+        )
+        records: list[Record] = []
+        for member_id, (target, meta) in targets.items():
+            if not same_assignment(target, group.target_of(member_id)) or (
+                meta != group.target_metadata_of(member_id)
+            ):
+                records.append(target_assignment_record(gid, member_id, target, meta))
+        records.append(assignment_epoch_record(gid, group.group_epoch))
+        records.append(client_assignment_tombstone(gid))
+        self.timer.cancel(group_key(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, gid))
+        return CoordinatorResult(records, response)

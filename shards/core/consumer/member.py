@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from shards.core.records import (
     ClassicMemberMetadata,
+    ClientAssignor,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     TopicPartitions,
@@ -66,6 +67,11 @@ class ConsumerGroupMember:
     assigned_partitions: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
     partitions_pending_revocation: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
     classic_member_metadata: ClassicMemberMetadata | None = None
+    #: the client-side assignors the member declares (KIP-848 ClientAssignors), in its order
+    client_assignors: tuple[ClientAssignor, ...] = ()
+    #: the client-side assignor's metadata the member was given with its target (0, b"": none)
+    assignment_metadata_version: int = 0
+    assignment_metadata_bytes: bytes = b""
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -96,6 +102,7 @@ class ConsumerGroupMember:
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
             classic_member_metadata=self.classic_member_metadata,
+            client_assignors=self.client_assignors,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -105,6 +112,8 @@ class ConsumerGroupMember:
             state=int(self.state),
             assigned_partitions=to_topic_partitions(self.assigned_partitions),
             partitions_pending_revocation=to_topic_partitions(self.partitions_pending_revocation),
+            metadata_version=self.assignment_metadata_version,
+            metadata_bytes=self.assignment_metadata_bytes,
         )
 
     def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
@@ -119,6 +128,7 @@ class ConsumerGroupMember:
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,
             classic_member_metadata=value.classic_member_metadata,
+            client_assignors=tuple(value.client_assignors),
         )
 
     def with_current_assignment(
@@ -138,6 +148,8 @@ class ConsumerGroupMember:
             partitions_pending_revocation=from_topic_partitions(
                 value.partitions_pending_revocation
             ),
+            assignment_metadata_version=value.metadata_version,
+            assignment_metadata_bytes=value.metadata_bytes,
         )
 
     def fingerprint(self) -> tuple[object, ...]:
@@ -157,6 +169,21 @@ class ConsumerGroupMember:
             assignment_key(self.assigned_partitions),
             assignment_key(self.partitions_pending_revocation),
             self.classic_member_metadata,
+            self.client_assignors,
+            self.assignment_metadata_version,
+            self.assignment_metadata_bytes,
+        )
+
+    def declared_assignors(self) -> tuple[ClientAssignor, ...]:
+        """The client-side assignors the member can be assigned with. A member using the
+        classic protocol declares its classic protocols at version -1 (KIP-848 online
+        migration: the group coordinator cannot translate their metadata, it passes the
+        classic protocol's bytes on as version -1)."""
+        classic = self.classic_member_metadata
+        if classic is None:
+            return self.client_assignors
+        return tuple(
+            ClientAssignor(p.name, -1, -1, 0, -1, p.metadata) for p in classic.supported_protocols
         )
 
 

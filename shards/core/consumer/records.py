@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 from shards.core.consumer.member import Assignment, ConsumerGroupMember, to_topic_partitions
 from shards.core.records import (
+    ConsumerGroupClientAssignmentKey,
+    ConsumerGroupClientAssignmentValue,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
@@ -52,10 +54,17 @@ def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
     return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None)
 
 
-def target_assignment_record(group_id: str, member_id: str, target: Assignment) -> Record:
+def target_assignment_record(
+    group_id: str,
+    member_id: str,
+    target: Assignment,
+    metadata: tuple[int, bytes] | None = None,
+) -> Record:
+    """``metadata``: a client-side assignor's (version, bytes) for the member."""
+    version, data = metadata if metadata is not None else (0, b"")
     return Record(
         ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)),
+        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target), version, data),
     )
 
 
@@ -71,6 +80,19 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
         target_assignment_tombstone(group_id, member_id),
         member_metadata_tombstone(group_id, member_id),
     ]
+
+
+def client_assignment_record(
+    group_id: str, epoch: int, member_id: str, assignor: str, version: int, attempts: int
+) -> Record:
+    return Record(
+        ConsumerGroupClientAssignmentKey(group_id),
+        ConsumerGroupClientAssignmentValue(epoch, member_id, assignor, version, attempts),
+    )
+
+
+def client_assignment_tombstone(group_id: str) -> Record:
+    return Record(ConsumerGroupClientAssignmentKey(group_id), None)
 
 
 def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:

@@ -44,6 +44,37 @@ other_records = st.sampled_from(
             ),
         ),
         r.Record(r.GroupConfigKey("g"), r.GroupConfigValue((r.GroupConfigEntry("a", "1"),))),
+        # client-side assignors (docs/client-side-assignors.md)
+        r.Record(
+            r.ConsumerGroupMemberMetadataKey("g", "m"),
+            r.ConsumerGroupMemberMetadataValue(
+                None,
+                None,
+                "c",
+                "h",
+                ("a",),
+                None,
+                5000,
+                None,
+                None,
+                (r.ClientAssignor("rr", -1, 3, 2, -1, b"\x00meta"),),
+            ),
+        ),
+        r.Record(
+            r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+            r.ConsumerGroupTargetAssignmentMemberValue(
+                (r.TopicPartitions("AAAAAAAAAAAAAAAAAAAAAA", (1,)),), -1, b"\x01"
+            ),
+        ),
+        r.Record(
+            r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+            r.ConsumerGroupCurrentMemberAssignmentValue(4, 3, 0, (), (), 2, b"x"),
+        ),
+        r.Record(
+            r.ConsumerGroupClientAssignmentKey("g"),
+            r.ConsumerGroupClientAssignmentValue(7, "m", "rr", -1, 2),
+        ),
+        r.Record(r.ConsumerGroupClientAssignmentKey("g"), None),
     ]
 )
 any_records = st.lists(offset_records | other_records, max_size=40)
@@ -84,3 +115,48 @@ def test_offset_fast_path_writes_the_generic_bytes(record: r.Record) -> None:
         assert lr.value == value_to(record.value).SerializeToString()
     else:
         assert not lr.HasField("value")
+
+
+def test_records_written_before_client_side_assignors_load_with_none() -> None:
+    """Old logs: member, target and current-assignment values without the client-side
+    fields (as an older groupcoord wrote them) read as "no declaration, no metadata"."""
+    old_member = records_pb2.ConsumerGroupMemberMetadataValue(
+        client_id="c", client_host="h", subscribed_topic_names=["a"], rebalance_timeout_ms=5000
+    )
+    old_target = records_pb2.ConsumerGroupTargetAssignmentMemberValue()
+    old_target.topic_partitions.add(topic_id="T", partitions=[0])
+    old_current = records_pb2.ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=3, previous_member_epoch=2
+    )
+    batch = records_pb2.RecordBatch(
+        records=[
+            records_pb2.LogRecord(
+                type=type_id,
+                key=key.SerializeToString(deterministic=True),
+                value=value.SerializeToString(),
+            )
+            for type_id, key, value in (
+                (
+                    5,
+                    records_pb2.ConsumerGroupMemberMetadataKey(group_id="g", member_id="m"),
+                    old_member,
+                ),
+                (
+                    7,
+                    records_pb2.ConsumerGroupTargetAssignmentMemberKey(group_id="g", member_id="m"),
+                    old_target,
+                ),
+                (
+                    8,
+                    records_pb2.ConsumerGroupCurrentMemberAssignmentKey(
+                        group_id="g", member_id="m"
+                    ),
+                    old_current,
+                ),
+            )
+        ]
+    )
+    member, target, current = RecordCodec().decode_batch(batch.SerializeToString())
+    assert member.value.client_assignors == ()
+    assert (target.value.metadata_version, target.value.metadata_bytes) == (0, b"")
+    assert (current.value.metadata_version, current.value.metadata_bytes) == (0, b"")

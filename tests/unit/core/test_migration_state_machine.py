@@ -7,6 +7,12 @@ Invariants after every step: replay equals live (and a classic group at rest equ
 record; a consumer group's indexes -- one owner per partition -- match its members); a
 classic request naming a generation other than the member's current one never succeeds.
 At the end every parked JoinGroup/SyncGroup has been answered.
+
+``MixedClientSideMachine`` runs the same with a custom client-side assignor (KIP-848's online
+migration): the classic clients' protocol is ``custom``, the KIP-848 clients declare
+``custom`` for versions -1..1, and the chosen member computes -- classic members get
+ConsumerProtocol assignments it serialized (metadata version -1), which their SyncGroup must
+return only when they own exactly that.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ def subscription() -> bytes:
 
 
 class MixedGroupMachine(RuleBasedStateMachine):
+    PROTOCOL = "range"
+    #: what the KIP-848 clients declare (None: no client-side assignors)
+    CLIENT_ASSIGNORS: tuple[capi.ClientAssignor, ...] | None = None
+
     def __init__(self) -> None:
         super().__init__()
         self.m = Mixed(
@@ -119,7 +129,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
         for _ in range(2):  # rejoin at once after MEMBER_ID_REQUIRED
             r = self.m.join(
                 c.member_id,
-                protocols=(("range", subscription()),),
+                protocols=((self.PROTOCOL, subscription()),),
                 session=2_000,
                 rebalance=3_000,
                 instance=c.instance,
@@ -154,6 +164,17 @@ class MixedGroupMachine(RuleBasedStateMachine):
         else:
             if expected is not None and c.generation != expected:
                 assert r.error_code != Errors.NONE, ("stale sync accepted", c, expected)
+            g = self.group()
+            if r.error_code == Errors.NONE and isinstance(g, ConsumerGroup) and r.assignment:
+                # what a classic member is told it owns (serialized by the coordinator or,
+                # version -1, by the client-side assignor) is what the group says it owns
+                given = {
+                    p
+                    for tp in cp.decode_assignment(r.assignment)[1].assigned_partitions
+                    for p in tp.partitions
+                }
+                member = g.members[c.member_id]
+                assert given == {p for ps in member.assigned_partitions.values() for p in ps}
             if r.error_code in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID):
                 c.member_id, c.generation = "", -1
         self.settle()
@@ -199,6 +220,8 @@ class MixedGroupMachine(RuleBasedStateMachine):
         }
         if k.epoch == 0:
             fields.update(rebalance_timeout_ms=3_000, subscribed_topic_names=("foo",))
+            if self.CLIENT_ASSIGNORS is not None:
+                fields.update(client_assignors=self.CLIENT_ASSIGNORS)
         try:
             r = self.m.consumer_heartbeat(**fields)
         except ApiError as ex:
@@ -221,6 +244,47 @@ class MixedGroupMachine(RuleBasedStateMachine):
         except ApiError:
             pass
         k.epoch, k.owned = 0, {}
+        self.settle()
+
+    @rule()
+    def chosen_member_computes(self) -> None:
+        """The KIP-848 member chosen to compute with the client-side assignor does: foo's
+        partitions round robin; classic members get ConsumerProtocol bytes (version -1)."""
+        g = self.group()
+        chosen = g.computing_member() if isinstance(g, ConsumerGroup) else None
+        k = next((k for k in self.consumers if k.member_id == chosen), None)
+        if k is None:
+            return
+        try:
+            prepared = self.m.h.read(
+                lambda s, now: s.consumer_group_prepare_assignment(
+                    capi.ConsumerGroupPrepareAssignmentRequest("g", k.member_id, k.epoch), now
+                )
+            )
+        except ApiError as ex:
+            assert ex.code in (Errors.STALE_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID), ex
+            return
+        topic = {t.topic_name: t for t in prepared.topics}.get("foo")
+        ids = sorted(p.member_id for p in prepared.members)
+        installed = []
+        for i, mid in enumerate(ids):
+            parts = tuple(range(i, topic.num_partitions, len(ids))) if topic else ()
+            classic = next(p for p in prepared.members if p.member_id == mid).member_type
+            if classic == "classic":
+                assert prepared.assignor_version == -1
+                data = cp.encode_assignment(
+                    cp.Assignment((cp.TopicPartitionList("foo", parts),), b"custom")
+                )
+                meta = (-1, data)
+            else:
+                meta = (1, b"mine")
+            tps = (capi.TopicPartitions(topic.topic_id, parts),) if topic and parts else ()
+            installed.append(capi.InstalledMember(mid, tps, *meta))
+        request = capi.ConsumerGroupInstallAssignmentRequest(
+            "g", k.member_id, k.epoch, prepared.group_epoch, 0, tuple(installed)
+        )
+        self.m.h.write(lambda s, now: s.consumer_group_install_assignment(request, now))
+        event("client-side target installed")
         self.settle()
 
     # ---- the world --------------------------------------------------------------------------
@@ -263,6 +327,14 @@ class MixedGroupMachine(RuleBasedStateMachine):
         assert not waiting, f"replies never answered: {waiting}"
 
 
+class MixedClientSideMachine(MixedGroupMachine):
+    PROTOCOL = "custom"
+    CLIENT_ASSIGNORS = (capi.ClientAssignor("custom", -1, 1, 0, 1, b"k"),)
+
+
 test_mixed_group_machine, test_mixed_group_machine_long = quick_and_slow(
     MixedGroupMachine, quick=(50, 40), slow=(500, 80)
+)
+test_mixed_client_side_machine, test_mixed_client_side_machine_long = quick_and_slow(
+    MixedClientSideMachine, quick=(50, 40), slow=(200, 80)
 )

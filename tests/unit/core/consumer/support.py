@@ -162,6 +162,8 @@ class FakeConsumer:
     full_next: bool = False  # after an error or a lost response, clients send everything
     last: api.ConsumerGroupHeartbeatResponse | None = None
     errors: list[int] = dataclasses.field(default_factory=list)
+    #: KIP-848 client-side assignors the client declares (None: it declares none)
+    client_assignors: tuple[api.ClientAssignor, ...] | None = None
 
     def heartbeat(self) -> api.ConsumerGroupHeartbeatResponse | None:
         fields: dict[str, Any] = {
@@ -178,6 +180,8 @@ class FakeConsumer:
                 subscribed_topic_names=self.topics,
                 subscribed_topic_regex=self.regex,
             )
+            if self.client_assignors is not None:
+                fields["client_assignors"] = self.client_assignors
         try:
             response = self.c.heartbeat(self.group_id, **fields)
         except ApiError as ex:
@@ -213,3 +217,42 @@ class FakeConsumer:
         )
         self.reset()
         return response
+
+
+def round_robin_install(
+    c: Consumers, member_id: str, member_epoch: int, group_id: str = "g"
+) -> api.ConsumerGroupInstallAssignmentResponse:
+    """The member side of a client-side assignment: PrepareAssignment, a round-robin of every
+    subscribed partition over its subscribers (by member id), InstallAssignment with metadata
+    naming the member. ApiError from either call propagates."""
+    prepared = c.h.read(
+        lambda s, now: s.consumer_group_prepare_assignment(
+            api.ConsumerGroupPrepareAssignmentRequest(group_id, member_id, member_epoch), now
+        )
+    )
+    members = sorted(prepared.members, key=lambda m: m.member_id)
+    plan: dict[str, dict[str, list[int]]] = {m.member_id: {} for m in members}
+    i = 0
+    for topic in sorted(prepared.topics, key=lambda t: t.topic_id):
+        takers = [m for m in members if topic.topic_id in m.subscribed_topic_ids]
+        for p in range(topic.num_partitions):
+            if takers:
+                plan[takers[i % len(takers)].member_id].setdefault(topic.topic_id, []).append(p)
+                i += 1
+    request = api.ConsumerGroupInstallAssignmentRequest(
+        group_id,
+        member_id,
+        member_epoch,
+        prepared.group_epoch,
+        0,
+        tuple(
+            api.InstalledMember(
+                mid,
+                tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(parts.items())),
+                1,
+                f"{prepared.group_epoch}:{mid}".encode(),
+            )
+            for mid, parts in plan.items()
+        ),
+    )
+    return c.h.write(lambda s, now: s.consumer_group_install_assignment(request, now))  # type: ignore[no-any-return]

@@ -26,15 +26,54 @@ def describe(c: Consumers, group_id: str = "g") -> dict[str, tuple[str, bool]]:
     return {e.name: (e.value, e.is_default) for e in d.configs}
 
 
+def kafkas(described: dict[str, tuple[str, bool]]) -> dict[str, tuple[str, bool]]:
+    """Kafka's group configs (groupcoord adds its client-side assignor ones)."""
+    return {n: v for n, v in described.items() if not n.startswith("consumer.client.")}
+
+
 def test_defaults_are_kafkas() -> None:
     c = Consumers()
-    assert describe(c) == {HEARTBEAT: ("5000", True), SESSION: ("45000", True)}
+    assert kafkas(describe(c)) == {HEARTBEAT: ("5000", True), SESSION: ("45000", True)}
+
+
+def test_client_side_assignor_configs_have_defaults_and_overrides() -> None:
+    c = Consumers()
+    assert describe(c)["consumer.client.assignors.enable"] == ("true", True)
+    assert describe(c)["consumer.client.assignment.timeout.ms"] == ("30000", True)
+    assert describe(c)["consumer.client.assignment.fallback.assignor"] == ("uniform", True)
+    alter(
+        c,
+        **{
+            "consumer.client.assignors.enable": "FALSE",
+            "consumer.client.assignment.timeout.ms": "500",
+            "consumer.client.assignment.fallback.assignor": "none",
+        },
+    )
+    assert describe(c)["consumer.client.assignors.enable"] == ("false", False)
+    assert describe(c)["consumer.client.assignment.timeout.ms"] == ("500", False)
+    assert describe(c)["consumer.client.assignment.fallback.assignor"] == ("none", False)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("consumer.client.assignors.enable", "yes"),
+        ("consumer.client.assignment.timeout.ms", "0"),
+        ("consumer.client.assignment.fallback.assignor", "sticky"),
+    ],
+)
+def test_client_side_assignor_configs_are_validated(name: str, value: str) -> None:
+    c = Consumers()
+    with pytest.raises(ApiError) as ex:
+        alter(c, **{name: value})
+    assert ex.value.code is Errors.INVALID_CONFIG
+    assert c.h.log == [] and describe(c)[name][1] is True
 
 
 def test_configs_can_be_set_before_the_group_exists_and_are_used() -> None:
     c = Consumers()
     alter(c, consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
-    assert describe(c) == {HEARTBEAT: ("6000", False), SESSION: ("50000", False)}
+    assert kafkas(describe(c)) == {HEARTBEAT: ("6000", False), SESSION: ("50000", False)}
     r = c.join("a")
     assert r.heartbeat_interval_ms == 6000
     c.h.sleep(49_999)

@@ -1,7 +1,9 @@
 """A hypothesis state machine over one consumer group: random joins (dynamic and static,
 by names or regex, either assignor), heartbeats, lost responses, leaves, static restarts,
 subscription and topic changes, assignments delivered late or stale, clock jumps and shard
-restarts; targets computed inside the operations (small groups) or all off the loop.
+restarts; targets computed inside the operations (small groups) or all off the loop; and
+KIP-848 client-side assignors: members declaring one, the chosen member computing (or not:
+deadlines, fallback), installs that are stale or invalid.
 
 After every step: no partition has two owners, replaying the log (and the snapshot) gives
 the live state, the derived indexes match, epochs are ordered. Stale callers are fenced
@@ -27,6 +29,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from shards.core.consumer import api as capi
 from shards.core.consumer.api import TopicPartitions
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.member import MemberState
@@ -34,11 +37,32 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.result import AsyncTask
 from tests.support.machines import quick_and_slow
-from tests.unit.core.consumer.support import Consumers, FakeConsumer, image, tid
+from tests.unit.core.consumer.support import (
+    Consumers,
+    FakeConsumer,
+    image,
+    round_robin_install,
+    tid,
+)
 
 TOPIC_NAMES = ("t0", "t1", "t2", "x0")
 SUBSCRIPTIONS = st.sampled_from([("t0",), ("t1",), ("t0", "t1"), ("t2", "x0"), ("t0", "t2")])
 REGEXES = st.sampled_from(["t[01]", "x.*", "t.*"])
+CLIENT_ASSIGNORS = st.sampled_from(
+    [
+        None,
+        (capi.ClientAssignor("rr", 0, 1, 0, 1, b"m"),),
+        (capi.ClientAssignor("other", 0, 0), capi.ClientAssignor("rr", 1, 3, 0, 2, b"n")),
+    ]
+)
+#: what a client-side assignment step may meet (the member is not chosen any more, its epoch
+#: moved, the group moved on or is gone)
+CLIENT_SIDE_ERRORS = (
+    Errors.GROUP_ID_NOT_FOUND,
+    Errors.UNKNOWN_MEMBER_ID,
+    Errors.STALE_MEMBER_EPOCH,
+    Errors.INVALID_ASSIGNMENT,
+)
 
 
 class ConsumerGroupMachine(RuleBasedStateMachine):
@@ -52,13 +76,17 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         # inline: targets computed inside the operations (a small group, as in Kafka); else
         # every one off the loop (a large group, a custom assignor)
         config = CoordinatorConfig(
-            num_partitions=1, consumer_group_inline_assignment_max_size=5_000 if inline else 0
+            num_partitions=1,
+            consumer_group_inline_assignment_max_size=5_000 if inline else 0,
+            consumer_group_client_assignment_timeout_ms=10_000,
         )
         self.c = Consumers(config, topics=self._image())
         self.c.h.shard.on_loaded(self.c.h.now)
         self.ids = itertools.count(1)
         self.all_clients: list[FakeConsumer] = []
         self.stale: list[AsyncTask] = []
+        # client-side computations prepared and not installed yet (installed late, or never)
+        self.prepared: list[tuple[str, int, Any]] = []
 
     def _image(self) -> Any:
         ids = {n: tid(f"{n}#{self.incarnation[n]}") for n in self.topics}
@@ -85,9 +113,15 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         regex=st.none() | REGEXES,
         static=st.booleans(),
         assignor=st.none() | st.sampled_from(["uniform", "range"]),
+        client_assignors=CLIENT_ASSIGNORS,
     )
     def join(
-        self, subscription: tuple[str, ...], regex: str | None, static: bool, assignor: str | None
+        self,
+        subscription: tuple[str, ...],
+        regex: str | None,
+        static: bool,
+        assignor: str | None,
+        client_assignors: tuple[capi.ClientAssignor, ...] | None,
     ) -> FakeConsumer:
         n = next(self.ids)
         client = FakeConsumer(
@@ -97,6 +131,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             regex=regex,
             instance_id=f"i{n}" if static else None,
             rebalance_timeout_ms=30_000,
+            client_assignors=client_assignors,
         )
         self._write(client.heartbeat)
         if assignor is not None and client.joined:
@@ -245,6 +280,92 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         assert list(general.records) == [] and not general.tasks
         assert fast.response == general.response
 
+    # ---- client-side assignors ---------------------------------------------------------------
+    def _chosen_client(self) -> FakeConsumer | None:
+        g = self._group()
+        chosen = g.computing_member() if g is not None else None
+        return next((cl for cl in self.all_clients if cl.member_id == chosen), None)
+
+    @rule()
+    def chosen_member_computes(self) -> None:
+        client = self._chosen_client()
+        if client is None:
+            return
+        try:
+            self._write(lambda: round_robin_install(self.c, client.member_id, client.epoch))
+        except ApiError as ex:
+            assert ex.code in CLIENT_SIDE_ERRORS, ex
+
+    @rule()
+    def chosen_member_prepares_only(self) -> None:
+        """The chosen member prepares and is slow: its install comes later (or never)."""
+        client = self._chosen_client()
+        if client is None:
+            return
+        request = capi.ConsumerGroupPrepareAssignmentRequest("g", client.member_id, client.epoch)
+        try:
+            prepared = self.c.h.read(
+                lambda s, now: s.consumer_group_prepare_assignment(request, now)
+            )
+        except ApiError as ex:
+            assert ex.code in CLIENT_SIDE_ERRORS, ex
+            return
+        self.prepared.append((client.member_id, client.epoch, prepared))
+
+    @precondition(lambda self: self.prepared)
+    @rule(data=st.data(), corrupt=st.booleans())
+    def late_install(self, data: st.DataObject, corrupt: bool) -> None:
+        """Install what was prepared earlier, as it was (perhaps stale by now), or with a
+        partition given twice: refused unless still current and valid, never corrupting."""
+        member_id, epoch, prepared = self.prepared.pop(
+            data.draw(st.integers(0, len(self.prepared) - 1))
+        )
+        members = sorted(m.member_id for m in prepared.members)
+        installed = []
+        for i, mid in enumerate(members):
+            parts = tuple(
+                TopicPartitions(t.topic_id, tuple(range(i, t.num_partitions, len(members))))
+                for t in prepared.topics
+                if t.topic_id
+                in next(m for m in prepared.members if m.member_id == mid).subscribed_topic_ids
+            )
+            if corrupt:
+                parts = tuple(TopicPartitions(t.topic_id, (0,)) for t in prepared.topics)
+            installed.append(capi.InstalledMember(mid, parts, 1, b"late"))
+        request = capi.ConsumerGroupInstallAssignmentRequest(
+            "g", member_id, epoch, prepared.group_epoch, 0, tuple(installed)
+        )
+        before = list(self.c.h.log)
+        try:
+            self._write(
+                lambda: self.c.h.write(
+                    lambda s, now: s.consumer_group_install_assignment(request, now)
+                )
+            )
+        except ApiError as ex:
+            assert ex.code in CLIENT_SIDE_ERRORS, ex
+            assert self.c.h.log == before  # refused: nothing written
+        else:
+            assert not (corrupt and len(members) > 1 and prepared.topics), "corrupt installed"
+
+    @rule()
+    def chosen_member_gives_up(self) -> None:
+        client = self._chosen_client()
+        g = self._group()
+        if client is None or g is None:
+            return
+        request = capi.ConsumerGroupInstallAssignmentRequest(
+            "g", client.member_id, client.epoch, g.group_epoch, 1
+        )
+        try:
+            self._write(
+                lambda: self.c.h.write(
+                    lambda s, now: s.consumer_group_install_assignment(request, now)
+                )
+            )
+        except ApiError as ex:
+            assert ex.code in CLIENT_SIDE_ERRORS, ex
+
     # ---- the world ----------------------------------------------------------------------------
     @rule(name=st.sampled_from(TOPIC_NAMES), partitions=st.integers(1, 5))
     def create_or_grow_topic(self, name: str, partitions: int) -> None:
@@ -290,7 +411,12 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         for round_ in range(60):
             self._write(c.assign)
             for client in list(self.all_clients):
-                self._write(client.heartbeat)
+                response = self._write(client.heartbeat)
+                if response is not None and response.should_compute_assignment:
+                    try:  # a well-behaved client computes when told to
+                        self._write(lambda: round_robin_install(c, client.member_id, client.epoch))  # noqa: B023
+                    except ApiError as ex:
+                        assert ex.code in CLIENT_SIDE_ERRORS, ex
             if self._converged():
                 break
             if round_ % 3 == 2:
@@ -305,6 +431,12 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             assert m.state is MemberState.STABLE and m.member_epoch == g.group_epoch
         for client in self.all_clients:
             assert client.owned == dict(g.target_of(client.member_id)), client
+            # a client-side assignor's metadata reached the member with its target
+            member = g.members[client.member_id]
+            assert (
+                member.assignment_metadata_version,
+                member.assignment_metadata_bytes,
+            ) == g.target_metadata_of(client.member_id)
 
     def _converged(self) -> bool:
         if self.c.h.tasks:

@@ -1,0 +1,215 @@
+"""Client-side assignors (KIP-848's ConsumerGroupPrepareAssignment / InstallAssignment).
+
+Apache Kafka specified them and never shipped them; groupcoord offers them to gRPC callers
+(docs/client-side-assignors.md). This module holds the rules as plain functions over the
+group's state; :class:`~shards.core.consumer.manager.ConsumerGroupManager` wires them into
+the heartbeat, the timers and the two RPCs.
+
+* **Selection.** A group uses a client-side assignor when its config allows it
+  (``consumer.client.assignors.enable``), no member names a server assignor, every member
+  declares a client-side assignor of a common name whose version ranges overlap, and at
+  least one member speaks the consumer protocol (only those can compute). Members using the
+  classic protocol (online migration) declare their classic protocols at version -1. Among
+  the common names the one ranked best over all members' preference lists wins (ties: by
+  name); its version is the highest every member supports.
+* **Choice.** When a new target is needed, one consumer-protocol member is chosen: the one
+  already chosen if it is still there, else the member whose heartbeat needs the target,
+  else the first by member id. The choice is a record (type 65) so that a new owner of the
+  partition knows it; it is tombstoned when the target is installed.
+* **Install.** The assignment must be for the current group epoch, name only members of the
+  group, give each member only partitions of topics it subscribes to that exist with that
+  topic id, and no partition twice: INVALID_ASSIGNMENT otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from shards.core.consumer import api
+from shards.core.consumer.member import (
+    EMPTY_ASSIGNMENT,
+    Assignment,
+    ConsumerGroupMember,
+    make_assignment,
+)
+from shards.core.errors import ApiError, Errors
+from shards.core.records import ClientAssignor, TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class ClientChoice:
+    """The client-side assignor a group uses, at the version every member supports."""
+
+    name: str
+    version: int
+
+
+def to_record(a: api.ClientAssignor) -> ClientAssignor:
+    return ClientAssignor(
+        a.name,
+        a.minimum_version,
+        a.maximum_version,
+        a.reason,
+        a.metadata_version,
+        a.metadata_bytes,
+    )
+
+
+def to_api(a: ClientAssignor) -> api.ClientAssignor:
+    return api.ClientAssignor(
+        a.name,
+        a.minimum_version,
+        a.maximum_version,
+        a.reason,
+        a.metadata_version,
+        a.metadata_bytes,
+    )
+
+
+def validate_declared(assignors: Sequence[api.ClientAssignor]) -> None:
+    """INVALID_REQUEST for a malformed ClientAssignors list."""
+    seen: set[str] = set()
+    for a in assignors:
+        if not a.name.strip():
+            raise ApiError(Errors.INVALID_REQUEST, "ClientAssignors: a name can't be empty.")
+        if a.name in seen:
+            raise ApiError(Errors.INVALID_REQUEST, f"ClientAssignors: {a.name} is declared twice.")
+        seen.add(a.name)
+        for field, value, bits in (
+            ("MinimumVersion", a.minimum_version, 16),
+            ("MaximumVersion", a.maximum_version, 16),
+            ("MetadataVersion", a.metadata_version, 16),
+            ("Reason", a.reason, 8),
+        ):
+            if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                raise ApiError(
+                    Errors.INVALID_REQUEST,
+                    f"ClientAssignors: {a.name}'s {field} ({value}) is not an int{bits}.",
+                )
+        if a.minimum_version > a.maximum_version:
+            raise ApiError(
+                Errors.INVALID_REQUEST,
+                f"ClientAssignors: {a.name}'s MinimumVersion ({a.minimum_version}) is greater "
+                f"than its MaximumVersion ({a.maximum_version}).",
+            )
+        if not a.minimum_version <= a.metadata_version <= a.maximum_version:
+            raise ApiError(
+                Errors.INVALID_REQUEST,
+                f"ClientAssignors: {a.name}'s MetadataVersion ({a.metadata_version}) is outside "
+                f"its version range [{a.minimum_version}, {a.maximum_version}].",
+            )
+
+
+def select(members: Iterable[ConsumerGroupMember]) -> ClientChoice | None:
+    """The client-side assignor of a group with these members (None: a server-side one)."""
+    declared: list[tuple[ClientAssignor, ...]] = []
+    computes = False
+    for m in members:
+        if m.server_assignor is not None:
+            return None
+        mine = m.declared_assignors()
+        if not mine:
+            return None
+        declared.append(mine)
+        computes = computes or not m.uses_classic_protocol
+    if not declared or not computes:
+        return None
+    best: tuple[tuple[int, str], ClientChoice] | None = None
+    for position, first in enumerate(declared[0]):
+        low, high, rank = first.minimum_version, first.maximum_version, position
+        for other in declared[1:]:
+            found = next(((i, a) for i, a in enumerate(other) if a.name == first.name), None)
+            if found is None:
+                break
+            rank += found[0]
+            low = max(low, found[1].minimum_version)
+            high = min(high, found[1].maximum_version)
+            if low > high:
+                break
+        else:
+            key = (rank, first.name)
+            if best is None or key < best[0]:
+                best = (key, ClientChoice(first.name, high))
+    return best[1] if best is not None else None
+
+
+def can_compute(member: ConsumerGroupMember) -> bool:
+    """Whether the member can be chosen to compute (a consumer-protocol member)."""
+    return not member.uses_classic_protocol and bool(member.client_assignors)
+
+
+def choose(
+    members: Sequence[ConsumerGroupMember], *preferred: str | None
+) -> ConsumerGroupMember | None:
+    """The member to compute: the first of ``preferred`` that can, else the first by id."""
+    by_id = {m.member_id: m for m in members if can_compute(m)}
+    for member_id in preferred:
+        if member_id is not None and member_id in by_id:
+            return by_id[member_id]
+    return by_id[min(by_id)] if by_id else None
+
+
+def next_after(
+    members: Iterable[ConsumerGroupMember], member_id: str
+) -> ConsumerGroupMember | None:
+    """The member to choose after ``member_id`` missed its deadline (round robin by id)."""
+    able = sorted((m for m in members if can_compute(m)), key=lambda m: m.member_id)
+    if not able:
+        return None
+    for m in able:
+        if m.member_id > member_id:
+            return m
+    return able[0]
+
+
+def declaration_of(member: ConsumerGroupMember, name: str) -> ClientAssignor | None:
+    return next((a for a in member.declared_assignors() if a.name == name), None)
+
+
+def validate_install(
+    request: api.ConsumerGroupInstallAssignmentRequest,
+    members: Mapping[str, ConsumerGroupMember],
+    metadata: Mapping[str, TopicMetadata],
+    subscribed_ids: Callable[[ConsumerGroupMember], frozenset[str]],
+) -> dict[str, tuple[Assignment, tuple[int, bytes]]]:
+    """The installed targets (member id -> (partitions, (metadata version, bytes))), every
+    member of the group included; INVALID_ASSIGNMENT when the assignment is not valid."""
+    sizes = {t.topic_id: t.num_partitions for t in metadata.values()}
+    owners: dict[tuple[str, int], str] = {}
+    out: dict[str, tuple[Assignment, tuple[int, bytes]]] = {}
+
+    def invalid(message: str) -> ApiError:
+        return ApiError(Errors.INVALID_ASSIGNMENT, message)
+
+    for installed in request.members:
+        member = members.get(installed.member_id)
+        if member is None:
+            raise invalid(f"Member {installed.member_id} is not a member of the group.")
+        if installed.member_id in out:
+            raise invalid(f"Member {installed.member_id} is assigned twice.")
+        subscribed = subscribed_ids(member)
+        parts: dict[str, set[int]] = {}
+        for tp in installed.partitions:
+            size = sizes.get(tp.topic_id)
+            if size is None:
+                raise invalid(
+                    f"Member {installed.member_id}: topic id {tp.topic_id} is not a current "
+                    "topic id of the group's subscriptions."
+                )
+            if tp.topic_id not in subscribed:
+                raise invalid(
+                    f"Member {installed.member_id} does not subscribe to topic {tp.topic_id}."
+                )
+            for p in tp.partitions:
+                if not 0 <= p < size:
+                    raise invalid(f"Partition {tp.topic_id}-{p} does not exist.")
+                other = owners.setdefault((tp.topic_id, p), installed.member_id)
+                if other != installed.member_id or p in parts.get(tp.topic_id, ()):
+                    raise invalid(f"Partition {tp.topic_id}-{p} is assigned twice.")
+                parts.setdefault(tp.topic_id, set()).add(p)
+        meta = (installed.metadata_version, installed.metadata_bytes)
+        out[installed.member_id] = (make_assignment(parts) if parts else EMPTY_ASSIGNMENT, meta)
+    for member_id in members:
+        out.setdefault(member_id, (EMPTY_ASSIGNMENT, (0, b"")))
+    return out
