@@ -72,9 +72,11 @@ async def test_commits_expirations_deletions_and_errors_are_counted(
     metered: tuple[Client, Metrics],
 ) -> None:
     client, metrics = metered
-    # 3 offsets in one request: 3 commits, one append, one RPC
+    # 3 offsets in one request: 3 commits, one append, one RPC (kept 10 minutes, so that the
+    # group is still there when the metrics are read on a slow machine)
     request = offsets_pb2.OffsetCommitRequest(
         group_id="g",
+        retention_time_ms=600_000,
         topics=[
             offsets_pb2.OffsetCommitRequestTopic(
                 name="t",
@@ -114,13 +116,21 @@ async def test_commits_expirations_deletions_and_errors_are_counted(
     assert len(s.find("groupcoord_event_queue_size")) == 10  # one series per partition
     assert undocumented(s) == set()  # docs/observability.md lists every metric
 
-    # the retention (300 ms) expires all three; nothing is deleted
+    # the server's retention (300 ms) expires all three of group e; nothing is deleted
+    short = offsets_pb2.OffsetCommitRequest()
+    short.CopyFrom(request)
+    short.group_id = "e"
+    short.ClearField("retention_time_ms")
+    await client.coordinator.OffsetCommit(short)
     s = await _until(metrics, lambda s: s.value("groupcoord_offset_expirations_total") >= 3)
     assert s.value("groupcoord_offset_expirations_total") == 3
     assert s.value("groupcoord_offset_deletions_total") == 0
 
-    # OffsetDelete right after a commit: one deletion
-    await client.coordinator.OffsetCommit(commit_request("h", 1, "t", partition=0))
+    # OffsetDelete right after a commit: one deletion (a retention of its own, so that a slow
+    # machine cannot expire the offset, and with it group h, between the two calls)
+    keep = commit_request("h", 1, "t", partition=0)
+    keep.retention_time_ms = 600_000
+    await client.coordinator.OffsetCommit(keep)
     deleted = await client.coordinator.OffsetDelete(
         offsets_pb2.OffsetDeleteRequest(
             group_id="h",
@@ -134,7 +144,7 @@ async def test_commits_expirations_deletions_and_errors_are_counted(
     )
     assert deleted.error_code == 0
     s = await metrics.ascrape()
-    assert s.value("groupcoord_offset_commits_total") == 4
+    assert s.value("groupcoord_offset_commits_total") == 7
     assert s.value("groupcoord_offset_deletions_total") == 1
 
 
