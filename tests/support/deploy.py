@@ -43,7 +43,11 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "grpcClients": [{"podSelector": {"matchLabels": {"app": "billing"}}}],
             "metricsScrapers": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
         },
-        "metrics": {"serviceMonitor": {"enabled": True}, "dashboard": {"enabled": True}},
+        "metrics": {
+            "serviceMonitor": {"enabled": True},
+            "dashboard": {"enabled": True},
+            "groupSeries": 20,
+        },
         "gateway": {
             "autoscaling": {"enabled": True},
             "service": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
@@ -57,7 +61,12 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "common": {"otlpEndpoint": "http://otel-collector:4317", "livenessService": "liveness"},
         "shards": {
-            "coordinatorSettings": {"consumer_group_session_timeout_ms": 50000},
+            "coordinatorSettings": {
+                "consumer_group_session_timeout_ms": 50000,
+                "consumer_group_client_assignors_enable": True,
+                "consumer_group_client_assignment_fallback_assignor": "uniform",
+            },
+            "history": "redis",
             "ownershipIntervalMs": 500,
             "antiAffinity": "hard",
         },

@@ -255,7 +255,11 @@ priorityClassName: {{ . }}
 {{- define "groupcoord.settings" -}}
 {{- $items := list }}
 {{- range $k, $v := . }}
+{{- if or (kindIs "bool" $v) (kindIs "string" $v) }}
+{{- $items = append $items (printf "%s=%v" $k $v) }}
+{{- else }}
 {{- $items = append $items (printf "%s=%v" $k (int64 $v)) }}
+{{- end }}
 {{- end }}
 {{- join "," $items }}
 {{- end }}

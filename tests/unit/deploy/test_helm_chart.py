@@ -102,7 +102,8 @@ def test_a_custom_kind_is_only_what_the_switch_asks_for() -> None:
         ({"redis": {"url": "http://redis:6379"}}, "/redis/url"),
         ({"shard": {"replicas": 3}}, "shard"),  # misspelt component: not silently ignored
         ({"shards": {"antiAffinity": "sometimes"}}, "/shards/antiAffinity"),
-        ({"shards": {"coordinatorSettings": {"session_timeout": "45s"}}}, "coordinatorSettings"),
+        ({"shards": {"coordinatorSettings": {"session_timeout": [45]}}}, "coordinatorSettings"),
+        ({"shards": {"history": "file"}}, "/shards/history"),  # no data dir in a shard pod
         ({"metrics": {"enabled": "yes"}}, "/metrics/enabled"),
     ],
 )
@@ -190,10 +191,39 @@ def test_shards_spread_over_nodes_by_default() -> None:
 def test_coordinator_settings_become_the_config_variable() -> None:
     sts = one(render(VALUE_SETS["everything-on"]), "StatefulSet", "shard")
     env = env_of(container(sts))
-    assert env["GROUPCOORD_CONFIG"] == "consumer_group_session_timeout_ms=50000"
+    # numbers as integers, switches as true/false, names as they are (what --set parses)
+    assert env["GROUPCOORD_CONFIG"] == (
+        "consumer_group_client_assignment_fallback_assignor=uniform,"
+        "consumer_group_client_assignors_enable=true,"
+        "consumer_group_session_timeout_ms=50000"
+    )
     assert env["GROUPCOORD_OWNERSHIP_INTERVAL_MS"] == "500"
     assert "GROUPCOORD_OWNERSHIP_INTERVAL_MS" not in env_of(
         container(one(render({}), "StatefulSet", "shard"))
+    )
+
+
+def test_coordinator_settings_render_to_what_the_shard_accepts() -> None:
+    from services.cli import _parse_config
+    from shards.core.coordinator_config import CoordinatorConfig
+
+    env = env_of(container(one(render(VALUE_SETS["everything-on"]), "StatefulSet", "shard")))
+    config = _parse_config((env["GROUPCOORD_CONFIG"],), CoordinatorConfig())
+    assert config.consumer_group_client_assignors_enable is True
+    assert config.consumer_group_client_assignment_fallback_assignor == "uniform"
+    assert config.consumer_group_session_timeout_ms == 50000
+
+
+def test_group_history_and_per_group_series_are_off_unless_asked_for() -> None:
+    default = env_of(container(one(render({}), "StatefulSet", "shard")))
+    assert default["GROUPCOORD_HISTORY"] == "off"
+    assert "GROUPCOORD_METRICS_GROUP_SERIES" not in default
+    on = env_of(container(one(render(VALUE_SETS["everything-on"]), "StatefulSet", "shard")))
+    assert on["GROUPCOORD_HISTORY"] == "redis"
+    assert on["GROUPCOORD_METRICS_GROUP_SERIES"] == "20"
+    off = render({"metrics": {"enabled": False, "groupSeries": 20}})
+    assert "GROUPCOORD_METRICS_GROUP_SERIES" not in env_of(
+        container(one(off, "StatefulSet", "shard"))
     )
 
 
