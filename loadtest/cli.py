@@ -44,7 +44,15 @@ def loadtest() -> None:
     "--target",
     env="LOADTEST_TARGET",
     required=True,
-    help="gRPC addresses of the deployment: HOST:PORT[,HOST:PORT...].",
+    help="Addresses of the deployment: HOST:PORT[,HOST:PORT...] (gRPC, or Kafka with --wire).",
+)
+@click.option(
+    "--wire",
+    type=click.Choice(["grpc", "kafka"]),
+    default="grpc",
+    show_default=True,
+    help="grpc: the GroupCoordinator service; kafka: the Kafka protocol (groupcoord's gateway "
+    "or a Kafka broker; --target is then the bootstrap address).",
 )
 @click.option(
     "--groups", type=click.IntRange(min=1), default=None, help="Groups (overrides the scenario)."
@@ -79,6 +87,7 @@ def run(
     name: str | None,
     scenario_file: Path | None,
     target: str,
+    wire: str,
     groups: int | None,
     members: int | None,
     partitions: int | None,
@@ -137,7 +146,7 @@ def run(
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
-    runner = Runner(s, targets, progress=None if quiet else progress, progress_tty=tty)
+    runner = Runner(s, targets, progress=None if quiet else progress, progress_tty=tty, wire=wire)
     outcome = asyncio.run(runner.run())
     if tty and not quiet:
         sys.stderr.write("\n")

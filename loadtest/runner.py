@@ -35,7 +35,8 @@ from groupcoord.v1 import (
 )
 
 from loadtest.invariants import CommitLedger, OwnershipChecker, Violation
-from loadtest.members import ClassicMember, ConsumerMember, Member
+from loadtest.kafka_client import KafkaCoordinatorClient
+from loadtest.members import ClassicMember, ConsumerMember, Member, decode_owned
 from loadtest.scenario import Event, Scenario
 from loadtest.stats import Stats, error_name
 from services.client import CoordinatorClient, CoordinatorUnavailableError, RetryPolicy
@@ -82,9 +83,13 @@ class GroupState:
 class RunContext:
     """What the members share: scenario, clients, measurements, checkers."""
 
-    def __init__(self, scenario: Scenario, targets: list[str], run_id: str) -> None:
+    def __init__(
+        self, scenario: Scenario, targets: list[str], run_id: str, wire: str = "grpc"
+    ) -> None:
         self.scenario = scenario
         self.targets = targets
+        #: "grpc": the GroupCoordinator service; "kafka": the Kafka protocol (a gateway, a broker)
+        self.wire = wire
         self.run_id = run_id
         self.topic = f"lt-{run_id}-{scenario.name}"
         self.topic_ids: dict[str, str] = {}
@@ -95,7 +100,12 @@ class RunContext:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.t0 = time.monotonic()
         policy = RetryPolicy(attempt_timeout_s=5.0, deadline_s=20.0)
-        self.clients = [CoordinatorClient(targets, policy, seed=i) for i in range(CLIENTS)]
+        self.clients: list[Any]
+        if wire == "kafka":
+            # one connection per simulated member inside (as real consumers have)
+            self.clients = [KafkaCoordinatorClient(targets, policy, seed=0)]
+        else:
+            self.clients = [CoordinatorClient(targets, policy, seed=i) for i in range(CLIENTS)]
         self.groups: dict[str, GroupState] = {}
         self.member_seconds = 0.0
 
@@ -110,20 +120,29 @@ class RunContext:
     def all_partitions(self) -> list[TopicPartition]:
         return [(self.topic, p) for p in range(self.scenario.partitions)]
 
-    def client_for(self, group: str) -> CoordinatorClient:
+    def client_for(self, group: str) -> Any:
+        """A CoordinatorClient (gRPC) or a KafkaCoordinatorClient (same interface)."""
         return self.clients[hash(group) % len(self.clients)]
 
     async def call(
-        self, rpc: str, group: str, request: Message, *, attempt_timeout_s: float | None = None
+        self,
+        rpc: str,
+        group: str,
+        request: Message,
+        *,
+        attempt_timeout_s: float | None = None,
+        owner: str | None = None,
     ) -> Any:
         """``rpc`` on the group's shard (re-routed by the client); latency and errors are
-        recorded. None when no answer came (transport failure or no coordinator in time)."""
+        recorded. None when no answer came (transport failure or no coordinator in time).
+        ``owner``: the calling member (over the Kafka wire, each member has its connection)."""
         start = time.monotonic()
         second = int(start - self.t0)
+        kw: dict[str, Any] = {"attempt_timeout_s": attempt_timeout_s}
+        if self.wire == "kafka" and owner is not None:
+            kw["owner"] = owner
         try:
-            response = await self.client_for(group).call(
-                group, rpc, request, attempt_timeout_s=attempt_timeout_s
-            )
+            response = await self.client_for(group).call(group, rpc, request, **kw)
         except CoordinatorUnavailableError:
             self.stats.record(rpc, second, int((time.monotonic() - start) * 1e6))
             self.stats.error(rpc, "COORDINATOR_UNAVAILABLE_GAVE_UP", second)
@@ -164,11 +183,13 @@ class Runner:
         progress: Callable[[str], None] | None = None,
         progress_tty: bool = False,
         hook_env: dict[str, str] | None = None,
+        wire: str = "grpc",
     ) -> None:
         self.scenario = scenario
         self.targets = targets
+        self.wire = wire
         self.run_id = uuid.uuid4().hex[:8]
-        self.ctx = RunContext(scenario, targets, self.run_id)
+        self.ctx = RunContext(scenario, targets, self.run_id, wire)
         self.progress = progress
         self.progress_tty = progress_tty
         self.hook_env = hook_env or {}
@@ -185,6 +206,11 @@ class Runner:
     # ---- set-up ------------------------------------------------------------------------
     async def create_topic(self) -> None:
         ctx = self.ctx
+        if self.wire == "kafka":  # CreateTopics over the wire (the broker's admin API)
+            topic_id = await ctx.clients[0].create_topic(ctx.topic, self.scenario.partitions)
+            ctx.topic_ids[ctx.topic] = topic_id
+            ctx.topic_names[topic_id] = ctx.topic
+            return
         request = catalog_pb2.CreateTopicsRequest(
             topics=[
                 catalog_pb2.CreatableTopic(name=ctx.topic, num_partitions=self.scenario.partitions)
@@ -307,8 +333,16 @@ class Runner:
         if {m.member_id for m in d.members} != set(by_id):
             return None
         out = {}
+        if d.generation_id == 0:
+            # Kafka's DescribeGroups has no generation (groupcoord's enriched one does): all
+            # members synced at one generation, each holding what the group says it assigned
+            if len({m.epoch for m in live}) != 1:
+                return None
+            for dm in d.members:
+                if decode_owned(dm.member_assignment) != by_id[dm.member_id].owned:
+                    return None
         for m in live:
-            if m.epoch != d.generation_id:
+            if d.generation_id and m.epoch != d.generation_id:
                 return None
             for tp in m.owned:
                 out[tp] = m.name
@@ -468,6 +502,7 @@ class Runner:
             "run_id": self.run_id,
             "scenario": s.as_dict() | {"hooks": sorted(s.hooks)},
             "target": self.targets,
+            "wire": self.wire,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall0)),
             "duration_s": round(run_end, 3),
             "measured_s": round(measured_s, 3),
