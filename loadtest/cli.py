@@ -18,6 +18,12 @@ from services.options import opt
 class LoadtestGroup(click.Group):
     """``loadtest NAME`` runs a scenario unless NAME is a subcommand (``compare``)."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `loadtest --scenario FILE ...`: options first, so the group would see them
+        if args and args[0].startswith("-") and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
