@@ -177,6 +177,11 @@ def run(
     for u in r["time_to_stable"]["unstable"][:10]:
         click.echo(f"  not Stable by the end: {u}")
     click.echo(f"wrote {', '.join(str(p) for p in files.values())}")
+    window = r["history_window_ms"]
+    click.echo(
+        f"group history of this run (lt-{r['run_id']}-*): groupcoord history export "
+        f"--from {window['from']} --to {window['to']} ..."
+    )
     if not outcome.ok:
         sys.exit(1)
 

@@ -56,6 +56,11 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 _REROUTE = (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)
 _RETRIABLE = (*_REROUTE, COORDINATOR_LOAD_IN_PROGRESS)
+_NAMES = {
+    COORDINATOR_LOAD_IN_PROGRESS: "COORDINATOR_LOAD_IN_PROGRESS",
+    COORDINATOR_NOT_AVAILABLE: "COORDINATOR_NOT_AVAILABLE",
+    NOT_COORDINATOR: "NOT_COORDINATOR",
+}
 
 #: The Kafka API versions used (all served by Kafka 4.1 and by groupcoord's gateway).
 VERSIONS = {
@@ -517,6 +522,7 @@ class KafkaCoordinatorClient:
                 self.stats[
                     "load_in_progress" if r.code == COORDINATOR_LOAD_IN_PROGRESS else "reroutes"
                 ] += 1
+                self.stats[f"retried_{_NAMES.get(r.code, r.code)}"] += 1
             except (UpstreamFailure, OSError, TimeoutError) as ex:
                 last = f"{method} on {address}: {type(ex).__name__}"
                 self._coordinator.pop(group_id, None)

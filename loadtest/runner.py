@@ -495,6 +495,7 @@ class Runner:
             t.cancel()
         await asyncio.gather(*self._watchers, *background, return_exceptions=True)
         commit_violations, keys_checked = await self._check_commits()
+        wall1 = time.time()
         violations: list[Violation] = [*ctx.ownership.finish(), *commit_violations]
         cpu_s = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
         result = {
@@ -507,6 +508,10 @@ class Runner:
             "duration_s": round(run_end, 3),
             "measured_s": round(measured_s, 3),
             "members": {"total": members_total, "live_at_end": live_members},
+            # what the run did to the deployment, for its group history (docs/loadtest.md):
+            # `groupcoord history export --from FROM --to TO`, then the pipeline
+            "groups": sorted(ctx.groups),
+            "history_window_ms": {"from": int(wall0 * 1000), "to": int(wall1 * 1000) + 1},
             **ctx.stats.as_dict(measured_s),
             "time_to_stable": {
                 "changes": self.tts,

@@ -361,6 +361,12 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 		violations = append(violations, v...)
 		keysChecked += n
 	}
+	wall1 := time.Now()
+	var groupNames []string
+	for _, g := range r.groups {
+		groupNames = append(groupNames, g.name)
+	}
+	sort.Strings(groupNames)
 	cpu := tv(ru1.Utime) - tv(ru0.Utime) + tv(ru1.Stime) - tv(ru0.Stime)
 	members := len(all)
 	moved, movedMax := 0, 0
@@ -377,16 +383,18 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 		vs = []map[string]any{}
 	}
 	result := map[string]any{
-		"format":     "groupcoord-loadtest/1",
-		"driver":     "go",
-		"run_id":     r.runID,
-		"scenario":   r.s,
-		"target":     r.router.targets,
-		"wire":       "grpc",
-		"started_at": wall0.Format("2006-01-02T15:04:05Z"),
-		"duration_s": round(runEnd, 3),
-		"measured_s": round(measured, 3),
-		"members":    map[string]any{"total": members, "live_at_end": members},
+		"format":            "groupcoord-loadtest/1",
+		"driver":            "go",
+		"run_id":            r.runID,
+		"scenario":          r.s,
+		"target":            r.router.targets,
+		"wire":              "grpc",
+		"started_at":        wall0.Format("2006-01-02T15:04:05Z"),
+		"duration_s":        round(runEnd, 3),
+		"measured_s":        round(measured, 3),
+		"members":           map[string]any{"total": members, "live_at_end": members},
+		"groups":            groupNames,
+		"history_window_ms": map[string]any{"from": wall0.UnixMilli(), "to": wall1.UnixMilli() + 1},
 		"time_to_stable": func() map[string]any {
 			out := ttsSummary(r.tts)
 			out["changes"] = nonNil(r.tts)
