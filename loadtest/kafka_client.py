@@ -437,6 +437,7 @@ class KafkaCoordinatorClient:
         self._rng = random.Random(seed)
         self._pools: dict[str, _Pool] = {}
         self._coordinator: dict[str, str] = {}
+        self._finding: dict[str, asyncio.Future[str]] = {}
         self._finder = 0
         self.stats: Counter[str] = Counter()
 
@@ -459,16 +460,29 @@ class KafkaCoordinatorClient:
             await conn.close()  # answers come in order: a late one would answer the next call
             raise
 
-    async def find_coordinator(self, group_id: str) -> str:
+    async def find_coordinator(self, group_id: str, owner: str = "_admin") -> str:
+        """The group's coordinator address; one lookup per group at a time (the callers
+        waiting meanwhile share its answer), sent on ``owner``'s connection, as a consumer
+        asks on its own connection."""
+        pending = self._finding.get(group_id)
+        if pending is not None:
+            await asyncio.wait([pending])
+            if not pending.cancelled() and pending.exception() is None:
+                return pending.result()
+            raise _Retriable(COORDINATOR_NOT_AVAILABLE, "FindCoordinator failed")
+        task = asyncio.ensure_future(self._find_coordinator(group_id, owner))
+        self._finding[group_id] = task
+        task.add_done_callback(lambda _t: self._finding.pop(group_id, None))
+        return await task
+
+    async def _find_coordinator(self, group_id: str, owner: str) -> str:
         request = kafka_request("find_coordinator", {"key_type": 0, "coordinator_keys": [group_id]})
         last = "no broker answered"
         for i in range(len(self.bootstrap)):
             address = self.bootstrap[(self._finder + i) % len(self.bootstrap)]
             self.stats["lookups"] += 1
             try:
-                response = await self._send(
-                    address, "_admin", request, self.policy.attempt_timeout_s
-                )
+                response = await self._send(address, owner, request, self.policy.attempt_timeout_s)
             except (UpstreamFailure, OSError, TimeoutError) as ex:
                 last = f"FindCoordinator on {address}: {type(ex).__name__}"
                 self._finder += 1
@@ -505,7 +519,7 @@ class KafkaCoordinatorClient:
             address = self._coordinator.get(group_id)
             try:
                 if address is None:
-                    address = await self.find_coordinator(group_id)
+                    address = await self.find_coordinator(group_id, owner)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
