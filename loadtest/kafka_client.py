@@ -75,6 +75,7 @@ VERSIONS = {
     "heartbeat": 4,
     "leave_group": 5,
     "describe_groups": 5,
+    "metadata": 12,
 }
 
 
@@ -591,8 +592,35 @@ class KafkaCoordinatorClient:
                 raise RuntimeError(
                     f"CreateTopics {name}: error {code(t.error_code)} {t.error_message or ''}"
                 )
+            await self._until_visible(name, partitions, deadline)
             return topic_id_text(t.topic_id)
         raise RuntimeError(f"cannot create the topic on {self.bootstrap}: {last}")
+
+    async def _until_visible(self, name: str, partitions: int, deadline: float) -> None:
+        """Until Metadata shows the topic with all its partitions: a broker creates a topic
+        asynchronously (the controller, then the brokers' metadata), and a group whose
+        subscription matches nothing yet would be Stable with empty assignments."""
+        request = kafka_request(
+            "metadata",
+            {
+                "topics": [{"topic_id": None, "name": name}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        seen = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                response = await self._send(self.bootstrap[0], "_admin", request, 10.0)
+            except (UpstreamFailure, OSError, TimeoutError) as ex:
+                seen = f"{type(ex).__name__}: {ex}"
+            else:
+                t = response.topics[0]
+                if code(t.error_code) == 0 and len(t.partitions) == partitions:
+                    return
+                seen = f"error {code(t.error_code)}, {len(t.partitions)} partitions"
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"topic {name} not visible in Metadata in time ({seen})")
 
 
 class _Retriable(Exception):

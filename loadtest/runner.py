@@ -322,6 +322,8 @@ class Runner:
                     return None
                 for tp in have:
                     out[tp] = sim.name
+            if len(out) != self.scenario.partitions:
+                return None  # Stable with partitions unassigned: the topic not yet seen
             return out
         request = groups_pb2.DescribeGroupsRequest(groups=[g.name])
         r = await self.ctx.call("DescribeGroups", g.name, request)

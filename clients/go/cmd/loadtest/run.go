@@ -557,6 +557,9 @@ func (r *run) stable(ctx context.Context, g *group) map[int32]string {
 			out[p] = sim.name
 		}
 	}
+	if len(out) != r.s.Partitions {
+		return nil // Stable with partitions unassigned: the topic not yet seen
+	}
 	return out
 }
 
