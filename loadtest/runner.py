@@ -75,6 +75,8 @@ class GroupState:
     pending: list[Change] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     last_assignment: dict[TopicPartition, str] | None = None
+    #: members of the group still being started (a ramp): no Stable before they all run
+    starting: int = 0
 
     def live(self) -> list[Member]:
         return [m for m in self.members if not m.closed and m.task is not None]
@@ -251,12 +253,22 @@ class Runner:
         return cls(self.ctx, g.name, i, self.scenario.is_static(i))
 
     async def _start_members(self, members: list[Member], ramp_s: float) -> None:
-        for n, m in enumerate(members):
-            m.start()
-            if ramp_s > 0 and len(members) > 1:
-                await asyncio.sleep(ramp_s / len(members))
-            elif n % 200 == 199:
-                await asyncio.sleep(0)
+        """Start members of one group (spread over ``ramp_s``); the group is not observed
+        Stable before the last of them has started."""
+        g = self.ctx.groups.get(members[0].group) if members else None
+        if g is not None:
+            g.starting += 1
+        try:
+            for n, m in enumerate(members):
+                m.start()
+                if ramp_s > 0 and len(members) > 1:
+                    await asyncio.sleep(ramp_s / len(members))
+                elif n % 200 == 199:
+                    await asyncio.sleep(0)
+        finally:
+            if g is not None:
+                g.starting -= 1
+                g.wake.set()
 
     # ---- convergence -------------------------------------------------------------------
     async def _watch(self, g: GroupState) -> None:
@@ -296,7 +308,7 @@ class Runner:
     async def _stable_assignment(self, g: GroupState) -> dict[TopicPartition, str] | None:
         """The group's assignment (partition -> simulated member) if it is Stable now."""
         live = g.live()
-        if not live or any(not m.member_id for m in live):
+        if g.starting or not live or any(not m.member_id for m in live):
             return None
         by_id = {m.member_id: m for m in live}
         if g.protocol == "consumer":
