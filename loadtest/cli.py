@@ -18,6 +18,12 @@ from services.options import TlsArgs, opt, tls_options
 class LoadtestGroup(click.Group):
     """``loadtest NAME`` runs a scenario unless NAME is a subcommand (``compare``)."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `loadtest --scenario FILE ...`: options first, so the group would see them
+        if args and args[0].startswith("-") and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -44,7 +50,15 @@ def loadtest() -> None:
     "--target",
     env="LOADTEST_TARGET",
     required=True,
-    help="gRPC addresses of the deployment: HOST:PORT[,HOST:PORT...].",
+    help="Addresses of the deployment: HOST:PORT[,HOST:PORT...] (gRPC, or Kafka with --wire).",
+)
+@click.option(
+    "--wire",
+    type=click.Choice(["grpc", "kafka"]),
+    default="grpc",
+    show_default=True,
+    help="grpc: the GroupCoordinator service; kafka: the Kafka protocol (groupcoord's gateway "
+    "or a Kafka broker; --target is then the bootstrap address).",
 )
 @click.option(
     "--groups", type=click.IntRange(min=1), default=None, help="Groups (overrides the scenario)."
@@ -80,6 +94,7 @@ def run(
     name: str | None,
     scenario_file: Path | None,
     target: str,
+    wire: str,
     groups: int | None,
     members: int | None,
     partitions: int | None,
@@ -102,6 +117,8 @@ def run(
 
     if (name is None) == (scenario_file is None):
         raise click.UsageError("give a scenario NAME or --scenario FILE (not both)")
+    if wire == "kafka" and (tls.cafile or tls.certfile):
+        raise click.UsageError("--tls-* secure gRPC; --wire kafka speaks plaintext Kafka only")
     try:
         seconds = scenarios.parse_duration(duration) if duration else None
         s = (
@@ -140,7 +157,12 @@ def run(
         sys.stderr.flush()
 
     runner = Runner(
-        s, targets, progress=None if quiet else progress, progress_tty=tty, tls=tls.client()
+        s,
+        targets,
+        progress=None if quiet else progress,
+        progress_tty=tty,
+        tls=tls.client(),
+        wire=wire,
     )
     outcome = asyncio.run(runner.run())
     if tty and not quiet:
@@ -166,6 +188,11 @@ def run(
     for u in r["time_to_stable"]["unstable"][:10]:
         click.echo(f"  not Stable by the end: {u}")
     click.echo(f"wrote {', '.join(str(p) for p in files.values())}")
+    window = r["history_window_ms"]
+    click.echo(
+        f"group history of this run (lt-{r['run_id']}-*): groupcoord history export "
+        f"--from {window['from']} --to {window['to']} ..."
+    )
     if not outcome.ok:
         sys.exit(1)
 

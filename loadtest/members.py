@@ -176,7 +176,7 @@ class Member:
             ],
             **self._commit_fields(),
         )
-        response = await self.ctx.call("OffsetCommit", self.group, request)
+        response = await self.ctx.call("OffsetCommit", self.group, request, owner=self.name)
         if response is None:
             return  # unknown outcome: the values stay "unknown" in the ledger
         for t in response.topics:
@@ -235,7 +235,7 @@ class ConsumerMember(Member):
         interval = 1.0
         while not self.stopping.is_set():
             response = await self.ctx.call(
-                "ConsumerGroupHeartbeat", self.group, self._request(self.epoch)
+                "ConsumerGroupHeartbeat", self.group, self._request(self.epoch), owner=self.name
             )
             again = interval
             if response is None:
@@ -278,7 +278,9 @@ class ConsumerMember(Member):
         self._drop_all()
         if self.member_id:
             leave = -2 if self.static else -1
-            await self.ctx.call("ConsumerGroupHeartbeat", self.group, self._request(leave))
+            await self.ctx.call(
+                "ConsumerGroupHeartbeat", self.group, self._request(leave), owner=self.name
+            )
 
 
 class ClassicMember(Member):
@@ -313,7 +315,9 @@ class ClassicMember(Member):
         if self.instance_id is not None:
             request.group_instance_id = self.instance_id
         long_poll = s.rebalance_timeout_ms / 1000 + 5
-        join = await self.ctx.call("JoinGroup", self.group, request, attempt_timeout_s=long_poll)
+        join = await self.ctx.call(
+            "JoinGroup", self.group, request, attempt_timeout_s=long_poll, owner=self.name
+        )
         if join is None:
             return False
         if join.error_code == int(Errors.MEMBER_ID_REQUIRED):
@@ -346,20 +350,12 @@ class ClassicMember(Member):
         if self.instance_id is not None:
             sync_request.group_instance_id = self.instance_id
         sync = await self.ctx.call(
-            "SyncGroup", self.group, sync_request, attempt_timeout_s=long_poll
+            "SyncGroup", self.group, sync_request, attempt_timeout_s=long_poll, owner=self.name
         )
         if sync is None or sync.error_code != 0:
             return False
         self.generation = generation
-        _, assignment = cp.decode_assignment(sync.assignment) if sync.assignment else (0, None)
-        tps = (
-            tuple(
-                (t.topic, p) for t in assignment.assigned_partitions for p in sorted(t.partitions)
-            )
-            if assignment is not None
-            else ()
-        )
-        self._take(tps)
+        self._take(tuple(sorted(decode_owned(sync.assignment))))
         self.epoch = generation
         self.ctx.report_member(self)
         return True
@@ -383,7 +379,7 @@ class ClassicMember(Member):
             )
             if self.instance_id is not None:
                 request.group_instance_id = self.instance_id
-            response = await self.ctx.call("Heartbeat", self.group, request)
+            response = await self.ctx.call("Heartbeat", self.group, request, owner=self.name)
             if response is None:
                 continue
             if response.error_code in (0, int(Errors.REBALANCE_IN_PROGRESS)):
@@ -408,7 +404,7 @@ class ClassicMember(Member):
                 group_id=self.group,
                 members=[classic_group_pb2.LeaveGroupMemberIdentity(member_id=self.member_id)],
             )
-            await self.ctx.call("LeaveGroup", self.group, leave)
+            await self.ctx.call("LeaveGroup", self.group, leave, owner=self.name)
 
 
 def encode_assignment(tps: list[TopicPartition]) -> bytes:
@@ -422,3 +418,11 @@ def encode_assignment(tps: list[TopicPartition]) -> bytes:
             )
         )
     )
+
+
+def decode_owned(assignment: bytes) -> frozenset[TopicPartition]:
+    """The partitions of a consumer-protocol assignment (empty bytes: none)."""
+    if not assignment:
+        return frozenset()
+    _, decoded = cp.decode_assignment(assignment)
+    return frozenset((t.topic, p) for t in decoded.assigned_partitions for p in t.partitions)

@@ -35,7 +35,8 @@ from groupcoord.v1 import (
 )
 
 from loadtest.invariants import CommitLedger, OwnershipChecker, Violation
-from loadtest.members import ClassicMember, ConsumerMember, Member
+from loadtest.kafka_client import KafkaCoordinatorClient
+from loadtest.members import ClassicMember, ConsumerMember, Member, decode_owned
 from loadtest.scenario import Event, Scenario
 from loadtest.stats import Stats, error_name
 from services.client import CoordinatorClient, CoordinatorUnavailableError, RetryPolicy
@@ -74,6 +75,8 @@ class GroupState:
     pending: list[Change] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     last_assignment: dict[TopicPartition, str] | None = None
+    #: members of the group still being started (a ramp): no Stable before they all run
+    starting: int = 0
 
     def live(self) -> list[Member]:
         return [m for m in self.members if not m.closed and m.task is not None]
@@ -83,10 +86,17 @@ class RunContext:
     """What the members share: scenario, clients, measurements, checkers."""
 
     def __init__(
-        self, scenario: Scenario, targets: list[str], run_id: str, tls: Any = None
+        self,
+        scenario: Scenario,
+        targets: list[str],
+        run_id: str,
+        wire: str = "grpc",
+        tls: Any = None,
     ) -> None:
         self.scenario = scenario
         self.targets = targets
+        #: "grpc": the GroupCoordinator service; "kafka": the Kafka protocol (a gateway, a broker)
+        self.wire = wire
         self.run_id = run_id
         self.topic = f"lt-{run_id}-{scenario.name}"
         self.topic_ids: dict[str, str] = {}
@@ -97,7 +107,14 @@ class RunContext:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.t0 = time.monotonic()
         policy = RetryPolicy(attempt_timeout_s=5.0, deadline_s=20.0)
-        self.clients = [CoordinatorClient(targets, policy, seed=i, tls=tls) for i in range(CLIENTS)]
+        self.clients: list[Any]
+        if wire == "kafka":
+            # one connection per simulated member inside (as real consumers have)
+            self.clients = [KafkaCoordinatorClient(targets, policy, seed=0)]
+        else:
+            self.clients = [
+                CoordinatorClient(targets, policy, seed=i, tls=tls) for i in range(CLIENTS)
+            ]
         self.groups: dict[str, GroupState] = {}
         self.member_seconds = 0.0
 
@@ -112,20 +129,29 @@ class RunContext:
     def all_partitions(self) -> list[TopicPartition]:
         return [(self.topic, p) for p in range(self.scenario.partitions)]
 
-    def client_for(self, group: str) -> CoordinatorClient:
+    def client_for(self, group: str) -> Any:
+        """A CoordinatorClient (gRPC) or a KafkaCoordinatorClient (same interface)."""
         return self.clients[hash(group) % len(self.clients)]
 
     async def call(
-        self, rpc: str, group: str, request: Message, *, attempt_timeout_s: float | None = None
+        self,
+        rpc: str,
+        group: str,
+        request: Message,
+        *,
+        attempt_timeout_s: float | None = None,
+        owner: str | None = None,
     ) -> Any:
         """``rpc`` on the group's shard (re-routed by the client); latency and errors are
-        recorded. None when no answer came (transport failure or no coordinator in time)."""
+        recorded. None when no answer came (transport failure or no coordinator in time).
+        ``owner``: the calling member (over the Kafka wire, each member has its connection)."""
         start = time.monotonic()
         second = int(start - self.t0)
+        kw: dict[str, Any] = {"attempt_timeout_s": attempt_timeout_s}
+        if self.wire == "kafka" and owner is not None:
+            kw["owner"] = owner
         try:
-            response = await self.client_for(group).call(
-                group, rpc, request, attempt_timeout_s=attempt_timeout_s
-            )
+            response = await self.client_for(group).call(group, rpc, request, **kw)
         except CoordinatorUnavailableError:
             self.stats.record(rpc, second, int((time.monotonic() - start) * 1e6))
             self.stats.error(rpc, "COORDINATOR_UNAVAILABLE_GAVE_UP", second)
@@ -166,13 +192,15 @@ class Runner:
         progress: Callable[[str], None] | None = None,
         progress_tty: bool = False,
         hook_env: dict[str, str] | None = None,
+        wire: str = "grpc",
         tls: Any = None,
     ) -> None:
         self.scenario = scenario
         self.targets = targets
+        self.wire = wire
         self.run_id = uuid.uuid4().hex[:8]
-        #: TLS of the calls (services.process.tls.ClientTls; None: plaintext)
-        self.ctx = RunContext(scenario, targets, self.run_id, tls)
+        #: TLS of the gRPC calls (services.process.tls.ClientTls; None: plaintext)
+        self.ctx = RunContext(scenario, targets, self.run_id, wire, tls)
         self.progress = progress
         self.progress_tty = progress_tty
         self.hook_env = hook_env or {}
@@ -189,6 +217,11 @@ class Runner:
     # ---- set-up ------------------------------------------------------------------------
     async def create_topic(self) -> None:
         ctx = self.ctx
+        if self.wire == "kafka":  # CreateTopics over the wire (the broker's admin API)
+            topic_id = await ctx.clients[0].create_topic(ctx.topic, self.scenario.partitions)
+            ctx.topic_ids[ctx.topic] = topic_id
+            ctx.topic_names[topic_id] = ctx.topic
+            return
         request = catalog_pb2.CreateTopicsRequest(
             topics=[
                 catalog_pb2.CreatableTopic(name=ctx.topic, num_partitions=self.scenario.partitions)
@@ -229,12 +262,22 @@ class Runner:
         return cls(self.ctx, g.name, i, self.scenario.is_static(i))
 
     async def _start_members(self, members: list[Member], ramp_s: float) -> None:
-        for n, m in enumerate(members):
-            m.start()
-            if ramp_s > 0 and len(members) > 1:
-                await asyncio.sleep(ramp_s / len(members))
-            elif n % 200 == 199:
-                await asyncio.sleep(0)
+        """Start members of one group (spread over ``ramp_s``); the group is not observed
+        Stable before the last of them has started."""
+        g = self.ctx.groups.get(members[0].group) if members else None
+        if g is not None:
+            g.starting += 1
+        try:
+            for n, m in enumerate(members):
+                m.start()
+                if ramp_s > 0 and len(members) > 1:
+                    await asyncio.sleep(ramp_s / len(members))
+                elif n % 200 == 199:
+                    await asyncio.sleep(0)
+        finally:
+            if g is not None:
+                g.starting -= 1
+                g.wake.set()
 
     # ---- convergence -------------------------------------------------------------------
     async def _watch(self, g: GroupState) -> None:
@@ -274,7 +317,7 @@ class Runner:
     async def _stable_assignment(self, g: GroupState) -> dict[TopicPartition, str] | None:
         """The group's assignment (partition -> simulated member) if it is Stable now."""
         live = g.live()
-        if not live or any(not m.member_id for m in live):
+        if g.starting or not live or any(not m.member_id for m in live):
             return None
         by_id = {m.member_id: m for m in live}
         if g.protocol == "consumer":
@@ -300,6 +343,8 @@ class Runner:
                     return None
                 for tp in have:
                     out[tp] = sim.name
+            if len(out) != self.scenario.partitions:
+                return None  # Stable with partitions unassigned: the topic not yet seen
             return out
         request = groups_pb2.DescribeGroupsRequest(groups=[g.name])
         r = await self.ctx.call("DescribeGroups", g.name, request)
@@ -311,8 +356,16 @@ class Runner:
         if {m.member_id for m in d.members} != set(by_id):
             return None
         out = {}
+        if d.generation_id == 0:
+            # Kafka's DescribeGroups has no generation (groupcoord's enriched one does): all
+            # members synced at one generation, each holding what the group says it assigned
+            if len({m.epoch for m in live}) != 1:
+                return None
+            for dm in d.members:
+                if decode_owned(dm.member_assignment) != by_id[dm.member_id].owned:
+                    return None
         for m in live:
-            if m.epoch != d.generation_id:
+            if d.generation_id and m.epoch != d.generation_id:
                 return None
             for tp in m.owned:
                 out[tp] = m.name
@@ -465,6 +518,7 @@ class Runner:
             t.cancel()
         await asyncio.gather(*self._watchers, *background, return_exceptions=True)
         commit_violations, keys_checked = await self._check_commits()
+        wall1 = time.time()
         violations: list[Violation] = [*ctx.ownership.finish(), *commit_violations]
         cpu_s = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
         result = {
@@ -472,10 +526,15 @@ class Runner:
             "run_id": self.run_id,
             "scenario": s.as_dict() | {"hooks": sorted(s.hooks)},
             "target": self.targets,
+            "wire": self.wire,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall0)),
             "duration_s": round(run_end, 3),
             "measured_s": round(measured_s, 3),
             "members": {"total": members_total, "live_at_end": live_members},
+            # what the run did to the deployment, for its group history (docs/loadtest.md):
+            # `groupcoord history export --from FROM --to TO`, then the pipeline
+            "groups": sorted(ctx.groups),
+            "history_window_ms": {"from": int(wall0 * 1000), "to": int(wall1 * 1000) + 1},
             **ctx.stats.as_dict(measured_s),
             "time_to_stable": {
                 "changes": self.tts,

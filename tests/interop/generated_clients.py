@@ -80,11 +80,20 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
 
 def go_smoke() -> list[str]:
     """The command line of the Go smoke client (``go generate`` + ``go build`` on first use)."""
+    return _go_command("smoke")
+
+
+def go_loadtest() -> list[str]:
+    """The command line of the Go load driver (``clients/go/cmd/loadtest``), built likewise."""
+    return _go_command("loadtest")
+
+
+def _go_command(name: str) -> list[str]:
     _require("go")
     generated = GO_CLIENT / "gen" / "groupcoord"
     sources = [p for p in GO_CLIENT.rglob("*") if p.is_file() and generated not in p.parents]
     out = CACHE / "go" / _digest(GO_CLIENT, sources)
-    binary = out / "smoke"
+    binary = out / name
     with _locked("go"):
         if not binary.exists():
             # protoc: the one on PATH, else grpcio-tools of the interpreter running the tests
@@ -94,7 +103,7 @@ def go_smoke() -> list[str]:
                 else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
             )
             _run(["go", "generate", "./..."], GO_CLIENT, env)
-            _run(["go", "build", "-o", str(binary) + ".tmp", "./cmd/smoke"], GO_CLIENT)
+            _run(["go", "build", "-o", str(binary) + ".tmp", f"./cmd/{name}"], GO_CLIENT)
             os.replace(str(binary) + ".tmp", binary)
     return [str(binary)]
 

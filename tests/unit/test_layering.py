@@ -111,10 +111,12 @@ RULES: dict[str, Rule] = {
     ),
     # services/*.py: the command line, which wires everything
     "services": rule("assignors loadtest.cli shards services", "click redis"),
-    # groupcoord loadtest: simulated clients over the generated stubs and the project's client
+    # groupcoord loadtest: simulated clients over the generated stubs and the project's client;
+    # over the Kafka wire with the gateway's kio codec and the upstream wire connection
     "loadtest": rule(
-        f"services.client services.options shards.core.classic shards.core.errors {GENERATED}",
-        "click google grpc hdrh matplotlib",
+        "services.client services.options services.gateway.codec services.upstream.wire "
+        f"shards.core.classic shards.core.errors {GENERATED}",
+        "click google grpc hdrh kio matplotlib",
     ),
     # the PySpark application: self-contained (spark-submit ships only pipelines/)
     "pipelines": rule("", "pyspark matplotlib"),

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.multishard.cluster import Cluster
-from tests.support.processes import ROOT, ServerProcess
+from tests.support.processes import ROOT, ServerProcess, wait_until
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -190,3 +190,26 @@ def test_compare_reads_two_results_with_a_warmup(dev: ServerProcess, tmp_path: P
     )
     assert out.returncode == 0, out.stderr
     assert "ConsumerGroupHeartbeat p99 ms" in out.stdout and "throughput calls/s" in out.stdout
+
+
+def test_steady_over_the_kafka_wire_through_the_gateway(dev: ServerProcess, tmp_path: Path) -> None:
+    # the same scenario over the Kafka protocol: `dev`'s gateway is the bootstrap address;
+    # mixed groups, so KIP-848 members (ConsumerGroupHeartbeat, OffsetCommit, leave) and
+    # classic ones (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) both run, and the commits
+    # read back with OffsetFetch over the wire; the topic is made with CreateTopics
+    wait_until(lambda: "kafka" in dev.ports, 20)
+    target = f"127.0.0.1:{dev.ports['kafka']}"
+    args = [*common("steady"), "--protocol", "mixed", "--wire", "kafka", "--target", target]
+    done, result = run_loadtest(tmp_path / "out", *args, "--ramp", "1s")
+    check_report(tmp_path / "out", result, done)
+    assert result["wire"] == "kafka" and result["target"] == [target]
+    rpcs = result["rpcs"]
+    for rpc in ("ConsumerGroupHeartbeat", "OffsetCommit", "JoinGroup", "SyncGroup", "Heartbeat"):
+        assert rpcs[rpc]["count"] > 0, rpc
+    assert rpcs["LeaveGroup"]["count"] > 0  # the classic groups' dynamic members left
+    changes = result["time_to_stable"]["changes"]
+    assert len({c["group"] for c in changes}) == 3  # both kinds reached Stable, over the wire
+    # the ramp starts each group's last member 2/3 s in: no group is Stable before that
+    assert all(c["seconds"] >= 0.6 for c in changes if c["change"] == "initial_join"), changes
+    # nothing went to the gRPC port: the routing client's lookups were Kafka FindCoordinator
+    assert result["client"]["lookups"] >= 3 and result["client"].get("gave_up", 0) == 0
