@@ -20,3 +20,13 @@ def test_options_may_come_before_the_scenario(tmp_path: Path) -> None:
 def test_an_unknown_wire_is_a_usage_error() -> None:
     r = CliRunner().invoke(loadtest, ["steady", "--target", "127.0.0.1:1", "--wire", "amqp"])
     assert r.exit_code == 2 and "'amqp' is not one of 'grpc', 'kafka'" in r.output, r.output
+
+
+def test_tls_options_are_refused_over_the_kafka_wire(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read: refused first\n")
+    r = CliRunner().invoke(
+        loadtest,
+        ["steady", "--target", "127.0.0.1:1", "--wire", "kafka", "--tls-cafile", str(ca)],
+    )
+    assert r.exit_code == 2 and "--wire kafka speaks plaintext Kafka only" in r.output, r.output
