@@ -1,7 +1,10 @@
 """Steady-state ConsumerGroupHeartbeats per second, three ways in one run:
 
-* ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> gRPC -> shard, the
-  gateway sharing the shard's process and event loop),
+* ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> shard in-process, the
+  gateway sharing the shard's process and event loop: no gRPC hop),
+* ``gateway_loopback`` -- the same against a second ``groupcoord dev`` whose gateway calls its
+  shard over loopback gRPC (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``, how ``dev`` worked before;
+  the A/B of the in-process call, its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core),
 * ``grpc``    -- the same heartbeats sent straight to the shard's gRPC port,
@@ -140,6 +143,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
+        loop_gc = ServerProcess.dev(
+            tmp / "loopback",
+            *groupcoord_args(),
+            *GROUPCOORD_EXTRA,
+            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+        )
         gw = ServerProcess(
             [
                 "gateway",
@@ -158,6 +167,8 @@ def main() -> None:
             targets: dict[str, tuple[str, str, Target]] = {}
             gateway = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])
             targets["gateway"] = ("kafka", gateway.bootstrap, gateway)
+            loopback = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
+            targets["gateway_loopback"] = ("kafka", loopback.bootstrap, loopback)
             targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
             targets["grpc"] = ("grpc", gc.grpc_address, gateway)
             if skipped is None:
@@ -169,6 +180,7 @@ def main() -> None:
             files: dict[str, Path] = {}
             for server, target in (
                 ("groupcoord", gateway),
+                ("loopback", loopback),
                 *((("kafka", targets["kafka"][2]),) if kafka else ()),
             ):
                 members[server] = asyncio.run(stable_members(target, a.groups, a.members))
@@ -179,7 +191,9 @@ def main() -> None:
             for rnd in range(a.rounds):
                 for c in CONCURRENCY:
                     for name, (mode, address, target) in targets.items():
-                        server = "kafka" if name == "kafka" else "groupcoord"
+                        server = {"kafka": "kafka", "gateway_loopback": "loopback"}.get(
+                            name, "groupcoord"
+                        )
                         r = load(mode, address, files[server], c, a.duration)
                         r["stable_after"] = asyncio.run(still_stable(target, members[server]))
                         runs.setdefault(f"{name}_c{c}", []).append(r)
@@ -194,6 +208,7 @@ def main() -> None:
                 kafka.stop()
             gw.kill()
             gc.kill()
+            loop_gc.kill()
 
     results = {
         key: {
@@ -208,10 +223,10 @@ def main() -> None:
     }
     ratios: dict[str, float] = {}
     for c in CONCURRENCY:
-        for name in ("gateway", "gateway_process"):
-            for base in ("grpc", "kafka"):
+        for name in ("gateway", "gateway_loopback", "gateway_process"):
+            for base in ("grpc", "kafka", "gateway_loopback"):
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
-                if a_ and b_:
+                if a_ and b_ and name != base:
                     ratios[f"{name}_over_{base}_c{c}"] = (
                         a_["ops_per_s_median"] / b_["ops_per_s_median"]
                     )

@@ -64,6 +64,9 @@ class GatewaySettings:
     #: proxy mode inside ``groupcoord dev``: the upstream client the shard already has (its
     #: topic mirror and lag), shared rather than a second one; None: the gateway makes its own
     upstream_cluster: UpstreamCluster | None = None
+    #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
+    #: process (services.process.local_calls), used instead of a channel to the address
+    local_coordinators: Mapping[str, Any] = field(default_factory=dict)
 
 
 class BrokerListeners:
@@ -187,6 +190,7 @@ class GatewayApp:
                 *metrics.client_interceptors(provider),
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
+            local=s.local_coordinators,
         )
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(

@@ -299,7 +299,7 @@ async def test_timers_moved_by_heartbeats_do_not_grow_the_heap(
     rt = make_runtime(store)
     await rt.load(0)
     sm: Counter = rt.partition(0).sm
-    for round_ in range(200):
+    for _ in range(200):
         for i in range(100):
             sm.timer.schedule(f"m{i}", 45_000, lambda now: sm.incr("expired"))
         clock.advance(10)
