@@ -5,7 +5,10 @@ Starts ``groupcoord dev`` (SQLite) and a separate ``groupcoord gateway`` in fron
 with steady heartbeats at concurrency 50 from the load generator (``bench/gateway/load.py``)
 while py-spy samples the process(es) serving it:
 
-* ``dev`` -- Kafka wire to dev's built-in gateway (one process: gateway + shard);
+* ``dev`` -- Kafka wire to dev's built-in gateway (one process: gateway + shard, the gateway
+  calling the shard in-process);
+* ``dev_loopback`` -- the same with ``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1`` (the gateway calls
+  the shard over loopback gRPC, as ``dev`` did before; its own groups on its own store);
 * ``gateway_process`` -- Kafka wire to the separate gateway: both the gateway and the shard
   behind it are sampled.
 
@@ -108,6 +111,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
+        loop_gc = ServerProcess.dev(
+            tmp / "loopback",
+            *groupcoord_args(),
+            *GROUPCOORD_EXTRA,
+            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+        )
         gw = ServerProcess(
             [
                 "gateway",
@@ -125,8 +134,16 @@ def main() -> None:
             members = asyncio.run(stable_members(target, a.groups, a.members))
             members_file = tmp / "members.json"
             members_file.write_text(json.dumps(members))
+            loop_target = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
+            loop_members = asyncio.run(stable_members(loop_target, a.groups, a.members))
+            loop_file = tmp / "loopback-members.json"
+            loop_file.write_text(json.dumps(loop_members))
             paths = {
                 "dev": (f"127.0.0.1:{gc.ports['kafka']}", {"dev": gc.proc.pid}),
+                "dev_loopback": (
+                    f"127.0.0.1:{loop_gc.ports['kafka']}",
+                    {"dev": loop_gc.proc.pid},
+                ),
                 "gateway_process": (
                     f"127.0.0.1:{gw.ports['kafka']}",
                     {"gateway": gw.proc.pid, "shard": gc.proc.pid},
@@ -143,7 +160,7 @@ def main() -> None:
                         "--target",
                         address,
                         "--members",
-                        str(members_file),
+                        str(loop_file if path == "dev_loopback" else members_file),
                         "--concurrency",
                         "50",
                         "--duration",
@@ -195,6 +212,7 @@ def main() -> None:
         finally:
             gw.kill()
             gc.kill()
+            loop_gc.kill()
     doc = {
         "benchmark": "gateway_heartbeat_profile",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
