@@ -14,7 +14,7 @@ import pytest
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import CoordinatorResult, Deferred
-from shards.runtime.clock import ManualClock
+from shards.runtime.clock import ManualClock, SystemClock
 from shards.runtime.partition import PartitionState, PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.memory import InMemoryLogStore
@@ -660,3 +660,33 @@ async def test_single_owner_takes_a_partition_back_when_a_repair_lease_expires(
     took = await clock.run_until(lambda: rt.active_partitions() == [0], 5_000)
     assert 2_000 <= took <= 2_200
     await rt.close()
+
+
+async def test_timers_on_the_real_clock_fire_not_before_their_deadline_in_order() -> None:
+    clock = SystemClock()
+    store = InMemoryLogStore(clock=clock)
+    await store.start()
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    fired: list[tuple[str, int]] = []
+    start = clock.monotonic_ms()
+
+    def op(key: str, now: int) -> CoordinatorResult[None]:
+        fired.append((key, clock.monotonic_ms() - start))
+        return CoordinatorResult()
+
+    sm.timer.schedule_keyed("late", 60, op)
+    sm.timer.schedule_keyed("early", 20, op)
+    sm.timer.schedule_keyed("gone", 10, op)
+    sm.timer.cancel("gone")
+    sm.timer.schedule_keyed("moved", 5, op)
+    sm.timer.schedule_keyed("moved", 40, op)  # replaces: fires once, at 40
+    for _ in range(200):
+        if len(fired) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert [k for k, _ in fired] == ["early", "moved", "late"]
+    assert [t >= d for (_, t), d in zip(fired, (20, 40, 60), strict=True)] == [True] * 3
+    await asyncio.sleep(0.05)
+    assert len(fired) == 3 and sm.timer.keys() == []
