@@ -820,7 +820,19 @@ async def _serve(
         if kafka_port is not None:
             from services.gateway.app import GatewayApp, GatewaySettings
 
-            # The built-in gateway talks to this process's own gRPC server over loopback.
+            # The built-in gateway calls this process's shard in-process (no loopback gRPC:
+            # services.process.local_calls; docs/performance.md); other shards over gRPC.
+            # GROUPCOORD_DEV_GATEWAY_LOOPBACK=1 keeps the loopback hop (A/B benchmarks).
+            local: dict[str, Any] = {}
+            service = getattr(app, "service", None)
+            if service is not None and os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") != "1":
+                from services.process.local_calls import local_stub
+                from services.shard.servicer import group_coordinator_methods
+
+                stub = local_stub(group_coordinator_methods(service))
+                advertised = app.settings.advertised_host or app.settings.host
+                for target_host in {"127.0.0.1", advertised}:
+                    local[f"{target_host}:{app.port}"] = stub
             gateway = GatewayApp(
                 GatewaySettings(
                     shard_address=f"127.0.0.1:{app.port}",
@@ -834,6 +846,7 @@ async def _serve(
                     # one upstream client per process: the shard's (topic mirror, lag)
                     upstream_cluster=getattr(app.settings, "upstream", None),
                     grpc_tls=getattr(app.settings, "client_tls", None),
+                    local_coordinators=local,
                 )
             )
             await gateway.start()

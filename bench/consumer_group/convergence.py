@@ -60,6 +60,9 @@ class NoTimer:
     def schedule(self, key: str, delay_ms: int, op: Any) -> None:
         self.keys[key] = op
 
+    def schedule_keyed(self, key: str, delay_ms: int, op: Any) -> None:
+        self.keys[key] = op
+
     def cancel(self, key: str) -> None:
         self.keys.pop(key, None)
 

@@ -1,13 +1,14 @@
-"""Load generator for bench/gateway: steady-state ConsumerGroupHeartbeats at a fixed
+"""Load generator for bench/gateway: steady-state ConsumerGroupHeartbeats (or, with
+``--api classic``, classic Heartbeats of stable classic groups' members) at a fixed
 concurrency for a fixed time, over the Kafka wire (the gateway, or Apache Kafka) or directly
-over gRPC (the shard). Runs as its own process; prints one JSON object.
+over gRPC (the shard; consumer groups only). Runs as its own process; prints one JSON object.
 
 Requests are encoded once per member, so the generator costs the same for every target:
 Kafka frames differ only in the correlation id (patched in place), gRPC requests are sent as
 pre-serialized bytes. Every answer's error code is checked.
 
     python -m bench.gateway.load --mode kafka|grpc --target host:port --members FILE
-                                 --concurrency 50 --duration 5
+                                 --concurrency 50 --duration 5 [--api consumer|classic]
 """
 
 from __future__ import annotations
@@ -22,11 +23,22 @@ from typing import Any
 _CORR = struct.Struct(">i")
 
 
-def kafka_frames(members: list[dict[str, Any]]) -> list[bytearray]:
+def kafka_frames(members: list[dict[str, Any]], api: str = "consumer") -> list[bytearray]:
     from tests.support.kafka_wire import encode_request, request
 
     out = []
     for m in members:
+        if api == "classic":  # Heartbeat v4 (flexible: the same response layout up front)
+            classic = request(
+                "heartbeat",
+                4,
+                group_id=m["group"],
+                generation_id=m["generation"],
+                member_id=m["member_id"],
+                group_instance_id=None,
+            )
+            out.append(bytearray(encode_request(classic, 0, "bench")))
+            continue
         req = request(
             "consumer_group_heartbeat",
             1,
@@ -103,7 +115,12 @@ async def grpc_lane(
 
 
 async def run(
-    mode: str, target: str, members: list[dict[str, Any]], concurrency: int, duration: float
+    mode: str,
+    target: str,
+    members: list[dict[str, Any]],
+    concurrency: int,
+    duration: float,
+    api: str = "consumer",
 ) -> dict[str, Any]:
     host, port = target.rsplit(":", 1)
     lanes = [members[i::concurrency] for i in range(concurrency)]
@@ -111,7 +128,7 @@ async def run(
     lat: list[float] = []
     channel = None
     if mode == "kafka":
-        payloads: list[Any] = [kafka_frames(lane) for lane in lanes]
+        payloads: list[Any] = [kafka_frames(lane, api) for lane in lanes]
     else:
         import grpc
 
@@ -149,10 +166,14 @@ def main() -> None:
     p.add_argument("--members", required=True)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--api", choices=["consumer", "classic"], default="consumer")
     a = p.parse_args()
+    if a.api == "classic" and a.mode != "kafka":
+        p.error("--api classic needs --mode kafka")
     with open(a.members) as f:
         members = json.load(f)
-    print(json.dumps(asyncio.run(run(a.mode, a.target, members, a.concurrency, a.duration))))
+    result = asyncio.run(run(a.mode, a.target, members, a.concurrency, a.duration, a.api))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

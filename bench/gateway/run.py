@@ -1,7 +1,10 @@
 """Steady-state ConsumerGroupHeartbeats per second, three ways in one run:
 
-* ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> gRPC -> shard, the
-  gateway sharing the shard's process and event loop),
+* ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> shard in-process, the
+  gateway sharing the shard's process and event loop: no gRPC hop),
+* ``gateway_loopback`` -- the same against a second ``groupcoord dev`` whose gateway calls its
+  shard over loopback gRPC (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``, how ``dev`` worked before;
+  the A/B of the in-process call, its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core),
 * ``grpc``    -- the same heartbeats sent straight to the shard's gRPC port,
@@ -16,8 +19,14 @@ at concurrency 1 and 50 (one connection, or one in-flight gRPC call, per lane), 
 rounds. After the load, every group is described: still stable at the same epoch, so the
 heartbeats were real successful ones (errors are counted too).
 
+With ``--classic``, classic Heartbeats too, over the Kafka wire (``gateway``,
+``gateway_loopback``, ``gateway_process``, ``kafka``): ``G * M`` classic groups of one
+member each (JoinGroup twice, SyncGroup as the leader; session timeout 10 minutes so that
+they outlive the other phases), every member heartbeating at its generation; afterwards
+every group is described: still Stable with its one member.
+
     .venv/bin/python -m bench.gateway.run [--rounds 3] [--duration 5] [--groups 10]
-                                          [--members 10] [--no-kafka]
+                                          [--members 10] [--no-kafka] [--classic]
 
 Results: bench/results/gateway.json (medians over rounds).
 """
@@ -80,6 +89,58 @@ async def stable_members(target: Target, groups: int, members: int) -> list[dict
         await wire.close()
 
 
+async def stable_classic_members(target: Target, count: int) -> list[dict[str, Any]]:
+    from tests.interop.sequences import join_req
+    from tests.support.kafka_wire import request
+
+    wire = await target.wire("bench-classic-setup")
+    try:
+        out = []
+        stamp = int(time.time())
+        for i in range(count):
+            group = f"bench-classic-{stamp}-{i}"
+            timeouts = {"session_timeout": 600_000, "rebalance_timeout": 60_000}
+            r = await wire.send(join_req(5, group, "", **timeouts))
+            member_id = r.member_id
+            r = await wire.send(join_req(5, group, member_id, **timeouts))
+            assert r.error_code == 0, r
+            generation = r.generation_id
+            s = await wire.send(
+                request(
+                    "sync_group",
+                    5,
+                    group_id=group,
+                    generation_id=generation,
+                    member_id=member_id,
+                    protocol_type="consumer",
+                    protocol_name="range",
+                    assignments=[{"member_id": member_id, "assignment": b""}],
+                )
+            )
+            assert s.error_code == 0, s
+            out.append({"group": group, "member_id": member_id, "generation": generation})
+        return out
+    finally:
+        await wire.close()
+
+
+async def classic_still_stable(target: Target, members: list[dict[str, Any]]) -> bool:
+    from tests.support.kafka_wire import request
+
+    wire = await target.wire("bench-classic-check")
+    try:
+        want = {m["group"]: m["member_id"] for m in members}
+        r = await wire.send(request("describe_groups", 5, groups=sorted(want)))
+        return all(
+            g.error_code == 0
+            and g.group_state == "Stable"
+            and [x.member_id for x in g.members] == [want[g.group_id]]
+            for g in r.groups
+        )
+    finally:
+        await wire.close()
+
+
 async def still_stable(target: Target, members: list[dict[str, Any]]) -> bool:
     from tests.support.kafka_wire import request
 
@@ -100,7 +161,12 @@ async def still_stable(target: Target, members: list[dict[str, Any]]) -> bool:
 
 
 def load(
-    mode: str, target: str, members_file: Path, concurrency: int, duration: float
+    mode: str,
+    target: str,
+    members_file: Path,
+    concurrency: int,
+    duration: float,
+    api: str = "consumer",
 ) -> dict[str, Any]:
     out = subprocess.run(
         [
@@ -117,6 +183,8 @@ def load(
             str(concurrency),
             "--duration",
             str(duration),
+            "--api",
+            api,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -134,12 +202,19 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=10)
     p.add_argument("--members", type=int, default=10)
     p.add_argument("--no-kafka", action="store_true")
+    p.add_argument("--classic", action="store_true", help="classic Heartbeats too")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "gateway.json"))
     a = p.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
+        loop_gc = ServerProcess.dev(
+            tmp / "loopback",
+            *groupcoord_args(),
+            *GROUPCOORD_EXTRA,
+            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+        )
         gw = ServerProcess(
             [
                 "gateway",
@@ -158,6 +233,8 @@ def main() -> None:
             targets: dict[str, tuple[str, str, Target]] = {}
             gateway = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])
             targets["gateway"] = ("kafka", gateway.bootstrap, gateway)
+            loopback = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
+            targets["gateway_loopback"] = ("kafka", loopback.bootstrap, loopback)
             targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
             targets["grpc"] = ("grpc", gc.grpc_address, gateway)
             if skipped is None:
@@ -169,17 +246,25 @@ def main() -> None:
             files: dict[str, Path] = {}
             for server, target in (
                 ("groupcoord", gateway),
+                ("loopback", loopback),
                 *((("kafka", targets["kafka"][2]),) if kafka else ()),
             ):
                 members[server] = asyncio.run(stable_members(target, a.groups, a.members))
                 files[server] = tmp / f"{server}-members.json"
                 files[server].write_text(json.dumps(members[server]))
+                if a.classic:
+                    classic = asyncio.run(stable_classic_members(target, a.groups * a.members))
+                    members[f"{server}-classic"] = classic
+                    files[f"{server}-classic"] = tmp / f"{server}-classic.json"
+                    files[f"{server}-classic"].write_text(json.dumps(classic))
 
             runs: dict[str, list[dict[str, Any]]] = {}
             for rnd in range(a.rounds):
                 for c in CONCURRENCY:
                     for name, (mode, address, target) in targets.items():
-                        server = "kafka" if name == "kafka" else "groupcoord"
+                        server = {"kafka": "kafka", "gateway_loopback": "loopback"}.get(
+                            name, "groupcoord"
+                        )
                         r = load(mode, address, files[server], c, a.duration)
                         r["stable_after"] = asyncio.run(still_stable(target, members[server]))
                         runs.setdefault(f"{name}_c{c}", []).append(r)
@@ -189,11 +274,24 @@ def main() -> None:
                             f"errors {r['errors']} stable {r['stable_after']}",
                             flush=True,
                         )
+                        if not a.classic or mode != "kafka":
+                            continue
+                        key = f"{server}-classic"
+                        r = load(mode, address, files[key], c, a.duration, "classic")
+                        r["stable_after"] = asyncio.run(classic_still_stable(target, members[key]))
+                        runs.setdefault(f"classic_{name}_c{c}", []).append(r)
+                        print(
+                            f"round {rnd + 1} classic {name:15s} c={c:3d} "
+                            f"{r['ops_per_s']:9.0f}/s p50 {r['p50_ms']:.2f} ms "
+                            f"errors {r['errors']} stable {r['stable_after']}",
+                            flush=True,
+                        )
         finally:
             if kafka is not None:
                 kafka.stop()
             gw.kill()
             gc.kill()
+            loop_gc.kill()
 
     results = {
         key: {
@@ -208,11 +306,16 @@ def main() -> None:
     }
     ratios: dict[str, float] = {}
     for c in CONCURRENCY:
-        for name in ("gateway", "gateway_process"):
-            for base in ("grpc", "kafka"):
+        for name in ("gateway", "gateway_loopback", "gateway_process"):
+            for base in ("grpc", "kafka", "gateway_loopback"):
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
-                if a_ and b_:
+                if a_ and b_ and name != base:
                     ratios[f"{name}_over_{base}_c{c}"] = (
+                        a_["ops_per_s_median"] / b_["ops_per_s_median"]
+                    )
+                a_, b_ = results.get(f"classic_{name}_c{c}"), results.get(f"classic_{base}_c{c}")
+                if a_ and b_ and name != base:
+                    ratios[f"classic_{name}_over_{base}_c{c}"] = (
                         a_["ops_per_s_median"] / b_["ops_per_s_median"]
                     )
     doc = {

@@ -71,6 +71,9 @@ class GatewaySettings:
     security_protocol: str = "PLAINTEXT"
     #: SSL: the listeners' TLS (certificate reloaded on change)
     listener_tls: SslListener | None = None
+    #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
+    #: process (services.process.local_calls), used instead of a channel to the address
+    local_coordinators: Mapping[str, Any] = field(default_factory=dict)
 
 
 class BrokerListeners:
@@ -201,6 +204,7 @@ class GatewayApp:
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
             tls=s.grpc_tls,
+            local=s.local_coordinators,
         )
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(

@@ -153,8 +153,11 @@ class Connection:
             if not response:  # Produce with acks=0: Kafka sends no response
                 continue
             self.writer.write(response)
-            async with asyncio.timeout(idle):  # a peer that stops reading is idle too
-                await self.writer.drain()
+            # Only a full buffer is worth waiting for (drain pauses above the high-water
+            # mark): no timer and no await per response while the client keeps reading.
+            if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
+                async with asyncio.timeout(idle):  # a peer that stops reading is idle too
+                    await self.writer.drain()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame, read straight from the stream (one copy, where the

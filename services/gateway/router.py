@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,7 @@ class Router:
         backoff_s: float = 0.05,
         max_message_bytes: int = 100 * 1024 * 1024,
         tls: ClientTls | None = None,
+        local: Mapping[str, Any] | None = None,
     ) -> None:
         # A comma-separated list of shards (several shards without a load balancer): the
         # current one is asked until it fails with UNAVAILABLE, then the next.
@@ -94,6 +95,8 @@ class Router:
         ]
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
+        # shards in this process (groupcoord dev): called without gRPC, same errors
+        self._local: dict[str, Any] = dict(local or {})
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
         self._probe_keys: list[str] | None = None
@@ -108,7 +111,7 @@ class Router:
         return ch
 
     def coordinator(self, target: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
-        stub = self._stubs.get(target)
+        stub = self._stubs.get(target) or self._local.get(target)
         if stub is None:
             stub = coordinator_pb2_grpc.GroupCoordinatorStub(self.channel(target))
             self._stubs[target] = stub

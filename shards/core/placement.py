@@ -7,7 +7,12 @@ Java's ``String.hashCode`` (31-polynomial over UTF-16 code units with 32-bit ove
 
 from __future__ import annotations
 
+import functools
 
+
+#: a gateway and a shard place every request's group: the hash of a group id seen recently is
+#: remembered (a bounded table; the loop below costs about a microsecond per character)
+@functools.lru_cache(maxsize=1 << 16)
 def java_string_hashcode(s: str) -> int:
     """Java's String.hashCode as a signed 32-bit int."""
     h = 0

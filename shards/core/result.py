@@ -74,12 +74,19 @@ class CoordinatorResult(Generic[R]):
 
 
 TimerOp = Callable[[int], CoordinatorResult[Any]]
+#: an op shared by many timers, told which key fired: ``op(key, now_ms)``
+KeyedTimerOp = Callable[[str, int], CoordinatorResult[Any]]
 
 
 class Timer(Protocol):
     """Keyed timers owned by the runtime; a firing runs ``op(now_ms)`` as a write op."""
 
     def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None: ...
+
+    def schedule_keyed(self, key: str, delay_ms: int, op: KeyedTimerOp) -> None:
+        """``schedule`` with an op that takes the key first: no closure per timer (a
+        member's session timer, one per member)."""
+        ...
 
     def cancel(self, key: str) -> None: ...
 

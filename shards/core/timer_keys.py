@@ -56,3 +56,11 @@ def group_key(kind: TimerKind, group_id: str) -> str:
 def member_key(kind: TimerKind, group_id: str, member_id: str) -> str:
     """The key of a member's timer of this kind."""
     return f"{kind.value}:{len(group_id)}:{group_id}:{member_id}"
+
+
+def member_of_key(key: str) -> tuple[str, str]:
+    """(group id, member id) of a member timer's key (the inverse of :func:`member_key`)."""
+    _, rest = key.split(":", 1)
+    length, rest = rest.split(":", 1)
+    n = int(length)
+    return rest[:n], rest[n + 1 :]

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -118,41 +120,127 @@ HistoryObserver = Callable[[int, int, int, Sequence[tuple[Sequence[Record], "str
 
 
 class PartitionTimer:
-    """Keyed, replaceable timers whose firing runs as a write operation on the partition."""
+    """Keyed, replaceable timers whose firing runs as a write operation on the partition.
+
+    One event-loop callback per partition, not one per key: the keys wait in a heap ordered
+    by (deadline, scheduling order) and the partition's single clock callback is armed for
+    the earliest of them. A timer then costs one small list (its heap entry, shared with the
+    key table) instead of an asyncio ``TimerHandle``, its context and a closure; with
+    :meth:`schedule_keyed` (one op shared by many keys, called with the key) not even the
+    closure -- what a consumer group member's session timer uses. Replacing or cancelling a
+    key only marks its entry dead; dead entries leave the heap when they reach its top, or
+    all at once when they outnumber the live ones, so heartbeats that keep moving deadlines
+    cannot grow the heap without bound.
+
+    Firing: when the callback runs, every key due by then (deadline <= the clock's monotonic
+    time) fires, in (deadline, scheduling) order, each as its own write through
+    :meth:`CoordinatorPartition.fire_timer`; a key scheduled while they fire (even with
+    delay 0) waits for the next callback, as it would have waited for the next loop
+    iteration with a callback of its own.
+    """
+
+    #: compact the heap when it holds more than this many entries beyond twice the live ones
+    COMPACT_SLACK = 64
+    #: the scheduling order within one deadline millisecond (wraps: only the order of ties
+    #: scheduled a million schedules apart could flip)
+    _SEQ_BITS = 20
+    _SEQ_MASK = (1 << _SEQ_BITS) - 1
 
     def __init__(self, partition: CoordinatorPartition) -> None:
         self._partition = partition
-        self._handles: dict[str, Cancellable] = {}
+        # key -> its heap entry [deadline << SEQ_BITS | seq, key, op, keyed]; op is None
+        # once the entry is dead (cancelled, replaced or fired)
+        self._entries: dict[str, list[Any]] = {}
+        self._heap: list[list[Any]] = []
+        self._seq = 0
+        self._wake: Cancellable | None = None
+        self._wake_at: int | None = None
+        self._firing: list[list[Any]] | None = None  # entries scheduled while firing
 
     def schedule(
         self, key: str, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]
     ) -> None:
+        """Run ``op(now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer."""
+        self._schedule(key, delay_ms, op, False)
+
+    def schedule_keyed(
+        self, key: str, delay_ms: int, op: Callable[[str, int], CoordinatorResult[Any]]
+    ) -> None:
+        """Run ``op(key, now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer: one
+        op (a bound method kept by its owner) serves every key, no closure per timer."""
+        self._schedule(key, delay_ms, op, True)
+
+    def _schedule(self, key: str, delay_ms: int, op: Any, keyed: bool) -> None:
         self.cancel(key)
-        handle: Cancellable | None = None
-
-        def fire() -> None:
-            if self._handles.get(key) is handle:
-                del self._handles[key]
-                self._partition.fire_timer(key, op)
-
-        handle = self._partition.clock.call_later(delay_ms, fire)
-        self._handles[key] = handle
+        deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
+        self._seq += 1
+        entry = [deadline << self._SEQ_BITS | (self._seq & self._SEQ_MASK), key, op, keyed]
+        self._entries[key] = entry
+        if self._firing is not None:
+            self._firing.append(entry)  # into the heap once the due keys have fired
+            return
+        heapq.heappush(self._heap, entry)
+        if len(self._heap) > 2 * len(self._entries) + self.COMPACT_SLACK:
+            self._heap = [e for e in self._heap if e[2] is not None]
+            heapq.heapify(self._heap)
+        if self._wake_at is None or deadline < self._wake_at:
+            self._arm(deadline)
 
     def cancel(self, key: str) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry[2] = None  # left in the heap, skipped when it comes up
 
     def is_scheduled(self, key: str) -> bool:
-        return key in self._handles
+        return key in self._entries
 
     def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = self._wake_at = None
+        for entry in self._entries.values():
+            entry[2] = None
+        self._entries.clear()
+        self._heap.clear()
 
     def keys(self) -> list[str]:
-        return list(self._handles)
+        return list(self._entries)
+
+    def _arm(self, deadline: int) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+        clock = self._partition.clock
+        self._wake_at = deadline
+        self._wake = clock.call_later(deadline - clock.monotonic_ms(), self._fire_due)
+
+    def _fire_due(self) -> None:
+        self._wake = self._wake_at = None
+        due_before = (self._partition.clock.monotonic_ms() + 1) << self._SEQ_BITS
+        heap = self._heap
+        firing: list[list[Any]] = []
+        self._firing = firing
+        try:
+            while heap and heap[0][0] < due_before:
+                entry = heapq.heappop(heap)
+                op = entry[2]
+                if op is None:
+                    continue
+                key = entry[1]
+                entry[2] = None
+                del self._entries[key]
+                if entry[3]:
+                    self._partition.fire_timer(key, functools.partial(op, key))
+                else:
+                    self._partition.fire_timer(key, op)
+        finally:
+            self._firing = None
+        for entry in firing:
+            if entry[2] is not None:
+                heapq.heappush(heap, entry)
+        while heap and heap[0][2] is None:
+            heapq.heappop(heap)
+        if heap:
+            self._arm(heap[0][0] >> self._SEQ_BITS)
 
 
 class _Batch:

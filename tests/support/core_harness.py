@@ -17,6 +17,7 @@ through ``h.tasks``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import Any
 from services.shard.assignor_executor import InProcessAssignor
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.records import Record
-from shards.core.result import AsyncTask, CoordinatorResult, Deferred, TimerOp
+from shards.core.result import AsyncTask, CoordinatorResult, Deferred, KeyedTimerOp, TimerOp
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
 
@@ -52,6 +53,9 @@ class ManualTimer:
 
     def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
         self.tasks[key] = (self.now_ms + delay_ms, next(self._seq), op)
+
+    def schedule_keyed(self, key: str, delay_ms: int, op: KeyedTimerOp) -> None:
+        self.schedule(key, delay_ms, functools.partial(op, key))
 
     def cancel(self, key: str) -> None:
         self.tasks.pop(key, None)

@@ -114,7 +114,13 @@ from shards.core.records import (
     TopicMetadata,
 )
 from shards.core.result import AsyncTask, CoordinatorResult, Timer
-from shards.core.timer_keys import CONSUMER_CATALOG_SYNC, TimerKind, group_key, member_key
+from shards.core.timer_keys import (
+    CONSUMER_CATALOG_SYNC,
+    TimerKind,
+    group_key,
+    member_key,
+    member_of_key,
+)
 from shards.core.topics import TopicsImage
 
 log = logging.getLogger("groupcoord.consumer")
@@ -222,6 +228,9 @@ class ConsumerGroupManager:
         self._ids_cache: dict[tuple[object, ...], tuple[object, frozenset[str]]] = {}
         self._ids_image: TopicsImage | None = None
         self._session_deadlines: dict[str, tuple[int, int]] = {}  # key -> (deadline, armed)
+        # one op for every member's session timer (called with the timer's key): no closure
+        # per member (memory: see PartitionTimer)
+        self._session_timer = self._expire_session
 
     @property
     def topics(self) -> TopicsImage:
@@ -986,9 +995,7 @@ class ConsumerGroupManager:
             self._session_deadlines[key] = (deadline, deadline)
         else:
             self._session_deadlines.pop(key, None)
-        self.timer.schedule(
-            key, timeout, lambda now: self._expire_session(group_id, member_id, now)
-        )
+        self.timer.schedule_keyed(key, timeout, self._session_timer)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch
@@ -1006,17 +1013,13 @@ class ConsumerGroupManager:
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
-    def _expire_session(
-        self, group_id: str, member_id: str, now_ms: int
-    ) -> CoordinatorResult[None]:
-        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
+    def _expire_session(self, key: str, now_ms: int) -> CoordinatorResult[None]:
         armed = self._session_deadlines.get(key)
         if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
             self._session_deadlines[key] = (armed[0], armed[0])
-            self.timer.schedule(
-                key, armed[0] - now_ms, lambda now: self._expire_session(group_id, member_id, now)
-            )
+            self.timer.schedule_keyed(key, armed[0] - now_ms, self._session_timer)
             return CoordinatorResult()
+        group_id, member_id = member_of_key(key)
         self._session_deadlines.pop(key, None)
         group = self.group_manager.groups.get(group_id)
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:

@@ -12,6 +12,7 @@ from shards.core.timer_keys import (
     TimerKind,
     group_key,
     member_key,
+    member_of_key,
 )
 
 # ids made of few characters, ':' and digits among them, so that collisions are likely if
@@ -49,3 +50,8 @@ def test_group_timers_never_share_a_key_with_member_timers_or_other_groups(
     assert group_key(k1, g1) != member_key(k2, g2, m2)
     for constant in (GROUP_EXPIRATION, CONSUMER_CATALOG_SYNC):
         assert constant not in (group_key(k1, g1), member_key(k2, g2, m2))
+
+
+@given(kinds, ids, ids)
+def test_a_member_key_gives_back_its_group_and_member(k: TimerKind, g: str, m: str) -> None:
+    assert member_of_key(member_key(k, g, m)) == (g, m)

@@ -14,8 +14,8 @@ import pytest
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
 from shards.core.result import CoordinatorResult, Deferred
-from shards.runtime.clock import ManualClock
-from shards.runtime.partition import PartitionState
+from shards.runtime.clock import ManualClock, SystemClock
+from shards.runtime.partition import PartitionState, PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.memory import InMemoryLogStore
 
@@ -249,16 +249,88 @@ async def test_timers_fire_as_writes_and_rescheduling_replaces(
     sm: Counter = p.sm
     sm.timer.schedule("t", 100, lambda now: sm.incr("timer"))
     sm.timer.schedule("t", 300, lambda now: sm.incr("timer"))  # replaces the first
-    assert clock.advance(150) == 0
+    clock.advance(150)
     assert sm.values.get("timer") is None
-    assert clock.advance(200) == 1
+    clock.advance(149)
+    assert sm.values.get("timer") is None
+    clock.advance(1)
     assert sm.values["timer"] == 1
+    clock.advance(1000)
+    assert sm.values["timer"] == 1  # once
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert json.loads((await store.load(0)).entries[-1].data) == [["timer", 1]]
     sm.timer.schedule("u", 10, lambda now: sm.incr("u"))
     sm.timer.cancel("u")
-    assert clock.advance(100) == 0
+    clock.advance(100)
+    assert sm.values.get("u") is None
+    assert sm.timer.keys() == []
+
+
+async def test_many_timers_share_one_clock_callback_and_fire_in_deadline_order(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    fired: list[str] = []
+
+    def op(key: str, now: int) -> CoordinatorResult[None]:
+        fired.append(key)
+        return CoordinatorResult()
+
+    for i in range(1000):
+        sm.timer.schedule_keyed(f"k{i}", 1000 - i % 10, op)  # ties: scheduling order
+    assert len(clock.pending()) == 1  # one callback for the partition, not one per key
+    clock.advance(995)
+    assert fired == [f"k{i}" for i in range(9, 1000, 10)] + [
+        f"k{i}" for i in range(8, 1000, 10)
+    ] + [f"k{i}" for i in range(7, 1000, 10)] + [f"k{i}" for i in range(6, 1000, 10)] + [
+        f"k{i}" for i in range(5, 1000, 10)
+    ]
+    clock.advance(5)
+    assert len(fired) == 1000 and sm.timer.keys() == []
+    assert clock.pending() == []
+
+
+async def test_timers_moved_by_heartbeats_do_not_grow_the_heap(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    for _ in range(200):
+        for i in range(100):
+            sm.timer.schedule(f"m{i}", 45_000, lambda now: sm.incr("expired"))
+        clock.advance(10)
+    assert len(sm.timer._heap) <= 2 * 100 + PartitionTimer.COMPACT_SLACK + 1
+    clock.advance(45_000)
+    assert sm.values["expired"] == 100
+
+
+async def test_a_timer_scheduled_while_timers_fire_waits_for_the_next_callback(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    order: list[str] = []
+
+    def first(now: int) -> CoordinatorResult[None]:
+        order.append("first")
+        sm.timer.schedule("meanwhile", 0, lambda now: sm.incr("meanwhile"))
+        return CoordinatorResult()
+
+    sm.timer.schedule("first", 5, first)
+    sm.timer.schedule("second", 5, lambda now: sm.incr("second"))
+    # one callback fires both due timers, a second one the timer scheduled meanwhile (not
+    # in the same pass: a timer re-arming itself with delay 0 must not starve the loop)
+    assert clock.advance(5) == 2
+    assert order == ["first"] and sm.values["second"] == 1 and sm.values["meanwhile"] == 1
+    assert sm.timer.keys() == []
+    sm.timer.schedule("x", 10, lambda now: sm.incr("x"))
+    sm.timer.cancel_all()
+    assert clock.advance(10) == 0 and sm.values.get("x") is None
 
 
 async def test_deferred_reply_completes_after_a_later_durable_write(
@@ -588,3 +660,33 @@ async def test_single_owner_takes_a_partition_back_when_a_repair_lease_expires(
     took = await clock.run_until(lambda: rt.active_partitions() == [0], 5_000)
     assert 2_000 <= took <= 2_200
     await rt.close()
+
+
+async def test_timers_on_the_real_clock_fire_not_before_their_deadline_in_order() -> None:
+    clock = SystemClock()
+    store = InMemoryLogStore(clock=clock)
+    await store.start()
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    fired: list[tuple[str, int]] = []
+    start = clock.monotonic_ms()
+
+    def op(key: str, now: int) -> CoordinatorResult[None]:
+        fired.append((key, clock.monotonic_ms() - start))
+        return CoordinatorResult()
+
+    sm.timer.schedule_keyed("late", 60, op)
+    sm.timer.schedule_keyed("early", 20, op)
+    sm.timer.schedule_keyed("gone", 10, op)
+    sm.timer.cancel("gone")
+    sm.timer.schedule_keyed("moved", 5, op)
+    sm.timer.schedule_keyed("moved", 40, op)  # replaces: fires once, at 40
+    for _ in range(200):
+        if len(fired) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert [k for k, _ in fired] == ["early", "moved", "late"]
+    assert [t >= d for (_, t), d in zip(fired, (20, 40, 60), strict=True)] == [True] * 3
+    await asyncio.sleep(0.05)
+    assert len(fired) == 3 and sm.timer.keys() == []

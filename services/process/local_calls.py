@@ -1,0 +1,88 @@
+"""A service's RPCs called in this process, without gRPC: what ``groupcoord dev``'s built-in
+gateway uses to reach the shard it shares a process with.
+
+:func:`local_stub` turns the :class:`~services.process.grpc_server.Method` list a server
+registers into an object shaped like a generated gRPC stub: one attribute per RPC,
+``await stub.ConsumerGroupHeartbeat(request_pb, timeout=...)``, returning the protobuf
+response. The call takes the server's path minus the transport: the same conversion from the
+protobuf request to the core's dataclass (no serialization: the message object is read
+directly), the same client host filled in (``127.0.0.1``, what a loopback call shows), the
+same handler, the same conversion of the response. Failures come out as the
+``grpc.aio.AioRpcError`` a loopback call would raise -- INVALID_ARGUMENT for a request that
+does not convert, UNAVAILABLE when the store cannot be reached, DEADLINE_EXCEEDED when the
+timeout passes (the handler is cancelled, as the server cancels it), UNKNOWN for anything
+unexpected -- so the gateway's routing, retries and error mapping stay one code path.
+
+What it skips: the loopback TCP hop, HTTP/2 framing, two protobuf encodings and decodings,
+and the server's and client's interceptors (the per-RPC metrics and trace spans of the hop;
+the gateway's own Kafka-request metrics and spans still cover the call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import types
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from services.process.grpc_server import Method
+from shards.adapters.convert import converter_from, converter_to
+from shards.coordinator import with_client_host
+from shards.storage.base import StoreUnavailableError
+
+log = logging.getLogger("groupcoord.local")
+
+#: the client host a loopback call shows the server
+LOOPBACK_HOST = "127.0.0.1"
+
+
+def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def _local_unary(method: Method, host: str) -> Callable[..., Awaitable[Message]]:
+    to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
+    from_response = converter_to(method.response_type, method.response_pb)
+    handler = method.handler
+    full = method.name
+
+    async def call(request: Message, timeout: float | None = None, **_: Any) -> Message:
+        try:
+            converted = with_client_host(to_request(request), host)
+        except (ValueError, UnicodeDecodeError) as ex:
+            raise _error(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{full}: the request could not be decoded as "
+                f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
+            ) from None
+        try:
+            if timeout is None:
+                response = await handler(converted)
+            else:
+                async with asyncio.timeout(timeout) as deadline:
+                    response = await handler(converted)
+        except StoreUnavailableError as ex:
+            raise _error(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}") from None
+        except TimeoutError:
+            if timeout is not None and deadline.expired():
+                raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            log.exception("%s failed", full)
+            raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected error in {full}") from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as ex:  # the server would answer UNKNOWN (and log it)
+            log.exception("%s failed", full)
+            raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected {type(ex).__name__}: {ex}") from None
+        return from_response(response)
+
+    call.__name__ = full
+    return call
+
+
+def local_stub(methods: Sequence[Method], host: str = LOOPBACK_HOST) -> Any:
+    """A stub-shaped object calling ``methods`` in this process (see the module doc)."""
+    return types.SimpleNamespace(**{m.name: _local_unary(m, host) for m in methods})

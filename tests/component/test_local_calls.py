@@ -1,0 +1,197 @@
+"""The in-process calls of ``groupcoord dev``'s gateway (services.process.local_calls): the
+same answers and the same gRPC errors as the shard's gRPC server gives."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import grpc
+import pytest
+from groupcoord.v1 import catalog_pb2, common_pb2, consumer_group_pb2
+
+from services.gateway.router import Router
+from services.process.grpc_server import GrpcServer, service_methods
+from services.process.local_calls import local_stub
+from services.process.rpcs import TOPIC_CATALOG_SERVICE
+from services.shard.servicer import group_coordinator_methods
+from shards.core import api
+from shards.storage.base import StoreUnavailableError
+from tests.component.conftest import Client
+from tests.component.test_offsets_grpc import commit_request, committed, fetch_request
+
+
+def _heartbeat(group: str, member_id: str, epoch: int = 0) -> Any:
+    if epoch:  # steady: nothing changed, nothing to send
+        return consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member_id, member_epoch=epoch
+        )
+    return consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=common_pb2.StringList(values=["t"]),
+        topic_partitions=common_pb2.TopicPartitionsList(),
+    )
+
+
+async def test_same_answers_as_over_grpc(client: Client) -> None:
+    assert client.app.service is not None
+    local = local_stub(group_coordinator_methods(client.app.service))
+    # joined in-process, described over gRPC: one state, one member
+    joined = await local.ConsumerGroupHeartbeat(_heartbeat("g-local", "m-g-local"), timeout=5)
+    assert joined.error_code == 0 and joined.member_id and joined.member_epoch == 1
+    over_grpc = await client.coordinator.ConsumerGroupHeartbeat(
+        _heartbeat("g-grpc", "m-g-grpc"), timeout=5
+    )
+    assert over_grpc.error_code == 0 and over_grpc.member_epoch == 1
+    described = await client.coordinator.ConsumerGroupDescribe(
+        consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=["g-local", "g-grpc"]), timeout=5
+    )
+    local_group, grpc_group = described.groups
+    assert [m.member_id for m in local_group.members] == [joined.member_id]
+    # the client host the server saw: loopback, either way
+    assert local_group.members[0].client_host == grpc_group.members[0].client_host
+    # the same steady heartbeat answers the same
+    steady = _heartbeat("g-local", joined.member_id, joined.member_epoch)
+    a = await local.ConsumerGroupHeartbeat(steady, timeout=5)
+    b = await client.coordinator.ConsumerGroupHeartbeat(steady, timeout=5)
+    assert a == b
+    # an in-band Kafka error stays in band
+    fenced = await local.ConsumerGroupHeartbeat(
+        _heartbeat("g-local", joined.member_id, joined.member_epoch + 7), timeout=5
+    )
+    assert fenced.error_code != 0
+    assert fenced == await client.coordinator.ConsumerGroupHeartbeat(
+        _heartbeat("g-local", joined.member_id, joined.member_epoch + 7), timeout=5
+    )
+    # a commit in-process is fetched over gRPC
+    answer = await local.OffsetCommit(commit_request("g-simple", offsets={3: 42}), timeout=5)
+    assert answer.topics[0].partitions[0].error_code == 0
+    fetched = await client.coordinator.OffsetFetch(
+        fetch_request("g-simple", topics={"t": [3]}), timeout=5
+    )
+    assert committed(fetched) == {"g-simple": {("t", 3): 42}}
+
+
+class Catalog:
+    """TopicCatalog handlers that fail in the ways the transport has to map."""
+
+    def __init__(self, behaviour: str) -> None:
+        self.behaviour = behaviour
+        self.cancelled = asyncio.Event()
+
+    async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
+        if self.behaviour == "unavailable":
+            raise StoreUnavailableError("redis://127.0.0.1:1/0: read_catalog: Connection refused")
+        if self.behaviour == "hang":
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        raise RuntimeError("boom")
+
+    async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:
+        raise NotImplementedError
+
+    async def describe_topics(
+        self, request: api.DescribeTopicsRequest
+    ) -> api.DescribeTopicsResponse:
+        raise NotImplementedError
+
+
+async def _over_grpc(catalog: Catalog, timeout: float) -> grpc.aio.AioRpcError:
+    server = GrpcServer("127.0.0.1", 0)
+    server.add_service(
+        TOPIC_CATALOG_SERVICE.full_name, service_methods(TOPIC_CATALOG_SERVICE, catalog)
+    )
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            call = channel.unary_unary(
+                f"/{TOPIC_CATALOG_SERVICE.full_name}/CreateTopics",
+                request_serializer=catalog_pb2.CreateTopicsRequest.SerializeToString,
+                response_deserializer=catalog_pb2.CreateTopicsResponse.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(catalog_pb2.CreateTopicsRequest(), timeout=timeout)
+        return err.value
+    finally:
+        await server.stop(0)
+
+
+async def _in_process(catalog: Catalog, timeout: float) -> grpc.aio.AioRpcError:
+    stub = local_stub(service_methods(TOPIC_CATALOG_SERVICE, catalog))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.CreateTopics(catalog_pb2.CreateTopicsRequest(), timeout=timeout)
+    return err.value
+
+
+async def test_store_unavailable_is_the_same_unavailable_as_over_grpc() -> None:
+    local = await _in_process(Catalog("unavailable"), 5)
+    remote = await _over_grpc(Catalog("unavailable"), 5)
+    assert local.code() is remote.code() is grpc.StatusCode.UNAVAILABLE
+    assert local.details() == remote.details()
+    assert "CreateTopics" in local.details() and "Connection refused" in local.details()
+
+
+async def test_an_unexpected_failure_is_unknown_as_over_grpc() -> None:
+    local = await _in_process(Catalog("boom"), 5)
+    remote = await _over_grpc(Catalog("boom"), 5)
+    assert local.code() is remote.code() is grpc.StatusCode.UNKNOWN
+
+
+async def test_the_deadline_cancels_the_handler_and_is_deadline_exceeded() -> None:
+    catalog = Catalog("hang")
+    local = await _in_process(catalog, 0.05)
+    assert local.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert catalog.cancelled.is_set()
+    remote = await _over_grpc(Catalog("hang"), 0.05)
+    assert remote.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_the_router_calls_local_targets_in_process_and_others_over_grpc(
+    client: Client,
+) -> None:
+    assert client.app.service is not None
+    methods = group_coordinator_methods(client.app.service)
+    calls: list[str] = []
+    counted = [dataclasses.replace(m, handler=_counting(m.name, m.handler, calls)) for m in methods]
+    target = f"127.0.0.1:{client.app.port}"
+    router = Router(target, 10, local={target: local_stub(counted)})
+    try:
+        r = await router.call(
+            "g-routed",
+            "ConsumerGroupHeartbeat",
+            _heartbeat("g-routed", "m-g-routed"),
+            lambda r: False,
+        )
+        assert r.error_code == 0 and r.member_epoch == 1
+        assert "ConsumerGroupHeartbeat" in calls  # in-process, not over the channel
+        assert router._channels == {}  # no gRPC channel to the local shard was opened
+    finally:
+        await router.close()
+    # without the local stub the same call goes over gRPC and answers alike
+    plain = Router(target, 10)
+    try:
+        r2 = await plain.call(
+            "g-routed",
+            "ConsumerGroupHeartbeat",
+            _heartbeat("g-routed-2", "m-g-routed-2"),
+            lambda r: False,
+        )
+        assert r2.error_code == 0 and r2.member_epoch == 1
+        assert plain._channels
+    finally:
+        await plain.close()
+
+
+def _counting(name: str, handler: Any, calls: list[str]) -> Any:
+    async def counted(request: Any) -> Any:
+        calls.append(name)
+        return await handler(request)
+
+    return counted
