@@ -23,6 +23,7 @@ import click
 from services import health_probe
 from services.options import UpstreamArgs, upstream_client_options
 from services.options import opt as _opt
+from services.security_cli import gateway_security_options
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
@@ -897,6 +898,7 @@ async def _serve(
     'readiness: "", SERVING while a shard is reachable and, in proxy mode, once the upstream '
     "has answered); 0 picks a free port and prints it. Unset: none.",
 )
+@gateway_security_options
 @upstream_options
 @metrics_options
 @log_options
@@ -919,6 +921,7 @@ def gateway(
     library_log_level: str,
     log_format: str,
     metrics_port: int | None,
+    security: dict[str, Any],
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -941,6 +944,7 @@ def gateway(
         request_timeout_ms=request_timeout_ms,
         otlp_endpoint=otlp_endpoint,
         **upstream.settings(),
+        **security,
     )
     asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
@@ -1189,8 +1193,9 @@ _add_history_commands()
 
 def _add_admin_commands() -> None:
     from services.admin.commands import configs, groups, topics
+    from services.security_cli import scram
 
-    for command in (groups, topics, configs):
+    for command in (groups, topics, configs, scram):
         main.add_command(command)
     from loadtest.cli import loadtest
 

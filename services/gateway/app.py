@@ -16,11 +16,21 @@ from services.gateway.handlers import KafkaApis, Node
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.proxy import Proxy
 from services.gateway.router import Router
+from services.gateway.sasl import (
+    SASL_PROTOCOLS,
+    SECURITY_PROTOCOLS,
+    SaslAuthenticator,
+    SaslSettings,
+)
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
+from shards.security.admin import credentials_document
+from shards.security.credentials import Credentials
+from shards.security.watch import WatchedDocument
+from shards.storage import LogStore, open_store
 
 log = logging.getLogger("groupcoord.gateway")
 
@@ -64,6 +74,22 @@ class GatewaySettings:
     #: proxy mode inside ``groupcoord dev``: the upstream client the shard already has (its
     #: topic mirror and lag), shared rather than a second one; None: the gateway makes its own
     upstream_cluster: UpstreamCluster | None = None
+    #: the Kafka listener's security protocol (docs/security.md)
+    security_protocol: str = "PLAINTEXT"
+    sasl: SaslSettings = field(default_factory=SaslSettings)
+    #: the store holding the SCRAM credentials (the shards' store URL); needed with SASL
+    store_url: str | None = None
+    #: how often the credentials are re-read from the store
+    security_poll_interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security protocol {self.security_protocol!r} is not one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        if self.security_protocol in SASL_PROTOCOLS and not self.store_url:
+            raise ValueError(f"{self.security_protocol} needs --store (the SCRAM credentials)")
 
 
 class BrokerListeners:
@@ -150,6 +176,10 @@ class GatewayApp:
         self._reconnect: asyncio.Task[None] | None = None
         #: None while metrics are off
         self.metrics: GatewayMetrics | None = None
+        #: SASL listeners only: the store and the credentials followed in it
+        self.store: LogStore | None = None
+        self.credentials: WatchedDocument[Credentials] | None = None
+        self.sasl: SaslAuthenticator | None = None
 
     @property
     def port(self) -> int:
@@ -188,6 +218,14 @@ class GatewayApp:
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )
+        if s.security_protocol in SASL_PROTOCOLS:
+            assert s.store_url is not None
+            self.store = open_store(s.store_url)
+            await self.store.start()
+            self.credentials = credentials_document(self.store, s.security_poll_interval_ms)
+            await self.credentials.start()
+            watched = self.credentials
+            self.sasl = SaslAuthenticator(s.sasl, lambda: watched.current)
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(
             self.router,
@@ -205,7 +243,14 @@ class GatewayApp:
             )
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(
-            apis, s.host, s.port, limits, s.max_connections, proxy, metrics=self.metrics
+            apis,
+            s.host,
+            s.port,
+            limits,
+            s.max_connections,
+            proxy,
+            metrics=self.metrics,
+            sasl=self.sasl,
         )
         await self.server.start()
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
@@ -269,7 +314,15 @@ class GatewayApp:
 
         def make_server(node_id: int, port: int) -> GatewayServer:
             return GatewayServer(
-                apis, s.host, port, limits, s.max_connections, proxy, node_id, self.metrics
+                apis,
+                s.host,
+                port,
+                limits,
+                s.max_connections,
+                proxy,
+                node_id,
+                self.metrics,
+                self.sasl,
             )
 
         self.broker_listeners = BrokerListeners(make_server, host, base)
@@ -289,4 +342,8 @@ class GatewayApp:
             await self.cluster.close()  # a shared one is closed by whoever made it
         if self.router is not None:
             await self.router.close()
+        if self.credentials is not None:
+            await self.credentials.close()
+        if self.store is not None:
+            await self.store.close()
         log.info("gateway stopped")

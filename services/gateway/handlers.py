@@ -146,6 +146,8 @@ class KafkaApis:
             69: (self.consumer_group_describe, self.consumer_group_describe_error),
             19: (self.create_topics, self.create_topics_error),
             20: (self.delete_topics, self.delete_topics_error),
+            17: (self.sasl_handshake, self.sasl_handshake_error),
+            36: (self.sasl_authenticate, self.sasl_authenticate_error),
         }
         assert set(self.handlers) == set(codec.SERVED), "every served API needs a translator"
 
@@ -234,6 +236,29 @@ class KafkaApis:
 
     def api_versions_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {"error_code": code, "api_keys": []}
+
+    # ---- SaslHandshake (17), SaslAuthenticate (36) without a SASL exchange -----------------
+    # Reached only where the connection does not authenticate them itself (services/gateway/
+    # sasl.py): a listener without SASL, or an authenticated connection on which
+    # re-authentication is off. A Kafka broker's API layer answers ILLEGAL_SASL_STATE there.
+    async def sasl_handshake(self, rq: RequestInfo, request: Any) -> Data:
+        return self.sasl_handshake_error(rq, request, int(Errors.ILLEGAL_SASL_STATE), "")
+
+    def sasl_handshake_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "mechanisms": []}
+
+    async def sasl_authenticate(self, rq: RequestInfo, request: Any) -> Data:
+        return self.sasl_authenticate_error(
+            rq,
+            request,
+            int(Errors.ILLEGAL_SASL_STATE),
+            "SaslAuthenticate request received after successful authentication",
+        )
+
+    def sasl_authenticate_error(
+        self, rq: RequestInfo, request: Any, code: int, message: str
+    ) -> Data:
+        return {"error_code": code, "error_message": message, "auth_bytes": b""}
 
     # ---- Fetch (1) and ListOffsets (2): no data plane ----------------------------------------
     # groupcoord coordinates groups; it holds no records. These two are advertised anyway so

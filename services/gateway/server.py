@@ -10,6 +10,7 @@ from services.gateway.connection import READ_CHUNK, Connection, Limits
 from services.gateway.handlers import KafkaApis
 from services.gateway.metrics import ACCEPTED, REFUSED, GatewayMetrics
 from services.gateway.proxy import Proxy
+from services.gateway.sasl import SaslAuthenticator
 
 log = logging.getLogger("groupcoord.gateway.server")
 
@@ -25,8 +26,11 @@ class GatewayServer:
         proxy: Proxy | None = None,
         node_id: int | None = None,
         metrics: GatewayMetrics | None = None,
+        sasl: SaslAuthenticator | None = None,
     ) -> None:
         self.apis = apis
+        #: SASL_PLAINTEXT / SASL_SSL listeners: authenticates every connection first
+        self.sasl = sasl
         self.metrics = metrics
         if metrics is not None:
             metrics.count_open(lambda: len(self.connections))
@@ -64,7 +68,17 @@ class GatewayServer:
         if self.metrics is not None:
             self.metrics.connections.add(1, ACCEPTED)
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
-        conn = Connection(self.apis, self.limits, reader, writer, session, self.metrics)
+        sasl = self.sasl
+        conn = Connection(
+            self.apis,
+            self.limits,
+            reader,
+            writer,
+            session,
+            self.metrics,
+            sasl.session() if sasl is not None else None,
+            sasl.settings.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0,
+        )
         task = asyncio.current_task()
         assert task is not None
         self.connections[task] = conn

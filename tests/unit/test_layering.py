@@ -79,6 +79,8 @@ RULES: dict[str, Rule] = {
     "shards.runtime": rule("shards.core shards.storage", OTEL),
     # partition leases and placement across shard processes
     "shards.ownership": rule("shards.coordinator shards.runtime shards.storage", "redis"),
+    # security data in the store: SCRAM credentials, ACLs
+    "shards.security": rule("shards.storage", "scramp"),
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
@@ -92,9 +94,9 @@ RULES: dict[str, Rule] = {
         f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
-        f"shards.adapters shards.core services.process services.client services.upstream "
-        f"{GENERATED}",
-        f"grpc kio {OTEL}",
+        f"shards.adapters shards.core shards.security shards.storage services.process "
+        f"services.client services.upstream {GENERATED}",
+        f"grpc kio scramp {OTEL}",
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
     "services.upstream": rule("shards shards.adapters shards.core", "kio"),

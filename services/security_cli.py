@@ -1,0 +1,241 @@
+"""``groupcoord scram``: the SCRAM credentials that the gateway's SASL listeners check
+(PLAIN included), kept salted and hashed in the store (docs/security.md, SASL).
+
+The command writes the store directly (compare-and-set on the credentials document); every
+gateway follows the document and sees a change within its poll interval. Passwords are read
+from a prompt (not echoed, asked twice) or, with ``--password-stdin``, from the first line of
+standard input; never from the command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import click
+
+from services.options import opt
+from shards.security.credentials import DEFAULT_ITERATIONS, MECHANISMS, CredentialError
+
+MECHANISM = click.Choice(MECHANISMS, case_sensitive=False)
+
+
+def _store_option(f: Any) -> Any:
+    return opt(
+        "--store",
+        env="STORE",
+        required=True,
+        help="The store holding the credentials: the shards' store URL "
+        "(sqlite:///path.db or redis://host:port/db).",
+    )(f)
+
+
+def _run(store: str, work: Any) -> Any:
+    from shards.storage import open_store
+
+    async def run() -> Any:
+        async with open_store(store) as log_store:
+            return await work(log_store)
+
+    try:
+        return asyncio.run(run())
+    except CredentialError as ex:
+        raise click.UsageError(str(ex)) from None
+    except ValueError as ex:  # an invalid store URL
+        raise click.UsageError(str(ex)) from None
+    except Exception as ex:  # noqa: BLE001 - the store cannot be used: one line, exit 1
+        click.echo(f"Error: cannot use the store: {ex}", err=True)
+        sys.exit(1)
+
+
+def _read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        line = sys.stdin.readline()
+        password = line[:-1] if line.endswith("\n") else line
+        if password.endswith("\r"):
+            password = password[:-1]
+    else:
+        password = click.prompt(
+            "Password", hide_input=True, confirmation_prompt=True, show_default=False
+        )
+    if not password:
+        raise click.UsageError("the password is empty")
+    return str(password)
+
+
+@click.group()
+def scram() -> None:
+    """SCRAM credentials of the gateway's SASL users (SCRAM-SHA-256/512, PLAIN)."""
+
+
+@scram.command("set")
+@_store_option
+@click.argument("user")
+@click.option(
+    "--mechanism",
+    "mechanisms",
+    type=MECHANISM,
+    multiple=True,
+    help="SCRAM mechanism (repeatable; default: both).",
+)
+@click.option(
+    "--iterations",
+    type=click.IntRange(4096, 16384),
+    default=DEFAULT_ITERATIONS,
+    show_default=True,
+    help="PBKDF2 iterations (Kafka's bounds: 4096-16384).",
+)
+@click.option(
+    "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
+)
+def scram_set(
+    store: str, user: str, mechanisms: tuple[str, ...], iterations: int, password_stdin: bool
+) -> None:
+    """Add or replace USER's credentials (PLAIN checks passwords against them too)."""
+    from shards.security.admin import set_scram
+
+    password = _read_password(password_stdin)
+    names = tuple(m.upper() for m in mechanisms) or MECHANISMS
+
+    async def work(log_store: Any) -> None:
+        for mechanism in names:
+            await set_scram(log_store, user, mechanism, password, iterations)
+
+    _run(store, work)
+    click.echo(f"credentials of {user!r} set: {', '.join(names)}")
+
+
+@scram.command("delete")
+@_store_option
+@click.argument("user")
+@click.option("--mechanism", type=MECHANISM, default=None, help="Only this mechanism.")
+def scram_delete(store: str, user: str, mechanism: str | None) -> None:
+    """Remove USER's credentials (exit 1 if there were none)."""
+    from shards.security.admin import delete_scram
+
+    mech = mechanism.upper() if mechanism else None
+    found = _run(store, lambda s: delete_scram(s, user, mech))
+    if not found:
+        click.echo(f"Error: {user!r} has no {mech or 'SCRAM'} credentials", err=True)
+        sys.exit(1)
+    click.echo(f"credentials of {user!r} deleted: {mech or 'all'}")
+
+
+@scram.command("list")
+@_store_option
+@click.option(
+    "--format", "output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def scram_list(store: str, output: str) -> None:
+    """The users with credentials, their mechanisms and iteration counts (no secrets)."""
+    from shards.security.admin import read_credentials
+
+    creds = _run(store, read_credentials)
+    rows = [
+        {"user": user, "mechanism": m, "iterations": c.iterations}
+        for user, mechs in sorted(creds.users.items())
+        for m, c in sorted(mechs.items())
+    ]
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'USER':<32} {'MECHANISM':<16} ITERATIONS")
+    for r in rows:
+        click.echo(f"{r['user']:<32} {r['mechanism']:<16} {r['iterations']}")
+
+
+def gateway_security_options(f: Any) -> Any:
+    """The Kafka listener's security (``groupcoord gateway``); the command receives them as
+    one ``security: dict`` of GatewaySettings fields."""
+    import functools
+
+    command = f
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any,
+        security_protocol: str,
+        sasl_enabled_mechanisms: str,
+        security_store: str | None,
+        connections_max_reauth_ms: int,
+        failed_authentication_delay_ms: int,
+        sasl_max_receive_bytes: int,
+        **kw: Any,
+    ) -> Any:
+        from services.gateway.sasl import SASL_PROTOCOLS, SaslSettings, parse_mechanisms
+
+        protocol = security_protocol.upper()
+        if protocol in SASL_PROTOCOLS and not security_store:
+            raise click.UsageError(f"--security-protocol {protocol} needs --store")
+        try:
+            mechanisms = parse_mechanisms(sasl_enabled_mechanisms)
+        except ValueError as ex:
+            raise click.BadParameter(str(ex), param_hint="--sasl-enabled-mechanisms") from None
+        security = {
+            "security_protocol": protocol,
+            "store_url": security_store,
+            "sasl": SaslSettings(
+                mechanisms,
+                failed_authentication_delay_ms,
+                sasl_max_receive_bytes,
+                connections_max_reauth_ms,
+            ),
+        }
+        return command(*args, security=security, **kw)
+
+    from services.gateway.sasl import DEFAULT_MAX_RECEIVE_BYTES, DEFAULT_MECHANISMS
+
+    for decorate in reversed(
+        [
+            opt(
+                "--security-protocol",
+                env="SECURITY_PROTOCOL",
+                type=click.Choice(["PLAINTEXT", "SASL_PLAINTEXT"], case_sensitive=False),
+                default="PLAINTEXT",
+                help="The Kafka listener's security protocol (Kafka's listener names).",
+            ),
+            opt(
+                "--sasl-enabled-mechanisms",
+                env="SASL_ENABLED_MECHANISMS",
+                default=",".join(DEFAULT_MECHANISMS),
+                help="SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                "(comma-separated). PLAIN sends passwords as they are: use it over TLS only.",
+            ),
+            opt(
+                "--store",
+                "security_store",
+                env="STORE",
+                default=None,
+                help="The store holding the SCRAM credentials (the shards' store URL); "
+                "needed by SASL listeners.",
+            ),
+            opt(
+                "--connections-max-reauth-ms",
+                env="CONNECTIONS_MAX_REAUTH_MS",
+                type=click.IntRange(min=0),
+                default=0,
+                help="Kafka's connections.max.reauth.ms: SASL sessions last this long and "
+                "clients re-authenticate (KIP-368); 0: sessions do not expire.",
+            ),
+            opt(
+                "--failed-authentication-delay-ms",
+                env="FAILED_AUTHENTICATION_DELAY_MS",
+                type=click.IntRange(min=0),
+                default=100,
+                help="Kafka's connection.failed.authentication.delay.ms: a failed "
+                "authentication is answered after this delay, then the connection closes.",
+            ),
+            opt(
+                "--sasl-max-receive-bytes",
+                env="SASL_MAX_RECEIVE_BYTES",
+                type=click.IntRange(min=64),
+                default=DEFAULT_MAX_RECEIVE_BYTES,
+                help="Kafka's sasl.server.max.receive.size: the largest request accepted "
+                "before authentication.",
+            ),
+        ]
+    ):
+        bundled = decorate(bundled)
+    return bundled
