@@ -1,0 +1,217 @@
+"""Real Kafka clients (confluent-kafka / librdkafka) over SASL_PLAINTEXT to ``groupcoord
+gateway`` processes, users managed with ``groupcoord scram`` in other processes: consumers
+and the admin client with SCRAM-SHA-512 and with PLAIN, a wrong password, a user added
+while the gateway runs; credentials kept in real SQLite and in real Redis.
+
+(SASL_SSL needs the gateway's TLS listener; this branch serves SASL_PLAINTEXT.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.interop.clients import QUIET
+from tests.interop.support import unique
+from tests.support.processes import ROOT, ServerProcess
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+
+def scram_cli(*args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", "scram", *args],
+        cwd=ROOT,
+        input=None if password is None else password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def add_user(store: str, user: str, password: str, *mechanisms: str) -> None:
+    flags = [a for m in mechanisms for a in ("--mechanism", m)]
+    r = scram_cli("set", user, "--store", store, "--password-stdin", *flags, password=password)
+    assert r.returncode == 0, r.stderr
+    assert password not in r.stdout + r.stderr  # never echoed
+
+
+class SaslStack:
+    def __init__(self, tmp: Path, credentials_store: str) -> None:
+        self.store = credentials_store
+        self.shard = ServerProcess.dev(tmp / "dev", "--num-partitions", "10")
+        try:
+            self.gateway = ServerProcess(
+                [
+                    "gateway",
+                    "--shard-address",
+                    self.shard.grpc_address,
+                    "--kafka-port",
+                    "0",
+                    "--num-partitions",
+                    "10",
+                    "--security-protocol",
+                    "SASL_PLAINTEXT",
+                    "--sasl-enabled-mechanisms",
+                    "PLAIN,SCRAM-SHA-512",
+                    "--store",
+                    credentials_store,
+                ],
+                tmp / "gateway.log",
+            )
+        except BaseException:
+            self.shard.kill()
+            raise
+        self.bootstrap = f"127.0.0.1:{self.gateway.ports['kafka']}"
+
+    def config(self, mechanism: str, user: str, password: str) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+            **QUIET,
+        }
+
+    def close(self) -> None:
+        self.gateway.kill()
+        self.shard.kill()
+
+
+@pytest.fixture(scope="module")
+def sqlite_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslStack]:
+    tmp = tmp_path_factory.mktemp("sasl")
+    # the credentials live in the dev server's own store; the CLI writes them beforehand
+    store = f"sqlite:///{tmp / 'dev' / 'data' / 'groupcoord.db'}"
+    (tmp / "dev" / "data").mkdir(parents=True)
+    add_user(store, "alice", "alice-secret", "SCRAM-SHA-512")
+    stack = SaslStack(tmp, store)
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+def exercise(stack: SaslStack, conf: dict[str, Any]) -> None:
+    """Admin: create a topic, list/describe groups; a consumer: subscribe, commit, read
+    back its committed offset -- all over the authenticated connection."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(conf)
+    topic, group = unique("t"), unique("g")
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    consumer = Consumer(
+        {**conf, "group.id": group, "enable.auto.commit": False, "group.protocol": "consumer"}
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition(topic, 1, 42)], asynchronous=False)
+        (got,) = consumer.committed([TopicPartition(topic, 1)], timeout=10)
+        assert got.offset == 42
+        listed = admin.list_consumer_groups(request_timeout=10).result(20)
+        assert group in {g.group_id for g in listed.valid}
+        (described,) = admin.describe_consumer_groups([group], request_timeout=10).values()
+        assert len(described.result(20).members) == 1
+    finally:
+        consumer.close()
+
+
+def test_scram_sha_512_consumer_and_admin(sqlite_stack: SaslStack) -> None:
+    exercise(sqlite_stack, sqlite_stack.config("SCRAM-SHA-512", "alice", "alice-secret"))
+
+
+def test_plain_consumer_and_admin(sqlite_stack: SaslStack) -> None:
+    # PLAIN is checked against the user's SCRAM-SHA-512 credential
+    exercise(sqlite_stack, sqlite_stack.config("PLAIN", "alice", "alice-secret"))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_wrong_password_is_an_authentication_error(
+    sqlite_stack: SaslStack, mechanism: str
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[Any] = []
+    conf = sqlite_stack.config(mechanism, "alice", "not-her-password")
+    admin = AdminClient({**conf, "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+    admin.poll(0.5)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_users_added_and_deleted_while_the_gateway_runs(sqlite_stack: SaslStack) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    add_user(sqlite_stack.store, "dave", "dave-secret", "SCRAM-SHA-512")
+    conf = sqlite_stack.config("SCRAM-SHA-512", "dave", "dave-secret")
+    _eventually_authenticates(conf)
+    r = scram_cli("delete", "dave", "--store", sqlite_stack.store)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            AdminClient(conf).list_topics(timeout=3)
+        except KafkaException:
+            break  # refused now
+        assert time.monotonic() < deadline, "a deleted user is still accepted"
+        time.sleep(0.3)
+    listed = scram_cli("list", "--store", sqlite_stack.store, "--format", "json")
+    assert '"alice"' in listed.stdout and "dave" not in listed.stdout
+    assert "stored_key" not in listed.stdout and "salt" not in listed.stdout
+
+
+def _eventually_authenticates(conf: dict[str, Any], timeout: float = 15.0) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            AdminClient(conf).list_topics(timeout=3)
+            return
+        except KafkaException:
+            assert time.monotonic() < deadline, "the new user is never accepted"
+            time.sleep(0.3)
+
+
+def test_credentials_in_redis_are_seen_by_the_gateway_process(
+    tmp_path: Path, redis_url: str
+) -> None:
+    store = f"{redis_url}?key_prefix=sasl{unique('')[-8:]}"
+    add_user(store, "erin", "erin-secret", "SCRAM-SHA-512")
+    stack = SaslStack(tmp_path, store)
+    try:
+        exercise(stack, stack.config("SCRAM-SHA-512", "erin", "erin-secret"))
+        add_user(store, "frank", "frank-secret", "SCRAM-SHA-512")
+        _eventually_authenticates(stack.config("PLAIN", "frank", "frank-secret"))
+    finally:
+        stack.close()
+
+
+def test_scram_cli_usage_errors(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'x.db'}"
+    r = scram_cli("set", "u", "--store", store, "--password-stdin", password="")
+    assert r.returncode == 2 and "password is empty" in r.stderr
+    r = scram_cli("set", "u", "--store", store, "--mechanism", "MD5", "--password-stdin")
+    assert r.returncode == 2
+    r = scram_cli("set", "u", "--store", store, "--iterations", "100", "--password-stdin")
+    assert r.returncode == 2
+    r = scram_cli("delete", "nobody", "--store", store)
+    assert r.returncode == 1 and "nobody" in r.stderr
+    r = scram_cli("list", "--store", store, "--format", "json")
+    assert r.returncode == 0 and r.stdout.strip() == "[]"
