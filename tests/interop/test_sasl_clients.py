@@ -138,9 +138,7 @@ def test_plain_consumer_and_admin(sqlite_stack: SaslStack) -> None:
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
-def test_wrong_password_is_an_authentication_error(
-    sqlite_stack: SaslStack, mechanism: str
-) -> None:
+def test_wrong_password_is_an_authentication_error(sqlite_stack: SaslStack, mechanism: str) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
