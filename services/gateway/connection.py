@@ -44,7 +44,7 @@ from services.gateway.sasl import (
     IllegalSaslState,
     SaslSession,
 )
-from services.process.principal import connection_principal
+from services.process.principal import CLIENT_PRINCIPAL, connection_principal
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
@@ -131,6 +131,9 @@ class Connection:
         try:
             if self.sasl is not None:
                 await self._authenticate(self.sasl)
+            # every call to a shard made for this client names it (this task and the ones
+            # it starts inherit the value)
+            CLIENT_PRINCIPAL.set(self.principal)
             await self._serve()
         except AuthenticationFailed as ex:
             log.info("failed authentication from %s: %s", self.peer, ex)

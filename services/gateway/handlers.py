@@ -54,13 +54,18 @@ FETCH_MAX_WAIT_CAP_MS = 1_000
 NO_DATA_PLANE = "groupcoord coordinates groups only: it stores no records"
 
 
-def _group_operations(requested: bool, error_code: int) -> int:
-    """A described group's authorized operations: all of them when asked for and found."""
-    return (
-        GROUP_AUTHORIZED_OPERATIONS
-        if requested and error_code == 0
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+def _group_operations(requested: bool, error_code: int, from_shard: int) -> int:
+    """A described group's authorized operations when asked for and found: the shard's
+    (computed from the ACLs when its authorizer is on), else all of them."""
+    if not requested or error_code != 0:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if from_shard != AUTHORIZED_OPERATIONS_OMITTED:
+        return from_shard
+    return GROUP_AUTHORIZED_OPERATIONS
+
+
+def _unset_is_omitted(value: int | None) -> int:
+    return AUTHORIZED_OPERATIONS_OMITTED if value is None else value
 
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -954,7 +959,9 @@ class KafkaApis:
         return {"groups": list(groups)}
 
     async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
-        pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
+        pb = groups_pb2.DescribeGroupsRequest(
+            groups=[group_id], include_authorized_operations=want_ops, context=self.context(rq)
+        )
         try:
             g = await self._one_group(group_id, "DescribeGroups", pb, "groups")
         except UpstreamError as ex:
@@ -977,7 +984,9 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": _group_operations(want_ops, g.error_code),
+            "authorized_operations": _group_operations(
+                want_ops, g.error_code, g.authorized_operations
+            ),
         }
 
     @staticmethod
@@ -1092,7 +1101,7 @@ class KafkaApis:
 
     async def _consumer_describe(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = consumer_group_pb2.ConsumerGroupDescribeRequest(
-            group_ids=[group_id], context=self.context(rq)
+            group_ids=[group_id], include_authorized_operations=want_ops, context=self.context(rq)
         )
         try:
             g = await self._one_group(group_id, "ConsumerGroupDescribe", pb, "groups")
@@ -1150,7 +1159,11 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": _group_operations(want_ops, g.error_code),
+            "authorized_operations": _group_operations(
+                want_ops,
+                g.error_code,
+                _unset_is_omitted(optional(g, "authorized_operations")),
+            ),
         }
 
     @staticmethod

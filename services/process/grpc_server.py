@@ -9,6 +9,7 @@ from protobuf is by field name (``shards.adapters.convert``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
@@ -28,6 +29,7 @@ from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_
 from services.process.rpcs import request_class, response_class, snake_case
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
+from shards.security.context import set_caller
 from shards.storage.base import StoreUnavailableError
 
 log = logging.getLogger("groupcoord.grpc")
@@ -88,7 +90,10 @@ class ServerMetrics:
 
 
 def _unary(
-    method: Method, metrics: ServerMetrics | None = None, service: str = ""
+    method: Method,
+    metrics: ServerMetrics | None = None,
+    service: str = "",
+    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> grpc.RpcMethodHandler:
     parse = method.request_pb.FromString
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
@@ -109,6 +114,8 @@ def _unary(
             )
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))
+        if identify is not None:  # (an authorizer is on: it asks who is calling)
+            set_caller(functools.partial(identify, context))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s from %s", full, context.peer())
         try:
@@ -158,10 +165,13 @@ def measured(
 
 
 def generic_handler(
-    service: str, methods: Sequence[Method], metrics: ServerMetrics | None = None
+    service: str,
+    methods: Sequence[Method],
+    metrics: ServerMetrics | None = None,
+    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
-        service, {m.name: _unary(m, metrics, service) for m in methods}
+        service, {m.name: _unary(m, metrics, service, identify) for m in methods}
     )
 
 
@@ -179,9 +189,12 @@ class GrpcServer:
         options: Sequence[tuple[str, Any]] = (),
         max_receive_bytes: int | None = None,
         metrics: ServerMetrics | None = None,
+        identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
     ) -> None:
         #: per-call metrics of the services added (None: metrics are off)
         self.metrics = metrics
+        #: names each call's principal for an authorizer (None: nobody asks)
+        self.identify = identify
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
             options=[
@@ -203,7 +216,9 @@ class GrpcServer:
             raise OSError(f"could not bind gRPC on {host}:{port}")
 
     def add_service(self, name: str, methods: Sequence[Method]) -> None:
-        self.server.add_generic_rpc_handlers([generic_handler(name, methods, self.metrics)])
+        self.server.add_generic_rpc_handlers(
+            [generic_handler(name, methods, self.metrics, self.identify)]
+        )
         self.service_names.append(name)
 
     async def start(self) -> None:

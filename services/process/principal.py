@@ -5,18 +5,42 @@
   else :data:`ANONYMOUS`.
 * A gRPC caller: ``User:<certificate subject DN>`` when it presented a client certificate
   (mTLS), else :data:`ANONYMOUS`.
+* The gateway calls shards on behalf of its Kafka clients and names each call's client in
+  the ``groupcoord-principal`` metadata entry; a shard takes it for the caller's principal
+  only when the caller's own principal is one of its trusted gateway principals
+  (``--trusted-gateway-principals``), else it is ignored.
 
 See docs/security.md, Principals.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from typing import Any
 
-ANONYMOUS = "User:ANONYMOUS"
+import grpc
+
+from shards.security.context import ANONYMOUS
+
 USER_TYPE = "User"
-#: gRPC metadata key carrying the principal a trusted gateway calls on behalf of
+#: gRPC metadata key carrying the principal a gateway calls on behalf of
 FORWARDED_PRINCIPAL_KEY = "groupcoord-principal"
+
+#: the gateway: the principal of the Kafka client whose request is being served (set by the
+#: client's connection task)
+CLIENT_PRINCIPAL: ContextVar[str] = ContextVar("groupcoord_client_principal", default=ANONYMOUS)
+
+__all__ = [
+    "ANONYMOUS",
+    "CLIENT_PRINCIPAL",
+    "FORWARDED_PRINCIPAL_KEY",
+    "ForwardPrincipal",
+    "caller_identifier",
+    "connection_principal",
+    "grpc_principal",
+    "user_principal",
+]
 
 
 def user_principal(name: str) -> str:
@@ -46,3 +70,38 @@ def grpc_principal(context: Any) -> str:
             if subject:
                 return user_principal(subject)
     return ANONYMOUS
+
+
+def _forwarded(context: Any) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == FORWARDED_PRINCIPAL_KEY:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return None
+
+
+def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]:
+    """The principal of a gRPC call: the forwarded one from a trusted gateway, else the
+    caller's own."""
+    trusted = frozenset(trusted_gateways)
+
+    def identify(context: Any) -> str:
+        own = grpc_principal(context)
+        if own in trusted:
+            forwarded = _forwarded(context)
+            if forwarded:
+                return forwarded
+        return own
+
+    return identify
+
+
+class ForwardPrincipal(grpc.aio.UnaryUnaryClientInterceptor):
+    """The gateway's calls to shards name the Kafka client they serve."""
+
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        metadata = list(client_call_details.metadata or ())
+        metadata.append((FORWARDED_PRINCIPAL_KEY, CLIENT_PRINCIPAL.get()))
+        details = client_call_details._replace(metadata=grpc.aio.Metadata(*metadata))
+        return await continuation(details, request)

@@ -3,6 +3,8 @@ tests): each one compare-and-set on the store, so that concurrent changes are no
 
 from __future__ import annotations
 
+from shards.security.acl import DOCUMENT as ACLS_DOCUMENT
+from shards.security.acl import AclBinding, Acls
 from shards.security.credentials import (
     DEFAULT_ITERATIONS,
     DOCUMENT,
@@ -61,8 +63,38 @@ async def read_credentials(store: LogStore) -> Credentials:
     return await credentials_document(store).refresh()
 
 
+def acls_document(store: LogStore, poll_interval_ms: int = 1000) -> WatchedDocument[Acls]:
+    return WatchedDocument(store, ACLS_DOCUMENT, Acls.decode, Acls.encode, poll_interval_ms)
+
+
+async def add_acls(store: LogStore, bindings: list[AclBinding]) -> Acls:
+    return await acls_document(store).update(lambda current: current.adding(bindings))
+
+
+async def remove_acls(store: LogStore, bindings: list[AclBinding]) -> int:
+    """Remove the bindings; how many of them existed."""
+    removed = 0
+
+    def change(current: Acls) -> Acls | None:
+        nonlocal removed
+        there = set(current.bindings)
+        removed = sum(1 for b in set(bindings) if b in there)
+        return current.removing(bindings)
+
+    await acls_document(store).update(change)
+    return removed
+
+
+async def read_acls(store: LogStore) -> Acls:
+    return await acls_document(store).refresh()
+
+
 __all__ = [
     "CredentialError",
+    "acls_document",
+    "add_acls",
+    "read_acls",
+    "remove_acls",
     "credentials_document",
     "delete_scram",
     "read_credentials",

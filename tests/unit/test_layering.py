@@ -80,13 +80,13 @@ RULES: dict[str, Rule] = {
     # partition leases and placement across shard processes
     "shards.ownership": rule("shards.coordinator shards.runtime shards.storage", "redis"),
     # security data in the store: SCRAM credentials, ACLs
-    "shards.security": rule("shards.storage", "scramp"),
+    "shards.security": rule("shards.core shards.storage", "scramp"),
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
     "services.process": rule(
         "shards.adapters shards.coordinator shards.core.errors shards.runtime.instruments "
-        f"shards.storage.base {GENERATED}",
+        f"shards.security.context shards.storage.base {GENERATED}",
         f"grpc grpc_health grpc_reflection google prometheus_client {OTEL}",
     ),
     "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),
