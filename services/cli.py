@@ -23,7 +23,7 @@ import click
 from services import health_probe
 from services.options import UpstreamArgs, upstream_client_options
 from services.options import opt as _opt
-from services.security_cli import gateway_security_options
+from services.security_cli import authorizer_options, gateway_security_options
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
@@ -445,6 +445,7 @@ def main() -> None:
 @upstream_metadata_options
 @group_series_options
 @history_options("file")
+@authorizer_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -471,6 +472,7 @@ def dev(
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
+    authorization: dict[str, Any],
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -504,6 +506,7 @@ def dev(
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
         history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
+        **authorization,
     )
     asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
 
@@ -569,6 +572,7 @@ def dev(
 @request_limit_options
 @group_series_options
 @history_options("off")
+@authorizer_options
 def shard(
     store: str,
     node_id: int,
@@ -599,6 +603,7 @@ def shard(
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
+    authorization: dict[str, Any],
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -633,6 +638,7 @@ def shard(
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
         history=_history_sink(history, None, store, history_retention_hours, history_max_mb),
+        **authorization,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -1193,9 +1199,9 @@ _add_history_commands()
 
 def _add_admin_commands() -> None:
     from services.admin.commands import configs, groups, topics
-    from services.security_cli import scram
+    from services.security_cli import acls, scram
 
-    for command in (groups, topics, configs, scram):
+    for command in (groups, topics, configs, scram, acls):
         main.add_command(command)
     from loadtest.cli import loadtest
 

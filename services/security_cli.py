@@ -239,3 +239,214 @@ def gateway_security_options(f: Any) -> Any:
     ):
         bundled = decorate(bundled)
     return bundled
+
+
+# ---- groupcoord acls ---------------------------------------------------------------------
+
+
+@click.group()
+def acls() -> None:
+    """ACLs on groups and topics, as kafka-acls manages them (docs/security.md, ACLs).
+    Enforced by shards started with --authorizer."""
+
+
+def _acl_options(f: Any) -> Any:
+    for decorate in reversed(
+        [
+            _store_option,
+            click.option("--allow-principal", multiple=True, help="User:<name> or User:*."),
+            click.option("--deny-principal", multiple=True, help="User:<name> or User:*."),
+            click.option(
+                "--allow-host", multiple=True, help="Host of the allowed principals (default *)."
+            ),
+            click.option(
+                "--deny-host", multiple=True, help="Host of the denied principals (default *)."
+            ),
+            click.option(
+                "--operation",
+                "operations",
+                multiple=True,
+                help="Read, Describe, Delete, DescribeConfigs, AlterConfigs (groups), Read, "
+                "Describe, Create, Delete (topics), Describe, Create (cluster), or All.",
+            ),
+            click.option("--group", "groups", multiple=True, help="A group (or '*')."),
+            click.option("--topic", "topics", multiple=True, help="A topic (or '*')."),
+            click.option("--cluster", is_flag=True, help="The cluster resource."),
+            click.option(
+                "--resource-pattern-type",
+                type=click.Choice(["literal", "prefixed"], case_sensitive=False),
+                default="literal",
+                show_default=True,
+            ),
+        ]
+    ):
+        f = decorate(f)
+    return f
+
+
+def _op_key(name: str) -> str:
+    """Kafka's CamelCase operation names (DescribeConfigs) or upper case (DESCRIBE_CONFIGS)."""
+    import re
+
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name.strip()).upper().replace("-", "_")
+
+
+def _bindings(kw: dict[str, Any], *, for_add: bool) -> list[Any]:
+    from shards.security.acl import (
+        CLUSTER_NAME,
+        AclBinding,
+        AclError,
+        PatternType,
+        Permission,
+        ResourceType,
+        parse_operation,
+    )
+
+    resources = [(ResourceType.GROUP, g) for g in kw["groups"]]
+    resources += [(ResourceType.TOPIC, t) for t in kw["topics"]]
+    if kw["cluster"]:
+        resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    if not resources:
+        raise click.UsageError("name a resource: --group, --topic or --cluster")
+    if not kw["operations"]:
+        raise click.UsageError("name at least one --operation")
+    principals = [(Permission.ALLOW, p, kw["allow_host"] or ("*",)) for p in kw["allow_principal"]]
+    principals += [(Permission.DENY, p, kw["deny_host"] or ("*",)) for p in kw["deny_principal"]]
+    if not principals:
+        raise click.UsageError("name --allow-principal or --deny-principal")
+    pattern = PatternType[kw["resource_pattern_type"].upper()]
+    out = []
+    try:
+        ops = [parse_operation(_op_key(o)) for o in kw["operations"]]
+        for rt, name in resources:
+            for permission, principal, hosts in principals:
+                for host in hosts:
+                    for op in ops:
+                        out.append(AclBinding(rt, pattern, name, principal, host, op, permission))
+    except AclError as ex:
+        raise click.UsageError(str(ex)) from None
+    return out
+
+
+@acls.command("add")
+@_acl_options
+def acls_add(**kw: Any) -> None:
+    """Add ACLs (every combination of the resources, principals, hosts and operations)."""
+    from shards.security.admin import add_acls
+
+    bindings = _bindings(kw, for_add=True)
+    _run(kw["store"], lambda s: add_acls(s, bindings))
+    for b in bindings:
+        click.echo(f"added: {_describe(b)}")
+
+
+@acls.command("remove")
+@_acl_options
+def acls_remove(**kw: Any) -> None:
+    """Remove ACLs (exit 1 if none of them existed)."""
+    from shards.security.admin import remove_acls
+
+    bindings = _bindings(kw, for_add=False)
+    removed = _run(kw["store"], lambda s: remove_acls(s, bindings))
+    if not removed:
+        click.echo("Error: none of these ACLs exists", err=True)
+        sys.exit(1)
+    click.echo(f"removed {removed} ACL(s)")
+
+
+@acls.command("list")
+@_store_option
+@click.option("--principal", default=None, help="Only the ACLs of this principal.")
+@click.option("--group", default=None, help="Only the ACLs that match this group.")
+@click.option("--topic", default=None, help="Only the ACLs that match this topic.")
+@click.option(
+    "--format", "output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def acls_list(
+    store: str, principal: str | None, group: str | None, topic: str | None, output: str
+) -> None:
+    """The ACLs, optionally those of one principal or matching one group or topic."""
+    from shards.security.acl import ResourceType
+    from shards.security.admin import read_acls
+
+    current = _run(store, read_acls)
+    rows = list(current.bindings)
+    if principal:
+        rows = [b for b in rows if b.principal == principal]
+    if group:
+        rows = [b for b in rows if b.matches_resource(ResourceType.GROUP, group)]
+    if topic:
+        rows = [b for b in rows if b.matches_resource(ResourceType.TOPIC, topic)]
+    if output == "json":
+        click.echo(json.dumps([b.to_json() for b in sorted(rows)], indent=2))
+        return
+    for b in sorted(rows):
+        click.echo(_describe(b))
+
+
+def _describe(b: Any) -> str:
+    j = b.to_json()
+    return (
+        f"{j['permission']} {j['principal']} from {j['host']}: {j['operation']} on "
+        f"{j['resource_type']} {j['pattern_type']} {j['name']!r}"
+    )
+
+
+def authorizer_options(f: Any) -> Any:
+    """The shard's authorizer (dev, shard): the command receives ``authorization: dict`` of
+    ShardSettings fields."""
+    import functools
+
+    command = f
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any,
+        authorizer: bool,
+        super_users: str,
+        trusted_gateway_principals: str,
+        **kw: Any,
+    ) -> Any:
+        def principals(text: str, what: str) -> tuple[str, ...]:
+            names = tuple(p.strip() for p in text.split(",") if p.strip())
+            for p in names:
+                if not p.startswith("User:") or len(p) == len("User:"):
+                    raise click.BadParameter(f"{p!r} is not User:<name>", param_hint=what)
+            return names
+
+        authorization = {
+            "authorizer": authorizer,
+            "super_users": principals(super_users, "--super-users"),
+            "trusted_gateway_principals": principals(
+                trusted_gateway_principals, "--trusted-gateway-principals"
+            ),
+        }
+        return command(*args, authorization=authorization, **kw)
+
+    for decorate in reversed(
+        [
+            opt(
+                "--authorizer/--no-authorizer",
+                env="AUTHORIZER",
+                default=False,
+                help="Enforce the ACLs in the store (groupcoord acls) on every group and "
+                "topic RPC, as Kafka's StandardAuthorizer. Off: everything is allowed.",
+            ),
+            opt(
+                "--super-users",
+                env="SUPER_USERS",
+                default="",
+                help="Principals allowed everything (comma-separated User:<name>).",
+            ),
+            opt(
+                "--trusted-gateway-principals",
+                env="TRUSTED_GATEWAY_PRINCIPALS",
+                default="",
+                help="gRPC callers (User:<certificate subject>) whose calls may name the "
+                "Kafka client they serve. User:ANONYMOUS trusts every plaintext caller: only "
+                "where nothing but gateways reach the gRPC port (docs/security.md).",
+            ),
+        ]
+    ):
+        bundled = decorate(bundled)
+    return bundled

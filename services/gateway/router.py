@@ -26,6 +26,7 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
+from services.process.principal import as_gateway
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 
@@ -190,7 +191,8 @@ class Router:
         return await asyncio.shield(pending)
 
     async def _lookup(self, group_id: str, partition: int) -> Route:
-        response = await self.find_coordinators([group_id])
+        with as_gateway():  # a route is shared by every client: looked up as the gateway
+            response = await self.find_coordinators([group_id])
         c = response.coordinators[0] if response.coordinators else None
         if c is None or c.error_code != 0:
             code = Errors(c.error_code) if c is not None else Errors.COORDINATOR_NOT_AVAILABLE
@@ -267,7 +269,8 @@ class Router:
     ) -> tuple[list[str], int]:
         """The distinct shards owning the offsets partitions right now (for ListGroups), and
         how many partitions have no live owner."""
-        response = await self.find_coordinators(self.probe_keys(), context=context)
+        with as_gateway():  # routing, not the client's FindCoordinator
+            response = await self.find_coordinators(self.probe_keys(), context=context)
         targets: dict[str, None] = {}
         missing = 0
         for c in response.coordinators:

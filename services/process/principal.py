@@ -15,27 +15,30 @@ See docs/security.md, Principals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import contextlib
+from collections.abc import Callable, Collection, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
-from shards.security.context import ANONYMOUS
+from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY
 
 USER_TYPE = "User"
 #: gRPC metadata key carrying the principal a gateway calls on behalf of
 FORWARDED_PRINCIPAL_KEY = "groupcoord-principal"
 
 #: the gateway: the principal of the Kafka client whose request is being served (set by the
-#: client's connection task)
-CLIENT_PRINCIPAL: ContextVar[str] = ContextVar("groupcoord_client_principal", default=ANONYMOUS)
+#: client's connection task); None: the gateway calls for itself (routing lookups)
+CLIENT_PRINCIPAL: ContextVar[str | None] = ContextVar("groupcoord_client_principal", default=None)
 
 __all__ = [
     "ANONYMOUS",
     "CLIENT_PRINCIPAL",
     "FORWARDED_PRINCIPAL_KEY",
     "ForwardPrincipal",
+    "TRUSTED_GATEWAY",
+    "as_gateway",
     "caller_identifier",
     "connection_principal",
     "grpc_principal",
@@ -81,18 +84,27 @@ def _forwarded(context: Any) -> str | None:
 
 def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]:
     """The principal of a gRPC call: the forwarded one from a trusted gateway, else the
-    caller's own."""
+    caller's own; :data:`TRUSTED_GATEWAY` for a trusted gateway calling for itself (its
+    routing lookups: FindCoordinator only)."""
     trusted = frozenset(trusted_gateways)
 
     def identify(context: Any) -> str:
         own = grpc_principal(context)
         if own in trusted:
-            forwarded = _forwarded(context)
-            if forwarded:
-                return forwarded
+            return _forwarded(context) or TRUSTED_GATEWAY
         return own
 
     return identify
+
+
+@contextlib.contextmanager
+def as_gateway() -> Iterator[None]:
+    """Calls made inside name no Kafka client: the gateway's own (shared routing lookups)."""
+    token = CLIENT_PRINCIPAL.set(None)
+    try:
+        yield
+    finally:
+        CLIENT_PRINCIPAL.reset(token)
 
 
 class ForwardPrincipal(grpc.aio.UnaryUnaryClientInterceptor):
@@ -101,7 +113,10 @@ class ForwardPrincipal(grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
+        client = CLIENT_PRINCIPAL.get()
+        if client is None:
+            return await continuation(client_call_details, request)
         metadata = list(client_call_details.metadata or ())
-        metadata.append((FORWARDED_PRINCIPAL_KEY, CLIENT_PRINCIPAL.get()))
+        metadata.append((FORWARDED_PRINCIPAL_KEY, client))
         details = client_call_details._replace(metadata=grpc.aio.Metadata(*metadata))
         return await continuation(details, request)

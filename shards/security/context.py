@@ -8,6 +8,9 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 ANONYMOUS = "User:ANONYMOUS"
+#: a trusted gateway calling for itself (no Kafka client named): matches no ACL; allowed
+#: FindCoordinator only (its routing lookups)
+TRUSTED_GATEWAY = "Gateway:trusted"
 
 #: the current call's principal resolver (None: not a gRPC call with an identity)
 _CALLER: ContextVar[Callable[[], str] | None] = ContextVar("groupcoord_caller", default=None)

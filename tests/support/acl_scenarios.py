@@ -1,0 +1,249 @@
+"""ACL scenarios over the Kafka wire, run against groupcoord (SASL gateway + shards with the
+authorizer) and against Apache Kafka (StandardAuthorizer, SASL PLAIN): the same users, ACLs
+and requests, each reduced to the error codes (and the names) the server answered.
+
+Users: ``admin`` (super user), ``alice``, ``bob`` (no ACLs), ``carol``. Topics ``orders``
+and ``secrets`` (1 partition). Groups: ``app-*`` (alice may read) and ``other-1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support.kafka_wire import KafkaWire, request
+
+PASSWORDS = {
+    "admin": "admin-secret",
+    "alice": "alice-secret",
+    "bob": "bob-secret",
+    "carol": "carol-secret",
+}
+TOPICS = ("orders", "secrets")
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One binding: resource type GROUP/TOPIC/CLUSTER, LITERAL/PREFIXED, operation name."""
+
+    resource_type: str
+    name: str
+    principal: str
+    operation: str
+    permission: str = "ALLOW"
+    pattern: str = "LITERAL"
+
+
+ACLS = (
+    Acl("GROUP", "app-", "User:alice", "READ", pattern="PREFIXED"),
+    Acl("TOPIC", "orders", "User:alice", "READ"),
+    Acl("GROUP", "*", "User:carol", "ALL"),
+    Acl("GROUP", "app-", "User:carol", "READ", "DENY", "PREFIXED"),
+    Acl("TOPIC", "orders", "User:carol", "READ"),
+)
+
+
+async def login(host: str, port: int, user: str) -> KafkaWire:
+    """A connection authenticated with SASL/PLAIN as ``user``."""
+    w = await KafkaWire.connect(host, port, f"acl-{user}")
+    r = await w.send(request("sasl_handshake", 1, mechanism="PLAIN"))
+    assert r.error_code == 0, r
+    token = b"\0" + user.encode() + b"\0" + PASSWORDS[user].encode()
+    r = await w.send(request("sasl_authenticate", 2, auth_bytes=token))
+    assert r.error_code == 0, r
+    return w
+
+
+def commit(group: str, topics: dict[str, int]) -> Any:
+    return request(
+        "offset_commit",
+        9,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": t,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+            for t, offset in topics.items()
+        ],
+    )
+
+
+def fetch(group: str, topics: list[str] | None) -> Any:
+    return request(
+        "offset_fetch",
+        9,
+        groups=[
+            {
+                "group_id": group,
+                "member_id": None,
+                "member_epoch": -1,
+                "topics": None
+                if topics is None
+                else [{"name": t, "partition_indexes": [0]} for t in topics],
+            }
+        ],
+        require_stable=False,
+    )
+
+
+def _commit_codes(r: Any) -> dict[str, int]:
+    return {t.name: int(p.error_code) for t in r.topics for p in t.partitions}
+
+
+def _fetch_summary(r: Any) -> Any:
+    (g,) = r.groups
+    return {
+        "group": int(g.error_code),
+        "topics": {
+            t.name: [(int(p.error_code), p.committed_offset) for p in t.partitions]
+            for t in g.topics
+        },
+    }
+
+
+def heartbeat(group: str, topics: list[str]) -> Any:
+    return request(
+        "consumer_group_heartbeat",
+        0,
+        group_id=group,
+        member_id="",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=30_000,
+        subscribed_topic_names=topics,
+        server_assignor=None,
+        topic_partitions=[],
+    )
+
+
+Step = Callable[[Callable[[str], Awaitable[KafkaWire]]], Awaitable[Any]]
+
+
+async def _as(connect: Callable[[str], Awaitable[KafkaWire]], user: str, req: Any) -> Any:
+    w = await connect(user)
+    try:
+        return await w.send(req)
+    finally:
+        await w.close()
+
+
+async def setup_groups(connect: Callable[[str], Awaitable[KafkaWire]]) -> None:
+    """The admin commits to app-1 and other-1 (the groups then exist)."""
+    for group in ("app-1", "other-1"):
+        r = await _as(connect, "admin", commit(group, {"orders": 5, "secrets": 6}))
+        assert set(_commit_codes(r).values()) == {0}, r
+
+
+async def run_scenarios(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[str, Any]:
+    """Every scenario's outcome, by name (``connect(user)``: an authenticated connection)."""
+    out: dict[str, Any] = {}
+
+    async def run(name: str, user: str, req: Any, summary: Callable[[Any], Any]) -> None:
+        out[name] = summary(await _as(connect, user, req))
+
+    await run(
+        "commit: topic READ per topic",
+        "alice",
+        commit("app-1", {"orders": 7, "secrets": 7}),
+        _commit_codes,
+    )
+    await run("commit: no group READ", "bob", commit("app-1", {"orders": 7}), _commit_codes)
+    await run(
+        "commit: deny wins (prefixed)", "carol", commit("app-1", {"orders": 8}), _commit_codes
+    )
+    await run("commit: allow ALL on *", "carol", commit("zzz-carol", {"orders": 8}), _commit_codes)
+    await run(
+        "fetch: topic DESCRIBE per topic",
+        "alice",
+        fetch("app-1", ["orders", "secrets"]),
+        _fetch_summary,
+    )
+    await run("fetch: all topics filtered", "alice", fetch("app-1", None), _fetch_summary)
+    await run("fetch: no group DESCRIBE", "bob", fetch("app-1", ["orders"]), _fetch_summary)
+    await run(
+        "delete groups: no DELETE",
+        "alice",
+        request("delete_groups", 2, groups_names=["app-1"]),
+        lambda r: [(g.group_id, int(g.error_code)) for g in r.results],
+    )
+    await run(
+        "describe groups: authorized operations",
+        "alice",
+        request(
+            "describe_groups", 5, groups=["app-1", "other-1"], include_authorized_operations=True
+        ),
+        lambda r: sorted(
+            (g.group_id, int(g.error_code), g.authorized_operations) for g in r.groups
+        ),
+    )
+    await run(
+        "find coordinator: DESCRIBE GROUP",
+        "alice",
+        request("find_coordinator", 4, key_type=0, coordinator_keys=["app-1", "other-1"]),
+        lambda r: sorted((c.key, int(c.error_code)) for c in r.coordinators),
+    )
+    await run(
+        "list groups: filtered by DESCRIBE GROUP",
+        "alice",
+        request("list_groups", 5, states_filter=[], types_filter=[]),
+        lambda r: sorted(g.group_id for g in r.groups if g.group_id in ("app-1", "other-1")),
+    )
+    await run(
+        "offset delete: no DELETE GROUP",
+        "alice",
+        request(
+            "offset_delete",
+            0,
+            group_id="app-1",
+            topics=[{"name": "orders", "partitions": [{"partition_index": 0}]}],
+        ),
+        lambda r: int(r.error_code),
+    )
+    await run(
+        "classic heartbeat: no group READ",
+        "bob",
+        request(
+            "heartbeat", 4, group_id="app-1", generation_id=1, member_id="m", group_instance_id=None
+        ),
+        lambda r: int(r.error_code),
+    )
+    await run(
+        "classic heartbeat: allowed, unknown member",
+        "alice",
+        request(
+            "heartbeat", 4, group_id="app-1", generation_id=1, member_id="m", group_instance_id=None
+        ),
+        lambda r: int(r.error_code),
+    )
+    await run(
+        "consumer heartbeat: a subscribed topic not described",
+        "alice",
+        heartbeat("app-2", ["orders", "secrets"]),
+        lambda r: int(r.error_code),
+    )
+    await run(
+        "consumer heartbeat: allowed",
+        "alice",
+        heartbeat("app-3", ["orders"]),
+        lambda r: int(r.error_code),
+    )
+    await run(
+        "consumer heartbeat: no group READ",
+        "bob",
+        heartbeat("app-4", ["orders"]),
+        lambda r: int(r.error_code),
+    )
+    return out
