@@ -243,7 +243,9 @@ class GatewayApp:
         proxy: Proxy | None = None
         if s.upstream_bootstrap:
             self.cluster = s.upstream_cluster or UpstreamCluster(
-                s.upstream_bootstrap, s.upstream_security.ssl_context()
+                s.upstream_bootstrap,
+                s.upstream_security.ssl_context(),
+                sasl=s.upstream_security.sasl_credentials(),
             )
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(

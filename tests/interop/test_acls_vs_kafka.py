@@ -7,6 +7,7 @@ operations from both. One broker start for all of it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,87 @@ def test_same_requests_get_the_same_answers_as_kafka(kafka: SaslKafka, tmp_path:
     assert set(got) == set(expected)
     differences = {n: (got[n], expected[n]) for n in expected if got[n] != expected[n]}
     assert not differences, "groupcoord vs Kafka: " + repr(differences)
+
+
+# ---- proxy mode: the gateway talks SASL to the upstream with its own credentials ---------
+
+
+def test_proxy_mode_authenticates_to_a_sasl_upstream(kafka: SaslKafka, tmp_path: Path) -> None:
+    """``groupcoord dev`` in front of the SASL listener as ``admin``: clients of the (PLAINTEXT)
+    gateway produce and consume through it; with a wrong password nothing is reached."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.interop.clients import QUIET
+    from tests.interop.support import unique
+    from tests.support.processes import ServerProcess
+
+    args = [
+        "--upstream-bootstrap",
+        f"127.0.0.1:{kafka.sasl_port}",
+        "--upstream-security-protocol",
+        "SASL_PLAINTEXT",
+        "--upstream-sasl-mechanism",
+        "PLAIN",
+        "--upstream-sasl-username",
+        "admin",
+        "--num-partitions",
+        "10",
+        "--upstream-metadata-interval-ms",
+        "200",
+    ]
+    proc = ServerProcess.dev(
+        tmp_path / "proxy", *args, env={"GROUPCOORD_UPSTREAM_SASL_PASSWORD": "admin-secret"}
+    )
+    try:
+        bootstrap = f"127.0.0.1:{proc.ports['kafka']}"
+        topic, group = unique("proxied"), unique("g")
+        admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+        for i in range(3):
+            producer.produce(topic, value=b"v%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **QUIET,
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(seen) < 3:
+                assert time.monotonic() < deadline, f"consumed only {seen}"
+                m = consumer.poll(0.5)
+                if m is not None and m.error() is None:
+                    seen.append(m.value())
+            # the shard's topic catalog learns the new topic from the upstream (over SASL too)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    consumer.commit(asynchronous=False)
+                    break
+                except KafkaException:
+                    assert time.monotonic() < deadline, "the topic never reached the catalog"
+                    time.sleep(0.3)
+            (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+            assert sorted(seen) == [b"v0", b"v1", b"v2"] and committed.offset == 3
+        finally:
+            consumer.close()
+    finally:
+        proc.kill()
+
+    bad = ServerProcess.dev(
+        tmp_path / "bad", *args, env={"GROUPCOORD_UPSTREAM_SASL_PASSWORD": "wrong"}
+    )
+    try:
+        time.sleep(3)
+        log = (tmp_path / "bad" / "server.log").read_text()
+        assert "SASL authentication as 'admin' failed" in log, log[-2000:]
+    finally:
+        bad.kill()

@@ -99,7 +99,7 @@ RULES: dict[str, Rule] = {
         f"grpc kio scramp {OTEL}",
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
-    "services.upstream": rule("shards shards.adapters shards.core", "kio"),
+    "services.upstream": rule("shards shards.adapters shards.core", "kio scramp"),
     "services.shard": rule(
         f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
     ),
