@@ -213,3 +213,44 @@ def test_scram_cli_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 1 and "nobody" in r.stderr
     r = scram_cli("list", "--store", store, "--format", "json")
     assert r.returncode == 0 and r.stdout.strip() == "[]"
+
+
+def _java_properties(path: Path, mechanism: str, user: str, password: str) -> Path:
+    module = "scram.ScramLoginModule" if mechanism.startswith("SCRAM") else "plain.PlainLoginModule"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism={mechanism}\n"
+        f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+        f'username="{user}" password="{password}";\n'
+        "request.timeout.ms=10000\n"
+        "default.api.timeout.ms=15000\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_java_client_over_sasl(sqlite_stack: SaslStack, tmp_path: Path, mechanism: str) -> None:
+    """Kafka's own Java admin client authenticates (KIP-152 exchange, Kafka's SCRAM client)
+    and describes topics by name and by id; with a wrong password it fails with Kafka's
+    SaslAuthenticationException."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.interop import java_client
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    conf = sqlite_stack.config("SCRAM-SHA-512", "alice", "alice-secret")
+    topic = unique("java")
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    good = _java_properties(tmp_path / "good.properties", mechanism, "alice", "alice-secret")
+    (described,) = java_client.run(
+        sqlite_stack.bootstrap, "describe-by-ids", topic, properties=good
+    )
+    assert described["name"] == topic and described["partitions"] == 2
+    bad = _java_properties(tmp_path / "bad.properties", mechanism, "alice", "wrong")
+    (failed,) = java_client.run(
+        sqlite_stack.bootstrap, "describe-by-ids", topic, properties=bad, expect_failure=True
+    )
+    assert "SaslAuthenticationException" in failed["stderr"], failed["stderr"][-2000:]
