@@ -25,7 +25,6 @@ from services.gateway.sasl import (
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
-from services.process.principal import ForwardPrincipal
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
 from shards.security.admin import credentials_document
@@ -216,9 +215,6 @@ class GatewayApp:
             interceptors=[
                 *(telemetry.client_interceptors() if telemetry_enabled() else []),
                 *metrics.client_interceptors(provider),
-                # the Kafka client's principal, for shards whose authorizer trusts this
-                # gateway (docs/security.md, Principals)
-                ForwardPrincipal(),
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )

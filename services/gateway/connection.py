@@ -44,7 +44,7 @@ from services.gateway.sasl import (
     IllegalSaslState,
     SaslSession,
 )
-from services.process.principal import CLIENT_PRINCIPAL, connection_principal
+from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, connection_principal
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
@@ -132,8 +132,10 @@ class Connection:
             if self.sasl is not None:
                 await self._authenticate(self.sasl)
             # every call to a shard made for this client names it (this task and the ones
-            # it starts inherit the value)
-            CLIENT_PRINCIPAL.set(self.principal)
+            # it starts inherit the value); anonymous clients are not named (a trusted
+            # gateway's unnamed calls are ANONYMOUS's), which keeps their calls as they were
+            principal = self.principal
+            CLIENT_PRINCIPAL.set(None if principal == ANONYMOUS else principal)
             await self._serve()
         except AuthenticationFailed as ex:
             log.info("failed authentication from %s: %s", self.peer, ex)

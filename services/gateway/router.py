@@ -26,7 +26,7 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
-from services.process.principal import as_gateway
+from services.process.principal import as_gateway, forwarded
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 
@@ -138,7 +138,7 @@ class Router:
             try:
                 response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
                     self.bootstrap
-                ).FindCoordinator(request, timeout=self.timeout_s)
+                ).FindCoordinator(request, timeout=self.timeout_s, metadata=forwarded())
                 break
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt + 1 < len(self.bootstraps):
@@ -224,7 +224,7 @@ class Router:
             remaining = max(0.001, deadline - time.monotonic())
             method = getattr(self.coordinator(route.target), rpc)
             try:
-                response = await method(request, timeout=remaining)
+                response = await method(request, timeout=remaining, metadata=forwarded())
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt < self.max_attempts:
                     self.forget(route.partition, route)
@@ -247,7 +247,9 @@ class Router:
         timeout_s: float | None = None,
     ) -> Any:
         try:
-            return await stub_method(request, timeout=timeout_s or self.timeout_s)
+            return await stub_method(
+                request, timeout=timeout_s or self.timeout_s, metadata=forwarded()
+            )
         except grpc.aio.AioRpcError as ex:
             if ex.code() in _RETRY_STATUS:
                 self._next_bootstrap()  # the client retries; the next call goes elsewhere

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 ANONYMOUS = "User:ANONYMOUS"
-#: a trusted gateway calling for itself (no Kafka client named): matches no ACL; allowed
-#: FindCoordinator only (its routing lookups)
+#: a trusted gateway calling without naming a Kafka client (an anonymous client, or its own
+#: routing lookups): judged as ANONYMOUS, and FindCoordinator is always allowed
 TRUSTED_GATEWAY = "Gateway:trusted"
 
 #: the current call's principal resolver (None: not a gRPC call with an identity)

@@ -41,7 +41,7 @@ from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
 from shards.core.errors import Errors
 from shards.security.acl import CLUSTER_NAME, Acls, Authorizer, ResourceType
-from shards.security.context import TRUSTED_GATEWAY, current_principal
+from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY, current_principal
 
 GROUP = ResourceType.GROUP
 TOPIC = ResourceType.TOPIC
@@ -50,6 +50,13 @@ DESCRIBE = AclOperation.DESCRIBE
 DELETE = AclOperation.DELETE
 GAF = int(Errors.GROUP_AUTHORIZATION_FAILED)
 TAF = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _principal() -> str:
+    """The caller's principal for the ACLs: a trusted gateway calling without naming a client
+    (its anonymous clients, its own lookups) is ANONYMOUS."""
+    who = current_principal()
+    return ANONYMOUS if who == TRUSTED_GATEWAY else who
 
 
 def _host(context: api.RequestContext) -> str:
@@ -67,9 +74,7 @@ class AclGuard:
         return Authorizer(self.acls(), self.super_users)
 
     def allowed(self, op: AclOperation, rt: ResourceType, name: str, request: Any) -> bool:
-        return self.authorizer().authorize(
-            current_principal(), op, rt, name, _host(request.context)
-        )
+        return self.authorizer().authorize(_principal(), op, rt, name, _host(request.context))
 
 
 class AuthorizingCoordinator:
@@ -115,7 +120,7 @@ class AuthorizingCoordinator:
         self, request: classic_api.DescribeGroupsRequest
     ) -> classic_api.DescribeGroupsResponse:
         auth = self.guard.authorizer()
-        who, host = current_principal(), _host(request.context)
+        who, host = _principal(), _host(request.context)
         allowed = [g for g in request.groups if auth.authorize(who, DESCRIBE, GROUP, g, host)]
         refused = [
             classic_api.DescribedGroup(g, error_code=GAF)
@@ -159,7 +164,7 @@ class AuthorizingCoordinator:
         self, request: consumer_api.ConsumerGroupDescribeRequest
     ) -> consumer_api.ConsumerGroupDescribeResponse:
         auth = self.guard.authorizer()
-        who, host = current_principal(), _host(request.context)
+        who, host = _principal(), _host(request.context)
         allowed = [g for g in request.group_ids if auth.authorize(who, DESCRIBE, GROUP, g, host)]
         refused = [
             consumer_api.ConsumerGroupDescribedGroup(g, GAF)
@@ -247,7 +252,7 @@ class AuthorizingCoordinator:
 
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse:
         auth = self.guard.authorizer()
-        who, host = current_principal(), _host(request.context)
+        who, host = _principal(), _host(request.context)
         out: dict[int, api.OffsetFetchResponseGroup] = {}
         asked: list[
             tuple[int, api.OffsetFetchRequestGroup, tuple[api.OffsetFetchRequestTopics, ...]]
@@ -337,7 +342,7 @@ class AuthorizingCoordinator:
         if self._ok(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, request):
             return r
         auth = self.guard.authorizer()
-        who, host = current_principal(), _host(request.context)
+        who, host = _principal(), _host(request.context)
         return replace(
             r,
             groups=tuple(

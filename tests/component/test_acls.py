@@ -203,3 +203,27 @@ async def test_direct_grpc_callers_are_authorized_too(stack: Stack) -> None:
         assert [p.error_code for t in r.topics for p in t.partitions] == [0]
         r = await stub.OffsetCommit(pb, metadata=[(FORWARDED_PRINCIPAL_KEY, "User:bob")])
         assert [p.error_code for t in r.topics for p in t.partitions] == [GAF]
+
+
+async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Path) -> None:
+    """A PLAINTEXT gateway names nobody: its clients get User:ANONYMOUS's ACLs (not the
+    gateway's), whether or not the shard trusts the gateway."""
+    await prepare_store(
+        f"sqlite:///{tmp_path / 'gc.db'}",
+        (
+            sc.Acl("GROUP", "anon-", "User:ANONYMOUS", "READ", pattern="PREFIXED"),
+            sc.Acl("TOPIC", "*", "User:ANONYMOUS", "READ"),
+            sc.Acl("CLUSTER", "kafka-cluster", "User:*", "CREATE"),
+        ),
+    )
+    settings = stack_settings(tmp_path, ("User:ANONYMOUS",))
+    async with gateway_stack(tmp_path, shard=settings["shard"]) as s:
+        w = await s.wire()
+        try:
+            await create_topics(w)
+            r = await w.send(sc.commit("anon-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == 0
+            r = await w.send(sc.commit("app-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == GAF
+        finally:
+            await w.close()
