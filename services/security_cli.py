@@ -162,6 +162,8 @@ def gateway_security_options(f: Any) -> Any:
         connections_max_reauth_ms: int,
         failed_authentication_delay_ms: int,
         sasl_max_receive_bytes: int,
+        gateway_authorizer: bool,
+        gateway_super_users: str,
         **kw: Any,
     ) -> Any:
         from services.gateway.sasl import SASL_PROTOCOLS, SaslSettings, parse_mechanisms
@@ -169,6 +171,12 @@ def gateway_security_options(f: Any) -> Any:
         protocol = security_protocol.upper()
         if protocol in SASL_PROTOCOLS and not security_store:
             raise click.UsageError(f"--security-protocol {protocol} needs --store")
+        if gateway_authorizer and not security_store:
+            raise click.UsageError("--authorizer needs --store")
+        supers = tuple(p.strip() for p in gateway_super_users.split(",") if p.strip())
+        for p in supers:
+            if not p.startswith("User:") or p == "User:":
+                raise click.BadParameter(f"{p!r} is not User:<name>", param_hint="--super-users")
         try:
             mechanisms = parse_mechanisms(sasl_enabled_mechanisms)
         except ValueError as ex:
@@ -176,6 +184,8 @@ def gateway_security_options(f: Any) -> Any:
         security = {
             "security_protocol": protocol,
             "store_url": security_store,
+            "authorizer": gateway_authorizer,
+            "super_users": supers,
             "sasl": SaslSettings(
                 mechanisms,
                 failed_authentication_delay_ms,
@@ -234,6 +244,21 @@ def gateway_security_options(f: Any) -> Any:
                 default=DEFAULT_MAX_RECEIVE_BYTES,
                 help="Kafka's sasl.server.max.receive.size: the largest request accepted "
                 "before authentication.",
+            ),
+            opt(
+                "--authorizer/--no-authorizer",
+                "gateway_authorizer",
+                env="AUTHORIZER",
+                default=False,
+                help="Serve CreateAcls/DescribeAcls/DeleteAcls over the store's ACLs (which "
+                "the shards' --authorizer enforces). Off: SECURITY_DISABLED, as Kafka.",
+            ),
+            opt(
+                "--super-users",
+                "gateway_super_users",
+                env="SUPER_USERS",
+                default="",
+                help="Principals allowed everything (the shards' --super-users).",
             ),
         ]
     ):

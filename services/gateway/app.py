@@ -27,7 +27,9 @@ from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
-from shards.security.admin import credentials_document
+from shards.security.acl import Acls
+from shards.security.acl_api import AclAdmin
+from shards.security.admin import acls_document, credentials_document
 from shards.security.credentials import Credentials
 from shards.security.watch import WatchedDocument
 from shards.storage import LogStore, open_store
@@ -81,6 +83,11 @@ class GatewaySettings:
     store_url: str | None = None
     #: how often the credentials are re-read from the store
     security_poll_interval_ms: int = 1000
+    #: serve CreateAcls/DescribeAcls/DeleteAcls over the store's ACLs (as the shards'
+    #: --authorizer enforces them); off: SECURITY_DISABLED, as a broker without authorizer
+    authorizer: bool = False
+    #: principals allowed everything (the shards' --super-users)
+    super_users: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.security_protocol not in SECURITY_PROTOCOLS:
@@ -90,6 +97,8 @@ class GatewaySettings:
             )
         if self.security_protocol in SASL_PROTOCOLS and not self.store_url:
             raise ValueError(f"{self.security_protocol} needs --store (the SCRAM credentials)")
+        if self.authorizer and not self.store_url:
+            raise ValueError("--authorizer needs --store (the ACLs)")
 
 
 class BrokerListeners:
@@ -180,6 +189,7 @@ class GatewayApp:
         self.store: LogStore | None = None
         self.credentials: WatchedDocument[Credentials] | None = None
         self.sasl: SaslAuthenticator | None = None
+        self.acls: WatchedDocument[Acls] | None = None
 
     @property
     def port(self) -> int:
@@ -218,10 +228,13 @@ class GatewayApp:
             ],
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
         )
-        if s.security_protocol in SASL_PROTOCOLS:
-            assert s.store_url is not None
+        if s.store_url and (s.security_protocol in SASL_PROTOCOLS or s.authorizer):
             self.store = open_store(s.store_url)
             await self.store.start()
+        if self.store is not None and s.authorizer:
+            self.acls = acls_document(self.store, s.security_poll_interval_ms)
+            await self.acls.start()
+        if self.store is not None and s.security_protocol in SASL_PROTOCOLS:
             self.credentials = credentials_document(self.store, s.security_poll_interval_ms)
             await self.credentials.start()
             watched = self.credentials
@@ -234,6 +247,8 @@ class GatewayApp:
             s.cluster_id,
             s.long_poll_timeout_ms / 1000,
         )
+        if self.acls is not None:
+            apis.acl_admin = AclAdmin(self.acls, s.super_users)
         limits = Limits(s.max_request_bytes, s.idle_timeout_ms / 1000)
         host = self.advertised_host()
         proxy: Proxy | None = None
@@ -346,6 +361,8 @@ class GatewayApp:
             await self.router.close()
         if self.credentials is not None:
             await self.credentials.close()
+        if self.acls is not None:
+            await self.acls.close()
         if self.store is not None:
             await self.store.close()
         log.info("gateway stopped")

@@ -83,6 +83,10 @@ SERVED: Mapping[int, ApiSpec] = _served(
     # authenticate (a PLAINTEXT listener, or after authentication without re-authentication)
     ApiSpec(17, "sasl_handshake", 0, 1),
     ApiSpec(36, "sasl_authenticate", 0, 2),
+    # ACL administration (docs/security.md, ACLs): the store's ACLs the shards enforce
+    ApiSpec(29, "describe_acls", 1, 3),
+    ApiSpec(30, "create_acls", 1, 3),
+    ApiSpec(31, "delete_acls", 1, 3),
 )
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17

@@ -42,6 +42,15 @@ _STATUS_ERRORS = {
 _RETRY_STATUS = {grpc.StatusCode.UNAVAILABLE}
 
 
+def _call_options(timeout_s: float) -> dict[str, Any]:
+    """A call's timeout, and the Kafka client it is made for when there is one (only then:
+    the calls of anonymous clients and of the gateway itself are unchanged)."""
+    metadata = forwarded()
+    if metadata is None:
+        return {"timeout": timeout_s}
+    return {"timeout": timeout_s, "metadata": metadata}
+
+
 class UpstreamError(Exception):
     """A gRPC call failed for good; ``code`` is the Kafka error to answer with."""
 
@@ -138,7 +147,7 @@ class Router:
             try:
                 response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
                     self.bootstrap
-                ).FindCoordinator(request, timeout=self.timeout_s, metadata=forwarded())
+                ).FindCoordinator(request, **_call_options(self.timeout_s))
                 break
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt + 1 < len(self.bootstraps):
@@ -224,7 +233,7 @@ class Router:
             remaining = max(0.001, deadline - time.monotonic())
             method = getattr(self.coordinator(route.target), rpc)
             try:
-                response = await method(request, timeout=remaining, metadata=forwarded())
+                response = await method(request, **_call_options(remaining))
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt < self.max_attempts:
                     self.forget(route.partition, route)
@@ -247,9 +256,7 @@ class Router:
         timeout_s: float | None = None,
     ) -> Any:
         try:
-            return await stub_method(
-                request, timeout=timeout_s or self.timeout_s, metadata=forwarded()
-            )
+            return await stub_method(request, **_call_options(timeout_s or self.timeout_s))
         except grpc.aio.AioRpcError as ex:
             if ex.code() in _RETRY_STATUS:
                 self._next_bootstrap()  # the client retries; the next call goes elsewhere

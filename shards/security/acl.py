@@ -61,7 +61,7 @@ OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
         AclOperation.CREATE,
         AclOperation.DELETE,
     ),
-    ResourceType.CLUSTER: (AclOperation.DESCRIBE, AclOperation.CREATE),
+    ResourceType.CLUSTER: (AclOperation.DESCRIBE, AclOperation.CREATE, AclOperation.ALTER),
 }
 #: the operations whose bits Kafka reports in a group's AuthorizedOperations
 GROUP_REPORTED = (

@@ -120,12 +120,18 @@ async def _kafka_outcomes(k: SaslKafka) -> dict[str, Any]:
         return sc.login("127.0.0.1", k.sasl_port, user)
 
     await sc.setup_groups(connect)
-    return await sc.run_scenarios(connect)
+    return {
+        **await sc.run_scenarios(connect),
+        **await sc.run_acl_admin(connect),
+        "api versions": await _acl_api_versions(connect),
+    }
 
 
 async def _groupcoord_outcomes(tmp_path: Path) -> dict[str, Any]:
     await prepare_store(f"sqlite:///{tmp_path / 'gc.db'}")
-    async with gateway_stack(tmp_path, **stack_settings(tmp_path, ("User:ANONYMOUS",))) as s:
+    settings = stack_settings(tmp_path, ("User:ANONYMOUS",))
+    settings["gateway"] |= {"authorizer": True, "super_users": ("User:admin",)}
+    async with gateway_stack(tmp_path, **settings) as s:
         admin = await sc.login("127.0.0.1", s.kafka_port, "admin")
         await create_topics(admin)
         await admin.close()
@@ -134,7 +140,26 @@ async def _groupcoord_outcomes(tmp_path: Path) -> dict[str, Any]:
             return sc.login("127.0.0.1", s.kafka_port, user)
 
         await sc.setup_groups(connect)
-        return await sc.run_scenarios(connect)
+        return {
+            **await sc.run_scenarios(connect),
+            **await sc.run_acl_admin(connect),
+            "api versions": await _acl_api_versions(connect),
+        }
+
+
+async def _acl_api_versions(connect: Any) -> dict[int, tuple[int, int]]:
+    w = await connect("alice")
+    try:
+        r = await w.send(
+            sc.request("api_versions", 3, client_software_name="t", client_software_version="1")
+        )
+    finally:
+        await w.close()
+    return {
+        k.api_key: (k.min_version, k.max_version)
+        for k in r.api_keys
+        if k.api_key in (17, 29, 30, 31, 36)
+    }
 
 
 def test_same_requests_get_the_same_answers_as_kafka(kafka: SaslKafka, tmp_path: Path) -> None:
