@@ -151,19 +151,20 @@ def test_document_round_trip(items: list[AclBinding]) -> None:
 
 
 def test_scram_credentials_and_plain() -> None:
-    cred = make_credential("SCRAM-SHA-512", "pw", 4096)
-    assert verify_password("SCRAM-SHA-512", cred, "pw")
-    assert not verify_password("SCRAM-SHA-512", cred, "pW")
+    pw = "correct horse battery staple"  # (spaces: never inside base64 by chance)
+    cred = make_credential("SCRAM-SHA-512", pw, 4096)
+    assert verify_password("SCRAM-SHA-512", cred, pw)
+    assert not verify_password("SCRAM-SHA-512", cred, pw.upper())
     creds = Credentials().with_credential("u", "SCRAM-SHA-512", cred)
     back = Credentials.decode(1, creds.encode())
     assert back.lookup("u", "SCRAM-SHA-512") == cred
     assert back.for_plain("u") == ("SCRAM-SHA-512", cred)
-    assert b"pw" not in creds.encode()  # only salted hashes are stored
+    assert pw.encode() not in creds.encode()  # only salted hashes are stored
     # a scramp client authenticates against the stored credential
     server = scramp.ScramMechanism("SCRAM-SHA-512").make_server(
         lambda user: back.users[user]["SCRAM-SHA-512"].auth_info()
     )
-    client = scramp.ScramClient(["SCRAM-SHA-512"], "u", "pw")
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "u", pw)
     server.set_client_first(client.get_client_first())
     client.set_server_first(server.get_server_first())
     server.set_client_final(client.get_client_final())
