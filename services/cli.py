@@ -23,7 +23,11 @@ import click
 from services import health_probe
 from services.options import UpstreamArgs, upstream_client_options
 from services.options import opt as _opt
-from services.security_cli import authorizer_options, gateway_security_options
+from services.security_cli import (
+    authorizer_options,
+    dev_listener_security_options,
+    gateway_security_options,
+)
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
@@ -446,6 +450,7 @@ def main() -> None:
 @group_series_options
 @history_options("file")
 @authorizer_options
+@dev_listener_security_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -473,6 +478,7 @@ def dev(
     history_retention_hours: int,
     history_max_mb: int,
     authorization: dict[str, Any],
+    listener_security: dict[str, Any],
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -508,7 +514,21 @@ def dev(
         history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
         **authorization,
     )
-    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
+    # the built-in gateway: SASL credentials and the ACL APIs over dev's own store
+    gateway_security = {
+        **listener_security,
+        "store_url": store,
+        "authorizer": authorization["authorizer"],
+        "super_users": authorization["super_users"],
+    }
+    asyncio.run(
+        _serve(
+            ShardApp(settings),
+            kafka_port=kafka_port,
+            upstream=gateway_upstream,
+            gateway_security=gateway_security,
+        )
+    )
 
 
 @main.command()
@@ -761,7 +781,10 @@ STARTUP_CANCEL_S = 10.0
 
 
 async def _serve(
-    app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
+    app: Any,
+    kafka_port: int | None = None,
+    upstream: dict[str, Any] | None = None,
+    gateway_security: dict[str, Any] | None = None,
 ) -> None:
     gateway: Any = None
 
@@ -796,6 +819,7 @@ async def _serve(
                     max_request_bytes=app.settings.max_request_bytes,
                     configure_telemetry=False,
                     **(upstream or {}),
+                    **(gateway_security or {}),
                     # one upstream client per process: the shard's (topic mirror, lag)
                     upstream_cluster=getattr(app.settings, "upstream", None),
                 )

@@ -146,6 +146,83 @@ def scram_list(store: str, output: str) -> None:
         click.echo(f"{r['user']:<32} {r['mechanism']:<16} {r['iterations']}")
 
 
+def dev_listener_security_options(f: Any) -> Any:
+    """``groupcoord dev``: its built-in gateway's listener security (the store is dev's own,
+    the ACL APIs follow dev's --authorizer/--super-users); ``listener_security: dict``."""
+    import functools
+
+    command = f
+
+    @functools.wraps(command)
+    def bundled(*args: Any, **kw: Any) -> Any:
+        from services.gateway.sasl import SaslSettings, parse_mechanisms
+
+        protocol = kw.pop("security_protocol").upper()
+        try:
+            mechanisms = parse_mechanisms(kw.pop("sasl_enabled_mechanisms"))
+        except ValueError as ex:
+            raise click.BadParameter(str(ex), param_hint="--sasl-enabled-mechanisms") from None
+        listener = {
+            "security_protocol": protocol,
+            "sasl": SaslSettings(
+                mechanisms,
+                kw.pop("failed_authentication_delay_ms"),
+                kw.pop("sasl_max_receive_bytes"),
+                kw.pop("connections_max_reauth_ms"),
+            ),
+        }
+        return command(*args, listener_security=listener, **kw)
+
+    for decorate in reversed(_listener_options()):
+        bundled = decorate(bundled)
+    return bundled
+
+
+def _listener_options() -> list[Any]:
+    from services.gateway.sasl import DEFAULT_MAX_RECEIVE_BYTES, DEFAULT_MECHANISMS
+
+    return [
+        opt(
+            "--security-protocol",
+            env="SECURITY_PROTOCOL",
+            type=click.Choice(["PLAINTEXT", "SASL_PLAINTEXT"], case_sensitive=False),
+            default="PLAINTEXT",
+            help="The Kafka listener's security protocol (Kafka's listener names).",
+        ),
+        opt(
+            "--sasl-enabled-mechanisms",
+            env="SASL_ENABLED_MECHANISMS",
+            default=",".join(DEFAULT_MECHANISMS),
+            help="SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+            "(comma-separated). PLAIN sends passwords as they are: use it over TLS only.",
+        ),
+        opt(
+            "--connections-max-reauth-ms",
+            env="CONNECTIONS_MAX_REAUTH_MS",
+            type=click.IntRange(min=0),
+            default=0,
+            help="Kafka's connections.max.reauth.ms: SASL sessions last this long and "
+            "clients re-authenticate (KIP-368); 0: sessions do not expire.",
+        ),
+        opt(
+            "--failed-authentication-delay-ms",
+            env="FAILED_AUTHENTICATION_DELAY_MS",
+            type=click.IntRange(min=0),
+            default=100,
+            help="Kafka's connection.failed.authentication.delay.ms: a failed "
+            "authentication is answered after this delay, then the connection closes.",
+        ),
+        opt(
+            "--sasl-max-receive-bytes",
+            env="SASL_MAX_RECEIVE_BYTES",
+            type=click.IntRange(min=64),
+            default=DEFAULT_MAX_RECEIVE_BYTES,
+            help="Kafka's sasl.server.max.receive.size: the largest request accepted "
+            "before authentication.",
+        ),
+    ]
+
+
 def gateway_security_options(f: Any) -> Any:
     """The Kafka listener's security (``groupcoord gateway``); the command receives them as
     one ``security: dict`` of GatewaySettings fields."""
@@ -195,55 +272,16 @@ def gateway_security_options(f: Any) -> Any:
         }
         return command(*args, security=security, **kw)
 
-    from services.gateway.sasl import DEFAULT_MAX_RECEIVE_BYTES, DEFAULT_MECHANISMS
-
     for decorate in reversed(
         [
-            opt(
-                "--security-protocol",
-                env="SECURITY_PROTOCOL",
-                type=click.Choice(["PLAINTEXT", "SASL_PLAINTEXT"], case_sensitive=False),
-                default="PLAINTEXT",
-                help="The Kafka listener's security protocol (Kafka's listener names).",
-            ),
-            opt(
-                "--sasl-enabled-mechanisms",
-                env="SASL_ENABLED_MECHANISMS",
-                default=",".join(DEFAULT_MECHANISMS),
-                help="SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
-                "(comma-separated). PLAIN sends passwords as they are: use it over TLS only.",
-            ),
+            *_listener_options(),
             opt(
                 "--store",
                 "security_store",
                 env="STORE",
                 default=None,
-                help="The store holding the SCRAM credentials (the shards' store URL); "
-                "needed by SASL listeners.",
-            ),
-            opt(
-                "--connections-max-reauth-ms",
-                env="CONNECTIONS_MAX_REAUTH_MS",
-                type=click.IntRange(min=0),
-                default=0,
-                help="Kafka's connections.max.reauth.ms: SASL sessions last this long and "
-                "clients re-authenticate (KIP-368); 0: sessions do not expire.",
-            ),
-            opt(
-                "--failed-authentication-delay-ms",
-                env="FAILED_AUTHENTICATION_DELAY_MS",
-                type=click.IntRange(min=0),
-                default=100,
-                help="Kafka's connection.failed.authentication.delay.ms: a failed "
-                "authentication is answered after this delay, then the connection closes.",
-            ),
-            opt(
-                "--sasl-max-receive-bytes",
-                env="SASL_MAX_RECEIVE_BYTES",
-                type=click.IntRange(min=64),
-                default=DEFAULT_MAX_RECEIVE_BYTES,
-                help="Kafka's sasl.server.max.receive.size: the largest request accepted "
-                "before authentication.",
+                help="The store holding the SCRAM credentials and the ACLs (the shards' "
+                "store URL); needed by SASL listeners and --authorizer.",
             ),
             opt(
                 "--authorizer/--no-authorizer",

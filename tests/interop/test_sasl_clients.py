@@ -254,3 +254,83 @@ def test_java_client_over_sasl(sqlite_stack: SaslStack, tmp_path: Path, mechanis
         sqlite_stack.bootstrap, "describe-by-ids", topic, properties=bad, expect_failure=True
     )
     assert "SaslAuthenticationException" in failed["stderr"], failed["stderr"][-2000:]
+
+
+def test_dev_with_sasl_authorizer_and_acl_apis(tmp_path: Path) -> None:
+    """``groupcoord dev`` alone: its built-in gateway authenticates with SCRAM against dev's
+    own store; the authorizer refuses a user without ACLs and a super user creates ACLs for
+    it with the admin client's CreateAcls; then the user commits."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    data = tmp_path / "dev" / "data"
+    data.mkdir(parents=True)
+    store = f"sqlite:///{data / 'groupcoord.db'}"
+    add_user(store, "root", "root-secret", "SCRAM-SHA-512")
+    add_user(store, "app", "app-secret", "SCRAM-SHA-512")
+    proc = ServerProcess.dev(
+        tmp_path / "dev",
+        "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+        "--authorizer",
+        "--super-users", "User:root",
+        "--trusted-gateway-principals", "User:ANONYMOUS",
+    )  # fmt: skip
+    try:
+        bootstrap = f"127.0.0.1:{proc.ports['kafka']}"
+
+        def conf(user: str) -> dict[str, Any]:
+            return {
+                "bootstrap.servers": bootstrap,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": user,
+                "sasl.password": f"{user}-secret",
+                **QUIET,
+            }
+
+        root = AdminClient(conf("root"))
+        root.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+        consumer = Consumer({**conf("app"), "group.id": "app-1", "enable.auto.commit": False})
+        try:
+            # no Describe GROUP: FindCoordinator is refused, so librdkafka finds no coordinator
+            with pytest.raises(KafkaException):
+                consumer.commit(offsets=[TopicPartition("orders", 0, 5)], asynchronous=False)
+            grants = [
+                AclBinding(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED, "User:app",
+                           "*", AclOperation.READ, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:app",
+                           "*", AclOperation.READ, AclPermissionType.ALLOW),
+            ]  # fmt: skip
+            for f in root.create_acls(grants).values():
+                f.result(30)
+            described = root.describe_acls(
+                AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:app",
+                                 None, AclOperation.ANY, AclPermissionType.ANY)
+            ).result(30)  # fmt: skip
+            assert sorted(b.name for b in described) == ["app-", "orders"]
+            deadline = time.monotonic() + 15
+            while True:  # the shard follows the ACLs within its poll interval
+                try:
+                    consumer.commit(offsets=[TopicPartition("orders", 0, 5)], asynchronous=False)
+                    break
+                except KafkaException:
+                    assert time.monotonic() < deadline, "the new ACLs never applied"
+                    time.sleep(0.3)
+            (got,) = consumer.committed([TopicPartition("orders", 0)], timeout=10)
+            assert got.offset == 5
+            with pytest.raises(KafkaException):  # app may not change ACLs
+                AdminClient(conf("app")).create_acls(grants[:1])[grants[0]].result(30)
+        finally:
+            consumer.close()
+    finally:
+        proc.kill()
