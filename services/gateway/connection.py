@@ -181,7 +181,13 @@ class Connection:
                     raise IllegalSaslState(
                         f"unexpected request (API key {api_key}) before SASL authentication"
                     )
-                response = await self.respond(frame)
+                if self.proxy is not None:
+                    # (ApiVersions: the proxy's bookkeeping of what the client was told)
+                    answered = await self.proxy.dispatch(frame, self.respond)
+                    assert isinstance(answered, bytes)  # the pre-auth APIs are all local
+                    response = answered
+                else:
+                    response = await self.respond(frame)
                 self.requests += 1
                 self.writer.write(response)
                 async with asyncio.timeout(self.limits.idle_timeout_s):

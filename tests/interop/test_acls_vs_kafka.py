@@ -175,8 +175,9 @@ def test_same_requests_get_the_same_answers_as_kafka(kafka: SaslKafka, tmp_path:
 
 
 def test_proxy_mode_authenticates_to_a_sasl_upstream(kafka: SaslKafka, tmp_path: Path) -> None:
-    """``groupcoord dev`` in front of the SASL listener as ``admin``: clients of the (PLAINTEXT)
-    gateway produce and consume through it; with a wrong password nothing is reached."""
+    """``groupcoord dev`` in front of the SASL listener as ``admin``, its own clients
+    authenticated by the gateway with SCRAM-SHA-512 (their SASL exchange is not forwarded):
+    they produce and consume through it; with a wrong upstream password nothing is reached."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -198,25 +199,46 @@ def test_proxy_mode_authenticates_to_a_sasl_upstream(kafka: SaslKafka, tmp_path:
         "--upstream-metadata-interval-ms",
         "200",
     ]
+    from tests.interop.test_sasl_clients import add_user
+
+    (tmp_path / "proxy" / "data").mkdir(parents=True)
+    add_user(
+        f"sqlite:///{tmp_path / 'proxy' / 'data' / 'groupcoord.db'}",
+        "client",
+        "client-secret",
+        "SCRAM-SHA-512",
+    )
     proc = ServerProcess.dev(
-        tmp_path / "proxy", *args, env={"GROUPCOORD_UPSTREAM_SASL_PASSWORD": "admin-secret"}
+        tmp_path / "proxy",
+        *args,
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-enabled-mechanisms",
+        "SCRAM-SHA-512",
+        env={"GROUPCOORD_UPSTREAM_SASL_PASSWORD": "admin-secret"},
     )
     try:
-        bootstrap = f"127.0.0.1:{proc.ports['kafka']}"
+        client = {
+            "bootstrap.servers": f"127.0.0.1:{proc.ports['kafka']}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "client",
+            "sasl.password": "client-secret",
+            **QUIET,
+        }
         topic, group = unique("proxied"), unique("g")
-        admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+        admin = AdminClient(client)
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+        producer = Producer(client)
         for i in range(3):
             producer.produce(topic, value=b"v%d" % i)
         assert producer.flush(30) == 0
         consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **client,
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                **QUIET,
             }
         )
         try:
