@@ -30,6 +30,11 @@ from services.options import (
     upstream_client_options,
 )
 from services.options import opt as _opt
+from services.security_cli import (
+    authorizer_options,
+    dev_listener_security_options,
+    gateway_security_options,
+)
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
 
@@ -473,6 +478,8 @@ def main() -> None:
 @history_options("file")
 @tls_options(server=True)
 @listener_options
+@authorizer_options
+@dev_listener_security_options
 def dev(
     data_dir: str,
     store: str | None,
@@ -501,6 +508,8 @@ def dev(
     history_max_mb: int,
     tls: TlsArgs,
     listener: ListenerArgs,
+    authorization: dict[str, Any],
+    listener_security: dict[str, Any],
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -537,8 +546,23 @@ def dev(
         history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
         tls=server_tls,
         client_tls=client_tls,
+        **authorization,
     )
-    asyncio.run(_serve(ShardApp(settings), kafka_port=kafka_port, upstream=gateway_upstream))
+    # the built-in gateway: SASL credentials and the ACL APIs over dev's own store
+    gateway_security = {
+        **listener_security,
+        "store_url": store,
+        "authorizer": authorization["authorizer"],
+        "super_users": authorization["super_users"],
+    }
+    asyncio.run(
+        _serve(
+            ShardApp(settings),
+            kafka_port=kafka_port,
+            upstream=gateway_upstream,
+            gateway_security=gateway_security,
+        )
+    )
 
 
 @main.command()
@@ -604,6 +628,7 @@ def dev(
 @history_options("off")
 @tls_options(server=True)
 @health_port_option
+@authorizer_options
 def shard(
     store: str,
     node_id: int,
@@ -636,6 +661,7 @@ def shard(
     history_max_mb: int,
     tls: TlsArgs,
     health_port: int | None,
+    authorization: dict[str, Any],
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
@@ -674,6 +700,7 @@ def shard(
         tls=server_tls,
         client_tls=client_tls,
         health_port=health_port,
+        **authorization,
     )
     asyncio.run(_serve(ShardApp(settings)))
 
@@ -796,7 +823,10 @@ STARTUP_CANCEL_S = 10.0
 
 
 async def _serve(
-    app: Any, kafka_port: int | None = None, upstream: dict[str, Any] | None = None
+    app: Any,
+    kafka_port: int | None = None,
+    upstream: dict[str, Any] | None = None,
+    gateway_security: dict[str, Any] | None = None,
 ) -> None:
     gateway: Any = None
 
@@ -843,6 +873,7 @@ async def _serve(
                     max_request_bytes=app.settings.max_request_bytes,
                     configure_telemetry=False,
                     **(upstream or {}),
+                    **(gateway_security or {}),
                     # one upstream client per process: the shard's (topic mirror, lag)
                     upstream_cluster=getattr(app.settings, "upstream", None),
                     grpc_tls=getattr(app.settings, "client_tls", None),
@@ -958,6 +989,7 @@ async def _serve(
     'readiness: "", SERVING while a shard is reachable and, in proxy mode, once the upstream '
     "has answered); 0 picks a free port and prints it. Unset: none.",
 )
+@gateway_security_options
 @upstream_options
 @metrics_options
 @log_options
@@ -984,6 +1016,7 @@ def gateway(
     metrics_port: int | None,
     tls: TlsArgs,
     listener: ListenerArgs,
+    security: dict[str, Any],
 ) -> None:
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
@@ -991,6 +1024,11 @@ def gateway(
     from services.process import logs
 
     logs.configure(log_level, log_format, library_log_level)
+    if listener.security_protocol.startswith("SASL_") and not security["store_url"]:
+        raise click.UsageError(
+            f"--security-protocol {listener.security_protocol} needs --store (the SCRAM "
+            "credentials)"
+        )
     listener_settings = listener.settings()
     grpc_tls = tls.client()
     configure_metrics("groupcoord-gateway", metrics_port, host, otlp_endpoint)
@@ -1010,6 +1048,7 @@ def gateway(
         grpc_tls=grpc_tls,
         **upstream.settings(),
         **listener_settings,
+        **security,
     )
     asyncio.run(_serve_gateway(GatewayApp(settings), health_port))
 
@@ -1266,8 +1305,9 @@ _add_history_commands()
 
 def _add_admin_commands() -> None:
     from services.admin.commands import configs, groups, topics
+    from services.security_cli import acls, scram
 
-    for command in (groups, topics, configs):
+    for command in (groups, topics, configs, scram, acls):
         main.add_command(command)
     from loadtest.cli import loadtest
 

@@ -31,6 +31,9 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
         upstream_ssl_cafile: str | None,
         upstream_ssl_certfile: str | None,
         upstream_ssl_keyfile: str | None,
+        upstream_sasl_mechanism: str | None,
+        upstream_sasl_username: str | None,
+        upstream_sasl_password: str | None,
         broker_port_base: int | None = None,
         **kw: Any,
     ) -> Any:
@@ -41,6 +44,9 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
             upstream_ssl_cafile,
             upstream_ssl_certfile,
             upstream_ssl_keyfile,
+            upstream_sasl_mechanism,
+            upstream_sasl_username,
+            upstream_sasl_password,
         )
         return command(*args, upstream=upstream, **kw)
 
@@ -57,9 +63,10 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--upstream-security-protocol",
         env="UPSTREAM_SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
+        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
         default="PLAINTEXT",
-        help="How to connect to the upstream brokers.",
+        help="How to connect to the upstream brokers (SASL_*: with the gateway's own "
+        "credentials, --upstream-sasl-*).",
     )(f)
     f = opt(
         "--upstream-ssl-cafile",
@@ -80,6 +87,25 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         help="Private key (PEM) of --upstream-ssl-certfile.",
     )(f)
+    f = opt(
+        "--upstream-sasl-mechanism",
+        env="UPSTREAM_SASL_MECHANISM",
+        type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False),
+        default=None,
+        help="SASL mechanism towards the upstream (SASL_PLAINTEXT / SASL_SSL).",
+    )(f)
+    f = opt(
+        "--upstream-sasl-username",
+        env="UPSTREAM_SASL_USERNAME",
+        default=None,
+        help="The upstream user groupcoord authenticates as.",
+    )(f)
+    f = opt(
+        "--upstream-sasl-password",
+        env="UPSTREAM_SASL_PASSWORD",
+        default=None,
+        help="Its password (prefer the environment variable: arguments are visible to ps).",
+    )(f)
     return f
 
 
@@ -91,6 +117,9 @@ class UpstreamArgs:
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = dataclasses.field(default=None, repr=False)
 
     def settings(self) -> dict[str, Any]:
         """GatewaySettings fields; the TLS files are checked now (a clear error at start)."""
@@ -107,8 +136,22 @@ class UpstreamArgs:
             raise click.BadParameter(
                 "give both --upstream-ssl-certfile and --upstream-ssl-keyfile, or neither"
             )
+        from services.upstream.security import SaslCredentials
+
+        protocol = self.security_protocol.upper()
+        sasl = None
+        if protocol.startswith("SASL_"):
+            if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
+                raise click.BadParameter(
+                    f"{protocol} needs --upstream-sasl-mechanism, --upstream-sasl-username "
+                    "and --upstream-sasl-password",
+                    param_hint="--upstream-security-protocol",
+                )
+            sasl = SaslCredentials(
+                self.sasl_mechanism.upper(), self.sasl_username, self.sasl_password
+            )
         security = UpstreamSecurity(
-            self.security_protocol.upper(), self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile
+            protocol, self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, sasl
         )
         security.ssl_context()  # unreadable files fail here, before anything starts
         return {
@@ -124,7 +167,10 @@ class UpstreamArgs:
         settings = self.settings()
         if not settings:
             return None
-        return UpstreamCluster(self.bootstrap or "", settings["upstream_security"].ssl_context())
+        security = settings["upstream_security"]
+        return UpstreamCluster(
+            self.bootstrap or "", security.ssl_context(), sasl=security.sasl_credentials()
+        )
 
 
 # ---- TLS on gRPC (docs/security.md) ---------------------------------------------------------
@@ -330,15 +376,13 @@ class ListenerArgs:
         from services.process.tls import SslListener, TlsError
 
         protocol = self.security_protocol
-        if protocol.startswith("SASL_"):
-            raise click.ClickException(f"--security-protocol {protocol}: SASL is not available yet")
-        if protocol == "PLAINTEXT":
+        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
             if self.certfile or self.keyfile:
                 raise click.BadParameter(
                     "--ssl-certfile/--ssl-keyfile need --security-protocol SSL or SASL_SSL",
                     param_hint="--security-protocol",
                 )
-            return {}
+            return {"security_protocol": protocol}
         if self.certfile is None or self.keyfile is None:
             raise click.BadParameter(
                 f"--security-protocol {protocol} needs --ssl-certfile and --ssl-keyfile",

@@ -16,12 +16,23 @@ from services.gateway.handlers import KafkaApis, Node
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.proxy import Proxy
 from services.gateway.router import Router
+from services.gateway.sasl import (
+    SASL_PROTOCOLS,
+    SaslAuthenticator,
+    SaslSettings,
+)
 from services.gateway.server import GatewayServer
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
 from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
+from shards.security.acl import Acls
+from shards.security.acl_api import AclAdmin
+from shards.security.admin import acls_document, credentials_document
+from shards.security.credentials import Credentials
+from shards.security.watch import WatchedDocument
+from shards.storage import LogStore, open_store
 
 log = logging.getLogger("groupcoord.gateway")
 
@@ -67,13 +78,35 @@ class GatewaySettings:
     upstream_cluster: UpstreamCluster | None = None
     #: TLS of the gRPC calls to the shards (None: plaintext)
     grpc_tls: ClientTls | None = None
-    #: the Kafka listeners' security protocol: PLAINTEXT or SSL (SASL_* are refused)
+    #: the Kafka listeners' security protocol (docs/security.md): PLAINTEXT, SSL,
+    #: SASL_PLAINTEXT or SASL_SSL
     security_protocol: str = "PLAINTEXT"
-    #: SSL: the listeners' TLS (certificate reloaded on change)
+    #: SSL and SASL_SSL: the listeners' TLS (certificate reloaded on change)
     listener_tls: SslListener | None = None
     #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
     #: process (services.process.local_calls), used instead of a channel to the address
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
+    sasl: SaslSettings = field(default_factory=SaslSettings)
+    #: the store holding the SCRAM credentials (the shards' store URL); needed with SASL
+    store_url: str | None = None
+    #: how often the credentials are re-read from the store
+    security_poll_interval_ms: int = 1000
+    #: serve CreateAcls/DescribeAcls/DeleteAcls over the store's ACLs (as the shards'
+    #: --authorizer enforces them); off: SECURITY_DISABLED, as a broker without authorizer
+    authorizer: bool = False
+    #: principals allowed everything (the shards' --super-users)
+    super_users: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security protocol {self.security_protocol!r} is not one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        if self.security_protocol in SASL_PROTOCOLS and not self.store_url:
+            raise ValueError(f"{self.security_protocol} needs --store (the SCRAM credentials)")
+        if self.authorizer and not self.store_url:
+            raise ValueError("--authorizer needs --store (the ACLs)")
 
 
 class BrokerListeners:
@@ -160,6 +193,11 @@ class GatewayApp:
         self._reconnect: asyncio.Task[None] | None = None
         #: None while metrics are off
         self.metrics: GatewayMetrics | None = None
+        #: SASL listeners only: the store and the credentials followed in it
+        self.store: LogStore | None = None
+        self.credentials: WatchedDocument[Credentials] | None = None
+        self.sasl: SaslAuthenticator | None = None
+        self.acls: WatchedDocument[Acls] | None = None
 
     @property
     def port(self) -> int:
@@ -184,8 +222,6 @@ class GatewayApp:
         s = self.settings
         if s.security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"unknown security protocol {s.security_protocol}")
-        if s.security_protocol.startswith("SASL_"):
-            raise ValueError(f"security protocol {s.security_protocol}: SASL is not available yet")
         if s.security_protocol.endswith("SSL") and s.listener_tls is None:
             raise ValueError(f"security protocol {s.security_protocol} needs listener_tls")
         if s.configure_telemetry:
@@ -206,6 +242,17 @@ class GatewayApp:
             tls=s.grpc_tls,
             local=s.local_coordinators,
         )
+        if s.store_url and (s.security_protocol in SASL_PROTOCOLS or s.authorizer):
+            self.store = open_store(s.store_url)
+            await self.store.start()
+        if self.store is not None and s.authorizer:
+            self.acls = acls_document(self.store, s.security_poll_interval_ms)
+            await self.acls.start()
+        if self.store is not None and s.security_protocol in SASL_PROTOCOLS:
+            self.credentials = credentials_document(self.store, s.security_poll_interval_ms)
+            await self.credentials.start()
+            watched = self.credentials
+            self.sasl = SaslAuthenticator(s.sasl, lambda: watched.current)
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(
             self.router,
@@ -214,12 +261,16 @@ class GatewayApp:
             s.cluster_id,
             s.long_poll_timeout_ms / 1000,
         )
+        if self.acls is not None:
+            apis.acl_admin = AclAdmin(self.acls, s.super_users)
         limits = Limits(s.max_request_bytes, s.idle_timeout_ms / 1000)
         host = self.advertised_host()
         proxy: Proxy | None = None
         if s.upstream_bootstrap:
             self.cluster = s.upstream_cluster or UpstreamCluster(
-                s.upstream_bootstrap, s.upstream_security.ssl_context()
+                s.upstream_bootstrap,
+                s.upstream_security.ssl_context(),
+                sasl=s.upstream_security.sasl_credentials(),
             )
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(
@@ -231,6 +282,7 @@ class GatewayApp:
             proxy,
             metrics=self.metrics,
             tls=self._listener_tls(),
+            sasl=self.sasl,
         )
         await self.server.start()
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)
@@ -308,6 +360,7 @@ class GatewayApp:
                 node_id,
                 self.metrics,
                 tls=self._listener_tls(),
+                sasl=self.sasl,
             )
 
         self.broker_listeners = BrokerListeners(make_server, host, base)
@@ -327,4 +380,10 @@ class GatewayApp:
             await self.cluster.close()  # a shared one is closed by whoever made it
         if self.router is not None:
             await self.router.close()
+        if self.credentials is not None:
+            await self.credentials.close()
+        if self.acls is not None:
+            await self.acls.close()
+        if self.store is not None:
+            await self.store.close()
         log.info("gateway stopped")

@@ -78,8 +78,19 @@ SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(69, "consumer_group_describe", 0, 1),
     ApiSpec(19, "create_topics", 2, 7),
     ApiSpec(20, "delete_topics", 1, 6),
+    # SASL (docs/security.md): on a SASL listener the connection runs these itself
+    # (services/gateway/sasl.py); KafkaApis answers them where there is nothing to
+    # authenticate (a PLAINTEXT listener, or after authentication without re-authentication)
+    ApiSpec(17, "sasl_handshake", 0, 1),
+    ApiSpec(36, "sasl_authenticate", 0, 2),
+    # ACL administration (docs/security.md, ACLs): the store's ACLs the shards enforce
+    ApiSpec(29, "describe_acls", 1, 3),
+    ApiSpec(30, "create_acls", 1, 3),
+    ApiSpec(31, "delete_acls", 1, 3),
 )
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
 PRODUCE_KEY = 0
 
 

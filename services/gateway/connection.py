@@ -14,6 +14,11 @@ its response is queued; a writer task writes the queue in request order. Request
 answers itself are still handled one at a time, in order, while the writer goes on writing
 the forwarded responses before them. At most :data:`MAX_IN_FLIGHT` responses are queued
 (then reading waits), so a client cannot make the gateway buffer without bound.
+
+On a SASL listener (a :class:`~services.gateway.sasl.SaslSession` is given) the connection
+first authenticates the client, one request at a time, before either of the above: see
+:mod:`services.gateway.sasl` for the rules (only ApiVersions/SaslHandshake/SaslAuthenticate,
+a small frame limit, a delayed answer to a failed authentication, then close).
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ from services.gateway import codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.metrics import FROM_CLIENT, FROM_UPSTREAM, TO_CLIENT, GatewayMetrics
 from services.gateway.proxy import CloseClient, Pending, ProxySession
+from services.gateway.sasl import (
+    PRE_AUTH_KEYS,
+    AuthenticationFailed,
+    IllegalSaslState,
+    SaslSession,
+)
+from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, connection_principal
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")
@@ -83,8 +95,15 @@ class Connection:
         writer: asyncio.StreamWriter,
         proxy: ProxySession | None = None,
         metrics: GatewayMetrics | None = None,
+        sasl: SaslSession | None = None,
+        failed_auth_delay_s: float = 0.0,
     ) -> None:
         self.apis = apis
+        #: None: the listener does not authenticate (PLAINTEXT, SSL)
+        self.sasl = sasl
+        self.failed_auth_delay_s = failed_auth_delay_s
+        #: the TLS client certificate's subject DN (set by a TLS listener), or None
+        self.peer_cert_subject: str | None = None
         self.proxy = proxy
         #: None: metrics are off
         self.metrics = metrics
@@ -95,6 +114,8 @@ class Connection:
         self.peer_host = peer[0] if isinstance(peer, tuple) and peer else ""
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
         self.decoder = framing.FrameDecoder(limits.max_request_bytes)
+        #: the request size limit in force (smaller until SASL authenticated the client)
+        self.max_frame_bytes = limits.max_request_bytes
         self.closing = False
         self.requests = 0
         #: SSL/SASL_SSL listeners: the verified client certificate's subject DN in RFC 2253
@@ -102,15 +123,34 @@ class Connection:
         #: (set by services.gateway.server after the handshake)
         self.peer_cert_subject: str | None = None
 
+    @property
+    def principal(self) -> str:
+        """Kafka's principal of this client (docs/security.md, Principals)."""
+        sasl_user = None
+        if self.sasl is not None and self.sasl.principal is not None:
+            sasl_user = self.sasl.principal.split(":", 1)[1]
+        return connection_principal(sasl_user, self.peer_cert_subject)
+
     async def run(self) -> None:
         try:
+            if self.sasl is not None:
+                await self._authenticate(self.sasl)
+            # every call to a shard made for this client names it (this task and the ones
+            # it starts inherit the value); anonymous clients are not named (a trusted
+            # gateway's unnamed calls are ANONYMOUS's), which keeps their calls as they were
+            principal = self.principal
+            CLIENT_PRINCIPAL.set(None if principal == ANONYMOUS else principal)
             await self._serve()
+        except AuthenticationFailed as ex:
+            log.info("failed authentication from %s: %s", self.peer, ex)
+            await self._answer_failed_authentication(ex.response)
         except (
             framing.FrameError,
             codec.DecodeFailure,
             CloseConnection,
             CloseClient,
             UpstreamFailure,
+            IllegalSaslState,
         ) as ex:
             log.info("closing connection from %s: %s", self.peer, ex)
         except TimeoutError:
@@ -130,7 +170,49 @@ class Connection:
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
                 pass
 
+    async def _authenticate(self, sasl: SaslSession) -> None:
+        """Serve the requests before authentication, one at a time, under the small frame
+        limit; return once the client is authenticated (or closing)."""
+        self.max_frame_bytes = min(sasl.auth.settings.max_receive_bytes, self.max_frame_bytes)
+        try:
+            while not self.closing and not sasl.authenticated:
+                frame = await self._read_frame()
+                if frame is None:
+                    self.closing = True
+                    return
+                api_key = framing.peek(frame)[0]
+                if api_key not in PRE_AUTH_KEYS:
+                    raise IllegalSaslState(
+                        f"unexpected request (API key {api_key}) before SASL authentication"
+                    )
+                if self.proxy is not None:
+                    # (ApiVersions: the proxy's bookkeeping of what the client was told)
+                    answered = await self.proxy.dispatch(frame, self.respond)
+                    assert isinstance(answered, bytes)  # the pre-auth APIs are all local
+                    response = answered
+                else:
+                    response = await self.respond(frame)
+                self.requests += 1
+                self.writer.write(response)
+                async with asyncio.timeout(self.limits.idle_timeout_s):
+                    await self.writer.drain()
+        finally:
+            self.max_frame_bytes = self.limits.max_request_bytes
+        self.decoder.max_bytes = self.max_frame_bytes
+
+    async def _answer_failed_authentication(self, response: bytes) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: the answer waits, then the
+        connection is closed (by :meth:`run`)."""
+        if self.failed_auth_delay_s > 0:
+            await asyncio.sleep(self.failed_auth_delay_s)
+        with contextlib.suppress(Exception):
+            self.writer.write(response)
+            async with asyncio.timeout(1.0):
+                await self.writer.drain()
+
     async def _serve(self) -> None:
+        if self.closing:
+            return
         if self.proxy is not None:
             await self._serve_pipelined(self.proxy)
             return
@@ -172,7 +254,7 @@ class Connection:
                     raise
                 return None
             (size,) = _SIZE.unpack(head)
-            framing.check_frame_size(size, self.limits.max_request_bytes)
+            framing.check_frame_size(size, self.max_frame_bytes)
             if size > READ_CHUNK:
                 # a frame still arriving is not idle: the timeout is per frame, not per read
                 loop = asyncio.get_running_loop()
@@ -211,6 +293,9 @@ class Connection:
                 api_key, version, _ = framing.peek(frame)
                 metrics.requests.add(1, metrics.attrs(api_key, version))
                 metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
+            sasl = self.sasl
+            if sasl is not None and sasl.expired() and not sasl.handles(framing.peek(frame)[0]):
+                raise CloseConnection("the SASL session expired (no re-authentication)")
             pending = await proxy.dispatch(frame, self.respond)
             self.requests += 1
             if pending is not None:
@@ -294,6 +379,12 @@ class Connection:
     async def _respond(
         self, frame: bytes, node: Node | None, api_key: int, version: int, correlation_id: int
     ) -> bytes:
+        sasl = self.sasl
+        if sasl is not None:
+            if sasl.handles(api_key):
+                return sasl.respond(frame)  # (raises to fail or close)
+            if sasl.expired():
+                raise CloseConnection("the SASL session expired (no re-authentication)")
         spec = codec.SERVED.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown or unserved API key {api_key}")

@@ -35,15 +35,19 @@ from groupcoord.v1 import (
 from services.gateway import codec
 from services.gateway.router import Router, UpstreamError
 from services.gateway.topic_cache import CatalogView
+from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL
 from shards.adapters.convert import optional, set_optional
 from shards.core.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
     GROUP_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
+    AclOperation,
 )
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
+from shards.security.acl import AclError
+from shards.security.acl_api import AclAdmin, AclFilter, binding_of
 
 log = logging.getLogger("groupcoord.gateway")
 
@@ -54,13 +58,38 @@ FETCH_MAX_WAIT_CAP_MS = 1_000
 NO_DATA_PLANE = "groupcoord coordinates groups only: it stores no records"
 
 
-def _group_operations(requested: bool, error_code: int) -> int:
-    """A described group's authorized operations: all of them when asked for and found."""
-    return (
-        GROUP_AUTHORIZED_OPERATIONS
-        if requested and error_code == 0
-        else AUTHORIZED_OPERATIONS_OMITTED
+def _group_operations(requested: bool, error_code: int, from_shard: int) -> int:
+    """A described group's authorized operations when asked for and found: the shard's
+    (computed from the ACLs when its authorizer is on), else all of them."""
+    if not requested or error_code != 0:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if from_shard != AUTHORIZED_OPERATIONS_OMITTED:
+        return from_shard
+    return GROUP_AUTHORIZED_OPERATIONS
+
+
+def _acl_filter(
+    resource_type: int,
+    name: str | None,
+    pattern_type: int,
+    principal: str | None,
+    host: str | None,
+    operation: int,
+    permission: int,
+) -> AclFilter:
+    return AclFilter(
+        int(resource_type),
+        name,
+        int(pattern_type),
+        principal,
+        host,
+        int(operation),
+        int(permission),
     )
+
+
+def _unset_is_omitted(value: int | None) -> int:
+    return AUTHORIZED_OPERATIONS_OMITTED if value is None else value
 
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -114,6 +143,9 @@ class KafkaApis:
         advertised: AdvertisedApis | None = None,
     ) -> None:
         self.advertised = advertised
+        #: CreateAcls/DescribeAcls/DeleteAcls over the store's ACLs (None: no authorizer,
+        #: answered SECURITY_DISABLED as by a broker without one)
+        self.acl_admin: AclAdmin | None = None
         self.router = router
         self.catalog = catalog
         self.node = node
@@ -146,6 +178,11 @@ class KafkaApis:
             69: (self.consumer_group_describe, self.consumer_group_describe_error),
             19: (self.create_topics, self.create_topics_error),
             20: (self.delete_topics, self.delete_topics_error),
+            17: (self.sasl_handshake, self.sasl_handshake_error),
+            36: (self.sasl_authenticate, self.sasl_authenticate_error),
+            29: (self.describe_acls, self.describe_acls_error),
+            30: (self.create_acls, self.create_acls_error),
+            31: (self.delete_acls, self.delete_acls_error),
         }
         assert set(self.handlers) == set(codec.SERVED), "every served API needs a translator"
 
@@ -234,6 +271,183 @@ class KafkaApis:
 
     def api_versions_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {"error_code": code, "api_keys": []}
+
+    # ---- SaslHandshake (17), SaslAuthenticate (36) without a SASL exchange -----------------
+    # Reached only where the connection does not authenticate them itself (services/gateway/
+    # sasl.py): a listener without SASL, or an authenticated connection on which
+    # re-authentication is off. A Kafka broker's API layer answers ILLEGAL_SASL_STATE there.
+    async def sasl_handshake(self, rq: RequestInfo, request: Any) -> Data:
+        return self.sasl_handshake_error(rq, request, int(Errors.ILLEGAL_SASL_STATE), "")
+
+    def sasl_handshake_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "mechanisms": []}
+
+    async def sasl_authenticate(self, rq: RequestInfo, request: Any) -> Data:
+        return self.sasl_authenticate_error(
+            rq,
+            request,
+            int(Errors.ILLEGAL_SASL_STATE),
+            "SaslAuthenticate request received after successful authentication",
+        )
+
+    def sasl_authenticate_error(
+        self, rq: RequestInfo, request: Any, code: int, message: str
+    ) -> Data:
+        return {"error_code": code, "error_message": message, "auth_bytes": b""}
+
+    # ---- DescribeAcls (29), CreateAcls (30), DeleteAcls (31) ----------------------------------
+    def _acl_caller(self, rq: RequestInfo, op: AclOperation) -> tuple[AclAdmin | None, int]:
+        """The admin and 0, or None and the error code (no authorizer / not authorized)."""
+        admin = self.acl_admin
+        if admin is None:
+            return None, int(Errors.SECURITY_DISABLED)
+        principal = CLIENT_PRINCIPAL.get() or ANONYMOUS
+        if not admin.allowed(principal, op, rq.client_host.lstrip("/")):
+            return None, int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+        return admin, 0
+
+    @staticmethod
+    def _acl_message(code: int) -> str | None:
+        if code == Errors.SECURITY_DISABLED:
+            return "No Authorizer is configured."
+        return None
+
+    async def describe_acls(self, rq: RequestInfo, request: Any) -> Data:
+        admin, code = self._acl_caller(rq, AclOperation.DESCRIBE)
+        if admin is None:
+            return self.describe_acls_error(rq, request, code, self._acl_message(code) or "")
+        f = _acl_filter(
+            request.resource_type_filter,
+            request.resource_name_filter,
+            request.pattern_type_filter,
+            request.principal_filter,
+            request.host_filter,
+            request.operation,
+            request.permission_type,
+        )
+        try:
+            f.check()
+        except AclError as ex:
+            return self.describe_acls_error(rq, request, int(Errors.INVALID_REQUEST), str(ex))
+        resources: dict[tuple[int, str, int], list[Data]] = {}
+        for b in await admin.describe(f):
+            resources.setdefault((int(b.resource_type), b.name, int(b.pattern_type)), []).append(
+                {
+                    "principal": b.principal,
+                    "host": b.host,
+                    "operation": int(b.operation),
+                    "permission_type": int(b.permission),
+                }
+            )
+        return {
+            "error_code": 0,
+            "error_message": None,
+            "resources": [
+                {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": acls}
+                for (rt, name, pt), acls in resources.items()
+            ],
+        }
+
+    def describe_acls_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "error_message": message or None, "resources": []}
+
+    async def create_acls(self, rq: RequestInfo, request: Any) -> Data:
+        admin, code = self._acl_caller(rq, AclOperation.ALTER)
+        if admin is None:
+            return self.create_acls_error(rq, request, code, self._acl_message(code) or "")
+        if any(
+            int(v) in (0, 1)  # UNKNOWN, ANY (and MATCH as a pattern) make no binding
+            for c in request.creations
+            for v in (c.resource_type, c.operation, c.permission_type)
+        ) or any(int(c.resource_pattern_type) in (0, 1, 2) for c in request.creations):
+            # as Kafka 4.1: the request cannot be turned into bindings, nothing is created
+            # and every creation is answered UNKNOWN_SERVER_ERROR
+            return self.create_acls_error(
+                rq, request, int(Errors.UNKNOWN_SERVER_ERROR), "not a concrete ACL binding"
+            )
+        results: list[Data] = []
+        valid = []
+        for c in request.creations:
+            try:
+                valid.append(
+                    binding_of(
+                        c.resource_type,
+                        c.resource_name,
+                        c.resource_pattern_type,
+                        c.principal,
+                        c.host,
+                        c.operation,
+                        c.permission_type,
+                    )
+                )
+                results.append({"error_code": 0, "error_message": None})
+            except AclError as ex:
+                results.append(
+                    {"error_code": int(Errors.INVALID_REQUEST), "error_message": str(ex)}
+                )
+        if valid:
+            await admin.create(valid)
+        return {"results": results}
+
+    def create_acls_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "results": [
+                {"error_code": code, "error_message": message or None} for _ in request.creations
+            ]
+        }
+
+    async def delete_acls(self, rq: RequestInfo, request: Any) -> Data:
+        admin, code = self._acl_caller(rq, AclOperation.ALTER)
+        if admin is None:
+            return self.delete_acls_error(rq, request, code, self._acl_message(code) or "")
+        filters: list[AclFilter | None] = []
+        for f in request.filters:
+            acl_filter = _acl_filter(
+                f.resource_type_filter,
+                f.resource_name_filter,
+                f.pattern_type_filter,
+                f.principal_filter,
+                f.host_filter,
+                f.operation,
+                f.permission_type,
+            )
+            try:
+                acl_filter.check()
+                filters.append(acl_filter)
+            except AclError:
+                filters.append(None)
+        deleted = await admin.delete(filters)
+        return {
+            "filter_results": [
+                {
+                    "error_code": d.error,
+                    "error_message": d.message,
+                    "matching_acls": [
+                        {
+                            "error_code": 0,
+                            "error_message": None,
+                            "resource_type": int(b.resource_type),
+                            "resource_name": b.name,
+                            "pattern_type": int(b.pattern_type),
+                            "principal": b.principal,
+                            "host": b.host,
+                            "operation": int(b.operation),
+                            "permission_type": int(b.permission),
+                        }
+                        for b in d.bindings
+                    ],
+                }
+                for d in deleted
+            ]
+        }
+
+    def delete_acls_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "filter_results": [
+                {"error_code": code, "error_message": message or None, "matching_acls": []}
+                for _ in request.filters
+            ]
+        }
 
     # ---- Fetch (1) and ListOffsets (2): no data plane ----------------------------------------
     # groupcoord coordinates groups; it holds no records. These two are advertised anyway so
@@ -929,7 +1143,9 @@ class KafkaApis:
         return {"groups": list(groups)}
 
     async def _describe_group(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
-        pb = groups_pb2.DescribeGroupsRequest(groups=[group_id], context=self.context(rq))
+        pb = groups_pb2.DescribeGroupsRequest(
+            groups=[group_id], include_authorized_operations=want_ops, context=self.context(rq)
+        )
         try:
             g = await self._one_group(group_id, "DescribeGroups", pb, "groups")
         except UpstreamError as ex:
@@ -952,7 +1168,9 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": _group_operations(want_ops, g.error_code),
+            "authorized_operations": _group_operations(
+                want_ops, g.error_code, g.authorized_operations
+            ),
         }
 
     @staticmethod
@@ -1067,7 +1285,7 @@ class KafkaApis:
 
     async def _consumer_describe(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
         pb = consumer_group_pb2.ConsumerGroupDescribeRequest(
-            group_ids=[group_id], context=self.context(rq)
+            group_ids=[group_id], include_authorized_operations=want_ops, context=self.context(rq)
         )
         try:
             g = await self._one_group(group_id, "ConsumerGroupDescribe", pb, "groups")
@@ -1125,7 +1343,11 @@ class KafkaApis:
                 }
                 for m in g.members
             ],
-            "authorized_operations": _group_operations(want_ops, g.error_code),
+            "authorized_operations": _group_operations(
+                want_ops,
+                g.error_code,
+                _unset_is_omitted(optional(g, "authorized_operations")),
+            ),
         }
 
     @staticmethod

@@ -61,8 +61,10 @@ API_VERSIONS = 18
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CLUSTER = 60
 GROUP_KEY_TYPE = 0
-#: Answered by groupcoord (FindCoordinator only for group keys).
-LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 18, 42, 47, 68, 69})
+#: Answered by groupcoord (FindCoordinator only for group keys). SaslHandshake and
+#: SaslAuthenticate (17, 36) too: the gateway authenticates its clients itself and talks to
+#: the upstream with its own credentials (docs/security.md, SASL).
+LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 36, 42, 47, 68, 69})
 #: Forwarded, the response rewritten (broker addresses -> gateway listeners).
 REWRITTEN = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 #: Group APIs of the upstream's own group coordinator that groupcoord does not serve:

@@ -27,6 +27,7 @@ from groupcoord.v1 import (
 
 from services.process import channels
 from services.process.tls import ClientTls
+from services.process.principal import as_gateway, forwarded
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 
@@ -40,6 +41,15 @@ _STATUS_ERRORS = {
     grpc.StatusCode.CANCELLED: Errors.REQUEST_TIMED_OUT,
 }
 _RETRY_STATUS = {grpc.StatusCode.UNAVAILABLE}
+
+
+def _call_options(timeout_s: float) -> dict[str, Any]:
+    """A call's timeout, and the Kafka client it is made for when there is one (only then:
+    the calls of anonymous clients and of the gateway itself are unchanged)."""
+    metadata = forwarded()
+    if metadata is None:
+        return {"timeout": timeout_s}
+    return {"timeout": timeout_s, "metadata": metadata}
 
 
 class UpstreamError(Exception):
@@ -144,7 +154,7 @@ class Router:
             try:
                 response: groups_pb2.FindCoordinatorResponse = await self.coordinator(
                     self.bootstrap
-                ).FindCoordinator(request, timeout=self.timeout_s)
+                ).FindCoordinator(request, **_call_options(self.timeout_s))
                 break
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt + 1 < len(self.bootstraps):
@@ -197,7 +207,8 @@ class Router:
         return await asyncio.shield(pending)
 
     async def _lookup(self, group_id: str, partition: int) -> Route:
-        response = await self.find_coordinators([group_id])
+        with as_gateway():  # a route is shared by every client: looked up as the gateway
+            response = await self.find_coordinators([group_id])
         c = response.coordinators[0] if response.coordinators else None
         if c is None or c.error_code != 0:
             code = Errors(c.error_code) if c is not None else Errors.COORDINATOR_NOT_AVAILABLE
@@ -229,7 +240,7 @@ class Router:
             remaining = max(0.001, deadline - time.monotonic())
             method = getattr(self.coordinator(route.target), rpc)
             try:
-                response = await method(request, timeout=remaining)
+                response = await method(request, **_call_options(remaining))
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt < self.max_attempts:
                     self.forget(route.partition, route)
@@ -252,7 +263,7 @@ class Router:
         timeout_s: float | None = None,
     ) -> Any:
         try:
-            return await stub_method(request, timeout=timeout_s or self.timeout_s)
+            return await stub_method(request, **_call_options(timeout_s or self.timeout_s))
         except grpc.aio.AioRpcError as ex:
             if ex.code() in _RETRY_STATUS:
                 self._next_bootstrap()  # the client retries; the next call goes elsewhere
@@ -274,7 +285,8 @@ class Router:
     ) -> tuple[list[str], int]:
         """The distinct shards owning the offsets partitions right now (for ListGroups), and
         how many partitions have no live owner."""
-        response = await self.find_coordinators(self.probe_keys(), context=context)
+        with as_gateway():  # routing, not the client's FindCoordinator
+            response = await self.find_coordinators(self.probe_keys(), context=context)
         targets: dict[str, None] = {}
         missing = 0
         for c in response.coordinators:

@@ -10,6 +10,7 @@ from services.gateway.connection import READ_CHUNK, Connection, Limits
 from services.gateway.handlers import KafkaApis
 from services.gateway.metrics import ACCEPTED, REFUSED, GatewayMetrics
 from services.gateway.proxy import Proxy
+from services.gateway.sasl import SaslAuthenticator
 from services.process.tls import SslListener, describe_handshake_error, peer_cert_subject
 
 log = logging.getLogger("groupcoord.gateway.server")
@@ -27,10 +28,13 @@ class GatewayServer:
         node_id: int | None = None,
         metrics: GatewayMetrics | None = None,
         tls: SslListener | None = None,
+        sasl: SaslAuthenticator | None = None,
     ) -> None:
         self.apis = apis
         #: SSL and SASL_SSL listeners: each connection's TLS (None: plaintext)
         self.tls = tls
+        #: SASL_PLAINTEXT / SASL_SSL listeners: authenticates every connection first
+        self.sasl = sasl
         self.metrics = metrics
         if metrics is not None:
             metrics.count_open(lambda: len(self.connections))
@@ -88,7 +92,17 @@ class GatewayServer:
                 self.handshaking -= 1
             subject = peer_cert_subject(writer.get_extra_info("ssl_object"))
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
-        conn = Connection(self.apis, self.limits, reader, writer, session, self.metrics)
+        sasl = self.sasl
+        conn = Connection(
+            self.apis,
+            self.limits,
+            reader,
+            writer,
+            session,
+            self.metrics,
+            sasl.session() if sasl is not None else None,
+            sasl.settings.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0,
+        )
         conn.peer_cert_subject = subject
         task = asyncio.current_task()
         assert task is not None

@@ -9,6 +9,7 @@ from protobuf is by field name (``shards.adapters.convert``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
@@ -29,6 +30,7 @@ from services.process.rpcs import request_class, response_class, snake_case
 from services.process.tls import ServerTls
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
+from shards.security.context import set_caller
 from shards.storage.base import StoreUnavailableError
 
 log = logging.getLogger("groupcoord.grpc")
@@ -89,7 +91,10 @@ class ServerMetrics:
 
 
 def _unary(
-    method: Method, metrics: ServerMetrics | None = None, service: str = ""
+    method: Method,
+    metrics: ServerMetrics | None = None,
+    service: str = "",
+    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> grpc.RpcMethodHandler:
     parse = method.request_pb.FromString
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
@@ -110,6 +115,8 @@ def _unary(
             )
             raise  # unreachable: abort raises
         request = with_client_host(request, _peer_host(context))
+        if identify is not None:  # (an authorizer is on: it asks who is calling)
+            set_caller(functools.partial(identify, context))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s from %s", full, context.peer())
         try:
@@ -159,10 +166,13 @@ def measured(
 
 
 def generic_handler(
-    service: str, methods: Sequence[Method], metrics: ServerMetrics | None = None
+    service: str,
+    methods: Sequence[Method],
+    metrics: ServerMetrics | None = None,
+    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
-        service, {m.name: _unary(m, metrics, service) for m in methods}
+        service, {m.name: _unary(m, metrics, service, identify) for m in methods}
     )
 
 
@@ -182,9 +192,12 @@ class GrpcServer:
         metrics: ServerMetrics | None = None,
         tls: ServerTls | None = None,
         health_port: int | None = None,
+        identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
     ) -> None:
         #: per-call metrics of the services added (None: metrics are off)
         self.metrics = metrics
+        #: names each call's principal for an authorizer (None: nobody asks)
+        self.identify = identify
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
             options=[
@@ -222,7 +235,9 @@ class GrpcServer:
                 raise OSError(f"could not bind the gRPC health port on {host}:{health_port}")
 
     def add_service(self, name: str, methods: Sequence[Method]) -> None:
-        self.server.add_generic_rpc_handlers([generic_handler(name, methods, self.metrics)])
+        self.server.add_generic_rpc_handlers(
+            [generic_handler(name, methods, self.metrics, self.identify)]
+        )
         self.service_names.append(name)
 
     async def start(self) -> None:

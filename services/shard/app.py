@@ -20,6 +20,7 @@ from services.process import metrics, telemetry
 from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
 from services.process.tls import ClientTls, ServerTls
+from services.process.principal import caller_identifier
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
@@ -42,6 +43,10 @@ from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState, PartitionTimer
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.security.acl import Acls
+from shards.security.admin import acls_document
+from shards.security.enforce import AclGuard, AuthorizingCatalog, AuthorizingCoordinator
+from shards.security.watch import WatchedDocument
 from shards.storage import open_store
 from shards.storage.base import LogStore
 from shards.topic_catalog import TopicCatalog
@@ -100,6 +105,15 @@ class ShardSettings:
     client_tls: ClientTls | None = None
     #: also serve the health service alone, plaintext, on this port (probes; None: no)
     health_port: int | None = None
+    #: ACLs (docs/security.md): off = every call is allowed, as without an authorizer
+    authorizer: bool = False
+    #: principals allowed everything (``User:admin``)
+    super_users: tuple[str, ...] = ()
+    #: callers whose ``groupcoord-principal`` metadata (the Kafka client a gateway calls
+    #: for) is taken as the call's principal
+    trusted_gateway_principals: tuple[str, ...] = ()
+    #: how often the ACLs are re-read from the store
+    acl_poll_interval_ms: int = 1000
 
 
 def _ranges(partitions: list[int]) -> str:
@@ -134,6 +148,8 @@ class ShardApp:
         self.server: GrpcServer | None = None
         self.ownership: OwnershipManager | None = None
         self.mirror: CatalogMirror | None = None
+        #: the authorizer's ACLs, followed in the store (None: authorizer off)
+        self.acls: WatchedDocument[Acls] | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
@@ -241,6 +257,12 @@ class ShardApp:
                 active=lambda: not s.multi_shard or 0 in runtime.active_partitions(),
             )
             self.mirror.start()
+        guard: AclGuard | None = None
+        if s.authorizer:
+            self.acls = acls_document(self.store, s.acl_poll_interval_ms)
+            await self.acls.start()
+            watched = self.acls
+            guard = AclGuard(lambda: watched.current, s.super_users)
         self.server = GrpcServer(
             s.host,
             s.grpc_port,
@@ -249,6 +271,7 @@ class ShardApp:
             metrics=server_metrics(provider),
             tls=s.tls,
             health_port=s.health_port,
+            identify=caller_identifier(s.trusted_gateway_principals) if guard else None,
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
         self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}
@@ -298,8 +321,13 @@ class ShardApp:
             limits=RequestLimits(max_items=s.max_request_items),
             log_ends=s.upstream,
         )
-        self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
-        self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
+        coordinator: Any = self.service
+        catalog: Any = self.catalog
+        if guard is not None:
+            coordinator = AuthorizingCoordinator(coordinator, guard)
+            catalog = AuthorizingCatalog(catalog, guard)
+        self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(coordinator))
+        self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(catalog))
         if self.ownership is not None:
             # Serve first: once registered, other shards send clients here.
             self.runtime.start_lease_renewal()
@@ -409,6 +437,8 @@ class ShardApp:
             await asyncio.to_thread(self.settings.history.close)
         if self.catalog is not None:
             await self.catalog.close()
+        if self.acls is not None:
+            await self.acls.close()
         if self.assignor_client is not None:
             await self.assignor_client.close()
         if self.store is not None:

@@ -27,6 +27,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
+from services.upstream.security import SaslCredentials
 from services.upstream.wire import UpstreamConnection, UpstreamFailure
 from shards.core.topics import TopicImage, uuid_to_text
 
@@ -71,7 +72,10 @@ class UpstreamCluster:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
+        sasl: SaslCredentials | None = None,
     ) -> None:
+        #: SASL_PLAINTEXT / SASL_SSL: every connection authenticates with these first
+        self.sasl = sasl
         self.bootstrap = (
             parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
         )
@@ -127,11 +131,21 @@ class UpstreamCluster:
 
     async def _open(self, host: str, port: int) -> UpstreamConnection:
         try:
-            return await UpstreamConnection.open(
+            conn = await UpstreamConnection.open(
                 host, port, self.ssl_context, self.connect_timeout_s
             )
         except (OSError, TimeoutError, ssl.SSLError) as ex:
             raise UpstreamFailure(f"cannot connect to upstream {host}:{port}: {ex!r}") from ex
+        if self.sasl is not None:
+            try:
+                async with asyncio.timeout(self.request_timeout_s):
+                    await self.sasl.authenticate(conn)
+            except BaseException as ex:
+                await conn.close()
+                if isinstance(ex, TimeoutError):
+                    raise UpstreamFailure(f"{host}:{port}: SASL authentication timed out") from ex
+                raise
+        return conn
 
     async def _control_connection(
         self, node_id: int | None

@@ -52,6 +52,7 @@ Edges every backend keeps (the contract tests in ``tests/integration/storage`` c
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -227,3 +228,27 @@ class LogStore(abc.ABC):
     async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
         """Replace the catalog if its version is ``expected_version``; return the new
         version (expected + 1), or None if another writer got there first."""
+
+    # ---- named documents -------------------------------------------------------------
+    # Small versioned documents beside the catalog (the security data: SCRAM credentials,
+    # ACLs), each changed by compare-and-set like the catalog and read by every process.
+    @abc.abstractmethod
+    async def read_document(self, name: str) -> CatalogDocument:
+        """The named document (version 0 and empty data if never written). ValueError if
+        ``name`` is not a valid document name (see :func:`check_document_name`)."""
+
+    @abc.abstractmethod
+    async def write_document(self, name: str, expected_version: int, data: bytes) -> int | None:
+        """Replace the named document if its version is ``expected_version``; return the new
+        version (expected + 1), or None if another writer got there first."""
+
+
+#: letters, digits, '.', '_', '-'; 1 to 64 characters
+_DOCUMENT_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def check_document_name(name: str) -> None:
+    if not isinstance(name, str) or not _DOCUMENT_NAME.fullmatch(name):
+        raise ValueError(
+            f"invalid document name {name!r}: 1 to 64 letters, digits, '.', '_' or '-'"
+        )

@@ -26,6 +26,7 @@ from shards.storage.base import (
     Snapshot,
     StoreStats,
     StoreUnavailableError,
+    check_document_name,
 )
 
 
@@ -39,6 +40,7 @@ class MemoryData:
     next_offset: dict[int, int] = field(default_factory=dict)
     snapshots: dict[int, Snapshot] = field(default_factory=dict)
     catalog: CatalogDocument = field(default_factory=lambda: CatalogDocument(0, b""))
+    documents: dict[str, CatalogDocument] = field(default_factory=dict)
 
 
 class InMemoryLogStore(LogStore):
@@ -194,4 +196,18 @@ class InMemoryLogStore(LogStore):
         if self.data.catalog.version != expected_version:
             return None
         self.data.catalog = CatalogDocument(expected_version + 1, data)
+        return expected_version + 1
+
+    async def read_document(self, name: str) -> CatalogDocument:
+        check_document_name(name)
+        self._check()
+        return self.data.documents.get(name, CatalogDocument(0, b""))
+
+    async def write_document(self, name: str, expected_version: int, data: bytes) -> int | None:
+        check_document_name(name)
+        self._check()
+        current = self.data.documents.get(name, CatalogDocument(0, b""))
+        if current.version != expected_version:
+            return None
+        self.data.documents[name] = CatalogDocument(expected_version + 1, bytes(data))
         return expected_version + 1

@@ -12,6 +12,7 @@ Lua script can touch them all atomically::
     {prefix}:{p7}:snap          hash    offset, epoch, gen, chunks (the current snapshot)
     {prefix}:{p7}:snap:<gen>:<i> string snapshot chunk i (at most ``snapshot_chunk_bytes``)
     {prefix}:catalog            hash    version, data
+    {prefix}:doc:{name}         hash    version, data (named documents: security data)
 
 Invariants:
 
@@ -91,6 +92,7 @@ from shards.storage.base import (
     StoreError,
     StoreStats,
     StoreUnavailableError,
+    check_document_name,
 )
 
 __all__ = ["RedisLogStore", "RedisUrl", "parse_redis_url", "plan_replica_wait"]
@@ -452,6 +454,9 @@ class RedisLogStore(LogStore):
     @property
     def _catalog_key(self) -> str:
         return f"{self.key_prefix}:catalog"
+
+    def _document_key(self, name: str) -> str:
+        return f"{self.key_prefix}:doc:{name}"
 
     # ---- errors ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -959,6 +964,26 @@ class RedisLogStore(LogStore):
         with self._errors("write_catalog"):
             version = await self._script(
                 _CATALOG_CAS, [self._catalog_key], [expected_version, bytes(data)]
+            )
+        return None if int(version) < 0 else int(version)
+
+    # ---- named documents ---------------------------------------------------------------
+    async def read_document(self, name: str) -> CatalogDocument:
+        check_document_name(name)
+        key = self._document_key(name)
+        version, data = await self._read(
+            "read_document", lambda: self._redis.hmget(key, ["version", "data"])
+        )
+        if version is None:
+            return CatalogDocument(0, b"")
+        return CatalogDocument(int(version), _bytes(data or b""))
+
+    async def write_document(self, name: str, expected_version: int, data: bytes) -> int | None:
+        check_document_name(name)
+        with self._errors("write_document"):
+            # the same compare-and-set as the catalog's, on the document's own hash
+            version = await self._script(
+                _CATALOG_CAS, [self._document_key(name)], [expected_version, bytes(data)]
             )
         return None if int(version) < 0 else int(version)
 

@@ -58,6 +58,7 @@ from shards.storage.base import (
     StoreError,
     StoreStats,
     StoreUnavailableError,
+    check_document_name,
 )
 
 __all__ = ["SqliteLogStore"]
@@ -92,6 +93,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 CREATE TABLE IF NOT EXISTS catalog (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL,
+    data    BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    name    TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     data    BLOB NOT NULL
 );
@@ -583,6 +589,34 @@ class SqliteLogStore(LogStore):
             conn.execute(
                 "INSERT OR REPLACE INTO catalog (id, version, data) VALUES (1, ?, ?)",
                 (expected_version + 1, data),
+            )
+            return expected_version + 1
+
+        return await self._write(op)
+
+    # ---- named documents ---------------------------------------------------------------
+    async def read_document(self, name: str) -> CatalogDocument:
+        check_document_name(name)
+
+        def read(conn: sqlite3.Connection) -> CatalogDocument:
+            row = conn.execute(
+                "SELECT version, data FROM documents WHERE name = ?", (name,)
+            ).fetchone()
+            return CatalogDocument(row[0], bytes(row[1])) if row else CatalogDocument(0, b"")
+
+        return await self._read(read)
+
+    async def write_document(self, name: str, expected_version: int, data: bytes) -> int | None:
+        check_document_name(name)
+        data = bytes(data)
+
+        def op(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute("SELECT version FROM documents WHERE name = ?", (name,)).fetchone()
+            if (row[0] if row else 0) != expected_version:
+                return None
+            conn.execute(
+                "INSERT OR REPLACE INTO documents (name, version, data) VALUES (?, ?, ?)",
+                (name, expected_version + 1, data),
             )
             return expected_version + 1
 

@@ -99,7 +99,9 @@ def test_a_client_with_a_missing_ca_file_fails_in_one_line(files: Files) -> None
     ("args", "code", "fragment"),
     [
         (["gateway", "--security-protocol", "SSL"], 2, "needs --ssl-certfile and --ssl-keyfile"),
-        (["gateway", "--security-protocol", "SASL_SSL"], 1, "SASL is not available yet"),
+        (["gateway", "--security-protocol", "SASL_SSL"], 2, "SASL_SSL needs --store"),
+        (["gateway", "--security-protocol", "SASL_SSL", "--store", "sqlite:///{key}.db"],
+         2, "needs --ssl-certfile and --ssl-keyfile"),
         (["gateway", "--security-protocol", "SSL", "--ssl-certfile", "{cert}",
           "--ssl-keyfile", "{key}", "--ssl-client-auth", "required"], 2, "needs --ssl-cafile"),
         (["assignor", "--tls-certfile", "{cert}"], 2, "both --tls-certfile and --tls-keyfile"),

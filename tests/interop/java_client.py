@@ -42,15 +42,30 @@ def classpath() -> str:
     return f"{out}:{jars}/*"
 
 
-def run(bootstrap: str, *args: str, timeout: float = 60) -> list[dict[str, Any]]:
-    """Run a command to completion; its JSON lines."""
+def run(
+    bootstrap: str,
+    *args: str,
+    timeout: float = 60,
+    properties: Path | None = None,
+    expect_failure: bool = False,
+) -> list[dict[str, Any]]:
+    """Run a command to completion; its JSON lines. ``properties``: a file of client
+    properties for every client it makes (security settings); ``expect_failure``: the
+    command must fail (its stderr is then in the one entry returned)."""
+    import os
+
+    env = {**os.environ, "JAVA_CLIENT_PROPERTIES": str(properties) if properties else ""}
     done = subprocess.run(
         ["java", "-cp", classpath(), "JavaClient", bootstrap, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
+    if expect_failure:
+        assert done.returncode != 0, done.stdout
+        return [{"stderr": done.stderr}]
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

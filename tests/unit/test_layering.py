@@ -79,12 +79,14 @@ RULES: dict[str, Rule] = {
     "shards.runtime": rule("shards.core shards.storage", OTEL),
     # partition leases and placement across shard processes
     "shards.ownership": rule("shards.coordinator shards.runtime shards.storage", "redis"),
+    # security data in the store: SCRAM credentials, ACLs
+    "shards.security": rule("shards.core shards.storage", "scramp"),
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
     "services.process": rule(
         "shards.adapters shards.coordinator shards.core.errors shards.runtime.instruments "
-        f"shards.storage.base {GENERATED}",
+        f"shards.security.context shards.storage.base {GENERATED}",
         f"grpc grpc_health grpc_reflection google prometheus_client {OTEL}",
     ),
     "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),
@@ -92,12 +94,12 @@ RULES: dict[str, Rule] = {
         f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
-        f"shards.adapters shards.core services.process services.client services.upstream "
-        f"{GENERATED}",
-        f"grpc kio {OTEL}",
+        f"shards.adapters shards.core shards.security shards.storage services.process "
+        f"services.client services.upstream {GENERATED}",
+        f"grpc kio scramp {OTEL}",
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
-    "services.upstream": rule("shards shards.adapters shards.core", "kio"),
+    "services.upstream": rule("shards shards.adapters shards.core", "kio scramp"),
     "services.shard": rule(
         f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
     ),

@@ -466,6 +466,50 @@ async def test_catalog_racing_writers_exactly_one_wins(backend: Backend) -> None
             await s.close()
 
 
+# ---- named documents ---------------------------------------------------------------------
+
+
+async def test_documents_compare_and_set_independently(backend: Backend) -> None:
+    async with backend.new_store() as a, backend.new_store() as b:
+        assert await a.read_document("security") == CatalogDocument(0, b"")
+        assert await a.write_document("security", 0, b"users v1") == 1
+        assert await b.write_document("security", 0, b"conflicting") is None
+        assert await b.read_document("security") == CatalogDocument(1, b"users v1")
+        assert await b.write_document("security", 1, b"users v2") == 2
+        assert await a.write_document("security", 1, b"stale") is None
+        # each name has its own version; none of them is the catalog
+        assert await a.write_document("other", 0, b"x") == 1
+        assert await a.read_document("security") == CatalogDocument(2, b"users v2")
+        assert await a.read_catalog() == CatalogDocument(0, b"")
+        assert await a.write_catalog(0, b"topics") == 1
+        assert await b.read_document("other") == CatalogDocument(1, b"x")
+
+
+async def test_document_names_are_checked(backend: Backend) -> None:
+    async with backend.new_store() as store:
+        for bad in ("", "a b", "x" * 65, "a:b", "doc/1", "é"):
+            with pytest.raises(ValueError, match="invalid document name"):
+                await store.read_document(bad)
+            with pytest.raises(ValueError, match="invalid document name"):
+                await store.write_document(bad, 0, b"data")
+
+
+async def test_document_racing_writers_exactly_one_wins(backend: Backend) -> None:
+    stores = [backend.new_store() for _ in range(4)]
+    for s in stores:
+        await s.start()
+    try:
+        results = await asyncio.gather(
+            *(s.write_document("acl", 0, b"writer %d" % i) for i, s in enumerate(stores))
+        )
+        winners = [i for i, r in enumerate(results) if r == 1]
+        assert len(winners) == 1 and results.count(None) == 3
+        assert await stores[3].read_document("acl") == CatalogDocument(1, b"writer %d" % winners[0])
+    finally:
+        for s in stores:
+            await s.close()
+
+
 # ---- durability and lifecycle ------------------------------------------------------------
 
 
@@ -476,6 +520,7 @@ async def test_everything_survives_close_and_reopen(backend: Backend) -> None:
             await store.append(4, epoch, b"e%d" % i)
         await store.write_snapshot(4, epoch, Snapshot(3, b"snap"))
         await store.write_catalog(0, b"catalog")
+        await store.write_document("security", 0, b"\x00binary\xff")
         before = await store.load(4)
 
     async with backend.new_store() as reopened:
@@ -484,6 +529,7 @@ async def test_everything_survives_close_and_reopen(backend: Backend) -> None:
         lease = await reopened.lease(4)
         assert lease is not None and lease.owner == "owner"
         assert await reopened.read_catalog() == CatalogDocument(1, b"catalog")
+        assert await reopened.read_document("security") == CatalogDocument(1, b"\x00binary\xff")
         # Same epoch from a new connection: fencing is by epoch, not by connection.
         assert await reopened.append(4, epoch, b"e6") == 7
 

@@ -14,6 +14,9 @@
 //   JavaClient <bootstrap> group <group> <topic>
 //       Admin: describeConsumerGroups, the group's committed offsets (listConsumerGroupOffsets)
 //       and the topic's end offsets (listOffsets latest), as one JSON object.
+//
+// Every client also gets the properties of the file named by $JAVA_CLIENT_PROPERTIES, if set
+// (security.protocol, sasl.mechanism, sasl.jaas.config, ...).
 
 import java.io.InputStream;
 import java.time.Duration;
@@ -62,6 +65,15 @@ public final class JavaClient {
     }
   }
 
+  static void extra(Properties p) throws java.io.IOException {
+    String file = System.getenv("JAVA_CLIENT_PROPERTIES");
+    if (file != null && !file.isEmpty()) {
+      try (java.io.FileReader r = new java.io.FileReader(file)) {
+        p.load(r);
+      }
+    }
+  }
+
   static String quote(String s) {
     return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
   }
@@ -89,6 +101,7 @@ public final class JavaClient {
   static void consume(String bootstrap, String group, String mode, String spec) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", bootstrap);
+    extra(p);
     p.put("group.id", group);
     p.put("group.protocol", "consumer");
     p.put("enable.auto.commit", "false");
@@ -151,6 +164,7 @@ public final class JavaClient {
   static void describeByIds(String bootstrap, String[] topics) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", bootstrap);
+    extra(p);
     try (Admin admin = Admin.create(p)) {
       Map<String, TopicDescription> byName =
           admin.describeTopics(TopicCollection.ofTopicNames(Arrays.asList(topics)))
@@ -187,6 +201,7 @@ public final class JavaClient {
   static void produce(String bootstrap, String topic, int n) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", bootstrap);
+    extra(p);
     p.put("acks", "all");
     p.put("linger.ms", "5");
     p.put("key.serializer", StringSerializer.class.getName());
@@ -208,6 +223,7 @@ public final class JavaClient {
   static void drain(String bootstrap, String group, String topic) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", bootstrap);
+    extra(p);
     p.put("group.id", group);
     p.put("group.protocol", "consumer");
     p.put("enable.auto.commit", "false");
@@ -252,6 +268,7 @@ public final class JavaClient {
   static void group(String bootstrap, String group, String topic) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", bootstrap);
+    extra(p);
     try (Admin admin = Admin.create(p)) {
       ConsumerGroupDescription d =
           admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();

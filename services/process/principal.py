@@ -1,0 +1,114 @@
+"""Principals, as Kafka names them (``User:<name>``), of Kafka clients and gRPC callers.
+
+* A gateway connection: ``User:<SASL user name>`` once SASL authenticated it, else
+  ``User:<certificate subject DN>`` if the client presented a certificate (TLS listener),
+  else :data:`ANONYMOUS`.
+* A gRPC caller: ``User:<certificate subject DN>`` when it presented a client certificate
+  (mTLS), else :data:`ANONYMOUS`.
+* The gateway calls shards on behalf of its Kafka clients and names each authenticated
+  client in the ``groupcoord-principal`` metadata entry; a shard takes it for the caller's
+  principal only when the caller's own principal is one of its trusted gateway principals
+  (``--trusted-gateway-principals``), else it is ignored. A trusted gateway's call that
+  names nobody is ANONYMOUS's.
+
+See docs/security.md, Principals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY
+
+USER_TYPE = "User"
+#: gRPC metadata key carrying the principal a gateway calls on behalf of
+FORWARDED_PRINCIPAL_KEY = "groupcoord-principal"
+
+#: the gateway: the principal of the Kafka client whose request is being served (set by the
+#: client's connection task); None: the gateway calls for itself (routing lookups)
+CLIENT_PRINCIPAL: ContextVar[str | None] = ContextVar("groupcoord_client_principal", default=None)
+
+__all__ = [
+    "ANONYMOUS",
+    "CLIENT_PRINCIPAL",
+    "FORWARDED_PRINCIPAL_KEY",
+    "forwarded",
+    "TRUSTED_GATEWAY",
+    "as_gateway",
+    "caller_identifier",
+    "connection_principal",
+    "grpc_principal",
+    "user_principal",
+]
+
+
+def user_principal(name: str) -> str:
+    return f"{USER_TYPE}:{name}"
+
+
+def connection_principal(sasl_user: str | None, peer_cert_subject: str | None) -> str:
+    """A gateway connection's principal (``sasl_user``: the SASL-authenticated user name)."""
+    if sasl_user:
+        return user_principal(sasl_user)
+    if peer_cert_subject:
+        return user_principal(peer_cert_subject)
+    return ANONYMOUS
+
+
+def grpc_principal(context: Any) -> str:
+    """A gRPC caller's own principal: the subject of its verified client certificate."""
+    try:
+        auth = context.auth_context()
+    except Exception:  # noqa: BLE001 - no transport security information at all
+        return ANONYMOUS
+    for key in ("x509_subject", "x509_common_name"):
+        values = auth.get(key) if auth else None
+        if values:
+            raw = values[0]
+            subject = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            if subject:
+                return user_principal(subject)
+    return ANONYMOUS
+
+
+def _forwarded(context: Any) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == FORWARDED_PRINCIPAL_KEY:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return None
+
+
+def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]:
+    """The principal of a gRPC call: the forwarded one from a trusted gateway, else the
+    caller's own; :data:`TRUSTED_GATEWAY` for a trusted gateway calling for itself (its
+    routing lookups: FindCoordinator only)."""
+    trusted = frozenset(trusted_gateways)
+
+    def identify(context: Any) -> str:
+        own = grpc_principal(context)
+        if own in trusted:
+            return _forwarded(context) or TRUSTED_GATEWAY
+        return own
+
+    return identify
+
+
+@contextlib.contextmanager
+def as_gateway() -> Iterator[None]:
+    """Calls made inside name no Kafka client: the gateway's own (shared routing lookups)."""
+    token = CLIENT_PRINCIPAL.set(None)
+    try:
+        yield
+    finally:
+        CLIENT_PRINCIPAL.reset(token)
+
+
+def forwarded() -> tuple[tuple[str, str], ...] | None:
+    """The gateway: the metadata naming the Kafka client a call to a shard is made for (None:
+    an anonymous client, or the gateway's own call). Passed as a call argument, which costs
+    less than a client interceptor (bench/forwarded_principal.py)."""
+    client = CLIENT_PRINCIPAL.get()
+    return None if client is None else ((FORWARDED_PRINCIPAL_KEY, client),)

@@ -1,0 +1,229 @@
+"""ACLs enforced by a shard with the authorizer on, for Kafka clients of a SASL gateway (the
+gateway forwards each client's principal; the shard trusts the gateway) and for direct gRPC
+callers: Kafka's error codes per group and per partition, authorized operations from the
+ACLs, ListGroups filtered, ACL changes followed from the store. tests/interop/
+test_acls_vs_kafka.py runs the same scenarios against Apache Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from groupcoord.v1 import common_pb2, coordinator_pb2_grpc, offsets_pb2
+
+from services.gateway.sasl import SaslSettings
+from services.process.principal import FORWARDED_PRINCIPAL_KEY
+from shards.core.errors import Errors
+from shards.security.acl import AclBinding, PatternType, Permission, ResourceType
+from shards.security.acl import parse_operation as op
+from shards.security.admin import add_acls, set_scram
+from shards.storage import open_store
+from tests.support import acl_scenarios as sc
+from tests.support.gateway import Stack, gateway_stack
+from tests.support.kafka_wire import KafkaWire, request
+
+GAF = int(Errors.GROUP_AUTHORIZATION_FAILED)
+TAF = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+OMITTED = -(2**31)
+
+
+def binding(a: sc.Acl) -> AclBinding:
+    return AclBinding(
+        ResourceType[a.resource_type],
+        PatternType[a.pattern],
+        a.name,
+        a.principal,
+        "*",
+        op(a.operation),
+        Permission[a.permission],
+    )
+
+
+async def prepare_store(url: str, acls: tuple[sc.Acl, ...] = sc.ACLS) -> None:
+    async with open_store(url) as store:
+        for user, password in sc.PASSWORDS.items():
+            await set_scram(store, user, "SCRAM-SHA-512", password)
+        await add_acls(store, [binding(a) for a in acls])
+
+
+def stack_settings(tmp_path: Path, trusted: tuple[str, ...]) -> dict[str, Any]:
+    url = f"sqlite:///{tmp_path / 'gc.db'}"
+    return {
+        "gateway": {
+            "security_protocol": "SASL_PLAINTEXT",
+            "store_url": url,
+            "security_poll_interval_ms": 50,
+            "sasl": SaslSettings(("PLAIN", "SCRAM-SHA-512"), 0),
+        },
+        "shard": {
+            "authorizer": True,
+            "super_users": ("User:admin",),
+            "trusted_gateway_principals": trusted,
+            "acl_poll_interval_ms": 50,
+        },
+    }
+
+
+async def create_topics(w: KafkaWire) -> None:
+    r = await w.send(
+        request(
+            "create_topics",
+            7,
+            topics=[
+                {
+                    "name": t,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+                for t in sc.TOPICS
+            ],
+            timeout=5000,
+            validate_only=False,
+        )
+    )
+    assert [t.error_code for t in r.topics] == [0, 0], r
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    await prepare_store(f"sqlite:///{tmp_path / 'gc.db'}")
+    async with gateway_stack(tmp_path, **stack_settings(tmp_path, ("User:ANONYMOUS",))) as s:
+        admin = await sc.login("127.0.0.1", s.kafka_port, "admin")
+        await create_topics(admin)
+        await admin.close()
+        yield s
+
+
+def connector(stack: Stack) -> Any:
+    return lambda user: sc.login("127.0.0.1", stack.kafka_port, user)
+
+
+async def test_scenarios_get_kafkas_error_codes(stack: Stack) -> None:
+    connect = connector(stack)
+    await sc.setup_groups(connect)
+    got = await sc.run_scenarios(connect)
+    read_describe = (1 << 3) | (1 << 8)
+    expected = {
+        "commit: topic READ per topic": {"orders": 0, "secrets": TAF},
+        "commit: no group READ": {"orders": GAF},
+        "commit: deny wins (prefixed)": {"orders": GAF},
+        "commit: allow ALL on *": {"orders": 0},
+        "fetch: topic DESCRIBE per topic": {
+            "group": 0,
+            "topics": {"orders": [(0, 7)], "secrets": [(TAF, -1)]},
+        },
+        "fetch: all topics filtered": {"group": 0, "topics": {"orders": [(0, 7)]}},
+        "fetch: no group DESCRIBE": {"group": GAF, "topics": {}},
+        "delete groups: no DELETE": [("app-1", GAF)],
+        "describe groups: authorized operations": [
+            ("app-1", 0, read_describe),
+            ("other-1", GAF, OMITTED),
+        ],
+        "find coordinator: DESCRIBE GROUP": [("app-1", 0), ("other-1", GAF)],
+        "list groups: filtered by DESCRIBE GROUP": ["app-1"],
+        "offset delete: no DELETE GROUP": GAF,
+        "classic heartbeat: no group READ": GAF,
+        "consumer heartbeat: a subscribed topic not described": TAF,
+        "consumer heartbeat: allowed": 0,
+        "consumer heartbeat: no group READ": GAF,
+    }
+    for name, want in expected.items():
+        assert got[name] == want, name
+    assert got["classic heartbeat: allowed, unknown member"] not in (0, GAF)
+
+
+async def test_acl_changes_are_followed(stack: Stack, tmp_path: Path) -> None:
+    connect = connector(stack)
+    w = await connect("bob")
+    try:
+        r = await w.send(sc.commit("bob-1", {"orders": 1}))
+        assert [p.error_code for t in r.topics for p in t.partitions] == [GAF]
+        async with open_store(f"sqlite:///{tmp_path / 'gc.db'}") as store:
+            await add_acls(
+                store,
+                [
+                    binding(sc.Acl("GROUP", "bob-", "User:bob", "READ", pattern="PREFIXED")),
+                    binding(sc.Acl("TOPIC", "*", "User:*", "ALL")),
+                ],
+            )
+        for _ in range(100):
+            r = await w.send(sc.commit("bob-1", {"orders": 1}))
+            if r.topics[0].partitions[0].error_code == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert r.topics[0].partitions[0].error_code == 0
+    finally:
+        await w.close()
+
+
+async def test_forwarded_principal_is_ignored_from_untrusted_gateways(tmp_path: Path) -> None:
+    await prepare_store(
+        f"sqlite:///{tmp_path / 'gc.db'}",
+        (*sc.ACLS, sc.Acl("GROUP", "anon-", "User:ANONYMOUS", "READ", pattern="PREFIXED")),
+    )
+    async with gateway_stack(tmp_path, **stack_settings(tmp_path, ())) as s:
+        alice = await sc.login("127.0.0.1", s.kafka_port, "alice")
+        try:
+            # alice's ACLs do not apply: the shard sees the gateway itself (ANONYMOUS)
+            r = await alice.send(sc.commit("app-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == GAF
+            r = await alice.send(sc.commit("anon-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == TAF  # group READ as ANONYMOUS
+        finally:
+            await alice.close()
+
+
+async def test_direct_grpc_callers_are_authorized_too(stack: Stack) -> None:
+    """A gRPC caller without a certificate is ANONYMOUS (no ACLs: refused); naming another
+    principal in the metadata works only because this shard trusts ANONYMOUS callers as
+    gateways -- what docs/security.md says to do only where nothing else reaches gRPC."""
+    pb = offsets_pb2.OffsetCommitRequest(
+        group_id="app-9",
+        topics=[
+            offsets_pb2.OffsetCommitRequestTopic(
+                name="orders",
+                partitions=[
+                    offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)
+                ],
+            )
+        ],
+        context=common_pb2.RequestContext(client_id="grpc"),
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.shard.port}") as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        r = await stub.OffsetCommit(pb)
+        assert [p.error_code for t in r.topics for p in t.partitions] == [GAF]
+        r = await stub.OffsetCommit(pb, metadata=[(FORWARDED_PRINCIPAL_KEY, "User:alice")])
+        assert [p.error_code for t in r.topics for p in t.partitions] == [0]
+        r = await stub.OffsetCommit(pb, metadata=[(FORWARDED_PRINCIPAL_KEY, "User:bob")])
+        assert [p.error_code for t in r.topics for p in t.partitions] == [GAF]
+
+
+async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Path) -> None:
+    """A PLAINTEXT gateway names nobody: its clients get User:ANONYMOUS's ACLs (not the
+    gateway's), whether or not the shard trusts the gateway."""
+    await prepare_store(
+        f"sqlite:///{tmp_path / 'gc.db'}",
+        (
+            sc.Acl("GROUP", "anon-", "User:ANONYMOUS", "READ", pattern="PREFIXED"),
+            sc.Acl("TOPIC", "*", "User:ANONYMOUS", "READ"),
+            sc.Acl("CLUSTER", "kafka-cluster", "User:*", "CREATE"),
+        ),
+    )
+    settings = stack_settings(tmp_path, ("User:ANONYMOUS",))
+    async with gateway_stack(tmp_path, shard=settings["shard"]) as s:
+        w = await s.wire()
+        try:
+            await create_topics(w)
+            r = await w.send(sc.commit("anon-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == 0
+            r = await w.send(sc.commit("app-1", {"orders": 1}))
+            assert r.topics[0].partitions[0].error_code == GAF
+        finally:
+            await w.close()

@@ -1,0 +1,53 @@
+"""Principal rules: a connection's (SASL user, else certificate subject, else ANONYMOUS) and a
+gRPC call's (its certificate subject; a forwarded principal only from trusted gateways).
+The gRPC context is a stand-in with grpc's auth_context()/invocation_metadata() shapes; the
+real thing is exercised by the component and interop tests (plaintext: ANONYMOUS)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.process.principal import (
+    ANONYMOUS,
+    FORWARDED_PRINCIPAL_KEY,
+    TRUSTED_GATEWAY,
+    caller_identifier,
+    connection_principal,
+    grpc_principal,
+)
+
+
+class Context:
+    def __init__(self, auth: dict[str, list[bytes]], metadata: tuple[tuple[str, str], ...] = ()):
+        self.auth = auth
+        self.metadata = metadata
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return self.auth
+
+    def invocation_metadata(self) -> Any:
+        return self.metadata
+
+
+TLS = {"transport_security_type": [b"ssl"], "x509_subject": [b"CN=gateway,O=example"]}
+FORWARD = ((FORWARDED_PRINCIPAL_KEY, "User:alice"),)
+
+
+def test_connection_principal_precedence() -> None:
+    assert connection_principal("alice", "CN=x") == "User:alice"
+    assert connection_principal(None, "CN=x") == "User:CN=x"
+    assert connection_principal(None, None) == ANONYMOUS
+
+
+def test_grpc_principal_is_the_certificate_subject() -> None:
+    assert grpc_principal(Context(TLS)) == "User:CN=gateway,O=example"
+    assert grpc_principal(Context({})) == ANONYMOUS
+    assert grpc_principal(object()) == ANONYMOUS  # no auth context at all
+
+
+def test_forwarded_principals_only_from_trusted_gateways() -> None:
+    trusting = caller_identifier(["User:CN=gateway,O=example"])
+    assert trusting(Context(TLS, FORWARD)) == "User:alice"
+    assert trusting(Context(TLS)) == TRUSTED_GATEWAY  # its own calls: judged ANONYMOUS
+    assert trusting(Context({}, FORWARD)) == ANONYMOUS  # a plaintext caller claims alice
+    assert caller_identifier([])(Context(TLS, FORWARD)) == "User:CN=gateway,O=example"
