@@ -102,8 +102,6 @@ class Connection:
         #: None: the listener does not authenticate (PLAINTEXT, SSL)
         self.sasl = sasl
         self.failed_auth_delay_s = failed_auth_delay_s
-        #: the TLS client certificate's subject DN (set by a TLS listener), or None
-        self.peer_cert_subject: str | None = None
         self.proxy = proxy
         #: None: metrics are off
         self.metrics = metrics

@@ -26,8 +26,8 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
-from services.process.tls import ClientTls
 from services.process.principal import as_gateway, forwarded
+from services.process.tls import ClientTls
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 

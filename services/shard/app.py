@@ -19,8 +19,8 @@ from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import metrics, telemetry
 from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
-from services.process.tls import ClientTls, ServerTls
 from services.process.principal import caller_identifier
+from services.process.tls import ClientTls, ServerTls
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
