@@ -854,12 +854,16 @@ async def _serve(
             # services.process.local_calls; docs/performance.md); other shards over gRPC.
             # GROUPCOORD_DEV_GATEWAY_LOOPBACK=1 keeps the loopback hop (A/B benchmarks).
             local: dict[str, Any] = {}
-            service = getattr(app, "service", None)
+            # (the service as gRPC serves it: with the authorizer around it when it is on)
+            service = getattr(app, "served_coordinator", None)
             if service is not None and os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") != "1":
                 from services.process.local_calls import local_stub
                 from services.shard.servicer import group_coordinator_methods
 
-                stub = local_stub(group_coordinator_methods(service))
+                stub = local_stub(
+                    group_coordinator_methods(service),
+                    authorizing=getattr(app.settings, "authorizer", False),
+                )
                 advertised = app.settings.advertised_host or app.settings.host
                 for target_host in {"127.0.0.1", advertised}:
                     local[f"{target_host}:{app.port}"] = stub

@@ -30,8 +30,10 @@ import grpc
 from google.protobuf.message import Message
 
 from services.process.grpc_server import Method
+from services.process.principal import FORWARDED_PRINCIPAL_KEY
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import with_client_host
+from shards.security.context import TRUSTED_GATEWAY, set_caller
 from shards.storage.base import StoreUnavailableError
 
 log = logging.getLogger("groupcoord.local")
@@ -44,13 +46,31 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-def _local_unary(method: Method, host: str) -> Callable[..., Awaitable[Message]]:
+def _forwarded_client(metadata: Sequence[tuple[str, str]] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == FORWARDED_PRINCIPAL_KEY:
+            return value
+    return None
+
+
+def _local_unary(method: Method, host: str, authorizing: bool) -> Callable[..., Awaitable[Message]]:
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     handler = method.handler
     full = method.name
 
-    async def call(request: Message, timeout: float | None = None, **_: Any) -> Message:
+    async def call(
+        request: Message,
+        timeout: float | None = None,
+        metadata: Sequence[tuple[str, str]] | None = None,
+        **_: Any,
+    ) -> Message:
+        if authorizing:
+            # the built-in gateway is this process: trusted, as a gateway listed in
+            # --trusted-gateway-principals is over gRPC (the Kafka client it names, else
+            # its own routing lookup)
+            client = _forwarded_client(metadata)
+            set_caller(lambda: client or TRUSTED_GATEWAY)
         try:
             converted = with_client_host(to_request(request), host)
         except (ValueError, UnicodeDecodeError) as ex:
@@ -83,6 +103,10 @@ def _local_unary(method: Method, host: str) -> Callable[..., Awaitable[Message]]
     return call
 
 
-def local_stub(methods: Sequence[Method], host: str = LOOPBACK_HOST) -> Any:
-    """A stub-shaped object calling ``methods`` in this process (see the module doc)."""
-    return types.SimpleNamespace(**{m.name: _local_unary(m, host) for m in methods})
+def local_stub(
+    methods: Sequence[Method], host: str = LOOPBACK_HOST, authorizing: bool = False
+) -> Any:
+    """A stub-shaped object calling ``methods`` in this process (see the module doc).
+    ``authorizing``: the methods check ACLs, so each call names its caller: the Kafka client
+    in the call's ``groupcoord-principal`` metadata, as a trusted gateway's call would."""
+    return types.SimpleNamespace(**{m.name: _local_unary(m, host, authorizing) for m in methods})

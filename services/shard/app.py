@@ -145,6 +145,7 @@ class ShardApp:
         self.catalog: TopicCatalog | None = None
         self.runtime: CoordinatorRuntime | None = None
         self.service: GroupCoordinatorService | None = None
+        self.served_coordinator: Any = None
         self.server: GrpcServer | None = None
         self.ownership: OwnershipManager | None = None
         self.mirror: CatalogMirror | None = None
@@ -326,6 +327,9 @@ class ShardApp:
         if guard is not None:
             coordinator = AuthorizingCoordinator(coordinator, guard)
             catalog = AuthorizingCatalog(catalog, guard)
+        #: what the GroupCoordinator service serves (with the authorizer around it when on):
+        #: also what ``groupcoord dev``'s built-in gateway calls in-process
+        self.served_coordinator = coordinator
         self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(coordinator))
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(catalog))
         if self.ownership is not None:

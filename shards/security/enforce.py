@@ -160,6 +160,22 @@ class AuthorizingCoordinator:
                 )
         return await self.inner.consumer_group_heartbeat(request)
 
+    # client-side assignment (gRPC only): the chosen member acts for its group, as in its
+    # heartbeats (Read GROUP; the topics were authorized when the members subscribed)
+    async def consumer_group_prepare_assignment(
+        self, request: consumer_api.ConsumerGroupPrepareAssignmentRequest
+    ) -> consumer_api.ConsumerGroupPrepareAssignmentResponse:
+        if not self._ok(READ, GROUP, request.group_id, request):
+            return consumer_api.ConsumerGroupPrepareAssignmentResponse(error_code=GAF)
+        return await self.inner.consumer_group_prepare_assignment(request)
+
+    async def consumer_group_install_assignment(
+        self, request: consumer_api.ConsumerGroupInstallAssignmentRequest
+    ) -> consumer_api.ConsumerGroupInstallAssignmentResponse:
+        if not self._ok(READ, GROUP, request.group_id, request):
+            return consumer_api.ConsumerGroupInstallAssignmentResponse(error_code=GAF)
+        return await self.inner.consumer_group_install_assignment(request)
+
     async def consumer_group_describe(
         self, request: consumer_api.ConsumerGroupDescribeRequest
     ) -> consumer_api.ConsumerGroupDescribeResponse:

@@ -227,3 +227,40 @@ async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Pa
             assert r.topics[0].partitions[0].error_code == GAF
         finally:
             await w.close()
+
+
+def test_every_group_coordinator_rpc_is_authorized() -> None:
+    """The authorizer wraps each RPC of the service by name: a new RPC without a check of its
+    own fails here (rather than reaching the coordinator unchecked or failing at start)."""
+    from services.process.rpcs import snake_case
+    from shards.security.enforce import AuthorizingCoordinator
+
+    rpcs = coordinator_pb2_grpc.GroupCoordinatorServicer.__dict__
+    names = [snake_case(n) for n in rpcs if not n.startswith("_")]
+    assert "consumer_group_install_assignment" in names
+    missing = [n for n in names if not callable(getattr(AuthorizingCoordinator, n, None))]
+    assert missing == []
+
+
+async def test_client_side_assignment_calls_need_read_on_the_group(stack: Stack) -> None:
+    """ConsumerGroupPrepareAssignment / InstallAssignment (gRPC only) are the chosen member
+    acting for its group: Read GROUP, as its heartbeats; refused before the group is looked
+    at (GROUP_AUTHORIZATION_FAILED, not GROUP_ID_NOT_FOUND)."""
+    from groupcoord.v1 import consumer_group_pb2
+
+    prepare = consumer_group_pb2.ConsumerGroupPrepareAssignmentRequest(
+        group_id="app-9", member_id="m", member_epoch=1
+    )
+    install = consumer_group_pb2.ConsumerGroupInstallAssignmentRequest(
+        group_id="app-9", member_id="m", member_epoch=1, group_epoch=1
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.shard.port}") as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        bob = [(FORWARDED_PRINCIPAL_KEY, "User:bob")]
+        assert (await stub.ConsumerGroupPrepareAssignment(prepare, metadata=bob)).error_code == GAF
+        assert (await stub.ConsumerGroupInstallAssignment(install, metadata=bob)).error_code == GAF
+        alice = [(FORWARDED_PRINCIPAL_KEY, "User:alice")]
+        r = await stub.ConsumerGroupPrepareAssignment(prepare, metadata=alice)
+        assert r.error_code == int(Errors.GROUP_ID_NOT_FOUND)
+        r = await stub.ConsumerGroupInstallAssignment(install, metadata=alice)
+        assert r.error_code == int(Errors.GROUP_ID_NOT_FOUND)
