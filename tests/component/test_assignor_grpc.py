@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -294,16 +296,22 @@ async def test_shard_computes_on_the_service_in_the_callers_trace(
         assert stats["remote_ok"] >= 1 and stats["fallbacks"] == 0, stats
         assert assignor_app.service is not None and assignor_app.service.counts["ok"] >= 1
 
-        provider.force_flush()
+        def served_in_trace() -> list[Any]:
+            provider.force_flush()
+            return [
+                s
+                for s in exporter.get_finished_spans()
+                if s.name == "/groupcoord.v1.Assignor/Assign"
+                and s.kind == trace.SpanKind.SERVER
+                and s.context.trace_id == trace_id
+            ]
+
+        # (a server span ends as its handler unwinds, possibly after the caller has its answer)
+        deadline = time.monotonic() + 10
+        while not served_in_trace() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         spans = exporter.get_finished_spans()
-        served = [
-            s
-            for s in spans
-            if s.name == "/groupcoord.v1.Assignor/Assign" and s.kind == trace.SpanKind.SERVER
-        ]
-        assert any(s.context.trace_id == trace_id for s in served), [
-            (s.name, s.context.trace_id) for s in spans
-        ]
+        assert served_in_trace(), [(s.name, s.context.trace_id) for s in spans]
         assert any(s.name == "assignor.assign" and s.context.trace_id == trace_id for s in spans)
 
         # Without the service, the shard carries on in-process, and counts it.
