@@ -18,15 +18,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
-	"time"
 )
 
 func usage(msg string) {
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "loadtest: %s\n", msg)
 	}
-	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-output DIR]")
+	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-protocol consumer] [-hook NAME=COMMAND ...] [-output DIR]")
 	flag.PrintDefaults()
 	os.Exit(2)
 }
@@ -39,6 +39,9 @@ func main() {
 	partitions := flag.Int("partitions", 0, "partitions of the topic (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "run time, e.g. 10s (overrides the scenario)")
 	settle := flag.Duration("settle", 0, "longest wait for Stable after the run (overrides the scenario)")
+	protocol := flag.String("protocol", "", "consumer (overrides the scenario; the Go driver runs KIP-848 members only)")
+	var hookFlags hookList
+	flag.Var(&hookFlags, "hook", "NAME=COMMAND run by the scenario's hook events (sh -c; repeatable)")
 	output := flag.String("output", "loadtest-result", "directory for result.json")
 	quiet := flag.Bool("quiet", false, "no progress line")
 	flag.Usage = func() { usage("") }
@@ -52,7 +55,7 @@ func main() {
 	case *file != "" && flag.NArg() == 0:
 		s, err = load(*file)
 	case *file == "" && flag.NArg() == 1:
-		s, err = builtin(flag.Arg(0))
+		s, err = builtin(flag.Arg(0), duration.Seconds())
 	default:
 		usage("give a scenario NAME or -scenario FILE (not both)")
 	}
@@ -71,6 +74,21 @@ func main() {
 	if *duration > 0 {
 		s.DurationS = duration.Seconds()
 	}
+	if *protocol != "" {
+		s.Protocol = *protocol
+	}
+	for _, h := range hookFlags {
+		name, command, ok := strings.Cut(h, "=")
+		if !ok || name == "" {
+			usage(fmt.Sprintf("-hook %q: expected NAME=COMMAND", h))
+		}
+		s.Hooks[name] = command
+	}
+	s.HookNames = []string{}
+	for name := range s.Hooks {
+		s.HookNames = append(s.HookNames, name)
+	}
+	sort.Strings(s.HookNames)
 	if *settle > 0 {
 		s.SettleS = settle.Seconds()
 	}
@@ -111,15 +129,23 @@ func main() {
 	if m, ok := hb.(map[string]any); ok {
 		p99, _ = m["p99"].(float64)
 	}
-	fmt.Printf("%s: %d members, %.0f calls/s, heartbeat p99 %.1f ms, errors %d, time to Stable max %v s, loadgen CPU %.1f%% of a core; invariants %s (go driver)\n",
+	fmt.Printf("%s: %d members, %.0f calls/s, heartbeat p99 %.1f ms, errors %d, time to Stable p50 %v s max %v s, loadgen CPU %.1f%% of a core; invariants %s (go driver)\n",
 		s.Name, result["members"].(map[string]any)["total"], result["throughput_per_s"], p99,
-		r.stats.errorCount(), tts["max_s"], result["loadgen"].(map[string]any)["cpu_percent_of_one_core"], verdict)
+		r.stats.errorCount(), tts["p50_s"], tts["max_s"], result["loadgen"].(map[string]any)["cpu_percent_of_one_core"], verdict)
 	for _, v := range inv["violations"].([]map[string]any) {
 		fmt.Printf("  violation: %v\n", v)
+	}
+	for _, u := range r.unstable {
+		fmt.Printf("  not Stable by the end: %v\n", u)
 	}
 	fmt.Printf("wrote %s\n", path)
 	if !passed {
 		os.Exit(1)
 	}
-	_ = time.Second
 }
+
+// hookList collects the repeatable -hook NAME=COMMAND.
+type hookList []string
+
+func (h *hookList) String() string     { return strings.Join(*h, " ") }
+func (h *hookList) Set(v string) error { *h = append(*h, v); return nil }

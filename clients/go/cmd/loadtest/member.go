@@ -19,13 +19,17 @@ type member struct {
 	index      int
 	name       string
 	instanceID string
-	mu         sync.Mutex // guards id, epoch, owned (read by the group's watcher)
+	mu         sync.Mutex // guards id, epoch, owned, started, closed (read by the group's watcher)
 	id         string
 	epoch      int32
 	owned      []int32 // sorted partitions of the run's topic
+	started    bool    // a goroutine was started at least once
+	closed     bool    // closed (left) or vanished, and not started again
+	vanishing  bool    // stop without committing or leaving
 	lastCommit time.Time
 	stop       chan struct{}
 	done       chan struct{}
+	cancel     context.CancelFunc // aborts the incarnation's calls (vanish)
 	incarn     int
 }
 
@@ -43,17 +47,59 @@ func (m *member) snapshot() (string, int32, []int32) {
 	return m.id, m.epoch, slices.Clone(m.owned)
 }
 
-func (m *member) start(ctx context.Context) {
-	m.incarn++
-	m.stop = make(chan struct{})
-	m.done = make(chan struct{})
-	m.lastCommit = time.Now()
-	go func() { defer close(m.done); m.loop(ctx) }()
+// live: started and neither closed nor vanished (the watcher's "live simulated members").
+func (m *member) live() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.started && !m.closed
 }
 
+// start runs a new incarnation: a new member id, epoch 0 (a static member keeps its instance id).
+func (m *member) start(ctx context.Context) {
+	m.incarn++
+	mctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.id = fmt.Sprintf("%s-%d-%08x", m.name, m.incarn, rand.Uint32())
+	m.epoch = 0
+	m.started, m.closed, m.vanishing = true, false, false
+	m.mu.Unlock()
+	m.cancel = cancel
+	m.stop = make(chan struct{})
+	m.done = make(chan struct{})
+	m.lastCommit = time.Now() // auto-commit timers start with the consumer
+	go func() { defer close(m.done); m.loop(mctx) }()
+}
+
+// close leaves the group as a real client does on close: commit, revoke, leave.
 func (m *member) close() {
 	close(m.stop)
 	<-m.done
+	m.cancel()
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+// vanish: the process dies -- no commit, no leave (its calls in flight are abandoned); its
+// partitions are no longer consumed. The coordinator finds out when its session times out.
+func (m *member) vanish() {
+	m.mu.Lock()
+	m.vanishing = true
+	m.mu.Unlock()
+	m.cancel()
+	close(m.stop)
+	<-m.done
+	_, _, owned := m.snapshot()
+	m.giveUp(owned)
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+func (m *member) isVanishing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.vanishing
 }
 
 func (m *member) stopping() bool {
@@ -169,10 +215,6 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 }
 
 func (m *member) loop(ctx context.Context) {
-	m.mu.Lock()
-	m.id = fmt.Sprintf("%s-%d-%08x", m.name, m.incarn, rand.Uint32())
-	m.epoch = 0
-	m.mu.Unlock()
 	interval := time.Second
 	commitEvery := time.Duration(m.r.s.CommitIntervalS * float64(time.Second))
 	for !m.stopping() {
@@ -181,6 +223,9 @@ func (m *member) loop(ctx context.Context) {
 		again := interval
 		switch {
 		case !ok:
+			if m.isVanishing() {
+				return
+			}
 			again = min(interval, time.Second)
 		case resp.GetErrorCode() == 0:
 			m.r.owners.confirmed(m.group, m.name)
@@ -236,6 +281,9 @@ func (m *member) loop(ctx context.Context) {
 		if again > 0 {
 			m.pause(again)
 		}
+	}
+	if m.isVanishing() {
+		return // no commit, no leave
 	}
 	// close: commit, revoke, leave
 	_, epoch, owned := m.snapshot()
