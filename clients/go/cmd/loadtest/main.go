@@ -3,12 +3,14 @@
 // cost would limit the rate: KIP-848 members that heartbeat at the interval the coordinator
 // returns, reconcile (commit and give up revoked partitions, then take the new ones,
 // acknowledged by heartbeating the owned set at once), commit periodically, rejoin when
-// fenced and leave on close. It writes DIR/result.json in the Python driver's format
+// fenced and leave on close; and the scenario's events as the Python driver plays them
+// (rolling restarts, members vanishing or joining, groups added, hook commands). It writes DIR/result.json in the Python driver's format
 // (groupcoord-loadtest/1), so `groupcoord loadtest compare` reads it; exit 0 when the
 // invariants held, 1 when not (or the run failed), 2 on a usage error.
 //
 //	go run ./cmd/loadtest -target localhost:50051 -output out steady
 //	go run ./cmd/loadtest -target localhost:50051 -scenario my.toml -output out
+//	go run ./cmd/loadtest -target localhost:50051 -hook 'kill=kill -9 1234' shard-kill
 package main
 
 import (
@@ -26,7 +28,7 @@ func usage(msg string) {
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "loadtest: %s\n", msg)
 	}
-	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-protocol consumer] [-hook NAME=COMMAND ...] [-output DIR]")
+	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-commit-interval S] [-ramp D] [-protocol consumer] [-hook NAME=COMMAND ...] [-output DIR]")
 	flag.PrintDefaults()
 	os.Exit(2)
 }
@@ -39,6 +41,8 @@ func main() {
 	partitions := flag.Int("partitions", 0, "partitions of the topic (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "run time, e.g. 10s (overrides the scenario)")
 	settle := flag.Duration("settle", 0, "longest wait for Stable after the run (overrides the scenario)")
+	commitInterval := flag.Float64("commit-interval", 0, "seconds between commits, 0: none (overrides the scenario)")
+	ramp := flag.Duration("ramp", 0, "spread the initial joins over this long (overrides the scenario)")
 	protocol := flag.String("protocol", "", "consumer (overrides the scenario; the Go driver runs KIP-848 members only)")
 	var hookFlags hookList
 	flag.Var(&hookFlags, "hook", "NAME=COMMAND run by the scenario's hook events (sh -c; repeatable)")
@@ -73,6 +77,17 @@ func main() {
 	}
 	if *duration > 0 {
 		s.DurationS = duration.Seconds()
+	}
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "commit-interval":
+			s.CommitIntervalS = *commitInterval
+		case "ramp":
+			s.RampS = ramp.Seconds()
+		}
+	})
+	if s.CommitIntervalS < 0 || s.RampS < 0 {
+		usage("-commit-interval and -ramp must not be negative")
 	}
 	if *protocol != "" {
 		s.Protocol = *protocol
