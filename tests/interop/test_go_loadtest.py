@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(1200)]
 
 FAST = (
     "consumer_group_heartbeat_interval_ms=500,consumer_group_min_heartbeat_interval_ms=100,"
-    "consumer_group_session_timeout_ms=3000,consumer_group_min_session_timeout_ms=1000"
+    "consumer_group_session_timeout_ms=3000,consumer_group_min_session_timeout_ms=1000,"
+    "classic_group_initial_rebalance_delay_ms=100,classic_group_min_session_timeout_ms=1000"
 )
 SCENARIO = """\
 base = "steady"
@@ -153,7 +154,8 @@ def changes(result: dict[str, Any]) -> Counter[str]:
 
 #: per built-in with events: the membership changes a run of 2 groups x 3 members makes
 EXPECTED = {
-    # every member leaves and rejoins (one time-to-Stable entry for each)
+    # every member leaves and rejoins (one time-to-Stable entry for each); a KIP-848 and a
+    # classic group, half the members static
     "rolling-restart": {"initial_join": 2, "leave": 6, "rejoin": 6},
     # one member per group vanishes, one joins
     "churn": {"initial_join": 2, "vanish": 2, "join": 2},
@@ -166,11 +168,10 @@ EXPECTED = {
 def test_go_driver_plays_the_events_as_the_python_driver_does(
     name: str, go_loadtest: list[str], dev: ServerProcess, tmp_path: Path
 ) -> None:
-    # the built-in's events over 5 s; KIP-848 members (the built-in rolling-restart mixes in
-    # classic groups, which the Go driver does not run)
+    # the built-in's events over 5 s (rolling-restart: protocol "mixed", as built in)
     scenario = tmp_path / f"{name}.toml"
     scenario.write_text(
-        f'base = "{name}"\nprotocol = "consumer"\ngroups = 2\nmembers = 3\npartitions = 6\n'
+        f'base = "{name}"\ngroups = 2\nmembers = 3\npartitions = 6\n'
         "duration_s = 5.0\ncommit_interval_s = 0.5\nsettle_s = 30.0\n"
     )
     target = ["-target", dev.grpc_address]
@@ -184,12 +185,17 @@ def test_go_driver_plays_the_events_as_the_python_driver_does(
     assert [e["kind"] for e in g["events"]] == [e["kind"] for e in p["events"]]
     assert changes(g) == changes(p) == EXPECTED[name], (changes(g), changes(p))
     for c in g["time_to_stable"]["changes"]:
-        assert c["seconds"] > 0 and c["protocol"] == "consumer", c
+        assert c["seconds"] > 0, c
+    protocols = Counter(c["protocol"] for c in g["time_to_stable"]["changes"])
+    assert protocols == Counter(c["protocol"] for c in p["time_to_stable"]["changes"])
     groups = 2 + (6 if name == "scale-out" else 0)
     assert len(g["groups"]) == len(p["groups"]) == groups
     assert g["members"] == p["members"]
     if name == "rolling-restart":  # half the members static: they leave with epoch -2
-        assert g["scenario"]["static_fraction"] == 0.5
+        assert g["scenario"]["static_fraction"] == 0.5 and g["scenario"]["protocol"] == "mixed"
+        assert set(protocols) == {"consumer", "classic"}
+        for rpc in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups"):
+            assert g["rpcs"][rpc]["count"] > 0, rpc
         assert g["events"][0]["done_s"] - g["events"][0]["at_s"] >= 2 * 0.2
     # Stable again after the events (scale-out: each added group's first Stable)
     assert g["rebalances"]["count"] >= groups + (name != "scale-out")
@@ -254,15 +260,14 @@ def test_go_driver_shard_kill_hook_kills_and_restarts_dev(
 
 
 def test_go_driver_refuses_what_it_does_not_run(go_loadtest: list[str], tmp_path: Path) -> None:
-    classic = tmp_path / "classic.toml"
-    classic.write_text('base = "steady"\nprotocol = "classic"\n')
+    bogus = tmp_path / "bogus.toml"
+    bogus.write_text('base = "steady"\nprotocol = "eager"\n')
     bad_event = tmp_path / "bad-event.toml"
     bad_event.write_text('base = "steady"\n[[events]]\nat_s = 1.0\nkind = "explode"\n')
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("groups = 2\nmembres = 3\n")
     for args, message in (
-        (["-scenario", str(classic)], "the Go driver runs KIP-848 members only"),
-        (["rolling-restart"], 'protocol "mixed": the Go driver runs KIP-848 members only'),
+        (["-scenario", str(bogus)], 'protocol "eager": expected one of consumer, classic, mixed'),
         (["-scenario", str(bad_event)], 'event kind "explode"'),
         (["-scenario", str(unknown)], "unknown scenario fields: membres"),
         (["-hook", "nameless", "steady"], "expected NAME=COMMAND"),

@@ -37,9 +37,9 @@ func (r *run) addGroup() *group {
 	r.gmu.Lock()
 	index := r.groupSeq
 	r.groupSeq++
-	g := &group{name: fmt.Sprintf("lt-%s-g%d", r.runID, index)}
+	g := &group{name: fmt.Sprintf("lt-%s-g%d", r.runID, index), protocol: r.s.protocolOf(index)}
 	for i := 0; i < r.s.Members; i++ {
-		g.members = append(g.members, newMember(r, g.name, i, r.s.isStatic(i)))
+		g.members = append(g.members, newMember(r, g, i, r.s.isStatic(i)))
 	}
 	r.groups = append(r.groups, g)
 	r.gmu.Unlock()
@@ -112,7 +112,7 @@ func (r *run) event(e Event) {
 			var added []*member
 			for i := 0; i < e.Count; i++ {
 				index := len(g.members) + i
-				added = append(added, newMember(r, g.name, index, r.s.isStatic(index)))
+				added = append(added, newMember(r, g, index, r.s.isStatic(index)))
 			}
 			g.members = append(g.members, added...)
 			g.mu.Unlock()

@@ -28,7 +28,7 @@ func usage(msg string) {
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "loadtest: %s\n", msg)
 	}
-	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-commit-interval S] [-ramp D] [-protocol consumer] [-hook NAME=COMMAND ...] [-output DIR]")
+	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-commit-interval S] [-ramp D] [-protocol consumer|classic|mixed] [-hook NAME=COMMAND ...] [-output DIR]")
 	flag.PrintDefaults()
 	os.Exit(2)
 }
@@ -43,7 +43,7 @@ func main() {
 	settle := flag.Duration("settle", 0, "longest wait for Stable after the run (overrides the scenario)")
 	commitInterval := flag.Float64("commit-interval", 0, "seconds between commits, 0: none (overrides the scenario)")
 	ramp := flag.Duration("ramp", 0, "spread the initial joins over this long (overrides the scenario)")
-	protocol := flag.String("protocol", "", "consumer (overrides the scenario; the Go driver runs KIP-848 members only)")
+	protocol := flag.String("protocol", "", "consumer, classic or mixed (overrides the scenario)")
 	var hookFlags hookList
 	flag.Var(&hookFlags, "hook", "NAME=COMMAND run by the scenario's hook events (sh -c; repeatable)")
 	output := flag.String("output", "loadtest-result", "directory for result.json")
@@ -139,7 +139,10 @@ func main() {
 	if !passed {
 		verdict = "FAILED"
 	}
-	hb := result["rpcs"].(map[string]any)["ConsumerGroupHeartbeat"]
+	hb, found := result["rpcs"].(map[string]any)["ConsumerGroupHeartbeat"]
+	if !found {
+		hb = result["rpcs"].(map[string]any)["Heartbeat"]
+	}
 	p99 := 0.0
 	if m, ok := hb.(map[string]any); ok {
 		p99, _ = m["p99"].(float64)

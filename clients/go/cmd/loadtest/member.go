@@ -12,16 +12,19 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// member is one KIP-848 consumer in a goroutine.
+// member is one simulated consumer in a goroutine: KIP-848 (ConsumerGroupHeartbeat), or
+// classic (JoinGroup/SyncGroup/Heartbeat, classic.go) in a classic group.
 type member struct {
 	r          *run
+	classic    bool
 	group      string
 	index      int
 	name       string
 	instanceID string
 	mu         sync.Mutex // guards id, epoch, owned, started, closed (read by the group's watcher)
 	id         string
-	epoch      int32
+	epoch      int32   // KIP-848: member epoch; classic: the generation synced at
+	generation int32   // classic: the generation of the last join (commits carry it)
 	owned      []int32 // sorted partitions of the run's topic
 	started    bool    // a goroutine was started at least once
 	closed     bool    // closed (left) or vanished, and not started again
@@ -33,10 +36,11 @@ type member struct {
 	incarn     int
 }
 
-func newMember(r *run, group string, i int, static bool) *member {
-	m := &member{r: r, group: group, index: i, name: fmt.Sprintf("%s-m%d", group, i)}
+func newMember(r *run, g *group, i int, static bool) *member {
+	m := &member{r: r, group: g.name, index: i, name: fmt.Sprintf("%s-m%d", g.name, i),
+		classic: g.protocol == "classic"}
 	if static {
-		m.instanceID = fmt.Sprintf("%s-i%d", group, i)
+		m.instanceID = fmt.Sprintf("%s-i%d", g.name, i)
 	}
 	return m
 }
@@ -60,14 +64,25 @@ func (m *member) start(ctx context.Context) {
 	mctx, cancel := context.WithCancel(ctx)
 	m.mu.Lock()
 	m.id = fmt.Sprintf("%s-%d-%08x", m.name, m.incarn, rand.Uint32())
+	if m.classic {
+		m.id = "" // the coordinator gives it (MEMBER_ID_REQUIRED)
+	}
 	m.epoch = 0
+	m.generation = -1
 	m.started, m.closed, m.vanishing = true, false, false
 	m.mu.Unlock()
 	m.cancel = cancel
 	m.stop = make(chan struct{})
 	m.done = make(chan struct{})
 	m.lastCommit = time.Now() // auto-commit timers start with the consumer
-	go func() { defer close(m.done); m.loop(mctx) }()
+	go func() {
+		defer close(m.done)
+		if m.classic {
+			m.classicLoop(mctx)
+		} else {
+			m.loop(mctx)
+		}
+	}()
 }
 
 // close leaves the group as a real client does on close: commit, revoke, leave.
@@ -170,6 +185,11 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 	}
 	m.lastCommit = time.Now()
 	_, epoch, _ := m.snapshot()
+	if m.classic {
+		m.mu.Lock()
+		epoch = m.generation
+		m.mu.Unlock()
+	}
 	values := map[int32]int64{}
 	var partitions []*gcv1.OffsetCommitRequestPartition
 	for _, p := range ps {
@@ -182,6 +202,9 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 	req := &gcv1.OffsetCommitRequest{GroupId: m.group, MemberId: id,
 		GenerationIdOrMemberEpoch: proto.Int32(epoch),
 		Topics:                    []*gcv1.OffsetCommitRequestTopic{{Name: m.r.topic, Partitions: partitions}}}
+	if m.classic && m.instanceID != "" {
+		req.GroupInstanceId = proto.String(m.instanceID)
+	}
 	resp, ok := call(m.r, ctx, "OffsetCommit", m.group, 5*time.Second,
 		func(c context.Context, client gcv1.GroupCoordinatorClient) (*gcv1.OffsetCommitResponse, error) {
 			return client.OffsetCommit(c, req)

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -138,6 +139,7 @@ type change struct {
 
 type group struct {
 	name     string
+	protocol string     // consumer (KIP-848) or classic
 	mu       sync.Mutex // guards members, pending, starting
 	members  []*member
 	pending  []change
@@ -525,7 +527,7 @@ func (r *run) watch(ctx context.Context, g *group) {
 				g.mu.Lock()
 				for _, c := range g.pending {
 					r.tts = append(r.tts, map[string]any{
-						"group": g.name, "protocol": "consumer", "change": c.kind, "at_s": round(c.atS, 3),
+						"group": g.name, "protocol": g.protocol, "change": c.kind, "at_s": round(c.atS, 3),
 						"seconds": round(now-c.atS, 4), "partitions_moved": moved,
 					})
 				}
@@ -542,6 +544,9 @@ func (r *run) watch(ctx context.Context, g *group) {
 }
 
 func (r *run) stable(ctx context.Context, g *group) map[int32]string {
+	if g.protocol == "classic" {
+		return r.stableClassic(ctx, g)
+	}
 	g.mu.Lock()
 	busy := g.starting > 0
 	g.mu.Unlock()
@@ -573,7 +578,7 @@ func (r *run) stable(ctx context.Context, g *group) map[int32]string {
 		return nil
 	}
 	d := resp.GetGroups()[0]
-	if d.GetErrorCode() != 0 || d.GetGroupState() != "Stable" && d.GetGroupState() != "stable" ||
+	if d.GetErrorCode() != 0 || !strings.EqualFold(d.GetGroupState(), "stable") ||
 		d.GetAssignmentEpoch() != d.GetGroupEpoch() || len(d.GetMembers()) != len(byID) {
 		return nil
 	}

@@ -68,8 +68,7 @@ func (e Event) validate() error {
 }
 
 // Scenario is `groupcoord loadtest`'s scenario file (docs/loadtest.md). Field names, defaults
-// and the built-ins are the Python driver's (loadtest/scenario.py); the Go driver runs KIP-848
-// members only (protocol "consumer").
+// and the built-ins are the Python driver's (loadtest/scenario.py).
 type Scenario struct {
 	Base               string            `toml:"base" json:"-"`
 	Name               string            `toml:"name" json:"name"`
@@ -221,9 +220,11 @@ func load(path string) (Scenario, error) {
 	return s, nil
 }
 
+var protocols = []string{"consumer", "classic", "mixed"}
+
 func (s Scenario) validate() error {
-	if s.Protocol != "consumer" {
-		return fmt.Errorf("scenario %q: protocol %q: the Go driver runs KIP-848 members only (-protocol consumer runs it with those; classic members: use groupcoord loadtest)", s.Name, s.Protocol)
+	if !slices.Contains(protocols, s.Protocol) {
+		return fmt.Errorf("scenario %q: protocol %q: expected one of %s", s.Name, s.Protocol, strings.Join(protocols, ", "))
 	}
 	if s.Groups < 1 || s.Members < 1 || s.Partitions < 1 || s.DurationS <= 0 {
 		return fmt.Errorf("scenario %q: groups, members, partitions and duration_s must be positive", s.Name)
@@ -237,6 +238,17 @@ func (s Scenario) validate() error {
 		}
 	}
 	return nil
+}
+
+// protocolOf: mixed = even groups KIP-848, odd groups classic.
+func (s Scenario) protocolOf(groupIndex int) string {
+	if s.Protocol == "mixed" {
+		if groupIndex%2 == 0 {
+			return "consumer"
+		}
+		return "classic"
+	}
+	return s.Protocol
 }
 
 // isStatic spreads static members evenly, as the Python driver does.
