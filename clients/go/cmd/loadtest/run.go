@@ -32,13 +32,6 @@ const (
 	fencedMemberEpoch         = 110
 )
 
-var errorNames = map[int32]string{
-	14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
-	22: "ILLEGAL_GENERATION", 25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS",
-	79: "MEMBER_ID_REQUIRED", 110: "FENCED_MEMBER_EPOCH", 111: "UNRELEASED_INSTANCE_ID",
-	112: "UNSUPPORTED_ASSIGNOR", 113: "STALE_MEMBER_EPOCH", 82: "FENCED_INSTANCE_ID",
-}
-
 func errorName(code int32) string {
 	if n, ok := errorNames[code]; ok {
 		return n
@@ -322,8 +315,9 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 		r.change(g, "initial_join")
 	}
 	var lagMax time.Duration
-	lagDone := make(chan struct{})
+	lagDone, lagStopped := make(chan struct{}), make(chan struct{})
 	go func() { // how late the Go scheduler wakes a sleeper (the event-loop lag's equivalent)
+		defer close(lagStopped)
 		for {
 			select {
 			case <-lagDone:
@@ -383,6 +377,7 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 	}
 	closing.Wait()
 	close(lagDone)
+	<-lagStopped
 	violations := r.owners.finish()
 	keysChecked := 0
 	for _, g := range r.groupList() {
