@@ -3,7 +3,8 @@ built at test time, cached) runs the same scenario file as ``groupcoord loadtest
 real ``groupcoord dev``: its result passes the invariants, has the Python driver's format, and
 ``groupcoord loadtest compare`` reads the two results side by side. The scenarios with events
 (rolling-restart, churn, scale-out) make the same membership changes with both drivers, and
-shard-kill's hook really kills (and restarts) the ``dev`` process under the Go driver.
+shard-kill's hook really kills (and restarts) the ``dev`` process, or kills one of 3 shards
+on Redis, under the Go driver.
 
 No skip: CI has Go, so a missing toolchain is a failure here."""
 
@@ -21,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
 from tests.support.processes import ROOT, ServerProcess
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(1200)]
 
@@ -257,6 +260,51 @@ def test_go_driver_shard_kill_hook_kills_and_restarts_dev(
     assert result["scenario"]["hooks"] == ["kill"]
     assert result["client"].get("unavailable", 0) > 0  # the members saw the process gone
     assert changes(result) == {"initial_join": 2, "hook:kill": 2}
+
+
+def test_go_driver_shard_kill_on_three_shards(
+    go_loadtest: list[str], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # 3 shard processes on a real Redis; the hook kills shard 1 (kill -9): its groups move to
+    # the other two, the members follow them (FindCoordinator again), nothing acknowledged is
+    # lost, every group is Stable again
+    import asyncio
+
+    (tmp_path / "shards").mkdir()
+    cluster = Cluster(
+        tmp_path / "shards", redis_server, num_partitions=12, prefix="golt", config=FAST
+    )
+    try:
+        for n in range(3):
+            cluster.start(n)
+        asyncio.run(cluster.wait_settled())
+        victim = cluster.shards[1]
+        # 12 groups (random ids): the chance that none lives on shard 1 is (2/3)^12 < 1 %
+        done, result = run_go(
+            go_loadtest,
+            tmp_path / "out",
+            "-target",
+            ",".join(cluster.addresses()),
+            "-groups",
+            "12",
+            "-members",
+            "2",
+            "-duration",
+            "6s",
+            "-settle",
+            "40s",
+            "-hook",
+            f"kill=kill -9 {victim.proc.pid}",
+            "shard-kill",
+        )
+        assert victim.proc.wait(5) == -signal.SIGKILL  # the hook really killed shard 1
+        cluster.shards.pop(1)
+    finally:
+        cluster.close()
+    passed(done, result)
+    assert [h["returncode"] for h in result["hooks"] if h["name"] == "kill"] == [0]
+    assert result["client"].get("unavailable", 0) + result["client"].get("reroutes", 0) > 0
+    assert changes(result) == {"initial_join": 12, "hook:kill": 12}
 
 
 def test_go_driver_refuses_what_it_does_not_run(go_loadtest: list[str], tmp_path: Path) -> None:
