@@ -307,6 +307,15 @@ def test_go_driver_shard_kill_on_three_shards(
     assert changes(result) == {"initial_join": 12, "hook:kill": 12}
 
 
+def test_go_driver_unit_tests() -> None:
+    # clients/go/cmd/loadtest/loadtest_test.go: consumer-protocol bytes equal to the Python
+    # codec's, the range assignment, scenario events from files and built-ins
+    try:
+        generated_clients.go_test("./cmd/loadtest")
+    except ToolMissing as ex:
+        pytest.fail(str(ex))
+
+
 def test_go_driver_refuses_what_it_does_not_run(go_loadtest: list[str], tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.toml"
     bogus.write_text('base = "steady"\nprotocol = "eager"\n')
