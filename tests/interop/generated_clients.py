@@ -88,6 +88,11 @@ def go_loadtest() -> list[str]:
     return _go_command("loadtest")
 
 
+def _protoc_env() -> dict[str, str]:
+    """protoc: the one on PATH, else grpcio-tools of the interpreter running the tests."""
+    return {} if shutil.which("protoc") else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
+
+
 def _go_command(name: str) -> list[str]:
     _require("go")
     generated = GO_CLIENT / "gen" / "groupcoord"
@@ -96,16 +101,20 @@ def _go_command(name: str) -> list[str]:
     binary = out / name
     with _locked("go"):
         if not binary.exists():
-            # protoc: the one on PATH, else grpcio-tools of the interpreter running the tests
-            env = (
-                {}
-                if shutil.which("protoc")
-                else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
-            )
-            _run(["go", "generate", "./..."], GO_CLIENT, env)
+            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
             _run(["go", "build", "-o", str(binary) + ".tmp", f"./cmd/{name}"], GO_CLIENT)
             os.replace(str(binary) + ".tmp", binary)
     return [str(binary)]
+
+
+def go_test(package: str) -> None:
+    """``go test`` of a package of the Go module (generating the stubs first when they are
+    not there); raises with the output when a test fails."""
+    _require("go")
+    with _locked("go"):
+        if not (GO_CLIENT / "gen" / "groupcoord").exists():
+            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
+        _run(["go", "test", "-count=1", package], GO_CLIENT)
 
 
 def java_smoke() -> list[str]:

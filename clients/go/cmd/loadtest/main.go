@@ -3,12 +3,14 @@
 // cost would limit the rate: KIP-848 members that heartbeat at the interval the coordinator
 // returns, reconcile (commit and give up revoked partitions, then take the new ones,
 // acknowledged by heartbeating the owned set at once), commit periodically, rejoin when
-// fenced and leave on close. It writes DIR/result.json in the Python driver's format
+// fenced and leave on close; and the scenario's events as the Python driver plays them
+// (rolling restarts, members vanishing or joining, groups added, hook commands). It writes DIR/result.json in the Python driver's format
 // (groupcoord-loadtest/1), so `groupcoord loadtest compare` reads it; exit 0 when the
 // invariants held, 1 when not (or the run failed), 2 on a usage error.
 //
 //	go run ./cmd/loadtest -target localhost:50051 -output out steady
 //	go run ./cmd/loadtest -target localhost:50051 -scenario my.toml -output out
+//	go run ./cmd/loadtest -target localhost:50051 -hook 'kill=kill -9 1234' shard-kill
 package main
 
 import (
@@ -18,15 +20,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
-	"time"
 )
 
 func usage(msg string) {
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "loadtest: %s\n", msg)
 	}
-	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-output DIR]")
+	fmt.Fprintln(os.Stderr, "usage: loadtest -target HOST:PORT[,...] [-scenario FILE | NAME] [-groups N] [-members M] [-partitions P] [-duration D] [-settle D] [-commit-interval S] [-ramp D] [-protocol consumer|classic|mixed] [-hook NAME=COMMAND ...] [-output DIR]")
 	flag.PrintDefaults()
 	os.Exit(2)
 }
@@ -39,6 +41,11 @@ func main() {
 	partitions := flag.Int("partitions", 0, "partitions of the topic (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "run time, e.g. 10s (overrides the scenario)")
 	settle := flag.Duration("settle", 0, "longest wait for Stable after the run (overrides the scenario)")
+	commitInterval := flag.Float64("commit-interval", 0, "seconds between commits, 0: none (overrides the scenario)")
+	ramp := flag.Duration("ramp", 0, "spread the initial joins over this long (overrides the scenario)")
+	protocol := flag.String("protocol", "", "consumer, classic or mixed (overrides the scenario)")
+	var hookFlags hookList
+	flag.Var(&hookFlags, "hook", "NAME=COMMAND run by the scenario's hook events (sh -c; repeatable)")
 	output := flag.String("output", "loadtest-result", "directory for result.json")
 	quiet := flag.Bool("quiet", false, "no progress line")
 	flag.Usage = func() { usage("") }
@@ -52,7 +59,7 @@ func main() {
 	case *file != "" && flag.NArg() == 0:
 		s, err = load(*file)
 	case *file == "" && flag.NArg() == 1:
-		s, err = builtin(flag.Arg(0))
+		s, err = builtin(flag.Arg(0), duration.Seconds())
 	default:
 		usage("give a scenario NAME or -scenario FILE (not both)")
 	}
@@ -71,6 +78,32 @@ func main() {
 	if *duration > 0 {
 		s.DurationS = duration.Seconds()
 	}
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "commit-interval":
+			s.CommitIntervalS = *commitInterval
+		case "ramp":
+			s.RampS = ramp.Seconds()
+		}
+	})
+	if s.CommitIntervalS < 0 || s.RampS < 0 {
+		usage("-commit-interval and -ramp must not be negative")
+	}
+	if *protocol != "" {
+		s.Protocol = *protocol
+	}
+	for _, h := range hookFlags {
+		name, command, ok := strings.Cut(h, "=")
+		if !ok || name == "" {
+			usage(fmt.Sprintf("-hook %q: expected NAME=COMMAND", h))
+		}
+		s.Hooks[name] = command
+	}
+	s.HookNames = []string{}
+	for name := range s.Hooks {
+		s.HookNames = append(s.HookNames, name)
+	}
+	sort.Strings(s.HookNames)
 	if *settle > 0 {
 		s.SettleS = settle.Seconds()
 	}
@@ -106,20 +139,31 @@ func main() {
 	if !passed {
 		verdict = "FAILED"
 	}
-	hb := result["rpcs"].(map[string]any)["ConsumerGroupHeartbeat"]
+	hb, found := result["rpcs"].(map[string]any)["ConsumerGroupHeartbeat"]
+	if !found {
+		hb = result["rpcs"].(map[string]any)["Heartbeat"]
+	}
 	p99 := 0.0
 	if m, ok := hb.(map[string]any); ok {
 		p99, _ = m["p99"].(float64)
 	}
-	fmt.Printf("%s: %d members, %.0f calls/s, heartbeat p99 %.1f ms, errors %d, time to Stable max %v s, loadgen CPU %.1f%% of a core; invariants %s (go driver)\n",
+	fmt.Printf("%s: %d members, %.0f calls/s, heartbeat p99 %.1f ms, errors %d, time to Stable p50 %v s max %v s, loadgen CPU %.1f%% of a core; invariants %s (go driver)\n",
 		s.Name, result["members"].(map[string]any)["total"], result["throughput_per_s"], p99,
-		r.stats.errorCount(), tts["max_s"], result["loadgen"].(map[string]any)["cpu_percent_of_one_core"], verdict)
+		r.stats.errorCount(), tts["p50_s"], tts["max_s"], result["loadgen"].(map[string]any)["cpu_percent_of_one_core"], verdict)
 	for _, v := range inv["violations"].([]map[string]any) {
 		fmt.Printf("  violation: %v\n", v)
+	}
+	for _, u := range r.unstable {
+		fmt.Printf("  not Stable by the end: %v\n", u)
 	}
 	fmt.Printf("wrote %s\n", path)
 	if !passed {
 		os.Exit(1)
 	}
-	_ = time.Second
 }
+
+// hookList collects the repeatable -hook NAME=COMMAND.
+type hookList []string
+
+func (h *hookList) String() string     { return strings.Join(*h, " ") }
+func (h *hookList) Set(v string) error { *h = append(*h, v); return nil }

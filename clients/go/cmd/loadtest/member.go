@@ -12,27 +12,35 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// member is one KIP-848 consumer in a goroutine.
+// member is one simulated consumer in a goroutine: KIP-848 (ConsumerGroupHeartbeat), or
+// classic (JoinGroup/SyncGroup/Heartbeat, classic.go) in a classic group.
 type member struct {
 	r          *run
+	classic    bool
 	group      string
 	index      int
 	name       string
 	instanceID string
-	mu         sync.Mutex // guards id, epoch, owned (read by the group's watcher)
+	mu         sync.Mutex // guards id, epoch, owned, started, closed (read by the group's watcher)
 	id         string
-	epoch      int32
+	epoch      int32   // KIP-848: member epoch; classic: the generation synced at
+	generation int32   // classic: the generation of the last join (commits carry it)
 	owned      []int32 // sorted partitions of the run's topic
+	started    bool    // a goroutine was started at least once
+	closed     bool    // closed (left) or vanished, and not started again
+	vanishing  bool    // stop without committing or leaving
 	lastCommit time.Time
 	stop       chan struct{}
 	done       chan struct{}
+	cancel     context.CancelFunc // aborts the incarnation's calls (vanish)
 	incarn     int
 }
 
-func newMember(r *run, group string, i int, static bool) *member {
-	m := &member{r: r, group: group, index: i, name: fmt.Sprintf("%s-m%d", group, i)}
+func newMember(r *run, g *group, i int, static bool) *member {
+	m := &member{r: r, group: g.name, index: i, name: fmt.Sprintf("%s-m%d", g.name, i),
+		classic: g.protocol == "classic"}
 	if static {
-		m.instanceID = fmt.Sprintf("%s-i%d", group, i)
+		m.instanceID = fmt.Sprintf("%s-i%d", g.name, i)
 	}
 	return m
 }
@@ -43,17 +51,70 @@ func (m *member) snapshot() (string, int32, []int32) {
 	return m.id, m.epoch, slices.Clone(m.owned)
 }
 
-func (m *member) start(ctx context.Context) {
-	m.incarn++
-	m.stop = make(chan struct{})
-	m.done = make(chan struct{})
-	m.lastCommit = time.Now()
-	go func() { defer close(m.done); m.loop(ctx) }()
+// live: started and neither closed nor vanished (the watcher's "live simulated members").
+func (m *member) live() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.started && !m.closed
 }
 
+// start runs a new incarnation: a new member id, epoch 0 (a static member keeps its instance id).
+func (m *member) start(ctx context.Context) {
+	m.incarn++
+	mctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.id = fmt.Sprintf("%s-%d-%08x", m.name, m.incarn, rand.Uint32())
+	if m.classic {
+		m.id = "" // the coordinator gives it (MEMBER_ID_REQUIRED)
+	}
+	m.epoch = 0
+	m.generation = -1
+	m.started, m.closed, m.vanishing = true, false, false
+	m.mu.Unlock()
+	m.cancel = cancel
+	m.stop = make(chan struct{})
+	m.done = make(chan struct{})
+	m.lastCommit = time.Now() // auto-commit timers start with the consumer
+	go func() {
+		defer close(m.done)
+		if m.classic {
+			m.classicLoop(mctx)
+		} else {
+			m.loop(mctx)
+		}
+	}()
+}
+
+// close leaves the group as a real client does on close: commit, revoke, leave.
 func (m *member) close() {
 	close(m.stop)
 	<-m.done
+	m.cancel()
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+// vanish: the process dies -- no commit, no leave (its calls in flight are abandoned); its
+// partitions are no longer consumed. The coordinator finds out when its session times out.
+func (m *member) vanish() {
+	m.mu.Lock()
+	m.vanishing = true
+	m.mu.Unlock()
+	m.cancel()
+	close(m.stop)
+	<-m.done
+	_, _, owned := m.snapshot()
+	m.giveUp(owned)
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+func (m *member) isVanishing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.vanishing
 }
 
 func (m *member) stopping() bool {
@@ -124,6 +185,11 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 	}
 	m.lastCommit = time.Now()
 	_, epoch, _ := m.snapshot()
+	if m.classic {
+		m.mu.Lock()
+		epoch = m.generation
+		m.mu.Unlock()
+	}
 	values := map[int32]int64{}
 	var partitions []*gcv1.OffsetCommitRequestPartition
 	for _, p := range ps {
@@ -136,6 +202,9 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 	req := &gcv1.OffsetCommitRequest{GroupId: m.group, MemberId: id,
 		GenerationIdOrMemberEpoch: proto.Int32(epoch),
 		Topics:                    []*gcv1.OffsetCommitRequestTopic{{Name: m.r.topic, Partitions: partitions}}}
+	if m.classic && m.instanceID != "" {
+		req.GroupInstanceId = proto.String(m.instanceID)
+	}
 	resp, ok := call(m.r, ctx, "OffsetCommit", m.group, 5*time.Second,
 		func(c context.Context, client gcv1.GroupCoordinatorClient) (*gcv1.OffsetCommitResponse, error) {
 			return client.OffsetCommit(c, req)
@@ -169,10 +238,6 @@ func (m *member) commit(ctx context.Context, ps []int32) {
 }
 
 func (m *member) loop(ctx context.Context) {
-	m.mu.Lock()
-	m.id = fmt.Sprintf("%s-%d-%08x", m.name, m.incarn, rand.Uint32())
-	m.epoch = 0
-	m.mu.Unlock()
 	interval := time.Second
 	commitEvery := time.Duration(m.r.s.CommitIntervalS * float64(time.Second))
 	for !m.stopping() {
@@ -181,6 +246,9 @@ func (m *member) loop(ctx context.Context) {
 		again := interval
 		switch {
 		case !ok:
+			if m.isVanishing() {
+				return
+			}
 			again = min(interval, time.Second)
 		case resp.GetErrorCode() == 0:
 			m.r.owners.confirmed(m.group, m.name)
@@ -236,6 +304,9 @@ func (m *member) loop(ctx context.Context) {
 		if again > 0 {
 			m.pause(again)
 		}
+	}
+	if m.isVanishing() {
+		return // no commit, no leave
 	}
 	// close: commit, revoke, leave
 	_, epoch, owned := m.snapshot()

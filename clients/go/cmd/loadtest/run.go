@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,13 +31,6 @@ const (
 	unknownMemberID           = 25
 	fencedMemberEpoch         = 110
 )
-
-var errorNames = map[int32]string{
-	14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
-	22: "ILLEGAL_GENERATION", 25: "UNKNOWN_MEMBER_ID", 27: "REBALANCE_IN_PROGRESS",
-	79: "MEMBER_ID_REQUIRED", 110: "FENCED_MEMBER_EPOCH", 111: "UNRELEASED_INSTANCE_ID",
-	112: "UNSUPPORTED_ASSIGNOR", 113: "STALE_MEMBER_EPOCH", 82: "FENCED_INSTANCE_ID",
-}
 
 func errorName(code int32) string {
 	if n, ok := errorNames[code]; ok {
@@ -137,11 +131,29 @@ type change struct {
 }
 
 type group struct {
-	name    string
-	members []*member
-	mu      sync.Mutex
-	pending []change
-	last    map[int32]string
+	name     string
+	protocol string     // consumer (KIP-848) or classic
+	mu       sync.Mutex // guards members, pending, starting
+	members  []*member
+	pending  []change
+	starting int              // member starts under way (a ramp, a join): no Stable before they end
+	last     map[int32]string // the previous Stable assignment (the watcher's)
+}
+
+func (g *group) memberList() []*member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.members)
+}
+
+func (g *group) liveMembers() []*member {
+	var out []*member
+	for _, m := range g.memberList() {
+		if m.live() {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 type run struct {
@@ -154,7 +166,14 @@ type run struct {
 	owners    *ownership
 	ledger    *ledger
 	t0        time.Time
-	groups    []*group
+	groups    []*group // guarded by gmu
+	groupSeq  int
+	gmu       sync.Mutex
+	ctx       context.Context // the members' and the events'
+	watchCtx  context.Context
+	watchers  sync.WaitGroup
+	hooksRun  []map[string]any // guarded by mu
+	eventsRun []map[string]any
 	progress  bool
 	tts       []map[string]any
 	rebal     []map[string]any
@@ -193,6 +212,9 @@ func call[T proto.Message](r *run, ctx context.Context, rpc, group string, attem
 	var zero T
 	last := "COORDINATOR_UNAVAILABLE_GAVE_UP"
 	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return zero, false // abandoned (a vanishing member): not an answer, not an error
+		}
 		client, err := r.router.coordinator(ctx, group)
 		if err == nil {
 			r.router.count("attempts")
@@ -211,6 +233,9 @@ func call[T proto.Message](r *run, ctx context.Context, rpc, group string, attem
 				}
 				err = retriable{code}
 			}
+		}
+		if ctx.Err() != nil {
+			return zero, false
 		}
 		if re, ok := err.(retriable); ok {
 			if re.code == coordinatorLoadInProgress {
@@ -280,23 +305,19 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	wall0 := time.Now().UTC()
 	r.t0 = time.Now()
-	for gi := 0; gi < r.s.Groups; gi++ {
-		g := &group{name: fmt.Sprintf("lt-%s-g%d", r.runID, gi)}
-		for i := 0; i < r.s.Members; i++ {
-			g.members = append(g.members, newMember(r, g.name, i, r.s.isStatic(i)))
-		}
-		g.pending = []change{{"initial_join", 0}}
-		r.groups = append(r.groups, g)
-	}
+	r.ctx = ctx
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchers sync.WaitGroup
-	for _, g := range r.groups {
-		watchers.Add(1)
-		go func() { defer watchers.Done(); r.watch(watchCtx, g) }()
+	r.watchCtx = watchCtx
+	for gi := 0; gi < r.s.Groups; gi++ {
+		r.addGroup()
+	}
+	for _, g := range r.groupList() {
+		r.change(g, "initial_join")
 	}
 	var lagMax time.Duration
-	lagDone := make(chan struct{})
+	lagDone, lagStopped := make(chan struct{}), make(chan struct{})
 	go func() { // how late the Go scheduler wakes a sleeper (the event-loop lag's equivalent)
+		defer close(lagStopped)
 		for {
 			select {
 			case <-lagDone:
@@ -310,32 +331,29 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 			}
 		}
 	}()
-	var all []*member
-	for _, g := range r.groups {
-		all = append(all, g.members...)
+	var starting sync.WaitGroup // every group's members, each group spread over ramp_s
+	for _, g := range r.groupList() {
+		starting.Add(1)
+		go func() { defer starting.Done(); r.startMembers(g, g.memberList(), r.s.RampS) }()
 	}
-	for n, m := range all {
-		m.start(ctx)
-		if r.s.RampS > 0 && len(all) > 1 {
-			time.Sleep(time.Duration(r.s.RampS / float64(len(all)) * float64(time.Second)))
-		} else if n%200 == 199 {
-			runtime.Gosched()
-		}
-	}
+	starting.Wait()
+	timelineDone := make(chan struct{})
+	go func() { defer close(timelineDone); r.timeline() }()
 	end := r.t0.Add(time.Duration(r.s.DurationS * float64(time.Second)))
 	for time.Now().Before(end) {
 		time.Sleep(min(time.Until(end), 5*time.Second))
 		if r.progress {
 			fmt.Fprintf(os.Stderr, "%6.1fs  members %d  calls %d  errors %d  open changes %d\n",
-				r.elapsed(), len(all), r.stats.total(), r.stats.errorCount(), r.pendingCount())
+				r.elapsed(), r.liveCount(), r.stats.total(), r.stats.errorCount(), r.pendingCount())
 		}
 	}
+	<-timelineDone // events still running finish first
 	runEnd := r.elapsed()
 	settleEnd := time.Now().Add(time.Duration(r.s.SettleS * float64(time.Second)))
 	for r.pendingCount() > 0 && time.Now().Before(settleEnd) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, g := range r.groups {
+	for _, g := range r.groupList() {
 		g.mu.Lock()
 		for _, c := range g.pending {
 			r.unstable = append(r.unstable, map[string]any{"group": g.name, "change": c.kind, "at_s": round(c.atS, 3)})
@@ -345,25 +363,31 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 	measured := r.elapsed()
 	var ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	var all, live []*member
+	for _, g := range r.groupList() {
+		all = append(all, g.memberList()...)
+		live = append(live, g.liveMembers()...)
+	}
 	stopWatch()
-	watchers.Wait()
-	var closing sync.WaitGroup
-	for _, m := range all {
+	r.watchers.Wait()
+	var closing sync.WaitGroup // close: commit, revoke, leave
+	for _, m := range live {
 		closing.Add(1)
 		go func() { defer closing.Done(); m.close() }()
 	}
 	closing.Wait()
 	close(lagDone)
+	<-lagStopped
 	violations := r.owners.finish()
 	keysChecked := 0
-	for _, g := range r.groups {
+	for _, g := range r.groupList() {
 		v, n := r.checkCommits(ctx, g.name)
 		violations = append(violations, v...)
 		keysChecked += n
 	}
 	wall1 := time.Now()
 	var groupNames []string
-	for _, g := range r.groups {
+	for _, g := range r.groupList() {
 		groupNames = append(groupNames, g.name)
 	}
 	sort.Strings(groupNames)
@@ -392,7 +416,7 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 		"started_at":        wall0.Format("2006-01-02T15:04:05Z"),
 		"duration_s":        round(runEnd, 3),
 		"measured_s":        round(measured, 3),
-		"members":           map[string]any{"total": members, "live_at_end": members},
+		"members":           map[string]any{"total": members, "live_at_end": len(live)},
 		"groups":            groupNames,
 		"history_window_ms": map[string]any{"from": wall0.UnixMilli(), "to": wall1.UnixMilli() + 1},
 		"time_to_stable": func() map[string]any {
@@ -416,8 +440,8 @@ func (r *run) run(ctx context.Context) (map[string]any, error) {
 			"all_groups_stable":    len(r.unstable) == 0,
 		},
 		"client": r.router.stats,
-		"hooks":  []any{},
-		"events": []any{},
+		"hooks":  nonNil(r.hooksRun),
+		"events": nonNil(r.eventsRun),
 		"loadgen": map[string]any{
 			"cpu_s":                   round(cpu, 3),
 			"cpu_percent_of_one_core": round(100*cpu/measured, 1),
@@ -464,7 +488,7 @@ func ttsSummary(changes []map[string]any) map[string]any {
 
 func (r *run) pendingCount() int {
 	n := 0
-	for _, g := range r.groups {
+	for _, g := range r.groupList() {
 		g.mu.Lock()
 		n += len(g.pending)
 		g.mu.Unlock()
@@ -498,7 +522,7 @@ func (r *run) watch(ctx context.Context, g *group) {
 				g.mu.Lock()
 				for _, c := range g.pending {
 					r.tts = append(r.tts, map[string]any{
-						"group": g.name, "protocol": "consumer", "change": c.kind, "at_s": round(c.atS, 3),
+						"group": g.name, "protocol": g.protocol, "change": c.kind, "at_s": round(c.atS, 3),
 						"seconds": round(now-c.atS, 4), "partitions_moved": moved,
 					})
 				}
@@ -515,13 +539,25 @@ func (r *run) watch(ctx context.Context, g *group) {
 }
 
 func (r *run) stable(ctx context.Context, g *group) map[int32]string {
+	if g.protocol == "classic" {
+		return r.stableClassic(ctx, g)
+	}
+	g.mu.Lock()
+	busy := g.starting > 0
+	g.mu.Unlock()
+	if busy {
+		return nil
+	}
 	byID := map[string]*member{}
-	for _, m := range g.members {
+	for _, m := range g.liveMembers() {
 		id, _, _ := m.snapshot()
 		if id == "" {
 			return nil
 		}
 		byID[id] = m
+	}
+	if len(byID) == 0 {
+		return nil
 	}
 	resp, ok := call(r, ctx, "ConsumerGroupDescribe", g.name, 5*time.Second,
 		func(c context.Context, client gcv1.GroupCoordinatorClient) (*gcv1.ConsumerGroupDescribeResponse, error) {
@@ -537,7 +573,7 @@ func (r *run) stable(ctx context.Context, g *group) map[int32]string {
 		return nil
 	}
 	d := resp.GetGroups()[0]
-	if d.GetErrorCode() != 0 || d.GetGroupState() != "Stable" && d.GetGroupState() != "stable" ||
+	if d.GetErrorCode() != 0 || !strings.EqualFold(d.GetGroupState(), "stable") ||
 		d.GetAssignmentEpoch() != d.GetGroupEpoch() || len(d.GetMembers()) != len(byID) {
 		return nil
 	}
