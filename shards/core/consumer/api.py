@@ -179,6 +179,10 @@ class ConsumerGroupDescribedGroup:
     assignor_name: str = ""
     members: tuple[ConsumerGroupDescribedMember, ...] = ()
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    #: groupcoord (client-side assignors, gRPC only): the member chosen to compute the target
+    #: of group epoch ``computing_epoch`` (None / 0: no computation in progress)
+    computing_member_id: str | None = None
+    computing_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,30 @@ from shards.core.errors import ApiError, Errors
 from shards.core.records import ClientAssignor, TopicMetadata
 
 
+@dataclass(slots=True)
+class ClientAssignmentStats:
+    """Counts of client-side computations, for the shard's metrics (docs/observability.md).
+
+    One object per process, shared by every partition's manager (a partition moving away
+    takes nothing with it); counted when the coordinator decides, on the partition's loop.
+    Tests and tools that build a manager alone get their own."""
+
+    #: a member was chosen to compute a target (a new computation, or the next member's turn)
+    chosen: int = 0
+    #: a chosen member's assignment became the target
+    installed: int = 0
+    #: an install answered INVALID_ASSIGNMENT (nothing written; the member stays chosen)
+    rejected: int = 0
+    #: a chosen member's turn ended without an install: its deadline passed
+    given_up_deadline: int = 0
+    #: ... it left, was fenced or its session expired while chosen
+    given_up_member_left: int = 0
+    #: ... it installed error != 0
+    given_up_error: int = 0
+    #: targets computed by the server-side fallback assignor after every member had its turn
+    fallbacks: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ClientChoice:
     """The client-side assignor a group uses, at the version every member supports."""

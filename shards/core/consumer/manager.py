@@ -205,8 +205,13 @@ class ConsumerGroupManager:
         new_member_id: Callable[[], str],
         assign: InlineAssignor | None = None,
         migration: ConsumerMigration | None = None,
+        client_stats: csa.ClientAssignmentStats | None = None,
     ) -> None:
         self.config = config
+        #: counts of client-side computations (the shard's metrics; shared per process)
+        self.client_stats = (
+            client_stats if client_stats is not None else csa.ClientAssignmentStats()
+        )
         #: computes small target assignments inside the operation (None: always off the loop)
         self.assign = assign
         self.timer = timer
@@ -911,6 +916,8 @@ class ConsumerGroupManager:
                 return downgraded
         gid = group.group_id
         records = member_tombstones(gid, member.member_id)
+        if group.computing_member() == member.member_id:
+            self.client_stats.given_up_member_left += 1
         regexes = self._regex_changes(group, member, None, self.topics, 0, records)
         names = self._names_after(group, member, None, regexes)
         metadata = group.subscription_metadata
@@ -1421,6 +1428,7 @@ class ConsumerGroupManager:
             )
             for m in group.members.values()
         )
+        computing = group.computing_member()
         return api.ConsumerGroupDescribedGroup(
             group_id=group.group_id,
             group_state=group.state_name(),
@@ -1431,6 +1439,8 @@ class ConsumerGroupManager:
             authorized_operations=GROUP_AUTHORIZED_OPERATIONS
             if include_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
+            computing_member_id=computing,
+            computing_epoch=group.group_epoch if computing is not None else 0,
         )
 
     # ==== replay ====
@@ -1661,6 +1671,7 @@ class ConsumerGroupManager:
         chosen = csa.choose(list(members), *preferred)
         if chosen is None:
             return None
+        self.client_stats.chosen += 1
         records.append(
             client_assignment_record(
                 group_id, epoch, chosen.member_id, client.name, client.version, attempts
@@ -1697,6 +1708,7 @@ class ConsumerGroupManager:
             member_id,
             epoch,
         )
+        self.client_stats.given_up_deadline += 1
         return self._give_up_client(group, pending)
 
     def _give_up_client(
@@ -1713,6 +1725,7 @@ class ConsumerGroupManager:
             following = csa.next_after(members, pending.member_id)
             if following is not None:
                 attempts = pending.attempts + 1 if pending.attempts < able else 1
+                self.client_stats.chosen += 1
                 records.append(
                     client_assignment_record(
                         gid,
@@ -1734,6 +1747,7 @@ class ConsumerGroupManager:
             pending.group_epoch,
             fallback,
         )
+        self.client_stats.fallbacks += 1
         records.append(client_assignment_tombstone(gid))
         tasks: list[AsyncTask] = []
         request = self.assignment_request(
@@ -1841,9 +1855,11 @@ class ConsumerGroupManager:
                 pending.group_epoch,
                 request.error,
             )
+            self.client_stats.given_up_error += 1
             given_up = self._give_up_client(group, pending)
             return CoordinatorResult(given_up.records, response, tasks=given_up.tasks)
         if request.group_epoch != group.group_epoch:
+            self.client_stats.rejected += 1
             raise ApiError(
                 Errors.INVALID_ASSIGNMENT,
                 f"The assignment was computed for group epoch {request.group_epoch}; the "
@@ -1851,12 +1867,16 @@ class ConsumerGroupManager:
             )
         spec = self._client_request(group, pending)
         subscribed = {m.member_id: frozenset(m.subscribed_topic_ids) for m in spec.members}
-        targets = csa.validate_install(
-            request,
-            group.members,
-            group.subscription_metadata,
-            lambda m: subscribed[m.member_id],
-        )
+        try:
+            targets = csa.validate_install(
+                request,
+                group.members,
+                group.subscription_metadata,
+                lambda m: subscribed[m.member_id],
+            )
+        except ApiError:
+            self.client_stats.rejected += 1
+            raise
         records: list[Record] = []
         for member_id, (target, meta) in targets.items():
             if not same_assignment(target, group.target_of(member_id)) or (
@@ -1866,4 +1886,5 @@ class ConsumerGroupManager:
         records.append(assignment_epoch_record(gid, group.group_epoch))
         records.append(client_assignment_tombstone(gid))
         self.timer.cancel(group_key(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, gid))
+        self.client_stats.installed += 1
         return CoordinatorResult(records, response)
