@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from groupcoord.v1 import consumer_group_pb2
 
+from services.admin.admin import Admin
+from services.admin.commands import STATE_COLUMNS, _state_row
 from services.client import (
     ClientSideMember,
     CoordinatorClient,
@@ -119,6 +121,11 @@ async def test_the_group_moves_on_mid_computation_then_the_member_loses_its_turn
         # m1 joins while m0's assignor runs: the group epoch moves on, m0 stays chosen
         await m1.heartbeat()
         assert await computing(c) == ("m0", 3)
+        # the operator sees it too: groupcoord groups describe --state
+        async with Admin([f"127.0.0.1:{c.app.port}"], 10) as admin:
+            row = dict(zip(STATE_COLUMNS, _state_row(await admin.describe(GROUP)), strict=True))
+        assert row["COMPUTING-MEMBER (EPOCH)"] == "m0  (3)"
+        assert row["ASSIGNMENT-STRATEGY"] == "stripes"
         slow.gate.set()
         assert m0.computation is not None
         # m0 installs for epoch 2: refused; the group moved on, so m0 keeps its turn
@@ -131,6 +138,9 @@ async def test_the_group_moves_on_mid_computation_then_the_member_loses_its_turn
         assert m0.computations == 1
         assert await computing(c) == (None, 0)
         await converge(c, [m0, m1])
+        async with Admin([f"127.0.0.1:{c.app.port}"], 10) as admin:
+            row = dict(zip(STATE_COLUMNS, _state_row(await admin.describe(GROUP)), strict=True))
+        assert row["COMPUTING-MEMBER (EPOCH)"] is None  # rendered "-"
 
         # Now m0 loses its turn while it computes: the deadline passes (100 ms), m1 is chosen;
         # m0's install is refused as UNKNOWN_MEMBER_ID and it drops the computation.
