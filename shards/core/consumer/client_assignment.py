@@ -6,7 +6,9 @@ group's state; :class:`~shards.core.consumer.manager.ConsumerGroupManager` wires
 the heartbeat, the timers and the two RPCs.
 
 * **Selection.** A group uses a client-side assignor when its config allows it
-  (``consumer.client.assignors.enable``), no member names a server assignor, every member
+  (``consumer.client.assignors.enable``) or a member asks for one by name (its
+  ``server_assignor`` naming one of its declared client-side assignors: the choice is then
+  among the names asked for), no member names a server assignor, every member
   declares a client-side assignor of a common name whose version ranges overlap, and at
   least one member speaks the consumer protocol (only those can compute). Members using the
   classic protocol (online migration) declare their classic protocols at version -1. Among
@@ -23,7 +25,7 @@ the heartbeat, the timers and the two RPCs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shards.core.consumer import api
@@ -125,22 +127,46 @@ def validate_declared(assignors: Sequence[api.ClientAssignor]) -> None:
             )
 
 
-def select(members: Iterable[ConsumerGroupMember]) -> ClientChoice | None:
-    """The client-side assignor of a group with these members (None: a server-side one)."""
+def requested(member: ConsumerGroupMember, server_assignors: Collection[str]) -> str | None:
+    """The client-side assignor the member asks for by name: its ``server_assignor`` names
+    one of its declared client-side assignors (and no server assignor). None: no request."""
+    name = member.server_assignor
+    if name is None or name in server_assignors:
+        return None
+    return name if any(a.name == name for a in member.declared_assignors()) else None
+
+
+def select(
+    members: Iterable[ConsumerGroupMember],
+    server_assignors: Collection[str] = (),
+    enabled: bool = True,
+) -> ClientChoice | None:
+    """The client-side assignor of a group with these members (None: a server-side one).
+
+    ``enabled``: the group config ``consumer.client.assignors.enable``; without it the group
+    uses a client-side assignor only by a member's request (:func:`requested`). Requests
+    restrict the choice to the names requested; a member naming a server assignor, or a
+    name it does not declare, asks for server-side assignment."""
     declared: list[tuple[ClientAssignor, ...]] = []
+    asked: set[str] = set()
     computes = False
     for m in members:
         if m.server_assignor is not None:
-            return None
+            name = requested(m, server_assignors)
+            if name is None:
+                return None
+            asked.add(name)
         mine = m.declared_assignors()
         if not mine:
             return None
         declared.append(mine)
         computes = computes or not m.uses_classic_protocol
-    if not declared or not computes:
+    if not declared or not computes or not (enabled or asked):
         return None
     best: tuple[tuple[int, str], ClientChoice] | None = None
     for position, first in enumerate(declared[0]):
+        if asked and first.name not in asked:
+            continue
         low, high, rank = first.minimum_version, first.maximum_version, position
         for other in declared[1:]:
             found = next(((i, a) for i, a in enumerate(other) if a.name == first.name), None)

@@ -262,9 +262,12 @@ class ConsumerGroupManager:
         return group
 
     def group_assignor(self, counts: dict[str, int]) -> str:
-        return preferred_assignor(counts, self.config.consumer_group_assignors) or (
-            self.default_assignor
-        )
+        known = self.config.consumer_group_assignors
+        if any(name not in known for name in counts):
+            # a member asking for a client-side assignor by name (csa.requested) that the
+            # group cannot use: the server assignors the others ask for, or the default
+            counts = {k: v for k, v in counts.items() if k in known}
+        return preferred_assignor(counts, known) or self.default_assignor
 
     # ==== ConsumerGroupHeartbeat ====
     def heartbeat(
@@ -373,7 +376,12 @@ class ConsumerGroupManager:
         if request.client_assignors:
             csa.validate_declared(request.client_assignors)
         assignor = request.server_assignor
-        if assignor is not None and assignor not in self.config.consumer_group_assignors:
+        if (
+            assignor is not None
+            and assignor not in self.config.consumer_group_assignors
+            # a request for a client-side assignor by name (docs/client-side-assignors.md)
+            and not any(a.name == assignor for a in request.client_assignors or ())
+        ):
             raise ApiError(
                 Errors.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {assignor} is not supported. Supported assignors: "
@@ -1617,9 +1625,11 @@ class ConsumerGroupManager:
         self, group_id: str, members: Iterable[ConsumerGroupMember]
     ) -> csa.ClientChoice | None:
         """The client-side assignor of the group with these members (None: server-side)."""
-        if not self.configs.client_assignors_enabled(group_id):
-            return None
-        return csa.select(members)
+        return csa.select(
+            members,
+            self.config.consumer_group_assignors,
+            self.configs.client_assignors_enabled(group_id),
+        )
 
     def _orphaned(self, group: ConsumerGroup) -> bool:
         """Whether the group needs a client-side target that no member is chosen for."""
