@@ -93,6 +93,9 @@ class MemberAssignment:
     partitions: dict[str, tuple[int, ...]] = field(default_factory=dict)
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    #: KIP-848's assignment Error (int8): an error code for the member, given to it with
+    #: its assignment (0: none)
+    error: int = 0
 
 
 class ClientSideAssignor(Protocol):
@@ -187,6 +190,8 @@ class ClientSideMember:
         self.owned: dict[str, tuple[int, ...]] = {}
         #: the assignor's metadata for this member, from its last assignment (None: none)
         self.assignment_metadata: tuple[int, bytes] | None = None
+        #: the error the assignor gave this member with its last assignment (0: none)
+        self.assignment_error = 0
         self.heartbeat_interval_s = 1.0
         self.computations = 0  # targets this member installed
         #: installs refused with INVALID_ASSIGNMENT (see :meth:`_refused`)
@@ -245,6 +250,7 @@ class ClientSideMember:
             self.assignment_metadata = (
                 (meta.metadata_version, meta.metadata_bytes) if meta is not None else None
             )
+            self.assignment_error = meta.error if meta is not None else 0
             changed = True
         if changed and self.on_change is not None:
             self.on_change(self)
@@ -258,6 +264,7 @@ class ClientSideMember:
         self.epoch = 0
         self.owned = {}
         self.assignment_metadata = None
+        self.assignment_error = 0
         self._full_next = True
         if self.on_change is not None:
             self.on_change(self)
@@ -334,6 +341,7 @@ class ClientSideMember:
                     member_id=member_id,
                     metadata_version=a.metadata_version,
                     metadata_bytes=a.metadata_bytes,
+                    error=a.error,
                 )
                 for topic_id, parts in sorted(a.partitions.items()):
                     installed.partitions.add(topic_id=topic_id, partitions=sorted(parts))

@@ -297,3 +297,25 @@ async def _until(read, expected, timeout_s: float = 5.0) -> None:  # type: ignor
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{got} != {expected}")
+
+
+class Flagging(StripesAssignor):
+    """Stripes, and an error code for every member but the first (KIP-848's per-member
+    assignment Error: e.g. a stream processor telling a member its input is incomplete)."""
+
+    def assign(self, spec: GroupSpec) -> Mapping[str, MemberAssignment]:
+        plan = super().assign(spec)
+        first = min(plan)
+        return {m: dataclasses.replace(a, error=0 if m == first else 5) for m, a in plan.items()}
+
+
+async def test_the_assignors_per_member_error_reaches_the_member(shard: Client) -> None:
+    c = shard
+    async with CoordinatorClient(f"127.0.0.1:{c.app.port}") as client:
+        members = [
+            ClientSideMember(client, GROUP, ["orders"], [Flagging()], member_id=f"m{i}")
+            for i in range(2)
+        ]
+        await converge(c, members)
+        assert [m.assignment_error for m in members] == [0, 5]
+        assert [m.assignment_metadata for m in members] == [(1, b"3"), (1, b"3")]

@@ -37,6 +37,7 @@ class ClientAssignor:
 class AssignmentMetadata:
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    error: int = 0  # KIP-848's assignment Error (int8) from the assignor
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class InstalledMember:
     partitions: tuple[TopicPartitions, ...] = ()
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    error: int = 0  # KIP-848's per-member assignment Error (int8)
 
 
 @dataclass(frozen=True, slots=True)

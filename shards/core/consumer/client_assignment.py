@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from shards.core.consumer import api
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
+    NO_METADATA,
     Assignment,
     ConsumerGroupMember,
     make_assignment,
@@ -222,12 +223,12 @@ def validate_install(
     members: Mapping[str, ConsumerGroupMember],
     metadata: Mapping[str, TopicMetadata],
     subscribed_ids: Callable[[ConsumerGroupMember], frozenset[str]],
-) -> dict[str, tuple[Assignment, tuple[int, bytes]]]:
+) -> dict[str, tuple[Assignment, tuple[int, bytes, int]]]:
     """The installed targets (member id -> (partitions, (metadata version, bytes))), every
     member of the group included; INVALID_ASSIGNMENT when the assignment is not valid."""
     sizes = {t.topic_id: t.num_partitions for t in metadata.values()}
     owners: dict[tuple[str, int], str] = {}
-    out: dict[str, tuple[Assignment, tuple[int, bytes]]] = {}
+    out: dict[str, tuple[Assignment, tuple[int, bytes, int]]] = {}
 
     def invalid(message: str) -> ApiError:
         return ApiError(Errors.INVALID_ASSIGNMENT, message)
@@ -258,8 +259,12 @@ def validate_install(
                 if other != installed.member_id or p in parts.get(tp.topic_id, ()):
                     raise invalid(f"Partition {tp.topic_id}-{p} is assigned twice.")
                 parts.setdefault(tp.topic_id, set()).add(p)
-        meta = (installed.metadata_version, installed.metadata_bytes)
+        if not -128 <= installed.error < 128:
+            raise invalid(
+                f"Member {installed.member_id}: its error ({installed.error}) is not an int8."
+            )
+        meta = (installed.metadata_version, installed.metadata_bytes, installed.error)
         out[installed.member_id] = (make_assignment(parts) if parts else EMPTY_ASSIGNMENT, meta)
     for member_id in members:
-        out.setdefault(member_id, (EMPTY_ASSIGNMENT, (0, b"")))
+        out.setdefault(member_id, (EMPTY_ASSIGNMENT, NO_METADATA))
     return out

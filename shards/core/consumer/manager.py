@@ -56,6 +56,7 @@ from shards.core.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    NO_METADATA,
     Assignment,
     ConsumerGroupMember,
     MemberState,
@@ -143,16 +144,12 @@ def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
     return tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
 
 
-NO_METADATA: tuple[int, bytes] = (0, b"")
-
-
 def _metadata_of(member: ConsumerGroupMember) -> api.AssignmentMetadata | None:
     """The client-side assignor's metadata the member was given (None: none)."""
-    if member.assignment_metadata_version == 0 and not member.assignment_metadata_bytes:
+    meta = member.assignment_metadata
+    if meta == NO_METADATA:
         return None
-    return api.AssignmentMetadata(
-        member.assignment_metadata_version, member.assignment_metadata_bytes
-    )
+    return api.AssignmentMetadata(*meta)
 
 
 class ClassicJoin(Protocol):
@@ -581,14 +578,12 @@ class ConsumerGroupManager:
             else:
                 source = replaced.member_id if replaced is not None else member_id
                 target_meta = group.target_metadata_of(source)
-            if target_meta != (
-                reconciled.assignment_metadata_version,
-                reconciled.assignment_metadata_bytes,
-            ):
+            if target_meta != reconciled.assignment_metadata:
                 reconciled = replace(
                     reconciled,
                     assignment_metadata_version=target_meta[0],
                     assignment_metadata_bytes=target_meta[1],
+                    assignment_metadata_error=target_meta[2],
                 )
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
@@ -1539,13 +1534,11 @@ class ConsumerGroupManager:
             if member is not None and same_assignment(target, member.assigned_partitions):
                 target = member.assigned_partitions  # shared (see with_current_assignment)
             found.target_assignment[key.member_id] = target
-            if value.metadata_version == 0 and not value.metadata_bytes:
+            meta = (value.metadata_version, value.metadata_bytes, value.metadata_error)
+            if meta == NO_METADATA:
                 found.target_metadata.pop(key.member_id, None)
             else:
-                found.target_metadata[key.member_id] = (
-                    value.metadata_version,
-                    value.metadata_bytes,
-                )
+                found.target_metadata[key.member_id] = meta
             return
         group = self._existing(key.group_id)
         if group is not None:

@@ -453,7 +453,7 @@ def test_a_new_owner_knows_the_chosen_member_and_arms_its_deadline(from_snapshot
     c.restart(from_snapshot=from_snapshot)
     assert chosen(c) == "b"
     assert a.metadata == api.AssignmentMetadata(1, b"for-a")
-    assert c.group().target_metadata == {"a": (1, b"for-a")}
+    assert c.group().target_metadata == {"a": (1, b"for-a", 0)}
     c.h.sleep(TIMEOUT)  # b does not install: the new owner's deadline chooses a
     assert chosen(c) == "a"
     converge(c, [a, b])
@@ -619,3 +619,50 @@ def test_group_config_changes_mid_computation() -> None:
     converge(c, [a, b, d])
     assert_one_owner([a, b, d], 6)
     c.check()
+
+
+@pytest.mark.parametrize("from_snapshot", [False, True])
+def test_the_assignors_per_member_error_reaches_the_member_and_survives_a_restart(
+    from_snapshot: bool,
+) -> None:
+    # KIP-848's heartbeat response: Assignment.Error (int8), with MetadataVersion/Bytes
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    epoch = c.group().group_epoch
+    request = api.ConsumerGroupInstallAssignmentRequest(
+        "g",
+        "a",
+        a.epoch,
+        epoch,
+        0,
+        (
+            api.InstalledMember("a", (api.TopicPartitions(tid("foo"), (0, 1, 2)),), 1, b"x"),
+            api.InstalledMember("b", (api.TopicPartitions(tid("foo"), (3, 4, 5)),), 1, b"", 7),
+        ),
+    )
+    c.h.write(lambda s, now: s.consumer_group_install_assignment(request, now))
+    assert c.group().target_metadata == {"a": (1, b"x", 0), "b": (1, b"", 7)}
+    for _ in range(3):
+        a.heartbeat()
+        b.heartbeat()
+    assert b.metadata == api.AssignmentMetadata(1, b"", 7)
+    assert a.metadata == api.AssignmentMetadata(1, b"x", 0)
+    c.check()
+    c.restart(from_snapshot=from_snapshot)
+    assert c.group().target_metadata == {"a": (1, b"x", 0), "b": (1, b"", 7)}
+    assert c.group().members["b"].assignment_metadata == (1, b"", 7)
+    c.check()
+    # not an int8: INVALID_ASSIGNMENT, nothing written
+    b.heartbeat(client_assignors=(dataclasses.replace(RR, reason=1),))
+    log = list(c.h.log)
+    bad = dataclasses.replace(request, member_epoch=b.epoch, member_id="b")
+    bad = dataclasses.replace(
+        bad,
+        group_epoch=c.group().group_epoch,
+        members=(api.InstalledMember("b", (), 0, b"", 300),),
+    )
+    ex = api_error(lambda: c.h.write(lambda s, now: s.consumer_group_install_assignment(bad, now)))
+    assert ex.code is Errors.INVALID_ASSIGNMENT and "int8" in (ex.message or "")
+    assert c.h.log == log

@@ -433,10 +433,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             assert client.owned == dict(g.target_of(client.member_id)), client
             # a client-side assignor's metadata reached the member with its target
             member = g.members[client.member_id]
-            assert (
-                member.assignment_metadata_version,
-                member.assignment_metadata_bytes,
-            ) == g.target_metadata_of(client.member_id)
+            assert member.assignment_metadata == g.target_metadata_of(client.member_id)
 
     def _converged(self) -> bool:
         if self.c.h.tasks:
