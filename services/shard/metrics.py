@@ -289,13 +289,16 @@ class ShardMetrics:
                         (stats.given_up_deadline, {"reason": "deadline"}),
                         (stats.given_up_member_left, {"reason": "member_left"}),
                         (stats.given_up_error, {"reason": "error"}),
+                        (stats.given_up_server_side, {"reason": "server_side"}),
                     ]
                 )
             ],
             unit="{computation}",
             description="Chosen members' turns that ended without an install, by reason: "
             "deadline (consumer.client.assignment.timeout.ms), member_left (it left, was "
-            "fenced or expired), error (it installed error != 0).",
+            "fenced or expired), error (it installed error != 0), server_side (the group "
+            "went server-side: a member without client-side assignors, a server assignor "
+            "named, or the group config).",
         )
 
     def _history(self, meter: Any) -> None:

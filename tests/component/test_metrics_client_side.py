@@ -88,6 +88,14 @@ async def test_client_side_computations_are_counted(tmp_path: Path) -> None:
             s = await metrics.ascrape()
             left = s.value("groupcoord_client_assignments_given_up_total", reason="member_left")
             assert left == 1
+            # a member without client-side assignors joins while m0 is chosen: server-side
+            plain = ClientSideMember(client, GROUP, ["orders"], [], member_id="m3")
+            await plain.heartbeat()
+            s = await metrics.ascrape()
+            given_up = "groupcoord_client_assignments_given_up_total"
+            assert s.value(given_up, reason="server_side") == 1
+            assert s.value(given_up) == 5  # error 2, deadline 1, member_left 1, server_side 1
+            assert s.value("groupcoord_client_assignments_chosen_total") == 7
             assert s.value("groupcoord_client_assignments_chosen_total") == 7
             # bounded labels only: no group or member ids
             for name in NAMES:

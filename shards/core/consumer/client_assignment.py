@@ -60,6 +60,9 @@ class ClientAssignmentStats:
     given_up_member_left: int = 0
     #: ... it installed error != 0
     given_up_error: int = 0
+    #: ... the group went server-side (a member without client-side assignors joined, one
+    #: named a server assignor, or the group config turned them off)
+    given_up_server_side: int = 0
     #: targets computed by the server-side fallback assignor after every member had its turn
     fallbacks: int = 0
 

@@ -562,6 +562,8 @@ class ConsumerGroupManager:
             )
         if client is None and (bump or deferred) and group.client_assignment is not None:
             records.append(client_assignment_tombstone(group_id))  # server-side from now on
+            if group.computing_member() is not None:
+                self.client_stats.given_up_server_side += 1
         records += target_records
 
         # 3. reconciliation
@@ -940,6 +942,8 @@ class ConsumerGroupManager:
         client = self.client_choice(gid, remaining) if group.client_members else None
         if client is None and group.client_assignment is not None:
             records.append(client_assignment_tombstone(gid))
+            if group.computing_member() not in (None, member.member_id):
+                self.client_stats.given_up_server_side += 1
         if not metadata:
             self._empty_targets(
                 gid, epoch, remaining, group.target_of, records, group.target_metadata
@@ -1194,6 +1198,8 @@ class ConsumerGroupManager:
                     return
             if group.client_assignment is not None:
                 records.append(client_assignment_tombstone(group.group_id))
+                if group.computing_member() is not None:
+                    self.client_stats.given_up_server_side += 1
         if self._inline_targets(request, records, group.target_metadata) is None:
             tasks.append(self._assignment_task(group, request))
 

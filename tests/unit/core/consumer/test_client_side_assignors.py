@@ -602,6 +602,7 @@ def test_group_config_changes_mid_computation() -> None:
     alter("consumer.client.assignors.enable", "false")
     a.heartbeat()
     assert chosen(c) is None and c.group().client_assignment is None
+    assert c.h.shard.consumer.client_stats.given_up_server_side == 1
     assert c.describe("g")[0].assignor_name == "uniform"
     assert api_error(lambda: prepare(c, "b", b.epoch)).code is Errors.UNKNOWN_MEMBER_ID
     converge(c, [a, b])
