@@ -142,14 +142,14 @@ async def test_the_group_moves_on_mid_computation_then_the_member_loses_its_turn
             row = dict(zip(STATE_COLUMNS, _state_row(await admin.describe(GROUP)), strict=True))
         assert row["COMPUTING-MEMBER (EPOCH)"] is None  # rendered "-"
 
-        # Now m0 loses its turn while it computes: the deadline passes (100 ms), m1 is chosen;
+        # Now m0 loses its turn while it computes: the deadline passes (400 ms), m1 is chosen;
         # m0's install is refused as UNKNOWN_MEMBER_ID and it drops the computation.
         altered = await c.coordinator.AlterGroupConfigs(
             consumer_group_pb2.AlterGroupConfigsRequest(
                 group_id=GROUP,
                 configs=[
                     consumer_group_pb2.GroupConfig(
-                        name="consumer.client.assignment.timeout.ms", value="100"
+                        name="consumer.client.assignment.timeout.ms", value="400"
                     )
                 ],
             )
@@ -163,11 +163,11 @@ async def test_the_group_moves_on_mid_computation_then_the_member_loses_its_turn
         joined_epoch = (await describe(c)).group_epoch
         assert await computing(c) == ("m2", joined_epoch)
         await wait_entered(stuck)
-        # m2 does not install in time; after 100 ms the next member by id (m0) is chosen ...
+        # m2 does not install in time; after 400 ms the next member by id (m0) is chosen ...
         await _until(lambda: computing(c), ("m0", joined_epoch))
         await m0.heartbeat()
         await wait_entered(slow)
-        # ... and 100 ms later m1 (m0 is busy computing)
+        # ... and 400 ms later m1 (m0 is busy computing)
         await _until(lambda: computing(c), ("m1", joined_epoch))
         epoch_before = m0.epoch
         slow.gate.set()
@@ -232,7 +232,8 @@ async def test_the_coordinator_restarts_while_the_chosen_member_computes(tmp_pat
     c = await connect(app)
     await create_topics(c, {"orders": 6})
     port = app.port
-    policy = RetryPolicy(deadline_s=1.0, attempt_timeout_s=0.5, max_backoff_s=0.1)
+    # calls give up after 3 s (the restarts below take less)
+    policy = RetryPolicy(deadline_s=3.0, attempt_timeout_s=0.5, max_backoff_s=0.1)
     try:
         async with CoordinatorClient(
             f"127.0.0.1:{port}",
