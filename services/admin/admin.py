@@ -80,6 +80,9 @@ class Group:
     generation: int | None = None
     leader: str | None = None
     members: tuple[Member, ...] = field(default=())
+    #: client-side assignors: the member computing the target of ``computing_epoch``
+    computing_member: str | None = None
+    computing_epoch: int | None = None
 
 
 def _pairs(items: Iterable[Any], name: str = "topic_name") -> tuple[TopicPartition, ...]:
@@ -226,6 +229,10 @@ class Admin:
                     )
                     for m in cg.members
                 ),
+                computing_member=cg.computing_member_id
+                if cg.HasField("computing_member_id")
+                else None,
+                computing_epoch=cg.computing_epoch if cg.HasField("computing_member_id") else None,
             )
         if cg.error_code != GROUP_ID_NOT_FOUND:
             raise AdminError(

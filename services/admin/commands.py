@@ -297,6 +297,7 @@ STATE_COLUMNS = [
     "PROTOCOL-TYPE",
     "GENERATION-ID",
     "LEADER-ID",
+    "COMPUTING-MEMBER (EPOCH)",
 ]
 
 
@@ -313,6 +314,7 @@ def _state_row(g: Group) -> list[Any]:
         g.protocol_type,
         g.generation,
         g.leader,
+        f"{g.computing_member}  ({g.computing_epoch})" if g.computing_member is not None else None,
     ]
 
 

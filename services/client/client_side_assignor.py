@@ -14,9 +14,20 @@ group's target assignment with its :class:`ClientSideAssignor`:
 3. ``ConsumerGroupInstallAssignment`` of the result for that epoch. An assignor that raises
    installs ``error=1`` instead: the coordinator chooses another member.
 
-The coordinator validates what is installed (INVALID_ASSIGNMENT); a member that is no longer
-the chosen one (UNKNOWN_MEMBER_ID) or whose epoch moved (STALE_MEMBER_EPOCH) drops its
-computation -- if it is still needed, a later heartbeat says so again.
+What goes wrong, and what the member does (each has a test in
+tests/component/test_client_side_helper_errors.py):
+
+* a member that is no longer the chosen one (UNKNOWN_MEMBER_ID) or whose epoch moved
+  (STALE_MEMBER_EPOCH) drops its computation -- if it is still needed, a later heartbeat
+  says so again;
+* INVALID_ASSIGNMENT (the coordinator validates what is installed): the member prepares
+  again; if the group is still at the epoch it computed for, its assignor's assignment was
+  wrong and computing again would give the same, so it hands the computation over
+  (``error=1``) instead of holding it until its deadline; if the group moved on, its next
+  heartbeat (still ``should_compute_assignment``) computes the new epoch's target;
+* the coordinator unreachable (restarting, failing over): the call fails, the computation
+  ends (``-1``) and the heartbeat loop keeps trying; once a coordinator answers, a heartbeat
+  that still says ``should_compute_assignment`` starts the computation again.
 
 ``CoordinatorClient`` finds the group's shard and follows it when it moves.
 """
@@ -82,6 +93,9 @@ class MemberAssignment:
     partitions: dict[str, tuple[int, ...]] = field(default_factory=dict)
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    #: KIP-848's assignment Error (int8): an error code for the member, given to it with
+    #: its assignment (0: none)
+    error: int = 0
 
 
 class ClientSideAssignor(Protocol):
@@ -176,8 +190,12 @@ class ClientSideMember:
         self.owned: dict[str, tuple[int, ...]] = {}
         #: the assignor's metadata for this member, from its last assignment (None: none)
         self.assignment_metadata: tuple[int, bytes] | None = None
+        #: the error the assignor gave this member with its last assignment (0: none)
+        self.assignment_error = 0
         self.heartbeat_interval_s = 1.0
         self.computations = 0  # targets this member installed
+        #: installs refused with INVALID_ASSIGNMENT (see :meth:`_refused`)
+        self.invalid_assignments = 0
         self._declared: list[consumer_group_pb2.ClientAssignor] | None = None
         self._full_next = True
         self._computing: asyncio.Task[int] | None = None
@@ -232,6 +250,7 @@ class ClientSideMember:
             self.assignment_metadata = (
                 (meta.metadata_version, meta.metadata_bytes) if meta is not None else None
             )
+            self.assignment_error = meta.error if meta is not None else 0
             changed = True
         if changed and self.on_change is not None:
             self.on_change(self)
@@ -245,6 +264,7 @@ class ClientSideMember:
         self.epoch = 0
         self.owned = {}
         self.assignment_metadata = None
+        self.assignment_error = 0
         self._full_next = True
         if self.on_change is not None:
             self.on_change(self)
@@ -321,15 +341,16 @@ class ClientSideMember:
                     member_id=member_id,
                     metadata_version=a.metadata_version,
                     metadata_bytes=a.metadata_bytes,
+                    error=a.error,
                 )
                 for topic_id, parts in sorted(a.partitions.items()):
                     installed.partitions.add(topic_id=topic_id, partitions=sorted(parts))
         install.member_epoch = self.epoch  # the epoch may have moved while it computed
         response = await self.client.call(self.group_id, "ConsumerGroupInstallAssignment", install)
+        if response.error_code == INVALID_ASSIGNMENT:
+            return await self._refused(spec, response.error_message)
         if response.error_code:
-            level = logging.WARNING if response.error_code == INVALID_ASSIGNMENT else logging.INFO
-            log.log(
-                level,
+            log.info(
                 "install of %s: error %d %s",
                 self.member_id,
                 response.error_code,
@@ -338,3 +359,38 @@ class ClientSideMember:
         elif not install.error:
             self.computations += 1
         return int(response.error_code)
+
+    async def _refused(self, spec: GroupSpec, message: str) -> int:
+        """INVALID_ASSIGNMENT: the group moved on while the assignor ran (the member is still
+        chosen: its next heartbeat computes the new epoch's target), or the assignor's
+        assignment is wrong. In the latter case computing again would give the same, so the
+        member hands the computation over at once (``error`` = 1: the coordinator chooses the
+        next member, or falls back) instead of holding it until its deadline."""
+        log.warning("install of %s: INVALID_ASSIGNMENT %s", self.member_id, message)
+        self.invalid_assignments += 1
+        again = await self.client.call(
+            self.group_id,
+            "ConsumerGroupPrepareAssignment",
+            consumer_group_pb2.ConsumerGroupPrepareAssignmentRequest(
+                group_id=self.group_id, member_id=self.member_id, member_epoch=self.epoch
+            ),
+        )
+        if again.error_code == 0 and again.group_epoch == spec.group_epoch:
+            handed = await self.client.call(
+                self.group_id,
+                "ConsumerGroupInstallAssignment",
+                consumer_group_pb2.ConsumerGroupInstallAssignmentRequest(
+                    group_id=self.group_id,
+                    member_id=self.member_id,
+                    member_epoch=self.epoch,
+                    group_epoch=spec.group_epoch,
+                    error=1,
+                ),
+            )
+            log.info(
+                "%s handed the computation of epoch %d over (error %d)",
+                self.member_id,
+                spec.group_epoch,
+                handed.error_code,
+            )
+        return INVALID_ASSIGNMENT

@@ -32,6 +32,7 @@ from services.shard.servicer import (
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
 from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
+from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.state_machine import CoordinatorStateMachine
@@ -159,6 +160,8 @@ class ShardApp:
         #: the in-process assignors: small targets are computed with them inside the
         #: operation (as Kafka does), the others off the loop; fallback of the remote ones
         self.in_process: InProcessAssignor | None = None
+        #: counts of client-side computations, shared by every partition (the metrics)
+        self.client_stats = ClientAssignmentStats()
         #: readiness checks of other parts of the process (``groupcoord dev``'s gateway):
         #: (what, health names, check), added to :attr:`health` when it starts
         self.readiness_checks: list[tuple[str, tuple[str, ...], Check]] = []
@@ -181,6 +184,7 @@ class ShardApp:
             partition,
             assign=self.in_process,
             new_uuid=_random_uuid,
+            client_stats=self.client_stats,
         )
 
     async def _execute(self, request: Any) -> Any:

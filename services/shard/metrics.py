@@ -9,8 +9,10 @@ Two kinds (docs/observability.md lists them all):
   attribute sets.
 * **Observed at collection time** (:class:`ShardMetrics`): groups by protocol and state,
   partitions by state, the event queue, leases, partitions moved, failovers, the assignor
-  client's counters, the longest partition load. Nothing is updated per operation: a
-  collection takes one snapshot of the loop-owned state on the loop (``LoopSampler``).
+  client's counters, the client-side computations' counters (plain integers the partitions'
+  managers bump as they decide, one object per process), the longest partition load.
+  Nothing else is updated per operation: a collection takes one snapshot of the loop-owned
+  state on the loop (``LoopSampler``).
 
 Labels are bounded: protocol, state, partition number (at most ``--num-partitions``), method,
 error name. Group ids appear only with the opt-in ``group_series`` (``--metrics-group-series
@@ -240,7 +242,64 @@ class ShardMetrics:
             )
         self._ownership(meter)
         self._assignor(meter)
+        self._client_assignments(meter)
         self._history(meter)
+
+    def _client_assignments(self, meter: Any) -> None:
+        """Client-side assignors (docs/client-side-assignors.md): counted by the partitions'
+        managers as they decide, in the process's ``client_stats``."""
+        stats = getattr(self.app, "client_stats", None)
+        if stats is None:
+            return
+        for name, attr, description in (
+            (
+                "client_assignments_chosen",
+                "chosen",
+                "Client-side computations asked of a member (a member chosen to compute a "
+                "target: a new one, or the next member's turn).",
+            ),
+            (
+                "client_assignments_installed",
+                "installed",
+                "Client-side assignments installed as the target.",
+            ),
+            (
+                "client_assignments_rejected",
+                "rejected",
+                "InstallAssignment calls answered INVALID_ASSIGNMENT.",
+            ),
+            (
+                "client_assignment_fallbacks",
+                "fallbacks",
+                "Targets computed by the server-side fallback assignor after every member "
+                "had its turn.",
+            ),
+        ):
+            meter.create_observable_counter(
+                name,
+                callbacks=[m.observe(_attr_reader(stats, attr))],
+                unit="{computation}",
+                description=description,
+            )
+        meter.create_observable_counter(
+            "client_assignments_given_up",
+            callbacks=[
+                m.observe(
+                    lambda: [
+                        (stats.given_up_deadline, {"reason": "deadline"}),
+                        (stats.given_up_member_left, {"reason": "member_left"}),
+                        (stats.given_up_error, {"reason": "error"}),
+                        (stats.given_up_server_side, {"reason": "server_side"}),
+                    ]
+                )
+            ],
+            unit="{computation}",
+            description="Chosen members' turns that ended without an install, by reason: "
+            "deadline (consumer.client.assignment.timeout.ms), member_left (it left, was "
+            "fenced or expired), error (it installed error != 0), server_side (the group "
+            "went server-side: a member without client-side assignors, a server assignor "
+            "named, or the group config).",
+        )
 
     def _history(self, meter: Any) -> None:
         sink = self.app.settings.history
@@ -385,6 +444,13 @@ class ShardMetrics:
 
 def _inc(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
+
+
+def _attr_reader(stats: Any, attr: str) -> Any:
+    def read() -> list[tuple[float, dict[str, str] | None]]:
+        return [(getattr(stats, attr), None)]
+
+    return read
 
 
 def _counter_reader(stats: Any, key: str) -> Any:

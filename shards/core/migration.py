@@ -464,7 +464,7 @@ class Migration:
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
         for member in classic.members.values():
-            meta_version, meta_bytes = group.target_metadata_of(member.member_id)
+            meta_version, meta_bytes, _ = group.target_metadata_of(member.member_id)
             if meta_version == -1 and member.member_id in group.target_assignment:
                 # a client-side assignor serialized this member's classic assignment itself
                 # (KIP-848 online migration): it stays the member's assignment

@@ -182,6 +182,8 @@ class ConsumerGroupTargetAssignmentMemberValue:
     # and no bytes = none; -1 = the classic protocol's own bytes, online migration)
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    #: KIP-848's per-member assignment Error (int8) the assignor gave the member (0: none)
+    metadata_error: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     # groupcoord: the client-side assignor's metadata the member was given with its target
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    metadata_error: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.classic.group import ClassicGroup
 from shards.core.consumer import api as consumer_api
+from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.consumer.target_assignment import InlineAssignor
 from shards.core.coordinator_config import CoordinatorConfig
@@ -38,9 +39,11 @@ class CoordinatorStateMachine:
         assign: InlineAssignor | None = None,
         *,
         new_uuid: UuidSource,
+        client_stats: ClientAssignmentStats | None = None,
     ) -> None:
         """``new_uuid``: 16 random bytes a call, for generated member ids (production:
-        ``uuid.uuid4().bytes``; tests: a seeded source)."""
+        ``uuid.uuid4().bytes``; tests: a seeded source). ``client_stats``: the process's
+        counts of client-side computations (None: this state machine's own)."""
         self.config = config
         self.timer = timer
         self.partition = partition
@@ -64,6 +67,7 @@ class CoordinatorStateMachine:
             new_member_id=lambda: kafka_uuid_text(new_uuid),
             assign=assign,
             migration=self.migration,
+            client_stats=client_stats,
         )
         self.migration.bind(self.group_manager.classic, self.consumer)
         self._replayers.update(self.consumer.replayers())

@@ -37,6 +37,7 @@ class ClientAssignor:
 class AssignmentMetadata:
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    error: int = 0  # KIP-848's assignment Error (int8) from the assignor
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class InstalledMember:
     partitions: tuple[TopicPartitions, ...] = ()
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+    error: int = 0  # KIP-848's per-member assignment Error (int8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,10 @@ class ConsumerGroupDescribedGroup:
     assignor_name: str = ""
     members: tuple[ConsumerGroupDescribedMember, ...] = ()
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    #: groupcoord (client-side assignors, gRPC only): the member chosen to compute the target
+    #: of group epoch ``computing_epoch`` (None / 0: no computation in progress)
+    computing_member_id: str | None = None
+    computing_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ group's state; :class:`~shards.core.consumer.manager.ConsumerGroupManager` wires
 the heartbeat, the timers and the two RPCs.
 
 * **Selection.** A group uses a client-side assignor when its config allows it
-  (``consumer.client.assignors.enable``), no member names a server assignor, every member
+  (``consumer.client.assignors.enable``) or a member asks for one by name (its
+  ``server_assignor`` naming one of its declared client-side assignors: the choice is then
+  among the names asked for), no member names a server assignor, every member
   declares a client-side assignor of a common name whose version ranges overlap, and at
   least one member speaks the consumer protocol (only those can compute). Members using the
   classic protocol (online migration) declare their classic protocols at version -1. Among
@@ -23,18 +25,46 @@ the heartbeat, the timers and the two RPCs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shards.core.consumer import api
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
+    NO_METADATA,
     Assignment,
     ConsumerGroupMember,
     make_assignment,
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.records import ClientAssignor, TopicMetadata
+
+
+@dataclass(slots=True)
+class ClientAssignmentStats:
+    """Counts of client-side computations, for the shard's metrics (docs/observability.md).
+
+    One object per process, shared by every partition's manager (a partition moving away
+    takes nothing with it); counted when the coordinator decides, on the partition's loop.
+    Tests and tools that build a manager alone get their own."""
+
+    #: a member was chosen to compute a target (a new computation, or the next member's turn)
+    chosen: int = 0
+    #: a chosen member's assignment became the target
+    installed: int = 0
+    #: an install answered INVALID_ASSIGNMENT (nothing written; the member stays chosen)
+    rejected: int = 0
+    #: a chosen member's turn ended without an install: its deadline passed
+    given_up_deadline: int = 0
+    #: ... it left, was fenced or its session expired while chosen
+    given_up_member_left: int = 0
+    #: ... it installed error != 0
+    given_up_error: int = 0
+    #: ... the group went server-side (a member without client-side assignors joined, one
+    #: named a server assignor, or the group config turned them off)
+    given_up_server_side: int = 0
+    #: targets computed by the server-side fallback assignor after every member had its turn
+    fallbacks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +131,46 @@ def validate_declared(assignors: Sequence[api.ClientAssignor]) -> None:
             )
 
 
-def select(members: Iterable[ConsumerGroupMember]) -> ClientChoice | None:
-    """The client-side assignor of a group with these members (None: a server-side one)."""
+def requested(member: ConsumerGroupMember, server_assignors: Collection[str]) -> str | None:
+    """The client-side assignor the member asks for by name: its ``server_assignor`` names
+    one of its declared client-side assignors (and no server assignor). None: no request."""
+    name = member.server_assignor
+    if name is None or name in server_assignors:
+        return None
+    return name if any(a.name == name for a in member.declared_assignors()) else None
+
+
+def select(
+    members: Iterable[ConsumerGroupMember],
+    server_assignors: Collection[str] = (),
+    enabled: bool = True,
+) -> ClientChoice | None:
+    """The client-side assignor of a group with these members (None: a server-side one).
+
+    ``enabled``: the group config ``consumer.client.assignors.enable``; without it the group
+    uses a client-side assignor only by a member's request (:func:`requested`). Requests
+    restrict the choice to the names requested; a member naming a server assignor, or a
+    name it does not declare, asks for server-side assignment."""
     declared: list[tuple[ClientAssignor, ...]] = []
+    asked: set[str] = set()
     computes = False
     for m in members:
         if m.server_assignor is not None:
-            return None
+            name = requested(m, server_assignors)
+            if name is None:
+                return None
+            asked.add(name)
         mine = m.declared_assignors()
         if not mine:
             return None
         declared.append(mine)
         computes = computes or not m.uses_classic_protocol
-    if not declared or not computes:
+    if not declared or not computes or not (enabled or asked):
         return None
     best: tuple[tuple[int, str], ClientChoice] | None = None
     for position, first in enumerate(declared[0]):
+        if asked and first.name not in asked:
+            continue
         low, high, rank = first.minimum_version, first.maximum_version, position
         for other in declared[1:]:
             found = next(((i, a) for i, a in enumerate(other) if a.name == first.name), None)
@@ -172,12 +226,12 @@ def validate_install(
     members: Mapping[str, ConsumerGroupMember],
     metadata: Mapping[str, TopicMetadata],
     subscribed_ids: Callable[[ConsumerGroupMember], frozenset[str]],
-) -> dict[str, tuple[Assignment, tuple[int, bytes]]]:
+) -> dict[str, tuple[Assignment, tuple[int, bytes, int]]]:
     """The installed targets (member id -> (partitions, (metadata version, bytes))), every
     member of the group included; INVALID_ASSIGNMENT when the assignment is not valid."""
     sizes = {t.topic_id: t.num_partitions for t in metadata.values()}
     owners: dict[tuple[str, int], str] = {}
-    out: dict[str, tuple[Assignment, tuple[int, bytes]]] = {}
+    out: dict[str, tuple[Assignment, tuple[int, bytes, int]]] = {}
 
     def invalid(message: str) -> ApiError:
         return ApiError(Errors.INVALID_ASSIGNMENT, message)
@@ -208,8 +262,12 @@ def validate_install(
                 if other != installed.member_id or p in parts.get(tp.topic_id, ()):
                     raise invalid(f"Partition {tp.topic_id}-{p} is assigned twice.")
                 parts.setdefault(tp.topic_id, set()).add(p)
-        meta = (installed.metadata_version, installed.metadata_bytes)
+        if not -128 <= installed.error < 128:
+            raise invalid(
+                f"Member {installed.member_id}: its error ({installed.error}) is not an int8."
+            )
+        meta = (installed.metadata_version, installed.metadata_bytes, installed.error)
         out[installed.member_id] = (make_assignment(parts) if parts else EMPTY_ASSIGNMENT, meta)
     for member_id in members:
-        out.setdefault(member_id, (EMPTY_ASSIGNMENT, (0, b"")))
+        out.setdefault(member_id, (EMPTY_ASSIGNMENT, NO_METADATA))
     return out

@@ -23,7 +23,12 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shards.core.consumer.member import Assignment, ConsumerGroupMember, assignment_key
+from shards.core.consumer.member import (
+    NO_METADATA,
+    Assignment,
+    ConsumerGroupMember,
+    assignment_key,
+)
 from shards.core.consumer.records import (
     assignment_epoch_record,
     assignment_epoch_tombstone,
@@ -96,7 +101,7 @@ class ConsumerGroup(Group):
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         #: client-side assignors: each member's (version, bytes) in the target assignment,
         #: and the client-side computation in progress (chosen member, epoch) if any
-        self.target_metadata: dict[str, tuple[int, bytes]] = {}
+        self.target_metadata: dict[str, tuple[int, bytes, int]] = {}
         self.client_assignment: ConsumerGroupClientAssignmentValue | None = None
         # derived from the above (see the module docstring)
         self.static_members: dict[str, str] = {}
@@ -226,8 +231,9 @@ class ConsumerGroup(Group):
     def target_of(self, member_id: str) -> Assignment:
         return self.target_assignment.get(member_id, {})
 
-    def target_metadata_of(self, member_id: str) -> tuple[int, bytes]:
-        return self.target_metadata.get(member_id, (0, b""))
+    def target_metadata_of(self, member_id: str) -> tuple[int, bytes, int]:
+        """(version, bytes, error) the client-side assignor gave the member ((0, b"", 0))."""
+        return self.target_metadata.get(member_id, NO_METADATA)
 
     def computing_member(self) -> str | None:
         """The member chosen to compute the pending target with a client-side assignor (None:

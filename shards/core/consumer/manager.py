@@ -56,6 +56,7 @@ from shards.core.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    NO_METADATA,
     Assignment,
     ConsumerGroupMember,
     MemberState,
@@ -149,16 +150,12 @@ def _to_api(assignment: Assignment) -> tuple[api.TopicPartitions, ...]:
     return tuple(api.TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
 
 
-NO_METADATA: tuple[int, bytes] = (0, b"")
-
-
 def _metadata_of(member: ConsumerGroupMember) -> api.AssignmentMetadata | None:
     """The client-side assignor's metadata the member was given (None: none)."""
-    if member.assignment_metadata_version == 0 and not member.assignment_metadata_bytes:
+    meta = member.assignment_metadata
+    if meta == NO_METADATA:
         return None
-    return api.AssignmentMetadata(
-        member.assignment_metadata_version, member.assignment_metadata_bytes
-    )
+    return api.AssignmentMetadata(*meta)
 
 
 class ClassicJoin(Protocol):
@@ -211,8 +208,13 @@ class ConsumerGroupManager:
         new_member_id: Callable[[], str],
         assign: InlineAssignor | None = None,
         migration: ConsumerMigration | None = None,
+        client_stats: csa.ClientAssignmentStats | None = None,
     ) -> None:
         self.config = config
+        #: counts of client-side computations (the shard's metrics; shared per process)
+        self.client_stats = (
+            client_stats if client_stats is not None else csa.ClientAssignmentStats()
+        )
         #: computes small target assignments inside the operation (None: always off the loop)
         self.assign = assign
         self.timer = timer
@@ -266,9 +268,12 @@ class ConsumerGroupManager:
         return group
 
     def group_assignor(self, counts: dict[str, int]) -> str:
-        return preferred_assignor(counts, self.config.consumer_group_assignors) or (
-            self.default_assignor
-        )
+        known = self.config.consumer_group_assignors
+        if any(name not in known for name in counts):
+            # a member asking for a client-side assignor by name (csa.requested) that the
+            # group cannot use: the server assignors the others ask for, or the default
+            counts = {k: v for k, v in counts.items() if k in known}
+        return preferred_assignor(counts, known) or self.default_assignor
 
     # ==== ConsumerGroupHeartbeat ====
     def heartbeat(
@@ -377,7 +382,12 @@ class ConsumerGroupManager:
         if request.client_assignors:
             csa.validate_declared(request.client_assignors)
         assignor = request.server_assignor
-        if assignor is not None and assignor not in self.config.consumer_group_assignors:
+        if (
+            assignor is not None
+            and assignor not in self.config.consumer_group_assignors
+            # a request for a client-side assignor by name (docs/client-side-assignors.md)
+            and not any(a.name == assignor for a in request.client_assignors or ())
+        ):
             raise ApiError(
                 Errors.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {assignor} is not supported. Supported assignors: "
@@ -561,6 +571,8 @@ class ConsumerGroupManager:
             )
         if client is None and (bump or deferred) and group.client_assignment is not None:
             records.append(client_assignment_tombstone(group_id))  # server-side from now on
+            if group.computing_member() is not None:
+                self.client_stats.given_up_server_side += 1
         records += target_records
 
         # 3. reconciliation
@@ -577,14 +589,12 @@ class ConsumerGroupManager:
             else:
                 source = replaced.member_id if replaced is not None else member_id
                 target_meta = group.target_metadata_of(source)
-            if target_meta != (
-                reconciled.assignment_metadata_version,
-                reconciled.assignment_metadata_bytes,
-            ):
+            if target_meta != reconciled.assignment_metadata:
                 reconciled = replace(
                     reconciled,
                     assignment_metadata_version=target_meta[0],
                     assignment_metadata_bytes=target_meta[1],
+                    assignment_metadata_error=target_meta[2],
                 )
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
@@ -920,6 +930,8 @@ class ConsumerGroupManager:
                 return downgraded
         gid = group.group_id
         records = member_tombstones(gid, member.member_id)
+        if group.computing_member() == member.member_id:
+            self.client_stats.given_up_member_left += 1
         regexes = self._regex_changes(group, member, None, self.topics, 0, records)
         names = self._names_after(group, member, None, regexes)
         metadata = group.subscription_metadata
@@ -939,6 +951,8 @@ class ConsumerGroupManager:
         client = self.client_choice(gid, remaining) if group.client_members else None
         if client is None and group.client_assignment is not None:
             records.append(client_assignment_tombstone(gid))
+            if group.computing_member() not in (None, member.member_id):
+                self.client_stats.given_up_server_side += 1
         if not metadata:
             self._empty_targets(
                 gid, epoch, remaining, group.target_of, records, group.target_metadata
@@ -1187,6 +1201,8 @@ class ConsumerGroupManager:
                     return
             if group.client_assignment is not None:
                 records.append(client_assignment_tombstone(group.group_id))
+                if group.computing_member() is not None:
+                    self.client_stats.given_up_server_side += 1
         if self._inline_targets(request, records, group.target_metadata) is None:
             tasks.append(self._assignment_task(group, request))
 
@@ -1424,6 +1440,7 @@ class ConsumerGroupManager:
             )
             for m in group.members.values()
         )
+        computing = group.computing_member()
         return api.ConsumerGroupDescribedGroup(
             group_id=group.group_id,
             group_state=group.state_name(),
@@ -1434,6 +1451,8 @@ class ConsumerGroupManager:
             authorized_operations=GROUP_AUTHORIZED_OPERATIONS
             if include_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
+            computing_member_id=computing,
+            computing_epoch=group.group_epoch if computing is not None else 0,
         )
 
     # ==== replay ====
@@ -1524,13 +1543,11 @@ class ConsumerGroupManager:
             if member is not None and same_assignment(target, member.assigned_partitions):
                 target = member.assigned_partitions  # shared (see with_current_assignment)
             found.target_assignment[key.member_id] = target
-            if value.metadata_version == 0 and not value.metadata_bytes:
+            meta = (value.metadata_version, value.metadata_bytes, value.metadata_error)
+            if meta == NO_METADATA:
                 found.target_metadata.pop(key.member_id, None)
             else:
-                found.target_metadata[key.member_id] = (
-                    value.metadata_version,
-                    value.metadata_bytes,
-                )
+                found.target_metadata[key.member_id] = meta
             return
         group = self._existing(key.group_id)
         if group is not None:
@@ -1610,9 +1627,11 @@ class ConsumerGroupManager:
         self, group_id: str, members: Iterable[ConsumerGroupMember]
     ) -> csa.ClientChoice | None:
         """The client-side assignor of the group with these members (None: server-side)."""
-        if not self.configs.client_assignors_enabled(group_id):
-            return None
-        return csa.select(members)
+        return csa.select(
+            members,
+            self.config.consumer_group_assignors,
+            self.configs.client_assignors_enabled(group_id),
+        )
 
     def _orphaned(self, group: ConsumerGroup) -> bool:
         """Whether the group needs a client-side target that no member is chosen for."""
@@ -1664,6 +1683,7 @@ class ConsumerGroupManager:
         chosen = csa.choose(list(members), *preferred)
         if chosen is None:
             return None
+        self.client_stats.chosen += 1
         records.append(
             client_assignment_record(
                 group_id, epoch, chosen.member_id, client.name, client.version, attempts
@@ -1700,6 +1720,7 @@ class ConsumerGroupManager:
             member_id,
             epoch,
         )
+        self.client_stats.given_up_deadline += 1
         return self._give_up_client(group, pending)
 
     def _give_up_client(
@@ -1716,6 +1737,7 @@ class ConsumerGroupManager:
             following = csa.next_after(members, pending.member_id)
             if following is not None:
                 attempts = pending.attempts + 1 if pending.attempts < able else 1
+                self.client_stats.chosen += 1
                 records.append(
                     client_assignment_record(
                         gid,
@@ -1737,6 +1759,7 @@ class ConsumerGroupManager:
             pending.group_epoch,
             fallback,
         )
+        self.client_stats.fallbacks += 1
         records.append(client_assignment_tombstone(gid))
         tasks: list[AsyncTask] = []
         request = self.assignment_request(
@@ -1844,9 +1867,11 @@ class ConsumerGroupManager:
                 pending.group_epoch,
                 request.error,
             )
+            self.client_stats.given_up_error += 1
             given_up = self._give_up_client(group, pending)
             return CoordinatorResult(given_up.records, response, tasks=given_up.tasks)
         if request.group_epoch != group.group_epoch:
+            self.client_stats.rejected += 1
             raise ApiError(
                 Errors.INVALID_ASSIGNMENT,
                 f"The assignment was computed for group epoch {request.group_epoch}; the "
@@ -1854,12 +1879,16 @@ class ConsumerGroupManager:
             )
         spec = self._client_request(group, pending)
         subscribed = {m.member_id: frozenset(m.subscribed_topic_ids) for m in spec.members}
-        targets = csa.validate_install(
-            request,
-            group.members,
-            group.subscription_metadata,
-            lambda m: subscribed[m.member_id],
-        )
+        try:
+            targets = csa.validate_install(
+                request,
+                group.members,
+                group.subscription_metadata,
+                lambda m: subscribed[m.member_id],
+            )
+        except ApiError:
+            self.client_stats.rejected += 1
+            raise
         records: list[Record] = []
         for member_id, (target, meta) in targets.items():
             if not same_assignment(target, group.target_of(member_id)) or (
@@ -1869,4 +1898,5 @@ class ConsumerGroupManager:
         records.append(assignment_epoch_record(gid, group.group_epoch))
         records.append(client_assignment_tombstone(gid))
         self.timer.cancel(group_key(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, gid))
+        self.client_stats.installed += 1
         return CoordinatorResult(records, response)

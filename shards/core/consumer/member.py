@@ -50,6 +50,11 @@ class MemberState(enum.IntEnum):
             return cls.UNKNOWN
 
 
+#: a client-side assignor's (metadata version, metadata bytes, assignment error) for a
+#: member: none (a server-side target, or nothing given)
+NO_METADATA: tuple[int, bytes, int] = (0, b"", 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
@@ -72,6 +77,16 @@ class ConsumerGroupMember:
     #: the client-side assignor's metadata the member was given with its target (0, b"": none)
     assignment_metadata_version: int = 0
     assignment_metadata_bytes: bytes = b""
+    assignment_metadata_error: int = 0
+
+    @property
+    def assignment_metadata(self) -> tuple[int, bytes, int]:
+        """(version, bytes, error) the member was given with its target ((0, b"", 0): none)."""
+        return (
+            self.assignment_metadata_version,
+            self.assignment_metadata_bytes,
+            self.assignment_metadata_error,
+        )
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -114,6 +129,7 @@ class ConsumerGroupMember:
             partitions_pending_revocation=to_topic_partitions(self.partitions_pending_revocation),
             metadata_version=self.assignment_metadata_version,
             metadata_bytes=self.assignment_metadata_bytes,
+            metadata_error=self.assignment_metadata_error,
         )
 
     def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
@@ -150,6 +166,7 @@ class ConsumerGroupMember:
             ),
             assignment_metadata_version=value.metadata_version,
             assignment_metadata_bytes=value.metadata_bytes,
+            assignment_metadata_error=value.metadata_error,
         )
 
     def fingerprint(self) -> tuple[object, ...]:
@@ -172,6 +189,7 @@ class ConsumerGroupMember:
             self.client_assignors,
             self.assignment_metadata_version,
             self.assignment_metadata_bytes,
+            self.assignment_metadata_error,
         )
 
     def declared_assignors(self) -> tuple[ClientAssignor, ...]:

@@ -58,13 +58,13 @@ def target_assignment_record(
     group_id: str,
     member_id: str,
     target: Assignment,
-    metadata: tuple[int, bytes] | None = None,
+    metadata: tuple[int, bytes, int] | None = None,
 ) -> Record:
-    """``metadata``: a client-side assignor's (version, bytes) for the member."""
-    version, data = metadata if metadata is not None else (0, b"")
+    """``metadata``: a client-side assignor's (version, bytes, error) for the member."""
+    version, data, error = metadata if metadata is not None else (0, b"", 0)
     return Record(
         ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target), version, data),
+        ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target), version, data, error),
     )
 
 

@@ -160,3 +160,19 @@ def test_records_written_before_client_side_assignors_load_with_none() -> None:
     assert member.value.client_assignors == ()
     assert (target.value.metadata_version, target.value.metadata_bytes) == (0, b"")
     assert (current.value.metadata_version, current.value.metadata_bytes) == (0, b"")
+    assert target.value.metadata_error == current.value.metadata_error == 0  # per-member Error
+
+
+def test_the_per_member_assignment_error_round_trips() -> None:
+    records = [
+        r.Record(
+            r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+            r.ConsumerGroupTargetAssignmentMemberValue((), 1, b"x", -3),
+        ),
+        r.Record(
+            r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+            r.ConsumerGroupCurrentMemberAssignmentValue(4, 3, 0, (), (), 1, b"x", 7),
+        ),
+    ]
+    codec = RecordCodec()
+    assert codec.decode_batch(codec.encode_batch(records, 0)) == records

@@ -453,7 +453,7 @@ def test_a_new_owner_knows_the_chosen_member_and_arms_its_deadline(from_snapshot
     c.restart(from_snapshot=from_snapshot)
     assert chosen(c) == "b"
     assert a.metadata == api.AssignmentMetadata(1, b"for-a")
-    assert c.group().target_metadata == {"a": (1, b"for-a")}
+    assert c.group().target_metadata == {"a": (1, b"for-a", 0)}
     c.h.sleep(TIMEOUT)  # b does not install: the new owner's deadline chooses a
     assert chosen(c) == "a"
     converge(c, [a, b])
@@ -486,3 +486,184 @@ def test_a_member_without_client_side_assignors_moves_the_group_to_server_side()
     assert_one_owner([a, b], 6)
     assert a.metadata == api.AssignmentMetadata(1, b"for-a")
     c.check()
+
+
+# ---- review of issue 20 against the seeds ---------------------------------------------------
+
+X = api.ClientAssignor("x", 0, 1, 0, 0, b"")
+
+
+def test_a_member_asks_for_a_client_side_assignor_by_name() -> None:
+    # client-side assignors are off for the group, but a member asks for rr by name
+    c = consumers(consumer_group_client_assignors_enable=False)
+    a = Member(c, "a", assignors=(X, RR), server_assignor="rr")
+    b = Member(c, "b", assignors=(X, RR))
+    assert a.heartbeat().should_compute_assignment
+    b.heartbeat()
+    pending = c.group().client_assignment
+    assert pending is not None and (pending.assignor_name, chosen(c)) == ("rr", "a")
+    assert c.describe("g")[0].assignor_name == "rr"  # not x, ranked first by both
+    converge(c, [a, b])
+    assert_one_owner([a, b], 6) and a.metadata == api.AssignmentMetadata(1, b"for-a")
+    c.check()
+    # a name it does not declare (nor a server assignor): refused, nothing written
+    log = list(c.h.log)
+    ex = api_error(lambda: Member(c, "z", assignors=(X,), server_assignor="rr").heartbeat())
+    assert ex.code is Errors.UNSUPPORTED_ASSIGNOR and c.h.log == log
+    # a member that cannot honour the request joins: server-side, with the default assignor
+    d = Member(c, "d", assignors=(X,))
+    assert not d.heartbeat().should_compute_assignment
+    assert c.group().client_assignment is None
+    assert c.describe("g")[0].assignor_name == "uniform"
+    converge(c, [a, b, d])
+    assert_one_owner([a, b, d], 6)
+    c.check()
+
+
+def test_without_a_request_the_config_decides_and_requests_narrow_the_choice() -> None:
+    c = consumers()
+    a = Member(c, "a", assignors=(X, RR))
+    b = Member(c, "b", assignors=(X, RR), server_assignor="rr")
+    a.heartbeat()
+    b.heartbeat()
+    assert c.group().client_assignment.assignor_name == "rr"  # type: ignore[union-attr]
+    # the request is withdrawn (a server assignor named instead): server-side
+    b.heartbeat(server_assignor="range")
+    assert c.group().client_assignment is None and c.describe("g")[0].assignor_name == "range"
+    c.check()
+
+
+def test_the_chosen_member_changes_its_declaration_mid_computation() -> None:
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    epoch = c.group().group_epoch
+    assert chosen(c) == "a" and prepare(c, "a", a.epoch).group_epoch == epoch
+    # a's metadata changes while it computes: the group epoch moves, a stays chosen
+    a.heartbeat(client_assignors=(dataclasses.replace(RR, metadata_bytes=b"v2"),))
+    assert c.group().group_epoch == epoch + 1 and chosen(c) == "a"
+    assert c.describe("g")[0].computing_member_id == "a"
+    assert c.describe("g")[0].computing_epoch == epoch + 1
+    ex = api_error(lambda: install(c, "a", a.epoch, epoch, {"a": {"foo": (0, 1, 2)}}))
+    assert ex.code is Errors.INVALID_ASSIGNMENT and "computed for group epoch" in (ex.message or "")
+    p = prepare(c, "a", a.epoch)
+    assert p.group_epoch == epoch + 1
+    assert {m.member_id: m.assignor.metadata_bytes for m in p.members}["a"] == b"v2"
+    # then it declares none at all: the group is assigned server-side, the computation ends
+    a.heartbeat(client_assignors=())
+    assert chosen(c) is None and c.group().client_assignment is None
+    assert c.describe("g")[0].computing_member_id is None
+    assert api_error(lambda: prepare(c, "a", a.epoch)).code is Errors.UNKNOWN_MEMBER_ID
+    converge(c, [a, b])
+    assert_one_owner([a, b], 6)
+    c.check()
+
+
+def test_the_chosen_member_leaving_is_counted_and_described() -> None:
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    stats = c.h.shard.consumer.client_stats
+    # a was chosen for epoch 2 (its join), then again for epoch 3 (b's join)
+    assert (stats.chosen, stats.given_up_member_left) == (2, 0)
+    (described,) = c.describe("g")
+    assert (described.computing_member_id, described.computing_epoch) == (
+        "a",
+        described.group_epoch,
+    )
+    a.leave()
+    (described,) = c.describe("g")
+    assert described.computing_member_id == "b"
+    assert (stats.chosen, stats.given_up_member_left) == (3, 1)
+    converge(c, [b])
+    assert (stats.installed, stats.rejected, stats.fallbacks) == (1, 0, 0)
+    assert c.describe("g")[0].computing_member_id is None
+
+
+def test_group_config_changes_mid_computation() -> None:
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    assert chosen(c) == "a"
+
+    def alter(name: str, value: str) -> None:
+        request = api.AlterGroupConfigsRequest("g", (api.GroupConfig(name, value),))
+        c.h.write(lambda s, now: s.alter_group_configs(request, now))
+
+    # a new deadline applies from the next turn: a's is still the old one
+    alter("consumer.client.assignment.timeout.ms", str(TIMEOUT * 10))
+    c.h.sleep(TIMEOUT)
+    assert chosen(c) == "b"
+    # turned off: the next heartbeat drops the computation in progress, the target is
+    # computed server-side and the chosen member's calls are refused
+    alter("consumer.client.assignors.enable", "false")
+    a.heartbeat()
+    assert chosen(c) is None and c.group().client_assignment is None
+    assert c.h.shard.consumer.client_stats.given_up_server_side == 1
+    assert c.describe("g")[0].assignor_name == "uniform"
+    assert api_error(lambda: prepare(c, "b", b.epoch)).code is Errors.UNKNOWN_MEMBER_ID
+    converge(c, [a, b])
+    assert_one_owner([a, b], 6)
+    assert a.metadata is None
+    # on again: the next target (a member joins) is client-side, with the new deadline
+    alter("consumer.client.assignors.enable", "true")
+    d = Member(c, "d")
+    d.heartbeat()
+    assert chosen(c) == "d"
+    c.h.sleep(TIMEOUT)
+    assert chosen(c) == "d"  # not after the old 1 s deadline
+    c.h.sleep(TIMEOUT * 9)
+    assert chosen(c) == "a"
+    converge(c, [a, b, d])
+    assert_one_owner([a, b, d], 6)
+    c.check()
+
+
+@pytest.mark.parametrize("from_snapshot", [False, True])
+def test_the_assignors_per_member_error_reaches_the_member_and_survives_a_restart(
+    from_snapshot: bool,
+) -> None:
+    # KIP-848's heartbeat response: Assignment.Error (int8), with MetadataVersion/Bytes
+    c = consumers()
+    a, b = Member(c, "a"), Member(c, "b")
+    a.heartbeat()
+    b.heartbeat()
+    epoch = c.group().group_epoch
+    request = api.ConsumerGroupInstallAssignmentRequest(
+        "g",
+        "a",
+        a.epoch,
+        epoch,
+        0,
+        (
+            api.InstalledMember("a", (api.TopicPartitions(tid("foo"), (0, 1, 2)),), 1, b"x"),
+            api.InstalledMember("b", (api.TopicPartitions(tid("foo"), (3, 4, 5)),), 1, b"", 7),
+        ),
+    )
+    c.h.write(lambda s, now: s.consumer_group_install_assignment(request, now))
+    assert c.group().target_metadata == {"a": (1, b"x", 0), "b": (1, b"", 7)}
+    for _ in range(3):
+        a.heartbeat()
+        b.heartbeat()
+    assert b.metadata == api.AssignmentMetadata(1, b"", 7)
+    assert a.metadata == api.AssignmentMetadata(1, b"x", 0)
+    c.check()
+    c.restart(from_snapshot=from_snapshot)
+    assert c.group().target_metadata == {"a": (1, b"x", 0), "b": (1, b"", 7)}
+    assert c.group().members["b"].assignment_metadata == (1, b"", 7)
+    c.check()
+    # not an int8: INVALID_ASSIGNMENT, nothing written
+    b.heartbeat(client_assignors=(dataclasses.replace(RR, reason=1),))
+    log = list(c.h.log)
+    bad = dataclasses.replace(request, member_epoch=b.epoch, member_id="b")
+    bad = dataclasses.replace(
+        bad,
+        group_epoch=c.group().group_epoch,
+        members=(api.InstalledMember("b", (), 0, b"", 300),),
+    )
+    ex = api_error(lambda: c.h.write(lambda s, now: s.consumer_group_install_assignment(bad, now)))
+    assert ex.code is Errors.INVALID_ASSIGNMENT and "int8" in (ex.message or "")
+    assert c.h.log == log
