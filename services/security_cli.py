@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from typing import Any
 
@@ -237,10 +238,7 @@ def gateway_security_options(f: Any) -> Any:
 
         if gateway_authorizer and not security_store:
             raise click.UsageError("--authorizer needs --store")
-        supers = tuple(p.strip() for p in gateway_super_users.split(",") if p.strip())
-        for p in supers:
-            if not p.startswith("User:") or p == "User:":
-                raise click.BadParameter(f"{p!r} is not User:<name>", param_hint="--super-users")
+        supers = parse_principals(gateway_super_users, "--super-users")
         try:
             mechanisms = parse_mechanisms(sasl_enabled_mechanisms)
         except ValueError as ex:
@@ -441,6 +439,20 @@ def _describe(b: Any) -> str:
     )
 
 
+#: a list of principals: separated by ";" (Kafka's super.users) or by "," before the next
+#: "User:" -- a certificate subject's own commas ("User:CN=gw,O=acme") stay in its principal
+_PRINCIPAL_SEPARATOR = re.compile(r";|,(?=\s*User:)")
+
+
+def parse_principals(text: str, what: str) -> tuple[str, ...]:
+    """``User:a;User:b`` or ``User:a,User:b``; a certificate subject may hold commas."""
+    names = tuple(p.strip() for p in _PRINCIPAL_SEPARATOR.split(text) if p.strip())
+    for p in names:
+        if not p.startswith("User:") or len(p) == len("User:"):
+            raise click.BadParameter(f"{p!r} is not User:<name>", param_hint=what)
+    return names
+
+
 def authorizer_options(f: Any) -> Any:
     """The shard's authorizer (dev, shard): the command receives ``authorization: dict`` of
     ShardSettings fields."""
@@ -456,17 +468,10 @@ def authorizer_options(f: Any) -> Any:
         trusted_gateway_principals: str,
         **kw: Any,
     ) -> Any:
-        def principals(text: str, what: str) -> tuple[str, ...]:
-            names = tuple(p.strip() for p in text.split(",") if p.strip())
-            for p in names:
-                if not p.startswith("User:") or len(p) == len("User:"):
-                    raise click.BadParameter(f"{p!r} is not User:<name>", param_hint=what)
-            return names
-
         authorization = {
             "authorizer": authorizer,
-            "super_users": principals(super_users, "--super-users"),
-            "trusted_gateway_principals": principals(
+            "super_users": parse_principals(super_users, "--super-users"),
+            "trusted_gateway_principals": parse_principals(
                 trusted_gateway_principals, "--trusted-gateway-principals"
             ),
         }
@@ -485,7 +490,8 @@ def authorizer_options(f: Any) -> Any:
                 "--super-users",
                 env="SUPER_USERS",
                 default="",
-                help="Principals allowed everything (comma-separated User:<name>).",
+                help="Principals allowed everything: User:<name>, separated by ';' (as Kafka's "
+                "super.users) or ','; a certificate subject's commas stay in it.",
             ),
             opt(
                 "--trusted-gateway-principals",
@@ -493,7 +499,8 @@ def authorizer_options(f: Any) -> Any:
                 default="",
                 help="gRPC callers (User:<certificate subject>) whose calls may name the "
                 "Kafka client they serve. User:ANONYMOUS trusts every plaintext caller: only "
-                "where nothing but gateways reach the gRPC port (docs/security.md).",
+                "where nothing but gateways reach the gRPC port (docs/security.md). Separated "
+                "by ';' or ',' (User:CN=gateway,O=acme is one principal).",
             ),
         ]
     ):

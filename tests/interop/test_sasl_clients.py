@@ -1,9 +1,9 @@
-"""Real Kafka clients (confluent-kafka / librdkafka) over SASL_PLAINTEXT to ``groupcoord
-gateway`` processes, users managed with ``groupcoord scram`` in other processes: consumers
-and the admin client with SCRAM-SHA-512 and with PLAIN, a wrong password, a user added
-while the gateway runs; credentials kept in real SQLite and in real Redis.
-
-(SASL_SSL needs the gateway's TLS listener; this branch serves SASL_PLAINTEXT.)
+"""Real Kafka clients (confluent-kafka / librdkafka, and Kafka's own Java client) over
+SASL_PLAINTEXT and SASL_SSL to ``groupcoord gateway`` processes, users managed with
+``groupcoord scram`` in other processes: consumers and the admin client with SCRAM-SHA-512
+and with PLAIN, a wrong password, a server certificate the client does not trust, a user
+added while the gateway runs; credentials kept in real SQLite and in real Redis.
+Certificates are made at test time (tests/support/certs.py).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 
 from tests.interop.clients import QUIET
 from tests.interop.support import unique
+from tests.support.certs import Ca
 from tests.support.processes import ROOT, ServerProcess
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -43,8 +44,19 @@ def add_user(store: str, user: str, password: str, *mechanisms: str) -> None:
 
 
 class SaslStack:
-    def __init__(self, tmp: Path, credentials_store: str) -> None:
+    """A dev server (shard) and a gateway in front of it with SASL; with ``tls`` the
+    listener is SASL_SSL (a certificate for 127.0.0.1 from a throwaway CA)."""
+
+    def __init__(self, tmp: Path, credentials_store: str, tls: bool = False) -> None:
         self.store = credentials_store
+        self.protocol = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        listener: list[str] = []
+        self.cafile: Path | None = None
+        if tls:
+            ca = Ca()
+            self.cafile = ca.write(tmp)
+            server = ca.issue(tmp, "gateway", cn="gateway")
+            listener = ["--ssl-certfile", str(server.cert), "--ssl-keyfile", str(server.key)]
         self.shard = ServerProcess.dev(tmp / "dev", "--num-partitions", "10")
         try:
             self.gateway = ServerProcess(
@@ -57,7 +69,8 @@ class SaslStack:
                     "--num-partitions",
                     "10",
                     "--security-protocol",
-                    "SASL_PLAINTEXT",
+                    self.protocol,
+                    *listener,
                     "--sasl-enabled-mechanisms",
                     "PLAIN,SCRAM-SHA-512",
                     "--store",
@@ -71,28 +84,34 @@ class SaslStack:
         self.bootstrap = f"127.0.0.1:{self.gateway.ports['kafka']}"
 
     def config(self, mechanism: str, user: str, password: str) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap,
-            "security.protocol": "SASL_PLAINTEXT",
+            "security.protocol": self.protocol,
             "sasl.mechanism": mechanism,
             "sasl.username": user,
             "sasl.password": password,
             **QUIET,
         }
+        if self.cafile is not None:
+            config["ssl.ca.location"] = str(self.cafile)
+            config["ssl.endpoint.identification.algorithm"] = "https"
+        return config
 
     def close(self) -> None:
         self.gateway.kill()
         self.shard.kill()
 
 
-@pytest.fixture(scope="module")
-def sqlite_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslStack]:
+@pytest.fixture(scope="module", params=["SASL_PLAINTEXT", "SASL_SSL"])
+def sqlite_stack(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[SaslStack]:
     tmp = tmp_path_factory.mktemp("sasl")
     # the credentials live in the dev server's own store; the CLI writes them beforehand
     store = f"sqlite:///{tmp / 'dev' / 'data' / 'groupcoord.db'}"
     (tmp / "dev" / "data").mkdir(parents=True)
     add_user(store, "alice", "alice-secret", "SCRAM-SHA-512")
-    stack = SaslStack(tmp, store)
+    stack = SaslStack(tmp, store, tls=request.param == "SASL_SSL")
     try:
         yield stack
     finally:
@@ -151,6 +170,32 @@ def test_wrong_password_is_an_authentication_error(sqlite_stack: SaslStack, mech
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
+@pytest.mark.parametrize("sqlite_stack", ["SASL_SSL"], indirect=True)
+def test_sasl_ssl_with_an_untrusted_server_certificate_fails(
+    sqlite_stack: SaslStack, tmp_path: Path
+) -> None:
+    """A client that trusts another CA refuses the gateway's certificate: the TLS handshake
+    fails before any SASL exchange (librdkafka reports _SSL); with the right CA the same
+    credentials work."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    assert sqlite_stack.protocol == "SASL_SSL"
+    other = Ca("another-ca").write(tmp_path)
+    errors: list[Any] = []
+    conf = sqlite_stack.config("SCRAM-SHA-512", "alice", "alice-secret")
+    admin = AdminClient({**conf, "ssl.ca.location": str(other), "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=3)
+    deadline = time.monotonic() + 3
+    while not errors and time.monotonic() < deadline:
+        admin.poll(0.1)
+    assert any(e.code() == KafkaError._SSL for e in errors), errors
+    assert "certificate verify failed" in " ".join(str(e) for e in errors), errors
+    AdminClient(conf).list_topics(timeout=10)  # trusted: fine
+
+
+@pytest.mark.parametrize("sqlite_stack", ["SASL_PLAINTEXT"], indirect=True)  # either is SASL
 def test_users_added_and_deleted_while_the_gateway_runs(sqlite_stack: SaslStack) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -215,11 +260,17 @@ def test_scram_cli_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() == "[]"
 
 
-def _java_properties(path: Path, mechanism: str, user: str, password: str) -> Path:
+def _java_properties(
+    path: Path, stack: SaslStack, mechanism: str, user: str, password: str
+) -> Path:
     module = "scram.ScramLoginModule" if mechanism.startswith("SCRAM") else "plain.PlainLoginModule"
+    tls = ""
+    if stack.cafile is not None:
+        # Kafka's clients read a PEM trust store (KIP-651); the gateway's certificate names
+        # 127.0.0.1, and the Java client checks the host name by default ("https")
+        tls = f"ssl.truststore.type=PEM\nssl.truststore.location={stack.cafile}\n"
     path.write_text(
-        "security.protocol=SASL_PLAINTEXT\n"
-        f"sasl.mechanism={mechanism}\n"
+        f"security.protocol={stack.protocol}\n" + tls + f"sasl.mechanism={mechanism}\n"
         f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
         f'username="{user}" password="{password}";\n'
         "request.timeout.ms=10000\n"
@@ -244,12 +295,14 @@ def test_java_client_over_sasl(sqlite_stack: SaslStack, tmp_path: Path, mechanis
     topic = unique("java")
     admin = AdminClient(conf)
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    good = _java_properties(tmp_path / "good.properties", mechanism, "alice", "alice-secret")
+    good = _java_properties(
+        tmp_path / "good.properties", sqlite_stack, mechanism, "alice", "alice-secret"
+    )
     (described,) = java_client.run(
         sqlite_stack.bootstrap, "describe-by-ids", topic, properties=good
     )
     assert described["name"] == topic and described["partitions"] == 2
-    bad = _java_properties(tmp_path / "bad.properties", mechanism, "alice", "wrong")
+    bad = _java_properties(tmp_path / "bad.properties", sqlite_stack, mechanism, "alice", "wrong")
     (failed,) = java_client.run(
         sqlite_stack.bootstrap, "describe-by-ids", topic, properties=bad, expect_failure=True
     )

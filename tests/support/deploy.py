@@ -90,6 +90,26 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "gateway": {"securityProtocol": "SSL"},
     },
+    # SASL (SCRAM) inside the gateway's TLS listener, ACLs enforced by the shards, which trust
+    # the gateways' certificate (mutual TLS on gRPC) to name their clients
+    "sasl": {
+        "tls": {
+            "grpc": {"enabled": True, "clientAuth": "required"},
+            "certManager": {"enabled": True, "issuerRef": {"name": "internal-ca"}},
+        },
+        "gateway": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"enabledMechanisms": ["SCRAM-SHA-512", "PLAIN"]},
+        },
+        "shards": {
+            "authorizer": {
+                "enabled": True,
+                "superUsers": ["User:admin", "User:CN=ops,O=acme"],
+                "trustedGatewayPrincipals": ["User:CN=gc-groupcoord"],
+            }
+        },
+        "networkPolicy": {"enabled": True},
+    },
 }
 
 

@@ -132,7 +132,36 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-kafka-tls" (include "groupcoord.fullname" .)) .Values.tls.kafka.secretName }}
 {{- end }}
 {{- define "groupcoord.kafkaTls.enabled" -}}
-{{- if eq (upper .Values.gateway.securityProtocol) "SSL" }}true{{ end }}
+{{- if has (upper .Values.gateway.securityProtocol) (list "SSL" "SASL_SSL") }}true{{ end }}
+{{- end }}
+{{- define "groupcoord.sasl.enabled" -}}
+{{- if hasPrefix "SASL_" (upper .Values.gateway.securityProtocol) }}true{{ end }}
+{{- end }}
+
+{{/* The store URL from its Secret (shards; gateways with SASL or the ACL APIs) */}}
+{{- define "groupcoord.env.store" -}}
+- name: GROUPCOORD_STORE
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "groupcoord.store.secretName" . }}
+      key: {{ include "groupcoord.store.secretKey" . }}
+{{- end }}
+
+{{/* The authorizer's options (shards; the gateway's ACL APIs take the first two) */}}
+{{- define "groupcoord.env.authorizer" -}}
+{{- $a := .ctx.Values.shards.authorizer }}
+{{- if $a.enabled }}
+- name: GROUPCOORD_AUTHORIZER
+  value: "true"
+{{- with $a.superUsers }}
+- name: GROUPCOORD_SUPER_USERS
+  value: {{ join ";" . | quote }}
+{{- end }}
+{{- if and .shard $a.trustedGatewayPrincipals }}
+- name: GROUPCOORD_TRUSTED_GATEWAY_PRINCIPALS
+  value: {{ join ";" $a.trustedGatewayPrincipals | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* gRPC TLS options: (dict "ctx" . "server" true|false); servers also get --tls-client-auth

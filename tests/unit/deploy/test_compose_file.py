@@ -163,3 +163,97 @@ def test_the_tls_overlay_gives_every_process_options_the_cli_has(tmp_path: Any) 
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     dns = set(names.get_values_for_type(x509.DNSName))
     assert {n for n in SERVICES if n.startswith(("shard-", "assignor-"))} <= dns
+
+
+# ---- the SASL overlay (deploy/compose/sasl.yml) -----------------------------------------------
+def test_the_sasl_overlay_gives_shards_and_gateways_options_the_cli_has() -> None:
+    import yaml
+
+    from services.gateway.sasl import parse_mechanisms
+    from services.security_cli import parse_principals
+    from tests.support.deploy import Invocation, cli_problems
+
+    overlay = yaml.safe_load((ROOT / "deploy" / "compose" / "sasl.yml").read_text())
+    shards = {n for n in SERVICES if n.startswith("shard-")}
+    gateways = {n for n in SERVICES if n.startswith("gateway-")}
+    assert set(overlay["services"]) == shards | gateways | {"scram-admin"}
+    for name in shards | gateways:
+        command = SERVICES[name]["command"][0]
+        env = overlay["services"][name]["environment"]
+        assert cli_problems(Invocation(f"sasl.yml/{name}", command, (), frozenset(env))) == []
+        assert env["GROUPCOORD_AUTHORIZER"] == "true"
+        assert parse_principals(env["GROUPCOORD_SUPER_USERS"], "--super-users") == ("User:admin",)
+        if command == "gateway":
+            assert default(env["GROUPCOORD_SECURITY_PROTOCOL"]) == "SASL_PLAINTEXT"
+            parse_mechanisms(default(env["GROUPCOORD_SASL_ENABLED_MECHANISMS"]))
+            # the credentials and ACLs are the shards' store
+            assert env["GROUPCOORD_STORE"] == SERVICES["shard-0"]["environment"]["GROUPCOORD_STORE"]
+            # the admin user exists before a gateway serves anybody
+            depends = overlay["services"][name]["depends_on"]
+            assert depends == {"scram-admin": {"condition": "service_completed_successfully"}}
+        else:
+            trusted = default(env["GROUPCOORD_TRUSTED_GATEWAY_PRINCIPALS"])
+            assert parse_principals(trusted, "--trusted-gateway-principals") == ("User:ANONYMOUS",)
+    # with tls.yml: the principal the overlay's comment says to trust is the subject of the
+    # internal certificate make-certs.sh issues
+    text = (ROOT / "deploy" / "compose" / "sasl.yml").read_text()
+    (suggested,) = re.findall(r'TRUSTED_GATEWAY_PRINCIPALS="(User:[^"]+)"', text)
+    assert suggested == "User:CN=groupcoord,OU=groupcoord,O=groupcoord example"
+    script = (ROOT / "deploy" / "compose" / "make-certs.sh").read_text()
+    assert 'issue internal "/O=groupcoord example/OU=groupcoord/CN=groupcoord"' in script
+
+
+def test_the_sasl_overlays_one_shot_service_creates_the_admin_user(tmp_path: Any) -> None:
+    """scram-admin's entrypoint and command, run as compose runs them (sh -c, the password in
+    the environment) against a SQLite store: the user exists afterwards and the password is
+    on no command line."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    overlay = yaml.safe_load((ROOT / "deploy" / "compose" / "sasl.yml").read_text())
+    service = overlay["services"]["scram-admin"]
+    assert service["depends_on"] == {"redis": {"condition": "service_healthy"}}
+    assert "ADMIN_PASSWORD" in service["environment"]
+    store = f"sqlite:///{tmp_path / 'gc.db'}"
+    command = [store if a == "redis://redis:6379/0" else a for a in service["command"]]
+    assert command != service["command"]  # the store URL was there to replace
+    entrypoint = [a.replace("$$", "$") for a in service["entrypoint"]]  # compose's escaping
+    bin_dir = str(tmp_path / "bin")
+    os.mkdir(bin_dir)
+    shim = tmp_path / "bin" / "groupcoord"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m services.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        **os.environ,
+        "ADMIN_PASSWORD": "s3cret admin",
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        [*entrypoint, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in " ".join(service["command"]) + done.stdout + done.stderr
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "scram",
+            "list",
+            "--store",
+            store,
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    got = sorted((c["user"], c["mechanism"]) for c in json.loads(listed.stdout))
+    assert got == [("admin", "SCRAM-SHA-256"), ("admin", "SCRAM-SHA-512")]

@@ -638,6 +638,70 @@ def test_the_gateway_listener_over_ssl() -> None:
     assert not any(k.startswith("GROUPCOORD_SSL_") for k in plain)
 
 
+# ---- SASL and ACLs (docs/security.md) -----------------------------------------------------
+def test_sasl_ssl_gateway_and_authorizing_shards() -> None:
+    """SASL_SSL: the listener's certificate, the mechanisms, and the store URL (SCRAM
+    credentials, ACLs) from the store Secret; the shards enforce the ACLs and trust the
+    gateways' gRPC certificate, whose subject is the cert-manager Certificate's."""
+    from services.gateway.sasl import parse_mechanisms
+    from services.security_cli import parse_principals
+
+    objects = render(VALUE_SETS["sasl"])
+    gateway = one(objects, "Deployment", "gateway")
+    env = env_of(container(gateway))
+    assert env["GROUPCOORD_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["GROUPCOORD_SSL_CERTFILE"] == "/etc/groupcoord/kafka-tls/tls.crt"
+    assert env["GROUPCOORD_SASL_ENABLED_MECHANISMS"] == "SCRAM-SHA-512,PLAIN"
+    assert set(parse_mechanisms(env["GROUPCOORD_SASL_ENABLED_MECHANISMS"])) == {
+        "SCRAM-SHA-512",
+        "PLAIN",
+    }
+    assert env["GROUPCOORD_CONNECTIONS_MAX_REAUTH_MS"] == "0"
+    store_ref = container(gateway)["env"]
+    (store,) = [e for e in store_ref if e["name"] == "GROUPCOORD_STORE"]
+    assert store["valueFrom"]["secretKeyRef"]["name"] == "gc-groupcoord-store"
+    # the gateway serves the ACL APIs with the shards' super users; trusting is the shards'
+    assert env["GROUPCOORD_AUTHORIZER"] == "true"
+    assert env["GROUPCOORD_SUPER_USERS"] == "User:admin;User:CN=ops,O=acme"
+    assert "GROUPCOORD_TRUSTED_GATEWAY_PRINCIPALS" not in env
+    assert "checksum/store" in gateway["spec"]["template"]["metadata"]["annotations"]
+    shard = env_of(container(one(objects, "StatefulSet", "shard")))
+    assert shard["GROUPCOORD_AUTHORIZER"] == "true"
+    # what the shard's options make of them: DNs with commas stay whole
+    assert parse_principals(shard["GROUPCOORD_SUPER_USERS"], "--super-users") == (
+        "User:admin",
+        "User:CN=ops,O=acme",
+    )
+    trusted = parse_principals(shard["GROUPCOORD_TRUSTED_GATEWAY_PRINCIPALS"], "--trusted")
+    grpc_cert = by_kind(objects, "Certificate")["gc-groupcoord-grpc-tls"]
+    assert trusted == (f"User:CN={grpc_cert['spec']['commonName']}",)
+    # the listener's Certificate exists for SASL_SSL as for SSL
+    assert "gc-groupcoord-kafka-tls" in by_kind(objects, "Certificate")
+    # the bundled Redis admits the gateways, which now read the store
+    policy = by_kind(objects, "NetworkPolicy")["gc-groupcoord-redis"]
+    admitted = [
+        f["podSelector"]["matchLabels"] for r in policy["spec"]["ingress"] for f in r["from"]
+    ]
+    labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert any(matches(sel, labels) for sel in admitted)
+
+
+def test_sasl_plaintext_needs_no_certificate_and_no_authorizer_by_default() -> None:
+    objects = render({"gateway": {"securityProtocol": "SASL_PLAINTEXT"}})
+    gateway = container(one(objects, "Deployment", "gateway"))
+    env = env_of(gateway)
+    assert env["GROUPCOORD_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+    assert env["GROUPCOORD_SASL_ENABLED_MECHANISMS"] == "SCRAM-SHA-512"
+    assert "GROUPCOORD_STORE" in env
+    assert not any(k.startswith("GROUPCOORD_SSL_") for k in env)
+    assert not by_kind(objects, "Certificate")
+    for c in (gateway, container(one(objects, "StatefulSet", "shard"))):
+        assert "GROUPCOORD_AUTHORIZER" not in env_of(c)
+    # nothing of it by default: the gateway does not even get the store
+    plain = env_of(container(one(render({}), "Deployment", "gateway")))
+    assert not {"GROUPCOORD_STORE", "GROUPCOORD_SASL_ENABLED_MECHANISMS"} & plain.keys()
+
+
 def test_cert_manager_certificates_name_every_address_the_processes_dial() -> None:
     objects = render(VALUE_SETS["tls"])
     certs = by_kind(objects, "Certificate")
@@ -683,6 +747,8 @@ def test_cert_manager_without_an_issuer_is_refused() -> None:
         ({"tls": {"grpc": {"clientAuth": "requested"}}}, "/tls/grpc/clientAuth"),
         ({"tls": {"kafka": {"clientAuth": "always"}}}, "/tls/kafka/clientAuth"),
         ({"gateway": {"securityProtocol": "TLS"}}, "/gateway/securityProtocol"),
+        ({"gateway": {"sasl": {"enabledMechanisms": ["GSSAPI"]}}}, "/gateway/sasl"),
+        ({"shards": {"authorizer": {"superUsers": ["admin"]}}}, "/shards/authorizer"),
     ],
 )
 def test_tls_values_of_the_wrong_kind_are_rejected(values: dict[str, Any], complaint: str) -> None:
