@@ -265,7 +265,7 @@ async def run_scenarios(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[
         "alice",
         metadata_by_id([ids["orders"], ids["secrets"], UNKNOWN_ID]),
         # in no particular order in Kafka (clients match results by id)
-        lambda r: sorted(((int(t.error_code), t.name or "") for t in r.topics)),
+        lambda r: sorted((int(t.error_code), t.name or "") for t in r.topics),
     )
     await run(
         "delete topics by id: DELETE TOPIC on its name, unknown id",
