@@ -35,7 +35,7 @@ from groupcoord.v1 import (
 from services.gateway import codec
 from services.gateway.router import Router, UpstreamError
 from services.gateway.topic_cache import CatalogView
-from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL
+from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, naming_client
 from shards.adapters.convert import optional, set_optional
 from shards.core.api import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -53,6 +53,7 @@ log = logging.getLogger("groupcoord.gateway")
 
 NOT_COORDINATOR = int(Errors.NOT_COORDINATOR)
 NOT_LEADER_OR_FOLLOWER = int(Errors.NOT_LEADER_OR_FOLLOWER)
+TOPIC_AUTHORIZATION_FAILED = int(Errors.TOPIC_AUTHORIZATION_FAILED)
 #: Longest a Fetch is held (its max_wait, at most this): clients default to 500 ms.
 FETCH_MAX_WAIT_CAP_MS = 1_000
 NO_DATA_PLANE = "groupcoord coordinates groups only: it stores no records"
@@ -591,17 +592,31 @@ class KafkaApis:
                     names.append(name)
         out: list[Data] = []
         if all_topics or names or ids:
-            described = await self.router.call_bootstrap(
-                self.router.catalog.DescribeTopics,
-                catalog_pb2.DescribeTopicsRequest(
-                    topic_names=names, topic_ids=ids, context=self.context(rq)
-                ),
-                "DescribeTopics",
-            )
-            self.catalog.absorb(described, complete=all_topics)
+            # made for the client, even an anonymous one: shards with the authorizer answer
+            # what it may Describe (docs/security.md), so the shared cache only takes topics
+            with naming_client():
+                described = await self.router.call_bootstrap(
+                    self.router.catalog.DescribeTopics,
+                    catalog_pb2.DescribeTopicsRequest(
+                        topic_names=names, topic_ids=ids, context=self.context(rq)
+                    ),
+                    "DescribeTopics",
+                )
+            self.catalog.absorb(described, complete=False)
             for t in described.topics:
                 if t.error_code == 0:
                     out.append(self._topic_metadata(t.name, t.topic_id, t.num_partitions, ops))
+                elif t.error_code == TOPIC_AUTHORIZATION_FAILED:
+                    out.append(
+                        {
+                            "error_code": TOPIC_AUTHORIZATION_FAILED,
+                            "name": t.name or None,
+                            "topic_id": t.topic_id,
+                            "is_internal": False,
+                            "partitions": [],
+                            "topic_authorized_operations": ops,
+                        }
+                    )
                 elif t.name:
                     invalid = validate_topic_name(t.name) is not None
                     out.append(
@@ -665,7 +680,10 @@ class KafkaApis:
             k if k or key_type != 0 else self.router.probe_keys()[self.router.partition_of(k)]
             for k in keys
         ]
-        response = await self.router.find_coordinators(asked, key_type, self.context(rq))
+        # named even when anonymous: a trusted gateway's own lookups are always answered,
+        # a client's need Describe GROUP on shards with the authorizer (as Kafka)
+        with naming_client():
+            response = await self.router.find_coordinators(asked, key_type, self.context(rq))
         answers = list(response.coordinators)
         if len(answers) != len(keys):
             raise UpstreamError(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from groupcoord.v1 import catalog_pb2
 
 from services.gateway.router import Router
+from services.process.principal import as_gateway
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +68,12 @@ class CatalogView:
                 self._refreshing = None
 
     async def _refresh(self) -> None:
-        response = await self.router.call_bootstrap(
-            self.router.catalog.DescribeTopics,
-            catalog_pb2.DescribeTopicsRequest(),
-            "DescribeTopics",
-        )
+        with as_gateway():  # shared by every client: read as the gateway, not filtered
+            response = await self.router.call_bootstrap(
+                self.router.catalog.DescribeTopics,
+                catalog_pb2.DescribeTopicsRequest(),
+                "DescribeTopics",
+            )
         self.absorb(response, complete=True)
 
     async def _fresh_enough(self, missing: bool) -> None:

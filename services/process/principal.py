@@ -38,6 +38,7 @@ __all__ = [
     "forwarded",
     "TRUSTED_GATEWAY",
     "as_gateway",
+    "naming_client",
     "caller_identifier",
     "connection_principal",
     "grpc_principal",
@@ -100,6 +101,19 @@ def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]
 def as_gateway() -> Iterator[None]:
     """Calls made inside name no Kafka client: the gateway's own (shared routing lookups)."""
     token = CLIENT_PRINCIPAL.set(None)
+    try:
+        yield
+    finally:
+        CLIENT_PRINCIPAL.reset(token)
+
+
+@contextlib.contextmanager
+def naming_client() -> Iterator[None]:
+    """Calls made inside name the Kafka client even when it is anonymous (ANONYMOUS): for the
+    few requests whose answer a trusted gateway's own call would get unfiltered
+    (FindCoordinator, DescribeTopics for Metadata). An anonymous client's other calls stay
+    unnamed, at no cost."""
+    token = CLIENT_PRINCIPAL.set(CLIENT_PRINCIPAL.get() or ANONYMOUS)
     try:
         yield
     finally:

@@ -25,7 +25,11 @@ Describe/AlterGroup-   DESCRIBE_CONFIGS / ALTER_CONFIGS GROUP, else GROUP_AUTHOR
 Configs
 DescribeGroupLag       DESCRIBE GROUP; DESCRIBE TOPIC filters the topics
 CreateTopics           CREATE CLUSTER or CREATE TOPIC, else TOPIC_AUTHORIZATION_FAILED
-DeleteTopics           DELETE TOPIC, else TOPIC_AUTHORIZATION_FAILED
+DeleteTopics           DELETE TOPIC (by id: on its name; unknown id: UNKNOWN_TOPIC_ID),
+                       else TOPIC_AUTHORIZATION_FAILED
+DescribeTopics         DESCRIBE TOPIC per topic asked, else TOPIC_AUTHORIZATION_FAILED (all
+                       topics: the unauthorized ones are left out; a trusted gateway's own
+                       reads are not filtered)
 =====================  ===================================================================
 """
 
@@ -398,7 +402,7 @@ class AuthorizingCoordinator:
 
 
 class AuthorizingCatalog:
-    """The TopicCatalog RPCs with Kafka's authorization around CreateTopics/DeleteTopics."""
+    """The TopicCatalog RPCs with Kafka's authorization around them."""
 
     def __init__(self, inner: Any, guard: AclGuard) -> None:
         self.inner = inner
@@ -425,24 +429,68 @@ class AuthorizingCatalog:
 
     async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:
         g = self.guard
-        allowed = tuple(
-            t
-            for t in request.topics
-            if t.name is not None and g.allowed(DELETE, TOPIC, t.name, request)
-        )
-        refused = tuple(
-            api.DeletableTopicResult(t.name, t.topic_id, TAF, "Authorization failed.")
-            for t in request.topics
-            if t not in allowed
-        )
+        # by id: Kafka resolves the id to its name first (unknown: UNKNOWN_TOPIC_ID) and
+        # authorizes Delete TOPIC on the name
+        ids = tuple(t.topic_id for t in request.topics if t.name is None and t.topic_id)
+        names_of: dict[str, str] = {}
+        if ids:
+            known = await self.inner.describe_topics(api.DescribeTopicsRequest(topic_ids=ids))
+            names_of = {t.topic_id: t.name for t in known.topics if t.error_code == 0}
+        allowed: list[api.DeleteTopicState] = []
+        refused: list[api.DeletableTopicResult] = []
+        for t in request.topics:
+            name = t.name if t.name is not None else names_of.get(t.topic_id)
+            if name is None:
+                refused.append(
+                    api.DeletableTopicResult(
+                        None,
+                        t.topic_id,
+                        int(Errors.UNKNOWN_TOPIC_ID),
+                        "This server does not host this topic ID.",
+                    )
+                )
+            elif g.allowed(DELETE, TOPIC, name, request):
+                allowed.append(t)
+            else:
+                refused.append(
+                    api.DeletableTopicResult(t.name, t.topic_id, TAF, "Authorization failed.")
+                )
         responses: tuple[api.DeletableTopicResult, ...] = ()
         if allowed:
-            r = await self.inner.delete_topics(replace(request, topics=allowed))
+            r = await self.inner.delete_topics(replace(request, topics=tuple(allowed)))
             responses = r.responses
         return api.DeleteTopicsResponse((*refused, *responses))
 
     async def describe_topics(
         self, request: api.DescribeTopicsRequest
     ) -> api.DescribeTopicsResponse:
-        # the gateway's shared topic cache reads this for every client: not filtered
-        return await self.inner.describe_topics(request)
+        """Describe TOPIC, as Kafka's Metadata: a topic asked by name or id that the caller may
+        not describe is answered TOPIC_AUTHORIZATION_FAILED (by id: without its name); when
+        every topic is listed, those are left out. A trusted gateway's own reads (its shared
+        topic cache) are not filtered: the gateway forwards its clients' principals, even
+        ANONYMOUS, with the DescribeTopics it makes for their Metadata."""
+        r = await self.inner.describe_topics(request)
+        if current_principal() == TRUSTED_GATEWAY:
+            return r
+        auth = self.guard.authorizer()
+        who, host = _principal(), _host(request.context)
+
+        def ok(name: str) -> bool:
+            return auth.authorize(who, DESCRIBE, TOPIC, name, host)
+
+        if not request.topic_names and not request.topic_ids:
+            return replace(r, topics=tuple(t for t in r.topics if ok(t.name)))
+        named = len(request.topic_names)
+        out: list[api.DescribedTopic] = []
+        for i, t in enumerate(r.topics):
+            if i < named:  # asked by name: authorized before existence, as Kafka
+                if not ok(t.name):
+                    t = api.DescribedTopic(
+                        t.name, error_code=TAF, error_message="Authorization failed."
+                    )
+            elif t.error_code == 0 and not ok(t.name):
+                t = api.DescribedTopic(
+                    "", t.topic_id, error_code=TAF, error_message="Authorization failed."
+                )
+            out.append(t)
+        return replace(r, topics=tuple(out))

@@ -13,7 +13,13 @@ from typing import Any
 
 import grpc
 import pytest
-from groupcoord.v1 import common_pb2, coordinator_pb2_grpc, offsets_pb2
+from groupcoord.v1 import (
+    catalog_pb2,
+    catalog_pb2_grpc,
+    common_pb2,
+    coordinator_pb2_grpc,
+    offsets_pb2,
+)
 
 from services.gateway.sasl import SaslSettings
 from services.process.principal import FORWARDED_PRINCIPAL_KEY
@@ -132,6 +138,22 @@ async def test_scenarios_get_kafkas_error_codes(stack: Stack) -> None:
         "consumer heartbeat: a subscribed topic not described": TAF,
         "consumer heartbeat: allowed": 0,
         "consumer heartbeat: no group READ": GAF,
+        "metadata: named topics need DESCRIBE TOPIC": [
+            ("nowhere", TAF, 0),
+            ("orders", 0, 1),
+            ("secrets", TAF, 0),
+        ],
+        "metadata: all topics filtered (alice)": [("orders", 0)],
+        "metadata: all topics filtered (bob)": [],
+        "metadata by id: DESCRIBE TOPIC on its name": [
+            (0, "orders"),
+            (TAF, ""),
+            (int(Errors.UNKNOWN_TOPIC_ID), ""),
+        ],
+        "delete topics by id: DELETE TOPIC on its name, unknown id": [
+            TAF,
+            int(Errors.UNKNOWN_TOPIC_ID),
+        ],
     }
     for name, want in expected.items():
         assert got[name] == want, name
@@ -225,6 +247,19 @@ async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Pa
             assert r.topics[0].partitions[0].error_code == 0
             r = await w.send(sc.commit("app-1", {"orders": 1}))
             assert r.topics[0].partitions[0].error_code == GAF
+            # FindCoordinator as Kafka: Describe GROUP per key, even for anonymous clients
+            # of a trusted gateway (the gateway's own routing lookups stay unfiltered)
+            r = await w.send(
+                request("find_coordinator", 4, key_type=0, coordinator_keys=["anon-1", "app-1"])
+            )
+            assert [(c.key, c.error_code) for c in r.coordinators] == [
+                ("anon-1", 0),
+                ("app-1", GAF),
+            ]
+            r = await w.send(request("find_coordinator", 3, key="app-1", key_type=0))
+            assert r.error_code == GAF
+            r = await w.send(sc.commit("anon-1", {"orders": 2}))  # routes still resolve
+            assert r.topics[0].partitions[0].error_code == 0
         finally:
             await w.close()
 
@@ -264,3 +299,48 @@ async def test_client_side_assignment_calls_need_read_on_the_group(stack: Stack)
         assert r.error_code == int(Errors.GROUP_ID_NOT_FOUND)
         r = await stub.ConsumerGroupInstallAssignment(install, metadata=alice)
         assert r.error_code == int(Errors.GROUP_ID_NOT_FOUND)
+
+
+async def test_describe_topics_and_delete_by_id_over_grpc(stack: Stack) -> None:
+    """The catalog's DescribeTopics is filtered by Describe TOPIC for the caller, except a
+    trusted gateway's own reads (its shared cache); DeleteTopics by id authorizes Delete
+    TOPIC on the name the id resolves to."""
+
+    def as_user(user: str) -> list[tuple[str, str]]:
+        return [(FORWARDED_PRINCIPAL_KEY, f"User:{user}")]
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.shard.port}") as channel:
+        stub = catalog_pb2_grpc.TopicCatalogStub(channel)
+        every = catalog_pb2.DescribeTopicsRequest()
+        r = await stub.DescribeTopics(every)  # the trusted gateway itself
+        ids = {t.name: t.topic_id for t in r.topics}
+        assert set(sc.TOPICS) <= set(ids)
+        r = await stub.DescribeTopics(every, metadata=as_user("alice"))
+        assert [t.name for t in r.topics] == ["orders"]
+        r = await stub.DescribeTopics(every, metadata=as_user("bob"))
+        assert list(r.topics) == []
+        named = catalog_pb2.DescribeTopicsRequest(
+            topic_names=["secrets", "orders"], topic_ids=[ids["secrets"], ids["orders"]]
+        )
+        r = await stub.DescribeTopics(named, metadata=as_user("alice"))
+        assert [(t.name, t.topic_id, t.error_code) for t in r.topics] == [
+            ("secrets", "", TAF),
+            ("orders", ids["orders"], 0),
+            ("", ids["secrets"], TAF),
+            ("orders", ids["orders"], 0),
+        ]
+
+        def by_id(*topic_ids: str) -> catalog_pb2.DeleteTopicsRequest:
+            return catalog_pb2.DeleteTopicsRequest(
+                topics=[catalog_pb2.DeleteTopicState(topic_id=i) for i in topic_ids],
+                timeout_ms=5000,
+            )
+
+        r = await stub.DeleteTopics(by_id(ids["secrets"]), metadata=as_user("alice"))
+        assert [(t.topic_id, t.error_code) for t in r.responses] == [(ids["secrets"], TAF)]
+        r = await stub.DeleteTopics(by_id(ids["secrets"]), metadata=as_user("admin"))
+        assert [(t.topic_id, t.error_code) for t in r.responses] == [(ids["secrets"], 0)]
+        r = await stub.DeleteTopics(by_id(ids["secrets"]), metadata=as_user("admin"))
+        assert [t.error_code for t in r.responses] == [int(Errors.UNKNOWN_TOPIC_ID)]
+        r = await stub.DescribeTopics(every)
+        assert "secrets" not in {t.name for t in r.topics}

@@ -246,7 +246,69 @@ async def run_scenarios(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[
         heartbeat("app-4", ["orders"]),
         lambda r: int(r.error_code),
     )
+    await run(
+        "metadata: named topics need DESCRIBE TOPIC",
+        "alice",
+        metadata(["orders", "secrets", "nowhere"]),
+        lambda r: sorted((t.name, int(t.error_code), len(t.partitions)) for t in r.topics),
+    )
+    for user in ("alice", "bob"):
+        await run(
+            f"metadata: all topics filtered ({user})",
+            user,
+            metadata(None),
+            lambda r: sorted((t.name, int(t.error_code)) for t in r.topics if t.name in TOPICS),
+        )
+    ids = await _topic_ids(connect)
+    await run(
+        "metadata by id: DESCRIBE TOPIC on its name",
+        "alice",
+        metadata_by_id([ids["orders"], ids["secrets"], UNKNOWN_ID]),
+        # in no particular order in Kafka (clients match results by id)
+        lambda r: sorted((int(t.error_code), t.name or "") for t in r.topics),
+    )
+    await run(
+        "delete topics by id: DELETE TOPIC on its name, unknown id",
+        "alice",
+        request(
+            "delete_topics",
+            6,
+            topics=[{"name": None, "topic_id": i} for i in (ids["orders"], UNKNOWN_ID)],
+            timeout=5_000,
+        ),
+        lambda r: sorted(int(t.error_code) for t in r.responses),
+    )
     return out
+
+
+UNKNOWN_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def metadata(topics: list[str] | None) -> Any:
+    return request(
+        "metadata",
+        12,
+        topics=None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def metadata_by_id(ids: list[str]) -> Any:
+    return request(
+        "metadata",
+        12,
+        topics=[{"name": None, "topic_id": i} for i in ids],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def _topic_ids(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[str, Any]:
+    r = await _as(connect, "admin", metadata(list(TOPICS)))
+    from services.gateway.codec import from_uuid
+
+    return {t.name: from_uuid(t.topic_id) for t in r.topics}
 
 
 # ---- CreateAcls / DescribeAcls / DeleteAcls ------------------------------------------------
