@@ -6,7 +6,10 @@
   shard over loopback gRPC (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``, how ``dev`` worked before;
   the A/B of the in-process call, its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
-  shard (how it is deployed: its own process, its own core),
+  shard (how it is deployed: its own process, its own core), one unary gRPC call per request
+  (``--shard-calls unary``),
+* ``gateway_batched`` -- the same with a second gateway process in front of the same shard
+  calling it with ``--shard-calls batched`` (the calls in flight batched onto one gRPC stream),
 * ``grpc``    -- the same heartbeats sent straight to the shard's gRPC port,
 * ``kafka``   -- the same raw Kafka load against Apache Kafka's own broker (KRaft, one node;
   fetched with mvn like the conformance tests; left out when Java/Maven are missing).
@@ -20,10 +23,10 @@ rounds. After the load, every group is described: still stable at the same epoch
 heartbeats were real successful ones (errors are counted too).
 
 With ``--classic``, classic Heartbeats too, over the Kafka wire (``gateway``,
-``gateway_loopback``, ``gateway_process``, ``kafka``): ``G * M`` classic groups of one
-member each (JoinGroup twice, SyncGroup as the leader; session timeout 10 minutes so that
-they outlive the other phases), every member heartbeating at its generation; afterwards
-every group is described: still Stable with its one member.
+``gateway_loopback``, ``gateway_process``, ``gateway_batched``, ``kafka``): ``G * M`` classic
+groups of one member each (JoinGroup twice, SyncGroup as the leader; session timeout 10
+minutes so that they outlive the other phases), every member heartbeating at its generation;
+afterwards every group is described: still Stable with its one member.
 
     .venv/bin/python -m bench.gateway.run [--rounds 3] [--duration 5] [--groups 10]
                                           [--members 10] [--no-kafka] [--classic]
@@ -227,6 +230,20 @@ def main() -> None:
             ],
             tmp / "gateway.log",
         )
+        gw_batched = ServerProcess(
+            [
+                "gateway",
+                "--shard-address",
+                gc.grpc_address,
+                "--kafka-port",
+                "0",
+                "--num-partitions",
+                groupcoord_args()[1],
+                "--shard-calls",
+                "batched",
+            ],
+            tmp / "gateway-batched.log",
+        )
         kafka: KafkaBroker | None = None
         skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
         try:
@@ -236,6 +253,11 @@ def main() -> None:
             loopback = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
             targets["gateway_loopback"] = ("kafka", loopback.bootstrap, loopback)
             targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
+            targets["gateway_batched"] = (
+                "kafka",
+                f"127.0.0.1:{gw_batched.ports['kafka']}",
+                gateway,
+            )
             targets["grpc"] = ("grpc", gc.grpc_address, gateway)
             if skipped is None:
                 kafka = KafkaBroker(tmp / "kafka", extra=KAFKA_EXTRA)
@@ -290,6 +312,7 @@ def main() -> None:
             if kafka is not None:
                 kafka.stop()
             gw.kill()
+            gw_batched.kill()
             gc.kill()
             loop_gc.kill()
 
@@ -306,8 +329,8 @@ def main() -> None:
     }
     ratios: dict[str, float] = {}
     for c in CONCURRENCY:
-        for name in ("gateway", "gateway_loopback", "gateway_process"):
-            for base in ("grpc", "kafka", "gateway_loopback"):
+        for name in ("gateway", "gateway_loopback", "gateway_process", "gateway_batched"):
+            for base in ("grpc", "kafka", "gateway_loopback", "gateway_process"):
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
                 if a_ and b_ and name != base:
                     ratios[f"{name}_over_{base}_c{c}"] = (

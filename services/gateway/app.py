@@ -74,6 +74,9 @@ class GatewaySettings:
     #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
     #: process (services.process.local_calls), used instead of a channel to the address
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
+    #: how calls reach a shard over gRPC: "unary" (one call per request) or "batched" (the
+    #: calls in flight share one stream per shard: services.process.batch_calls)
+    shard_calls: str = "unary"
 
 
 class BrokerListeners:
@@ -205,6 +208,8 @@ class GatewayApp:
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
             tls=s.grpc_tls,
             local=s.local_coordinators,
+            shard_calls=s.shard_calls,
+            traced=telemetry_enabled(),
         )
         # The advertised port may depend on the bound one (port 0): bind first.
         apis = KafkaApis(

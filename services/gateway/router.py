@@ -26,6 +26,7 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
+from services.process.batch_calls import BatchedCoordinator
 from services.process.tls import ClientTls
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
@@ -40,6 +41,8 @@ _STATUS_ERRORS = {
     grpc.StatusCode.CANCELLED: Errors.REQUEST_TIMED_OUT,
 }
 _RETRY_STATUS = {grpc.StatusCode.UNAVAILABLE}
+#: how the gateway calls a shard (``--shard-calls``)
+SHARD_CALLS = ("unary", "batched")
 
 
 class UpstreamError(Exception):
@@ -77,6 +80,8 @@ class Router:
         max_message_bytes: int = 100 * 1024 * 1024,
         tls: ClientTls | None = None,
         local: Mapping[str, Any] | None = None,
+        shard_calls: str = "unary",
+        traced: bool = False,
     ) -> None:
         # A comma-separated list of shards (several shards without a load balancer): the
         # current one is asked until it fails with UNAVAILABLE, then the next.
@@ -97,6 +102,14 @@ class Router:
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
         # shards in this process (groupcoord dev): called without gRPC, same errors
         self._local: dict[str, Any] = dict(local or {})
+        if shard_calls not in SHARD_CALLS:
+            raise ValueError(f"shard calls must be one of {', '.join(SHARD_CALLS)}")
+        #: "unary": one gRPC call per request; "batched": calls queued onto one stream per
+        #: shard (services.process.batch_calls)
+        self.shard_calls = shard_calls
+        #: batched calls carry trace context (unary ones: the telemetry interceptors)
+        self.traced = traced
+        self._batched: dict[str, BatchedCoordinator] = {}
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
         self._probe_keys: list[str] | None = None
@@ -113,7 +126,12 @@ class Router:
     def coordinator(self, target: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
         stub = self._stubs.get(target) or self._local.get(target)
         if stub is None:
-            stub = coordinator_pb2_grpc.GroupCoordinatorStub(self.channel(target))
+            channel = self.channel(target)
+            stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+            if self.shard_calls == "batched":
+                stub = self._batched[target] = BatchedCoordinator(
+                    channel, stub, target, self.traced
+                )
             self._stubs[target] = stub
         return stub
 
@@ -124,6 +142,8 @@ class Router:
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
         self._stubs.clear()
+        batched, self._batched = list(self._batched.values()), {}
+        await asyncio.gather(*(b.close() for b in batched), return_exceptions=True)
         await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
     # ---- discovery -----------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-def _local_unary(method: Method, host: str) -> Callable[..., Awaitable[Message]]:
+def local_call(method: Method, host: str = LOOPBACK_HOST) -> Callable[..., Awaitable[Message]]:
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     handler = method.handler
@@ -85,4 +85,4 @@ def _local_unary(method: Method, host: str) -> Callable[..., Awaitable[Message]]
 
 def local_stub(methods: Sequence[Method], host: str = LOOPBACK_HOST) -> Any:
     """A stub-shaped object calling ``methods`` in this process (see the module doc)."""
-    return types.SimpleNamespace(**{m.name: _local_unary(m, host) for m in methods})
+    return types.SimpleNamespace(**{m.name: local_call(m, host) for m in methods})

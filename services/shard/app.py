@@ -17,6 +17,7 @@ from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import metrics, telemetry
+from services.process.batch_calls import BATCH_SERVICE_NAME, batch_handler
 from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
 from services.process.tls import ClientTls, ServerTls
@@ -298,7 +299,10 @@ class ShardApp:
             limits=RequestLimits(max_items=s.max_request_items),
             log_ends=s.upstream,
         )
-        self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(self.service))
+        coordinator_methods = group_coordinator_methods(self.service)
+        self.server.add_service(GROUP_COORDINATOR, coordinator_methods)
+        # The same methods, many calls per stream message (a gateway's batched hop).
+        self.server.add_handler(BATCH_SERVICE_NAME, batch_handler(coordinator_methods))
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
         if self.ownership is not None:
             # Serve first: once registered, other shards send clients here.

@@ -5,6 +5,7 @@ runs, in the test's event loop."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,7 +60,8 @@ async def gateway_stack(
             num_partitions=coordinator["num_partitions"],
             shutdown_grace_s=1.0,
             configure_telemetry=False,
-            **(gateway or {}),
+            # GROUPCOORD_SHARD_CALLS=batched runs the gateway tests over the batched hop
+            **{"shard_calls": os.environ.get("GROUPCOORD_SHARD_CALLS", "unary"), **(gateway or {})},
         )
     )
     try:
