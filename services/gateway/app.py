@@ -242,13 +242,14 @@ class GatewayApp:
         if proxy is not None:
             proxy.bootstrap = apis.node
         log.info(
-            "gateway serving Kafka (%s) on %s:%d (advertised %s:%d), shards via %s%s",
+            "gateway serving Kafka (%s) on %s:%d (advertised %s:%d), shards via %s (%s calls)%s",
             s.security_protocol,
             s.host,
             self.server.port,
             apis.node.host,
             apis.node.port,
             s.shard_address,
+            s.shard_calls,
             f", in front of Kafka {s.upstream_bootstrap}" if s.upstream_bootstrap else "",
         )
         if self.cluster is not None:
