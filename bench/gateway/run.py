@@ -63,14 +63,18 @@ from tests.interop.support import Target  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
 CONCURRENCY = (1, 50)
-# Kafka's defaults for what the steady state depends on (the test settings are short).
+# Kafka's default heartbeat interval; a session timeout of 5 minutes on both (Kafka's default
+# is 45 s), so that the members outlive a whole round of the other targets' phases (each
+# target's members are heartbeated only during its own phases).
 KAFKA_EXTRA = {
-    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.session.timeout.ms": "300000",
+    "group.consumer.max.session.timeout.ms": "300000",
     "group.consumer.heartbeat.interval.ms": "5000",
 }
 GROUPCOORD_EXTRA = [
     "--set",
-    "consumer_group_session_timeout_ms=45000,consumer_group_heartbeat_interval_ms=5000",
+    "consumer_group_session_timeout_ms=300000,consumer_group_max_session_timeout_ms=300000,"
+    "consumer_group_heartbeat_interval_ms=5000",
 ]
 
 

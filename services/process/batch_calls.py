@@ -76,6 +76,8 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
         requests: AsyncIterator[BatchRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[BatchResponse]:
         host = peer_host(context)
+        peer = context.peer()
+        debug = log.isEnabledFor(logging.DEBUG)  # as the unary server logs each call
         calls: dict[str, tuple[Callable[[bytes], Message], Callable[..., Any]]] = {
             name: (m.request_pb.FromString, local_call(m, host)) for name, m in by_name.items()
         }
@@ -109,8 +111,12 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
                         context=propagate.extract(dict(item.trace_context)),
                         kind=trace.SpanKind.SERVER,
                     ):
+                        if debug:
+                            log.debug("%s from %s", item.method, peer)
                         response = await call(request, timeout=timeout, metadata=metadata)
                 else:
+                    if debug:
+                        log.debug("%s from %s", item.method, peer)
                     response = await call(request, timeout=timeout, metadata=metadata)
                 result.response = response.SerializeToString()
             except grpc.aio.AioRpcError as ex:
@@ -219,6 +225,7 @@ class BatchedCoordinator:
         self._call: grpc.aio.StreamStreamCall | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._reissued: set[asyncio.Task[None]] = set()
         self._closed = False
         #: streams opened so far (a new one after each break)
         self.streams_opened = 0
@@ -376,7 +383,9 @@ class BatchedCoordinator:
             for p in pending:
                 if p.timer is not None:
                     p.timer.cancel()
-                asyncio.get_running_loop().create_task(self._reissue(p))
+                task = asyncio.get_running_loop().create_task(self._reissue(p))
+                self._reissued.add(task)
+                task.add_done_callback(self._reissued.discard)
             return
         why = (
             f"{code.name}: {failure.details()}"  # type: ignore[union-attr]
