@@ -85,7 +85,21 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
         done: list[BatchResult] = []
         wake = asyncio.Event()
         running: set[asyncio.Task[None]] = set()
+        # the deadline of each item: one timer handle (cheaper than asyncio.timeout per item)
+        # that cancels its task; the task then answers DEADLINE_EXCEEDED, as the unary call
+        timers: dict[asyncio.Task[None], asyncio.TimerHandle] = {}
+        expired: set[int] = set()
         reading = True
+
+        def expire(ident: int, task: asyncio.Task[None]) -> None:
+            expired.add(ident)
+            task.cancel()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            timer = timers.pop(task, None)
+            if timer is not None:
+                timer.cancel()
 
         async def run(item: BatchItem) -> None:
             result = BatchResult(id=item.id)
@@ -103,7 +117,6 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
                         f"{by_name[item.method].request_pb.DESCRIPTOR.full_name}: {ex}",
                     ) from None
                 metadata = ((PRINCIPAL_METADATA, item.principal),) if item.principal else None
-                timeout = item.timeout_ms / 1000 if item.timeout_ms else None
                 if item.trace_context:
                     # the span the unary RPC's server interceptor would have made
                     with _tracer().start_as_current_span(
@@ -113,15 +126,21 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
                     ):
                         if debug:
                             log.debug("%s from %s", item.method, peer)
-                        response = await call(request, timeout=timeout, metadata=metadata)
+                        response = await call(request, metadata=metadata)
                 else:
                     if debug:
                         log.debug("%s from %s", item.method, peer)
-                    response = await call(request, timeout=timeout, metadata=metadata)
+                    response = await call(request, metadata=metadata)
                 result.response = response.SerializeToString()
             except grpc.aio.AioRpcError as ex:
                 result.code = ex.code().value[0]
                 result.details = ex.details() or ""
+            except asyncio.CancelledError:
+                if item.id not in expired:
+                    raise  # the stream ended
+                expired.discard(item.id)
+                result.code = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+                result.details = "Deadline Exceeded"
             done.append(result)
             wake.set()
 
@@ -132,7 +151,11 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
                     for item in message.items:
                         task = loop.create_task(run(item))
                         running.add(task)
-                        task.add_done_callback(running.discard)
+                        task.add_done_callback(finished)
+                        if item.timeout_ms:
+                            timers[task] = loop.call_later(
+                                item.timeout_ms / 1000, expire, item.id, task
+                            )
             finally:
                 reading = False
                 wake.set()
@@ -154,6 +177,8 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
             reader.cancel()
             for task in list(running):
                 task.cancel()
+            for timer in timers.values():
+                timer.cancel()
 
     return grpc.method_handlers_generic_handler(
         BATCH_SERVICE_NAME,

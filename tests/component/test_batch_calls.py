@@ -168,8 +168,9 @@ async def test_one_failing_call_in_a_batch_fails_only_itself(faulty: Faulty) -> 
 
 
 async def test_bad_items_fail_alone_on_the_wire(faulty: Faulty) -> None:
-    """Items the shard cannot run (an unknown RPC, bytes that are not the request) get their
-    own status; the good items of the same message are answered."""
+    """Items the shard cannot run (an unknown RPC, bytes that are not the request, a handler
+    past the item's deadline) get their own status; the good items of the same message are
+    answered."""
     async with grpc.aio.insecure_channel(faulty.address) as channel:
         call = channel.stream_stream(
             BATCH_PATH,
@@ -183,11 +184,18 @@ async def test_bad_items_fail_alone_on_the_wire(faulty: Faulty) -> None:
                     BatchItem(id=2, method="NoSuchRpc", request=b""),
                     BatchItem(id=3, method="OffsetFetch", request=b"\xff\xff\xff"),
                     BatchItem(id=4, method="OffsetFetch", request=fetch("y").SerializeToString()),
+                    # the shard enforces each item's deadline itself (the handler hangs)
+                    BatchItem(
+                        id=5,
+                        method="OffsetFetch",
+                        request=fetch("slow").SerializeToString(),
+                        timeout_ms=200,
+                    ),
                 ]
             )
         )
         results: dict[int, Any] = {}
-        while len(results) < 4:
+        while len(results) < 5:
             message = await asyncio.wait_for(call.read(), 10)
             results.update({r.id: r for r in message.results})
         await call.done_writing()
@@ -197,6 +205,7 @@ async def test_bad_items_fail_alone_on_the_wire(faulty: Faulty) -> None:
         assert results[2].code == grpc.StatusCode.UNIMPLEMENTED.value[0]
         assert results[3].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
         assert "could not be decoded" in results[3].details
+        assert results[5].code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
         call.cancel()
 
 
