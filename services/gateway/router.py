@@ -27,6 +27,7 @@ from groupcoord.v1 import (
 
 from services.process import channels
 from services.process.batch_calls import BatchedCoordinator
+from services.process.metrics import RpcClientMetrics
 from services.process.tls import ClientTls
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
@@ -110,6 +111,10 @@ class Router:
         #: batched calls carry trace context (unary ones: the telemetry interceptors)
         self.traced = traced
         self._batched: dict[str, BatchedCoordinator] = {}
+        # the unary calls' metrics interceptor, whose instruments batched calls record in too
+        self._client_metrics = next(
+            (i.instruments for i in self._interceptors if isinstance(i, RpcClientMetrics)), None
+        )
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
         self._probe_keys: list[str] | None = None
@@ -130,7 +135,7 @@ class Router:
             stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
             if self.shard_calls == "batched":
                 stub = self._batched[target] = BatchedCoordinator(
-                    channel, stub, target, self.traced
+                    channel, stub, target, self.traced, self._client_metrics
                 )
             self._stubs[target] = stub
         return stub

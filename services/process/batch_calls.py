@@ -29,6 +29,7 @@ to unary calls for good, re-issuing the calls in flight.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -41,7 +42,8 @@ from groupcoord.v1 import coordinator_pb2
 from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse, BatchResult
 from opentelemetry import propagate, trace
 
-from services.process.grpc_server import Method, peer_host
+from services.process.grpc_server import Method, ServerMetrics, peer_host
+from services.process.metrics import RpcMetrics
 from services.process.local_calls import local_call
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, response_class
 
@@ -68,9 +70,18 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 # ---- server ------------------------------------------------------------------------------
 
 
-def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
-    """The ``GroupCoordinatorBatch`` service over the GroupCoordinator ``methods``."""
+def batch_handler(
+    methods: Sequence[Method], metrics: ServerMetrics | None = None
+) -> grpc.GenericRpcHandler:
+    """The ``GroupCoordinatorBatch`` service over the GroupCoordinator ``methods``. With
+    ``metrics``, each item is recorded as the unary RPC would be (latency and status by
+    ``GroupCoordinator/<RPC>``, Kafka error codes in its response)."""
+    service = GROUP_COORDINATOR_SERVICE.full_name
+    if metrics is not None:
+        methods = [_with_kafka_errors(m, f"{service}/{m.name}", metrics) for m in methods]
     by_name = {m.name: m for m in methods}
+    rpcs = metrics.rpcs if metrics is not None else None
+    clock = time.perf_counter
 
     async def batch(
         requests: AsyncIterator[BatchRequest], context: grpc.aio.ServicerContext
@@ -103,6 +114,7 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
 
         async def run(item: BatchItem) -> None:
             result = BatchResult(id=item.id)
+            started = clock()
             try:
                 entry = calls.get(item.method)
                 if entry is None:
@@ -141,6 +153,12 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
                 expired.discard(item.id)
                 result.code = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
                 result.details = "Deadline Exceeded"
+            if rpcs is not None and item.method in by_name:
+                rpcs.record(
+                    f"{service}/{item.method}",
+                    _STATUS_BY_CODE.get(result.code, grpc.StatusCode.UNKNOWN),
+                    clock() - started,
+                )
             done.append(result)
             wake.set()
 
@@ -192,6 +210,18 @@ def batch_handler(methods: Sequence[Method]) -> grpc.GenericRpcHandler:
     )
 
 
+def _with_kafka_errors(method: Method, path: str, metrics: ServerMetrics) -> Method:
+    handler = method.handler
+    record = metrics.kafka_errors.record
+
+    async def counted(request: Any) -> Any:
+        response = await handler(request)
+        record(path, response)
+        return response
+
+    return dataclasses.replace(method, handler=counted)
+
+
 # ---- client ------------------------------------------------------------------------------
 
 
@@ -231,9 +261,16 @@ class BatchedCoordinator:
     serve the batch service."""
 
     def __init__(
-        self, channel: grpc.aio.Channel, unary: Any, target: str = "", traced: bool = False
+        self,
+        channel: grpc.aio.Channel,
+        unary: Any,
+        target: str = "",
+        traced: bool = False,
+        metrics: RpcMetrics | None = None,
     ) -> None:
         self.target = target
+        #: client metrics per call, as the unary calls' interceptor records them
+        self.metrics = metrics
         #: a client span per call, its context carried in the item (as the unary call's
         #: client interceptor does in the metadata)
         self.traced = traced
@@ -267,15 +304,41 @@ class BatchedCoordinator:
                 return await getattr(self._unary, name)(
                     request, timeout=timeout, metadata=metadata, **kw
                 )
-            if self.traced:
-                with _tracer().start_as_current_span(
-                    f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}", kind=trace.SpanKind.CLIENT
-                ):
-                    return await self._submit(name, parse, request, timeout, metadata)
-            return await self._submit(name, parse, request, timeout, metadata)
+            if self.metrics is None:
+                return await self._traced(name, parse, request, timeout, metadata)
+            started = time.perf_counter()
+            code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
+            try:
+                response = await self._traced(name, parse, request, timeout, metadata)
+                code = grpc.StatusCode.OK
+                return response
+            except grpc.aio.AioRpcError as ex:
+                code = ex.code()
+                raise
+            except asyncio.CancelledError:
+                code = grpc.StatusCode.CANCELLED
+                raise
+            finally:
+                self.metrics.record(path, code, time.perf_counter() - started)
 
+        path = f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}"
         call.__name__ = name
         return call
+
+    async def _traced(
+        self,
+        name: str,
+        parse: Callable[[bytes], Message],
+        request: Message,
+        timeout: float | None,
+        metadata: Any,
+    ) -> Message:
+        if self.traced:
+            with _tracer().start_as_current_span(
+                f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}", kind=trace.SpanKind.CLIENT
+            ):
+                return await self._submit(name, parse, request, timeout, metadata)
+        return await self._submit(name, parse, request, timeout, metadata)
 
     async def _submit(
         self,

@@ -302,7 +302,9 @@ class ShardApp:
         coordinator_methods = group_coordinator_methods(self.service)
         self.server.add_service(GROUP_COORDINATOR, coordinator_methods)
         # The same methods, many calls per stream message (a gateway's batched hop).
-        self.server.add_handler(BATCH_SERVICE_NAME, batch_handler(coordinator_methods))
+        self.server.add_handler(
+            BATCH_SERVICE_NAME, batch_handler(coordinator_methods, self.server.metrics)
+        )
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(self.catalog))
         if self.ownership is not None:
             # Serve first: once registered, other shards send clients here.
