@@ -848,7 +848,7 @@ async def _serve(
                     grpc_tls=getattr(app.settings, "client_tls", None),
                     local_coordinators=local,
                     # other shards (and the loopback hop) over gRPC: unary or batched
-                    shard_calls=os.environ.get("GROUPCOORD_SHARD_CALLS", "unary"),
+                    shard_calls=os.environ.get("GROUPCOORD_SHARD_CALLS", "batched"),
                 )
             )
             await gateway.start()
@@ -949,7 +949,7 @@ async def _serve(
     "--shard-calls",
     env="SHARD_CALLS",
     type=click.Choice(["unary", "batched"]),
-    default="unary",
+    default="batched",
     help="How calls reach the shards: one gRPC call per Kafka request (unary), or the calls "
     "in flight batched onto one gRPC stream per shard (batched; falls back to unary for a "
     "shard without the batch service).",

@@ -3,7 +3,8 @@
 * ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> shard in-process, the
   gateway sharing the shard's process and event loop: no gRPC hop),
 * ``gateway_loopback`` -- the same against a second ``groupcoord dev`` whose gateway calls its
-  shard over loopback gRPC (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``, how ``dev`` worked before;
+  shard over loopback gRPC with unary calls (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``,
+  ``GROUPCOORD_SHARD_CALLS=unary``: how ``dev`` worked before;
   the A/B of the in-process call, its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core), one unary gRPC call per request
@@ -220,7 +221,7 @@ def main() -> None:
             tmp / "loopback",
             *groupcoord_args(),
             *GROUPCOORD_EXTRA,
-            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1", "GROUPCOORD_SHARD_CALLS": "unary"},
         )
         gw = ServerProcess(
             [
@@ -231,6 +232,8 @@ def main() -> None:
                 "0",
                 "--num-partitions",
                 groupcoord_args()[1],
+                "--shard-calls",
+                "unary",
             ],
             tmp / "gateway.log",
         )

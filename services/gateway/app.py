@@ -76,7 +76,7 @@ class GatewaySettings:
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
     #: how calls reach a shard over gRPC: "unary" (one call per request) or "batched" (the
     #: calls in flight share one stream per shard: services.process.batch_calls)
-    shard_calls: str = "unary"
+    shard_calls: str = "batched"
 
 
 class BrokerListeners:

@@ -60,8 +60,14 @@ async def gateway_stack(
             num_partitions=coordinator["num_partitions"],
             shutdown_grace_s=1.0,
             configure_telemetry=False,
-            # GROUPCOORD_SHARD_CALLS=batched runs the gateway tests over the batched hop
-            **{"shard_calls": os.environ.get("GROUPCOORD_SHARD_CALLS", "unary"), **(gateway or {})},
+            # GROUPCOORD_SHARD_CALLS=unary|batched picks the hop for the gateway tests
+            # (default: the gateway's, batched)
+            **(
+                {"shard_calls": os.environ["GROUPCOORD_SHARD_CALLS"]}
+                if os.environ.get("GROUPCOORD_SHARD_CALLS")
+                else {}
+            ),
+            **(gateway or {}),
         )
     )
     try:
