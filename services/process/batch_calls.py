@@ -55,6 +55,8 @@ BATCH_PATH = f"/{BATCH_SERVICE_NAME}/Batch"
 #: the metadata key a unary call carries the Kafka connection's principal in; a batch item
 #: carries it in its ``principal`` field, and the shard hands it to the call as this key
 PRINCIPAL_METADATA = "x-groupcoord-principal"
+#: the request bytes a stream message carries at most (unless one request is larger)
+MAX_BATCH_BYTES = 4 * 1024 * 1024
 
 _STATUS_BY_CODE = {s.value[0]: s for s in grpc.StatusCode}
 
@@ -414,9 +416,18 @@ class BatchedCoordinator:
                 if not self._is_current(call):
                     return
                 items, self._queue = self._queue, []
-                if items:
+                # a message stays far below the channels' size limit (100 MiB by default):
+                # many large requests go in several messages, one larger than this alone
+                start, size = 0, 0
+                for i, item in enumerate(items):
+                    size += len(item.request)
+                    if size > MAX_BATCH_BYTES and i > start:
+                        self.messages_sent += 1
+                        await call.write(BatchRequest(items=items[start:i]))
+                        start, size = i, len(item.request)
+                if start < len(items):
                     self.messages_sent += 1
-                    await call.write(BatchRequest(items=items))
+                    await call.write(BatchRequest(items=items[start:]))
         except asyncio.CancelledError:
             raise
         except Exception as ex:  # the stream broke under the write
