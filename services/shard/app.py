@@ -252,11 +252,13 @@ class ShardApp:
             health_port=s.health_port,
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
-        self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}
+        self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME}
         for _, names, _ in self.readiness_checks:
             self.server.held |= set(names)
         self.health = HealthWatcher(self.server)
-        self.health.add("shard", (GROUP_COORDINATOR, TOPIC_CATALOG), self.readiness)
+        self.health.add(
+            "shard", (GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME), self.readiness
+        )
         for what, names, check in self.readiness_checks:
             self.health.add(what, names, check)
         # The node address needs the bound port (grpc_port may be 0).
@@ -396,7 +398,7 @@ class ShardApp:
             await self.health.stop()
         if self.server is not None:
             # Not ready from now on (a handoff runs first), still live until the server stops.
-            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG):
+            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME):
                 await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()
