@@ -882,6 +882,8 @@ async def _serve(
                     upstream_cluster=getattr(app.settings, "upstream", None),
                     grpc_tls=getattr(app.settings, "client_tls", None),
                     local_coordinators=local,
+                    # other shards (and the loopback hop) over gRPC: unary or batched
+                    shard_calls=os.environ.get("GROUPCOORD_SHARD_CALLS", "batched"),
                 )
             )
             await gateway.start()
@@ -979,6 +981,15 @@ async def _serve(
     help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).",
 )
 @_opt(
+    "--shard-calls",
+    env="SHARD_CALLS",
+    type=click.Choice(["unary", "batched"]),
+    default="batched",
+    help="How calls reach the shards: one gRPC call per Kafka request (unary), or the calls "
+    "in flight batched onto one gRPC stream per shard (batched; falls back to unary for a "
+    "shard without the batch service).",
+)
+@_opt(
     "--otlp-endpoint",
     env="OTLP_ENDPOINT",
     default=None,
@@ -1011,6 +1022,7 @@ def gateway(
     max_request_bytes: int,
     idle_timeout_ms: int,
     request_timeout_ms: int,
+    shard_calls: str,
     otlp_endpoint: str | None,
     health_port: int | None,
     upstream: UpstreamArgs,
@@ -1048,6 +1060,7 @@ def gateway(
         max_request_bytes=max_request_bytes,
         idle_timeout_ms=idle_timeout_ms,
         request_timeout_ms=request_timeout_ms,
+        shard_calls=shard_calls,
         otlp_endpoint=otlp_endpoint,
         grpc_tls=grpc_tls,
         **upstream.settings(),

@@ -20,6 +20,9 @@ included (py-spy ``--idle``), so a process with spare CPU shows it.
 
     .venv/bin/python -m bench.gateway.profile [--duration 8] [--groups 10] [--members 10]
 
+The separate gateway and the loopback ``dev`` call the shard as ``GROUPCOORD_SHARD_CALLS``
+says (unset: the default, batched; ``unary`` profiles one gRPC call per request).
+
 Results: bench/results/gateway_profile.json. Needs py-spy (the ``dev`` extra).
 """
 

@@ -3,10 +3,14 @@
 * ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> shard in-process, the
   gateway sharing the shard's process and event loop: no gRPC hop),
 * ``gateway_loopback`` -- the same against a second ``groupcoord dev`` whose gateway calls its
-  shard over loopback gRPC (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``, how ``dev`` worked before;
+  shard over loopback gRPC with unary calls (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``,
+  ``GROUPCOORD_SHARD_CALLS=unary``: how ``dev`` worked before;
   the A/B of the in-process call, its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
-  shard (how it is deployed: its own process, its own core),
+  shard (how it is deployed: its own process, its own core), one unary gRPC call per request
+  (``--shard-calls unary``),
+* ``gateway_batched`` -- the same with a second gateway process in front of the same shard
+  calling it with ``--shard-calls batched`` (the calls in flight batched onto one gRPC stream),
 * ``grpc``    -- the same heartbeats sent straight to the shard's gRPC port,
 * ``kafka``   -- the same raw Kafka load against Apache Kafka's own broker (KRaft, one node;
   fetched with mvn like the conformance tests; left out when Java/Maven are missing).
@@ -20,10 +24,10 @@ rounds. After the load, every group is described: still stable at the same epoch
 heartbeats were real successful ones (errors are counted too).
 
 With ``--classic``, classic Heartbeats too, over the Kafka wire (``gateway``,
-``gateway_loopback``, ``gateway_process``, ``kafka``): ``G * M`` classic groups of one
-member each (JoinGroup twice, SyncGroup as the leader; session timeout 10 minutes so that
-they outlive the other phases), every member heartbeating at its generation; afterwards
-every group is described: still Stable with its one member.
+``gateway_loopback``, ``gateway_process``, ``gateway_batched``, ``kafka``): ``G * M`` classic
+groups of one member each (JoinGroup twice, SyncGroup as the leader; session timeout 10
+minutes so that they outlive the other phases), every member heartbeating at its generation;
+afterwards every group is described: still Stable with its one member.
 
     .venv/bin/python -m bench.gateway.run [--rounds 3] [--duration 5] [--groups 10]
                                           [--members 10] [--no-kafka] [--classic]
@@ -60,14 +64,18 @@ from tests.interop.support import Target  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
 CONCURRENCY = (1, 50)
-# Kafka's defaults for what the steady state depends on (the test settings are short).
+# Kafka's default heartbeat interval; a session timeout of 5 minutes on both (Kafka's default
+# is 45 s), so that the members outlive a whole round of the other targets' phases (each
+# target's members are heartbeated only during its own phases).
 KAFKA_EXTRA = {
-    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.session.timeout.ms": "300000",
+    "group.consumer.max.session.timeout.ms": "300000",
     "group.consumer.heartbeat.interval.ms": "5000",
 }
 GROUPCOORD_EXTRA = [
     "--set",
-    "consumer_group_session_timeout_ms=45000,consumer_group_heartbeat_interval_ms=5000",
+    "consumer_group_session_timeout_ms=300000,consumer_group_max_session_timeout_ms=300000,"
+    "consumer_group_heartbeat_interval_ms=5000",
 ]
 
 
@@ -213,7 +221,7 @@ def main() -> None:
             tmp / "loopback",
             *groupcoord_args(),
             *GROUPCOORD_EXTRA,
-            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1", "GROUPCOORD_SHARD_CALLS": "unary"},
         )
         gw = ServerProcess(
             [
@@ -224,8 +232,24 @@ def main() -> None:
                 "0",
                 "--num-partitions",
                 groupcoord_args()[1],
+                "--shard-calls",
+                "unary",
             ],
             tmp / "gateway.log",
+        )
+        gw_batched = ServerProcess(
+            [
+                "gateway",
+                "--shard-address",
+                gc.grpc_address,
+                "--kafka-port",
+                "0",
+                "--num-partitions",
+                groupcoord_args()[1],
+                "--shard-calls",
+                "batched",
+            ],
+            tmp / "gateway-batched.log",
         )
         kafka: KafkaBroker | None = None
         skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
@@ -236,6 +260,11 @@ def main() -> None:
             loopback = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
             targets["gateway_loopback"] = ("kafka", loopback.bootstrap, loopback)
             targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
+            targets["gateway_batched"] = (
+                "kafka",
+                f"127.0.0.1:{gw_batched.ports['kafka']}",
+                gateway,
+            )
             targets["grpc"] = ("grpc", gc.grpc_address, gateway)
             if skipped is None:
                 kafka = KafkaBroker(tmp / "kafka", extra=KAFKA_EXTRA)
@@ -290,6 +319,7 @@ def main() -> None:
             if kafka is not None:
                 kafka.stop()
             gw.kill()
+            gw_batched.kill()
             gc.kill()
             loop_gc.kill()
 
@@ -306,8 +336,8 @@ def main() -> None:
     }
     ratios: dict[str, float] = {}
     for c in CONCURRENCY:
-        for name in ("gateway", "gateway_loopback", "gateway_process"):
-            for base in ("grpc", "kafka", "gateway_loopback"):
+        for name in ("gateway", "gateway_loopback", "gateway_process", "gateway_batched"):
+            for base in ("grpc", "kafka", "gateway_loopback", "gateway_process"):
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
                 if a_ and b_ and name != base:
                     ratios[f"{name}_over_{base}_c{c}"] = (

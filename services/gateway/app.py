@@ -97,6 +97,10 @@ class GatewaySettings:
     #: principals allowed everything (the shards' --super-users)
     super_users: tuple[str, ...] = ()
 
+    #: how calls reach a shard over gRPC: "unary" (one call per request) or "batched" (the
+    #: calls in flight share one stream per shard: services.process.batch_calls)
+    shard_calls: str = "batched"
+
     def __post_init__(self) -> None:
         if self.security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(
@@ -241,6 +245,8 @@ class GatewayApp:
             max_message_bytes=max(s.max_request_bytes, 4 * 1024 * 1024),
             tls=s.grpc_tls,
             local=s.local_coordinators,
+            shard_calls=s.shard_calls,
+            traced=telemetry_enabled(),
         )
         if s.store_url and (s.security_protocol in SASL_PROTOCOLS or s.authorizer):
             self.store = open_store(s.store_url)
@@ -289,13 +295,14 @@ class GatewayApp:
         if proxy is not None:
             proxy.bootstrap = apis.node
         log.info(
-            "gateway serving Kafka (%s) on %s:%d (advertised %s:%d), shards via %s%s",
+            "gateway serving Kafka (%s) on %s:%d (advertised %s:%d), shards via %s (%s calls)%s",
             s.security_protocol,
             s.host,
             self.server.port,
             apis.node.host,
             apis.node.port,
             s.shard_address,
+            s.shard_calls,
             f", in front of Kafka {s.upstream_bootstrap}" if s.upstream_bootstrap else "",
         )
         if self.cluster is not None:

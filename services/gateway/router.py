@@ -26,6 +26,8 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
+from services.process.batch_calls import BatchedCoordinator
+from services.process.metrics import RpcClientMetrics
 from services.process.principal import as_gateway, forwarded
 from services.process.tls import ClientTls
 from shards.core.errors import Errors
@@ -41,6 +43,8 @@ _STATUS_ERRORS = {
     grpc.StatusCode.CANCELLED: Errors.REQUEST_TIMED_OUT,
 }
 _RETRY_STATUS = {grpc.StatusCode.UNAVAILABLE}
+#: how the gateway calls a shard (``--shard-calls``)
+SHARD_CALLS = ("unary", "batched")
 
 
 def _call_options(timeout_s: float) -> dict[str, Any]:
@@ -87,6 +91,8 @@ class Router:
         max_message_bytes: int = 100 * 1024 * 1024,
         tls: ClientTls | None = None,
         local: Mapping[str, Any] | None = None,
+        shard_calls: str = "unary",
+        traced: bool = False,
     ) -> None:
         # A comma-separated list of shards (several shards without a load balancer): the
         # current one is asked until it fails with UNAVAILABLE, then the next.
@@ -107,6 +113,18 @@ class Router:
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
         # shards in this process (groupcoord dev): called without gRPC, same errors
         self._local: dict[str, Any] = dict(local or {})
+        if shard_calls not in SHARD_CALLS:
+            raise ValueError(f"shard calls must be one of {', '.join(SHARD_CALLS)}")
+        #: "unary": one gRPC call per request; "batched": calls queued onto one stream per
+        #: shard (services.process.batch_calls)
+        self.shard_calls = shard_calls
+        #: batched calls carry trace context (unary ones: the telemetry interceptors)
+        self.traced = traced
+        self._batched: dict[str, BatchedCoordinator] = {}
+        # the unary calls' metrics interceptor, whose instruments batched calls record in too
+        self._client_metrics = next(
+            (i.instruments for i in self._interceptors if isinstance(i, RpcClientMetrics)), None
+        )
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
         self._probe_keys: list[str] | None = None
@@ -123,7 +141,12 @@ class Router:
     def coordinator(self, target: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
         stub = self._stubs.get(target) or self._local.get(target)
         if stub is None:
-            stub = coordinator_pb2_grpc.GroupCoordinatorStub(self.channel(target))
+            channel = self.channel(target)
+            stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+            if self.shard_calls == "batched":
+                stub = self._batched[target] = BatchedCoordinator(
+                    channel, stub, target, self.traced, self._client_metrics
+                )
             self._stubs[target] = stub
         return stub
 
@@ -134,6 +157,8 @@ class Router:
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
         self._stubs.clear()
+        batched, self._batched = list(self._batched.values()), {}
+        await asyncio.gather(*(b.close() for b in batched), return_exceptions=True)
         await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
     # ---- discovery -----------------------------------------------------------------------

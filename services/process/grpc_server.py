@@ -71,7 +71,8 @@ def service_methods(service: ServiceDescriptor, implementation: object) -> list[
     return out
 
 
-def _peer_host(context: grpc.aio.ServicerContext) -> str:
+def peer_host(context: grpc.aio.ServicerContext) -> str:
+    """The client's host as the server sees it (what a request's client host is)."""
     peer = context.peer() or ""
     # "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555", "unix:/path"
     kind, _, rest = peer.partition(":")
@@ -114,7 +115,7 @@ def _unary(
                 f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
             )
             raise  # unreachable: abort raises
-        request = with_client_host(request, _peer_host(context))
+        request = with_client_host(request, peer_host(context))
         if identify is not None:  # (an authorizer is on: it asks who is calling)
             set_caller(functools.partial(identify, context))
         if log.isEnabledFor(logging.DEBUG):
@@ -238,6 +239,11 @@ class GrpcServer:
         self.server.add_generic_rpc_handlers(
             [generic_handler(name, methods, self.metrics, self.identify)]
         )
+        self.service_names.append(name)
+
+    def add_handler(self, name: str, handler: grpc.GenericRpcHandler) -> None:
+        """A service given as a ready handler (e.g. a streaming one)."""
+        self.server.add_generic_rpc_handlers([handler])
         self.service_names.append(name)
 
     async def start(self) -> None:

@@ -21,6 +21,7 @@ the gateway's own Kafka-request metrics and spans still cover the call).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import types
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,14 +47,27 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-def _forwarded_client(metadata: Sequence[tuple[str, str]] | None) -> str | None:
+def forwarded_client(metadata: Sequence[tuple[str, str]] | None) -> str | None:
+    """The Kafka client a gateway's call names in its ``groupcoord-principal`` metadata."""
     for key, value in metadata or ():
         if key == FORWARDED_PRINCIPAL_KEY:
             return value
     return None
 
 
-def _local_unary(method: Method, host: str, authorizing: bool) -> Callable[..., Awaitable[Message]]:
+def trusted_gateway(metadata: Sequence[tuple[str, str]] | None) -> str:
+    """The principal of a trusted gateway's call: the Kafka client it names, else the
+    gateway's own routing lookup (:data:`TRUSTED_GATEWAY`)."""
+    return forwarded_client(metadata) or TRUSTED_GATEWAY
+
+
+def local_call(
+    method: Method,
+    host: str = LOOPBACK_HOST,
+    caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
+) -> Callable[..., Awaitable[Message]]:
+    """One RPC called in this process. ``caller``: the methods check ACLs (the shard's
+    ``--authorizer``), so each call names its principal, from the call's metadata."""
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     handler = method.handler
@@ -65,12 +79,8 @@ def _local_unary(method: Method, host: str, authorizing: bool) -> Callable[..., 
         metadata: Sequence[tuple[str, str]] | None = None,
         **_: Any,
     ) -> Message:
-        if authorizing:
-            # the built-in gateway is this process: trusted, as a gateway listed in
-            # --trusted-gateway-principals is over gRPC (the Kafka client it names, else
-            # its own routing lookup)
-            client = _forwarded_client(metadata)
-            set_caller(lambda: client or TRUSTED_GATEWAY)
+        if caller is not None:
+            set_caller(functools.partial(caller, metadata))
         try:
             converted = with_client_host(to_request(request), host)
         except (ValueError, UnicodeDecodeError) as ex:
@@ -107,6 +117,7 @@ def local_stub(
     methods: Sequence[Method], host: str = LOOPBACK_HOST, authorizing: bool = False
 ) -> Any:
     """A stub-shaped object calling ``methods`` in this process (see the module doc).
-    ``authorizing``: the methods check ACLs, so each call names its caller: the Kafka client
-    in the call's ``groupcoord-principal`` metadata, as a trusted gateway's call would."""
-    return types.SimpleNamespace(**{m.name: _local_unary(m, host, authorizing) for m in methods})
+    ``authorizing``: the methods check ACLs; the caller is this process's own gateway, as
+    trusted as a gateway listed in --trusted-gateway-principals is over gRPC."""
+    caller = trusted_gateway if authorizing else None
+    return types.SimpleNamespace(**{m.name: local_call(m, host, caller) for m in methods})

@@ -17,7 +17,7 @@ See docs/security.md, Principals.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "as_gateway",
     "naming_client",
     "caller_identifier",
+    "stream_caller",
     "connection_principal",
     "grpc_principal",
     "user_principal",
@@ -95,6 +96,30 @@ def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]
         return own
 
     return identify
+
+
+def stream_caller(
+    trusted_gateways: Collection[str],
+) -> Callable[[Any], Callable[[Sequence[tuple[str, str]] | None], str]]:
+    """The batched hop (services.process.batch_calls): for one stream's ``context``, the
+    principal of each of its calls from the call's metadata -- the Kafka client a trusted
+    gateway names (else :data:`TRUSTED_GATEWAY`), or the stream caller's own principal."""
+    trusted = frozenset(trusted_gateways)
+
+    def for_stream(context: Any) -> Callable[[Sequence[tuple[str, str]] | None], str]:
+        own = grpc_principal(context)
+        if own not in trusted:
+            return lambda _metadata: own
+
+        def named(metadata: Sequence[tuple[str, str]] | None) -> str:
+            for key, value in metadata or ():
+                if key == FORWARDED_PRINCIPAL_KEY:
+                    return value
+            return TRUSTED_GATEWAY
+
+        return named
+
+    return for_stream
 
 
 @contextlib.contextmanager

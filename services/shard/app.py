@@ -17,9 +17,10 @@ from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import metrics, telemetry
+from services.process.batch_calls import BATCH_SERVICE_NAME, batch_handler
 from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
-from services.process.principal import caller_identifier
+from services.process.principal import caller_identifier, stream_caller
 from services.process.tls import ClientTls, ServerTls
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
@@ -279,11 +280,13 @@ class ShardApp:
             identify=caller_identifier(s.trusted_gateway_principals) if guard else None,
         )
         # Nothing is ready before the watcher says so; liveness is SERVING from the start.
-        self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG}
+        self.server.held |= {"", GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME}
         for _, names, _ in self.readiness_checks:
             self.server.held |= set(names)
         self.health = HealthWatcher(self.server)
-        self.health.add("shard", (GROUP_COORDINATOR, TOPIC_CATALOG), self.readiness)
+        self.health.add(
+            "shard", (GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME), self.readiness
+        )
         for what, names, check in self.readiness_checks:
             self.health.add(what, names, check)
         # The node address needs the bound port (grpc_port may be 0).
@@ -334,7 +337,18 @@ class ShardApp:
         #: what the GroupCoordinator service serves (with the authorizer around it when on):
         #: also what ``groupcoord dev``'s built-in gateway calls in-process
         self.served_coordinator = coordinator
-        self.server.add_service(GROUP_COORDINATOR, group_coordinator_methods(coordinator))
+        coordinator_methods = group_coordinator_methods(coordinator)
+        self.server.add_service(GROUP_COORDINATOR, coordinator_methods)
+        # The same methods, many calls per stream message (a gateway's batched hop); each
+        # item names its Kafka client as a unary call's metadata does.
+        self.server.add_handler(
+            BATCH_SERVICE_NAME,
+            batch_handler(
+                coordinator_methods,
+                self.server.metrics,
+                stream_caller(s.trusted_gateway_principals) if guard else None,
+            ),
+        )
         self.server.add_service(TOPIC_CATALOG, topic_catalog_methods(catalog))
         if self.ownership is not None:
             # Serve first: once registered, other shards send clients here.
@@ -426,7 +440,7 @@ class ShardApp:
             await self.health.stop()
         if self.server is not None:
             # Not ready from now on (a handoff runs first), still live until the server stops.
-            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG):
+            for name in ("", GROUP_COORDINATOR, TOPIC_CATALOG, BATCH_SERVICE_NAME):
                 await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()

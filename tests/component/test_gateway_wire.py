@@ -18,9 +18,11 @@ from tests.support.gateway import Stack, gateway_stack
 from tests.support.kafka_wire import KafkaWire, request
 
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    async with gateway_stack(tmp_path, gateway={"idle_timeout_ms": 60_000}) as s:
+@pytest.fixture(params=["batched", "unary"])
+async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
+    """Both ways of calling the shard (``--shard-calls``): the same answers."""
+    settings = {"idle_timeout_ms": 60_000, "shard_calls": request.param}
+    async with gateway_stack(tmp_path, gateway=settings) as s:
         yield s
 
 

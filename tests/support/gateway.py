@@ -5,6 +5,7 @@ runs, in the test's event loop."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,6 +60,13 @@ async def gateway_stack(
             num_partitions=coordinator["num_partitions"],
             shutdown_grace_s=1.0,
             configure_telemetry=False,
+            # GROUPCOORD_SHARD_CALLS=unary|batched picks the hop for the gateway tests
+            # (default: the gateway's, batched)
+            **(
+                {"shard_calls": os.environ["GROUPCOORD_SHARD_CALLS"]}
+                if os.environ.get("GROUPCOORD_SHARD_CALLS")
+                else {}
+            ),
             **(gateway or {}),
         )
     )

@@ -1,0 +1,542 @@
+"""Many GroupCoordinator calls over one gRPC stream: the gateway → shard hop, batched.
+
+A separate gateway used to make one unary gRPC call per Kafka request; in Python gRPC the
+per-call machinery (call objects, HTTP/2 stream set-up, completion callbacks on both sides)
+costs far more than the coordinator's handler. ``GroupCoordinatorBatch/Batch``
+(proto/groupcoord/v1/coordinator.proto) is one long-lived bidirectional stream per gateway
+and shard carrying :class:`BatchRequest` messages of items -- each one unary
+GroupCoordinator call: correlation id, RPC name, the serialized request, its deadline and
+the Kafka connection's principal -- and :class:`BatchResponse` messages of results.
+
+Server side (:func:`batch_handler`): each item is run by the same in-process call
+``groupcoord dev``'s gateway uses (:mod:`services.process.local_calls`): the same conversion,
+client host (the stream's peer), handler, deadline and errors as the unary RPC, so a failing
+item fails only itself with the status the unary call would have had. Items start in the
+order they arrive (one task each, created in order); results are sent as they complete,
+gathered into one message per turn of the event loop.
+
+Client side (:class:`BatchedCoordinator`): a stub-shaped object (one attribute per RPC,
+``await stub.Heartbeat(request, timeout=...)``) that queues each call and lets one writer
+task send everything queued since it last ran as one message -- batches form while a write
+is under way or other requests are being handled in the same loop turn, with no timer and
+no added latency. Each call has its own deadline (DEADLINE_EXCEEDED, as a unary call). When
+the stream breaks, every call in flight fails with UNAVAILABLE (the router retries it on a
+fresh route, as for a unary call to a dead shard) and the next call opens a new stream. A
+shard without the batch service (UNIMPLEMENTED: an older version) makes the stub fall back
+to unary calls for good, re-issuing the calls in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+from groupcoord.v1 import coordinator_pb2
+from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse, BatchResult
+from opentelemetry import propagate, trace
+
+from services.process.grpc_server import Method, ServerMetrics, peer_host
+from services.process.local_calls import local_call
+from services.process.metrics import RpcMetrics
+from services.process.principal import FORWARDED_PRINCIPAL_KEY
+from services.process.rpcs import GROUP_COORDINATOR_SERVICE, response_class
+
+log = logging.getLogger("groupcoord.batch")
+
+BATCH_SERVICE = coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinatorBatch"]
+BATCH_SERVICE_NAME = BATCH_SERVICE.full_name
+BATCH_PATH = f"/{BATCH_SERVICE_NAME}/Batch"
+#: the metadata key a unary call carries the Kafka connection's principal in; a batch item
+#: carries it in its ``principal`` field, and the shard hands it to the call as this key
+PRINCIPAL_METADATA = FORWARDED_PRINCIPAL_KEY
+#: the request bytes a stream message carries at most (unless one request is larger)
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+
+_STATUS_BY_CODE = {s.value[0]: s for s in grpc.StatusCode}
+
+
+def _tracer() -> trace.Tracer:
+    return trace.get_tracer("groupcoord.batch")
+
+
+def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+# ---- server ------------------------------------------------------------------------------
+
+
+def batch_handler(
+    methods: Sequence[Method],
+    metrics: ServerMetrics | None = None,
+    stream_caller: Callable[[Any], Callable[[Any], str]] | None = None,
+) -> grpc.GenericRpcHandler:
+    """The ``GroupCoordinatorBatch`` service over the GroupCoordinator ``methods``. With
+    ``metrics``, each item is recorded as the unary RPC would be (latency and status by
+    ``GroupCoordinator/<RPC>``, Kafka error codes in its response). With ``stream_caller``
+    (an authorizer is on: services.process.principal.stream_caller), each item's principal:
+    the Kafka client it names when the stream comes from a trusted gateway, else the stream
+    caller's own."""
+    service = GROUP_COORDINATOR_SERVICE.full_name
+    if metrics is not None:
+        methods = [_with_kafka_errors(m, f"{service}/{m.name}", metrics) for m in methods]
+    by_name = {m.name: m for m in methods}
+    rpcs = metrics.rpcs if metrics is not None else None
+    clock = time.perf_counter
+
+    async def batch(
+        requests: AsyncIterator[BatchRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[BatchResponse]:
+        host = peer_host(context)
+        peer = context.peer()
+        debug = log.isEnabledFor(logging.DEBUG)  # as the unary server logs each call
+        caller = stream_caller(context) if stream_caller is not None else None
+        calls: dict[str, tuple[Callable[[bytes], Message], Callable[..., Any]]] = {
+            name: (m.request_pb.FromString, local_call(m, host, caller))
+            for name, m in by_name.items()
+        }
+        loop = asyncio.get_running_loop()
+        done: list[BatchResult] = []
+        wake = asyncio.Event()
+        running: set[asyncio.Task[None]] = set()
+        # the deadline of each item: one timer handle (cheaper than asyncio.timeout per item)
+        # that cancels its task; the task then answers DEADLINE_EXCEEDED, as the unary call
+        timers: dict[asyncio.Task[None], asyncio.TimerHandle] = {}
+        expired: set[int] = set()
+        reading = True
+
+        def expire(ident: int, task: asyncio.Task[None]) -> None:
+            expired.add(ident)
+            task.cancel()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            timer = timers.pop(task, None)
+            if timer is not None:
+                timer.cancel()
+
+        async def run(item: BatchItem) -> None:
+            result = BatchResult(id=item.id)
+            started = clock()
+            try:
+                entry = calls.get(item.method)
+                if entry is None:
+                    raise _error(grpc.StatusCode.UNIMPLEMENTED, f"no such RPC: {item.method!r}")
+                parse, call = entry
+                try:
+                    request = parse(item.request)
+                except DecodeError as ex:
+                    raise _error(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{item.method}: the request could not be decoded as "
+                        f"{by_name[item.method].request_pb.DESCRIPTOR.full_name}: {ex}",
+                    ) from None
+                metadata = ((PRINCIPAL_METADATA, item.principal),) if item.principal else None
+                if item.trace_context:
+                    # the span the unary RPC's server interceptor would have made
+                    with _tracer().start_as_current_span(
+                        f"/{GROUP_COORDINATOR_SERVICE.full_name}/{item.method}",
+                        context=propagate.extract(dict(item.trace_context)),
+                        kind=trace.SpanKind.SERVER,
+                    ):
+                        if debug:
+                            log.debug("%s from %s", item.method, peer)
+                        response = await call(request, metadata=metadata)
+                else:
+                    if debug:
+                        log.debug("%s from %s", item.method, peer)
+                    response = await call(request, metadata=metadata)
+                result.response = response.SerializeToString()
+            except grpc.aio.AioRpcError as ex:
+                result.code = ex.code().value[0]
+                result.details = ex.details() or ""
+            except asyncio.CancelledError:
+                if item.id not in expired:
+                    raise  # the stream ended
+                expired.discard(item.id)
+                result.code = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+                result.details = "Deadline Exceeded"
+            if rpcs is not None and item.method in by_name:
+                rpcs.record(
+                    f"{service}/{item.method}",
+                    _STATUS_BY_CODE.get(result.code, grpc.StatusCode.UNKNOWN),
+                    clock() - started,
+                )
+            done.append(result)
+            wake.set()
+
+        async def read() -> None:
+            nonlocal reading
+            try:
+                async for message in requests:
+                    for item in message.items:
+                        task = loop.create_task(run(item))
+                        running.add(task)
+                        task.add_done_callback(finished)
+                        if item.timeout_ms:
+                            timers[task] = loop.call_later(
+                                item.timeout_ms / 1000, expire, item.id, task
+                            )
+            finally:
+                reading = False
+                wake.set()
+
+        reader = loop.create_task(read())
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                if done:
+                    out = done[:]
+                    done.clear()
+                    yield BatchResponse(results=out)
+                if not reading and not running and not done:
+                    if reader.done() and not reader.cancelled() and reader.exception():
+                        raise reader.exception()  # type: ignore[misc]
+                    return
+        finally:
+            reader.cancel()
+            for task in list(running):
+                task.cancel()
+            for timer in timers.values():
+                timer.cancel()
+
+    return grpc.method_handlers_generic_handler(
+        BATCH_SERVICE_NAME,
+        {
+            "Batch": grpc.stream_stream_rpc_method_handler(
+                batch,
+                request_deserializer=BatchRequest.FromString,
+                response_serializer=BatchResponse.SerializeToString,
+            )
+        },
+    )
+
+
+def _with_kafka_errors(method: Method, path: str, metrics: ServerMetrics) -> Method:
+    handler = method.handler
+    record = metrics.kafka_errors.record
+
+    async def counted(request: Any) -> Any:
+        response = await handler(request)
+        record(path, response)
+        return response
+
+    return dataclasses.replace(method, handler=counted)
+
+
+# ---- client ------------------------------------------------------------------------------
+
+
+class _Pending:
+    __slots__ = ("future", "method", "request", "parse", "timer", "deadline", "metadata")
+
+    def __init__(
+        self,
+        future: asyncio.Future[Message],
+        method: str,
+        request: Message,
+        parse: Callable[[bytes], Message],
+        deadline: float | None,
+        metadata: Any,
+    ) -> None:
+        self.future = future
+        self.method = method
+        self.request = request
+        self.parse = parse
+        self.deadline = deadline
+        self.metadata = metadata
+        self.timer: asyncio.TimerHandle | None = None
+
+
+def _principal(metadata: Any) -> str:
+    if metadata:
+        for key, value in metadata:
+            if key == PRINCIPAL_METADATA:
+                return str(value)
+    return ""
+
+
+class BatchedCoordinator:
+    """A GroupCoordinator stub whose calls travel in batches over one stream (module doc).
+
+    ``unary`` is the plain stub on the same channel: used once the shard turns out not to
+    serve the batch service."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        unary: Any,
+        target: str = "",
+        traced: bool = False,
+        metrics: RpcMetrics | None = None,
+    ) -> None:
+        self.target = target
+        #: client metrics per call, as the unary calls' interceptor records them
+        self.metrics = metrics
+        #: a client span per call, its context carried in the item (as the unary call's
+        #: client interceptor does in the metadata)
+        self.traced = traced
+        self._open_stream = channel.stream_stream(
+            BATCH_PATH,
+            request_serializer=BatchRequest.SerializeToString,
+            response_deserializer=BatchResponse.FromString,
+        )
+        self._unary = unary
+        self.unsupported = False
+        self._ids = itertools.count(1)
+        self._inflight: dict[int, _Pending] = {}
+        self._queue: list[BatchItem] = []
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reissued: set[asyncio.Task[None]] = set()
+        self._closed = False
+        #: streams opened so far (a new one after each break)
+        self.streams_opened = 0
+        #: stream messages written so far (each carrying one or more calls)
+        self.messages_sent = 0
+        for rpc in GROUP_COORDINATOR_SERVICE.methods:
+            setattr(self, rpc.name, self._method(rpc.name, response_class(rpc).FromString))
+
+    def _method(self, name: str, parse: Callable[[bytes], Message]) -> Callable[..., Any]:
+        async def call(
+            request: Message, timeout: float | None = None, metadata: Any = None, **kw: Any
+        ) -> Message:
+            if self.unsupported or self._closed:
+                return await getattr(self._unary, name)(
+                    request, timeout=timeout, metadata=metadata, **kw
+                )
+            if self.metrics is None:
+                return await self._traced(name, parse, request, timeout, metadata)
+            started = time.perf_counter()
+            code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
+            try:
+                response = await self._traced(name, parse, request, timeout, metadata)
+                code = grpc.StatusCode.OK
+                return response
+            except grpc.aio.AioRpcError as ex:
+                code = ex.code()
+                raise
+            except asyncio.CancelledError:
+                code = grpc.StatusCode.CANCELLED
+                raise
+            finally:
+                self.metrics.record(path, code, time.perf_counter() - started)
+
+        path = f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}"
+        call.__name__ = name
+        return call
+
+    async def _traced(
+        self,
+        name: str,
+        parse: Callable[[bytes], Message],
+        request: Message,
+        timeout: float | None,
+        metadata: Any,
+    ) -> Message:
+        if self.traced:
+            with _tracer().start_as_current_span(
+                f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}", kind=trace.SpanKind.CLIENT
+            ):
+                return await self._submit(name, parse, request, timeout, metadata)
+        return await self._submit(name, parse, request, timeout, metadata)
+
+    async def _submit(
+        self,
+        name: str,
+        parse: Callable[[bytes], Message],
+        request: Message,
+        timeout: float | None,
+        metadata: Any,
+    ) -> Message:
+        loop = asyncio.get_running_loop()
+        if self._call is None:
+            self._start(loop)
+        assert self._wake is not None
+        ident = next(self._ids)
+        future: asyncio.Future[Message] = loop.create_future()
+        pending = _Pending(
+            future,
+            name,
+            request,
+            parse,
+            None if timeout is None else time.monotonic() + timeout,
+            metadata,
+        )
+        self._inflight[ident] = pending
+        item = BatchItem(
+            id=ident,
+            method=name,
+            request=request.SerializeToString(),
+            timeout_ms=0 if timeout is None else max(1, int(timeout * 1000)),
+            principal=_principal(metadata),
+        )
+        if self.traced:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            item.trace_context.update(carrier)
+        self._queue.append(item)
+        self._wake.set()
+        if timeout is not None:
+            pending.timer = loop.call_later(timeout, self._expire, ident)
+        try:
+            return await future
+        finally:
+            if self._inflight.get(ident) is pending:  # cancelled by the caller
+                del self._inflight[ident]
+                if pending.timer is not None:
+                    pending.timer.cancel()
+
+    def _expire(self, ident: int) -> None:
+        pending = self._inflight.pop(ident, None)
+        if pending is not None and not pending.future.done():
+            pending.future.set_exception(
+                _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            )
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        call = self._open_stream()
+        self._call = call
+        self.streams_opened += 1
+        self._wake = asyncio.Event()
+        self._tasks = [
+            loop.create_task(self._write(call, self._wake)),
+            loop.create_task(self._read(call)),
+        ]
+
+    def _is_current(self, call: grpc.aio.StreamStreamCall) -> bool:
+        return self._call is call
+
+    async def _write(self, call: grpc.aio.StreamStreamCall, wake: asyncio.Event) -> None:
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                if not self._is_current(call):
+                    return
+                items, self._queue = self._queue, []
+                # a message stays far below the channels' size limit (100 MiB by default):
+                # many large requests go in several messages, one larger than this alone
+                start, size = 0, 0
+                for i, item in enumerate(items):
+                    size += len(item.request)
+                    if size > MAX_BATCH_BYTES and i > start:
+                        self.messages_sent += 1
+                        await call.write(BatchRequest(items=items[start:i]))
+                        start, size = i, len(item.request)
+                if start < len(items):
+                    self.messages_sent += 1
+                    await call.write(BatchRequest(items=items[start:]))
+        except asyncio.CancelledError:
+            raise
+        except Exception as ex:  # the stream broke under the write
+            self._broken(call, ex)
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        inflight = self._inflight
+        failure: BaseException | None = None
+        try:
+            async for message in call:
+                for result in message.results:
+                    pending = inflight.pop(result.id, None)
+                    if pending is None or pending.future.done():
+                        continue  # expired or cancelled meanwhile
+                    if pending.timer is not None:
+                        pending.timer.cancel()
+                    if result.code == 0:
+                        try:
+                            pending.future.set_result(pending.parse(result.response))
+                        except DecodeError as ex:
+                            pending.future.set_exception(
+                                _error(grpc.StatusCode.INTERNAL, f"bad response: {ex}")
+                            )
+                    else:
+                        status = _STATUS_BY_CODE.get(result.code, grpc.StatusCode.UNKNOWN)
+                        pending.future.set_exception(_error(status, result.details))
+        except asyncio.CancelledError:
+            raise
+        except Exception as ex:
+            failure = ex
+        self._broken(call, failure)
+
+    def _broken(self, call: grpc.aio.StreamStreamCall, failure: BaseException | None) -> None:
+        """The stream ended (the server went away, or a transport error): fail what is in
+        flight with UNAVAILABLE -- or, if the shard does not serve batches, re-issue it as
+        unary calls -- and let the next call open a new stream."""
+        if not self._is_current(call):
+            return
+        self._call = None
+        if self._wake is not None:
+            self._wake.set()  # the writer sees the stream replaced and exits
+        call.cancel()
+        pending = list(self._inflight.values())
+        self._inflight.clear()
+        self._queue = []
+        code = failure.code() if isinstance(failure, grpc.aio.AioRpcError) else None
+        if code is grpc.StatusCode.UNIMPLEMENTED:
+            log.warning(
+                "shard %s does not serve %s: falling back to unary calls", self.target, BATCH_PATH
+            )
+            self.unsupported = True
+            for p in pending:
+                if p.timer is not None:
+                    p.timer.cancel()
+                task = asyncio.get_running_loop().create_task(self._reissue(p))
+                self._reissued.add(task)
+                task.add_done_callback(self._reissued.discard)
+            return
+        why = (
+            f"{code.name}: {failure.details()}"  # type: ignore[union-attr]
+            if code is not None
+            else (repr(failure) if failure is not None else "closed by the shard")
+        )
+        log.info("batch stream to %s broke (%s); %d calls fail", self.target, why, len(pending))
+        for p in pending:
+            if p.timer is not None:
+                p.timer.cancel()
+            if not p.future.done():
+                p.future.set_exception(
+                    _error(
+                        grpc.StatusCode.UNAVAILABLE, f"batch stream to {self.target} broke: {why}"
+                    )
+                )
+
+    async def _reissue(self, p: _Pending) -> None:
+        timeout = None if p.deadline is None else max(0.001, p.deadline - time.monotonic())
+        try:
+            response = await getattr(self._unary, p.method)(
+                p.request, timeout=timeout, metadata=p.metadata
+            )
+        except BaseException as ex:  # noqa: BLE001 - handed to the caller
+            if not p.future.done():
+                p.future.set_exception(ex)
+            if isinstance(ex, asyncio.CancelledError):
+                raise
+            return
+        if not p.future.done():
+            p.future.set_result(response)
+
+    async def close(self) -> None:
+        self._closed = True
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for p in self._inflight.values():
+            if p.timer is not None:
+                p.timer.cancel()
+            if not p.future.done():
+                p.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway closing"))
+        self._inflight.clear()

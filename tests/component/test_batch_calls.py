@@ -1,0 +1,291 @@
+"""The batched gateway → shard hop (services.process.batch_calls) against a real shard app
+in-process: order of the items, one failing item among good ones, per-item deadlines,
+fallback to unary calls, and the gateway routing over it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
+from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse
+
+from services.gateway.router import Router
+from services.process.batch_calls import (
+    BATCH_PATH,
+    BATCH_SERVICE_NAME,
+    BatchedCoordinator,
+    batch_handler,
+)
+from services.process.grpc_server import GrpcServer, Method
+from services.shard.app import ShardApp, ShardSettings
+from services.shard.servicer import GROUP_COORDINATOR, group_coordinator_methods
+from shards.core import api
+from shards.core.coordinator_config import CoordinatorConfig
+
+
+@pytest.fixture
+async def shard(tmp_path: Path) -> AsyncIterator[ShardApp]:
+    app = ShardApp(
+        ShardSettings(
+            store_url=f"sqlite:///{tmp_path / 'gc.db'}",
+            grpc_port=0,
+            shutdown_grace_s=1.0,
+            coordinator=CoordinatorConfig(num_partitions=4),
+        )
+    )
+    await app.start()
+    created = await app.catalog.create_topics(
+        api.CreateTopicsRequest(topics=(api.CreatableTopic("t", 1),))
+    )
+    assert created.topics[0].error_code == 0, created
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+def commit(group: str, offset: int, partition: int = 0) -> offsets_pb2.OffsetCommitRequest:
+    return offsets_pb2.OffsetCommitRequest(
+        group_id=group,
+        topics=[
+            offsets_pb2.OffsetCommitRequestTopic(
+                name="t",
+                partitions=[
+                    offsets_pb2.OffsetCommitRequestPartition(
+                        partition_index=partition, committed_offset=offset
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def fetch(group: str) -> offsets_pb2.OffsetFetchRequest:
+    return offsets_pb2.OffsetFetchRequest(
+        groups=[offsets_pb2.OffsetFetchRequestGroup(group_id=group)]
+    )
+
+
+def committed(response: offsets_pb2.OffsetFetchResponse) -> dict[int, int]:
+    (group,) = response.groups
+    assert group.error_code == 0, group
+    return {p.partition_index: p.committed_offset for t in group.topics for p in t.partitions}
+
+
+def batched(channel: grpc.aio.Channel, target: str = "") -> BatchedCoordinator:
+    return BatchedCoordinator(channel, coordinator_pb2_grpc.GroupCoordinatorStub(channel), target)
+
+
+async def test_calls_keep_their_order_and_each_gets_its_own_answer(shard: ShardApp) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{shard.port}") as channel:
+        stub = batched(channel)
+        try:
+            # 200 commits of one partition issued at once: applied in the order issued, so
+            # the last one wins (as the requests of one Kafka connection, in order)
+            answers = await asyncio.gather(*(stub.OffsetCommit(commit("g", i)) for i in range(200)))
+            assert all(a.topics[0].partitions[0].error_code == 0 for a in answers)
+            assert committed(await stub.OffsetFetch(fetch("g"))) == {0: 199}
+            # concurrent calls for different groups: each answer is its own request's
+            await asyncio.gather(*(stub.OffsetCommit(commit(f"g{i}", 1000 + i)) for i in range(50)))
+            fetched = await asyncio.gather(*(stub.OffsetFetch(fetch(f"g{i}")) for i in range(50)))
+            assert [committed(f) for f in fetched] == [{0: 1000 + i} for i in range(50)]
+            assert [f.groups[0].group_id for f in fetched] == [f"g{i}" for i in range(50)]
+            assert stub.streams_opened == 1 and not stub.unsupported
+            # many calls travelled per message (not one message per call)
+            assert stub.messages_sent < 300 / 2, stub.messages_sent
+        finally:
+            await stub.close()
+
+
+@dataclasses.dataclass
+class Faulty:
+    """A second gRPC server over the same shard service whose OffsetFetch fails for group
+    "boom" (an exception in the handler) and hangs for group "slow"."""
+
+    server: GrpcServer
+    address: str
+
+
+@pytest.fixture
+async def faulty(shard: ShardApp) -> AsyncIterator[Faulty]:
+    methods: list[Method] = []
+    for m in group_coordinator_methods(shard.service):
+        if m.name == "OffsetFetch":
+            real = m.handler
+
+            async def handler(request: Any, real: Any = real) -> Any:
+                group = request.groups[0].group_id
+                if group == "boom":
+                    raise RuntimeError("boom in the handler")
+                if group == "slow":
+                    await asyncio.sleep(30)
+                return await real(request)
+
+            m = dataclasses.replace(m, handler=handler)
+        methods.append(m)
+    server = GrpcServer("127.0.0.1", 0)
+    server.add_service(GROUP_COORDINATOR, methods)
+    server.add_handler(BATCH_SERVICE_NAME, batch_handler(methods))
+    await server.start()
+    try:
+        yield Faulty(server, f"127.0.0.1:{server.port}")
+    finally:
+        await server.stop(0)
+
+
+async def test_one_failing_call_in_a_batch_fails_only_itself(faulty: Faulty) -> None:
+    async with grpc.aio.insecure_channel(faulty.address) as channel:
+        stub = batched(channel)
+        unary = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        try:
+            await stub.OffsetCommit(commit("ok", 7))
+            sent = stub.messages_sent
+            results = await asyncio.gather(
+                stub.OffsetFetch(fetch("ok")),
+                stub.OffsetFetch(fetch("boom")),
+                stub.OffsetFetch(fetch("ok")),
+                return_exceptions=True,
+            )
+            assert stub.messages_sent == sent + 1  # the three went in one message
+            assert committed(results[0]) == committed(results[2]) == {0: 7}  # type: ignore[arg-type]
+            assert isinstance(results[1], grpc.aio.AioRpcError)
+            # the same status as the unary call's
+            with pytest.raises(grpc.aio.AioRpcError) as unary_error:
+                await unary.OffsetFetch(fetch("boom"))
+            assert results[1].code() == unary_error.value.code() == grpc.StatusCode.UNKNOWN
+            assert "boom in the handler" in (results[1].details() or "")
+            # the stream survived
+            assert committed(await stub.OffsetFetch(fetch("ok"))) == {0: 7}
+            assert stub.streams_opened == 1
+        finally:
+            await stub.close()
+
+
+async def test_bad_items_fail_alone_on_the_wire(faulty: Faulty) -> None:
+    """Items the shard cannot run (an unknown RPC, bytes that are not the request, a handler
+    past the item's deadline) get their own status; the good items of the same message are
+    answered."""
+    async with grpc.aio.insecure_channel(faulty.address) as channel:
+        call = channel.stream_stream(
+            BATCH_PATH,
+            request_serializer=BatchRequest.SerializeToString,
+            response_deserializer=BatchResponse.FromString,
+        )()
+        await call.write(
+            BatchRequest(
+                items=[
+                    BatchItem(id=1, method="OffsetFetch", request=fetch("x").SerializeToString()),
+                    BatchItem(id=2, method="NoSuchRpc", request=b""),
+                    BatchItem(id=3, method="OffsetFetch", request=b"\xff\xff\xff"),
+                    BatchItem(id=4, method="OffsetFetch", request=fetch("y").SerializeToString()),
+                    # the shard enforces each item's deadline itself (the handler hangs)
+                    BatchItem(
+                        id=5,
+                        method="OffsetFetch",
+                        request=fetch("slow").SerializeToString(),
+                        timeout_ms=200,
+                    ),
+                ]
+            )
+        )
+        results: dict[int, Any] = {}
+        while len(results) < 5:
+            message = await asyncio.wait_for(call.read(), 10)
+            results.update({r.id: r for r in message.results})
+        await call.done_writing()
+        assert results[1].code == results[4].code == 0
+        got = offsets_pb2.OffsetFetchResponse.FromString(results[4].response)
+        assert got.groups[0].group_id == "y"
+        assert results[2].code == grpc.StatusCode.UNIMPLEMENTED.value[0]
+        assert results[3].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert "could not be decoded" in results[3].details
+        assert results[5].code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+        call.cancel()
+
+
+async def test_each_call_has_its_own_deadline(faulty: Faulty) -> None:
+    async with grpc.aio.insecure_channel(faulty.address) as channel:
+        stub = batched(channel)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            slow = asyncio.ensure_future(stub.OffsetFetch(fetch("slow"), timeout=0.3))
+            fast = await stub.OffsetFetch(fetch("ok"), timeout=5)
+            assert committed(fast) == {}
+            assert loop.time() - started < 0.3  # not held back by the slow one
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await slow
+            assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert 0.25 < loop.time() - started < 3
+            # a call without a deadline waits; cancelling it (the caller gone) is clean
+            hung = asyncio.ensure_future(stub.OffsetFetch(fetch("slow")))
+            await asyncio.sleep(0.2)
+            assert not hung.done()
+            hung.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await hung
+            assert committed(await stub.OffsetFetch(fetch("ok"), timeout=5)) == {}
+            assert stub.streams_opened == 1
+        finally:
+            await stub.close()
+
+
+async def test_a_shard_without_the_batch_service_gets_unary_calls(shard: ShardApp) -> None:
+    server = GrpcServer("127.0.0.1", 0)  # an older shard: GroupCoordinator only
+    server.add_service(GROUP_COORDINATOR, group_coordinator_methods(shard.service))
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = batched(channel)
+            try:
+                answers = await asyncio.gather(
+                    *(stub.OffsetCommit(commit("u", i)) for i in range(5))
+                )
+                assert all(a.topics[0].partitions[0].error_code == 0 for a in answers)
+                assert stub.unsupported
+                assert committed(await stub.OffsetFetch(fetch("u")))[0] in range(5)
+            finally:
+                await stub.close()
+    finally:
+        await server.stop(0)
+
+
+async def test_router_uses_the_batched_stub(shard: ShardApp) -> None:
+    router = Router(f"127.0.0.1:{shard.port}", 4, shard_calls="batched", timeout_s=5)
+    try:
+        r = await router.call("rg", "OffsetCommit", commit("rg", 5), lambda _: False)
+        assert r.topics[0].partitions[0].error_code == 0
+        route = await router.route("rg")
+        assert isinstance(router.coordinator(route.target), BatchedCoordinator)
+        r = await router.call("rg", "OffsetFetch", fetch("rg"), lambda _: False)
+        assert committed(r) == {0: 5}
+    finally:
+        await router.close()
+    with pytest.raises(ValueError, match="shard calls"):
+        Router("127.0.0.1:1", 4, shard_calls="bogus")
+
+
+async def test_large_requests_are_split_across_messages(shard: ShardApp) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{shard.port}") as channel:
+        stub = batched(channel)
+        try:
+            big = "m" * (1024 * 1024)  # 1 MiB of offset metadata per request
+
+            def request(i: int) -> offsets_pb2.OffsetCommitRequest:
+                r = commit("big", i)
+                r.topics[0].partitions[0].committed_metadata = big
+                return r
+
+            answers = await asyncio.gather(*(stub.OffsetCommit(request(i)) for i in range(10)))
+            # answered one by one (the metadata is over the shard's limit: its Kafka error)
+            assert len(answers) == 10 and all(len(a.topics) == 1 for a in answers)
+            # 10 MiB of requests went in 3 or more messages of at most 4 MiB
+            assert stub.messages_sent >= 3, stub.messages_sent
+        finally:
+            await stub.close()
