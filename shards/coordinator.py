@@ -510,12 +510,13 @@ class GroupCoordinatorService:
 
     # ---- consumer groups (KIP-848) and group configs -------------------------------------------
     async def consumer_group_heartbeat(
-        self, request: consumer_api.ConsumerGroupHeartbeatRequest
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest, principal: str = ""
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        """``principal``: the caller's, passed by the authorizer (regex filtering)."""
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
         return await self._on_group(
             request,
-            CoordinatorStateMachine.consumer_group_heartbeat,
+            lambda shard, req, now: shard.consumer_group_heartbeat(req, now, principal),
             lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
                 error_code=code, error_message=msg or None
             ),
