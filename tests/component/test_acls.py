@@ -7,7 +7,6 @@ test_acls_vs_kafka.py runs the same scenarios against Apache Kafka."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +132,7 @@ async def test_scenarios_get_kafkas_error_codes(stack: Stack) -> None:
         "consumer heartbeat: a subscribed topic not described": TAF,
         "consumer heartbeat: allowed": 0,
         "consumer heartbeat: no group READ": GAF,
+        "consumer heartbeat: regex keeps the topics alice may describe": ["orders"],
     }
     for name, want in expected.items():
         assert got[name] == want, name
@@ -267,63 +267,13 @@ async def test_client_side_assignment_calls_need_read_on_the_group(stack: Stack)
         assert r.error_code == int(Errors.GROUP_ID_NOT_FOUND)
 
 
-async def _regex_assignment(wire: KafkaWire, group: str, regex: str) -> set[Any]:
-    """The topic ids a new member subscribed with ``regex`` is assigned (heartbeats until
-    its assignment arrives)."""
-    member_id = uuid.uuid4().hex[:22]  # v1: the client names itself (KIP-1082)
-    r = await wire.send(
-        request(
-            "consumer_group_heartbeat",
-            1,
-            group_id=group,
-            member_id=member_id,
-            member_epoch=0,
-            instance_id=None,
-            rack_id=None,
-            rebalance_timeout=30_000,
-            subscribed_topic_names=None,
-            subscribed_topic_regex=regex,
-            server_assignor=None,
-            topic_partitions=[],
-        )
-    )
-    for _ in range(50):
-        assert r.error_code == 0, r
-        if r.assignment is not None and r.assignment.topic_partitions:
-            return {t.topic_id for t in r.assignment.topic_partitions}
-        await asyncio.sleep(0.05)
-        r = await wire.send(
-            request(
-                "consumer_group_heartbeat",
-                1,
-                group_id=group,
-                member_id=r.member_id,
-                member_epoch=r.member_epoch,
-                instance_id=None,
-                rack_id=None,
-                rebalance_timeout=-1,
-                subscribed_topic_names=None,
-                subscribed_topic_regex=None,
-                server_assignor=None,
-                topic_partitions=None,
-            )
-        )
-    raise AssertionError(f"no assignment for {group}")
-
-
 async def test_regex_subscription_keeps_only_describable_topics(stack: Stack) -> None:
     """alice may Describe `orders` (her Read implies it), not `secrets`: her regex matching
     both is assigned `orders` only; a super user's same regex gets both (as Kafka 4.1)."""
-    admin = await sc.login("127.0.0.1", stack.kafka_port, "admin")
-    md = await admin.send(request("metadata", 12, topics=None))
-    ids = {t.name: t.topic_id for t in md.topics}
-    alice = await sc.login("127.0.0.1", stack.kafka_port, "alice")
-    try:
-        assert await _regex_assignment(alice, "app-regex", "orders.*|secrets.*") == {ids["orders"]}
-        assert await _regex_assignment(admin, "admin-regex", "orders.*|secrets.*") == {
-            ids["orders"],
-            ids["secrets"],
-        }
-    finally:
-        await alice.close()
-        await admin.close()
+    connect = connector(stack)
+    regex = "orders.*|secrets.*"
+    assert await sc.regex_assignment(connect, "alice", "app-regex", regex) == ["orders"]
+    assert await sc.regex_assignment(connect, "admin", "admin-regex", regex) == [
+        "orders",
+        "secrets",
+    ]
