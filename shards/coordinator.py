@@ -510,9 +510,15 @@ class GroupCoordinatorService:
 
     # ---- consumer groups (KIP-848) and group configs -------------------------------------------
     async def consumer_group_heartbeat(
-        self, request: consumer_api.ConsumerGroupHeartbeatRequest, principal: str = ""
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
-        """``principal``: the caller's, passed by the authorizer (regex filtering)."""
+        return await self.consumer_group_heartbeat_as(request, "")
+
+    async def consumer_group_heartbeat_as(
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest, principal: str
+    ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        """A heartbeat on behalf of ``principal`` (the authorizer's caller: a regex new to
+        the group keeps the topics it may Describe). Not an RPC of its own."""
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
         return await self._on_group(
             request,

@@ -168,7 +168,7 @@ class AuthorizingCoordinator:
                 )
         if request.subscribed_topic_regex:
             # a regex new to the group resolves to what this caller may Describe
-            return await self.inner.consumer_group_heartbeat(request, _principal())
+            return await self.inner.consumer_group_heartbeat_as(request, _principal())
         return await self.inner.consumer_group_heartbeat(request)
 
     # client-side assignment (gRPC only): the chosen member acts for its group, as in its
