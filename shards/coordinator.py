@@ -512,10 +512,17 @@ class GroupCoordinatorService:
     async def consumer_group_heartbeat(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        return await self.consumer_group_heartbeat_as(request, "")
+
+    async def consumer_group_heartbeat_as(
+        self, request: consumer_api.ConsumerGroupHeartbeatRequest, principal: str
+    ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        """A heartbeat on behalf of ``principal`` (the authorizer's caller: a regex new to
+        the group keeps the topics it may Describe). Not an RPC of its own."""
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
         return await self._on_group(
             request,
-            CoordinatorStateMachine.consumer_group_heartbeat,
+            lambda shard, req, now: shard.consumer_group_heartbeat(req, now, principal),
             lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
                 error_code=code, error_message=msg or None
             ),

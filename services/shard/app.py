@@ -153,6 +153,8 @@ class ShardApp:
         self.mirror: CatalogMirror | None = None
         #: the authorizer's ACLs, followed in the store (None: authorizer off)
         self.acls: WatchedDocument[Acls] | None = None
+        #: decisions against those ACLs (None: authorizer off)
+        self.guard: AclGuard | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
@@ -178,7 +180,7 @@ class ShardApp:
 
     def _factory(self, partition: int, timer: PartitionTimer) -> CoordinatorStateMachine:
         assert self.catalog is not None
-        return CoordinatorStateMachine(
+        machine = CoordinatorStateMachine(
             self.settings.coordinator,
             timer,
             self.catalog.image,
@@ -187,6 +189,15 @@ class ShardApp:
             new_uuid=_random_uuid,
             client_stats=self.client_stats,
         )
+        if self.settings.authorizer:
+            # regex subscriptions keep the topics their caller may Describe (as Kafka 4)
+            machine.consumer.topic_filter = self._describable_topics
+        return machine
+
+    def _describable_topics(self, principal: str, names: tuple[str, ...]) -> tuple[str, ...]:
+        if self.guard is None:  # not started yet: nothing is describable
+            return ()
+        return self.guard.describable_topics(principal, names)
 
     async def _execute(self, request: Any) -> Any:
         handler = self.task_handlers.get(type(request))
@@ -269,6 +280,7 @@ class ShardApp:
             await self.acls.start()
             watched = self.acls
             guard = AclGuard(lambda: watched.current, s.super_users)
+            self.guard = guard
         self.server = GrpcServer(
             s.host,
             s.grpc_port,

@@ -216,6 +216,9 @@ class ConsumerGroupRegularExpressionValue:
     topics: tuple[str, ...]
     version: int  # catalog version the resolution was computed against
     timestamp: int
+    # groupcoord: the principal whose Describe TOPIC rights filtered ``topics`` (under the
+    # authorizer, as Kafka filters with the resolving heartbeat's context); "" = unfiltered
+    principal: str = ""
 
 
 # ---------------------------------------------------------------------------------------

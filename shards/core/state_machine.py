@@ -142,9 +142,14 @@ class CoordinatorStateMachine:
 
     # ---- consumer groups (KIP-848) ---------------------------------------------------------------
     def consumer_group_heartbeat(
-        self, request: consumer_api.ConsumerGroupHeartbeatRequest, now_ms: int
+        self,
+        request: consumer_api.ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+        principal: str = "",
     ) -> CoordinatorResult[consumer_api.ConsumerGroupHeartbeatResponse]:
-        return self.consumer.heartbeat(request, now_ms)
+        """``principal``: the caller's under the authorizer (a new regex keeps the topics it
+        may Describe; the records carry the result, so replay needs no principal)."""
+        return self.consumer.heartbeat(request, now_ms, principal)
 
     def consumer_group_install_assignment(
         self, request: consumer_api.ConsumerGroupInstallAssignmentRequest, now_ms: int

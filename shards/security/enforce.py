@@ -80,6 +80,14 @@ class AclGuard:
     def allowed(self, op: AclOperation, rt: ResourceType, name: str, request: Any) -> bool:
         return self.authorizer().authorize(_principal(), op, rt, name, _host(request.context))
 
+    def describable_topics(self, principal: str, names: tuple[str, ...]) -> tuple[str, ...]:
+        """The topics of ``names`` that ``principal`` may Describe: a regex subscription's
+        filter (Kafka's ``filterTopicDescribeAuthorizedTopics``), for the consumer-group
+        manager's ``topic_filter``. It also runs for catalog-driven refreshes, with no
+        request, so bindings are matched without a client host (only host ``*`` applies)."""
+        authorizer = self.authorizer()
+        return tuple(n for n in names if authorizer.authorize(principal, DESCRIBE, TOPIC, n))
+
 
 class AuthorizingCoordinator:
     """The GroupCoordinator RPCs with Kafka's authorization around them."""
@@ -162,6 +170,9 @@ class AuthorizingCoordinator:
                     error_message="The client is not authorized to describe topics: "
                     + ", ".join(refused),
                 )
+        if request.subscribed_topic_regex:
+            # a regex new to the group resolves to what this caller may Describe
+            return await self.inner.consumer_group_heartbeat_as(request, _principal())
         return await self.inner.consumer_group_heartbeat(request)
 
     # client-side assignment (gRPC only): the chosen member acts for its group, as in its

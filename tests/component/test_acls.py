@@ -154,6 +154,7 @@ async def test_scenarios_get_kafkas_error_codes(stack: Stack) -> None:
             TAF,
             int(Errors.UNKNOWN_TOPIC_ID),
         ],
+        "consumer heartbeat: regex keeps the topics alice may describe": ["orders"],
     }
     for name, want in expected.items():
         assert got[name] == want, name
@@ -344,3 +345,15 @@ async def test_describe_topics_and_delete_by_id_over_grpc(stack: Stack) -> None:
         assert [t.error_code for t in r.responses] == [int(Errors.UNKNOWN_TOPIC_ID)]
         r = await stub.DescribeTopics(every)
         assert "secrets" not in {t.name for t in r.topics}
+
+
+async def test_regex_subscription_keeps_only_describable_topics(stack: Stack) -> None:
+    """alice may Describe `orders` (her Read implies it), not `secrets`: her regex matching
+    both is assigned `orders` only; a super user's same regex gets both (as Kafka 4.1)."""
+    connect = connector(stack)
+    regex = "orders.*|secrets.*"
+    assert await sc.regex_assignment(connect, "alice", "app-regex", regex) == ["orders"]
+    assert await sc.regex_assignment(connect, "admin", "admin-regex", regex) == [
+        "orders",
+        "secrets",
+    ]

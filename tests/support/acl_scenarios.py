@@ -8,6 +8,8 @@ and ``secrets`` (1 partition). Groups: ``app-*`` (alice may read) and ``other-1`
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -278,6 +280,9 @@ async def run_scenarios(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[
         ),
         lambda r: sorted(int(t.error_code) for t in r.responses),
     )
+    out["consumer heartbeat: regex keeps the topics alice may describe"] = await regex_assignment(
+        connect, "alice", "app-regex", "orders.*|secrets.*"
+    )
     return out
 
 
@@ -309,6 +314,59 @@ async def _topic_ids(connect: Callable[[str], Awaitable[KafkaWire]]) -> dict[str
     from services.gateway.codec import from_uuid
 
     return {t.name: from_uuid(t.topic_id) for t in r.topics}
+
+
+def _regex_heartbeat(group: str, member_id: str, epoch: int, regex: str | None) -> Any:
+    joining = epoch == 0
+    return request(
+        "consumer_group_heartbeat",
+        1,
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=30_000 if joining else -1,
+        subscribed_topic_names=None,
+        subscribed_topic_regex=regex,
+        server_assignor=None,
+        topic_partitions=[] if joining else None,
+    )
+
+
+async def regex_assignment(
+    connect: Callable[[str], Awaitable[KafkaWire]],
+    user: str,
+    group: str,
+    regex: str,
+    timeout_s: float = 20.0,
+) -> Any:
+    """The sorted topic names a new member of ``group`` subscribed with ``regex`` is
+    assigned (heartbeats until the assignment arrives; Kafka resolves regexes in the
+    background), or the heartbeat's error code."""
+    admin = await connect("admin")
+    try:
+        md = await admin.send(request("metadata", 12, topics=None))
+    finally:
+        await admin.close()
+    names = {t.topic_id: t.name for t in md.topics}
+    w = await connect(user)
+    try:
+        member_id = uuid.uuid4().hex[:22]  # v1: the client names itself (KIP-1082)
+        r = await w.send(_regex_heartbeat(group, member_id, 0, regex))
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while r.error_code == 0:
+            if r.assignment is not None and r.assignment.topic_partitions:
+                return sorted(
+                    names.get(t.topic_id, str(t.topic_id)) for t in r.assignment.topic_partitions
+                )
+            if asyncio.get_running_loop().time() > deadline:
+                return "no assignment"
+            await asyncio.sleep(0.2)
+            r = await w.send(_regex_heartbeat(group, member_id, r.member_epoch, None))
+        return int(r.error_code)
+    finally:
+        await w.close()
 
 
 # ---- CreateAcls / DescribeAcls / DeleteAcls ------------------------------------------------

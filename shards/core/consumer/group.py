@@ -67,6 +67,8 @@ class ResolvedRegex:
     topics: tuple[str, ...]  # sorted topic names
     version: int  # catalog version it was resolved against
     timestamp: int
+    #: whose Describe TOPIC rights filtered ``topics`` (the authorizer on); "" = unfiltered
+    principal: str = ""
 
 
 def _inc(counts: dict[str, int], key: str) -> None:
@@ -346,7 +348,12 @@ class ConsumerGroup(Group):
         for regex, resolved in self.resolved_regexes.items():
             out.append(
                 regular_expression_record(
-                    gid, regex, resolved.topics, resolved.version, resolved.timestamp
+                    gid,
+                    regex,
+                    resolved.topics,
+                    resolved.version,
+                    resolved.timestamp,
+                    resolved.principal,
                 )
             )
         for member in self.members.values():

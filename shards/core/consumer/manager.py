@@ -211,6 +211,9 @@ class ConsumerGroupManager:
         client_stats: csa.ClientAssignmentStats | None = None,
     ) -> None:
         self.config = config
+        #: under the authorizer: (principal, sorted topic names) -> those it may Describe,
+        #: applied to live regex resolutions only (replay reads the recorded result)
+        self.topic_filter: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None
         #: counts of client-side computations (the shard's metrics; shared per process)
         self.client_stats = (
             client_stats if client_stats is not None else csa.ClientAssignmentStats()
@@ -277,12 +280,15 @@ class ConsumerGroupManager:
 
     # ==== ConsumerGroupHeartbeat ====
     def heartbeat(
-        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
+        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int, principal: str = ""
     ) -> CoordinatorResult[Response]:
+        """``principal``: the caller's, under the authorizer (see :meth:`_regex_changes`)."""
         self._validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request, now_ms)
-        return self._steady(request, now_ms) or self.heartbeat_pipeline(request, now_ms)
+        return self._steady(request, now_ms) or self.heartbeat_pipeline(
+            request, now_ms, principal=principal
+        )
 
     def _steady(
         self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
@@ -400,6 +406,7 @@ class ConsumerGroupManager:
         request: api.ConsumerGroupHeartbeatRequest,
         now_ms: int,
         classic: ClassicJoin | None = None,
+        principal: str = "",
     ) -> CoordinatorResult[Any]:
         """``classic``: a classic JoinGroup (online migration) runs through the
         same pipeline; it picks the member, its update, its timers and the response."""
@@ -438,7 +445,7 @@ class ConsumerGroupManager:
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
-        regexes = self._regex_changes(group, counted, updated, image, now_ms, records)
+        regexes = self._regex_changes(group, counted, updated, image, now_ms, records, principal)
         assignor: str | None = None  # the group's preferred assignor after the change
         previous_assignor = counted.server_assignor if counted is not None else None
         assignor_changed = False
@@ -819,9 +826,12 @@ class ConsumerGroupManager:
         image: TopicsImage,
         now_ms: int,
         records: list[Record],
+        principal: str = "",
     ) -> dict[str, ResolvedRegex]:
         """Resolve a regex new to the group, forget one nobody uses any more; returns the
-        group's resolved regexes after the change."""
+        group's resolved regexes after the change. Under the authorizer (``topic_filter``)
+        a new regex keeps only the topics ``principal`` (the heartbeat's caller) may
+        Describe, and remembers whose rights those were for later refreshes."""
         resolved = group.resolved_regexes
         old_regex = old.subscribed_topic_regex if old is not None else ""
         new_regex = new.subscribed_topic_regex if new is not None else ""
@@ -835,8 +845,14 @@ class ConsumerGroupManager:
         if new_regex and new_regex not in after:
             compile_regex(new_regex)  # INVALID_REGULAR_EXPRESSION
             topics = resolve(new_regex, image)
-            after[new_regex] = ResolvedRegex(topics, image.version, now_ms)
-            records.append(regular_expression_record(gid, new_regex, topics, image.version, now_ms))
+            if self.topic_filter is None:
+                principal = ""
+            else:
+                topics = self.topic_filter(principal, topics)
+            after[new_regex] = ResolvedRegex(topics, image.version, now_ms, principal)
+            records.append(
+                regular_expression_record(gid, new_regex, topics, image.version, now_ms, principal)
+            )
         return after
 
     @staticmethod
@@ -1337,11 +1353,16 @@ class ConsumerGroupManager:
                     topics = resolve(regex, image)
                 except ApiError:  # cannot happen for a regex that resolved before
                     continue
+                if self.topic_filter is not None and old.principal:
+                    # with the rights of the caller whose heartbeat resolved it
+                    topics = self.topic_filter(old.principal, topics)
                 if topics != old.topics:
                     bump = True
-                    regexes[regex] = ResolvedRegex(topics, image.version, now_ms)
+                    regexes[regex] = ResolvedRegex(topics, image.version, now_ms, old.principal)
                     records.append(
-                        regular_expression_record(gid, regex, topics, image.version, now_ms)
+                        regular_expression_record(
+                            gid, regex, topics, image.version, now_ms, old.principal
+                        )
                     )
         names = self._names_after(group, None, None, regexes)
         metadata = topic_metadata(names, image)
@@ -1603,7 +1624,7 @@ class ConsumerGroupManager:
     ) -> None:
         if value is not None:
             self._persisted(key.group_id).resolved_regexes[key.regular_expression] = ResolvedRegex(
-                tuple(value.topics), value.version, value.timestamp
+                tuple(value.topics), value.version, value.timestamp, value.principal
             )
             return
         group = self._existing(key.group_id)

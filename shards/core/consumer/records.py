@@ -128,11 +128,16 @@ def partition_metadata_tombstone(group_id: str) -> Record:
 
 
 def regular_expression_record(
-    group_id: str, regex: str, topics: tuple[str, ...], version: int, timestamp: int
+    group_id: str,
+    regex: str,
+    topics: tuple[str, ...],
+    version: int,
+    timestamp: int,
+    principal: str = "",
 ) -> Record:
     return Record(
         ConsumerGroupRegularExpressionKey(group_id, regex),
-        ConsumerGroupRegularExpressionValue(topics, version, timestamp),
+        ConsumerGroupRegularExpressionValue(topics, version, timestamp, principal),
     )
 
 
