@@ -35,9 +35,9 @@ DescribeTopics         DESCRIBE TOPIC per topic asked, else TOPIC_AUTHORIZATION_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from shards.core import api
 from shards.core.api import AclOperation
@@ -46,6 +46,9 @@ from shards.core.consumer import api as consumer_api
 from shards.core.errors import Errors
 from shards.security.acl import CLUSTER_NAME, Acls, Authorizer, ResourceType
 from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY, current_principal
+
+#: a described group of either protocol (DescribeGroups, ConsumerGroupDescribe)
+_G = TypeVar("_G", classic_api.DescribedGroup, consumer_api.ConsumerGroupDescribedGroup)
 
 GROUP = ResourceType.GROUP
 TOPIC = ResourceType.TOPIC
@@ -131,18 +134,34 @@ class AuthorizingCoordinator:
     async def describe_groups(
         self, request: classic_api.DescribeGroupsRequest
     ) -> classic_api.DescribeGroupsResponse:
+        async def describe(allowed: tuple[str, ...]) -> tuple[classic_api.DescribedGroup, ...]:
+            r = await self.inner.describe_groups(replace(request, groups=allowed))
+            return r.groups
+
+        return classic_api.DescribeGroupsResponse(
+            await self._described(
+                request.groups,
+                request,
+                lambda g: classic_api.DescribedGroup(g, error_code=GAF),
+                describe,
+            )
+        )
+
+    async def _described(
+        self,
+        ids: Sequence[str],
+        request: Any,
+        refuse: Callable[[str], _G],
+        describe: Callable[[tuple[str, ...]], Awaitable[tuple[_G, ...]]],
+    ) -> tuple[_G, ...]:
+        """DescribeGroups / ConsumerGroupDescribe: the groups the caller may not Describe are
+        refused (first, as Kafka lists them), the others described; their authorized
+        operations from the ACLs when the request asks."""
         auth = self.guard.authorizer()
         who, host = _principal(), _host(request.context)
-        allowed = [g for g in request.groups if auth.authorize(who, DESCRIBE, GROUP, g, host)]
-        refused = [
-            classic_api.DescribedGroup(g, error_code=GAF)
-            for g in request.groups
-            if g not in allowed
-        ]
-        groups: tuple[classic_api.DescribedGroup, ...] = ()
-        if allowed:
-            r = await self.inner.describe_groups(replace(request, groups=tuple(allowed)))
-            groups = r.groups
+        allowed = tuple(g for g in ids if auth.authorize(who, DESCRIBE, GROUP, g, host))
+        refused: tuple[_G, ...] = tuple(refuse(g) for g in ids if g not in allowed)
+        groups: tuple[_G, ...] = await describe(allowed) if allowed else ()
         if request.include_authorized_operations:
             groups = tuple(
                 replace(
@@ -153,7 +172,7 @@ class AuthorizingCoordinator:
                 else g
                 for g in groups
             )
-        return classic_api.DescribeGroupsResponse((*refused, *groups))
+        return refused + groups
 
     # ---- consumer groups -------------------------------------------------------------------
     async def consumer_group_heartbeat(
@@ -194,29 +213,20 @@ class AuthorizingCoordinator:
     async def consumer_group_describe(
         self, request: consumer_api.ConsumerGroupDescribeRequest
     ) -> consumer_api.ConsumerGroupDescribeResponse:
-        auth = self.guard.authorizer()
-        who, host = _principal(), _host(request.context)
-        allowed = [g for g in request.group_ids if auth.authorize(who, DESCRIBE, GROUP, g, host)]
-        refused = [
-            consumer_api.ConsumerGroupDescribedGroup(g, GAF)
-            for g in request.group_ids
-            if g not in allowed
-        ]
-        groups: tuple[consumer_api.ConsumerGroupDescribedGroup, ...] = ()
-        if allowed:
-            r = await self.inner.consumer_group_describe(replace(request, group_ids=tuple(allowed)))
-            groups = r.groups
-        if request.include_authorized_operations:
-            groups = tuple(
-                replace(
-                    g,
-                    authorized_operations=auth.authorized_operations(who, GROUP, g.group_id, host),
-                )
-                if g.error_code == 0
-                else g
-                for g in groups
+        async def describe(
+            allowed: tuple[str, ...],
+        ) -> tuple[consumer_api.ConsumerGroupDescribedGroup, ...]:
+            r = await self.inner.consumer_group_describe(replace(request, group_ids=allowed))
+            return r.groups
+
+        return consumer_api.ConsumerGroupDescribeResponse(
+            await self._described(
+                request.group_ids,
+                request,
+                lambda g: consumer_api.ConsumerGroupDescribedGroup(g, GAF),
+                describe,
             )
-        return consumer_api.ConsumerGroupDescribeResponse((*refused, *groups))
+        )
 
     async def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest
