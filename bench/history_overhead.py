@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
-from bench.metrics_overhead import run_phase  # noqa: E402
+from bench.metrics_overhead import run_phase, summarize_on_off  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -112,31 +111,7 @@ def main() -> None:
             for proc in procs.values():
                 proc.terminate()
             results["history_events_written"] = history_lines(work)
-    summary: dict = {}
-    for kind, conc in phases:
-        key = f"{kind}_c{conc}"
-        entry: dict = {}
-        for arm in ARMS:
-            runs = samples[arm][key]
-            entry[arm] = {
-                "ops_per_s_median": statistics.median(x["ops_per_s"] for x in runs),
-                "server_cpu_us_per_op_median": statistics.median(
-                    x["server_cpu_us_per_op"] for x in runs
-                ),
-                "p99_ms_median": statistics.median(x["p99_ms"] for x in runs),
-                "ops_per_s_runs": [x["ops_per_s"] for x in runs],
-            }
-        entry["ratio_on_vs_off"] = (
-            entry["on"]["ops_per_s_median"] / entry["off"]["ops_per_s_median"]
-        )
-        entry["paired_ratio_median"] = statistics.median(
-            on["ops_per_s"] / off["ops_per_s"]
-            for on, off in zip(samples["on"][key], samples["off"][key], strict=True)
-        )
-        entry["cpu_ratio_off_vs_on"] = (
-            entry["off"]["server_cpu_us_per_op_median"] / entry["on"]["server_cpu_us_per_op_median"]
-        )
-        summary[key] = entry
+    summary = summarize_on_off(samples, phases)
     results["results"] = summary
     results["within_10_percent"] = all(e["ratio_on_vs_off"] >= 0.90 for e in summary.values())
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -135,6 +135,43 @@ def _load(
     return commit_bench.load(proc.grpc_address, "commit", conc, duration, False)
 
 
+def summarize_on_off(samples: dict, phases: list, extra: bool = False) -> dict:
+    """Per phase: the medians of each arm (off/on), the ratio of the medians, the median of
+    the paired (same round) ratios and the server-CPU ratio; ``extra``: p50 and errors too.
+    Shared by the metrics and history overhead benchmarks."""
+    summary: dict = {}
+    for kind, conc in phases:
+        key = f"{kind}_c{conc}"
+        entry: dict = {}
+        for arm in ARMS:
+            runs = samples[arm][key]
+            medians = {
+                "ops_per_s_median": statistics.median(x["ops_per_s"] for x in runs),
+                "server_cpu_us_per_op_median": statistics.median(
+                    x["server_cpu_us_per_op"] for x in runs
+                ),
+            }
+            if extra:
+                medians["p50_ms_median"] = statistics.median(x["p50_ms"] for x in runs)
+            medians["p99_ms_median"] = statistics.median(x["p99_ms"] for x in runs)
+            if extra:
+                medians["errors"] = sum(x.get("errors", 0) for x in runs)
+            medians["ops_per_s_runs"] = [x["ops_per_s"] for x in runs]
+            entry[arm] = medians
+        entry["ratio_on_vs_off"] = (
+            entry["on"]["ops_per_s_median"] / entry["off"]["ops_per_s_median"]
+        )
+        entry["paired_ratio_median"] = statistics.median(
+            on["ops_per_s"] / off["ops_per_s"]
+            for on, off in zip(samples["on"][key], samples["off"][key], strict=True)
+        )
+        entry["cpu_ratio_off_vs_on"] = (
+            entry["off"]["server_cpu_us_per_op_median"] / entry["on"]["server_cpu_us_per_op_median"]
+        )
+        summary[key] = entry
+    return summary
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -212,33 +249,7 @@ def main() -> None:
         finally:
             for proc in procs.values():
                 proc.terminate()
-    summary: dict = {}
-    for kind, conc in phases:
-        key = f"{kind}_c{conc}"
-        entry: dict = {}
-        for arm in ARMS:
-            runs = samples[arm][key]
-            entry[arm] = {
-                "ops_per_s_median": statistics.median(x["ops_per_s"] for x in runs),
-                "server_cpu_us_per_op_median": statistics.median(
-                    x["server_cpu_us_per_op"] for x in runs
-                ),
-                "p50_ms_median": statistics.median(x["p50_ms"] for x in runs),
-                "p99_ms_median": statistics.median(x["p99_ms"] for x in runs),
-                "errors": sum(x.get("errors", 0) for x in runs),
-                "ops_per_s_runs": [x["ops_per_s"] for x in runs],
-            }
-        entry["ratio_on_vs_off"] = (
-            entry["on"]["ops_per_s_median"] / entry["off"]["ops_per_s_median"]
-        )
-        entry["paired_ratio_median"] = statistics.median(
-            on["ops_per_s"] / off["ops_per_s"]
-            for on, off in zip(samples["on"][key], samples["off"][key], strict=True)
-        )
-        entry["cpu_ratio_off_vs_on"] = (
-            entry["off"]["server_cpu_us_per_op_median"] / entry["on"]["server_cpu_us_per_op_median"]
-        )
-        summary[key] = entry
+    summary = summarize_on_off(samples, phases, extra=True)
     results["results"] = summary
     results["scrapes_during_load"] = scrapes
     results["within_5_percent"] = all(e["ratio_on_vs_off"] >= 0.95 for e in summary.values())
