@@ -31,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.procstat import cpu_seconds  # noqa: E402
 from loadtest.scenario import parse_duration  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -47,11 +48,6 @@ def loadtest(target: str, out: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     print("   ", done.stdout.strip().splitlines()[0] if done.stdout else done.stderr[-500:])
     return json.loads((out / "result.json").read_text())  # type: ignore[no-any-return]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def step(work: Path, members: int, duration: str, warmup: str) -> dict[str, Any]:

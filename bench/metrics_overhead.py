@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
+from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -97,12 +98,6 @@ def start(work: Path, arm: str, aa: bool = False) -> ServerProcess:
     if arm == "on" and not aa:
         args += ["--metrics-port", "0"]
     return ServerProcess(args, work / f"{arm}.log")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_phase(

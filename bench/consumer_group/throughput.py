@@ -43,6 +43,7 @@ from groupcoord.v1 import (  # noqa: E402
 )
 
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
 CONCURRENCY = (1, 50)
@@ -201,13 +202,19 @@ def main() -> None:
                     for kind in ("check", "heartbeat", "find"):
                         if kind == "find" and ghz is None:
                             continue
+                        cpu0 = cpu_seconds(proc.proc.pid)
                         result = load(ghz, protoset, target, kind, conc, a.duration, epochs[conc])
+                        ops = result.get("ops") or result["ops_per_s"] * a.duration
+                        result["server_cpu_us_per_call"] = (
+                            1e6 * (cpu_seconds(proc.proc.pid) - cpu0) / max(ops, 1)
+                        )
                         if kind == "heartbeat":
                             check_unchanged(target, conc, epochs[conc])
                         samples.setdefault(f"{kind}_c{conc}", []).append(result)
                         print(
                             f"round {r + 1}: {kind} c={conc}: {result['ops_per_s']:.0f}/s "
-                            f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms",
+                            f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms, "
+                            f"server CPU {result['server_cpu_us_per_call']:.0f} us/call",
                             flush=True,
                         )
         finally:
@@ -217,6 +224,9 @@ def main() -> None:
             "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
             "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
             "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
+            "server_cpu_us_per_call_median": statistics.median(
+                s["server_cpu_us_per_call"] for s in runs
+            ),
             "errors": sum(s["errors"] for s in runs),
             "runs": runs,
         }
@@ -232,10 +242,16 @@ def main() -> None:
             summary[f"heartbeat_c{conc}"]["ops_per_s_median"]
             / summary[f"check_c{conc}"]["ops_per_s_median"]
         )
+        # the same comparison by CPU: a Check's server CPU over a heartbeat's (1.0: a
+        # heartbeat costs the server no more than the no-op); per round, then the median
+        summary[f"cpu_ratio_check_vs_heartbeat_c{conc}"] = statistics.median(
+            c["server_cpu_us_per_call"] / h["server_cpu_us_per_call"]
+            for c, h in zip(samples[f"check_c{conc}"], samples[f"heartbeat_c{conc}"], strict=True)
+        )
     results["results"] = summary
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps({k: v for k, v in summary.items() if k.startswith("ratio")}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if "ratio" in k}, indent=2))
     print(f"wrote {a.out}")
 
 

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.procstat import cpu_seconds as _cpu_seconds  # noqa: E402
 from services.client import CoordinatorClient, RetryPolicy  # noqa: E402
 from shards.core.placement import partition_for  # noqa: E402
 from tests.integration.multishard.cluster import Cluster  # noqa: E402
@@ -251,13 +252,6 @@ async def bench_load(work: Path, records: int, repeats: int) -> dict[str, Any]:
 
 
 # ---- throughput ---------------------------------------------------------------------------
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
 def _children(pid: int) -> list[int]:

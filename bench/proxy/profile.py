@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import shutil
 import subprocess
 import sys
@@ -23,15 +22,10 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.procstat import cpu_seconds
 from bench.proxy.run import consume, create_topic, produce
 from tests.interop.kafka_broker import KafkaBroker, groupcoord_args
 from tests.support.processes import ServerProcess
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def summarize(raw: Path, top: int = 25) -> str:
