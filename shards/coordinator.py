@@ -595,11 +595,3 @@ class GroupCoordinatorService:
             request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)
-
-
-def with_client_host(request: T, host: str) -> T:
-    """Fill ``context.client_host`` from the transport when the caller left it empty."""
-    ctx = getattr(request, "context", None)
-    if ctx is None or ctx.client_host or not host:
-        return request
-    return replace(request, context=replace(ctx, client_host=host))  # type: ignore[type-var]

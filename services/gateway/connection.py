@@ -34,7 +34,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
-from services.gateway import codec, framing
+from services.gateway import codec, fast_codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.metrics import FROM_CLIENT, FROM_UPSTREAM, TO_CLIENT, GatewayMetrics
 from services.gateway.proxy import CloseClient, Pending, ProxySession
@@ -116,6 +116,9 @@ class Connection:
         self.max_frame_bytes = limits.max_request_bytes
         self.closing = False
         self.requests = 0
+        #: spans per request: decided once per connection (a tracer provider is installed at
+        #: start-up, before any client connects; the router decides its spans the same way)
+        self.traced = telemetry_enabled()
         #: SSL/SASL_SSL listeners: the verified client certificate's subject DN in RFC 2253
         #: form ("CN=alice,OU=eng,O=acme"; Kafka's principal is User:<DN>), None without one
         #: (set by services.gateway.server after the handshake)
@@ -410,6 +413,11 @@ class Connection:
         data = await self._handle(rq, request)
         if api_key == codec.PRODUCE_KEY and request.acks == 0:
             return b""
+        fast = fast_codec.ENCODERS.get((api_key, version))
+        if fast is not None:
+            frame = fast(correlation_id, data)
+            if frame is not None:
+                return frame
         try:
             entity = codec.build(codec.response_class(api_key, version), data)
             return codec.encode_response(
@@ -422,7 +430,7 @@ class Connection:
     async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
         # No SDK provider: spans would not be recorded and there is no incoming trace
         # context to carry on (Kafka requests have none), so skip the span machinery.
-        span_scope = self._span(rq) if telemetry_enabled() else contextlib.nullcontext()
+        span_scope = self._span(rq) if self.traced else contextlib.nullcontext()
         with span_scope as span:
             log.debug(
                 "%s v%d correlation %d from %s%s",

@@ -30,10 +30,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from services.process.grpc_server import Method
+from services.process.grpc_server import Method, client_host_filler
 from services.process.principal import FORWARDED_PRINCIPAL_KEY
 from shards.adapters.convert import converter_from, converter_to
-from shards.coordinator import with_client_host
 from shards.security.context import TRUSTED_GATEWAY, set_caller
 from shards.storage.base import StoreUnavailableError
 
@@ -70,6 +69,7 @@ def local_call(
     ``--authorizer``), so each call names its principal, from the call's metadata."""
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
+    fill_host = client_host_filler(method)
     handler = method.handler
     full = method.name
 
@@ -82,7 +82,8 @@ def local_call(
         if caller is not None:
             set_caller(functools.partial(caller, metadata))
         try:
-            converted = with_client_host(to_request(request), host)
+            fill_host(request, host)
+            converted = to_request(request)
         except (ValueError, UnicodeDecodeError) as ex:
             raise _error(
                 grpc.StatusCode.INVALID_ARGUMENT,
