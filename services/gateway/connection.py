@@ -86,6 +86,39 @@ def _span_name(api_key: int) -> str:
     return "kafka." + "".join(w.capitalize() for w in codec.SERVED[api_key].name.split("_"))
 
 
+class _IdleWatchdog:
+    """Cancels the current task once it has waited ``idle_s`` for a client's request.
+
+    ``since`` is when the wait began (None: not waiting, a request is being handled); the
+    serving loop sets it around each read, and the one timer checks it when it fires and
+    re-arms itself for the rest of the time -- where an ``asyncio.timeout`` per read would
+    create and cancel a timer for every request."""
+
+    def __init__(self, idle_s: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.idle_s = idle_s
+        self.since: float | None = None
+        self.expired = False
+        self._handle = self.loop.call_at(self.loop.time() + idle_s, self._check)
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        since = self.since
+        if since is not None and now - since >= self.idle_s:
+            self.expired = True
+            self.task.cancel()
+            return
+        self._handle = self.loop.call_at(
+            (now if since is None else since) + self.idle_s, self._check
+        )
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
 class Connection:
     def __init__(
         self,
@@ -218,29 +251,41 @@ class Connection:
             await self._serve_pipelined(self.proxy)
             return
         idle = self.limits.idle_timeout_s
-        while not self.closing:
-            frame = self.decoder.next_frame()
-            if frame is None:
-                async with asyncio.timeout(idle):  # (no extra task, unlike wait_for)
+        # The idle timeout applies while waiting for a request (not while one is handled: a
+        # JoinGroup may wait minutes): one timer per connection that re-arms itself, not one
+        # per read.
+        watchdog = _IdleWatchdog(idle)
+        try:
+            while not self.closing:
+                frame = self.decoder.next_frame()
+                if frame is None:
+                    watchdog.since = watchdog.loop.time()  # waiting for the client
                     data = await self.reader.read(READ_CHUNK)
-                if not data:
-                    return
-                self.decoder.feed(data)
-                continue
-            response = await self.respond(frame)
-            self.requests += 1
-            metrics = self.metrics
-            if metrics is not None:
-                metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
-                metrics.bytes.add(len(response), TO_CLIENT)
-            if not response:  # Produce with acks=0: Kafka sends no response
-                continue
-            self.writer.write(response)
-            # Only a full buffer is worth waiting for (drain pauses above the high-water
-            # mark): no timer and no await per response while the client keeps reading.
-            if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
-                async with asyncio.timeout(idle):  # a peer that stops reading is idle too
-                    await self.writer.drain()
+                    watchdog.since = None
+                    if not data:
+                        return
+                    self.decoder.feed(data)
+                    continue
+                response = await self.respond(frame)
+                self.requests += 1
+                metrics = self.metrics
+                if metrics is not None:
+                    metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
+                    metrics.bytes.add(len(response), TO_CLIENT)
+                if not response:  # Produce with acks=0: Kafka sends no response
+                    continue
+                self.writer.write(response)
+                # Only a full buffer is worth waiting for (drain pauses above the high-water
+                # mark): no timer and no await per response while the client keeps reading.
+                if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
+                    async with asyncio.timeout(idle):  # a peer that stops reading is idle too
+                        await self.writer.drain()
+        except asyncio.CancelledError:
+            if watchdog.expired and watchdog.task.uncancel() == 0:
+                raise TimeoutError("no request within the idle timeout") from None
+            raise
+        finally:
+            watchdog.stop()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame, read straight from the stream (one copy, where the
@@ -415,9 +460,9 @@ class Connection:
             return b""
         fast = fast_codec.ENCODERS.get((api_key, version))
         if fast is not None:
-            frame = fast(correlation_id, data)
-            if frame is not None:
-                return frame
+            encoded = fast(correlation_id, data)
+            if encoded is not None:
+                return encoded
         try:
             entity = codec.build(codec.response_class(api_key, version), data)
             return codec.encode_response(

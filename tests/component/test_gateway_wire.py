@@ -574,6 +574,38 @@ async def test_idle_connection_times_out(tmp_path: Path) -> None:
         assert await w.closed_by_peer(timeout=5)
 
 
+async def test_a_connection_kept_busy_outlives_the_idle_timeout(tmp_path: Path) -> None:
+    # requests 100 ms apart for 4x the idle timeout: no wait reaches it, so the one timer
+    # of the connection re-arms itself instead of closing
+    async with gateway_stack(tmp_path, gateway={"idle_timeout_ms": 250}) as s:
+        w = await s.wire()
+        for _ in range(10):
+            r = await w.send(request("list_groups", 0))
+            assert r.error_code == ErrorCode.none
+            await asyncio.sleep(0.1)
+        assert await w.closed_by_peer(timeout=5)  # then idle: closed
+
+
+async def test_a_request_longer_than_the_idle_timeout_is_answered(tmp_path: Path) -> None:
+    # the timeout counts only while waiting for a request: a JoinGroup held for the initial
+    # rebalance delay (600 ms) by a 200 ms idle timeout is still answered
+    from tests.interop.sequences import join_req
+
+    async with gateway_stack(
+        tmp_path,
+        gateway={"idle_timeout_ms": 200},
+        classic_group_initial_rebalance_delay_ms=600,
+    ) as s:
+        w = await s.wire()
+        r = await w.send(join_req(4, "slow-join", ""))  # MEMBER_ID_REQUIRED, at once
+        assert r.error_code == ErrorCode.member_id_required
+        started = asyncio.get_running_loop().time()
+        r = await w.send(join_req(4, "slow-join", r.member_id))
+        assert r.error_code == ErrorCode.none
+        assert asyncio.get_running_loop().time() - started >= 0.5
+        assert await w.closed_by_peer(timeout=5)
+
+
 async def test_many_connections_are_served_concurrently(stack: Stack) -> None:
     wires = await asyncio.gather(*(stack.wire(f"c{i}") for i in range(30)))
     try:
