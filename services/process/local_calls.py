@@ -24,12 +24,13 @@ import asyncio
 import functools
 import logging
 import types
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, cast
 
 import grpc
 from google.protobuf.message import Message
 
+from services.process import eager
 from services.process.grpc_server import Method, client_host_filler
 from services.process.principal import FORWARDED_PRINCIPAL_KEY
 from shards.adapters.convert import converter_from, converter_to
@@ -91,11 +92,18 @@ def local_call(
                 f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
             ) from None
         try:
-            if timeout is None:
-                response = await handler(converted)
+            # started at once (services.process.eager): a handler that does not wait needs
+            # no task and no deadline timer
+            started: asyncio.Future[Any] = eager.start(
+                cast(Coroutine[Any, Any, Any], handler(converted)), asyncio.get_running_loop()
+            )
+            if started.done():
+                response = started.result()
+            elif timeout is None:
+                response = await started
             else:
                 async with asyncio.timeout(timeout) as deadline:
-                    response = await handler(converted)
+                    response = await started
         except StoreUnavailableError as ex:
             raise _error(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}") from None
         except TimeoutError:
