@@ -1538,7 +1538,7 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_metadata(value))
+            found.put_member(known.with_metadata(value, found.share_names))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1562,14 +1562,17 @@ class ConsumerGroupManager:
             found = self._persisted(key.group_id)
             target = from_topic_partitions(value.topic_partitions)
             member = found.members.get(key.member_id)
+            # keyed by the member's own id string when it has one: a decoded record's is a
+            # copy (one more string per member)
+            member_id = key.member_id if member is None else member.member_id
             if member is not None and same_assignment(target, member.assigned_partitions):
                 target = member.assigned_partitions  # shared (see with_current_assignment)
-            found.target_assignment[key.member_id] = target
+            found.target_assignment[member_id] = target
             meta = (value.metadata_version, value.metadata_bytes, value.metadata_error)
             if meta == NO_METADATA:
-                found.target_metadata.pop(key.member_id, None)
+                found.target_metadata.pop(member_id, None)
             else:
-                found.target_metadata[key.member_id] = meta
+                found.target_metadata[member_id] = meta
             return
         group = self._existing(key.group_id)
         if group is not None:
