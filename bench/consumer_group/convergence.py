@@ -55,18 +55,18 @@ class NoTimer:
     """Timers are irrelevant here (no clock moves); keep the last op per key."""
 
     def __init__(self) -> None:
-        self.keys: dict[str, Any] = {}
+        self.keys: dict[tuple[str, ...], Any] = {}
 
-    def schedule(self, key: str, delay_ms: int, op: Any) -> None:
+    def schedule(self, key: tuple[str, ...], delay_ms: int, op: Any) -> None:
         self.keys[key] = op
 
-    def schedule_keyed(self, key: str, delay_ms: int, op: Any) -> None:
+    def schedule_keyed(self, key: tuple[str, ...], delay_ms: int, op: Any) -> None:
         self.keys[key] = op
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: tuple[str, ...]) -> None:
         self.keys.pop(key, None)
 
-    def is_scheduled(self, key: str) -> bool:
+    def is_scheduled(self, key: tuple[str, ...]) -> bool:
         return key in self.keys
 
 

@@ -125,7 +125,7 @@ class _Partition:
     def __init__(self) -> None:
         self.clock = SystemClock()
 
-    def fire_timer(self, key: str, op: Any) -> None:  # never fires here
+    def fire_timer(self, key: tuple[str, ...], op: Any) -> None:  # never fires here
         pass
 
 

@@ -52,7 +52,8 @@ from shards.core.records import (
     Record,
     TopicPartitions,
 )
-from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind
+from shards.core.result import TimerKey
+from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind, kind_of_key
 
 #: (name, type) of every column; types: int, str, list (of str)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -84,18 +85,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 
-_SESSION = TimerKind.CONSUMER_SESSION_TIMEOUT.value + ":"
-_CLASSIC_SESSION = TimerKind.CLASSIC_HEARTBEAT.value + ":"
-_REBALANCE = TimerKind.CONSUMER_REBALANCE_TIMEOUT.value + ":"
+_EXPIRED = (TimerKind.CONSUMER_SESSION_TIMEOUT.value, TimerKind.CLASSIC_HEARTBEAT.value)
+_FENCED = TimerKind.CONSUMER_REBALANCE_TIMEOUT.value
 
 
-def removal_cause(timer_key: str | None) -> str:
+def removal_cause(timer_key: TimerKey | None) -> str:
     """Why a member record was tombstoned, from the key of the timer that wrote it."""
     if timer_key is None:
         return "left"
-    if timer_key.startswith(_SESSION) or timer_key.startswith(_CLASSIC_SESSION):
+    kind = kind_of_key(timer_key)
+    if kind in _EXPIRED:
         return "expired"
-    if timer_key.startswith(_REBALANCE):
+    if kind == _FENCED:
         return "fenced"
     return "left"
 
@@ -106,7 +107,7 @@ def _partitions(tps: Sequence[TopicPartitions]) -> list[str]:
 
 def events_of(
     records: Sequence[Record],
-    timer_key: str | None,
+    timer_key: TimerKey | None,
     base: dict[str, Any],
 ) -> Iterator[dict[str, Any]]:
     """The events of one write's records; ``base`` holds ts/partition/epoch/offset/write."""

@@ -21,10 +21,11 @@ from typing import Any, Protocol
 
 from services.history.events import events_of
 from shards.core.records import Record
+from shards.core.result import TimerKey
 
 log = logging.getLogger(__name__)
 
-Observed = Sequence[tuple[Sequence[Record], "str | None"]]
+Observed = Sequence[tuple[Sequence[Record], "TimerKey | None"]]
 FILE_PREFIX = "history-"
 FILE_SUFFIX = ".jsonl"
 

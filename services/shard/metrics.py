@@ -33,6 +33,7 @@ from shards.core.records import (
     OffsetCommitKey,
     Record,
 )
+from shards.core.result import TimerKey
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.runtime.partition import PartitionState
 
@@ -92,7 +93,7 @@ class RecordCounters:
         )
         self._generations: dict[str, int] = {}
 
-    def __call__(self, records: Sequence[Record], timer_key: str | None) -> None:
+    def __call__(self, records: Sequence[Record], timer_key: TimerKey | None) -> None:
         commits = deleted = consumer = classic = 0
         for record in records:
             key = record.key

@@ -55,9 +55,15 @@ class Deferred:
         return f"Deferred({self.id}, {self.name!r})"
 
 
+#: a timer's (or an AsyncTask's) key: a tuple of strings (the scheme:
+#: :mod:`shards.core.timer_keys`). Tuples of strings, so that any two keys compare: the
+#: runtime's timer heap compares keys when two entries tie on (deadline, scheduling order)
+TimerKey = tuple[str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class AsyncTask:
-    key: str
+    key: TimerKey
     request: Any
     on_done: Callable[[Any, int], CoordinatorResult[Any]]
 
@@ -75,22 +81,22 @@ class CoordinatorResult(Generic[R]):
 
 TimerOp = Callable[[int], CoordinatorResult[Any]]
 #: an op shared by many timers, told which key fired: ``op(key, now_ms)``
-KeyedTimerOp = Callable[[str, int], CoordinatorResult[Any]]
+KeyedTimerOp = Callable[[TimerKey, int], CoordinatorResult[Any]]
 
 
 class Timer(Protocol):
     """Keyed timers owned by the runtime; a firing runs ``op(now_ms)`` as a write op."""
 
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None: ...
+    def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None: ...
 
-    def schedule_keyed(self, key: str, delay_ms: int, op: KeyedTimerOp) -> None:
+    def schedule_keyed(self, key: TimerKey, delay_ms: int, op: KeyedTimerOp) -> None:
         """``schedule`` with an op that takes the key first: no closure per timer (a
         member's session timer, one per member)."""
         ...
 
-    def cancel(self, key: str) -> None: ...
+    def cancel(self, key: TimerKey) -> None: ...
 
-    def is_scheduled(self, key: str) -> bool: ...
+    def is_scheduled(self, key: TimerKey) -> bool: ...
 
 
 class StateMachine(Protocol):

@@ -4,13 +4,21 @@ in one scheme.
 Timers are keyed, and scheduling a key that is already scheduled replaces that timer: two
 different timers must therefore never share a key. The scheme:
 
-* ``{kind}:{len(group_id)}:{group_id}`` -- a timer of a group;
-* ``{kind}:{len(group_id)}:{group_id}:{member_id}`` -- a timer of one member of a group;
-* a bare constant without ``:`` -- a timer of the whole shard.
+* ``(kind, group_id)`` -- a timer of a group;
+* ``(kind, group_id, member_id)`` -- a timer of one member of a group;
+* ``(name,)`` -- a timer of the whole shard.
 
-The length prefix delimits the group id, so the rest of the key cannot be read another way
-(group ``a:b`` with member ``c`` and group ``a`` with member ``b:c`` give different keys,
-which an unprefixed ``{group}:{member}`` would not); kinds are a closed set without ``:``.
+Tuples need no delimiter: group ``a:b`` with member ``c`` and group ``a`` with member
+``b:c`` give different keys, and keys of different lengths never meet. Kinds and names are a
+closed set of distinct strings. Keys are tuples of strings only (``TimerKey``): the runtime's
+timer heap may compare two keys (when their entries tie on deadline and scheduling order).
+
+Tuples for memory: a member has a session timer (and, once it heartbeats, a pushed-back
+deadline in the consumer manager under the same key), and a tuple of the group and member id
+strings the state already holds costs 64 B where a new ``{kind}:{len}:{group}:{member}``
+string cost ~110 B -- so build member keys from the state's strings (``group.group_id``,
+``member.member_id``) where a handler has them.
+
 Keys live in memory only (the runtime's timer table): no record and no snapshot holds one,
 so the scheme may change freely.
 """
@@ -18,6 +26,8 @@ so the scheme may change freely.
 from __future__ import annotations
 
 import enum
+
+from shards.core.result import TimerKey
 
 
 class TimerKind(enum.Enum):
@@ -43,24 +53,28 @@ class TimerKind(enum.Enum):
 
 
 #: the periodic expiration of offsets and empty groups (shards.core.state_machine)
-GROUP_EXPIRATION = "expire-group-metadata"
+GROUP_EXPIRATION: TimerKey = ("expire-group-metadata",)
 #: the catch-up with the catalog after a load (shards.core.consumer.manager)
-CONSUMER_CATALOG_SYNC = "consumer-catalog-sync"
+CONSUMER_CATALOG_SYNC: TimerKey = ("consumer-catalog-sync",)
 
 
-def group_key(kind: TimerKind, group_id: str) -> str:
+def group_key(kind: TimerKind, group_id: str) -> TimerKey:
     """The key of a group's timer of this kind."""
-    return f"{kind.value}:{len(group_id)}:{group_id}"
+    return (kind.value, group_id)
 
 
-def member_key(kind: TimerKind, group_id: str, member_id: str) -> str:
-    """The key of a member's timer of this kind."""
-    return f"{kind.value}:{len(group_id)}:{group_id}:{member_id}"
+def member_key(kind: TimerKind, group_id: str, member_id: str) -> TimerKey:
+    """The key of a member's timer of this kind (holds the very strings given: no copy)."""
+    return (kind.value, group_id, member_id)
 
 
-def member_of_key(key: str) -> tuple[str, str]:
+def member_of_key(key: TimerKey) -> tuple[str, str]:
     """(group id, member id) of a member timer's key (the inverse of :func:`member_key`)."""
-    _, rest = key.split(":", 1)
-    length, rest = rest.split(":", 1)
-    n = int(length)
-    return rest[:n], rest[n + 1 :]
+    _, group_id, member_id = key
+    return group_id, member_id
+
+
+def kind_of_key(key: TimerKey) -> str:
+    """The kind (a ``TimerKind`` value) of a group or member timer's key; the name of a shard
+    timer's."""
+    return key[0]

@@ -43,7 +43,7 @@ from opentelemetry import trace
 
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
-from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine
+from shards.core.result import AsyncTask, CoordinatorResult, Deferred, StateMachine, TimerKey
 from shards.runtime import instruments as ins
 from shards.runtime.clock import Cancellable, Clock, timeout
 from shards.storage.base import CorruptRecordError, FencedError, LoadedLog, LogStore, Snapshot
@@ -113,10 +113,12 @@ WriteOp = Callable[[Any, int], CoordinatorResult[Any]]
 ReadOp = Callable[[Any, int], Any]
 #: sees the records of every write (and timer) once they are durable, with the timer key (None
 #: for a request): the process counts commits, rebalances, expirations from them (metrics)
-RecordObserver = Callable[[Sequence[Record], "str | None"], None]
+RecordObserver = Callable[[Sequence[Record], "TimerKey | None"], None]
 #: told of each durable batch: (partition, store epoch, store offset, [(records, timer key)
 #: of each write]); the group history sink (services.history)
-HistoryObserver = Callable[[int, int, int, Sequence[tuple[Sequence[Record], "str | None"]]], None]
+HistoryObserver = Callable[
+    [int, int, int, Sequence[tuple[Sequence[Record], "TimerKey | None"]]], None
+]
 
 
 class PartitionTimer:
@@ -127,7 +129,11 @@ class PartitionTimer:
     the earliest of them. A timer then costs one small list (its heap entry, shared with the
     key table) instead of an asyncio ``TimerHandle``, its context and a closure; with
     :meth:`schedule_keyed` (one op shared by many keys, called with the key) not even the
-    closure -- what a consumer group member's session timer uses. Replacing or cancelling a
+    closure -- what a consumer group member's session timer uses. A heap entry is the 3-slot
+    list ``[order, key, op]``: ``order`` is ``deadline << (SEQ_BITS + 1) | seq << 1 | keyed``,
+    so that it sorts by (deadline, scheduling order) and also says whether ``op`` takes the
+    key (no fourth slot). Keys are strings or tuples of strings, hashed and compared, never
+    parsed (see :mod:`shards.core.timer_keys`). Replacing or cancelling a
     key only marks its entry dead; dead entries leave the heap when they reach its top, or
     all at once when they outnumber the live ones, so heartbeats that keep moving deadlines
     cannot grow the heap without bound.
@@ -145,12 +151,15 @@ class PartitionTimer:
     #: scheduled a million schedules apart could flip)
     _SEQ_BITS = 20
     _SEQ_MASK = (1 << _SEQ_BITS) - 1
+    #: the order's low bit: set when the op takes the key (schedule_keyed)
+    _KEYED = 1
+    _DEADLINE_SHIFT = _SEQ_BITS + 1
 
     def __init__(self, partition: CoordinatorPartition) -> None:
         self._partition = partition
-        # key -> its heap entry [deadline << SEQ_BITS | seq, key, op, keyed]; op is None
-        # once the entry is dead (cancelled, replaced or fired)
-        self._entries: dict[str, list[Any]] = {}
+        # key -> its heap entry [deadline << DEADLINE_SHIFT | seq << 1 | keyed, key, op]; op
+        # is None once the entry is dead (cancelled, replaced or fired)
+        self._entries: dict[TimerKey, list[Any]] = {}
         self._heap: list[list[Any]] = []
         self._seq = 0
         self._wake: Cancellable | None = None
@@ -158,23 +167,24 @@ class PartitionTimer:
         self._firing: list[list[Any]] | None = None  # entries scheduled while firing
 
     def schedule(
-        self, key: str, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]
+        self, key: TimerKey, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]
     ) -> None:
         """Run ``op(now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer."""
-        self._schedule(key, delay_ms, op, False)
+        self._schedule(key, delay_ms, op, 0)
 
     def schedule_keyed(
-        self, key: str, delay_ms: int, op: Callable[[str, int], CoordinatorResult[Any]]
+        self, key: TimerKey, delay_ms: int, op: Callable[[TimerKey, int], CoordinatorResult[Any]]
     ) -> None:
         """Run ``op(key, now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer: one
         op (a bound method kept by its owner) serves every key, no closure per timer."""
-        self._schedule(key, delay_ms, op, True)
+        self._schedule(key, delay_ms, op, self._KEYED)
 
-    def _schedule(self, key: str, delay_ms: int, op: Any, keyed: bool) -> None:
+    def _schedule(self, key: TimerKey, delay_ms: int, op: Any, keyed: int) -> None:
         self.cancel(key)
         deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
         self._seq += 1
-        entry = [deadline << self._SEQ_BITS | (self._seq & self._SEQ_MASK), key, op, keyed]
+        order = deadline << self._DEADLINE_SHIFT | (self._seq & self._SEQ_MASK) << 1 | keyed
+        entry = [order, key, op]
         self._entries[key] = entry
         if self._firing is not None:
             self._firing.append(entry)  # into the heap once the due keys have fired
@@ -186,12 +196,12 @@ class PartitionTimer:
         if self._wake_at is None or deadline < self._wake_at:
             self._arm(deadline)
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: TimerKey) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             entry[2] = None  # left in the heap, skipped when it comes up
 
-    def is_scheduled(self, key: str) -> bool:
+    def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._entries
 
     def cancel_all(self) -> None:
@@ -203,7 +213,7 @@ class PartitionTimer:
         self._entries.clear()
         self._heap.clear()
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[TimerKey]:
         return list(self._entries)
 
     def _arm(self, deadline: int) -> None:
@@ -215,7 +225,7 @@ class PartitionTimer:
 
     def _fire_due(self) -> None:
         self._wake = self._wake_at = None
-        due_before = (self._partition.clock.monotonic_ms() + 1) << self._SEQ_BITS
+        due_before = (self._partition.clock.monotonic_ms() + 1) << self._DEADLINE_SHIFT
         heap = self._heap
         firing: list[list[Any]] = []
         self._firing = firing
@@ -228,7 +238,7 @@ class PartitionTimer:
                 key = entry[1]
                 entry[2] = None
                 del self._entries[key]
-                if entry[3]:
+                if entry[0] & self._KEYED:
                     self._partition.fire_timer(key, functools.partial(op, key))
                 else:
                     self._partition.fire_timer(key, op)
@@ -240,7 +250,7 @@ class PartitionTimer:
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
         if heap:
-            self._arm(heap[0][0] >> self._SEQ_BITS)
+            self._arm(heap[0][0] >> self._DEADLINE_SHIFT)
 
 
 class _Batch:
@@ -249,7 +259,7 @@ class _Batch:
     def __init__(self) -> None:
         self.records: list[Record] = []
         # (records, timer key) of each write in the batch, for the record observer
-        self.observed: list[tuple[Sequence[Record], str | None]] = []
+        self.observed: list[tuple[Sequence[Record], TimerKey | None]] = []
         # (future, value) pairs released when the batch is durable
         self.waiters: list[tuple[asyncio.Future[Any], Any]] = []
 
@@ -293,7 +303,7 @@ class CoordinatorPartition:
         # True when several processes share the store: load only takes a lease that is free
         # or already ours (try_acquire), never another owner's live one.
         self.respect_leases = respect_leases
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[TimerKey, asyncio.Task[None]] = {}
         self.state = PartitionState.INITIAL
         self.epoch = 0
         self.sm: Any = None
@@ -432,7 +442,7 @@ class CoordinatorPartition:
         self._release_after_current(future, response)
         return future
 
-    def fire_timer(self, key: str, op: Callable[[int], CoordinatorResult[Any]]) -> None:
+    def fire_timer(self, key: TimerKey, op: Callable[[int], CoordinatorResult[Any]]) -> None:
         if self.state is not PartitionState.ACTIVE or not self._accepting:
             return
         try:
@@ -446,7 +456,7 @@ class CoordinatorPartition:
         self,
         result: CoordinatorResult[Any],
         future: asyncio.Future[Any] | None,
-        timer_key: str | None = None,
+        timer_key: TimerKey | None = None,
     ) -> None:
         records = result.records
         if records:
@@ -501,7 +511,7 @@ class CoordinatorPartition:
                 del self._tasks[task.key]
             if incarnation != self._incarnation:
                 return  # the state that asked is gone
-            self.fire_timer(f"task:{task.key}", lambda now: task.on_done(answer, now))
+            self.fire_timer(("task", *task.key), lambda now: task.on_done(answer, now))
 
         current = asyncio.get_running_loop().create_task(run(), name=f"task-p{self.partition}")
         self._tasks[task.key] = current

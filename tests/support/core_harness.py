@@ -27,7 +27,14 @@ from typing import Any
 from services.shard.assignor_executor import InProcessAssignor
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.records import Record
-from shards.core.result import AsyncTask, CoordinatorResult, Deferred, KeyedTimerOp, TimerOp
+from shards.core.result import (
+    AsyncTask,
+    CoordinatorResult,
+    Deferred,
+    KeyedTimerOp,
+    TimerKey,
+    TimerOp,
+)
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
 
@@ -47,27 +54,27 @@ class ManualTimer:
     """The core's Timer for tests: keyed, replaceable, fires only when the harness sleeps."""
 
     def __init__(self) -> None:
-        self.tasks: dict[str, tuple[int, int, TimerOp]] = {}
+        self.tasks: dict[TimerKey, tuple[int, int, TimerOp]] = {}
         self.now_ms = START_MS
         self._seq = itertools.count()
 
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
+    def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None:
         self.tasks[key] = (self.now_ms + delay_ms, next(self._seq), op)
 
-    def schedule_keyed(self, key: str, delay_ms: int, op: KeyedTimerOp) -> None:
+    def schedule_keyed(self, key: TimerKey, delay_ms: int, op: KeyedTimerOp) -> None:
         self.schedule(key, delay_ms, functools.partial(op, key))
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: TimerKey) -> None:
         self.tasks.pop(key, None)
 
-    def is_scheduled(self, key: str) -> bool:
+    def is_scheduled(self, key: TimerKey) -> bool:
         return key in self.tasks
 
-    def deadline(self, key: str) -> int | None:
+    def deadline(self, key: TimerKey) -> int | None:
         task = self.tasks.get(key)
         return task[0] if task else None
 
-    def pop_due(self, now_ms: int) -> tuple[int, str, TimerOp] | None:
+    def pop_due(self, now_ms: int) -> tuple[int, TimerKey, TimerOp] | None:
         due = [(d, s, k) for k, (d, s, _) in self.tasks.items() if d <= now_ms]
         if not due:
             return None
@@ -103,8 +110,8 @@ class ShardHarness:
         self.shard = self.new_shard(self.timer)
         self.log: list[Record] = []
         self.pending: dict[int, Pending] = {}
-        self.fired: list[tuple[str, CoordinatorResult[Any]]] = []
-        self.tasks: dict[str, AsyncTask] = {}  # key -> newest task (newer supersedes)
+        self.fired: list[tuple[TimerKey, CoordinatorResult[Any]]] = []
+        self.tasks: dict[TimerKey, AsyncTask] = {}  # key -> newest task (newer supersedes)
 
     def new_shard(self, timer: Any) -> CoordinatorStateMachine:
         """A shard as a process builds one (the in-process assignors injected)."""
@@ -163,7 +170,7 @@ class ShardHarness:
         self.fired.extend(fired)
         return fired
 
-    def run_tasks(self, execute: Callable[[Any], Any], keys: list[str] | None = None) -> int:
+    def run_tasks(self, execute: Callable[[Any], Any], keys: list[TimerKey] | None = None) -> int:
         """Run queued async tasks (all, or the given keys) and apply their on_done writes."""
         ran = 0
         for key in list(self.tasks) if keys is None else keys:

@@ -7,8 +7,14 @@ the group keeps indexes derived from it and maintained on every replay:
 
 * ``partition_epochs``: topic id -> partition -> epoch of the member that owns it (assigned
   or pending revocation). Adding an owner to a partition that already has one is a bug and
-  raises: this is the "one owner per partition" invariant, checked on every replay.
+  raises: this is the "one owner per partition" invariant, checked on every replay. Kept as
+  a list per topic indexed by partition (None: no owner; 8 B a partition where a dict took
+  ~50 B), since a topic's partitions are numbered from 0; a partition number far beyond the
+  list (or negative) goes to a dict instead, so that no number can blow the list up.
 * the number of members subscribed to each topic name, each regex and each server assignor;
+* the subscribed topic names last replayed: replay gives a member with an equal
+  subscription that very tuple (:meth:`ConsumerGroup.share_names`), so that members with the
+  same subscription -- most of a group's -- share one tuple (a cache: it changes nothing);
 * the instance id -> member id map of static members;
 * the number of members not yet reconciled to the assignment epoch (for the state).
 
@@ -108,9 +114,13 @@ class ConsumerGroup(Group):
         # derived from the above (see the module docstring)
         self.static_members: dict[str, str] = {}
         self.topic_name_counts: dict[str, int] = {}
+        self._last_names: tuple[str, ...] = ()
         self.regex_counts: dict[str, int] = {}
         self.assignor_counts: dict[str, int] = {}
-        self.partition_epochs: dict[str, dict[int, int]] = {}
+        # topic id -> [epoch of partition p's owner or None]; no trailing None
+        self._dense_epochs: dict[str, list[int | None]] = {}
+        # topic id -> {partition: epoch} for the partitions beyond the list (see above)
+        self._sparse_epochs: dict[str, dict[int, int]] | None = None
         #: members declaring client-side assignors (or classic protocols) -- 0: the group is
         #: assigned server-side without looking further
         self.client_members = 0
@@ -218,11 +228,36 @@ class ConsumerGroup(Group):
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
 
+    def share_names(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """The tuple of subscribed topic names last replayed if equal to ``names``, else
+        ``names`` (which becomes the last). Replay only."""
+        if names == self._last_names:
+            return self._last_names
+        self._last_names = names
+        return names
+
     def owner_epoch(self, topic_id: str, partition: int) -> int:
-        parts = self.partition_epochs.get(topic_id)
-        if parts is None:
+        dense = self._dense_epochs.get(topic_id)
+        if dense is not None and 0 <= partition < len(dense):
+            epoch = dense[partition]
+            if epoch is not None:
+                return epoch
+        if self._sparse_epochs is None:
             return -1
-        return parts.get(partition, -1)
+        sparse = self._sparse_epochs.get(topic_id)
+        if sparse is None:
+            return -1
+        return sparse.get(partition, -1)
+
+    @property
+    def partition_epochs(self) -> dict[str, dict[int, int]]:
+        """topic id -> partition -> epoch of its owner (a copy, for tests and checks)."""
+        out: dict[str, dict[int, int]] = {}
+        for topic_id, dense in self._dense_epochs.items():
+            out[topic_id] = {p: e for p, e in enumerate(dense) if e is not None}
+        for topic_id, sparse in (self._sparse_epochs or {}).items():
+            out.setdefault(topic_id, {}).update(sparse)
+        return {t: dict(sorted(parts.items())) for t, parts in sorted(out.items())}
 
     def subscribed_topic_names(self) -> set[str]:
         names = set(self.topic_name_counts)
@@ -302,28 +337,57 @@ class ConsumerGroup(Group):
 
     def _add_epochs(self, assignment: Assignment, epoch: int, member_id: str) -> None:
         for topic_id, parts in assignment.items():
-            epochs = self.partition_epochs.setdefault(topic_id, {})
+            dense = self._dense_epochs.get(topic_id)
+            if dense is None:
+                dense = self._dense_epochs[topic_id] = []
+            sparse = None if self._sparse_epochs is None else self._sparse_epochs.get(topic_id)
             for p in parts:
-                previous = epochs.get(p)
-                epochs[p] = epoch
+                # a partition in the dict stays there (the list may have grown past it since)
+                previous = None if sparse is None else sparse.get(p)
+                if previous is None and 0 <= p < len(dense):
+                    previous = dense[p]
+                    dense[p] = epoch
+                elif previous is None and len(dense) <= p < 2 * len(dense) + 1024:
+                    dense.extend([None] * (p - len(dense)))
+                    dense.append(epoch)
+                else:
+                    if sparse is None:
+                        if self._sparse_epochs is None:
+                            self._sparse_epochs = {}
+                        sparse = self._sparse_epochs[topic_id] = {}
+                    sparse[p] = epoch
                 if previous is not None:
                     raise ValueError(
                         f"group {self.group_id}: cannot give {topic_id}-{p} to member "
                         f"{member_id} at epoch {epoch}: still owned at epoch {previous}"
                     )
+            if not dense:  # every partition went to the dict
+                del self._dense_epochs[topic_id]
 
     def _remove_epochs(self, assignment: Assignment, epoch: int, member_id: str) -> None:
         for topic_id, parts in assignment.items():
-            epochs = self.partition_epochs.get(topic_id)
+            dense = self._dense_epochs.get(topic_id)
             for p in parts:
-                previous = None if epochs is None else epochs.pop(p, None)
+                previous: int | None = None
+                if dense is not None and 0 <= p < len(dense) and dense[p] is not None:
+                    previous = dense[p]
+                    dense[p] = None
+                elif self._sparse_epochs is not None:
+                    sparse = self._sparse_epochs.get(topic_id)
+                    if sparse is not None:
+                        previous = sparse.pop(p, None)
+                        if not sparse:
+                            del self._sparse_epochs[topic_id]
                 if previous != epoch:
                     raise ValueError(
                         f"group {self.group_id}: cannot release {topic_id}-{p} from member "
                         f"{member_id} at epoch {epoch}: owned at epoch {previous}"
                     )
-            if epochs is not None and not epochs:
-                del self.partition_epochs[topic_id]
+            if dense is not None:
+                while dense and dense[-1] is None:
+                    dense.pop()
+                if not dense:
+                    del self._dense_epochs[topic_id]
 
     # ---- records -------------------------------------------------------------------------------
     def tombstone_records(self) -> list[Record]:

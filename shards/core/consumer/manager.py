@@ -114,7 +114,7 @@ from shards.core.records import (
     Record,
     TopicMetadata,
 )
-from shards.core.result import AsyncTask, CoordinatorResult, Timer
+from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerKey
 from shards.core.timer_keys import (
     CONSUMER_CATALOG_SYNC,
     TimerKind,
@@ -232,7 +232,7 @@ class ConsumerGroupManager:
         # _schedule_session_timeout).
         self._ids_cache: dict[tuple[object, ...], tuple[object, frozenset[str]]] = {}
         self._ids_image: TopicsImage | None = None
-        self._session_deadlines: dict[str, tuple[int, int]] = {}  # key -> (deadline, armed)
+        self._session_deadlines: dict[TimerKey, tuple[int, int]] = {}  # key -> (deadline, armed)
         # one op for every member's session timer (called with the timer's key): no closure
         # per member (memory: see PartitionTimer)
         self._session_timer = self._expire_session
@@ -327,7 +327,7 @@ class ConsumerGroupManager:
         for topic_id in member.assigned_partitions:
             if topic_id not in subscribed:
                 return None
-        self.schedule_session_timeout(request.group_id, member.member_id, now_ms=now_ms)
+        self.schedule_session_timeout(group.group_id, member.member_id, now_ms=now_ms)
         full = (
             request.rebalance_timeout_ms != -1
             and (
@@ -625,7 +625,8 @@ class ConsumerGroupManager:
         if classic is not None:
             classic.on_joined(group_id, reconciled)
             return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
-        self.schedule_session_timeout(group_id, member_id, now_ms=now_ms)
+        # the key holds the state's strings, not the request's (timer_keys: memory)
+        self.schedule_session_timeout(group.group_id, reconciled.member_id, now_ms=now_ms)
 
         full = joining or (
             request.rebalance_timeout_ms != -1
@@ -1043,7 +1044,7 @@ class ConsumerGroupManager:
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
-    def _expire_session(self, key: str, now_ms: int) -> CoordinatorResult[None]:
+    def _expire_session(self, key: TimerKey, now_ms: int) -> CoordinatorResult[None]:
         armed = self._session_deadlines.get(key)
         if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
             self._session_deadlines[key] = (armed[0], armed[0])
@@ -1537,7 +1538,7 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_metadata(value))
+            found.put_member(known.with_metadata(value, found.share_names))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1561,14 +1562,17 @@ class ConsumerGroupManager:
             found = self._persisted(key.group_id)
             target = from_topic_partitions(value.topic_partitions)
             member = found.members.get(key.member_id)
+            # keyed by the member's own id string when it has one: a decoded record's is a
+            # copy (one more string per member)
+            member_id = key.member_id if member is None else member.member_id
             if member is not None and same_assignment(target, member.assigned_partitions):
                 target = member.assigned_partitions  # shared (see with_current_assignment)
-            found.target_assignment[key.member_id] = target
+            found.target_assignment[member_id] = target
             meta = (value.metadata_version, value.metadata_bytes, value.metadata_error)
             if meta == NO_METADATA:
-                found.target_metadata.pop(key.member_id, None)
+                found.target_metadata.pop(member_id, None)
             else:
-                found.target_metadata[key.member_id] = meta
+                found.target_metadata[member_id] = meta
             return
         group = self._existing(key.group_id)
         if group is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from shards.core.records import (
@@ -132,14 +132,21 @@ class ConsumerGroupMember:
             metadata_error=self.assignment_metadata_error,
         )
 
-    def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
+    def with_metadata(
+        self,
+        value: ConsumerGroupMemberMetadataValue,
+        share: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
+    ) -> ConsumerGroupMember:
+        """``share``: gives an equal tuple of topic names already held (the group's), so
+        that members with one subscription share one tuple."""
+        names = normalize_names(value.subscribed_topic_names)
         return replace(
             self,
             instance_id=value.instance_id,
             rack_id=value.rack_id,
             client_id=value.client_id,
             client_host=value.client_host,
-            subscribed_topic_names=normalize_names(value.subscribed_topic_names),
+            subscribed_topic_names=names if share is None else share(names),
             subscribed_topic_regex=value.subscribed_topic_regex or "",
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,

@@ -11,6 +11,7 @@ from shards.core.timer_keys import (
     GROUP_EXPIRATION,
     TimerKind,
     group_key,
+    kind_of_key,
     member_key,
     member_of_key,
 )
@@ -28,10 +29,19 @@ def test_group_with_colon_and_member_differs_from_group_and_member_with_colon() 
     )
 
 
-def test_kinds_contain_no_separator() -> None:
-    for kind in TimerKind:
-        assert ":" not in kind.value
-    assert ":" not in GROUP_EXPIRATION and ":" not in CONSUMER_CATALOG_SYNC
+def test_kinds_and_shard_timer_names_are_distinct() -> None:
+    names = [kind.value for kind in TimerKind] + [GROUP_EXPIRATION[0], CONSUMER_CATALOG_SYNC[0]]
+    assert len(set(names)) == len(names)
+
+
+def test_member_keys_hold_the_strings_given_and_keys_compare_with_each_other() -> None:
+    group_id, member_id = "".join(["g", "1"]), "".join(["m", "1"])  # not interned
+    key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
+    assert key[1] is group_id and key[2] is member_id
+    # the runtime's heap compares keys of entries that tie: any two keys must be orderable
+    keys = [key, group_key(TimerKind.CLASSIC_JOIN, group_id), GROUP_EXPIRATION]
+    assert sorted(keys) == sorted(reversed(keys))
+    assert kind_of_key(key) == TimerKind.CONSUMER_SESSION_TIMEOUT.value
 
 
 @given(kinds, ids, ids, kinds, ids, ids)

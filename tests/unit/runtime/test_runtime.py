@@ -690,3 +690,48 @@ async def test_timers_on_the_real_clock_fire_not_before_their_deadline_in_order(
     assert [t >= d for (_, t), d in zip(fired, (20, 40, 60), strict=True)] == [True] * 3
     await asyncio.sleep(0.05)
     assert len(fired) == 3 and sm.timer.keys() == []
+
+
+async def test_keyed_and_plain_timers_with_tuple_keys_fire_in_scheduling_order_on_ties(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    fired: list[object] = []
+
+    def keyed(key: tuple[str, ...], now: int) -> CoordinatorResult[None]:
+        fired.append(key)
+        return CoordinatorResult()
+
+    def plain(name: str) -> Any:
+        def op(now: int) -> CoordinatorResult[None]:
+            fired.append(name)
+            return CoordinatorResult()
+
+        return op
+
+    sm.timer.schedule_keyed(("session", "g", "m1"), 10, keyed)
+    sm.timer.schedule(("join", "g"), 10, plain("join"))
+    sm.timer.schedule_keyed(("session", "g", "m2"), 10, keyed)
+    sm.timer.schedule(("expire",), 5, plain("expire"))
+    assert sm.timer.is_scheduled(("session", "g", "m1"))
+    assert clock.advance(10) == 2  # at 5, then at 10
+    assert fired == ["expire", ("session", "g", "m1"), "join", ("session", "g", "m2")]
+    assert sm.timer.keys() == []
+
+
+async def test_timers_tied_once_the_scheduling_order_wraps_still_fire(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    # the heap then compares the keys: every key is a tuple of strings, so they compare
+    rt = make_runtime(store)
+    await rt.load(0)
+    sm: Counter = rt.partition(0).sm
+    sm.timer.schedule(("b", "g"), 10, lambda now: sm.incr("b"))
+    sm.timer._seq += PartitionTimer._SEQ_MASK  # the next one gets the same order
+    sm.timer.schedule(("a", "g", "m"), 10, lambda now: sm.incr("a"))
+    [first, second] = sorted(sm.timer._heap)
+    assert first[0] == second[0]
+    clock.advance(10)
+    assert sm.values["a"] == 1 and sm.values["b"] == 1
