@@ -11,6 +11,10 @@ member with the member's current epoch (steady state: nothing to write, no assig
 response). After every heartbeat phase the group is described: same epoch, same members, all
 Stable -- so every heartbeat was a successful one (errors travel in-band, ghz cannot see them).
 
+Each phase also takes the server process's CPU time per call (``server_cpu_us_per_call``;
+``cpu_ratio_check_vs_heartbeat_c*`` is a Check's over a heartbeat's, per round, then the
+median): what a call costs the server, steadier than rates on a shared machine.
+
     .venv/bin/python -m bench.consumer_group.throughput [--rounds 3] [--duration 5]
 
 Results: bench/results/consumer_group_throughput.json (medians over rounds, ratio hb/check).

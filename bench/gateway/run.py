@@ -29,6 +29,12 @@ groups of one member each (JoinGroup twice, SyncGroup as the leader; session tim
 minutes so that they outlive the other phases), every member heartbeating at its generation;
 afterwards every group is described: still Stable with its one member.
 
+Each phase also takes the CPU time (user + system, every thread) of the processes serving
+the target -- ``dev``; the gateway and its shard; Kafka's JVM -- per request
+(``server_cpu_us_per_op``), and ``per_core_*`` ratios compare requests per CPU-second of two
+targets: throughput per core, steadier than rates on a shared machine (a target that gets
+less CPU in a phase answers fewer requests, not dearer ones).
+
     .venv/bin/python -m bench.gateway.run [--rounds 3] [--duration 5] [--groups 10]
                                           [--members 10] [--no-kafka] [--classic]
 
@@ -53,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.procstat import cpu_seconds  # noqa: E402
 from tests.interop.kafka_broker import (  # noqa: E402
     KAFKA_VERSION,
     KafkaBroker,
@@ -287,6 +294,23 @@ def main() -> None:
                     files[f"{server}-classic"] = tmp / f"{server}-classic.json"
                     files[f"{server}-classic"].write_text(json.dumps(classic))
 
+            # the processes serving each target: their CPU per request is the cost per core
+            serving = {
+                "gateway": [gc.proc.pid],
+                "gateway_loopback": [loop_gc.proc.pid],
+                "gateway_process": [gw.proc.pid, gc.proc.pid],
+                "gateway_batched": [gw_batched.proc.pid, gc.proc.pid],
+                "grpc": [gc.proc.pid],
+                **({"kafka": [kafka.proc.pid]} if kafka and kafka.proc else {}),
+            }
+
+            def measured(name: str, *args: Any) -> dict[str, Any]:
+                before = [cpu_seconds(pid) for pid in serving[name]]
+                r = load(*args)
+                used = [cpu_seconds(pid) - b for pid, b in zip(serving[name], before, strict=True)]
+                r["server_cpu_us_per_op"] = 1e6 * sum(used) / max(r["ops"], 1)
+                return r
+
             runs: dict[str, list[dict[str, Any]]] = {}
             for rnd in range(a.rounds):
                 for c in CONCURRENCY:
@@ -294,25 +318,27 @@ def main() -> None:
                         server = {"kafka": "kafka", "gateway_loopback": "loopback"}.get(
                             name, "groupcoord"
                         )
-                        r = load(mode, address, files[server], c, a.duration)
+                        r = measured(name, mode, address, files[server], c, a.duration)
                         r["stable_after"] = asyncio.run(still_stable(target, members[server]))
                         runs.setdefault(f"{name}_c{c}", []).append(r)
                         print(
                             f"round {rnd + 1} {name:15s} c={c:3d} {r['ops_per_s']:9.0f}/s "
                             f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms "
-                            f"errors {r['errors']} stable {r['stable_after']}",
+                            f"errors {r['errors']} stable {r['stable_after']} "
+                            f"server CPU {r['server_cpu_us_per_op']:.0f} us/op",
                             flush=True,
                         )
                         if not a.classic or mode != "kafka":
                             continue
                         key = f"{server}-classic"
-                        r = load(mode, address, files[key], c, a.duration, "classic")
+                        r = measured(name, mode, address, files[key], c, a.duration, "classic")
                         r["stable_after"] = asyncio.run(classic_still_stable(target, members[key]))
                         runs.setdefault(f"classic_{name}_c{c}", []).append(r)
                         print(
                             f"round {rnd + 1} classic {name:15s} c={c:3d} "
                             f"{r['ops_per_s']:9.0f}/s p50 {r['p50_ms']:.2f} ms "
-                            f"errors {r['errors']} stable {r['stable_after']}",
+                            f"errors {r['errors']} stable {r['stable_after']} "
+                            f"server CPU {r['server_cpu_us_per_op']:.0f} us/op",
                             flush=True,
                         )
         finally:
@@ -328,6 +354,7 @@ def main() -> None:
             "ops_per_s_median": statistics.median(r["ops_per_s"] for r in rs),
             "p50_ms_median": statistics.median(r["p50_ms"] for r in rs),
             "p99_ms_median": statistics.median(r["p99_ms"] for r in rs),
+            "server_cpu_us_per_op_median": statistics.median(r["server_cpu_us_per_op"] for r in rs),
             "errors": sum(r["errors"] for r in rs),
             "always_stable": all(r["stable_after"] for r in rs),
             "runs": rs,
@@ -343,10 +370,17 @@ def main() -> None:
                     ratios[f"{name}_over_{base}_c{c}"] = (
                         a_["ops_per_s_median"] / b_["ops_per_s_median"]
                     )
+                    # per core: requests per CPU-second of the serving processes, over base's
+                    ratios[f"per_core_{name}_over_{base}_c{c}"] = (
+                        b_["server_cpu_us_per_op_median"] / a_["server_cpu_us_per_op_median"]
+                    )
                 a_, b_ = results.get(f"classic_{name}_c{c}"), results.get(f"classic_{base}_c{c}")
                 if a_ and b_ and name != base:
                     ratios[f"classic_{name}_over_{base}_c{c}"] = (
                         a_["ops_per_s_median"] / b_["ops_per_s_median"]
+                    )
+                    ratios[f"per_core_classic_{name}_over_{base}_c{c}"] = (
+                        b_["server_cpu_us_per_op_median"] / a_["server_cpu_us_per_op_median"]
                     )
     doc = {
         "benchmark": "gateway_heartbeat_throughput",
