@@ -200,11 +200,63 @@ def _need(pos: int, n: int, end: int) -> int:
     return pos + n
 
 
+# The steps of an entity's regular fields (:func:`_steps`): runs of fixed-size fields as one
+# step, strings walked inline, anything else (arrays, structs) by :func:`_walk_field`.
+_FIXED_RUN, _COMPACT_STRING, _STRING16, _BYTES32, _FIELD = range(5)
+_Step = tuple[int, Any]
+
+
+@functools.cache
+def _steps(cls: type, flexible: bool) -> tuple[_Step, ...]:
+    steps: list[_Step] = []
+    for shape in _shape(cls)[0]:
+        size = _FIXED_SIZES.get(shape.kafka_type)
+        if shape.array or shape.entity is not None:
+            steps.append((_FIELD, shape))
+        elif size is not None:
+            if steps and steps[-1][0] == _FIXED_RUN:
+                steps[-1] = (_FIXED_RUN, steps[-1][1] + size)
+            else:
+                steps.append((_FIXED_RUN, size))
+        elif shape.kafka_type in ("string", "bytes", "records"):
+            if flexible:
+                steps.append((_COMPACT_STRING, None))
+            else:
+                steps.append((_STRING16 if shape.kafka_type == "string" else _BYTES32, None))
+        else:
+            steps.append((_FIELD, shape))  # (unsupported: _walk_one says so)
+    return tuple(steps)
+
+
+def _plain_steps(cls: type, flexible: bool) -> tuple[_Step, ...]:
+    """Every field by :func:`_walk_field`: the walk :func:`_steps` must agree with (tests)."""
+    return tuple((_FIELD, shape) for shape in _shape(cls)[0])
+
+
 def _walk_entity(cls: type, flexible: bool, data: bytes, pos: int, end: int) -> int:
-    regular, tagged = _shape(cls)
-    for shape in regular:
-        pos = _walk_field(shape, flexible, data, pos, end)
+    for kind, arg in _steps(cls, flexible):
+        if kind == _COMPACT_STRING:
+            if pos < end and data[pos] < 0x80:  # the length in one byte: most strings
+                n = data[pos] - 1
+                pos += 1
+            else:
+                n, pos = _uvarint(data, pos, end)
+                n -= 1
+            if n != -1:  # (-1: null)
+                pos = _need(pos, n, end)
+        elif kind == _FIXED_RUN:
+            pos = _need(pos, arg, end)
+        elif kind == _FIELD:
+            pos = _walk_field(arg, flexible, data, pos, end)
+        else:
+            width = 2 if kind == _STRING16 else 4
+            _need(pos, width, end)
+            (n,) = (_I16 if kind == _STRING16 else _I32).unpack_from(data, pos)
+            pos += width
+            if n != -1:
+                pos = _need(pos, n, end)
     if flexible:
+        tagged = _shape(cls)[1]
         count, pos = _uvarint(data, pos, end)
         for _ in range(count):
             tag, pos = _uvarint(data, pos, end)

@@ -74,6 +74,40 @@ def test_bounds_walk_agrees_with_kio_on_valid_requests(api_key: int, version: in
     check()
 
 
+def _walk(cls: type, data: bytes) -> int | str:
+    try:
+        return codec.check_bounds(cls, data, 0)
+    except InvalidFrame as ex:
+        return f"InvalidFrame: {ex}"
+
+
+@pytest.mark.parametrize(("api_key", "version"), VERSIONS)
+def test_bounds_walk_steps_agree_with_the_field_by_field_walk(
+    api_key: int, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the walk's steps (fixed-size runs and strings inline) against every field walked by
+    # the generic field walker: the same end position, or the same refusal, for valid
+    # messages and for every cut and one-byte corruption of them
+    cls = codec.request_class(api_key, version)
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_type(cls), st.data())
+    def check(entity: object, draw: st.DataObject) -> None:
+        valid = encode(entity)
+        variants = [valid, *(valid[:cut] for cut in range(len(valid)))]
+        if valid:
+            at = draw.draw(st.integers(0, len(valid) - 1))
+            byte = draw.draw(st.integers(0, 255))
+            variants.append(valid[:at] + bytes([byte]) + valid[at + 1 :])
+        fast = [_walk(cls, v) for v in variants]
+        with monkeypatch.context() as m:
+            m.setattr(codec, "_steps", codec._plain_steps)
+            plain = [_walk(cls, v) for v in variants]
+        assert fast == plain
+
+    check()
+
+
 @pytest.mark.parametrize(("api_key", "version"), VERSIONS)
 def test_every_response_version_builds_encodes_and_decodes(api_key: int, version: int) -> None:
     cls = codec.response_class(api_key, version)

@@ -22,9 +22,7 @@ TEXT = st.one_of(st.none(), st.text(max_size=300))
 
 def generic(api_key: int, version: int, correlation_id: int, data: dict[str, Any]) -> bytes:
     entity = codec.build(codec.response_class(api_key, version), data)
-    return codec.encode_response(
-        correlation_id, codec.response_header_v1(api_key, version), entity
-    )
+    return codec.encode_response(correlation_id, codec.response_header_v1(api_key, version), entity)
 
 
 @settings(max_examples=300)
