@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +72,18 @@ def _too_many(limits: RequestLimits) -> ApiError:
 def request_error(request: Any, limits: RequestLimits) -> ApiError | None:
     """INVALID_REQUEST naming the first string over the limit or the item count over the
     cap, else None. Group-id fields are left to :func:`group_id_error` (per group)."""
+    cls: type = type(request)
+    quick = _quick_check(cls)
+    if quick is not None:
+        try:
+            if quick(request, limits.max_string_bytes // 4, limits.max_items) >= 0:
+                return None  # certainly within the limits: no walk, no error to name
+        except (TypeError, AttributeError):  # a value not of its declared type: walk it
+            pass
+    return _walk(request, limits)
+
+
+def _walk(request: Any, limits: RequestLimits) -> ApiError | None:
     items = 0
     # (where, value) pairs; a stack keeps deep requests from recursing. ``where`` is a linked
     # (parent, key) pair, turned into text only for the error message.
@@ -115,3 +130,91 @@ def _path(where: Any) -> str:
     for key in reversed(keys):
         out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else key)
     return out
+
+
+# ---- the quick check ---------------------------------------------------------------------
+#
+# Every request is checked, so the check of a request that is within the limits (nearly all)
+# should cost little. :func:`_quick_check` generates, from a request type's field types, a
+# function that only proves "within the limits": it returns the item budget left, or -1 as
+# soon as a string has more characters than a quarter of the byte limit (at most 4 UTF-8 bytes
+# per character) or the items exceed the cap -- and then :func:`_walk` decides and names the
+# offending field. A type with a field it cannot reason about gets no quick check.
+
+_SKIPPED = (int, bool, float, bytes, type(None))
+
+
+@functools.cache
+def _quick_check(cls: type) -> Callable[[Any, int, int], int] | None:
+    if not dataclasses.is_dataclass(cls):
+        return None
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: no quick check
+        return None
+    ns: dict[str, Any] = {}
+    lines = ["def check(x, L, budget):"]
+    for i, f in enumerate(dataclasses.fields(cls)):
+        if f.name == "context":
+            continue
+        code = _field_check(f"x.{f.name}", hints[f.name], f.name in GROUP_ID_FIELDS, i, ns)
+        if code is None:
+            return None
+        lines += ["    " + line for line in code]
+    lines.append("    return budget")
+    exec("\n".join(lines), ns)  # noqa: S102 - generated from the type's own field types
+    check: Callable[[Any, int, int], int] = ns["check"]
+    return check
+
+
+def _field_check(
+    expr: str, hint: Any, group_ids: bool, i: int, ns: dict[str, Any]
+) -> list[str] | None:
+    """Lines checking the value ``expr`` of type ``hint`` (None: a type this cannot check)."""
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    optional = origin in (types.UnionType, typing.Union) and type(None) in args
+    if optional:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return None if not all(a in _SKIPPED for a in rest) else []
+        hint = rest[0]
+        args, origin = typing.get_args(hint), typing.get_origin(hint)
+    if hint in _SKIPPED or (isinstance(hint, type) and issubclass(hint, int)):
+        return []  # (enums over int too)
+    body: list[str]
+    if hint is str:
+        body = [] if group_ids else [f"if len(v{i}) > L: return -1"]
+    elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        body = [f"budget -= len(v{i})", "if budget < 0: return -1"]
+        item = args[0]
+        if group_ids or item in _SKIPPED:
+            pass
+        elif item is str:
+            body += [f"for e in v{i}:", "    if len(e) > L: return -1"]
+        elif dataclasses.is_dataclass(item):
+            sub = _quick_check(item)  # type: ignore[arg-type]
+            if sub is None:
+                return None
+            ns[f"c{i}"] = sub
+            body += [
+                f"for e in v{i}:",
+                f"    budget = c{i}(e, L, budget)",
+                "    if budget < 0: return -1",
+            ]
+        else:
+            return None
+    elif dataclasses.is_dataclass(hint):
+        sub = _quick_check(hint)  # type: ignore[arg-type]
+        if sub is None:
+            return None
+        ns[f"c{i}"] = sub
+        body = [f"budget = c{i}(v{i}, L, budget)", "if budget < 0: return -1"]
+    else:
+        return None
+    if not body:
+        return []
+    head = [f"v{i} = {expr}"]
+    if optional:
+        return [*head, f"if v{i} is not None:", *("    " + line for line in body)]
+    return head + body

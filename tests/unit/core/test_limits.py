@@ -3,6 +3,10 @@ level, group ids left to the per-group check."""
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from shards.core import api
 from shards.core.errors import Errors
 from shards.limits import MAX_STRING_BYTES, RequestLimits, group_id_error, request_error
@@ -46,3 +50,39 @@ def test_group_ids_are_left_to_the_per_group_check() -> None:
     err = group_id_error(huge)
     assert err is not None and err.code == Errors.INVALID_GROUP_ID
     assert group_id_error("g" * MAX_STRING_BYTES) is None
+
+
+def _request_types() -> list[type]:
+    import inspect
+
+    from shards.core.classic import api as classic_api
+    from shards.core.consumer import api as consumer_api
+
+    return [
+        c
+        for mod in (api, consumer_api, classic_api)
+        for name, c in inspect.getmembers(mod, inspect.isclass)
+        if name.endswith("Request") and c.__module__ == mod.__name__
+    ]
+
+
+@pytest.mark.parametrize("cls", _request_types(), ids=lambda c: c.__name__)
+def test_the_quick_check_decides_as_the_walk(cls: type) -> None:
+    # small limits, so that generated requests land on both sides of them: the answer with
+    # the quick check first is exactly the walk's (error code and message, or None)
+    from shards import limits as mod
+
+    assert mod._quick_check(cls) is not None  # every request type has one
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.from_type(cls),
+        st.integers(0, 6),
+        st.integers(0, 12),
+    )
+    def check(request: object, max_items: int, max_string_bytes: int) -> None:
+        limits = RequestLimits(max_items=max_items, max_string_bytes=max_string_bytes)
+        got, walked = request_error(request, limits), mod._walk(request, limits)
+        assert (got and (got.code, got.message)) == (walked and (walked.code, walked.message))
+
+    check()
