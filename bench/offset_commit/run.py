@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 from tests.support.redis_server import start_redis_server  # noqa: E402
 
@@ -110,11 +111,17 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
         for r in range(rounds):
             for kind, conc, same in PHASES:
                 key = f"{kind}_c{conc}" + ("_one_group" if same else "")
+                cpu0 = cpu_seconds(proc.proc.pid)
                 result = load(proc.grpc_address, kind, conc, duration, same)
+                ops = result.get("ops") or result["ops_per_s"] * duration
+                result["server_cpu_us_per_call"] = (
+                    1e6 * (cpu_seconds(proc.proc.pid) - cpu0) / max(ops, 1)
+                )
                 samples.setdefault(key, []).append(result)
                 print(
                     f"  {name} round {r + 1}: {key}: {result['ops_per_s']:.0f}/s "
-                    f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms",
+                    f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms, "
+                    f"server CPU {result['server_cpu_us_per_call']:.0f} us/call",
                     flush=True,
                 )
     finally:
@@ -124,6 +131,9 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
             "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
             "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
             "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
+            "server_cpu_us_per_call_median": statistics.median(
+                s["server_cpu_us_per_call"] for s in runs
+            ),
             "errors": sum(s["errors"] for s in runs),
             "runs": runs,
         }
