@@ -296,19 +296,23 @@ def main() -> None:
 
             # the processes serving each target: their CPU per request is the cost per core
             serving = {
-                "gateway": [gc.proc.pid],
-                "gateway_loopback": [loop_gc.proc.pid],
-                "gateway_process": [gw.proc.pid, gc.proc.pid],
-                "gateway_batched": [gw_batched.proc.pid, gc.proc.pid],
-                "grpc": [gc.proc.pid],
-                **({"kafka": [kafka.proc.pid]} if kafka and kafka.proc else {}),
+                "gateway": {"dev": gc.proc.pid},
+                "gateway_loopback": {"dev": loop_gc.proc.pid},
+                "gateway_process": {"gateway": gw.proc.pid, "shard": gc.proc.pid},
+                "gateway_batched": {"gateway": gw_batched.proc.pid, "shard": gc.proc.pid},
+                "grpc": {"shard": gc.proc.pid},
+                **({"kafka": {"kafka": kafka.proc.pid}} if kafka and kafka.proc else {}),
             }
 
             def measured(name: str, *args: Any) -> dict[str, Any]:
-                before = [cpu_seconds(pid) for pid in serving[name]]
+                before = {role: cpu_seconds(pid) for role, pid in serving[name].items()}
                 r = load(*args)
-                used = [cpu_seconds(pid) - b for pid, b in zip(serving[name], before, strict=True)]
-                r["server_cpu_us_per_op"] = 1e6 * sum(used) / max(r["ops"], 1)
+                ops = max(r["ops"], 1)
+                r["server_cpu_us_per_op_by_process"] = {
+                    role: 1e6 * (cpu_seconds(pid) - before[role]) / ops
+                    for role, pid in serving[name].items()
+                }
+                r["server_cpu_us_per_op"] = sum(r["server_cpu_us_per_op_by_process"].values())
                 return r
 
             runs: dict[str, list[dict[str, Any]]] = {}
@@ -355,6 +359,10 @@ def main() -> None:
             "p50_ms_median": statistics.median(r["p50_ms"] for r in rs),
             "p99_ms_median": statistics.median(r["p99_ms"] for r in rs),
             "server_cpu_us_per_op_median": statistics.median(r["server_cpu_us_per_op"] for r in rs),
+            "server_cpu_us_per_op_by_process_median": {
+                role: statistics.median(r["server_cpu_us_per_op_by_process"][role] for r in rs)
+                for role in rs[0]["server_cpu_us_per_op_by_process"]
+            },
             "errors": sum(r["errors"] for r in rs),
             "always_stable": all(r["stable_after"] for r in rs),
             "runs": rs,

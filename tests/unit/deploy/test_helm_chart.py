@@ -105,6 +105,7 @@ def test_a_custom_kind_is_only_what_the_switch_asks_for() -> None:
         ({"shards": {"coordinatorSettings": {"session_timeout": [45]}}}, "coordinatorSettings"),
         ({"shards": {"history": "file"}}, "/shards/history"),  # no data dir in a shard pod
         ({"metrics": {"enabled": "yes"}}, "/metrics/enabled"),
+        ({"gateway": {"shardCalls": "stream"}}, "/gateway/shardCalls"),
     ],
 )
 def test_values_of_the_wrong_type_are_rejected_by_the_schema(
@@ -225,6 +226,15 @@ def test_group_history_and_per_group_series_are_off_unless_asked_for() -> None:
     assert "GROUPCOORD_METRICS_GROUP_SERIES" not in env_of(
         container(one(off, "StatefulSet", "shard"))
     )
+
+
+def test_the_gateway_batches_its_shard_calls_unless_told_otherwise() -> None:
+    def shard_calls(values: dict[str, Any]) -> str:
+        env = env_of(container(one(render(values), "Deployment", "gateway")))
+        return str(env["GROUPCOORD_SHARD_CALLS"])
+
+    assert shard_calls({}) == "batched"
+    assert shard_calls({"gateway": {"shardCalls": "unary"}}) == "unary"
 
 
 def test_large_numbers_are_rendered_as_integers() -> None:
