@@ -597,12 +597,7 @@ class ConsumerGroupManager:
                 source = replaced.member_id if replaced is not None else member_id
                 target_meta = group.target_metadata_of(source)
             if target_meta != reconciled.assignment_metadata:
-                reconciled = replace(
-                    reconciled,
-                    assignment_metadata_version=target_meta[0],
-                    assignment_metadata_bytes=target_meta[1],
-                    assignment_metadata_error=target_meta[2],
-                )
+                reconciled = replace(reconciled, assignment_metadata=target_meta)
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
             records.append(current_assignment_record(group_id, reconciled))
@@ -1538,7 +1533,7 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_metadata(value, found.share_names))
+            found.put_member(known.with_metadata(value, found.like(key.member_id)))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1602,8 +1597,14 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            target = found.target_assignment.get(key.member_id)
-            found.put_member(known.with_current_assignment(value, target))
+            found.put_member(
+                known.with_current_assignment(
+                    value,
+                    found.target_assignment.get(key.member_id),
+                    found.target_metadata_of(key.member_id),
+                    found.like(key.member_id),
+                )
+            )
             return
         group = self._existing(key.group_id)
         if group is None:
