@@ -236,6 +236,10 @@ class ConsumerGroupManager:
         # one op for every member's session timer (called with the timer's key): no closure
         # per member (memory: see PartitionTimer)
         self._session_timer = self._expire_session
+        # the member whose current assignment was replayed last, in any group: replay shares
+        # its objects with a member that has no other member in its group to share with (a
+        # group of one, or a group's first) -- a cache, like ConsumerGroup.like
+        self._last_replayed: ConsumerGroupMember | None = None
 
     @property
     def topics(self) -> TopicsImage:
@@ -1533,7 +1537,8 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_metadata(value, found.like(key.member_id)))
+            like = found.like(key.member_id) or self._last_replayed
+            found.put_member(known.with_metadata(value, like))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1597,14 +1602,14 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(
-                known.with_current_assignment(
-                    value,
-                    found.target_assignment.get(key.member_id),
-                    found.target_metadata_of(key.member_id),
-                    found.like(key.member_id),
-                )
+            replayed = known.with_current_assignment(
+                value,
+                found.target_assignment.get(key.member_id),
+                found.target_metadata_of(key.member_id),
+                found.like(key.member_id) or self._last_replayed,
             )
+            found.put_member(replayed)
+            self._last_replayed = replayed
             return
         group = self._existing(key.group_id)
         if group is None:

@@ -7,7 +7,7 @@ member)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import astuple, replace
 
 from shards.adapters.record_codec import RecordCodec
 from shards.core.consumer.member import NO_METADATA, shared
@@ -171,6 +171,23 @@ def test_a_decoded_load_keeps_one_object_for_what_members_have_in_common() -> No
     live = h.shard.fingerprint()
     assert h.replayed(loaded_group(4, decode=False)).fingerprint() == live
     assert h.replayed(h.shard.snapshot()).fingerprint() == live
+
+
+def test_members_of_groups_of_one_share_with_the_member_replayed_before() -> None:
+    h = ShardHarness()
+    codec = RecordCodec()
+    for g in ("g1", "g2"):
+        records = [
+            Record(type(r.key)(g, *astuple(r.key)[1:]), r.value)
+            for r in loaded_group(1, decode=False)
+        ]
+        for record in codec.decode_snapshot(codec.encode_snapshot(records, 0)):
+            h.shard.replay(record)
+    one, two = (next(iter(g.members.values())) for g in h.shard.consumer.consumer_groups())
+    assert two.rebalance_timeout_ms is one.rebalance_timeout_ms
+    assert two.member_epoch is one.member_epoch
+    assert two.previous_member_epoch is one.previous_member_epoch
+    assert two.client_assignors is one.client_assignors
 
 
 def test_a_members_client_side_metadata_is_its_targets_tuple() -> None:
