@@ -4,15 +4,24 @@ For several layouts of the same 100,000 members -- 1 group of 100,000, 100 group
 10,000 groups of 10, 100,000 groups of 1 -- a shard's state is rebuilt the way a loading
 partition rebuilds it: by replaying the records of Stable groups (member subscription,
 target assignment, current assignment, group and assignment epochs, topic metadata), each
-member owning 2 partitions of its group's topic, with distinct strings and tuples per member
-as decoding would give. Then ``on_loaded`` schedules every member's session timer on a real
-asyncio loop through the runtime's ``PartitionTimer`` (timers cost memory too).
+member owning 2 partitions of its group's topic. Then ``on_loaded`` schedules every
+member's session timer on a real asyncio loop through the runtime's ``PartitionTimer``
+(timers cost memory too).
+
+The records go through the log codec first, as in a load: each group's records are encoded
+into a snapshot (``RecordCodec.encode_snapshot``, before measuring) and decoded while
+measuring (``decode_snapshot``), one group at a time, and the decoded records are replayed
+and dropped. Until 2026-11 the benchmark replayed the records as built, which flattered the
+state: a member's three records shared one member-id string and every member one
+rebalance-timeout int, where decoding gives each record its own copies, and whatever of them
+the state keeps is a member's cost too. ``--records built`` is that former method (for
+comparing with figures measured before).
 
 Measured with tracemalloc (Python allocations that stay live, records freed) and RSS. A
 least-squares fit of ``bytes = groups * per_group + members * per_member`` over the layouts
 gives the cost of a member and of a group.
 
-    .venv/bin/python -m bench.consumer_group.memory [--members 100000]
+    .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
 
 Results: bench/results/consumer_group_memory.json
 """
@@ -35,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from shards.adapters.record_codec import RecordCodec  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.records import (  # noqa: E402
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -134,11 +144,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def measure(groups: int, members: int) -> dict[str, Any]:
+async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, Any]:
     per_group = members // groups
     image = TopicsImage.of(
         1, [TopicImage(topic_id(g), f"topic-{g}", per_group * 2) for g in range(groups)]
     )
+    codec = RecordCodec()
+    # the log's bytes are not the state's: encoded before measuring (and the codec warmed up)
+    snapshots = [codec.encode_snapshot(group_records(g, per_group), 0) for g in range(groups)]
+    codec.decode_snapshot(codec.encode_snapshot(group_records(groups, 1), 0))
     gc.collect()
     rss0 = rss_bytes()
     tracemalloc.start()
@@ -148,8 +162,10 @@ async def measure(groups: int, members: int) -> dict[str, Any]:
         CoordinatorConfig(), timer, image, new_uuid=lambda: uuid.uuid4().bytes
     )
     for g in range(groups):
-        for record in group_records(g, per_group):
+        records = codec.decode_snapshot(snapshots[g]) if decoded else group_records(g, per_group)
+        for record in records:
             shard.replay(record)
+        del records
     gc.collect()
     state, _ = tracemalloc.get_traced_memory()
     shard.on_loaded(0)
@@ -159,7 +175,7 @@ async def measure(groups: int, members: int) -> dict[str, Any]:
     rss1 = rss_bytes()
     assert sum(len(g.members) for g in shard.consumer.consumer_groups()) == members
     timer.cancel_all()
-    del shard
+    del shard, snapshots
     gc.collect()
     return {
         "groups": groups,
@@ -186,13 +202,20 @@ def fit(rows: list[dict[str, Any]], members: int, key: str) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--members", type=int, default=100_000)
+    ap.add_argument(
+        "--records",
+        choices=("decoded", "built"),
+        default="decoded",
+        help="decoded: through the log codec, as a load (default); built: as built, the "
+        "method before 2026-11",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_memory.json"))
     a = ap.parse_args()
     rows = []
     for groups in LAYOUTS:
         if groups > a.members:
             continue
-        row = asyncio.run(measure(groups, a.members))
+        row = asyncio.run(measure(groups, a.members, a.records == "decoded"))
         rows.append(row)
         print(
             f"{groups:>7} groups x {row['members_per_group']:>6} members: "
@@ -206,7 +229,11 @@ def main() -> None:
         "benchmark": "consumer_group_memory",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "params": {"members": a.members, "partitions_per_member": PARTITIONS_PER_MEMBER},
+        "params": {
+            "members": a.members,
+            "partitions_per_member": PARTITIONS_PER_MEMBER,
+            "records": a.records,
+        },
         "layouts": rows,
         "fit_state": fit(rows, a.members, "state_bytes"),
         "fit_state_and_timers": fit(rows, a.members, "state_and_timer_bytes"),

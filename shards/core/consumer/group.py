@@ -12,9 +12,11 @@ the group keeps indexes derived from it and maintained on every replay:
   ~50 B), since a topic's partitions are numbered from 0; a partition number far beyond the
   list (or negative) goes to a dict instead, so that no number can blow the list up.
 * the number of members subscribed to each topic name, each regex and each server assignor;
-* the subscribed topic names last replayed: replay gives a member with an equal
-  subscription that very tuple (:meth:`ConsumerGroup.share_names`), so that members with the
-  same subscription -- most of a group's -- share one tuple (a cache: it changes nothing);
+* the member last replayed other than the one being replayed
+  (:meth:`ConsumerGroup.like`): replay gives a member that member's objects for the values
+  they have in common (subscribed topic names, rebalance timeout, rack, assignors, epochs),
+  so that members alike -- most of a group's -- share one tuple or int instead of holding
+  each decoded record's copy (a cache: it changes nothing);
 * the instance id -> member id map of static members;
 * the number of members not yet reconciled to the assignment epoch (for the state).
 
@@ -114,7 +116,8 @@ class ConsumerGroup(Group):
         # derived from the above (see the module docstring)
         self.static_members: dict[str, str] = {}
         self.topic_name_counts: dict[str, int] = {}
-        self._last_names: tuple[str, ...] = ()
+        self._last: ConsumerGroupMember | None = None  # put last
+        self._other: ConsumerGroupMember | None = None  # put last with another id than _last
         self.regex_counts: dict[str, int] = {}
         self.assignor_counts: dict[str, int] = {}
         # topic id -> [epoch of partition p's owner or None]; no trailing None
@@ -228,13 +231,13 @@ class ConsumerGroup(Group):
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
 
-    def share_names(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        """The tuple of subscribed topic names last replayed if equal to ``names``, else
-        ``names`` (which becomes the last). Replay only."""
-        if names == self._last_names:
-            return self._last_names
-        self._last_names = names
-        return names
+    def like(self, member_id: str) -> ConsumerGroupMember | None:
+        """The member replayed last other than ``member_id`` (None: none): replay shares its
+        objects with ``member_id``'s equal values. It may have left since (a cache)."""
+        last = self._last
+        if last is not None and last.member_id != member_id:
+            return last
+        return self._other
 
     def owner_epoch(self, topic_id: str, partition: int) -> int:
         dense = self._dense_epochs.get(topic_id)
@@ -292,6 +295,10 @@ class ConsumerGroup(Group):
             self._unindex(old)
         self.members[member.member_id] = member
         self._index(member)
+        last = self._last
+        if last is not None and last.member_id != member.member_id:
+            self._other = last
+        self._last = member
 
     def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
         old = self.members.pop(member_id, None)

@@ -236,6 +236,10 @@ class ConsumerGroupManager:
         # one op for every member's session timer (called with the timer's key): no closure
         # per member (memory: see PartitionTimer)
         self._session_timer = self._expire_session
+        # the member whose current assignment was replayed last, in any group: replay shares
+        # its objects with a member that has no other member in its group to share with (a
+        # group of one, or a group's first) -- a cache, like ConsumerGroup.like
+        self._last_replayed: ConsumerGroupMember | None = None
 
     @property
     def topics(self) -> TopicsImage:
@@ -597,12 +601,7 @@ class ConsumerGroupManager:
                 source = replaced.member_id if replaced is not None else member_id
                 target_meta = group.target_metadata_of(source)
             if target_meta != reconciled.assignment_metadata:
-                reconciled = replace(
-                    reconciled,
-                    assignment_metadata_version=target_meta[0],
-                    assignment_metadata_bytes=target_meta[1],
-                    assignment_metadata_error=target_meta[2],
-                )
+                reconciled = replace(reconciled, assignment_metadata=target_meta)
         assignment_changed = reconciled is not updated and reconciled != updated
         if counted is None or replaced is not None or assignment_changed:
             records.append(current_assignment_record(group_id, reconciled))
@@ -1538,7 +1537,8 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            found.put_member(known.with_metadata(value, found.share_names))
+            like = found.like(key.member_id) or self._last_replayed
+            found.put_member(known.with_metadata(value, like))
             return
         group = self._existing(key.group_id)
         if group is None or key.member_id not in group.members:
@@ -1602,8 +1602,14 @@ class ConsumerGroupManager:
         if value is not None:
             found = self._persisted(key.group_id)
             known = found.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            target = found.target_assignment.get(key.member_id)
-            found.put_member(known.with_current_assignment(value, target))
+            replayed = known.with_current_assignment(
+                value,
+                found.target_assignment.get(key.member_id),
+                found.target_metadata_of(key.member_id),
+                found.like(key.member_id) or self._last_replayed,
+            )
+            found.put_member(replayed)
+            self._last_replayed = replayed
             return
         group = self._existing(key.group_id)
         if group is None:

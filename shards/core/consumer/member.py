@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from shards.core.records import (
     ClassicMemberMetadata,
@@ -32,6 +33,8 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 Assignment = Mapping[str, tuple[int, ...]]
 EMPTY_ASSIGNMENT: Assignment = {}  # shared, never mutated
+
+T = TypeVar("T")
 
 
 class MemberState(enum.IntEnum):
@@ -74,19 +77,22 @@ class ConsumerGroupMember:
     classic_member_metadata: ClassicMemberMetadata | None = None
     #: the client-side assignors the member declares (KIP-848 ClientAssignors), in its order
     client_assignors: tuple[ClientAssignor, ...] = ()
-    #: the client-side assignor's metadata the member was given with its target (0, b"": none)
-    assignment_metadata_version: int = 0
-    assignment_metadata_bytes: bytes = b""
-    assignment_metadata_error: int = 0
+    #: the client-side assignor's (metadata version, metadata bytes, assignment error) the
+    #: member was given with its target (NO_METADATA: none). One slot, not three: a member
+    #: without client-side metadata -- most members -- holds the shared NO_METADATA tuple.
+    assignment_metadata: tuple[int, bytes, int] = NO_METADATA
 
     @property
-    def assignment_metadata(self) -> tuple[int, bytes, int]:
-        """(version, bytes, error) the member was given with its target ((0, b"", 0): none)."""
-        return (
-            self.assignment_metadata_version,
-            self.assignment_metadata_bytes,
-            self.assignment_metadata_error,
-        )
+    def assignment_metadata_version(self) -> int:
+        return self.assignment_metadata[0]
+
+    @property
+    def assignment_metadata_bytes(self) -> bytes:
+        return self.assignment_metadata[1]
+
+    @property
+    def assignment_metadata_error(self) -> int:
+        return self.assignment_metadata[2]
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -127,53 +133,76 @@ class ConsumerGroupMember:
             state=int(self.state),
             assigned_partitions=to_topic_partitions(self.assigned_partitions),
             partitions_pending_revocation=to_topic_partitions(self.partitions_pending_revocation),
-            metadata_version=self.assignment_metadata_version,
-            metadata_bytes=self.assignment_metadata_bytes,
-            metadata_error=self.assignment_metadata_error,
+            metadata_version=self.assignment_metadata[0],
+            metadata_bytes=self.assignment_metadata[1],
+            metadata_error=self.assignment_metadata[2],
         )
 
     def with_metadata(
-        self,
-        value: ConsumerGroupMemberMetadataValue,
-        share: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
+        self, value: ConsumerGroupMemberMetadataValue, like: ConsumerGroupMember | None = None
     ) -> ConsumerGroupMember:
-        """``share``: gives an equal tuple of topic names already held (the group's), so
-        that members with one subscription share one tuple."""
+        """``like``: a member the state already holds (the group's last replayed): for each
+        value equal to its, the member takes its object (see :func:`shared`)."""
         names = normalize_names(value.subscribed_topic_names)
+        rack_id = value.rack_id
+        timeout = value.rebalance_timeout_ms
+        server_assignor = value.server_assignor
+        client_assignors = tuple(value.client_assignors)
+        if like is not None:
+            names = shared(names, like.subscribed_topic_names)
+            rack_id = shared(rack_id, like.rack_id)
+            timeout = shared(timeout, like.rebalance_timeout_ms)
+            server_assignor = shared(server_assignor, like.server_assignor)
+            client_assignors = shared(client_assignors, like.client_assignors)
         return replace(
             self,
             instance_id=value.instance_id,
-            rack_id=value.rack_id,
+            rack_id=rack_id,
             client_id=value.client_id,
             client_host=value.client_host,
-            subscribed_topic_names=names if share is None else share(names),
+            subscribed_topic_names=names,
             subscribed_topic_regex=value.subscribed_topic_regex or "",
-            rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor,
+            rebalance_timeout_ms=timeout,
+            server_assignor=server_assignor,
             classic_member_metadata=value.classic_member_metadata,
-            client_assignors=tuple(value.client_assignors),
+            client_assignors=client_assignors,
         )
 
     def with_current_assignment(
-        self, value: ConsumerGroupCurrentMemberAssignmentValue, target: Assignment | None = None
+        self,
+        value: ConsumerGroupCurrentMemberAssignmentValue,
+        target: Assignment | None = None,
+        target_metadata: tuple[int, bytes, int] = NO_METADATA,
+        like: ConsumerGroupMember | None = None,
     ) -> ConsumerGroupMember:
-        """``target``: the member's target; shared when equal (a Stable member's assignment
-        is its target: one mapping instead of two)."""
+        """``target`` and ``target_metadata``: the member's target and the client-side
+        metadata given with it; shared when equal (a Stable member's assignment is its
+        target: one mapping instead of two). ``like``: as in :meth:`with_metadata`, for the
+        epochs."""
         assigned = from_topic_partitions(value.assigned_partitions)
         if target is not None and assigned is not target and same_assignment(assigned, target):
             assigned = target
+        epoch, previous_epoch = value.member_epoch, value.previous_member_epoch
+        if like is not None:
+            epoch = shared(epoch, like.member_epoch)
+            previous_epoch = shared(previous_epoch, like.previous_member_epoch)
+        meta = shared(
+            shared(
+                (value.metadata_version, value.metadata_bytes, value.metadata_error),
+                NO_METADATA,
+            ),
+            target_metadata,
+        )
         return replace(
             self,
-            member_epoch=value.member_epoch,
-            previous_member_epoch=value.previous_member_epoch,
+            member_epoch=epoch,
+            previous_member_epoch=previous_epoch,
             state=MemberState.of(value.state),
             assigned_partitions=assigned,
             partitions_pending_revocation=from_topic_partitions(
                 value.partitions_pending_revocation
             ),
-            assignment_metadata_version=value.metadata_version,
-            assignment_metadata_bytes=value.metadata_bytes,
-            assignment_metadata_error=value.metadata_error,
+            assignment_metadata=meta,
         )
 
     def fingerprint(self) -> tuple[object, ...]:
@@ -194,9 +223,7 @@ class ConsumerGroupMember:
             assignment_key(self.partitions_pending_revocation),
             self.classic_member_metadata,
             self.client_assignors,
-            self.assignment_metadata_version,
-            self.assignment_metadata_bytes,
-            self.assignment_metadata_error,
+            *self.assignment_metadata,
         )
 
     def declared_assignors(self) -> tuple[ClientAssignor, ...]:
@@ -213,6 +240,18 @@ class ConsumerGroupMember:
 
 
 # ---- assignment helpers ------------------------------------------------------------------
+
+
+def shared(value: T, held: T) -> T:
+    """``held`` if it equals ``value``, else ``value``: replay gives a member the objects
+    the state already holds for equal values (a decoded record brings its own copy of every
+    string, tuple and int beyond the small ones: one more object per member otherwise).
+    Equal values only, of one type (``True == 1`` must not pass an int for a bool)."""
+    if value is held:
+        return held
+    if type(value) is type(held) and value == held:
+        return held
+    return value
 
 
 def normalize_names(names: Iterable[str]) -> tuple[str, ...]:
