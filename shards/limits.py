@@ -176,8 +176,8 @@ def _field_check(
     optional = origin in (types.UnionType, typing.Union) and type(None) in args
     if optional:
         rest = [a for a in args if a is not type(None)]
-        if len(rest) != 1:
-            return None if not all(a in _SKIPPED for a in rest) else []
+        if len(rest) != 1:  # a union: checkable only when nothing in it needs a check
+            return [] if all(a in _SKIPPED for a in rest) else None
         hint = rest[0]
         args, origin = typing.get_args(hint), typing.get_origin(hint)
     if hint in _SKIPPED or (isinstance(hint, type) and issubclass(hint, int)):

@@ -195,17 +195,6 @@ def method_handlers(
     return {m.name: _unary(m, metrics, service, identify) for m in methods}
 
 
-def generic_handler(
-    service: str,
-    methods: Sequence[Method],
-    metrics: ServerMetrics | None = None,
-    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
-) -> grpc.GenericRpcHandler:
-    return grpc.method_handlers_generic_handler(
-        service, method_handlers(service, methods, metrics, identify)
-    )
-
-
 class GrpcServer:
     """An aio server with health, reflection and (optional) OpenTelemetry interceptors.
 
