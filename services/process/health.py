@@ -53,6 +53,9 @@ class Readiness:
     #: of readiness (LOADING -> FAILED), a change of reason alone is not (partitions
     #: loading one by one). Default: the reason itself.
     kind: str | None = None
+    #: how much is not ready (partitions not served): a rise is logged even within one
+    #: kind (more partitions lost), a fall is not (they come back one by one)
+    degree: int = 0
 
     @property
     def summary(self) -> str:
@@ -117,7 +120,9 @@ class HealthWatcher:
                     log.warning("%s not ready: %s", part.what, result.reason)
                 else:
                     log.info("%s not ready yet: %s", part.what, result.reason)
-            elif not result.ready and result.summary != part.last.summary:
+            elif not result.ready and (
+                result.summary != part.last.summary or result.degree > part.last.degree
+            ):
                 log.warning("%s still not ready: %s", part.what, result.reason)
             part.last = result
         overall = all(p.last is not None and p.last.ready for p in self._parts)

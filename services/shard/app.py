@@ -443,6 +443,7 @@ class ShardApp:
                 False,
                 f"{missing} of {len(owned)} owned partitions not served ({details})",
                 kind=",".join(sorted(by_state)),
+                degree=missing,
             )
         return Readiness(True, f"serving all {len(owned)} owned partitions")
 

@@ -245,11 +245,22 @@ def test_repair_of_a_redis_store_while_the_server_runs(
     proc = ServerProcess(args, tmp_path / "server2.log")
     try:
         wait_until(lambda: asyncio.run(fetch(proc.grpc_address, good)) == (0, 41), timeout=30)
+        # partition BAD may still be held by the killed process's lease when the good one
+        # serves: it is loaded (and fails) once that lease expires
+        server_log = tmp_path / "server2.log"
+
+        def failed_lines() -> list[str]:
+            return [
+                ln
+                for ln in server_log.read_text().splitlines()
+                if f"partition {BAD}: FAILED" in ln
+            ]
+
+        wait_until(lambda: len(failed_lines()) > 0, timeout=30)
         code, _ = asyncio.run(fetch(proc.grpc_address, bad))
         assert code == 16  # NOT_COORDINATOR: FAILED
-        log_text = (tmp_path / "server2.log").read_text()
-        lines = [ln for ln in log_text.splitlines() if f"partition {BAD}: FAILED" in ln]
-        assert len(lines) == 1, log_text[-3000:]
+        lines = failed_lines()
+        assert len(lines) == 1, server_log.read_text()[-3000:]
         assert f"offset {offset}" in lines[0] and "groupcoord repair" in lines[0]
 
         dry = run_cli("repair", "--store", url, "--partition", str(BAD))

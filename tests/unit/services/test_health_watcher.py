@@ -91,3 +91,24 @@ async def test_a_new_kind_of_not_ready_is_logged_a_new_reason_of_the_same_kind_i
         "shard still not ready: 1 failed",
     ]
     assert server.calls == [("svc.A", False), ("", False)]
+
+
+async def test_more_of_the_same_kind_of_not_ready_is_logged_less_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Leases lost one after the other between two evaluations: the line that names all of
+    them is logged; partitions coming back one by one are not."""
+    caplog.set_level(logging.INFO, logger="groupcoord.health")
+    server = FakeServer()
+    current = Readiness(True, "serving 4")
+    watcher = HealthWatcher(server)
+    watcher.add("shard", ("svc.A",), lambda: current)
+    await watcher.evaluate()
+    for reason, degree in (("1 held: 0", 1), ("4 held: 0-3", 4), ("2 held: 2-3", 2)):
+        current = Readiness(False, reason, kind="held", degree=degree)
+        await watcher.evaluate()
+    assert [r.getMessage() for r in caplog.records][2:] == [
+        "shard not ready: 1 held: 0",
+        "not ready: gRPC health NOT_SERVING (shard: 1 held: 0)",
+        "shard still not ready: 4 held: 0-3",
+    ]
