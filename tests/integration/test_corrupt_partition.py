@@ -251,9 +251,7 @@ def test_repair_of_a_redis_store_while_the_server_runs(
 
         def failed_lines() -> list[str]:
             return [
-                ln
-                for ln in server_log.read_text().splitlines()
-                if f"partition {BAD}: FAILED" in ln
+                ln for ln in server_log.read_text().splitlines() if f"partition {BAD}: FAILED" in ln
             ]
 
         wait_until(lambda: len(failed_lines()) > 0, timeout=30)
