@@ -248,6 +248,8 @@ class GatewayApp:
             shard_calls=s.shard_calls,
             traced=telemetry_enabled(),
         )
+        if self.metrics is not None:
+            self.metrics.observe_shard_streams(self.router.batched_stubs)
         if s.store_url and (s.security_protocol in SASL_PROTOCOLS or s.authorizer):
             self.store = open_store(s.store_url)
             await self.store.start()

@@ -38,7 +38,7 @@ def api_name(api_key: int) -> str:
 
 class GatewayMetrics:
     def __init__(self, provider: Any = None) -> None:
-        meter = m.meter(f"{m.PREFIX}.gateway", provider)
+        meter = self._meter = m.meter(f"{m.PREFIX}.gateway", provider)
         self.connections = meter.create_counter(
             "gateway_connections",
             unit="{connection}",
@@ -95,6 +95,51 @@ class GatewayMetrics:
             if len(self._attrs) < 10_000:  # (a bounded cache: keys come from clients)
                 self._attrs[key] = found
         return found
+
+    def observe_shard_streams(self, streams: Callable[[], Iterable[Any]]) -> None:
+        """Counters of the batched hop to the shards (services.process.batch_calls), read at
+        collection time from the ``BatchedCoordinator`` of each shard ``streams`` returns."""
+        meter = self._meter
+        labels: dict[str, dict[str, str]] = {}
+
+        def counter(name: str, attribute: str, unit: str, description: str) -> None:
+            def values() -> Iterable[tuple[float, dict[str, str] | None]]:
+                out = []
+                for stub in list(streams()):
+                    label = labels.get(stub.target)
+                    if label is None:
+                        label = labels[stub.target] = {"shard": stub.target}
+                    out.append((getattr(stub, attribute), label))
+                return out
+
+            meter.create_observable_counter(
+                name, callbacks=[m.observe(values)], unit=unit, description=description
+            )
+
+        counter(
+            "gateway_shard_streams_opened",
+            "streams_opened",
+            "{stream}",
+            "Batch streams opened to each shard (one more after each break).",
+        )
+        counter(
+            "gateway_shard_stream_messages",
+            "messages_sent",
+            "{message}",
+            "Stream messages sent to each shard, each carrying the calls queued meanwhile.",
+        )
+        counter(
+            "gateway_shard_stream_calls",
+            "calls_sent",
+            "{call}",
+            "Calls sent over the batch streams to each shard (calls / messages: batch size).",
+        )
+        counter(
+            "gateway_shard_stream_cancels",
+            "cancels_sent",
+            "{call}",
+            "Calls whose caller gave up, cancelled on the shard.",
+        )
 
     def count_open(self, source: Callable[[], int]) -> None:
         """Add a listener's open-connection count to the gauge."""

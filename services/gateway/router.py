@@ -150,6 +150,10 @@ class Router:
             self._stubs[target] = stub
         return stub
 
+    def batched_stubs(self) -> list[BatchedCoordinator]:
+        """The batched stub of each shard called so far (``--shard-calls batched``)."""
+        return list(self._batched.values())
+
     @property
     def catalog(self) -> catalog_pb2_grpc.TopicCatalogStub:
         return catalog_pb2_grpc.TopicCatalogStub(self.channel(self.bootstrap))

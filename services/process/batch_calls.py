@@ -13,13 +13,17 @@ Server side (:func:`batch_handler`): each item is run by the same in-process cal
 client host (the stream's peer), handler, deadline and errors as the unary RPC, so a failing
 item fails only itself with the status the unary call would have had. Items start in the
 order they arrive (one task each, created in order); results are sent as they complete,
-gathered into one message per turn of the event loop.
+gathered into one message per turn of the event loop. A message's ``cancel`` ids name items
+the caller gave up on: their handlers are cancelled (the gRPC server cancels a unary call's
+handler when its caller cancels) and nothing is sent for them.
 
 Client side (:class:`BatchedCoordinator`): a stub-shaped object (one attribute per RPC,
 ``await stub.Heartbeat(request, timeout=...)``) that queues each call and lets one writer
 task send everything queued since it last ran as one message -- batches form while a write
 is under way or other requests are being handled in the same loop turn, with no timer and
-no added latency. Each call has its own deadline (DEADLINE_EXCEEDED, as a unary call). When
+no added latency. Each call has its own deadline (DEADLINE_EXCEEDED, as a unary call); a call
+its caller gives up on (cancelled: the Kafka client went away) is cancelled on the shard too,
+by its id in the next message, as a cancelled unary call's handler is. When
 the stream breaks, every call in flight fails with UNAVAILABLE (the router retries it on a
 fresh route, as for a unary call to a dead shard) and the next call opens a new stream. A
 shard without the batch service (UNIMPLEMENTED: an older version) makes the stub fall back
@@ -106,10 +110,15 @@ def batch_handler(
         done: list[BatchResult] = []
         wake = asyncio.Event()
         running: set[asyncio.Task[None]] = set()
+        task_ids: dict[asyncio.Task[None], int] = {}
         # the deadline of each item: one timer handle (cheaper than asyncio.timeout per item)
         # that cancels its task; the task then answers DEADLINE_EXCEEDED, as the unary call
         timers: dict[asyncio.Task[None], asyncio.TimerHandle] = {}
         expired: set[int] = set()
+        #: the task of each item in flight, by id: what a cancel names
+        by_id: dict[int, asyncio.Task[None]] = {}
+        #: items the caller gave up on: cancelled, answered with nothing
+        abandoned: set[int] = set()
         reading = True
 
         def expire(ident: int, task: asyncio.Task[None]) -> None:
@@ -118,6 +127,11 @@ def batch_handler(
 
         def finished(task: asyncio.Task[None]) -> None:
             running.discard(task)
+            ident = task_ids.pop(task, None)
+            if ident is not None:
+                abandoned.discard(ident)  # (cancelled before it started: nothing ran)
+                if by_id.get(ident) is task:
+                    del by_id[ident]
             timer = timers.pop(task, None)
             if timer is not None:
                 timer.cancel()
@@ -158,6 +172,13 @@ def batch_handler(
                 result.code = ex.code().value[0]
                 result.details = ex.details() or ""
             except asyncio.CancelledError:
+                if item.id in abandoned:  # the caller gave up on it: as a cancelled unary call
+                    abandoned.discard(item.id)
+                    if rpcs is not None and item.method in by_name:
+                        rpcs.record(
+                            f"{service}/{item.method}", grpc.StatusCode.CANCELLED, clock() - started
+                        )
+                    return
                 if item.id not in expired:
                     raise  # the stream ended
                 expired.discard(item.id)
@@ -179,11 +200,18 @@ def batch_handler(
                     for item in message.items:
                         task = loop.create_task(run(item))
                         running.add(task)
+                        by_id[item.id] = task
+                        task_ids[task] = item.id
                         task.add_done_callback(finished)
                         if item.timeout_ms:
                             timers[task] = loop.call_later(
                                 item.timeout_ms / 1000, expire, item.id, task
                             )
+                    for ident in message.cancel:
+                        gone = by_id.get(ident)
+                        if gone is not None and not gone.done() and ident not in expired:
+                            abandoned.add(ident)
+                            gone.cancel()
             finally:
                 reading = False
                 wake.set()
@@ -294,6 +322,9 @@ class BatchedCoordinator:
         self._ids = itertools.count(1)
         self._inflight: dict[int, _Pending] = {}
         self._queue: list[BatchItem] = []
+        #: ids of items sent on the current stream whose callers gave up: the next message
+        #: tells the shard to cancel them
+        self._cancels: list[int] = []
         self._call: grpc.aio.StreamStreamCall | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -303,6 +334,10 @@ class BatchedCoordinator:
         self.streams_opened = 0
         #: stream messages written so far (each carrying one or more calls)
         self.messages_sent = 0
+        #: calls sent over the streams so far (calls / messages: the mean batch size)
+        self.calls_sent = 0
+        #: calls given up by their callers and cancelled on the shard
+        self.cancels_sent = 0
         for rpc in GROUP_COORDINATOR_SERVICE.methods:
             setattr(self, rpc.name, self._method(rpc.name, response_class(rpc).FromString))
 
@@ -395,6 +430,10 @@ class BatchedCoordinator:
                 del self._inflight[ident]
                 if pending.timer is not None:
                     pending.timer.cancel()
+                # the shard stops its handler too, as a cancelled unary call's server does
+                self._cancels.append(ident)
+                if self._wake is not None:
+                    self._wake.set()
 
     def _expire(self, ident: int) -> None:
         pending = self._inflight.pop(ident, None)
@@ -424,6 +463,9 @@ class BatchedCoordinator:
                 if not self._is_current(call):
                     return
                 items, self._queue = self._queue, []
+                cancels, self._cancels = self._cancels, []
+                self.calls_sent += len(items)
+                self.cancels_sent += len(cancels)
                 # a message stays far below the channels' size limit (100 MiB by default):
                 # many large requests go in several messages, one larger than this alone
                 start, size = 0, 0
@@ -433,9 +475,9 @@ class BatchedCoordinator:
                         self.messages_sent += 1
                         await call.write(BatchRequest(items=items[start:i]))
                         start, size = i, len(item.request)
-                if start < len(items):
+                if start < len(items) or cancels:
                     self.messages_sent += 1
-                    await call.write(BatchRequest(items=items[start:]))
+                    await call.write(BatchRequest(items=items[start:], cancel=cancels))
         except asyncio.CancelledError:
             raise
         except Exception as ex:  # the stream broke under the write
@@ -481,6 +523,7 @@ class BatchedCoordinator:
         pending = list(self._inflight.values())
         self._inflight.clear()
         self._queue = []
+        self._cancels = []
         code = failure.code() if isinstance(failure, grpc.aio.AioRpcError) else None
         if code is grpc.StatusCode.UNIMPLEMENTED:
             log.warning(

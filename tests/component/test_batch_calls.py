@@ -110,11 +110,14 @@ class Faulty:
 
     server: GrpcServer
     address: str
+    #: the group of each hanging handler the shard cancelled
+    cancelled: list[str]
 
 
 @pytest.fixture
 async def faulty(shard: ShardApp) -> AsyncIterator[Faulty]:
     methods: list[Method] = []
+    cancelled: list[str] = []
     for m in group_coordinator_methods(shard.service):
         if m.name == "OffsetFetch":
             real = m.handler
@@ -123,8 +126,12 @@ async def faulty(shard: ShardApp) -> AsyncIterator[Faulty]:
                 group = request.groups[0].group_id
                 if group == "boom":
                     raise RuntimeError("boom in the handler")
-                if group == "slow":
-                    await asyncio.sleep(30)
+                if group.startswith("slow"):
+                    try:
+                        await asyncio.sleep(30)
+                    except asyncio.CancelledError:
+                        cancelled.append(group)
+                        raise
                 return await real(request)
 
             m = dataclasses.replace(m, handler=handler)
@@ -134,7 +141,7 @@ async def faulty(shard: ShardApp) -> AsyncIterator[Faulty]:
     server.add_handler(BATCH_SERVICE_NAME, batch_handler(methods))
     await server.start()
     try:
-        yield Faulty(server, f"127.0.0.1:{server.port}")
+        yield Faulty(server, f"127.0.0.1:{server.port}", cancelled)
     finally:
         await server.stop(0)
 
@@ -234,6 +241,82 @@ async def test_each_call_has_its_own_deadline(faulty: Faulty) -> None:
             assert stub.streams_opened == 1
         finally:
             await stub.close()
+
+
+async def test_a_call_given_up_is_cancelled_on_the_shard(faulty: Faulty) -> None:
+    """The caller of a hanging call goes away (its Kafka client disconnected): the shard's
+    handler is cancelled at once -- as the server of a cancelled unary call cancels its
+    handler -- not left running to its deadline; the other calls in flight carry on."""
+    async with grpc.aio.insecure_channel(faulty.address) as channel:
+        stub = batched(channel)
+        unary = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        try:
+            # the unary call first: what the batched one must match
+            call = asyncio.ensure_future(unary.OffsetFetch(fetch("slow-unary"), timeout=20))
+            await asyncio.sleep(0.3)
+            call.cancel()
+            await wait_for(lambda: faulty.cancelled == ["slow-unary"])
+
+            given_up = asyncio.ensure_future(stub.OffsetFetch(fetch("slow-1"), timeout=20))
+            kept = asyncio.ensure_future(stub.OffsetFetch(fetch("slow-2"), timeout=20))
+            await asyncio.sleep(0.3)
+            given_up.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await given_up
+            await wait_for(lambda: faulty.cancelled == ["slow-unary", "slow-1"])
+            assert not kept.done()
+            # the stream carries on: new calls are answered, the kept one is still running
+            assert committed(await stub.OffsetFetch(fetch("ok"), timeout=5)) == {}
+            assert not kept.done() and stub.streams_opened == 1
+            kept.cancel()
+            await wait_for(lambda: faulty.cancelled[-1] == "slow-2")
+        finally:
+            await stub.close()
+
+
+async def test_cancels_on_the_wire(faulty: Faulty) -> None:
+    """An item cancelled in the message that brings it never runs; a cancel of an id not in
+    flight (answered already, or never sent) is ignored; a cancelled item gets no result."""
+    async with grpc.aio.insecure_channel(faulty.address) as channel:
+        call = channel.stream_stream(
+            BATCH_PATH,
+            request_serializer=BatchRequest.SerializeToString,
+            response_deserializer=BatchResponse.FromString,
+        )()
+        slow = fetch("slow-wire").SerializeToString()
+        await call.write(
+            BatchRequest(
+                items=[
+                    BatchItem(id=1, method="OffsetFetch", request=slow),
+                    BatchItem(id=2, method="OffsetFetch", request=fetch("a").SerializeToString()),
+                ],
+                cancel=[1, 77],
+            )
+        )
+        first = await asyncio.wait_for(call.read(), 10)
+        assert [r.id for r in first.results] == [2] and first.results[0].code == 0
+        await call.write(
+            BatchRequest(
+                items=[
+                    BatchItem(id=3, method="OffsetFetch", request=fetch("b").SerializeToString())
+                ],
+                cancel=[2],  # answered already
+            )
+        )
+        second = await asyncio.wait_for(call.read(), 10)
+        assert [r.id for r in second.results] == [3] and second.results[0].code == 0
+        await call.done_writing()
+        # nothing more comes: item 1 was cancelled, and the stream ends once nothing runs
+        assert await asyncio.wait_for(call.read(), 10) is grpc.aio.EOF
+        assert "slow-wire" not in faulty.cancelled  # its handler never started
+        assert await call.code() == grpc.StatusCode.OK
+
+
+async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
 
 
 async def test_a_shard_without_the_batch_service_gets_unary_calls(shard: ShardApp) -> None:

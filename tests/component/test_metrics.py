@@ -251,6 +251,71 @@ async def test_gateway_in_proxy_mode_counts_requests_and_forwarded_bytes(tmp_pat
     assert undocumented(s) == set()
 
 
+async def test_gateway_counts_its_batch_streams_to_the_shard(tmp_path: Path) -> None:
+    """A separate gateway (``--shard-calls batched``): its streams, messages, calls and
+    cancels per shard; a call given up (a classic JoinGroup waiting out the initial
+    rebalance delay, cancelled) is one cancel."""
+    from groupcoord.v1 import classic_group_pb2
+
+    from services.gateway.app import GatewayApp, GatewaySettings
+    from tests.support.kafka_wire import KafkaWire, request
+
+    metrics = Metrics()
+    app = ShardApp(shard_settings(tmp_path))
+    await app.start()
+    shard = f"127.0.0.1:{app.port}"
+    gateway = GatewayApp(
+        GatewaySettings(
+            shard_address=shard,
+            port=0,
+            num_partitions=app.settings.coordinator.num_partitions,
+            shutdown_grace_s=1.0,
+            configure_telemetry=False,
+        ),
+        meter_provider=metrics.provider,
+    )
+    try:
+        await gateway.start()
+        await asyncio.wait_for(gateway.wait_ready(), 10)
+        assert gateway.router is not None and gateway.router.shard_calls == "batched"
+        wire = await KafkaWire.connect("127.0.0.1", gateway.port)
+        answers = await wire.send_many([request("list_groups", 4) for _ in range(5)])
+        assert all(a.error_code.value == 0 for a in answers)
+        await wire.close()
+        stub = gateway.router.coordinator(shard)
+        join = asyncio.ensure_future(
+            stub.JoinGroup(
+                classic_group_pb2.JoinGroupRequest(
+                    group_id="waits",
+                    session_timeout_ms=30_000,
+                    protocol_type="consumer",
+                    protocols=[classic_group_pb2.JoinGroupRequestProtocol(name="range")],
+                    # v3: joins at once (no MEMBER_ID_REQUIRED round trip), then waits
+                    context=common_pb2.RequestContext(api_version=3),
+                ),
+                timeout=20,
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert not join.done()  # held: the initial rebalance delay
+        join.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await join
+        s = await _until(
+            metrics, lambda s: s.value("groupcoord_gateway_shard_stream_cancels_total") == 1
+        )
+    finally:
+        await gateway.stop()
+        await app.stop()
+    assert s.value("groupcoord_gateway_shard_streams_opened_total", shard=shard) == 1
+    calls = s.value("groupcoord_gateway_shard_stream_calls_total", shard=shard)
+    messages = s.value("groupcoord_gateway_shard_stream_messages_total", shard=shard)
+    assert calls >= 6  # 5 ListGroups (one per shard: there is one) and the JoinGroup
+    assert 1 <= messages <= calls + 1  # (+1: the message that carried the cancel alone)
+    assert s.value("groupcoord_gateway_shard_stream_cancels_total", shard=shard) == 1
+    assert undocumented(s) == set()
+
+
 async def test_per_group_series_are_opt_in_and_capped(tmp_path: Path) -> None:
     import dataclasses
 
