@@ -43,7 +43,10 @@ from shards.core.api import (
     GROUP_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
     AclOperation,
+    RequestContext,
 )
+from shards.core.classic import api as classic_api
+from shards.core.consumer import api as consumer_api
 from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
 from shards.security.acl import AclError
@@ -207,6 +210,11 @@ class KafkaApis:
         return common_pb2.RequestContext(
             client_id=rq.client_id, client_host=rq.client_host, api_version=rq.version
         )
+
+    @staticmethod
+    def request_context(rq: RequestInfo) -> RequestContext:
+        """:meth:`context` as the core's dataclass (the requests sent with call_direct)."""
+        return RequestContext(rq.client_id, rq.client_host, rq.version)
 
     async def _one_group(self, group_id: str, rpc: str, request: Any, results: str) -> Any:
         """``rpc`` of a batched API asked about one group: the one entry of the response's
@@ -851,15 +859,19 @@ class KafkaApis:
 
     # ---- Heartbeat (12) ----------------------------------------------------------------------
     async def heartbeat(self, rq: RequestInfo, request: Any) -> Data:
-        pb = classic_group_pb2.HeartbeatRequest(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            context=self.context(rq),
-        )
-        set_optional(pb, group_instance_id=_opt(request, "group_instance_id"))
-        r = await self.router.call(
-            request.group_id, "Heartbeat", pb, lambda r: r.error_code == NOT_COORDINATOR
+        # a hot request: the core's dataclasses, no protobuf in dev (Router.call_direct)
+        r = await self.router.call_direct(
+            request.group_id,
+            "Heartbeat",
+            classic_api.HeartbeatRequest(
+                group_id=request.group_id,
+                generation_id=request.generation_id,
+                member_id=request.member_id,
+                group_instance_id=_opt(request, "group_instance_id"),
+                context=self.request_context(rq),
+            ),
+            classic_api.HeartbeatResponse,
+            lambda r: r.error_code == NOT_COORDINATOR,
         )
         return {"error_code": r.error_code}
 
@@ -1229,55 +1241,45 @@ class KafkaApis:
 
     # ---- ConsumerGroupHeartbeat (68) ---------------------------------------------------------
     async def consumer_group_heartbeat(self, rq: RequestInfo, request: Any) -> Data:
-        pb = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id=request.group_id,
-            member_id=request.member_id,
-            member_epoch=request.member_epoch,
-            context=self.context(rq),
-        )
-        set_optional(
-            pb,
-            **{
-                name: _opt(request, name)
-                for name in ("instance_id", "rack_id", "subscribed_topic_regex", "server_assignor")
-            },
-        )
-        rebalance_ms = codec.millis(request.rebalance_timeout)
-        if rebalance_ms != -1:
-            pb.rebalance_timeout_ms = rebalance_ms
-        if request.subscribed_topic_names is not None:
-            pb.subscribed_topic_names.CopyFrom(
-                common_pb2.StringList(values=list(request.subscribed_topic_names))
-            )
-        if request.topic_partitions is not None:
-            pb.topic_partitions.CopyFrom(
-                common_pb2.TopicPartitionsList(
-                    topic_partitions=[
-                        common_pb2.TopicPartitions(
-                            topic_id=codec.from_uuid(tp.topic_id), partitions=list(tp.partitions)
-                        )
-                        for tp in request.topic_partitions
-                    ]
-                )
-            )
-        r = await self.router.call(
+        # the hottest request: the core's dataclasses, no protobuf in dev (Router.call_direct)
+        names = request.subscribed_topic_names
+        owned = request.topic_partitions
+        r = await self.router.call_direct(
             request.group_id,
             "ConsumerGroupHeartbeat",
-            pb,
+            consumer_api.ConsumerGroupHeartbeatRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                member_epoch=request.member_epoch,
+                instance_id=_opt(request, "instance_id"),
+                rack_id=_opt(request, "rack_id"),
+                rebalance_timeout_ms=codec.millis(request.rebalance_timeout),
+                subscribed_topic_names=None if names is None else tuple(names),
+                subscribed_topic_regex=_opt(request, "subscribed_topic_regex"),
+                server_assignor=_opt(request, "server_assignor"),
+                topic_partitions=None
+                if owned is None
+                else tuple(
+                    consumer_api.TopicPartitions(codec.from_uuid(tp.topic_id), tuple(tp.partitions))
+                    for tp in owned
+                ),
+                context=self.request_context(rq),
+            ),
+            consumer_api.ConsumerGroupHeartbeatResponse,
             lambda r: r.error_code == NOT_COORDINATOR,
         )
         assignment = None
-        if r.HasField("assignment"):
+        if r.assignment is not None:
             assignment = {
                 "topic_partitions": [
                     {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
-                    for tp in r.assignment.topic_partitions
+                    for tp in r.assignment
                 ]
             }
         return {
             "error_code": r.error_code,
-            "error_message": optional(r, "error_message"),
-            "member_id": optional(r, "member_id"),
+            "error_message": r.error_message,
+            "member_id": r.member_id,
             "member_epoch": r.member_epoch,
             "heartbeat_interval": r.heartbeat_interval_ms,
             "assignment": assignment,

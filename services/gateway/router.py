@@ -11,6 +11,7 @@ would with Kafka. The router never looks inside a group.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +30,9 @@ from services.process import channels
 from services.process.batch_calls import BatchedCoordinator
 from services.process.metrics import RpcClientMetrics
 from services.process.principal import as_gateway, forwarded
+from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, response_class
 from services.process.tls import ClientTls
+from shards.adapters.convert import converter_from, converter_to
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
 
@@ -125,6 +128,8 @@ class Router:
         self._client_metrics = next(
             (i.instruments for i in self._interceptors if isinstance(i, RpcClientMetrics)), None
         )
+        #: per RPC, the protobuf conversions of a call_direct to a shard elsewhere
+        self._converters: dict[str, Callable[..., Any]] = {}
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
         self._probe_keys: list[str] | None = None
@@ -261,13 +266,66 @@ class Router:
     ) -> Any:
         """``rpc`` on the shard owning ``group_id``. Retried on a fresh route when the answer
         says NOT_COORDINATOR or the owner is unreachable; the last answer is returned as is."""
+        return await self._call(group_id, rpc, request, not_coordinator, timeout_s, None)
+
+    async def call_direct(
+        self,
+        group_id: str,
+        rpc: str,
+        request: Any,
+        response_type: type,
+        not_coordinator: Callable[[Any], bool],
+        timeout_s: float | None = None,
+    ) -> Any:
+        """:meth:`call` with the core's request and response dataclasses instead of protobuf
+        messages: a shard in this process (``groupcoord dev``) runs the handler on them as
+        they are (services.process.local_calls.local_direct_call: no protobuf at all); a
+        shard elsewhere gets the protobuf request they convert to, and its answer is
+        converted back, as its gRPC server converts both. Same routing, retries and errors."""
+        return await self._call(
+            group_id, rpc, request, not_coordinator, timeout_s, (type(request), response_type)
+        )
+
+    def _converting(self, rpc: str, types: tuple[type, type]) -> Callable[..., Any]:
+        """The conversions around a remote call of ``rpc`` with dataclasses ``types``."""
+        found = self._converters.get(rpc)
+        if found is None:
+            descriptor = GROUP_COORDINATOR_SERVICE.methods_by_name[rpc]
+            to_pb = converter_to(types[0], request_class(descriptor))
+            from_pb = converter_from(types[1], response_class(descriptor))
+
+            async def converting(method: Any, request: Any, **options: Any) -> Any:
+                return from_pb(await method(to_pb(request), **options))
+
+            found = self._converters[rpc] = converting
+        return found
+
+    async def _call(
+        self,
+        group_id: str,
+        rpc: str,
+        request: Any,
+        not_coordinator: Callable[[Any], bool],
+        timeout_s: float | None,
+        direct: tuple[type, type] | None,
+    ) -> Any:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         attempt = 0
         while True:
             attempt += 1
             route = await self.route(group_id)
             remaining = max(0.001, deadline - time.monotonic())
-            method = getattr(self.coordinator(route.target), rpc)
+            target = route.target
+            if direct is None:
+                method = getattr(self.coordinator(target), rpc)
+            else:
+                local = self._local.get(target)
+                if local is not None and hasattr(local, "direct"):
+                    method = getattr(local.direct, rpc)
+                else:
+                    method = functools.partial(
+                        self._converting(rpc, direct), getattr(self.coordinator(target), rpc)
+                    )
             try:
                 response = await method(request, **_call_options(remaining))
             except grpc.aio.AioRpcError as ex:

@@ -13,6 +13,9 @@ does not convert, UNAVAILABLE when the store cannot be reached, DEADLINE_EXCEEDE
 timeout passes (the handler is cancelled, as the server cancels it), UNKNOWN for anything
 unexpected -- so the gateway's routing, retries and error mapping stay one code path.
 
+``stub.direct`` has the same RPCs taking and returning the core's dataclasses
+(:func:`local_direct_call`): no protobuf at all, for the gateway's hottest requests.
+
 What it skips: the loopback TCP hop, HTTP/2 framing, two protobuf encodings and decodings,
 and the server's and client's interceptors (the per-RPC metrics and trace spans of the hop;
 the gateway's own Kafka-request metrics and spans still cover the call).
@@ -21,6 +24,7 @@ the gateway's own Kafka-request metrics and spans still cover the call).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import types
@@ -66,12 +70,13 @@ def local_call(
     host: str = LOOPBACK_HOST,
     caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
 ) -> Callable[..., Awaitable[Message]]:
-    """One RPC called in this process. ``caller``: the methods check ACLs (the shard's
-    ``--authorizer``), so each call names its principal, from the call's metadata."""
+    """One RPC called in this process, protobuf in and out. ``caller``: the methods check
+    ACLs (the shard's ``--authorizer``), so each call names its principal, from the call's
+    metadata."""
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     fill_host = client_host_filler(method)
-    handler = method.handler
+    direct = local_direct_call(method, host, caller)
     full = method.name
 
     async def call(
@@ -80,8 +85,6 @@ def local_call(
         metadata: Sequence[tuple[str, str]] | None = None,
         **_: Any,
     ) -> Message:
-        if caller is not None:
-            set_caller(functools.partial(caller, metadata))
         try:
             fill_host(request, host)
             converted = to_request(request)
@@ -91,23 +94,65 @@ def local_call(
                 f"{full}: the request could not be decoded as "
                 f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
             ) from None
+        return from_response(await direct(converted, timeout, metadata))
+
+    call.__name__ = full
+    return call
+
+
+def _dataclass_host_filler(method: Method) -> Callable[[Any, str], Any]:
+    """:func:`client_host_filler` for a request already converted: a copy with the client
+    host when the caller left it empty (the gateway always fills it: no copy then)."""
+    if not any(f.name == "context" for f in dataclasses.fields(method.request_type)):
+        return lambda request, host: request
+
+    def fill(request: Any, host: str) -> Any:
+        if host and not request.context.client_host:
+            context = dataclasses.replace(request.context, client_host=host)
+            return dataclasses.replace(request, context=context)
+        return request
+
+    return fill
+
+
+def local_direct_call(
+    method: Method,
+    host: str = LOOPBACK_HOST,
+    caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
+) -> Callable[..., Awaitable[Any]]:
+    """One RPC called in this process with the core's request and response dataclasses: the
+    protobuf call minus its two conversions (what ``dev``'s gateway uses for its hottest
+    requests: services.gateway.router.Router.call_direct). Same client host, principal,
+    handler, deadline and errors as :func:`local_call`."""
+    fill_host = _dataclass_host_filler(method)
+    handler = method.handler
+    full = method.name
+
+    async def call(
+        request: Any,
+        timeout: float | None = None,
+        metadata: Sequence[tuple[str, str]] | None = None,
+    ) -> Any:
+        if caller is not None:
+            set_caller(functools.partial(caller, metadata))
+        request = fill_host(request, host)
+        deadline: asyncio.Timeout | None = None
         try:
             # started at once (services.process.eager): a handler that does not wait needs
             # no task and no deadline timer
             started: asyncio.Future[Any] = eager.start(
-                cast(Coroutine[Any, Any, Any], handler(converted)), asyncio.get_running_loop()
+                cast(Coroutine[Any, Any, Any], handler(request)), asyncio.get_running_loop()
             )
             if started.done():
-                response = started.result()
-            elif timeout is None:
-                response = await started
-            else:
-                async with asyncio.timeout(timeout) as deadline:
-                    response = await started
+                return started.result()
+            if timeout is None:
+                return await started
+            async with asyncio.timeout(timeout) as deadline:
+                return await started
         except StoreUnavailableError as ex:
             raise _error(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}") from None
         except TimeoutError:
-            if timeout is not None and deadline.expired():
+            if deadline is not None and deadline.expired():
                 raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
             log.exception("%s failed", full)
             raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected error in {full}") from None
@@ -116,7 +161,6 @@ def local_call(
         except Exception as ex:  # the server would answer UNKNOWN (and log it)
             log.exception("%s failed", full)
             raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected {type(ex).__name__}: {ex}") from None
-        return from_response(response)
 
     call.__name__ = full
     return call
@@ -129,4 +173,9 @@ def local_stub(
     ``authorizing``: the methods check ACLs; the caller is this process's own gateway, as
     trusted as a gateway listed in --trusted-gateway-principals is over gRPC."""
     caller = trusted_gateway if authorizing else None
-    return types.SimpleNamespace(**{m.name: local_call(m, host, caller) for m in methods})
+    stub = types.SimpleNamespace(**{m.name: local_call(m, host, caller) for m in methods})
+    #: the same RPCs with the core's dataclasses in and out (:func:`local_direct_call`)
+    stub.direct = types.SimpleNamespace(
+        **{m.name: local_direct_call(m, host, caller) for m in methods}
+    )
+    return stub
