@@ -17,6 +17,9 @@ from services.process.local_calls import local_stub
 from services.process.rpcs import TOPIC_CATALOG_SERVICE
 from services.shard.servicer import group_coordinator_methods
 from shards.core import api
+from shards.core.classic.api import HeartbeatRequest, HeartbeatResponse
+from shards.core.consumer.api import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from shards.core.errors import Errors
 from shards.storage.base import StoreUnavailableError
 from tests.component.conftest import Client
 from tests.component.test_offsets_grpc import commit_request, committed, fetch_request
@@ -123,30 +126,38 @@ async def _over_grpc(catalog: Catalog, timeout: float) -> grpc.aio.AioRpcError:
         await server.stop(0)
 
 
-async def _in_process(catalog: Catalog, timeout: float) -> grpc.aio.AioRpcError:
+async def _in_process(
+    catalog: Catalog, timeout: float, direct: bool = False
+) -> grpc.aio.AioRpcError:
     stub = local_stub(service_methods(TOPIC_CATALOG_SERVICE, catalog))
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.CreateTopics(catalog_pb2.CreateTopicsRequest(), timeout=timeout)
+        if direct:  # the core's dataclasses in and out (local_direct_call)
+            await stub.direct.CreateTopics(api.CreateTopicsRequest(topics=()), timeout=timeout)
+        else:
+            await stub.CreateTopics(catalog_pb2.CreateTopicsRequest(), timeout=timeout)
     return err.value
 
 
-async def test_store_unavailable_is_the_same_unavailable_as_over_grpc() -> None:
-    local = await _in_process(Catalog("unavailable"), 5)
+@pytest.mark.parametrize("direct", [False, True], ids=["protobuf", "direct"])
+async def test_store_unavailable_is_the_same_unavailable_as_over_grpc(direct: bool) -> None:
+    local = await _in_process(Catalog("unavailable"), 5, direct)
     remote = await _over_grpc(Catalog("unavailable"), 5)
     assert local.code() is remote.code() is grpc.StatusCode.UNAVAILABLE
     assert local.details() == remote.details()
     assert "CreateTopics" in local.details() and "Connection refused" in local.details()
 
 
-async def test_an_unexpected_failure_is_unknown_as_over_grpc() -> None:
-    local = await _in_process(Catalog("boom"), 5)
+@pytest.mark.parametrize("direct", [False, True], ids=["protobuf", "direct"])
+async def test_an_unexpected_failure_is_unknown_as_over_grpc(direct: bool) -> None:
+    local = await _in_process(Catalog("boom"), 5, direct)
     remote = await _over_grpc(Catalog("boom"), 5)
     assert local.code() is remote.code() is grpc.StatusCode.UNKNOWN
 
 
-async def test_the_deadline_cancels_the_handler_and_is_deadline_exceeded() -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["protobuf", "direct"])
+async def test_the_deadline_cancels_the_handler_and_is_deadline_exceeded(direct: bool) -> None:
     catalog = Catalog("hang")
-    local = await _in_process(catalog, 0.05)
+    local = await _in_process(catalog, 0.05, direct)
     assert local.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     assert catalog.cancelled.is_set()
     remote = await _over_grpc(Catalog("hang"), 0.05)
@@ -195,3 +206,88 @@ def _counting(name: str, handler: Any, calls: list[str]) -> Any:
         return await handler(request)
 
     return counted
+
+
+@pytest.mark.parametrize("shard_calls", ["unary", "batched"])
+async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote_shard(
+    client: Client, shard_calls: str
+) -> None:
+    """Router.call_direct: a local target gets the very dataclass (no protobuf); without the
+    local stub the same call goes over gRPC (unary or batched) and answers alike -- the
+    same join, the same steady heartbeat, the same client host as the server saw."""
+    assert client.app.service is not None
+    methods = group_coordinator_methods(client.app.service)
+    seen: list[Any] = []
+
+    def recording(handler: Any) -> Any:
+        async def run(request: Any) -> Any:
+            if isinstance(request, ConsumerGroupHeartbeatRequest):  # (not the route lookups)
+                seen.append(request)
+            return await handler(request)
+
+        return run
+
+    recorded = [dataclasses.replace(m, handler=recording(m.handler)) for m in methods]
+    target = f"127.0.0.1:{client.app.port}"
+    local = Router(target, 10, local={target: local_stub(recorded)})
+    remote = Router(target, 10, shard_calls=shard_calls)
+    answers = {}
+    try:
+        for name, router in (("local", local), ("remote", remote)):
+            group = f"g-direct-{name}-{shard_calls}"
+            join = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+                context=api.RequestContext("client-1", "", 0),  # host: left to the server
+            )
+            joined = await router.call_direct(
+                group, "ConsumerGroupHeartbeat", join, ConsumerGroupHeartbeatResponse, no
+            )
+            assert isinstance(joined, ConsumerGroupHeartbeatResponse)
+            assert joined.error_code == 0 and joined.member_epoch == 1 and joined.member_id
+            steady = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=joined.member_id,
+                member_epoch=joined.member_epoch,
+                context=api.RequestContext("client-1", "", 0),
+            )
+            again = await router.call_direct(
+                group, "ConsumerGroupHeartbeat", steady, ConsumerGroupHeartbeatResponse, no
+            )
+            hb = await router.call_direct(
+                group,
+                "Heartbeat",
+                HeartbeatRequest(group_id=group, generation_id=1, member_id="nobody"),
+                HeartbeatResponse,
+                no,
+            )
+            answers[name] = (joined, again, hb)
+        assert local._channels == {}  # no gRPC channel to the local shard was opened
+        # the local handler got the caller's dataclass itself, the client host filled in
+        assert seen[0].group_id == f"g-direct-local-{shard_calls}"
+        assert seen[0].subscribed_topic_names == ("t",)
+        assert seen[0].context == api.RequestContext("client-1", "127.0.0.1", 0)
+        assert seen[1].member_epoch == 1
+        (lj, ls, lh), (rj, rs, rh) = answers["local"], answers["remote"]
+        assert dataclasses.replace(lj, member_id="") == dataclasses.replace(rj, member_id="")
+        assert dataclasses.replace(ls, member_id="") == dataclasses.replace(rs, member_id="")
+        assert ls.assignment is None and ls.heartbeat_interval_ms > 0
+        assert lh.error_code == rh.error_code == Errors.UNKNOWN_MEMBER_ID
+        assert rh.error_message == lh.error_message.replace("-local-", "-remote-")
+        described = await client.coordinator.ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(
+                group_ids=[f"g-direct-local-{shard_calls}", f"g-direct-remote-{shard_calls}"]
+            ),
+            timeout=5,
+        )
+        hosts = {(m.client_id, m.client_host) for g in described.groups for m in g.members}
+        assert hosts == {("client-1", "127.0.0.1")}
+    finally:
+        await local.close()
+        await remote.close()
+
+
+def no(response: Any) -> bool:
+    return False
