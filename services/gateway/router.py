@@ -292,7 +292,7 @@ class Router:
         if found is None:
             descriptor = GROUP_COORDINATOR_SERVICE.methods_by_name[rpc]
             to_pb = converter_to(types[0], request_class(descriptor))
-            from_pb = converter_from(types[1], response_class(descriptor))
+            from_pb: Callable[[Any], Any] = converter_from(types[1], response_class(descriptor))
 
             async def converting(method: Any, request: Any, **options: Any) -> Any:
                 return from_pb(await method(to_pb(request), **options))
