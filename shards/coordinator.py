@@ -97,6 +97,19 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
+def _heartbeat_error(code: int, message: str) -> consumer_api.ConsumerGroupHeartbeatResponse:
+    return consumer_api.ConsumerGroupHeartbeatResponse(
+        error_code=code, error_message=message or None
+    )
+
+
+def _classic_heartbeat_error(code: int, message: str) -> classic_api.HeartbeatResponse:
+    if code == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        # as Kafka: a heartbeat while the group loads is simply accepted
+        return classic_api.HeartbeatResponse()
+    return classic_api.HeartbeatResponse(error_code=code, error_message=message)
+
+
 class GroupCoordinatorService:
     def __init__(
         self,
@@ -144,9 +157,12 @@ class GroupCoordinatorService:
         try:
             if not group_id and if_empty is not None:
                 raise if_empty
-            refused = self._refused(group_id, request) if request is not None else None
-            if refused is None:
-                refused = group_id_error(group_id)
+            # (_refused checks the group id too)
+            refused = (
+                self._refused(group_id, request)
+                if request is not None
+                else group_id_error(group_id)
+            )
             if refused is not None:
                 raise refused
             p = self.runtime.partition(self.partition_for(group_id))
@@ -440,13 +456,13 @@ class GroupCoordinatorService:
     async def heartbeat(
         self, request: classic_api.HeartbeatRequest
     ) -> classic_api.HeartbeatResponse:
-        def on_error(code: int, message: str) -> classic_api.HeartbeatResponse:
-            if code == Errors.COORDINATOR_LOAD_IN_PROGRESS:
-                # as Kafka: a heartbeat while the group loads is simply accepted
-                return classic_api.HeartbeatResponse()
-            return classic_api.HeartbeatResponse(error_code=code, error_message=message)
-
-        return await self._on_group(request, CoordinatorStateMachine.heartbeat, on_error)
+        # (_single itself, not _on_group: a hot request skips a layer)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.heartbeat(request, now),
+            _classic_heartbeat_error,
+            request=request,
+        )
 
     async def leave_group(
         self, request: classic_api.LeaveGroupRequest
@@ -512,7 +528,13 @@ class GroupCoordinatorService:
     async def consumer_group_heartbeat(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
-        return await self.consumer_group_heartbeat_as(request, "")
+        # (consumer_group_heartbeat_as inlined: the hottest request skips a layer)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.consumer_group_heartbeat(request, now, ""),
+            _heartbeat_error,
+            request=request,
+        )
 
     async def consumer_group_heartbeat_as(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest, principal: str
@@ -520,12 +542,12 @@ class GroupCoordinatorService:
         """A heartbeat on behalf of ``principal`` (the authorizer's caller: a regex new to
         the group keeps the topics it may Describe). Not an RPC of its own."""
         # An empty group id is the core's INVALID_REQUEST, as in Kafka (no INVALID_GROUP_ID).
-        return await self._on_group(
-            request,
-            lambda shard, req, now: shard.consumer_group_heartbeat(req, now, principal),
-            lambda code, msg: consumer_api.ConsumerGroupHeartbeatResponse(
-                error_code=code, error_message=msg or None
-            ),
+        # (_single itself, not _on_group: the hottest request skips a layer)
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.consumer_group_heartbeat(request, now, principal),
+            _heartbeat_error,
+            request=request,
         )
 
     async def consumer_group_describe(

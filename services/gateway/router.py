@@ -313,7 +313,10 @@ class Router:
         attempt = 0
         while True:
             attempt += 1
-            route = await self.route(group_id)
+            # the cached route without a coroutine of its own (every call but the first)
+            route = self._routes.get(partition_for(group_id, self.num_partitions))
+            if route is None:
+                route = await self.route(group_id)
             remaining = max(0.001, deadline - time.monotonic())
             target = route.target
             if direct is None:
