@@ -143,6 +143,8 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer_host = peer[0] if isinstance(peer, tuple) and peer else ""
+        #: the client host as Kafka shows it ("/127.0.0.1"), made once per connection
+        self.client_host = f"/{self.peer_host}" if self.peer_host else ""
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
         self.decoder = framing.FrameDecoder(limits.max_request_bytes)
         #: the request size limit in force (smaller until SASL authenticated the client)
@@ -452,7 +454,7 @@ class Connection:
             version,
             correlation_id,
             header.client_id or "",
-            f"/{self.peer_host}" if self.peer_host else "",
+            self.client_host,
             node,
         )
         data = await self._handle(rq, request)
@@ -473,10 +475,7 @@ class Connection:
             raise CloseConnection(f"cannot encode the response: {ex!r}") from ex
 
     async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
-        # No SDK provider: spans would not be recorded and there is no incoming trace
-        # context to carry on (Kafka requests have none), so skip the span machinery.
-        span_scope = self._span(rq) if self.traced else contextlib.nullcontext()
-        with span_scope as span:
+        if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s v%d correlation %d from %s%s",
                 codec.SERVED[rq.api_key].name,
@@ -485,15 +484,30 @@ class Connection:
                 rq.client_id or "-",
                 rq.client_host,
             )
+        if not self.traced:
+            # No SDK provider: spans would not be recorded and there is no incoming trace
+            # context to carry on (Kafka requests have none), so no span machinery at all.
             try:
                 return await self.apis.handle(rq, request)
             except asyncio.CancelledError:
                 raise
             except Exception as ex:
-                log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
-                if span is not None:
-                    span.record_exception(ex)
-                return self.apis.unexpected(rq, request, ex)
+                return self._failed(rq, request, ex, None)
+        with self._span(rq) as span:
+            try:
+                return await self.apis.handle(rq, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as ex:
+                return self._failed(rq, request, ex, span)
+
+    def _failed(
+        self, rq: RequestInfo, request: Any, ex: Exception, span: trace.Span | None
+    ) -> dict[str, Any]:
+        log.exception("%s v%d failed", codec.SERVED[rq.api_key].name, rq.version)
+        if span is not None:
+            span.record_exception(ex)
+        return self.apis.unexpected(rq, request, ex)
 
     def _span(self, rq: RequestInfo) -> contextlib.AbstractContextManager[trace.Span]:
         return _tracer.start_as_current_span(

@@ -1251,12 +1251,12 @@ class KafkaApis:
                 group_id=request.group_id,
                 member_id=request.member_id,
                 member_epoch=request.member_epoch,
-                instance_id=_opt(request, "instance_id"),
-                rack_id=_opt(request, "rack_id"),
+                instance_id=request.instance_id,  # (in every version)
+                rack_id=request.rack_id,
                 rebalance_timeout_ms=codec.millis(request.rebalance_timeout),
                 subscribed_topic_names=None if names is None else tuple(names),
                 subscribed_topic_regex=_opt(request, "subscribed_topic_regex"),
-                server_assignor=_opt(request, "server_assignor"),
+                server_assignor=request.server_assignor,
                 topic_partitions=None
                 if owned is None
                 else tuple(
