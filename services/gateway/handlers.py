@@ -213,7 +213,7 @@ class KafkaApis:
 
     @staticmethod
     def request_context(rq: RequestInfo) -> RequestContext:
-        """:meth:`context` as the core's dataclass (the requests sent with call_direct)."""
+        """:meth:`context` as the core's dataclass (requests sent as dataclasses)."""
         return RequestContext(rq.client_id, rq.client_host, rq.version)
 
     async def _one_group(self, group_id: str, rpc: str, request: Any, results: str) -> Any:
@@ -859,8 +859,8 @@ class KafkaApis:
 
     # ---- Heartbeat (12) ----------------------------------------------------------------------
     async def heartbeat(self, rq: RequestInfo, request: Any) -> Data:
-        # a hot request: the core's dataclasses, no protobuf in dev (Router.call_direct)
-        r = await self.router.call_direct(
+        # a hot request: sent as the core's dataclasses (Router.call with ``returns``)
+        r = await self.router.call(
             request.group_id,
             "Heartbeat",
             classic_api.HeartbeatRequest(
@@ -870,8 +870,8 @@ class KafkaApis:
                 group_instance_id=_opt(request, "group_instance_id"),
                 context=self.request_context(rq),
             ),
-            classic_api.HeartbeatResponse,
             lambda r: r.error_code == NOT_COORDINATOR,
+            returns=classic_api.HeartbeatResponse,
         )
         return {"error_code": r.error_code}
 
@@ -1241,10 +1241,10 @@ class KafkaApis:
 
     # ---- ConsumerGroupHeartbeat (68) ---------------------------------------------------------
     async def consumer_group_heartbeat(self, rq: RequestInfo, request: Any) -> Data:
-        # the hottest request: the core's dataclasses, no protobuf in dev (Router.call_direct)
+        # the hottest request: sent as the core's dataclasses (Router.call with ``returns``)
         names = request.subscribed_topic_names
         owned = request.topic_partitions
-        r = await self.router.call_direct(
+        r = await self.router.call(
             request.group_id,
             "ConsumerGroupHeartbeat",
             consumer_api.ConsumerGroupHeartbeatRequest(
@@ -1265,8 +1265,8 @@ class KafkaApis:
                 ),
                 context=self.request_context(rq),
             ),
-            consumer_api.ConsumerGroupHeartbeatResponse,
             lambda r: r.error_code == NOT_COORDINATOR,
+            returns=consumer_api.ConsumerGroupHeartbeatResponse,
         )
         assignment = None
         if r.assignment is not None:

@@ -128,7 +128,7 @@ class Router:
         self._client_metrics = next(
             (i.instruments for i in self._interceptors if isinstance(i, RpcClientMetrics)), None
         )
-        #: per RPC, the protobuf conversions of a call_direct to a shard elsewhere
+        #: per RPC, the protobuf conversions of a dataclass call (``returns``) to a remote shard
         self._converters: dict[str, Callable[..., Any]] = {}
         self._routes: dict[int, Route] = {}
         self._lookups: dict[int, asyncio.Future[Route]] = {}
@@ -263,52 +263,17 @@ class Router:
         request: Any,
         not_coordinator: Callable[[Any], bool],
         timeout_s: float | None = None,
+        returns: type | None = None,
     ) -> Any:
         """``rpc`` on the shard owning ``group_id``. Retried on a fresh route when the answer
-        says NOT_COORDINATOR or the owner is unreachable; the last answer is returned as is."""
-        return await self._call(group_id, rpc, request, not_coordinator, timeout_s, None)
+        says NOT_COORDINATOR or the owner is unreachable; the last answer is returned as is.
 
-    async def call_direct(
-        self,
-        group_id: str,
-        rpc: str,
-        request: Any,
-        response_type: type,
-        not_coordinator: Callable[[Any], bool],
-        timeout_s: float | None = None,
-    ) -> Any:
-        """:meth:`call` with the core's request and response dataclasses instead of protobuf
-        messages: a shard in this process (``groupcoord dev``) runs the handler on them as
-        they are (services.process.local_calls.local_direct_call: no protobuf at all); a
-        shard elsewhere gets the protobuf request they convert to, and its answer is
-        converted back, as its gRPC server converts both. Same routing, retries and errors."""
-        return await self._call(
-            group_id, rpc, request, not_coordinator, timeout_s, (type(request), response_type)
-        )
-
-    def _converting(self, rpc: str, types: tuple[type, type]) -> Callable[..., Any]:
-        """The conversions around a remote call of ``rpc`` with dataclasses ``types``."""
-        found = self._converters.get(rpc)
-        if found is None:
-            descriptor = GROUP_COORDINATOR_SERVICE.methods_by_name[rpc]
-            to_pb = converter_to(types[0], request_class(descriptor))
-            from_pb: Callable[[Any], Any] = converter_from(types[1], response_class(descriptor))
-
-            async def converting(method: Any, request: Any, **options: Any) -> Any:
-                return from_pb(await method(to_pb(request), **options))
-
-            found = self._converters[rpc] = converting
-        return found
-
-    async def _call(
-        self,
-        group_id: str,
-        rpc: str,
-        request: Any,
-        not_coordinator: Callable[[Any], bool],
-        timeout_s: float | None,
-        direct: tuple[type, type] | None,
-    ) -> Any:
+        ``returns``: the request is the core's dataclass and the answer is wanted as this
+        dataclass, not as protobuf messages. A shard in this process (``groupcoord dev``)
+        then runs the handler on them as they are (local_calls.local_direct_call: no
+        protobuf at all); a shard elsewhere gets the protobuf request they convert to, and
+        its answer is converted back, as its gRPC server converts both. Same routing,
+        retries and errors either way."""
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         attempt = 0
         while True:
@@ -319,7 +284,7 @@ class Router:
                 route = await self.route(group_id)
             remaining = max(0.001, deadline - time.monotonic())
             target = route.target
-            if direct is None:
+            if returns is None:
                 method = getattr(self.coordinator(target), rpc)
             else:
                 local = self._local.get(target)
@@ -327,7 +292,8 @@ class Router:
                     method = getattr(local.direct, rpc)
                 else:
                     method = functools.partial(
-                        self._converting(rpc, direct), getattr(self.coordinator(target), rpc)
+                        self._converting(rpc, type(request), returns),
+                        getattr(self.coordinator(target), rpc),
                     )
             try:
                 response = await method(request, **_call_options(remaining))
@@ -344,6 +310,20 @@ class Router:
             if not_coordinator(response):
                 self.forget(route.partition, route)
             return response
+
+    def _converting(self, rpc: str, request_type: type, returns: type) -> Callable[..., Any]:
+        """The conversions around a remote call of ``rpc`` with dataclasses."""
+        found = self._converters.get(rpc)
+        if found is None:
+            descriptor = GROUP_COORDINATOR_SERVICE.methods_by_name[rpc]
+            to_pb = converter_to(request_type, request_class(descriptor))
+            from_pb: Callable[[Any], Any] = converter_from(returns, response_class(descriptor))
+
+            async def converting(method: Any, request: Any, **options: Any) -> Any:
+                return from_pb(await method(to_pb(request), **options))
+
+            found = self._converters[rpc] = converting
+        return found
 
     async def call_bootstrap(
         self,

@@ -122,7 +122,7 @@ def local_direct_call(
 ) -> Callable[..., Awaitable[Any]]:
     """One RPC called in this process with the core's request and response dataclasses: the
     protobuf call minus its two conversions (what ``dev``'s gateway uses for its hottest
-    requests: services.gateway.router.Router.call_direct). Same client host, principal,
+    requests: services.gateway.router.Router.call with ``returns``). Same client host, principal,
     handler, deadline and errors as :func:`local_call`."""
     fill_host = _dataclass_host_filler(method)
     handler = method.handler

@@ -212,9 +212,10 @@ def _counting(name: str, handler: Any, calls: list[str]) -> Any:
 async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote_shard(
     client: Client, shard_calls: str
 ) -> None:
-    """Router.call_direct: a local target gets the very dataclass (no protobuf); without the
-    local stub the same call goes over gRPC (unary or batched) and answers alike -- the
-    same join, the same steady heartbeat, the same client host as the server saw."""
+    """Router.call with ``returns`` (dataclasses): a local target gets the very dataclass
+    (no protobuf); without the local stub the same call goes over gRPC (unary or batched)
+    and answers alike -- the same join, the same steady heartbeat, the same client host as
+    the server saw."""
     assert client.app.service is not None
     methods = group_coordinator_methods(client.app.service)
     seen: list[Any] = []
@@ -242,8 +243,8 @@ async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote
                 topic_partitions=(),
                 context=api.RequestContext("client-1", "", 0),  # host: left to the server
             )
-            joined = await router.call_direct(
-                group, "ConsumerGroupHeartbeat", join, ConsumerGroupHeartbeatResponse, no
+            joined = await router.call(
+                group, "ConsumerGroupHeartbeat", join, no, returns=ConsumerGroupHeartbeatResponse
             )
             assert isinstance(joined, ConsumerGroupHeartbeatResponse)
             assert joined.error_code == 0 and joined.member_epoch == 1 and joined.member_id
@@ -253,15 +254,15 @@ async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote
                 member_epoch=joined.member_epoch,
                 context=api.RequestContext("client-1", "", 0),
             )
-            again = await router.call_direct(
-                group, "ConsumerGroupHeartbeat", steady, ConsumerGroupHeartbeatResponse, no
+            again = await router.call(
+                group, "ConsumerGroupHeartbeat", steady, no, returns=ConsumerGroupHeartbeatResponse
             )
-            hb = await router.call_direct(
+            hb = await router.call(
                 group,
                 "Heartbeat",
                 HeartbeatRequest(group_id=group, generation_id=1, member_id="nobody"),
-                HeartbeatResponse,
                 no,
+                returns=HeartbeatResponse,
             )
             answers[name] = (joined, again, hb)
         assert local._channels == {}  # no gRPC channel to the local shard was opened
