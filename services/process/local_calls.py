@@ -28,13 +28,13 @@ import dataclasses
 import functools
 import logging
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
-from services.process import eager
+from services.process.deadlines import Deadlines
 from services.process.grpc_server import Method, client_host_filler
 from services.process.principal import FORWARDED_PRINCIPAL_KEY
 from shards.adapters.convert import converter_from, converter_to
@@ -69,6 +69,7 @@ def local_call(
     method: Method,
     host: str = LOOPBACK_HOST,
     caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
+    deadlines: Deadlines | None = None,
 ) -> Callable[..., Awaitable[Message]]:
     """One RPC called in this process, protobuf in and out. ``caller``: the methods check
     ACLs (the shard's ``--authorizer``), so each call names its principal, from the call's
@@ -76,7 +77,7 @@ def local_call(
     to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
     from_response = converter_to(method.response_type, method.response_pb)
     fill_host = client_host_filler(method)
-    direct = local_direct_call(method, host, caller)
+    direct = local_direct_call(method, host, caller, deadlines)
     full = method.name
 
     async def call(
@@ -119,14 +120,20 @@ def local_direct_call(
     method: Method,
     host: str = LOOPBACK_HOST,
     caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
+    deadlines: Deadlines | None = None,
 ) -> Callable[..., Awaitable[Any]]:
     """One RPC called in this process with the core's request and response dataclasses: the
     protobuf call minus its two conversions (what ``dev``'s gateway uses for its hottest
-    requests: services.gateway.router.Router.call with ``returns``). Same client host, principal,
-    handler, deadline and errors as :func:`local_call`."""
+    requests: services.gateway.router.Router.call with ``returns``). Same client host,
+    principal, handler, deadline and errors as :func:`local_call`.
+
+    The handler is awaited in the caller's task, as any coroutine; its deadline is kept by
+    ``deadlines`` (services.process.deadlines: one timer for all calls, not one per call --
+    shared by the calls of one stub)."""
     fill_host = _dataclass_host_filler(method)
     handler = method.handler
     full = method.name
+    table = deadlines if deadlines is not None else Deadlines()
 
     async def call(
         request: Any,
@@ -136,31 +143,21 @@ def local_direct_call(
         if caller is not None:
             set_caller(functools.partial(caller, metadata))
         request = fill_host(request, host)
-        deadline: asyncio.Timeout | None = None
+        deadline = None if timeout is None else table.enter(timeout)
         try:
-            # started at once (services.process.eager): a handler that does not wait needs
-            # no task and no deadline timer
-            started: asyncio.Future[Any] = eager.start(
-                cast(Coroutine[Any, Any, Any], handler(request)), asyncio.get_running_loop()
-            )
-            if started.done():
-                return started.result()
-            if timeout is None:
-                return await started
-            async with asyncio.timeout(timeout) as deadline:
-                return await started
+            return await handler(request)
         except StoreUnavailableError as ex:
             raise _error(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}") from None
-        except TimeoutError:
-            if deadline is not None and deadline.expired():
-                raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
-            log.exception("%s failed", full)
-            raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected error in {full}") from None
         except asyncio.CancelledError:
+            if deadline is not None and table.expired(deadline):
+                raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
             raise
         except Exception as ex:  # the server would answer UNKNOWN (and log it)
             log.exception("%s failed", full)
             raise _error(grpc.StatusCode.UNKNOWN, f"Unexpected {type(ex).__name__}: {ex}") from None
+        finally:
+            if deadline is not None:
+                table.leave(deadline)
 
     call.__name__ = full
     return call
@@ -173,9 +170,12 @@ def local_stub(
     ``authorizing``: the methods check ACLs; the caller is this process's own gateway, as
     trusted as a gateway listed in --trusted-gateway-principals is over gRPC."""
     caller = trusted_gateway if authorizing else None
-    stub = types.SimpleNamespace(**{m.name: local_call(m, host, caller) for m in methods})
+    deadlines = Deadlines()
+    stub = types.SimpleNamespace(
+        **{m.name: local_call(m, host, caller, deadlines) for m in methods}
+    )
     #: the same RPCs with the core's dataclasses in and out (:func:`local_direct_call`)
     stub.direct = types.SimpleNamespace(
-        **{m.name: local_direct_call(m, host, caller) for m in methods}
+        **{m.name: local_direct_call(m, host, caller, deadlines) for m in methods}
     )
     return stub
