@@ -284,6 +284,21 @@ class _Pending:
         self.timer: asyncio.TimerHandle | None = None
 
 
+async def _ended_with(call: grpc.aio.StreamStreamCall, failure: Exception) -> BaseException:
+    """Why a write failed: the status the stream ended with when it has ended (a shard
+    without the batch service answers UNIMPLEMENTED before the writer's next write, which
+    then fails as "already finished"), else the write's own failure."""
+    if not call.done():
+        return failure
+    try:
+        code = await call.code()
+        if code is grpc.StatusCode.OK or code is None:
+            return failure
+        return _error(code, await call.details() or "")
+    except Exception:  # noqa: BLE001 - no status to be had: the write's failure it is
+        return failure
+
+
 def _principal(metadata: Any) -> str:
     if metadata:
         for key, value in metadata:
@@ -481,7 +496,7 @@ class BatchedCoordinator:
         except asyncio.CancelledError:
             raise
         except Exception as ex:  # the stream broke under the write
-            self._broken(call, ex)
+            self._broken(call, await _ended_with(call, ex))
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         inflight = self._inflight

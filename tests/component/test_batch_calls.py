@@ -372,3 +372,58 @@ async def test_large_requests_are_split_across_messages(shard: ShardApp) -> None
             assert stub.messages_sent >= 3, stub.messages_sent
         finally:
             await stub.close()
+
+
+class _EndedStream:
+    """A batch stream the shard ended with UNIMPLEMENTED before the gateway's write: the
+    write fails as "already finished" (what grpc.aio raises), the read ends with the
+    status."""
+
+    def __init__(self) -> None:
+        self.ended = asyncio.Event()
+
+    async def write(self, message: Any) -> None:
+        self.ended.set()
+        raise asyncio.InvalidStateError("RPC already finished.")
+
+    def done(self) -> bool:
+        return self.ended.is_set()
+
+    async def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNIMPLEMENTED
+
+    async def details(self) -> str:
+        return "Method not found!"
+
+    def cancel(self) -> bool:
+        return True
+
+    def __aiter__(self) -> _EndedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        await asyncio.sleep(30)  # the reader learns of the end later than the writer
+        raise StopAsyncIteration
+
+
+async def test_a_write_that_finds_the_stream_ended_by_unimplemented_falls_back() -> None:
+    """Whichever of the writer and the reader sees the end first, a shard without the batch
+    service means unary calls (not UNAVAILABLE for the calls in flight)."""
+
+    class Channel:
+        def stream_stream(self, *args: Any, **kw: Any) -> Any:
+            return _EndedStream
+
+    class Unary:
+        async def OffsetFetch(self, request: Any, **kw: Any) -> Any:  # noqa: N802
+            return offsets_pb2.OffsetFetchResponse(
+                groups=[offsets_pb2.OffsetFetchResponseGroup(group_id=request.groups[0].group_id)]
+            )
+
+    stub = BatchedCoordinator(Channel(), Unary(), "shard-0")  # type: ignore[arg-type]
+    try:
+        answer = await asyncio.wait_for(stub.OffsetFetch(fetch("g"), timeout=5), 5)
+        assert answer.groups[0].group_id == "g"
+        assert stub.unsupported
+    finally:
+        await stub.close()
