@@ -455,7 +455,10 @@ class Connection:
                 f"{spec.name} v{version} is not served ({spec.min_version}-{spec.max_version})"
             )
         header = framing.parse_header(frame, codec.is_flexible_request(api_key, version))
-        request = codec.decode_request(api_key, version, frame, header.body_offset)
+        fast_decode = fast_codec.DECODERS.get((api_key, version))
+        request = None if fast_decode is None else fast_decode(frame, header.body_offset)
+        if request is None:
+            request = codec.decode_request(api_key, version, frame, header.body_offset)
         rq = RequestInfo(
             api_key,
             version,

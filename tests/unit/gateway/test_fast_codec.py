@@ -97,3 +97,147 @@ def test_every_fast_encoder_is_for_a_served_version() -> None:
     for api_key, version in fast_codec.ENCODERS:
         spec = codec.SERVED[api_key]
         assert spec.min_version <= version <= spec.max_version
+
+
+# ---- the steady ConsumerGroupHeartbeat request decoder -----------------------------------
+
+HB_FIELDS = (
+    "group_id",
+    "member_id",
+    "member_epoch",
+    "instance_id",
+    "rack_id",
+    "rebalance_timeout",
+    "subscribed_topic_names",
+    "subscribed_topic_regex",
+    "server_assignor",
+    "topic_partitions",
+)
+SHORT = st.text(max_size=40)
+NULLABLE_SHORT = st.one_of(st.none(), SHORT)
+
+
+def heartbeat_body(version: int, draw_fields: dict[str, Any]) -> bytes:
+    from tests.support.kafka_wire import encode_request, request
+
+    fields = dict(draw_fields)
+    if version == 0:
+        fields.pop("subscribed_topic_regex", None)
+    frame = encode_request(request("consumer_group_heartbeat", version, **fields), 7, "c")
+    return frame[4:]
+
+
+def compare(version: int, frame: bytes) -> Any:
+    """The fast decoder on ``frame`` against the generic one: it declines (None), or every
+    attribute the handler can read equals the generic entity's; it never accepts what the
+    generic path refuses."""
+    from services.gateway import framing
+
+    header = framing.parse_header(frame, True)
+    fast = fast_codec.DECODERS[(68, version)](frame, header.body_offset)
+    try:
+        entity = codec.decode_request(68, version, frame, header.body_offset)
+    except Exception:
+        assert fast is None, fast
+        return None
+    if fast is not None:
+        for name in HB_FIELDS:
+            assert getattr(fast, name) == getattr(entity, name, None), name
+    return fast
+
+
+@settings(max_examples=300)
+@given(
+    version=st.sampled_from([0, 1]),
+    group_id=SHORT,
+    member_id=SHORT,
+    epoch=INT32,
+    instance_id=NULLABLE_SHORT,
+    rack_id=NULLABLE_SHORT,
+    timeout=st.one_of(st.just(-1), INT32),
+    regex=NULLABLE_SHORT,
+    assignor=NULLABLE_SHORT,
+    names=st.one_of(st.none(), st.lists(SHORT, max_size=3)),
+    owned=st.booleans(),
+)
+def test_a_steady_heartbeat_request_decodes_as_the_generic_path_does(
+    version: int,
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    instance_id: str | None,
+    rack_id: str | None,
+    timeout: int,
+    regex: str | None,
+    assignor: str | None,
+    names: list[str] | None,
+    owned: bool,
+) -> None:
+    import datetime
+
+    frame = heartbeat_body(
+        version,
+        {
+            "group_id": group_id,
+            "member_id": member_id,
+            "member_epoch": epoch,
+            "instance_id": instance_id,
+            "rack_id": rack_id,
+            "rebalance_timeout": datetime.timedelta(milliseconds=timeout),
+            "subscribed_topic_names": names,
+            "subscribed_topic_regex": regex,
+            "server_assignor": assignor,
+            "topic_partitions": [] if owned else None,
+        },
+    )
+    fast = compare(version, frame)
+    steady = names is None and not owned
+    short = all(
+        len(s.encode()) < 127
+        for s in (group_id, member_id, instance_id, rack_id, regex, assignor)
+        if s is not None
+    )
+    # what the fast path takes: exactly the steady requests with short strings
+    assert (fast is not None) == (steady and short)
+
+
+@settings(max_examples=500)
+@given(
+    version=st.sampled_from([0, 1]),
+    cut=st.integers(0, 200),
+    flips=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=3),
+)
+def test_cut_or_corrupted_heartbeat_requests_are_never_read_differently(
+    version: int, cut: int, flips: list[tuple[int, int]]
+) -> None:
+    import datetime
+
+    frame = bytearray(
+        heartbeat_body(
+            version,
+            {
+                "group_id": "group-1",
+                "member_id": "member-1",
+                "member_epoch": 5,
+                "instance_id": None,
+                "rack_id": "r1",
+                "rebalance_timeout": datetime.timedelta(milliseconds=-1),
+                "subscribed_topic_names": None,
+                "subscribed_topic_regex": None,
+                "server_assignor": None,
+                "topic_partitions": None,
+            },
+        )
+    )
+    header_end = 8 + 2 + 1 + 1  # api key, version, correlation id, client id "c", tags
+    for at, value in flips:
+        if header_end + at < len(frame):
+            frame[header_end + at] = value
+    frame = frame[: max(header_end, len(frame) - cut)]
+    compare(version, bytes(frame))
+
+
+def test_every_fast_decoder_is_for_a_served_version() -> None:
+    for api_key, version in fast_codec.DECODERS:
+        spec = codec.SERVED[api_key]
+        assert spec.min_version <= version <= spec.max_version
