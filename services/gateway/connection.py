@@ -485,18 +485,11 @@ class Connection:
             raise CloseConnection(f"cannot encode the response: {ex!r}") from ex
 
     async def _handle(self, rq: RequestInfo, request: Any) -> dict[str, Any]:
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "%s v%d correlation %d from %s%s",
-                codec.SERVED[rq.api_key].name,
-                rq.version,
-                rq.correlation_id,
-                rq.client_id or "-",
-                rq.client_host,
-            )
         if not self.traced:
             # No SDK provider: spans would not be recorded and there is no incoming trace
             # context to carry on (Kafka requests have none), so no span machinery at all.
+            if log.isEnabledFor(logging.DEBUG):
+                _log_request(rq)
             try:
                 return await self.apis.handle(rq, request)
             except asyncio.CancelledError:
@@ -504,6 +497,8 @@ class Connection:
             except Exception as ex:
                 return self._failed(rq, request, ex, None)
         with self._span(rq) as span:
+            if log.isEnabledFor(logging.DEBUG):
+                _log_request(rq)  # (in the span: the line carries its trace and span ids)
             try:
                 return await self.apis.handle(rq, request)
             except asyncio.CancelledError:
@@ -531,3 +526,14 @@ class Connection:
                 "net.peer.ip": self.peer_host,
             },
         )
+
+
+def _log_request(rq: RequestInfo) -> None:
+    log.debug(
+        "%s v%d correlation %d from %s%s",
+        codec.SERVED[rq.api_key].name,
+        rq.version,
+        rq.correlation_id,
+        rq.client_id or "-",
+        rq.client_host,
+    )
