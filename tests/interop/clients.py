@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.interop.support import Target, disjoint_and_complete, wait_until
+from tests.interop.support import Target, balanced, wait_until
 
 log = logging.getLogger("tests.interop.clients")
 
@@ -89,11 +89,10 @@ class ConfluentGroup:
         def check() -> list[set[int]] | None:
             self.poll_round(live)
             asg = self.assignments(live)
-            ok = all(asg) and disjoint_and_complete(asg, partitions)
-            return asg if ok else None
+            return asg if balanced(asg, partitions) else None
 
         try:
-            return wait_until(check, timeout, interval=0.0, what="a disjoint complete assignment")
+            return wait_until(check, timeout, interval=0.0, what="a balanced assignment")
         except AssertionError as ex:
             raise AssertionError(f"{ex}; assignments {self.assignments(live)}") from None
 
@@ -230,10 +229,10 @@ class KafkaPythonGroup:
         def check() -> list[set[int]] | None:
             asg = self.assignments()
             seen[:] = [asg]
-            return asg if all(asg) and disjoint_and_complete(asg, partitions) else None
+            return asg if balanced(asg, partitions) else None
 
         try:
-            return wait_until(check, timeout, what="a disjoint complete assignment")
+            return wait_until(check, timeout, what="a balanced assignment")
         except AssertionError as ex:
             raise AssertionError(f"{ex}; assignments {seen}; errors {self.errors[-3:]}") from None
 
@@ -264,7 +263,7 @@ def kafka_python_group(target: Target, group: str) -> Iterator[KafkaPythonGroup]
 def balanced_kafka_python_group(
     target: Target, group: str, topic: str, n: int, partitions: int
 ) -> Iterator[KafkaPythonGroup]:
-    """``n`` kafka-python consumers that have reached a disjoint complete assignment.
+    """``n`` kafka-python consumers that have reached a balanced assignment (support.balanced).
 
     kafka-python 3.0.12 sometimes leaves one consumer blocked forever in its coordinator
     lookup (``ensure_coordinator_ready``) -- about one group formation in ten, against Apache

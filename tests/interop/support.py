@@ -90,6 +90,18 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def balanced(assignments: list[set[int]], partitions: int) -> bool:
+    """Every member holds partitions, disjoint and complete, and evenly spread (sizes differ
+    by at most one): the end of a rebalance of one topic under the uniform and range
+    assignors. Disjoint and complete alone is not the end: in an incremental rebalance a
+    member may still hold what it is about to release while another already got what a
+    third released (e.g. 4, 6 and 2 of 12 on the way to 4, 4, 4)."""
+    if not assignments or not all(assignments):
+        return False
+    sizes = [len(a) for a in assignments]
+    return max(sizes) - min(sizes) <= 1 and disjoint_and_complete(assignments, partitions)
+
+
 def disjoint_and_complete(assignments: list[set[int]], partitions: int) -> bool:
     union: set[int] = set()
     for a in assignments:
