@@ -328,8 +328,7 @@ class GatewayApp:
                 continue
             for conn in list(server.connections.values()):
                 if conn.proxy is not None and conn.proxy.partial_versions:
-                    conn.closing = True
-                    conn.reader.feed_eof()
+                    conn.interrupt()
                     closed += 1
         if closed:
             log.info(

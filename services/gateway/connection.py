@@ -1,8 +1,11 @@
 """One client connection, served like a Kafka broker serves it.
 
-* One request in flight: the next frame is not read until the current response is written
-  (Kafka mutes the channel the same way), so pipelined requests are answered -- and take
-  effect -- in order, and a client that pipelines a lot is slowed by TCP, not buffered.
+* One request in flight: the next frame is not handled until the current response is
+  written, and reading pauses while a request waits (Kafka mutes the channel the same way),
+  so pipelined requests are answered -- and take effect -- in order, and a client that
+  pipelines a lot is slowed by TCP, not buffered. Once the connection is set up (after SASL
+  authentication) its requests are served from the transport's callbacks, each handler's
+  first step run inline as the connection's task (:mod:`services.gateway.inline`).
 * Closing, as Kafka does: an unknown API key, a version outside the served range (except
   ApiVersions, answered in v0 format with UNSUPPORTED_VERSION), a frame above the size limit,
   a header or body that does not parse, no traffic for ``idle_timeout_s``.
@@ -37,6 +40,7 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
 from services.gateway import codec, fast_codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
+from services.gateway.inline import InlineRequests
 from services.gateway.metrics import FROM_CLIENT, FROM_UPSTREAM, TO_CLIENT, GatewayMetrics
 from services.gateway.proxy import CloseClient, Pending, ProxySession
 from services.gateway.sasl import (
@@ -152,6 +156,8 @@ class Connection:
         self.max_frame_bytes = limits.max_request_bytes
         self.closing = False
         self.requests = 0
+        #: serves the requests once the connection is set up (not in proxy mode)
+        self.inline: InlineRequests | None = None
         #: spans per request: decided once per connection (a tracer provider is installed at
         #: start-up, before any client connects; the router decides its spans the same way)
         self.traced = telemetry_enabled()
@@ -253,42 +259,47 @@ class Connection:
         if self.proxy is not None:
             await self._serve_pipelined(self.proxy)
             return
-        idle = self.limits.idle_timeout_s
+        if self.reader.at_eof():  # (the client ended the stream during authentication)
+            return
         # The idle timeout applies while waiting for a request (not while one is handled: a
         # JoinGroup may wait minutes): one timer per connection that re-arms itself, not one
         # per read.
-        watchdog = _IdleWatchdog(idle)
+        watchdog = _IdleWatchdog(self.limits.idle_timeout_s)
+        # Served from the transport's callbacks from here on (services.gateway.inline); what
+        # the stream reader holds already (read ahead during authentication) comes first.
+        transport = self.writer.transport
+        buffered = _take_buffered(self.reader)
+        self.inline = InlineRequests(
+            transport,  # type: ignore[arg-type]
+            transport.get_protocol(),
+            self.decoder,
+            self.respond,  # type: ignore[arg-type]
+            self._answered,
+            watchdog,
+            lambda: self.closing,
+        )
         try:
-            while not self.closing:
-                frame = self.decoder.next_frame()
-                if frame is None:
-                    watchdog.since = watchdog.loop.time()  # waiting for the client
-                    data = await self.reader.read(READ_CHUNK)
-                    watchdog.since = None
-                    if not data:
-                        return
-                    self.decoder.feed(data)
-                    continue
-                response = await self.respond(frame)
-                self.requests += 1
-                metrics = self.metrics
-                if metrics is not None:
-                    metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
-                    metrics.bytes.add(len(response), TO_CLIENT)
-                if not response:  # Produce with acks=0: Kafka sends no response
-                    continue
-                self.writer.write(response)
-                # Only a full buffer is worth waiting for (drain pauses above the high-water
-                # mark): no timer and no await per response while the client keeps reading.
-                if self.writer.transport.get_write_buffer_size() > WRITE_SLICE:
-                    async with asyncio.timeout(idle):  # a peer that stops reading is idle too
-                        await self.writer.drain()
+            await self.inline.serve(buffered)
         except asyncio.CancelledError:
             if watchdog.expired and watchdog.task.uncancel() == 0:
                 raise TimeoutError("no request within the idle timeout") from None
             raise
         finally:
             watchdog.stop()
+
+    def _answered(self, frame: bytes, response: bytes) -> None:
+        self.requests += 1
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.bytes.add(len(frame) + 4, FROM_CLIENT)
+            metrics.bytes.add(len(response), TO_CLIENT)
+
+    def interrupt(self) -> None:
+        """Stop serving after the request in hand (an idle connection stops waiting)."""
+        self.closing = True
+        self.reader.feed_eof()
+        if self.inline is not None:
+            self.inline.wake()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame, read straight from the stream (one copy, where the
@@ -526,6 +537,14 @@ class Connection:
                 "net.peer.ip": self.peer_host,
             },
         )
+
+
+def _take_buffered(reader: asyncio.StreamReader) -> bytes:
+    """What ``reader`` read ahead and has not handed out (asyncio has no public call for it)."""
+    buffer: bytearray = reader._buffer  # type: ignore[attr-defined]
+    data = bytes(buffer)
+    buffer.clear()
+    return data
 
 
 def _log_request(rq: RequestInfo) -> None:

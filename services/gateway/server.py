@@ -118,8 +118,7 @@ class GatewayServer:
         if self._server is not None:
             self._server.close()
         for conn in self.connections.values():
-            conn.closing = True
-            conn.reader.feed_eof()  # an idle connection stops waiting for a request
+            conn.interrupt()  # an idle connection stops waiting for a request
         tasks = list(self.connections)
         if tasks:
             _done, pending = await asyncio.wait(tasks, timeout=grace_s)

@@ -110,6 +110,21 @@ async def test_plain_then_group_apis(wire: KafkaWire) -> None:
     assert groups.error_code == ErrorCode.none
 
 
+async def test_requests_pipelined_behind_the_authentication_are_answered(
+    wire: KafkaWire,
+) -> None:
+    # all written at once: the group requests arrive while the connection still reads for
+    # the authentication, and are served once it is done (services.gateway.inline)
+    answers = await wire.send_many(
+        [
+            request("sasl_handshake", 1, mechanism="PLAIN"),
+            request("sasl_authenticate", 2, auth_bytes=b"\0alice\0alice-secret"),
+            *(list_groups() for _ in range(3)),
+        ]
+    )
+    assert [a.error_code for a in answers] == [ErrorCode.none] * 5
+
+
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 async def test_scram_then_group_apis(wire: KafkaWire, mechanism: str) -> None:
     r = await scram_login(wire, mechanism, "alice", "alice-secret")

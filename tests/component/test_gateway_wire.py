@@ -606,6 +606,19 @@ async def test_a_request_longer_than_the_idle_timeout_is_answered(tmp_path: Path
         assert await w.closed_by_peer(timeout=5)
 
 
+async def test_stopping_closes_idle_connections_without_waiting_out_the_grace(
+    tmp_path: Path,
+) -> None:
+    async with gateway_stack(tmp_path) as s:
+        w = await s.wire()
+        assert (await w.send(request("list_groups", 0))).error_code == ErrorCode.none
+        assert s.gateway.server is not None
+        started = asyncio.get_running_loop().time()
+        await s.gateway.server.stop(grace_s=10.0)
+        assert asyncio.get_running_loop().time() - started < 5.0
+        assert await w.closed_by_peer(timeout=1)
+
+
 async def test_many_connections_are_served_concurrently(stack: Stack) -> None:
     wires = await asyncio.gather(*(stack.wire(f"c{i}") for i in range(30)))
     try:

@@ -1,0 +1,251 @@
+"""Serve a connection's requests from its transport's callbacks, each handler started inline.
+
+With asyncio's streams every request crosses a hand-off: the bytes arrive in the protocol's
+``data_received``, the ``StreamReader`` sets the waiting task's future, and the connection's
+task reads them on a later loop iteration. For a request answered without waiting for
+anything -- a steady heartbeat in ``groupcoord dev``, whose coordinator runs in the same
+process -- that hand-off and the reader's bookkeeping are a tenth of the request's CPU
+(docs/performance.md, fourth round). :class:`InlineRequests` takes the transport over once the
+connection is set up and runs the first step of each request's handler in
+``data_received`` itself, *as the connection's task*: ``asyncio.current_task()`` is that task
+(deadlines and timeouts cancel it, as before) and every step of a handler runs in one
+``contextvars.Context`` of the connection's. A handler that finishes in that step is answered
+at once. One that has to wait is handed to the connection's task, which goes on with it
+exactly where it stopped (:class:`Continuation`); reading pauses until it is answered.
+
+What the connection promised before still holds: one request at a time, answered and taking
+effect in the order sent; a client that pipelines is slowed by TCP (reading pauses while a
+request waits, and while the client does not read its responses), not buffered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from asyncio import tasks as _tasks
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any
+
+from services.gateway.framing import FrameDecoder
+
+Handler = Coroutine[Any, Any, bytes]
+
+
+class Continuation:
+    """Awaited in a task, goes on with ``coro`` -- whose first step already ran elsewhere and
+    yielded ``yielded`` -- as if the task had run it from the start: what the coroutine
+    yields goes to the task, what the task sends or throws in goes to the coroutine. Every
+    step runs in ``context``. ``error``: thrown in first instead (the task was cancelled
+    before it could go on)."""
+
+    __slots__ = ("coro", "yielded", "context", "error")
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        yielded: Any,
+        context: contextvars.Context,
+        error: BaseException | None = None,
+    ) -> None:
+        self.coro = coro
+        self.yielded = yielded
+        self.context = context
+        self.error = error
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        coro, run = self.coro, self.context.run
+        try:
+            yielded = self.yielded if self.error is None else run(coro.throw, self.error)
+            while True:
+                try:
+                    yield yielded
+                except BaseException as ex:  # what the task throws in (a cancellation)
+                    yielded = run(coro.throw, ex)
+                else:
+                    yielded = run(coro.send, None)
+        except StopIteration as done:
+            return done.value
+
+
+class InlineRequests(asyncio.Protocol):
+    """Takes ``transport`` over from ``previous`` (the stream protocol it was made with, told
+    when the connection is lost so that its writer's ``wait_closed`` returns) and serves the
+    frames ``decoder`` cuts from what arrives: ``respond(frame)`` makes the handler coroutine,
+    ``answered(frame, response)`` is told of every answer before it is written (an empty
+    response is not written). Construct and :meth:`serve` in the connection's task.
+
+    ``idle`` is told when the connection starts waiting for its client (``idle.since``, loop
+    time; None while a request is handled): see ``services.gateway.connection``."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        previous: asyncio.BaseProtocol,
+        decoder: FrameDecoder,
+        respond: Callable[[bytes], Handler],
+        answered: Callable[[bytes, bytes], None],
+        idle: Any,
+        closing: Callable[[], bool],
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task(self.loop)
+        assert task is not None, "serve in the connection's task"
+        self.task = task
+        #: every step of every handler runs here (a copy of the task's context at start)
+        self.context = contextvars.copy_context()
+        self.transport = transport
+        self.previous = previous
+        self.decoder = decoder
+        self.respond = respond
+        self.answered = answered
+        self.idle = idle
+        self.closing = closing
+        self._over_ssl = transport.get_extra_info("sslcontext") is not None
+        #: the request the task goes on with: (frame, coroutine, what its first step yielded)
+        self._waiting: tuple[bytes, Handler, Any] | None = None
+        self._failed: BaseException | None = None
+        self._ended = False  # end of stream, or the connection is lost
+        self._write_paused = False
+        self._read_paused = False
+        self._wake: asyncio.Future[None] | None = None
+
+    # ---- the connection's task -------------------------------------------------------------
+    async def serve(self, buffered: bytes = b"") -> None:
+        """Serve until the client ends the stream or the connection closes; raises what a
+        handler or the framing raised (the connection is to be closed)."""
+        self.transport.set_protocol(self)
+        if buffered:
+            self.decoder.feed(buffered)
+        self._pump(in_task=True)
+        while True:
+            if self._failed is not None:
+                raise self._failed
+            waiting = self._waiting
+            if waiting is not None:
+                self.idle.since = None
+                frame, coro, yielded = waiting
+                response = await Continuation(coro, yielded, self.context)
+                self._answered_waiting(frame, response)
+                continue
+            if self._ended or self.closing():
+                return
+            self._wake = self.loop.create_future()
+            try:
+                await self._wake
+            except asyncio.CancelledError as cancelled:
+                waiting = self._waiting
+                if waiting is None:
+                    raise
+                # cancelled (a deadline) between the hand-off and going on: as for a task
+                # waiting on what the handler waits on, the handler sees the cancellation
+                frame, coro, yielded = waiting
+                if isinstance(yielded, asyncio.Future):
+                    yielded.cancel()
+                response = await Continuation(coro, None, self.context, error=cancelled)
+                self._answered_waiting(frame, response)
+            finally:
+                self._wake = None
+
+    def _answered_waiting(self, frame: bytes, response: bytes) -> None:
+        self._waiting = None
+        self._answer(frame, response)
+        self._flow()
+        self._pump(in_task=True)
+
+    def wake(self) -> None:
+        """Make :meth:`serve` look again (e.g. the connection is closing)."""
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _pump(self, in_task: bool) -> None:
+        """Answer the complete frames buffered, in order, until one has to wait."""
+        while self._waiting is None and not self._write_paused and not self.closing():
+            try:
+                frame = self.decoder.next_frame()
+            except Exception as ex:  # a bad size prefix: the connection is closed
+                self._fail(ex)
+                return
+            if frame is None:
+                break
+            coro = self.respond(frame)
+            try:
+                if in_task:
+                    yielded = self.context.run(coro.send, None)
+                else:
+                    yielded = self._first_step(coro)
+            except StopIteration as done:
+                self._answer(frame, done.value)
+                continue
+            except (Exception, asyncio.CancelledError) as ex:
+                self._fail(ex)
+                return
+            self._waiting = (frame, coro, yielded)
+            self.idle.since = None  # handled, not idle
+            self._flow()
+            self.wake()
+            return
+        self.idle.since = self.loop.time()
+
+    def _first_step(self, coro: Handler) -> Any:
+        """One step of ``coro`` from a transport callback, as the connection's task."""
+        loop, task = self.loop, self.task
+        _tasks._enter_task(loop, task)
+        try:
+            return self.context.run(coro.send, None)
+        finally:
+            _tasks._leave_task(loop, task)
+
+    def _answer(self, frame: bytes, response: bytes) -> None:
+        self.answered(frame, response)
+        if response and not self.transport.is_closing():
+            self.transport.write(response)  # (may pause writing: see pause_writing)
+
+    def _fail(self, ex: BaseException) -> None:
+        self._failed = ex
+        self._flow()
+        self.wake()
+
+    def _flow(self) -> None:
+        """Read only while nothing waits: no request in hand, the client reading its answers."""
+        pause = (
+            self._waiting is not None
+            or self._write_paused
+            or self._failed is not None
+            or self._ended
+        )
+        if pause != self._read_paused and not self.transport.is_closing():
+            self._read_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    # ---- transport callbacks ---------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        self.decoder.feed(data)
+        self._pump(in_task=False)
+
+    def eof_received(self) -> bool:
+        self._ended = True
+        self.wake()
+        # keep a plain TCP connection half open: a request still in hand is answered (over
+        # TLS the transport closes anyway, and says so when asked to keep it)
+        return not self._over_ssl
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        self.previous.connection_lost(exc)
+        self.wake()
+
+    def pause_writing(self) -> None:
+        # the client does not read its answers: no more requests until it does, and the
+        # idle timeout runs (a client that stops reading is idle too)
+        self._write_paused = True
+        self._flow()
+        self.idle.since = self.loop.time()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._flow()
+        self._pump(in_task=False)
