@@ -53,7 +53,7 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    behaviour: Behaviour, idle_s: float = 30.0, buffered: bytes = b""
+    behaviour: Behaviour, idle_s: float = 30.0, buffered: bytes = b"", max_buffered: int = 1 << 18
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter, Served]]:
     """A loopback server whose one connection is served by :class:`InlineRequests`, each
     frame by ``behaviour``; yields the client's streams and what the server saw."""
@@ -78,6 +78,7 @@ async def served(
             lambda frame, response: None,
             watchdog,
             lambda: False,
+            max_buffered,
         )
         try:
             await inline.serve(buffered)
@@ -141,7 +142,7 @@ async def test_answered_in_order_whether_a_handler_finishes_at_once_or_waits() -
     ]
 
 
-async def test_reading_pauses_while_a_request_waits_and_resumes_after() -> None:
+async def test_reading_pauses_when_enough_waits_behind_a_request_and_resumes_after() -> None:
     release = asyncio.get_running_loop().create_future()
 
     async def behaviour(frame: bytes, state: Served) -> bytes:
@@ -149,17 +150,23 @@ async def test_reading_pauses_while_a_request_waits_and_resumes_after() -> None:
             await release
         return framed(frame)
 
-    async with served(behaviour) as (reader, writer, state):
-        writer.write(request(b"wait"))
+    bound = 4 * len(request(b"n0"))
+    async with served(behaviour, max_buffered=bound) as (reader, writer, state):
+        writer.write(request(b"wait") + request(b"n0"))
         await asyncio.sleep(0.05)
         assert state.inline is not None
         transport = state.inline.transport
-        assert not transport.is_reading()
+        assert transport.is_reading(), "a little behind a waiting request: still reading"
+        writer.write(b"".join(request(b"n%d" % i) for i in range(1, 10)))
+        await asyncio.sleep(0.05)
+        assert not transport.is_reading(), "the bound reached: reading pauses"
+        assert state.started == [b"wait"], "nothing after a waiting request runs"
         release.set_result(None)
-        assert await answer(reader) == b"wait"
+        assert [await answer(reader) for _ in range(11)] == [
+            b"wait",
+            *(b"n%d" % i for i in range(10)),
+        ]
         assert transport.is_reading()
-        writer.write(request(b"next"))
-        assert await answer(reader) == b"next"
 
 
 async def test_a_deadline_entered_inline_cancels_the_handler_where_it_waits() -> None:
