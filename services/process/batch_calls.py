@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import logging
 import time
@@ -110,7 +111,6 @@ def batch_handler(
         done: list[BatchResult] = []
         wake = asyncio.Event()
         running: set[asyncio.Task[None]] = set()
-        task_ids: dict[asyncio.Task[None], int] = {}
         # the deadline of each item: one timer handle (cheaper than asyncio.timeout per item)
         # that cancels its task; the task then answers DEADLINE_EXCEEDED, as the unary call
         timers: dict[asyncio.Task[None], asyncio.TimerHandle] = {}
@@ -125,13 +125,11 @@ def batch_handler(
             expired.add(ident)
             task.cancel()
 
-        def finished(task: asyncio.Task[None]) -> None:
+        def finished(ident: int, task: asyncio.Task[None]) -> None:
             running.discard(task)
-            ident = task_ids.pop(task, None)
-            if ident is not None:
-                abandoned.discard(ident)  # (cancelled before it started: nothing ran)
-                if by_id.get(ident) is task:
-                    del by_id[ident]
+            abandoned.discard(ident)  # (cancelled before it started: nothing ran)
+            if by_id.get(ident) is task:
+                del by_id[ident]
             timer = timers.pop(task, None)
             if timer is not None:
                 timer.cancel()
@@ -201,8 +199,7 @@ def batch_handler(
                         task = loop.create_task(run(item))
                         running.add(task)
                         by_id[item.id] = task
-                        task_ids[task] = item.id
-                        task.add_done_callback(finished)
+                        task.add_done_callback(functools.partial(finished, item.id))
                         if item.timeout_ms:
                             timers[task] = loop.call_later(
                                 item.timeout_ms / 1000, expire, item.id, task
