@@ -114,6 +114,7 @@ class InlineRequests(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._wake: asyncio.Future[None] | None = None
+        self._served = False  # serve() has returned
 
     # ---- the connection's task -------------------------------------------------------------
     async def serve(self, buffered: bytes = b"") -> None:
@@ -122,8 +123,14 @@ class InlineRequests(asyncio.Protocol):
         self.transport.set_protocol(self)
         if buffered:
             self.decoder.feed(buffered)
-        self._pump(in_task=True)
+        try:
+            await self._serve()
+        finally:
+            self._served = True
+
+    async def _serve(self) -> None:
         while True:
+            self._pump(in_task=True)  # (frames fed while no handler could be started)
             if self._failed is not None:
                 raise self._failed
             waiting = self._waiting
@@ -156,7 +163,6 @@ class InlineRequests(asyncio.Protocol):
         self._waiting = None
         self._answer(frame, response)
         self._flow()
-        self._pump(in_task=True)
 
     def wake(self) -> None:
         """Make :meth:`serve` look again (e.g. the connection is closing)."""
@@ -166,7 +172,12 @@ class InlineRequests(asyncio.Protocol):
     # ---- requests ---------------------------------------------------------------------------
     def _pump(self, in_task: bool) -> None:
         """Answer the complete frames buffered, in order, until one has to wait."""
-        while self._waiting is None and not self._write_paused and not self.closing():
+        while (
+            self._waiting is None
+            and self._failed is None
+            and not self._write_paused
+            and not self.closing()
+        ):
             try:
                 frame = self.decoder.next_frame()
             except Exception as ex:  # a bad size prefix: the connection is closed
@@ -230,11 +241,13 @@ class InlineRequests(asyncio.Protocol):
 
     # ---- transport callbacks ---------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        if self._served:
+            return  # (the connection is closing: nobody serves what arrives)
         self.decoder.feed(data)
-        if self._waiting is None and not self._write_paused:
-            self._pump(in_task=False)
-        else:
+        if self._waiting is not None or self._write_paused:
             self._flow()
+        else:
+            self._pump_from_callback()
 
     def eof_received(self) -> bool:
         self._ended = True
@@ -258,4 +271,13 @@ class InlineRequests(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self._flow()
-        self._pump(in_task=False)
+        self._pump_from_callback()
+
+    def _pump_from_callback(self) -> None:
+        if asyncio.current_task(self.loop) is None:
+            self._pump(in_task=False)
+        else:
+            # called from inside a task (a TLS transport hands over what it still holds when
+            # asked to close, and says it takes writes again from inside a write): no
+            # handler starts here; the connection's task serves what is buffered
+            self.wake()

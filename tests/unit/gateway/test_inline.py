@@ -348,3 +348,27 @@ async def test_a_cancelled_continuation_cancels_the_coroutine_where_it_waits() -
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen == ["cancelled"] and fut.cancelled()
+
+
+async def test_bytes_handed_over_from_inside_another_task_are_served_by_the_connections() -> None:
+    # a TLS transport asked to close (from whatever task closes it) hands over what it still
+    # holds, and says it takes writes again from inside a write: no handler starts there
+    ran_in: list[bool] = []
+
+    async def behaviour(frame: bytes, state: Served) -> bytes:
+        ran_in.append(asyncio.current_task() is state.task)
+        return framed(frame)
+
+    async with served(behaviour) as (reader, writer, state):
+        writer.write(request(b"first"))
+        assert await answer(reader) == b"first"
+        assert state.inline is not None
+        inline = state.inline
+
+        async def elsewhere() -> None:
+            inline.data_received(request(b"handed over"))
+            inline.resume_writing()
+
+        await asyncio.get_running_loop().create_task(elsewhere())
+        assert await answer(reader) == b"handed over"
+    assert ran_in == [True, True]
