@@ -276,7 +276,6 @@ class Connection:
             self.respond,  # type: ignore[arg-type]
             self._answered,
             watchdog,
-            lambda: self.closing,
         )
         try:
             await self.inline.serve(buffered)
@@ -299,7 +298,7 @@ class Connection:
         self.closing = True
         self.reader.feed_eof()
         if self.inline is not None:
-            self.inline.wake()
+            self.inline.stop()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame, read straight from the stream (one copy, where the

@@ -89,7 +89,6 @@ class InlineRequests(asyncio.Protocol):
         respond: Callable[[bytes], Handler],
         answered: Callable[[bytes, bytes], None],
         idle: Any,
-        closing: Callable[[], bool],
         max_buffered: int = MAX_BUFFERED,
     ) -> None:
         self.loop = asyncio.get_running_loop()
@@ -104,7 +103,6 @@ class InlineRequests(asyncio.Protocol):
         self.respond = respond
         self.answered = answered
         self.idle = idle
-        self.closing = closing
         self.max_buffered = max_buffered
         self._over_ssl = transport.get_extra_info("sslcontext") is not None
         #: the request the task goes on with: (frame, coroutine, what its first step yielded)
@@ -115,6 +113,7 @@ class InlineRequests(asyncio.Protocol):
         self._read_paused = False
         self._wake: asyncio.Future[None] | None = None
         self._served = False  # serve() has returned
+        self._stopping = False  # stop(): no new request is started
 
     # ---- the connection's task -------------------------------------------------------------
     async def serve(self, buffered: bytes = b"") -> None:
@@ -140,7 +139,7 @@ class InlineRequests(asyncio.Protocol):
                 response = await Continuation(coro, yielded, self.context)
                 self._answered_waiting(frame, response)
                 continue
-            if self._ended or self.closing():
+            if self._ended or self._stopping:
                 return
             self._wake = self.loop.create_future()
             try:
@@ -164,8 +163,14 @@ class InlineRequests(asyncio.Protocol):
         self._answer(frame, response)
         self._flow()
 
+    def stop(self) -> None:
+        """Start no more requests: :meth:`serve` returns once the one in hand is answered
+        (at once when there is none)."""
+        self._stopping = True
+        self.wake()
+
     def wake(self) -> None:
-        """Make :meth:`serve` look again (e.g. the connection is closing)."""
+        """Make :meth:`serve` look again."""
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
@@ -176,7 +181,7 @@ class InlineRequests(asyncio.Protocol):
             self._waiting is None
             and self._failed is None
             and not self._write_paused
-            and not self.closing()
+            and not self._stopping
         ):
             try:
                 frame = self.decoder.next_frame()

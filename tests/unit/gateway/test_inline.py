@@ -77,7 +77,6 @@ async def served(
             respond,
             lambda frame, response: None,
             watchdog,
-            lambda: False,
             max_buffered,
         )
         try:
@@ -372,3 +371,22 @@ async def test_bytes_handed_over_from_inside_another_task_are_served_by_the_conn
         await asyncio.get_running_loop().create_task(elsewhere())
         assert await answer(reader) == b"handed over"
     assert ran_in == [True, True]
+
+
+async def test_stopping_answers_the_request_in_hand_and_starts_no_other() -> None:
+    release = asyncio.get_running_loop().create_future()
+
+    async def behaviour(frame: bytes, state: Served) -> bytes:
+        if frame == b"in hand":
+            await release
+        return framed(frame)
+
+    async with served(behaviour) as (reader, writer, state):
+        writer.write(request(b"in hand") + request(b"behind it"))
+        await asyncio.sleep(0.05)
+        assert state.inline is not None
+        state.inline.stop()
+        release.set_result(None)
+        assert await answer(reader) == b"in hand"
+        assert await asyncio.wait_for(state.outcome, 5) == "ended"
+        assert state.started == [b"in hand"]
