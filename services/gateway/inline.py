@@ -122,6 +122,9 @@ class InlineRequests(asyncio.Protocol):
         self.transport.set_protocol(self)
         if buffered:
             self.decoder.feed(buffered)
+        # (the stream reader pauses the transport when it holds a lot: reading is ours now)
+        self._read_paused = not self.transport.is_reading()
+        self._flow()
         try:
             await self._serve()
         finally:
@@ -190,8 +193,8 @@ class InlineRequests(asyncio.Protocol):
                 return
             if frame is None:
                 break
-            coro = self.respond(frame)
             try:
+                coro = self.respond(frame)
                 if in_task:
                     yielded = self.context.run(coro.send, None)
                 else:

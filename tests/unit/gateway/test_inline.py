@@ -53,7 +53,11 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    behaviour: Behaviour, idle_s: float = 30.0, buffered: bytes = b"", max_buffered: int = 1 << 18
+    behaviour: Behaviour,
+    idle_s: float = 30.0,
+    buffered: bytes = b"",
+    max_buffered: int = 1 << 18,
+    paused: bool = False,
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter, Served]]:
     """A loopback server whose one connection is served by :class:`InlineRequests`, each
     frame by ``behaviour``; yields the client's streams and what the server saw."""
@@ -70,6 +74,8 @@ async def served(
             return behaviour(frame, state)
 
         transport = writer.transport
+        if paused:  # as a stream reader holding a lot leaves it
+            transport.pause_reading()  # type: ignore[attr-defined]
         inline = state.inline = InlineRequests(
             transport,  # type: ignore[arg-type]
             transport.get_protocol(),
@@ -261,6 +267,15 @@ async def test_bytes_read_ahead_before_the_take_over_are_served_first() -> None:
         assert await answer(reader) == b"late"
 
 
+async def test_a_transport_the_stream_reader_paused_is_read_again() -> None:
+    async def behaviour(frame: bytes, state: Served) -> bytes:
+        return framed(frame)
+
+    async with served(behaviour, paused=True) as (reader, writer, state):
+        writer.write(request(b"hello"))
+        assert await answer(reader) == b"hello"
+
+
 async def test_an_ended_stream_still_gets_the_answer_in_hand() -> None:
     release = asyncio.get_running_loop().create_future()
 
@@ -390,3 +405,13 @@ async def test_stopping_answers_the_request_in_hand_and_starts_no_other() -> Non
         assert await answer(reader) == b"in hand"
         assert await asyncio.wait_for(state.outcome, 5) == "ended"
         assert state.started == [b"in hand"]
+
+
+async def test_a_request_whose_handler_cannot_be_made_ends_the_serving() -> None:
+    def behaviour(frame: bytes, state: Served) -> Any:
+        raise ValueError("no handler")
+
+    async with served(behaviour) as (reader, writer, state):
+        writer.write(request(b"x"))
+        outcome = await asyncio.wait_for(state.outcome, 5)
+        assert isinstance(outcome, ValueError) and str(outcome) == "no handler"
