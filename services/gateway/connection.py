@@ -269,6 +269,7 @@ class Connection:
         # the stream reader holds already (read ahead during authentication) comes first.
         transport = self.writer.transport
         buffered = _take_buffered(self.reader)
+        ended = self.reader.at_eof()  # (its end of stream came with the bytes read ahead)
         self.inline = InlineRequests(
             transport,  # type: ignore[arg-type]
             transport.get_protocol(),
@@ -278,7 +279,7 @@ class Connection:
             watchdog,
         )
         try:
-            await self.inline.serve(buffered)
+            await self.inline.serve(buffered, ended)
         except asyncio.CancelledError:
             if watchdog.expired and watchdog.task.uncancel() == 0:
                 raise TimeoutError("no request within the idle timeout") from None

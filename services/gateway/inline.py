@@ -116,12 +116,14 @@ class InlineRequests(asyncio.Protocol):
         self._stopping = False  # stop(): no new request is started
 
     # ---- the connection's task -------------------------------------------------------------
-    async def serve(self, buffered: bytes = b"") -> None:
+    async def serve(self, buffered: bytes = b"", ended: bool = False) -> None:
         """Serve until the client ends the stream or the connection closes; raises what a
-        handler or the framing raised (the connection is to be closed)."""
+        handler or the framing raised (the connection is to be closed). ``buffered``: what
+        was read before the take-over, served first; ``ended``: the stream had ended then."""
         self.transport.set_protocol(self)
         if buffered:
             self.decoder.feed(buffered)
+        self._ended = ended
         # (the stream reader pauses the transport when it holds a lot: reading is ours now)
         self._read_paused = not self.transport.is_reading()
         self._flow()

@@ -58,6 +58,7 @@ async def served(
     buffered: bytes = b"",
     max_buffered: int = 1 << 18,
     paused: bool = False,
+    ended: bool = False,
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter, Served]]:
     """A loopback server whose one connection is served by :class:`InlineRequests`, each
     frame by ``behaviour``; yields the client's streams and what the server saw."""
@@ -86,7 +87,7 @@ async def served(
             max_buffered,
         )
         try:
-            await inline.serve(buffered)
+            await inline.serve(buffered, ended)
             state.outcome.set_result("ended")
         except asyncio.CancelledError:
             state.outcome.set_result("idle" if watchdog.expired else "cancelled")
@@ -265,6 +266,19 @@ async def test_bytes_read_ahead_before_the_take_over_are_served_first() -> None:
         writer.write(late[2:])  # completes the frame the read-ahead began
         assert await answer(reader) == b"early"
         assert await answer(reader) == b"late"
+
+
+async def test_a_stream_that_ended_before_the_take_over_is_served_then_closed() -> None:
+    async def behaviour(frame: bytes, state: Served) -> bytes:
+        return framed(frame)
+
+    async with served(behaviour, buffered=request(b"last words"), ended=True) as (
+        reader,
+        writer,
+        state,
+    ):
+        assert await answer(reader) == b"last words"
+        assert await asyncio.wait_for(state.outcome, 5) == "ended"
 
 
 async def test_a_transport_the_stream_reader_paused_is_read_again() -> None:
