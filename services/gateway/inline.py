@@ -110,7 +110,6 @@ class InlineRequests(asyncio.Protocol):
         self._failed: BaseException | None = None
         self._ended = False  # end of stream, or the connection is lost
         self._write_paused = False
-        self._read_paused = False
         self._wake: asyncio.Future[None] | None = None
         self._served = False  # serve() has returned
         self._stopping = False  # stop(): no new request is started
@@ -125,7 +124,6 @@ class InlineRequests(asyncio.Protocol):
             self.decoder.feed(buffered)
         self._ended = ended
         # (the stream reader pauses the transport when it holds a lot: reading is ours now)
-        self._read_paused = not self.transport.is_reading()
         self._flow()
         try:
             await self._serve()
@@ -172,9 +170,9 @@ class InlineRequests(asyncio.Protocol):
         """Start no more requests: :meth:`serve` returns once the one in hand is answered
         (at once when there is none)."""
         self._stopping = True
-        self.wake()
+        self._nudge()
 
-    def wake(self) -> None:
+    def _nudge(self) -> None:
         """Make :meth:`serve` look again."""
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
@@ -210,7 +208,7 @@ class InlineRequests(asyncio.Protocol):
             self._waiting = (frame, coro, yielded)
             self.idle.since = None  # handled, not idle
             self._flow()
-            self.wake()
+            self._nudge()
             return
         self.idle.since = self.loop.time()
 
@@ -231,7 +229,7 @@ class InlineRequests(asyncio.Protocol):
     def _fail(self, ex: BaseException) -> None:
         self._failed = ex
         self._flow()
-        self.wake()
+        self._nudge()
 
     def _flow(self) -> None:
         """Pause reading once ``max_buffered`` bytes wait behind a request in hand or for a
@@ -242,12 +240,12 @@ class InlineRequests(asyncio.Protocol):
             or self._ended
             or (busy and self.decoder.buffered >= self.max_buffered)
         )
-        if pause != self._read_paused and not self.transport.is_closing():
-            self._read_paused = pause
+        transport = self.transport
+        if pause == transport.is_reading() and not transport.is_closing():
             if pause:
-                self.transport.pause_reading()
+                transport.pause_reading()
             else:
-                self.transport.resume_reading()
+                transport.resume_reading()
 
     # ---- transport callbacks ---------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -261,7 +259,7 @@ class InlineRequests(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._ended = True
-        self.wake()
+        self._nudge()
         # keep a plain TCP connection half open: a request still in hand is answered (over
         # TLS the transport closes anyway, and says so when asked to keep it)
         return not self._over_ssl
@@ -269,7 +267,7 @@ class InlineRequests(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._ended = True
         self.previous.connection_lost(exc)
-        self.wake()
+        self._nudge()
 
     def pause_writing(self) -> None:
         # the client does not read its answers: no more requests until it does, and the
@@ -290,4 +288,4 @@ class InlineRequests(asyncio.Protocol):
             # called from inside a task (a TLS transport hands over what it still holds when
             # asked to close, and says it takes writes again from inside a write): no
             # handler starts here; the connection's task serves what is buffered
-            self.wake()
+            self._nudge()

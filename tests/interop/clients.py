@@ -265,17 +265,13 @@ def balanced_kafka_python_group(
 ) -> Iterator[KafkaPythonGroup]:
     """``n`` kafka-python consumers that have reached a balanced assignment (support.balanced).
 
-    kafka-python 3.0.12 sometimes leaves one consumer blocked forever in its coordinator
-    lookup (``ensure_coordinator_ready``), or without an assignment after its leader assigned
-    before it had the topic's metadata ("No partition metadata"). Measured on the 2-core
-    machine: about one formation in ten against Apache Kafka 4.1 at first, then half of the
-    first attempts against groupcoord under load -- with the tree of before the third
-    performance round as much as after it (a formation failed twice in a row in 1 of 6 runs of
-    the old tree, 2 of 6 of the new). Once the note named the server (fourth performance
-    round), the failures seen were against Apache Kafka 4.1.1 itself (2 of 2 in 9 runs of the
-    test: one consumer left with no partitions, the others with theirs). When it happens the
-    consumers are closed and the group is formed again, with a note in the log naming the
-    server, up to four times."""
+    kafka-python 3.0.12 sometimes leaves one consumer without partitions (blocked in its
+    coordinator lookup, ``ensure_coordinator_ready``, or assigned by a leader that lacked the
+    topic's metadata), against Apache Kafka 4.1 as well as groupcoord: up to half of the first
+    attempts on the busy 2-core machine; the failures logged with the server's name so far
+    (2 of 6 failed formations in 21 runs of the test) were both against Apache Kafka itself.
+    When it happens the consumers are closed and the group is formed again, with a note in
+    the log naming the server, up to four times."""
     attempts = 4
     for attempt in range(1, attempts + 1):
         with kafka_python_group(target, group) as g:
