@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import logging
 import queue
 import threading
 import time
@@ -15,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.interop.support import Target, balanced, wait_until
-
-log = logging.getLogger("tests.interop.clients")
 
 QUIET = {"log_level": 3}  # librdkafka: no warnings (groupcoord answers Fetch NOT_LEADER)
 
@@ -197,6 +194,14 @@ class KafkaPythonGroup:
         calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Any]],
     ) -> None:
         consumer.subscribe([topic])
+        # Fetch metadata before the first poll joins the group. Without it kafka-python
+        # 3.0.12's leader assigns from a snapshot taken before the subscription (no
+        # partitions), the next metadata update makes it rejoin, and if that second
+        # SyncGroup is still in flight when a 50 ms poll returns, the client loses it:
+        # ``_perform_assignment`` has already made the snapshots equal and
+        # ``rejoin_needed`` is False, so no later poll awaits the join again and the
+        # consumer stays REBALANCING with no partitions (seen against Apache Kafka too).
+        consumer.topics()
         try:
             while not stop.is_set():
                 while not calls.empty():
@@ -263,30 +268,8 @@ def kafka_python_group(target: Target, group: str) -> Iterator[KafkaPythonGroup]
 def balanced_kafka_python_group(
     target: Target, group: str, topic: str, n: int, partitions: int
 ) -> Iterator[KafkaPythonGroup]:
-    """``n`` kafka-python consumers that have reached a balanced assignment (support.balanced).
-
-    kafka-python 3.0.12 sometimes leaves one consumer without partitions (blocked in its
-    coordinator lookup, ``ensure_coordinator_ready``, or assigned by a leader that lacked the
-    topic's metadata), against Apache Kafka 4.1 as well as groupcoord: up to half of the first
-    attempts on the busy 2-core machine; the failures logged with the server's name so far
-    (2 of 6 failed formations in 21 runs of the test) were both against Apache Kafka itself.
-    When it happens the consumers are closed and the group is formed again, with a note in
-    the log naming the server, up to four times."""
-    attempts = 4
-    for attempt in range(1, attempts + 1):
-        with kafka_python_group(target, group) as g:
-            g.add(topic, n)
-            try:
-                g.wait_balanced(partitions, timeout=45.0 if attempt == attempts else 20.0)
-            except AssertionError as ex:
-                if attempt == attempts:
-                    raise
-                log.warning(
-                    "kafka-python group %s on %s did not form (%s); forming it again",
-                    group,
-                    target.name,
-                    ex,
-                )
-                continue
-            yield g
-            return
+    """``n`` kafka-python consumers that have reached a balanced assignment (support.balanced)."""
+    with kafka_python_group(target, group) as g:
+        g.add(topic, n)
+        g.wait_balanced(partitions)
+        yield g
