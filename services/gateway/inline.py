@@ -11,7 +11,7 @@ connection is set up and runs the first step of each request's handler in
 (deadlines and timeouts cancel it, as before) and every step of a handler runs in one
 ``contextvars.Context`` of the connection's. A handler that finishes in that step is answered
 at once. One that has to wait is handed to the connection's task, which goes on with it
-exactly where it stopped (:class:`Continuation`); reading pauses until it is answered.
+exactly where it stopped (:class:`Continuation`); what arrives meanwhile waits (below).
 
 What the connection promised before still holds: one request at a time, answered and taking
 effect in the order sent; a client that pipelines is slowed by TCP, not buffered: while a

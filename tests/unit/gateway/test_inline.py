@@ -35,6 +35,18 @@ def request(name: bytes) -> bytes:
     return framed(name.ljust(MIN_HEADER_BYTES, PAD))
 
 
+def echo_waiting_on(name: bytes, release: asyncio.Future[None]) -> Behaviour:
+    """Answers each request with its own frame; the one named ``name`` first waits for
+    ``release``."""
+
+    async def behaviour(frame: bytes, state: Served) -> bytes:
+        if frame == name:
+            await release
+        return framed(frame)
+
+    return behaviour
+
+
 @dataclass
 class Served:
     """The server side of one test connection."""
@@ -150,12 +162,7 @@ async def test_answered_in_order_whether_a_handler_finishes_at_once_or_waits() -
 
 async def test_reading_pauses_when_enough_waits_behind_a_request_and_resumes_after() -> None:
     release = asyncio.get_running_loop().create_future()
-
-    async def behaviour(frame: bytes, state: Served) -> bytes:
-        if frame == b"wait":
-            await release
-        return framed(frame)
-
+    behaviour = echo_waiting_on(b"wait", release)
     bound = 4 * len(request(b"n0"))
     async with served(behaviour, max_buffered=bound) as (reader, writer, state):
         writer.write(request(b"wait") + request(b"n0"))
@@ -404,12 +411,7 @@ async def test_bytes_handed_over_from_inside_another_task_are_served_by_the_conn
 
 async def test_stopping_answers_the_request_in_hand_and_starts_no_other() -> None:
     release = asyncio.get_running_loop().create_future()
-
-    async def behaviour(frame: bytes, state: Served) -> bytes:
-        if frame == b"in hand":
-            await release
-        return framed(frame)
-
+    behaviour = echo_waiting_on(b"in hand", release)
     async with served(behaviour) as (reader, writer, state):
         writer.write(request(b"in hand") + request(b"behind it"))
         await asyncio.sleep(0.05)
