@@ -138,6 +138,36 @@ class GroupCoordinatorService:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def steady_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+    ) -> tuple[int, int, bool] | None:
+        """A ConsumerGroupHeartbeat that carries nothing but its ids, epoch and context (what
+        a client sends when nothing changed), answered at once when it is the steady case:
+        ``(member_epoch, heartbeat_interval_ms, should_compute_assignment)``. It takes the
+        same decision with the same checks as :meth:`consumer_group_heartbeat` would
+        (``ConsumerGroupManager.steady_heartbeat``), without building the request and
+        response or awaiting a future. None: not the steady case, or not now (the partition
+        not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
+        included. (The request limits hold: a member found by its ids joined with ids within
+        them.) Not an RPC: the gRPC servicer's shortcut (``services.shard.servicer``)."""
+        p = self.runtime.partitions.get(partition_for(group_id, self.num_partitions))
+        if p is None:
+            return None
+        try:
+            return p.answer_now(
+                lambda shard, now: shard.consumer_group_steady_heartbeat(
+                    group_id, member_id, member_epoch, client_id, client_host, now
+                )
+            )
+        except Exception:  # the general way meets it again and answers it as an error
+            log.exception("steady heartbeat of group %s failed", group_id)
+            return None
+
     async def _single(
         self,
         group_id: str,

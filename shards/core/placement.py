@@ -10,9 +10,6 @@ from __future__ import annotations
 import functools
 
 
-#: a gateway and a shard place every request's group: the hash of a group id seen recently is
-#: remembered (a bounded table; the loop below costs about a microsecond per character)
-@functools.lru_cache(maxsize=1 << 16)
 def java_string_hashcode(s: str) -> int:
     """Java's String.hashCode as a signed 32-bit int."""
     h = 0
@@ -30,6 +27,9 @@ def kafka_abs(n: int) -> int:
     return 0 if n == INT_MIN else abs(n)
 
 
+#: a gateway and a shard place every request's group: the partition of a group id seen recently
+#: is remembered (a bounded table; the hash costs about a microsecond per character)
+@functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError("num_partitions must be positive")

@@ -151,6 +151,22 @@ class CoordinatorStateMachine:
         may Describe; the records carry the result, so replay needs no principal)."""
         return self.consumer.heartbeat(request, now_ms, principal)
 
+    def consumer_group_steady_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+        now_ms: int,
+    ) -> tuple[int, int, bool] | None:
+        """A heartbeat carrying nothing but its ids, epoch and context, when it is the steady
+        case: the answer's epoch, interval and should-compute flag; it writes nothing. None:
+        ask :meth:`consumer_group_heartbeat` (``ConsumerGroupManager.steady_heartbeat``)."""
+        return self.consumer.steady_heartbeat(
+            group_id, member_id, member_epoch, client_id, client_host, now_ms
+        )
+
     def consumer_group_install_assignment(
         self, request: consumer_api.ConsumerGroupInstallAssignmentRequest, now_ms: int
     ) -> CoordinatorResult[consumer_api.ConsumerGroupInstallAssignmentResponse]:

@@ -442,6 +442,23 @@ class CoordinatorPartition:
         self._release_after_current(future, response)
         return future
 
+    def answer_now(self, op: ReadOp) -> Any:
+        """Run ``op``, an operation that writes nothing, when its answer may be given at once
+        and so without a future: the partition active, nothing pending or being appended
+        (an answer must not overtake state that is not durable yet: :meth:`write` would hold
+        it back). None: not now -- go through :meth:`write`; so does ``op`` returning None."""
+        if (
+            self.state is not PartitionState.ACTIVE
+            or not self._accepting
+            or self._pending.records
+            or self._inflight is not None
+        ):
+            return None
+        answer = op(self.sm, self.clock.now_ms())
+        if answer is not None:
+            self.stats["ops"] += 1
+        return answer
+
     def fire_timer(self, key: TimerKey, op: Callable[[int], CoordinatorResult[Any]]) -> None:
         if self.state is not PartitionState.ACTIVE or not self._accepting:
             return

@@ -301,36 +301,18 @@ class ConsumerGroupManager:
         known member at its current epoch, nothing changed, STABLE at the assignment epoch,
         holding only topics it subscribes to. The general pipeline would write nothing and
         answer the same."""
-        epoch = request.member_epoch
-        if epoch <= 0:
+        found = self._steady_member(
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            request.instance_id,
+            request.client_assignors is not None,
+        )
+        if found is None:
             return None
-        group = self.group_manager.groups.get(request.group_id)
-        if not isinstance(group, ConsumerGroup):
-            return None
-        member = group.members.get(request.member_id)
-        if member is None or member.member_epoch != epoch or member.uses_classic_protocol:
-            return None
-        if request.instance_id is not None and (
-            group.static_members.get(request.instance_id) != member.member_id
-        ):
-            return None
-        if not member.is_reconciled_to(group.assignment_epoch):
-            return None
-        if group.group_epoch > group.assignment_epoch and self._deferred_target(group):
-            return None  # this heartbeat computes the target a leave left to it
-        if group.client_members and (
-            request.client_assignors is not None
-            or (group.group_epoch > group.assignment_epoch and self._orphaned(group))
-        ):
-            # a new declaration may ask for a new assignment, or a target nobody computes
-            # needs this member: the pipeline decides
-            return None
+        group, member = found
         if self._updated(member, request) is not member:
             return None
-        subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
-        for topic_id in member.assigned_partitions:
-            if topic_id not in subscribed:
-                return None
         self.schedule_session_timeout(group.group_id, member.member_id, now_ms=now_ms)
         full = (
             request.rebalance_timeout_ms != -1
@@ -344,14 +326,86 @@ class ConsumerGroupManager:
             (),
             Response(
                 member_id=member.member_id,
-                member_epoch=epoch,
+                member_epoch=member.member_epoch,
                 heartbeat_interval_ms=self.configs.heartbeat_interval_ms(request.group_id),
                 assignment=_to_api(member.assigned_partitions) if full else None,
-                should_compute_assignment=group.client_assignment is not None
-                and group.computing_member() == member.member_id,
+                should_compute_assignment=self._computes(group, member),
                 assignment_metadata=_metadata_of(member) if full else None,
             ),
         )
+
+    def steady_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+        now_ms: int,
+    ) -> tuple[int, int, bool] | None:
+        """:meth:`_steady` for a heartbeat that carries its group, member id, epoch and
+        context and nothing else (every other field null: what a client sends when nothing
+        changed), given as plain values: ``(member_epoch, heartbeat_interval_ms,
+        should_compute_assignment)`` of the answer, or None when it is not the steady case (or
+        not a valid request): then the request goes the general way
+        (:meth:`heartbeat`), which decides and answers as always. The same checks as
+        :meth:`_steady` (:meth:`_steady_member`); what :meth:`_updated` compares reduces, for
+        such a request, to the client id and host. (Nothing else of :meth:`_validate` can
+        fail for it: a member, found by its ids, joined with ids that passed it.)"""
+        found = self._steady_member(group_id, member_id, member_epoch, None, False)
+        if found is None:
+            return None
+        group, member = found
+        if member.client_id != client_id or member.client_host != client_host:
+            return None  # the member's record changes: the general way writes it
+        self.schedule_session_timeout(group.group_id, member.member_id, now_ms=now_ms)
+        return (
+            member.member_epoch,
+            self.configs.heartbeat_interval_ms(group_id),
+            self._computes(group, member),
+        )
+
+    def _steady_member(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        instance_id: str | None,
+        declares_assignors: bool,
+    ) -> tuple[ConsumerGroup, ConsumerGroupMember] | None:
+        """The group and member of a steady heartbeat (before comparing what it carries with
+        the member: :meth:`_updated`), or None: not the steady case."""
+        if epoch <= 0:
+            return None
+        group = self.group_manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return None
+        member = group.members.get(member_id)
+        if member is None or member.member_epoch != epoch or member.uses_classic_protocol:
+            return None
+        if instance_id is not None and (group.static_members.get(instance_id) != member.member_id):
+            return None
+        if not member.is_reconciled_to(group.assignment_epoch):
+            return None
+        if group.group_epoch > group.assignment_epoch and self._deferred_target(group):
+            return None  # this heartbeat computes the target a leave left to it
+        if group.client_members and (
+            declares_assignors
+            or (group.group_epoch > group.assignment_epoch and self._orphaned(group))
+        ):
+            # a new declaration may ask for a new assignment, or a target nobody computes
+            # needs this member: the pipeline decides
+            return None
+        subscribed = self._subscribed_ids(member, group.resolved_regexes, self.topics)
+        for topic_id in member.assigned_partitions:
+            if topic_id not in subscribed:
+                return None
+        return group, member
+
+    @staticmethod
+    def _computes(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """Whether ``member`` is the one a client-side assignment asks to compute."""
+        return group.client_assignment is not None and group.computing_member() == member.member_id
 
     def _validate(self, request: api.ConsumerGroupHeartbeatRequest) -> None:
         epoch = request.member_epoch

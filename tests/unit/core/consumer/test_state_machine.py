@@ -278,6 +278,18 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             fast = manager._steady(request, now)
         except ApiError:
             return
+        if not full and client.instance_id is None:
+            # what the gRPC servicer's shortcut asks, with the request's fields as values
+            plain = manager.steady_heartbeat("g", client.member_id, client.epoch, "", "", now)
+            if fast is None:
+                assert plain is None
+            else:
+                answer = fast.response
+                assert plain == (
+                    answer.member_epoch,
+                    answer.heartbeat_interval_ms,
+                    answer.should_compute_assignment,
+                )
         if fast is None:
             return
         general = manager.heartbeat_pipeline(request, now)

@@ -1,0 +1,305 @@
+"""The gRPC servicer's shortcut for a steady ConsumerGroupHeartbeat (one that carries nothing
+but its group, member id, epoch and context): it answers with the very bytes the general way
+gives, refreshes the member's session as the general way does, and leaves everything else --
+other fields, other members' states, errors, a partition busy appending, an authorizer -- to
+the general way. Real shard app, real gRPC server, real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from groupcoord.v1 import common_pb2, consumer_group_pb2
+
+from services.process.grpc_server import Method, _unary
+from services.shard.app import ShardApp
+from services.shard.servicer import group_coordinator_methods
+from shards.adapters.convert import converter_from, converter_to
+from shards.coordinator import GroupCoordinatorService
+from shards.core.consumer import api
+from shards.core.errors import Errors
+from shards.core.placement import partition_for
+from shards.security.enforce import AuthorizingCoordinator
+from tests.component.conftest import Client, connect, create_topics, shard_settings
+
+GROUP = "steady-app"
+HOST = "127.0.0.1"
+Request = consumer_group_pb2.ConsumerGroupHeartbeatRequest
+Response = consumer_group_pb2.ConsumerGroupHeartbeatResponse
+
+
+class Context:
+    """The little of a servicer context the unary behaviour reads."""
+
+    def peer(self) -> str:
+        return f"ipv4:{HOST}:5555"
+
+    async def abort(self, code: Any, details: str) -> None:
+        raise AssertionError(f"aborted: {code} {details}")
+
+
+async def _start(tmp_path: Path, **config: object) -> Client:
+    app = ShardApp(shard_settings(tmp_path, **config))
+    await app.start()
+    c = await connect(app)
+    await create_topics(c)
+    return c
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    c = await _start(tmp_path)
+    try:
+        yield c
+    finally:
+        await c.channel.close()
+        await c.app.stop()
+
+
+async def _join(c: Client, member_id: str, client_id: str = "", group: str = GROUP) -> int:
+    """Bring ``member_id``, alone in ``group``, to Stable (reporting what it owns); its
+    epoch."""
+    epoch, owned = 0, common_pb2.TopicPartitionsList()
+    for _ in range(50):
+        request = Request(
+            group_id=group, member_id=member_id, member_epoch=epoch, topic_partitions=owned
+        )
+        request.context.client_id = client_id
+        if epoch == 0:
+            request.rebalance_timeout_ms = 30_000
+            request.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["t"]))
+        r = await c.coordinator.ConsumerGroupHeartbeat(request)
+        assert r.error_code == 0, r
+        if r.HasField("assignment"):
+            owned = r.assignment
+        stable = r.member_epoch == epoch and not r.HasField("assignment")
+        epoch = r.member_epoch
+        if stable and (await _described(c, group)).group_state == "Stable":
+            return epoch
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{member_id} did not reach Stable")
+
+
+async def _described(c: Client, group_id: str = GROUP) -> Any:
+    r = await c.coordinator.ConsumerGroupDescribe(
+        consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group_id])
+    )
+    (group,) = r.groups
+    return group
+
+
+def _heartbeat_method(c: Client) -> Method:
+    (m,) = [
+        m
+        for m in group_coordinator_methods(c.app.served_coordinator)
+        if m.name == "ConsumerGroupHeartbeat"
+    ]
+    return m
+
+
+async def _general_answer(m: Method, message: Request) -> bytes:
+    """What the general way answers (the handler on the converted request)."""
+    message = Request.FromString(message.SerializeToString())
+    if not message.context.client_host:
+        message.context.client_host = HOST
+    request = converter_from(m.request_type, m.request_pb)(message)
+    response = await m.handler(request)
+    return bytes(converter_to(m.response_type, m.response_pb)(response).SerializeToString())
+
+
+def _steady(member_id: str, epoch: int, group: str = GROUP, **fields: Any) -> Request:
+    return Request(group_id=group, member_id=member_id, member_epoch=epoch, **fields)
+
+
+async def test_a_steady_heartbeat_gets_the_bytes_the_general_way_gives(client: Client) -> None:
+    m = _heartbeat_method(client)
+    assert m.steady is not None
+    epoch = await _join(client, "m1")
+    before = await _described(client)
+    message = _steady("m1", epoch)
+    answer = m.steady(message, HOST)
+    assert answer is not None
+    assert answer == await _general_answer(m, message)
+    decoded = Response.FromString(answer)
+    assert (decoded.error_code, decoded.member_id, decoded.member_epoch) == (0, "m1", epoch)
+    assert decoded.heartbeat_interval_ms == 5_000 and not decoded.HasField("assignment")
+    assert await _described(client) == before  # nothing written
+
+
+async def test_the_shortcut_answers_over_the_wire_and_keeps_the_session_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answered: list[Any] = []
+    original = GroupCoordinatorService.steady_heartbeat
+
+    def counted(self: GroupCoordinatorService, *args: Any) -> Any:
+        answer = original(self, *args)
+        answered.append(answer)
+        return answer
+
+    monkeypatch.setattr(GroupCoordinatorService, "steady_heartbeat", counted)
+    c = await _start(
+        tmp_path,
+        consumer_group_session_timeout_ms=600,
+        consumer_group_min_session_timeout_ms=500,
+    )
+    try:
+        epoch = await _join(c, "m1")
+        answered.clear()
+        # only steady heartbeats, for more than three session timeouts: still a member
+        for _ in range(12):
+            r = await c.coordinator.ConsumerGroupHeartbeat(_steady("m1", epoch))
+            assert (r.error_code, r.member_epoch) == (0, epoch), r
+            await asyncio.sleep(0.2)
+        assert len(answered) == 12 and None not in answered  # every one by the shortcut
+        assert [m.member_id for m in (await _described(c)).members] == ["m1"]
+        # silence: the session the shortcut kept moving ends, as the general way's would
+        await asyncio.sleep(1.5)
+        group = await _described(c)
+        assert list(group.members) == [], group
+        r = await c.coordinator.ConsumerGroupHeartbeat(_steady("m1", epoch))
+        assert r.error_code == Errors.UNKNOWN_MEMBER_ID
+    finally:
+        await c.channel.close()
+        await c.app.stop()
+
+
+async def test_anything_but_the_steady_case_goes_the_general_way(client: Client) -> None:
+    m = _heartbeat_method(client)
+    assert m.steady is not None
+    epoch = await _join(client, "m1", client_id="app-1")
+    others: list[tuple[Request, int]] = [
+        # a field besides ids, epoch and context (a full heartbeat, a rack, an assignor)
+        (_steady("m1", epoch, rebalance_timeout_ms=30_000), 0),
+        (_steady("m1", epoch, rack_id="r1"), 0),
+        (_steady("m1", epoch, server_assignor="range"), 0),
+        (_steady("m1", epoch, topic_partitions=common_pb2.TopicPartitionsList()), 0),
+        # not this member's state: errors the general way names
+        (_steady("m1", epoch + 1), Errors.FENCED_MEMBER_EPOCH),
+        (_steady("nobody", epoch), Errors.UNKNOWN_MEMBER_ID),
+        (_steady(" ", epoch), Errors.INVALID_REQUEST),
+        (Request(group_id="", member_id="m1", member_epoch=epoch), Errors.INVALID_REQUEST),
+        (Request(group_id="x" * 9_000, member_id="m1", member_epoch=epoch), 0),
+        (_steady("m1" * 5_000, epoch), 0),
+        (_steady("m1", -1), 0),  # a leave
+    ]
+    for message, _ in others:
+        message.context.client_id = "app-1"
+        assert m.steady(message, HOST) is None, message
+    for message, code in others:
+        if code > 0:  # (the others would change the member: not answered here)
+            assert Response.FromString(await _general_answer(m, message)).error_code == code
+    # a changed client id: the general way records it
+    other = "steady-other"
+    epoch = await _join(client, "m2", client_id="app-2", group=other)
+    changed = _steady("m2", epoch, other)
+    changed.context.client_id = "app-2b"
+    assert m.steady(changed, HOST) is None
+    assert Response.FromString(await _general_answer(m, changed)).error_code == 0
+    (member,) = (await _described(client, other)).members
+    assert member.client_id == "app-2b"
+    again = _steady("m2", epoch, other)
+    again.context.client_id = "app-2b"
+    assert m.steady(again, HOST) is not None  # steady again with what was recorded
+    # a different client host than the member's (given, or the peer's)
+    moved = _steady("m2", epoch, other)
+    moved.context.client_id = "app-2b"
+    assert m.steady(moved, "10.0.0.9") is None
+    moved.context.client_host = HOST
+    assert m.steady(moved, "10.0.0.9") is not None
+
+
+async def test_a_partition_with_records_pending_goes_the_general_way(client: Client) -> None:
+    """An answer must not overtake state that is not durable yet."""
+    m = _heartbeat_method(client)
+    assert m.steady is not None
+    epoch = await _join(client, "m1")
+    service: Any = client.app.service
+    partition = service.runtime.partitions[partition_for(GROUP, service.num_partitions)]
+    # another group of the same partition (m1 stays steady: only the pending write counts)
+    neighbour = next(
+        g
+        for g in (f"neighbour-{i}" for i in range(1_000))
+        if partition_for(g, service.num_partitions) == partition.partition
+    )
+    joining = api.ConsumerGroupHeartbeatRequest(
+        neighbour,
+        "m9",
+        0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=("t",),
+        topic_partitions=(),
+    )
+    # a write whose records are appended after this loop iteration: pending until then
+    written = partition.write(lambda shard, now: shard.consumer_group_heartbeat(joining, now))
+    assert m.steady(_steady("m1", epoch), HOST) is None
+    await asyncio.sleep(0)  # the batch is being appended now (its answer comes later)
+    assert not written.done()
+    assert m.steady(_steady("m1", epoch), HOST) is None
+    assert (await written).error_code == 0
+    assert m.steady(_steady("m1", epoch), HOST) is not None  # durable now: steady again
+
+
+async def test_a_failing_shortcut_leaves_the_answer_to_the_general_way(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = _heartbeat_method(client)
+    assert m.steady is not None
+    epoch = await _join(client, "m1")
+    service: Any = client.app.service
+    partition = service.runtime.partitions[partition_for(GROUP, service.num_partitions)]
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(partition.sm, "consumer_group_steady_heartbeat", broken)
+    assert m.steady(_steady("m1", epoch), HOST) is None
+    assert Response.FromString(await _general_answer(m, _steady("m1", epoch))).member_epoch == epoch
+
+
+async def test_no_shortcut_behind_an_authorizer(client: Client) -> None:
+    guarded = AuthorizingCoordinator(client.app.service, guard=None)  # type: ignore[arg-type]
+    assert all(m.steady is None for m in group_coordinator_methods(guarded))
+    assert _heartbeat_method(client).steady is not None
+
+
+async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler(
+    client: Client,
+) -> None:
+    m = _heartbeat_method(client)
+    epoch = await _join(client, "m1")
+    handled: list[Any] = []
+
+    async def handler(request: Any) -> Any:
+        handled.append(request)
+        return await m.handler(request)
+
+    counted = dataclasses.replace(m, handler=handler)
+    behavior = _unary(counted).unary_unary
+    steady = _steady("m1", epoch).SerializeToString()
+    full = _steady("m1", epoch, rebalance_timeout_ms=30_000).SerializeToString()
+    assert Response.FromString(await behavior(steady, Context())).member_epoch == epoch
+    assert handled == []
+    assert Response.FromString(await behavior(full, Context())).member_epoch == epoch
+    assert len(handled) == 1 and handled[0].context.client_host == HOST
+    # an authorizer asks who is calling: every request goes to the handler
+    identified = _unary(counted, identify=lambda context: "User:alice").unary_unary
+    assert Response.FromString(await identified(steady, Context())).member_epoch == epoch
+    assert len(handled) == 2
+
+
+def test_the_shortcut_refuses_a_request_shape_it_would_not_see_whole(client: Client) -> None:
+    from services.shard.servicer import steady_heartbeat_answer
+
+    m = _heartbeat_method(client)
+    (find,) = [
+        x
+        for x in group_coordinator_methods(client.app.served_coordinator)
+        if x.name == "FindCoordinator"
+    ]
+    with pytest.raises(ValueError, match="ignores"):
+        steady_heartbeat_answer(dataclasses.replace(m, request_pb=find.request_pb), print)
