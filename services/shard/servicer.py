@@ -9,7 +9,7 @@ One shortcut: a ConsumerGroupHeartbeat that carries nothing but its group, membe
 and context -- what a client sends when nothing changed, the most frequent request by far --
 is offered first to the coordinator's ``steady_heartbeat`` with the values read straight from
 the protobuf message, and answered from what that returns; anything else, or a heartbeat that
-is not the steady case, goes the general way (docs/performance.md, "Direct gRPC").
+is not the steady case, goes the general way (docs/performance.md, "Fifth round").
 """
 
 from __future__ import annotations
