@@ -59,13 +59,27 @@ def steady_heartbeat_answer(
     plain = {f.name for f in fields if not f.has_presence}
     if not plain <= _STEADY_FIELDS:  # a new field the shortcut would not see
         raise ValueError(f"ConsumerGroupHeartbeat has fields {plain - _STEADY_FIELDS} it ignores")
-    unset = tuple(f.name for f in fields if f.name not in _STEADY_FIELDS)
+    defaults = {f.name: f.default for f in dataclasses.fields(method.request_type)}
+    # null in the core's request when unset: must be unset
+    unset = tuple(
+        f.name for f in fields if f.name not in _STEADY_FIELDS and defaults[f.name] is None
+    )
+    # a default of the core's request when unset (rebalance_timeout_ms: -1, "unchanged"): may
+    # also be set to that default, which converts to the same request (a gateway sends it so)
+    defaulted = tuple(
+        (f.name, defaults[f.name])
+        for f in fields
+        if f.name not in _STEADY_FIELDS and defaults[f.name] is not None
+    )
     response = method.response_pb
 
     def answer(message: Any, host: str) -> bytes | None:
         has = message.HasField
         for name in unset:
             if has(name):
+                return None
+        for name, default in defaulted:
+            if has(name) and getattr(message, name) != default:
                 return None
         context = message.context
         group_id = message.group_id

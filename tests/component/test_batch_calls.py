@@ -427,3 +427,76 @@ async def test_a_write_that_finds_the_stream_ended_by_unimplemented_falls_back()
         assert stub.unsupported
     finally:
         await stub.close()
+
+
+async def test_a_steady_heartbeat_is_answered_without_a_task(
+    shard: ShardApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unary server's shortcut serves batch items too (the core's request as a gateway
+    converts it); a traced item keeps the task, which makes its span."""
+    from groupcoord.v1 import common_pb2, consumer_group_pb2
+
+    from services.process.local_calls import local_call
+    from shards.adapters.convert import converter_to
+    from shards.core.consumer import api as consumer_api
+    from shards.core.state_machine import CoordinatorStateMachine
+
+    answered: list[Any] = []
+    original = CoordinatorStateMachine.consumer_group_steady_heartbeat
+
+    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
+        answered.append(original(self, *args))
+        return answered[-1]
+
+    monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", counted)
+    heartbeat = consumer_group_pb2.ConsumerGroupHeartbeatRequest
+    (method,) = [
+        m for m in group_coordinator_methods(shard.service) if m.name == "ConsumerGroupHeartbeat"
+    ]
+    join = heartbeat(group_id="hb", member_id="m1", rebalance_timeout_ms=30_000)
+    join.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["t"]))
+    join.topic_partitions.SetInParent()
+    joined = await local_call(method)(join)
+    assert joined.error_code == 0 and joined.member_epoch == 1, joined
+    owned = heartbeat(group_id="hb", member_id="m1", member_epoch=1)
+    owned.topic_partitions.CopyFrom(joined.assignment)
+    assert (await local_call(method)(owned)).error_code == 0
+    # a steady heartbeat as the gateway sends it: the core's request converted
+    steady = converter_to(consumer_api.ConsumerGroupHeartbeatRequest, heartbeat)(
+        consumer_api.ConsumerGroupHeartbeatRequest("hb", "m1", 1)
+    )
+    answered.clear()
+    partition = shard.service.runtime.partitions[shard.service.partition_for("hb")]
+    ops = partition.stats["ops"]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{shard.port}") as channel:
+        raw = channel.stream_stream(
+            BATCH_PATH,
+            request_serializer=BatchRequest.SerializeToString,
+            response_deserializer=BatchResponse.FromString,
+        )
+        items = [
+            BatchItem(id=1, method="ConsumerGroupHeartbeat", request=steady.SerializeToString()),
+            BatchItem(
+                id=2,
+                method="ConsumerGroupHeartbeat",
+                request=steady.SerializeToString(),
+                trace_context={"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"},
+            ),
+        ]
+        call = raw()
+        await call.write(BatchRequest(items=items))
+        results = {}
+        while len(results) < 2:
+            response = await call.read()
+            results.update({r.id: r for r in response.results})
+        await call.done_writing()
+    answers = [
+        consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString(results[i].response)
+        for i in (1, 2)
+    ]
+    assert [(a.error_code, a.member_id, a.member_epoch) for a in answers] == [(0, "m1", 1)] * 2
+    assert results[1].response == results[2].response
+    # the untraced item by the shortcut; the traced one through its task (the unary path,
+    # whose servicer shortcut is not involved: one call in all)
+    assert len(answered) == 1 and answered[0] is not None
+    assert partition.stats["ops"] == ops + 2  # one operation each: nothing answered twice

@@ -124,6 +124,10 @@ async def test_a_steady_heartbeat_gets_the_bytes_the_general_way_gives(client: C
     answer = m.steady(message, HOST)
     assert answer is not None
     assert answer == await _general_answer(m, message)
+    # the default "unchanged" rebalance timeout set explicitly (as the core's request converts
+    # to protobuf: what a separate gateway sends) is the same request
+    explicit = _steady("m1", epoch, rebalance_timeout_ms=-1)
+    assert m.steady(explicit, HOST) == answer == await _general_answer(m, explicit)
     decoded = Response.FromString(answer)
     assert (decoded.error_code, decoded.member_id, decoded.member_epoch) == (0, "m1", epoch)
     assert decoded.heartbeat_interval_ms == 5_000 and not decoded.HasField("assignment")
