@@ -141,27 +141,29 @@ def batch_handler(
             if timer is not None:
                 timer.cancel()
 
-        def answered_now(item: BatchItem) -> BatchResult | None:
-            """The item's result when a shortcut answers it at once (no task), else None.
-            Not for a traced item (its span is made around the call, in :func:`run`)."""
+        def answered_now(item: BatchItem) -> tuple[BatchResult | None, Message | None]:
+            """The item's result when a shortcut answers it at once (no task), and its request
+            when parsed for that (:func:`run` then needs not parse it again). Not for a traced
+            item (its span is made around the call, in :func:`run`)."""
             shortcut = shortcuts.get(item.method)
             if shortcut is None or item.trace_context:
-                return None
+                return None, None
             started = clock()
             parse, steady = shortcut
             try:
-                answer = steady(parse(item.request), host)
+                request = parse(item.request)
             except DecodeError:
-                return None  # run() answers it
+                return None, None  # run() answers it
+            answer = steady(request, host)
             if answer is None:
-                return None
+                return None, request
             if debug:
                 log.debug("%s from %s", item.method, peer)
             if rpcs is not None:
                 rpcs.record(f"{service}/{item.method}", grpc.StatusCode.OK, clock() - started)
-            return BatchResult(id=item.id, response=answer)
+            return BatchResult(id=item.id, response=answer), None
 
-        async def run(item: BatchItem) -> None:
+        async def run(item: BatchItem, parsed: Message | None = None) -> None:
             result = BatchResult(id=item.id)
             started = clock()
             try:
@@ -170,7 +172,7 @@ def batch_handler(
                     raise _error(grpc.StatusCode.UNIMPLEMENTED, f"no such RPC: {item.method!r}")
                 parse, call = entry
                 try:
-                    request = parse(item.request)
+                    request = parsed if parsed is not None else parse(item.request)
                 except DecodeError as ex:
                     raise _error(
                         grpc.StatusCode.INVALID_ARGUMENT,
@@ -223,12 +225,12 @@ def batch_handler(
             try:
                 async for message in requests:
                     for item in message.items:
-                        now = answered_now(item)
-                        if now is not None:
-                            done.append(now)
+                        answered, parsed = answered_now(item)
+                        if answered is not None:
+                            done.append(answered)
                             wake.set()
                             continue
-                        task = loop.create_task(run(item))
+                        task = loop.create_task(run(item, parsed))
                         running.add(task)
                         by_id[item.id] = task
                         task.add_done_callback(functools.partial(finished, item.id))
