@@ -482,11 +482,13 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
                 request=steady.SerializeToString(),
                 trace_context={"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"},
             ),
+            # not steady (a field set): parsed by the shortcut, answered by its task
+            BatchItem(id=3, method="ConsumerGroupHeartbeat", request=owned.SerializeToString()),
         ]
         call = raw()
         await call.write(BatchRequest(items=items))
         results = {}
-        while len(results) < 2:
+        while len(results) < 3:
             response = await call.read()
             results.update({r.id: r for r in response.results})
         await call.done_writing()
@@ -496,7 +498,9 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     ]
     assert [(a.error_code, a.member_id, a.member_epoch) for a in answers] == [(0, "m1", 1)] * 2
     assert results[1].response == results[2].response
-    # the untraced item by the shortcut; the traced one through its task (the unary path,
-    # whose servicer shortcut is not involved: one call in all)
+    full = consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString(results[3].response)
+    assert (full.error_code, full.member_id, full.member_epoch) == (0, "m1", 1)
+    # the untraced steady item by the shortcut; the traced one and the full one through their
+    # tasks (the unary path, whose servicer shortcut is not involved: one call in all)
     assert len(answered) == 1 and answered[0] is not None
-    assert partition.stats["ops"] == ops + 2  # one operation each: nothing answered twice
+    assert partition.stats["ops"] == ops + 3  # one operation each: nothing answered twice
