@@ -109,8 +109,8 @@ def batch_handler(
         }
         # the unary server's shortcuts (a steady heartbeat), taken as it takes them: never
         # when an authorizer asks who is calling
-        shortcuts: dict[str, tuple[Callable[[bytes], Message], Callable[[Any, str], Any]]] = {
-            name: (m.request_pb.FromString, m.steady)
+        shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {
+            name: m.steady
             for name, m in by_name.items()
             if m.steady is not None and stream_caller is None
         }
@@ -149,12 +149,10 @@ def batch_handler(
             if shortcut is None or item.trace_context:
                 return None, None
             started = clock()
-            parse, steady = shortcut
             try:
-                request = parse(item.request)
+                answer, request = shortcut(item.request, host)
             except DecodeError:
                 return None, None  # run() answers it
-            answer = steady(request, host)
             if answer is None:
                 return None, request
             if debug:

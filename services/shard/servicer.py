@@ -49,12 +49,26 @@ def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
     return service_methods(TOPIC_CATALOG_SERVICE, catalog)
 
 
+#: how many distinct steady requests the shortcut remembers (see :func:`steady_heartbeat_answer`)
+STEADY_MEMO_ENTRIES = 32_768
+
+
 def steady_heartbeat_answer(
-    method: Method, steady: SteadyHeartbeat
-) -> Callable[[Any, str], bytes | None]:
-    """``answer(request_message, peer_host)``: the serialized ConsumerGroupHeartbeatResponse
-    of a steady heartbeat, or None (the request carries more, or it is not the steady case).
-    The answer is the one the general way gives (the same fields set: tests compare bytes)."""
+    method: Method, steady: SteadyHeartbeat, capacity: int = STEADY_MEMO_ENTRIES
+) -> Callable[[bytes, str], tuple[bytes | None, Any]]:
+    """``answer(request_bytes, peer_host)``: ``(the serialized ConsumerGroupHeartbeatResponse
+    of a steady heartbeat, None)``, or ``(None, the parsed request or None)`` when it is not
+    the steady shape or not the steady case (then the general way answers it; the request
+    parsed already when the parse was needed to decide). The answer is the one the general
+    way gives (the same fields set: tests compare bytes).
+
+    A member in the steady state sends the same bytes on every heartbeat, so the shortcut
+    remembers, per distinct request (up to ``capacity`` of them; then it starts afresh), what
+    parsing it gave -- its ids, epoch and context, the request being of the steady shape --
+    and the answer it last serialized with the values it was built from. Every heartbeat is
+    still decided by ``steady`` on the live state (nothing about the member or group is
+    remembered here); only the protobuf parse and shape check of the same bytes and the
+    serialization of the same answer are not repeated."""
     fields = method.request_pb.DESCRIPTOR.fields
     plain = {f.name for f in fields if not f.has_presence}
     if not plain <= _STEADY_FIELDS:  # a new field the shortcut would not see
@@ -71,34 +85,61 @@ def steady_heartbeat_answer(
         for f in fields
         if f.name not in _STEADY_FIELDS and defaults[f.name] is not None
     )
+    parse = method.request_pb.FromString
     response = method.response_pb
+    # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
+    # (the values the answer was built from, the answer)) -- all of it immutable
+    memo: dict[bytes, tuple[str, str, int, str, str, tuple[Any, bytes] | None]] = {}
 
-    def answer(message: Any, host: str) -> bytes | None:
+    def steady_shape(raw: bytes) -> tuple[Any, tuple[str, str, int, str, str, None] | None]:
+        message = parse(raw)
         has = message.HasField
         for name in unset:
             if has(name):
-                return None
+                return message, None
         for name, default in defaulted:
             if has(name) and getattr(message, name) != default:
-                return None
+                return message, None
         context = message.context
-        group_id = message.group_id
-        member_id = message.member_id
-        steady_answer = steady(
-            group_id,
-            member_id,
+        return message, (
+            message.group_id,
+            message.member_id,
             message.member_epoch,
             context.client_id,
-            context.client_host or host,
+            context.client_host,
+            None,
         )
+
+    def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
+        known = memo.get(raw)
+        message = None
+        if known is None:
+            message, known = steady_shape(raw)
+            if known is None:
+                return None, message
+        group_id, member_id, epoch, client_id, client_host, built = known
+        steady_answer = steady(group_id, member_id, epoch, client_id, client_host or host)
         if steady_answer is None:
-            return None
-        epoch, interval, compute = steady_answer
-        return response(
+            return None, message
+        if built is not None and built[0] == steady_answer:
+            return built[1], None
+        answer_epoch, interval, compute = steady_answer
+        serialized = response(
             member_id=member_id,
-            member_epoch=epoch,
+            member_epoch=answer_epoch,
             heartbeat_interval_ms=interval,
             should_compute_assignment=compute,
         ).SerializeToString()
+        if message is not None and len(memo) >= capacity:
+            memo.clear()  # (members beyond the capacity: parsed and serialized every time)
+        memo[raw] = (
+            group_id,
+            member_id,
+            epoch,
+            client_id,
+            client_host,
+            (steady_answer, serialized),
+        )
+        return serialized, None
 
     return answer
