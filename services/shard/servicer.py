@@ -9,7 +9,9 @@ One shortcut: a ConsumerGroupHeartbeat that carries nothing but its group, membe
 and context -- what a client sends when nothing changed, the most frequent request by far --
 is offered first to the coordinator's ``steady_heartbeat`` with the values read straight from
 the protobuf message, and answered from what that returns; anything else, or a heartbeat that
-is not the steady case, goes the general way (docs/performance.md, "Fifth round").
+is not the steady case, goes the general way (docs/performance.md, "Fifth round"). A steady
+member sends the same bytes every time: the shortcut remembers what it parsed from them and
+the answer it last serialized ("Sixth round"), and still asks the coordinator every time.
 """
 
 from __future__ import annotations

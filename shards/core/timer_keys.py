@@ -60,12 +60,12 @@ CONSUMER_CATALOG_SYNC: TimerKey = ("consumer-catalog-sync",)
 
 def group_key(kind: TimerKind, group_id: str) -> TimerKey:
     """The key of a group's timer of this kind."""
-    return (kind.value, group_id)
+    return (kind._value_, group_id)  # (``value`` is a property: 3x slower on a hot path)
 
 
 def member_key(kind: TimerKind, group_id: str, member_id: str) -> TimerKey:
     """The key of a member's timer of this kind (holds the very strings given: no copy)."""
-    return (kind.value, group_id, member_id)
+    return (kind._value_, group_id, member_id)
 
 
 def member_of_key(key: TimerKey) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from groupcoord.v1 import common_pb2, consumer_group_pb2
 
 from services.process.grpc_server import Method, _unary
 from services.shard.app import ShardApp
-from services.shard.servicer import group_coordinator_methods
+from services.shard.servicer import group_coordinator_methods, steady_heartbeat_answer
 from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer import api
@@ -224,6 +224,120 @@ async def test_anything_but_the_steady_case_goes_the_general_way(client: Client)
     assert _shortcut(m, moved, "10.0.0.9") is not None
 
 
+class _CountingParse:
+    """A request class whose parses are counted (the shortcut's memory of requests)."""
+
+    DESCRIPTOR = Request.DESCRIPTOR
+
+    def __init__(self) -> None:
+        self.parsed: list[bytes] = []
+
+    def FromString(self, raw: bytes) -> Request:  # noqa: N802 (protobuf's name)
+        self.parsed.append(raw)
+        return Request.FromString(raw)
+
+
+async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_the_state(
+    client: Client,
+) -> None:
+    """The same bytes are parsed once (and the same answer serialized once), yet every
+    heartbeat is decided by the coordinator on the state of the moment: a new interval is
+    answered, a change of the member's record or a fenced epoch goes the general way."""
+    m = _heartbeat_method(client)
+    service = client.app.served_coordinator
+    decided: list[Any] = []
+
+    def steady(*args: Any) -> Any:
+        decided.append(service.steady_heartbeat(*args))
+        return decided[-1]
+
+    counting = _CountingParse()
+    answer = steady_heartbeat_answer(
+        dataclasses.replace(m, request_pb=counting),
+        steady,
+        capacity=2,  # type: ignore[arg-type]
+    )
+    epoch = await _join(client, "m1", client_id="app-1")
+    message = _steady("m1", epoch)
+    message.context.client_id = "app-1"
+    raw = message.SerializeToString()
+    first, _ = answer(raw, HOST)
+    assert first == await _general_answer(m, message)
+    second, parsed = answer(raw, HOST)
+    assert (second, parsed) == (first, None)
+    assert counting.parsed == [raw] and len(decided) == 2 and None not in decided
+    # a new heartbeat interval for the group: answered with it, from the same memory
+    altered = await client.coordinator.AlterGroupConfigs(
+        consumer_group_pb2.AlterGroupConfigsRequest(
+            group_id=GROUP,
+            configs=[
+                consumer_group_pb2.GroupConfig(name="consumer.heartbeat.interval.ms", value="7000")
+            ],
+        )
+    )
+    assert altered.error_code == 0
+    third, _ = answer(raw, HOST)
+    assert third is not None and Response.FromString(third).heartbeat_interval_ms == 7_000
+    assert third == await _general_answer(m, message) and counting.parsed == [raw]
+    # another host than the member's: not steady (the remembered request is the same)
+    assert answer(raw, "10.0.0.9") == (None, None)
+    # the member's record changes (another client id, recorded by the general way): the
+    # remembered request is no longer the steady case
+    renamed = _steady("m1", epoch)
+    renamed.context.client_id = "app-1b"
+    assert answer(renamed.SerializeToString(), HOST)[0] is None
+    assert Response.FromString(await _general_answer(m, renamed)).error_code == 0
+    assert answer(raw, HOST) == (None, None)
+    assert Response.FromString(await _general_answer(m, message)).error_code == 0
+    # and back: steady again
+    assert answer(raw, HOST)[0] == await _general_answer(m, message)
+    # another member joins: once the group's new target is there, m1 is no longer steady;
+    # the remembered request is declined and the general way gives m1 its new state
+    await _join_second(client)
+    for _ in range(100):
+        if answer(raw, HOST) == (None, None):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("m1 stayed steady after another member joined")
+    general = Response.FromString(await _general_answer(m, message))
+    assert general.error_code == 0 and (
+        general.member_epoch != epoch or general.HasField("assignment")
+    )
+
+
+async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> None:
+    """Beyond its capacity the memory starts afresh: more parses, the same answers."""
+    m = _heartbeat_method(client)
+    counting = _CountingParse()
+    answer = steady_heartbeat_answer(
+        dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
+        client.app.served_coordinator.steady_heartbeat,
+        capacity=1,
+    )
+    first = _steady("m1", await _join(client, "m1"))
+    second = _steady("m2", await _join(client, "m2", group="steady-second"), "steady-second")
+    raw1, raw2 = first.SerializeToString(), second.SerializeToString()
+    for raw, message, parses in (
+        (raw1, first, 1),
+        (raw1, first, 1),
+        (raw2, second, 2),
+        (raw1, first, 3),
+        (raw1, first, 3),
+    ):
+        assert answer(raw, HOST) == (await _general_answer(m, message), None)
+        assert len(counting.parsed) == parses
+
+
+async def _join_second(c: Client) -> None:
+    """A second member joins the group (its first heartbeat only: the group's epoch moves)."""
+    request = Request(group_id=GROUP, member_id="m2", member_epoch=0, rebalance_timeout_ms=30_000)
+    request.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["t"]))
+    request.topic_partitions.CopyFrom(common_pb2.TopicPartitionsList())
+    r = await c.coordinator.ConsumerGroupHeartbeat(request)
+    assert r.error_code == 0, r
+
+
 async def test_a_partition_with_records_pending_goes_the_general_way(client: Client) -> None:
     """An answer must not overtake state that is not durable yet."""
     m = _heartbeat_method(client)
@@ -304,8 +418,6 @@ async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler
 
 
 def test_the_shortcut_refuses_a_request_shape_it_would_not_see_whole(client: Client) -> None:
-    from services.shard.servicer import steady_heartbeat_answer
-
     m = _heartbeat_method(client)
     (find,) = [
         x

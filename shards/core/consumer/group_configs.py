@@ -44,6 +44,8 @@ CONFIG_NAMES = tuple(
 NO_FALLBACK = "none"
 
 _INT_MAX = 2**31 - 1
+#: a group without overrides (never written: the getters read it instead of a new {})
+_NO_OVERRIDES: dict[str, str] = {}
 
 
 class GroupConfigs:
@@ -64,28 +66,28 @@ class GroupConfigs:
         }
 
     def session_timeout_ms(self, group_id: str) -> int:
-        value = self.overrides.get(group_id, {}).get(SESSION_TIMEOUT_MS)
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(SESSION_TIMEOUT_MS)
         return self.config.consumer_group_session_timeout_ms if value is None else int(value)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        value = self.overrides.get(group_id, {}).get(HEARTBEAT_INTERVAL_MS)
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(HEARTBEAT_INTERVAL_MS)
         return self.config.consumer_group_heartbeat_interval_ms if value is None else int(value)
 
     def client_assignors_enabled(self, group_id: str) -> bool:
-        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNORS_ENABLE)
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNORS_ENABLE)
         if value is None:
             return self.config.consumer_group_client_assignors_enable
         return value == "true"
 
     def client_assignment_timeout_ms(self, group_id: str) -> int:
-        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNMENT_TIMEOUT_MS)
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNMENT_TIMEOUT_MS)
         if value is None:
             return self.config.consumer_group_client_assignment_timeout_ms
         return int(value)
 
     def client_assignment_fallback(self, group_id: str) -> str | None:
         """The server-side assignor a client-side group falls back to (None: none)."""
-        value = self.overrides.get(group_id, {}).get(CLIENT_ASSIGNMENT_FALLBACK)
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNMENT_FALLBACK)
         if value is None:
             value = self.config.consumer_group_client_assignment_fallback_assignor
         if value == NO_FALLBACK:

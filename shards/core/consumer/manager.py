@@ -130,6 +130,8 @@ log = logging.getLogger("groupcoord.consumer")
 INITIAL_GROUP_EPOCH = 1
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
+#: (an enum member looked up on its class costs ~50 ns: every heartbeat needs this one)
+_SESSION_TIMEOUT = TimerKind.CONSUMER_SESSION_TIMEOUT
 
 Response = api.ConsumerGroupHeartbeatResponse
 
@@ -1068,7 +1070,7 @@ class ConsumerGroupManager:
         only moves its deadline: the timer, when it fires early, re-arms itself for what is
         left -- a heartbeat then costs no timer churn. (``timeout_ms``: a member using the
         classic protocol brings its own.)"""
-        key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
+        key = member_key(_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         if now_ms is not None:
             deadline = now_ms + timeout

@@ -53,6 +53,9 @@ class MemberState(enum.IntEnum):
             return cls.UNKNOWN
 
 
+#: (a module constant: an enum member looked up on its class costs ~50 ns on hot paths)
+_STABLE = MemberState.STABLE
+
 #: a client-side assignor's (metadata version, metadata bytes, assignment error) for a
 #: member: none (a server-side target, or nothing given)
 NO_METADATA: tuple[int, bytes, int] = (0, b"", 0)
@@ -95,7 +98,7 @@ class ConsumerGroupMember:
         return self.assignment_metadata[2]
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
+        return self.state is _STABLE and self.member_epoch == assignment_epoch
 
     @property
     def uses_classic_protocol(self) -> bool:
