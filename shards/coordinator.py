@@ -155,17 +155,43 @@ class GroupCoordinatorService:
         not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
         included. (The request limits hold: a member found by its ids joined with ids within
         them.) Not an RPC: the gRPC servicer's shortcut (``services.shard.servicer``)."""
+        return self._answer_now(
+            group_id,
+            lambda shard, now: shard.consumer_group_steady_heartbeat(
+                group_id, member_id, member_epoch, client_id, client_host, now
+            ),
+        )
+
+    def classic_steady_heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int | None:
+        """A classic group member's Heartbeat answered at once when it gets no error: the
+        answer's code (NONE, or REBALANCE_IN_PROGRESS: rejoin), the member's session moved on
+        as :meth:`heartbeat` moves it (``ClassicGroupManager.steady_heartbeat``). None: any
+        other answer, or not now -- :meth:`heartbeat` answers it. (The request limits hold:
+        the ids are those of a member that joined with them, and the limits do not apply to
+        the context.) Not an RPC: the servicer's shortcut."""
+        return self._answer_now(
+            group_id,
+            lambda shard, now: shard.classic_steady_heartbeat(
+                group_id, generation_id, member_id, instance_id, now
+            ),
+        )
+
+    def _answer_now(
+        self, group_id: str, op: Callable[[CoordinatorStateMachine, int], R]
+    ) -> R | None:
+        """``op`` (it writes nothing) on the group's partition when its answer may be given at
+        once (``CoordinatorPartition.answer_now``); None: not now, or not here, or it failed
+        (logged: the general way meets it again and answers it as an error)."""
         p = self.runtime.partitions.get(partition_for(group_id, self.num_partitions))
         if p is None:
             return None
         try:
-            return p.answer_now(
-                lambda shard, now: shard.consumer_group_steady_heartbeat(
-                    group_id, member_id, member_epoch, client_id, client_host, now
-                )
-            )
-        except Exception:  # the general way meets it again and answers it as an error
-            log.exception("steady heartbeat of group %s failed", group_id)
+            answer: R | None = p.answer_now(op)
+            return answer
+        except Exception:
+            log.exception("a shortcut for group %s failed", group_id)
             return None
 
     async def _single(

@@ -23,6 +23,7 @@ from typing import Any
 from services.process.grpc_server import Method, service_methods
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
 from shards.coordinator import GroupCoordinatorService
+from shards.core.errors import Errors
 from shards.topic_catalog import TopicCatalog
 
 GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
@@ -32,17 +33,22 @@ TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 _STEADY_FIELDS = frozenset({"group_id", "member_id", "member_epoch", "context"})
 
 SteadyHeartbeat = Callable[[str, str, int, str, str], "tuple[int, int, bool] | None"]
+ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
 def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
     methods = service_methods(GROUP_COORDINATOR_SERVICE, service)
-    steady = getattr(service, "steady_heartbeat", None)  # (not behind an authorizer)
-    if steady is None:
-        return methods
+    # (not behind an authorizer: the authorizing wrapper has neither)
+    steady = getattr(service, "steady_heartbeat", None)
+    classic = getattr(service, "classic_steady_heartbeat", None)
+    shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {}
+    for m in methods:
+        if m.name == "ConsumerGroupHeartbeat" and steady is not None:
+            shortcuts[m.name] = steady_heartbeat_answer(m, steady)
+        elif m.name == "Heartbeat" and classic is not None:
+            shortcuts[m.name] = classic_heartbeat_answer(m, classic)
     return [
-        dataclasses.replace(m, steady=steady_heartbeat_answer(m, steady))
-        if m.name == "ConsumerGroupHeartbeat"
-        else m
+        dataclasses.replace(m, steady=shortcuts[m.name]) if m.name in shortcuts else m
         for m in methods
     ]
 
@@ -143,5 +149,40 @@ def steady_heartbeat_answer(
             (steady_answer, serialized),
         )
         return serialized, None
+
+    return answer
+
+
+def classic_heartbeat_answer(
+    method: Method, steady: ClassicHeartbeat
+) -> Callable[[bytes, str], tuple[bytes | None, Any]]:
+    """The classic Heartbeat's shortcut, as :func:`steady_heartbeat_answer` for
+    ConsumerGroupHeartbeat: ``(the serialized HeartbeatResponse, None)`` when the coordinator
+    answers it at once (a member of a classic group heartbeating at its generation: NONE, or
+    REBALANCE_IN_PROGRESS), else ``(None, the parsed request)`` for the general way. The
+    ids, generation and static instance id go to the coordinator; the context (client id
+    and host) plays no part in a Heartbeat's answer, nor in the request limits."""
+    fields = {f.name for f in method.request_pb.DESCRIPTOR.fields}
+    read = {"group_id", "generation_id", "member_id", "group_instance_id", "context"}
+    if fields != read:  # a field the shortcut would not pass on
+        raise ValueError(f"Heartbeat has fields {fields ^ read} the shortcut does not read")
+    parse = method.request_pb.FromString
+    response = method.response_pb
+    answers: dict[int, bytes] = {
+        code: response(error_code=code).SerializeToString()
+        for code in (Errors.NONE, Errors.REBALANCE_IN_PROGRESS)
+    }
+
+    def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
+        message = parse(raw)
+        code = steady(
+            message.group_id,
+            message.generation_id,
+            message.member_id,
+            message.group_instance_id if message.HasField("group_instance_id") else None,
+        )
+        if code is None:
+            return None, message
+        return answers[code], None
 
     return answer

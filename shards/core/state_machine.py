@@ -18,7 +18,7 @@ from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.manager import ConsumerGroupManager
 from shards.core.consumer.target_assignment import InlineAssignor
 from shards.core.coordinator_config import CoordinatorConfig
-from shards.core.errors import ApiError
+from shards.core.errors import ApiError, Errors
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.ids import UuidSource, kafka_uuid_text
 from shards.core.migration import Migration
@@ -129,6 +129,21 @@ class CoordinatorStateMachine:
         self, request: classic_api.HeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[classic_api.HeartbeatResponse]:
         return self.group_manager.classic.heartbeat(request, now_ms)
+
+    def classic_steady_heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        now_ms: int,
+    ) -> Errors | None:
+        """A classic group member's Heartbeat answered without an error: its code (NONE or
+        REBALANCE_IN_PROGRESS); it writes nothing. None: ask :meth:`heartbeat`
+        (``ClassicGroupManager.steady_heartbeat``)."""
+        return self.group_manager.classic.steady_heartbeat(
+            group_id, generation_id, member_id, instance_id
+        )
 
     def leave_group(
         self, request: classic_api.LeaveGroupRequest, now_ms: int

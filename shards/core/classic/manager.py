@@ -792,34 +792,65 @@ class ClassicGroupManager:
     def heartbeat(
         self, request: api.HeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[api.HeartbeatResponse]:
-        def answer(code: Errors, message: str = "") -> CoordinatorResult[api.HeartbeatResponse]:
-            return CoordinatorResult((), api.HeartbeatResponse(code, message))
-
         if not request.group_id:
-            return answer(Errors.INVALID_GROUP_ID)
+            return CoordinatorResult((), api.HeartbeatResponse(Errors.INVALID_GROUP_ID))
         group = self.groups.get(request.group_id)
         migrating = self._in_consumer_group(group)
         if migrating is not None:
             migration, consumer_group = migrating
             return migration.heartbeat(consumer_group, request, now_ms)
+        code, message = self._heartbeat(
+            group,
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+        )
+        return CoordinatorResult((), api.HeartbeatResponse(code, message))
+
+    def steady_heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> Errors | None:
+        """A classic group member's Heartbeat given as plain values, when it is answered
+        without an error -- NONE, or REBALANCE_IN_PROGRESS (rejoin): the code of the answer,
+        the member's session moved on exactly as :meth:`heartbeat` moves it. None: any other
+        case (an error, a classic member of a consumer group); :meth:`heartbeat` answers it.
+        (It writes nothing either way; a member found by its ids joined with ids that pass
+        the request limits.)"""
+        group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup):
-            return answer(Errors.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} not found")
+            return None
+        code, _ = self._heartbeat(group, group_id, generation_id, member_id, instance_id)
+        return code if code is Errors.NONE or code is Errors.REBALANCE_IN_PROGRESS else None
+
+    def _heartbeat(
+        self,
+        group: Group | None,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+    ) -> tuple[Errors, str]:
+        """The answer to a Heartbeat of a classic group (not a consumer group's classic
+        member), and its session moved on when the member is known at its generation."""
+        if not isinstance(group, ClassicGroup):
+            return Errors.UNKNOWN_MEMBER_ID, f"group {group_id!r} not found"
         if group.state is DEAD:
-            return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+            return Errors.COORDINATOR_NOT_AVAILABLE, ""
         try:
-            group.validate_member(request.member_id, request.group_instance_id, "heartbeat")
+            group.validate_member(member_id, instance_id, "heartbeat")
         except ApiError as ex:
-            return answer(ex.code, ex.message or "")
-        if request.generation_id != group.generation_id:
-            return answer(Errors.ILLEGAL_GENERATION)
+            return ex.code, ex.message or ""
+        if generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION, ""
         if group.state is EMPTY:
-            return answer(Errors.UNKNOWN_MEMBER_ID)
-        member = group.member(request.member_id)
+            return Errors.UNKNOWN_MEMBER_ID, ""
+        member = group.member(member_id)
         self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
         if group.state is PREPARING_REBALANCE:
-            return answer(Errors.REBALANCE_IN_PROGRESS)
+            return Errors.REBALANCE_IN_PROGRESS, ""
         # CompletingRebalance (a member may heartbeat right after its JoinGroup) or Stable
-        return answer(Errors.NONE)
+        return Errors.NONE, ""
 
     # ================================================================= LeaveGroup
     def leave_group(
