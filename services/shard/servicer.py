@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from sys import intern
 from typing import Any
 
 from services.process.grpc_server import Method, service_methods
@@ -57,8 +58,9 @@ def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
     return service_methods(TOPIC_CATALOG_SERVICE, catalog)
 
 
-#: how many distinct steady requests the shortcut remembers (see :func:`steady_heartbeat_answer`)
-STEADY_MEMO_ENTRIES = 32_768
+#: how many distinct steady requests the shortcut remembers, ~0.4 KB each (see
+#: :func:`steady_heartbeat_answer`)
+STEADY_MEMO_ENTRIES = 16_384
 
 
 def steady_heartbeat_answer(
@@ -71,12 +73,14 @@ def steady_heartbeat_answer(
     way gives (the same fields set: tests compare bytes).
 
     A member in the steady state sends the same bytes on every heartbeat, so the shortcut
-    remembers, per distinct request (up to ``capacity`` of them; then it starts afresh), what
-    parsing it gave -- its ids, epoch and context, the request being of the steady shape --
-    and the answer it last serialized with the values it was built from. Every heartbeat is
-    still decided by ``steady`` on the live state (nothing about the member or group is
-    remembered here); only the protobuf parse and shape check of the same bytes and the
-    serialization of the same answer are not repeated."""
+    remembers, per distinct request it answered, what parsing it gave -- its ids, epoch and
+    context, the request being of the steady shape -- and the answer it last serialized with
+    the values it was built from. Every heartbeat is still decided by ``steady`` on the live
+    state (nothing about the member or group is remembered here); only the protobuf parse and
+    shape check of the same bytes and the serialization of the same answer are not repeated.
+    At most ``capacity`` requests are remembered (~0.4 KB each): when full, it keeps them and
+    parses and serializes the others each time, until as many requests again went
+    unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
     plain = {f.name for f in fields if not f.has_presence}
     if not plain <= _STEADY_FIELDS:  # a new field the shortcut would not see
@@ -97,9 +101,13 @@ def steady_heartbeat_answer(
     response = method.response_pb
     # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
     # (the values the answer was built from, the answer)) -- all of it immutable
-    memo: dict[bytes, tuple[str, str, int, str, str, tuple[Any, bytes] | None]] = {}
+    # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
+    # and once answered: the interval and should-compute flag the answer was serialized with,
+    # and the answer); the strings a group or an application shares are interned
+    memo: dict[bytes, tuple[Any, ...]] = {}
+    full = 0  # requests not remembered since the memory was last started afresh
 
-    def steady_shape(raw: bytes) -> tuple[Any, tuple[str, str, int, str, str, None] | None]:
+    def steady_shape(raw: bytes) -> tuple[Any, tuple[Any, ...] | None]:
         message = parse(raw)
         has = message.HasField
         for name in unset:
@@ -110,27 +118,30 @@ def steady_heartbeat_answer(
                 return message, None
         context = message.context
         return message, (
-            message.group_id,
+            intern(message.group_id),
             message.member_id,
             message.member_epoch,
-            context.client_id,
-            context.client_host,
+            intern(context.client_id),
+            intern(context.client_host),
+            None,
+            None,
             None,
         )
 
     def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
+        nonlocal full
         known = memo.get(raw)
         message = None
         if known is None:
             message, known = steady_shape(raw)
             if known is None:
                 return None, message
-        group_id, member_id, epoch, client_id, client_host, built = known
+        group_id, member_id, epoch, client_id, client_host, interval, compute, built = known
         steady_answer = steady(group_id, member_id, epoch, client_id, client_host or host)
         if steady_answer is None:
             return None, message
-        if built is not None and built[0] == steady_answer:
-            return built[1], None
+        if steady_answer == (epoch, interval, compute):  # (as remembered)
+            return built, None
         answer_epoch, interval, compute = steady_answer
         serialized = response(
             member_id=member_id,
@@ -139,14 +150,23 @@ def steady_heartbeat_answer(
             should_compute_assignment=compute,
         ).SerializeToString()
         if message is not None and len(memo) >= capacity:
-            memo.clear()  # (members beyond the capacity: parsed and serialized every time)
+            # Full: keep what is remembered (members heartbeat in cycles: replacing entries
+            # would leave none to hit) until as many requests again were not, then start
+            # afresh (members that left give their places up).
+            full += 1
+            if full < capacity:
+                return serialized, None
+            memo.clear()
+            full = 0
         memo[raw] = (
             group_id,
             member_id,
             epoch,
             client_id,
             client_host,
-            (steady_answer, serialized),
+            interval,
+            compute,
+            serialized,
         )
         return serialized, None
 

@@ -307,26 +307,35 @@ async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_t
 
 
 async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> None:
-    """Beyond its capacity the memory starts afresh: more parses, the same answers."""
+    """Full, the memory keeps what it holds (members heartbeat in cycles) until as many
+    requests again were not remembered, then starts afresh; the answers stay the same."""
     m = _heartbeat_method(client)
     counting = _CountingParse()
     answer = steady_heartbeat_answer(
         dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
         client.app.served_coordinator.steady_heartbeat,
-        capacity=1,
+        capacity=2,
     )
-    first = _steady("m1", await _join(client, "m1"))
-    second = _steady("m2", await _join(client, "m2", group="steady-second"), "steady-second")
-    raw1, raw2 = first.SerializeToString(), second.SerializeToString()
-    for raw, message, parses in (
-        (raw1, first, 1),
-        (raw1, first, 1),
-        (raw2, second, 2),
-        (raw1, first, 3),
-        (raw1, first, 3),
+    messages = []
+    for member, group in (("m1", GROUP), ("m2", "steady-second"), ("m3", "steady-third")):
+        messages.append(_steady(member, await _join(client, member, group=group), group))
+    raws = [message.SerializeToString() for message in messages]
+    # (which request, parses so far): m1 and m2 are remembered, m3 is not (full) until the
+    # second request not remembered starts afresh with m3; then m1 again, m2 not
+    for i, parses in (
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (0, 3),
+        (1, 3),
+        (2, 4),
+        (0, 5),
+        (1, 6),
+        (0, 6),
+        (2, 6),
     ):
-        assert answer(raw, HOST) == (await _general_answer(m, message), None)
-        assert len(counting.parsed) == parses
+        assert answer(raws[i], HOST) == (await _general_answer(m, messages[i]), None)
+        assert len(counting.parsed) == parses, (i, counting.parsed)
 
 
 async def _join_second(c: Client) -> None:
