@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, TypeVar
 
 from shards.core import api, offsets
@@ -97,6 +97,24 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
+#: a ConsumerGroupHeartbeat's fields besides group, member id, epoch and context, and their
+#: values when unset: a request with all of them so carries nothing that would change
+_STEADY_UNSET = tuple(
+    (f.name, f.default)
+    for f in fields(consumer_api.ConsumerGroupHeartbeatRequest)
+    if f.name not in ("group_id", "member_id", "member_epoch", "context")
+)
+
+
+def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
+    """Whether ``request`` carries nothing but its ids, epoch and context (see
+    :meth:`GroupCoordinatorService.steady_heartbeat`)."""
+    for name, unset in _STEADY_UNSET:
+        if getattr(request, name) != unset:
+            return False
+    return True
+
+
 def _heartbeat_error(code: int, message: str) -> consumer_api.ConsumerGroupHeartbeatResponse:
     return consumer_api.ConsumerGroupHeartbeatResponse(
         error_code=code, error_message=message or None
@@ -154,7 +172,8 @@ class GroupCoordinatorService:
         response or awaiting a future. None: not the steady case, or not now (the partition
         not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
         included. (The request limits hold: a member found by its ids joined with ids within
-        them.) Not an RPC: the gRPC servicer's shortcut (``services.shard.servicer``)."""
+        them.) Not an RPC: :meth:`consumer_group_heartbeat` asks it first, and the gRPC
+        servicer's shortcut (``services.shard.servicer``) before converting anything."""
         return self._answer_now(
             group_id,
             lambda shard, now: shard.consumer_group_steady_heartbeat(
@@ -170,7 +189,8 @@ class GroupCoordinatorService:
         as :meth:`heartbeat` moves it (``ClassicGroupManager.steady_heartbeat``). None: any
         other answer, or not now -- :meth:`heartbeat` answers it. (The request limits hold:
         the ids are those of a member that joined with them, and the limits do not apply to
-        the context.) Not an RPC: the servicer's shortcut."""
+        the context.) Not an RPC: :meth:`heartbeat` asks it first, and the servicer's
+        shortcut before converting anything."""
         return self._answer_now(
             group_id,
             lambda shard, now: shard.classic_steady_heartbeat(
@@ -512,6 +532,12 @@ class GroupCoordinatorService:
     async def heartbeat(
         self, request: classic_api.HeartbeatRequest
     ) -> classic_api.HeartbeatResponse:
+        # a member at its generation is answered at once (the same checks, nothing written)
+        code = self.classic_steady_heartbeat(
+            request.group_id, request.generation_id, request.member_id, request.group_instance_id
+        )
+        if code is not None:
+            return classic_api.HeartbeatResponse(code)
         # (_single itself, not _on_group: a hot request skips a layer)
         return await self._single(
             request.group_id,
@@ -584,6 +610,23 @@ class GroupCoordinatorService:
     async def consumer_group_heartbeat(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
+        if _steady_shape(request):  # what a member sends when nothing changed
+            context = request.context
+            steady = self.steady_heartbeat(
+                request.group_id,
+                request.member_id,
+                request.member_epoch,
+                context.client_id,
+                context.client_host,
+            )
+            if steady is not None:  # answered at once: the same checks, nothing written
+                epoch, interval, compute = steady
+                return consumer_api.ConsumerGroupHeartbeatResponse(
+                    member_id=request.member_id,
+                    member_epoch=epoch,
+                    heartbeat_interval_ms=interval,
+                    should_compute_assignment=compute,
+                )
         # (consumer_group_heartbeat_as inlined: the hottest request skips a layer)
         return await self._single(
             request.group_id,

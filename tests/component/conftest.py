@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -70,3 +71,11 @@ async def client(tmp_path: Path) -> AsyncIterator[Client]:
     finally:
         await c.channel.close()
         await app.stop()
+
+
+def batch_coroutine() -> str:
+    """The shard's batch handler's coroutine running now (services.process.batch_calls):
+    ``read`` (the stream's reader) or ``run`` (an item's task)."""
+    task = asyncio.current_task()
+    assert task is not None
+    return task.get_coro().__qualname__.rsplit(".", 1)[-1]  # type: ignore[union-attr]

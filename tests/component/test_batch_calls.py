@@ -27,6 +27,7 @@ from services.shard.app import ShardApp, ShardSettings
 from services.shard.servicer import GROUP_COORDINATOR, group_coordinator_methods
 from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
+from tests.component.conftest import batch_coroutine
 
 
 @pytest.fixture
@@ -445,8 +446,9 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     original = CoordinatorStateMachine.consumer_group_steady_heartbeat
 
     def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answered.append(original(self, *args))
-        return answered[-1]
+        answer = original(self, *args)
+        answered.append((answer, batch_coroutine()))
+        return answer
 
     monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", counted)
     heartbeat = consumer_group_pb2.ConsumerGroupHeartbeatRequest
@@ -500,7 +502,9 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     assert results[1].response == results[2].response
     full = consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString(results[3].response)
     assert (full.error_code, full.member_id, full.member_epoch) == (0, "m1", 1)
-    # the untraced steady item by the shortcut; the traced one and the full one through their
-    # tasks (the unary path, whose servicer shortcut is not involved: one call in all)
-    assert len(answered) == 1 and answered[0] is not None
+    # the untraced steady item by the shortcut in the stream's reader; the traced one through
+    # its task (whose call meets the coordinator's own shortcut); the full one goes its task's
+    # general way (not the steady shape: no steady call)
+    assert [where for _, where in answered] == ["read", "run"]
+    assert None not in [answer for answer, _ in answered]
     assert partition.stats["ops"] == ops + 3  # one operation each: nothing answered twice

@@ -26,7 +26,13 @@ from shards.core.consumer import api as consumer_api
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from shards.limits import MAX_STRING_BYTES
-from tests.component.conftest import Client, connect, create_topics, shard_settings
+from tests.component.conftest import (
+    Client,
+    batch_coroutine,
+    connect,
+    create_topics,
+    shard_settings,
+)
 from tests.component.test_classic_group_grpc import join_request, member_round
 
 HOST = "127.0.0.1"
@@ -261,8 +267,9 @@ async def test_the_batched_hop_answers_a_classic_heartbeat_without_a_task(
     original = CoordinatorStateMachine.classic_steady_heartbeat
 
     def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answered.append(original(self, *args))
-        return answered[-1]
+        answer = original(self, *args)
+        answered.append((answer, batch_coroutine()))
+        return answer
 
     monkeypatch.setattr(CoordinatorStateMachine, "classic_steady_heartbeat", counted)
     ((joined, _),) = await asyncio.gather(member_round(client, 0, 1))
@@ -299,7 +306,38 @@ async def test_the_batched_hop_answers_a_classic_heartbeat_without_a_task(
         await call.done_writing()
     codes = [Response.FromString(results[i].response).error_code for i in (1, 2)]
     assert codes == [0, Errors.ILLEGAL_GENERATION]
-    # both offered to the shortcut in the reader, the first answered there; the second's
-    # task answers through the coordinator's general heartbeat (the shortcut not again)
-    assert answered == [Errors.NONE, None]
+    # both offered to the shortcut in the stream's reader, the first answered there; the
+    # second's task asks the coordinator, whose own shortcut declines it again
+    assert answered == [(Errors.NONE, "read"), (None, "read"), (None, "run")]
     assert partition.stats["ops"] == ops + 2  # one operation each: nothing answered twice
+
+
+async def test_the_coordinator_answers_a_classic_heartbeat_itself(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GroupCoordinatorService.heartbeat`` (what `dev`'s gateway calls in-process) takes the
+    same shortcut first: the same responses as without it."""
+    from shards.core.classic import api as classic_api
+    from shards.core.state_machine import CoordinatorStateMachine
+
+    service = client.app.served_coordinator
+    ((joined, _),) = await asyncio.gather(member_round(client, 0, 1))
+    requests = [
+        classic_api.HeartbeatRequest("g", joined.generation_id, joined.member_id),
+        classic_api.HeartbeatRequest("g", joined.generation_id + 1, joined.member_id),
+        classic_api.HeartbeatRequest("g", joined.generation_id, "nobody"),
+        classic_api.HeartbeatRequest("", joined.generation_id, joined.member_id),
+    ]
+    answered: list[Any] = []
+    original = CoordinatorStateMachine.classic_steady_heartbeat
+
+    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
+        answered.append(original(self, *args))
+        return answered[-1]
+
+    monkeypatch.setattr(CoordinatorStateMachine, "classic_steady_heartbeat", counted)
+    fast = [await service.heartbeat(r) for r in requests]
+    assert answered == [Errors.NONE, None, None, None]
+    assert [r.error_code for r in fast] == [0, 22, 25, 24]
+    monkeypatch.setattr(CoordinatorStateMachine, "classic_steady_heartbeat", lambda *a: None)
+    assert [await service.heartbeat(r) for r in requests] == fast  # the general way's answers

@@ -435,3 +435,40 @@ def test_the_shortcut_refuses_a_request_shape_it_would_not_see_whole(client: Cli
     ]
     with pytest.raises(ValueError, match="ignores"):
         steady_heartbeat_answer(dataclasses.replace(m, request_pb=find.request_pb), print)
+
+
+async def test_the_coordinator_answers_a_steady_heartbeat_itself(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GroupCoordinatorService.consumer_group_heartbeat`` (what `dev`'s gateway calls
+    in-process, and the general way of the others) takes the same shortcut first: the same
+    response as without it; a request carrying more goes the general way."""
+    from services.process.local_calls import local_stub
+    from shards.core.api import RequestContext
+    from shards.core.state_machine import CoordinatorStateMachine
+
+    service = client.app.served_coordinator
+    stub = local_stub(group_coordinator_methods(service)).direct
+    epoch = await _join(client, "m1", client_id="app-1")
+    context = RequestContext(client_id="app-1", client_host=HOST)
+    steady = api.ConsumerGroupHeartbeatRequest(GROUP, "m1", epoch, context=context)
+    full = dataclasses.replace(
+        steady,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=("t",),
+        topic_partitions=(),  # (owns nothing it reports: the answer brings the assignment)
+    )
+    answered: list[Any] = []
+    original = CoordinatorStateMachine.consumer_group_steady_heartbeat
+
+    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
+        answered.append(original(self, *args))
+        return answered[-1]
+
+    monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", counted)
+    fast = await stub.ConsumerGroupHeartbeat(steady)
+    assert answered == [(epoch, 5_000, False)]
+    assert (await stub.ConsumerGroupHeartbeat(full)).assignment is not None
+    assert len(answered) == 1  # the full request: not offered to the shortcut
+    monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", lambda *a: None)
+    assert await stub.ConsumerGroupHeartbeat(steady) == fast  # the general way's answer
