@@ -27,7 +27,7 @@ from services.shard.app import ShardApp, ShardSettings
 from services.shard.servicer import GROUP_COORDINATOR, group_coordinator_methods
 from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
-from tests.component.conftest import batch_coroutine
+from tests.component.conftest import batch_coroutine, recorded
 
 
 @pytest.fixture
@@ -442,15 +442,9 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     from shards.core.consumer import api as consumer_api
     from shards.core.state_machine import CoordinatorStateMachine
 
-    answered: list[Any] = []
-    original = CoordinatorStateMachine.consumer_group_steady_heartbeat
-
-    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answer = original(self, *args)
-        answered.append((answer, batch_coroutine()))
-        return answer
-
-    monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", counted)
+    answered = recorded(
+        monkeypatch, CoordinatorStateMachine, "consumer_group_steady_heartbeat", batch_coroutine
+    )
     heartbeat = consumer_group_pb2.ConsumerGroupHeartbeatRequest
     (method,) = [
         m for m in group_coordinator_methods(shard.service) if m.name == "ConsumerGroupHeartbeat"

@@ -18,20 +18,19 @@ from groupcoord.v1 import classic_group_pb2 as pb
 from groupcoord.v1 import groups_pb2
 
 from services.process.grpc_server import Method, _unary
-from services.shard.app import ShardApp
 from services.shard.servicer import classic_heartbeat_answer, group_coordinator_methods
-from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import GroupCoordinatorService
-from shards.core.consumer import api as consumer_api
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from shards.limits import MAX_STRING_BYTES
 from tests.component.conftest import (
     Client,
+    PeerContext,
     batch_coroutine,
-    connect,
-    create_topics,
-    shard_settings,
+    general_answer,
+    pending_write,
+    recorded,
+    start_client,
 )
 from tests.component.test_classic_group_grpc import join_request, member_round
 
@@ -40,22 +39,8 @@ Request = pb.HeartbeatRequest
 Response = pb.HeartbeatResponse
 
 
-class Context:
-    """The little of a servicer context the unary behaviour reads."""
-
-    def peer(self) -> str:
-        return f"ipv4:{HOST}:5555"
-
-    async def abort(self, code: Any, details: str) -> None:
-        raise AssertionError(f"aborted: {code} {details}")
-
-
 async def _start(tmp_path: Path, **config: object) -> Client:
-    app = ShardApp(shard_settings(tmp_path, classic_group_initial_rebalance_delay_ms=50, **config))
-    await app.start()
-    c = await connect(app)
-    await create_topics(c)
-    return c
+    return await start_client(tmp_path, classic_group_initial_rebalance_delay_ms=50, **config)
 
 
 @pytest.fixture
@@ -81,16 +66,6 @@ def _shortcut(m: Method, message: Request, host: str = HOST) -> bytes | None:
     return answer
 
 
-async def _general_answer(m: Method, message: Request) -> bytes:
-    """What the general way answers (the handler on the converted request)."""
-    message = Request.FromString(message.SerializeToString())
-    if not message.context.client_host:
-        message.context.client_host = HOST
-    request = converter_from(m.request_type, m.request_pb)(message)
-    response = await m.handler(request)
-    return bytes(converter_to(m.response_type, m.response_pb)(response).SerializeToString())
-
-
 async def _state(c: Client) -> tuple[str, list[str]]:
     described = await c.coordinator.DescribeGroups(groups_pb2.DescribeGroupsRequest(groups=["g"]))
     (group,) = described.groups
@@ -108,7 +83,7 @@ async def test_the_shortcut_answers_as_the_general_way_and_leaves_errors_to_it(
     steady.context.client_id = "app"
     answer = _shortcut(m, steady)
     assert answer is not None and Response.FromString(answer).error_code == 0
-    assert answer == await _general_answer(m, steady)
+    assert answer == await general_answer(m, steady)
     declined: list[tuple[Request, int]] = [
         (Request(group_id="g", generation_id=generation + 1, member_id=first.member_id), 22),
         (Request(group_id="g", generation_id=generation, member_id="nobody"), 25),
@@ -126,11 +101,11 @@ async def test_the_shortcut_answers_as_the_general_way_and_leaves_errors_to_it(
     ]
     for message, code in declined:
         assert _shortcut(m, message) is None, message
-        assert Response.FromString(await _general_answer(m, message)).error_code == code
+        assert Response.FromString(await general_answer(m, message)).error_code == code
     # the context plays no part (the request limits leave it out too): a long client id
     near = Request(group_id="g", generation_id=generation, member_id=first.member_id)
     near.context.client_id = "c" * (MAX_STRING_BYTES + 1)
-    assert _shortcut(m, near) == answer == await _general_answer(m, near)
+    assert _shortcut(m, near) == answer == await general_answer(m, near)
     # a third member joins: while the group prepares the rebalance, REBALANCE_IN_PROGRESS
     required = await client.coordinator.JoinGroup(join_request())
     assert required.error_code == Errors.MEMBER_ID_REQUIRED
@@ -144,7 +119,7 @@ async def test_the_shortcut_answers_as_the_general_way_and_leaves_errors_to_it(
     rejoin = _shortcut(m, steady)
     assert rejoin is not None
     assert Response.FromString(rejoin).error_code == Errors.REBALANCE_IN_PROGRESS
-    assert rejoin == await _general_answer(m, steady)
+    assert rejoin == await general_answer(m, steady)
     joining.cancel()
     second_steady = Request(group_id="g", generation_id=generation, member_id=second.member_id)
     assert _shortcut(m, second_steady) == rejoin
@@ -153,14 +128,7 @@ async def test_the_shortcut_answers_as_the_general_way_and_leaves_errors_to_it(
 async def test_classic_heartbeats_keep_the_session_over_the_wire(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    answered: list[Any] = []
-    original = GroupCoordinatorService.classic_steady_heartbeat
-
-    def counted(self: GroupCoordinatorService, *args: Any) -> Any:
-        answered.append(original(self, *args))
-        return answered[-1]
-
-    monkeypatch.setattr(GroupCoordinatorService, "classic_steady_heartbeat", counted)
+    answered = recorded(monkeypatch, GroupCoordinatorService, "classic_steady_heartbeat")
     c = await _start(tmp_path, classic_group_min_session_timeout_ms=100)
     try:
         request = join_request()
@@ -202,23 +170,7 @@ async def test_a_partition_with_records_pending_goes_the_general_way(client: Cli
     m = _method(client)
     ((joined, _),) = await asyncio.gather(member_round(client, 0, 1))
     beat = Request(group_id="g", generation_id=joined.generation_id, member_id=joined.member_id)
-    service: Any = client.app.service
-    partition = service.runtime.partitions[partition_for("g", service.num_partitions)]
-    neighbour = next(
-        g
-        for g in (f"neighbour-{i}" for i in range(1_000))
-        if partition_for(g, service.num_partitions) == partition.partition
-    )
-    joining = consumer_api.ConsumerGroupHeartbeatRequest(
-        neighbour,
-        "m9",
-        0,
-        rebalance_timeout_ms=30_000,
-        subscribed_topic_names=("t",),
-        topic_partitions=(),
-    )
-    # a write whose records are appended after this loop iteration: pending until then
-    written = partition.write(lambda shard, now: shard.consumer_group_heartbeat(joining, now))
+    written = pending_write(client, "g")
     assert _shortcut(m, beat) is None
     await asyncio.sleep(0)  # the batch is being appended now
     assert not written.done()
@@ -238,10 +190,12 @@ async def test_the_unary_behaviour_and_the_shape_check(client: Client) -> None:
 
     behavior = _unary(dataclasses.replace(m, handler=handler)).unary_unary
     beat = Request(group_id="g", generation_id=joined.generation_id, member_id=joined.member_id)
-    assert Response.FromString(await behavior(beat.SerializeToString(), Context())).error_code == 0
+    assert (
+        Response.FromString(await behavior(beat.SerializeToString(), PeerContext())).error_code == 0
+    )
     assert handled == []
     stale = Request(group_id="g", generation_id=99, member_id=joined.member_id)
-    r = Response.FromString(await behavior(stale.SerializeToString(), Context()))
+    r = Response.FromString(await behavior(stale.SerializeToString(), PeerContext()))
     assert r.error_code == Errors.ILLEGAL_GENERATION and len(handled) == 1
     assert handled[0].context.client_host == HOST
     # a request class with another field than the shortcut reads: refused at start-up
@@ -263,15 +217,9 @@ async def test_the_batched_hop_answers_a_classic_heartbeat_without_a_task(
     from services.process.batch_calls import BATCH_PATH
     from shards.core.state_machine import CoordinatorStateMachine
 
-    answered: list[Any] = []
-    original = CoordinatorStateMachine.classic_steady_heartbeat
-
-    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answer = original(self, *args)
-        answered.append((answer, batch_coroutine()))
-        return answer
-
-    monkeypatch.setattr(CoordinatorStateMachine, "classic_steady_heartbeat", counted)
+    answered = recorded(
+        monkeypatch, CoordinatorStateMachine, "classic_steady_heartbeat", batch_coroutine
+    )
     ((joined, _),) = await asyncio.gather(member_round(client, 0, 1))
     generation, member = joined.generation_id, joined.member_id
     service: Any = client.app.service
@@ -328,14 +276,7 @@ async def test_the_coordinator_answers_a_classic_heartbeat_itself(
         classic_api.HeartbeatRequest("g", joined.generation_id, "nobody"),
         classic_api.HeartbeatRequest("", joined.generation_id, joined.member_id),
     ]
-    answered: list[Any] = []
-    original = CoordinatorStateMachine.classic_steady_heartbeat
-
-    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answered.append(original(self, *args))
-        return answered[-1]
-
-    monkeypatch.setattr(CoordinatorStateMachine, "classic_steady_heartbeat", counted)
+    answered = recorded(monkeypatch, CoordinatorStateMachine, "classic_steady_heartbeat")
     fast = [await service.heartbeat(r) for r in requests]
     assert answered == [Errors.NONE, None, None, None]
     assert [r.error_code for r in fast] == [0, 22, 25, 24]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,48 +15,25 @@ import pytest
 from groupcoord.v1 import common_pb2, consumer_group_pb2
 
 from services.process.grpc_server import Method, _unary
-from services.shard.app import ShardApp
 from services.shard.servicer import group_coordinator_methods, steady_heartbeat_answer
-from shards.adapters.convert import converter_from, converter_to
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer import api
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from shards.security.enforce import AuthorizingCoordinator
-from tests.component.conftest import Client, connect, create_topics, shard_settings
+from tests.component.conftest import (
+    Client,
+    PeerContext,
+    general_answer,
+    pending_write,
+    recorded,
+    start_client,
+)
 
 GROUP = "steady-app"
 HOST = "127.0.0.1"
 Request = consumer_group_pb2.ConsumerGroupHeartbeatRequest
 Response = consumer_group_pb2.ConsumerGroupHeartbeatResponse
-
-
-class Context:
-    """The little of a servicer context the unary behaviour reads."""
-
-    def peer(self) -> str:
-        return f"ipv4:{HOST}:5555"
-
-    async def abort(self, code: Any, details: str) -> None:
-        raise AssertionError(f"aborted: {code} {details}")
-
-
-async def _start(tmp_path: Path, **config: object) -> Client:
-    app = ShardApp(shard_settings(tmp_path, **config))
-    await app.start()
-    c = await connect(app)
-    await create_topics(c)
-    return c
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    c = await _start(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.channel.close()
-        await c.app.stop()
 
 
 async def _join(c: Client, member_id: str, client_id: str = "", group: str = GROUP) -> int:
@@ -101,16 +77,6 @@ def _heartbeat_method(c: Client) -> Method:
     return m
 
 
-async def _general_answer(m: Method, message: Request) -> bytes:
-    """What the general way answers (the handler on the converted request)."""
-    message = Request.FromString(message.SerializeToString())
-    if not message.context.client_host:
-        message.context.client_host = HOST
-    request = converter_from(m.request_type, m.request_pb)(message)
-    response = await m.handler(request)
-    return bytes(converter_to(m.response_type, m.response_pb)(response).SerializeToString())
-
-
 def _shortcut(m: Method, message: Request, host: str) -> bytes | None:
     """The shortcut's answer to ``message`` from ``host`` (None: it leaves it to the handler)."""
     assert m.steady is not None
@@ -130,11 +96,11 @@ async def test_a_steady_heartbeat_gets_the_bytes_the_general_way_gives(client: C
     message = _steady("m1", epoch)
     answer = _shortcut(m, message, HOST)
     assert answer is not None
-    assert answer == await _general_answer(m, message)
+    assert answer == await general_answer(m, message)
     # the default "unchanged" rebalance timeout set explicitly (as the core's request converts
     # to protobuf: what a separate gateway sends) is the same request
     explicit = _steady("m1", epoch, rebalance_timeout_ms=-1)
-    assert _shortcut(m, explicit, HOST) == answer == await _general_answer(m, explicit)
+    assert _shortcut(m, explicit, HOST) == answer == await general_answer(m, explicit)
     decoded = Response.FromString(answer)
     assert (decoded.error_code, decoded.member_id, decoded.member_epoch) == (0, "m1", epoch)
     assert decoded.heartbeat_interval_ms == 5_000 and not decoded.HasField("assignment")
@@ -144,16 +110,8 @@ async def test_a_steady_heartbeat_gets_the_bytes_the_general_way_gives(client: C
 async def test_the_shortcut_answers_over_the_wire_and_keeps_the_session_alive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    answered: list[Any] = []
-    original = GroupCoordinatorService.steady_heartbeat
-
-    def counted(self: GroupCoordinatorService, *args: Any) -> Any:
-        answer = original(self, *args)
-        answered.append(answer)
-        return answer
-
-    monkeypatch.setattr(GroupCoordinatorService, "steady_heartbeat", counted)
-    c = await _start(
+    answered = recorded(monkeypatch, GroupCoordinatorService, "steady_heartbeat")
+    c = await start_client(
         tmp_path,
         consumer_group_session_timeout_ms=600,
         consumer_group_min_session_timeout_ms=500,
@@ -203,14 +161,14 @@ async def test_anything_but_the_steady_case_goes_the_general_way(client: Client)
         assert _shortcut(m, message, HOST) is None, message
     for message, code in others:
         if code > 0:  # (the others would change the member: not answered here)
-            assert Response.FromString(await _general_answer(m, message)).error_code == code
+            assert Response.FromString(await general_answer(m, message)).error_code == code
     # a changed client id: the general way records it
     other = "steady-other"
     epoch = await _join(client, "m2", client_id="app-2", group=other)
     changed = _steady("m2", epoch, other)
     changed.context.client_id = "app-2b"
     assert _shortcut(m, changed, HOST) is None
-    assert Response.FromString(await _general_answer(m, changed)).error_code == 0
+    assert Response.FromString(await general_answer(m, changed)).error_code == 0
     (member,) = (await _described(client, other)).members
     assert member.client_id == "app-2b"
     again = _steady("m2", epoch, other)
@@ -262,7 +220,7 @@ async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_t
     message.context.client_id = "app-1"
     raw = message.SerializeToString()
     first, _ = answer(raw, HOST)
-    assert first == await _general_answer(m, message)
+    assert first == await general_answer(m, message)
     second, parsed = answer(raw, HOST)
     assert (second, parsed) == (first, None)
     assert counting.parsed == [raw] and len(decided) == 2 and None not in decided
@@ -278,7 +236,7 @@ async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_t
     assert altered.error_code == 0
     third, _ = answer(raw, HOST)
     assert third is not None and Response.FromString(third).heartbeat_interval_ms == 7_000
-    assert third == await _general_answer(m, message) and counting.parsed == [raw]
+    assert third == await general_answer(m, message) and counting.parsed == [raw]
     # another host than the member's: not steady (the remembered request is the same)
     assert answer(raw, "10.0.0.9") == (None, None)
     # the member's record changes (another client id, recorded by the general way): the
@@ -286,11 +244,11 @@ async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_t
     renamed = _steady("m1", epoch)
     renamed.context.client_id = "app-1b"
     assert answer(renamed.SerializeToString(), HOST)[0] is None
-    assert Response.FromString(await _general_answer(m, renamed)).error_code == 0
+    assert Response.FromString(await general_answer(m, renamed)).error_code == 0
     assert answer(raw, HOST) == (None, None)
-    assert Response.FromString(await _general_answer(m, message)).error_code == 0
+    assert Response.FromString(await general_answer(m, message)).error_code == 0
     # and back: steady again
-    assert answer(raw, HOST)[0] == await _general_answer(m, message)
+    assert answer(raw, HOST)[0] == await general_answer(m, message)
     # another member joins: once the group's new target is there, m1 is no longer steady;
     # the remembered request is declined and the general way gives m1 its new state
     await _join_second(client)
@@ -300,7 +258,7 @@ async def test_the_shortcut_remembers_a_request_but_decides_every_heartbeat_on_t
         await asyncio.sleep(0.02)
     else:
         raise AssertionError("m1 stayed steady after another member joined")
-    general = Response.FromString(await _general_answer(m, message))
+    general = Response.FromString(await general_answer(m, message))
     assert general.error_code == 0 and (
         general.member_epoch != epoch or general.HasField("assignment")
     )
@@ -334,7 +292,7 @@ async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> N
         (0, 6),
         (2, 6),
     ):
-        assert answer(raws[i], HOST) == (await _general_answer(m, messages[i]), None)
+        assert answer(raws[i], HOST) == (await general_answer(m, messages[i]), None)
         assert len(counting.parsed) == parses, (i, counting.parsed)
 
 
@@ -352,24 +310,8 @@ async def test_a_partition_with_records_pending_goes_the_general_way(client: Cli
     m = _heartbeat_method(client)
     assert m.steady is not None
     epoch = await _join(client, "m1")
-    service: Any = client.app.service
-    partition = service.runtime.partitions[partition_for(GROUP, service.num_partitions)]
     # another group of the same partition (m1 stays steady: only the pending write counts)
-    neighbour = next(
-        g
-        for g in (f"neighbour-{i}" for i in range(1_000))
-        if partition_for(g, service.num_partitions) == partition.partition
-    )
-    joining = api.ConsumerGroupHeartbeatRequest(
-        neighbour,
-        "m9",
-        0,
-        rebalance_timeout_ms=30_000,
-        subscribed_topic_names=("t",),
-        topic_partitions=(),
-    )
-    # a write whose records are appended after this loop iteration: pending until then
-    written = partition.write(lambda shard, now: shard.consumer_group_heartbeat(joining, now))
+    written = pending_write(client, GROUP)
     assert _shortcut(m, _steady("m1", epoch), HOST) is None
     await asyncio.sleep(0)  # the batch is being appended now (its answer comes later)
     assert not written.done()
@@ -392,7 +334,7 @@ async def test_a_failing_shortcut_leaves_the_answer_to_the_general_way(
 
     monkeypatch.setattr(partition.sm, "consumer_group_steady_heartbeat", broken)
     assert _shortcut(m, _steady("m1", epoch), HOST) is None
-    assert Response.FromString(await _general_answer(m, _steady("m1", epoch))).member_epoch == epoch
+    assert Response.FromString(await general_answer(m, _steady("m1", epoch))).member_epoch == epoch
 
 
 async def test_no_shortcut_behind_an_authorizer(client: Client) -> None:
@@ -416,13 +358,13 @@ async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler
     behavior = _unary(counted).unary_unary
     steady = _steady("m1", epoch).SerializeToString()
     full = _steady("m1", epoch, rebalance_timeout_ms=30_000).SerializeToString()
-    assert Response.FromString(await behavior(steady, Context())).member_epoch == epoch
+    assert Response.FromString(await behavior(steady, PeerContext())).member_epoch == epoch
     assert handled == []
-    assert Response.FromString(await behavior(full, Context())).member_epoch == epoch
+    assert Response.FromString(await behavior(full, PeerContext())).member_epoch == epoch
     assert len(handled) == 1 and handled[0].context.client_host == HOST
     # an authorizer asks who is calling: every request goes to the handler
     identified = _unary(counted, identify=lambda context: "User:alice").unary_unary
-    assert Response.FromString(await identified(steady, Context())).member_epoch == epoch
+    assert Response.FromString(await identified(steady, PeerContext())).member_epoch == epoch
     assert len(handled) == 2
 
 
@@ -458,14 +400,7 @@ async def test_the_coordinator_answers_a_steady_heartbeat_itself(
         subscribed_topic_names=("t",),
         topic_partitions=(),  # (owns nothing it reports: the answer brings the assignment)
     )
-    answered: list[Any] = []
-    original = CoordinatorStateMachine.consumer_group_steady_heartbeat
-
-    def counted(self: CoordinatorStateMachine, *args: Any) -> Any:
-        answered.append(original(self, *args))
-        return answered[-1]
-
-    monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", counted)
+    answered = recorded(monkeypatch, CoordinatorStateMachine, "consumer_group_steady_heartbeat")
     fast = await stub.ConsumerGroupHeartbeat(steady)
     assert answered == [(epoch, 5_000, False)]
     assert (await stub.ConsumerGroupHeartbeat(full)).assignment is not None
