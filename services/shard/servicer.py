@@ -100,8 +100,6 @@ def steady_heartbeat_answer(
     parse = method.request_pb.FromString
     response = method.response_pb
     # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
-    # (the values the answer was built from, the answer)) -- all of it immutable
-    # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
     # and once answered: the interval and should-compute flag the answer was serialized with,
     # and the answer); the strings a group or an application shares are interned
     memo: dict[bytes, tuple[Any, ...]] = {}
