@@ -58,10 +58,12 @@ from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.ids import UuidSource, java_uuid_string
 from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
-from shards.core.result import CoordinatorResult, Deferred, Timer, TimerOp
-from shards.core.timer_keys import TimerKind, group_key, member_key
+from shards.core.result import CoordinatorResult, Deferred, Timer, TimerKey, TimerOp
+from shards.core.timer_keys import TimerKind, group_key, member_key, member_of_key
 
 UNKNOWN_MEMBER_ID = ""
+#: (an enum member looked up on its class costs ~50 ns: every heartbeat needs this one)
+_CLASSIC_HEARTBEAT = TimerKind.CLASSIC_HEARTBEAT
 
 
 class Op:
@@ -150,6 +152,8 @@ class ClassicGroupManager:
         self.new_uuid: Callable[[], str] = lambda: java_uuid_string(new_uuid())
         #: online migration: classic members of consumer groups (None: not reachable)
         self.migration = migration
+        #: every member's session timer runs this one bound method (schedule_keyed)
+        self._session_timer = self._session_expired
 
     def _in_consumer_group(
         self, group: Group | None
@@ -639,39 +643,42 @@ class ClassicGroupManager:
 
     # ---- sessions ------------------------------------------------------------------------------
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        self.timer.schedule(
-            member_key(TimerKind.CLASSIC_HEARTBEAT, group_id, member_id),
-            timeout_ms,
-            self._on_group(group_id, self._heartbeat_expired(member_id)),
+        """(Re)start a member's session: one op (:meth:`_session_expired`, kept bound) for
+        every member's timer, no closure per heartbeat."""
+        self.timer.schedule_keyed(
+            member_key(_CLASSIC_HEARTBEAT, group_id, member_id), timeout_ms, self._session_timer
         )
 
-    def _heartbeat_expired(self, member_id: str) -> Callable[[ClassicGroup, Op, int], None]:
-        def expire(group: ClassicGroup, op: Op, now_ms: int) -> None:
-            if group.state is DEAD:
-                return
-            if group.is_pending_member(member_id):
-                group.remove(member_id)
-                if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
-                    self._complete_join(group, op, now_ms)
-                return
-            member = group.members.get(member_id)
-            if member is None or member.has_satisfied_heartbeat():
-                return
-            # A new member may still be waiting for its JoinGroup: tell it to rejoin.
-            group.complete_join(
-                member,
-                api.JoinGroupResponse(
-                    error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID
-                ),
-                op.completions,
-            )
-            self._remove_member(group, member_id, op)
-            if group.state in (STABLE, COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group, op, now_ms)
-            elif group.state is PREPARING_REBALANCE and group.has_all_members_joined():
-                self._complete_join(group, op, now_ms)
+    def _session_expired(self, key: TimerKey, now_ms: int) -> CoordinatorResult[Any]:
+        group_id, member_id = member_of_key(key)
+        op = Op()
+        group = self.classic_group(group_id)
+        if group is not None:
+            self._expire_session(group, member_id, op, now_ms)
+        return op.result(None)
 
-        return expire
+    def _expire_session(self, group: ClassicGroup, member_id: str, op: Op, now_ms: int) -> None:
+        if group.state is DEAD:
+            return
+        if group.is_pending_member(member_id):
+            group.remove(member_id)
+            if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
+                self._complete_join(group, op, now_ms)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        # A new member may still be waiting for its JoinGroup: tell it to rejoin.
+        group.complete_join(
+            member,
+            api.JoinGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID),
+            op.completions,
+        )
+        self._remove_member(group, member_id, op)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance_or_complete_join(group, op, now_ms)
+        elif group.state is PREPARING_REBALANCE and group.has_all_members_joined():
+            self._complete_join(group, op, now_ms)
 
     def _remove_member(self, group: ClassicGroup, member_id: str, op: Op) -> None:
         member = group.members.get(member_id)
