@@ -97,19 +97,21 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
-#: a ConsumerGroupHeartbeat's fields besides group, member id, epoch and context, and their
-#: values when unset: a request with all of them so carries nothing that would change
-_STEADY_UNSET = tuple(
+#: the fields a steady ConsumerGroupHeartbeat carries (what a member sends when nothing
+#: changed; :meth:`GroupCoordinatorService.steady_heartbeat`)
+STEADY_HEARTBEAT_FIELDS = frozenset({"group_id", "member_id", "member_epoch", "context"})
+#: every other field of the request and its value when unset: a steady one has them all so
+STEADY_HEARTBEAT_UNSET = tuple(
     (f.name, f.default)
     for f in fields(consumer_api.ConsumerGroupHeartbeatRequest)
-    if f.name not in ("group_id", "member_id", "member_epoch", "context")
+    if f.name not in STEADY_HEARTBEAT_FIELDS
 )
 
 
 def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
     """Whether ``request`` carries nothing but its ids, epoch and context (see
     :meth:`GroupCoordinatorService.steady_heartbeat`)."""
-    for name, unset in _STEADY_UNSET:
+    for name, unset in STEADY_HEARTBEAT_UNSET:
         if getattr(request, name) != unset:
             return False
     return True

@@ -107,7 +107,7 @@ def batch_handler(
             name: (m.request_pb.FromString, local_call(m, host, caller))
             for name, m in by_name.items()
         }
-        # the unary server's shortcuts (a steady heartbeat), taken as it takes them: never
+        # the unary server's shortcuts (steady heartbeats), taken as it takes them: never
         # when an authorizer asks who is calling
         shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {
             name: m.steady

@@ -23,15 +23,17 @@ from typing import Any
 
 from services.process.grpc_server import Method, service_methods
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
-from shards.coordinator import GroupCoordinatorService
+from shards.coordinator import (
+    STEADY_HEARTBEAT_FIELDS,
+    STEADY_HEARTBEAT_UNSET,
+    GroupCoordinatorService,
+)
 from shards.core.errors import Errors
 from shards.topic_catalog import TopicCatalog
 
 GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
-#: the fields of a steady heartbeat's request (every other one must be unset)
-_STEADY_FIELDS = frozenset({"group_id", "member_id", "member_epoch", "context"})
 
 SteadyHeartbeat = Callable[[str, str, int, str, str], "tuple[int, int, bool] | None"]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
@@ -83,20 +85,14 @@ def steady_heartbeat_answer(
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
     plain = {f.name for f in fields if not f.has_presence}
-    if not plain <= _STEADY_FIELDS:  # a new field the shortcut would not see
-        raise ValueError(f"ConsumerGroupHeartbeat has fields {plain - _STEADY_FIELDS} it ignores")
-    defaults = {f.name: f.default for f in dataclasses.fields(method.request_type)}
+    if not plain <= STEADY_HEARTBEAT_FIELDS:  # a new field the shortcut would not see
+        extra = plain - STEADY_HEARTBEAT_FIELDS
+        raise ValueError(f"ConsumerGroupHeartbeat has fields {extra} it ignores")
     # null in the core's request when unset: must be unset
-    unset = tuple(
-        f.name for f in fields if f.name not in _STEADY_FIELDS and defaults[f.name] is None
-    )
+    unset = tuple(name for name, default in STEADY_HEARTBEAT_UNSET if default is None)
     # a default of the core's request when unset (rebalance_timeout_ms: -1, "unchanged"): may
     # also be set to that default, which converts to the same request (a gateway sends it so)
-    defaulted = tuple(
-        (f.name, defaults[f.name])
-        for f in fields
-        if f.name not in _STEADY_FIELDS and defaults[f.name] is not None
-    )
+    defaulted = tuple((n, default) for n, default in STEADY_HEARTBEAT_UNSET if default is not None)
     parse = method.request_pb.FromString
     response = method.response_pb
     # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
