@@ -108,6 +108,11 @@ STEADY_HEARTBEAT_UNSET = tuple(
 )
 
 
+#: what :meth:`GroupCoordinatorService.steady_decision` gives to answer the same heartbeat
+#: again: (the partition, its count of changes then, group id, member id)
+SteadyToken = tuple[CoordinatorPartition, int, str, str]
+
+
 def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
     """Whether ``request`` carries nothing but its ids, epoch and context (see
     :meth:`GroupCoordinatorService.steady_heartbeat`)."""
@@ -176,11 +181,46 @@ class GroupCoordinatorService:
         included. (The request limits hold: a member found by its ids joined with ids within
         them.) Not an RPC: :meth:`consumer_group_heartbeat` asks it first, and the gRPC
         servicer's shortcut (``services.shard.servicer``) before converting anything."""
-        return self._answer_now(
+        decided = self.steady_decision(group_id, member_id, member_epoch, client_id, client_host)
+        return None if decided is None else decided[0]
+
+    def steady_decision(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        client_id: str,
+        client_host: str,
+    ) -> tuple[tuple[int, int, bool], SteadyToken] | None:
+        """:meth:`steady_heartbeat`'s answer and a token to give it again with
+        (:meth:`steady_again`) while nothing it was decided on can have changed."""
+        p = self.runtime.partitions.get(partition_for(group_id, self.num_partitions))
+        if p is None:
+            return None
+        try:
+            answer = p.answer_now(
+                lambda shard, now: shard.consumer_group_steady_heartbeat(
+                    group_id, member_id, member_epoch, client_id, client_host, now
+                )
+            )
+        except Exception:
+            log.exception("a shortcut for group %s failed", group_id)
+            return None
+        if answer is None:
+            return None
+        return answer, (p, p.changes, group_id, member_id)
+
+    def steady_again(self, token: SteadyToken) -> bool:
+        """The same heartbeat answered as :meth:`steady_decision` answered it, which gave
+        ``token``: True when nothing that decision read can have changed since (the
+        partition counts every operation but such answers: ``CoordinatorPartition.changes``)
+        -- the member's session moved on as the decision moves it. False: decide again."""
+        p, changes, group_id, member_id = token
+        return p.answer_again(
+            changes,
+            CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
             group_id,
-            lambda shard, now: shard.consumer_group_steady_heartbeat(
-                group_id, member_id, member_epoch, client_id, client_host, now
-            ),
+            member_id,
         )
 
     def classic_steady_heartbeat(

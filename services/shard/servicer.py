@@ -11,7 +11,10 @@ is offered first to the coordinator's ``steady_heartbeat`` with the values read 
 the protobuf message, and answered from what that returns; anything else, or a heartbeat that
 is not the steady case, goes the general way (docs/performance.md, "Fifth round"). A steady
 member sends the same bytes every time: the shortcut remembers what it parsed from them and
-the answer it last serialized ("Sixth round"), and still asks the coordinator every time.
+the answer it last serialized ("Sixth round"), and the coordinator's decision with a token
+(``steady_again``): the decision is given again while the group's partition counted no
+operation since -- the member's session still moved on every time -- else the coordinator
+decides anew on the state of the moment ("Seventh round").
 """
 
 from __future__ import annotations
@@ -35,19 +38,23 @@ GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
 
-SteadyHeartbeat = Callable[[str, str, int, str, str], "tuple[int, int, bool] | None"]
+#: the coordinator's steady_decision: an answer and a token to give it again, or None
+SteadyDecision = Callable[[str, str, int, str, str], "tuple[tuple[int, int, bool], Any] | None"]
+#: the coordinator's steady_again: whether the answer a token came with holds still
+SteadyAgain = Callable[[Any], bool]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
 def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
     methods = service_methods(GROUP_COORDINATOR_SERVICE, service)
     # (not behind an authorizer: the authorizing wrapper has neither)
-    steady = getattr(service, "steady_heartbeat", None)
+    steady = getattr(service, "steady_decision", None)
+    again = getattr(service, "steady_again", None)
     classic = getattr(service, "classic_steady_heartbeat", None)
     shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {}
     for m in methods:
-        if m.name == "ConsumerGroupHeartbeat" and steady is not None:
-            shortcuts[m.name] = steady_heartbeat_answer(m, steady)
+        if m.name == "ConsumerGroupHeartbeat" and steady is not None and again is not None:
+            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again)
         elif m.name == "Heartbeat" and classic is not None:
             shortcuts[m.name] = classic_heartbeat_answer(m, classic)
     return [
@@ -60,13 +67,16 @@ def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
     return service_methods(TOPIC_CATALOG_SERVICE, catalog)
 
 
-#: how many distinct steady requests the shortcut remembers, ~0.4 KB each (see
+#: how many distinct steady requests the shortcut remembers, ~0.5 KB each (see
 #: :func:`steady_heartbeat_answer`)
 STEADY_MEMO_ENTRIES = 16_384
 
 
 def steady_heartbeat_answer(
-    method: Method, steady: SteadyHeartbeat, capacity: int = STEADY_MEMO_ENTRIES
+    method: Method,
+    steady: SteadyDecision,
+    again: SteadyAgain,
+    capacity: int = STEADY_MEMO_ENTRIES,
 ) -> Callable[[bytes, str], tuple[bytes | None, Any]]:
     """``answer(request_bytes, peer_host)``: ``(the serialized ConsumerGroupHeartbeatResponse
     of a steady heartbeat, None)``, or ``(None, the parsed request or None)`` when it is not
@@ -77,10 +87,13 @@ def steady_heartbeat_answer(
     A member in the steady state sends the same bytes on every heartbeat, so the shortcut
     remembers, per distinct request it answered, what parsing it gave -- its ids, epoch and
     context, the request being of the steady shape -- and the answer it last serialized with
-    the values it was built from. Every heartbeat is still decided by ``steady`` on the live
-    state (nothing about the member or group is remembered here); only the protobuf parse and
-    shape check of the same bytes and the serialization of the same answer are not repeated.
-    At most ``capacity`` requests are remembered (~0.4 KB each): when full, it keeps them and
+    the values it was built from, the token ``steady`` gave with its decision and the client
+    host it was decided for. Asked again from that host, ``again(token)`` gives the same
+    decision again (moving the member's session on) while nothing it read can have changed --
+    the partition counted no operation since (``CoordinatorPartition.changes``); otherwise
+    ``steady`` decides anew on the live state. Nothing about the member or group is
+    remembered here but what a decision gave.
+    At most ``capacity`` requests are remembered (~0.5 KB each): when full, it keeps them and
     parses and serializes the others each time, until as many requests again went
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
@@ -97,7 +110,8 @@ def steady_heartbeat_answer(
     response = method.response_pb
     # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
     # and once answered: the interval and should-compute flag the answer was serialized with,
-    # and the answer); the strings a group or an application shares are interned
+    # the answer, the decision's token and the host it was decided for); the strings a group
+    # or an application shares are interned
     memo: dict[bytes, tuple[Any, ...]] = {}
     full = 0  # requests not remembered since the memory was last started afresh
 
@@ -120,6 +134,8 @@ def steady_heartbeat_answer(
             None,
             None,
             None,
+            None,
+            None,
         )
 
     def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
@@ -130,19 +146,24 @@ def steady_heartbeat_answer(
             message, known = steady_shape(raw)
             if known is None:
                 return None, message
-        group_id, member_id, epoch, client_id, client_host, interval, compute, built = known
-        steady_answer = steady(group_id, member_id, epoch, client_id, client_host or host)
-        if steady_answer is None:
+        elif known[8] is not None and (known[4] or host) == known[9] and again(known[8]):
+            return known[7], None  # the decision the answer was built from holds still
+        group_id, member_id, epoch, client_id, client_host, interval, compute, built = known[:8]
+        decided_host = client_host or intern(host)
+        decided = steady(group_id, member_id, epoch, client_id, decided_host)
+        if decided is None:
             return None, message
+        steady_answer, token = decided
         if steady_answer == (epoch, interval, compute):  # (as remembered)
-            return built, None
-        answer_epoch, interval, compute = steady_answer
-        serialized = response(
-            member_id=member_id,
-            member_epoch=answer_epoch,
-            heartbeat_interval_ms=interval,
-            should_compute_assignment=compute,
-        ).SerializeToString()
+            serialized = built
+        else:
+            answer_epoch, interval, compute = steady_answer
+            serialized = response(
+                member_id=member_id,
+                member_epoch=answer_epoch,
+                heartbeat_interval_ms=interval,
+                should_compute_assignment=compute,
+            ).SerializeToString()
         if message is not None and len(memo) >= capacity:
             # Full: keep what is remembered (members heartbeat in cycles: replacing entries
             # would leave none to hit) until as many requests again were not, then start
@@ -161,6 +182,8 @@ def steady_heartbeat_answer(
             interval,
             compute,
             serialized,
+            token,
+            decided_host,
         )
         return serialized, None
 

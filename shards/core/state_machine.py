@@ -182,6 +182,14 @@ class CoordinatorStateMachine:
             group_id, member_id, member_epoch, client_id, client_host, now_ms
         )
 
+    def consumer_group_steady_heartbeat_again(
+        self, now_ms: int, group_id: str, member_id: str
+    ) -> None:
+        """What :meth:`consumer_group_steady_heartbeat` changes when it answers (the member's
+        session), for the same heartbeat answered again (``CoordinatorPartition.answer_again``;
+        ``now_ms`` first, as that passes it)."""
+        self.consumer.steady_heartbeat_again(group_id, member_id, now_ms)
+
     def consumer_group_install_assignment(
         self, request: consumer_api.ConsumerGroupInstallAssignmentRequest, now_ms: int
     ) -> CoordinatorResult[consumer_api.ConsumerGroupInstallAssignmentResponse]:

@@ -320,6 +320,11 @@ class CoordinatorPartition:
         # bumped whenever the in-memory state is discarded or rebuilt, so that an append
         # that completes afterwards cannot touch the new incarnation
         self._incarnation = 0
+        #: counts what may change an answer the state machine gives: every write, read and
+        #: timer, and every change of state (load, unload, failure). An :meth:`answer_now`
+        #: operation changes nothing another one reads but sessions, and is not counted: a
+        #: decision taken by one holds while the count stays the same (:meth:`answer_again`)
+        self.changes = 0
         self.stats = {"appends": 0, "records": 0, "ops": 0, "reloads": 0, "snapshots": 0}
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -327,6 +332,7 @@ class CoordinatorPartition:
         if target not in VALID_TRANSITIONS[self.state]:
             raise RuntimeError(f"partition {self.partition}: {self.state} -> {target} is illegal")
         self.state = target
+        self.changes += 1
 
     async def load(self) -> None:
         """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE.
@@ -373,6 +379,7 @@ class CoordinatorPartition:
             if self.instruments is not None:
                 self.instruments.loaded(time.perf_counter() - started)
             sm.on_loaded(self.clock.now_ms())
+            self.changes += 1
             log.debug(
                 "partition %d loaded at epoch %d: %d records up to offset %d",
                 self.partition,
@@ -387,6 +394,7 @@ class CoordinatorPartition:
             return
         was_active = self.state is PartitionState.ACTIVE
         self._accepting = False  # from now on: NOT_COORDINATOR
+        self.changes += 1
         if graceful and was_active:
             # flush what was already accepted (the writer keeps going until idle)
             self._schedule_flush_now()
@@ -396,6 +404,7 @@ class CoordinatorPartition:
             ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} was unloaded")
         )
         self.state = PartitionState.CLOSED
+        self.changes += 1
         self.timer.cancel_all()
         self._cancel_tasks()
         if self.sm is not None:
@@ -429,6 +438,7 @@ class CoordinatorPartition:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self.stats["ops"] += 1
+        self.changes += 1
         result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
         self._apply(result, future)
         return future
@@ -438,6 +448,7 @@ class CoordinatorPartition:
         self.check_active()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.stats["ops"] += 1
+        self.changes += 1
         response = op(self.sm, self.clock.now_ms())
         self._release_after_current(future, response)
         return future
@@ -459,9 +470,22 @@ class CoordinatorPartition:
             self.stats["ops"] += 1
         return answer
 
+    def answer_again(self, changes: int, op: Callable[..., Any], *args: Any) -> bool:
+        """Give again an answer an :meth:`answer_now` operation gave when :attr:`changes` was
+        ``changes``: when it still is (nothing it read can have changed; the partition is
+        still active and idle: making it otherwise counts) run ``op(state machine, now_ms,
+        *args)`` -- what the operation does on every asking, e.g. move a session on -- and
+        True. False: ask the operation itself."""
+        if changes != self.changes:
+            return False
+        op(self.sm, self.clock.now_ms(), *args)
+        self.stats["ops"] += 1
+        return True
+
     def fire_timer(self, key: TimerKey, op: Callable[[int], CoordinatorResult[Any]]) -> None:
         if self.state is not PartitionState.ACTIVE or not self._accepting:
             return
+        self.changes += 1
         try:
             result = op(self.clock.now_ms())
         except Exception:
@@ -694,6 +718,7 @@ class CoordinatorPartition:
             self.sm.on_unloaded()
         self.sm = None
         self.state = PartitionState.FAILED
+        self.changes += 1
         self._idle.set()
         log.error("partition %d failed: %r", self.partition, cause)
         if self.on_failure is not None:

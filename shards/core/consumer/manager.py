@@ -360,12 +360,18 @@ class ConsumerGroupManager:
         group, member = found
         if member.client_id != client_id or member.client_host != client_host:
             return None  # the member's record changes: the general way writes it
-        self.schedule_session_timeout(group.group_id, member.member_id, now_ms=now_ms)
+        self.steady_heartbeat_again(group.group_id, member.member_id, now_ms)
         return (
             member.member_epoch,
             self.configs.heartbeat_interval_ms(group_id),
             self._computes(group, member),
         )
+
+    def steady_heartbeat_again(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """What :meth:`steady_heartbeat` changes when it answers: the member's session moves
+        on. Run alone for a heartbeat answered as the same one before it when nothing else
+        can have changed since (``CoordinatorPartition.answer_again``)."""
+        self.schedule_session_timeout(group_id, member_id, now_ms=now_ms)
 
     def _steady_member(
         self,

@@ -142,6 +142,78 @@ async def test_read_with_nothing_pending_answers_at_once(store: InMemoryLogStore
     assert fut.done() and fut.result() == -1
 
 
+def _touch(sm: Counter, now: int, name: str) -> None:
+    """What an answer given again does (a session moved on, in the real state machine)."""
+    sm.values[f"touched-{name}"] = now
+
+
+async def test_an_answer_is_given_again_only_while_nothing_was_counted(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """``answer_now`` operations are not counted (each answered again while nothing else
+    ran); every write, read, timer and change of state is, and an earlier answer is not given
+    again after it: the operation decides anew."""
+    rt = make_runtime(store, reload_backoff_ms=(1, 10))
+    await rt.load(0)
+    p = rt.partition(0)
+    assert await p.write(lambda sm, now: sm.incr("a")) == 1
+
+    def decided() -> int:
+        assert p.answer_now(lambda sm, now: sm.values["a"]) is not None
+        return p.changes
+
+    changes = decided()
+    assert p.answer_now(lambda sm, now: sm.values.get("b", -1)) == -1  # another one: not counted
+    clock.advance(7)
+    ops = p.stats["ops"]
+    assert p.answer_again(changes, _touch, "a") and p.sm.values["touched-a"] == clock.now_ms()
+    assert p.stats["ops"] == ops + 1
+
+    async def counted(step: Any) -> None:
+        nonlocal changes
+        changes = decided()
+        done = step()
+        assert not p.answer_again(changes, _touch, "x")
+        assert "touched-x" not in p.sm.values
+        if done is not None:
+            await done  # (durable: the partition idle again)
+
+    await counted(lambda: p.write(lambda sm, now: sm.incr("b")))
+    await counted(lambda: p.write(lambda sm, now: sm_noop()))  # writes nothing: counted too
+    await counted(lambda: p.read(lambda sm, now: sm.values.get("a")))
+    p.sm.timer.schedule("t", 5, lambda now: sm_noop())
+
+    def timer_fires() -> None:
+        clock.advance(5)
+
+    await counted(timer_fires)
+    # a write not durable yet: not answered now, and no earlier answer given again
+    store.hold_appends()
+    changes = decided()
+    pending = p.write(lambda sm, now: sm.incr("a"))
+    assert p.answer_now(lambda sm, now: 1) is None
+    assert not p.answer_again(changes, _touch, "x")
+    store.release_appends()
+    assert await pending == 2
+    # a failure (state discarded), a reload, an unload: the same
+    changes = decided()
+    store.fail_next_appends(1)
+    failed = p.write(lambda sm, now: sm.incr("a"))
+    with pytest.raises(ApiError):
+        await failed
+    assert p.state is PartitionState.FAILED and not p.answer_again(changes, _touch, "x")
+    await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 10)
+    p = rt.partition(0)
+    assert not p.answer_again(changes, _touch, "x")
+    changes = decided()
+    await rt.unload(0)
+    assert not p.answer_again(changes, _touch, "x")
+
+
+def sm_noop() -> CoordinatorResult[None]:
+    return CoordinatorResult([], None)
+
+
 async def test_failed_append_fails_every_waiter_and_reloads_durable_state(
     store: InMemoryLogStore, clock: ManualClock
 ) -> None:

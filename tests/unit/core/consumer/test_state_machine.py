@@ -296,6 +296,19 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         assert list(general.records) == [] and not general.tasks
         assert fast.response == general.response
 
+    @rule(ms=st.sampled_from([0, 1, 1_000]))
+    def steady_decisions_hold_between_operations(self, ms: int) -> None:
+        """What lets the shard give a steady heartbeat's answer again without deciding
+        (``CoordinatorPartition.answer_again``: while the partition counted no operation):
+        with none in between -- only time passing and members' steady heartbeats, which are
+        not counted -- every member's steady decision stays what it was."""
+        manager = self.c.h.shard.consumer
+        now = self.c.h.now
+        members = [(c.member_id, c.epoch) for c in self.all_clients if c.joined]
+        first = [manager.steady_heartbeat("g", m, e, "", "", now) for m, e in members]
+        later = [manager.steady_heartbeat("g", m, e, "", "", now + ms) for m, e in members[::-1]]
+        assert first == later[::-1]
+
     # ---- client-side assignors ---------------------------------------------------------------
     def _chosen_client(self) -> FakeConsumer | None:
         g = self._group()
