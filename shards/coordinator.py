@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, TypeVar
+from weakref import ReferenceType, ref
 
 from shards.core import api, offsets
 from shards.core.classic import api as classic_api
@@ -109,8 +110,8 @@ STEADY_HEARTBEAT_UNSET = tuple(
 
 
 #: what :meth:`GroupCoordinatorService.steady_decision` gives to answer the same heartbeat
-#: again: (the partition, its count of changes then, group id, member id)
-SteadyToken = tuple[CoordinatorPartition, int, str, str]
+#: again: (a weak reference to the partition, its count of changes then, group id, member id)
+SteadyToken = tuple["ReferenceType[CoordinatorPartition]", int, str, str]
 
 
 def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
@@ -180,7 +181,8 @@ class GroupCoordinatorService:
         not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
         included. (The request limits hold: a member found by its ids joined with ids within
         them.) Not an RPC: :meth:`consumer_group_heartbeat` asks it first, and the gRPC
-        servicer's shortcut (``services.shard.servicer``) before converting anything."""
+        servicer's shortcut (``services.shard.servicer``, as :meth:`steady_decision`) before
+        converting anything."""
         decided = self.steady_decision(group_id, member_id, member_epoch, client_id, client_host)
         return None if decided is None else decided[0]
 
@@ -194,29 +196,26 @@ class GroupCoordinatorService:
     ) -> tuple[tuple[int, int, bool], SteadyToken] | None:
         """:meth:`steady_heartbeat`'s answer and a token to give it again with
         (:meth:`steady_again`) while nothing it was decided on can have changed."""
-        p = self.runtime.partitions.get(partition_for(group_id, self.num_partitions))
-        if p is None:
+        answered = self._answer_now(
+            group_id,
+            lambda shard, now: shard.consumer_group_steady_heartbeat(
+                group_id, member_id, member_epoch, client_id, client_host, now
+            ),
+        )
+        if answered is None:
             return None
-        try:
-            answer = p.answer_now(
-                lambda shard, now: shard.consumer_group_steady_heartbeat(
-                    group_id, member_id, member_epoch, client_id, client_host, now
-                )
-            )
-        except Exception:
-            log.exception("a shortcut for group %s failed", group_id)
-            return None
-        if answer is None:
-            return None
-        return answer, (p, p.changes, group_id, member_id)
+        answer, p = answered
+        # (a weak reference: a remembered token must not keep an unloaded partition's state)
+        return answer, (ref(p), p.changes, group_id, member_id)
 
     def steady_again(self, token: SteadyToken) -> bool:
         """The same heartbeat answered as :meth:`steady_decision` answered it, which gave
         ``token``: True when nothing that decision read can have changed since (the
         partition counts every operation but such answers: ``CoordinatorPartition.changes``)
         -- the member's session moved on as the decision moves it. False: decide again."""
-        p, changes, group_id, member_id = token
-        return p.answer_again(
+        partition, changes, group_id, member_id = token
+        p = partition()
+        return p is not None and p.answer_again(
             changes,
             CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
             group_id,
@@ -233,28 +232,30 @@ class GroupCoordinatorService:
         the ids are those of a member that joined with them, and the limits do not apply to
         the context.) Not an RPC: :meth:`heartbeat` asks it first, and the servicer's
         shortcut before converting anything."""
-        return self._answer_now(
+        answered = self._answer_now(
             group_id,
             lambda shard, now: shard.classic_steady_heartbeat(
                 group_id, generation_id, member_id, instance_id, now
             ),
         )
+        return None if answered is None else answered[0]
 
     def _answer_now(
-        self, group_id: str, op: Callable[[CoordinatorStateMachine, int], R]
-    ) -> R | None:
+        self, group_id: str, op: Callable[[CoordinatorStateMachine, int], R | None]
+    ) -> tuple[R, CoordinatorPartition] | None:
         """``op`` (it writes nothing) on the group's partition when its answer may be given at
-        once (``CoordinatorPartition.answer_now``); None: not now, or not here, or it failed
-        (logged: the general way meets it again and answers it as an error)."""
+        once (``CoordinatorPartition.answer_now``): its answer and the partition; None: not
+        now, not here, no answer, or it failed (logged: the general way meets it again and
+        answers it as an error)."""
         p = self.runtime.partitions.get(partition_for(group_id, self.num_partitions))
         if p is None:
             return None
         try:
             answer: R | None = p.answer_now(op)
-            return answer
         except Exception:
             log.exception("a shortcut for group %s failed", group_id)
             return None
+        return None if answer is None else (answer, p)
 
     async def _single(
         self,

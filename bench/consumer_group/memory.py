@@ -21,6 +21,10 @@ Measured with tracemalloc (Python allocations that stay live, records freed) and
 least-squares fit of ``bytes = groups * per_group + members * per_member`` over the layouts
 gives the cost of a member and of a group.
 
+Then what the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
+it (a bounded per-process memory: 16,384 requests by default; docs/performance.md, sixth and
+seventh rounds), for 16,384 members: per member it holds, and with the state and timers.
+
     .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
 
 Results: bench/results/consumer_group_memory.json
@@ -186,6 +190,52 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
     }
 
 
+def measure_steady_memory(entries: int) -> dict[str, Any]:
+    """What the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
+    it (``services.shard.servicer.steady_heartbeat_answer``: the request's bytes, what parsing
+    them gave, the answer and the decision's token), for ``entries`` members of 100-member
+    groups with ids as above; the request bytes are made inside the measurement, as gRPC
+    hands each request over, and only what the memory keeps stays. The coordinator is
+    replaced by its answer and a token of the coordinator's shape (one partition, one count)."""
+    from groupcoord.v1 import consumer_group_pb2 as pb
+
+    from services.process.grpc_server import Method
+    from services.shard.servicer import STEADY_MEMO_ENTRIES, steady_heartbeat_answer
+
+    request = pb.ConsumerGroupHeartbeatRequest
+    response = pb.ConsumerGroupHeartbeatResponse
+    method = Method("ConsumerGroupHeartbeat", request, response, object, object, None)  # type: ignore[arg-type]
+    partition, count = object(), 1 << 40  # (an int object the decisions of a moment share)
+
+    def decide(group: str, member: str, epoch: int, client: str, host: str) -> Any:
+        return (epoch, 5_000, False), (partition, count, group, member)
+
+    answer = steady_heartbeat_answer(method, decide, lambda token: False, capacity=entries)
+    # (the group and member ids of the state above: member m of group g)
+    ids = [
+        (f"group-{g:06d}", uuid_to_text((g * 1_000_003 + m).to_bytes(16, "big")))
+        for g, m in (divmod(i, 100) for i in range(entries))
+    ]
+    gc.collect()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    for i, (group, member) in enumerate(ids):
+        message = request(group_id=group, member_id=member, member_epoch=5)
+        message.context.client_id = f"consumer-{group}-{i % 100}"
+        raw = message.SerializeToString()
+        del message
+        assert answer(raw, "10.1.2.3")[0] is not None
+        del raw
+    gc.collect()
+    kept, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "entries": entries,
+        "capacity": STEADY_MEMO_ENTRIES,
+        "bytes_per_entry": (kept - base) / entries,
+    }
+
+
 def fit(rows: list[dict[str, Any]], members: int, key: str) -> dict[str, float]:
     # bytes = G * a + M * b with M fixed: a from the slope over G, b from the intercept.
     xs = [r["groups"] for r in rows]
@@ -238,9 +288,23 @@ def main() -> None:
         "fit_state": fit(rows, a.members, "state_bytes"),
         "fit_state_and_timers": fit(rows, a.members, "state_and_timer_bytes"),
     }
+    # the shortcut's memory: per process, for as many members as it holds (16,384 by default)
+    steady = measure_steady_memory(min(a.members, 16_384))
+    per_member = results["fit_state_and_timers"]["per_member_bytes"]  # type: ignore[index]
+    steady["per_member_with_state_bytes"] = per_member + steady["bytes_per_entry"]
+    steady["process_bytes_when_full"] = steady["capacity"] * steady["bytes_per_entry"]
+    results["steady_shortcut_memory"] = steady
+    print(
+        f"the steady shortcut's memory: {steady['bytes_per_entry']:.0f} B per member it holds "
+        f"(state, timers and it: {steady['per_member_with_state_bytes']:.0f} B), at most "
+        f"{steady['process_bytes_when_full'] / 2**20:.1f} MiB per process",
+        flush=True,
+    )
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=2))
-    print(json.dumps({k: v for k, v in results.items() if k.startswith("fit")}, indent=2))
+    print(
+        json.dumps({k: v for k, v in results.items() if k.startswith(("fit", "steady"))}, indent=2)
+    )
     print(f"wrote {a.out}")
 
 

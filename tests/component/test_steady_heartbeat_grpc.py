@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +346,27 @@ async def test_a_partition_with_records_pending_goes_the_general_way(client: Cli
     assert _shortcut(m, _steady("m1", epoch), HOST) is None
     assert (await written).error_code == 0
     assert _shortcut(m, _steady("m1", epoch), HOST) is not None  # durable now: steady again
+
+
+async def test_a_remembered_decision_does_not_keep_an_unloaded_partition(client: Client) -> None:
+    """The memory's tokens refer to their partition weakly: once it is unloaded, its state
+    machine can go (the remembered request is decided anew, wherever it is served then)."""
+    m = _heartbeat_method(client)
+    epoch = await _join(client, "m1")
+    message = _steady("m1", epoch)
+    first = _shortcut(m, message, HOST)
+    assert first is not None
+    runtime = client.app.service.runtime
+    number = partition_for(GROUP, client.app.service.num_partitions)
+    unloaded = weakref.ref(runtime.partitions[number])
+    await runtime.unload(number)
+    gc.collect()
+    assert unloaded() is None
+    assert _shortcut(m, message, HOST) is None  # not served here now: the general way
+    assert Response.FromString(await general_answer(m, message)).error_code in (
+        Errors.NOT_COORDINATOR,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    )
 
 
 async def test_a_failing_shortcut_leaves_the_answer_to_the_general_way(
