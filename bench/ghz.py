@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -72,6 +73,7 @@ def run_ghz(
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(data, f)
         data_file = f.name
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         out = subprocess.run(
             [
@@ -99,6 +101,10 @@ def run_ghz(
         )
     finally:
         os.unlink(data_file)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the load generator's own CPU (children's usage counts those waited for: ghz, not a
+    # server still running): on a small machine a rate may be bounded by it, not the server
+    ghz_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if out.returncode != 0 and not out.stdout:
         raise RuntimeError(f"ghz failed: {out.stderr}")
     report = json.loads(out.stdout)
@@ -119,4 +125,5 @@ def run_ghz(
         "p99_ms": pct.get(99, float("nan")),
         "errors": errors,
         "cut_off_at_end": cut_off,
+        "load_generator_cpu_us_per_call": 1e6 * ghz_cpu_s / max(report["count"], 1),
     }

@@ -302,6 +302,21 @@ def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def steady_memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The size of the shard's memory of steady heartbeats (dev, shard)."""
+    from services.shard.servicer import STEADY_MEMO_ENTRIES
+
+    return _opt(
+        "--steady-heartbeat-memory",
+        env="STEADY_HEARTBEAT_MEMORY",
+        type=NON_NEGATIVE,
+        default=STEADY_MEMO_ENTRIES,
+        help="How many distinct steady ConsumerGroupHeartbeat requests the shard remembers, "
+        "with their decisions, to answer them again without parsing or deciding (~0.5 KB "
+        "each, per process). 0: none (each one parsed and decided).",
+    )(f)
+
+
 def history_options(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The group history sink (dev: file under --data-dir by default; shard: off)."""
 
@@ -475,6 +490,7 @@ def main() -> None:
 @request_limit_options
 @upstream_metadata_options
 @group_series_options
+@steady_memory_options
 @history_options("file")
 @tls_options(server=True)
 @listener_options
@@ -503,6 +519,7 @@ def dev(
     upstream_metadata_interval_ms: int,
     metrics_port: int | None,
     metrics_group_series: int,
+    steady_heartbeat_memory: int,
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
@@ -543,6 +560,7 @@ def dev(
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
+        steady_heartbeat_memory=steady_heartbeat_memory,
         history=_history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
         tls=server_tls,
         client_tls=client_tls,
@@ -625,6 +643,7 @@ def dev(
 @assignor_client_options
 @request_limit_options
 @group_series_options
+@steady_memory_options
 @history_options("off")
 @tls_options(server=True)
 @health_port_option
@@ -656,6 +675,7 @@ def shard(
     max_request_items: int,
     metrics_port: int | None,
     metrics_group_series: int,
+    steady_heartbeat_memory: int,
     history: str,
     history_retention_hours: int,
     history_max_mb: int,
@@ -696,6 +716,7 @@ def shard(
         upstream=upstream.cluster(),
         upstream_metadata_interval_ms=upstream_metadata_interval_ms,
         metrics_group_series=metrics_group_series,
+        steady_heartbeat_memory=steady_heartbeat_memory,
         history=_history_sink(history, None, store, history_retention_hours, history_max_mb),
         tls=server_tls,
         client_tls=client_tls,

@@ -218,7 +218,13 @@ def main() -> None:
                         print(
                             f"round {r + 1}: {kind} c={conc}: {result['ops_per_s']:.0f}/s "
                             f"p50 {result['p50_ms']:.2f} ms p99 {result['p99_ms']:.2f} ms, "
-                            f"server CPU {result['server_cpu_us_per_call']:.0f} us/call",
+                            f"server CPU {result['server_cpu_us_per_call']:.0f} us/call"
+                            + (
+                                f", load generator CPU "
+                                f"{result['load_generator_cpu_us_per_call']:.0f} us/call"
+                                if "load_generator_cpu_us_per_call" in result
+                                else ""
+                            ),
                             flush=True,
                         )
         finally:
@@ -230,6 +236,9 @@ def main() -> None:
             "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
             "server_cpu_us_per_call_median": statistics.median(
                 s["server_cpu_us_per_call"] for s in runs
+            ),
+            "load_generator_cpu_us_per_call_median": statistics.median(
+                s.get("load_generator_cpu_us_per_call", float("nan")) for s in runs
             ),
             "errors": sum(s["errors"] for s in runs),
             "runs": runs,

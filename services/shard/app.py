@@ -26,6 +26,7 @@ from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
     GROUP_COORDINATOR,
+    STEADY_MEMO_ENTRIES,
     TOPIC_CATALOG,
     group_coordinator_methods,
     topic_catalog_methods,
@@ -98,6 +99,9 @@ class ShardSettings:
     #: metrics opt-in: one ``group_members`` series per group for at most this many groups
     #: (0: no group ids in labels)
     metrics_group_series: int = 0
+    #: how many distinct steady heartbeat requests the servicer remembers with their
+    #: decisions (~0.5 KB each; 0: none; ``services.shard.servicer.steady_heartbeat_answer``)
+    steady_heartbeat_memory: int = STEADY_MEMO_ENTRIES
     #: the group history sink (``services.history.sink.HistorySink``; None: off): told of
     #: every durable batch, started with the app and closed after the runtime
     history: Any = None
@@ -349,7 +353,7 @@ class ShardApp:
         #: what the GroupCoordinator service serves (with the authorizer around it when on):
         #: also what ``groupcoord dev``'s built-in gateway calls in-process
         self.served_coordinator = coordinator
-        coordinator_methods = group_coordinator_methods(coordinator)
+        coordinator_methods = group_coordinator_methods(coordinator, s.steady_heartbeat_memory)
         self.server.add_service(GROUP_COORDINATOR, coordinator_methods)
         # The same methods, many calls per stream message (a gateway's batched hop); each
         # item names its Kafka client as a unary call's metadata does.

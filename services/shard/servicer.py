@@ -45,8 +45,14 @@ SteadyAgain = Callable[[Any], bool]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
-def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
+def group_coordinator_methods(
+    service: GroupCoordinatorService, steady_memory: int | None = None
+) -> list[Method]:
+    """The service's methods, with the heartbeat shortcuts; ``steady_memory``: how many
+    steady requests the ConsumerGroupHeartbeat shortcut remembers (default
+    :data:`STEADY_MEMO_ENTRIES`)."""
     methods = service_methods(GROUP_COORDINATOR_SERVICE, service)
+    capacity = STEADY_MEMO_ENTRIES if steady_memory is None else steady_memory
     # (not behind an authorizer: the authorizing wrapper has neither)
     steady = getattr(service, "steady_decision", None)
     again = getattr(service, "steady_again", None)
@@ -54,7 +60,7 @@ def group_coordinator_methods(service: GroupCoordinatorService) -> list[Method]:
     shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {}
     for m in methods:
         if m.name == "ConsumerGroupHeartbeat" and steady is not None and again is not None:
-            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again)
+            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again, capacity)
         elif m.name == "Heartbeat" and classic is not None:
             shortcuts[m.name] = classic_heartbeat_answer(m, classic)
     return [
@@ -169,7 +175,7 @@ def steady_heartbeat_answer(
             # would leave none to hit) until as many requests again were not, then start
             # afresh (members that left give their places up).
             full += 1
-            if full < capacity:
+            if full < capacity or not capacity:  # (0: nothing remembered)
                 return serialized, None
             memo.clear()
             full = 0

@@ -63,10 +63,13 @@ async def create_topics(c: Client, topics: dict[str, int] = TOPICS) -> None:
     assert all(t.error_code == 0 for t in r.topics), r
 
 
-async def start_client(tmp_path: Path, **coordinator: object) -> Client:
-    """A shard app started on ``tmp_path`` (with these coordinator settings), its topics made,
-    and a client of it; close its channel and stop its app when done."""
-    app = ShardApp(shard_settings(tmp_path, **coordinator))
+async def start_client(
+    tmp_path: Path, settings: dict[str, Any] | None = None, **coordinator: object
+) -> Client:
+    """A shard app started on ``tmp_path`` (with these shard ``settings`` and coordinator
+    settings), its topics made, and a client of it; close its channel and stop its app when
+    done."""
+    app = ShardApp(dataclasses.replace(shard_settings(tmp_path, **coordinator), **settings or {}))
     await app.start()
     c = await connect(app)
     await create_topics(c)

@@ -324,6 +324,40 @@ async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> N
         assert len(counting.parsed) == parses, (i, counting.parsed)
 
 
+async def test_a_memory_of_none_parses_and_decides_every_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--steady-heartbeat-memory 0``: the shortcut still answers, remembering nothing (every
+    heartbeat parsed and decided, none given again)."""
+    decided = recorded(monkeypatch, GroupCoordinatorService, "steady_decision")
+    again = recorded(monkeypatch, GroupCoordinatorService, "steady_again")
+    c = await start_client(tmp_path, {"steady_heartbeat_memory": 0})
+    try:
+        m = _heartbeat_method(c)
+        counting = _CountingParse()
+        answer = steady_heartbeat_answer(
+            dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
+            c.app.served_coordinator.steady_decision,
+            c.app.served_coordinator.steady_again,
+            capacity=0,
+        )
+        epoch = await _join(c, "m1")
+        message = _steady("m1", epoch)
+        raw = message.SerializeToString()
+        for _ in range(3):
+            assert answer(raw, HOST) == (await general_answer(m, message), None)
+        assert len(counting.parsed) == 3 and again == []
+        # the app's own servicer, over the wire, with the setting
+        decided.clear()
+        for _ in range(3):
+            r = await c.coordinator.ConsumerGroupHeartbeat(message)
+            assert (r.error_code, r.member_epoch) == (0, epoch)
+        assert len(decided) == 3 and None not in decided and again == []
+    finally:
+        await c.channel.close()
+        await c.app.stop()
+
+
 async def _join_second(c: Client) -> None:
     """A second member joins the group (its first heartbeat only: the group's epoch moves)."""
     request = Request(group_id=GROUP, member_id="m2", member_epoch=0, rebalance_timeout_ms=30_000)

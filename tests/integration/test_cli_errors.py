@@ -56,6 +56,7 @@ STORE_ARGS = ("--grpc-port", "0", "--kafka-port", "0")
         (["dev", "--kafka-port", "-1"], "'--kafka-port'"),
         (["dev", "--max-request-items", "0"], "'--max-request-items'"),
         (["dev", "--max-request-bytes", "-5"], "'--max-request-bytes'"),
+        (["dev", "--steady-heartbeat-memory", "-1"], "'--steady-heartbeat-memory'"),
         (["dev", "--offsets-retention-minutes", "-1"], "'--offsets-retention-minutes'"),
         (["dev", "--offset-metadata-max-bytes", "-1"], "'--offset-metadata-max-bytes'"),
         (["dev", "--assignor-timeout-ms", "0"], "'--assignor-timeout-ms'"),
