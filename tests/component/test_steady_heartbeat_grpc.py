@@ -203,6 +203,18 @@ class _CountingParse:
         return Request.FromString(raw)
 
 
+def _counting_shortcut(c: Client, capacity: int) -> tuple[Any, _CountingParse]:
+    """The heartbeat shortcut of ``c``'s coordinator with this memory, its parses counted."""
+    counting = _CountingParse()
+    answer = steady_heartbeat_answer(
+        dataclasses.replace(_heartbeat_method(c), request_pb=counting),  # type: ignore[arg-type]
+        c.app.served_coordinator.steady_decision,
+        c.app.served_coordinator.steady_again,
+        capacity=capacity,
+    )
+    return answer, counting
+
+
 async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_changed(
     client: Client,
 ) -> None:
@@ -295,13 +307,7 @@ async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> N
     """Full, the memory keeps what it holds (members heartbeat in cycles) until as many
     requests again were not remembered, then starts afresh; the answers stay the same."""
     m = _heartbeat_method(client)
-    counting = _CountingParse()
-    answer = steady_heartbeat_answer(
-        dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
-        client.app.served_coordinator.steady_decision,
-        client.app.served_coordinator.steady_again,
-        capacity=2,
-    )
+    answer, counting = _counting_shortcut(client, capacity=2)
     messages = []
     for member, group in (("m1", GROUP), ("m2", "steady-second"), ("m3", "steady-third")):
         messages.append(_steady(member, await _join(client, member, group=group), group))
@@ -334,13 +340,7 @@ async def test_a_memory_of_none_parses_and_decides_every_heartbeat(
     c = await start_client(tmp_path, {"steady_heartbeat_memory": 0})
     try:
         m = _heartbeat_method(c)
-        counting = _CountingParse()
-        answer = steady_heartbeat_answer(
-            dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
-            c.app.served_coordinator.steady_decision,
-            c.app.served_coordinator.steady_again,
-            capacity=0,
-        )
+        answer, counting = _counting_shortcut(c, capacity=0)
         epoch = await _join(c, "m1")
         message = _steady("m1", epoch)
         raw = message.SerializeToString()
