@@ -69,7 +69,9 @@ def run_ghz(
     concurrency: int,
     duration_s: float,
     connections: int = 1,
+    cpus: str | None = None,
 ) -> dict:
+    """``cpus``: run ghz on these CPUs only (``taskset -c``), e.g. apart from the server's."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(data, f)
         data_file = f.name
@@ -77,6 +79,7 @@ def run_ghz(
     try:
         out = subprocess.run(
             [
+                *(["taskset", "-c", cpus] if cpus is not None else []),
                 ghz,
                 "--insecure",
                 "--protoset",

@@ -15,7 +15,11 @@ Each phase also takes the server process's CPU time per call (``server_cpu_us_pe
 ``cpu_ratio_check_vs_heartbeat_c*`` is a Check's over a heartbeat's, per round, then the
 median): what a call costs the server, steadier than rates on a shared machine.
 
-    .venv/bin/python -m bench.consumer_group.throughput [--rounds 3] [--duration 5]
+    .venv/bin/python -m bench.consumer_group.throughput [--rounds 3] [--duration 5] [--pin]
+
+``--pin`` puts the server's threads on CPU 0 and ghz on CPU 1: a rate per core of the
+server's, which the load generator's own work (more for a heartbeat, whose member id ghz
+renders per call, than for a Check) does not take from.
 
 Results: bench/results/consumer_group_throughput.json (medians over rounds, ratio hb/check).
 """
@@ -124,6 +128,7 @@ def load(
     conc: int,
     duration: float,
     epoch: int,
+    cpus: str | None = None,
 ) -> dict:
     data = {"group_id": f"hb-c{conc}", "member_id": "{{.WorkerID}}", "member_epoch": epoch}
     if ghz is not None and protoset is not None:
@@ -136,7 +141,7 @@ def load(
                 {"coordinator_keys": [f"hb-c{conc}"]},
             ),
         }[kind]
-        r = run_ghz(ghz, protoset, target, call, body, conc, duration)
+        r = run_ghz(ghz, protoset, target, call, body, conc, duration, cpus=cpus)
         return {"kind": kind, "concurrency": conc, "generator": "ghz", **r}
     out = subprocess.run(
         [
@@ -168,6 +173,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--python-load", action="store_true")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server's threads on CPU 0, ghz on CPU 1 (the rest of the machine's CPUs "
+        "unused): each side on a core of its own, so a rate is the server's per core and the "
+        "load generator's own cost does not take from it",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_throughput.json"))
     a = ap.parse_args()
     results: dict = {
@@ -178,7 +190,12 @@ def main() -> None:
             "python": platform.python_version(),
             "loadavg_at_start": os.getloadavg(),
         },
-        "params": {"rounds": a.rounds, "duration_s": a.duration, "store": "sqlite"},
+        "params": {
+            "rounds": a.rounds,
+            "duration_s": a.duration,
+            "store": "sqlite",
+            "pinned": a.pin,
+        },
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -199,6 +216,12 @@ def main() -> None:
         )
         try:
             target = proc.grpc_address
+            if a.pin:  # every thread the server has (the ones it starts later inherit it)
+                subprocess.run(
+                    ["taskset", "-a", "-cp", "0", str(proc.proc.pid)],
+                    check=True,
+                    capture_output=True,
+                )
             epochs = setup_groups(target)
             samples: dict[str, list[dict]] = {}
             for r in range(a.rounds):
@@ -207,7 +230,16 @@ def main() -> None:
                         if kind == "find" and ghz is None:
                             continue
                         cpu0 = cpu_seconds(proc.proc.pid)
-                        result = load(ghz, protoset, target, kind, conc, a.duration, epochs[conc])
+                        result = load(
+                            ghz,
+                            protoset,
+                            target,
+                            kind,
+                            conc,
+                            a.duration,
+                            epochs[conc],
+                            cpus="1" if a.pin else None,
+                        )
                         ops = result.get("ops") or result["ops_per_s"] * a.duration
                         result["server_cpu_us_per_call"] = (
                             1e6 * (cpu_seconds(proc.proc.pid) - cpu0) / max(ops, 1)
