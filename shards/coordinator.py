@@ -215,12 +215,16 @@ class GroupCoordinatorService:
         -- the member's session moved on as the decision moves it. False: decide again."""
         partition, changes, group_id, member_id = token
         p = partition()
-        return p is not None and p.answer_again(
-            changes,
-            CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
-            group_id,
-            member_id,
-        )
+        try:
+            return p is not None and p.answer_again(
+                changes,
+                CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
+                group_id,
+                member_id,
+            )
+        except Exception:  # (as a failing decision: logged, the general way answers)
+            log.exception("a shortcut for group %s failed", group_id)
+            return False
 
     def classic_steady_heartbeat(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None

@@ -22,6 +22,7 @@ from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer import api
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
+from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.timer_keys import TimerKind, member_key
 from shards.security.enforce import AuthorizingCoordinator
 from tests.component.conftest import (
@@ -415,6 +416,14 @@ async def test_a_failing_shortcut_leaves_the_answer_to_the_general_way(
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug")
 
+    # a remembered decision whose session move fails: decided anew (here: answered)
+    first = _shortcut(m, _steady("m1", epoch), HOST)
+    assert first is not None
+    monkeypatch.setattr(
+        CoordinatorStateMachine, "consumer_group_steady_heartbeat_again", staticmethod(broken)
+    )
+    assert _shortcut(m, _steady("m1", epoch), HOST) == first
+    # a failing decision: the general way
     monkeypatch.setattr(partition.sm, "consumer_group_steady_heartbeat", broken)
     assert _shortcut(m, _steady("m1", epoch), HOST) is None
     assert Response.FromString(await general_answer(m, _steady("m1", epoch))).member_epoch == epoch
@@ -470,7 +479,6 @@ async def test_the_coordinator_answers_a_steady_heartbeat_itself(
     response as without it; a request carrying more goes the general way."""
     from services.process.local_calls import local_stub
     from shards.core.api import RequestContext
-    from shards.core.state_machine import CoordinatorStateMachine
 
     service = client.app.served_coordinator
     stub = local_stub(group_coordinator_methods(service)).direct
