@@ -304,7 +304,7 @@ def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def steady_memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The size of the shard's memory of steady heartbeats (dev, shard)."""
-    from services.shard.servicer import STEADY_MEMO_ENTRIES
+    from services.shard import STEADY_MEMO_ENTRIES
 
     return _opt(
         "--steady-heartbeat-memory",
@@ -312,7 +312,7 @@ def steady_memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
         type=NON_NEGATIVE,
         default=STEADY_MEMO_ENTRIES,
         help="How many distinct steady ConsumerGroupHeartbeat requests the shard remembers, "
-        "with their decisions, to answer them again without parsing or deciding (~0.5 KB "
+        "with their decisions, to answer them again without parsing or deciding (~0.5–0.6 KB "
         "each, per process). 0: none (each one parsed and decided).",
     )(f)
 

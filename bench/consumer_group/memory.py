@@ -200,7 +200,8 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
     from groupcoord.v1 import consumer_group_pb2 as pb
 
     from services.process.grpc_server import Method
-    from services.shard.servicer import STEADY_MEMO_ENTRIES, steady_heartbeat_answer
+    from services.shard import STEADY_MEMO_ENTRIES
+    from services.shard.servicer import steady_heartbeat_answer
 
     request = pb.ConsumerGroupHeartbeatRequest
     response = pb.ConsumerGroupHeartbeatResponse

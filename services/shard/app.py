@@ -22,11 +22,11 @@ from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
 from services.process.principal import caller_identifier, stream_caller
 from services.process.tls import ClientTls, ServerTls
+from services.shard import STEADY_MEMO_ENTRIES
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics
 from services.shard.servicer import (
     GROUP_COORDINATOR,
-    STEADY_MEMO_ENTRIES,
     TOPIC_CATALOG,
     group_coordinator_methods,
     topic_catalog_methods,
@@ -100,7 +100,7 @@ class ShardSettings:
     #: (0: no group ids in labels)
     metrics_group_series: int = 0
     #: how many distinct steady heartbeat requests the servicer remembers with their
-    #: decisions (~0.5 KB each; 0: none; ``services.shard.servicer.steady_heartbeat_answer``)
+    #: decisions (~0.5–0.6 KB each; 0: none; ``services.shard.servicer.steady_heartbeat_answer``)
     steady_heartbeat_memory: int = STEADY_MEMO_ENTRIES
     #: the group history sink (``services.history.sink.HistorySink``; None: off): told of
     #: every durable batch, started with the app and closed after the runtime

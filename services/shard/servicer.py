@@ -26,6 +26,7 @@ from typing import Any
 
 from services.process.grpc_server import Method, service_methods
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
+from services.shard import STEADY_MEMO_ENTRIES
 from shards.coordinator import (
     STEADY_HEARTBEAT_FIELDS,
     STEADY_HEARTBEAT_UNSET,
@@ -73,11 +74,6 @@ def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
     return service_methods(TOPIC_CATALOG_SERVICE, catalog)
 
 
-#: how many distinct steady requests the shortcut remembers, ~0.5 KB each (see
-#: :func:`steady_heartbeat_answer`)
-STEADY_MEMO_ENTRIES = 16_384
-
-
 def steady_heartbeat_answer(
     method: Method,
     steady: SteadyDecision,
@@ -99,7 +95,7 @@ def steady_heartbeat_answer(
     the partition counted no operation since (``CoordinatorPartition.changes``); otherwise
     ``steady`` decides anew on the live state. Nothing about the member or group is
     remembered here but what a decision gave.
-    At most ``capacity`` requests are remembered (~0.5 KB each): when full, it keeps them and
+    At most ``capacity`` requests are remembered (~0.5–0.6 KB each): when full, it keeps them and
     parses and serializes the others each time, until as many requests again went
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
@@ -114,14 +110,11 @@ def steady_heartbeat_answer(
     defaulted = tuple((n, default) for n, default in STEADY_HEARTBEAT_UNSET if default is not None)
     parse = method.request_pb.FromString
     response = method.response_pb
-    # request bytes -> (group id, member id, epoch, client id, client host ("": the peer's),
-    # and once answered: the interval and should-compute flag the answer was serialized with,
-    # the answer, the decision's token and the host it was decided for); the strings a group
-    # or an application shares are interned
-    memo: dict[bytes, tuple[Any, ...]] = {}
+    # request bytes -> what parsing them gave, and once answered, what answering gave
+    memo: dict[bytes, _Remembered] = {}
     full = 0  # requests not remembered since the memory was last started afresh
 
-    def steady_shape(raw: bytes) -> tuple[Any, tuple[Any, ...] | None]:
+    def steady_shape(raw: bytes) -> tuple[Any, _Remembered | None]:
         message = parse(raw)
         has = message.HasField
         for name in unset:
@@ -131,17 +124,12 @@ def steady_heartbeat_answer(
             if has(name) and getattr(message, name) != default:
                 return message, None
         context = message.context
-        return message, (
+        return message, _Remembered(
             intern(message.group_id),
             message.member_id,
             message.member_epoch,
             intern(context.client_id),
             intern(context.client_host),
-            None,
-            None,
-            None,
-            None,
-            None,
         )
 
     def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
@@ -152,48 +140,79 @@ def steady_heartbeat_answer(
             message, known = steady_shape(raw)
             if known is None:
                 return None, message
-        elif known[8] is not None and (known[4] or host) == known[9] and again(known[8]):
-            return known[7], None  # the decision the answer was built from holds still
-        group_id, member_id, epoch, client_id, client_host, interval, compute, built = known[:8]
-        decided_host = client_host or intern(host)
-        decided = steady(group_id, member_id, epoch, client_id, decided_host)
+        elif (
+            known.token is not None
+            and (known.client_host or host) == known.decided_host
+            and again(known.token)
+        ):
+            return known.built, None  # the decision the answer was built from holds still
+        decided_host = known.client_host or intern(host)
+        decided = steady(
+            known.group_id, known.member_id, known.epoch, known.client_id, decided_host
+        )
         if decided is None:
             return None, message
         steady_answer, token = decided
-        if steady_answer == (epoch, interval, compute):  # (as remembered)
-            serialized = built
+        if steady_answer == (known.epoch, known.interval, known.compute):  # (as remembered)
+            built = known.built
         else:
-            answer_epoch, interval, compute = steady_answer
-            serialized = response(
-                member_id=member_id,
-                member_epoch=answer_epoch,
+            epoch, interval, compute = steady_answer
+            built = response(
+                member_id=known.member_id,
+                member_epoch=epoch,
                 heartbeat_interval_ms=interval,
                 should_compute_assignment=compute,
             ).SerializeToString()
-        if message is not None and len(memo) >= capacity:
-            # Full: keep what is remembered (members heartbeat in cycles: replacing entries
-            # would leave none to hit) until as many requests again were not, then start
-            # afresh (members that left give their places up).
-            full += 1
-            if full < capacity or not capacity:  # (0: nothing remembered)
-                return serialized, None
-            memo.clear()
-            full = 0
-        memo[raw] = (
-            group_id,
-            member_id,
-            epoch,
-            client_id,
-            client_host,
-            interval,
-            compute,
-            serialized,
-            token,
-            decided_host,
-        )
-        return serialized, None
+        if message is not None:  # not remembered yet
+            if len(memo) >= capacity:
+                # Full: keep what is remembered (members heartbeat in cycles: replacing
+                # entries would leave none to hit) until as many requests again were not,
+                # then start afresh (members that left give their places up).
+                full += 1
+                if full < capacity or not capacity:  # (0: nothing remembered)
+                    return built, None
+                memo.clear()
+                full = 0
+            memo[raw] = known
+        _, known.interval, known.compute = steady_answer
+        known.built, known.token, known.decided_host = built, token, decided_host
+        return built, None
 
     return answer
+
+
+class _Remembered:
+    """What the steady shortcut keeps of one request: what parsing it gave (the ids, epoch and
+    context; client host "": the peer's), and once answered, the interval and should-compute
+    flag the answer was serialized with, the answer, the decision's token and the host it was
+    decided for."""
+
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "epoch",
+        "client_id",
+        "client_host",
+        "interval",
+        "compute",
+        "built",
+        "token",
+        "decided_host",
+    )
+
+    def __init__(
+        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.epoch = epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.interval: int | None = None
+        self.compute: bool | None = None
+        self.built = b""
+        self.token: Any = None
+        self.decided_host = ""
 
 
 def classic_heartbeat_answer(
