@@ -118,8 +118,10 @@ async def commit_and_fetch(
             code = created.topics[0].error_code
             if code in (ErrorCode.none, ErrorCode.topic_already_exists):
                 break
+            why = code.name + (f" ({m})" if (m := created.topics[0].error_message) else "")
             if code not in RETRIABLE or time.monotonic() > deadline:
-                raise SmokeFailure(f"CreateTopics {topic}: {code.name}")
+                raise SmokeFailure(f"CreateTopics {topic}: {why}")
+            print(f"CreateTopics {topic}: {why}; retrying", file=sys.stderr, flush=True)
             await asyncio.sleep(1)
         last = "no answer"
         while True:

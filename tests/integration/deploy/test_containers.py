@@ -152,6 +152,15 @@ class Stack:
         ).stdout  # fmt: skip
         return json.loads(out)  # type: ignore[no-any-return]
 
+    def logs(self, *services: str, tail: int = 60) -> str:
+        """The last lines each of ``services`` logged: attached to a failure of the stack."""
+        parts = []
+        for service in services:
+            out = run(["podman", "logs", "--tail", str(tail), self.container(service)],
+                      self.env, check=False)  # fmt: skip
+            parts.append(f"--- {service} ---\n{out.stdout}{out.stderr}")
+        return "\n".join(parts)
+
     def leftovers(self) -> list[str]:
         label = f"label=io.podman.compose.project={self.project}"
         found = []
@@ -280,10 +289,15 @@ def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: 
          "--entrypoint", "python", stack.image, "/smoke/smoke.py",
          "--health", "shard-1:50051", "--health", "assignor-2:50061",
          "--health", "gateway-1:9080", "--kafka", f"gateway-1:{stack.kafka_1.rsplit(':', 1)[1]}",
-         "--timeout", "60"],
+         "--timeout", "120"],
         env,
+        timeout=200,
+        check=False,
     )  # fmt: skip
-    assert "committed and fetched offset 4242" in smoke.stdout
+    assert "committed and fetched offset 4242" in smoke.stdout, (
+        f"smoke check exited {smoke.returncode}\n{smoke.stdout}{smoke.stderr}\n"
+        + stack.logs("gateway-1", "shard-0", "shard-1", "shard-2")
+    )
 
     # a consumer group through the first gateway's published port
     admin = AdminClient({"bootstrap.servers": stack.kafka_1})
