@@ -70,8 +70,10 @@ def run_ghz(
     duration_s: float,
     connections: int = 1,
     cpus: str | None = None,
+    rps: int | None = None,
 ) -> dict:
-    """``cpus``: run ghz on these CPUs only (``taskset -c``), e.g. apart from the server's."""
+    """``cpus``: run ghz on these CPUs only (``taskset -c``), e.g. apart from the server's;
+    ``rps``: at most so many calls per second (ghz's ``--rps``), else as fast as it can."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(data, f)
         data_file = f.name
@@ -92,6 +94,7 @@ def run_ghz(
                 f"{duration_s}s",
                 "--connections",
                 str(connections),
+                *(["--rps", str(rps)] if rps is not None else []),
                 "-D",
                 data_file,
                 "-O",

@@ -270,6 +270,7 @@ class GroupCoordinatorService:
         read: bool = False,
         if_empty: ApiError | None = None,
         request: Any = None,
+        counted: bool = True,
     ) -> R:
         """Run one operation on the group's partition; any failure (the core's ApiError, the
         partition not served here, a failed append) becomes the API's error shape.
@@ -289,7 +290,7 @@ class GroupCoordinatorService:
             if refused is not None:
                 raise refused
             p = self.runtime.partition(self.partition_for(group_id))
-            return await (p.read(op) if read else p.write(op))
+            return await (p.read(op) if read else p.write(op, counted))
         except Exception as ex:
             code, message = _error_of(ex)
             return on_error(code, message)
@@ -407,6 +408,9 @@ class GroupCoordinatorService:
             lambda code, msg: offsets.offset_commit_error(checked, code, msg),
             if_empty=EMPTY_GROUP_ID,
             request=request,
+            # changes no steady decision (consumers commit as often as they heartbeat: a
+            # counted commit would have every member of the partition decide again)
+            counted=False,
         )
         if not unknown:
             return response

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -42,12 +43,14 @@ import grpc
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from google.protobuf import json_format  # noqa: E402
 from groupcoord.v1 import (  # noqa: E402
     catalog_pb2,
     catalog_pb2_grpc,
     common_pb2,
     consumer_group_pb2,
     coordinator_pb2_grpc,
+    offsets_pb2,
 )
 
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
@@ -111,6 +114,27 @@ def describe(stub: coordinator_pb2_grpc.GroupCoordinatorStub, group: str):  # ty
     return d
 
 
+def commit_data(conc: int, epoch: int) -> dict:
+    """An OffsetCommit of group ``hb-c{conc}``'s first member (JSON, as ghz sends it)."""
+    return {
+        "group_id": f"hb-c{conc}",
+        "member_id": worker_ids(conc)[0],
+        "generation_id_or_member_epoch": epoch,
+        "topics": [{"name": "hb", "partitions": [{"partition_index": 0, "committed_offset": 7}]}],
+    }
+
+
+def check_commits(target: str, epochs: dict[int, int]) -> None:
+    """The commits ``--commits-per-s`` sends are accepted (errors travel in-band)."""
+    channel = grpc.insecure_channel(target)
+    stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+    for conc, epoch in epochs.items():
+        request = json_format.ParseDict(commit_data(conc, epoch), offsets_pb2.OffsetCommitRequest())
+        r = stub.OffsetCommit(request)
+        assert [p.error_code for t in r.topics for p in t.partitions] == [0], r
+    channel.close()
+
+
 def check_unchanged(target: str, conc: int, epoch: int) -> None:
     channel = grpc.insecure_channel(target)
     d = describe(coordinator_pb2_grpc.GroupCoordinatorStub(channel), f"hb-c{conc}")
@@ -129,6 +153,7 @@ def load(
     duration: float,
     epoch: int,
     cpus: str | None = None,
+    commits_per_s: int = 0,
 ) -> dict:
     data = {"group_id": f"hb-c{conc}", "member_id": "{{.WorkerID}}", "member_epoch": epoch}
     if ghz is not None and protoset is not None:
@@ -141,8 +166,31 @@ def load(
                 {"coordinator_keys": [f"hb-c{conc}"]},
             ),
         }[kind]
-        r = run_ghz(ghz, protoset, target, call, body, conc, duration, cpus=cpus)
-        return {"kind": kind, "concurrency": conc, "generator": "ghz", **r}
+        if kind != "heartbeat" or not commits_per_s:
+            r = run_ghz(ghz, protoset, target, call, body, conc, duration, cpus=cpus)
+            return {"kind": kind, "concurrency": conc, "generator": "ghz", **r}
+        with ThreadPoolExecutor(1) as pool:  # the group's first member commits meanwhile
+            commits = pool.submit(
+                run_ghz,
+                ghz,
+                protoset,
+                target,
+                "groupcoord.v1.GroupCoordinator.OffsetCommit",
+                commit_data(conc, epoch),
+                4,
+                duration,
+                cpus=cpus,
+                rps=commits_per_s,
+            )
+            r = run_ghz(ghz, protoset, target, call, body, conc, duration, cpus=cpus)
+            c = commits.result()
+        return {
+            "kind": kind,
+            "concurrency": conc,
+            "generator": "ghz",
+            **r,
+            "commits": {k: c[k] for k in ("ops_per_s", "p50_ms", "p99_ms", "errors")},
+        }
     out = subprocess.run(
         [
             sys.executable,
@@ -180,6 +228,14 @@ def main() -> None:
         "unused): each side on a core of its own, so a rate is the server's per core and the "
         "load generator's own cost does not take from it",
     )
+    ap.add_argument(
+        "--commits-per-s",
+        type=int,
+        default=0,
+        help="while heartbeating, the group's first member also commits offsets at this rate "
+        "(a second ghz; its work in the heartbeats' server CPU per call): consumers commit "
+        "about as often as they heartbeat",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_throughput.json"))
     a = ap.parse_args()
     results: dict = {
@@ -195,6 +251,7 @@ def main() -> None:
             "duration_s": a.duration,
             "store": "sqlite",
             "pinned": a.pin,
+            "commits_per_s_while_heartbeating": a.commits_per_s,
         },
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -223,6 +280,8 @@ def main() -> None:
                     capture_output=True,
                 )
             epochs = setup_groups(target)
+            if a.commits_per_s:
+                check_commits(target, epochs)
             samples: dict[str, list[dict]] = {}
             for r in range(a.rounds):
                 for conc in CONCURRENCY:
@@ -239,6 +298,7 @@ def main() -> None:
                             a.duration,
                             epochs[conc],
                             cpus="1" if a.pin else None,
+                            commits_per_s=a.commits_per_s,
                         )
                         ops = result.get("ops") or result["ops_per_s"] * a.duration
                         result["server_cpu_us_per_call"] = (
@@ -255,6 +315,12 @@ def main() -> None:
                                 f", load generator CPU "
                                 f"{result['load_generator_cpu_us_per_call']:.0f} us/call"
                                 if "load_generator_cpu_us_per_call" in result
+                                else ""
+                            )
+                            + (
+                                f", meanwhile {result['commits']['ops_per_s']:.0f} commits/s "
+                                f"({result['commits']['errors']} errors)"
+                                if "commits" in result
                                 else ""
                             ),
                             flush=True,

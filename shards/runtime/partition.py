@@ -320,10 +320,11 @@ class CoordinatorPartition:
         # bumped whenever the in-memory state is discarded or rebuilt, so that an append
         # that completes afterwards cannot touch the new incarnation
         self._incarnation = 0
-        #: counts what may change an answer the state machine gives: every write, read and
-        #: timer, and every change of state (load, unload, failure). An :meth:`answer_now`
-        #: operation changes nothing another one reads but sessions, and is not counted: a
-        #: decision taken by one holds while the count stays the same (:meth:`answer_again`)
+        #: counts what may change an answer the state machine gives: every write (but
+        #: offset commits: ``write(counted=False)``), read and timer, and every change of
+        #: state (load, unload, failure). An :meth:`answer_now` operation changes nothing
+        #: another one reads but sessions, and is not counted: a decision taken by one holds
+        #: while the count stays the same (:meth:`answer_again`)
         self.changes = 0
         self.stats = {"appends": 0, "records": 0, "ops": 0, "reloads": 0, "snapshots": 0}
 
@@ -432,13 +433,17 @@ class CoordinatorPartition:
         raise ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} is not served here")
 
     # ---- operations ------------------------------------------------------------------------
-    def write(self, op: WriteOp) -> asyncio.Future[Any]:
-        """Run a write operation now; the future resolves once its records are durable."""
+    def write(self, op: WriteOp, counted: bool = True) -> asyncio.Future[Any]:
+        """Run a write operation now; the future resolves once its records are durable.
+        ``counted=False`` (not in :attr:`changes`) only for an operation that changes nothing
+        a decision :meth:`answer_again` gives again was taken on (an offset commit: offsets,
+        and at most a new group of its own or a classic member's session)."""
         self.check_active()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self.stats["ops"] += 1
-        self.changes += 1
+        if counted:
+            self.changes += 1
         result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
         self._apply(result, future)
         return future
@@ -473,9 +478,11 @@ class CoordinatorPartition:
     def answer_again(self, changes: int, op: Callable[..., Any], *args: Any) -> bool:
         """Give again an answer an :meth:`answer_now` operation gave when :attr:`changes` was
         ``changes``: when it still is (nothing it read can have changed; the partition is
-        still active and idle: making it otherwise counts) run ``op(state machine, now_ms,
-        *args)`` -- what the operation does on every asking, e.g. move a session on -- and
-        True. False: ask the operation itself."""
+        still active: making it otherwise counts) run ``op(state machine, now_ms, *args)`` --
+        what the operation does on every asking, e.g. move a session on -- and True. False:
+        ask the operation itself. Uncounted writes may be pending meanwhile (offset commits):
+        the answer was decided on durable state, which they do not change, so it overtakes
+        nothing that is not durable yet."""
         if changes != self.changes:
             return False
         op(self.sm, self.clock.now_ms(), *args)

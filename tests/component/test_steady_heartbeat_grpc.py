@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from groupcoord.v1 import common_pb2, consumer_group_pb2
+from groupcoord.v1 import common_pb2, consumer_group_pb2, offsets_pb2
 
 from services.process.grpc_server import Method, _unary
 from services.shard.servicer import group_coordinator_methods, steady_heartbeat_answer
@@ -302,6 +302,63 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     assert general.error_code == 0 and (
         general.member_epoch != epoch or general.HasField("assignment")
     )
+
+
+async def test_offset_commits_between_heartbeats_leave_a_decision_to_be_given_again(
+    client: Client,
+) -> None:
+    """Consumers commit about as often as they heartbeat: an offset commit on the partition
+    (the member's own, another group's, a refused one) changes no steady decision, so the
+    remembered one is given again after it; a write that may change one is still counted."""
+    service = client.app.served_coordinator
+    given_again: list[bool] = []
+
+    def again(token: Any) -> bool:
+        given_again.append(service.steady_again(token))
+        return given_again[-1]
+
+    answer = steady_heartbeat_answer(_heartbeat_method(client), service.steady_decision, again)
+    epoch = await _join(client, "m1")
+    raw = _steady("m1", epoch).SerializeToString()
+    first, _ = answer(raw, HOST)
+    assert first is not None and given_again == []
+    # a group on the same partition with no members yet: the admin client's commit creates it
+    other = next(
+        g
+        for g in (f"other-{i}" for i in range(1_000))
+        if service.partition_for(g) == service.partition_for(GROUP)
+    )
+    commits = [
+        (GROUP, "m1", epoch, 0),
+        (other, "", None, 0),
+        (GROUP, "m1", epoch - 1, int(Errors.STALE_MEMBER_EPOCH)),
+    ]
+    for group, member, member_epoch, code in commits:
+        committed = await client.coordinator.OffsetCommit(
+            offsets_pb2.OffsetCommitRequest(
+                group_id=group,
+                member_id=member,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name="t",
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=42
+                            )
+                        ],
+                    )
+                ],
+                **({} if member_epoch is None else {"generation_id_or_member_epoch": member_epoch}),
+            )
+        )
+        assert [p.error_code for t in committed.topics for p in t.partitions] == [code]
+        assert answer(raw, HOST) == (first, None)
+    assert given_again == [True, True, True]
+    partition = service.runtime.partitions[service.partition_for(GROUP)]
+    assert other in partition.sm.group_manager.groups  # (the admin's commit made its group)
+    # a counted write on the partition: decided anew
+    assert (await pending_write(client, GROUP)).error_code == 0
+    assert answer(raw, HOST) == (first, None) and given_again[-1] is False
 
 
 async def test_the_shortcut_remembers_only_so_many_requests(client: Client) -> None:

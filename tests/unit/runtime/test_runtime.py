@@ -151,8 +151,9 @@ async def test_an_answer_is_given_again_only_while_nothing_was_counted(
     store: InMemoryLogStore, clock: ManualClock
 ) -> None:
     """``answer_now`` operations are not counted (each answered again while nothing else
-    ran); every write, read, timer and change of state is, and an earlier answer is not given
-    again after it: the operation decides anew."""
+    ran); every write (but one the caller says changes no decision: an offset commit), read,
+    timer and change of state is, and an earlier answer is not given again after it: the
+    operation decides anew."""
     rt = make_runtime(store, reload_backoff_ms=(1, 10))
     await rt.load(0)
     p = rt.partition(0)
@@ -195,6 +196,24 @@ async def test_an_answer_is_given_again_only_while_nothing_was_counted(
     assert not p.answer_again(changes, _touch, "x")
     store.release_appends()
     assert await pending == 2
+    # an uncounted write (an offset commit's): an earlier answer is given again, also while
+    # its records are not durable yet (no new answer then: answer_now waits for them)
+    changes = decided()
+    store.hold_appends()
+    uncounted = p.write(lambda sm, now: sm.incr("c"), counted=False)
+    assert p.changes == changes and p.answer_now(lambda sm, now: 1) is None
+    assert p.answer_again(changes, _touch, "u") and "touched-u" in p.sm.values
+    store.release_appends()
+    assert await uncounted == 1
+    assert p.answer_again(changes, _touch, "v") and "touched-v" in p.sm.values
+    # ... but its append failing fails the partition, which counts
+    store.fail_next_appends(1)
+    failed = p.write(lambda sm, now: sm.incr("c"), counted=False)
+    with pytest.raises(ApiError):
+        await failed
+    assert p.state is PartitionState.FAILED and not p.answer_again(changes, _touch, "x")
+    await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 10)
+    p = rt.partition(0)
     # a failure (state discarded), a reload, an unload: the same
     changes = decided()
     store.fail_next_appends(1)

@@ -309,6 +309,33 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         later = [manager.steady_heartbeat("g", m, e, "", "", now + ms) for m, e in members[::-1]]
         assert first == later[::-1]
 
+    @rule(
+        client=clients,
+        who=st.sampled_from(["member", "stale member", "admin", "admin, another group"]),
+    )
+    def steady_decisions_hold_across_offset_commits(self, client: FakeConsumer, who: str) -> None:
+        """Offset commits are not counted either (``write(counted=False)``): what one changes
+        -- offsets, a simple group of its own -- no steady decision reads, whether it is
+        accepted (a member at its epoch; the admin client while the group is empty, or for a
+        group that does not exist) or refused (a stale epoch; the admin client of a group
+        with members)."""
+        manager = self.c.h.shard.consumer
+        now = self.c.h.now
+        members = [(c.member_id, c.epoch) for c in self.all_clients if c.joined]
+        first = [manager.steady_heartbeat("g", m, e, "", "", now) for m, e in members]
+        group, member_id, epoch = {
+            "member": ("g", client.member_id, client.epoch),
+            "stale member": ("g", client.member_id, client.epoch - 1),
+            "admin": ("g", "", -1),
+            "admin, another group": ("simple", "", -1),
+        }[who]
+        try:
+            self._write(lambda: self.c.commit(group, member_id=member_id, epoch=epoch, t0=7))
+        except ApiError:
+            pass
+        later = [manager.steady_heartbeat("g", m, e, "", "", now) for m, e in members]
+        assert first == later
+
     # ---- client-side assignors ---------------------------------------------------------------
     def _chosen_client(self) -> FakeConsumer | None:
         g = self._group()
