@@ -254,10 +254,12 @@ class PartitionTimer:
 
 
 class _Batch:
-    __slots__ = ("records", "waiters", "observed")
+    __slots__ = ("records", "waiters", "observed", "counted")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        # records of a counted operation among them (CoordinatorPartition.changes)
+        self.counted = False
         # (records, timer key) of each write in the batch, for the record observer
         self.observed: list[tuple[Sequence[Record], TimerKey | None]] = []
         # (future, value) pairs released when the batch is durable
@@ -445,7 +447,7 @@ class CoordinatorPartition:
         if counted:
             self.changes += 1
         result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
-        self._apply(result, future)
+        self._apply(result, future, counted=counted)
         return future
 
     def read(self, op: ReadOp) -> asyncio.Future[Any]:
@@ -460,14 +462,17 @@ class CoordinatorPartition:
 
     def answer_now(self, op: ReadOp) -> Any:
         """Run ``op``, an operation that writes nothing, when its answer may be given at once
-        and so without a future: the partition active, nothing pending or being appended
-        (an answer must not overtake state that is not durable yet: :meth:`write` would hold
-        it back). None: not now -- go through :meth:`write`; so does ``op`` returning None."""
+        and so without a future: the partition active, no counted operation's records
+        pending or being appended (an answer must not overtake state that is not durable
+        yet: :meth:`write` would hold it back; an uncounted write's records change nothing
+        such an answer reads). None: not now -- go through :meth:`write`; so does ``op``
+        returning None."""
+        inflight = self._inflight
         if (
             self.state is not PartitionState.ACTIVE
             or not self._accepting
-            or self._pending.records
-            or self._inflight is not None
+            or self._pending.counted
+            or (inflight is not None and inflight.counted)
         ):
             return None
         answer = op(self.sm, self.clock.now_ms())
@@ -505,9 +510,12 @@ class CoordinatorPartition:
         result: CoordinatorResult[Any],
         future: asyncio.Future[Any] | None,
         timer_key: TimerKey | None = None,
+        counted: bool = True,
     ) -> None:
         records = result.records
         if records:
+            if counted:
+                self._pending.counted = True
             try:
                 if result.replay_records:  # else the handler applied them already
                     for record in records:

@@ -193,18 +193,25 @@ async def test_an_answer_is_given_again_only_while_nothing_was_counted(
     changes = decided()
     pending = p.write(lambda sm, now: sm.incr("a"))
     assert p.answer_now(lambda sm, now: 1) is None
+    await asyncio.sleep(0)  # (in flight now)
+    assert p.answer_now(lambda sm, now: 1) is None
     assert not p.answer_again(changes, _touch, "x")
     store.release_appends()
     assert await pending == 2
-    # an uncounted write (an offset commit's): an earlier answer is given again, also while
-    # its records are not durable yet (no new answer then: answer_now waits for them)
+    # an uncounted write (an offset commit's): an earlier answer is given again, and a new
+    # one given now, also while its records are not durable yet -- until a counted write's
+    # records are pending too
     changes = decided()
     store.hold_appends()
     uncounted = p.write(lambda sm, now: sm.incr("c"), counted=False)
-    assert p.changes == changes and p.answer_now(lambda sm, now: 1) is None
+    assert p.changes == changes and p.answer_now(lambda sm, now: 1) == 1
     assert p.answer_again(changes, _touch, "u") and "touched-u" in p.sm.values
+    await asyncio.sleep(0)  # (the first batch in flight: a counted write's records join the next)
+    counted_too = p.write(lambda sm, now: sm.incr("a"))
+    assert p.answer_now(lambda sm, now: 1) is None
     store.release_appends()
-    assert await uncounted == 1
+    assert await uncounted == 1 and await counted_too == 3
+    changes = decided()
     assert p.answer_again(changes, _touch, "v") and "touched-v" in p.sm.values
     # ... but its append failing fails the partition, which counts
     store.fail_next_appends(1)
