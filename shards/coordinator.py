@@ -211,7 +211,8 @@ class GroupCoordinatorService:
     def steady_again(self, token: SteadyToken) -> bool:
         """The same heartbeat answered as :meth:`steady_decision` answered it, which gave
         ``token``: True when nothing that decision read can have changed since (the
-        partition counts every operation but such answers: ``CoordinatorPartition.changes``)
+        partition counts every operation but such answers and offset commits:
+        ``CoordinatorPartition.changes``)
         -- the member's session moved on as the decision moves it. False: decide again."""
         partition, changes, group_id, member_id = token
         p = partition()

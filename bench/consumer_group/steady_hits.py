@@ -15,8 +15,8 @@ heartbeat, which way it went:
 A shard app runs in this process (SQLite store, the component tests' settings); ``--groups``
 groups of one Stable member each, all on one coordinator partition, heartbeat over gRPC as
 fast as they are answered, while the first group's member commits an offset ``--commits``
-times per second (each rate its own phase, ``--seconds`` long). The two coordinator methods
-are wrapped to count; nothing else is changed.
+times per second (each rate its own phase, ``--seconds`` long). The coordinator's steady
+methods are wrapped (in this process, for good) to count; nothing else is changed.
 
     .venv/bin/python -m bench.consumer_group.steady_hits [--commits 0 20 100] [--seconds 3]
 

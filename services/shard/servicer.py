@@ -47,13 +47,11 @@ ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
 def group_coordinator_methods(
-    service: GroupCoordinatorService, steady_memory: int | None = None
+    service: GroupCoordinatorService, steady_memory: int = STEADY_MEMO_ENTRIES
 ) -> list[Method]:
     """The service's methods, with the heartbeat shortcuts; ``steady_memory``: how many
-    steady requests the ConsumerGroupHeartbeat shortcut remembers (default
-    :data:`STEADY_MEMO_ENTRIES`)."""
+    steady requests the ConsumerGroupHeartbeat shortcut remembers."""
     methods = service_methods(GROUP_COORDINATOR_SERVICE, service)
-    capacity = STEADY_MEMO_ENTRIES if steady_memory is None else steady_memory
     # (not behind an authorizer: the authorizing wrapper has neither)
     steady = getattr(service, "steady_decision", None)
     again = getattr(service, "steady_again", None)
@@ -61,7 +59,7 @@ def group_coordinator_methods(
     shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {}
     for m in methods:
         if m.name == "ConsumerGroupHeartbeat" and steady is not None and again is not None:
-            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again, capacity)
+            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again, steady_memory)
         elif m.name == "Heartbeat" and classic is not None:
             shortcuts[m.name] = classic_heartbeat_answer(m, classic)
     return [
