@@ -109,11 +109,6 @@ STEADY_HEARTBEAT_UNSET = tuple(
 )
 
 
-#: what :meth:`GroupCoordinatorService.steady_decision` gives to answer the same heartbeat
-#: again: (a weak reference to the partition, its count of changes then, group id, member id)
-SteadyToken = tuple["ReferenceType[CoordinatorPartition]", int, str, str]
-
-
 def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
     """Whether ``request`` carries nothing but its ids, epoch and context (see
     :meth:`GroupCoordinatorService.steady_heartbeat`)."""
@@ -193,9 +188,10 @@ class GroupCoordinatorService:
         member_epoch: int,
         client_id: str,
         client_host: str,
-    ) -> tuple[tuple[int, int, bool], SteadyToken] | None:
-        """:meth:`steady_heartbeat`'s answer and a token to give it again with
-        (:meth:`steady_again`) while nothing it was decided on can have changed."""
+    ) -> tuple[tuple[int, int, bool], ReferenceType[CoordinatorPartition], int] | None:
+        """:meth:`steady_heartbeat`'s answer, and the partition (a weak reference: a
+        remembered decision must not keep an unloaded partition's state) and its count of
+        changes to give it again at (:meth:`steady_again`)."""
         answered = self._answer_now(
             group_id,
             lambda shard, now: shard.consumer_group_steady_heartbeat(
@@ -205,16 +201,20 @@ class GroupCoordinatorService:
         if answered is None:
             return None
         answer, p = answered
-        # (a weak reference: a remembered token must not keep an unloaded partition's state)
-        return answer, (ref(p), p.changes, group_id, member_id)
+        return answer, ref(p), p.changes
 
-    def steady_again(self, token: SteadyToken) -> bool:
-        """The same heartbeat answered as :meth:`steady_decision` answered it, which gave
-        ``token``: True when nothing that decision read can have changed since (the
-        partition counts every operation but such answers and offset commits:
-        ``CoordinatorPartition.changes``)
-        -- the member's session moved on as the decision moves it. False: decide again."""
-        partition, changes, group_id, member_id = token
+    def steady_again(
+        self,
+        partition: ReferenceType[CoordinatorPartition],
+        changes: int,
+        group_id: str,
+        member_id: str,
+    ) -> bool:
+        """The same heartbeat of ``member_id`` answered again as :meth:`steady_decision`
+        answered it on ``partition`` at ``changes``: True when nothing that decision read can
+        have changed since (the partition counts every operation but such answers and offset
+        commits: ``CoordinatorPartition.changes``) -- the member's session moved on as the
+        decision moves it. False: decide again."""
         p = partition()
         try:
             return p is not None and p.answer_again(

@@ -63,6 +63,9 @@ class NoTimer:
     def schedule_keyed(self, key: tuple[str, ...], delay_ms: int, op: Any) -> None:
         self.keys[key] = op
 
+    def postpone(self, key: tuple[str, ...], delay_ms: int, op: Any) -> bool:
+        return self.keys.get(key) is op
+
     def cancel(self, key: tuple[str, ...]) -> None:
         self.keys.pop(key, None)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import heapq
 import json
 import os
 import platform
@@ -42,6 +43,7 @@ import sys
 import time
 import tracemalloc
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +177,33 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
     shard.on_loaded(0)
     gc.collect()
     with_timers, _ = tracemalloc.get_traced_memory()
+    # Then every member heartbeats, twice: the steady case, its session moved on -- what a
+    # live member costs (until 2026-11-28 the benchmark stopped above, before any
+    # heartbeat: whatever a heartbeat leaves per member went unmeasured). The arguments are
+    # the state's own strings and ints (the servicer passes what it parsed and drops it).
+    clock = timer._partition.clock
+    for _ in range(2):
+        now = clock.now_ms()
+        for group in shard.consumer.consumer_groups():
+            gid = group.group_id
+            for member in group.members.values():
+                answer = shard.consumer_group_steady_heartbeat(
+                    gid,
+                    member.member_id,
+                    member.member_epoch,
+                    member.client_id,
+                    member.client_host,
+                    now,
+                )
+                assert answer is not None
+    gc.collect()
+    heartbeating, _ = tracemalloc.get_traced_memory()
+    # a replaced timer's dead heap entry leaves the heap once its deadline passes (or the
+    # heap is compacted): without them, what stays for as long as the members heartbeat
+    timer._heap = [e for e in timer._heap if e[2] is not None]
+    heapq.heapify(timer._heap)
+    gc.collect()
+    settled, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss1 = rss_bytes()
     assert sum(len(g.members) for g in shard.consumer.consumer_groups()) == members
@@ -186,17 +215,20 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
         "members_per_group": per_group,
         "state_bytes": state - base,
         "state_and_timer_bytes": with_timers - base,
+        "heartbeating_bytes": heartbeating - base,
+        "heartbeating_settled_bytes": settled - base,
         "rss_growth_bytes": rss1 - rss0,
     }
 
 
 def measure_steady_memory(entries: int) -> dict[str, Any]:
     """What the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
-    it (``services.shard.servicer.steady_heartbeat_answer``: the request's bytes, what parsing
-    them gave, the answer and the decision's token), for ``entries`` members of 100-member
+    it (``services.shard.servicer.steady_heartbeat_answer``: the request's bytes, the ids,
+    the answer, the decision's partition and count), for ``entries`` members of 100-member
     groups with ids as above; the request bytes are made inside the measurement, as gRPC
     hands each request over, and only what the memory keeps stays. The coordinator is
-    replaced by its answer and a token of the coordinator's shape (one partition, one count)."""
+    replaced by its answer, one partition (a weak reference, as the coordinator's: one per
+    partition) and one count."""
     from groupcoord.v1 import consumer_group_pb2 as pb
 
     from services.process.grpc_server import Method
@@ -206,12 +238,14 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
     request = pb.ConsumerGroupHeartbeatRequest
     response = pb.ConsumerGroupHeartbeatResponse
     method = Method("ConsumerGroupHeartbeat", request, response, object, object, None)  # type: ignore[arg-type]
-    partition, count = object(), 1 << 40  # (an int object the decisions of a moment share)
+    served = _Partition()
+    partition = weakref.ref(served)
+    count = 1 << 40  # (an int object the decisions of a moment share)
 
     def decide(group: str, member: str, epoch: int, client: str, host: str) -> Any:
-        return (epoch, 5_000, False), (partition, count, group, member)
+        return (epoch, 5_000, False), partition, count
 
-    answer = steady_heartbeat_answer(method, decide, lambda token: False, capacity=entries)
+    answer = steady_heartbeat_answer(method, decide, lambda *remembered: False, capacity=entries)
     # (the group and member ids of the state above: member m of group g)
     ids = [
         (f"group-{g:06d}", uuid_to_text((g * 1_000_003 + m).to_bytes(16, "big")))
@@ -272,8 +306,9 @@ def main() -> None:
             f"{groups:>7} groups x {row['members_per_group']:>6} members: "
             f"state {row['state_bytes'] / 2**20:7.1f} MiB, "
             f"+timers {row['state_and_timer_bytes'] / 2**20:7.1f} MiB, "
+            f"heartbeating {row['heartbeating_settled_bytes'] / 2**20:7.1f} MiB, "
             f"RSS +{row['rss_growth_bytes'] / 2**20:7.1f} MiB, "
-            f"{row['state_and_timer_bytes'] / a.members:6.0f} B/member",
+            f"{row['heartbeating_settled_bytes'] / a.members:6.0f} B/member",
             flush=True,
         )
     results = {
@@ -288,10 +323,13 @@ def main() -> None:
         "layouts": rows,
         "fit_state": fit(rows, a.members, "state_bytes"),
         "fit_state_and_timers": fit(rows, a.members, "state_and_timer_bytes"),
+        "fit_heartbeating": fit(rows, a.members, "heartbeating_bytes"),
+        "fit_heartbeating_settled": fit(rows, a.members, "heartbeating_settled_bytes"),
     }
     # the shortcut's memory: per process, for as many members as it holds (16,384 by default)
     steady = measure_steady_memory(min(a.members, 16_384))
-    per_member = results["fit_state_and_timers"]["per_member_bytes"]  # type: ignore[index]
+    # (a member the shortcut holds heartbeats: its state and timers as heartbeating)
+    per_member = results["fit_heartbeating_settled"]["per_member_bytes"]  # type: ignore[index]
     steady["per_member_with_state_bytes"] = per_member + steady["bytes_per_entry"]
     steady["process_bytes_when_full"] = steady["capacity"] * steady["bytes_per_entry"]
     results["steady_shortcut_memory"] = steady

@@ -72,8 +72,8 @@ def count_ways() -> dict[str, int]:
         finally:
             general = False
 
-    def steady_again(self: GroupCoordinatorService, token: Any) -> bool:
-        given = again(self, token)
+    def steady_again(self: GroupCoordinatorService, *remembered: Any) -> bool:
+        given = again(self, *remembered)
         counts["given_again" if given else "not_again"] += 1
         return given
 

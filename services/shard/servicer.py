@@ -39,10 +39,14 @@ GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
 
-#: the coordinator's steady_decision: an answer and a token to give it again, or None
-SteadyDecision = Callable[[str, str, int, str, str], "tuple[tuple[int, int, bool], Any] | None"]
-#: the coordinator's steady_again: whether the answer a token came with holds still
-SteadyAgain = Callable[[Any], bool]
+#: the coordinator's steady_decision: an answer, and the partition (a weak reference) and its
+#: count of changes to give it again at; or None
+SteadyDecision = Callable[
+    [str, str, int, str, str], "tuple[tuple[int, int, bool], Any, int] | None"
+]
+#: the coordinator's steady_again(partition, changes, group id, member id): whether the
+#: answer decided at that count holds still
+SteadyAgain = Callable[[Any, int, str, str], bool]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
@@ -85,15 +89,15 @@ def steady_heartbeat_answer(
     way gives (the same fields set: tests compare bytes).
 
     A member in the steady state sends the same bytes on every heartbeat, so the shortcut
-    remembers, per distinct request it answered, what parsing it gave -- its ids, epoch and
-    context, the request being of the steady shape -- and the answer it last serialized with
-    the values it was built from, the token ``steady`` gave with its decision and the client
-    host it was decided for. Asked again from that host, ``again(token)`` gives the same
-    decision again (moving the member's session on) while nothing it read can have changed --
-    the partition counted no operation since (``CoordinatorPartition.changes``); otherwise
-    ``steady`` decides anew on the live state. Nothing about the member or group is
-    remembered here but what a decision gave.
-    At most ``capacity`` requests are remembered (~0.5–0.6 KB each): when full, it keeps them and
+    remembers, per distinct request it answered: the group and member ids, the answer it last
+    serialized, the partition and its count of changes ``steady`` decided at, and the client
+    host it was decided for (when the request names none: the peer's). Asked again from that
+    host, ``again(partition, changes, group id, member id)`` gives the same decision again
+    (moving the member's session on) while nothing it read can have changed -- the partition
+    counted no operation since (``CoordinatorPartition.changes``); otherwise the request is
+    parsed again and ``steady`` decides anew on the live state, and the answer is serialized
+    again. Nothing about the member or group is remembered here but what a decision gave.
+    At most ``capacity`` requests are remembered (~0.35 KB each): when full, it keeps them and
     parses and serializes the others each time, until as many requests again went
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
@@ -108,60 +112,42 @@ def steady_heartbeat_answer(
     defaulted = tuple((n, default) for n, default in STEADY_HEARTBEAT_UNSET if default is not None)
     parse = method.request_pb.FromString
     response = method.response_pb
-    # request bytes -> what parsing them gave, and once answered, what answering gave
+    # request bytes -> what answering them gave
     memo: dict[bytes, _Remembered] = {}
     full = 0  # requests not remembered since the memory was last started afresh
-
-    def steady_shape(raw: bytes) -> tuple[Any, _Remembered | None]:
-        message = parse(raw)
-        has = message.HasField
-        for name in unset:
-            if has(name):
-                return message, None
-        for name, default in defaulted:
-            if has(name) and getattr(message, name) != default:
-                return message, None
-        context = message.context
-        return message, _Remembered(
-            intern(message.group_id),
-            message.member_id,
-            message.member_epoch,
-            intern(context.client_id),
-            intern(context.client_host),
-        )
 
     def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
         nonlocal full
         known = memo.get(raw)
-        message = None
-        if known is None:
-            message, known = steady_shape(raw)
-            if known is None:
-                return None, message
-        elif (
-            known.token is not None
-            and (known.client_host or host) == known.decided_host
-            and again(known.token)
+        if (
+            known is not None
+            and (known.peer is None or known.peer == host)
+            and again(known.partition, known.changes, known.group_id, known.member_id)
         ):
             return known.built, None  # the decision the answer was built from holds still
-        decided_host = known.client_host or intern(host)
-        decided = steady(
-            known.group_id, known.member_id, known.epoch, known.client_id, decided_host
-        )
+        message = parse(raw)
+        has = message.HasField
+        for name in unset:
+            if has(name):
+                return None, message
+        for name, default in defaulted:
+            if has(name) and getattr(message, name) != default:
+                return None, message
+        context = message.context
+        client_host = context.client_host
+        decided_host = client_host or intern(host)
+        group_id, member_id = message.group_id, message.member_id
+        decided = steady(group_id, member_id, message.member_epoch, context.client_id, decided_host)
         if decided is None:
             return None, message
-        steady_answer, token = decided
-        if steady_answer == (known.epoch, known.interval, known.compute):  # (as remembered)
-            built = known.built
-        else:
-            epoch, interval, compute = steady_answer
-            built = response(
-                member_id=known.member_id,
-                member_epoch=epoch,
-                heartbeat_interval_ms=interval,
-                should_compute_assignment=compute,
-            ).SerializeToString()
-        if message is not None:  # not remembered yet
+        (epoch, interval, compute), partition, changes = decided
+        built = response(
+            member_id=member_id,
+            member_epoch=epoch,
+            heartbeat_interval_ms=interval,
+            should_compute_assignment=compute,
+        ).SerializeToString()
+        if known is None:  # not remembered yet
             if len(memo) >= capacity:
                 # Full: keep what is remembered (members heartbeat in cycles: replacing
                 # entries would leave none to hit) until as many requests again were not,
@@ -171,46 +157,28 @@ def steady_heartbeat_answer(
                     return built, None
                 memo.clear()
                 full = 0
-            memo[raw] = known
-        _, known.interval, known.compute = steady_answer
-        known.built, known.token, known.decided_host = built, token, decided_host
+            memo[raw] = known = _Remembered(intern(group_id), member_id)
+        known.built, known.partition, known.changes = built, partition, changes
+        known.peer = None if client_host else decided_host
         return built, None
 
     return answer
 
 
 class _Remembered:
-    """What the steady shortcut keeps of one request: what parsing it gave (the ids, epoch and
-    context; client host "": the peer's), and once answered, the interval and should-compute
-    flag the answer was serialized with, the answer, the decision's token and the host it was
-    decided for."""
+    """What the steady shortcut keeps of one request it answered: the group and member ids,
+    the answer, the partition (a weak reference) and its count of changes the decision was
+    taken at, and the peer host it was decided for (None: the request names its host)."""
 
-    __slots__ = (
-        "group_id",
-        "member_id",
-        "epoch",
-        "client_id",
-        "client_host",
-        "interval",
-        "compute",
-        "built",
-        "token",
-        "decided_host",
-    )
+    __slots__ = ("group_id", "member_id", "built", "partition", "changes", "peer")
 
-    def __init__(
-        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
-    ) -> None:
+    def __init__(self, group_id: str, member_id: str) -> None:
         self.group_id = group_id
         self.member_id = member_id
-        self.epoch = epoch
-        self.client_id = client_id
-        self.client_host = client_host
-        self.interval: int | None = None
-        self.compute: bool | None = None
         self.built = b""
-        self.token: Any = None
-        self.decided_host = ""
+        self.partition: Any = None
+        self.changes = 0
+        self.peer: str | None = None
 
 
 def classic_heartbeat_answer(

@@ -141,7 +141,7 @@ class ConsumerGroupOps(Protocol):
         group_id: str,
         member_id: str,
         timeout_ms: int | None = None,
-        now_ms: int | None = None,
+        postpone: bool = False,
     ) -> None: ...
 
     def cancel_timers(self, group_id: str, member_id: str) -> None: ...

@@ -129,14 +129,20 @@ class PartitionTimer:
     the earliest of them. A timer then costs one small list (its heap entry, shared with the
     key table) instead of an asyncio ``TimerHandle``, its context and a closure; with
     :meth:`schedule_keyed` (one op shared by many keys, called with the key) not even the
-    closure -- what a consumer group member's session timer uses. A heap entry is the 3-slot
-    list ``[order, key, op]``: ``order`` is ``deadline << (SEQ_BITS + 1) | seq << 1 | keyed``,
-    so that it sorts by (deadline, scheduling order) and also says whether ``op`` takes the
-    key (no fourth slot). Keys are strings or tuples of strings, hashed and compared, never
-    parsed (see :mod:`shards.core.timer_keys`). Replacing or cancelling a
-    key only marks its entry dead; dead entries leave the heap when they reach its top, or
-    all at once when they outnumber the live ones, so heartbeats that keep moving deadlines
-    cannot grow the heap without bound.
+    closure -- what a consumer group member's session timer uses. A heap entry is the 4-slot
+    list ``[order, key, op, later]``: ``order`` is ``deadline << (SEQ_BITS + 1) | seq << 1 |
+    keyed``, so that it sorts by (deadline, scheduling order) and also says whether ``op``
+    takes the key; ``later`` is None or the deadline :meth:`postpone` moved it to. Keys are
+    strings or tuples of strings, hashed and compared, never parsed (see
+    :mod:`shards.core.timer_keys`). Replacing or cancelling a key only marks its entry dead;
+    dead entries leave the heap when they reach its top, or all at once when they outnumber
+    the live ones, so timers that keep being replaced cannot grow the heap without bound.
+
+    Postponing (a session's heartbeat: the same timer, a later deadline) touches neither the
+    heap nor the partition: the entry keeps its place and notes the later deadline; when its
+    place comes due it goes back into the heap for that deadline, without firing -- no
+    operation on the partition (which would count as a change: ``CoordinatorPartition.changes``)
+    and no second entry for the key.
 
     Firing: when the callback runs, every key due by then (deadline <= the clock's monotonic
     time) fires, in (deadline, scheduling) order, each as its own write through
@@ -157,8 +163,9 @@ class PartitionTimer:
 
     def __init__(self, partition: CoordinatorPartition) -> None:
         self._partition = partition
-        # key -> its heap entry [deadline << DEADLINE_SHIFT | seq << 1 | keyed, key, op]; op
-        # is None once the entry is dead (cancelled, replaced or fired)
+        # key -> its heap entry [deadline << DEADLINE_SHIFT | seq << 1 | keyed, key, op,
+        # postponed deadline or None]; op is None once the entry is dead (cancelled,
+        # replaced or fired)
         self._entries: dict[TimerKey, list[Any]] = {}
         self._heap: list[list[Any]] = []
         self._seq = 0
@@ -179,12 +186,36 @@ class PartitionTimer:
         op (a bound method kept by its owner) serves every key, no closure per timer."""
         self._schedule(key, delay_ms, op, self._KEYED)
 
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
+        """Move ``key``'s timer, scheduled with ``op``, to fire in ``delay_ms`` instead, when
+        that is no earlier than it fires now: True. False (nothing changed): ``key`` has no
+        timer, or one with another op, or the new deadline is earlier -- schedule it then."""
+        entry = self._entries.get(key)
+        if entry is None or entry[2] is not op:
+            return False
+        deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
+        armed = entry[0] >> self._DEADLINE_SHIFT
+        if deadline < armed:
+            return False
+        entry[3] = deadline if deadline > armed else None
+        return True
+
+    def deadline(self, key: TimerKey) -> int | None:
+        """When ``key``'s timer fires (the clock's monotonic ms), postponed or not; None: no
+        timer."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        later: int | None = entry[3]
+        armed: int = entry[0] >> self._DEADLINE_SHIFT
+        return armed if later is None else later
+
     def _schedule(self, key: TimerKey, delay_ms: int, op: Any, keyed: int) -> None:
         self.cancel(key)
         deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
         self._seq += 1
         order = deadline << self._DEADLINE_SHIFT | (self._seq & self._SEQ_MASK) << 1 | keyed
-        entry = [order, key, op]
+        entry = [order, key, op, None]
         self._entries[key] = entry
         if self._firing is not None:
             self._firing.append(entry)  # into the heap once the due keys have fired
@@ -235,6 +266,18 @@ class PartitionTimer:
                 op = entry[2]
                 if op is None:
                     continue
+                later = entry[3]
+                if later is not None:  # postponed: back into the heap for its deadline
+                    entry[3] = None
+                    if later << self._DEADLINE_SHIFT >= due_before:
+                        self._seq += 1
+                        entry[0] = (
+                            later << self._DEADLINE_SHIFT
+                            | (self._seq & self._SEQ_MASK) << 1
+                            | entry[0] & self._KEYED
+                        )
+                        heapq.heappush(heap, entry)
+                        continue
                 key = entry[1]
                 entry[2] = None
                 del self._entries[key]

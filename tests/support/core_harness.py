@@ -51,18 +51,35 @@ def in_process_assignor(config: CoordinatorConfig) -> InProcessAssignor:
 
 
 class ManualTimer:
-    """The core's Timer for tests: keyed, replaceable, fires only when the harness sleeps."""
+    """The core's Timer for tests: keyed, replaceable, fires only when the harness sleeps.
+    ``tasks``: key -> (deadline, scheduling order, op to fire, op scheduled, postponed
+    deadline or None) -- as PartitionTimer, a postponed timer comes due at its deadline and
+    goes back for the later one without firing."""
 
     def __init__(self) -> None:
-        self.tasks: dict[TimerKey, tuple[int, int, TimerOp]] = {}
+        self.tasks: dict[TimerKey, tuple[int, int, TimerOp, Any, int | None]] = {}
         self.now_ms = START_MS
         self._seq = itertools.count()
 
     def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None:
-        self.tasks[key] = (self.now_ms + delay_ms, next(self._seq), op)
+        self.tasks[key] = (self.now_ms + delay_ms, next(self._seq), op, op, None)
 
     def schedule_keyed(self, key: TimerKey, delay_ms: int, op: KeyedTimerOp) -> None:
-        self.schedule(key, delay_ms, functools.partial(op, key))
+        self.tasks[key] = (
+            self.now_ms + delay_ms,
+            next(self._seq),
+            functools.partial(op, key),
+            op,
+            None,
+        )
+
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
+        task = self.tasks.get(key)
+        if task is None or task[3] is not op or self.now_ms + delay_ms < task[0]:
+            return False
+        later = self.now_ms + delay_ms
+        self.tasks[key] = (*task[:4], later if later > task[0] else None)
+        return True
 
     def cancel(self, key: TimerKey) -> None:
         self.tasks.pop(key, None)
@@ -72,15 +89,20 @@ class ManualTimer:
 
     def deadline(self, key: TimerKey) -> int | None:
         task = self.tasks.get(key)
-        return task[0] if task else None
+        if task is None:
+            return None
+        return task[0] if task[4] is None else task[4]
 
     def pop_due(self, now_ms: int) -> tuple[int, TimerKey, TimerOp] | None:
-        due = [(d, s, k) for k, (d, s, _) in self.tasks.items() if d <= now_ms]
-        if not due:
-            return None
-        deadline, _, key = min(due)
-        _, _, op = self.tasks.pop(key)
-        return deadline, key, op
+        while True:
+            due = [(d, s, k) for k, (d, s, *_) in self.tasks.items() if d <= now_ms]
+            if not due:
+                return None
+            deadline, _, key = min(due)
+            _, _, op, scheduled, later = self.tasks.pop(key)
+            if later is None:
+                return deadline, key, op
+            self.tasks[key] = (later, next(self._seq), op, scheduled, None)  # not fired
 
 
 @dataclass

@@ -644,10 +644,12 @@ class ClassicGroupManager:
     # ---- sessions ------------------------------------------------------------------------------
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         """(Re)start a member's session: one op (:meth:`_session_expired`, kept bound) for
-        every member's timer, no closure per heartbeat."""
-        self.timer.schedule_keyed(
-            member_key(_CLASSIC_HEARTBEAT, group_id, member_id), timeout_ms, self._session_timer
-        )
+        every member's timer, no closure per heartbeat; a running timer is postponed when
+        the new deadline is no earlier (``Timer.postpone``: no new timer per heartbeat, and
+        no firing before the session's last deadline)."""
+        key = member_key(_CLASSIC_HEARTBEAT, group_id, member_id)
+        if not self.timer.postpone(key, timeout_ms, self._session_timer):
+            self.timer.schedule_keyed(key, timeout_ms, self._session_timer)
 
     def _session_expired(self, key: TimerKey, now_ms: int) -> CoordinatorResult[Any]:
         group_id, member_id = member_of_key(key)

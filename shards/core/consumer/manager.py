@@ -230,11 +230,9 @@ class ConsumerGroupManager:
         #: online migration to/from classic groups (None: consumer groups only)
         self.migration = migration
         # Transient, never persisted: subscribed topic ids per subscription (for the image
-        # in use), and session deadlines pushed back by heartbeats (see
-        # _schedule_session_timeout).
+        # in use).
         self._ids_cache: dict[tuple[object, ...], tuple[object, frozenset[str]]] = {}
         self._ids_image: TopicsImage | None = None
-        self._session_deadlines: dict[TimerKey, tuple[int, int]] = {}  # key -> (deadline, armed)
         # one op for every member's session timer (called with the timer's key): no closure
         # per member (memory: see PartitionTimer)
         self._session_timer = self._expire_session
@@ -315,7 +313,7 @@ class ConsumerGroupManager:
         group, member = found
         if self._updated(member, request) is not member:
             return None
-        self.schedule_session_timeout(group.group_id, member.member_id, now_ms=now_ms)
+        self.schedule_session_timeout(group.group_id, member.member_id, postpone=True)
         full = (
             request.rebalance_timeout_ms != -1
             and (
@@ -371,7 +369,7 @@ class ConsumerGroupManager:
         """What :meth:`steady_heartbeat` changes when it answers: the member's session moves
         on. Run alone for a heartbeat answered as the same one before it when nothing else
         can have changed since (``CoordinatorPartition.answer_again``)."""
-        self.schedule_session_timeout(group_id, member_id, now_ms=now_ms)
+        self.schedule_session_timeout(group_id, member_id, postpone=True)
 
     def _steady_member(
         self,
@@ -687,7 +685,7 @@ class ConsumerGroupManager:
             classic.on_joined(group_id, reconciled)
             return CoordinatorResult(records, classic.response(reconciled), tasks=tasks)
         # the key holds the state's strings, not the request's (timer_keys: memory)
-        self.schedule_session_timeout(group.group_id, reconciled.member_id, now_ms=now_ms)
+        self.schedule_session_timeout(group.group_id, reconciled.member_id, postpone=True)
 
         full = joining or (
             request.rebalance_timeout_ms != -1
@@ -1070,23 +1068,17 @@ class ConsumerGroupManager:
         group_id: str,
         member_id: str,
         timeout_ms: int | None = None,
-        now_ms: int | None = None,
+        postpone: bool = False,
     ) -> None:
-        """(Re)start a member's session. With ``now_ms``, a session whose timer runs already
-        only moves its deadline: the timer, when it fires early, re-arms itself for what is
-        left -- a heartbeat then costs no timer churn. (``timeout_ms``: a member using the
-        classic protocol brings its own.)"""
+        """(Re)start a member's session. ``postpone``: a session whose timer runs already only
+        moves its deadline (``Timer.postpone``: no new timer, and the timer reaching its
+        first deadline waits on without firing) -- a heartbeat costs no timer churn and is
+        no operation on the partition. (``timeout_ms``: a member using the classic protocol
+        brings its own.)"""
         key = member_key(_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        if now_ms is not None:
-            deadline = now_ms + timeout
-            armed = self._session_deadlines.get(key)
-            if armed is not None and armed[1] <= deadline and self.timer.is_scheduled(key):
-                self._session_deadlines[key] = (deadline, armed[1])
-                return
-            self._session_deadlines[key] = (deadline, deadline)
-        else:
-            self._session_deadlines.pop(key, None)
+        if postpone and self.timer.postpone(key, timeout, self._session_timer):
+            return
         self.timer.schedule_keyed(key, timeout, self._session_timer)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
@@ -1098,21 +1090,13 @@ class ConsumerGroupManager:
         )
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        session = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id)
-        self.timer.cancel(session)
-        self._session_deadlines.pop(session, None)
+        self.timer.cancel(member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id))
         self.timer.cancel(member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id))
         if self.migration is not None:
             self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
 
     def _expire_session(self, key: TimerKey, now_ms: int) -> CoordinatorResult[None]:
-        armed = self._session_deadlines.get(key)
-        if armed is not None and now_ms < armed[0]:  # heartbeats came meanwhile
-            self._session_deadlines[key] = (armed[0], armed[0])
-            self.timer.schedule_keyed(key, armed[0] - now_ms, self._session_timer)
-            return CoordinatorResult()
         group_id, member_id = member_of_key(key)
-        self._session_deadlines.pop(key, None)
         group = self.group_manager.groups.get(group_id)
         if not isinstance(group, ConsumerGroup) or member_id not in group.members:
             return CoordinatorResult()

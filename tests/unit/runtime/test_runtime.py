@@ -406,6 +406,73 @@ async def test_timers_moved_by_heartbeats_do_not_grow_the_heap(
     assert sm.values["expired"] == 100
 
 
+async def test_a_postponed_timer_waits_on_without_firing_and_fires_once_at_its_last_deadline(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    p = rt.partition(0)
+    sm: Counter = p.sm
+    fired: list[tuple[str, int]] = []
+
+    def op(key: str, now: int) -> CoordinatorResult[None]:
+        fired.append((key, clock.monotonic_ms()))
+        return CoordinatorResult()
+
+    start = clock.monotonic_ms()
+    sm.timer.schedule_keyed("s", 100, op)
+    assert p.timer.deadline("s") == start + 100
+    clock.advance(60)
+    assert p.timer.postpone("s", 100, op)  # to 160
+    assert p.timer.deadline("s") == start + 160
+    changes = p.changes
+    clock.advance(40)  # its first deadline: back into the heap, no firing, no operation
+    assert fired == [] and p.changes == changes and len(p.timer._heap) == 1
+    clock.advance(30)
+    assert p.timer.postpone("s", 100, op)  # to 230
+    assert p.timer.postpone("s", 80, op)  # earlier than 230, not than 160: to 210
+    assert p.timer.deadline("s") == start + 210
+    clock.advance(79)
+    assert fired == []
+    clock.advance(1)
+    assert fired == [("s", start + 210)] and sm.timer.keys() == []
+    # nothing to postpone: no timer, an earlier deadline, another op -- nothing changes
+    assert not p.timer.postpone("s", 100, op)
+    sm.timer.schedule_keyed("s", 100, op)
+    assert not p.timer.postpone("s", 99, op)
+    assert not p.timer.postpone("s", 200, lambda key, now: CoordinatorResult())
+    assert p.timer.deadline("s") == start + 310
+    # a postponed timer cancelled never fires; replaced, it fires at the new deadline only
+    assert p.timer.postpone("s", 300, op)
+    sm.timer.cancel("s")
+    sm.timer.schedule_keyed("r", 10, op)
+    assert p.timer.postpone("r", 500, op)
+    sm.timer.schedule_keyed("r", 50, op)
+    assert clock.advance(1_000) >= 1
+    assert fired[1:] == [("r", start + 260)] and sm.timer.keys() == []
+
+
+async def test_postponed_timers_keep_their_order_among_the_others(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    rt = make_runtime(store)
+    await rt.load(0)
+    p = rt.partition(0)
+    fired: list[str] = []
+
+    def op(key: str, now: int) -> CoordinatorResult[None]:
+        fired.append(key)
+        return CoordinatorResult()
+
+    for i in range(100):
+        p.timer.schedule_keyed(f"k{i}", 100 + i, op)
+    for i in range(0, 100, 2):  # the even ones move 100 ms on: due after every odd one
+        assert p.timer.postpone(f"k{i}", 200 + i, op)
+    clock.advance(1_000)
+    assert fired == [f"k{i}" for i in range(1, 100, 2)] + [f"k{i}" for i in range(0, 100, 2)]
+    assert p.timer.keys() == [] and clock.pending() == []
+
+
 async def test_a_timer_scheduled_while_timers_fire_waits_for_the_next_callback(
     store: InMemoryLogStore, clock: ManualClock
 ) -> None:
