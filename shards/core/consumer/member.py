@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from shards.core.records import (
     ClassicMemberMetadata,
@@ -245,6 +245,71 @@ class ConsumerGroupMember:
 # ---- assignment helpers ------------------------------------------------------------------
 
 
+class OneTopic(Mapping[str, tuple[int, ...]]):
+    """An assignment of one topic's partitions -- what most members hold, as current
+    assignment and target (one object for both when they are equal) -- in 48 bytes where a
+    dict of one key takes 184: ~0.14 KB of every such member (docs/performance.md, ninth
+    round). Immutable; equal to any mapping with the same one item, as a dict is. What
+    iterates it gets a dict's views (``items``, ``keys``, ``values``: a one-item dict's)."""
+
+    __slots__ = ("_topic", "_parts")
+
+    def __init__(self, topic_id: str, partitions: tuple[int, ...]) -> None:
+        self._topic = topic_id
+        self._parts = partitions
+
+    def __getitem__(self, topic_id: str) -> tuple[int, ...]:
+        if topic_id == self._topic:
+            return self._parts
+        raise KeyError(topic_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self._topic,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __contains__(self, topic_id: object) -> bool:
+        return topic_id == self._topic
+
+    def get(self, topic_id: str, default: Any = None) -> Any:
+        return self._parts if topic_id == self._topic else default
+
+    def items(self) -> ItemsView[str, tuple[int, ...]]:
+        return {self._topic: self._parts}.items()
+
+    def keys(self) -> KeysView[str]:
+        return {self._topic: None}.keys()
+
+    def values(self) -> ValuesView[tuple[int, ...]]:
+        return {self._topic: self._parts}.values()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OneTopic):
+            return self._topic == other._topic and self._parts == other._parts
+        if isinstance(other, Mapping):
+            return len(other) == 1 and other.get(self._topic, _MISSING) == self._parts
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (as a dict's: equal to dicts)
+
+    def __repr__(self) -> str:
+        return repr({self._topic: self._parts})
+
+
+_MISSING = object()
+
+
+def compact(assignment: Mapping[str, tuple[int, ...]]) -> Assignment:
+    """The assignment to hold: a :class:`OneTopic` for one topic, the shared empty one for
+    none, else the mapping itself (never mutated after)."""
+    if len(assignment) == 1 and not isinstance(assignment, OneTopic):
+        ((topic_id, partitions),) = assignment.items()
+        return OneTopic(topic_id, partitions)
+    return assignment if assignment else EMPTY_ASSIGNMENT
+
+
+
 def shared(value: T, held: T) -> T:
     """``held`` if it equals ``value``, else ``value``: replay gives a member the objects
     the state already holds for equal values (a decoded record brings its own copy of every
@@ -262,14 +327,15 @@ def normalize_names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({sys.intern(n) for n in names}))
 
 
-def make_assignment(pairs: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
-    """An assignment from any ``topic -> partitions`` mapping: sorted, no empty topics."""
+def make_assignment(pairs: Mapping[str, Iterable[int]]) -> Assignment:
+    """An assignment from any ``topic -> partitions`` mapping: sorted, no empty topics
+    (:func:`compact`)."""
     out: dict[str, tuple[int, ...]] = {}
     for topic_id in sorted(pairs):
         parts = tuple(sorted(set(pairs[topic_id])))
         if parts:
             out[topic_id] = parts
-    return out
+    return compact(out)
 
 
 def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:

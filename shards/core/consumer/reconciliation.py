@@ -32,6 +32,7 @@ from shards.core.consumer.member import (
     Assignment,
     ConsumerGroupMember,
     MemberState,
+    compact,
 )
 from shards.core.errors import ApiError, Errors
 
@@ -174,16 +175,16 @@ def _next(
         return member.with_epoch(
             member_epoch,
             state=MemberState.UNREVOKED_PARTITIONS,
-            assigned_partitions=keep or EMPTY_ASSIGNMENT,
-            partitions_pending_revocation=revoke,
+            assigned_partitions=compact(keep),
+            partitions_pending_revocation=compact(revoke),
         )
     if gain:
         merged = dict(keep)
         for topic_id, parts in gain.items():
             merged[topic_id] = tuple(sorted(set(merged.get(topic_id, ())) | set(parts)))
-        new_assigned: Assignment = dict(sorted(merged.items()))
+        new_assigned: Assignment = compact(dict(sorted(merged.items())))
     else:
-        new_assigned = keep or EMPTY_ASSIGNMENT
+        new_assigned = compact(keep)
     return member.with_epoch(
         target_epoch,
         state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
