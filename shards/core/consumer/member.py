@@ -309,7 +309,6 @@ def compact(assignment: Mapping[str, tuple[int, ...]]) -> Assignment:
     return assignment if assignment else EMPTY_ASSIGNMENT
 
 
-
 def shared(value: T, held: T) -> T:
     """``held`` if it equals ``value``, else ``value``: replay gives a member the objects
     the state already holds for equal values (a decoded record brings its own copy of every
