@@ -15,10 +15,14 @@ heartbeat, which way it went:
 A shard app runs in this process (SQLite store, the component tests' settings); ``--groups``
 groups of one Stable member each, all on one coordinator partition, heartbeat over gRPC as
 fast as they are answered, while the first group's member commits an offset ``--commits``
-times per second (each rate its own phase, ``--seconds`` long). The coordinator's steady
-methods are wrapped (in this process, for good) to count; nothing else is changed.
+times per second (each rate its own phase, ``--seconds`` long). ``--session-ms``: the
+members' session timeout (each member's session timer comes due once per timeout while it
+heartbeats: until the ninth round that was an operation on the partition, counted). The
+coordinator's steady methods are wrapped (in this process, for good) to count; nothing else
+is changed.
 
     .venv/bin/python -m bench.consumer_group.steady_hits [--commits 0 20 100] [--seconds 3]
+        [--session-ms 1000]
 
 Results: bench/results/consumer_group_steady_hits.json
 """
@@ -129,11 +133,21 @@ async def phase(client: Any, epochs: dict[str, int], commits_per_s: float, secon
     }
 
 
-async def run(rates: list[float], groups: int, seconds: float) -> list[dict]:
+async def run(
+    rates: list[float], groups: int, seconds: float, session_ms: int | None = None
+) -> list[dict]:
     counts = count_ways()
     results = []
+    sessions = (
+        {}
+        if session_ms is None
+        else {
+            "consumer_group_session_timeout_ms": session_ms,
+            "consumer_group_min_session_timeout_ms": min(session_ms, 45_000),
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        client = await start_client(Path(tmp))
+        client = await start_client(Path(tmp), **sessions)
         try:
             service = client.app.served_coordinator
             target = service.partition_for("steady-hits")
@@ -174,14 +188,26 @@ def main() -> None:
     ap.add_argument("--commits", type=float, nargs="+", default=[0, 20, 100])
     ap.add_argument("--groups", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument(
+        "--session-ms",
+        type=int,
+        default=None,
+        help="the members' session timeout (default: the shard's, 45 s); a session's timer "
+        "comes due once per timeout while its member heartbeats",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_steady_hits.json"))
     a = ap.parse_args()
-    results = asyncio.run(run(a.commits, a.groups, a.seconds))
+    results = asyncio.run(run(a.commits, a.groups, a.seconds, a.session_ms))
     out = {
         "benchmark": "consumer_group_steady_hits",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version()},
-        "params": {"groups": a.groups, "seconds": a.seconds, "store": "sqlite"},
+        "params": {
+            "groups": a.groups,
+            "seconds": a.seconds,
+            "session_ms": a.session_ms,
+            "store": "sqlite",
+        },
         "results": results,
     }
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")

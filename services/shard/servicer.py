@@ -39,14 +39,14 @@ GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
 
-#: the coordinator's steady_decision: an answer, and the partition (a weak reference) and its
-#: count of changes to give it again at; or None
+#: the coordinator's steady_decision: an answer with the member's session key, and the
+#: partition (a weak reference) and its count of changes to give it again at; or None
 SteadyDecision = Callable[
-    [str, str, int, str, str], "tuple[tuple[int, int, bool], Any, int] | None"
+    [str, str, int, str, str], "tuple[tuple[int, int, bool, Any], Any, int] | None"
 ]
-#: the coordinator's steady_again(partition, changes, group id, member id): whether the
-#: answer decided at that count holds still
-SteadyAgain = Callable[[Any, int, str, str], bool]
+#: the coordinator's steady_again(partition, changes, session key): whether the answer
+#: decided at that count holds still
+SteadyAgain = Callable[[Any, int, Any], bool]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
@@ -89,15 +89,16 @@ def steady_heartbeat_answer(
     way gives (the same fields set: tests compare bytes).
 
     A member in the steady state sends the same bytes on every heartbeat, so the shortcut
-    remembers, per distinct request it answered: the group and member ids, the answer it last
-    serialized, the partition and its count of changes ``steady`` decided at, and the client
-    host it was decided for (when the request names none: the peer's). Asked again from that
-    host, ``again(partition, changes, group id, member id)`` gives the same decision again
-    (moving the member's session on) while nothing it read can have changed -- the partition
+    remembers, per distinct request it answered: the answer it last serialized, the partition
+    and its count of changes ``steady`` decided at, the member's session key it gave (the
+    object the partition's timer holds: shared, not copied) and the client host it was
+    decided for (when the request names none: the peer's). Asked again from that host,
+    ``again(partition, changes, session)`` gives the same decision again (moving the
+    member's session on) while nothing it read can have changed -- the partition
     counted no operation since (``CoordinatorPartition.changes``); otherwise the request is
     parsed again and ``steady`` decides anew on the live state, and the answer is serialized
     again. Nothing about the member or group is remembered here but what a decision gave.
-    At most ``capacity`` requests are remembered (~0.35 KB each): when full, it keeps them and
+    At most ``capacity`` requests are remembered (~0.27 KB each): when full, it keeps them and
     parses and serializes the others each time, until as many requests again went
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
@@ -122,7 +123,7 @@ def steady_heartbeat_answer(
         if (
             known is not None
             and (known.peer is None or known.peer == host)
-            and again(known.partition, known.changes, known.group_id, known.member_id)
+            and again(known.partition, known.changes, known.session)
         ):
             return known.built, None  # the decision the answer was built from holds still
         message = parse(raw)
@@ -136,11 +137,13 @@ def steady_heartbeat_answer(
         context = message.context
         client_host = context.client_host
         decided_host = client_host or intern(host)
-        group_id, member_id = message.group_id, message.member_id
-        decided = steady(group_id, member_id, message.member_epoch, context.client_id, decided_host)
+        member_id = message.member_id
+        decided = steady(
+            message.group_id, member_id, message.member_epoch, context.client_id, decided_host
+        )
         if decided is None:
             return None, message
-        (epoch, interval, compute), partition, changes = decided
+        (epoch, interval, compute, session), partition, changes = decided
         built = response(
             member_id=member_id,
             member_epoch=epoch,
@@ -157,8 +160,9 @@ def steady_heartbeat_answer(
                     return built, None
                 memo.clear()
                 full = 0
-            memo[raw] = known = _Remembered(intern(group_id), member_id)
+            memo[raw] = known = _Remembered()
         known.built, known.partition, known.changes = built, partition, changes
+        known.session = session
         known.peer = None if client_host else decided_host
         return built, None
 
@@ -166,18 +170,17 @@ def steady_heartbeat_answer(
 
 
 class _Remembered:
-    """What the steady shortcut keeps of one request it answered: the group and member ids,
-    the answer, the partition (a weak reference) and its count of changes the decision was
-    taken at, and the peer host it was decided for (None: the request names its host)."""
+    """What the steady shortcut keeps of one request it answered: the answer, the partition
+    (a weak reference) and its count of changes the decision was taken at, the member's
+    session key, and the peer host it was decided for (None: the request names its host)."""
 
-    __slots__ = ("group_id", "member_id", "built", "partition", "changes", "peer")
+    __slots__ = ("built", "partition", "changes", "session", "peer")
 
-    def __init__(self, group_id: str, member_id: str) -> None:
-        self.group_id = group_id
-        self.member_id = member_id
+    def __init__(self) -> None:
         self.built = b""
         self.partition: Any = None
         self.changes = 0
+        self.session: Any = None
         self.peer: str | None = None
 
 

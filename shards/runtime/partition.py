@@ -186,19 +186,22 @@ class PartitionTimer:
         op (a bound method kept by its owner) serves every key, no closure per timer."""
         self._schedule(key, delay_ms, op, self._KEYED)
 
-    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> TimerKey | None:
         """Move ``key``'s timer, scheduled with ``op``, to fire in ``delay_ms`` instead, when
-        that is no earlier than it fires now: True. False (nothing changed): ``key`` has no
-        timer, or one with another op, or the new deadline is earlier -- schedule it then."""
+        that is no earlier than it fires now, and give the key object the timer holds (the
+        one it was scheduled with: a caller may keep it rather than a copy). None, nothing
+        changed: ``key`` has no timer, or one with another op, or the new deadline is
+        earlier -- schedule it then."""
         entry = self._entries.get(key)
         if entry is None or entry[2] is not op:
-            return False
+            return None
         deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
         armed = entry[0] >> self._DEADLINE_SHIFT
         if deadline < armed:
-            return False
+            return None
         entry[3] = deadline if deadline > armed else None
-        return True
+        held: TimerKey = entry[1]
+        return held
 
     def deadline(self, key: TimerKey) -> int | None:
         """When ``key``'s timer fires (the clock's monotonic ms), postponed or not; None: no

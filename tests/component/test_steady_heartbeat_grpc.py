@@ -258,6 +258,9 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, GROUP, "m1")
     deadline = timer.deadline(key)
     assert deadline is not None
+    # the memory keeps the member's session key the timer holds itself, not a copy of it
+    (held,) = (k for k in timer.keys() if k == key)
+    assert decided[0][0][3] is held
     await asyncio.sleep(0.01)
     second, parsed = answer(raw, HOST)
     assert (second, parsed) == (first, None) and given_again == [True] and len(decided) == 1
@@ -554,7 +557,8 @@ async def test_the_coordinator_answers_a_steady_heartbeat_itself(
     )
     answered = recorded(monkeypatch, CoordinatorStateMachine, "consumer_group_steady_heartbeat")
     fast = await stub.ConsumerGroupHeartbeat(steady)
-    assert answered == [(epoch, 5_000, False)]
+    session = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, GROUP, "m1")
+    assert answered == [(epoch, 5_000, False, session)]
     assert (await stub.ConsumerGroupHeartbeat(full)).assignment is not None
     assert len(answered) == 1  # the full request: not offered to the shortcut
     monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", lambda *a: None)

@@ -420,33 +420,38 @@ async def test_a_postponed_timer_waits_on_without_firing_and_fires_once_at_its_l
         return CoordinatorResult()
 
     start = clock.monotonic_ms()
-    sm.timer.schedule_keyed("s", 100, op)
-    assert p.timer.deadline("s") == start + 100
+    held = ("session", "g", "m")
+    sm.timer.schedule_keyed(held, 100, op)
+    assert p.timer.deadline(("session", "g", "m")) == start + 100
     clock.advance(60)
-    assert p.timer.postpone("s", 100, op)  # to 160
+    # to 160; what it gives is the key object the timer holds, not the equal one asked with
+    assert p.timer.postpone(tuple(["session", "g", "m"]), 100, op) is held
+    sm.timer.cancel(held)
+    sm.timer.schedule_keyed("s", 40, op)
+    assert p.timer.postpone("s", 100, op) == "s"  # to 160
     assert p.timer.deadline("s") == start + 160
     changes = p.changes
     clock.advance(40)  # its first deadline: back into the heap, no firing, no operation
     assert fired == [] and p.changes == changes and len(p.timer._heap) == 1
     clock.advance(30)
-    assert p.timer.postpone("s", 100, op)  # to 230
-    assert p.timer.postpone("s", 80, op)  # earlier than 230, not than 160: to 210
+    assert p.timer.postpone("s", 100, op) == "s"  # to 230
+    assert p.timer.postpone("s", 80, op) == "s"  # earlier than 230, not than 160: to 210
     assert p.timer.deadline("s") == start + 210
     clock.advance(79)
     assert fired == []
     clock.advance(1)
     assert fired == [("s", start + 210)] and sm.timer.keys() == []
     # nothing to postpone: no timer, an earlier deadline, another op -- nothing changes
-    assert not p.timer.postpone("s", 100, op)
+    assert p.timer.postpone("s", 100, op) is None
     sm.timer.schedule_keyed("s", 100, op)
-    assert not p.timer.postpone("s", 99, op)
-    assert not p.timer.postpone("s", 200, lambda key, now: CoordinatorResult())
+    assert p.timer.postpone("s", 99, op) is None
+    assert p.timer.postpone("s", 200, lambda key, now: CoordinatorResult()) is None
     assert p.timer.deadline("s") == start + 310
     # a postponed timer cancelled never fires; replaced, it fires at the new deadline only
-    assert p.timer.postpone("s", 300, op)
+    assert p.timer.postpone("s", 300, op) == "s"
     sm.timer.cancel("s")
     sm.timer.schedule_keyed("r", 10, op)
-    assert p.timer.postpone("r", 500, op)
+    assert p.timer.postpone("r", 500, op) == "r"
     sm.timer.schedule_keyed("r", 50, op)
     assert clock.advance(1_000) >= 1
     assert fired[1:] == [("r", start + 260)] and sm.timer.keys() == []
@@ -467,7 +472,7 @@ async def test_postponed_timers_keep_their_order_among_the_others(
     for i in range(100):
         p.timer.schedule_keyed(f"k{i}", 100 + i, op)
     for i in range(0, 100, 2):  # the even ones move 100 ms on: due after every odd one
-        assert p.timer.postpone(f"k{i}", 200 + i, op)
+        assert p.timer.postpone(f"k{i}", 200 + i, op) == f"k{i}"
     clock.advance(1_000)
     assert fired == [f"k{i}" for i in range(1, 100, 2)] + [f"k{i}" for i in range(0, 100, 2)]
     assert p.timer.keys() == [] and clock.pending() == []
