@@ -36,6 +36,7 @@ from shards.core.consumer.member import MemberState
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.result import AsyncTask
+from shards.core.timer_keys import TimerKind, member_key
 from tests.support.machines import quick_and_slow
 from tests.unit.core.consumer.support import (
     Consumers,
@@ -289,6 +290,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                     answer.member_epoch,
                     answer.heartbeat_interval_ms,
                     answer.should_compute_assignment,
+                    member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, "g", client.member_id),
                 )
         if fast is None:
             return
