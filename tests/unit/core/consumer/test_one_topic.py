@@ -49,6 +49,9 @@ def test_it_answers_as_the_dict_it_stands_for(
     # equality both ways, with dicts and with each other, as between dicts
     assert (one == other) == (same == other) == (other == one)
     assert (one != other) == (same != other)
+    if len(other) == 1:  # between two of them, as between the two dicts
+        ((t, ps),) = other.items()
+        assert (one == OneTopic(t, ps)) == (same == other) == (OneTopic(t, ps) == one)
     assert one == OneTopic(topic, parts) and one == same and same == one
     assert same_assignment(one, same) and assignment_key(one) == assignment_key(same)
     assert to_topic_partitions(one) == to_topic_partitions(same)
