@@ -229,12 +229,14 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     service = client.app.served_coordinator
     decided: list[Any] = []
     given_again: list[bool] = []
+    sessions: list[Any] = []  # the session key the memory gives again with
 
     def steady(*args: Any) -> Any:
         decided.append(service.steady_decision(*args))
         return decided[-1]
 
     def again(*remembered: Any) -> bool:
+        sessions.append(remembered[2])
         given_again.append(service.steady_again(*remembered))
         return given_again[-1]
 
@@ -264,6 +266,7 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     await asyncio.sleep(0.01)
     second, parsed = answer(raw, HOST)
     assert (second, parsed) == (first, None) and given_again == [True] and len(decided) == 1
+    assert sessions[0] is held  # kept by the memory as given: the timer's own object
     assert timer.deadline(key) > deadline
     assert counting.parsed == [raw]
     # a write on the partition (another group's member joining): decided anew, the same
