@@ -329,6 +329,10 @@ def normalize_names(names: Iterable[str]) -> tuple[str, ...]:
 def make_assignment(pairs: Mapping[str, Iterable[int]]) -> Assignment:
     """An assignment from any ``topic -> partitions`` mapping: sorted, no empty topics
     (:func:`compact`)."""
+    if len(pairs) == 1:  # (most: no dict in between)
+        ((topic_id, partitions),) = pairs.items()
+        parts = tuple(sorted(set(partitions)))
+        return OneTopic(topic_id, parts) if parts else EMPTY_ASSIGNMENT
     out: dict[str, tuple[int, ...]] = {}
     for topic_id in sorted(pairs):
         parts = tuple(sorted(set(pairs[topic_id])))
@@ -342,6 +346,10 @@ def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
 
 
 def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
+    if type(tps) is tuple and len(tps) == 1:  # (most: no dict in between)
+        (tp,) = tps
+        parts = tuple(sorted(set(tp.partitions)))
+        return OneTopic(sys.intern(tp.topic_id), parts) if parts else EMPTY_ASSIGNMENT
     out: dict[str, set[int]] = {}
     for tp in tps:
         out.setdefault(sys.intern(tp.topic_id), set()).update(tp.partitions)
@@ -354,4 +362,8 @@ def assignment_key(assignment: Assignment) -> tuple[tuple[str, tuple[int, ...]],
 
 
 def same_assignment(a: Assignment, b: Assignment) -> bool:
-    return a is b or assignment_key(a) == assignment_key(b)
+    if a is b:
+        return True
+    if type(a) is OneTopic and type(b) is OneTopic:  # (most: no keys built)
+        return a._topic == b._topic and a._parts == b._parts
+    return assignment_key(a) == assignment_key(b)

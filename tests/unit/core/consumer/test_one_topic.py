@@ -52,6 +52,7 @@ def test_it_answers_as_the_dict_it_stands_for(
     if len(other) == 1:  # between two of them, as between the two dicts
         ((t, ps),) = other.items()
         assert (one == OneTopic(t, ps)) == (same == other) == (OneTopic(t, ps) == one)
+        assert same_assignment(one, OneTopic(t, ps)) == (same == other)
     assert one == OneTopic(topic, parts) and one == same and same == one
     assert same_assignment(one, same) and assignment_key(one) == assignment_key(same)
     assert to_topic_partitions(one) == to_topic_partitions(same)
@@ -78,6 +79,11 @@ def test_assignments_are_made_compact_when_they_hold_one_topic(
     assert compact(pairs) == pairs
     tps = tuple(TopicPartitions(t, ps) for t, ps in sorted(pairs.items()))
     assert from_topic_partitions(tps) == pairs
+    assert type(from_topic_partitions(tps)) is type(made)
+    # unsorted, repeated partitions and empty topics are normalized on the way in
+    messy = {t: (*reversed(ps), ps[0]) for t, ps in pairs.items()} | {"t-empty": ()}
+    assert make_assignment(messy) == pairs and type(make_assignment(messy)) is type(made)
+    assert make_assignment({"t-empty": ()}) is EMPTY_ASSIGNMENT
 
 
 def test_it_is_smaller_than_a_dict_of_one_topic() -> None:
