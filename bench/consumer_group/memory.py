@@ -6,7 +6,11 @@ partition rebuilds it: by replaying the records of Stable groups (member subscri
 target assignment, current assignment, group and assignment epochs, topic metadata), each
 member owning 2 partitions of its group's topic. Then ``on_loaded`` schedules every
 member's session timer on a real asyncio loop through the runtime's ``PartitionTimer``
-(timers cost memory too).
+(timers cost memory too). Then every member heartbeats twice through the steady path, as a
+live member does, and what stays is measured again, without the dead heap entries a
+replaced timer leaves until its deadline passes (``heartbeating_settled_bytes``: the
+headline figure since 2026-11-28; the figures after the load alone flattered a live member
+by whatever a heartbeat keeps -- docs/performance.md, ninth round).
 
 The records go through the log codec first, as in a load: each group's records are encoded
 into a snapshot (``RecordCodec.encode_snapshot``, before measuring) and decoded while
@@ -22,8 +26,9 @@ least-squares fit of ``bytes = groups * per_group + members * per_member`` over 
 gives the cost of a member and of a group.
 
 Then what the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
-it (a bounded per-process memory: 16,384 requests by default; docs/performance.md, sixth and
-seventh rounds), for 16,384 members: per member it holds, and with the state and timers.
+it (a bounded per-process memory: 16,384 requests by default; docs/performance.md, sixth to
+ninth rounds), for 16,384 members: per member it holds, and with the state and timers of a
+member that heartbeats.
 
     .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
 
