@@ -172,8 +172,8 @@ class GroupCoordinatorService:
         """A ConsumerGroupHeartbeat that carries nothing but its ids, epoch and context (what
         a client sends when nothing changed), answered at once when it is the steady case:
         ``(member_epoch, heartbeat_interval_ms, should_compute_assignment, the member's
-        session key)``. It takes the
-        same decision with the same checks as :meth:`consumer_group_heartbeat` would
+        session key)``. It takes the same decision with the same checks as
+        :meth:`consumer_group_heartbeat` would
         (``ConsumerGroupManager.steady_heartbeat``), without building the request and
         response or awaiting a future. None: not the steady case, or not now (the partition
         not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors

@@ -348,8 +348,7 @@ class ConsumerGroupManager:
         changed), given as plain values: ``(member_epoch, heartbeat_interval_ms,
         should_compute_assignment)`` of the answer and the key of the member's session timer
         (the object the timer holds: :meth:`steady_heartbeat_again` takes it), or None when
-        it is not the steady case (or
-        not a valid request): then the request goes the general way
+        it is not the steady case (or not a valid request): then the request goes the general way
         (:meth:`heartbeat`), which decides and answers as always. The same checks as
         :meth:`_steady` (:meth:`_steady_member`); what :meth:`_updated` compares reduces, for
         such a request, to the client id and host. (Nothing else of :meth:`_validate` can
