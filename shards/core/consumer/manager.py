@@ -373,9 +373,7 @@ class ConsumerGroupManager:
         heartbeat answered as the same one before it when nothing else can have changed
         since (``CoordinatorPartition.answer_again``)."""
         group_id, _ = member_of_key(session)
-        timeout = self.configs.session_timeout_ms(group_id)
-        if self.timer.postpone(session, timeout, self._session_timer) is None:
-            self.timer.schedule_keyed(session, timeout, self._session_timer)
+        self._move_session(session, self.configs.session_timeout_ms(group_id))
 
     def _steady_member(
         self,
@@ -1084,9 +1082,16 @@ class ConsumerGroupManager:
         key = member_key(_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         if postpone:
-            held = self.timer.postpone(key, timeout, self._session_timer)
-            if held is not None:
-                return held
+            return self._move_session(key, timeout)
+        self.timer.schedule_keyed(key, timeout, self._session_timer)
+        return key
+
+    def _move_session(self, key: TimerKey, timeout: int) -> TimerKey:
+        """The session timer ``key`` postponed to ``timeout`` from now, or (re)scheduled when
+        it cannot be (none running, or an earlier deadline); the key the timer holds."""
+        held = self.timer.postpone(key, timeout, self._session_timer)
+        if held is not None:
+            return held
         self.timer.schedule_keyed(key, timeout, self._session_timer)
         return key
 

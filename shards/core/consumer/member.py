@@ -331,14 +331,19 @@ def make_assignment(pairs: Mapping[str, Iterable[int]]) -> Assignment:
     (:func:`compact`)."""
     if len(pairs) == 1:  # (most: no dict in between)
         ((topic_id, partitions),) = pairs.items()
-        parts = tuple(sorted(set(partitions)))
-        return OneTopic(topic_id, parts) if parts else EMPTY_ASSIGNMENT
+        return _one_topic(topic_id, partitions)
     out: dict[str, tuple[int, ...]] = {}
     for topic_id in sorted(pairs):
         parts = tuple(sorted(set(pairs[topic_id])))
         if parts:
             out[topic_id] = parts
     return compact(out)
+
+
+def _one_topic(topic_id: str, partitions: Iterable[int]) -> Assignment:
+    """The assignment of one topic's partitions, sorted (none: the empty one)."""
+    parts = tuple(sorted(set(partitions)))
+    return OneTopic(topic_id, parts) if parts else EMPTY_ASSIGNMENT
 
 
 def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
@@ -348,8 +353,7 @@ def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
 def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
     if type(tps) is tuple and len(tps) == 1:  # (most: no dict in between)
         (tp,) = tps
-        parts = tuple(sorted(set(tp.partitions)))
-        return OneTopic(sys.intern(tp.topic_id), parts) if parts else EMPTY_ASSIGNMENT
+        return _one_topic(sys.intern(tp.topic_id), tp.partitions)
     out: dict[str, set[int]] = {}
     for tp in tps:
         out.setdefault(sys.intern(tp.topic_id), set()).update(tp.partitions)
