@@ -19,9 +19,7 @@ from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
-from shards.core.result import TimerKey
 from shards.core.state_machine import CoordinatorStateMachine
-from shards.core.timer_keys import member_of_key
 from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
 from shards.runtime.partition import CoordinatorPartition
@@ -168,12 +166,12 @@ class GroupCoordinatorService:
         member_epoch: int,
         client_id: str,
         client_host: str,
-    ) -> tuple[int, int, bool, TimerKey] | None:
+    ) -> tuple[int, int, bool, str, str] | None:
         """A ConsumerGroupHeartbeat that carries nothing but its ids, epoch and context (what
         a client sends when nothing changed), answered at once when it is the steady case:
-        ``(member_epoch, heartbeat_interval_ms, should_compute_assignment, the member's
-        session key)``. It takes the same decision with the same checks as
-        :meth:`consumer_group_heartbeat` would
+        ``(member_epoch, heartbeat_interval_ms, should_compute_assignment, group id, member
+        id)`` (the ids of the member's session, the state's own strings). It takes the
+        same decision with the same checks as :meth:`consumer_group_heartbeat` would
         (``ConsumerGroupManager.steady_heartbeat``), without building the request and
         response or awaiting a future. None: not the steady case, or not now (the partition
         not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
@@ -191,8 +189,8 @@ class GroupCoordinatorService:
         member_epoch: int,
         client_id: str,
         client_host: str,
-    ) -> tuple[tuple[int, int, bool, TimerKey], ReferenceType[CoordinatorPartition], int] | None:
-        """:meth:`steady_heartbeat`'s answer (with the member's session key), and the
+    ) -> tuple[tuple[int, int, bool, str, str], ReferenceType[CoordinatorPartition], int] | None:
+        """:meth:`steady_heartbeat`'s answer (with the ids of the member's session), and the
         partition (a weak reference: a remembered decision must not keep an unloaded
         partition's state) and its count of changes to give it again at
         (:meth:`steady_again`)."""
@@ -211,20 +209,24 @@ class GroupCoordinatorService:
         self,
         partition: ReferenceType[CoordinatorPartition],
         changes: int,
-        session: TimerKey,
+        group_id: str,
+        member_id: str,
     ) -> bool:
         """The same heartbeat answered again as :meth:`steady_decision` answered it on
-        ``partition`` at ``changes`` (``session``: the member's session key it gave): True
+        ``partition`` at ``changes`` (with the ids of the member's session it gave): True
         when nothing that decision read can have changed since (the partition counts every
         operation but such answers and offset commits: ``CoordinatorPartition.changes``) --
         the member's session moved on as the decision moves it. False: decide again."""
         p = partition()
         try:
             return p is not None and p.answer_again(
-                changes, CoordinatorStateMachine.consumer_group_steady_heartbeat_again, session
+                changes,
+                CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
+                group_id,
+                member_id,
             )
         except Exception:  # (as a failing decision: logged, the general way answers)
-            log.exception("a shortcut for group %s failed", member_of_key(session)[0])
+            log.exception("a shortcut for group %s failed", group_id)
             return False
 
     def classic_steady_heartbeat(
@@ -672,7 +674,7 @@ class GroupCoordinatorService:
                 context.client_host,
             )
             if steady is not None:  # answered at once: the same checks, nothing written
-                epoch, interval, compute, _ = steady
+                epoch, interval, compute, _, _ = steady
                 return consumer_api.ConsumerGroupHeartbeatResponse(
                     member_id=request.member_id,
                     member_epoch=epoch,

@@ -63,8 +63,8 @@ class NoTimer:
     def schedule_keyed(self, key: tuple[str, ...], delay_ms: int, op: Any) -> None:
         self.keys[key] = op
 
-    def postpone(self, key: tuple[str, ...], delay_ms: int, op: Any) -> Any:
-        return key if self.keys.get(key) is op else None
+    def postpone(self, key: tuple[str, ...], delay_ms: int, op: Any) -> bool:
+        return self.keys.get(key) is op
 
     def cancel(self, key: tuple[str, ...]) -> None:
         self.keys.pop(key, None)

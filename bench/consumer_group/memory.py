@@ -75,7 +75,6 @@ from shards.core.records import (  # noqa: E402
     TopicPartitions,
 )
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
-from shards.core.timer_keys import TimerKind, member_key  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text  # noqa: E402
 from shards.runtime.clock import SystemClock  # noqa: E402
 from shards.runtime.partition import PartitionTimer  # noqa: E402
@@ -230,8 +229,8 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
 def measure_steady_memory(entries: int) -> dict[str, Any]:
     """What the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
     it (``services.shard.servicer.steady_heartbeat_answer``: the request's bytes, the answer,
-    the decision's partition and count; the member's session key is the timer's, made before
-    measuring), for ``entries`` members of 100-member
+    the decision's partition and count; the ids of the member's session are the state's
+    strings, made before measuring), for ``entries`` members of 100-member
     groups with ids as above; the request bytes are made inside the measurement, as gRPC
     hands each request over, and only what the memory keeps stays. The coordinator is
     replaced by its answer, one partition (a weak reference, as the coordinator's: one per
@@ -249,11 +248,11 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
     partition = weakref.ref(served)
     count = 1 << 40  # (an int object the decisions of a moment share)
 
-    # the members' session keys, as their partition's timer holds them (the state's cost)
-    sessions: dict[tuple[str, str], tuple[str, str, str]] = {}
+    # the members' group and member id strings, as the state holds them (the state's cost)
+    state_ids: dict[tuple[str, str], tuple[str, str]] = {}
 
     def decide(group: str, member: str, epoch: int, client: str, host: str) -> Any:
-        return (epoch, 5_000, False, sessions[group, member]), partition, count
+        return (epoch, 5_000, False, *state_ids[group, member]), partition, count
 
     answer = steady_heartbeat_answer(method, decide, lambda *remembered: False, capacity=entries)
     # (the group and member ids of the state above: member m of group g)
@@ -261,7 +260,7 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
         (f"group-{g:06d}", uuid_to_text((g * 1_000_003 + m).to_bytes(16, "big")))
         for g, m in (divmod(i, 100) for i in range(entries))
     ]
-    sessions.update(((g, m), member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, g, m)) for g, m in ids)
+    state_ids.update(((g, m), (g, m)) for g, m in ids)
     gc.collect()
     tracemalloc.start()
     base, _ = tracemalloc.get_traced_memory()

@@ -39,14 +39,14 @@ GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
 
-#: the coordinator's steady_decision: an answer with the member's session key, and the
-#: partition (a weak reference) and its count of changes to give it again at; or None
+#: the coordinator's steady_decision: an answer with the ids of the member's session, and
+#: the partition (a weak reference) and its count of changes to give it again at; or None
 SteadyDecision = Callable[
-    [str, str, int, str, str], "tuple[tuple[int, int, bool, Any], Any, int] | None"
+    [str, str, int, str, str], "tuple[tuple[int, int, bool, str, str], Any, int] | None"
 ]
-#: the coordinator's steady_again(partition, changes, session key): whether the answer
-#: decided at that count holds still
-SteadyAgain = Callable[[Any, int, Any], bool]
+#: the coordinator's steady_again(partition, changes, group id, member id): whether the
+#: answer decided at that count holds still
+SteadyAgain = Callable[[Any, int, str, str], bool]
 ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
 
 
@@ -90,10 +90,10 @@ def steady_heartbeat_answer(
 
     A member in the steady state sends the same bytes on every heartbeat, so the shortcut
     remembers, per distinct request it answered: the answer it last serialized, the partition
-    and its count of changes ``steady`` decided at, the member's session key it gave (the
-    object the partition's timer holds: shared, not copied) and the client host it was
+    and its count of changes ``steady`` decided at, the group and member ids of the member's
+    session it gave (the state's own strings: shared, not copied) and the client host it was
     decided for (when the request names none: the peer's). Asked again from that host,
-    ``again(partition, changes, session)`` gives the same decision again (moving the
+    ``again(partition, changes, group_id, member_id)`` gives the same decision again (moving the
     member's session on) while nothing it read can have changed -- the partition
     counted no operation since (``CoordinatorPartition.changes``); otherwise the request is
     parsed again and ``steady`` decides anew on the live state, and the answer is serialized
@@ -123,7 +123,7 @@ def steady_heartbeat_answer(
         if (
             known is not None
             and (known.peer is None or known.peer == host)
-            and again(known.partition, known.changes, known.session)
+            and again(known.partition, known.changes, known.group, known.member)
         ):
             return known.built, None  # the decision the answer was built from holds still
         message = parse(raw)
@@ -143,7 +143,7 @@ def steady_heartbeat_answer(
         )
         if decided is None:
             return None, message
-        (epoch, interval, compute, session), partition, changes = decided
+        (epoch, interval, compute, group, member), partition, changes = decided
         built = response(
             member_id=member_id,
             member_epoch=epoch,
@@ -162,7 +162,7 @@ def steady_heartbeat_answer(
                 full = 0
             memo[raw] = known = _Remembered()
         known.built, known.partition, known.changes = built, partition, changes
-        known.session = session
+        known.group, known.member = group, member
         known.peer = None if client_host else decided_host
         return built, None
 
@@ -171,16 +171,18 @@ def steady_heartbeat_answer(
 
 class _Remembered:
     """What the steady shortcut keeps of one request it answered: the answer, the partition
-    (a weak reference) and its count of changes the decision was taken at, the member's
-    session key, and the peer host it was decided for (None: the request names its host)."""
+    (a weak reference) and its count of changes the decision was taken at, the group and
+    member ids of the member's session (the state's strings), and the peer host it was
+    decided for (None: the request names its host)."""
 
-    __slots__ = ("built", "partition", "changes", "session", "peer")
+    __slots__ = ("built", "partition", "changes", "group", "member", "peer")
 
     def __init__(self) -> None:
         self.built = b""
         self.partition: Any = None
         self.changes = 0
-        self.session: Any = None
+        self.group = ""
+        self.member = ""
         self.peer: str | None = None
 
 

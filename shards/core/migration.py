@@ -78,7 +78,7 @@ from shards.core.coordinator_config import CoordinatorConfig, MigrationPolicy
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.records import ClassicMemberMetadata, ClassicProtocol, Record, TopicMetadata
-from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerKey, TimerOp
+from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerOp
 from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
 
@@ -142,7 +142,7 @@ class ConsumerGroupOps(Protocol):
         member_id: str,
         timeout_ms: int | None = None,
         postpone: bool = False,
-    ) -> TimerKey: ...
+    ) -> None: ...
 
     def cancel_timers(self, group_id: str, member_id: str) -> None: ...
 

@@ -94,12 +94,11 @@ class Timer(Protocol):
         member's session timer, one per member)."""
         ...
 
-    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> TimerKey | None:
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
         """Move ``key``'s timer, scheduled with ``op``, to fire in ``delay_ms`` when that is
-        no earlier than it fires now, and give the key the timer holds; the timer then
-        comes due at its deadline and waits on without firing. None, nothing changed: no
-        such timer, or an earlier deadline (schedule it then). A heartbeat's session: no
-        new timer, no firing."""
+        no earlier than it fires now: True; the timer then comes due at its deadline and
+        waits on without firing. False, nothing changed: no such timer, or an earlier
+        deadline (schedule it then). A heartbeat's session: no new timer, no firing."""
         ...
 
     def cancel(self, key: TimerKey) -> None: ...

@@ -24,7 +24,7 @@ from shards.core.ids import UuidSource, kafka_uuid_text
 from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
-from shards.core.result import CoordinatorResult, Timer, TimerKey
+from shards.core.result import CoordinatorResult, Timer
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
 
@@ -174,20 +174,23 @@ class CoordinatorStateMachine:
         client_id: str,
         client_host: str,
         now_ms: int,
-    ) -> tuple[int, int, bool, TimerKey] | None:
+    ) -> tuple[int, int, bool, str, str] | None:
         """A heartbeat carrying nothing but its ids, epoch and context, when it is the steady
-        case: the answer's epoch, interval and should-compute flag, and the member's session
-        key (for :meth:`consumer_group_steady_heartbeat_again`); it writes nothing. None:
+        case: the answer's epoch, interval and should-compute flag, and the group and member
+        ids of the member's session, the state's own strings (for
+        :meth:`consumer_group_steady_heartbeat_again`); it writes nothing. None:
         ask :meth:`consumer_group_heartbeat` (``ConsumerGroupManager.steady_heartbeat``)."""
         return self.consumer.steady_heartbeat(
             group_id, member_id, member_epoch, client_id, client_host, now_ms
         )
 
-    def consumer_group_steady_heartbeat_again(self, now_ms: int, session: TimerKey) -> None:
+    def consumer_group_steady_heartbeat_again(
+        self, now_ms: int, group_id: str, member_id: str
+    ) -> None:
         """What :meth:`consumer_group_steady_heartbeat` changes when it answers (the member's
-        session, by the key it gave), for the same heartbeat answered again
+        session, by the ids it gave), for the same heartbeat answered again
         (``CoordinatorPartition.answer_again``; ``now_ms`` first, as that passes it)."""
-        self.consumer.steady_heartbeat_again(session, now_ms)
+        self.consumer.steady_heartbeat_again(group_id, member_id, now_ms)
 
     def consumer_group_install_assignment(
         self, request: consumer_api.ConsumerGroupInstallAssignmentRequest, now_ms: int

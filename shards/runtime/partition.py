@@ -121,28 +121,51 @@ HistoryObserver = Callable[
 ]
 
 
+class _Bucket:
+    """The timers of one (kind, group) scheduled with one keyed op (a group's member
+    sessions): each member's ``order`` (see :class:`PartitionTimer`) in one dict keyed by the
+    member id string the key carried -- no heap entry, key tuple or list per member. The
+    timer's heap holds one entry for the bucket, at an order no later than its members'."""
+
+    __slots__ = ("name", "op", "orders", "entry")
+
+    def __init__(self, name: tuple[str, str], op: Any) -> None:
+        self.name = name
+        self.op = op
+        self.orders: dict[str, int] = {}
+        self.entry: list[Any] | None = None  # its live heap entry
+
+
 class PartitionTimer:
     """Keyed, replaceable timers whose firing runs as a write operation on the partition.
 
     One event-loop callback per partition, not one per key: the keys wait in a heap ordered
     by (deadline, scheduling order) and the partition's single clock callback is armed for
-    the earliest of them. A timer then costs one small list (its heap entry, shared with the
-    key table) instead of an asyncio ``TimerHandle``, its context and a closure; with
-    :meth:`schedule_keyed` (one op shared by many keys, called with the key) not even the
-    closure -- what a consumer group member's session timer uses. A heap entry is the 4-slot
-    list ``[order, key, op, later]``: ``order`` is ``deadline << (SEQ_BITS + 1) | seq << 1 |
-    keyed``, so that it sorts by (deadline, scheduling order) and also says whether ``op``
-    takes the key; ``later`` is None or the deadline :meth:`postpone` moved it to. Keys are
-    strings or tuples of strings, hashed and compared, never parsed (see
-    :mod:`shards.core.timer_keys`). Replacing or cancelling a key only marks its entry dead;
-    dead entries leave the heap when they reach its top, or all at once when they outnumber
-    the live ones, so timers that keep being replaced cannot grow the heap without bound.
+    the earliest of them. A heap entry is the 4-slot list ``[order, key, op, later]``:
+    ``order`` is ``deadline << (SEQ_BITS + 1) | seq << 1 | keyed``, so that it sorts by
+    (deadline, scheduling order) and also says whether ``op`` takes the key; ``later`` is
+    None or the deadline :meth:`postpone` moved it to. Keys are strings or tuples of
+    strings, hashed and compared, never parsed (see :mod:`shards.core.timer_keys`).
+    Replacing or cancelling a key only marks its entry dead; dead entries leave the heap
+    when they reach its top, or all at once when they outnumber the live ones, so timers
+    that keep being replaced cannot grow the heap without bound.
+
+    Member timers in buckets: a key ``(kind, group, member)`` scheduled with
+    :meth:`schedule_keyed` (one op, a bound method, for every member: a session) goes into
+    the bucket of its ``(kind, group)`` as the member's order alone (~70 B a member where an
+    entry of its own costs ~245 B: the list, the key tuple, the ints, the table's slot). The
+    heap holds one entry per bucket, no later than its earliest member; when it comes due,
+    the bucket's members due within :attr:`LOOKAHEAD_MS` become heap entries of their own
+    (in their order: the firing order is the same as with an entry per key) and the bucket
+    waits again for its next earliest. A group's members are thus looked over once per
+    session (the bucket comes due at its earliest deadline; members that heartbeat have
+    moved on), and at most once per ``LOOKAHEAD_MS`` while its members expire.
 
     Postponing (a session's heartbeat: the same timer, a later deadline) touches neither the
-    heap nor the partition: the entry keeps its place and notes the later deadline; when its
-    place comes due it goes back into the heap for that deadline, without firing -- no
-    operation on the partition (which would count as a change: ``CoordinatorPartition.changes``)
-    and no second entry for the key.
+    heap nor the partition: a member in a bucket takes its new order; an entry of its own
+    notes the later deadline and, when its place comes due, goes back into the heap (or its
+    bucket) for that deadline, without firing -- no operation on the partition (which would
+    count as a change: ``CoordinatorPartition.changes``) and no second entry for the key.
 
     Firing: when the callback runs, every key due by then (deadline <= the clock's monotonic
     time) fires, in (deadline, scheduling) order, each as its own write through
@@ -153,6 +176,8 @@ class PartitionTimer:
 
     #: compact the heap when it holds more than this many entries beyond twice the live ones
     COMPACT_SLACK = 64
+    #: a bucket coming due hands its members due this soon to entries of their own
+    LOOKAHEAD_MS = 250
     #: the scheduling order within one deadline millisecond (wraps: only the order of ties
     #: scheduled a million schedules apart could flip)
     _SEQ_BITS = 20
@@ -165,8 +190,12 @@ class PartitionTimer:
         self._partition = partition
         # key -> its heap entry [deadline << DEADLINE_SHIFT | seq << 1 | keyed, key, op,
         # postponed deadline or None]; op is None once the entry is dead (cancelled,
-        # replaced or fired)
+        # replaced or fired); a bucket's entry is [order, its name, the bucket, None]
         self._entries: dict[TimerKey, list[Any]] = {}
+        # (kind, group) -> the bucket of its member timers
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        # kind -> group -> the member of a group's one member timer (an entry of its own)
+        self._solo: dict[str, dict[str, str]] = {}
         self._heap: list[list[Any]] = []
         self._seq = 0
         self._wake: Cancellable | None = None
@@ -177,35 +206,91 @@ class PartitionTimer:
         self, key: TimerKey, delay_ms: int, op: Callable[[int], CoordinatorResult[Any]]
     ) -> None:
         """Run ``op(now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer."""
-        self._schedule(key, delay_ms, op, 0)
+        self.cancel(key)
+        self._push(key, self._order(delay_ms, 0), op)
 
     def schedule_keyed(
         self, key: TimerKey, delay_ms: int, op: Callable[[TimerKey, int], CoordinatorResult[Any]]
     ) -> None:
         """Run ``op(key, now_ms)`` as a write in ``delay_ms``, replacing ``key``'s timer: one
-        op (a bound method kept by its owner) serves every key, no closure per timer."""
-        self._schedule(key, delay_ms, op, self._KEYED)
+        op (a bound method kept by its owner) serves every key, no closure per timer; a
+        member's key ``(kind, group, member)`` waits in its group's bucket."""
+        self.cancel(key)
+        order = self._order(delay_ms, self._KEYED)
+        if self._firing is None and type(key) is tuple and len(key) == 3:
+            if self._bucket(key, order, op):
+                return
+        self._push(key, order, op)
 
-    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> TimerKey | None:
+    def _bucket(self, key: tuple[str, ...], order: int, op: Any) -> bool:
+        """Put a member's keyed timer into its group's bucket: True. False: it takes an
+        entry of its own -- the group's first (a bucket for one costs more than an entry),
+        or another op than the bucket's."""
+        kind, group, member = key
+        name = (kind, group)
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            solos = self._solo.get(kind)
+            if solos is None:
+                solos = self._solo[kind] = {}
+            first = solos.get(group)
+            if first is None or first == member:
+                solos[group] = member  # the group's one member timer: an entry of its own
+                return False
+            del solos[group]  # a second member: both into a bucket
+            bucket = self._buckets[name] = _Bucket(name, op)
+            entry = self._entries.get((kind, group, first))
+            if entry is not None and entry[2] is op:
+                later = entry[3]
+                moved = entry[0] if later is None else self._order_at(later, self._KEYED)
+                del self._entries[entry[1]]
+                self._kill(entry)
+                bucket.orders[first] = moved
+                self._hold(bucket, moved)
+        if bucket.op is not op:
+            return False
+        bucket.orders[member] = order
+        self._hold(bucket, order)
+        return True
+
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
         """Move ``key``'s timer, scheduled with ``op``, to fire in ``delay_ms`` instead, when
-        that is no earlier than it fires now, and give the key object the timer holds (the
-        one it was scheduled with: a caller may keep it rather than a copy). None, nothing
-        changed: ``key`` has no timer, or one with another op, or the new deadline is
-        earlier -- schedule it then."""
+        that is no earlier than it fires now: True. False, nothing changed: ``key`` has no
+        timer, or one with another op, or the new deadline is earlier -- schedule it then."""
+        if type(key) is tuple and len(key) == 3:
+            bucket = self._buckets.get((key[0], key[1]))
+            if bucket is not None and bucket.op is op:
+                orders = bucket.orders
+                order = orders.get(key[2])
+                if order is not None:
+                    deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
+                    armed = order >> self._DEADLINE_SHIFT
+                    if deadline < armed:
+                        return False
+                    if deadline > armed:  # (a bucket's entry is no later than before)
+                        self._seq += 1
+                        orders[key[2]] = (
+                            deadline << self._DEADLINE_SHIFT
+                            | (self._seq & self._SEQ_MASK) << 1
+                            | self._KEYED
+                        )
+                    return True
         entry = self._entries.get(key)
         if entry is None or entry[2] is not op:
-            return None
+            return False
         deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
         armed = entry[0] >> self._DEADLINE_SHIFT
         if deadline < armed:
-            return None
+            return False
         entry[3] = deadline if deadline > armed else None
-        held: TimerKey = entry[1]
-        return held
+        return True
 
     def deadline(self, key: TimerKey) -> int | None:
         """When ``key``'s timer fires (the clock's monotonic ms), postponed or not; None: no
         timer."""
+        order = self._bucketed(key)
+        if order is not None:
+            return order >> self._DEADLINE_SHIFT
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -213,42 +298,101 @@ class PartitionTimer:
         armed: int = entry[0] >> self._DEADLINE_SHIFT
         return armed if later is None else later
 
-    def _schedule(self, key: TimerKey, delay_ms: int, op: Any, keyed: int) -> None:
-        self.cancel(key)
-        deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
-        self._seq += 1
-        order = deadline << self._DEADLINE_SHIFT | (self._seq & self._SEQ_MASK) << 1 | keyed
-        entry = [order, key, op, None]
-        self._entries[key] = entry
-        if self._firing is not None:
-            self._firing.append(entry)  # into the heap once the due keys have fired
-            return
-        heapq.heappush(self._heap, entry)
-        if len(self._heap) > 2 * len(self._entries) + self.COMPACT_SLACK:
-            self._heap = [e for e in self._heap if e[2] is not None]
-            heapq.heapify(self._heap)
-        if self._wake_at is None or deadline < self._wake_at:
-            self._arm(deadline)
-
     def cancel(self, key: TimerKey) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            entry[2] = None  # left in the heap, skipped when it comes up
+            self._kill(entry)  # left in the heap, skipped when it comes up
+            self._unsolo(key)
+        elif type(key) is tuple and len(key) == 3:
+            name = (key[0], key[1])
+            bucket = self._buckets.get(name)
+            if bucket is not None and bucket.orders.pop(key[2], None) is not None:
+                if not bucket.orders:
+                    del self._buckets[name]
+                    if bucket.entry is not None:
+                        self._kill(bucket.entry)
+                        bucket.entry = None
+
+    def _unsolo(self, key: TimerKey) -> None:
+        """``key``'s entry is gone: no longer its group's one member timer, if it was."""
+        if type(key) is tuple and len(key) == 3:
+            solos = self._solo.get(key[0])
+            if solos is not None and solos.get(key[1]) == key[2]:
+                del solos[key[1]]
 
     def is_scheduled(self, key: TimerKey) -> bool:
-        return key in self._entries
+        return key in self._entries or self._bucketed(key) is not None
 
     def cancel_all(self) -> None:
         if self._wake is not None:
             self._wake.cancel()
         self._wake = self._wake_at = None
         for entry in self._entries.values():
-            entry[2] = None
+            self._kill(entry)
+        for bucket in self._buckets.values():
+            if bucket.entry is not None:
+                self._kill(bucket.entry)
         self._entries.clear()
+        self._buckets.clear()
+        self._solo.clear()
         self._heap.clear()
 
     def keys(self) -> list[TimerKey]:
-        return list(self._entries)
+        keys = list(self._entries)
+        for (kind, group), bucket in self._buckets.items():
+            keys.extend((kind, group, member) for member in bucket.orders)
+        return keys
+
+    def _bucketed(self, key: TimerKey) -> int | None:
+        if type(key) is not tuple or len(key) != 3:
+            return None
+        bucket = self._buckets.get((key[0], key[1]))
+        return None if bucket is None else bucket.orders.get(key[2])
+
+    def _order(self, delay_ms: int, keyed: int) -> int:
+        return self._order_at(self._partition.clock.monotonic_ms() + max(delay_ms, 0), keyed)
+
+    def _order_at(self, deadline: int, keyed: int) -> int:
+        self._seq += 1
+        return deadline << self._DEADLINE_SHIFT | (self._seq & self._SEQ_MASK) << 1 | keyed
+
+    @staticmethod
+    def _kill(entry: list[Any]) -> None:
+        if type(entry[1]) is tuple:
+            # (the key too: a dead entry may tie on order with a live one of the same key --
+            # a bucket's next entry, a member's entry moved into its bucket and out again --
+            # which then compares unequal at the key, never an op with None)
+            entry[1] = ()
+        entry[2] = entry[3] = None  # (two dead entries tied then compare equal)
+
+    def _push(self, key: TimerKey, order: int, op: Any) -> None:
+        entry = [order, key, op, None]
+        self._entries[key] = entry
+        if self._firing is not None:
+            self._firing.append(entry)  # into the heap once the due keys have fired
+            return
+        self._into_heap(entry)
+
+    def _hold(self, bucket: _Bucket, order: int) -> None:
+        """The bucket's entry no later than ``order`` (a member's)."""
+        entry = bucket.entry
+        if entry is not None and entry[0] <= order:
+            return
+        if entry is not None:
+            self._kill(entry)
+        bucket.entry = [order, bucket.name, bucket, None]
+        self._into_heap(bucket.entry)
+
+    def _into_heap(self, entry: list[Any]) -> None:
+        heapq.heappush(self._heap, entry)
+        if self._firing is not None:  # (the firing loop holds the heap; it arms after)
+            return
+        if len(self._heap) > 2 * (len(self._entries) + len(self._buckets)) + self.COMPACT_SLACK:
+            self._heap = [e for e in self._heap if e[2] is not None]
+            heapq.heapify(self._heap)
+        deadline = entry[0] >> self._DEADLINE_SHIFT
+        if self._wake_at is None or deadline < self._wake_at:
+            self._arm(deadline)
 
     def _arm(self, deadline: int) -> None:
         if self._wake is not None:
@@ -257,9 +401,46 @@ class PartitionTimer:
         self._wake_at = deadline
         self._wake = clock.call_later(deadline - clock.monotonic_ms(), self._fire_due)
 
+    def _open(self, bucket: _Bucket, before: int) -> None:
+        """A bucket come due: its members due before ``before`` (an order) become entries of
+        their own, in the heap; the bucket waits for the earliest of the others."""
+        bucket.entry = None
+        kind, group = bucket.name
+        orders = bucket.orders
+        earliest = None
+        for member, order in list(orders.items()):
+            if order < before:
+                del orders[member]
+                key = (kind, group, member)
+                entry = [order, key, bucket.op, None]
+                self._entries[key] = entry
+                heapq.heappush(self._heap, entry)
+            elif earliest is None or order < earliest:
+                earliest = order
+        if earliest is None:
+            del self._buckets[bucket.name]
+        else:
+            bucket.entry = [earliest, bucket.name, bucket, None]
+            heapq.heappush(self._heap, bucket.entry)
+
+    def _back(self, entry: list[Any], later: int) -> None:
+        """A postponed entry come due before its later deadline: back for that deadline --
+        into its group's bucket (a member's key scheduled keyed, see :meth:`_bucket`), else
+        into the heap."""
+        keyed = entry[0] & self._KEYED
+        order = self._order_at(later, keyed)
+        key = entry[1]
+        if keyed and type(key) is tuple and len(key) == 3 and self._bucket(key, order, entry[2]):
+            del self._entries[key]
+            self._kill(entry)
+            return
+        entry[0] = order
+        heapq.heappush(self._heap, entry)
+
     def _fire_due(self) -> None:
         self._wake = self._wake_at = None
         due_before = (self._partition.clock.monotonic_ms() + 1) << self._DEADLINE_SHIFT
+        soon = due_before + (self.LOOKAHEAD_MS << self._DEADLINE_SHIFT)
         heap = self._heap
         firing: list[list[Any]] = []
         self._firing = firing
@@ -269,21 +450,19 @@ class PartitionTimer:
                 op = entry[2]
                 if op is None:
                     continue
+                if type(op) is _Bucket:
+                    self._open(op, soon)
+                    continue
                 later = entry[3]
-                if later is not None:  # postponed: back into the heap for its deadline
+                if later is not None:  # postponed: back for its deadline
                     entry[3] = None
                     if later << self._DEADLINE_SHIFT >= due_before:
-                        self._seq += 1
-                        entry[0] = (
-                            later << self._DEADLINE_SHIFT
-                            | (self._seq & self._SEQ_MASK) << 1
-                            | entry[0] & self._KEYED
-                        )
-                        heapq.heappush(heap, entry)
+                        self._back(entry, later)
                         continue
                 key = entry[1]
-                entry[2] = None
+                self._kill(entry)
                 del self._entries[key]
+                self._unsolo(key)
                 if entry[0] & self._KEYED:
                     self._partition.fire_timer(key, functools.partial(op, key))
                 else:

@@ -229,14 +229,14 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     service = client.app.served_coordinator
     decided: list[Any] = []
     given_again: list[bool] = []
-    sessions: list[Any] = []  # the session key the memory gives again with
+    sessions: list[Any] = []  # the session's ids the memory gives again with
 
     def steady(*args: Any) -> Any:
         decided.append(service.steady_decision(*args))
         return decided[-1]
 
     def again(*remembered: Any) -> bool:
-        sessions.append(remembered[2])
+        sessions.append(remembered[2:])
         given_again.append(service.steady_again(*remembered))
         return given_again[-1]
 
@@ -260,13 +260,17 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, GROUP, "m1")
     deadline = timer.deadline(key)
     assert deadline is not None
-    # the memory keeps the member's session key the timer holds itself, not a copy of it
-    (held,) = (k for k in timer.keys() if k == key)
-    assert decided[0][0][3] is held
+    # the memory keeps the ids of the member's session as the state holds them, not copies
+    group = service.runtime.partitions[service.partition_for(GROUP)].sm.consumer.consumer_group(
+        GROUP
+    )
+    held = (group.group_id, group.members["m1"].member_id)
+    assert decided[0][0][3] is held[0] and decided[0][0][4] is held[1]
     await asyncio.sleep(0.01)
     second, parsed = answer(raw, HOST)
     assert (second, parsed) == (first, None) and given_again == [True] and len(decided) == 1
-    assert sessions[0] is held  # kept by the memory as given: the timer's own object
+    # kept by the memory as given: the state's own strings
+    assert sessions[0][0] is held[0] and sessions[0][1] is held[1]
     assert timer.deadline(key) > deadline
     assert counting.parsed == [raw]
     # a write on the partition (another group's member joining): decided anew, the same
@@ -560,8 +564,7 @@ async def test_the_coordinator_answers_a_steady_heartbeat_itself(
     )
     answered = recorded(monkeypatch, CoordinatorStateMachine, "consumer_group_steady_heartbeat")
     fast = await stub.ConsumerGroupHeartbeat(steady)
-    session = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, GROUP, "m1")
-    assert answered == [(epoch, 5_000, False, session)]
+    assert answered == [(epoch, 5_000, False, GROUP, "m1")]  # (and the session's ids)
     assert (await stub.ConsumerGroupHeartbeat(full)).assignment is not None
     assert len(answered) == 1  # the full request: not offered to the shortcut
     monkeypatch.setattr(CoordinatorStateMachine, "consumer_group_steady_heartbeat", lambda *a: None)

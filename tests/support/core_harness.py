@@ -73,13 +73,13 @@ class ManualTimer:
             None,
         )
 
-    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> TimerKey | None:
+    def postpone(self, key: TimerKey, delay_ms: int, op: Any) -> bool:
         task = self.tasks.get(key)
         if task is None or task[3] is not op or self.now_ms + delay_ms < task[0]:
-            return None
+            return False
         later = self.now_ms + delay_ms
         self.tasks[key] = (*task[:4], later if later > task[0] else None)
-        return key
+        return True
 
     def cancel(self, key: TimerKey) -> None:
         self.tasks.pop(key, None)

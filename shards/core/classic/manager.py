@@ -648,7 +648,7 @@ class ClassicGroupManager:
         the new deadline is no earlier (``Timer.postpone``: no new timer per heartbeat, and
         no firing before the session's last deadline)."""
         key = member_key(_CLASSIC_HEARTBEAT, group_id, member_id)
-        if self.timer.postpone(key, timeout_ms, self._session_timer) is None:
+        if not self.timer.postpone(key, timeout_ms, self._session_timer):
             self.timer.schedule_keyed(key, timeout_ms, self._session_timer)
 
     def _session_expired(self, key: TimerKey, now_ms: int) -> CoordinatorResult[Any]:

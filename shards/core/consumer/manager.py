@@ -342,12 +342,13 @@ class ConsumerGroupManager:
         client_id: str,
         client_host: str,
         now_ms: int,
-    ) -> tuple[int, int, bool, TimerKey] | None:
+    ) -> tuple[int, int, bool, str, str] | None:
         """:meth:`_steady` for a heartbeat that carries its group, member id, epoch and
         context and nothing else (every other field null: what a client sends when nothing
         changed), given as plain values: ``(member_epoch, heartbeat_interval_ms,
-        should_compute_assignment)`` of the answer and the key of the member's session timer
-        (the object the timer holds: :meth:`steady_heartbeat_again` takes it), or None when
+        should_compute_assignment)`` of the answer and the group and member ids of the
+        member's session (the state's own strings, to keep rather than copies:
+        :meth:`steady_heartbeat_again` takes them), or None when
         it is not the steady case (or not a valid request): then the request goes the general way
         (:meth:`heartbeat`), which decides and answers as always. The same checks as
         :meth:`_steady` (:meth:`_steady_member`); what :meth:`_updated` compares reduces, for
@@ -359,21 +360,21 @@ class ConsumerGroupManager:
         group, member = found
         if member.client_id != client_id or member.client_host != client_host:
             return None  # the member's record changes: the general way writes it
-        session = self.schedule_session_timeout(group.group_id, member.member_id, postpone=True)
+        self.schedule_session_timeout(group.group_id, member.member_id, postpone=True)
         return (
             member.member_epoch,
             self.configs.heartbeat_interval_ms(group_id),
             self._computes(group, member),
-            session,
+            group.group_id,
+            member.member_id,
         )
 
-    def steady_heartbeat_again(self, session: TimerKey, now_ms: int) -> None:
-        """What :meth:`steady_heartbeat` changes when it answers: the member's session (its
-        timer's key, as :meth:`steady_heartbeat` gave it) moves on. Run alone for a
-        heartbeat answered as the same one before it when nothing else can have changed
-        since (``CoordinatorPartition.answer_again``)."""
-        group_id, _ = member_of_key(session)
-        self._move_session(session, self.configs.session_timeout_ms(group_id))
+    def steady_heartbeat_again(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """What :meth:`steady_heartbeat` changes when it answers: the member's session (by
+        the ids :meth:`steady_heartbeat` gave) moves on. Run alone for a heartbeat answered
+        as the same one before it when nothing else can have changed since
+        (``CoordinatorPartition.answer_again``)."""
+        self.schedule_session_timeout(group_id, member_id, postpone=True)
 
     def _steady_member(
         self,
@@ -1073,27 +1074,17 @@ class ConsumerGroupManager:
         member_id: str,
         timeout_ms: int | None = None,
         postpone: bool = False,
-    ) -> TimerKey:
-        """(Re)start a member's session; the key its timer holds. ``postpone``: a session
-        whose timer runs already only moves its deadline (``Timer.postpone``: no new timer,
-        and the timer reaching its first deadline waits on without firing) -- a heartbeat
-        costs no timer churn and is no operation on the partition. (``timeout_ms``: a member
-        using the classic protocol brings its own.)"""
+    ) -> None:
+        """(Re)start a member's session. ``postpone``: a session whose timer runs already
+        only moves its deadline (``Timer.postpone``: no new timer, and the timer reaching
+        its first deadline waits on without firing) -- a heartbeat costs no timer churn and
+        is no operation on the partition. (``timeout_ms``: a member using the classic
+        protocol brings its own.) Keyed by the strings given: the state's own, so that a
+        timer keeping them keeps no copy."""
         key = member_key(_SESSION_TIMEOUT, group_id, member_id)
         timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        if postpone:
-            return self._move_session(key, timeout)
-        self.timer.schedule_keyed(key, timeout, self._session_timer)
-        return key
-
-    def _move_session(self, key: TimerKey, timeout: int) -> TimerKey:
-        """The session timer ``key`` postponed to ``timeout`` from now, or (re)scheduled when
-        it cannot be (none running, or an earlier deadline); the key the timer holds."""
-        held = self.timer.postpone(key, timeout, self._session_timer)
-        if held is not None:
-            return held
-        self.timer.schedule_keyed(key, timeout, self._session_timer)
-        return key
+        if not postpone or not self.timer.postpone(key, timeout, self._session_timer):
+            self.timer.schedule_keyed(key, timeout, self._session_timer)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch

@@ -420,38 +420,39 @@ async def test_a_postponed_timer_waits_on_without_firing_and_fires_once_at_its_l
         return CoordinatorResult()
 
     start = clock.monotonic_ms()
-    held = ("session", "g", "m")
-    sm.timer.schedule_keyed(held, 100, op)
+    member = ("session", "g", "m")  # (a member's key: its group's bucket)
+    sm.timer.schedule_keyed(member, 100, op)
     assert p.timer.deadline(("session", "g", "m")) == start + 100
     clock.advance(60)
-    # to 160; what it gives is the key object the timer holds, not the equal one asked with
-    assert p.timer.postpone(tuple(["session", "g", "m"]), 100, op) is held
-    sm.timer.cancel(held)
+    assert p.timer.postpone(tuple(["session", "g", "m"]), 100, op) is True  # to 160
+    assert p.timer.deadline(member) == start + 160
+    sm.timer.cancel(member)
+    assert not p.timer.is_scheduled(member) and p.timer.postpone(member, 100, op) is False
     sm.timer.schedule_keyed("s", 40, op)
-    assert p.timer.postpone("s", 100, op) == "s"  # to 160
+    assert p.timer.postpone("s", 100, op) is True  # to 160
     assert p.timer.deadline("s") == start + 160
     changes = p.changes
     clock.advance(40)  # its first deadline: back into the heap, no firing, no operation
     assert fired == [] and p.changes == changes and len(p.timer._heap) == 1
     clock.advance(30)
-    assert p.timer.postpone("s", 100, op) == "s"  # to 230
-    assert p.timer.postpone("s", 80, op) == "s"  # earlier than 230, not than 160: to 210
+    assert p.timer.postpone("s", 100, op) is True  # to 230
+    assert p.timer.postpone("s", 80, op) is True  # earlier than 230, not than 160: to 210
     assert p.timer.deadline("s") == start + 210
     clock.advance(79)
     assert fired == []
     clock.advance(1)
     assert fired == [("s", start + 210)] and sm.timer.keys() == []
     # nothing to postpone: no timer, an earlier deadline, another op -- nothing changes
-    assert p.timer.postpone("s", 100, op) is None
+    assert p.timer.postpone("s", 100, op) is False
     sm.timer.schedule_keyed("s", 100, op)
-    assert p.timer.postpone("s", 99, op) is None
-    assert p.timer.postpone("s", 200, lambda key, now: CoordinatorResult()) is None
+    assert p.timer.postpone("s", 99, op) is False
+    assert p.timer.postpone("s", 200, lambda key, now: CoordinatorResult()) is False
     assert p.timer.deadline("s") == start + 310
     # a postponed timer cancelled never fires; replaced, it fires at the new deadline only
-    assert p.timer.postpone("s", 300, op) == "s"
+    assert p.timer.postpone("s", 300, op) is True
     sm.timer.cancel("s")
     sm.timer.schedule_keyed("r", 10, op)
-    assert p.timer.postpone("r", 500, op) == "r"
+    assert p.timer.postpone("r", 500, op) is True
     sm.timer.schedule_keyed("r", 50, op)
     assert clock.advance(1_000) >= 1
     assert fired[1:] == [("r", start + 260)] and sm.timer.keys() == []
@@ -472,7 +473,7 @@ async def test_postponed_timers_keep_their_order_among_the_others(
     for i in range(100):
         p.timer.schedule_keyed(f"k{i}", 100 + i, op)
     for i in range(0, 100, 2):  # the even ones move 100 ms on: due after every odd one
-        assert p.timer.postpone(f"k{i}", 200 + i, op) == f"k{i}"
+        assert p.timer.postpone(f"k{i}", 200 + i, op) is True
     clock.advance(1_000)
     assert fired == [f"k{i}" for i in range(1, 100, 2)] + [f"k{i}" for i in range(0, 100, 2)]
     assert p.timer.keys() == [] and clock.pending() == []

@@ -36,7 +36,6 @@ from shards.core.consumer.member import MemberState
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.result import AsyncTask
-from shards.core.timer_keys import TimerKind, member_key
 from tests.support.machines import quick_and_slow
 from tests.unit.core.consumer.support import (
     Consumers,
@@ -290,8 +289,14 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                     answer.member_epoch,
                     answer.heartbeat_interval_ms,
                     answer.should_compute_assignment,
-                    member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, "g", client.member_id),
+                    "g",
+                    client.member_id,
                 )
+                # the session's ids are the state's own strings (a memory keeps them)
+                group = manager.consumer_group("g")
+                assert group is not None
+                assert plain[3] is group.group_id
+                assert plain[4] is group.members[client.member_id].member_id
         if fast is None:
             return
         general = manager.heartbeat_pipeline(request, now)
