@@ -192,10 +192,10 @@ class PartitionTimer:
         # postponed deadline or None]; op is None once the entry is dead (cancelled,
         # replaced or fired); a bucket's entry is [order, its name, the bucket, None]
         self._entries: dict[TimerKey, list[Any]] = {}
-        # (kind, group) -> the bucket of its member timers
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
-        # kind -> group -> the member of a group's one member timer (an entry of its own)
-        self._solo: dict[str, dict[str, str]] = {}
+        # kind -> group -> the bucket of its member timers, or the member id of its one
+        # member timer (an entry of its own)
+        self._groups: dict[str, dict[str, _Bucket | str]] = {}
+        self._buckets = 0
         self._heap: list[list[Any]] = []
         self._seq = 0
         self._wake: Cancellable | None = None
@@ -227,18 +227,18 @@ class PartitionTimer:
         entry of its own -- the group's first (a bucket for one costs more than an entry),
         or another op than the bucket's."""
         kind, group, member = key
-        name = (kind, group)
-        bucket = self._buckets.get(name)
-        if bucket is None:
-            solos = self._solo.get(kind)
-            if solos is None:
-                solos = self._solo[kind] = {}
-            first = solos.get(group)
+        groups = self._groups.get(kind)
+        if groups is None:
+            groups = self._groups[kind] = {}
+        bucket = groups.get(group)
+        if not isinstance(bucket, _Bucket):
+            first = bucket
             if first is None or first == member:
-                solos[group] = member  # the group's one member timer: an entry of its own
+                groups[group] = member  # the group's one member timer: an entry of its own
                 return False
-            del solos[group]  # a second member: both into a bucket
-            bucket = self._buckets[name] = _Bucket(name, op)
+            # a second member: both into a bucket
+            bucket = groups[group] = _Bucket((kind, group), op)
+            self._buckets += 1
             entry = self._entries.get((kind, group, first))
             if entry is not None and entry[2] is op:
                 later = entry[3]
@@ -258,12 +258,15 @@ class PartitionTimer:
         that is no earlier than it fires now: True. False, nothing changed: ``key`` has no
         timer, or one with another op, or the new deadline is earlier -- schedule it then."""
         if type(key) is tuple and len(key) == 3:
-            bucket = self._buckets.get((key[0], key[1]))
-            if bucket is not None and bucket.op is op:
+            groups = self._groups.get(key[0])
+            bucket = None if groups is None else groups.get(key[1])
+            if type(bucket) is _Bucket and bucket.op is op:
                 orders = bucket.orders
                 order = orders.get(key[2])
-                if order is not None:
-                    deadline = self._partition.clock.monotonic_ms() + max(delay_ms, 0)
+                if order is not None:  # (every heartbeat: no max())
+                    deadline = self._partition.clock.monotonic_ms() + (
+                        delay_ms if delay_ms > 0 else 0
+                    )
                     armed = order >> self._DEADLINE_SHIFT
                     if deadline < armed:
                         return False
@@ -304,21 +307,27 @@ class PartitionTimer:
             self._kill(entry)  # left in the heap, skipped when it comes up
             self._unsolo(key)
         elif type(key) is tuple and len(key) == 3:
-            name = (key[0], key[1])
-            bucket = self._buckets.get(name)
-            if bucket is not None and bucket.orders.pop(key[2], None) is not None:
+            groups = self._groups.get(key[0])
+            bucket = None if groups is None else groups.get(key[1])
+            if type(bucket) is _Bucket and bucket.orders.pop(key[2], None) is not None:
                 if not bucket.orders:
-                    del self._buckets[name]
+                    self._drop(bucket)
                     if bucket.entry is not None:
                         self._kill(bucket.entry)
                         bucket.entry = None
 
+    def _drop(self, bucket: _Bucket) -> None:
+        """An empty bucket leaves its group's place."""
+        kind, group = bucket.name
+        del self._groups[kind][group]
+        self._buckets -= 1
+
     def _unsolo(self, key: TimerKey) -> None:
         """``key``'s entry is gone: no longer its group's one member timer, if it was."""
         if type(key) is tuple and len(key) == 3:
-            solos = self._solo.get(key[0])
-            if solos is not None and solos.get(key[1]) == key[2]:
-                del solos[key[1]]
+            groups = self._groups.get(key[0])
+            if groups is not None and groups.get(key[1]) == key[2]:  # (a bucket is not)
+                del groups[key[1]]
 
     def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._entries or self._bucketed(key) is not None
@@ -329,25 +338,32 @@ class PartitionTimer:
         self._wake = self._wake_at = None
         for entry in self._entries.values():
             self._kill(entry)
-        for bucket in self._buckets.values():
+        for bucket in self._all_buckets():
             if bucket.entry is not None:
                 self._kill(bucket.entry)
         self._entries.clear()
-        self._buckets.clear()
-        self._solo.clear()
+        self._groups.clear()
+        self._buckets = 0
         self._heap.clear()
 
     def keys(self) -> list[TimerKey]:
         keys = list(self._entries)
-        for (kind, group), bucket in self._buckets.items():
+        for bucket in self._all_buckets():
+            kind, group = bucket.name
             keys.extend((kind, group, member) for member in bucket.orders)
         return keys
+
+    def _all_buckets(self) -> list[_Bucket]:
+        return [
+            b for groups in self._groups.values() for b in groups.values() if type(b) is _Bucket
+        ]
 
     def _bucketed(self, key: TimerKey) -> int | None:
         if type(key) is not tuple or len(key) != 3:
             return None
-        bucket = self._buckets.get((key[0], key[1]))
-        return None if bucket is None else bucket.orders.get(key[2])
+        groups = self._groups.get(key[0])
+        bucket = None if groups is None else groups.get(key[1])
+        return bucket.orders.get(key[2]) if type(bucket) is _Bucket else None
 
     def _order(self, delay_ms: int, keyed: int) -> int:
         return self._order_at(self._partition.clock.monotonic_ms() + max(delay_ms, 0), keyed)
@@ -387,7 +403,7 @@ class PartitionTimer:
         heapq.heappush(self._heap, entry)
         if self._firing is not None:  # (the firing loop holds the heap; it arms after)
             return
-        if len(self._heap) > 2 * (len(self._entries) + len(self._buckets)) + self.COMPACT_SLACK:
+        if len(self._heap) > 2 * (len(self._entries) + self._buckets) + self.COMPACT_SLACK:
             self._heap = [e for e in self._heap if e[2] is not None]
             heapq.heapify(self._heap)
         deadline = entry[0] >> self._DEADLINE_SHIFT
@@ -418,7 +434,7 @@ class PartitionTimer:
             elif earliest is None or order < earliest:
                 earliest = order
         if earliest is None:
-            del self._buckets[bucket.name]
+            self._drop(bucket)
         else:
             bucket.entry = [earliest, bucket.name, bucket, None]
             heapq.heappush(self._heap, bucket.entry)

@@ -146,10 +146,10 @@ def test_a_group_heartbeating_holds_one_heap_entry_and_no_entry_per_member() -> 
         for key in members:
             assert timer.postpone(key, 45_000, _session)
     assert partition.fired == [] and timer._entries == {}
-    assert len(timer._heap) == 1 and len(timer._buckets) == 1
+    assert len(timer._heap) == 1 and timer._buckets == 1
     clock.advance(45_000)
     assert sorted(k for k, _ in partition.fired) == sorted(members)
-    assert timer.keys() == [] and timer._buckets == {} and clock.pending() == []
+    assert timer.keys() == [] and timer._groups == {"session": {}} and clock.pending() == []
 
 
 def test_members_expiring_one_by_one_are_looked_over_once_per_lookahead(
@@ -224,21 +224,21 @@ def test_a_postponed_member_in_an_entry_of_its_own_goes_back_into_its_bucket() -
     timer.schedule_keyed(a, 100, _session)  # (the group's first: an entry of its own)
     timer.schedule_keyed(b, 150, _session)  # (the second: both into a bucket)
     timer.schedule_keyed(c, 2_000, _session)
-    assert timer._entries == {} and timer._buckets[("session", "g")].orders.keys() == {*"abc"}
+    assert timer._entries == {} and timer._groups["session"]["g"].orders.keys() == {*"abc"}
     clock.advance(100)
     assert partition.fired == [(a, clock.monotonic_ms())]
     assert b in timer._entries  # within 250 ms of a, looked over with it: its own entry now
     assert timer.postpone(b, 1_000, _session)
     clock.advance(50)  # its first deadline: back into the bucket, no firing
     assert len(partition.fired) == 1 and b not in timer._entries
-    assert timer._buckets[("session", "g")].orders.keys() == {"b", "c"}
+    assert timer._groups["session"]["g"].orders.keys() == {"b", "c"}
     assert timer.deadline(b) == clock.monotonic_ms() - 50 + 1_000
     clock.advance(949)
     assert len(partition.fired) == 1
     clock.advance(1)
     assert partition.fired[1] == (b, clock.monotonic_ms())
     timer.cancel(c)
-    assert timer.keys() == [] and timer._buckets == {} and timer._solo == {"session": {}}
+    assert timer.keys() == [] and timer._groups == {"session": {}} and timer._buckets == 0
 
 
 def test_a_group_with_one_member_timer_has_no_bucket() -> None:
@@ -247,17 +247,17 @@ def test_a_group_with_one_member_timer_has_no_bucket() -> None:
     timer, partition = _timer()
     a, b = ("session", "g", "a"), ("session", "g", "b")
     timer.schedule_keyed(a, 100, _session)
-    assert a in timer._entries and timer._buckets == {} and timer._solo == {"session": {"g": "a"}}
+    assert a in timer._entries and timer._groups == {"session": {"g": "a"}}
     assert timer.postpone(a, 300, _session)  # (postponed in its entry)
     timer.schedule_keyed(b, 200, _session)
-    assert timer._entries == {} and timer._solo == {"session": {}}
+    assert timer._entries == {} and timer._buckets == 1
     assert timer.deadline(a) == partition.clock.monotonic_ms() + 300
     timer.cancel(b)
-    assert timer._buckets[("session", "g")].orders.keys() == {"a"}
+    assert timer._groups["session"]["g"].orders.keys() == {"a"}
     partition.clock.advance(300)
     assert [k for k, _ in partition.fired] == [a] and timer.keys() == []
     timer.schedule_keyed(b, 100, _session)  # alone again: an entry of its own
-    assert b in timer._entries and timer._buckets == {}
+    assert b in timer._entries and timer._groups == {"session": {"g": "b"}}
 
 
 def test_a_member_back_from_its_own_entry_fires_before_the_rest_of_its_bucket() -> None:
