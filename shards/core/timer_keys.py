@@ -13,11 +13,12 @@ Tuples need no delimiter: group ``a:b`` with member ``c`` and group ``a`` with m
 closed set of distinct strings. Keys are tuples of strings only (``TimerKey``): the runtime's
 timer heap may compare two keys (when their entries tie on deadline and scheduling order).
 
-Tuples for memory: a member has a session timer (and, once it heartbeats, a pushed-back
-deadline in the consumer manager under the same key), and a tuple of the group and member id
-strings the state already holds costs 64 B where a new ``{kind}:{len}:{group}:{member}``
-string cost ~110 B -- so build member keys from the state's strings (``group.group_id``,
-``member.member_id``) where a handler has them.
+Tuples for memory: a tuple of the group and member id strings the state already holds costs
+64 B where a new ``{kind}:{len}:{group}:{member}`` string cost ~110 B, and the runtime's timer
+keeps a member's session in its group's bucket under the key's member id string alone
+(``shards.runtime.partition.PartitionTimer``) -- so build member keys from the state's
+strings (``group.group_id``, ``member.member_id``) where a handler has them: then the timer
+keeps no copy.
 
 Keys live in memory only (the runtime's timer table): no record and no snapshot holds one,
 so the scheme may change freely.

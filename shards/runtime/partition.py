@@ -159,7 +159,11 @@ class PartitionTimer:
     (in their order: the firing order is the same as with an entry per key) and the bucket
     waits again for its next earliest. A group's members are thus looked over once per
     session (the bucket comes due at its earliest deadline; members that heartbeat have
-    moved on), and at most once per ``LOOKAHEAD_MS`` while its members expire.
+    moved on), and at most once per ``LOOKAHEAD_MS`` while its members expire. A group's
+    first member timer keeps an entry of its own (a bucket costs more than one entry); the
+    second brings both into the bucket (``_groups``: per kind, per group, its bucket or the
+    id of its one member). A bucket's member fires as ``op((kind, group, member), now)``
+    with a key tuple built then: the timer holds no key per member.
 
     Postponing (a session's heartbeat: the same timer, a later deadline) touches neither the
     heap nor the partition: a member in a bucket takes its new order; an entry of its own
