@@ -130,14 +130,27 @@ def heartbeat(
     return response
 
 
-async def classic_group(port: int) -> None:
-    """One classic member through the gateway: JoinGroup (twice: KIP-394), SyncGroup."""
+async def classic_group(port: int) -> int:
+    """One classic member through the gateway: JoinGroup (twice: KIP-394), SyncGroup; how
+    many times the member had to start over.
+
+    Between the two JoinGroups the new group is Empty with one pending member, and the
+    cleanup this dev process runs every 200 ms deletes an Empty group without offsets,
+    pending member or not (a member 300 ms late finds its group gone every time, before the
+    tenth round's timers as after). The second JoinGroup is then
+    UNKNOWN_MEMBER_ID, and the member starts over, as a Kafka client does; under CI's load
+    that happened about once in 40 runs. The caller counts the requests accordingly."""
     wire = await KafkaWire.connect("127.0.0.1", port)
     try:
-        r = await wire.send(join_req(5, "cl", ""))
-        assert r.error_code.value == Errors.MEMBER_ID_REQUIRED
-        member = r.member_id
-        r = await wire.send(join_req(5, "cl", member))
+        restarts = 0
+        while True:
+            r = await wire.send(join_req(5, "cl", ""))
+            assert r.error_code.value == Errors.MEMBER_ID_REQUIRED
+            member = r.member_id
+            r = await wire.send(join_req(5, "cl", member))
+            if r.error_code.value != Errors.UNKNOWN_MEMBER_ID or restarts == 3:
+                break
+            restarts += 1
         assert r.error_code.value == 0, r
         r = await wire.send(
             request(
@@ -152,6 +165,7 @@ async def classic_group(port: int) -> None:
             )
         )
         assert r.error_code.value == 0, r
+        return restarts
     finally:
         await wire.close()
 
@@ -180,7 +194,8 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
         assert epoch >= 3
 
         # classic group through the separate gateway
-        asyncio.run(classic_group(gateway.ports["kafka"]))
+        restarts = asyncio.run(classic_group(gateway.ports["kafka"]))
+        joins = 2 * (1 + restarts)  # (KIP-394: two JoinGroups a try)
 
         # commits: 2 by member a (its group keeps them), 1 that expires, 1 deleted
         a_epoch = heartbeat(stub, "a", a.member_epoch).member_epoch
@@ -267,14 +282,14 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     assert s.value("groupcoord_rpc_server_duration_seconds_count", **commit_ok) >= 4
     # the gateway's JoinGroup calls reached the shard
     join = {"method": "GroupCoordinator/JoinGroup", "grpc_status": "OK"}
-    assert s.value("groupcoord_rpc_server_duration_seconds_count", **join) == 2
+    assert s.value("groupcoord_rpc_server_duration_seconds_count", **join) == joins
     assert (
         s.value(
             "groupcoord_rpc_server_kafka_errors_total",
             method="GroupCoordinator/JoinGroup",
             error="MEMBER_ID_REQUIRED",
         )
-        == 1
+        == joins // 2
     )
     # every target assignment went to the assignor service (a newer group epoch cancels
     # the call of an older one: calls >= answers)
@@ -299,16 +314,16 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
 
     # ---- gateway: Kafka requests by API and version, bytes, its calls to the shard -----
     g = scrape(gateway.metrics_url)
-    assert g.value("groupcoord_gateway_requests_total", api="join_group", version="5") == 2
+    assert g.value("groupcoord_gateway_requests_total", api="join_group", version="5") == joins
     assert g.value("groupcoord_gateway_requests_total", api="sync_group", version="5") == 1
-    assert g.value("groupcoord_gateway_request_duration_seconds_count", api="join_group") == 2
+    assert g.value("groupcoord_gateway_request_duration_seconds_count", api="join_group") == joins
     assert g.value("groupcoord_gateway_connections_total", outcome="accepted") == 1
     assert g.value("groupcoord_gateway_open_connections") == 0
     assert g.value("groupcoord_gateway_bytes_total", direction="in") > 0
     assert g.value("groupcoord_gateway_bytes_total", direction="out") > 0
     assert g.value("groupcoord_gateway_forwarded_bytes_total") == 0  # not in proxy mode
     shard_join = {"method": "GroupCoordinator/JoinGroup", "grpc_status": "OK"}
-    assert g.value("groupcoord_rpc_client_duration_seconds_count", **shard_join) == 2
+    assert g.value("groupcoord_rpc_client_duration_seconds_count", **shard_join) == joins
 
     # docs/observability.md lists every metric each process exposes
     assert undocumented(s) | undocumented(a_scrape) | undocumented(g) == set()
