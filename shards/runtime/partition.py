@@ -156,8 +156,10 @@ class PartitionTimer:
     entry of its own costs ~245 B: the list, the key tuple, the ints, the table's slot). The
     heap holds one entry per bucket, no later than its earliest member; when it comes due,
     the bucket's members due within :attr:`LOOKAHEAD_MS` become heap entries of their own
-    (in their order: the firing order is the same as with an entry per key) and the bucket
-    waits again for its next earliest. A group's members are thus looked over once per
+    (in their order: deadline, then scheduling order, as with an entry per key -- a member's
+    heartbeat in a bucket counts as its scheduling, so only ties within a millisecond can
+    come out otherwise than with entries) and the bucket waits again for its next
+    earliest. A group's members are thus looked over once per
     session (the bucket comes due at its earliest deadline; members that heartbeat have
     moved on), and at most once per ``LOOKAHEAD_MS`` while its members expire. A group's
     first member timer keeps an entry of its own (a bucket costs more than one entry); the
