@@ -263,7 +263,7 @@ class PartitionTimer:
         """Move ``key``'s timer, scheduled with ``op``, to fire in ``delay_ms`` instead, when
         that is no earlier than it fires now: True. False, nothing changed: ``key`` has no
         timer, or one with another op, or the new deadline is earlier -- schedule it then."""
-        if type(key) is tuple and len(key) == 3:
+        if type(key) is tuple and len(key) == 3:  # (_bucket_of, inline: every heartbeat)
             groups = self._groups.get(key[0])
             bucket = None if groups is None else groups.get(key[1])
             if type(bucket) is _Bucket and bucket.op is op:
@@ -312,10 +312,9 @@ class PartitionTimer:
         if entry is not None:
             self._kill(entry)  # left in the heap, skipped when it comes up
             self._unsolo(key)
-        elif type(key) is tuple and len(key) == 3:
-            groups = self._groups.get(key[0])
-            bucket = None if groups is None else groups.get(key[1])
-            if type(bucket) is _Bucket and bucket.orders.pop(key[2], None) is not None:
+        else:
+            bucket = self._bucket_of(key)
+            if bucket is not None and bucket.orders.pop(key[2], None) is not None:
                 if not bucket.orders:
                     self._drop(bucket)
                     if bucket.entry is not None:
@@ -364,12 +363,17 @@ class PartitionTimer:
             b for groups in self._groups.values() for b in groups.values() if type(b) is _Bucket
         ]
 
-    def _bucketed(self, key: TimerKey) -> int | None:
+    def _bucket_of(self, key: TimerKey) -> _Bucket | None:
+        """The bucket ``key`` (a member's) would be in, if its group has one."""
         if type(key) is not tuple or len(key) != 3:
             return None
         groups = self._groups.get(key[0])
         bucket = None if groups is None else groups.get(key[1])
-        return bucket.orders.get(key[2]) if type(bucket) is _Bucket else None
+        return bucket if type(bucket) is _Bucket else None
+
+    def _bucketed(self, key: TimerKey) -> int | None:
+        bucket = self._bucket_of(key)
+        return None if bucket is None else bucket.orders.get(key[2])
 
     def _order(self, delay_ms: int, keyed: int) -> int:
         return self._order_at(self._partition.clock.monotonic_ms() + max(delay_ms, 0), keyed)
