@@ -1123,9 +1123,79 @@ async def static_members(target: Target) -> Obs:
         await wire.close()
 
 
+async def consumer_group_stale_report(target: Target) -> Obs:
+    """What librdkafka 2.x (``group.protocol=consumer``) sends when a target assignment
+    reaches it before the topic's metadata (it looks up every assigned topic id): at once, a
+    full heartbeat at the new epoch reporting what it has acknowledged so far -- nothing, on
+    joining -- and, once the metadata is in, it takes up that target (even if the coordinator
+    has moved on since) and acknowledges it. A coordinator believes the report: partitions the
+    member was to give up are released at once, and another member can be handed them while
+    the client still takes them up -- two clients holding one partition for a heartbeat
+    round. Apache Kafka and groupcoord answer alike, step by step."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("stale"), unique("stale")
+        tid = await create_topic(wire, topic, 6)
+        await coordinator_knows(wire, topic, tid)
+        m1 = Member(wire, group, topic, tid)
+        r = await m1.join()
+        obs.append(("m1 joins", hb_obs(r) | {"owned": m1.owned}))
+        first_target = list(m1.owned)
+        m2 = Member(wire, group, topic, tid)
+        r = await m2.join()
+        obs.append(("m2 joins", hb_obs(r) | {"owned": m2.owned}))
+        for _ in range(200):  # the new target (Kafka: within m2's heartbeat)
+            epochs = await describe_epochs(wire, group)
+            if epochs["assignment_epoch"] == epochs["group_epoch"]:
+                break
+            await asyncio.sleep(0.05)
+        obs.append(("target of two members", await describe_epochs(wire, group)))
+
+        # m1, its first target not taken up yet, reports owning nothing (a full heartbeat)
+        m1.owned = []
+        r = await m1.heartbeat(full=True)
+        kept = list(m1.owned)
+        released = sorted(set(first_target) - set(kept))
+        obs.append(
+            (
+                "m1 reports owning nothing",
+                hb_obs(r) | {"kept": len(kept), "released": len(released)},
+            )
+        )
+        # m2 is handed the released partitions, m1 never having acknowledged their revocation
+        for _ in range(100):
+            await m2.heartbeat()
+            if m2.owned == released:
+                break
+            await asyncio.sleep(0.05)
+        obs.append(
+            (
+                "m2 handed what m1 released",
+                {"epoch": m2.epoch, "owned_released": m2.owned == released},
+            )
+        )
+        obs.append(("both at the target", await describe_epochs(wire, group)))
+
+        # m1 takes up its first target after all and acknowledges it: the partitions m2 has
+        m1.owned = first_target
+        r = await m1.heartbeat()
+        obs.append(("m1 acknowledges its first target", hb_obs(r)))
+        r = await m2.heartbeat()
+        obs.append(("m2 heartbeats", hb_obs(r) | {"owned_released": m2.owned == released}))
+        obs.append(("afterwards", await describe_epochs(wire, group)))
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
+    "consumer_group_stale_report": (
+        consumer_group_stale_report,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe"),
+    ),
     "consumer_group_offsets": (consumer_group_offsets, ("ConsumerGroupHeartbeat",)),
     "classic_group": (
         classic_group,
