@@ -25,12 +25,17 @@ Measured with tracemalloc (Python allocations that stay live, records freed) and
 least-squares fit of ``bytes = groups * per_group + members * per_member`` over the layouts
 gives the cost of a member and of a group.
 
-Then what the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
+``--protocol classic`` measures classic groups the same way (a Stable group's one record,
+members with their subscription and assignment bytes; their session timers; two classic
+Heartbeats each through the steady path): results in bench/results/classic_group_memory.json.
+
+Then (KIP-848 groups) what the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
 it (a bounded per-process memory: 16,384 requests by default; docs/performance.md, sixth to
 ninth rounds), for 16,384 members: per member it holds, and with the state and timers of a
 member that heartbeats.
 
     .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
+        [--layouts 1,100,10000,100000]
 
 Results: bench/results/consumer_group_memory.json
 """
@@ -57,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from shards.adapters.record_codec import RecordCodec  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
+from shards.core.errors import Errors  # noqa: E402
 from shards.core.records import (  # noqa: E402
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -70,6 +76,9 @@ from shards.core.records import (  # noqa: E402
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
     Record,
     TopicMetadata,
     TopicPartitions,
@@ -140,6 +149,81 @@ def group_records(g: int, members: int, epoch: int = 5) -> list[Record]:
     return records
 
 
+def classic_group_records(g: int, members: int, generation: int = 5) -> list[Record]:
+    """A Stable classic group (the "consumer" protocol type, "range"), each member with a
+    subscription to its group's topic and an assignment of 2 partitions, in the sizes the
+    consumer protocol encodes them (ConsumerProtocolSubscription v1 / Assignment v1)."""
+    gid = f"classic-{g:06d}"
+    topic = f"topic-{g}".encode()
+    subscription = b"\x00\x01\x00\x00\x00\x01" + len(topic).to_bytes(2, "big") + topic
+    subscription += b"\xff\xff\xff\xff\x00\x00\x00\x00"  # no user data, no owned
+    member_list = []
+    for m in range(members):
+        mid = f"consumer-{gid}-{m}-{uuid.UUID(int=g * 1_000_003 + m)}"
+        assignment = (
+            b"\x00\x01\x00\x00\x00\x01"
+            + len(topic).to_bytes(2, "big")
+            + topic
+            + PARTITIONS_PER_MEMBER.to_bytes(4, "big")
+            + b"".join((m * PARTITIONS_PER_MEMBER + i).to_bytes(4, "big") for i in range(2))
+            + b"\xff\xff\xff\xff"
+        )
+        member_list.append(
+            MemberMetadata(
+                member_id=mid,
+                group_instance_id=None,
+                client_id=f"consumer-{gid}-{m}",
+                client_host=f"/10.{m % 250}.{m // 250 % 250}.{m % 7}",
+                rebalance_timeout=300_000,
+                session_timeout=45_000,
+                subscription=subscription,
+                assignment=assignment,
+            )
+        )
+    value = GroupMetadataValue(
+        protocol_type="consumer",
+        generation=generation,
+        protocol="range",
+        leader=member_list[0].member_id,
+        current_state_timestamp=0,
+        members=tuple(member_list),
+    )
+    return [Record(GroupMetadataKey(gid), value)]
+
+
+def _heartbeat_consumer(shard: CoordinatorStateMachine, now: int) -> None:
+    # The arguments are the state's own strings and ints (the servicer passes what it
+    # parsed and drops it).
+    for group in shard.consumer.consumer_groups():
+        gid = group.group_id
+        for member in group.members.values():
+            answer = shard.consumer_group_steady_heartbeat(
+                gid,
+                member.member_id,
+                member.member_epoch,
+                member.client_id,
+                member.client_host,
+                now,
+            )
+            assert answer is not None
+
+
+def _heartbeat_classic(shard: CoordinatorStateMachine, now: int) -> None:
+    for group in list(shard.group_manager.classic.groups.values()):
+        for member_id in list(getattr(group, "members", ())):
+            answer = shard.classic_steady_heartbeat(
+                group.group_id, group.generation_id, member_id, None, now
+            )
+            assert answer is Errors.NONE, answer
+
+
+def _members(shard: CoordinatorStateMachine, protocol: str) -> int:
+    if protocol == "consumer":
+        return sum(len(g.members) for g in shard.consumer.consumer_groups())
+    groups = shard.group_manager.classic.groups.values()
+    return sum(len(getattr(g, "members", ())) for g in groups)
+
+
 class _Partition:
     """What PartitionTimer needs from its partition."""
 
@@ -155,15 +239,18 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, Any]:
+async def measure(
+    groups: int, members: int, decoded: bool = True, protocol: str = "consumer"
+) -> dict[str, Any]:
     per_group = members // groups
+    build = group_records if protocol == "consumer" else classic_group_records
     image = TopicsImage.of(
         1, [TopicImage(topic_id(g), f"topic-{g}", per_group * 2) for g in range(groups)]
     )
     codec = RecordCodec()
     # the log's bytes are not the state's: encoded before measuring (and the codec warmed up)
-    snapshots = [codec.encode_snapshot(group_records(g, per_group), 0) for g in range(groups)]
-    codec.decode_snapshot(codec.encode_snapshot(group_records(groups, 1), 0))
+    snapshots = [codec.encode_snapshot(build(g, per_group), 0) for g in range(groups)]
+    codec.decode_snapshot(codec.encode_snapshot(build(groups, 1), 0))
     gc.collect()
     rss0 = rss_bytes()
     tracemalloc.start()
@@ -173,7 +260,7 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
         CoordinatorConfig(), timer, image, new_uuid=lambda: uuid.uuid4().bytes
     )
     for g in range(groups):
-        records = codec.decode_snapshot(snapshots[g]) if decoded else group_records(g, per_group)
+        records = codec.decode_snapshot(snapshots[g]) if decoded else build(g, per_group)
         for record in records:
             shard.replay(record)
         del records
@@ -184,23 +271,12 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
     with_timers, _ = tracemalloc.get_traced_memory()
     # Then every member heartbeats, twice: the steady case, its session moved on -- what a
     # live member costs (until 2026-11-28 the benchmark stopped above, before any
-    # heartbeat: whatever a heartbeat leaves per member went unmeasured). The arguments are
-    # the state's own strings and ints (the servicer passes what it parsed and drops it).
+    # heartbeat: whatever a heartbeat leaves per member went unmeasured).
     clock = timer._partition.clock
     for _ in range(2):
-        now = clock.now_ms()
-        for group in shard.consumer.consumer_groups():
-            gid = group.group_id
-            for member in group.members.values():
-                answer = shard.consumer_group_steady_heartbeat(
-                    gid,
-                    member.member_id,
-                    member.member_epoch,
-                    member.client_id,
-                    member.client_host,
-                    now,
-                )
-                assert answer is not None
+        (_heartbeat_consumer if protocol == "consumer" else _heartbeat_classic)(
+            shard, clock.now_ms()
+        )
     gc.collect()
     heartbeating, _ = tracemalloc.get_traced_memory()
     # a replaced timer's dead heap entry leaves the heap once its deadline passes (or the
@@ -211,7 +287,7 @@ async def measure(groups: int, members: int, decoded: bool = True) -> dict[str, 
     settled, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss1 = rss_bytes()
-    assert sum(len(g.members) for g in shard.consumer.consumer_groups()) == members
+    assert _members(shard, protocol) == members
     timer.cancel_all()
     del shard, snapshots
     gc.collect()
@@ -304,13 +380,29 @@ def main() -> None:
         help="decoded: through the log codec, as a load (default); built: as built, the "
         "method before 2026-11",
     )
-    ap.add_argument("--out", default=str(ROOT / "bench/results/consumer_group_memory.json"))
+    ap.add_argument(
+        "--protocol",
+        choices=("consumer", "classic"),
+        default="consumer",
+        help="the groups' protocol: KIP-848 consumer groups (default) or classic groups "
+        "(then without the steady shortcut's part: the servicer keeps none for them)",
+    )
+    ap.add_argument(
+        "--layouts",
+        type=lambda v: tuple(int(x) for x in v.split(",")),
+        default=LAYOUTS,
+        help="numbers of groups to share the members, comma-separated (at least two, for "
+        "the fit; default %(default)s)",
+    )
+    ap.add_argument("--out", help="default bench/results/<protocol>_group_memory.json")
     a = ap.parse_args()
+    out = a.out or str(ROOT / f"bench/results/{a.protocol}_group_memory.json")
+    a.layouts = tuple(g for g in a.layouts if g <= a.members)
+    if len(set(a.layouts)) < 2 or any(g < 1 or a.members % g for g in a.layouts):
+        ap.error("--layouts: two or more numbers of groups up to --members, each dividing it")
     rows = []
-    for groups in LAYOUTS:
-        if groups > a.members:
-            continue
-        row = asyncio.run(measure(groups, a.members, a.records == "decoded"))
+    for groups in a.layouts:
+        row = asyncio.run(measure(groups, a.members, a.records == "decoded", a.protocol))
         rows.append(row)
         print(
             f"{groups:>7} groups x {row['members_per_group']:>6} members: "
@@ -329,6 +421,8 @@ def main() -> None:
             "members": a.members,
             "partitions_per_member": PARTITIONS_PER_MEMBER,
             "records": a.records,
+            "protocol": a.protocol,
+            "layouts": list(a.layouts),
         },
         "layouts": rows,
         "fit_state": fit(rows, a.members, "state_bytes"),
@@ -336,25 +430,31 @@ def main() -> None:
         "fit_heartbeating": fit(rows, a.members, "heartbeating_bytes"),
         "fit_heartbeating_settled": fit(rows, a.members, "heartbeating_settled_bytes"),
     }
-    # the shortcut's memory: per process, for as many members as it holds (16,384 by default)
-    steady = measure_steady_memory(min(a.members, 16_384))
+    if a.protocol == "consumer":  # (the servicer remembers no classic heartbeat)
+        results["steady_shortcut_memory"] = steady_shortcut(a.members, results)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2))
+    print(
+        json.dumps({k: v for k, v in results.items() if k.startswith(("fit", "steady"))}, indent=2)
+    )
+    print(f"wrote {out}")
+
+
+def steady_shortcut(members: int, results: dict[str, Any]) -> dict[str, Any]:
+    """The shortcut's memory: per process, for as many members as it holds (16,384 by
+    default)."""
+    steady = measure_steady_memory(min(members, 16_384))
     # (a member the shortcut holds heartbeats: its state and timers as heartbeating)
-    per_member = results["fit_heartbeating_settled"]["per_member_bytes"]  # type: ignore[index]
+    per_member = results["fit_heartbeating_settled"]["per_member_bytes"]
     steady["per_member_with_state_bytes"] = per_member + steady["bytes_per_entry"]
     steady["process_bytes_when_full"] = steady["capacity"] * steady["bytes_per_entry"]
-    results["steady_shortcut_memory"] = steady
     print(
         f"the steady shortcut's memory: {steady['bytes_per_entry']:.0f} B per member it holds "
         f"(state, timers and it: {steady['per_member_with_state_bytes']:.0f} B), at most "
         f"{steady['process_bytes_when_full'] / 2**20:.1f} MiB per process",
         flush=True,
     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
-    print(
-        json.dumps({k: v for k, v in results.items() if k.startswith(("fit", "steady"))}, indent=2)
-    )
-    print(f"wrote {a.out}")
+    return steady
 
 
 if __name__ == "__main__":
