@@ -29,13 +29,13 @@ gives the cost of a member and of a group.
 members with their subscription and assignment bytes; their session timers; two classic
 Heartbeats each through the steady path): results in bench/results/classic_group_memory.json.
 
-Then (KIP-848 groups) what the gRPC servicer's steady-heartbeat shortcut keeps per member heartbeating through
-it (a bounded per-process memory: 16,384 requests by default; docs/performance.md, sixth to
-ninth rounds), for 16,384 members: per member it holds, and with the state and timers of a
-member that heartbeats.
+Then (KIP-848 groups) what the gRPC servicer's steady-heartbeat shortcut keeps per member
+heartbeating through it (a bounded per-process memory: 16,384 requests by default;
+docs/performance.md, sixth to ninth rounds), for 16,384 members: per member it holds, and
+with the state and timers of a member that heartbeats.
 
     .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
-        [--layouts 1,100,10000,100000]
+        [--protocol consumer|classic] [--layouts 1,100,10000,100000]
 
 Results: bench/results/consumer_group_memory.json
 """

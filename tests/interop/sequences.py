@@ -175,6 +175,16 @@ async def coordinator_knows(wire: KafkaWire, topic: str, topic_id: str) -> None:
     raise AssertionError(f"the coordinator never assigned {topic}")
 
 
+async def first_member(wire: KafkaWire, prefix: str) -> tuple[Member, Any]:
+    """The first member of a new group, joined (and its join's answer), subscribed to a new
+    6-partition topic the coordinator knows of."""
+    topic, group = unique(prefix), unique(prefix)
+    tid = await create_topic(wire, topic, 6)
+    await coordinator_knows(wire, topic, tid)
+    m1 = Member(wire, group, topic, tid)
+    return m1, await m1.join()
+
+
 async def converge(members: list[Member], total: int, rounds: int = 100) -> None:
     """Heartbeat everyone until the group is Stable -- every member at the group epoch, the
     assignment complete and disjoint -- however many heartbeats that takes (timing is not
@@ -228,11 +238,8 @@ async def consumer_group(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
     try:
-        topic, group = unique("cg"), unique("cg")
-        tid = await create_topic(wire, topic, 6)
-        await coordinator_knows(wire, topic, tid)
-        m1 = Member(wire, group, topic, tid)
-        r = await m1.join()
+        m1, r = await first_member(wire, "cg")
+        topic, group, tid = m1.topic, m1.group, m1.topic_id
         # Absolute epochs: the target is computed inside the heartbeat that bumps the group
         # epoch, so the first member gets epoch 1 with its partitions.
         obs.append(("m1 joins", hb_obs(r) | {"owned": m1.owned}))
@@ -1135,14 +1142,11 @@ async def consumer_group_stale_report(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
     try:
-        topic, group = unique("stale"), unique("stale")
-        tid = await create_topic(wire, topic, 6)
-        await coordinator_knows(wire, topic, tid)
-        m1 = Member(wire, group, topic, tid)
-        r = await m1.join()
+        m1, r = await first_member(wire, "stale")
         obs.append(("m1 joins", hb_obs(r) | {"owned": m1.owned}))
         first_target = list(m1.owned)
-        m2 = Member(wire, group, topic, tid)
+        m2 = Member(wire, m1.group, m1.topic, m1.topic_id)
+        group = m1.group
         r = await m2.join()
         obs.append(("m2 joins", hb_obs(r) | {"owned": m2.owned}))
         for _ in range(200):  # the new target (Kafka: within m2's heartbeat)
