@@ -165,7 +165,10 @@ def classic_group_records(g: int, members: int, generation: int = 5) -> list[Rec
             + len(topic).to_bytes(2, "big")
             + topic
             + PARTITIONS_PER_MEMBER.to_bytes(4, "big")
-            + b"".join((m * PARTITIONS_PER_MEMBER + i).to_bytes(4, "big") for i in range(2))
+            + b"".join(
+                (m * PARTITIONS_PER_MEMBER + i).to_bytes(4, "big")
+                for i in range(PARTITIONS_PER_MEMBER)
+            )
             + b"\xff\xff\xff\xff"
         )
         member_list.append(
