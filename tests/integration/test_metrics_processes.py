@@ -300,9 +300,10 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     assert s.value("groupcoord_assignor_client_failures_total") == 0
     assign_client = {"method": "Assignor/Assign", "grpc_status": "OK"}
     assert s.value("groupcoord_rpc_client_duration_seconds_count", **assign_client) == remote_ok
-    assert (
-        s.value("groupcoord_rpc_client_duration_seconds_count", method="Assignor/Assign") == calls
-    )
+    # (a call cancelled while its request is still being encoded, off the loop, never
+    # reaches the wire: counted in calls, with no RPC to time)
+    rpcs = s.value("groupcoord_rpc_client_duration_seconds_count", method="Assignor/Assign")
+    assert remote_ok <= rpcs <= calls
     assert s.has("process_cpu_seconds_total")
 
     # ---- assignor: served what the shard asked -----------------------------------------
