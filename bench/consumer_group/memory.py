@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from shards.adapters.record_codec import RecordCodec  # noqa: E402
+from shards.core.classic.group import ClassicGroup  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.errors import Errors  # noqa: E402
 from shards.core.records import (  # noqa: E402
@@ -155,15 +156,14 @@ def classic_group_records(g: int, members: int, generation: int = 5) -> list[Rec
     consumer protocol encodes them (ConsumerProtocolSubscription v1 / Assignment v1)."""
     gid = f"classic-{g:06d}"
     topic = f"topic-{g}".encode()
-    subscription = b"\x00\x01\x00\x00\x00\x01" + len(topic).to_bytes(2, "big") + topic
-    subscription += b"\xff\xff\xff\xff\x00\x00\x00\x00"  # no user data, no owned
+    # version 1, one topic: the same start in a subscription and an assignment
+    one_topic = b"\x00\x01\x00\x00\x00\x01" + len(topic).to_bytes(2, "big") + topic
+    subscription = one_topic + b"\xff\xff\xff\xff\x00\x00\x00\x00"  # no user data, no owned
     member_list = []
     for m in range(members):
         mid = f"consumer-{gid}-{m}-{uuid.UUID(int=g * 1_000_003 + m)}"
         assignment = (
-            b"\x00\x01\x00\x00\x00\x01"
-            + len(topic).to_bytes(2, "big")
-            + topic
+            one_topic
             + PARTITIONS_PER_MEMBER.to_bytes(4, "big")
             + b"".join(
                 (m * PARTITIONS_PER_MEMBER + i).to_bytes(4, "big")
@@ -211,9 +211,13 @@ def _heartbeat_consumer(shard: CoordinatorStateMachine, now: int) -> None:
             assert answer is not None
 
 
+def _classic_groups(shard: CoordinatorStateMachine) -> list[ClassicGroup]:
+    return [g for g in shard.group_manager.classic.groups.values() if isinstance(g, ClassicGroup)]
+
+
 def _heartbeat_classic(shard: CoordinatorStateMachine, now: int) -> None:
-    for group in list(shard.group_manager.classic.groups.values()):
-        for member_id in list(getattr(group, "members", ())):
+    for group in _classic_groups(shard):
+        for member_id in list(group.members):
             answer = shard.classic_steady_heartbeat(
                 group.group_id, group.generation_id, member_id, None, now
             )
@@ -223,8 +227,7 @@ def _heartbeat_classic(shard: CoordinatorStateMachine, now: int) -> None:
 def _members(shard: CoordinatorStateMachine, protocol: str) -> int:
     if protocol == "consumer":
         return sum(len(g.members) for g in shard.consumer.consumer_groups())
-    groups = shard.group_manager.classic.groups.values()
-    return sum(len(getattr(g, "members", ())) for g in groups)
+    return sum(len(g.members) for g in _classic_groups(shard))
 
 
 class _Partition:
