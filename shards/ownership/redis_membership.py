@@ -17,7 +17,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from shards.ownership.membership import Member, Membership, RegistrationConflict
-from shards.storage.redis import parse_redis_url
+from shards.storage.redis import CONNECT_TIMEOUT_S, parse_redis_url
 
 __all__ = ["RedisMembership"]
 
@@ -86,13 +86,20 @@ return out
 
 
 class RedisMembership(Membership):
-    def __init__(self, url: str, *, socket_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout_s: float = 5.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
         parsed = parse_redis_url(url)
         self._url = parsed.url
         prefix = parsed.key_prefix
         self._keys = [f"{prefix}:{{members}}:info", f"{prefix}:{{members}}:expiry"]
         self.description = f"redis registry (key prefix {prefix!r})"
         self._socket_timeout_s = socket_timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._client: aioredis.Redis | None = None
 
     async def start(self) -> None:
@@ -101,7 +108,7 @@ class RedisMembership(Membership):
         client = aioredis.Redis.from_url(
             self._url,
             socket_timeout=self._socket_timeout_s,
-            socket_connect_timeout=self._socket_timeout_s,
+            socket_connect_timeout=self._connect_timeout_s,
             retry=Retry(NoBackoff(), 0),  # the caller's loop retries, on its own schedule
             decode_responses=False,
         )

@@ -83,7 +83,9 @@ async def ownership_report(
                 holder=holder,
                 epoch=epoch,
                 lease_epoch=lease.epoch if lease else None,
-                lease_expires_in_ms=lease.expires_at_ms - now if lease else None,
+                # what the lease had left when read: renewed after `now`, it would
+                # otherwise show more than its TTL (the rows are read one by one)
+                lease_expires_in_ms=lease.expires_at_ms - lease.read_at_ms if lease else None,
                 state=state,
                 moving=holder != target.get(p),
             )

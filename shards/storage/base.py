@@ -127,6 +127,10 @@ class Lease:
     owner: str
     epoch: int
     expires_at_ms: int  # store clock (wall clock of the backend)
+    #: the store clock when :meth:`LogStore.lease` read it (0: not from a read), so that
+    #: ``expires_at_ms - read_at_ms`` is the time it had left then, whatever clock a
+    #: caller compares with and however long ago
+    read_at_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +196,8 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     async def lease(self, partition: int) -> Lease | None:
-        """The current lease holder, or None if there is none or it expired."""
+        """The current lease holder, or None if there is none or it expired; its
+        ``read_at_ms`` is the store clock at the read."""
 
     @abc.abstractmethod
     async def current_epoch(self, partition: int) -> int:

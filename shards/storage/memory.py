@@ -12,7 +12,7 @@ concurrent operations and observe group commit.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shards.runtime.clock import SystemClock, WallClock
 from shards.storage._checks import check_partition, check_truncate_offset
@@ -127,7 +127,8 @@ class InMemoryLogStore(LogStore):
 
     async def lease(self, partition: int) -> Lease | None:
         self._check()
-        return self._live_lease(partition)
+        lease = self._live_lease(partition)
+        return replace(lease, read_at_ms=self.clock.now_ms()) if lease else None
 
     async def current_epoch(self, partition: int) -> int:
         self._check()

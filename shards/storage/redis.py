@@ -102,6 +102,11 @@ _T = TypeVar("_T")
 
 DEFAULT_KEY_PREFIX = "gc"
 DEFAULT_SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024
+#: connecting includes the name lookup, and glibc's resolver waits 5 s (its default
+#: ``timeout``) for a lost DNS answer before it asks again: a 5 s connect timeout failed a
+#: whole connection on one lost UDP packet (seen inside a container network under load).
+#: Kafka's own ``socket.connection.setup.timeout.ms`` is 10 s too.
+CONNECT_TIMEOUT_S = 10.0
 # Bounds of one pipeline: keeps one round trip's latency and the client's memory bounded
 # under a burst; the rest goes in the next round trip.
 MAX_PIPELINE_APPENDS = 1024
@@ -421,7 +426,7 @@ class RedisLogStore(LogStore):
         *,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         socket_timeout_s: float = 10.0,
-        connect_timeout_s: float = 5.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         snapshot_chunk_bytes: int = DEFAULT_SNAPSHOT_CHUNK_BYTES,
     ) -> None:
         parsed = parse_redis_url(url, key_prefix=key_prefix)
@@ -797,7 +802,7 @@ class RedisLogStore(LogStore):
         if int(pttl) < 0:  # -1: no expiry (never set by us), -2: gone
             return None
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        return Lease(owner=_text(owner), epoch=int(epoch), expires_at_ms=now_ms + int(pttl))
+        return Lease(_text(owner), int(epoch), expires_at_ms=now_ms + int(pttl), read_at_ms=now_ms)
 
     async def current_epoch(self, partition: int) -> int:
         check_partition(partition)

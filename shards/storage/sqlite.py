@@ -476,9 +476,10 @@ class SqliteLogStore(LogStore):
                 " WHERE partition = ?",
                 (partition,),
             ).fetchone()
-            if row is None or row[0] is None or row[2] <= self.clock.now_ms():
+            now = self.clock.now_ms()
+            if row is None or row[0] is None or row[2] <= now:
                 return None
-            return Lease(owner=row[0], epoch=row[1], expires_at_ms=row[2])
+            return Lease(owner=row[0], epoch=row[1], expires_at_ms=row[2], read_at_ms=now)
 
         return await self._read(read)
 

@@ -369,10 +369,15 @@ async def test_acquire_takes_the_lease_until_now_plus_lease_ms(
         epoch = await store.acquire(0, "owner-a", 30_000)
         after = backend.now_ms()
         lease = await store.lease(0)
+        read = backend.now_ms()
     assert lease is not None
     assert (lease.owner, lease.epoch) == ("owner-a", epoch)
     # The store's clock is the backend's wall clock: allow for a little skew.
     assert before + 30_000 - 1_000 <= lease.expires_at_ms <= after + 30_000 + 1_000
+    # read_at_ms is the store clock at the read: what the lease had left then is at most
+    # its TTL however late a caller compares (the ownership report's lease_expires_in_ms)
+    assert after - 1_000 <= lease.read_at_ms <= read + 1_000
+    assert 0 < lease.expires_at_ms - lease.read_at_ms <= 30_000
 
 
 async def test_lease_is_renewed_only_by_its_holder_at_its_epoch(backend: Backend) -> None:
