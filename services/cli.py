@@ -112,6 +112,38 @@ class Cli(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
+def in_process_shard(app: Any) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
+    """What ``dev``'s built-in gateway is given to reach the shard ``app`` it shares its
+    process with: its ``local_coordinators`` (the shard's address -> a stub calling it
+    in-process, no loopback gRPC: services.process.local_calls; docs/performance.md) and its
+    ``local_steady`` (the coordinator's steady decisions, for steady heartbeats answered
+    from the frame: services.gateway.steady; None behind the authorizer, whose service
+    offers none). Other shards are called over gRPC.
+    GROUPCOORD_DEV_GATEWAY_LOOPBACK=1 keeps the loopback hop, GROUPCOORD_DEV_GATEWAY_STEADY=0
+    leaves steady heartbeats to the handler (A/B benchmarks)."""
+    local: dict[str, Any] = {}
+    # (the service as gRPC serves it: with the authorizer around it when it is on)
+    service = getattr(app, "served_coordinator", None)
+    if service is None or os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") == "1":
+        return local, None
+    from services.process.local_calls import local_stub
+    from services.shard.servicer import group_coordinator_methods
+
+    stub = local_stub(
+        group_coordinator_methods(service),
+        authorizing=getattr(app.settings, "authorizer", False),
+    )
+    advertised = app.settings.advertised_host or app.settings.host
+    for target_host in {"127.0.0.1", advertised}:
+        local[f"{target_host}:{app.port}"] = stub
+    decide = getattr(service, "steady_decision", None)
+    again = getattr(service, "steady_again", None)
+    classic = getattr(service, "classic_steady_heartbeat", None)
+    if not (decide and again) or os.environ.get("GROUPCOORD_DEV_GATEWAY_STEADY") == "0":
+        return local, None
+    return local, (decide, again, classic)
+
+
 def _describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of a failure."""
     import sqlite3
@@ -871,23 +903,7 @@ async def _serve(
         if kafka_port is not None:
             from services.gateway.app import GatewayApp, GatewaySettings
 
-            # The built-in gateway calls this process's shard in-process (no loopback gRPC:
-            # services.process.local_calls; docs/performance.md); other shards over gRPC.
-            # GROUPCOORD_DEV_GATEWAY_LOOPBACK=1 keeps the loopback hop (A/B benchmarks).
-            local: dict[str, Any] = {}
-            # (the service as gRPC serves it: with the authorizer around it when it is on)
-            service = getattr(app, "served_coordinator", None)
-            if service is not None and os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") != "1":
-                from services.process.local_calls import local_stub
-                from services.shard.servicer import group_coordinator_methods
-
-                stub = local_stub(
-                    group_coordinator_methods(service),
-                    authorizing=getattr(app.settings, "authorizer", False),
-                )
-                advertised = app.settings.advertised_host or app.settings.host
-                for target_host in {"127.0.0.1", advertised}:
-                    local[f"{target_host}:{app.port}"] = stub
+            local, steady = in_process_shard(app)
             gateway = GatewayApp(
                 GatewaySettings(
                     shard_address=f"127.0.0.1:{app.port}",
@@ -903,6 +919,7 @@ async def _serve(
                     upstream_cluster=getattr(app.settings, "upstream", None),
                     grpc_tls=getattr(app.settings, "client_tls", None),
                     local_coordinators=local,
+                    local_steady=steady,
                     # other shards (and the loopback hop) over gRPC: unary or batched
                     shard_calls=os.environ.get("GROUPCOORD_SHARD_CALLS", "batched"),
                 )

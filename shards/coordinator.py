@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 from weakref import ReferenceType, ref
 
@@ -98,15 +98,9 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
-#: the fields a steady ConsumerGroupHeartbeat carries (what a member sends when nothing
-#: changed; :meth:`GroupCoordinatorService.steady_heartbeat`)
-STEADY_HEARTBEAT_FIELDS = frozenset({"group_id", "member_id", "member_epoch", "context"})
-#: every other field of the request and its value when unset: a steady one has them all so
-STEADY_HEARTBEAT_UNSET = tuple(
-    (f.name, f.default)
-    for f in fields(consumer_api.ConsumerGroupHeartbeatRequest)
-    if f.name not in STEADY_HEARTBEAT_FIELDS
-)
+# (what :meth:`GroupCoordinatorService.steady_heartbeat` reads, and what it needs unset)
+STEADY_HEARTBEAT_FIELDS = consumer_api.STEADY_HEARTBEAT_FIELDS
+STEADY_HEARTBEAT_UNSET = consumer_api.STEADY_HEARTBEAT_UNSET
 
 
 def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:

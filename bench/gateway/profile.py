@@ -19,6 +19,7 @@ what is left (asyncio's loop, sockets, idle). Shares are of all samples of a pro
 included (py-spy ``--idle``), so a process with spare CPU shows it.
 
     .venv/bin/python -m bench.gateway.profile [--duration 8] [--groups 10] [--members 10]
+                                              [--raw-dir DIR]
 
 The separate gateway and the loopback ``dev`` call the shard as ``GROUPCOORD_SHARD_CALLS``
 says (unset: the default, batched; ``unary`` profiles one gRPC call per request).
@@ -105,6 +106,11 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=10)
     p.add_argument("--members", type=int, default=10)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "gateway_profile.json"))
+    p.add_argument(
+        "--raw-dir",
+        help="keep py-spy's raw (collapsed) stacks there, <path>-<process>.txt: for a flame "
+        "graph (e.g. flamegraph.pl, speedscope) or a closer look",
+    )
     a = p.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -198,6 +204,10 @@ def main() -> None:
                 }
                 for s in spies.values():
                     s.wait(timeout=a.duration + 60)
+                if a.raw_dir:
+                    Path(a.raw_dir).mkdir(parents=True, exist_ok=True)
+                    for role in pids:
+                        shutil.copy(tmp / f"{path}-{role}.txt", a.raw_dir)
                 stdout, _ = load.communicate(timeout=a.duration + 120)
                 result = json.loads(stdout.strip().splitlines()[-1])
                 out[path] = {

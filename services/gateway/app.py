@@ -22,6 +22,7 @@ from services.gateway.sasl import (
     SaslSettings,
 )
 from services.gateway.server import GatewayServer
+from services.gateway.steady import SteadyHeartbeats
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
 from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
@@ -86,6 +87,10 @@ class GatewaySettings:
     #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
     #: process (services.process.local_calls), used instead of a channel to the address
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
+    #: set by ``groupcoord dev``: its shard's ``(steady_decision, steady_again,
+    #: classic_steady_heartbeat)``, for steady heartbeats answered from the frame
+    #: (services.gateway.steady); None: off
+    local_steady: tuple[Any, ...] | None = None
     sasl: SaslSettings = field(default_factory=SaslSettings)
     #: the store holding the SCRAM credentials (the shards' store URL); needed with SASL
     store_url: str | None = None
@@ -291,6 +296,10 @@ class GatewayApp:
             metrics=self.metrics,
             tls=self._listener_tls(),
             sasl=self.sasl,
+            # (not with the gateway's ACLs on: every request is the shard's to authorize)
+            steady=SteadyHeartbeats(*s.local_steady)
+            if s.local_steady and not s.authorizer
+            else None,
         )
         await self.server.start()
         apis.node = Node(s.node_id, host, s.advertised_port or self.server.port)

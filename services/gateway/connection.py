@@ -31,7 +31,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from services.gateway.sasl import (
     IllegalSaslState,
     SaslSession,
 )
+from services.gateway.steady import SteadyHeartbeats
 from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, connection_principal
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
@@ -135,8 +136,12 @@ class Connection:
         metrics: GatewayMetrics | None = None,
         sasl: SaslSession | None = None,
         failed_auth_delay_s: float = 0.0,
+        steady: SteadyHeartbeats | None = None,
     ) -> None:
         self.apis = apis
+        #: steady heartbeats answered from the frame (services.gateway.steady;
+        #: a shard in this process); used only where nothing else has to see the request
+        self.steady = steady
         #: None: the listener does not authenticate (PLAINTEXT, SSL)
         self.sasl = sasl
         self.failed_auth_delay_s = failed_auth_delay_s
@@ -277,6 +282,7 @@ class Connection:
             self.respond,  # type: ignore[arg-type]
             self._answered,
             watchdog,
+            quick=self._quick_answers(),
         )
         try:
             await self.inline.serve(buffered, ended)
@@ -286,6 +292,34 @@ class Connection:
             raise
         finally:
             watchdog.stop()
+
+    def _quick_answers(self) -> Callable[[bytes], bytes | None] | None:
+        """What answers a request frame at once, before its handler is started (None from
+        it: the handler answers): the steady heartbeats of a shard in this process -- not
+        behind SASL (a session may expire) nor with trace spans (each request has one)."""
+        steady = self.steady
+        if steady is None or self.sasl is not None or self.traced:
+            return None
+        memory = steady.memory()
+        host = self.client_host
+        answer = steady.answer
+        metrics = self.metrics
+
+        def quick(frame: bytes) -> bytes | None:
+            if log.isEnabledFor(logging.DEBUG):
+                return None  # (the handler's way logs each request)
+            started = time.perf_counter() if metrics is not None else 0.0
+            try:
+                response = answer(memory, frame, host)
+            except Exception:  # (a frame it cannot read: the handler's way says what is wrong)
+                return None
+            if response is not None and metrics is not None:
+                attrs = metrics.attrs(*framing.peek(frame)[:2])
+                metrics.requests.add(1, attrs)
+                metrics.latency.record(time.perf_counter() - started, attrs)
+            return response
+
+        return quick
 
     def _answered(self, frame: bytes, response: bytes) -> None:
         self.requests += 1

@@ -79,7 +79,11 @@ class InlineRequests(asyncio.Protocol):
     response is not written). Construct and :meth:`serve` in the connection's task.
 
     ``idle`` is told when the connection starts waiting for its client (``idle.since``, loop
-    time; None while a request is handled): see ``services.gateway.connection``."""
+    time; None while a request is handled): see ``services.gateway.connection``.
+
+    ``quick(frame)``, when given, is asked first: a response it returns answers the request
+    at once, in its turn, with no handler started (None: the handler answers it). It must
+    not raise, block or wait (``services.gateway.steady``)."""
 
     def __init__(
         self,
@@ -90,6 +94,7 @@ class InlineRequests(asyncio.Protocol):
         answered: Callable[[bytes, bytes], None],
         idle: Any,
         max_buffered: int = MAX_BUFFERED,
+        quick: Callable[[bytes], bytes | None] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         task = asyncio.current_task(self.loop)
@@ -104,6 +109,7 @@ class InlineRequests(asyncio.Protocol):
         self.answered = answered
         self.idle = idle
         self.max_buffered = max_buffered
+        self.quick = quick
         self._over_ssl = transport.get_extra_info("sslcontext") is not None
         #: the request the task goes on with: (frame, coroutine, what its first step yielded)
         self._waiting: tuple[bytes, Handler, Any] | None = None
@@ -193,6 +199,12 @@ class InlineRequests(asyncio.Protocol):
                 return
             if frame is None:
                 break
+            quick = self.quick
+            if quick is not None:
+                response = quick(frame)
+                if response is not None:
+                    self._answer(frame, response)
+                    continue
             try:
                 coro = self.respond(frame)
                 if in_task:

@@ -11,6 +11,7 @@ from services.gateway.handlers import KafkaApis
 from services.gateway.metrics import ACCEPTED, REFUSED, GatewayMetrics
 from services.gateway.proxy import Proxy
 from services.gateway.sasl import SaslAuthenticator
+from services.gateway.steady import SteadyHeartbeats
 from services.process.tls import SslListener, describe_handshake_error, peer_cert_subject
 
 log = logging.getLogger("groupcoord.gateway.server")
@@ -29,8 +30,11 @@ class GatewayServer:
         metrics: GatewayMetrics | None = None,
         tls: SslListener | None = None,
         sasl: SaslAuthenticator | None = None,
+        steady: SteadyHeartbeats | None = None,
     ) -> None:
         self.apis = apis
+        #: steady heartbeats answered from the frame (a shard in this process)
+        self.steady = steady
         #: SSL and SASL_SSL listeners: each connection's TLS (None: plaintext)
         self.tls = tls
         #: SASL_PLAINTEXT / SASL_SSL listeners: authenticates every connection first
@@ -102,6 +106,7 @@ class GatewayServer:
             self.metrics,
             sasl.session() if sasl is not None else None,
             sasl.settings.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0,
+            self.steady,
         )
         conn.peer_cert_subject = subject
         task = asyncio.current_task()

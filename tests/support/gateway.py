@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from services.cli import in_process_shard
 from services.gateway.app import GatewayApp, GatewaySettings
 from services.shard.app import ShardApp, ShardSettings
 from shards.core.coordinator_config import CoordinatorConfig
@@ -39,8 +40,11 @@ async def gateway_stack(
     tmp_path: Path,
     gateway: dict[str, Any] | None = None,
     shard: dict[str, Any] | None = None,
+    in_process: bool = False,
     **coordinator: Any,
 ) -> AsyncIterator[Stack]:
+    """A shard and a gateway in front of it; ``in_process``: the gateway calls the shard as
+    ``groupcoord dev``'s built-in one does (services.cli.in_process_shard)."""
     coordinator.setdefault("num_partitions", 10)
     app = ShardApp(
         ShardSettings(
@@ -53,6 +57,9 @@ async def gateway_stack(
         )
     )
     await app.start()
+    if in_process:
+        local, steady = in_process_shard(app)
+        gateway = {"local_coordinators": local, "local_steady": steady, **(gateway or {})}
     gw = GatewayApp(
         GatewaySettings(
             shard_address=f"127.0.0.1:{app.port}",

@@ -10,7 +10,7 @@ Kafka's null, and Kafka's nullable arrays are ``tuple[...] | None`` (wrapper mes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, DEFAULT_CONTEXT, RequestContext
 
@@ -69,6 +69,17 @@ class ConsumerGroupHeartbeatResponse:
     # KIP-848 client-side assignment
     should_compute_assignment: bool = False
     assignment_metadata: AssignmentMetadata | None = None  # with ``assignment``, client-side
+
+
+#: the fields a steady ConsumerGroupHeartbeat carries (what a member sends when nothing
+#: changed; ``GroupCoordinatorService.steady_heartbeat``)
+STEADY_HEARTBEAT_FIELDS = frozenset({"group_id", "member_id", "member_epoch", "context"})
+#: every other field of the request and its value when unset: a steady one has them all so
+STEADY_HEARTBEAT_UNSET = tuple(
+    (f.name, f.default)
+    for f in fields(ConsumerGroupHeartbeatRequest)
+    if f.name not in STEADY_HEARTBEAT_FIELDS
+)
 
 
 # ---- client-side assignment (KIP-848; gRPC only) -------------------------------------------
