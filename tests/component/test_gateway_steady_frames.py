@@ -16,8 +16,8 @@ from kio.schema.errors import ErrorCode
 from services.cli import in_process_shard
 from services.gateway.app import GatewayApp, GatewaySettings
 from tests.component.test_gateway_wire import create_topic
-from tests.support.gateway import Stack, gateway_stack
 from tests.interop.sequences import join_req
+from tests.support.gateway import Stack, gateway_stack
 from tests.support.kafka_wire import KafkaWire, decode_response, encode_request, request
 
 GROUP = "steady-frames"
