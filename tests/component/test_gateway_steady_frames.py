@@ -14,6 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from services.cli import in_process_shard
+from services.gateway import connection
 from services.gateway.app import GatewayApp, GatewaySettings
 from tests.component.test_gateway_wire import create_topic
 from tests.interop.sequences import join_req
@@ -66,9 +67,14 @@ class Recorded:
 
 
 @pytest.fixture
-async def stacks(tmp_path: Path) -> AsyncIterator[tuple[Stack, GatewayApp]]:
+async def stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Stack, GatewayApp]]:
     """dev's gateway, and a second one in front of the same shard in-process that leaves
-    steady heartbeats to the handler."""
+    steady heartbeats to the handler. (Trace spans off, whatever tracer provider an earlier
+    test in this process installed: a connection with spans leaves heartbeats to the
+    handler, each request having its span.)"""
+    monkeypatch.setattr(connection, "telemetry_enabled", lambda: False)
     async with gateway_stack(tmp_path, in_process=True) as stack:
         local, _ = in_process_shard(stack.shard)
         plain = GatewayApp(
@@ -224,3 +230,21 @@ async def test_classic_heartbeats_the_same_bytes_as_the_handler(
     finally:
         await wire.close()
         await other.close()
+
+
+async def test_not_used_on_a_connection_with_trace_spans(
+    stacks: tuple[Stack, GatewayApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack, _ = stacks
+    recorded = Recorded(stack)
+    monkeypatch.setattr(connection, "telemetry_enabled", lambda: True)  # (new connections)
+    wire = await stack.wire()
+    try:
+        await create_topic(wire, "orders", 4)
+        joined = await wire.send(joining("m-one-aaaaaaaaaaaaaaaa"))
+        answered = await wire.send(heartbeat(joined.member_id, joined.member_epoch))
+        assert answered.error_code == ErrorCode.none
+        assert answered.member_epoch == joined.member_epoch
+        assert recorded.decided == recorded.again == 0  # the handler answered, in its span
+    finally:
+        await wire.close()
