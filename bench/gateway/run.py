@@ -105,8 +105,7 @@ async def stable_members(target: Target, groups: int, members: int) -> list[dict
 
 
 async def stable_classic_members(target: Target, count: int) -> list[dict[str, Any]]:
-    from tests.interop.sequences import join_req
-    from tests.support.kafka_wire import request
+    from tests.interop.sequences import lone_classic_member
 
     wire = await target.wire("bench-classic-setup")
     try:
@@ -115,24 +114,7 @@ async def stable_classic_members(target: Target, count: int) -> list[dict[str, A
         for i in range(count):
             group = f"bench-classic-{stamp}-{i}"
             timeouts = {"session_timeout": 600_000, "rebalance_timeout": 60_000}
-            r = await wire.send(join_req(5, group, "", **timeouts))
-            member_id = r.member_id
-            r = await wire.send(join_req(5, group, member_id, **timeouts))
-            assert r.error_code == 0, r
-            generation = r.generation_id
-            s = await wire.send(
-                request(
-                    "sync_group",
-                    5,
-                    group_id=group,
-                    generation_id=generation,
-                    member_id=member_id,
-                    protocol_type="consumer",
-                    protocol_name="range",
-                    assignments=[{"member_id": member_id, "assignment": b""}],
-                )
-            )
-            assert s.error_code == 0, s
+            member_id, generation = await lone_classic_member(wire, group, **timeouts)
             out.append({"group": group, "member_id": member_id, "generation": generation})
         return out
     finally:

@@ -17,7 +17,7 @@ from services.cli import in_process_shard
 from services.gateway import connection
 from services.gateway.app import GatewayApp, GatewaySettings
 from tests.component.test_gateway_wire import create_topic
-from tests.interop.sequences import join_req
+from tests.interop.sequences import join_req, lone_classic_member
 from tests.support.gateway import Stack, gateway_stack
 from tests.support.kafka_wire import KafkaWire, decode_response, encode_request, request
 
@@ -178,23 +178,7 @@ async def test_classic_heartbeats_the_same_bytes_as_the_handler(
     other = await KafkaWire.connect("127.0.0.1", plain.port, "wire")
     try:
         group = f"classic-{version}"
-        r = await wire.send(join_req(5, group, ""))  # (KIP-394: an id first)
-        member = r.member_id
-        r = await wire.send(join_req(5, group, member))
-        generation = r.generation_id
-        synced = await wire.send(
-            request(
-                "sync_group",
-                5,
-                group_id=group,
-                generation_id=generation,
-                member_id=member,
-                protocol_type="consumer",
-                protocol_name="range",
-                assignments=[{"member_id": member, "assignment": b"a1"}],
-            )
-        )
-        assert synced.error_code == ErrorCode.none
+        member, generation = await lone_classic_member(wire, group, b"a1")
         asked = []
         steady = stack.gateway.server.steady if stack.gateway.server else None
         assert steady is not None and steady.classic is not None

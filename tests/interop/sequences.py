@@ -551,6 +551,32 @@ def join_req(version: int, group: str, member_id: str, **kw: Any) -> Any:
     return request("join_group", version, **data)
 
 
+async def lone_classic_member(
+    wire: KafkaWire, group: str, assignment: bytes = b"", **join: Any
+) -> tuple[str, int]:
+    """A classic group of one member made Stable over ``wire`` (JoinGroup v5 twice: KIP-394
+    gives the id first; SyncGroup as the leader): its member id and generation."""
+    r = await wire.send(join_req(5, group, "", **join))
+    member_id = r.member_id
+    r = await wire.send(join_req(5, group, member_id, **join))
+    assert r.error_code == 0, r
+    generation = r.generation_id
+    s = await wire.send(
+        request(
+            "sync_group",
+            5,
+            group_id=group,
+            generation_id=generation,
+            member_id=member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[{"member_id": member_id, "assignment": assignment}],
+        )
+    )
+    assert s.error_code == 0, s
+    return member_id, generation
+
+
 def join_obs(r: Any, ids: Ids) -> dict[str, Any]:
     return {
         "error": err(r.error_code),
