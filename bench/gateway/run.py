@@ -6,6 +6,9 @@
   shard over loopback gRPC with unary calls (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``,
   ``GROUPCOORD_SHARD_CALLS=unary``: how ``dev`` worked before;
   the A/B of the in-process call, its own groups on its own store),
+* ``gateway_handler`` -- the same against a third ``groupcoord dev`` whose gateway leaves
+  steady heartbeats to the handler (``GROUPCOORD_DEV_GATEWAY_STEADY=0``: how ``dev`` worked
+  before the eleventh round's frame shortcut; its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core), one unary gRPC call per request
   (``--shard-calls unary``),
@@ -24,8 +27,8 @@ rounds. After the load, every group is described: still stable at the same epoch
 heartbeats were real successful ones (errors are counted too).
 
 With ``--classic``, classic Heartbeats too, over the Kafka wire (``gateway``,
-``gateway_loopback``, ``gateway_process``, ``gateway_batched``, ``kafka``): ``G * M`` classic
-groups of one member each (JoinGroup twice, SyncGroup as the leader; session timeout 10
+``gateway_handler``, ``gateway_loopback``, ``gateway_process``, ``gateway_batched``,
+``kafka``): ``G * M`` classic groups of one member each (JoinGroup twice, SyncGroup as the leader; session timeout 10
 minutes so that they outlive the other phases), every member heartbeating at its generation;
 afterwards every group is described: still Stable with its one member.
 
@@ -71,6 +74,8 @@ from tests.interop.support import Target  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
 CONCURRENCY = (1, 50)
+#: the groupcoord targets compared with the others (ratios)
+BENCHED = ("gateway", "gateway_handler", "gateway_loopback", "gateway_process", "gateway_batched")
 # Kafka's default heartbeat interval; a session timeout of 5 minutes on both (Kafka's default
 # is 45 s), so that the members outlive a whole round of the other targets' phases (each
 # target's members are heartbeated only during its own phases).
@@ -212,6 +217,12 @@ def main() -> None:
             *GROUPCOORD_EXTRA,
             env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1", "GROUPCOORD_SHARD_CALLS": "unary"},
         )
+        handler_gc = ServerProcess.dev(
+            tmp / "handler",
+            *groupcoord_args(),
+            *GROUPCOORD_EXTRA,
+            env={"GROUPCOORD_DEV_GATEWAY_STEADY": "0"},
+        )
         gw = ServerProcess(
             [
                 "gateway",
@@ -248,6 +259,8 @@ def main() -> None:
             targets["gateway"] = ("kafka", gateway.bootstrap, gateway)
             loopback = Target("groupcoord", "127.0.0.1", loop_gc.ports["kafka"])
             targets["gateway_loopback"] = ("kafka", loopback.bootstrap, loopback)
+            handler = Target("groupcoord", "127.0.0.1", handler_gc.ports["kafka"])
+            targets["gateway_handler"] = ("kafka", handler.bootstrap, handler)
             targets["gateway_process"] = ("kafka", f"127.0.0.1:{gw.ports['kafka']}", gateway)
             targets["gateway_batched"] = (
                 "kafka",
@@ -265,6 +278,7 @@ def main() -> None:
             for server, target in (
                 ("groupcoord", gateway),
                 ("loopback", loopback),
+                ("handler", handler),
                 *((("kafka", targets["kafka"][2]),) if kafka else ()),
             ):
                 members[server] = asyncio.run(stable_members(target, a.groups, a.members))
@@ -280,6 +294,7 @@ def main() -> None:
             serving = {
                 "gateway": {"dev": gc.proc.pid},
                 "gateway_loopback": {"dev": loop_gc.proc.pid},
+                "gateway_handler": {"dev": handler_gc.proc.pid},
                 "gateway_process": {"gateway": gw.proc.pid, "shard": gc.proc.pid},
                 "gateway_batched": {"gateway": gw_batched.proc.pid, "shard": gc.proc.pid},
                 "grpc": {"shard": gc.proc.pid},
@@ -301,9 +316,11 @@ def main() -> None:
             for rnd in range(a.rounds):
                 for c in CONCURRENCY:
                     for name, (mode, address, target) in targets.items():
-                        server = {"kafka": "kafka", "gateway_loopback": "loopback"}.get(
-                            name, "groupcoord"
-                        )
+                        server = {
+                            "kafka": "kafka",
+                            "gateway_loopback": "loopback",
+                            "gateway_handler": "handler",
+                        }.get(name, "groupcoord")
                         r = measured(name, mode, address, files[server], c, a.duration)
                         r["stable_after"] = asyncio.run(still_stable(target, members[server]))
                         runs.setdefault(f"{name}_c{c}", []).append(r)
@@ -334,6 +351,7 @@ def main() -> None:
             gw_batched.kill()
             gc.kill()
             loop_gc.kill()
+            handler_gc.kill()
 
     results = {
         key: {
@@ -353,8 +371,8 @@ def main() -> None:
     }
     ratios: dict[str, float] = {}
     for c in CONCURRENCY:
-        for name in ("gateway", "gateway_loopback", "gateway_process", "gateway_batched"):
-            for base in ("grpc", "kafka", "gateway_loopback", "gateway_process"):
+        for name in BENCHED:
+            for base in ("grpc", "kafka", "gateway_handler", "gateway_loopback", "gateway_process"):
                 a_, b_ = results.get(f"{name}_c{c}"), results.get(f"{base}_c{c}")
                 if a_ and b_ and name != base:
                     ratios[f"{name}_over_{base}_c{c}"] = (
