@@ -29,7 +29,8 @@ fast encoder the general way uses.
 
 Anything else -- another API, another shape, not the steady case, the partition not here or
 busy -- returns None: the general way answers it, errors included, exactly as before. The
-answer is byte for byte the general way's (tests/unit/gateway/test_steady_frames.py).
+answer is byte for byte the general way's (tests/component/test_gateway_steady_frames.py;
+tests/unit/gateway/test_steady_frames.py for its decisions).
 
 Only where nothing else has to see the request: the connection's owner leaves this out
 behind SASL, an authorizer, proxy mode or trace spans (``services.gateway.connection``); the
