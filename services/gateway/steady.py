@@ -39,15 +39,12 @@ coordinator behind an authorizer has no ``steady_decision`` to offer anyway.
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from services.gateway import codec, fast_codec, framing
 from shards.core.consumer.api import STEADY_HEARTBEAT_UNSET
-
-log = logging.getLogger("groupcoord.gateway")
 
 #: the coordinator's steady_decision(group, member, epoch, client id, client host)
 SteadyDecision = Callable[[str, str, int, str, str], Any]
@@ -151,13 +148,17 @@ class SteadyHeartbeats:
         heartbeat answered at once; None: the general way answers it. It may raise on a frame
         it cannot read: the general way then says what is wrong with it."""
         api_key, version, correlation_id = _FIXED.unpack_from(frame)
-        # the API key and version, the client id, the header's tags, the body
-        key = frame[:4] + frame[8:]
         if api_key == CONSUMER_GROUP_HEARTBEAT_KEY:
-            return self._consumer(memory, key, frame, version, correlation_id, client_host)
+            return self._consumer(memory, frame, version, correlation_id, client_host)
         if api_key == HEARTBEAT_KEY and self.classic is not None:
-            return self._classic(memory, key, frame, version, correlation_id)
-        return None
+            return self._classic(memory, frame, version, correlation_id)
+        return None  # (any other request: nothing read, nothing copied)
+
+    @staticmethod
+    def _key(frame: bytes) -> bytes:
+        """What a connection remembers a request by: all of it but the correlation id (the
+        API key and version, the client id, the header's tags, the body)."""
+        return frame[:4] + frame[8:]
 
     @staticmethod
     def _remember(memory: dict[bytes, Any], key: bytes, value: Any) -> None:
@@ -166,11 +167,12 @@ class SteadyHeartbeats:
         memory[key] = value
 
     def _classic(
-        self, memory: dict[bytes, Any], key: bytes, frame: bytes, version: int, correlation_id: int
+        self, memory: dict[bytes, Any], frame: bytes, version: int, correlation_id: int
     ) -> bytes | None:
         encode = self.classic_versions.get(version)
         if encode is None:
             return None
+        key = self._key(frame)
         ids = memory.get(key)
         if ids is None:
             flexible = codec.is_flexible_request(HEARTBEAT_KEY, version)
@@ -185,7 +187,6 @@ class SteadyHeartbeats:
     def _consumer(
         self,
         memory: dict[bytes, Any],
-        key: bytes,
         frame: bytes,
         version: int,
         correlation_id: int,
@@ -194,6 +195,7 @@ class SteadyHeartbeats:
         decoder = self.versions.get(version)
         if decoder is None:
             return None
+        key = self._key(frame)
         known = memory.get(key)
         if known is not None and self.again(
             known.partition, known.changes, known.group, known.member

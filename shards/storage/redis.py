@@ -103,8 +103,9 @@ _T = TypeVar("_T")
 DEFAULT_KEY_PREFIX = "gc"
 DEFAULT_SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024
 #: connecting includes the name lookup, and glibc's resolver waits 5 s (its default
-#: ``timeout``) for a lost DNS answer before it asks again: a 5 s connect timeout failed a
-#: whole connection on one lost UDP packet (seen inside a container network under load).
+#: ``timeout``) for a lost DNS answer before it asks again: a 5 s connect timeout fails a
+#: whole connection on one lost UDP packet (the likely cause of a connect timeout met once
+#: inside a container network under load).
 #: Kafka's own ``socket.connection.setup.timeout.ms`` is 10 s too.
 CONNECT_TIMEOUT_S = 10.0
 # Bounds of one pipeline: keeps one round trip's latency and the client's memory bounded
