@@ -28,8 +28,9 @@ heartbeats were real successful ones (errors are counted too).
 
 With ``--classic``, classic Heartbeats too, over the Kafka wire (``gateway``,
 ``gateway_handler``, ``gateway_loopback``, ``gateway_process``, ``gateway_batched``,
-``kafka``): ``G * M`` classic groups of one member each (JoinGroup twice, SyncGroup as the leader; session timeout 10
-minutes so that they outlive the other phases), every member heartbeating at its generation;
+``kafka``): ``G * M`` classic groups of one member each (JoinGroup twice, SyncGroup as the
+leader; session timeout 10 minutes so that they outlive the other phases), every member
+heartbeating at its generation;
 afterwards every group is described: still Stable with its one member.
 
 Each phase also takes the CPU time (user + system, every thread) of the processes serving
