@@ -36,6 +36,7 @@ from services.security_cli import (
     gateway_security_options,
 )
 from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.steady import SteadyPath
 from shards.limits import DEFAULT_MAX_ITEMS
 
 if TYPE_CHECKING:
@@ -112,18 +113,18 @@ class Cli(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
-def in_process_shard(app: Any) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
+def in_process_shard(app: Any) -> tuple[dict[str, Any], SteadyPath | None]:
     """What ``dev``'s built-in gateway is given to reach the shard ``app`` it shares its
     process with: its ``local_coordinators`` (the shard's address -> a stub calling it
     in-process, no loopback gRPC: services.process.local_calls; docs/performance.md) and its
-    ``local_steady`` (the coordinator's steady decisions, for steady heartbeats answered
-    from the frame: services.gateway.steady; None behind the authorizer, whose service
-    offers none). Other shards are called over gRPC.
+    ``local_steady`` (the coordinator's steady path, for steady heartbeats answered from the
+    frame: services.gateway.steady; None behind the authorizer, whose service has none).
+    Other shards are called over gRPC.
     GROUPCOORD_DEV_GATEWAY_LOOPBACK=1 keeps the loopback hop, GROUPCOORD_DEV_GATEWAY_STEADY=0
     leaves steady heartbeats to the handler (A/B benchmarks)."""
     local: dict[str, Any] = {}
     # (the service as gRPC serves it: with the authorizer around it when it is on)
-    service = getattr(app, "served_coordinator", None)
+    service = app.served_coordinator
     if service is None or os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") == "1":
         return local, None
     from services.process.local_calls import local_stub
@@ -136,12 +137,10 @@ def in_process_shard(app: Any) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
     advertised = app.settings.advertised_host or app.settings.host
     for target_host in {"127.0.0.1", advertised}:
         local[f"{target_host}:{app.port}"] = stub
-    decide = getattr(service, "steady_decision", None)
-    again = getattr(service, "steady_again", None)
-    classic = getattr(service, "classic_steady_heartbeat", None)
-    if not (decide and again) or os.environ.get("GROUPCOORD_DEV_GATEWAY_STEADY") == "0":
+    path = service.steady_path()
+    if path is None or os.environ.get("GROUPCOORD_DEV_GATEWAY_STEADY") == "0":
         return local, None
-    return local, (decide, again, classic)
+    return local, path
 
 
 def _describe(exc: BaseException) -> tuple[str, int]:

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
-from weakref import ReferenceType, ref
 
 from shards.core import api, offsets
 from shards.core.classic import api as classic_api
@@ -20,9 +19,10 @@ from shards.core.consumer import api as consumer_api
 from shards.core.errors import ApiError, Errors
 from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
 from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
-from shards.runtime.partition import CoordinatorPartition
+from shards.runtime.partition import CoordinatorPartition, ReadToken, answer_again
 from shards.runtime.runtime import CoordinatorRuntime
 
 log = logging.getLogger("groupcoord.coordinator")
@@ -153,6 +153,11 @@ class GroupCoordinatorService:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def steady_path(self) -> SteadyPath:
+        """The steady heartbeats answered at once on this shard's partitions (the gRPC
+        servicer's shortcuts, ``groupcoord dev``'s gateway answering from the frame)."""
+        return _SteadyPath(self)
+
     def steady_heartbeat(
         self,
         group_id: str,
@@ -160,21 +165,16 @@ class GroupCoordinatorService:
         member_epoch: int,
         client_id: str,
         client_host: str,
-    ) -> tuple[int, int, bool, str, str] | None:
+    ) -> SteadyAnswer | None:
         """A ConsumerGroupHeartbeat that carries nothing but its ids, epoch and context (what
-        a client sends when nothing changed), answered at once when it is the steady case:
-        ``(member_epoch, heartbeat_interval_ms, should_compute_assignment, group id, member
-        id)`` (the ids of the member's session, the state's own strings). It takes the
-        same decision with the same checks as :meth:`consumer_group_heartbeat` would
-        (``ConsumerGroupManager.steady_heartbeat``), without building the request and
-        response or awaiting a future. None: not the steady case, or not now (the partition
-        not here or not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors
-        included. (The request limits hold: a member found by its ids joined with ids within
-        them.) Not an RPC: :meth:`consumer_group_heartbeat` asks it first, and the gRPC
-        servicer's shortcut (``services.shard.servicer``, as :meth:`steady_decision`) before
-        converting anything."""
+        a client sends when nothing changed), answered at once when it is the steady case
+        (``ConsumerGroupManager.steady_heartbeat`` decides, with the same checks as
+        :meth:`consumer_group_heartbeat`), without building the request and response or
+        awaiting a future. None: not the steady case, or not now (the partition not here or
+        not idle) -- :meth:`consumer_group_heartbeat` answers it then, errors included.
+        (The request limits hold: a member found by its ids joined with ids within them.)"""
         decided = self.steady_decision(group_id, member_id, member_epoch, client_id, client_host)
-        return None if decided is None else decided[0]
+        return None if decided is None else decided.answer
 
     def steady_decision(
         self,
@@ -183,11 +183,9 @@ class GroupCoordinatorService:
         member_epoch: int,
         client_id: str,
         client_host: str,
-    ) -> tuple[tuple[int, int, bool, str, str], ReferenceType[CoordinatorPartition], int] | None:
-        """:meth:`steady_heartbeat`'s answer (with the ids of the member's session), and the
-        partition (a weak reference: a remembered decision must not keep an unloaded
-        partition's state) and its count of changes to give it again at
-        (:meth:`steady_again`)."""
+    ) -> SteadyDecision | None:
+        """:meth:`steady_heartbeat`'s answer with the partition's read token it was taken
+        under (:meth:`steady_again`)."""
         answered = self._answer_now(
             group_id,
             lambda shard, now: shard.consumer_group_steady_heartbeat(
@@ -197,24 +195,15 @@ class GroupCoordinatorService:
         if answered is None:
             return None
         answer, p = answered
-        return answer, ref(p), p.changes
+        return SteadyDecision(answer, p.read_token())
 
-    def steady_again(
-        self,
-        partition: ReferenceType[CoordinatorPartition],
-        changes: int,
-        group_id: str,
-        member_id: str,
-    ) -> bool:
-        """The same heartbeat answered again as :meth:`steady_decision` answered it on
-        ``partition`` at ``changes`` (with the ids of the member's session it gave): True
-        when nothing that decision read can have changed since (the partition counts every
-        operation but such answers and offset commits: ``CoordinatorPartition.changes``) --
-        the member's session moved on as the decision moves it. False: decide again."""
-        p = partition()
+    def steady_again(self, token: ReadToken, group_id: str, member_id: str) -> bool:
+        """The decision :meth:`steady_decision` took under ``token`` for that member, given
+        again while the token is valid (the runtime invalidates it: ``ReadToken``) -- the
+        member's session moved on as the decision moves it. False: decide again."""
         try:
-            return p is not None and p.answer_again(
-                changes,
+            return answer_again(
+                token,
                 CoordinatorStateMachine.consumer_group_steady_heartbeat_again,
                 group_id,
                 member_id,
@@ -231,8 +220,7 @@ class GroupCoordinatorService:
         as :meth:`heartbeat` moves it (``ClassicGroupManager.steady_heartbeat``). None: any
         other answer, or not now -- :meth:`heartbeat` answers it. (The request limits hold:
         the ids are those of a member that joined with them, and the limits do not apply to
-        the context.) Not an RPC: :meth:`heartbeat` asks it first, and the servicer's
-        shortcut before converting anything."""
+        the context.)"""
         answered = self._answer_now(
             group_id,
             lambda shard, now: shard.classic_steady_heartbeat(
@@ -267,7 +255,6 @@ class GroupCoordinatorService:
         read: bool = False,
         if_empty: ApiError | None = None,
         request: Any = None,
-        counted: bool = True,
     ) -> R:
         """Run one operation on the group's partition; any failure (the core's ApiError, the
         partition not served here, a failed append) becomes the API's error shape.
@@ -287,7 +274,7 @@ class GroupCoordinatorService:
             if refused is not None:
                 raise refused
             p = self.runtime.partition(self.partition_for(group_id))
-            return await (p.read(op) if read else p.write(op, counted))
+            return await (p.read(op) if read else p.write(op))
         except Exception as ex:
             code, message = _error_of(ex)
             return on_error(code, message)
@@ -405,9 +392,6 @@ class GroupCoordinatorService:
             lambda code, msg: offsets.offset_commit_error(checked, code, msg),
             if_empty=EMPTY_GROUP_ID,
             request=request,
-            # changes no steady decision (consumers commit as often as they heartbeat: a
-            # counted commit would have every member of the partition decide again)
-            counted=False,
         )
         if not unknown:
             return response
@@ -668,12 +652,11 @@ class GroupCoordinatorService:
                 context.client_host,
             )
             if steady is not None:  # answered at once: the same checks, nothing written
-                epoch, interval, compute, _, _ = steady
                 return consumer_api.ConsumerGroupHeartbeatResponse(
                     member_id=request.member_id,
-                    member_epoch=epoch,
-                    heartbeat_interval_ms=interval,
-                    should_compute_assignment=compute,
+                    member_epoch=steady.member_epoch,
+                    heartbeat_interval_ms=steady.heartbeat_interval_ms,
+                    should_compute_assignment=steady.should_compute_assignment,
                 )
         # (consumer_group_heartbeat_as inlined: the hottest request skips a layer)
         return await self._single(
@@ -764,3 +747,14 @@ class GroupCoordinatorService:
             request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)
+
+
+class _SteadyPath:
+    """:meth:`GroupCoordinatorService.steady_path`: the service's own methods, bound once."""
+
+    __slots__ = ("decide", "again", "classic")
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self.decide = service.steady_decision
+        self.again = service.steady_again
+        self.classic = service.classic_steady_heartbeat

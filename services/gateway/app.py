@@ -28,6 +28,7 @@ from services.process import metrics, telemetry
 from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
+from shards.core.steady import SteadyPath
 from shards.security.acl import Acls
 from shards.security.acl_api import AclAdmin
 from shards.security.admin import acls_document, credentials_document
@@ -87,10 +88,9 @@ class GatewaySettings:
     #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
     #: process (services.process.local_calls), used instead of a channel to the address
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
-    #: set by ``groupcoord dev``: its shard's ``(steady_decision, steady_again,
-    #: classic_steady_heartbeat)``, for steady heartbeats answered from the frame
-    #: (services.gateway.steady); None: off
-    local_steady: tuple[Any, ...] | None = None
+    #: set by ``groupcoord dev``: its shard's steady path, for steady heartbeats answered
+    #: from the frame (services.gateway.steady); None: off
+    local_steady: SteadyPath | None = None
     sasl: SaslSettings = field(default_factory=SaslSettings)
     #: the store holding the SCRAM credentials (the shards' store URL); needed with SASL
     store_url: str | None = None
@@ -297,7 +297,7 @@ class GatewayApp:
             tls=self._listener_tls(),
             sasl=self.sasl,
             # (not with the gateway's ACLs on: every request is the shard's to authorize)
-            steady=SteadyHeartbeats(*s.local_steady)
+            steady=SteadyHeartbeats(s.local_steady)
             if s.local_steady and not s.authorizer
             else None,
         )

@@ -7,9 +7,13 @@ anything -- a steady heartbeat in ``groupcoord dev``, whose coordinator runs in 
 process -- that hand-off and the reader's bookkeeping are a tenth of the request's CPU
 (docs/performance.md, fourth round). :class:`InlineRequests` takes the transport over once the
 connection is set up and runs the first step of each request's handler in
-``data_received`` itself, *as the connection's task*: ``asyncio.current_task()`` is that task
-(deadlines and timeouts cancel it, as before) and every step of a handler runs in one
-``contextvars.Context`` of the connection's. A handler that finishes in that step is answered
+``data_received`` itself, on behalf of the connection's task: every step of a handler runs in
+one ``contextvars.Context`` of the connection's, where ``services.process.deadlines.
+ACTING_TASK`` names that task, so that a deadline cancels it as before. (The first step runs
+outside any task: ``asyncio.current_task()`` is None there, and what needs a task to time
+out -- ``asyncio.timeout`` -- belongs in a step after the first await, or takes the acting
+task. The gateway's handlers reach the coordinators through gRPC stubs or in-process calls
+with deadlines of their own, which do.) A handler that finishes in that step is answered
 at once. One that has to wait is handed to the connection's task, which goes on with it
 exactly where it stopped (:class:`Continuation`); what arrives meanwhile waits (below).
 
@@ -24,11 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from asyncio import tasks as _tasks
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 from services.gateway.framing import FrameDecoder
+from services.process.deadlines import ACTING_TASK
 
 Handler = Coroutine[Any, Any, bytes]
 #: what may arrive behind a request in hand before reading pauses (one read's worth)
@@ -100,8 +104,10 @@ class InlineRequests(asyncio.Protocol):
         task = asyncio.current_task(self.loop)
         assert task is not None, "serve in the connection's task"
         self.task = task
-        #: every step of every handler runs here (a copy of the task's context at start)
+        #: every step of every handler runs here (a copy of the task's context at start,
+        #: acting for the task)
         self.context = contextvars.copy_context()
+        self.context.run(ACTING_TASK.set, task)
         self.transport = transport
         self.previous = previous
         self.decoder = decoder
@@ -138,7 +144,7 @@ class InlineRequests(asyncio.Protocol):
 
     async def _serve(self) -> None:
         while True:
-            self._pump(in_task=True)  # (frames fed while no handler could be started)
+            self._pump()  # (frames fed while no handler could be started)
             if self._failed is not None:
                 raise self._failed
             waiting = self._waiting
@@ -184,7 +190,7 @@ class InlineRequests(asyncio.Protocol):
             self._wake.set_result(None)
 
     # ---- requests ---------------------------------------------------------------------------
-    def _pump(self, in_task: bool) -> None:
+    def _pump(self) -> None:
         """Answer the complete frames buffered, in order, until one has to wait."""
         while (
             self._waiting is None
@@ -207,10 +213,7 @@ class InlineRequests(asyncio.Protocol):
                     continue
             try:
                 coro = self.respond(frame)
-                if in_task:
-                    yielded = self.context.run(coro.send, None)
-                else:
-                    yielded = self._first_step(coro)
+                yielded = self.context.run(coro.send, None)
             except StopIteration as done:
                 self._answer(frame, done.value)
                 continue
@@ -223,15 +226,6 @@ class InlineRequests(asyncio.Protocol):
             self._nudge()
             return
         self.idle.since = self.loop.time()
-
-    def _first_step(self, coro: Handler) -> Any:
-        """One step of ``coro`` from a transport callback, as the connection's task."""
-        loop, task = self.loop, self.task
-        _tasks._enter_task(loop, task)
-        try:
-            return self.context.run(coro.send, None)
-        finally:
-            _tasks._leave_task(loop, task)
 
     def _answer(self, frame: bytes, response: bytes) -> None:
         self.answered(frame, response)
@@ -295,7 +289,7 @@ class InlineRequests(asyncio.Protocol):
 
     def _pump_from_callback(self) -> None:
         if asyncio.current_task(self.loop) is None:
-            self._pump(in_task=False)
+            self._pump()
         else:
             # called from inside a task (a TLS transport hands over what it still holds when
             # asked to close, and says it takes writes again from inside a write): no

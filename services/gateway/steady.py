@@ -5,25 +5,25 @@ nothing new to say sends the same request every few seconds -- the same bytes bu
 correlation id -- and most of what the gateway spends on it is its generic way: the header
 parsed, the request decoded, a handler coroutine started as the connection's task, the router,
 the in-process call, the core's request and response dataclasses, the response encoded
-(docs/performance.md, "Eleventh round"). :class:`SteadyHeartbeats` answers such a request
-straight from the frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
-(``services.shard.servicer.steady_heartbeat_answer``) and with the coordinator's same two
-calls:
+(docs/performance.md). :class:`SteadyHeartbeats` answers such a request straight from the
+frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
+(``services.shard.servicer.steady_heartbeat_answer``), through the coordinator's same
+``SteadyPath`` (``shards.core.steady``) and the same ``SteadyMemo``:
 
 * the first time a connection sends a request, it is decoded (the fast decoder of
   ``services.gateway.fast_codec``), checked to carry nothing but its ids and epoch, and
-  offered to the coordinator's ``steady_decision`` (the same decision, with the same checks,
-  as the general way takes first: ``GroupCoordinatorService.consumer_group_heartbeat``). When
-  it is the steady case, its answer is encoded by the fast encoder the general way uses, and
-  remembered with the decision's token;
-* the same bytes again on that connection: ``steady_again`` gives the decision again -- the
-  member's session moved on -- while the group's partition counted no operation since; the
-  remembered answer is sent with the request's correlation id. Otherwise the decision is
-  taken anew on the state of the moment.
+  offered to the path's ``decide`` (the same decision, with the same checks, as the general
+  way takes first: ``GroupCoordinatorService.consumer_group_heartbeat``). When it is the
+  steady case, its answer is encoded by the fast encoder the general way uses, and
+  remembered with the decision;
+* the same bytes again on that connection: the memo gives the answer again (``again``: the
+  member's session moved on) while the decision's read token is valid; the remembered answer
+  is sent with the request's correlation id. Otherwise the decision is taken anew on the
+  state of the moment.
 
 A classic member's Heartbeat likewise: decoded the first time a connection sends it (the
 generic decoder; only its group, generation, member and instance ids are kept), then offered
-each time to the coordinator's ``classic_steady_heartbeat`` (what the general way asks first:
+each time to the path's ``classic`` (what the general way asks first:
 ``GroupCoordinatorService.heartbeat``) and answered with the code it gives, encoded by the
 fast encoder the general way uses.
 
@@ -34,24 +34,17 @@ tests/unit/gateway/test_steady_frames.py for its decisions).
 
 Only where nothing else has to see the request: the connection's owner leaves this out
 behind SASL, an authorizer, proxy mode or trace spans (``services.gateway.connection``); the
-coordinator behind an authorizer has no ``steady_decision`` to offer anyway.
+coordinator behind an authorizer has no steady path to offer anyway.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any
 
 from services.gateway import codec, fast_codec, framing
 from shards.core.consumer.api import STEADY_HEARTBEAT_UNSET
-
-#: the coordinator's steady_decision(group, member, epoch, client id, client host)
-SteadyDecision = Callable[[str, str, int, str, str], Any]
-#: the coordinator's steady_again(partition, changes, group, member)
-SteadyAgain = Callable[[Any, int, str, str], bool]
-#: the coordinator's classic_steady_heartbeat(group, generation, member, instance id)
-ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
+from shards.core.steady import SteadyMemo, SteadyPath
 
 HEARTBEAT_KEY = 12
 CONSUMER_GROUP_HEARTBEAT_KEY = 68
@@ -92,31 +85,26 @@ def _steady_values(request: fast_codec.SteadyHeartbeatRequest) -> tuple[Any, ...
     )
 
 
-class _Remembered:
-    """One request a connection sent: its answer after the correlation id, and the decision's
-    partition (a weak reference), count of changes and session ids (``steady_again``)."""
+class ConnectionMemory:
+    """What one connection remembers of the requests it sent: the answers of its steady
+    KIP-848 heartbeats (a :class:`SteadyMemo`) and the ids its classic Heartbeats carry."""
 
-    __slots__ = ("tail", "partition", "changes", "group", "member")
+    __slots__ = ("answers", "classic")
 
-    def __init__(self, tail: bytes, partition: Any, changes: int, group: str, member: str):
-        self.tail = tail
-        self.partition = partition
-        self.changes = changes
-        self.group = group
-        self.member = member
+    def __init__(self, answers: SteadyMemo) -> None:
+        self.answers = answers
+        self.classic: dict[bytes, tuple[str, int, str, str | None]] | None = None
 
 
 class SteadyHeartbeats:
-    """Steady heartbeat frames answered at once (see the module doc): one per gateway, each
-    connection keeping its own :meth:`memory`. ``classic``: None leaves classic Heartbeats to
-    the handler."""
+    """Steady heartbeat frames answered at once (see the module doc) by ``path``: one per
+    gateway, each connection keeping its own :meth:`memory`. ``classic=False`` leaves classic
+    Heartbeats to the handler."""
 
-    def __init__(
-        self, decide: SteadyDecision, again: SteadyAgain, classic: ClassicHeartbeat | None = None
-    ) -> None:
-        self.decide = decide
-        self.again = again
-        self.classic = classic
+    def __init__(self, path: SteadyPath, classic: bool = True) -> None:
+        self.decide = path.decide
+        self.again = path.again
+        self.classic = path.classic if classic else None
         spec = codec.SERVED[HEARTBEAT_KEY]
         #: the classic Heartbeat versions served, with their fast encoders
         self.classic_versions = {
@@ -138,12 +126,11 @@ class SteadyHeartbeats:
             raise ValueError(f"steady heartbeat fields differ: {set(_UNSET_NAMES) ^ set(unset)}")
         self._unset = tuple(unset[name] for name in _UNSET_NAMES)
 
-    @staticmethod
-    def memory() -> dict[bytes, Any]:
+    def memory(self) -> ConnectionMemory:
         """A connection's memory of the requests it sent (at most :data:`PER_CONNECTION`)."""
-        return {}
+        return ConnectionMemory(SteadyMemo(self.again, PER_CONNECTION))
 
-    def answer(self, memory: dict[bytes, Any], frame: bytes, client_host: str) -> bytes | None:
+    def answer(self, memory: ConnectionMemory, frame: bytes, client_host: str) -> bytes | None:
         """The response frame (size prefix included) of ``frame`` when it is a steady
         heartbeat answered at once; None: the general way answers it. It may raise on a frame
         it cannot read: the general way then says what is wrong with it."""
@@ -160,33 +147,32 @@ class SteadyHeartbeats:
         API key and version, the client id, the header's tags, the body)."""
         return frame[:4] + frame[8:]
 
-    @staticmethod
-    def _remember(memory: dict[bytes, Any], key: bytes, value: Any) -> None:
-        if key not in memory and len(memory) >= PER_CONNECTION:
-            memory.clear()  # (members that left this connection give their places up)
-        memory[key] = value
-
     def _classic(
-        self, memory: dict[bytes, Any], frame: bytes, version: int, correlation_id: int
+        self, memory: ConnectionMemory, frame: bytes, version: int, correlation_id: int
     ) -> bytes | None:
         encode = self.classic_versions.get(version)
         if encode is None:
             return None
         key = self._key(frame)
-        ids = memory.get(key)
+        known = memory.classic
+        if known is None:
+            known = memory.classic = {}
+        ids = known.get(key)
         if ids is None:
             flexible = codec.is_flexible_request(HEARTBEAT_KEY, version)
             offset = framing.parse_header(frame, flexible).body_offset
             r = codec.decode_request(HEARTBEAT_KEY, version, frame, offset)
             ids = (r.group_id, r.generation_id, r.member_id, getattr(r, "group_instance_id", None))
-            self._remember(memory, key, ids)
+            if len(known) >= PER_CONNECTION:
+                known.clear()  # (members that left this connection give their places up)
+            known[key] = ids
         assert self.classic is not None
         code = self.classic(*ids)
         return None if code is None else encode(correlation_id, {"error_code": code})
 
     def _consumer(
         self,
-        memory: dict[bytes, Any],
+        memory: ConnectionMemory,
         frame: bytes,
         version: int,
         correlation_id: int,
@@ -196,11 +182,9 @@ class SteadyHeartbeats:
         if decoder is None:
             return None
         key = self._key(frame)
-        known = memory.get(key)
-        if known is not None and self.again(
-            known.partition, known.changes, known.group, known.member
-        ):
-            tail = known.tail
+        answers = memory.answers
+        tail = answers.answer(key, client_host)
+        if tail is not None:
             return _RESPONSE_HEAD.pack(len(tail) + 4, correlation_id) + tail
         header = framing.parse_header(frame, True)
         request = decoder(frame, header.body_offset)
@@ -214,19 +198,19 @@ class SteadyHeartbeats:
         )
         if decided is None:
             return None
-        (epoch, interval, _compute, group, member), partition, changes = decided
+        steady = decided.answer
         response = fast_codec.consumer_group_heartbeat(
             correlation_id,
             {
                 "error_code": 0,
                 "error_message": None,
                 "member_id": member_id,
-                "member_epoch": epoch,
-                "heartbeat_interval": interval,
+                "member_epoch": steady.member_epoch,
+                "heartbeat_interval": steady.heartbeat_interval_ms,
                 "assignment": None,
             },
         )
         if response is None:  # (values the fast encoder leaves to the generic path)
             return None
-        self._remember(memory, key, _Remembered(response[8:], partition, changes, group, member))
+        answers.remember(key, response[8:], decided, None)
         return response

@@ -15,13 +15,24 @@ waits, and :meth:`Deadlines.expired` tells the caller's ``except CancelledError`
 cancellation was the deadline's (the task's cancellation request is withdrawn, so the caller
 raises its own "deadline exceeded" instead), unless the task was also cancelled by someone
 else meanwhile, which then goes on.
+
+The task a deadline cancels is the current task, or -- for a call started outside any task
+on behalf of one, as the gateway starts a request's handler in its transport's callback
+(``services.gateway.inline``) -- the task :data:`ACTING_TASK` names in the caller's context.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import math
+
+#: the task that code running outside any task acts for (set in that code's context): the
+#: task a deadline entered there cancels
+ACTING_TASK: contextvars.ContextVar[asyncio.Task[object] | None] = contextvars.ContextVar(
+    "groupcoord_acting_task", default=None
+)
 
 
 class Deadlines:
@@ -42,7 +53,7 @@ class Deadlines:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        task = asyncio.current_task(loop)
+        task = asyncio.current_task(loop) or ACTING_TASK.get()
         if task is None:
             raise RuntimeError("a deadline needs a task to cancel")
         call = next(self._ids)

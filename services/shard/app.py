@@ -36,6 +36,7 @@ from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
 from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
+from shards.core.coordinator_api import GroupCoordinatorApi
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
@@ -151,7 +152,7 @@ class ShardApp:
         self.catalog: TopicCatalog | None = None
         self.runtime: CoordinatorRuntime | None = None
         self.service: GroupCoordinatorService | None = None
-        self.served_coordinator: Any = None
+        self.served_coordinator: GroupCoordinatorApi | None = None
         self.server: GrpcServer | None = None
         self.ownership: OwnershipManager | None = None
         self.mirror: CatalogMirror | None = None
@@ -345,10 +346,10 @@ class ShardApp:
             limits=RequestLimits(max_items=s.max_request_items),
             log_ends=s.upstream,
         )
-        coordinator: Any = self.service
+        coordinator: GroupCoordinatorApi = self.service
         catalog: Any = self.catalog
         if guard is not None:
-            coordinator = AuthorizingCoordinator(coordinator, guard)
+            coordinator = AuthorizingCoordinator(self.service, guard)
             catalog = AuthorizingCatalog(catalog, guard)
         #: what the GroupCoordinator service serves (with the authorizer around it when on):
         #: also what ``groupcoord dev``'s built-in gateway calls in-process

@@ -5,16 +5,14 @@ same name in snake_case (``OffsetCommit`` -> ``offset_commit``), whose annotatio
 core dataclasses its protobuf request and response convert from and to. Adding an RPC is
 the proto and that one method; a method missing from the implementation fails at start-up.
 
-One shortcut: a ConsumerGroupHeartbeat that carries nothing but its group, member id, epoch
-and context -- what a client sends when nothing changed, the most frequent request by far --
-is offered first to the coordinator's ``steady_heartbeat`` with the values read straight from
-the protobuf message, and answered from what that returns; anything else, or a heartbeat that
-is not the steady case, goes the general way (docs/performance.md, "Fifth round"). A steady
-member sends the same bytes every time: the shortcut remembers what it parsed from them and
-the answer it last serialized ("Sixth round"), and the coordinator's decision with a token
-(``steady_again``): the decision is given again while the group's partition counted no
-operation since -- the member's session still moved on every time -- else the coordinator
-decides anew on the state of the moment ("Seventh round").
+Two shortcuts, when the coordinator has a steady path (``GroupCoordinatorApi.steady_path``;
+one behind an authorizer has none): a ConsumerGroupHeartbeat that carries nothing but its
+group, member id, epoch and context -- what a client sends when nothing changed, the most
+frequent request by far -- and a classic Heartbeat are offered to it first with the values
+read straight from the protobuf message, and answered from what it decides; anything else
+goes the general way. A steady member sends the same bytes every time: the servicer keeps
+the answer it serialized with the decision in a ``SteadyMemo`` (``shards.core.steady``) and
+gives it again while the decision's read token is valid.
 """
 
 from __future__ import annotations
@@ -27,45 +25,32 @@ from typing import Any
 from services.process.grpc_server import Method, service_methods
 from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
 from services.shard import STEADY_MEMO_ENTRIES
-from shards.coordinator import (
-    STEADY_HEARTBEAT_FIELDS,
-    STEADY_HEARTBEAT_UNSET,
-    GroupCoordinatorService,
-)
+from shards.core.consumer.api import STEADY_HEARTBEAT_FIELDS, STEADY_HEARTBEAT_UNSET
+from shards.core.coordinator_api import GroupCoordinatorApi
 from shards.core.errors import Errors
+from shards.core.steady import SteadyMemo, SteadyPath
 from shards.topic_catalog import TopicCatalog
 
 GROUP_COORDINATOR = GROUP_COORDINATOR_SERVICE.full_name
 TOPIC_CATALOG = TOPIC_CATALOG_SERVICE.full_name
 
 
-#: the coordinator's steady_decision: an answer with the ids of the member's session, and
-#: the partition (a weak reference) and its count of changes to give it again at; or None
-SteadyDecision = Callable[
-    [str, str, int, str, str], "tuple[tuple[int, int, bool, str, str], Any, int] | None"
-]
-#: the coordinator's steady_again(partition, changes, group id, member id): whether the
-#: answer decided at that count holds still
-SteadyAgain = Callable[[Any, int, str, str], bool]
-ClassicHeartbeat = Callable[[str, int, str, "str | None"], "int | None"]
-
-
 def group_coordinator_methods(
-    service: GroupCoordinatorService, steady_memory: int = STEADY_MEMO_ENTRIES
+    service: GroupCoordinatorApi, steady_memory: int = STEADY_MEMO_ENTRIES
 ) -> list[Method]:
-    """The service's methods, with the heartbeat shortcuts; ``steady_memory``: how many
-    steady requests the ConsumerGroupHeartbeat shortcut remembers."""
+    """The service's methods, with the heartbeat shortcuts when it has a steady path;
+    ``steady_memory``: how many steady requests the ConsumerGroupHeartbeat shortcut
+    remembers."""
     methods = service_methods(GROUP_COORDINATOR_SERVICE, service)
-    # (not behind an authorizer: the authorizing wrapper has neither)
-    steady = getattr(service, "steady_decision", None)
-    again = getattr(service, "steady_again", None)
-    classic = getattr(service, "classic_steady_heartbeat", None)
+    path = service.steady_path()
+    if path is None:
+        return methods
     shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {}
     for m in methods:
-        if m.name == "ConsumerGroupHeartbeat" and steady is not None and again is not None:
-            shortcuts[m.name] = steady_heartbeat_answer(m, steady, again, steady_memory)
-        elif m.name == "Heartbeat" and classic is not None:
-            shortcuts[m.name] = classic_heartbeat_answer(m, classic)
+        if m.name == "ConsumerGroupHeartbeat":
+            shortcuts[m.name] = steady_heartbeat_answer(m, path, steady_memory)
+        elif m.name == "Heartbeat":
+            shortcuts[m.name] = classic_heartbeat_answer(m, path)
     return [
         dataclasses.replace(m, steady=shortcuts[m.name]) if m.name in shortcuts else m
         for m in methods
@@ -77,10 +62,7 @@ def topic_catalog_methods(catalog: TopicCatalog) -> list[Method]:
 
 
 def steady_heartbeat_answer(
-    method: Method,
-    steady: SteadyDecision,
-    again: SteadyAgain,
-    capacity: int = STEADY_MEMO_ENTRIES,
+    method: Method, path: SteadyPath, capacity: int = STEADY_MEMO_ENTRIES
 ) -> Callable[[bytes, str], tuple[bytes | None, Any]]:
     """``answer(request_bytes, peer_host)``: ``(the serialized ConsumerGroupHeartbeatResponse
     of a steady heartbeat, None)``, or ``(None, the parsed request or None)`` when it is not
@@ -88,19 +70,9 @@ def steady_heartbeat_answer(
     parsed already when the parse was needed to decide). The answer is the one the general
     way gives (the same fields set: tests compare bytes).
 
-    A member in the steady state sends the same bytes on every heartbeat, so the shortcut
-    remembers, per distinct request it answered: the answer it last serialized, the partition
-    and its count of changes ``steady`` decided at, the group and member ids of the member's
-    session it gave (the state's own strings: shared, not copied) and the client host it was
-    decided for (when the request names none: the peer's). Asked again from that host,
-    ``again(partition, changes, group_id, member_id)`` gives the same decision again (moving the
-    member's session on) while nothing it read can have changed -- the partition
-    counted no operation since (``CoordinatorPartition.changes``); otherwise the request is
-    parsed again and ``steady`` decides anew on the live state, and the answer is serialized
-    again. Nothing about the member or group is remembered here but what a decision gave.
-    At most ``capacity`` requests are remembered (~0.27 KB each): when full, it keeps them and
-    parses and serializes the others each time, until as many requests again went
-    unremembered; then it starts afresh (so members that left give their places up)."""
+    Requests it answered are remembered by their bytes (at most ``capacity``: a
+    :class:`~shards.core.steady.SteadyMemo`), with the host they were decided for when they
+    name none (the peer's), and answered again from there while the decision holds."""
     fields = method.request_pb.DESCRIPTOR.fields
     plain = {f.name for f in fields if not f.has_presence}
     if not plain <= STEADY_HEARTBEAT_FIELDS:  # a new field the shortcut would not see
@@ -113,19 +85,15 @@ def steady_heartbeat_answer(
     defaulted = tuple((n, default) for n, default in STEADY_HEARTBEAT_UNSET if default is not None)
     parse = method.request_pb.FromString
     response = method.response_pb
-    # request bytes -> what answering them gave
-    memo: dict[bytes, _Remembered] = {}
-    full = 0  # requests not remembered since the memory was last started afresh
+    decide = path.decide
+    memo = SteadyMemo(path.again, capacity)
+    remembered = memo.answer
+    remember = memo.remember
 
     def answer(raw: bytes, host: str) -> tuple[bytes | None, Any]:
-        nonlocal full
-        known = memo.get(raw)
-        if (
-            known is not None
-            and (known.peer is None or known.peer == host)
-            and again(known.partition, known.changes, known.group, known.member)
-        ):
-            return known.built, None  # the decision the answer was built from holds still
+        built = remembered(raw, host)
+        if built is not None:
+            return built, None  # the decision the answer was built from holds still
         message = parse(raw)
         has = message.HasField
         for name in unset:
@@ -138,56 +106,26 @@ def steady_heartbeat_answer(
         client_host = context.client_host
         decided_host = client_host or intern(host)
         member_id = message.member_id
-        decided = steady(
+        decided = decide(
             message.group_id, member_id, message.member_epoch, context.client_id, decided_host
         )
         if decided is None:
             return None, message
-        (epoch, interval, compute, group, member), partition, changes = decided
+        steady = decided.answer
         built = response(
             member_id=member_id,
-            member_epoch=epoch,
-            heartbeat_interval_ms=interval,
-            should_compute_assignment=compute,
+            member_epoch=steady.member_epoch,
+            heartbeat_interval_ms=steady.heartbeat_interval_ms,
+            should_compute_assignment=steady.should_compute_assignment,
         ).SerializeToString()
-        if known is None:  # not remembered yet
-            if len(memo) >= capacity:
-                # Full: keep what is remembered (members heartbeat in cycles: replacing
-                # entries would leave none to hit) until as many requests again were not,
-                # then start afresh (members that left give their places up).
-                full += 1
-                if full < capacity or not capacity:  # (0: nothing remembered)
-                    return built, None
-                memo.clear()
-                full = 0
-            memo[raw] = known = _Remembered()
-        known.built, known.partition, known.changes = built, partition, changes
-        known.group, known.member = group, member
-        known.peer = None if client_host else decided_host
+        remember(raw, built, decided, None if client_host else decided_host)
         return built, None
 
     return answer
 
 
-class _Remembered:
-    """What the steady shortcut keeps of one request it answered: the answer, the partition
-    (a weak reference) and its count of changes the decision was taken at, the group and
-    member ids of the member's session (the state's strings), and the peer host it was
-    decided for (None: the request names its host)."""
-
-    __slots__ = ("built", "partition", "changes", "group", "member", "peer")
-
-    def __init__(self) -> None:
-        self.built = b""
-        self.partition: Any = None
-        self.changes = 0
-        self.group = ""
-        self.member = ""
-        self.peer: str | None = None
-
-
 def classic_heartbeat_answer(
-    method: Method, steady: ClassicHeartbeat
+    method: Method, path: SteadyPath
 ) -> Callable[[bytes, str], tuple[bytes | None, Any]]:
     """The classic Heartbeat's shortcut, as :func:`steady_heartbeat_answer` for
     ConsumerGroupHeartbeat: ``(the serialized HeartbeatResponse, None)`` when the coordinator
@@ -201,6 +139,7 @@ def classic_heartbeat_answer(
         raise ValueError(f"Heartbeat has fields {fields ^ read} the shortcut does not read")
     parse = method.request_pb.FromString
     response = method.response_pb
+    steady = path.classic
     answers: dict[int, bytes] = {
         code: response(error_code=code).SerializeToString()
         for code in (Errors.NONE, Errors.REBALANCE_IN_PROGRESS)

@@ -144,7 +144,12 @@ class OffsetMetadataManager:
                     )
                 )
             topics.append(api.OffsetCommitResponseTopic(topic.name, tuple(partitions)))
-        return CoordinatorResult(records, api.OffsetCommitResponse(tuple(topics)))
+        # Offsets (and at most a simple group of its own, or a classic member's session moved
+        # on) are nothing an answer given at once reads: consumers commit as often as they
+        # heartbeat, and every commit would otherwise have each member decide anew.
+        return CoordinatorResult(
+            records, api.OffsetCommitResponse(tuple(topics)), changes_answers=False
+        )
 
     # ---- OffsetFetch --------------------------------------------------------------------
     def fetch_offsets(self, request: api.OffsetFetchRequestGroup) -> api.OffsetFetchResponseGroup:

@@ -22,6 +22,12 @@ write a GroupMetadata record of it, as Kafka's do -- returns ``replay_records=Fa
 the records are what a load replays, so a load rebuilds the same state; and a failed append
 discards whatever the handler applied along with everything else (the partition reloads).
 
+Answers given at once: a question that writes nothing (is this heartbeat the steady case?)
+may be answered without a future while nothing undurable could change its answer, and the
+answer may be given again while the runtime's *read token* it was taken under stays valid.
+What invalidates the token is said where results are produced: every result does, unless it
+says ``changes_answers=False`` (it changes only what no such answer reads: offsets).
+
 Timers (session timeouts, rebalance timeouts, offset expiration) go through the
 :class:`Timer` the runtime gives the state machine. They are keyed: scheduling a key that
 is already scheduled replaces it. A timer fires as a write operation: its callback gets
@@ -77,6 +83,11 @@ class CoordinatorResult(Generic[R]):
     #: False: the handler already applied what ``records`` say; the runtime appends them
     #: without replaying them (Kafka's replayRecords)
     replay_records: bool = True
+    #: False: nothing this result did changes what an answer given at once reads (the
+    #: runtime's read tokens stay valid, and such answers may overtake its records while they
+    #: become durable). Only the handler that produced the result can know: the default is
+    #: True, so a result that says nothing invalidates. Offset commits say False.
+    changes_answers: bool = True
 
 
 TimerOp = Callable[[int], CoordinatorResult[Any]]

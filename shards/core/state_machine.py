@@ -25,6 +25,7 @@ from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
 from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from shards.core.result import CoordinatorResult, Timer
+from shards.core.steady import SteadyAnswer
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
 
@@ -174,11 +175,11 @@ class CoordinatorStateMachine:
         client_id: str,
         client_host: str,
         now_ms: int,
-    ) -> tuple[int, int, bool, str, str] | None:
+    ) -> SteadyAnswer | None:
         """A heartbeat carrying nothing but its ids, epoch and context, when it is the steady
-        case: the answer's epoch, interval and should-compute flag, and the group and member
-        ids of the member's session, the state's own strings (for
-        :meth:`consumer_group_steady_heartbeat_again`); it writes nothing. None:
+        case: its answer, with the group and member ids of the member's session, the state's
+        own strings (for :meth:`consumer_group_steady_heartbeat_again`); it writes nothing
+        but the session moving on. None:
         ask :meth:`consumer_group_heartbeat` (``ConsumerGroupManager.steady_heartbeat``)."""
         return self.consumer.steady_heartbeat(
             group_id, member_id, member_epoch, client_id, client_host, now_ms
@@ -189,7 +190,7 @@ class CoordinatorStateMachine:
     ) -> None:
         """What :meth:`consumer_group_steady_heartbeat` changes when it answers (the member's
         session, by the ids it gave), for the same heartbeat answered again
-        (``CoordinatorPartition.answer_again``; ``now_ms`` first, as that passes it)."""
+        (the runtime's ``answer_again``; ``now_ms`` first, as that passes it)."""
         self.consumer.steady_heartbeat_again(group_id, member_id, now_ms)
 
     def consumer_group_install_assignment(

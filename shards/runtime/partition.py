@@ -504,13 +504,52 @@ class PartitionTimer:
             self._arm(heap[0][0] >> self._DEADLINE_SHIFT)
 
 
+class ReadToken:
+    """What an answer given at once (:meth:`CoordinatorPartition.answer_now`) was taken under:
+    :meth:`CoordinatorPartition.read_token` hands it out, and it stays valid
+    (:func:`still_valid`) while nothing that answer read can have changed. Opaque to its
+    holders; it holds its partition only while valid, so a remembered token never keeps an
+    unloaded partition's state alive.
+
+    Who invalidates it is not the caller's business: the partition does, whenever it runs a
+    result that says it changes answers (every result, unless its producer says
+    ``changes_answers=False``), a read, a timer, a task's completion, an operation that
+    failed, or any change of its lifecycle. An entry point that says nothing invalidates."""
+
+    __slots__ = ("partition",)
+
+    def __init__(self, partition: CoordinatorPartition) -> None:
+        #: None once invalid
+        self.partition: CoordinatorPartition | None = partition
+
+
+def still_valid(token: ReadToken) -> bool:
+    """Whether nothing an answer taken under ``token`` read can have changed since."""
+    return token.partition is not None
+
+
+def answer_again(token: ReadToken, op: Callable[..., Any], *args: Any) -> bool:
+    """Give again an answer taken under ``token`` (:meth:`CoordinatorPartition.answer_now`):
+    while the token is valid, run ``op(state machine, now_ms, *args)`` -- what the answer
+    does on every asking, e.g. move a session on -- and True. False: ask the operation
+    itself. Records of results that change no answers may be pending meanwhile (offset
+    commits): the answer was taken on durable state they leave alone, so it overtakes
+    nothing that is not durable yet."""
+    p = token.partition
+    if p is None:
+        return False
+    op(p.sm, p.clock.now_ms(), *args)
+    p.stats["ops"] += 1
+    return True
+
+
 class _Batch:
-    __slots__ = ("records", "waiters", "observed", "counted")
+    __slots__ = ("records", "waiters", "observed", "changes_answers")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
-        # records of a counted operation among them (CoordinatorPartition.changes)
-        self.counted = False
+        # records of a result that changes answers among them (ReadToken)
+        self.changes_answers = False
         # (records, timer key) of each write in the batch, for the record observer
         self.observed: list[tuple[Sequence[Record], TimerKey | None]] = []
         # (future, value) pairs released when the batch is durable
@@ -573,12 +612,8 @@ class CoordinatorPartition:
         # bumped whenever the in-memory state is discarded or rebuilt, so that an append
         # that completes afterwards cannot touch the new incarnation
         self._incarnation = 0
-        #: counts what may change an answer the state machine gives: every write (but
-        #: offset commits: ``write(counted=False)``), read and timer, and every change of
-        #: state (load, unload, failure). An :meth:`answer_now` operation changes nothing
-        #: another one reads but sessions, and is not counted: a decision taken by one holds
-        #: while the count stays the same (:meth:`answer_again`)
-        self.changes = 0
+        #: the read token handed out now (None: none since the last invalidation)
+        self._token: ReadToken | None = None
         self.stats = {"appends": 0, "records": 0, "ops": 0, "reloads": 0, "snapshots": 0}
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -586,7 +621,7 @@ class CoordinatorPartition:
         if target not in VALID_TRANSITIONS[self.state]:
             raise RuntimeError(f"partition {self.partition}: {self.state} -> {target} is illegal")
         self.state = target
-        self.changes += 1
+        self._invalidate()
 
     async def load(self) -> None:
         """Take ownership (bump the epoch first), replay snapshot + tail, become ACTIVE.
@@ -633,7 +668,7 @@ class CoordinatorPartition:
             if self.instruments is not None:
                 self.instruments.loaded(time.perf_counter() - started)
             sm.on_loaded(self.clock.now_ms())
-            self.changes += 1
+            self._invalidate()
             log.debug(
                 "partition %d loaded at epoch %d: %d records up to offset %d",
                 self.partition,
@@ -648,7 +683,7 @@ class CoordinatorPartition:
             return
         was_active = self.state is PartitionState.ACTIVE
         self._accepting = False  # from now on: NOT_COORDINATOR
-        self.changes += 1
+        self._invalidate()
         if graceful and was_active:
             # flush what was already accepted (the writer keeps going until idle)
             self._schedule_flush_now()
@@ -658,7 +693,7 @@ class CoordinatorPartition:
             ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} was unloaded")
         )
         self.state = PartitionState.CLOSED
-        self.changes += 1
+        self._invalidate()
         self.timer.cancel_all()
         self._cancel_tasks()
         if self.sm is not None:
@@ -686,44 +721,62 @@ class CoordinatorPartition:
         raise ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} is not served here")
 
     # ---- operations ------------------------------------------------------------------------
-    def write(self, op: WriteOp, counted: bool = True) -> asyncio.Future[Any]:
-        """Run a write operation now; the future resolves once its records are durable.
-        ``counted=False`` (not in :attr:`changes`) only for an operation that changes nothing
-        a decision :meth:`answer_again` gives again was taken on (an offset commit: offsets,
-        and at most a new group of its own or a classic member's session)."""
+    # ---- read tokens ----------------------------------------------------------------------
+    def read_token(self) -> ReadToken:
+        """The token an answer given now is taken under (see :class:`ReadToken`)."""
+        token = self._token
+        if token is None:
+            token = self._token = ReadToken(self)
+        return token
+
+    def _invalidate(self) -> None:
+        token = self._token
+        if token is not None:
+            token.partition = None
+            self._token = None
+
+    # ---- operations ------------------------------------------------------------------------
+    def write(self, op: WriteOp) -> asyncio.Future[Any]:
+        """Run a write operation now; the future resolves once its records are durable."""
         self.check_active()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self.stats["ops"] += 1
-        if counted:
-            self.changes += 1
-        result = op(self.sm, self.clock.now_ms())  # exceptions propagate: nothing happened
-        self._apply(result, future, counted=counted)
+        try:
+            result = op(self.sm, self.clock.now_ms())
+        except ApiError:  # refused: nothing happened (the core's contract)
+            raise
+        except BaseException:  # a bug: nothing written, but what it touched is unknown
+            self._invalidate()
+            raise
+        self._apply(result, future)
         return future
 
     def read(self, op: ReadOp) -> asyncio.Future[Any]:
-        """Run a read now; the future resolves once everything it could see is durable."""
+        """Run a read now; the future resolves once everything it could see is durable. (A
+        read's answer is no result that could say what it left alone: it invalidates.)"""
         self.check_active()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.stats["ops"] += 1
-        self.changes += 1
+        self._invalidate()
         response = op(self.sm, self.clock.now_ms())
         self._release_after_current(future, response)
         return future
 
     def answer_now(self, op: ReadOp) -> Any:
-        """Run ``op``, an operation that writes nothing, when its answer may be given at once
-        and so without a future: the partition active, no counted operation's records
-        pending or being appended (an answer must not overtake state that is not durable
-        yet: :meth:`write` would hold it back; an uncounted write's records change nothing
-        such an answer reads). None: not now -- go through :meth:`write`; so does ``op``
-        returning None."""
+        """Run ``op``, an operation that writes nothing and changes nothing another one reads
+        (at most a session moves on), when its answer may be given at once and so without a
+        future: the partition active, no records that change answers pending or being
+        appended (an answer must not overtake state that is not durable yet: :meth:`write`
+        would hold it back; records of a result that changes no answers may overtake). Take
+        :meth:`read_token` first to give the answer again (:func:`answer_again`). None: not
+        now -- go through :meth:`write`; so does ``op`` returning None."""
         inflight = self._inflight
         if (
             self.state is not PartitionState.ACTIVE
             or not self._accepting
-            or self._pending.counted
-            or (inflight is not None and inflight.counted)
+            or self._pending.changes_answers
+            or (inflight is not None and inflight.changes_answers)
         ):
             return None
         answer = op(self.sm, self.clock.now_ms())
@@ -731,27 +784,13 @@ class CoordinatorPartition:
             self.stats["ops"] += 1
         return answer
 
-    def answer_again(self, changes: int, op: Callable[..., Any], *args: Any) -> bool:
-        """Give again an answer an :meth:`answer_now` operation gave when :attr:`changes` was
-        ``changes``: when it still is (nothing it read can have changed; the partition is
-        still active: making it otherwise counts) run ``op(state machine, now_ms, *args)`` --
-        what the operation does on every asking, e.g. move a session on -- and True. False:
-        ask the operation itself. Uncounted writes may be pending meanwhile (offset commits):
-        the answer was decided on durable state, which they do not change, so it overtakes
-        nothing that is not durable yet."""
-        if changes != self.changes:
-            return False
-        op(self.sm, self.clock.now_ms(), *args)
-        self.stats["ops"] += 1
-        return True
-
     def fire_timer(self, key: TimerKey, op: Callable[[int], CoordinatorResult[Any]]) -> None:
         if self.state is not PartitionState.ACTIVE or not self._accepting:
             return
-        self.changes += 1
         try:
             result = op(self.clock.now_ms())
         except Exception:
+            self._invalidate()  # (what it touched before failing is unknown)
             log.exception("partition %d: timer %s failed", self.partition, key)
             return
         self._apply(result, None, key)
@@ -761,12 +800,14 @@ class CoordinatorPartition:
         result: CoordinatorResult[Any],
         future: asyncio.Future[Any] | None,
         timer_key: TimerKey | None = None,
-        counted: bool = True,
     ) -> None:
+        changes_answers = result.changes_answers
+        if changes_answers:
+            self._invalidate()
         records = result.records
         if records:
-            if counted:
-                self._pending.counted = True
+            if changes_answers:
+                self._pending.changes_answers = True
             try:
                 if result.replay_records:  # else the handler applied them already
                     for record in records:
@@ -984,7 +1025,7 @@ class CoordinatorPartition:
             self.sm.on_unloaded()
         self.sm = None
         self.state = PartitionState.FAILED
-        self.changes += 1
+        self._invalidate()
         self._idle.set()
         log.error("partition %d failed: %r", self.partition, cause)
         if self.on_failure is not None:

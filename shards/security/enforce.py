@@ -43,7 +43,9 @@ from shards.core import api
 from shards.core.api import AclOperation
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
+from shards.core.coordinator_api import PrincipalAwareCoordinator
 from shards.core.errors import Errors
+from shards.core.steady import SteadyPath
 from shards.security.acl import CLUSTER_NAME, Acls, Authorizer, ResourceType
 from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY, current_principal
 
@@ -95,9 +97,13 @@ class AclGuard:
 class AuthorizingCoordinator:
     """The GroupCoordinator RPCs with Kafka's authorization around them."""
 
-    def __init__(self, inner: Any, guard: AclGuard) -> None:
+    def __init__(self, inner: PrincipalAwareCoordinator, guard: AclGuard) -> None:
         self.inner = inner
         self.guard = guard
+
+    def steady_path(self) -> SteadyPath | None:
+        """None: every request is authorized the general way, none answered at once."""
+        return None
 
     def _ok(self, op: AclOperation, rt: ResourceType, name: str, request: Any) -> bool:
         return self.guard.allowed(op, rt, name, request)

@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -211,8 +212,7 @@ def _counting_shortcut(c: Client, capacity: int) -> tuple[Any, _CountingParse]:
     counting = _CountingParse()
     answer = steady_heartbeat_answer(
         dataclasses.replace(_heartbeat_method(c), request_pb=counting),  # type: ignore[arg-type]
-        c.app.served_coordinator.steady_decision,
-        c.app.served_coordinator.steady_again,
+        c.app.served_coordinator.steady_path(),
         capacity=capacity,
     )
     return answer, counting
@@ -236,15 +236,14 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
         return decided[-1]
 
     def again(*remembered: Any) -> bool:
-        sessions.append(remembered[2:])
+        sessions.append(remembered[1:])
         given_again.append(service.steady_again(*remembered))
         return given_again[-1]
 
     counting = _CountingParse()
     answer = steady_heartbeat_answer(
         dataclasses.replace(m, request_pb=counting),  # type: ignore[arg-type]
-        steady,
-        again,
+        SimpleNamespace(decide=steady, again=again, classic=None),  # type: ignore[arg-type]
         capacity=2,
     )
     epoch = await _join(client, "m1", client_id="app-1")
@@ -253,7 +252,7 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     raw = message.SerializeToString()
     first, _ = answer(raw, HOST)
     assert len(decided) == 1 and decided[0] is not None and given_again == []
-    # (the coordinator's own shortcut answers this: an answer_now operation, not counted)
+    # (the coordinator's own shortcut answers this: an answer_now operation, the token valid)
     assert first == await general_answer(m, message)
     # nothing counted since: given again, the member's session moved on all the same
     timer = service.runtime.partitions[service.partition_for(GROUP)].timer
@@ -265,7 +264,7 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
         GROUP
     )
     held = (group.group_id, group.members["m1"].member_id)
-    assert decided[0][0][3] is held[0] and decided[0][0][4] is held[1]
+    assert decided[0].answer.group_id is held[0] and decided[0].answer.member_id is held[1]
     await asyncio.sleep(0.01)
     second, parsed = answer(raw, HOST)
     assert (second, parsed) == (first, None) and given_again == [True] and len(decided) == 1
@@ -331,7 +330,10 @@ async def test_offset_commits_between_heartbeats_leave_a_decision_to_be_given_ag
         given_again.append(service.steady_again(*remembered))
         return given_again[-1]
 
-    answer = steady_heartbeat_answer(_heartbeat_method(client), service.steady_decision, again)
+    answer = steady_heartbeat_answer(
+        _heartbeat_method(client),
+        SimpleNamespace(decide=service.steady_decision, again=again, classic=None),  # type: ignore[arg-type]
+    )
     epoch = await _join(client, "m1")
     raw = _steady("m1", epoch).SerializeToString()
     first, _ = answer(raw, HOST)
@@ -539,7 +541,10 @@ def test_the_shortcut_refuses_a_request_shape_it_would_not_see_whole(client: Cli
         if x.name == "FindCoordinator"
     ]
     with pytest.raises(ValueError, match="ignores"):
-        steady_heartbeat_answer(dataclasses.replace(m, request_pb=find.request_pb), print, bool)
+        steady_heartbeat_answer(
+            dataclasses.replace(m, request_pb=find.request_pb),
+            SimpleNamespace(decide=print, again=bool, classic=None),  # type: ignore[arg-type]
+        )
 
 
 async def test_the_coordinator_answers_a_steady_heartbeat_itself(

@@ -115,6 +115,7 @@ from shards.core.records import (
     TopicMetadata,
 )
 from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerKey
+from shards.core.steady import SteadyAnswer
 from shards.core.timer_keys import (
     CONSUMER_CATALOG_SYNC,
     TimerKind,
@@ -342,11 +343,10 @@ class ConsumerGroupManager:
         client_id: str,
         client_host: str,
         now_ms: int,
-    ) -> tuple[int, int, bool, str, str] | None:
+    ) -> SteadyAnswer | None:
         """:meth:`_steady` for a heartbeat that carries its group, member id, epoch and
         context and nothing else (every other field null: what a client sends when nothing
-        changed), given as plain values: ``(member_epoch, heartbeat_interval_ms,
-        should_compute_assignment)`` of the answer and the group and member ids of the
+        changed), given as plain values: the answer, with the group and member ids of the
         member's session (the state's own strings, to keep rather than copies:
         :meth:`steady_heartbeat_again` takes them), or None when
         it is not the steady case (or not a valid request): then the request goes the general way
@@ -361,7 +361,7 @@ class ConsumerGroupManager:
         if member.client_id != client_id or member.client_host != client_host:
             return None  # the member's record changes: the general way writes it
         self.schedule_session_timeout(group.group_id, member.member_id, postpone=True)
-        return (
+        return SteadyAnswer(
             member.member_epoch,
             self.configs.heartbeat_interval_ms(group_id),
             self._computes(group, member),
@@ -373,7 +373,7 @@ class ConsumerGroupManager:
         """What :meth:`steady_heartbeat` changes when it answers: the member's session (by
         the ids :meth:`steady_heartbeat` gave) moves on. Run alone for a heartbeat answered
         as the same one before it when nothing else can have changed since
-        (``CoordinatorPartition.answer_again``)."""
+        (the runtime's ``answer_again``)."""
         self.schedule_session_timeout(group_id, member_id, postpone=True)
 
     def _steady_member(

@@ -17,7 +17,7 @@ import pytest
 from services.gateway.connection import _IdleWatchdog
 from services.gateway.framing import MIN_HEADER_BYTES, FrameDecoder
 from services.gateway.inline import Continuation, InlineRequests
-from services.process.deadlines import Deadlines
+from services.process.deadlines import ACTING_TASK, Deadlines
 
 SIZE = struct.Struct(">i")
 PAD = b"."
@@ -136,8 +136,10 @@ async def test_answered_in_order_whether_a_handler_finishes_at_once_or_waits() -
     seen: list[tuple[bytes, bool, str]] = []
 
     async def behaviour(frame: bytes, state: Served) -> bytes:
-        # the first step runs as the connection's task, in the connection's context
-        seen.append((frame, asyncio.current_task() is state.task, TAG.get()))
+        # every step acts for the connection's task (the first one may run outside it, in
+        # the transport's callback: ACTING_TASK names it there), in the connection's context
+        acting = asyncio.current_task() or ACTING_TASK.get()
+        seen.append((frame, acting is state.task, TAG.get()))
         if frame.startswith(b"wait"):
             TAG.set("set before waiting")
             await release
@@ -391,7 +393,11 @@ async def test_bytes_handed_over_from_inside_another_task_are_served_by_the_conn
     ran_in: list[bool] = []
 
     async def behaviour(frame: bytes, state: Served) -> bytes:
-        ran_in.append(asyncio.current_task() is state.task)
+        # never in another task: in the connection's, or in a callback acting for it
+        current = asyncio.current_task()
+        ran_in.append(
+            current in (None, state.task) and (current or ACTING_TASK.get()) is state.task
+        )
         return framed(frame)
 
     async with served(behaviour) as (reader, writer, state):

@@ -11,6 +11,7 @@ import pytest
 
 from services.gateway import fast_codec
 from services.gateway.steady import PER_CONNECTION, SteadyHeartbeats
+from shards.core.steady import SteadyAnswer, SteadyDecision
 from tests.support.kafka_wire import encode_request, request
 
 HOST = "/127.0.0.1"
@@ -37,25 +38,29 @@ def frame(req: Any, correlation_id: int = 7, client_id: str | None = "c") -> byt
 
 
 class Coordinator:
-    """steady_decision / steady_again, recorded; ``changes`` moves like a partition's."""
+    """A steady path whose decisions and givings-again are recorded; :meth:`invalidate`
+    invalidates the token it hands out, as a partition's change does."""
 
-    def __init__(self) -> None:
+    def __init__(self, classic: Any = None) -> None:
         self.decided: list[tuple[Any, ...]] = []
-        self.again: list[tuple[Any, ...]] = []
-        self.changes = 0
+        self.given_again: list[tuple[Any, ...]] = []
+        self.token = object()
         self.steady = True
-        self.partition = object()
+        self.classic = classic
 
-    def steady_decision(self, *args: Any) -> Any:
+    def invalidate(self) -> None:
+        self.token = object()
+
+    def decide(self, *args: Any) -> SteadyDecision | None:
         self.decided.append(args)
         if not self.steady:
             return None
         group, member, epoch, _client, _host = args
-        return (epoch, 5000, False, group, member), self.partition, self.changes
+        return SteadyDecision(SteadyAnswer(epoch, 5000, False, group, member), self.token)
 
-    def steady_again(self, partition: Any, changes: int, group: str, member: str) -> bool:
-        self.again.append((partition, changes, group, member))
-        return partition is self.partition and changes == self.changes
+    def again(self, token: Any, group: str, member: str) -> bool:
+        self.given_again.append((token, group, member))
+        return token is self.token
 
 
 @pytest.fixture
@@ -65,7 +70,7 @@ def coordinator() -> Coordinator:
 
 @pytest.fixture
 def steady(coordinator: Coordinator) -> SteadyHeartbeats:
-    return SteadyHeartbeats(coordinator.steady_decision, coordinator.steady_again)
+    return SteadyHeartbeats(coordinator, classic=False)
 
 
 def expected(correlation_id: int, member: str, epoch: int) -> bytes:
@@ -95,7 +100,7 @@ def test_decided_once_then_given_again_with_each_correlation_id(
             cid, "m-1", 3
         )
     assert len(coordinator.decided) == 1  # given again: no decision taken
-    assert coordinator.again == [(coordinator.partition, 0, "g", "m-1")] * 3
+    assert coordinator.given_again == [(coordinator.token, "g", "m-1")] * 3
 
 
 def test_a_change_on_the_partition_decides_anew(
@@ -103,14 +108,14 @@ def test_a_change_on_the_partition_decides_anew(
 ) -> None:
     memory = steady.memory()
     steady.answer(memory, frame(heartbeat()), HOST)
-    coordinator.changes += 1  # (a write on the partition: the decision may not hold)
+    coordinator.invalidate()  # (a write on the partition: the decision may not hold)
     assert steady.answer(memory, frame(heartbeat(), 8), HOST) == expected(8, "m-1", 3)
     assert len(coordinator.decided) == 2
-    # remembered at the new count: given again from then on
+    # remembered with the new token: given again from then on
     steady.answer(memory, frame(heartbeat(), 9), HOST)
     assert len(coordinator.decided) == 2
     # not the steady case any more (the coordinator says so): the handler answers, each time
-    coordinator.changes += 1
+    coordinator.invalidate()
     coordinator.steady = False
     assert steady.answer(memory, frame(heartbeat(), 10), HOST) is None
     assert steady.answer(memory, frame(heartbeat(), 11), HOST) is None
@@ -155,7 +160,7 @@ def test_other_apis_and_versions_go_to_the_handler(
     raw = bytearray(frame(heartbeat()))
     raw[2:4] = (2).to_bytes(2, "big")  # a version not served
     assert steady.answer(memory, bytes(raw), HOST) is None
-    assert coordinator.decided == [] and memory == {}
+    assert coordinator.decided == [] and len(memory.answers) == 0 and memory.classic is None
 
 
 def test_the_client_id_and_host_are_part_of_the_decision(
@@ -175,11 +180,11 @@ def test_a_connection_remembers_a_few_requests(
     members = [f"m-{i}" for i in range(PER_CONNECTION + 1)]
     for m in members:
         assert steady.answer(memory, frame(heartbeat(member=m)), HOST) == expected(7, m, 3)
-    assert len(memory) <= PER_CONNECTION
+    assert len(memory.answers) <= PER_CONNECTION
     # a remembered one is given again; the others decided anew, never answered wrongly
     for m in members:
         assert steady.answer(memory, frame(heartbeat(member=m), 8), HOST) == expected(8, m, 3)
-    assert len(memory) <= PER_CONNECTION
+    assert len(memory.answers) <= PER_CONNECTION
 
 
 def test_cut_frames_are_left_to_the_handler(
@@ -204,7 +209,7 @@ def test_classic_heartbeats_decoded_once_and_asked_each_time(version: int) -> No
         asked.append(ids)
         return codes[len(asked) - 1]
 
-    steady = SteadyHeartbeats(Coordinator().steady_decision, Coordinator().steady_again, classic)
+    steady = SteadyHeartbeats(Coordinator(classic))
     memory = steady.memory()
     data: dict[str, Any] = {"group_id": "g", "generation_id": 4, "member_id": "m-1"}
     if version >= 3:
@@ -216,7 +221,7 @@ def test_classic_heartbeats_decoded_once_and_asked_each_time(version: int) -> No
     assert steady.answer(memory, frame(beat, 7), HOST) is None  # the handler answers it
     instance = "i-1" if version >= 3 else None
     assert asked == [("g", 4, "m-1", instance)] * 3
-    assert len(memory) == 1
+    assert memory.classic is not None and len(memory.classic) == 1
 
 
 def test_classic_heartbeats_left_to_the_handler_without_the_coordinator_call(
@@ -225,4 +230,4 @@ def test_classic_heartbeats_left_to_the_handler_without_the_coordinator_call(
     beat = request("heartbeat", 4, group_id="g", generation_id=4, member_id="m-1")
     memory = steady.memory()
     assert steady.answer(memory, frame(beat), HOST) is None
-    assert memory == {}
+    assert memory.classic is None

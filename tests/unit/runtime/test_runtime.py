@@ -5,6 +5,7 @@ Time is a ManualClock shared by the runtime and the store: nothing here sleeps."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -13,9 +14,15 @@ import pytest
 
 from shards.core.errors import ApiError, Errors
 from shards.core.records import Record
-from shards.core.result import CoordinatorResult, Deferred
+from shards.core.result import AsyncTask, CoordinatorResult, Deferred
 from shards.runtime.clock import ManualClock, SystemClock
-from shards.runtime.partition import PartitionState, PartitionTimer
+from shards.runtime.partition import (
+    PartitionState,
+    PartitionTimer,
+    ReadToken,
+    answer_again,
+    still_valid,
+)
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.memory import InMemoryLogStore
 
@@ -147,93 +154,168 @@ def _touch(sm: Counter, now: int, name: str) -> None:
     sm.values[f"touched-{name}"] = now
 
 
-async def test_an_answer_is_given_again_only_while_nothing_was_counted(
+async def test_an_answer_is_given_again_only_while_its_read_token_is_valid(
     store: InMemoryLogStore, clock: ManualClock
 ) -> None:
-    """``answer_now`` operations are not counted (each answered again while nothing else
-    ran); every write (but one the caller says changes no decision: an offset commit), read,
-    timer and change of state is, and an earlier answer is not given again after it: the
-    operation decides anew."""
+    """``answer_now`` operations leave the read token valid (each answered again while
+    nothing else ran); every result that does not say it changes no answers (an offset
+    commit's says so), every read, timer and change of lifecycle invalidates it, and an
+    earlier answer is not given again after it: the operation decides anew."""
     rt = make_runtime(store, reload_backoff_ms=(1, 10))
     await rt.load(0)
     p = rt.partition(0)
     assert await p.write(lambda sm, now: sm.incr("a")) == 1
 
-    def decided() -> int:
+    def decided() -> ReadToken:
         assert p.answer_now(lambda sm, now: sm.values["a"]) is not None
-        return p.changes
+        return p.read_token()
 
-    changes = decided()
-    assert p.answer_now(lambda sm, now: sm.values.get("b", -1)) == -1  # another one: not counted
+    token = decided()
+    assert p.answer_now(lambda sm, now: sm.values.get("b", -1)) == -1  # another: still valid
+    assert p.read_token() is token and still_valid(token)
     clock.advance(7)
     ops = p.stats["ops"]
-    assert p.answer_again(changes, _touch, "a") and p.sm.values["touched-a"] == clock.now_ms()
+    assert answer_again(token, _touch, "a") and p.sm.values["touched-a"] == clock.now_ms()
     assert p.stats["ops"] == ops + 1
 
-    async def counted(step: Any) -> None:
-        nonlocal changes
-        changes = decided()
+    async def invalidates(step: Any) -> None:
+        token = decided()
         done = step()
-        assert not p.answer_again(changes, _touch, "x")
+        assert not still_valid(token) and not answer_again(token, _touch, "x")
         assert "touched-x" not in p.sm.values
+        assert p.read_token() is not token
         if done is not None:
             await done  # (durable: the partition idle again)
 
-    await counted(lambda: p.write(lambda sm, now: sm.incr("b")))
-    await counted(lambda: p.write(lambda sm, now: sm_noop()))  # writes nothing: counted too
-    await counted(lambda: p.read(lambda sm, now: sm.values.get("a")))
+    await invalidates(lambda: p.write(lambda sm, now: sm.incr("b")))
+    await invalidates(lambda: p.write(lambda sm, now: sm_noop()))  # writes nothing: too
+    await invalidates(lambda: p.read(lambda sm, now: sm.values.get("a")))
+
+    def failed() -> None:  # an operation that failed (a bug): what it touched is unknown
+        with pytest.raises(ZeroDivisionError):
+            p.write(lambda sm, now: 1 // 0)
+
+    await invalidates(failed)
+    # refused (the core's ApiError): nothing happened, the token stays valid
+    token = decided()
+    with pytest.raises(ApiError):
+        p.write(_refuse)
+    assert still_valid(token)
     p.sm.timer.schedule("t", 5, lambda now: sm_noop())
 
     def timer_fires() -> None:
         clock.advance(5)
 
-    await counted(timer_fires)
+    await invalidates(timer_fires)
     # a write not durable yet: not answered now, and no earlier answer given again
     store.hold_appends()
-    changes = decided()
+    token = decided()
     pending = p.write(lambda sm, now: sm.incr("a"))
     assert p.answer_now(lambda sm, now: 1) is None
     await asyncio.sleep(0)  # (in flight now)
     assert p.answer_now(lambda sm, now: 1) is None
-    assert not p.answer_again(changes, _touch, "x")
+    assert not answer_again(token, _touch, "x")
     store.release_appends()
     assert await pending == 2
-    # an uncounted write (an offset commit's): an earlier answer is given again, and a new
-    # one given now, also while its records are not durable yet -- until a counted write's
-    # records are pending too
-    changes = decided()
+    # a result that changes no answers (an offset commit's): an earlier answer is given
+    # again, and a new one given now, also while its records are not durable yet -- until
+    # records that change answers are pending too
+    token = decided()
     store.hold_appends()
-    uncounted = p.write(lambda sm, now: sm.incr("c"), counted=False)
-    assert p.changes == changes and p.answer_now(lambda sm, now: 1) == 1
-    assert p.answer_again(changes, _touch, "u") and "touched-u" in p.sm.values
-    await asyncio.sleep(0)  # (the first batch in flight: a counted write's records join the next)
-    counted_too = p.write(lambda sm, now: sm.incr("a"))
+    keeps = p.write(lambda sm, now: _keeping_answers(sm.incr("c")))
+    assert still_valid(token) and p.answer_now(lambda sm, now: 1) == 1
+    assert answer_again(token, _touch, "u") and "touched-u" in p.sm.values
+    await asyncio.sleep(0)  # (the first batch in flight: records that change answers join
+    changes_too = p.write(lambda sm, now: sm.incr("a"))  # the next)
     assert p.answer_now(lambda sm, now: 1) is None
     store.release_appends()
-    assert await uncounted == 1 and await counted_too == 3
-    changes = decided()
-    assert p.answer_again(changes, _touch, "v") and "touched-v" in p.sm.values
-    # ... but its append failing fails the partition, which counts
+    assert await keeps == 1 and await changes_too == 3
+    token = decided()
+    assert answer_again(token, _touch, "v") and "touched-v" in p.sm.values
+    # ... but its append failing fails the partition, which invalidates
     store.fail_next_appends(1)
-    failed = p.write(lambda sm, now: sm.incr("c"), counted=False)
+    failed = p.write(lambda sm, now: _keeping_answers(sm.incr("c")))
     with pytest.raises(ApiError):
         await failed
-    assert p.state is PartitionState.FAILED and not p.answer_again(changes, _touch, "x")
+    assert p.state is PartitionState.FAILED and not answer_again(token, _touch, "x")
     await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 10)
     p = rt.partition(0)
     # a failure (state discarded), a reload, an unload: the same
-    changes = decided()
+    token = decided()
     store.fail_next_appends(1)
     failed = p.write(lambda sm, now: sm.incr("a"))
     with pytest.raises(ApiError):
         await failed
-    assert p.state is PartitionState.FAILED and not p.answer_again(changes, _touch, "x")
+    assert p.state is PartitionState.FAILED and not answer_again(token, _touch, "x")
     await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 10)
     p = rt.partition(0)
-    assert not p.answer_again(changes, _touch, "x")
-    changes = decided()
+    assert not answer_again(token, _touch, "x")
+    token = decided()
     await rt.unload(0)
-    assert not p.answer_again(changes, _touch, "x")
+    assert not answer_again(token, _touch, "x")
+    assert token.partition is None  # (a remembered token keeps no unloaded partition)
+
+
+async def test_a_new_entry_point_that_says_nothing_invalidates_the_read_token(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """Whoever adds a way into a partition's state need not remember the read tokens: a
+    handler whose result says nothing, a timer, an assignment task's completion -- each
+    changing state and forgetting every convention -- invalidates the token an answer was
+    taken under, because only a result's own ``changes_answers=False`` keeps it."""
+    executed: list[Any] = []
+
+    async def executor(request: Any) -> Any:
+        executed.append(request)
+        return request * 2
+
+    rt = make_runtime(store, executor=executor)
+    await rt.load(0)
+    p = rt.partition(0)
+
+    def answered() -> ReadToken:
+        assert p.answer_now(lambda sm, now: sm.values.get("new", 0)) is not None
+        return p.read_token()
+
+    def new_handler(sm: Counter, now: int) -> CoordinatorResult[int]:  # a handler, new
+        return sm.incr("new")
+
+    token = answered()
+    assert await p.write(new_handler) == 1
+    assert not still_valid(token)
+
+    def in_place(sm: Counter, now: int) -> CoordinatorResult[None]:  # soft state, no records
+        sm.values["soft"] = now
+        return CoordinatorResult()
+
+    token = answered()
+    await p.write(in_place)
+    assert not still_valid(token)
+
+    token = answered()
+    p.sm.timer.schedule("new-timer", 1, lambda now: sm_noop())
+    clock.advance(1)
+    assert not still_valid(token)
+
+    def on_done(answer: Any, now: int) -> CoordinatorResult[None]:
+        p.sm.values["task"] = answer
+        return CoordinatorResult()
+
+    def starts_task(sm: Counter, now: int) -> CoordinatorResult[None]:
+        return CoordinatorResult(tasks=(AsyncTask(("task", "new"), 21, on_done),))
+
+    await p.write(starts_task)
+    token = answered()
+    await clock.run_until(lambda: p.sm.values.get("task") == 42, 10)
+    assert executed == [21] and not still_valid(token)
+
+
+def _refuse(sm: Counter, now: int) -> CoordinatorResult[None]:
+    raise ApiError(Errors.INVALID_REQUEST, "refused")
+
+
+def _keeping_answers(result: CoordinatorResult[Any]) -> CoordinatorResult[Any]:
+    return dataclasses.replace(result, changes_answers=False)
 
 
 def sm_noop() -> CoordinatorResult[None]:
@@ -431,9 +513,9 @@ async def test_a_postponed_timer_waits_on_without_firing_and_fires_once_at_its_l
     sm.timer.schedule_keyed("s", 40, op)
     assert p.timer.postpone("s", 100, op) is True  # to 160
     assert p.timer.deadline("s") == start + 160
-    changes = p.changes
+    token = p.read_token()
     clock.advance(40)  # its first deadline: back into the heap, no firing, no operation
-    assert fired == [] and p.changes == changes and len(p.timer._heap) == 1
+    assert fired == [] and still_valid(token) and len(p.timer._heap) == 1
     clock.advance(30)
     assert p.timer.postpone("s", 100, op) is True  # to 230
     assert p.timer.postpone("s", 80, op) is True  # earlier than 230, not than 160: to 210
