@@ -7,8 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support.redis_server import RedisServer, RedisServerUnavailable, start_redis_server
+
+# Speed is the benchmarks' business (bench/), not the tests': no per-example deadline, which a
+# loaded 2-core machine exceeds for trivial properties (0.67 s seen for a pure hash check).
+settings.register_profile("groupcoord", deadline=None)
+settings.load_profile("groupcoord")
 
 
 @pytest.fixture(scope="session")

@@ -2,14 +2,14 @@
 
 Consumers commit about as often as they heartbeat (auto-commit every 5 s), and a group's
 commits go to the coordinator partition its heartbeats go to. The gRPC servicer gives a
-remembered steady decision again while its partition counted no operation since
+remembered steady decision again while the partition's read token it was taken under is valid
 (docs/performance.md, seventh and eighth rounds); this benchmark counts, for each steady
 heartbeat, which way it went:
 
 * ``given_again`` -- the remembered decision, given again without deciding;
 * ``decided`` -- decided anew by the coordinator's shortcut (``steady_decision``), the answer
   given at once;
-* ``declined`` -- the shortcut said "not now" (records of a counted operation pending or in
+* ``declined`` -- the shortcut said "not now" (records that change answers pending or in
   flight, or not the steady case) and the general way answered it: a write on the partition.
 
 A shard app runs in this process (SQLite store, the component tests' settings); ``--groups``

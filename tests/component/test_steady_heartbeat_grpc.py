@@ -222,7 +222,7 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     client: Client,
 ) -> None:
     """The same bytes are parsed (and the answer serialized) once while the decision is given
-    again -- while the partition counted nothing since; else they are parsed again and the
+    again -- while its read token is valid; else they are parsed again and the
     coordinator decides on the state of the moment: a new interval is answered, a change of
     the member's record or a fenced epoch goes the general way, with the parsed request."""
     m = _heartbeat_method(client)
@@ -254,7 +254,7 @@ async def test_the_shortcut_remembers_a_request_and_its_decision_while_nothing_c
     assert len(decided) == 1 and decided[0] is not None and given_again == []
     # (the coordinator's own shortcut answers this: an answer_now operation, the token valid)
     assert first == await general_answer(m, message)
-    # nothing counted since: given again, the member's session moved on all the same
+    # the token still valid: given again, the member's session moved on all the same
     timer = service.runtime.partitions[service.partition_for(GROUP)].timer
     key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, GROUP, "m1")
     deadline = timer.deadline(key)
@@ -322,7 +322,7 @@ async def test_offset_commits_between_heartbeats_leave_a_decision_to_be_given_ag
 ) -> None:
     """Consumers commit about as often as they heartbeat: an offset commit on the partition
     (the member's own, another group's, a refused one) changes no steady decision, so the
-    remembered one is given again after it; a write that may change one is still counted."""
+    remembered one is given again after it; a write that may change one invalidates it."""
     service = client.app.served_coordinator
     given_again: list[bool] = []
 
@@ -372,7 +372,7 @@ async def test_offset_commits_between_heartbeats_leave_a_decision_to_be_given_ag
     assert given_again == [True, True, True]
     partition = service.runtime.partitions[service.partition_for(GROUP)]
     assert other in partition.sm.group_manager.groups  # (the admin's commit made its group)
-    # a counted write on the partition: decided anew
+    # a write on the partition whose result changes answers: decided anew
     assert (await pending_write(client, GROUP)).error_code == 0
     assert answer(raw, HOST) == (first, None) and given_again[-1] is False
 

@@ -306,7 +306,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @rule(ms=st.sampled_from([0, 1, 1_000]))
     def steady_decisions_hold_between_operations(self, ms: int) -> None:
         """What lets the shard give a steady heartbeat's answer again without deciding
-        (``CoordinatorPartition.answer_again``: while the partition counted no operation):
+        (the runtime's ``answer_again``: while the partition's read token is valid):
         with none in between -- only time passing and members' steady heartbeats, which are
         not counted -- every member's steady decision stays what it was."""
         manager = self.c.h.shard.consumer
