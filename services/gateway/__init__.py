@@ -11,12 +11,22 @@ connection like a Kafka broker does: one request in flight at a time (the next f
 not read until the response is written), so pipelined requests are answered -- and take
 effect -- in order; connections are independent asyncio tasks (:mod:`.server`).
 
-:mod:`.handlers` is the gateway's ``KafkaApis``: each served API has a translator that turns
-the Kafka request into gRPC calls and the answers into the Kafka response of the request's
-version (plus the API's error shape for transport failures). It keeps no group state; the
-only things it caches are *routes* (offsets partition -> owning shard, :mod:`.router`,
-refreshed on NOT_COORDINATOR) and the *topic catalog* (:mod:`.catalog`, refreshed on a
-miss), neither of which can make an answer wrong for longer than a retry.
+:mod:`.handlers` is the gateway's ``KafkaApis`` (one module per API family): each served API
+has a translator that turns the Kafka request into gRPC calls and the answers into the Kafka
+response of the request's version (plus the API's error shape for transport failures). It
+keeps no group state; the only things it caches are *routes* (offsets partition -> owning
+shard, :mod:`.router`, refreshed on NOT_COORDINATOR) and the *topic catalog*
+(:mod:`.topic_cache`, refreshed on a miss), neither of which can make an answer wrong for
+longer than a retry. :mod:`.sasl` authenticates a connection (SASL PLAIN and SCRAM) before
+its requests reach the translators.
+
+What a stable consumer sends most takes shorter ways, answering the same bytes:
+:mod:`.fast_codec` (hand-written encoders of the commonest responses, a decoder of the
+steady ConsumerGroupHeartbeat), :mod:`.inline` (once a connection is set up, each request's
+handler is started from the transport's callbacks) and :mod:`.steady` (``groupcoord dev``:
+a steady heartbeat answered from its frame by the coordinator in the same process).
+:mod:`.proxy` puts the gateway in front of an existing Kafka cluster; :mod:`.metrics`
+counts connections, requests and bytes.
 
 :mod:`.app` wires it: settings, telemetry, router, server. ``groupcoord gateway`` and
 ``groupcoord dev --kafka-port`` build one.

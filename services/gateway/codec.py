@@ -55,7 +55,8 @@ def _served(*specs: ApiSpec) -> dict[int, ApiSpec]:
 #: What the gateway serves, exactly as a Kafka 4.1 broker advertises these APIs.
 SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(18, "api_versions", 0, 4),
-    # no data plane: answered NOT_LEADER_OR_FOLLOWER so that clients back off (handlers.py).
+    # no data plane: answered NOT_LEADER_OR_FOLLOWER so that clients back off
+    # (handlers/no_data_plane.py).
     # Produce is advertised too: librdkafka derives its Fetch version from the message format
     # features, which need Produce v3 (without it, it never sends a Fetch and spins).
     # Kafka 4.1 advertises Produce 0-13; v0-2 are not decodable here (kio starts at v3).

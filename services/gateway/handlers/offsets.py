@@ -1,0 +1,228 @@
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from groupcoord.v1 import offsets_pb2
+
+from services.gateway import codec
+from services.gateway.handlers.base import NOT_COORDINATOR, ApisBase, Data, RequestInfo, opt
+from services.gateway.router import UpstreamError
+from shards.adapters.convert import optional, set_optional
+
+
+class OffsetApis(ApisBase):
+    # ---- OffsetCommit / OffsetDelete: the shard checks topics and partitions -----------------
+    @staticmethod
+    def _merge_partition_errors(
+        topics: Sequence[Any], answered: dict[tuple[str, int], int]
+    ) -> list[Data]:
+        """Per-partition errors in the request's order, one entry per topic name."""
+        out: dict[str, list[Data]] = {}
+        for t in topics:
+            parts = out.setdefault(t.name, [])
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                code = answered.get(key, 0)
+                parts.append({"partition_index": p.partition_index, "error_code": code})
+        return [{"name": name, "partitions": parts} for name, parts in out.items()]
+
+    # ---- OffsetCommit (8) --------------------------------------------------------------------
+    async def offset_commit(self, rq: RequestInfo, request: Any) -> Data:
+        answered: dict[tuple[str, int], int] = {}
+        if request.topics:
+            pb = offsets_pb2.OffsetCommitRequest(
+                group_id=request.group_id,
+                generation_id_or_member_epoch=request.generation_id_or_member_epoch,
+                member_id=request.member_id,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name=t.name,
+                        partitions=[self._commit_partition(p) for p in t.partitions],
+                    )
+                    for t in request.topics
+                ],
+                context=self.context(rq),
+            )
+            retention = opt(request, "retention_time")
+            set_optional(
+                pb,
+                group_instance_id=opt(request, "group_instance_id"),
+                retention_time_ms=codec.millis(retention) if retention is not None else None,
+            )
+            r = await self.router.call(
+                request.group_id,
+                "OffsetCommit",
+                pb,
+                lambda r: any(
+                    p.error_code == NOT_COORDINATOR for t in r.topics for p in t.partitions
+                ),
+            )
+            for t in r.topics:
+                for p in t.partitions:
+                    answered[(t.name, p.partition_index)] = p.error_code
+        return {"topics": self._merge_partition_errors(request.topics, answered)}
+
+    @staticmethod
+    def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:
+        return set_optional(
+            offsets_pb2.OffsetCommitRequestPartition(
+                partition_index=p.partition_index, committed_offset=p.committed_offset
+            ),
+            committed_leader_epoch=opt(p, "committed_leader_epoch"),
+            committed_metadata=p.committed_metadata,
+        )
+
+    def offset_commit_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": code}
+                        for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+            ]
+        }
+
+    # ---- OffsetFetch (9) ---------------------------------------------------------------------
+    async def offset_fetch(self, rq: RequestInfo, request: Any) -> Data:
+        if rq.version >= 8:
+            groups = list(request.groups)
+        else:
+            groups = [request]  # the single-group shape: group_id + topics
+        require_stable = bool(opt(request, "require_stable", False))
+        results = await asyncio.gather(*(self._fetch_group(rq, g, require_stable) for g in groups))
+        if rq.version >= 8:
+            return {"groups": results}
+        g = results[0]
+        topics = g["topics"]
+        if rq.version < 2 and g["error_code"]:
+            # No top-level error before v2: Kafka puts it on every partition.
+            topics = [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": g["error_code"],
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in topics
+            ]
+        return {"topics": topics, "error_code": g["error_code"]}
+
+    async def _fetch_group(self, rq: RequestInfo, group: Any, require_stable: bool) -> Data:
+        pb_group = set_optional(
+            offsets_pb2.OffsetFetchRequestGroup(group_id=group.group_id),
+            member_id=opt(group, "member_id"),
+            member_epoch=opt(group, "member_epoch"),
+        )
+        if group.topics is not None:
+            pb_group.topics.CopyFrom(
+                offsets_pb2.OffsetFetchRequestTopicsList(
+                    topics=[
+                        offsets_pb2.OffsetFetchRequestTopics(
+                            name=t.name, partition_indexes=list(t.partition_indexes)
+                        )
+                        for t in group.topics
+                    ]
+                )
+            )
+        pb = offsets_pb2.OffsetFetchRequest(
+            groups=[pb_group], require_stable=require_stable, context=self.context(rq)
+        )
+        try:
+            g = await self._one_group(group.group_id, "OffsetFetch", pb, "groups")
+        except UpstreamError as ex:
+            return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
+        return {
+            "group_id": group.group_id,
+            "error_code": g.error_code,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "committed_offset": p.committed_offset,
+                            "committed_leader_epoch": p.committed_leader_epoch,
+                            "metadata": optional(p, "metadata"),
+                            "error_code": p.error_code,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in g.topics
+            ],
+        }
+
+    def offset_fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        if rq.version >= 8:
+            return {
+                "groups": [
+                    {"group_id": g.group_id, "topics": [], "error_code": code}
+                    for g in request.groups
+                ]
+            }
+        if rq.version < 2:
+            return {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": -1,
+                                "metadata": "",
+                                "error_code": code,
+                            }
+                            for p in t.partition_indexes
+                        ],
+                    }
+                    for t in (request.topics or ())
+                ]
+            }
+        return {"topics": [], "error_code": code}
+
+    # ---- OffsetDelete (47) -------------------------------------------------------------------
+    async def offset_delete(self, rq: RequestInfo, request: Any) -> Data:
+        pb = offsets_pb2.OffsetDeleteRequest(
+            group_id=request.group_id,
+            topics=[
+                offsets_pb2.OffsetDeleteRequestTopic(
+                    name=t.name,
+                    partitions=[
+                        offsets_pb2.OffsetDeleteRequestPartition(partition_index=p.partition_index)
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+            context=self.context(rq),
+        )
+        r = await self.router.call(
+            request.group_id, "OffsetDelete", pb, lambda r: r.error_code == NOT_COORDINATOR
+        )
+        if r.error_code:
+            return {"error_code": r.error_code, "topics": []}
+        answered = {
+            (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+        }
+        return {
+            "error_code": 0,
+            "topics": self._merge_partition_errors(request.topics, answered),
+        }
+
+    def offset_delete_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
+        return {"error_code": code, "topics": []}
