@@ -98,20 +98,6 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
-# (what :meth:`GroupCoordinatorService.steady_heartbeat` reads, and what it needs unset)
-STEADY_HEARTBEAT_FIELDS = consumer_api.STEADY_HEARTBEAT_FIELDS
-STEADY_HEARTBEAT_UNSET = consumer_api.STEADY_HEARTBEAT_UNSET
-
-
-def _steady_shape(request: consumer_api.ConsumerGroupHeartbeatRequest) -> bool:
-    """Whether ``request`` carries nothing but its ids, epoch and context (see
-    :meth:`GroupCoordinatorService.steady_heartbeat`)."""
-    for name, unset in STEADY_HEARTBEAT_UNSET:
-        if getattr(request, name) != unset:
-            return False
-    return True
-
-
 def _heartbeat_error(code: int, message: str) -> consumer_api.ConsumerGroupHeartbeatResponse:
     return consumer_api.ConsumerGroupHeartbeatResponse(
         error_code=code, error_message=message or None
@@ -642,7 +628,7 @@ class GroupCoordinatorService:
     async def consumer_group_heartbeat(
         self, request: consumer_api.ConsumerGroupHeartbeatRequest
     ) -> consumer_api.ConsumerGroupHeartbeatResponse:
-        if _steady_shape(request):  # what a member sends when nothing changed
+        if consumer_api.is_steady_shape(request):  # what a member sends when nothing changed
             context = request.context
             steady = self.steady_heartbeat(
                 request.group_id,
@@ -652,12 +638,7 @@ class GroupCoordinatorService:
                 context.client_host,
             )
             if steady is not None:  # answered at once: the same checks, nothing written
-                return consumer_api.ConsumerGroupHeartbeatResponse(
-                    member_id=request.member_id,
-                    member_epoch=steady.member_epoch,
-                    heartbeat_interval_ms=steady.heartbeat_interval_ms,
-                    should_compute_assignment=steady.should_compute_assignment,
-                )
+                return consumer_api.steady_response(request.member_id, steady)
         # (consumer_group_heartbeat_as inlined: the hottest request skips a layer)
         return await self._single(
             request.group_id,

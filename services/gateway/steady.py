@@ -11,10 +11,13 @@ frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
 ``SteadyPath`` (``shards.core.steady``) and the same ``SteadyMemo``:
 
 * the first time a connection sends a request, it is decoded (the fast decoder of
-  ``services.gateway.fast_codec``), checked to carry nothing but its ids and epoch, and
+  ``services.gateway.fast_codec``), converted as the handler converts it
+  (``handlers.consumer.heartbeat_request``), checked to carry nothing but its ids and epoch
+  (the core's ``is_steady_shape``, the coordinator's own check), and
   offered to the path's ``decide`` (the same decision, with the same checks, as the general
   way takes first: ``GroupCoordinatorService.consumer_group_heartbeat``). When it is the
-  steady case, its answer is encoded by the fast encoder the general way uses, and
+  steady case, its answer is the general way's (``steady_response``, ``heartbeat_data``),
+  encoded by the fast encoder the general way uses, and
   remembered with the decision;
 * the same bytes again on that connection: the memo gives the answer again (``again``: the
   member's session moved on) while the decision's read token is valid; the remembered answer
@@ -40,10 +43,11 @@ coordinator behind an authorizer has no steady path to offer anyway.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from services.gateway import codec, fast_codec, framing
-from shards.core.consumer.api import STEADY_HEARTBEAT_UNSET
+from services.gateway.handlers.consumer import heartbeat_data, heartbeat_request
+from shards.core.api import RequestContext
+from shards.core.consumer.api import is_steady_shape, steady_response
 from shards.core.steady import SteadyMemo, SteadyPath
 
 HEARTBEAT_KEY = 12
@@ -55,34 +59,6 @@ _RESPONSE_HEAD = struct.Struct(">ii")
 #: requests one connection's memory holds (a KIP-848 consumer sends one member's heartbeats
 #: on its coordinator connection; a few more for clients sharing a connection)
 PER_CONNECTION = 4
-
-
-#: the core request's fields a steady heartbeat leaves unset, in :func:`_steady_values`'s order
-_UNSET_NAMES = (
-    "instance_id",
-    "rack_id",
-    "rebalance_timeout_ms",
-    "subscribed_topic_names",
-    "subscribed_topic_regex",
-    "server_assignor",
-    "topic_partitions",
-    "client_assignors",
-)
-
-
-def _steady_values(request: fast_codec.SteadyHeartbeatRequest) -> tuple[Any, ...]:
-    """The values of :data:`_UNSET_NAMES` the request converts to (what
-    ``shards.coordinator._steady_shape`` compares with their defaults)."""
-    return (
-        request.instance_id,
-        request.rack_id,
-        codec.millis(request.rebalance_timeout),
-        request.subscribed_topic_names,
-        request.subscribed_topic_regex,
-        request.server_assignor,
-        request.topic_partitions,
-        None,  # client_assignors: gRPC only, the Kafka protocol has none
-    )
 
 
 class ConnectionMemory:
@@ -121,10 +97,6 @@ class SteadyHeartbeats:
             and fast_codec.ENCODERS.get((CONSUMER_GROUP_HEARTBEAT_KEY, v))
             is fast_codec.consumer_group_heartbeat
         }
-        unset = dict(STEADY_HEARTBEAT_UNSET)
-        if set(_UNSET_NAMES) != set(unset):  # a field of the core's request it would not check
-            raise ValueError(f"steady heartbeat fields differ: {set(_UNSET_NAMES) ^ set(unset)}")
-        self._unset = tuple(unset[name] for name in _UNSET_NAMES)
 
     def memory(self) -> ConnectionMemory:
         """A connection's memory of the requests it sent (at most :data:`PER_CONNECTION`)."""
@@ -187,28 +159,22 @@ class SteadyHeartbeats:
         if tail is not None:
             return _RESPONSE_HEAD.pack(len(tail) + 4, correlation_id) + tail
         header = framing.parse_header(frame, True)
-        request = decoder(frame, header.body_offset)
-        if request is None:
+        decoded = decoder(frame, header.body_offset)
+        if decoded is None:
             return None
-        if _steady_values(request) != self._unset:
+        # the handler's own conversion and the core's own shape check
+        context = RequestContext(header.client_id or "", client_host, version)
+        request = heartbeat_request(decoded, context)
+        if not is_steady_shape(request):
             return None
         member_id = request.member_id
         decided = self.decide(
-            request.group_id, member_id, request.member_epoch, header.client_id or "", client_host
+            request.group_id, member_id, request.member_epoch, context.client_id, client_host
         )
         if decided is None:
             return None
-        steady = decided.answer
         response = fast_codec.consumer_group_heartbeat(
-            correlation_id,
-            {
-                "error_code": 0,
-                "error_message": None,
-                "member_id": member_id,
-                "member_epoch": steady.member_epoch,
-                "heartbeat_interval": steady.heartbeat_interval_ms,
-                "assignment": None,
-            },
+            correlation_id, heartbeat_data(steady_response(member_id, decided.answer))
         )
         if response is None:  # (values the fast encoder leaves to the generic path)
             return None

@@ -20,7 +20,7 @@ from services.gateway.handlers.base import (
 )
 from services.gateway.router import UpstreamError
 from shards.adapters.convert import optional
-from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED
+from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, RequestContext
 from shards.core.consumer import api as consumer_api
 
 MEMBER_TYPES = {"classic": 0, "consumer": 1}
@@ -30,52 +30,65 @@ def _unset_is_omitted(value: int | None) -> int:
     return AUTHORIZED_OPERATIONS_OMITTED if value is None else value
 
 
+def heartbeat_request(
+    request: Any, context: RequestContext
+) -> consumer_api.ConsumerGroupHeartbeatRequest:
+    """The core's request of a Kafka ConsumerGroupHeartbeat (kio's entity, or the fast
+    decoder's ``SteadyHeartbeatRequest``, which has its attributes): the one conversion, for
+    the handler and for the steady frames (``services.gateway.steady``) alike."""
+    names = request.subscribed_topic_names
+    owned = request.topic_partitions
+    return consumer_api.ConsumerGroupHeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,  # (in every version)
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=codec.millis(request.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=opt(request, "subscribed_topic_regex"),
+        server_assignor=request.server_assignor,
+        topic_partitions=None
+        if owned is None
+        else tuple(
+            consumer_api.TopicPartitions(codec.from_uuid(tp.topic_id), tuple(tp.partitions))
+            for tp in owned
+        ),
+        context=context,
+    )
+
+
+def heartbeat_data(r: consumer_api.ConsumerGroupHeartbeatResponse) -> Data:
+    """A ConsumerGroupHeartbeat response in Kafka's names (the fast encoder's input)."""
+    assignment = None
+    if r.assignment is not None:
+        assignment = {
+            "topic_partitions": [
+                {"topic_id": tp.topic_id, "partitions": list(tp.partitions)} for tp in r.assignment
+            ]
+        }
+    return {
+        "error_code": r.error_code,
+        "error_message": r.error_message,
+        "member_id": r.member_id,
+        "member_epoch": r.member_epoch,
+        "heartbeat_interval": r.heartbeat_interval_ms,
+        "assignment": assignment,
+    }
+
+
 class ConsumerGroupApis(ApisBase):
     # ---- ConsumerGroupHeartbeat (68) ---------------------------------------------------------
     async def consumer_group_heartbeat(self, rq: RequestInfo, request: Any) -> Data:
         # the hottest request: sent as the core's dataclasses (Router.call with ``returns``)
-        names = request.subscribed_topic_names
-        owned = request.topic_partitions
         r = await self.router.call(
             request.group_id,
             "ConsumerGroupHeartbeat",
-            consumer_api.ConsumerGroupHeartbeatRequest(
-                group_id=request.group_id,
-                member_id=request.member_id,
-                member_epoch=request.member_epoch,
-                instance_id=request.instance_id,  # (in every version)
-                rack_id=request.rack_id,
-                rebalance_timeout_ms=codec.millis(request.rebalance_timeout),
-                subscribed_topic_names=None if names is None else tuple(names),
-                subscribed_topic_regex=opt(request, "subscribed_topic_regex"),
-                server_assignor=request.server_assignor,
-                topic_partitions=None
-                if owned is None
-                else tuple(
-                    consumer_api.TopicPartitions(codec.from_uuid(tp.topic_id), tuple(tp.partitions))
-                    for tp in owned
-                ),
-                context=self.request_context(rq),
-            ),
+            heartbeat_request(request, self.request_context(rq)),
             lambda r: r.error_code == NOT_COORDINATOR,
             returns=consumer_api.ConsumerGroupHeartbeatResponse,
         )
-        assignment = None
-        if r.assignment is not None:
-            assignment = {
-                "topic_partitions": [
-                    {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
-                    for tp in r.assignment
-                ]
-            }
-        return {
-            "error_code": r.error_code,
-            "error_message": r.error_message,
-            "member_id": r.member_id,
-            "member_epoch": r.member_epoch,
-            "heartbeat_interval": r.heartbeat_interval_ms,
-            "assignment": assignment,
-        }
+        return heartbeat_data(r)
 
     def consumer_group_heartbeat_error(
         self, rq: RequestInfo, request: Any, code: int, message: str

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from shards.core.api import AUTHORIZED_OPERATIONS_OMITTED, DEFAULT_CONTEXT, RequestContext
+from shards.core.steady import SteadyAnswer
 
 # ---- ConsumerGroupHeartbeat --------------------------------------------------------------
 
@@ -80,6 +81,25 @@ STEADY_HEARTBEAT_UNSET = tuple(
     for f in fields(ConsumerGroupHeartbeatRequest)
     if f.name not in STEADY_HEARTBEAT_FIELDS
 )
+
+
+def is_steady_shape(request: ConsumerGroupHeartbeatRequest) -> bool:
+    """Whether ``request`` carries nothing but its ids, epoch and context: what a member
+    sends when nothing changed, the shape a steady path may answer at once."""
+    for name, unset in STEADY_HEARTBEAT_UNSET:
+        if getattr(request, name) != unset:
+            return False
+    return True
+
+
+def steady_response(member_id: str, answer: SteadyAnswer) -> ConsumerGroupHeartbeatResponse:
+    """The response a steady path's ``answer`` gives (the general way's, field for field)."""
+    return ConsumerGroupHeartbeatResponse(
+        member_id=member_id,
+        member_epoch=answer.member_epoch,
+        heartbeat_interval_ms=answer.heartbeat_interval_ms,
+        should_compute_assignment=answer.should_compute_assignment,
+    )
 
 
 # ---- client-side assignment (KIP-848; gRPC only) -------------------------------------------
