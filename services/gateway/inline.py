@@ -2,16 +2,16 @@
 
 With asyncio's streams every request crosses a hand-off: the bytes arrive in the protocol's
 ``data_received``, the ``StreamReader`` sets the waiting task's future, and the connection's
-task reads them on a later loop iteration. For a request answered without waiting for
-anything -- a steady heartbeat in ``groupcoord dev``, whose coordinator runs in the same
-process -- that hand-off and the reader's bookkeeping are a tenth of the request's CPU
-(docs/performance.md, fourth round). :class:`InlineRequests` takes the transport over once the
-connection is set up and runs the first step of each request's handler in
+task reads them on a later loop iteration. For a request answered without waiting for anything
+-- a steady heartbeat in ``groupcoord dev``, whose coordinator runs in the same process -- that
+hand-off and the reader's bookkeeping are a tenth of the request's CPU (docs/performance.md,
+"Requests served from the transport's callbacks"). :class:`InlineRequests` takes the transport
+over once the connection is set up and runs the first step of each request's handler in
 ``data_received`` itself, *as the connection's task*: ``asyncio.current_task()`` is that task
 (deadlines and timeouts cancel it, as before) and every step of a handler runs in one
-``contextvars.Context`` of the connection's. A handler that finishes in that step is answered
-at once. One that has to wait is handed to the connection's task, which goes on with it
-exactly where it stopped (:class:`Continuation`); what arrives meanwhile waits (below).
+``contextvars.Context`` of the connection's. A handler that finishes in that step is answered at
+once. One that has to wait is handed to the connection's task, which goes on with it exactly
+where it stopped (:class:`Continuation`); what arrives meanwhile waits (below).
 
 What the connection promised before still holds: one request at a time, answered and taking
 effect in the order sent; a client that pipelines is slowed by TCP, not buffered: while a

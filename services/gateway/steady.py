@@ -5,9 +5,9 @@ nothing new to say sends the same request every few seconds -- the same bytes bu
 correlation id -- and most of what the gateway spends on it is its generic way: the header
 parsed, the request decoded, a handler coroutine started as the connection's task, the router,
 the in-process call, the core's request and response dataclasses, the response encoded
-(docs/performance.md, "Eleventh round"). :class:`SteadyHeartbeats` answers such a request
-straight from the frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
-(``services.shard.servicer.steady_heartbeat_answer``) and with the coordinator's same two
+(docs/performance.md, "Heartbeats through the gateway"). :class:`SteadyHeartbeats` answers such
+a request straight from the frame, as the gRPC servicer's shortcut answers one from its protobuf
+bytes (``services.shard.servicer.steady_heartbeat_answer``) and with the coordinator's same two
 calls:
 
 * the first time a connection sends a request, it is decoded (the fast decoder of

@@ -9,12 +9,12 @@ One shortcut: a ConsumerGroupHeartbeat that carries nothing but its group, membe
 and context -- what a client sends when nothing changed, the most frequent request by far --
 is offered first to the coordinator's ``steady_heartbeat`` with the values read straight from
 the protobuf message, and answered from what that returns; anything else, or a heartbeat that
-is not the steady case, goes the general way (docs/performance.md, "Fifth round"). A steady
-member sends the same bytes every time: the shortcut remembers what it parsed from them and
-the answer it last serialized ("Sixth round"), and the coordinator's decision with a token
-(``steady_again``): the decision is given again while the group's partition counted no
-operation since -- the member's session still moved on every time -- else the coordinator
-decides anew on the state of the moment ("Seventh round").
+is not the steady case, goes the general way. A steady member sends the same bytes every
+time: the shortcut remembers, per request, the answer it last serialized and the
+coordinator's decision with a token (``steady_again``): the decision is given again while the
+group's partition counted no operation since -- the member's session still moved on every
+time -- else the coordinator decides anew on the state of the moment (docs/performance.md,
+"The servicer's steady shortcut and its memory").
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def steady_heartbeat_answer(
     counted no operation since (``CoordinatorPartition.changes``); otherwise the request is
     parsed again and ``steady`` decides anew on the live state, and the answer is serialized
     again. Nothing about the member or group is remembered here but what a decision gave.
-    At most ``capacity`` requests are remembered (~0.27 KB each): when full, it keeps them and
+    At most ``capacity`` requests are remembered (~0.28 KB each): when full, it keeps them and
     parses and serializes the others each time, until as many requests again went
     unremembered; then it starts afresh (so members that left give their places up)."""
     fields = method.request_pb.DESCRIPTOR.fields
