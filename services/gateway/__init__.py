@@ -15,7 +15,7 @@ effect -- in order; connections are independent asyncio tasks (:mod:`.server`).
 the Kafka request into gRPC calls and the answers into the Kafka response of the request's
 version (plus the API's error shape for transport failures). It keeps no group state; the
 only things it caches are *routes* (offsets partition -> owning shard, :mod:`.router`,
-refreshed on NOT_COORDINATOR) and the *topic catalog* (:mod:`.catalog`, refreshed on a
+refreshed on NOT_COORDINATOR) and the *topic catalog* (:mod:`.topic_cache`, refreshed on a
 miss), neither of which can make an answer wrong for longer than a retry.
 
 :mod:`.app` wires it: settings, telemetry, router, server. ``groupcoord gateway`` and
