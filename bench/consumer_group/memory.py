@@ -10,7 +10,7 @@ member's session timer on a real asyncio loop through the runtime's ``PartitionT
 live member does, and what stays is measured again, without the dead heap entries a
 replaced timer leaves until its deadline passes (``heartbeating_settled_bytes``: the
 headline figure since 2026-11-28; the figures after the load alone flattered a live member
-by whatever a heartbeat keeps -- docs/performance.md, ninth round).
+by whatever a heartbeat keeps -- docs/changelog/performance.md, ninth round).
 
 The records go through the log codec first, as in a load: each group's records are encoded
 into a snapshot (``RecordCodec.encode_snapshot``, before measuring) and decoded while
@@ -31,8 +31,8 @@ Heartbeats each through the steady path): results in bench/results/classic_group
 
 Then (KIP-848 groups) what the gRPC servicer's steady-heartbeat shortcut keeps per member
 heartbeating through it (a bounded per-process memory: 16,384 requests by default;
-docs/performance.md, sixth to ninth rounds), for 16,384 members: per member it holds, and
-with the state and timers of a member that heartbeats.
+docs/performance.md, "The servicer's steady shortcut and its memory"), for 16,384 members:
+per member it holds, and with the state and timers of a member that heartbeats.
 
     .venv/bin/python -m bench.consumer_group.memory [--members 100000] [--records built]
         [--protocol consumer|classic] [--layouts 1,100,10000,100000]

@@ -3,8 +3,9 @@
 Consumers commit about as often as they heartbeat (auto-commit every 5 s), and a group's
 commits go to the coordinator partition its heartbeats go to. The gRPC servicer gives a
 remembered steady decision again while the partition's read token it was taken under is valid
-(docs/performance.md, seventh and eighth rounds); this benchmark counts, for each steady
-heartbeat, which way it went:
+(docs/performance.md, "The servicer's steady shortcut and its memory" and "Offset commits
+leave steady decisions standing"); this benchmark counts, for each steady heartbeat, which
+way it went:
 
 * ``given_again`` -- the remembered decision, given again without deciding;
 * ``decided`` -- decided anew by the coordinator's shortcut (``steady_decision``), the answer
@@ -17,9 +18,9 @@ groups of one Stable member each, all on one coordinator partition, heartbeat ov
 fast as they are answered, while the first group's member commits an offset ``--commits``
 times per second (each rate its own phase, ``--seconds`` long). ``--session-ms``: the
 members' session timeout (each member's session timer comes due once per timeout while it
-heartbeats: until the ninth round that was an operation on the partition, counted). The
-coordinator's steady methods are wrapped (in this process, for good) to count; nothing else
-is changed.
+heartbeats: it is postponed inside the timer, no operation on the partition; before that
+change each one was an operation, counted). The coordinator's steady methods are wrapped
+(in this process, for good) to count; nothing else is changed.
 
     .venv/bin/python -m bench.consumer_group.steady_hits [--commits 0 20 100] [--seconds 3]
         [--session-ms 1000]

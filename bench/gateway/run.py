@@ -8,7 +8,7 @@
   the A/B of the in-process call, its own groups on its own store),
 * ``gateway_handler`` -- the same against a third ``groupcoord dev`` whose gateway leaves
   steady heartbeats to the handler (``GROUPCOORD_DEV_GATEWAY_STEADY=0``: how ``dev`` worked
-  before the eleventh round's frame shortcut; its own groups on its own store),
+  without the frame shortcut; its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core), one unary gRPC call per request
   (``--shard-calls unary``),

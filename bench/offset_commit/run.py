@@ -1,5 +1,6 @@
-"""OffsetCommit throughput and latency with durable storage, against the gRPC health Check on
-the same server in the same run (the no-op baseline).
+"""OffsetCommit throughput and latency on durable storage, against the gRPC health Check on
+the same server in the same run (the no-op baseline) -- with ghz, commits refused before
+the storage: see below.
 
 For each backend (SQLite WAL + synchronous=FULL; Redis with appendonly yes + appendfsync
 always) it starts ``groupcoord dev`` as its own process, then alternates load phases from a
@@ -8,6 +9,15 @@ proxy; the Python generator in load.py when Go is missing): Check and OffsetComm
 50 concurrent callers (50 callers on 50 groups, and 50 callers on one group), for several
 rounds. It reports the
 median of the rounds and the ratio commit/check.
+
+What the ghz phases (the default) measure is not a durable commit: they commit to topic
+``t``, which only the Python generator creates, and an OffsetCommit for a topic the catalog
+does not hold is answered UNKNOWN_TOPIC_OR_PARTITION before the coordinator (a gRPC OK,
+which ghz counts as a success): no records, no sync. Their "commit" is a refused commit
+(about a Check's cost), not the durable one the figures were quoted as from 2026-11-25 to
+2026-12-02. Durable commits against Check, with the refused ones beside them:
+``bench.offset_commit.ghz_interleaved`` (docs/performance.md, "Durable OffsetCommit against
+Check: the ghz question").
 
     .venv/bin/python -m bench.offset_commit.run [--rounds 3] [--duration 5] \
         [--backends sqlite,redis]

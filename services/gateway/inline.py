@@ -5,8 +5,9 @@ With asyncio's streams every request crosses a hand-off: the bytes arrive in the
 task reads them on a later loop iteration. For a request answered without waiting for
 anything -- a steady heartbeat in ``groupcoord dev``, whose coordinator runs in the same
 process -- that hand-off and the reader's bookkeeping are a tenth of the request's CPU
-(docs/performance.md, fourth round). :class:`InlineRequests` takes the transport over once the
-connection is set up and runs the first step of each request's handler in
+(docs/performance.md, "Requests served from the transport's callbacks").
+:class:`InlineRequests` takes the transport over once the connection is set up and runs the
+first step of each request's handler in
 ``data_received`` itself, on behalf of the connection's task: every step of a handler runs in
 one ``contextvars.Context`` of the connection's, where ``services.process.deadlines.
 ACTING_TASK`` names that task, so that a deadline cancels it as before. (The first step runs

@@ -5,8 +5,8 @@ nothing new to say sends the same request every few seconds -- the same bytes bu
 correlation id -- and most of what the gateway spends on it is its generic way: the header
 parsed, the request decoded, a handler coroutine started as the connection's task, the router,
 the in-process call, the core's request and response dataclasses, the response encoded
-(docs/performance.md). :class:`SteadyHeartbeats` answers such a request straight from the
-frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
+(docs/performance.md, "Heartbeats through the gateway"). :class:`SteadyHeartbeats` answers
+such a request straight from the frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
 (``services.shard.servicer.steady_heartbeat_answer``), through the coordinator's same
 ``SteadyPath`` (``shards.core.steady``) and the same ``SteadyMemo``:
 

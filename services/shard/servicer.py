@@ -12,7 +12,8 @@ frequent request by far -- and a classic Heartbeat are offered to it first with 
 read straight from the protobuf message, and answered from what it decides; anything else
 goes the general way. A steady member sends the same bytes every time: the servicer keeps
 the answer it serialized with the decision in a ``SteadyMemo`` (``shards.core.steady``) and
-gives it again while the decision's read token is valid.
+gives it again while the decision's read token is valid (docs/performance.md, "The
+servicer's steady shortcut and its memory").
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ async def classic_group(port: int) -> int:
     Between the two JoinGroups the new group is Empty with one pending member, and the
     cleanup this dev process runs every 200 ms deletes an Empty group without offsets,
     pending member or not (a member 300 ms late finds its group gone every time, before the
-    tenth round's timers as after). The second JoinGroup is then
+    group timer buckets as after). The second JoinGroup is then
     UNKNOWN_MEMBER_ID, and the member starts over, as a Kafka client does; under CI's load
     that happened about once in 40 runs. The caller counts the requests accordingly."""
     wire = await KafkaWire.connect("127.0.0.1", port)

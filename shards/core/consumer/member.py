@@ -248,8 +248,8 @@ class ConsumerGroupMember:
 class OneTopic(Mapping[str, tuple[int, ...]]):
     """An assignment of one topic's partitions -- what most members hold, as current
     assignment and target (one object for both when they are equal) -- in 48 bytes where a
-    dict of one key takes 184: ~0.14 KB of every such member (docs/performance.md, ninth
-    round). Immutable; equal to any mapping with the same one item, as a dict is. What
+    dict of one key takes 184: ~0.14 KB of every such member (docs/performance.md, "Memory
+    per member"). Immutable; equal to any mapping with the same one item, as a dict is. What
     iterates it gets a dict's views (``items``, ``keys``, ``values``: a one-item dict's)."""
 
     __slots__ = ("_topic", "_parts")
