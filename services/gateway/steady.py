@@ -6,9 +6,9 @@ correlation id -- and most of what the gateway spends on it is its generic way: 
 parsed, the request decoded, a handler coroutine started as the connection's task, the router,
 the in-process call, the core's request and response dataclasses, the response encoded
 (docs/performance.md, "Heartbeats through the gateway"). :class:`SteadyHeartbeats` answers
-such a request straight from the frame, as the gRPC servicer's shortcut answers one from its protobuf bytes
-(``services.shard.servicer.steady_heartbeat_answer``), through the coordinator's same
-``SteadyPath`` (``shards.core.steady``) and the same ``SteadyMemo``:
+such a request straight from the frame, as the gRPC servicer's shortcut answers one from its
+protobuf bytes (``services.shard.servicer.steady_heartbeat_answer``), through the
+coordinator's same ``SteadyPath`` (``shards.core.steady``) and the same ``SteadyMemo``:
 
 * the first time a connection sends a request, it is decoded (the fast decoder of
   ``services.gateway.fast_codec``), converted as the handler converts it
