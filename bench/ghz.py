@@ -119,9 +119,12 @@ def run_ghz(
     }
     errors = sum(v for k, v in (report.get("statusCodeDistribution") or {}).items() if k != "OK")
     # ghz closes its connection when the time is up: the calls in flight at that moment end
-    # with "transport is closing". They are the load generator's, not the server's, errors.
+    # with "transport is closing" (ghz v0.120: "use of closed network connection"). They are
+    # the load generator's, not the server's, errors.
     cut_off = sum(
-        v for k, v in (report.get("errorDistribution") or {}).items() if "transport is closing" in k
+        v
+        for k, v in (report.get("errorDistribution") or {}).items()
+        if "transport is closing" in k or "use of closed network connection" in k
     )
     errors -= cut_off
     return {

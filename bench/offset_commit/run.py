@@ -10,14 +10,13 @@ proxy; the Python generator in load.py when Go is missing): Check and OffsetComm
 rounds. It reports the
 median of the rounds and the ratio commit/check.
 
-What the ghz phases (the default) measure is not a durable commit: they commit to topic
-``t``, which only the Python generator creates, and an OffsetCommit for a topic the catalog
-does not hold is answered UNKNOWN_TOPIC_OR_PARTITION before the coordinator (a gRPC OK,
-which ghz counts as a success): no records, no sync. Their "commit" is a refused commit
-(about a Check's cost), not the durable one the figures were quoted as from 2026-11-25 to
-2026-12-02. Durable commits against Check, with the refused ones beside them:
-``bench.offset_commit.ghz_interleaved`` (docs/performance.md, "Durable OffsetCommit against
-Check: the ghz question").
+The commits are durable: topic ``t`` is created before the first phase and one probe
+commit must come back with no error (ghz counts an in-band error as a success: from
+2026-11-25 to 2026-12-03 the ghz phases committed to a topic nobody had created, so each was
+refused as UNKNOWN_TOPIC_OR_PARTITION before the coordinator and cost about a Check --
+docs/changelog/performance.md has the erratum). Durable and refused commits interleaved with
+Check: ``bench.offset_commit.ghz_interleaved`` (docs/performance.md, "Durable OffsetCommit
+against Check: the ghz question").
 
     .venv/bin/python -m bench.offset_commit.run [--rounds 3] [--duration 5] \
         [--backends sqlite,redis]
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
+from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 from tests.support.redis_server import start_redis_server  # noqa: E402
 
@@ -111,12 +111,30 @@ def load(target: str, kind: str, concurrency: int, duration: float, same_group: 
     return json.loads(out.stdout)
 
 
+def durable_probe(address: str) -> None:
+    """Create topic ``t`` (what every phase commits to) and check that a commit to it is
+    accepted: a refused commit (an in-band error) would pass for a fast one."""
+    import grpc
+    from google.protobuf import json_format
+    from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
+
+    ensure_topic(address, "t", 8)
+    with grpc.insecure_channel(address) as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        request = json_format.ParseDict(commit_data(True)[0], offsets_pb2.OffsetCommitRequest())
+        response = stub.OffsetCommit(request, timeout=10)
+    codes = {p.error_code for t in response.topics for p in t.partitions}
+    if codes != {0}:
+        raise SystemExit(f"the probe commit was refused: {response}")
+
+
 def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duration: float) -> dict:
     proc = ServerProcess(
         ["dev", "--grpc-port", "0", "--store", store_url, "--log-level", "WARNING"],
         workdir / f"{name}.log",
     )
     try:
+        durable_probe(proc.grpc_address)
         samples: dict[str, list[dict]] = {}
         for r in range(rounds):
             for kind, conc, same in PHASES:
