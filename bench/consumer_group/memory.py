@@ -80,14 +80,14 @@ from shards.core.records import (  # noqa: E402
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
-    Record,
     TopicMetadata,
     TopicPartitions,
 )
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text  # noqa: E402
 from shards.runtime.clock import SystemClock  # noqa: E402
-from shards.runtime.partition import PartitionTimer  # noqa: E402
+from shards.runtime.contract import Record  # noqa: E402
+from shards.runtime.timers import PartitionTimer  # noqa: E402
 
 PARTITIONS_PER_MEMBER = 2
 LAYOUTS = (1, 100, 10_000, 100_000)  # number of groups

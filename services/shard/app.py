@@ -44,8 +44,9 @@ from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.instruments import RuntimeInstruments
-from shards.runtime.partition import PartitionState, PartitionTimer
+from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.runtime.timers import PartitionTimer
 from shards.security.acl import Acls
 from shards.security.admin import acls_document
 from shards.security.enforce import AclGuard, AuthorizingCatalog, AuthorizingCoordinator
