@@ -33,7 +33,8 @@ from services.shard.servicer import (
 )
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
-from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
+from shards.clock import Clock, SystemClock
+from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
@@ -42,7 +43,7 @@ from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
-from shards.runtime.clock import Clock, SystemClock
+from shards.ownership.view import NodeAddress, OwnershipView, SelfOwnership
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime

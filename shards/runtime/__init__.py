@@ -6,7 +6,7 @@ Invariants: operations on one partition run one at a time on the asyncio loop; a
 released only once everything it could have seen is durable; a partition whose append
 failed is reloaded from its log, one fenced by another owner is closed.
 
-Time: every timestamp, delay and timeout comes from one injected :class:`~.clock.Clock`
+Time: every timestamp, delay and timeout comes from one injected :class:`~shards.clock.Clock`
 (``SystemClock`` in production, ``ManualClock`` in tests); nothing here reads the wall clock
-or sleeps on its own. See :mod:`shards.runtime.clock`.
+or sleeps on its own. See :mod:`shards.clock`.
 """

@@ -39,9 +39,9 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 
+from shards.clock import Clock, timeout
 from shards.core.errors import ApiError, Errors
 from shards.runtime import instruments as ins
-from shards.runtime.clock import Clock, timeout
 from shards.runtime.contract import (
     AsyncTask,
     CoordinatorResult,

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from shards.runtime.clock import Cancellable, Clock
+from shards.clock import Cancellable, Clock
 from shards.runtime.contract import CoordinatorResult, TimerKey
 
 

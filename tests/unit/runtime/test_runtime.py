@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from shards.clock import ManualClock, SystemClock
 from shards.core.errors import ApiError, Errors
-from shards.runtime.clock import ManualClock, SystemClock
 from shards.runtime.contract import AsyncTask, CoordinatorResult, Deferred, Record
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime

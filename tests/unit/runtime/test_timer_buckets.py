@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shards.runtime.clock import ManualClock
+from shards.clock import ManualClock
 from shards.runtime.contract import CoordinatorResult, TimerKey
 from shards.runtime.timers import PartitionTimer
 
