@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from shards.clock import Clock, timeout
 from shards.core.topics import MirrorPlan, TopicImage
-from shards.runtime.clock import Clock, timeout
 from shards.topic_catalog import TopicCatalog
 
 log = logging.getLogger("groupcoord.catalog.mirror")

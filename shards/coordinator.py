@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from shards.core import api, offsets
@@ -22,6 +22,7 @@ from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
 from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
+from shards.ownership.view import OwnershipView
 from shards.runtime.partition import CoordinatorPartition, ReadToken, answer_again
 from shards.runtime.runtime import CoordinatorRuntime
 
@@ -30,27 +31,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 RequestT = TypeVar("RequestT")
 TopicT = TypeVar("TopicT", api.OffsetCommitRequestTopic, api.OffsetDeleteRequestTopic)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeAddress:
-    node_id: int
-    host: str
-    port: int
-
-
-class OwnershipView(Protocol):
-    """Who serves a partition (the single process in dev; the lease map with many shards)."""
-
-    def owner_of(self, partition: int) -> NodeAddress | None: ...
-
-
-class SelfOwnership:
-    def __init__(self, node: NodeAddress) -> None:
-        self.node = node
-
-    def owner_of(self, partition: int) -> NodeAddress | None:
-        return self.node
 
 
 def _error_of(ex: BaseException) -> tuple[int, str]:

@@ -43,9 +43,9 @@ from shards.core.consumer import api  # noqa: E402
 from shards.core.consumer.group import ConsumerGroup  # noqa: E402
 from shards.core.consumer.member import MemberState  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
-from shards.core.result import AsyncTask  # noqa: E402
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage  # noqa: E402
+from shards.runtime.contract import AsyncTask  # noqa: E402
 
 START_MS = 1_700_000_000_000
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from shards.adapters.record_codec import RecordCodec  # noqa: E402
+from shards.clock import SystemClock  # noqa: E402
 from shards.core.classic.group import ClassicGroup  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.errors import Errors  # noqa: E402
@@ -80,14 +81,13 @@ from shards.core.records import (  # noqa: E402
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
-    Record,
     TopicMetadata,
     TopicPartitions,
 )
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text  # noqa: E402
-from shards.runtime.clock import SystemClock  # noqa: E402
-from shards.runtime.partition import PartitionTimer  # noqa: E402
+from shards.runtime.contract import Record  # noqa: E402
+from shards.runtime.timers import PartitionTimer  # noqa: E402
 
 PARTITIONS_PER_MEMBER = 2
 LAYOUTS = (1, 100, 10_000, 100_000)  # number of groups

@@ -31,7 +31,7 @@ from bench.consumer_group.memory import _Partition, group_records, topic_id  # n
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
 from shards.core.topics import TopicImage, TopicsImage  # noqa: E402
-from shards.runtime.partition import PartitionTimer  # noqa: E402
+from shards.runtime.timers import PartitionTimer  # noqa: E402
 
 LAYOUTS = (1, 1_000, 100_000)  # number of groups
 REPEATS = 5

@@ -134,8 +134,9 @@ async def bench_failover(work: Path, lease_ms: int, kills: int) -> dict[str, Any
 async def bench_load(work: Path, records: int, repeats: int) -> dict[str, Any]:
     from shards.adapters.record_codec import RecordCodec
     from shards.core.coordinator_config import CoordinatorConfig
-    from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record
+    from shards.core.records import OffsetCommitKey, OffsetCommitValue
     from shards.core.state_machine import CoordinatorStateMachine
+    from shards.runtime.contract import Record
     from shards.runtime.runtime import CoordinatorRuntime
     from shards.storage.base import Snapshot
     from shards.storage.redis import RedisLogStore

@@ -49,11 +49,10 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
-    Record,
     TopicPartitions,
 )
-from shards.core.result import TimerKey
 from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind, kind_of_key
+from shards.runtime.contract import Record, TimerKey
 
 #: (name, type) of every column; types: int, str, list (of str)
 COLUMNS: tuple[tuple[str, str], ...] = (

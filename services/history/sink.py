@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from services.history.events import events_of
-from shards.core.records import Record
-from shards.core.result import TimerKey
+from shards.runtime.contract import Record, TimerKey
 
 log = logging.getLogger(__name__)
 

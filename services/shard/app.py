@@ -33,7 +33,8 @@ from services.shard.servicer import (
 )
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
-from shards.coordinator import GroupCoordinatorService, NodeAddress, OwnershipView, SelfOwnership
+from shards.clock import Clock, SystemClock
+from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_api import GroupCoordinatorApi
@@ -43,10 +44,11 @@ from shards.core.topics import TopicsImage
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
-from shards.runtime.clock import Clock, SystemClock
+from shards.ownership.view import NodeAddress, OwnershipView, SelfOwnership
 from shards.runtime.instruments import RuntimeInstruments
-from shards.runtime.partition import PartitionState, PartitionTimer
+from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.runtime.timers import PartitionTimer
 from shards.security.acl import Acls
 from shards.security.admin import acls_document
 from shards.security.enforce import AclGuard, AuthorizingCatalog, AuthorizingCoordinator

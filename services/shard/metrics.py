@@ -27,14 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.process import metrics as m
-from shards.core.records import (
-    ConsumerGroupMetadataKey,
-    GroupMetadataKey,
-    OffsetCommitKey,
-    Record,
-)
-from shards.core.result import TimerKey
+from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey, OffsetCommitKey
 from shards.core.timer_keys import GROUP_EXPIRATION
+from shards.runtime.contract import Record, TimerKey
 from shards.runtime.partition import PartitionState
 
 CONSUMER = {"protocol": "consumer"}

@@ -15,6 +15,7 @@ from groupcoord.v1 import records_pb2
 
 from shards.adapters.convert import converter_from, converter_to
 from shards.core import records as r
+from shards.runtime.contract import Record
 
 Encoder = Callable[[Any], Message]
 Decoder = Callable[[Message], Any]
@@ -52,7 +53,7 @@ _OffsetKey = r.OffsetCommitKey
 _OffsetValue = r.OffsetCommitValue
 
 
-def _encode_offset(rec: r.Record) -> records_pb2.LogRecord:
+def _encode_offset(rec: Record) -> records_pb2.LogRecord:
     k = rec.key
     key = _OffsetKeyPb(group=k.group, topic=k.topic, partition=k.partition).SerializeToString(
         deterministic=True
@@ -70,19 +71,19 @@ def _encode_offset(rec: r.Record) -> records_pb2.LogRecord:
     return records_pb2.LogRecord(type=_OFFSET_TYPE, key=key, value=value)
 
 
-def _decode_offset(lr: records_pb2.LogRecord) -> r.Record:
+def _decode_offset(lr: records_pb2.LogRecord) -> Record:
     k = _OffsetKeyPb.FromString(lr.key)
     key = _OffsetKey(k.group, k.topic, k.partition)
     if not lr.HasField("value"):
-        return r.Record(key, None)
+        return Record(key, None)
     v = _OffsetValuePb.FromString(lr.value)
-    return r.Record(
+    return Record(
         key,
         _OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp),
     )
 
 
-def _encode_records(records: Sequence[r.Record]) -> list[records_pb2.LogRecord]:
+def _encode_records(records: Sequence[Record]) -> list[records_pb2.LogRecord]:
     out = []
     for rec in records:
         if type(rec.key) is _OffsetKey:
@@ -98,7 +99,7 @@ def _encode_records(records: Sequence[r.Record]) -> list[records_pb2.LogRecord]:
     return out
 
 
-def _decode_records(log_records: Sequence[records_pb2.LogRecord]) -> list[r.Record]:
+def _decode_records(log_records: Sequence[records_pb2.LogRecord]) -> list[Record]:
     out = []
     for lr in log_records:
         if lr.type == _OFFSET_TYPE:
@@ -110,21 +111,21 @@ def _decode_records(log_records: Sequence[records_pb2.LogRecord]) -> list[r.Reco
         key_from, key_pb, value_from, value_pb = entry
         key = key_from(key_pb.FromString(lr.key))
         value = value_from(value_pb.FromString(lr.value)) if lr.HasField("value") else None
-        out.append(r.Record(key, value))
+        out.append(Record(key, value))
     return out
 
 
 class RecordCodec:
     """The runtime's serde for group-coordinator records."""
 
-    def encode_batch(self, records: Sequence[r.Record], timestamp_ms: int) -> bytes:
+    def encode_batch(self, records: Sequence[Record], timestamp_ms: int) -> bytes:
         batch = records_pb2.RecordBatch(records=_encode_records(records), timestamp_ms=timestamp_ms)
         return batch.SerializeToString()
 
-    def decode_batch(self, data: bytes) -> list[r.Record]:
+    def decode_batch(self, data: bytes) -> list[Record]:
         return _decode_records(records_pb2.RecordBatch.FromString(data).records)
 
-    def encode_snapshot(self, records: Sequence[r.Record], last_offset: int) -> bytes:
+    def encode_snapshot(self, records: Sequence[Record], last_offset: int) -> bytes:
         # the trailing run of committed offsets goes column-wise
         split = len(records)
         while split > 0:
@@ -153,10 +154,10 @@ class RecordCodec:
         )
         return snap.SerializeToString()
 
-    def decode_snapshot(self, data: bytes) -> list[r.Record]:
+    def decode_snapshot(self, data: bytes) -> list[Record]:
         snap = records_pb2.SnapshotData.FromString(data)
         out = _decode_records(snap.records)
-        record, key_cls, value_cls = r.Record, _OffsetKey, _OffsetValue
+        record, key_cls, value_cls = Record, _OffsetKey, _OffsetValue
         for col in snap.offsets:
             group, topic = col.group, col.topic
             out.extend(

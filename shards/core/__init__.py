@@ -5,7 +5,7 @@ Theory of operation (after Kafka's group-coordinator module)
 A :class:`shards.core.state_machine.CoordinatorStateMachine` (Kafka's GroupCoordinatorShard;
 here "shard" names a process) holds the state of one offsets partition: its groups and their
 committed offsets. Handlers take a request and the current
-time and return a :class:`shards.core.result.CoordinatorResult` -- the records to append and
+time and return a :class:`shards.runtime.contract.CoordinatorResult` -- the records to append and
 the response. ``replay(record)`` is the function that changes hard state; the runtime calls
 it for the records a handler returned (before their append is durable, so that the next
 operation sees them; replies wait for durability and a failed append discards the state by

@@ -12,7 +12,7 @@ import abc
 import enum
 from collections.abc import Callable
 
-from shards.core.records import Record
+from shards.runtime.contract import Record
 
 
 class GroupType(enum.Enum):

@@ -14,8 +14,8 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
 from shards.core.ids import UuidSource
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
-from shards.core.result import Timer
+from shards.core.records import GroupMetadataKey, GroupMetadataValue
+from shards.runtime.contract import Record, Timer
 
 
 class GroupMetadataManager:

@@ -77,10 +77,10 @@ from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig, MigrationPolicy
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import ClassicMemberMetadata, ClassicProtocol, Record, TopicMetadata
-from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerOp
+from shards.core.records import ClassicMemberMetadata, ClassicProtocol, TopicMetadata
 from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
+from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer, TimerOp
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -31,8 +31,8 @@ from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record
-from shards.core.result import CoordinatorResult
+from shards.core.records import OffsetCommitKey, OffsetCommitValue
+from shards.runtime.contract import CoordinatorResult, Record
 
 NO_OFFSET = -1
 

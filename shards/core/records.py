@@ -6,8 +6,9 @@ snake_case of Kafka's record fields, and they are exactly the field names of the
 schema in ``proto/groupcoord/v1/records.proto``: the codec (an adapter, outside the core)
 converts by name.
 
-A :class:`Record` is a key and a value; a ``None`` value is a tombstone that deletes the key.
-``replay`` of the records of a partition, in log order, rebuilds that partition's state.
+A record is a :class:`~shards.runtime.contract.Record`: one of the keys here and its value; a
+``None`` value is a tombstone that deletes the key. ``replay`` of the records of a partition,
+in log order, rebuilds that partition's state.
 
 Invariant: records are immutable values; nothing in the core mutates a record after creating
 it (state objects copy what they need).
@@ -16,7 +17,6 @@ it (state objects copy what they need).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 # ---------------------------------------------------------------------------------------
 # Offsets (type 1; Kafka's type 0 was the pre-0.9 format)
@@ -261,11 +261,6 @@ class ConsumerGroupClientAssignmentValue:
     assignor_name: str
     assignor_version: int
     attempts: int = 1  # members chosen for this epoch so far (deadline: the next one)
-
-
-class Record(NamedTuple):
-    key: Any
-    value: Any  # None = tombstone
 
 
 #: key class -> (type id, value class); type ids are Kafka's where Kafka has one.

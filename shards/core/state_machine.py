@@ -1,7 +1,7 @@
 """One offsets partition's state machine: groups + offsets (Kafka's GroupCoordinatorShard).
 
 The runtime calls the handlers here inside the partition's loop, one at a time. Handlers
-return a :class:`~shards.core.result.CoordinatorResult` and never change state; reads return
+return a :class:`~shards.runtime.contract.CoordinatorResult` and never change state; reads return
 the response directly. ``replay`` dispatches each record to the manager that owns its type.
 """
 
@@ -23,11 +23,11 @@ from shards.core.group_manager import GroupMetadataManager
 from shards.core.ids import UuidSource, kafka_uuid_text
 from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager
-from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
-from shards.core.result import CoordinatorResult, Timer
+from shards.core.records import GroupMetadataKey, OffsetCommitKey
 from shards.core.steady import SteadyAnswer
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
+from shards.runtime.contract import CoordinatorResult, Record, Timer
 
 
 class CoordinatorStateMachine:

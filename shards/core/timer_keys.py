@@ -16,7 +16,7 @@ timer heap may compare two keys (when their entries tie on deadline and scheduli
 Tuples for memory: a tuple of the group and member id strings the state already holds costs
 64 B where a new ``{kind}:{len}:{group}:{member}`` string cost ~110 B, and the runtime's timer
 keeps a member's session in its group's bucket under the key's member id string alone
-(``shards.runtime.partition.PartitionTimer``) -- so build member keys from the state's
+(``shards.runtime.timers.PartitionTimer``) -- so build member keys from the state's
 strings (``group.group_id``, ``member.member_id``) where a handler has them: then the timer
 keeps no copy.
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 
-from shards.core.result import TimerKey
+from shards.runtime.contract import TimerKey
 
 
 class TimerKind(enum.Enum):

@@ -25,9 +25,10 @@ Nothing here is needed for safety, only for liveness: a shard with a stale view 
 tries to load a partition someone else holds (refused by the lease) or keeps one a little
 longer than the map says (then hands it off on its next round).
 
-The manager is also the shard's :class:`OwnershipView` (FindCoordinator): a partition this
-process serves is answered with itself, any other with its live lease holder, else the
-member the map gives it, else nobody (COORDINATOR_NOT_AVAILABLE).
+The manager is also the shard's :class:`~shards.ownership.view.OwnershipView`
+(FindCoordinator): a partition this process serves is answered with itself, any other with
+its live lease holder, else the member the map gives it, else nobody
+(COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shards.coordinator import NodeAddress
+from shards.clock import Clock, timeout
 from shards.ownership.membership import Member, Membership, RegistrationConflict
 from shards.ownership.rendezvous import assign
-from shards.runtime.clock import Clock, timeout
+from shards.ownership.view import NodeAddress
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import REPAIR_OWNER_PREFIX, Lease, LogStore

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from shards.runtime.clock import SystemClock, WallClock
+from shards.clock import SystemClock, WallClock
 
 __all__ = ["Member", "Membership", "InMemoryMembership", "RegistrationConflict"]
 

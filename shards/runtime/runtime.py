@@ -18,8 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from shards.clock import Clock, SystemClock
 from shards.core.errors import ApiError, Errors
-from shards.runtime.clock import Clock, SystemClock
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import (
     Codec,

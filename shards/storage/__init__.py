@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote, urlsplit
 
-from shards.runtime.clock import WallClock
+from shards.clock import WallClock
 from shards.storage.base import (
     CatalogDocument,
     FencedError,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 
-from shards.runtime.clock import SystemClock, WallClock
+from shards.clock import SystemClock, WallClock
 from shards.storage._checks import check_partition, check_truncate_offset
 from shards.storage.base import (
     CatalogDocument,

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from shards.runtime.clock import SystemClock, WallClock
+from shards.clock import SystemClock, WallClock
 from shards.storage._checks import (
     check_lease_ms,
     check_partition,

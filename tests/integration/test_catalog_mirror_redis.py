@@ -10,8 +10,8 @@ import uuid
 
 from services.shard.app import ShardApp, ShardSettings
 from shards.catalog_mirror import CatalogMirror
+from shards.clock import ManualClock
 from shards.core.coordinator_config import CoordinatorConfig
-from shards.runtime.clock import ManualClock
 from shards.storage import open_store
 from shards.topic_catalog import TopicCatalog
 from tests.support.polling import poll

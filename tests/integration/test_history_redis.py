@@ -14,7 +14,8 @@ from groupcoord.v1 import coordinator_pb2_grpc
 
 from services.history.reader import export_parquet, read_redis
 from services.history.sink import HistorySink, RedisWriter
-from shards.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from shards.core.records import OffsetCommitKey, OffsetCommitValue
+from shards.runtime.contract import Record
 from tests.support.offsets import commit_request, ensure_topic
 from tests.support.processes import ROOT, ServerProcess
 

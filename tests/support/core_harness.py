@@ -26,17 +26,17 @@ from typing import Any
 
 from services.shard.assignor_executor import InProcessAssignor
 from shards.core.coordinator_config import CoordinatorConfig
-from shards.core.records import Record
-from shards.core.result import (
+from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.topics import TopicsImage
+from shards.runtime.contract import (
     AsyncTask,
     CoordinatorResult,
     Deferred,
     KeyedTimerOp,
+    Record,
     TimerKey,
     TimerOp,
 )
-from shards.core.state_machine import CoordinatorStateMachine
-from shards.core.topics import TopicsImage
 
 START_MS = 1_700_000_000_000
 _ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}

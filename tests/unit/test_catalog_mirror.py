@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror
+from shards.clock import ManualClock
 from shards.core import api
 from shards.core.errors import Errors
 from shards.core.topics import TopicImage
-from shards.runtime.clock import ManualClock
 from shards.storage import open_store
 from shards.storage.base import LogStore
 from shards.storage.memory import InMemoryLogStore, MemoryData

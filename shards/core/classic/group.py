@@ -34,8 +34,8 @@ from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
 from shards.core.classic.records import group_metadata_record, group_metadata_tombstone
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import GroupMetadataValue, MemberMetadata, Record
-from shards.core.result import Deferred
+from shards.core.records import GroupMetadataValue, MemberMetadata
+from shards.runtime.contract import Deferred, Record
 
 
 class ClassicGroupState(enum.Enum):

@@ -57,9 +57,9 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.ids import UuidSource, java_uuid_string
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
-from shards.core.result import CoordinatorResult, Deferred, Timer, TimerKey, TimerOp
+from shards.core.records import GroupMetadataKey, GroupMetadataValue
 from shards.core.timer_keys import TimerKind, group_key, member_key, member_of_key
+from shards.runtime.contract import CoordinatorResult, Deferred, Record, Timer, TimerKey, TimerOp
 
 UNKNOWN_MEMBER_ID = ""
 #: (an enum member looked up on its class costs ~50 ns: every heartbeat needs this one)

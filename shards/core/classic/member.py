@@ -10,7 +10,7 @@ and ``is_new`` (joined during the current rebalance, so its join may time out).
 from __future__ import annotations
 
 from shards.core.classic.api import JoinGroupRequestProtocol
-from shards.core.result import Deferred
+from shards.runtime.contract import Deferred
 
 EMPTY_ASSIGNMENT = b""
 

@@ -4,7 +4,8 @@ the group's to build (:meth:`shards.core.classic.group.ClassicGroup.metadata_val
 
 from __future__ import annotations
 
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
+from shards.core.records import GroupMetadataKey, GroupMetadataValue
+from shards.runtime.contract import Record
 
 
 def group_metadata_record(group_id: str, value: GroupMetadataValue) -> Record:

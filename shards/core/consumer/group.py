@@ -57,7 +57,8 @@ from shards.core.consumer.records import (
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
-from shards.core.records import ConsumerGroupClientAssignmentValue, Record, TopicMetadata
+from shards.core.records import ConsumerGroupClientAssignmentValue, TopicMetadata
+from shards.runtime.contract import Record
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

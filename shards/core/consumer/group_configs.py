@@ -21,8 +21,8 @@ from __future__ import annotations
 from shards.core.consumer import api
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.records import GroupConfigEntry, GroupConfigKey, GroupConfigValue, Record
-from shards.core.result import CoordinatorResult
+from shards.core.records import GroupConfigEntry, GroupConfigKey, GroupConfigValue
+from shards.runtime.contract import CoordinatorResult, Record
 
 SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"

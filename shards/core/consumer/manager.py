@@ -111,10 +111,8 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupConfigKey,
-    Record,
     TopicMetadata,
 )
-from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerKey
 from shards.core.steady import SteadyAnswer
 from shards.core.timer_keys import (
     CONSUMER_CATALOG_SYNC,
@@ -124,6 +122,7 @@ from shards.core.timer_keys import (
     member_of_key,
 )
 from shards.core.topics import TopicsImage
+from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer, TimerKey
 
 log = logging.getLogger("groupcoord.consumer")
 

@@ -1,7 +1,7 @@
 """The records of a consumer group, built in one place (Kafka's GroupCoordinatorRecordHelpers,
 its consumer-group half).
 
-Plain functions from group state to :class:`~shards.core.records.Record`; the manager, the
+Plain functions from group state to :class:`~shards.runtime.contract.Record`; the manager, the
 group (snapshot, tombstones) and online migration all build their records here, so that one
 record type is always built the same way.
 """
@@ -27,10 +27,10 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     PartitionMetadata,
-    Record,
     TopicMetadata,
 )
 from shards.core.topics import TopicsImage
+from shards.runtime.contract import Record
 
 
 def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> Record:

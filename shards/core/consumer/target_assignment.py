@@ -3,7 +3,7 @@
 Kafka computes a target assignment inside the heartbeat that needs it; groupcoord does the
 same for small groups with a built-in assignor (an injected :data:`InlineAssignor`, well
 under a few milliseconds). Otherwise computing it can take long, so it does not run on the
-partition loop: the manager returns an :class:`~shards.core.result.AsyncTask` whose request
+partition loop: the manager returns an :class:`~shards.runtime.contract.AsyncTask` whose request
 is a :class:`TargetAssignmentRequest` (plain data, everything the assignor needs, labelled
 with the group epoch it was computed for). An executor outside the core (in-process thread,
 or a remote assignor service) answers with a :data:`TargetAssignment` -- member id -> topic

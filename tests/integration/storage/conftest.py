@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shards.runtime.clock import ManualClock
+from shards.clock import ManualClock
 from shards.storage import LogStore, open_store
 from shards.storage.memory import InMemoryLogStore, MemoryData
 

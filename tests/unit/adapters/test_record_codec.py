@@ -10,20 +10,21 @@ from hypothesis import strategies as st
 from shards.adapters.convert import converter_to
 from shards.adapters.record_codec import RecordCodec
 from shards.core import records as r
+from shards.runtime.contract import Record
 
 names = st.text(min_size=1, max_size=8)
 i32 = st.integers(-(2**31), 2**31 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)
 offset_records = st.builds(
-    r.Record,
+    Record,
     st.builds(r.OffsetCommitKey, names, names, i32),
     st.none() | st.builds(r.OffsetCommitValue, i64, i32, st.text(max_size=20), i64, i64),
 )
 other_records = st.sampled_from(
     [
-        r.Record(r.GroupMetadataKey("g"), r.GroupMetadataValue("consumer", 3, "range", "m1", 7)),
-        r.Record(r.GroupMetadataKey("g"), None),
-        r.Record(
+        Record(r.GroupMetadataKey("g"), r.GroupMetadataValue("consumer", 3, "range", "m1", 7)),
+        Record(r.GroupMetadataKey("g"), None),
+        Record(
             r.ConsumerGroupMemberMetadataKey("g", "m"),
             r.ConsumerGroupMemberMetadataValue(
                 "i",
@@ -37,15 +38,15 @@ other_records = st.sampled_from(
                 r.ClassicMemberMetadata(10, (r.ClassicProtocol("range", b"\x00\x01"),)),
             ),
         ),
-        r.Record(
+        Record(
             r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
             r.ConsumerGroupCurrentMemberAssignmentValue(
                 3, 2, 1, (r.TopicPartitions("AAAAAAAAAAAAAAAAAAAAAA", (0, 2)),), ()
             ),
         ),
-        r.Record(r.GroupConfigKey("g"), r.GroupConfigValue((r.GroupConfigEntry("a", "1"),))),
+        Record(r.GroupConfigKey("g"), r.GroupConfigValue((r.GroupConfigEntry("a", "1"),))),
         # client-side assignors (docs/client-side-assignors.md)
-        r.Record(
+        Record(
             r.ConsumerGroupMemberMetadataKey("g", "m"),
             r.ConsumerGroupMemberMetadataValue(
                 None,
@@ -60,41 +61,41 @@ other_records = st.sampled_from(
                 (r.ClientAssignor("rr", -1, 3, 2, -1, b"\x00meta"),),
             ),
         ),
-        r.Record(
+        Record(
             r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
             r.ConsumerGroupTargetAssignmentMemberValue(
                 (r.TopicPartitions("AAAAAAAAAAAAAAAAAAAAAA", (1,)),), -1, b"\x01"
             ),
         ),
-        r.Record(
+        Record(
             r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
             r.ConsumerGroupCurrentMemberAssignmentValue(4, 3, 0, (), (), 2, b"x"),
         ),
-        r.Record(
+        Record(
             r.ConsumerGroupClientAssignmentKey("g"),
             r.ConsumerGroupClientAssignmentValue(7, "m", "rr", -1, 2),
         ),
-        r.Record(r.ConsumerGroupClientAssignmentKey("g"), None),
+        Record(r.ConsumerGroupClientAssignmentKey("g"), None),
     ]
 )
 any_records = st.lists(offset_records | other_records, max_size=40)
 
 
 @given(any_records)
-def test_batches_round_trip(records: list[r.Record]) -> None:
+def test_batches_round_trip(records: list[Record]) -> None:
     codec = RecordCodec()
     assert codec.decode_batch(codec.encode_batch(records, 123)) == records
 
 
 @given(st.lists(other_records, max_size=5), st.lists(offset_records, max_size=40))
-def test_snapshots_round_trip_in_order(head: list[r.Record], tail: list[r.Record]) -> None:
+def test_snapshots_round_trip_in_order(head: list[Record], tail: list[Record]) -> None:
     # a snapshot is group records followed by offsets (the shard's own order)
     records = head + tail
     codec = RecordCodec()
     decoded = codec.decode_snapshot(codec.encode_snapshot(records, 9))
 
     # replaying either list gives the same last value per key
-    def last(rs: list[r.Record]) -> dict[object, object]:
+    def last(rs: list[Record]) -> dict[object, object]:
         out: dict[object, object] = {}
         for rec in rs:
             out[rec.key] = rec.value
@@ -105,7 +106,7 @@ def test_snapshots_round_trip_in_order(head: list[r.Record], tail: list[r.Record
 
 
 @given(offset_records)
-def test_offset_fast_path_writes_the_generic_bytes(record: r.Record) -> None:
+def test_offset_fast_path_writes_the_generic_bytes(record: Record) -> None:
     codec = RecordCodec()
     lr = records_pb2.RecordBatch.FromString(codec.encode_batch([record], 0)).records[0]
     key_to = converter_to(r.OffsetCommitKey, records_pb2.OffsetCommitKey)
@@ -165,11 +166,11 @@ def test_records_written_before_client_side_assignors_load_with_none() -> None:
 
 def test_the_per_member_assignment_error_round_trips() -> None:
     records = [
-        r.Record(
+        Record(
             r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
             r.ConsumerGroupTargetAssignmentMemberValue((), 1, b"x", -3),
         ),
-        r.Record(
+        Record(
             r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
             r.ConsumerGroupCurrentMemberAssignmentValue(4, 3, 0, (), (), 1, b"x", 7),
         ),

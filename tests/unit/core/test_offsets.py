@@ -5,7 +5,8 @@ from __future__ import annotations
 from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.records import GroupMetadataKey, OffsetCommitKey, Record
+from shards.core.records import GroupMetadataKey, OffsetCommitKey
+from shards.runtime.contract import Record
 from tests.support.core_harness import ShardHarness
 
 DAY = 24 * 3600 * 1000

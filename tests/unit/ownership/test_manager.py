@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from shards.clock import ManualClock
 from shards.core.errors import ApiError, Errors
 from shards.ownership import InMemoryMembership, Member, RegistrationConflict
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
-from shards.runtime.clock import ManualClock
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.memory import InMemoryLogStore

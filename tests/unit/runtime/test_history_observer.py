@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from shards.clock import ManualClock
 from shards.core.errors import ApiError
-from shards.runtime.clock import ManualClock
 from shards.storage.memory import InMemoryLogStore
 from tests.unit.runtime.test_runtime import make_runtime
 

@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from shards.clock import ManualClock
 from shards.core.errors import ApiError
-from shards.runtime.clock import ManualClock
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
 from shards.storage.memory import InMemoryLogStore

@@ -12,18 +12,12 @@ from typing import Any
 
 import pytest
 
+from shards.clock import ManualClock, SystemClock
 from shards.core.errors import ApiError, Errors
-from shards.core.records import Record
-from shards.core.result import AsyncTask, CoordinatorResult, Deferred
-from shards.runtime.clock import ManualClock, SystemClock
-from shards.runtime.partition import (
-    PartitionState,
-    PartitionTimer,
-    ReadToken,
-    answer_again,
-    still_valid,
-)
+from shards.runtime.contract import AsyncTask, CoordinatorResult, Deferred, Record
+from shards.runtime.partition import PartitionState, ReadToken, answer_again, still_valid
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.runtime.timers import PartitionTimer
 from shards.storage.memory import InMemoryLogStore
 
 
@@ -746,7 +740,6 @@ async def test_snapshot_bounds_the_log_and_reload_gives_same_state(store: InMemo
 async def test_async_task_result_runs_as_a_write_and_newer_supersedes(
     store: InMemoryLogStore,
 ) -> None:
-    from shards.core.result import AsyncTask
 
     gates: dict[int, asyncio.Event] = {1: asyncio.Event(), 2: asyncio.Event()}
 

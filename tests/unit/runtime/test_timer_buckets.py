@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shards.core.result import CoordinatorResult, TimerKey
-from shards.runtime.clock import ManualClock
-from shards.runtime.partition import PartitionTimer
+from shards.clock import ManualClock
+from shards.runtime.contract import CoordinatorResult, TimerKey
+from shards.runtime.timers import PartitionTimer
 
 
 class _Partition:

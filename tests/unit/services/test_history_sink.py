@@ -24,10 +24,10 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    Record,
     TopicPartitions,
 )
 from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind, member_key
+from shards.runtime.contract import Record
 
 BASE = {"ts": 5, "partition": 2, "epoch": 3, "offset": 4, "write": 1}
 

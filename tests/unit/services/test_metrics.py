@@ -22,9 +22,9 @@ from shards.core.records import (
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
-    Record,
 )
 from shards.core.timer_keys import GROUP_EXPIRATION
+from shards.runtime.contract import Record
 
 
 def totals(reader: InMemoryMetricReader) -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from shards.core.classic.group import ClassicGroupState
 from shards.core.errors import Errors
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, Record
+from shards.core.records import GroupMetadataKey, GroupMetadataValue
 from shards.core.timer_keys import TimerKind, group_key
+from shards.runtime.contract import Record
 from tests.support.core_harness import Pending
 from tests.unit.core.classic.support import DELAY, REBALANCE, SESSION, Classic, done
 

@@ -6,7 +6,8 @@ from shards.core import api
 from shards.core.classic.group import ClassicGroup, ClassicGroupState
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
-from shards.core.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from shards.core.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from shards.runtime.contract import Record
 from tests.support.core_harness import ShardHarness
 from tests.unit.core.classic.support import DELAY, SESSION, Classic, done
 

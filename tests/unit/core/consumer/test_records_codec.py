@@ -17,10 +17,10 @@ from shards.core.records import (
     GroupConfigKey,
     GroupConfigValue,
     PartitionMetadata,
-    Record,
     TopicMetadata,
 )
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.runtime.contract import Record
 from tests.support.core_harness import ManualTimer, seeded_uuids
 from tests.unit.core.consumer.support import Consumers, FakeConsumer, image
 

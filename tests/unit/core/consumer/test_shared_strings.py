@@ -23,10 +23,10 @@ from shards.core.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-    Record,
     TopicPartitions,
 )
 from shards.core.timer_keys import TimerKind, member_key
+from shards.runtime.contract import Record
 from tests.support.core_harness import ShardHarness
 
 

@@ -35,7 +35,7 @@ from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.member import MemberState
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.result import AsyncTask
+from shards.runtime.contract import AsyncTask
 from tests.support.machines import quick_and_slow
 from tests.unit.core.consumer.support import (
     Consumers,

@@ -1,5 +1,15 @@
 """The contract between a coordinator state machine and the runtime that drives it.
 
+It lives in the runtime, as Kafka's ``CoordinatorResult``, ``CoordinatorShard`` and
+``CoordinatorTimer`` live in ``coordinator-common``: the core (``shards.core``) imports it,
+the runtime needs nothing of the core to drive a state machine. Pure: plain data and
+protocols, no asyncio, no I/O (the layering test holds it to that).
+
+A :class:`Record` is a key and a value (Kafka's ``CoordinatorRecord``); a ``None`` value is a
+tombstone that deletes the key. The runtime treats both as opaque: the state machine replays
+them, the codec it is given turns them into bytes (the core's key and value types:
+:mod:`shards.core.records`).
+
 A handler returns a :class:`CoordinatorResult`: records to append, and the response. The
 runtime replays the records, appends them, and hands the response back only once the append
 is durable. Some responses cannot be given at once (a classic JoinGroup waits for the other
@@ -39,11 +49,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
-
-from shards.core.records import Record
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 R = TypeVar("R")
+
+
+class Record(NamedTuple):
+    key: Any
+    value: Any  # None = tombstone
+
 
 _deferred_ids = itertools.count(1)
 

@@ -1,5 +1,8 @@
 """Time for the runtime, the ownership loops and the stores: one injectable source.
 
+A module of its own below all of them (it imports nothing of the project): the stores take
+their clock from here without reaching up into the runtime.
+
 Every component that needs the time takes a :class:`Clock` (constructor parameter, default
 :class:`SystemClock`); nothing else in ``shards/runtime``, ``shards/ownership`` or
 ``shards/storage`` reads the wall clock, the monotonic clock or calls ``asyncio.sleep`` /
