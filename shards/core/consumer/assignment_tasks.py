@@ -51,6 +51,9 @@ def assignment_request(
     regexes: dict[str, ResolvedRegex],
     metadata: dict[str, TopicMetadata],
 ) -> TargetAssignmentRequest:
+    """What the target of ``group`` at ``group_epoch`` is computed from: each member's
+    subscribed topic ids (its names and its resolved regex) and current target, and the
+    subscribed topics (``metadata``)."""
     ids = {name: t.topic_id for name, t in metadata.items()}
     subscriptions: dict[tuple[str, ...], tuple[str, ...]] = {}  # shared equal tuples
     specs = []

@@ -68,7 +68,7 @@ class ClientSideAssignments:
         configs: GroupConfigs,
         timer: Timer,
         groups: dict[str, Group],
-        tasks: AssignmentTasks,
+        server_side: AssignmentTasks,
         client_choice: Callable[[str, Iterable[ConsumerGroupMember]], csa.ClientChoice | None],
         consumer_group: Callable[[str], ConsumerGroup],
         stats: csa.ClientAssignmentStats,
@@ -77,7 +77,7 @@ class ClientSideAssignments:
         self._configs = configs
         self._timer = timer
         self._groups = groups
-        self._tasks = tasks
+        self._server_side = server_side
         self._client_choice = client_choice
         self._consumer_group = consumer_group
         self._stats = stats
@@ -114,8 +114,8 @@ class ClientSideAssignments:
                 records.append(client_assignment_tombstone(group.group_id))
                 if group.computing_member() is not None:
                     self._stats.given_up_server_side += 1
-        if self._tasks.inline_targets(request, records, group.target_metadata) is None:
-            tasks.append(self._tasks.task(group, request))
+        if self._server_side.inline_targets(request, records, group.target_metadata) is None:
+            tasks.append(self._server_side.task(group, request))
 
     def orphaned(self, group: ConsumerGroup) -> bool:
         """Whether the group needs a client-side target that no member is chosen for."""
@@ -224,8 +224,8 @@ class ClientSideAssignments:
             group.resolved_regexes,
             group.subscription_metadata,
         )
-        if self._tasks.inline_targets(request, records, group.target_metadata) is None:
-            tasks.append(self._tasks.task(group, request))
+        if self._server_side.inline_targets(request, records, group.target_metadata) is None:
+            tasks.append(self._server_side.task(group, request))
         return CoordinatorResult(records, tasks=tasks)
 
     def _chosen(

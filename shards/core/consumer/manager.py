@@ -1,6 +1,53 @@
+"""The consumer groups of one offsets partition (the KIP-848 half of Kafka's
+GroupMetadataManager): ConsumerGroupHeartbeat, ConsumerGroupDescribe, the session and
+rebalance timeouts, catalog changes, asynchronous target assignments, group configs, and
+the replay of every consumer-group record.
+
+Theory of operation
+-------------------
+A heartbeat runs three steps, each described as records (only replay changes state):
+
+1. **Membership.** The group is found or created (epoch 0 joins), the member is found,
+   created, or -- for a static member that left temporarily (epoch -2) -- replaced under
+   its new member id. Its subscription is updated from the request's non-null fields. A
+   change of subscription (topic names or regex), of the group's preferred server assignor,
+   or of the subscribed topics' metadata bumps the *group epoch*.
+2. **Target assignment.** When the group epoch is ahead of the *assignment epoch*, a new
+   target assignment is needed. Like Kafka 4.1, it is computed right there, in the same
+   operation, when that is cheap (an in-process assignor, a group of at most
+   ``consumer_group_inline_assignment_max_size`` members + partitions): the target records
+   and the new assignment epoch are part of the operation's records. Otherwise it is
+   requested as an :class:`AsyncTask` labelled with the group epoch and computed off the
+   loop; its answer is applied later, as its own write, and only if the group epoch has
+   not moved since (a newer task is then on its way). Either way only members whose
+   target changed get a record.
+3. **Reconciliation.** The member moves one step towards its target at the assignment
+   epoch (``reconciliation.reconcile``); the response carries the new epoch, and the
+   assignment when it changed or the request was a full one.
+
+So the epochs a member sees are Kafka's: a new group's first member gets epoch 1 with its
+partitions, a member joining an existing group gets the new group epoch in its first
+response. Only when the target of a *new* group must be computed off the loop does the
+group start with an empty target at epoch 1 and its real one at epoch 2, so that member
+epochs stay >= 1 (0 is reserved for joining). When the last member leaves, the group epoch
+moves and the assignment epoch stays that of the last computed target (as Kafka 4.1).
+
+Regular expressions are resolved synchronously against the partition's catalog image (a
+match over topic names) when a member brings a regex the group does not know yet, and
+re-resolved for every group when topics are created or deleted; each resolution is
+persisted (record type 16). Catalog changes also refresh the subscribed topics' metadata
+and bump the epochs of the groups they affect.
+
+This module holds the entry points and the pipeline; the rest is in collaborators the
+manager owns (each given the state it needs), one module each: ``membership`` (validation,
+the member and its subscription: plain functions), ``steady`` (the steady heartbeat),
+``assignment_tasks`` (server-side targets, in-line or as tasks), ``client_side``
+(client-side assignors), ``sessions`` (timers, leaving, fencing), ``catalog`` (catalog
+changes, the catch-up after a load) and ``replay`` (every consumer-group record).
+"""
+
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
@@ -13,8 +60,9 @@ from shards.core.consumer.assignment_tasks import (
     assignment_request,
     empty_targets,
 )
+from shards.core.consumer.catalog import CatalogSync
 from shards.core.consumer.client_side import ClientSideAssignments, check_classic_versions
-from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
+from shards.core.consumer.group import ConsumerGroup, preferred_assignor
 from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
@@ -37,34 +85,28 @@ from shards.core.consumer.records import (
     member_metadata_record,
     member_tombstones,
     partition_metadata_record,
-    regular_expression_record,
     target_assignment_record,
     topic_metadata,
 )
-from shards.core.consumer.regex import resolve
 from shards.core.consumer.replay import ConsumerGroupReplay
+from shards.core.consumer.sessions import ConsumerMigration, Sessions
 from shards.core.consumer.steady import SteadyPath
 from shards.core.consumer.target_assignment import InlineAssignor, TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
-from shards.core.group import Group, GroupType
+from shards.core.group import GroupType
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.records import GroupConfigKey, Record
-from shards.core.result import AsyncTask, CoordinatorResult, Timer, TimerKey
+from shards.core.result import AsyncTask, CoordinatorResult, Timer
 from shards.core.timer_keys import (
     CONSUMER_CATALOG_SYNC,
     TimerKind,
     member_key,
-    member_of_key,
 )
 from shards.core.topics import TopicsImage
 
-log = logging.getLogger("groupcoord.consumer")
-
 #: a new group whose target is computed off the loop starts with an (empty) target here
 INITIAL_GROUP_EPOCH = 1
-#: (an enum member looked up on its class costs ~50 ns: every heartbeat needs this one)
-_SESSION_TIMEOUT = TimerKind.CONSUMER_SESSION_TIMEOUT
 
 Response = api.ConsumerGroupHeartbeatResponse
 
@@ -87,26 +129,6 @@ class ClassicJoin(Protocol):
         ...
 
     def response(self, member: ConsumerGroupMember) -> object: ...
-
-
-class ConsumerMigration(Protocol):
-    """What this manager asks of online migration (``shards.core.migration``)."""
-
-    def upgrade(self, group: Group, records: list[Record]) -> ConsumerGroup | None:
-        """A consumer-protocol member joins ``group`` (not a consumer group): the consumer
-        group it becomes (its records appended), or None."""
-        ...
-
-    def maybe_downgrade(
-        self, group: ConsumerGroup, leaving: ConsumerGroupMember, response: Any, now_ms: int
-    ) -> CoordinatorResult[Any] | None:
-        """``leaving`` is being fenced: the result of converting the group to a classic group,
-        or None when it stays a consumer group."""
-        ...
-
-    def cancel_timers(self, group_id: str, member_id: str) -> None:
-        """The timers migration keeps for a member (classic join/sync timeouts)."""
-        ...
 
 
 class ConsumerGroupManager:
@@ -138,13 +160,11 @@ class ConsumerGroupManager:
         self.migration = migration
         # subscribed topic ids per subscription, cached for the image in use
         self._subscribed_ids = membership.SubscribedIds().of
-        # one op for every member's session timer (called with the timer's key): no closure
-        # per member (memory: see PartitionTimer)
-        self._session_timer = self._expire_session
-        # The collaborators, each holding the state it needs (the partition's groups are one
-        # dict, shared): the records' replay, server-side target assignments (``tasks.assign``
+        # The collaborators, each given the state it needs (the partition's groups are one
+        # dict, shared): the records' replay, server-side target assignments (its ``assign``
         # computes small ones inside the operation; None: always off the loop), client-side
-        # ones, and the steady path.
+        # ones, members' sessions (leaving, fencing, their timers), the catalog's changes and
+        # the steady path.
         self.replay = ConsumerGroupReplay(groups.groups)
         self.server_side = AssignmentTasks(
             config, timer, groups.groups, assign, self.group_assignor, self.client_choice
@@ -159,12 +179,31 @@ class ConsumerGroupManager:
             self.consumer_group,
             self.client_stats,
         )
+        self.sessions = Sessions(
+            self.configs,
+            timer,
+            groups.groups,
+            topics,
+            migration,
+            self.server_side,
+            self.client_side,
+            self.consumer_group,
+            self.group_assignor,
+            self.client_choice,
+            self.client_stats,
+        )
+        self.catalog = CatalogSync(
+            self.consumer_groups, self.server_side, self.client_side, self.group_assignor
+        )
+        #: (re)start a member's session (:meth:`Sessions.schedule_session_timeout`; bound
+        #: here: every heartbeat calls it)
+        self.schedule_session_timeout = self.sessions.schedule_session_timeout
         self.steady = SteadyPath(
             groups.groups,
             self.configs,
             topics,
             self._subscribed_ids,
-            self.schedule_session_timeout,
+            self.sessions.schedule_session_timeout,
             self.server_side.deferred_target,
             self.client_side.orphaned,
         )
@@ -188,6 +227,7 @@ class ConsumerGroupManager:
             GroupConfigKey: self.configs.replay,
         }
 
+    # ---- lookups ----
     def consumer_groups(self) -> list[ConsumerGroup]:
         return [g for g in self.group_manager.groups.values() if isinstance(g, ConsumerGroup)]
 
@@ -224,7 +264,7 @@ class ConsumerGroupManager:
         """``principal``: the caller's, under the authorizer (see ``membership.regex_changes``)."""
         membership.validate(request, self.config.consumer_group_assignors)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._leave(request, now_ms)
+            return self.sessions.leave(request, now_ms)
         return self._steady(request, now_ms) or self.heartbeat_pipeline(
             request, now_ms, principal=principal
         )
@@ -449,7 +489,7 @@ class ConsumerGroupManager:
             self.client_side.schedule_deadline(group_id, *deadline)
         if assignment_changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group_id, reconciled)
+                self.sessions.schedule_rebalance_timeout(group_id, reconciled)
             else:
                 self.timer.cancel(
                     member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id)
@@ -521,169 +561,16 @@ class ConsumerGroupManager:
                 f"The consumer group has reached its maximum capacity of {limit} members.",
             )
 
-    # ---- leaving ----
-    def _leave(
-        self, request: api.ConsumerGroupHeartbeatRequest, now_ms: int
-    ) -> CoordinatorResult[Response]:
-        group = self.consumer_group(request.group_id)
-        member_id = request.member_id
-        response = Response(member_id=member_id, member_epoch=request.member_epoch)
-        if request.instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                raise ApiError(
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {group.group_id}.",
-                )
-            return self.fence(group, member, response, now_ms)
-        instance_id = request.instance_id
-        member = group.static_member(instance_id)
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if member.member_id != member_id:
-            raise ApiError(
-                Errors.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by "
-                f"member {member.member_id}.",
-            )
-        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            # A temporary leave: the member keeps its place (and its partitions stay with
-            # it) until it rejoins or its session expires.
-            away = replace(
-                member,
-                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                partitions_pending_revocation=EMPTY_ASSIGNMENT,
-            )
-            return CoordinatorResult(
-                [current_assignment_record(group.group_id, away)],
-                Response(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
-            )
-        return self.fence(group, member, response, now_ms)
-
+    # ---- leaving, sessions (Sessions) ----
     def fence(
         self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, now_ms: int = 0
     ) -> CoordinatorResult[Any]:
-        """Remove a member (leave, session or rebalance timeout) and bump the group epoch."""
-        if self.migration is not None:
-            # online downgrade when the last consumer-protocol member goes (None: no)
-            downgraded = self.migration.maybe_downgrade(group, member, response, now_ms)
-            if downgraded is not None:
-                return downgraded
-        gid = group.group_id
-        records = member_tombstones(gid, member.member_id)
-        if group.computing_member() == member.member_id:
-            self.client_stats.given_up_member_left += 1
-        regexes = membership.regex_changes(
-            group, member, None, self.topics, 0, records, self.topic_filter
-        )
-        names = membership.names_after(group, member, None, regexes)
-        metadata = group.subscription_metadata
-        if names != set(metadata):
-            metadata = topic_metadata(names, self.topics)
-            if metadata != group.subscription_metadata:
-                records.append(partition_metadata_record(gid, metadata))
-        epoch = group.group_epoch + 1
-        records.append(group_epoch_record(gid, epoch, group.metadata_hash))
-        self.cancel_timers(gid, member.member_id)
-        remaining = [m for mid, m in group.members.items() if mid != member.member_id]
-        # Without members nothing is assigned: as in Kafka 4.1, the assignment epoch stays
-        # that of the last computed target (Describe shows it); the next join computes one.
-        tasks: list[AsyncTask] = []
-        if not remaining:
-            return CoordinatorResult(records, response)
-        client = self.client_choice(gid, remaining) if group.client_members else None
-        if client is None and group.client_assignment is not None:
-            records.append(client_assignment_tombstone(gid))
-            if group.computing_member() not in (None, member.member_id):
-                self.client_stats.given_up_server_side += 1
-        if not metadata:
-            empty_targets(gid, epoch, remaining, group.target_of, records, group.target_metadata)
-        elif client is not None:
-            # another member computes if the fenced one was chosen
-            pending = group.client_assignment
-            chosen = self.client_side.start(
-                gid,
-                epoch,
-                client,
-                remaining,
-                (pending.member_id if pending is not None else None,),
-                1,
-                records,
-            )
-            if chosen is not None:
-                self.client_side.schedule_deadline(gid, epoch, chosen, 1)
-        else:
-            assignors = dict(group.assignor_counts)
-            if member.server_assignor is not None:
-                assignors[member.server_assignor] -= 1
-            assignor = self.group_assignor({k: v for k, v in assignors.items() if v > 0})
-            request = assignment_request(
-                group, epoch, assignor, remaining, group.target_of, regexes, metadata
-            )
-            # As Kafka 4.1: the epoch bump only; the next heartbeat of a remaining member
-            # computes the target (Describe shows Assigning meanwhile). Groups assigned off
-            # the loop start that computation now.
-            if not self.server_side.assigns_inline(request):
-                tasks.append(self.server_side.task(group, request))
-        return CoordinatorResult(records, response, tasks=tasks)
-
-    # ---- timers ----
-    def schedule_session_timeout(
-        self,
-        group_id: str,
-        member_id: str,
-        timeout_ms: int | None = None,
-        postpone: bool = False,
-    ) -> None:
-        """(Re)start a member's session. ``postpone``: a session whose timer runs already
-        only moves its deadline (``Timer.postpone``: no new timer, and the timer reaching
-        its first deadline waits on without firing) -- a heartbeat costs no timer churn and
-        is no operation on the partition. (``timeout_ms``: a member using the classic
-        protocol brings its own.) Keyed by the strings given: the state's own, so that a
-        timer keeping them keeps no copy."""
-        key = member_key(_SESSION_TIMEOUT, group_id, member_id)
-        timeout = self.configs.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        if not postpone or not self.timer.postpone(key, timeout, self._session_timer):
-            self.timer.schedule_keyed(key, timeout, self._session_timer)
-
-    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
-        member_id, epoch = member.member_id, member.member_epoch
-        self.timer.schedule(
-            member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id),
-            max(member.rebalance_timeout_ms, 0),
-            lambda now: self._expire_rebalance(group_id, member_id, epoch, now),
-        )
+        """Remove a member (leave, session or rebalance timeout) and bump the group epoch
+        (:meth:`Sessions.fence`)."""
+        return self.sessions.fence(group, member, response, now_ms)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, group_id, member_id))
-        self.timer.cancel(member_key(TimerKind.CONSUMER_REBALANCE_TIMEOUT, group_id, member_id))
-        if self.migration is not None:
-            self.migration.cancel_timers(group_id, member_id)  # classic join/sync timeouts
-
-    def _expire_session(self, key: TimerKey, now_ms: int) -> CoordinatorResult[None]:
-        group_id, member_id = member_of_key(key)
-        group = self.group_manager.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup) or member_id not in group.members:
-            return CoordinatorResult()
-        log.info("[GroupId %s] Member %s fenced: its session expired.", group_id, member_id)
-        return self.fence(group, group.members[member_id], None, now_ms)
-
-    def _expire_rebalance(
-        self, group_id: str, member_id: str, epoch: int, now_ms: int
-    ) -> CoordinatorResult[None]:
-        group = self.group_manager.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup):
-            return CoordinatorResult()
-        member = group.members.get(member_id)
-        if member is None or member.member_epoch != epoch:
-            return CoordinatorResult()
-        log.info(
-            "[GroupId %s] Member %s fenced: it did not revoke its partitions at epoch %d in time.",
-            group_id,
-            member_id,
-            epoch,
-        )
-        return self.fence(group, member, None, now_ms)
+        self.sessions.cancel_timers(group_id, member_id)
 
     # ---- target assignment ----
     #: the request a target is computed from (``assignment_tasks.assignment_request``)
@@ -701,80 +588,13 @@ class ConsumerGroupManager:
         (:meth:`ClientSideAssignments.request_target`)."""
         self.client_side.request_target(group, request, records, tasks)
 
-    # ==== catalog ====
+    # ==== catalog (CatalogSync) ====
     def update_topics(
         self, previous: TopicsImage | None, image: TopicsImage, now_ms: int
     ) -> CoordinatorResult[None]:
         """A new catalog image (already installed): refresh regexes and topic metadata of
         every group, bumping the epoch of those that changed."""
-        names_changed = previous is None or previous.by_name.keys() != image.by_name.keys()
-        return self._sync_groups(image, names_changed, now_ms, set())
-
-    def _sync_groups(
-        self, image: TopicsImage, reresolve: bool, now_ms: int, synced: set[str]
-    ) -> CoordinatorResult[None]:
-        """``synced`` gets the ids of the groups whose epoch moved."""
-        records: list[Record] = []
-        tasks: list[AsyncTask] = []
-        for group in self.consumer_groups():
-            if group.members and self._sync_group(group, image, reresolve, now_ms, records, tasks):
-                synced.add(group.group_id)
-        return CoordinatorResult(records, tasks=tasks)
-
-    def _sync_group(
-        self,
-        group: ConsumerGroup,
-        image: TopicsImage,
-        reresolve: bool,
-        now_ms: int,
-        records: list[Record],
-        tasks: list[AsyncTask],
-    ) -> bool:
-        """Whether the group's epoch moved."""
-        gid = group.group_id
-        regexes = group.resolved_regexes
-        bump = False
-        if reresolve and regexes:
-            regexes = dict(regexes)
-            for regex, old in group.resolved_regexes.items():
-                try:
-                    topics = resolve(regex, image)
-                except ApiError:  # cannot happen for a regex that resolved before
-                    continue
-                if self.topic_filter is not None and old.principal:
-                    # with the rights of the caller whose heartbeat resolved it
-                    topics = self.topic_filter(old.principal, topics)
-                if topics != old.topics:
-                    bump = True
-                    regexes[regex] = ResolvedRegex(topics, image.version, now_ms, old.principal)
-                    records.append(
-                        regular_expression_record(
-                            gid, regex, topics, image.version, now_ms, old.principal
-                        )
-                    )
-        names = membership.names_after(group, None, None, regexes)
-        metadata = topic_metadata(names, image)
-        if metadata != group.subscription_metadata:
-            bump = True
-            records.append(partition_metadata_record(gid, metadata))
-        if not bump:
-            return False
-        epoch = group.group_epoch + 1
-        records.append(group_epoch_record(gid, epoch, group.metadata_hash))
-        if not metadata:
-            empty_targets(gid, epoch, group.members.values(), group.target_of, records)
-            return True
-        request = assignment_request(
-            group,
-            epoch,
-            self.group_assignor(group.assignor_counts),
-            group.members.values(),
-            group.target_of,
-            regexes,
-            metadata,
-        )
-        self.client_side.request_target(group, request, records, tasks)
-        return True
+        return self.catalog.update_topics(previous, image, now_ms, self.topic_filter)
 
     # ==== load ====
     def on_loaded(self, now_ms: int) -> None:
@@ -782,7 +602,7 @@ class ConsumerGroupManager:
             for member in group.members.values():
                 self.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(group.group_id, member)
+                    self.sessions.schedule_rebalance_timeout(group.group_id, member)
             pending = group.client_assignment
             chosen = group.computing_member()
             if pending is not None and chosen is not None:
@@ -795,19 +615,7 @@ class ConsumerGroupManager:
         self.timer.schedule(CONSUMER_CATALOG_SYNC, 0, self._after_load)
 
     def _after_load(self, now_ms: int) -> CoordinatorResult[None]:
-        synced: set[str] = set()
-        result = self._sync_groups(self.topics, True, now_ms, synced)
-        records, tasks = list(result.records), list(result.tasks)
-        for group in self.consumer_groups():
-            if (
-                group.group_id not in synced
-                and self.server_side.needs_assignment(group)
-                and group.computing_member() is None
-            ):
-                self.client_side.request_target(
-                    group, self.server_side.group_request(group), records, tasks
-                )
-        return CoordinatorResult(records, tasks=tasks)
+        return self.catalog.catch_up(self.topics, now_ms, self.topic_filter)
 
     # ==== ConsumerGroupDescribe ====
     def describe(
