@@ -3,8 +3,8 @@ the request's validation, finding (or creating, or replacing) the member, applyi
 request's non-null fields to it, and what its subscription changes -- the regexes the group
 resolves, the topic names it subscribes to, the ids of a member's subscribed topics. Plain
 functions of the state they are given (the group, the member, the catalog image): nothing
-here changes state; what changes is written as records, replayed by
-:mod:`shards.core.consumer.replay`.
+here changes a group (what changes is written as records, replayed by
+:mod:`shards.core.consumer.replay`); :class:`SubscribedIds` keeps a transient cache.
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ subscribes to -- answered without the general pipeline
 every member, through the runtime's shortcut): the manager binds its methods as its own
 ``steady_heartbeat`` / ``steady_heartbeat_again`` so that a call costs what a method of the
 manager did, and the path holds what it reads (the groups, the configs, the collaborators'
-bound methods) in attributes of its own -- one lookup each, as before the split.
+bound methods) in attributes of its own: one lookup each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from shards.core.consumer import api
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
@@ -26,9 +27,21 @@ from shards.core.topics import TopicsImage
 Response = api.ConsumerGroupHeartbeatResponse
 
 
+class ScheduleSession(Protocol):
+    """``Sessions.schedule_session_timeout``."""
+
+    def __call__(
+        self,
+        group_id: str,
+        member_id: str,
+        timeout_ms: int | None = None,
+        postpone: bool = False,
+    ) -> None: ...
+
+
 class SteadyPath:
     """The steady heartbeat of the groups in ``groups`` (the partition's, shared).
-    ``schedule_session``: the manager's ``schedule_session_timeout``; ``deferred_target`` and
+    ``schedule_session``: (re)starts a member's session; ``deferred_target`` and
     ``orphaned``: whether a target is left to the next heartbeat (in-line, or client-side
     with no member chosen) -- then the pipeline answers."""
 
@@ -40,7 +53,7 @@ class SteadyPath:
         subscribed_ids: Callable[
             [ConsumerGroupMember, dict[str, ResolvedRegex], TopicsImage], frozenset[str]
         ],
-        schedule_session: Callable[..., None],
+        schedule_session: ScheduleSession,
         deferred_target: Callable[[ConsumerGroup], bool],
         orphaned: Callable[[ConsumerGroup], bool],
     ) -> None:
