@@ -152,7 +152,7 @@ def main() -> None:
         prepare.append(p * 1e3)
         install.append(i * 1e3)
         stable(client, client_clients)
-    request_ = server.shard.consumer._group_request(server.group())
+    request_ = server.shard.consumer.server_side.group_request(server.group())
     uniform = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()

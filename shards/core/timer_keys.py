@@ -36,7 +36,7 @@ class TimerKind(enum.Enum):
     CLASSIC_JOIN = "classic-join"  # the join phase of a rebalance (group)
     CLASSIC_SYNC = "classic-sync"  # members that must sync (group)
     CLASSIC_HEARTBEAT = "classic-heartbeat"  # a member's session (member)
-    # consumer groups (shards.core.consumer.manager)
+    # consumer groups (shards.core.consumer: sessions, assignment_tasks, client_side)
     CONSUMER_SESSION_TIMEOUT = "consumer-session-timeout"  # member
     CONSUMER_REBALANCE_TIMEOUT = "consumer-rebalance-timeout"  # revocation deadline (member)
     CONSUMER_ASSIGNMENT_RETRY = "consumer-assignment-retry"  # after a failed target (group)
@@ -55,7 +55,7 @@ class TimerKind(enum.Enum):
 
 #: the periodic expiration of offsets and empty groups (shards.core.state_machine)
 GROUP_EXPIRATION: TimerKey = ("expire-group-metadata",)
-#: the catch-up with the catalog after a load (shards.core.consumer.manager)
+#: the catch-up with the catalog after a load (shards.core.consumer.catalog)
 CONSUMER_CATALOG_SYNC: TimerKey = ("consumer-catalog-sync",)
 
 

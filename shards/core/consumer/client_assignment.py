@@ -3,7 +3,8 @@
 Apache Kafka specified them and never shipped them; groupcoord offers them to gRPC callers
 (docs/client-side-assignors.md). This module holds the rules as plain functions over the
 group's state; :class:`~shards.core.consumer.manager.ConsumerGroupManager` wires them into
-the heartbeat, the timers and the two RPCs.
+the heartbeat, :class:`~shards.core.consumer.client_side.ClientSideAssignments` into the
+timers and the two RPCs.
 
 * **Selection.** A group uses a client-side assignor when its config allows it
   (``consumer.client.assignors.enable``) or a member asks for one by name (its

@@ -1,7 +1,7 @@
 """The consumer group (Kafka's ConsumerGroup): members, target assignment, epochs.
 
-Only :mod:`shards.core.consumer.manager`'s replay functions change a group; handlers read
-it and describe the change as  Besides the persisted state (group epoch, members,
+Only :mod:`shards.core.consumer.replay`'s replay functions change a group; handlers read
+it and describe the change as records. Besides the persisted state (group epoch, members,
 target assignment, assignment epoch, subscription metadata, resolved regular expressions)
 the group keeps indexes derived from it and maintained on every replay:
 

@@ -8,7 +8,8 @@ is a :class:`TargetAssignmentRequest` (plain data, everything the assignor needs
 with the group epoch it was computed for). An executor outside the core (in-process thread,
 or a remote assignor service) answers with a :data:`TargetAssignment` -- member id -> topic
 id -> partitions -- or an exception. The answer is applied as a write operation that drops
-it if the group moved on meanwhile (see ``ConsumerGroupManager._on_assignment``).
+it if the group moved on meanwhile (see ``AssignmentTasks._on_assignment`` in
+:mod:`shards.core.consumer.assignment_tasks`).
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def test_large_groups_are_assigned_off_the_loop() -> None:
 
 def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
     c = Consumers()
-    c.h.shard.consumer.assign = NotInline()  # e.g. a custom assignor
+    c.h.shard.consumer.server_side.assign = NotInline()  # e.g. a custom assignor
     r = c.join("m1")
     assert (r.member_epoch, r.assignment) == (1, ())
     assert epochs(c) == ("Assigning", 2, 1) and list(c.h.tasks) == [
@@ -155,7 +155,7 @@ def test_an_assignor_not_computed_inline_goes_off_the_loop() -> None:
 def test_a_failing_inline_assignor_falls_back_off_the_loop() -> None:
     c = Consumers()
 
-    c.h.shard.consumer.assign = Broken()
+    c.h.shard.consumer.server_side.assign = Broken()
     r = c.join("m1")
     assert (r.member_epoch, r.assignment) == (1, ())
     c.assign()  # the real assignors, off the loop
@@ -189,7 +189,7 @@ def test_a_session_expiry_leaves_the_target_to_the_next_heartbeat() -> None:
 def test_a_leave_starts_the_computation_at_once_off_the_loop() -> None:
     # groups assigned off the loop do not wait for a heartbeat: the leave starts the task
     c = Consumers()
-    c.h.shard.consumer.assign = NotInline()
+    c.h.shard.consumer.server_side.assign = NotInline()
     a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
     for _ in range(4):
         a.heartbeat(), b.heartbeat()

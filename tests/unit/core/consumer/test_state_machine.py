@@ -275,7 +275,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         manager = self.c.h.shard.consumer
         now = self.c.h.now
         try:
-            fast = manager._steady(request, now)
+            fast = manager.steady.answer(request, now)
         except ApiError:
             return
         if not full and client.instance_id is None:

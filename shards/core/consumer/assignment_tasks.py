@@ -1,0 +1,272 @@
+"""Server-side target assignments of consumer groups: the request a group's target is
+computed from, computed in the operation that needs it when that is cheap (an in-process
+assignor, a small group: as Kafka 4.1), else as an :class:`AsyncTask` computed off the
+partition loop, labelled with the group epoch. A task's answer is applied as a write of its
+own, and only if the group epoch has not moved since (a newer task is then on its way); a
+failed computation is retried after ``ASSIGNMENT_RETRY_BACKOFF_MS``. Only members whose
+target changed get a record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable
+
+from shards.core.consumer import client_assignment as csa
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
+from shards.core.consumer.member import (
+    EMPTY_ASSIGNMENT,
+    Assignment,
+    ConsumerGroupMember,
+    make_assignment,
+    same_assignment,
+)
+from shards.core.consumer.records import assignment_epoch_record, target_assignment_record
+from shards.core.consumer.target_assignment import (
+    AssignmentMember,
+    AssignmentTopic,
+    InlineAssignor,
+    TargetAssignment,
+    TargetAssignmentRequest,
+    validate_answer,
+)
+from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.group import Group
+from shards.core.records import TopicMetadata
+from shards.core.timer_keys import TimerKind, group_key
+from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer
+
+log = logging.getLogger("groupcoord.consumer")
+
+#: retry delay after a failed target assignment computation
+ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
+
+
+def assignment_request(
+    group: ConsumerGroup,
+    group_epoch: int,
+    assignor: str,
+    members: Iterable[ConsumerGroupMember],
+    target_of: Callable[[str], Assignment],
+    regexes: dict[str, ResolvedRegex],
+    metadata: dict[str, TopicMetadata],
+) -> TargetAssignmentRequest:
+    """What the target of ``group`` at ``group_epoch`` is computed from: each member's
+    subscribed topic ids (its names and its resolved regex) and current target, and the
+    subscribed topics (``metadata``)."""
+    ids = {name: t.topic_id for name, t in metadata.items()}
+    subscriptions: dict[tuple[str, ...], tuple[str, ...]] = {}  # shared equal tuples
+    specs = []
+    for m in members:
+        names: Collection[str] = m.subscribed_topic_names
+        if m.subscribed_topic_regex:
+            resolved = regexes.get(m.subscribed_topic_regex)
+            if resolved is not None and resolved.topics:
+                names = set(names) | set(resolved.topics)
+        topic_ids = tuple(sorted({ids[n] for n in names if n in ids}))
+        topic_ids = subscriptions.setdefault(topic_ids, topic_ids)
+        specs.append(
+            AssignmentMember(
+                m.member_id, m.instance_id, m.rack_id, topic_ids, target_of(m.member_id)
+            )
+        )
+    topics = tuple(
+        AssignmentTopic(
+            t.topic_id,
+            t.topic_name,
+            t.num_partitions,
+            tuple(p.racks for p in t.partition_metadata) if t.partition_metadata else None,
+        )
+        for t in metadata.values()
+    )
+    return TargetAssignmentRequest(group.group_id, group_epoch, assignor, tuple(specs), topics)
+
+
+def empty_targets(
+    group_id: str,
+    epoch: int,
+    members: Iterable[ConsumerGroupMember],
+    target_of: Callable[[str], Assignment],
+    records: list[Record],
+    with_metadata: Collection[str] = (),
+) -> None:
+    """The target assignment when no subscribed topic exists, written at once.
+    ``with_metadata``: members whose target has client-side metadata (cleared)."""
+    for m in members:
+        if target_of(m.member_id) or m.member_id in with_metadata:
+            records.append(target_assignment_record(group_id, m.member_id, EMPTY_ASSIGNMENT))
+    records.append(assignment_epoch_record(group_id, epoch))
+
+
+class AssignmentTasks:
+    """The server-side target assignments of the groups in ``groups`` (the partition's,
+    shared). ``group_assignor``: the server assignor a group's members prefer;
+    ``client_choice``: the client-side assignor of a group with these members (None:
+    server-side)."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        groups: dict[str, Group],
+        assign: InlineAssignor | None,
+        group_assignor: Callable[[dict[str, int]], str],
+        client_choice: Callable[[str, Iterable[ConsumerGroupMember]], csa.ClientChoice | None],
+    ) -> None:
+        self._config = config
+        self._timer = timer
+        self._groups = groups
+        #: computes small target assignments inside the operation (None: always off the loop)
+        self.assign = assign
+        self._group_assignor = group_assignor
+        self._client_choice = client_choice
+
+    def deferred_target(self, group: ConsumerGroup) -> bool:
+        """Whether the group's epoch moved without a target being computed or requested
+        (``fence`` leaves that to the next heartbeat when it is computed in-line). Cheap: it
+        runs in heartbeats while an assignment computed off the loop is pending."""
+        if not group.members or not group.subscription_metadata:
+            return False
+        if group.client_members and self._client_choice(group.group_id, group.members.values()):
+            return False  # a member computes it (client-side assignor)
+        size = len(group.members) + sum(
+            m.num_partitions for m in group.subscription_metadata.values()
+        )
+        if self.assign is None or size > self._config.consumer_group_inline_assignment_max_size:
+            return False
+        return self.assign.computes(self._group_assignor(group.assignor_counts))
+
+    def assigns_inline(self, request: TargetAssignmentRequest) -> bool:
+        """Whether the target of ``request`` is computed inside the operation that needs it: a
+        built-in assignor and at most ``consumer_group_inline_assignment_max_size`` members +
+        partitions (about 5 ms at the limit)."""
+        size = len(request.members) + sum(t.num_partitions for t in request.topics)
+        return (
+            self.assign is not None
+            and size <= self._config.consumer_group_inline_assignment_max_size
+            and self.assign.computes(request.assignor)
+        )
+
+    def inline_targets(
+        self,
+        request: TargetAssignmentRequest,
+        records: list[Record],
+        with_metadata: Collection[str] = (),
+    ) -> Callable[[str], Assignment] | None:
+        """The target assignment of ``request``, computed here when that is cheap (Kafka 4.1
+        computes it inside the heartbeat): its records (targets that changed, then the new
+        assignment epoch) go to ``records``. None: to be computed off the loop (too large,
+        no in-process assignor for it, or it failed -- the asynchronous path retries)."""
+        if self.assign is None or not self.assigns_inline(request):
+            return None
+        try:
+            answer = self.assign.compute(request)
+            validate_answer(request, answer)
+        except Exception as ex:  # noqa: BLE001 -- injected assignor: fall back, never fail
+            log.warning(
+                "[GroupId %s] Computing the target assignment for epoch %d in-line failed: %r; "
+                "computing it off the loop.",
+                request.group_id,
+                request.group_epoch,
+                ex,
+            )
+            return None
+        targets = {mid: make_assignment(topics) for mid, topics in answer.items()}
+        gid = request.group_id
+        for m in request.members:
+            new = targets.get(m.member_id, EMPTY_ASSIGNMENT)
+            if not same_assignment(new, m.assigned) or m.member_id in with_metadata:
+                records.append(target_assignment_record(gid, m.member_id, new))
+        records.append(assignment_epoch_record(gid, request.group_epoch))
+        return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
+
+    def task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
+        return AsyncTask(
+            group_key(TimerKind.CONSUMER_ASSIGNMENT, group.group_id),
+            request,
+            lambda answer, now: self._on_assignment(group, request, answer, now),
+        )
+
+    def group_request(self, group: ConsumerGroup) -> TargetAssignmentRequest:
+        """The target assignment request of the group as it is (after a reload, to retry)."""
+        return assignment_request(
+            group,
+            group.group_epoch,
+            self._group_assignor(group.assignor_counts),
+            group.members.values(),
+            group.target_of,
+            group.resolved_regexes,
+            group.subscription_metadata,
+        )
+
+    def group_task(self, group: ConsumerGroup) -> AsyncTask:
+        return self.task(group, self.group_request(group))
+
+    def needs_assignment(self, group: ConsumerGroup) -> bool:
+        return bool(group.members) and group.group_epoch > group.assignment_epoch
+
+    def _on_assignment(
+        self,
+        group: ConsumerGroup,
+        request: TargetAssignmentRequest,
+        answer: TargetAssignment | BaseException,
+        now_ms: int,
+    ) -> CoordinatorResult[None]:
+        gid = group.group_id
+        if self._groups.get(gid) is not group:
+            return CoordinatorResult()  # deleted (and maybe re-created) meanwhile
+        if (
+            group.group_epoch != request.group_epoch
+            or group.assignment_epoch >= request.group_epoch
+        ):
+            # Computed for an older epoch: the task for the newer one is on its way.
+            return CoordinatorResult()
+        if not isinstance(answer, BaseException):
+            try:
+                validate_answer(request, answer)
+            except ValueError as ex:
+                answer = ex
+        if isinstance(answer, BaseException):
+            log.warning(
+                "[GroupId %s] Computing the target assignment for epoch %d with %r failed: %r; "
+                "retrying in %d ms.",
+                gid,
+                request.group_epoch,
+                request.assignor,
+                answer,
+                ASSIGNMENT_RETRY_BACKOFF_MS,
+            )
+            self._timer.schedule(
+                group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
+                ASSIGNMENT_RETRY_BACKOFF_MS,
+                lambda now: self._retry(group, now),
+            )
+            return CoordinatorResult()
+
+        # A static member replaced meanwhile (no epoch bump) gets what its instance got.
+        new_targets: dict[str, Assignment] = {}
+        instances = {m.member_id: m.instance_id for m in request.members}
+        for member_id, topics in answer.items():
+            if member_id not in group.members:
+                instance = instances.get(member_id)
+                member_id = group.static_members.get(instance, "") if instance else ""
+                if not member_id:
+                    continue
+            new_targets[member_id] = make_assignment(topics)
+        records = []
+        for member_id in group.members:
+            new = new_targets.get(member_id, EMPTY_ASSIGNMENT)
+            if (
+                not same_assignment(new, group.target_of(member_id))
+                or member_id in group.target_metadata
+            ):
+                records.append(target_assignment_record(gid, member_id, new))
+        records.append(assignment_epoch_record(gid, request.group_epoch))
+        return CoordinatorResult(records)
+
+    def _retry(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
+        if self._groups.get(group.group_id) is not group:
+            return CoordinatorResult()
+        if not self.needs_assignment(group):
+            return CoordinatorResult()
+        return CoordinatorResult(tasks=[self.group_task(group)])
