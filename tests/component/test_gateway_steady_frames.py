@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from services.cli import in_process_shard
+from services.shard.in_process import in_process_shard
 from services.gateway import connection
 from services.gateway.app import GatewayApp, GatewaySettings
 from tests.component.test_gateway_wire import create_topic

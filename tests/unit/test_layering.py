@@ -112,7 +112,7 @@ RULES: dict[str, Rule] = {
         "shards.core shards.storage.redis services.options", "click redis pyarrow"
     ),
     # services/*.py: the command line, which wires everything
-    "services": rule("assignors loadtest.cli shards services", "click redis"),
+    "services": rule("assignors shards services", "click redis"),
     # groupcoord loadtest: simulated clients over the generated stubs and the project's client;
     # over the Kafka wire with the gateway's kio codec and the upstream wire connection
     "loadtest": rule(
