@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from services.shard.in_process import in_process_shard
 from services.gateway.app import GatewayApp, GatewaySettings
 from services.shard.app import ShardApp, ShardSettings
+from services.shard.in_process import in_process_shard
 from shards.core.coordinator_config import CoordinatorConfig
 from tests.support.kafka_wire import KafkaWire
 
