@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,11 @@ from services.cli.serving import serve
 from services.cli.store import StoreUrl, lock_sqlite_store
 from services.options import ListenerArgs, TlsArgs, UpstreamArgs, listener_options, opt, tls_options
 from services.security_cli import authorizer_options, dev_listener_security_options
+
+if TYPE_CHECKING:
+    from services.gateway.app import GatewayApp
+    from services.process.health import Readiness
+    from services.shard.app import ShardApp
 
 
 def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -190,7 +195,7 @@ class BuiltinGateway:
 
     def __init__(
         self,
-        app: Any,
+        app: ShardApp,
         kafka_port: int,
         upstream: dict[str, Any],
         security: dict[str, Any],
@@ -208,10 +213,10 @@ class BuiltinGateway:
         self.shard_calls = shard_calls
         self.loopback = loopback
         self.steady = steady
-        self.gateway: Any = None
+        self.gateway: GatewayApp | None = None
         app.readiness_checks.append(("gateway", (HEALTH_SERVICE,), self.readiness))
 
-    def readiness(self) -> Any:
+    def readiness(self) -> Readiness:
         from services.process.health import Readiness
 
         # The built-in gateway's shard is this process: it is ready once it can
@@ -249,6 +254,7 @@ class BuiltinGateway:
             )
         )
         await self.gateway.start()
+        assert app.health is not None  # (set by app.start())
         await app.health.evaluate()  # current from the first probe after this line
         click.echo(f"groupcoord: Kafka listening on {app.settings.host}:{self.gateway.port}")
 
