@@ -52,8 +52,8 @@ class Cli(click.Group):
         return sorted({*super().list_commands(ctx), *_installed()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The built-in command, else the one installed under that name (loaded only when
-        asked for: a process command never imports the others)."""
+        """The built-in command, else the one installed under that name, loaded only when
+        asked for (``groupcoord dev`` does not import the load tester)."""
         command = super().get_command(ctx, cmd_name)
         if command is None and (entry := _installed().get(cmd_name)) is not None:
             command = entry.load()
