@@ -7,7 +7,7 @@ while py-spy samples the process(es) serving it:
 
 * ``dev`` -- Kafka wire to dev's built-in gateway (one process: gateway + shard, the gateway
   calling the shard in-process);
-* ``dev_loopback`` -- the same with ``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1`` (the gateway calls
+* ``dev_loopback`` -- the same with ``dev --gateway-loopback`` (hidden; the gateway calls
   the shard over loopback gRPC, as ``dev`` did before; its own groups on its own store);
 * ``gateway_process`` -- Kafka wire to the separate gateway: both the gateway and the shard
   behind it are sampled.
@@ -124,7 +124,7 @@ def main() -> None:
             tmp / "loopback",
             *groupcoord_args(),
             *GROUPCOORD_EXTRA,
-            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1"},
+            "--gateway-loopback",
         )
         gw = ServerProcess(
             [

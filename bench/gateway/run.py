@@ -3,11 +3,11 @@
 * ``gateway`` -- Kafka wire to ``groupcoord dev``'s Kafka port (gateway -> shard in-process, the
   gateway sharing the shard's process and event loop: no gRPC hop),
 * ``gateway_loopback`` -- the same against a second ``groupcoord dev`` whose gateway calls its
-  shard over loopback gRPC with unary calls (``GROUPCOORD_DEV_GATEWAY_LOOPBACK=1``,
-  ``GROUPCOORD_SHARD_CALLS=unary``: how ``dev`` worked before;
+  shard over loopback gRPC with unary calls (``dev --gateway-loopback --shard-calls unary``,
+  hidden options: how ``dev`` worked before;
   the A/B of the in-process call, its own groups on its own store),
 * ``gateway_handler`` -- the same against a third ``groupcoord dev`` whose gateway leaves
-  steady heartbeats to the handler (``GROUPCOORD_DEV_GATEWAY_STEADY=0``: how ``dev`` worked
+  steady heartbeats to the handler (``dev --no-gateway-steady``, hidden: how ``dev`` worked
   without the frame shortcut; its own groups on its own store),
 * ``gateway_process`` -- Kafka wire to a ``groupcoord gateway`` process in front of the same
   shard (how it is deployed: its own process, its own core), one unary gRPC call per request
@@ -216,13 +216,15 @@ def main() -> None:
             tmp / "loopback",
             *groupcoord_args(),
             *GROUPCOORD_EXTRA,
-            env={"GROUPCOORD_DEV_GATEWAY_LOOPBACK": "1", "GROUPCOORD_SHARD_CALLS": "unary"},
+            "--gateway-loopback",
+            "--shard-calls",
+            "unary",
         )
         handler_gc = ServerProcess.dev(
             tmp / "handler",
             *groupcoord_args(),
             *GROUPCOORD_EXTRA,
-            env={"GROUPCOORD_DEV_GATEWAY_STEADY": "0"},
+            "--no-gateway-steady",
         )
         gw = ServerProcess(
             [

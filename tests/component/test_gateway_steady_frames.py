@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from services.cli import in_process_shard
 from services.gateway import connection
 from services.gateway.app import GatewayApp, GatewaySettings
+from services.shard.in_process import in_process_shard
 from tests.component.test_gateway_wire import create_topic
 from tests.interop.sequences import join_req, lone_classic_member
 from tests.support.gateway import Stack, gateway_stack

@@ -11,9 +11,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from services.cli import in_process_shard
 from services.gateway.app import GatewayApp, GatewaySettings
 from services.shard.app import ShardApp, ShardSettings
+from services.shard.in_process import in_process_shard
 from shards.core.coordinator_config import CoordinatorConfig
 from tests.support.kafka_wire import KafkaWire
 
@@ -44,7 +44,7 @@ async def gateway_stack(
     **coordinator: Any,
 ) -> AsyncIterator[Stack]:
     """A shard and a gateway in front of it; ``in_process``: the gateway calls the shard as
-    ``groupcoord dev``'s built-in one does (services.cli.in_process_shard)."""
+    ``groupcoord dev``'s built-in one does (services.shard.in_process.in_process_shard)."""
     coordinator.setdefault("num_partitions", 10)
     app = ShardApp(
         ShardSettings(

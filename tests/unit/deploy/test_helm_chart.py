@@ -205,11 +205,11 @@ def test_coordinator_settings_become_the_config_variable() -> None:
 
 
 def test_coordinator_settings_render_to_what_the_shard_accepts() -> None:
-    from services.cli import _parse_config
+    from services.cli.options import parse_config
     from shards.core.coordinator_config import CoordinatorConfig
 
     env = env_of(container(one(render(VALUE_SETS["everything-on"]), "StatefulSet", "shard")))
-    config = _parse_config((env["GROUPCOORD_CONFIG"],), CoordinatorConfig())
+    config = parse_config((env["GROUPCOORD_CONFIG"],), CoordinatorConfig())
     assert config.consumer_group_client_assignors_enable is True
     assert config.consumer_group_client_assignment_fallback_assignor == "uniform"
     assert config.consumer_group_session_timeout_ms == 50000

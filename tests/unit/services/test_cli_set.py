@@ -6,12 +6,12 @@ from __future__ import annotations
 import click
 import pytest
 
-from services.cli import _parse_config
+from services.cli.options import parse_config
 from shards.core.coordinator_config import CoordinatorConfig
 
 
 def test_booleans_and_strings_of_the_client_side_assignor_options() -> None:
-    config = _parse_config(
+    config = parse_config(
         (
             "consumer_group_client_assignors_enable=FALSE,"
             "consumer_group_client_assignment_timeout_ms=500,"
@@ -22,7 +22,7 @@ def test_booleans_and_strings_of_the_client_side_assignor_options() -> None:
     assert config.consumer_group_client_assignors_enable is False
     assert config.consumer_group_client_assignment_timeout_ms == 500
     assert config.consumer_group_client_assignment_fallback_assignor == "none"
-    assert _parse_config(
+    assert parse_config(
         ("consumer_group_client_assignors_enable=true",), config
     ).consumer_group_client_assignors_enable
 
@@ -37,5 +37,5 @@ def test_booleans_and_strings_of_the_client_side_assignor_options() -> None:
 )
 def test_bad_values_are_usage_errors(pair: str, message: str) -> None:
     with pytest.raises(click.BadParameter) as ex:
-        _parse_config((pair,), CoordinatorConfig())
+        parse_config((pair,), CoordinatorConfig())
     assert message in str(ex.value)

@@ -1,0 +1,5 @@
+"""``python -m services.cli``: the ``groupcoord`` command."""
+
+from services.cli import main
+
+main()
