@@ -115,7 +115,7 @@ class Cli(click.Group):
 def in_process_shard(app: Any) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
     """What ``dev``'s built-in gateway is given to reach the shard ``app`` it shares its
     process with: its ``local_coordinators`` (the shard's address -> a stub calling it
-    in-process, no loopback gRPC: services.process.local_calls; docs/performance.md) and its
+    in-process, no loopback gRPC: services.rpc.local_calls; docs/performance.md) and its
     ``local_steady`` (the coordinator's steady decisions, for steady heartbeats answered
     from the frame: services.gateway.steady; None behind the authorizer, whose service
     offers none). Other shards are called over gRPC.
@@ -126,7 +126,7 @@ def in_process_shard(app: Any) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
     service = getattr(app, "served_coordinator", None)
     if service is None or os.environ.get("GROUPCOORD_DEV_GATEWAY_LOOPBACK") == "1":
         return local, None
-    from services.process.local_calls import local_stub
+    from services.rpc.local_calls import local_stub
     from services.shard.servicer import group_coordinator_methods
 
     stub = local_stub(
@@ -842,7 +842,7 @@ async def _until_signalled(
     stopped, so a process told to stop never hangs in a retry loop.
     """
     from services.process import metrics
-    from services.process.grpc_server import install_signal_handlers
+    from services.rpc.grpc_server import install_signal_handlers
 
     async def stop_all() -> None:
         await stop()
@@ -1117,8 +1117,8 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
         nonlocal health, watcher, shards
         if health_port is not None:
             from services.gateway.app import HEALTH_SERVICE
-            from services.process.grpc_server import GrpcServer
             from services.process.health import HealthWatcher, PeerLiveness, Readiness
+            from services.rpc.grpc_server import GrpcServer
 
             # Health only: liveness, "" and groupcoord.Gateway; the last two SERVING while
             # the gateway can serve Kafka clients and a shard is reachable.

@@ -35,7 +35,7 @@ from groupcoord.v1 import (
 from services.gateway import codec
 from services.gateway.router import Router, UpstreamError
 from services.gateway.topic_cache import CatalogView
-from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, naming_client
+from services.rpc.principal import ANONYMOUS, CLIENT_PRINCIPAL, naming_client
 from shards.adapters.convert import optional, set_optional
 from shards.core.api import (
     AUTHORIZED_OPERATIONS_OMITTED,

@@ -84,24 +84,32 @@ RULES: dict[str, Rule] = {
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule("shards.adapters shards.core shards.runtime shards.storage"),
     # deployable processes and their clients
+    # what operates a process: metrics, telemetry, logs, health, TLS, channels
     "services.process": rule(
-        "shards.adapters shards.coordinator shards.core.errors shards.runtime.instruments "
-        f"shards.security.context shards.storage.base {GENERATED}",
-        f"grpc grpc_health grpc_reflection google prometheus_client {OTEL}",
+        "shards.core.errors shards.runtime.instruments",
+        f"grpc grpc_health prometheus_client {OTEL}",
     ),
-    "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),
+    # what serves RPCs: one invocation path, and the transports around it
+    "services.rpc": rule(
+        f"shards.adapters shards.security.context shards.storage.base services.process {GENERATED}",
+        f"grpc grpc_health grpc_reflection google {OTEL}",
+    ),
+    "services.client": rule(
+        f"shards.adapters services.process services.rpc {GENERATED}", "grpc google"
+    ),
     "services.assignor": rule(
-        f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards.core services.process services.rpc {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
         f"shards.adapters shards.core shards.security shards.storage services.process "
-        f"services.client services.upstream {GENERATED}",
+        f"services.rpc services.client services.upstream {GENERATED}",
         f"grpc kio scramp {OTEL}",
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
     "services.upstream": rule("shards shards.adapters shards.core", "kio scramp"),
     "services.shard": rule(
-        f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards services.assignor services.process services.rpc {GENERATED}",
+        f"grpc google {OTEL}",
     ),
     # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards
     "services.admin": rule(

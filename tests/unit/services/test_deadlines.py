@@ -1,4 +1,4 @@
-"""services.process.deadlines: the deadline of calls awaited inline, one timer for all."""
+"""services.rpc.deadlines: the deadline of calls awaited inline, one timer for all."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.process.deadlines import Deadlines
+from services.rpc.deadlines import Deadlines
 
 
 class Exceeded(Exception):
@@ -16,7 +16,7 @@ class Exceeded(Exception):
 
 
 async def guarded(table: Deadlines, timeout: float, body: Callable[[], Awaitable[Any]]) -> Any:
-    """A call as services.process.local_calls makes one: awaited inline under a deadline."""
+    """A call as services.rpc.local_calls makes one: awaited inline under a deadline."""
     call = table.enter(timeout)
     try:
         return await body()
