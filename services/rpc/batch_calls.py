@@ -180,31 +180,29 @@ class BatchStream:
         self.reading = True
 
     async def read(self, requests: AsyncIterator[BatchRequest]) -> None:
+        """Each item as it arrives: answered now by its RPC's shortcut, else run in a task of
+        its own, whose deadline starts now; each cancel: the item's handler cancelled."""
+        deadlines = self.deadlines
         try:
             async for message in requests:
                 for item in message.items:
-                    self.start(item)
+                    answered, parsed = self.answered_now(item)
+                    if answered is not None:
+                        self.done.append(answered)
+                        self.wake.set()
+                        continue
+                    task = self.loop.create_task(self.run(item, parsed))
+                    self.running.add(task)
+                    timeout = item.timeout_ms / 1000 if item.timeout_ms else None
+                    call = self.by_id[item.id] = deadlines.enter(timeout, task)
+                    task.add_done_callback(functools.partial(self.finished, item.id, call))
                 for ident in message.cancel:
                     call = self.by_id.get(ident)
                     if call is not None:
-                        self.deadlines.abandon(call)
+                        deadlines.abandon(call)
         finally:
             self.reading = False
             self.wake.set()
-
-    def start(self, item: BatchItem) -> None:
-        """An item read: answered now by its RPC's shortcut, else run in a task of its own
-        whose deadline starts now."""
-        answered, parsed = self.answered_now(item)
-        if answered is not None:
-            self.done.append(answered)
-            self.wake.set()
-            return
-        task = self.loop.create_task(self.run(item, parsed))
-        self.running.add(task)
-        call = self.deadlines.enter(item.timeout_ms / 1000 if item.timeout_ms else None, task)
-        self.by_id[item.id] = call
-        task.add_done_callback(functools.partial(self.finished, item.id, call))
 
     def answered_now(self, item: BatchItem) -> tuple[BatchResult | None, Message | None]:
         """The item's result when a shortcut answers it at once (no task), and its request

@@ -202,7 +202,6 @@ class Invoker:
         "form",
         "steady",
         "deadlines",
-        "_method",
         "_parse",
         "_to_request",
         "_encode",
@@ -238,7 +237,6 @@ class Invoker:
         self.steady = None if authorizing else method.steady
         #: the deadlines of the calls in flight (in-process transports)
         self.deadlines = deadlines if deadlines is not None else Deadlines()
-        self._method = method
         self._parse = method.request_pb.FromString
         self._to_request: Callable[[Message], Any] = converter_from(
             method.request_type, method.request_pb
