@@ -158,8 +158,9 @@ class BatchStream:
         self.invokers = service.invokers
         self.deadlines = service.deadlines
         #: the stream's peer, as the unary server sees a call's: the client host of its items
-        self.peer = context.peer()
         self.host = peer_host(context)
+        #: the peer each item is logged with at DEBUG (None: not logged; asked per stream)
+        self.peer = context.peer() if log.isEnabledFor(logging.DEBUG) else None
         #: each item's principal from its metadata (None: no authorizer asks)
         self.caller = service.stream_caller(context) if service.stream_caller is not None else None
         #: the unary server's shortcuts (steady heartbeats), taken as it takes them: never
@@ -197,9 +198,9 @@ class BatchStream:
                     call = self.by_id[item.id] = deadlines.enter(timeout, task)
                     task.add_done_callback(functools.partial(self.finished, item.id, call))
                 for ident in message.cancel:
-                    call = self.by_id.get(ident)
-                    if call is not None:
-                        deadlines.abandon(call)
+                    given_up = self.by_id.get(ident)
+                    if given_up is not None:
+                        deadlines.abandon(given_up)
         finally:
             self.reading = False
             self.wake.set()
@@ -252,6 +253,8 @@ class BatchStream:
         self.deadlines.leave(call)  # (cancelled before it started: nothing ran)
         if self.by_id.get(ident) == call:
             del self.by_id[ident]
+        if not self.reading and not self.running:
+            self.wake.set()  # the last item of a stream the caller closed: the stream ends
 
 
 # ---- client ------------------------------------------------------------------------------

@@ -65,18 +65,19 @@ def unary_handler(
     shortcut = invoker.shortcut if invoker.steady is not None else None
 
     async def behavior(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        peer = context.peer() or ""
-        host = host_of(peer)
+        peer = context.peer()
+        host = host_of(peer or "")
+        logged = peer if log.isEnabledFor(logging.DEBUG) else None
         if shortcut is not None:
-            answer, parsed = shortcut(raw, host, peer)
+            answer, parsed = shortcut(raw, host, logged)
             if answer is not None:  # (a steady answer carries no Kafka error)
                 return answer
             if parsed is not None:
                 raw = parsed
         try:
             if identify is None:
-                return await invoke(raw, host, peer)
-            return await invoke(raw, host, peer, functools.partial(identify, context))
+                return await invoke(raw, host, logged)
+            return await invoke(raw, host, logged, functools.partial(identify, context))
         except Failure as ex:
             await context.abort(ex.code(), ex.details())
             raise  # unreachable: abort raises

@@ -193,7 +193,8 @@ class Invoker:
     (in-process). ``in_process``: failures raise ``grpc.aio.AioRpcError`` as a loopback
     call's would, and an unexpected one is UNKNOWN here; else (over gRPC) they raise
     :class:`Failure` and an unexpected exception goes on to the gRPC server. ``log``: the
-    transport's logger of each call at DEBUG (None: none). ``authorizing``: an authorizer
+    transport's logger of each call at DEBUG, for the calls it names a peer for (None:
+    none). ``authorizing``: an authorizer
     asks who is calling, so the shortcut is not offered (:attr:`steady` is None)."""
 
     __slots__ = (
@@ -266,17 +267,15 @@ class Invoker:
             f"{method.request_pb.DESCRIPTOR.full_name}: "
         )
 
-    def shortcut(self, raw: bytes, host: str, peer: str = "") -> tuple[bytes | None, Any]:
+    def shortcut(self, raw: bytes, host: str, peer: str | None = None) -> tuple[bytes | None, Any]:
         """The RPC's shortcut (:attr:`steady`, not None) offered ``raw`` from ``host``:
         ``(the answer, None)`` -- logged and recorded (OK) as :meth:`invoke` would -- or
         ``(None, the parsed request or None)`` for :meth:`invoke` (a request that does not
         parse is left to it too: it answers INVALID_ARGUMENT)."""
-        steady = self.steady
-        assert steady is not None
         rpcs = self._rpcs
         started = _clock() if rpcs is not None else 0.0
         try:
-            answer, parsed = steady(raw, host)
+            answer, parsed = self.steady(raw, host)  # type: ignore[misc]
         except DecodeError:
             return None, None
         except Exception:
@@ -285,7 +284,7 @@ class Invoker:
             raise
         if answer is None:
             return None, parsed
-        if self._log is not None and self._log.isEnabledFor(logging.DEBUG):
+        if peer is not None and self._log is not None:
             self._log.debug("%s from %s", self.name, peer)
         if rpcs is not None:
             rpcs.latency.record(_clock() - started, self._ok)
@@ -295,7 +294,7 @@ class Invoker:
         self,
         request: Any,
         host: str,
-        peer: str = "",
+        peer: str | None = None,
         caller: Callable[[], str] | None = None,
         call: int | None = None,
         trace_context: Mapping[str, str] | None = None,
@@ -303,7 +302,8 @@ class Invoker:
         """The call, from ``request`` (as :attr:`form` says) to what the transport answers.
 
         ``host``: the client host the transport saw; ``peer``: the transport's name of the
-        caller, for the DEBUG log. ``caller``: resolves the caller's principal (only when an
+        caller when the call is to be logged at DEBUG (the transport asks its logger: None,
+        not logged). ``caller``: resolves the caller's principal (only when an
         authorizer asks). ``call``: the call's entry in :attr:`deadlines` (the transport
         entered it when the call began; left here). ``trace_context``: the caller's trace
         context carried in the request (a batch item's): the call gets its server span."""
@@ -312,7 +312,7 @@ class Invoker:
         code: grpc.StatusCode | None = _OK
         try:
             with _NO_SPAN if not trace_context else self._span(trace_context):
-                if self._log is not None and self._log.isEnabledFor(logging.DEBUG):
+                if peer is not None and self._log is not None:
                     self._log.debug("%s from %s", self.name, peer)
                 if self._fill_dataclass is not None:
                     request = self._fill_dataclass(request, host)
@@ -363,7 +363,8 @@ class Invoker:
                 rpcs.latency.record(_clock() - started, attrs)
 
     def _span(self, trace_context: Mapping[str, str]) -> Any:
-        # the span the unary RPC's server interceptor would have made
+        # the span the unary RPC's server interceptor would have made, by the tracer of the
+        # one transport that carries trace contexts in its requests (the batch stream)
         return trace.get_tracer("groupcoord.batch").start_as_current_span(
             f"/{self.path}",
             context=propagate.extract(dict(trace_context)),

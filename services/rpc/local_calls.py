@@ -102,7 +102,7 @@ def _calling(
         return await invoke(
             request,
             host,
-            "",
+            None,
             None if caller is None else functools.partial(caller, metadata),
             None if timeout is None else deadlines.enter(timeout),
         )
