@@ -36,7 +36,6 @@ the RPC's shortcut for its most frequent request (:attr:`Method.steady`,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -72,7 +71,6 @@ Form = Literal["wire", "message", "direct"]
 _OK = grpc.StatusCode.OK
 _CANCELLED = grpc.StatusCode.CANCELLED
 _UNKNOWN = grpc.StatusCode.UNKNOWN
-_NO_SPAN = contextlib.nullcontext()
 _clock = time.perf_counter
 
 
@@ -206,6 +204,7 @@ class Invoker:
         "_parse",
         "_to_request",
         "_encode",
+        "_wire",
         "_fill_host",
         "_fill_dataclass",
         "_handler",
@@ -242,14 +241,12 @@ class Invoker:
         self._to_request: Callable[[Message], Any] = converter_from(
             method.request_type, method.request_pb
         )
-        from_response = converter_to(method.response_type, method.response_pb)
-        self._encode: Callable[[Any], Any] | None
-        if form == "wire":
-            self._encode = lambda response: from_response(response).SerializeToString()
-        elif form == "message":
-            self._encode = from_response
-        else:
-            self._encode = None
+        #: the response's conversion to protobuf (None: the dataclass is the answer),
+        #: serialized too for the wire
+        self._encode: Callable[[Any], Message] | None = (
+            None if form == "direct" else converter_to(method.response_type, method.response_pb)
+        )
+        self._wire = form == "wire"
         self._fill_host = client_host_filler(method)
         self._fill_dataclass = dataclass_host_filler(method) if form == "direct" else None
         self._handler = method.handler
@@ -298,20 +295,29 @@ class Invoker:
         caller: Callable[[], str] | None = None,
         call: int | None = None,
         trace_context: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """The call, from ``request`` (as :attr:`form` says) to what the transport answers.
 
         ``host``: the client host the transport saw; ``peer``: the transport's name of the
         caller when the call is to be logged at DEBUG (the transport asks its logger: None,
         not logged). ``caller``: resolves the caller's principal (only when an
-        authorizer asks). ``call``: the call's entry in :attr:`deadlines` (the transport
-        entered it when the call began; left here). ``trace_context``: the caller's trace
-        context carried in the request (a batch item's): the call gets its server span."""
+        authorizer asks). The call's deadline: ``call``, its entry in :attr:`deadlines` (the
+        transport entered it when the call began), or ``timeout``, seconds from now (entered
+        here, in the task awaiting the call); left here. ``trace_context``: the caller's
+        trace context carried in the request (a batch item's): the call gets its server
+        span."""
         rpcs = self._rpcs
         started = _clock() if rpcs is not None else 0.0
         code: grpc.StatusCode | None = _OK
+        if timeout is not None:
+            call = self.deadlines.enter(timeout)
+        # the span entered and left by hand: a ``with`` costs an untraced call two calls
+        span = self._span(trace_context) if trace_context else None
         try:
-            with _NO_SPAN if not trace_context else self._span(trace_context):
+            if span is not None:
+                span.__enter__()
+            try:
                 if peer is not None and self._log is not None:
                     self._log.debug("%s from %s", self.name, peer)
                 if self._fill_dataclass is not None:
@@ -344,9 +350,18 @@ class Invoker:
                         raise  # the gRPC server answers UNKNOWN (and logs it)
                     _unexpected.exception("%s failed", self.name)
                     raise self._fail(_UNKNOWN, f"Unexpected {type(ex).__name__}: {ex}") from None
+            except BaseException as ex:
+                if span is not None:
+                    span.__exit__(type(ex), ex, ex.__traceback__)
+                raise
+            if span is not None:
+                span.__exit__(None, None, None)
             if self._kafka_errors is not None:
                 self._kafka_errors(self.path, response)
-            return response if self._encode is None else self._encode(response)
+            encode = self._encode
+            if encode is None:
+                return response
+            return encode(response).SerializeToString() if self._wire else encode(response)
         except asyncio.CancelledError:
             # the caller went away (a unary call's, an abandoned batch item's): CANCELLED;
             # cancelled by anyone else (the batch stream ending): nothing recorded

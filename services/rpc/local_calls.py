@@ -88,24 +88,19 @@ def _calling(
     host: str,
     caller: Callable[[Sequence[tuple[str, str]] | None], str] | None,
 ) -> Callable[..., Awaitable[Any]]:
-    """The stub's attribute for one RPC: a call as a generated stub's is made, handed to
-    ``invoker`` (its deadline entered here, in the caller's task)."""
+    """The stub's attribute for one RPC: a call made as a generated stub's is, handed to
+    ``invoker`` (the call it returns is awaited as the stub's would be; its deadline starts
+    in the task awaiting it)."""
     invoke = invoker.invoke
-    deadlines = invoker.deadlines
 
-    async def call(
+    def call(
         request: Any,
         timeout: float | None = None,
         metadata: Sequence[tuple[str, str]] | None = None,
         **_: Any,
-    ) -> Any:
-        return await invoke(
-            request,
-            host,
-            None,
-            None if caller is None else functools.partial(caller, metadata),
-            None if timeout is None else deadlines.enter(timeout),
-        )
+    ) -> Awaitable[Any]:
+        principal = None if caller is None else functools.partial(caller, metadata)
+        return invoke(request, host, None, principal, None, None, timeout)
 
     call.__name__ = invoker.name
     return call
