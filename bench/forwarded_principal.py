@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from services.process.principal import CLIENT_PRINCIPAL, FORWARDED_PRINCIPAL_KEY, forwarded
+from services.rpc.principal import CLIENT_PRINCIPAL, FORWARDED_PRINCIPAL_KEY, forwarded
 
 
 class _Interceptor(grpc.aio.UnaryUnaryClientInterceptor):

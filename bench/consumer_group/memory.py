@@ -319,7 +319,7 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
     partition) and one count."""
     from groupcoord.v1 import consumer_group_pb2 as pb
 
-    from services.process.grpc_server import Method
+    from services.rpc.invoke import Method
     from services.shard import STEADY_MEMO_ENTRIES
     from services.shard.servicer import steady_heartbeat_answer
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from services.assignor.servicer import ASSIGNOR, AssignorService
 from services.process import metrics, telemetry
-from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.tls import ServerTls
+from services.rpc.grpc_server import GrpcServer, server_metrics
 
 log = logging.getLogger("groupcoord.assignor")
 

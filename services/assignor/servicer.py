@@ -30,8 +30,8 @@ from groupcoord.v1 import assignor_pb2
 from assignors.registry import AssignorLoadError, UnknownAssignorError, load_assignor
 from assignors.spec import InvalidAssignmentError, InvalidSpecError, PartitionAssignor, validate
 from services.assignor.codec import decode_request, encode_assignment
-from services.process.grpc_server import measured
 from services.process.metrics import RpcMetrics
+from services.rpc.grpc_server import measured
 
 log = logging.getLogger("groupcoord.assignor")
 

@@ -193,8 +193,8 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
         nonlocal health, watcher, shards
         if health_port is not None:
             from services.gateway.app import HEALTH_SERVICE
-            from services.process.grpc_server import GrpcServer
             from services.process.health import HealthWatcher, PeerLiveness, Readiness
+            from services.rpc.grpc_server import GrpcServer
 
             # Health only: liveness, "" and groupcoord.Gateway; the last two SERVING while
             # the gateway can serve Kafka clients and a shard is reachable.

@@ -31,7 +31,7 @@ async def until_signalled(
     stopped, so a process told to stop never hangs in a retry loop.
     """
     from services.process import metrics
-    from services.process.grpc_server import install_signal_handlers
+    from services.rpc.grpc_server import install_signal_handlers
 
     async def stop_all() -> None:
         await stop()

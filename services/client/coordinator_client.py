@@ -45,8 +45,8 @@ from google.protobuf.message import Message
 from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2, offsets_pb2
 
 from services.process import channels
-from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
 from services.process.tls import ClientTls
+from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
 from shards.adapters.convert import is_repeated
 
 log = logging.getLogger("groupcoord.client")

@@ -86,7 +86,7 @@ class GatewaySettings:
     #: SSL and SASL_SSL: the listeners' TLS (certificate reloaded on change)
     listener_tls: SslListener | None = None
     #: set by ``groupcoord dev``: shard gRPC address -> a stub calling that shard in this
-    #: process (services.process.local_calls), used instead of a channel to the address
+    #: process (services.rpc.local_calls), used instead of a channel to the address
     local_coordinators: Mapping[str, Any] = field(default_factory=dict)
     #: set by ``groupcoord dev``: its shard's steady path, for steady heartbeats answered
     #: from the frame (services.gateway.steady); None: off
@@ -103,7 +103,7 @@ class GatewaySettings:
     super_users: tuple[str, ...] = ()
 
     #: how calls reach a shard over gRPC: "unary" (one call per request) or "batched" (the
-    #: calls in flight share one stream per shard: services.process.batch_calls)
+    #: calls in flight share one stream per shard: services.rpc.batch_calls)
     shard_calls: str = "batched"
 
     def __post_init__(self) -> None:

@@ -50,7 +50,7 @@ from services.gateway.sasl import (
     SaslSession,
 )
 from services.gateway.steady import SteadyHeartbeats
-from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL, connection_principal
+from services.rpc.principal import ANONYMOUS, CLIENT_PRINCIPAL, connection_principal
 from services.upstream.wire import PartialFrame, UpstreamFailure
 
 log = logging.getLogger("groupcoord.gateway.connection")

@@ -9,7 +9,7 @@ process -- that hand-off and the reader's bookkeeping are a tenth of the request
 :class:`InlineRequests` takes the transport over once the connection is set up and runs the
 first step of each request's handler in
 ``data_received`` itself, on behalf of the connection's task: every step of a handler runs in
-one ``contextvars.Context`` of the connection's, where ``services.process.deadlines.
+one ``contextvars.Context`` of the connection's, where ``services.rpc.deadlines.
 ACTING_TASK`` names that task, so that a deadline cancels it as before. (The first step runs
 outside any task: ``asyncio.current_task()`` is None there, and what needs a task to time
 out -- ``asyncio.timeout`` -- belongs in a step after the first await, or takes the acting
@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 from services.gateway.framing import FrameDecoder
-from services.process.deadlines import ACTING_TASK
+from services.rpc.deadlines import ACTING_TASK
 
 Handler = Coroutine[Any, Any, bytes]
 #: what may arrive behind a request in hand before reading pauses (one read's worth)

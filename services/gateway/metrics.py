@@ -97,7 +97,7 @@ class GatewayMetrics:
         return found
 
     def observe_shard_streams(self, streams: Callable[[], Iterable[Any]]) -> None:
-        """Counters of the batched hop to the shards (services.process.batch_calls), read at
+        """Counters of the batched hop to the shards (services.rpc.batch_calls), read at
         collection time from the ``BatchedCoordinator`` of each shard ``streams`` returns."""
         meter = self._meter
         labels: dict[str, dict[str, str]] = {}

@@ -27,11 +27,11 @@ from groupcoord.v1 import (
 )
 
 from services.process import channels
-from services.process.batch_calls import BatchedCoordinator
 from services.process.metrics import RpcClientMetrics
-from services.process.principal import as_gateway, forwarded
-from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, response_class
 from services.process.tls import ClientTls
+from services.rpc.batch_calls import BatchedCoordinator
+from services.rpc.principal import as_gateway, forwarded
+from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, request_class, response_class
 from shards.adapters.convert import converter_from, converter_to
 from shards.core.errors import Errors
 from shards.core.placement import partition_for, probe_keys
@@ -119,7 +119,7 @@ class Router:
         if shard_calls not in SHARD_CALLS:
             raise ValueError(f"shard calls must be one of {', '.join(SHARD_CALLS)}")
         #: "unary": one gRPC call per request; "batched": calls queued onto one stream per
-        #: shard (services.process.batch_calls)
+        #: shard (services.rpc.batch_calls)
         self.shard_calls = shard_calls
         #: batched calls carry trace context (unary ones: the telemetry interceptors)
         self.traced = traced

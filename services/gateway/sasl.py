@@ -28,7 +28,7 @@ from typing import Any
 import scramp
 
 from services.gateway import codec, framing
-from services.process.principal import user_principal
+from services.rpc.principal import user_principal
 from shards.core.errors import Errors
 from shards.security.credentials import Credentials, verify_password
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from groupcoord.v1 import catalog_pb2
 
 from services.gateway.router import Router
-from services.process.principal import as_gateway
+from services.rpc.principal import as_gateway
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,2 @@
-"""Plumbing shared by every groupcoord process: gRPC serving, telemetry, logging, config."""
+"""What operates a groupcoord process, whatever it serves: metrics, telemetry, logs, health,
+TLS and the internal gRPC channels (serving RPCs is :mod:`services.rpc`)."""

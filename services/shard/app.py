@@ -17,11 +17,11 @@ from typing import Any
 
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.process import metrics, telemetry
-from services.process.batch_calls import BATCH_SERVICE_NAME, batch_handler
-from services.process.grpc_server import GrpcServer, server_metrics
 from services.process.health import Check, HealthWatcher, Readiness
-from services.process.principal import caller_identifier, stream_caller
 from services.process.tls import ClientTls, ServerTls
+from services.rpc.batch_calls import BATCH_SERVICE_NAME, batch_handler
+from services.rpc.grpc_server import GrpcServer, server_metrics
+from services.rpc.principal import caller_identifier, stream_caller
 from services.shard import STEADY_MEMO_ENTRIES
 from services.shard.assignor_executor import InProcessAssignor
 from services.shard.metrics import RecordCounters, ShardMetrics

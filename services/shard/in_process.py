@@ -14,7 +14,7 @@ def in_process_shard(
 ) -> tuple[dict[str, Any], SteadyPath | None]:
     """What the gateway is given to reach the shard ``app`` it shares its process with: its
     ``local_coordinators`` (the shard's address -> a stub calling it in-process, no loopback
-    gRPC: services.process.local_calls; docs/performance.md) and its ``local_steady`` (the
+    gRPC: services.rpc.local_calls; docs/performance.md) and its ``local_steady`` (the
     coordinator's steady path, for steady heartbeats answered from the frame:
     services.gateway.steady; None behind the authorizer, whose coordinator has none). Other
     shards are called over gRPC.
@@ -27,7 +27,7 @@ def in_process_shard(
     service = app.served_coordinator
     if service is None or loopback:
         return local, None
-    from services.process.local_calls import local_stub
+    from services.rpc.local_calls import local_stub
     from services.shard.servicer import group_coordinator_methods
 
     stub = local_stub(

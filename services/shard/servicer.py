@@ -23,8 +23,8 @@ from collections.abc import Callable
 from sys import intern
 from typing import Any
 
-from services.process.grpc_server import Method, service_methods
-from services.process.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
+from services.rpc.invoke import Method, service_methods
+from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, TOPIC_CATALOG_SERVICE
 from services.shard import STEADY_MEMO_ENTRIES
 from shards.core.consumer.api import STEADY_HEARTBEAT_FIELDS, STEADY_HEARTBEAT_UNSET
 from shards.core.coordinator_api import GroupCoordinatorApi

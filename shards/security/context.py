@@ -1,5 +1,5 @@
 """Who is calling: the principal of the request being served, set per gRPC call by the
-server (services.process.grpc_server) and read by the authorizer. Resolved lazily: nothing
+server (services.rpc.grpc_server) and read by the authorizer. Resolved lazily: nothing
 is computed unless an authorizer asks."""
 
 from __future__ import annotations

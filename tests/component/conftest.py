@@ -12,7 +12,7 @@ import grpc
 import pytest
 from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc
 
-from services.process.grpc_server import Method
+from services.rpc.invoke import Method
 from services.shard.app import ShardApp, ShardSettings
 from shards.adapters.convert import converter_from, converter_to
 from shards.core.coordinator_config import CoordinatorConfig
@@ -87,7 +87,7 @@ async def client(tmp_path: Path) -> AsyncIterator[Client]:
 
 
 def batch_coroutine() -> str:
-    """The shard's batch handler's coroutine running now (services.process.batch_calls):
+    """The shard's batch handler's coroutine running now (services.rpc.batch_calls):
     ``read`` (the stream's reader) or ``run`` (an item's task)."""
     task = asyncio.current_task()
     assert task is not None

@@ -22,7 +22,7 @@ from groupcoord.v1 import (
 )
 
 from services.gateway.sasl import SaslSettings
-from services.process.principal import FORWARDED_PRINCIPAL_KEY
+from services.rpc.principal import FORWARDED_PRINCIPAL_KEY
 from shards.core.errors import Errors
 from shards.security.acl import AclBinding, PatternType, Permission, ResourceType
 from shards.security.acl import parse_operation as op
@@ -268,7 +268,7 @@ async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Pa
 def test_every_group_coordinator_rpc_is_authorized() -> None:
     """The authorizer wraps each RPC of the service by name: a new RPC without a check of its
     own fails here (rather than reaching the coordinator unchecked or failing at start)."""
-    from services.process.rpcs import snake_case
+    from services.rpc.rpcs import snake_case
     from shards.security.enforce import AuthorizingCoordinator
 
     rpcs = coordinator_pb2_grpc.GroupCoordinatorServicer.__dict__

@@ -1,4 +1,4 @@
-"""The batched gateway → shard hop (services.process.batch_calls) against a real shard app
+"""The batched gateway → shard hop (services.rpc.batch_calls) against a real shard app
 in-process: order of the items, one failing item among good ones, per-item deadlines,
 fallback to unary calls, and the gateway routing over it."""
 
@@ -16,13 +16,14 @@ from groupcoord.v1 import coordinator_pb2_grpc, offsets_pb2
 from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse
 
 from services.gateway.router import Router
-from services.process.batch_calls import (
+from services.rpc.batch_calls import (
     BATCH_PATH,
     BATCH_SERVICE_NAME,
     BatchedCoordinator,
     batch_handler,
 )
-from services.process.grpc_server import GrpcServer, Method
+from services.rpc.grpc_server import GrpcServer
+from services.rpc.invoke import Method
 from services.shard.app import ShardApp, ShardSettings
 from services.shard.servicer import GROUP_COORDINATOR, group_coordinator_methods
 from shards.core import api
@@ -437,7 +438,7 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     converts it); a traced item keeps the task, which makes its span."""
     from groupcoord.v1 import common_pb2, consumer_group_pb2
 
-    from services.process.local_calls import local_call
+    from services.rpc.local_calls import local_call
     from shards.adapters.convert import converter_to
     from shards.core.consumer import api as consumer_api
     from shards.core.state_machine import CoordinatorStateMachine

@@ -17,7 +17,8 @@ import pytest
 from groupcoord.v1 import classic_group_pb2 as pb
 from groupcoord.v1 import groups_pb2
 
-from services.process.grpc_server import Method, _unary
+from services.rpc.grpc_server import unary_handler
+from services.rpc.invoke import Method
 from services.shard.servicer import classic_heartbeat_answer, group_coordinator_methods
 from shards.coordinator import GroupCoordinatorService
 from shards.core.errors import Errors
@@ -188,7 +189,7 @@ async def test_the_unary_behaviour_and_the_shape_check(client: Client) -> None:
         handled.append(request)
         return await m.handler(request)
 
-    behavior = _unary(dataclasses.replace(m, handler=handler)).unary_unary
+    behavior = unary_handler(dataclasses.replace(m, handler=handler)).unary_unary
     beat = Request(group_id="g", generation_id=joined.generation_id, member_id=joined.member_id)
     assert (
         Response.FromString(await behavior(beat.SerializeToString(), PeerContext())).error_code == 0
@@ -214,7 +215,7 @@ async def test_the_batched_hop_answers_a_classic_heartbeat_without_a_task(
     """A separate gateway's Heartbeat items take the shortcut in the shard's stream reader."""
     from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse
 
-    from services.process.batch_calls import BATCH_PATH
+    from services.rpc.batch_calls import BATCH_PATH
     from shards.core.state_machine import CoordinatorStateMachine
 
     answered = recorded(

@@ -20,9 +20,9 @@ from groupcoord.v1 import groups_pb2
 
 from services.client import CoordinatorClient, RetryPolicy
 from services.process import channels
-from services.process.grpc_server import GrpcServer
 from services.process.health import probe
 from services.process.tls import ClientTls, ServerTls, TlsError, grpc_peer_subject
+from services.rpc.grpc_server import GrpcServer
 from services.shard.app import ShardApp, ShardSettings
 from shards.core.coordinator_config import CoordinatorConfig
 from tests.support.certs import Ca, Issued, serial_of_der

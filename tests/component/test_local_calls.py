@@ -1,4 +1,4 @@
-"""The in-process calls of ``groupcoord dev``'s gateway (services.process.local_calls): the
+"""The in-process calls of ``groupcoord dev``'s gateway (services.rpc.local_calls): the
 same answers and the same gRPC errors as the shard's gRPC server gives."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 from groupcoord.v1 import catalog_pb2, common_pb2, consumer_group_pb2
 
 from services.gateway.router import Router
-from services.process.grpc_server import GrpcServer, service_methods
-from services.process.local_calls import local_stub
-from services.process.rpcs import TOPIC_CATALOG_SERVICE
+from services.rpc.grpc_server import GrpcServer
+from services.rpc.invoke import service_methods
+from services.rpc.local_calls import local_stub
+from services.rpc.rpcs import TOPIC_CATALOG_SERVICE
 from services.shard.servicer import group_coordinator_methods
 from shards.core import api
 from shards.core.classic.api import HeartbeatRequest, HeartbeatResponse

@@ -19,8 +19,8 @@ import pytest
 from groupcoord.v1 import common_pb2, coordinator_pb2_grpc, offsets_pb2
 
 from services.gateway.sasl import SaslSettings
-from services.process.principal import FORWARDED_PRINCIPAL_KEY
 from services.process.tls import ClientTls, ServerTls, SslListener
+from services.rpc.principal import FORWARDED_PRINCIPAL_KEY
 from shards.core.errors import Errors
 from tests.component.test_acls import create_topics, prepare_store
 from tests.support import acl_scenarios as sc

@@ -9,7 +9,7 @@ import pytest
 from groupcoord.v1 import groups_pb2, offsets_pb2
 
 from services.client import CoordinatorClient, RetryPolicy
-from services.process.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
+from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, request_class, snake_case
 from tests.component.conftest import Client
 
 GROUP = "rpcs-group"

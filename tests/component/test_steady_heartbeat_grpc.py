@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from groupcoord.v1 import common_pb2, consumer_group_pb2, offsets_pb2
 
-from services.process.grpc_server import Method, _unary
+from services.rpc.grpc_server import unary_handler
+from services.rpc.invoke import Method
 from services.shard.servicer import group_coordinator_methods, steady_heartbeat_answer
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer import api
@@ -520,7 +521,7 @@ async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler
         return await m.handler(request)
 
     counted = dataclasses.replace(m, handler=handler)
-    behavior = _unary(counted).unary_unary
+    behavior = unary_handler(counted).unary_unary
     steady = _steady("m1", epoch).SerializeToString()
     full = _steady("m1", epoch, rebalance_timeout_ms=30_000).SerializeToString()
     assert Response.FromString(await behavior(steady, PeerContext())).member_epoch == epoch
@@ -528,7 +529,7 @@ async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler
     assert Response.FromString(await behavior(full, PeerContext())).member_epoch == epoch
     assert len(handled) == 1 and handled[0].context.client_host == HOST
     # an authorizer asks who is calling: every request goes to the handler
-    identified = _unary(counted, identify=lambda context: "User:alice").unary_unary
+    identified = unary_handler(counted, identify=lambda context: "User:alice").unary_unary
     assert Response.FromString(await identified(steady, PeerContext())).member_epoch == epoch
     assert len(handled) == 2
 
@@ -553,7 +554,7 @@ async def test_the_coordinator_answers_a_steady_heartbeat_itself(
     """``GroupCoordinatorService.consumer_group_heartbeat`` (what `dev`'s gateway calls
     in-process, and the general way of the others) takes the same shortcut first: the same
     response as without it; a request carrying more goes the general way."""
-    from services.process.local_calls import local_stub
+    from services.rpc.local_calls import local_stub
     from shards.core.api import RequestContext
 
     service = client.app.served_coordinator

@@ -7,8 +7,9 @@ import grpc
 import pytest
 from groupcoord.v1 import catalog_pb2
 
-from services.process.grpc_server import GrpcServer, service_methods
-from services.process.rpcs import TOPIC_CATALOG_SERVICE
+from services.rpc.grpc_server import GrpcServer
+from services.rpc.invoke import service_methods
+from services.rpc.rpcs import TOPIC_CATALOG_SERVICE
 from shards.core import api
 from shards.storage.base import StoreUnavailableError
 

@@ -13,7 +13,7 @@ import pytest
 from groupcoord.v1 import catalog_pb2, offsets_pb2
 
 from services.gateway.router import Router
-from services.process.batch_calls import BatchedCoordinator
+from services.rpc.batch_calls import BatchedCoordinator
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.slow

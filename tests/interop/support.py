@@ -42,7 +42,7 @@ class Target:
 def served_rpcs() -> frozenset[str]:
     """The GroupCoordinator RPCs the shard serves today: those of the proto service with a
     handler of their name (the servicer refuses to start while one is missing)."""
-    from services.process.rpcs import GROUP_COORDINATOR_SERVICE, snake_case
+    from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, snake_case
     from shards.coordinator import GroupCoordinatorService
 
     return frozenset(

@@ -102,28 +102,36 @@ RULES: dict[str, Rule] = {
         "shards.storage"
     ),
     # deployable processes and their clients
+    # what operates a process: metrics, telemetry, logs, health, TLS, channels
     "services.process": rule(
-        "shards.adapters shards.core.errors shards.runtime.instruments "
-        f"shards.security.context shards.storage.base {GENERATED}",
-        f"grpc grpc_health grpc_reflection google prometheus_client {OTEL}",
+        "shards.core.errors shards.runtime.instruments",
+        f"grpc grpc_health prometheus_client {OTEL}",
+    ),
+    # what serves RPCs: one invocation path, and the transports around it
+    "services.rpc": rule(
+        f"shards.adapters shards.security.context shards.storage.base services.process {GENERATED}",
+        f"grpc grpc_health grpc_reflection google {OTEL}",
     ),
     # the command-line options the CLI, the admin tool, history and loadtest share (they
     # build TLS and upstream settings)
     "services.options": rule("services.process.tls services.upstream", "click"),
-    "services.client": rule(f"shards.adapters services.process {GENERATED}", "grpc google"),
+    "services.client": rule(
+        f"shards.adapters services.process services.rpc {GENERATED}", "grpc google"
+    ),
     "services.assignor": rule(
-        f"assignors shards.core services.process {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards.core services.process services.rpc {GENERATED}", f"grpc google {OTEL}"
     ),
     "services.gateway": rule(
         f"shards.adapters shards.core shards.security shards.storage services.process "
-        f"services.client services.upstream {GENERATED}",
+        f"services.rpc services.client services.upstream {GENERATED}",
         f"grpc kio scramp {OTEL}",
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
     # (which it serves through shards.catalog_mirror's Upstream protocol, never importing it)
     "services.upstream": rule("shards.adapters shards.core", "kio scramp"),
     "services.shard": rule(
-        f"assignors shards services.assignor services.process {GENERATED}", f"grpc google {OTEL}"
+        f"assignors shards services.assignor services.process services.rpc {GENERATED}",
+        f"grpc google {OTEL}",
     ),
     # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards
     "services.admin": rule(
@@ -165,6 +173,7 @@ LAYERS: list[tuple[str, ...]] = [
     # any servicer and any caller: they know no coordinator
     ("shards.ownership", "services.process", "services.upstream"),
     ("shards",),  # the shard services: coordinator facade, topic catalog, limits
+    ("services.rpc",),  # what serves RPCs: any servicer's, over any transport
     ("services.client", "services.options"),
     ("services.history", "services.assignor"),  # the assignor service, its client too
     ("services.gateway", "services.shard", "services.admin"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.gateway.handlers.base import ApisBase, Data, RequestInfo
-from services.process.principal import ANONYMOUS, CLIENT_PRINCIPAL
+from services.rpc.principal import ANONYMOUS, CLIENT_PRINCIPAL
 from shards.core.api import AclOperation
 from shards.core.errors import Errors
 from shards.security.acl import AclError

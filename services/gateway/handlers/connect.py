@@ -9,7 +9,7 @@ from typing import Any
 from services.gateway import codec
 from services.gateway.handlers.base import ApisBase, Data, RequestInfo, opt
 from services.gateway.router import UpstreamError
-from services.process.principal import naming_client
+from services.rpc.principal import naming_client
 from shards.adapters.convert import optional
 from shards.core.errors import Errors
 

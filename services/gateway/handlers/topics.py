@@ -13,7 +13,7 @@ from groupcoord.v1 import catalog_pb2
 from services.gateway import codec
 from services.gateway.handlers.base import ApisBase, Data, RequestInfo, opt
 from services.gateway.router import UpstreamError
-from services.process.principal import naming_client
+from services.rpc.principal import naming_client
 from shards.adapters.convert import optional, set_optional
 from shards.core.api import (
     AUTHORIZED_OPERATIONS_OMITTED,

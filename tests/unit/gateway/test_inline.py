@@ -17,7 +17,7 @@ import pytest
 from services.gateway.connection import _IdleWatchdog
 from services.gateway.framing import MIN_HEADER_BYTES, FrameDecoder
 from services.gateway.inline import Continuation, InlineRequests
-from services.process.deadlines import ACTING_TASK, Deadlines
+from services.rpc.deadlines import ACTING_TASK, Deadlines
 
 SIZE = struct.Struct(">i")
 PAD = b"."

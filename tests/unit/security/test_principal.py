@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.process.principal import (
+from services.rpc.principal import (
     ANONYMOUS,
     FORWARDED_PRINCIPAL_KEY,
     TRUSTED_GATEWAY,

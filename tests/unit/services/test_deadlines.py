@@ -1,4 +1,4 @@
-"""services.process.deadlines: the deadline of calls awaited inline, one timer for all."""
+"""services.rpc.deadlines: the deadline of calls awaited inline, one timer for all."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.process.deadlines import Deadlines
+from services.rpc.deadlines import Deadlines
 
 
 class Exceeded(Exception):
@@ -16,7 +16,7 @@ class Exceeded(Exception):
 
 
 async def guarded(table: Deadlines, timeout: float, body: Callable[[], Awaitable[Any]]) -> Any:
-    """A call as services.process.local_calls makes one: awaited inline under a deadline."""
+    """A call as services.rpc.local_calls makes one: awaited inline under a deadline."""
     call = table.enter(timeout)
     try:
         return await body()
@@ -147,3 +147,40 @@ def test_a_deadline_needs_a_task() -> None:
         assert len(failed) == 1
     finally:
         loop.close()
+
+
+async def test_an_abandoned_call_is_cancelled_and_told_apart() -> None:
+    """A call its caller gives up on (a batch item the gateway cancels), entered for a task
+    other than the current one and with no deadline: cancelled, and ``abandoned`` says so
+    (not ``expired``); leaving it twice is harmless."""
+    table = Deadlines()
+    task = asyncio.get_running_loop().create_task(hangs())
+    call = table.enter(None, task)
+    assert table._timer is None  # no deadline: nothing armed
+    await asyncio.sleep(0)
+    table.abandon(call)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert table.abandoned(call) and not table.expired(call)
+    table.leave(call)
+    table.leave(call)
+    assert table._calls == {} and table._abandoned == set()
+    assert not table.abandoned(call)
+
+
+async def test_a_call_over_or_past_its_deadline_is_not_abandoned() -> None:
+    table = Deadlines()
+    loop = asyncio.get_running_loop()
+    done = loop.create_task(asyncio.sleep(0))
+    call = table.enter(5, done)
+    await done
+    table.abandon(call)  # over: nothing to cancel
+    assert not table.abandoned(call)
+    table.leave(call)
+    late = loop.create_task(hangs())
+    call = table.enter(0.01, late)
+    with pytest.raises(asyncio.CancelledError):
+        await late
+    table.abandon(call)  # past its deadline already: the deadline's it stays
+    assert not table.abandoned(call) and call in table._expired
+    table.leave(call)

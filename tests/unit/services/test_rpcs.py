@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from services.client import CoordinatorClient
-from services.process.grpc_server import service_methods
-from services.process.rpcs import (
+from services.rpc.invoke import service_methods
+from services.rpc.rpcs import (
     GROUP_COORDINATOR_SERVICE,
     TOPIC_CATALOG_SERVICE,
     request_class,

@@ -101,7 +101,7 @@ def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]
 def stream_caller(
     trusted_gateways: Collection[str],
 ) -> Callable[[Any], Callable[[Sequence[tuple[str, str]] | None], str]]:
-    """The batched hop (services.process.batch_calls): for one stream's ``context``, the
+    """The batched hop (services.rpc.batch_calls): for one stream's ``context``, the
     principal of each of its calls from the call's metadata -- the Kafka client a trusted
     gateway names (else :data:`TRUSTED_GATEWAY`), or the stream caller's own principal."""
     trusted = frozenset(trusted_gateways)

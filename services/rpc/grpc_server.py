@@ -1,104 +1,40 @@
 """Serve dataclass-based handlers over gRPC, with health, reflection and telemetry.
 
-Requests arrive as raw bytes and are parsed here, so that a request that cannot be decoded
-gets ``INVALID_ARGUMENT`` with a message (gRPC's own deserializer would answer ``INTERNAL``).
-Handlers are ``async def handler(request_dataclass) -> response_dataclass``; conversion to and
-from protobuf is by field name (``shards.adapters.convert``).
+Each RPC is a unary gRPC method whose requests arrive as raw bytes and go the way every
+transport's calls go (services.rpc.invoke: decoded there, so that a request that cannot be
+decoded gets ``INVALID_ARGUMENT`` with a message where gRPC's own deserializer would answer
+``INTERNAL``). Handlers are ``async def handler(request_dataclass) -> response_dataclass``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import signal
 import time
-import typing
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.process.health import LIVENESS
 from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
-from services.process.rpcs import request_class, response_class, snake_case
 from services.process.tls import ServerTls
-from shards.adapters.convert import converter_from, converter_to
-from shards.security.context import set_caller
-from shards.storage.base import StoreUnavailableError
+from services.rpc.invoke import Failure, Invoker, Method, ServerMetrics
 
 log = logging.getLogger("groupcoord.grpc")
 
 
-@dataclass(frozen=True)
-class Method:
-    name: str
-    request_pb: type[Message]
-    response_pb: type[Message]
-    request_type: type
-    response_type: type
-    handler: Callable[[Any], Awaitable[Any]]
-    #: a shortcut for the RPC's most frequent request: ``steady(request_bytes, client_host)``
-    #: gives ``(the serialized answer the handler would give, None)`` without converting or
-    #: awaiting, or ``(None, the parsed request or None)``: then the handler answers (the
-    #: request parsed already when the shortcut needed it). Not taken when an authorizer asks
-    #: who is calling.
-    steady: Callable[[bytes, str], tuple[bytes | None, Any]] | None = None
-
-
-def service_methods(service: ServiceDescriptor, implementation: object) -> list[Method]:
-    """One :class:`Method` per RPC of ``service``, in the proto's order: the handler is the
-    implementation's method named after the RPC (:func:`snake_case`), and its annotations
-    (one request parameter, the return type) name the dataclasses the RPC's protobuf
-    messages convert from and to. A missing or unannotated handler is a programming error
-    and raises here, at start-up, rather than answering UNIMPLEMENTED later."""
-    out = []
-    for rpc in service.methods:
-        handler = getattr(implementation, snake_case(rpc.name))
-        hints = typing.get_type_hints(handler)
-        response_type = hints.pop("return")
-        (request_type,) = hints.values()
-        out.append(
-            Method(
-                rpc.name,
-                request_class(rpc),
-                response_class(rpc),
-                request_type,
-                response_type,
-                handler,
-            )
-        )
-    return out
-
-
-def client_host_filler(method: Method) -> Callable[[Message, str], None]:
-    """What fills a request's ``context.client_host`` with the transport's client host
-    when the caller left it empty, done on the protobuf message before it is converted (one
-    field set, no dataclass copies). A no-op for requests without a context."""
-    if not any(f.name == "context" for f in dataclasses.fields(method.request_type)):
-        return _no_context
-
-    def fill(message: Any, host: str) -> None:
-        if host and not message.context.client_host:
-            message.context.client_host = host
-
-    return fill
-
-
-def _no_context(message: Message, host: str) -> None:
-    return None
-
-
 def peer_host(context: grpc.aio.ServicerContext) -> str:
     """The client's host as the server sees it (what a request's client host is)."""
-    peer = context.peer() or ""
-    # "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555", "unix:/path"
+    return host_of(context.peer() or "")
+
+
+def host_of(peer: str) -> str:
+    """The host of a gRPC peer: "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555", "unix:/path"."""
     kind, _, rest = peer.partition(":")
     if kind == "ipv4":
         return rest.rsplit(":", 1)[0]
@@ -107,66 +43,46 @@ def peer_host(context: grpc.aio.ServicerContext) -> str:
     return rest
 
 
-@dataclass(frozen=True)
-class ServerMetrics:
-    """What a server records per call when metrics are on (None: nothing at all)."""
-
-    rpcs: RpcMetrics
-    kafka_errors: KafkaErrorMetrics
-
-
-def _unary(
+def unary_handler(
     method: Method,
     metrics: ServerMetrics | None = None,
     service: str = "",
     identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> grpc.RpcMethodHandler:
-    parse = method.request_pb.FromString
-    to_request: Callable[[Message], Any] = converter_from(method.request_type, method.request_pb)
-    from_response = converter_to(method.response_type, method.response_pb)
-    fill_host = client_host_filler(method)
-    handler = method.handler
-    full = method.name
-    path = f"{service}/{full}"
-    kafka_errors = metrics.kafka_errors.record if metrics is not None else None
-    steady = method.steady if identify is None else None
+    """One RPC served as a unary gRPC method: the call's bytes, its peer and (``identify``:
+    an authorizer is on) its principal handed to the RPC's :class:`Invoker`
+    (services.rpc.invoke), after its shortcut; a :class:`Failure` aborts the call with its
+    status."""
+    invoker = Invoker(
+        method,
+        service,
+        metrics=metrics,
+        in_process=False,
+        log=log,
+        authorizing=identify is not None,
+    )
+    invoke = invoker.invoke
+    shortcut = invoker.shortcut if invoker.steady is not None else None
 
     async def behavior(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        peer = context.peer()
+        host = host_of(peer or "")
+        logged = peer if log.isEnabledFor(logging.DEBUG) else None
+        if shortcut is not None:
+            answer, parsed = shortcut(raw, host, logged)
+            if answer is not None:  # (a steady answer carries no Kafka error)
+                return answer
+            if parsed is not None:
+                raw = parsed
         try:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s from %s", full, context.peer())
-            host = peer_host(context)
-            message = None
-            if steady is not None:
-                answer, message = steady(raw, host)
-                if answer is not None:  # (a steady answer carries no Kafka error)
-                    return answer
-            if message is None:
-                message = parse(raw)
-            fill_host(message, host)
-            request = to_request(message)
-        except (DecodeError, ValueError, UnicodeDecodeError) as ex:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"{full}: the request could not be decoded as "
-                f"{method.request_pb.DESCRIPTOR.full_name}: {ex}",
-            )
+            if identify is None:
+                return await invoke(raw, host, logged)
+            return await invoke(raw, host, logged, functools.partial(identify, context))
+        except Failure as ex:
+            await context.abort(ex.code(), ex.details())
             raise  # unreachable: abort raises
-        if identify is not None:  # (an authorizer is on: it asks who is calling)
-            set_caller(functools.partial(identify, context))
-        try:
-            response = await handler(request)
-        except StoreUnavailableError as ex:
-            # transport-level: the store cannot be reached right now; clients retry UNAVAILABLE
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{full}: {ex}")
-            raise  # unreachable: abort raises
-        if kafka_errors is not None:
-            kafka_errors(path, response)
-        return from_response(response).SerializeToString()
 
-    if metrics is None:
-        return grpc.unary_unary_rpc_method_handler(behavior)
-    return grpc.unary_unary_rpc_method_handler(measured(behavior, path, metrics.rpcs))
+    return grpc.unary_unary_rpc_method_handler(behavior)
 
 
 def measured(
@@ -174,7 +90,9 @@ def measured(
     path: str,
     rpcs: RpcMetrics,
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
-    """``behavior`` (a unary server handler) with its latency and gRPC status recorded."""
+    """``behavior`` (a unary server handler of its own, e.g. the assignor's: the RPCs of a
+    :class:`Method` list record theirs in their :class:`Invoker`) with its latency and gRPC
+    status recorded."""
     ok = rpcs.attrs(path, grpc.StatusCode.OK)
     latency = rpcs.latency
     clock = time.perf_counter
@@ -206,7 +124,7 @@ def method_handlers(
     metrics: ServerMetrics | None = None,
     identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
 ) -> dict[str, grpc.RpcMethodHandler]:
-    return {m.name: _unary(m, metrics, service, identify) for m in methods}
+    return {m.name: unary_handler(m, metrics, service, identify) for m in methods}
 
 
 class GrpcServer:

@@ -8,14 +8,15 @@ and shard carrying :class:`BatchRequest` messages of items -- each one unary
 GroupCoordinator call: correlation id, RPC name, the serialized request, its deadline and
 the Kafka connection's principal -- and :class:`BatchResponse` messages of results.
 
-Server side (:func:`batch_handler`): each item is run by the same in-process call
-``groupcoord dev``'s gateway uses (:mod:`services.process.local_calls`): the same conversion,
-client host (the stream's peer), handler, deadline and errors as the unary RPC, so a failing
-item fails only itself with the status the unary call would have had. Items start in the
-order they arrive (one task each, created in order); results are sent as they complete,
-gathered into one message per turn of the event loop. A message's ``cancel`` ids name items
-the caller gave up on: their handlers are cancelled (the gRPC server cancels a unary call's
-handler when its caller cancels) and nothing is sent for them.
+Server side (:func:`batch_handler`, one :class:`BatchStream` per stream): each item goes the
+way a unary call goes (:mod:`services.rpc.invoke`, in process as ``groupcoord dev``'s
+gateway's calls): the same conversion, client host (the stream's peer), handler, deadline,
+errors, metrics and span as the unary RPC, so a failing item fails only itself with the
+status the unary call would have had. Items start in the order they arrive (one task each,
+created in order); results are sent as they complete, gathered into one message per turn of
+the event loop. A message's ``cancel`` ids name items the caller gave up on: their handlers
+are cancelled (the gRPC server cancels a unary call's handler when its caller cancels) and
+nothing is sent for them.
 
 Client side (:class:`BatchedCoordinator`): a stub-shaped object (one attribute per RPC,
 ``await stub.Heartbeat(request, timeout=...)``) that queues each call and lets one writer
@@ -33,7 +34,6 @@ to unary calls for good, re-issuing the calls in flight.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import itertools
 import logging
@@ -47,11 +47,12 @@ from groupcoord.v1 import coordinator_pb2
 from groupcoord.v1.coordinator_pb2 import BatchItem, BatchRequest, BatchResponse, BatchResult
 from opentelemetry import propagate, trace
 
-from services.process.grpc_server import Method, ServerMetrics, peer_host
-from services.process.local_calls import local_call
 from services.process.metrics import RpcMetrics
-from services.process.principal import FORWARDED_PRINCIPAL_KEY
-from services.process.rpcs import GROUP_COORDINATOR_SERVICE, response_class
+from services.rpc.deadlines import Deadlines
+from services.rpc.grpc_server import peer_host
+from services.rpc.invoke import Invoker, Method, ServerMetrics, rpc_error
+from services.rpc.principal import FORWARDED_PRINCIPAL_KEY
+from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, response_class
 
 log = logging.getLogger("groupcoord.batch")
 
@@ -71,10 +72,6 @@ def _tracer() -> trace.Tracer:
     return trace.get_tracer("groupcoord.batch")
 
 
-def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-
-
 # ---- server ------------------------------------------------------------------------------
 
 
@@ -86,190 +83,14 @@ def batch_handler(
     """The ``GroupCoordinatorBatch`` service over the GroupCoordinator ``methods``. With
     ``metrics``, each item is recorded as the unary RPC would be (latency and status by
     ``GroupCoordinator/<RPC>``, Kafka error codes in its response). With ``stream_caller``
-    (an authorizer is on: services.process.principal.stream_caller), each item's principal:
+    (an authorizer is on: services.rpc.principal.stream_caller), each item's principal:
     the Kafka client it names when the stream comes from a trusted gateway, else the stream
     caller's own."""
-    service = GROUP_COORDINATOR_SERVICE.full_name
-    if metrics is not None:
-        methods = [_with_kafka_errors(m, f"{service}/{m.name}", metrics) for m in methods]
-    by_name = {m.name: m for m in methods}
-    rpcs = metrics.rpcs if metrics is not None else None
-    clock = time.perf_counter
-
-    async def batch(
-        requests: AsyncIterator[BatchRequest], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[BatchResponse]:
-        host = peer_host(context)
-        peer = context.peer()
-        debug = log.isEnabledFor(logging.DEBUG)  # as the unary server logs each call
-        caller = stream_caller(context) if stream_caller is not None else None
-        calls: dict[str, tuple[Callable[[bytes], Message], Callable[..., Any]]] = {
-            name: (m.request_pb.FromString, local_call(m, host, caller))
-            for name, m in by_name.items()
-        }
-        # the unary server's shortcuts (steady heartbeats), taken as it takes them: never
-        # when an authorizer asks who is calling
-        shortcuts: dict[str, Callable[[bytes, str], tuple[bytes | None, Any]]] = {
-            name: m.steady
-            for name, m in by_name.items()
-            if m.steady is not None and stream_caller is None
-        }
-        loop = asyncio.get_running_loop()
-        done: list[BatchResult] = []
-        wake = asyncio.Event()
-        running: set[asyncio.Task[None]] = set()
-        # the deadline of each item: one timer handle (cheaper than asyncio.timeout per item)
-        # that cancels its task; the task then answers DEADLINE_EXCEEDED, as the unary call
-        timers: dict[asyncio.Task[None], asyncio.TimerHandle] = {}
-        expired: set[int] = set()
-        #: the task of each item in flight, by id: what a cancel names
-        by_id: dict[int, asyncio.Task[None]] = {}
-        #: items the caller gave up on: cancelled, answered with nothing
-        abandoned: set[int] = set()
-        reading = True
-
-        def expire(ident: int, task: asyncio.Task[None]) -> None:
-            expired.add(ident)
-            task.cancel()
-
-        def finished(ident: int, task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            abandoned.discard(ident)  # (cancelled before it started: nothing ran)
-            if by_id.get(ident) is task:
-                del by_id[ident]
-            timer = timers.pop(task, None)
-            if timer is not None:
-                timer.cancel()
-
-        def answered_now(item: BatchItem) -> tuple[BatchResult | None, Message | None]:
-            """The item's result when a shortcut answers it at once (no task), and its request
-            when parsed for that (:func:`run` then needs not parse it again). Not for a traced
-            item (its span is made around the call, in :func:`run`)."""
-            shortcut = shortcuts.get(item.method)
-            if shortcut is None or item.trace_context:
-                return None, None
-            started = clock()
-            try:
-                answer, request = shortcut(item.request, host)
-            except DecodeError:
-                return None, None  # run() answers it
-            if answer is None:
-                return None, request
-            if debug:
-                log.debug("%s from %s", item.method, peer)
-            if rpcs is not None:
-                rpcs.record(f"{service}/{item.method}", grpc.StatusCode.OK, clock() - started)
-            return BatchResult(id=item.id, response=answer), None
-
-        async def run(item: BatchItem, parsed: Message | None = None) -> None:
-            result = BatchResult(id=item.id)
-            started = clock()
-            try:
-                entry = calls.get(item.method)
-                if entry is None:
-                    raise _error(grpc.StatusCode.UNIMPLEMENTED, f"no such RPC: {item.method!r}")
-                parse, call = entry
-                try:
-                    request = parsed if parsed is not None else parse(item.request)
-                except DecodeError as ex:
-                    raise _error(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"{item.method}: the request could not be decoded as "
-                        f"{by_name[item.method].request_pb.DESCRIPTOR.full_name}: {ex}",
-                    ) from None
-                metadata = ((PRINCIPAL_METADATA, item.principal),) if item.principal else None
-                if item.trace_context:
-                    # the span the unary RPC's server interceptor would have made
-                    with _tracer().start_as_current_span(
-                        f"/{GROUP_COORDINATOR_SERVICE.full_name}/{item.method}",
-                        context=propagate.extract(dict(item.trace_context)),
-                        kind=trace.SpanKind.SERVER,
-                    ):
-                        if debug:
-                            log.debug("%s from %s", item.method, peer)
-                        response = await call(request, metadata=metadata)
-                else:
-                    if debug:
-                        log.debug("%s from %s", item.method, peer)
-                    response = await call(request, metadata=metadata)
-                result.response = response.SerializeToString()
-            except grpc.aio.AioRpcError as ex:
-                result.code = ex.code().value[0]
-                result.details = ex.details() or ""
-            except asyncio.CancelledError:
-                if item.id in abandoned:  # the caller gave up on it: as a cancelled unary call
-                    abandoned.discard(item.id)
-                    if rpcs is not None and item.method in by_name:
-                        rpcs.record(
-                            f"{service}/{item.method}", grpc.StatusCode.CANCELLED, clock() - started
-                        )
-                    return
-                if item.id not in expired:
-                    raise  # the stream ended
-                expired.discard(item.id)
-                result.code = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
-                result.details = "Deadline Exceeded"
-            if rpcs is not None and item.method in by_name:
-                rpcs.record(
-                    f"{service}/{item.method}",
-                    _STATUS_BY_CODE.get(result.code, grpc.StatusCode.UNKNOWN),
-                    clock() - started,
-                )
-            done.append(result)
-            wake.set()
-
-        async def read() -> None:
-            nonlocal reading
-            try:
-                async for message in requests:
-                    for item in message.items:
-                        answered, parsed = answered_now(item)
-                        if answered is not None:
-                            done.append(answered)
-                            wake.set()
-                            continue
-                        task = loop.create_task(run(item, parsed))
-                        running.add(task)
-                        by_id[item.id] = task
-                        task.add_done_callback(functools.partial(finished, item.id))
-                        if item.timeout_ms:
-                            timers[task] = loop.call_later(
-                                item.timeout_ms / 1000, expire, item.id, task
-                            )
-                    for ident in message.cancel:
-                        gone = by_id.get(ident)
-                        if gone is not None and not gone.done() and ident not in expired:
-                            abandoned.add(ident)
-                            gone.cancel()
-            finally:
-                reading = False
-                wake.set()
-
-        reader = loop.create_task(read())
-        try:
-            while True:
-                await wake.wait()
-                wake.clear()
-                if done:
-                    out = done[:]
-                    done.clear()
-                    yield BatchResponse(results=out)
-                if not reading and not running and not done:
-                    if reader.done() and not reader.cancelled() and reader.exception():
-                        raise reader.exception()  # type: ignore[misc]
-                    return
-        finally:
-            reader.cancel()
-            for task in list(running):
-                task.cancel()
-            for timer in timers.values():
-                timer.cancel()
-
     return grpc.method_handlers_generic_handler(
         BATCH_SERVICE_NAME,
         {
             "Batch": grpc.stream_stream_rpc_method_handler(
-                batch,
+                BatchService(methods, metrics, stream_caller).batch,
                 request_deserializer=BatchRequest.FromString,
                 response_serializer=BatchResponse.SerializeToString,
             )
@@ -277,16 +98,163 @@ def batch_handler(
     )
 
 
-def _with_kafka_errors(method: Method, path: str, metrics: ServerMetrics) -> Method:
-    handler = method.handler
-    record = metrics.kafka_errors.record
+class BatchService:
+    """What the streams of one server share: an :class:`Invoker` per RPC (services.rpc.invoke:
+    the unary RPC's steps, in process) and the table of the items' deadlines."""
 
-    async def counted(request: Any) -> Any:
-        response = await handler(request)
-        record(path, response)
-        return response
+    def __init__(
+        self,
+        methods: Sequence[Method],
+        metrics: ServerMetrics | None = None,
+        stream_caller: Callable[[Any], Callable[[Any], str]] | None = None,
+    ) -> None:
+        self.stream_caller = stream_caller
+        #: the deadlines of the items in flight, on every stream (one timer for all)
+        self.deadlines = Deadlines()
+        self.invokers = {
+            m.name: Invoker(
+                m,
+                GROUP_COORDINATOR_SERVICE.full_name,
+                metrics=metrics,
+                deadlines=self.deadlines,
+                log=log,
+                authorizing=stream_caller is not None,
+            )
+            for m in methods
+        }
 
-    return dataclasses.replace(method, handler=counted)
+    async def batch(
+        self, requests: AsyncIterator[BatchRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[BatchResponse]:
+        """The ``Batch`` RPC: one stream (its state and steps: a :class:`BatchStream`), its
+        results sent as they complete, those of one turn of the event loop in one message."""
+        stream = BatchStream(self, context)
+        reader = stream.loop.create_task(stream.read(requests))
+        try:
+            while True:
+                await stream.wake.wait()
+                stream.wake.clear()
+                done = stream.done
+                if done:
+                    out = done[:]
+                    done.clear()
+                    yield BatchResponse(results=out)
+                if not stream.reading and not stream.running and not done:
+                    if reader.done() and not reader.cancelled() and reader.exception():
+                        raise reader.exception()  # type: ignore[misc]
+                    return
+        finally:
+            reader.cancel()
+            for task in list(stream.running):
+                task.cancel()
+
+
+class BatchStream:
+    """One ``Batch`` stream being served (module doc): :meth:`read` starts each item as it
+    arrives -- answered at once by the RPC's shortcut, else by :meth:`run` in a task of its
+    own -- and :meth:`BatchService.batch` sends the results as they complete."""
+
+    def __init__(self, service: BatchService, context: grpc.aio.ServicerContext) -> None:
+        self.invokers = service.invokers
+        self.deadlines = service.deadlines
+        #: the stream's peer, as the unary server sees a call's: the client host of its items
+        self.host = peer_host(context)
+        #: the peer each item is logged with at DEBUG (None: not logged; asked per stream)
+        self.peer = context.peer() if log.isEnabledFor(logging.DEBUG) else None
+        #: each item's principal from its metadata (None: no authorizer asks)
+        self.caller = service.stream_caller(context) if service.stream_caller is not None else None
+        #: the unary server's shortcuts (steady heartbeats), taken as it takes them: never
+        #: when an authorizer asks who is calling
+        self.shortcuts = {
+            name: invoker.shortcut
+            for name, invoker in self.invokers.items()
+            if invoker.steady is not None
+        }
+        self.loop = asyncio.get_running_loop()
+        #: results not sent yet
+        self.done: list[BatchResult] = []
+        self.wake = asyncio.Event()
+        self.running: set[asyncio.Task[None]] = set()
+        #: the deadline entry of each item in flight, by id: what a cancel names (item ids
+        #: are the client's, unique on a stream)
+        self.by_id: dict[int, int] = {}
+        self.reading = True
+
+    async def read(self, requests: AsyncIterator[BatchRequest]) -> None:
+        """Each item as it arrives: answered now by its RPC's shortcut, else run in a task of
+        its own, whose deadline starts now; each cancel: the item's handler cancelled."""
+        deadlines = self.deadlines
+        try:
+            async for message in requests:
+                for item in message.items:
+                    answered, parsed = self.answered_now(item)
+                    if answered is not None:
+                        self.done.append(answered)
+                        self.wake.set()
+                        continue
+                    task = self.loop.create_task(self.run(item, parsed))
+                    self.running.add(task)
+                    timeout = item.timeout_ms / 1000 if item.timeout_ms else None
+                    call = self.by_id[item.id] = deadlines.enter(timeout, task)
+                    task.add_done_callback(functools.partial(self.finished, item.id, call))
+                for ident in message.cancel:
+                    given_up = self.by_id.get(ident)
+                    if given_up is not None:
+                        deadlines.abandon(given_up)
+        finally:
+            self.reading = False
+            self.wake.set()
+
+    def answered_now(self, item: BatchItem) -> tuple[BatchResult | None, Message | None]:
+        """The item's result when a shortcut answers it at once (no task), and its request
+        when parsed for that (:meth:`run` then needs not parse it again). Not for a traced
+        item (its span is made around the call, in :meth:`run`)."""
+        shortcut = self.shortcuts.get(item.method)
+        if shortcut is None or item.trace_context:
+            return None, None
+        answer, request = shortcut(item.request, self.host, self.peer)
+        if answer is None:
+            return None, request
+        return BatchResult(id=item.id, response=answer), None
+
+    async def run(self, item: BatchItem, parsed: Message | None = None) -> None:
+        result = BatchResult(id=item.id)
+        invoker = self.invokers.get(item.method)
+        if invoker is None:
+            result.code = grpc.StatusCode.UNIMPLEMENTED.value[0]
+            result.details = f"no such RPC: {item.method!r}"
+        else:
+            caller = None
+            if self.caller is not None:
+                metadata = ((PRINCIPAL_METADATA, item.principal),) if item.principal else None
+                caller = functools.partial(self.caller, metadata)
+            call = self.by_id[item.id]
+            try:
+                result.response = await invoker.invoke(
+                    item.request if parsed is None else parsed,
+                    self.host,
+                    self.peer,
+                    caller,
+                    call,
+                    item.trace_context,
+                )
+            except grpc.aio.AioRpcError as ex:
+                result.code = ex.code().value[0]
+                result.details = ex.details() or ""
+            except asyncio.CancelledError:
+                if self.deadlines.abandoned(call):
+                    return  # the caller gave up on it: as a cancelled unary call, no answer
+                raise  # the stream ended
+        self.done.append(result)
+        self.wake.set()
+
+    def finished(self, ident: int, call: int, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        self.deadlines.leave(call)  # (cancelled before it started: nothing ran)
+        if self.by_id.get(ident) == call:
+            del self.by_id[ident]
+        if not self.reading and not self.running:
+            self.wake.set()  # the last item of a stream the caller closed: the stream ends
 
 
 # ---- client ------------------------------------------------------------------------------
@@ -323,7 +291,7 @@ async def _ended_with(call: grpc.aio.StreamStreamCall, failure: Exception) -> Ba
         code = await call.code()
         if code is grpc.StatusCode.OK or code is None:
             return failure
-        return _error(code, await call.details() or "")
+        return rpc_error(code, await call.details() or "")
     except Exception:  # noqa: BLE001 - no status to be had: the write's failure it is
         return failure
 
@@ -483,7 +451,7 @@ class BatchedCoordinator:
         pending = self._inflight.pop(ident, None)
         if pending is not None and not pending.future.done():
             pending.future.set_exception(
-                _error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             )
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -543,11 +511,11 @@ class BatchedCoordinator:
                             pending.future.set_result(pending.parse(result.response))
                         except DecodeError as ex:
                             pending.future.set_exception(
-                                _error(grpc.StatusCode.INTERNAL, f"bad response: {ex}")
+                                rpc_error(grpc.StatusCode.INTERNAL, f"bad response: {ex}")
                             )
                     else:
                         status = _STATUS_BY_CODE.get(result.code, grpc.StatusCode.UNKNOWN)
-                        pending.future.set_exception(_error(status, result.details))
+                        pending.future.set_exception(rpc_error(status, result.details))
         except asyncio.CancelledError:
             raise
         except Exception as ex:
@@ -592,7 +560,7 @@ class BatchedCoordinator:
                 p.timer.cancel()
             if not p.future.done():
                 p.future.set_exception(
-                    _error(
+                    rpc_error(
                         grpc.StatusCode.UNAVAILABLE, f"batch stream to {self.target} broke: {why}"
                     )
                 )
@@ -625,5 +593,5 @@ class BatchedCoordinator:
             if p.timer is not None:
                 p.timer.cancel()
             if not p.future.done():
-                p.future.set_exception(_error(grpc.StatusCode.CANCELLED, "gateway closing"))
+                p.future.set_exception(rpc_error(grpc.StatusCode.CANCELLED, "gateway closing"))
         self._inflight.clear()
