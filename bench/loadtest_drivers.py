@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from tests.interop.generated_clients import go_loadtest  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -108,8 +106,8 @@ def main() -> None:
     }
     results = {
         "benchmark": "loadtest_drivers",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "server_config": CONFIG,
         "medians": medians,
         "ratios": ratios,

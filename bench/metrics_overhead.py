@@ -30,19 +30,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
@@ -187,13 +185,9 @@ def main() -> None:
     phases = [(kind, conc) for kind in a.phases.split(",") for conc in levels]
     results: dict = {
         "benchmark": "metrics_overhead",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.metrics_overhead", *sys.argv[1:]]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "command": report.command("bench.metrics_overhead"),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,

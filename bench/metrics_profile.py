@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
 from bench.metrics_overhead import Scraper, run_phase, start  # noqa: E402
@@ -72,9 +71,9 @@ def main() -> None:
         sys.exit("bench.metrics_profile needs py-spy: scripts/setup test,dev installs it")
     results: dict = {
         "benchmark": "metrics_profile",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.metrics_profile", *sys.argv[1:]]),
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "command": report.command("bench.metrics_profile"),
+        "machine": report.machine(),
         "params": vars(a),
         "phases": {},
     }

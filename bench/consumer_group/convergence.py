@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -38,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from services.shard.assignor_executor import InProcessAssignor  # noqa: E402
 from shards.core.consumer import api  # noqa: E402
 from shards.core.consumer.group import ConsumerGroup  # noqa: E402
@@ -231,12 +230,8 @@ def main() -> None:
         )
     results = {
         "benchmark": "consumer_group_convergence",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {"members": a.members, "partitions": a.partitions, "assignor": "uniform"},
         "max_rounds_after_ack": max(r["rounds_after_ack"] for r in runs),
         "max_rounds_to_stable": max(r["rounds_to_stable"] for r in runs),

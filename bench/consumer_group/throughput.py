@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -53,6 +51,7 @@ from groupcoord.v1 import (  # noqa: E402
     offsets_pb2,
 )
 
+from bench import report  # noqa: E402
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -240,12 +239,8 @@ def main() -> None:
     a = ap.parse_args()
     results: dict = {
         "benchmark": "consumer_group_heartbeat_throughput",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,

@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -45,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.gateway.run import GROUPCOORD_EXTRA, stable_members  # noqa: E402
 from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
@@ -228,12 +227,8 @@ def main() -> None:
             loop_gc.kill()
     doc = {
         "benchmark": "gateway_heartbeat_profile",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "settings": vars(a),
         "results": out,
         "reproduce": "python -m bench.gateway.profile " + " ".join(sys.argv[1:]),

@@ -50,8 +50,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -63,6 +61,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.interop.kafka_broker import (  # noqa: E402
     KAFKA_VERSION,
@@ -395,12 +394,8 @@ def main() -> None:
                     )
     doc = {
         "benchmark": "gateway_heartbeat_throughput",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,

@@ -20,12 +20,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.gateway.run import GROUPCOORD_EXTRA, load, stable_members  # noqa: E402
 from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
@@ -94,7 +94,7 @@ def main() -> None:
     medians = {k: statistics.median(v) for k, v in runs.items()}
     doc = {
         "benchmark": "gateway_uvloop_ab",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": report.utc_now(),
         "machine": {"cpus": os.cpu_count(), "loadavg": list(os.getloadavg())},
         "medians": medians,
         "ratios_uvloop_over_asyncio": {

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
+from bench import report  # noqa: E402
 from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
 from bench.procstat import cpu_seconds as _cpu_seconds  # noqa: E402
 from services.client import CoordinatorClient, RetryPolicy  # noqa: E402
@@ -423,8 +423,8 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
     parts = a.parts.split(",")
     results: dict[str, Any] = {
         "benchmark": "multishard",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -28,17 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
@@ -192,8 +191,8 @@ def main() -> None:
     global GHZ, PROTOSET
     results: dict = {
         "benchmark": "offset_commit",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "params": {"rounds": a.rounds, "duration_s": a.duration},
         "backends": {},
     }

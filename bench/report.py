@@ -1,0 +1,28 @@
+"""The header every benchmark's JSON result starts with: when it ran, the command line, the
+machine (its load at the start, where the figures depend on it)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+
+def utc_now() -> str:
+    """The current time, as results give it: ``2026-12-03T08:51:35Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def command(module: str) -> str:
+    """How to run this benchmark again: ``.venv/bin/python -m MODULE`` and its arguments."""
+    return " ".join([f".venv/bin/python -m {module}", *sys.argv[1:]])
+
+
+def machine(*, loadavg: bool = False) -> dict[str, Any]:
+    """CPUs and Python version; with ``loadavg``, the load averages now (at the start)."""
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    if loadavg:
+        info["loadavg_at_start"] = list(os.getloadavg())
+    return info
