@@ -11,6 +11,10 @@ from typing import Any
 import click
 
 ENV = "GROUPCOORD_"
+#: Kafka's security.protocol values (the listener's and the upstream connection's)
+SECURITY_PROTOCOL = click.Choice(
+    ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False
+)
 
 
 def opt(*names: str, env: str, **kw: Any) -> Callable[[Any], Any]:
@@ -63,7 +67,7 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--upstream-security-protocol",
         env="UPSTREAM_SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        type=SECURITY_PROTOCOL,
         default="PLAINTEXT",
         help="How to connect to the upstream brokers (SASL_*: with the gateway's own "
         "credentials, --upstream-sasl-*).",
@@ -355,7 +359,7 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--security-protocol",
         env="SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        type=SECURITY_PROTOCOL,
         default="PLAINTEXT",
         help="The Kafka listener's security protocol (Kafka's security.protocol). SSL and "
         "SASL_SSL need --ssl-certfile and --ssl-keyfile.",

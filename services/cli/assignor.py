@@ -11,6 +11,7 @@ from services.cli.options import (
     POSITIVE,
     configure_metrics,
     health_port_option,
+    host_option,
     log_options,
     metrics_options,
 )
@@ -19,9 +20,7 @@ from services.options import TlsArgs, opt, tls_options
 
 
 @click.command()
-@opt(
-    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
-)
+@host_option
 @opt(
     "--grpc-port",
     env="GRPC_PORT",

@@ -13,6 +13,7 @@ from services.cli.options import (
     PORT,
     POSITIVE,
     configure_metrics,
+    host_option,
     log_options,
     metrics_options,
     upstream_options,
@@ -30,9 +31,7 @@ from services.security_cli import gateway_security_options
     help="gRPC address of any shard (or a load balancer in front of them); a "
     "comma-separated list of shards is tried in turn.",
 )
-@opt(
-    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
-)
+@host_option
 @opt(
     "--kafka-port",
     env="KAFKA_PORT",

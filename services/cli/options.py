@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
-from services.options import opt, upstream_client_options
+from services.options import UpstreamArgs, opt, upstream_client_options
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
+
+if TYPE_CHECKING:
+    from services.shard.app import ShardSettings
 
 PORT = click.IntRange(0, 65535)
 POSITIVE = click.IntRange(min=1)
@@ -79,6 +82,72 @@ def coordinator_config(
     )
 
 
+class ShardOptions(TypedDict):
+    """The options dev and shard both turn into their ShardSettings (``shard_settings``):
+    server, coordinator, upstream, assignor client, request limits, metrics and history."""
+
+    host: str
+    grpc_port: int
+    advertised_host: str | None
+    otlp_endpoint: str | None
+    num_partitions: int
+    offsets_retention_minutes: int
+    offset_metadata_max_bytes: int
+    config_pairs: tuple[str, ...]
+    upstream: UpstreamArgs
+    upstream_metadata_interval_ms: int
+    assignor_addresses: str | None
+    assignor_timeout_ms: int
+    max_request_bytes: int
+    max_request_items: int
+    metrics_group_series: int
+    steady_heartbeat_memory: int
+    history: str
+    history_retention_hours: int
+    history_max_mb: int
+
+
+def shard_settings(
+    store: str, data_dir: str | None, options: ShardOptions, **settings: Any
+) -> ShardSettings:
+    """The ShardSettings of a shard on ``store`` with ``options``; ``data_dir``: where a
+    file history sink writes (None: a shard has none); ``settings``: the command's own
+    (TLS, node id, leases, authorization...)."""
+    from services.assignor.client import parse_addresses
+    from services.shard.app import ShardSettings
+
+    config = coordinator_config(
+        options["config_pairs"],
+        options["num_partitions"],
+        options["offsets_retention_minutes"],
+        options["offset_metadata_max_bytes"],
+    )
+    return ShardSettings(
+        store_url=store,
+        host=options["host"],
+        grpc_port=options["grpc_port"],
+        advertised_host=options["advertised_host"],
+        otlp_endpoint=options["otlp_endpoint"],
+        coordinator=config,
+        assignor_addresses=parse_addresses(options["assignor_addresses"] or ""),
+        assignor_timeout_ms=options["assignor_timeout_ms"],
+        max_request_bytes=options["max_request_bytes"],
+        max_request_items=options["max_request_items"],
+        upstream=options["upstream"].cluster(),
+        upstream_metadata_interval_ms=options["upstream_metadata_interval_ms"],
+        metrics_group_series=options["metrics_group_series"],
+        steady_heartbeat_memory=options["steady_heartbeat_memory"],
+        history=history_sink(
+            options["history"],
+            data_dir,
+            store,
+            options["history_retention_hours"],
+            options["history_max_mb"],
+        ),
+        **settings,
+    )
+
+
 def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--num-partitions",
@@ -114,13 +183,18 @@ def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = opt(
+def host_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--host (every process): the address it listens on."""
+    return opt(
         "--host",
         env="HOST",
         default="127.0.0.1",
         help="Address to listen on (0.0.0.0 in containers).",
     )(f)
+
+
+def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = host_option(f)
     f = opt(
         "--grpc-port",
         env="GRPC_PORT",
