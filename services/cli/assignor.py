@@ -23,14 +23,12 @@ from services.options import TlsArgs, opt, tls_options
 @host_option
 @opt(
     "--grpc-port",
-    env="GRPC_PORT",
     type=PORT,
     default=50061,
     help="gRPC port; 0 picks a free port and prints it.",
 )
 @opt(
     "--worker-threads",
-    env="WORKER_THREADS",
     type=POSITIVE,
     default=1,
     help="Threads computing assignments; more requests wait in arrival order. Scale with "
@@ -38,14 +36,12 @@ from services.options import TlsArgs, opt, tls_options
 )
 @opt(
     "--shutdown-grace-s",
-    env="SHUTDOWN_GRACE_S",
     type=click.FloatRange(min=0),
     default=10.0,
     help="On SIGTERM: how long in-flight assignments may take to finish.",
 )
 @opt(
     "--otlp-endpoint",
-    env="OTLP_ENDPOINT",
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import click
 
@@ -31,8 +31,6 @@ from services.options import ListenerArgs, TlsArgs, listener_options, opt, tls_o
 from services.security_cli import authorizer_options, dev_listener_security_options
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from services.gateway.app import GatewayApp
     from services.process.health import Readiness
     from services.shard.app import ShardApp
@@ -45,7 +43,6 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
     shortcut, for the A/B benchmarks (bench/gateway/run.py, bench/gateway/profile.py)."""
     f = opt(
         "--shard-calls",
-        env="SHARD_CALLS",
         default="batched",
         hidden=True,
         help="How the built-in gateway calls other shards (and, with --gateway-loopback, "
@@ -66,10 +63,9 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.command()
-@opt("--data-dir", env="DATA_DIR", default="./data", help="Where the embedded SQLite store lives.")
+@opt("--data-dir", default="./data", help="Where the embedded SQLite store lives.")
 @opt(
     "--store",
-    env="STORE",
     type=StoreUrl(),
     default=None,
     help="Log store URL: sqlite:///path.db or redis://host:port/db "
@@ -79,7 +75,6 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @coordinator_options
 @opt(
     "--kafka-port",
-    env="KAFKA_PORT",
     type=PORT,
     default=9092,
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",

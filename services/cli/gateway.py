@@ -26,7 +26,6 @@ from services.security_cli import gateway_security_options
 @click.command()
 @opt(
     "--shard-address",
-    env="SHARD_ADDRESS",
     default="127.0.0.1:50051",
     help="gRPC address of any shard (or a load balancer in front of them); a "
     "comma-separated list of shards is tried in turn.",
@@ -34,68 +33,58 @@ from services.security_cli import gateway_security_options
 @host_option
 @opt(
     "--kafka-port",
-    env="KAFKA_PORT",
     type=PORT,
     default=9092,
     help="Kafka protocol port; 0 picks a free port and prints it.",
 )
 @opt(
     "--advertised-host",
-    env="ADVERTISED_HOST",
     default=None,
     help="Host name Kafka clients are told to connect to (Metadata, FindCoordinator).",
 )
 @opt(
     "--advertised-port",
-    env="ADVERTISED_PORT",
     type=click.IntRange(1, 65535),
     default=None,
     help="Port Kafka clients are told to connect to (default: the bound port).",
 )
 @opt(
     "--node-id",
-    env="NODE_ID",
     type=NON_NEGATIVE,
     default=0,
     help="The broker id the gateway presents itself as.",
 )
 @opt(
     "--cluster-id",
-    env="CLUSTER_ID",
     default="groupcoord",
     help="The cluster id in Metadata responses.",
 )
 @opt(
     "--num-partitions",
-    env="NUM_PARTITIONS",
     type=POSITIVE,
     default=50,
     help="Offsets partitions; must equal the shards' setting.",
 )
 @opt(
     "--max-request-bytes",
-    env="MAX_REQUEST_BYTES",
     type=POSITIVE,
     default=100 * 1024 * 1024,
     help="Largest request frame accepted (Kafka's socket.request.max.bytes).",
 )
 @opt(
     "--idle-timeout-ms",
-    env="IDLE_TIMEOUT_MS",
     type=POSITIVE,
     default=600_000,
     help="Close connections idle this long (Kafka's connections.max.idle.ms).",
 )
 @opt(
     "--request-timeout-ms",
-    env="REQUEST_TIMEOUT_MS",
     type=POSITIVE,
     default=30_000,
     help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).",
 )
 @opt(
     "--shard-calls",
-    env="SHARD_CALLS",
     type=click.Choice(["unary", "batched"]),
     default="batched",
     help="How calls reach the shards: one gRPC call per Kafka request (unary), or the calls "
@@ -104,13 +93,11 @@ from services.security_cli import gateway_security_options
 )
 @opt(
     "--otlp-endpoint",
-    env="OTLP_ENDPOINT",
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )
 @opt(
     "--health-port",
-    env="HEALTH_PORT",
     type=PORT,
     default=None,
     help="Serve the gRPC health service, plaintext, on this port (liveness: groupcoord.Liveness; "

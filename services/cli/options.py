@@ -151,21 +151,18 @@ def shard_settings(
 def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--num-partitions",
-        env="NUM_PARTITIONS",
         type=POSITIVE,
         default=50,
         help="Offsets partitions (Kafka's offsets.topic.num.partitions).",
     )(f)
     f = opt(
         "--offsets-retention-minutes",
-        env="OFFSETS_RETENTION_MINUTES",
         type=POSITIVE,
         default=7 * 24 * 60,
         help="Kafka's offsets.retention.minutes.",
     )(f)
     f = opt(
         "--offset-metadata-max-bytes",
-        env="OFFSET_METADATA_MAX_BYTES",
         type=NON_NEGATIVE,
         default=4096,
         help="Kafka's offset.metadata.max.bytes.",
@@ -187,7 +184,6 @@ def host_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """--host (every process): the address it listens on."""
     return opt(
         "--host",
-        env="HOST",
         default="127.0.0.1",
         help="Address to listen on (0.0.0.0 in containers).",
     )(f)
@@ -197,20 +193,17 @@ def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = host_option(f)
     f = opt(
         "--grpc-port",
-        env="GRPC_PORT",
         type=PORT,
         default=50051,
         help="gRPC port; 0 picks a free port and prints it.",
     )(f)
     f = opt(
         "--advertised-host",
-        env="ADVERTISED_HOST",
         default=None,
         help="Host name other processes use to reach this one (FindCoordinator).",
     )(f)
     f = opt(
         "--otlp-endpoint",
-        env="OTLP_ENDPOINT",
         default=None,
         help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics (also "
         "OTEL_EXPORTER_OTLP_ENDPOINT); unset: no export.",
@@ -222,7 +215,6 @@ def health_port_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """--health-port (shard, assignor): the health service alone, plaintext, on its own port."""
     return opt(
         "--health-port",
-        env="HEALTH_PORT",
         type=PORT,
         default=None,
         help="Also serve the gRPC health service (only it, the same statuses) in plaintext on "
@@ -235,7 +227,6 @@ def metrics_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--metrics-port (every process): Prometheus text on http://HOST:PORT/metrics."""
     return opt(
         "--metrics-port",
-        env="METRICS_PORT",
         type=PORT,
         default=None,
         help="Serve metrics as Prometheus text on http://HOST:PORT/metrics (HOST: --host); 0 "
@@ -248,7 +239,6 @@ def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The opt-in per-group metric series (dev, shard)."""
     return opt(
         "--metrics-group-series",
-        env="METRICS_GROUP_SERIES",
         type=NON_NEGATIVE,
         default=0,
         help="Opt-in: a groupcoord_group_members series per group (group id as a label) for "
@@ -262,7 +252,6 @@ def steady_memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     return opt(
         "--steady-heartbeat-memory",
-        env="STEADY_HEARTBEAT_MEMORY",
         type=NON_NEGATIVE,
         default=STEADY_MEMO_ENTRIES,
         help="How many distinct steady ConsumerGroupHeartbeat requests the shard remembers, "
@@ -277,21 +266,18 @@ def history_options(default: str) -> Callable[[Callable[..., Any]], Callable[...
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         f = opt(
             "--history-max-mb",
-            env="HISTORY_MAX_MB",
             type=click.IntRange(1),
             default=1024,
             help="file sink: delete the oldest history files beyond this many MiB.",
         )(f)
         f = opt(
             "--history-retention-hours",
-            env="HISTORY_RETENTION_HOURS",
             type=click.IntRange(1),
             default=168,
             help="file sink: delete history files older than this.",
         )(f)
         return opt(
             "--history",
-            env="HISTORY",
             type=click.Choice(["file", "redis", "off"] if default == "file" else ["redis", "off"]),
             default=default,
             help="Group history sink (docs/analytics.md): JSON Lines files under "
@@ -328,29 +314,24 @@ def configure_metrics(
 def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--log-level",
-        env="LOG_LEVEL",
         type=LOG_LEVEL,
         default="INFO",
         help="Level of groupcoord's own logs (DEBUG also prints the traceback of a failure).",
     )(f)
     f = opt(
         "--library-log-level",
-        env="LIBRARY_LOG_LEVEL",
         type=LOG_LEVEL,
         default="WARNING",
         help="Level of the libraries' logs (grpc, asyncio, redis...), never more verbose "
         "than --log-level.",
     )(f)
-    f = opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")(
-        f
-    )
+    f = opt("--log-format", type=click.Choice(["json", "text"]), default="json")(f)
     return f
 
 
 def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--assignor-timeout-ms",
-        env="ASSIGNOR_TIMEOUT_MS",
         type=POSITIVE,
         default=5_000,
         help="Deadline of each call to an assignor replica (3 attempts, then the "
@@ -358,7 +339,6 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = opt(
         "--assignor-addresses",
-        env="ASSIGNOR_ADDRESSES",
         default=None,
         help="Assignor service replicas for consumer-group assignments: host:port list "
         "(comma-separated) or a gRPC target such as dns:///assignor:50061; calls "
@@ -372,7 +352,6 @@ def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
     upstream cluster."""
     return opt(
         "--upstream-metadata-interval-ms",
-        env="UPSTREAM_METADATA_INTERVAL_MS",
         type=POSITIVE,
         default=5_000,
         help="Proxy mode: how often the upstream cluster's topics are fetched into the topic "
@@ -384,7 +363,6 @@ def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--max-request-bytes",
-        env="MAX_REQUEST_BYTES",
         type=POSITIVE,
         default=100 * 1024 * 1024,
         help="Largest gRPC request (and, in dev, Kafka frame) accepted: Kafka's "
@@ -392,7 +370,6 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = opt(
         "--max-request-items",
-        env="MAX_REQUEST_ITEMS",
         type=POSITIVE,
         default=DEFAULT_MAX_ITEMS,
         help="Most list items (groups, topics, partitions, members...) in one request; "
@@ -406,7 +383,6 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = upstream_client_options(f)
     return opt(
         "--broker-port-base",
-        env="BROKER_PORT_BASE",
         type=PORT,
         default=None,
         help="Proxy mode: upstream broker N is served on port BASE+N "

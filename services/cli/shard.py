@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 import click
 
@@ -28,14 +28,10 @@ from services.cli.store import StoreUrl
 from services.options import TlsArgs, opt, tls_options, upstream_client_options
 from services.security_cli import authorizer_options
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
 
 @click.command()
 @opt(
     "--store",
-    env="STORE",
     type=StoreUrl(shared=True),
     required=True,
     help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
@@ -43,7 +39,6 @@ if TYPE_CHECKING:
 )
 @opt(
     "--node-id",
-    env="NODE_ID",
     type=NON_NEGATIVE,
     required=True,
     help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
@@ -51,7 +46,6 @@ if TYPE_CHECKING:
 )
 @opt(
     "--lease-ms",
-    env="LEASE_MS",
     type=click.IntRange(min=100),
     default=10_000,
     help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
@@ -59,28 +53,24 @@ if TYPE_CHECKING:
 )
 @opt(
     "--ownership-interval-ms",
-    env="OWNERSHIP_INTERVAL_MS",
     type=POSITIVE,
     default=None,
     help="How often the registry and every lease are re-read (default min(1000, lease/4)).",
 )
 @opt(
     "--handoff-poll-ms",
-    env="HANDOFF_POLL_MS",
     type=POSITIVE,
     default=100,
     help="How often a partition waiting for its previous owner's lease is re-checked.",
 )
 @opt(
     "--operation-timeout-ms",
-    env="OPERATION_TIMEOUT_MS",
     type=POSITIVE,
     default=30_000,
     help="Deadline of one write or read on a partition (then NOT_COORDINATOR).",
 )
 @opt(
     "--shutdown-grace-s",
-    env="SHUTDOWN_GRACE_S",
     type=click.FloatRange(min=0),
     default=10.0,
     help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
