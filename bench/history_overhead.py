@@ -25,9 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
-from bench.metrics_overhead import run_phase, summarize_on_off  # noqa: E402
-from bench.offset_commit import run as commit_bench  # noqa: E402
+from bench.metrics_overhead import load_generator, run_phase, summarize_on_off  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -74,14 +72,7 @@ def main() -> None:
     samples: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if not a.python_load:
-            commit_bench.GHZ = ensure_ghz()
-            commit_bench.PROTOSET = (
-                write_protoset(work / "api.protoset") if commit_bench.GHZ else None
-            )
-        results["load_generator"] = (
-            "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
-        )
+        results["load_generator"] = load_generator(work, a.python_load)
         print(f"load generator: {results['load_generator']}", flush=True)
         procs = {arm: start(work, arm) for arm in ARMS}
         try:
@@ -108,8 +99,7 @@ def main() -> None:
     summary = summarize_on_off(samples, phases)
     results["results"] = summary
     results["within_10_percent"] = all(e["ratio_on_vs_off"] >= 0.90 for e in summary.values())
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps(
             {

@@ -165,8 +165,7 @@ def main() -> None:
             "loadgen": storm["loadgen"],
         },
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps({k: results[k] for k in ("largest_steady_under_limit", "join_storm")}, indent=2)
     )

@@ -113,8 +113,7 @@ def main() -> None:
         "ratios": ratios,
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+    report.write(a.out, results, newline=True)
     print(json.dumps({"medians": medians, "ratios": ratios}, indent=2))
     print(f"wrote {a.out}")
 

@@ -134,8 +134,7 @@ def main() -> None:
         "time_to_stable_kafka_over_gateway": round(k / g, 3) if g and k else None,
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+    report.write(a.out, results, newline=True)
     print(json.dumps({key: results[key] for key in ("medians",)}, indent=2))
     print("time to Stable, Kafka / gateway:", results["time_to_stable_kafka_over_gateway"])
     if a.reports is not None:

@@ -98,6 +98,15 @@ def start(work: Path, arm: str, aa: bool = False) -> ServerProcess:
     return ServerProcess(args, work / f"{arm}.log")
 
 
+def load_generator(work: Path, python_load: bool) -> str:
+    """Set up the load of ``run_phase``: ghz where it is installed (its protoset under
+    ``work``), unless ``python_load``, else the Python load generator; returns its name."""
+    if not python_load:
+        commit_bench.GHZ = ensure_ghz()
+        commit_bench.PROTOSET = write_protoset(work / "api.protoset") if commit_bench.GHZ else None
+    return "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
+
+
 def run_phase(
     proc: ServerProcess, kind: str, conc: int, duration: float, epochs: dict[int, int]
 ) -> dict:
@@ -200,14 +209,7 @@ def main() -> None:
     scrapes = 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if not a.python_load:
-            commit_bench.GHZ = ensure_ghz()
-            commit_bench.PROTOSET = (
-                write_protoset(work / "api.protoset") if commit_bench.GHZ else None
-            )
-        results["load_generator"] = (
-            "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
-        )
+        results["load_generator"] = load_generator(work, a.python_load)
         print(f"load generator: {results['load_generator']}", flush=True)
         procs = {arm: start(work, arm, a.aa) for arm in ARMS}
         try:
@@ -245,8 +247,7 @@ def main() -> None:
     results["cpu_within_5_percent"] = all(
         e["cpu_ratio_off_vs_on"] >= 0.95 for e in summary.values()
     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps(
             {

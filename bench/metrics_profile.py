@@ -108,8 +108,7 @@ def main() -> None:
                 print(kind, json.dumps(results["phases"][f"{kind}_c{a.concurrency}"]), flush=True)
         finally:
             proc.__exit__(None, None, None)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(f"wrote {a.out}")
 
 

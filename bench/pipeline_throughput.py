@@ -168,8 +168,7 @@ def main() -> None:
         "events_per_s": round(n / elapsed),
         "table_rows": counts,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(json.dumps(results, indent=2))
 
 

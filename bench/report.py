@@ -3,10 +3,12 @@ machine (its load at the start, where the figures depend on it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -26,3 +28,11 @@ def machine(*, loadavg: bool = False) -> dict[str, Any]:
     if loadavg:
         info["loadavg_at_start"] = list(os.getloadavg())
     return info
+
+
+def write(path: str | Path, doc: Any, *, newline: bool = False) -> None:
+    """Write a result ``doc`` as indented JSON to ``path`` (its folder made if need be);
+    ``newline``: end the file with one."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + ("\n" if newline else ""))

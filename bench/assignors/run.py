@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import base64
 import gc
-import json
 import os
 import platform
 import random
@@ -47,6 +46,7 @@ from assignors.spec import (
     verify_assignment,
 )
 from assignors.uniform import UniformAssignor
+from bench import report
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = 5
@@ -295,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             "p90_ms": round(p90(vtimes), 3),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    report.write(args.out, result, newline=True)
     print(f"wrote {args.out}")
     return 0
 

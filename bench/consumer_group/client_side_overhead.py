@@ -26,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group.convergence import TOPIC_ID, Client, World  # noqa: E402
 from shards.core.consumer import api  # noqa: E402
 
@@ -176,8 +177,7 @@ def main() -> None:
         },
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    report.write(RESULTS, result, newline=True)
     print(json.dumps(result, indent=2))
 
 

@@ -24,7 +24,6 @@ Results: bench/results/consumer_group_convergence.json
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -237,8 +236,7 @@ def main() -> None:
         "max_rounds_to_stable": max(r["rounds_to_stable"] for r in runs),
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(f"max rounds after the revocations were acknowledged: {results['max_rounds_after_ack']}")
     print(f"wrote {a.out}")
 

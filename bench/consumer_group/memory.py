@@ -437,8 +437,7 @@ def main() -> None:
     }
     if a.protocol == "consumer":  # (the servicer remembers no classic heartbeat)
         results["steady_shortcut_memory"] = steady_shortcut(a.members, results)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2))
+    report.write(out, results)
     print(
         json.dumps({k: v for k, v in results.items() if k.startswith(("fit", "steady"))}, indent=2)
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -79,8 +78,7 @@ def main() -> None:
         "params": {"members": a.members, "repeats": REPEATS},
         "layouts": rows,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2))
+    report.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

@@ -355,8 +355,7 @@ def main() -> None:
             for c, h in zip(samples[f"check_c{conc}"], samples[f"heartbeat_c{conc}"], strict=True)
         )
     results["results"] = summary
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(json.dumps({k: v for k, v in summary.items() if "ratio" in k}, indent=2))
     print(f"wrote {a.out}")
 

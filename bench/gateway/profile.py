@@ -233,8 +233,7 @@ def main() -> None:
         "results": out,
         "reproduce": "python -m bench.gateway.profile " + " ".join(sys.argv[1:]),
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
+    report.write(a.out, doc, newline=True)
     print(f"wrote {a.out}")
 
 

@@ -408,8 +408,7 @@ def main() -> None:
         "results": results,
         "ratios": ratios,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2))
+    report.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

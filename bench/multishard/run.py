@@ -469,8 +469,7 @@ def main() -> None:
     if out.exists():  # keep the parts not re-run
         previous = json.loads(out.read_text())
         results = {**previous, **results}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    report.write(out, results)
     print(f"wrote {out}")
 
 

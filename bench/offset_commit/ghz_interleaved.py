@@ -207,8 +207,7 @@ def main() -> None:
         },
         "runs": samples,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2))
+    report.write(out, summary)
     keys = ("median_ratio_to_check", "median_cpu_ratio_to_check", "median")
     print(json.dumps({k: summary[k] for k in keys}, indent=2))
     print(f"wrote {out}")

@@ -214,8 +214,7 @@ def main() -> None:
                     results["backends"]["redis"] = bench_backend(
                         "redis", server.url, work, a.rounds, a.duration
                     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps(
             {
