@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
@@ -102,8 +102,7 @@ def load_generator(work: Path, python_load: bool) -> str:
     """Set up the load of ``run_phase``: ghz where it is installed (its protoset under
     ``work``), unless ``python_load``, else the Python load generator; returns its name."""
     if not python_load:
-        commit_bench.GHZ = ensure_ghz()
-        commit_bench.PROTOSET = write_protoset(work / "api.protoset") if commit_bench.GHZ else None
+        commit_bench.GHZ, commit_bench.PROTOSET = ghz_and_protoset(work)
     return "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.metrics_overhead import Scraper, run_phase, start  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
@@ -79,8 +79,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        commit_bench.GHZ = ensure_ghz()
-        commit_bench.PROTOSET = write_protoset(work / "api.protoset") if commit_bench.GHZ else None
+        commit_bench.GHZ, commit_bench.PROTOSET = ghz_and_protoset(work)
         proc = start(work, "on")
         try:
             assert proc.metrics_url, "no /metrics URL printed"

@@ -52,7 +52,7 @@ from groupcoord.v1 import (  # noqa: E402
 )
 
 from bench import report  # noqa: E402
-from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset, run_ghz  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -251,8 +251,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        ghz = None if a.python_load else ensure_ghz()
-        protoset = write_protoset(work / "api.protoset") if ghz else None
+        ghz, protoset = ghz_and_protoset(work, a.python_load)
         results["load_generator"] = "ghz (separate process)" if ghz else "python (separate process)"
         proc = ServerProcess(
             [

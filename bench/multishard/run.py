@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
 from bench import report  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.procstat import cpu_seconds as _cpu_seconds  # noqa: E402
 from services.client import CoordinatorClient, RetryPolicy  # noqa: E402
 from shards.core.placement import partition_for  # noqa: E402
@@ -435,8 +435,7 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
             print(f"== load ({a.records} records)", flush=True)
             results["load"] = await bench_load(work, a.records, a.repeats)
         if "throughput" in parts:
-            ghz = None if a.python_load else ensure_ghz()
-            protoset = write_protoset(work / "api.protoset") if ghz else None
+            ghz, protoset = ghz_and_protoset(work, a.python_load)
             results["throughput"] = {
                 "load_generator": "ghz" if ghz else "python (bench/offset_commit/load.py)",
                 "by_shards": [],

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset, run_ghz  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -199,8 +199,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if not a.python_load:
-            GHZ = ensure_ghz()
-            PROTOSET = write_protoset(work / "api.protoset") if GHZ else None
+            GHZ, PROTOSET = ghz_and_protoset(work)
         results["load_generator"] = "ghz" if GHZ else "python (bench/offset_commit/load.py)"
         print(f"load generator: {results['load_generator']}", flush=True)
         for backend in a.backends.split(","):
