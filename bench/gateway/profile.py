@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.gateway.run import GROUPCOORD_EXTRA, stable_members  # noqa: E402
+from bench.gateway.run import GROUPCOORD_EXTRA, stable_members, start_gateway  # noqa: E402
 from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -125,18 +125,7 @@ def main() -> None:
             *GROUPCOORD_EXTRA,
             "--gateway-loopback",
         )
-        gw = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-            ],
-            tmp / "gateway.log",
-        )
+        gw = start_gateway(gc, tmp / "gateway.log")
         try:
             target = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])
             members = asyncio.run(stable_members(target, a.groups, a.members))

@@ -91,6 +91,24 @@ GROUPCOORD_EXTRA = [
 ]
 
 
+def start_gateway(shard: ServerProcess, log: Path, *extra: str) -> ServerProcess:
+    """A ``groupcoord gateway`` in front of the ``dev`` process ``shard`` (its Kafka port
+    free, the partitions of ``groupcoord_args``), with ``extra`` options; output to ``log``."""
+    return ServerProcess(
+        [
+            "gateway",
+            "--shard-address",
+            shard.grpc_address,
+            "--kafka-port",
+            "0",
+            "--num-partitions",
+            groupcoord_args()[1],
+            *extra,
+        ],
+        log,
+    )
+
+
 async def stable_members(target: Target, groups: int, members: int) -> list[dict[str, Any]]:
     wire = await target.wire("bench-setup")
     try:
@@ -225,34 +243,8 @@ def main() -> None:
             *GROUPCOORD_EXTRA,
             "--no-gateway-steady",
         )
-        gw = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-                "--shard-calls",
-                "unary",
-            ],
-            tmp / "gateway.log",
-        )
-        gw_batched = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-                "--shard-calls",
-                "batched",
-            ],
-            tmp / "gateway-batched.log",
-        )
+        gw = start_gateway(gc, tmp / "gateway.log", "--shard-calls", "unary")
+        gw_batched = start_gateway(gc, tmp / "gateway-batched.log", "--shard-calls", "batched")
         kafka: KafkaBroker | None = None
         skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
         try:
