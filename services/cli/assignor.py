@@ -9,11 +9,13 @@ import click
 from services.cli.options import (
     PORT,
     POSITIVE,
+    LogArgs,
     configure_metrics,
     health_port_option,
     host_option,
     log_options,
     metrics_options,
+    shutdown_grace_option,
 )
 from services.cli.serving import serve
 from services.options import TlsArgs, opt, tls_options
@@ -34,12 +36,7 @@ from services.options import TlsArgs, opt, tls_options
     help="Threads computing assignments; more requests wait in arrival order. Scale with "
     "replicas (one per core) rather than threads: the work is CPU-bound.",
 )
-@opt(
-    "--shutdown-grace-s",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    help="On SIGTERM: how long in-flight assignments may take to finish.",
-)
+@shutdown_grace_option("On SIGTERM: how long in-flight assignments may take to finish.")
 @opt(
     "--otlp-endpoint",
     default=None,
@@ -55,9 +52,7 @@ def assignor(
     worker_threads: int,
     shutdown_grace_s: float,
     otlp_endpoint: str | None,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     metrics_port: int | None,
     tls: TlsArgs,
     health_port: int | None,
@@ -65,9 +60,8 @@ def assignor(
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
     from services.assignor.app import AssignorApp, AssignorSettings
-    from services.process import logs
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     server_tls = tls.server()
     configure_metrics("groupcoord-assignor", metrics_port, host, otlp_endpoint)
     settings = AssignorSettings(

@@ -12,6 +12,7 @@ import click
 
 from services.cli.options import (
     PORT,
+    LogArgs,
     ShardOptions,
     assignor_client_options,
     configure_metrics,
@@ -94,9 +95,7 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def dev(
     data_dir: str,
     store: str | None,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     kafka_port: int,
     metrics_port: int | None,
     tls: TlsArgs,
@@ -110,10 +109,9 @@ def dev(
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
-    from services.process import logs
     from services.shard.app import ShardApp
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     gateway_upstream = {**options["upstream"].settings(), **listener.settings()}
     server_tls, client_tls = tls.server(), tls.client()
     configure_metrics("groupcoord-dev", metrics_port, options["host"], options["otlp_endpoint"])

@@ -12,6 +12,7 @@ from services.cli.options import (
     NON_NEGATIVE,
     PORT,
     POSITIVE,
+    LogArgs,
     configure_metrics,
     host_option,
     log_options,
@@ -126,9 +127,7 @@ def gateway(
     otlp_endpoint: str | None,
     health_port: int | None,
     upstream: UpstreamArgs,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     metrics_port: int | None,
     tls: TlsArgs,
     listener: ListenerArgs,
@@ -137,9 +136,8 @@ def gateway(
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
     from services.gateway.app import GatewayApp, GatewaySettings
-    from services.process import logs
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     if listener.security_protocol.startswith("SASL_") and not security["store_url"]:
         raise click.UsageError(
             f"--security-protocol {listener.security_protocol} needs --store (the SCRAM "

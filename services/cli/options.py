@@ -6,6 +6,7 @@ listener, upstream client: loadtest, the operator tools) are in services/options
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -311,13 +312,37 @@ def configure_metrics(
         sys.stdout.flush()
 
 
+@dataclasses.dataclass(frozen=True)
+class LogArgs:
+    """--log-level, --library-log-level and --log-format, as the command receives them."""
+
+    level: str
+    library_level: str
+    format: str
+
+    def configure(self) -> None:
+        """Configure the process's logs (services/process/logs.py)."""
+        from services.process import logs
+
+        logs.configure(self.level, self.format, self.library_level)
+
+
 def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The process's logs (every process); the command receives them as ``log: LogArgs``."""
+    command = f  # (f is rebound below, as each option is added)
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any, log_level: str, library_log_level: str, log_format: str, **kw: Any
+    ) -> Any:
+        return command(*args, log=LogArgs(log_level, library_log_level, log_format), **kw)
+
     f = opt(
         "--log-level",
         type=LOG_LEVEL,
         default="INFO",
         help="Level of groupcoord's own logs (DEBUG also prints the traceback of a failure).",
-    )(f)
+    )(bundled)
     f = opt(
         "--library-log-level",
         type=LOG_LEVEL,
@@ -327,6 +352,11 @@ def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = opt("--log-format", type=click.Choice(["json", "text"]), default="json")(f)
     return f
+
+
+def shutdown_grace_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--shutdown-grace-s (shard, assignor): ``help`` says what may finish meanwhile."""
+    return opt("--shutdown-grace-s", type=click.FloatRange(min=0), default=10.0, help=help)
 
 
 def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:

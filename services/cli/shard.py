@@ -10,6 +10,7 @@ import click
 from services.cli.options import (
     NON_NEGATIVE,
     POSITIVE,
+    LogArgs,
     ShardOptions,
     assignor_client_options,
     configure_metrics,
@@ -20,6 +21,7 @@ from services.cli.options import (
     request_limit_options,
     server_options,
     shard_settings,
+    shutdown_grace_option,
     steady_memory_options,
     upstream_metadata_options,
 )
@@ -69,12 +71,7 @@ from services.security_cli import authorizer_options
     default=30_000,
     help="Deadline of one write or read on a partition (then NOT_COORDINATOR).",
 )
-@opt(
-    "--shutdown-grace-s",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
-)
+@shutdown_grace_option("On SIGTERM: how long in-flight RPCs may take after the handoff.")
 @upstream_client_options
 @upstream_metadata_options
 @server_options
@@ -95,9 +92,7 @@ def shard(
     handoff_poll_ms: int,
     operation_timeout_ms: int,
     shutdown_grace_s: float,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     metrics_port: int | None,
     tls: TlsArgs,
     health_port: int | None,
@@ -106,10 +101,9 @@ def shard(
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
-    from services.process import logs
     from services.shard.app import ShardApp
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     server_tls, client_tls = tls.server(), tls.client()
     configure_metrics("groupcoord-shard", metrics_port, options["host"], options["otlp_endpoint"])
     settings = shard_settings(
