@@ -15,7 +15,6 @@ Results: bench/results/history_overhead.json
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +24,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.metrics_overhead import load_generator, run_phase, summarize_on_off  # noqa: E402
+from bench.metrics_overhead import (  # noqa: E402
+    load_generator,
+    on_off_digest,
+    run_phase,
+    summarize_on_off,
+)
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -100,20 +104,7 @@ def main() -> None:
     results["results"] = summary
     results["within_10_percent"] = all(e["ratio_on_vs_off"] >= 0.90 for e in summary.values())
     report.write(a.out, results)
-    print(
-        json.dumps(
-            {
-                k: {
-                    "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
-                    "paired": round(v["paired_ratio_median"], 3),
-                    "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
-                    "ops_per_s": [round(v[arm]["ops_per_s_median"]) for arm in ARMS],
-                }
-                for k, v in summary.items()
-            },
-            indent=2,
-        )
-    )
+    print(on_off_digest(summary, "ops_per_s", lambda arm: round(arm["ops_per_s_median"])))
     print(
         f"events written: {results['history_events_written']}; throughput within 10%: "
         f"{results['within_10_percent']}; wrote {a.out}"

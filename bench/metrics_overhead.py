@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,6 +174,23 @@ def summarize_on_off(samples: dict, phases: list, extra: bool = False) -> dict:
     return summary
 
 
+def on_off_digest(summary: dict, name: str, per_arm: Callable[[dict], float]) -> str:
+    """The ratios of a ``summarize_on_off`` summary and, as ``name``, ``per_arm`` of each
+    arm's figures: the JSON printed at the end of a run."""
+    return json.dumps(
+        {
+            k: {
+                "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
+                "paired": round(v["paired_ratio_median"], 3),
+                "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
+                name: [per_arm(v[arm]) for arm in ARMS],
+            }
+            for k, v in summary.items()
+        },
+        indent=2,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -248,19 +266,8 @@ def main() -> None:
     )
     report.write(a.out, results)
     print(
-        json.dumps(
-            {
-                k: {
-                    "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
-                    "paired": round(v["paired_ratio_median"], 3),
-                    "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
-                    "cpu_us_per_op": [
-                        round(v[arm]["server_cpu_us_per_op_median"], 1) for arm in ARMS
-                    ],
-                }
-                for k, v in summary.items()
-            },
-            indent=2,
+        on_off_digest(
+            summary, "cpu_us_per_op", lambda arm: round(arm["server_cpu_us_per_op_median"], 1)
         )
     )
     print(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,3 +37,8 @@ def write(path: str | Path, doc: Any, *, newline: bool = False) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + ("\n" if newline else ""))
+
+
+def medians(runs: list[dict[str, Any]], *fields: str) -> dict[str, Any]:
+    """``<field>_median``: the median of each of ``fields`` over ``runs``."""
+    return {f"{field}_median": statistics.median(run[field] for run in runs) for field in fields}

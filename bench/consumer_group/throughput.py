@@ -323,12 +323,7 @@ def main() -> None:
             proc.terminate()
     summary = {
         key: {
-            "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
-            "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
-            "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
-            "server_cpu_us_per_call_median": statistics.median(
-                s["server_cpu_us_per_call"] for s in runs
-            ),
+            **report.medians(runs, "ops_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call"),
             "load_generator_cpu_us_per_call_median": statistics.median(
                 s.get("load_generator_cpu_us_per_call", float("nan")) for s in runs
             ),

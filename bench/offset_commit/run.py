@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -155,12 +154,7 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
         proc.terminate()
     summary = {
         key: {
-            "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
-            "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
-            "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
-            "server_cpu_us_per_call_median": statistics.median(
-                s["server_cpu_us_per_call"] for s in runs
-            ),
+            **report.medians(runs, "ops_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call"),
             "errors": sum(s["errors"] for s in runs),
             "runs": runs,
         }
