@@ -44,10 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.gateway.run import GROUPCOORD_EXTRA, stable_members, start_gateway  # noqa: E402
-from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
+from bench.gateway.run import stable_members, start_dev, start_gateway  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
-from tests.support.processes import ServerProcess  # noqa: E402
 
 #: (bucket, substrings of a frame that put a sample in it), first match wins
 BUCKETS = (
@@ -118,13 +116,8 @@ def main() -> None:
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
-        loop_gc = ServerProcess.dev(
-            tmp / "loopback",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--gateway-loopback",
-        )
+        gc = start_dev(tmp)
+        loop_gc = start_dev(tmp / "loopback", "--gateway-loopback")
         gw = start_gateway(gc, tmp / "gateway.log")
         try:
             target = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])

@@ -91,9 +91,16 @@ GROUPCOORD_EXTRA = [
 ]
 
 
-def start_gateway(shard: ServerProcess, log: Path, *extra: str) -> ServerProcess:
+def start_dev(workdir: Path, *extra: str, **kw: Any) -> ServerProcess:
+    """``groupcoord dev`` as the comparison with Kafka runs it (``groupcoord_args`` and
+    GROUPCOORD_EXTRA), with ``extra`` options; ``kw``: ServerProcess's."""
+    return ServerProcess.dev(workdir, *groupcoord_args(), *GROUPCOORD_EXTRA, *extra, **kw)
+
+
+def start_gateway(shard: ServerProcess, log: Path, *extra: str, **kw: Any) -> ServerProcess:
     """A ``groupcoord gateway`` in front of the ``dev`` process ``shard`` (its Kafka port
-    free, the partitions of ``groupcoord_args``), with ``extra`` options; output to ``log``."""
+    free, the partitions of ``groupcoord_args``), with ``extra`` options; output to ``log``;
+    ``kw``: ServerProcess's."""
     return ServerProcess(
         [
             "gateway",
@@ -106,6 +113,7 @@ def start_gateway(shard: ServerProcess, log: Path, *extra: str) -> ServerProcess
             *extra,
         ],
         log,
+        **kw,
     )
 
 
@@ -228,21 +236,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
-        loop_gc = ServerProcess.dev(
-            tmp / "loopback",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--gateway-loopback",
-            "--shard-calls",
-            "unary",
-        )
-        handler_gc = ServerProcess.dev(
-            tmp / "handler",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--no-gateway-steady",
-        )
+        gc = start_dev(tmp)
+        loop_gc = start_dev(tmp / "loopback", "--gateway-loopback", "--shard-calls", "unary")
+        handler_gc = start_dev(tmp / "handler", "--no-gateway-steady")
         gw = start_gateway(gc, tmp / "gateway.log", "--shard-calls", "unary")
         gw_batched = start_gateway(gc, tmp / "gateway-batched.log", "--shard-calls", "batched")
         kafka: KafkaBroker | None = None
