@@ -22,14 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import metrics_overhead as overhead  # noqa: E402
 from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.metrics_overhead import (  # noqa: E402
-    load_generator,
-    on_off_digest,
-    run_phase,
-    summarize_on_off,
-)
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -76,7 +71,7 @@ def main() -> None:
     samples: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        results["load_generator"] = load_generator(work, a.python_load)
+        results["load_generator"] = overhead.load_generator(work, a.python_load)
         print(f"load generator: {results['load_generator']}", flush=True)
         procs = {arm: start(work, arm) for arm in ARMS}
         try:
@@ -88,7 +83,7 @@ def main() -> None:
                 for kind, conc in phases:
                     order = ARMS if r % 2 == 0 else tuple(reversed(ARMS))
                     for arm in order:
-                        result = run_phase(procs[arm], kind, conc, a.duration, epochs[arm])
+                        result = overhead.run_phase(procs[arm], kind, conc, a.duration, epochs[arm])
                         samples[arm].setdefault(f"{kind}_c{conc}", []).append(result)
                         print(
                             f"round {r + 1}: {kind} c={conc} history {arm}: "
@@ -100,11 +95,11 @@ def main() -> None:
             for proc in procs.values():
                 proc.terminate()
             results["history_events_written"] = history_lines(work)
-    summary = summarize_on_off(samples, phases)
+    summary = overhead.summarize_on_off(samples, phases)
     results["results"] = summary
     results["within_10_percent"] = all(e["ratio_on_vs_off"] >= 0.90 for e in summary.values())
     report.write(a.out, results)
-    print(on_off_digest(summary, "ops_per_s", lambda arm: round(arm["ops_per_s_median"])))
+    print(overhead.on_off_digest(summary, "ops_per_s", lambda arm: round(arm["ops_per_s_median"])))
     print(
         f"events written: {results['history_events_written']}; throughput within 10%: "
         f"{results['within_10_percent']}; wrote {a.out}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import gc
+import json
 import os
 import platform
 import random
@@ -46,7 +47,6 @@ from assignors.spec import (
     verify_assignment,
 )
 from assignors.uniform import UniformAssignor
-from bench import report
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = 5
@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             "p90_ms": round(p90(vtimes), 3),
         },
     }
-    report.write(args.out, result, newline=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 
