@@ -35,29 +35,16 @@ ASSIGNOR = api.ClientAssignor("stripes", 0, 1, 0, 1, b"bench")
 
 
 class ClientSide(Client):
+    """A member that computes its group's assignment when asked (stripes)."""
+
+    def join_fields(self) -> dict[str, Any]:
+        return {**super().join_fields(), "client_assignors": (ASSIGNOR,)}
+
     def heartbeat(self, world: World) -> api.ConsumerGroupHeartbeatResponse:
-        fields: dict[str, Any] = {}
-        if self.epoch == 0:
-            fields = {
-                "rebalance_timeout_ms": 300_000,
-                "subscribed_topic_names": ("events",),
-                "client_assignors": (ASSIGNOR,),
-            }
-        request = api.ConsumerGroupHeartbeatRequest(
-            group_id="g",
-            member_id=self.member_id,
-            member_epoch=self.epoch,
-            topic_partitions=tuple(api.TopicPartitions(t, p) for t, p in self.owned.items()),
-            **fields,
-        )
-        response = world.write(lambda s, now: s.consumer_group_heartbeat(request, now))
-        assert response.error_code == 0, response
-        self.epoch = response.member_epoch
-        if response.assignment is not None:
-            self.owned = {tp.topic_id: tp.partitions for tp in response.assignment}
+        response = super().heartbeat(world)
         if response.should_compute_assignment:
             compute(world, self)
-        return response  # type: ignore[no-any-return]
+        return response
 
 
 def compute(world: World, member: Client) -> tuple[float, float]:

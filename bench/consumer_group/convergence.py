@@ -110,10 +110,12 @@ class Client:
         self.epoch = 0
         self.owned: dict[str, tuple[int, ...]] = {}
 
+    def join_fields(self) -> dict[str, Any]:
+        """What the first heartbeat (epoch 0) adds to the request."""
+        return {"rebalance_timeout_ms": 300_000, "subscribed_topic_names": ("events",)}
+
     def heartbeat(self, world: World) -> api.ConsumerGroupHeartbeatResponse:
-        fields: dict[str, Any] = {}
-        if self.epoch == 0:
-            fields = {"rebalance_timeout_ms": 300_000, "subscribed_topic_names": ("events",)}
+        fields = self.join_fields() if self.epoch == 0 else {}
         request = api.ConsumerGroupHeartbeatRequest(
             group_id="g",
             member_id=self.member_id,
