@@ -1,5 +1,6 @@
 """The options of the commands that run a process (dev, shard, gateway, assignor): server,
-logs, metrics, coordinator settings, history, assignor and upstream clients. Each is also an
+logs, metrics, coordinator settings, history, assignor and upstream clients, and the
+ShardSettings dev and shard build from theirs (``shard_settings``). Each is also an
 environment variable (``GROUPCOORD_<NAME>``); the options other packages share too (TLS,
 listener, upstream client: loadtest, the operator tools) are in services/options.py."""
 
