@@ -60,6 +60,13 @@ def write_protoset(path: Path) -> Path:
     return path
 
 
+def ghz_and_protoset(work: Path, python_load: bool = False) -> tuple[str | None, Path | None]:
+    """ghz (None: not to be had, or ``python_load``) and, with it, the API's protoset
+    written under ``work``."""
+    ghz = None if python_load else ensure_ghz()
+    return ghz, write_protoset(work / "api.protoset") if ghz else None
+
+
 def run_ghz(
     ghz: str,
     protoset: Path,

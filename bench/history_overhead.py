@@ -15,21 +15,16 @@ Results: bench/results/history_overhead.json
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import metrics_overhead as overhead  # noqa: E402
+from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
-from bench.metrics_overhead import run_phase, summarize_on_off  # noqa: E402
-from bench.offset_commit import run as commit_bench  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -68,26 +63,15 @@ def main() -> None:
     phases = [(kind, conc) for kind in a.phases.split(",") for conc in levels]
     results: dict = {
         "benchmark": "history_overhead",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.history_overhead", *sys.argv[1:]]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "command": report.command("bench.history_overhead"),
+        "machine": report.machine(loadavg=True),
         "params": {"rounds": a.rounds, "duration_s": a.duration, "store": "sqlite"},
     }
     samples: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if not a.python_load:
-            commit_bench.GHZ = ensure_ghz()
-            commit_bench.PROTOSET = (
-                write_protoset(work / "api.protoset") if commit_bench.GHZ else None
-            )
-        results["load_generator"] = (
-            "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
-        )
+        results["load_generator"] = overhead.load_generator(work, a.python_load)
         print(f"load generator: {results['load_generator']}", flush=True)
         procs = {arm: start(work, arm) for arm in ARMS}
         try:
@@ -99,7 +83,7 @@ def main() -> None:
                 for kind, conc in phases:
                     order = ARMS if r % 2 == 0 else tuple(reversed(ARMS))
                     for arm in order:
-                        result = run_phase(procs[arm], kind, conc, a.duration, epochs[arm])
+                        result = overhead.run_phase(procs[arm], kind, conc, a.duration, epochs[arm])
                         samples[arm].setdefault(f"{kind}_c{conc}", []).append(result)
                         print(
                             f"round {r + 1}: {kind} c={conc} history {arm}: "
@@ -111,25 +95,11 @@ def main() -> None:
             for proc in procs.values():
                 proc.terminate()
             results["history_events_written"] = history_lines(work)
-    summary = summarize_on_off(samples, phases)
+    summary = overhead.summarize_on_off(samples, phases)
     results["results"] = summary
     results["within_10_percent"] = all(e["ratio_on_vs_off"] >= 0.90 for e in summary.values())
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
-    print(
-        json.dumps(
-            {
-                k: {
-                    "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
-                    "paired": round(v["paired_ratio_median"], 3),
-                    "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
-                    "ops_per_s": [round(v[arm]["ops_per_s_median"]) for arm in ARMS],
-                }
-                for k, v in summary.items()
-            },
-            indent=2,
-        )
-    )
+    report.write(a.out, results)
+    print(overhead.on_off_digest(summary, "ops_per_s", lambda arm: round(arm["ops_per_s_median"])))
     print(
         f"events written: {results['history_events_written']}; throughput within 10%: "
         f"{results['within_10_percent']}; wrote {a.out}"

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from loadtest.scenario import parse_duration  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -151,8 +149,8 @@ def main() -> None:
     initial = [c for c in storm["time_to_stable"]["changes"] if c["change"] == "initial_join"]
     results = {
         "benchmark": "loadtest_capacity",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "server_config": CONFIG,
         "p99_limit_ms": P99_LIMIT_MS,
         "largest_steady_under_limit": ok[-1] if ok else None,
@@ -167,8 +165,7 @@ def main() -> None:
             "loadgen": storm["loadgen"],
         },
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps({k: results[k] for k in ("largest_steady_under_limit", "join_storm")}, indent=2)
     )

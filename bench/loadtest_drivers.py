@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from tests.interop.generated_clients import go_loadtest  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -108,15 +106,14 @@ def main() -> None:
     }
     results = {
         "benchmark": "loadtest_drivers",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "server_config": CONFIG,
         "medians": medians,
         "ratios": ratios,
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+    report.write(a.out, results, newline=True)
     print(json.dumps({"medians": medians, "ratios": ratios}, indent=2))
     print(f"wrote {a.out}")
 

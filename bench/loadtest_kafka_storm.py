@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from tests.interop.kafka_broker import KAFKA_VERSION, KafkaBroker, unavailable_reason  # noqa: E402
 from tests.support.processes import ServerProcess, wait_until  # noqa: E402
 
@@ -126,8 +124,8 @@ def main() -> None:
     g, k = medians["gateway"]["time_to_stable_s"], medians["kafka"]["time_to_stable_s"]
     results = {
         "benchmark": "loadtest_kafka_storm",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "kafka_version": KAFKA_VERSION,
         "groupcoord_config": GROUPCOORD_CONFIG,
         "kafka_config": KAFKA_CONFIG,
@@ -136,8 +134,7 @@ def main() -> None:
         "time_to_stable_kafka_over_gateway": round(k / g, 3) if g and k else None,
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+    report.write(a.out, results, newline=True)
     print(json.dumps({key: results[key] for key in ("medians",)}, indent=2))
     print("time to Stable, Kafka / gateway:", results["time_to_stable_kafka_over_gateway"])
     if a.reports is not None:

@@ -30,21 +30,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
@@ -98,6 +97,14 @@ def start(work: Path, arm: str, aa: bool = False) -> ServerProcess:
     if arm == "on" and not aa:
         args += ["--metrics-port", "0"]
     return ServerProcess(args, work / f"{arm}.log")
+
+
+def load_generator(work: Path, python_load: bool) -> str:
+    """Set up the load of ``run_phase``: ghz where it is installed (its protoset under
+    ``work``), unless ``python_load``, else the Python load generator; returns its name."""
+    if not python_load:
+        commit_bench.GHZ, commit_bench.PROTOSET = ghz_and_protoset(work)
+    return "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
 
 
 def run_phase(
@@ -167,6 +174,23 @@ def summarize_on_off(samples: dict, phases: list, extra: bool = False) -> dict:
     return summary
 
 
+def on_off_digest(summary: dict, name: str, per_arm: Callable[[dict], float]) -> str:
+    """The ratios of a ``summarize_on_off`` summary and, as ``name``, ``per_arm`` of each
+    arm's figures: the JSON printed at the end of a run."""
+    return json.dumps(
+        {
+            k: {
+                "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
+                "paired": round(v["paired_ratio_median"], 3),
+                "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
+                name: [per_arm(v[arm]) for arm in ARMS],
+            }
+            for k, v in summary.items()
+        },
+        indent=2,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -187,13 +211,9 @@ def main() -> None:
     phases = [(kind, conc) for kind in a.phases.split(",") for conc in levels]
     results: dict = {
         "benchmark": "metrics_overhead",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.metrics_overhead", *sys.argv[1:]]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "command": report.command("bench.metrics_overhead"),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,
@@ -206,14 +226,7 @@ def main() -> None:
     scrapes = 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        if not a.python_load:
-            commit_bench.GHZ = ensure_ghz()
-            commit_bench.PROTOSET = (
-                write_protoset(work / "api.protoset") if commit_bench.GHZ else None
-            )
-        results["load_generator"] = (
-            "ghz (separate process)" if commit_bench.GHZ else "python (separate process)"
-        )
+        results["load_generator"] = load_generator(work, a.python_load)
         print(f"load generator: {results['load_generator']}", flush=True)
         procs = {arm: start(work, arm, a.aa) for arm in ARMS}
         try:
@@ -251,22 +264,10 @@ def main() -> None:
     results["cpu_within_5_percent"] = all(
         e["cpu_ratio_off_vs_on"] >= 0.95 for e in summary.values()
     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
-        json.dumps(
-            {
-                k: {
-                    "throughput_on_vs_off": round(v["ratio_on_vs_off"], 3),
-                    "paired": round(v["paired_ratio_median"], 3),
-                    "cpu_off_vs_on": round(v["cpu_ratio_off_vs_on"], 3),
-                    "cpu_us_per_op": [
-                        round(v[arm]["server_cpu_us_per_op_median"], 1) for arm in ARMS
-                    ],
-                }
-                for k, v in summary.items()
-            },
-            indent=2,
+        on_off_digest(
+            summary, "cpu_us_per_op", lambda arm: round(arm["server_cpu_us_per_op_median"], 1)
         )
     )
     print(

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group import throughput as heartbeat_bench  # noqa: E402
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.metrics_overhead import Scraper, run_phase, start  # noqa: E402
 from bench.offset_commit import run as commit_bench  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
@@ -72,16 +71,15 @@ def main() -> None:
         sys.exit("bench.metrics_profile needs py-spy: scripts/setup test,dev installs it")
     results: dict = {
         "benchmark": "metrics_profile",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.metrics_profile", *sys.argv[1:]]),
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "command": report.command("bench.metrics_profile"),
+        "machine": report.machine(),
         "params": vars(a),
         "phases": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        commit_bench.GHZ = ensure_ghz()
-        commit_bench.PROTOSET = write_protoset(work / "api.protoset") if commit_bench.GHZ else None
+        commit_bench.GHZ, commit_bench.PROTOSET = ghz_and_protoset(work)
         proc = start(work, "on")
         try:
             assert proc.metrics_url, "no /metrics URL printed"
@@ -109,8 +107,7 @@ def main() -> None:
                 print(kind, json.dumps(results["phases"][f"{kind}_c{a.concurrency}"]), flush=True)
         finally:
             proc.__exit__(None, None, None)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(f"wrote {a.out}")
 
 

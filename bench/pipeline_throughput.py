@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from bench import report  # noqa: E402
 from pipelines import group_history as gh  # noqa: E402
 
 MEMBERS = ("m0", "m1", "m2", "m3")
@@ -154,9 +154,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     results = {
         "benchmark": "pipeline_throughput",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([".venv/bin/python -m bench.pipeline_throughput", *sys.argv[1:]]),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "command": report.command("bench.pipeline_throughput"),
+        "machine": report.machine(),
         "params": {
             "events": n,
             "groups": a.groups,
@@ -168,8 +168,7 @@ def main() -> None:
         "events_per_s": round(n / elapsed),
         "table_rows": counts,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(json.dumps(results, indent=2))
 
 

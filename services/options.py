@@ -11,9 +11,18 @@ from typing import Any
 import click
 
 ENV = "GROUPCOORD_"
+#: Kafka's security.protocol values (the listener's and the upstream connection's)
+SECURITY_PROTOCOL = click.Choice(
+    ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False
+)
 
 
-def opt(*names: str, env: str, **kw: Any) -> Callable[[Any], Any]:
+def opt(*names: str, env: str | None = None, **kw: Any) -> Callable[[Any], Any]:
+    """A click option also read from ``GROUPCOORD_<env>``: by default the option's own name
+    (``--lease-ms``: ``GROUPCOORD_LEASE_MS``; ``--authorizer/--no-authorizer``:
+    ``GROUPCOORD_AUTHORIZER``)."""
+    if env is None:
+        env = names[0].removeprefix("--").split("/")[0].upper().replace("-", "_")
     return click.option(*names, envvar=ENV + env, show_envvar=True, show_default=True, **kw)
 
 
@@ -52,7 +61,6 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     f = opt(
         "--upstream-bootstrap",
-        env="UPSTREAM_BOOTSTRAP",
         default=None,
         help="Proxy mode: the Kafka cluster to front, host:port[,host:port...]. Group and "
         "offset APIs are answered by groupcoord, everything else is forwarded to the "
@@ -62,47 +70,40 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(bundled)
     f = opt(
         "--upstream-security-protocol",
-        env="UPSTREAM_SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        type=SECURITY_PROTOCOL,
         default="PLAINTEXT",
         help="How to connect to the upstream brokers (SASL_*: with the gateway's own "
         "credentials, --upstream-sasl-*).",
     )(f)
     f = opt(
         "--upstream-ssl-cafile",
-        env="UPSTREAM_SSL_CAFILE",
         default=None,
         help="CA bundle (PEM) that signed the upstream brokers' certificates "
         "(default: the system's).",
     )(f)
     f = opt(
         "--upstream-ssl-certfile",
-        env="UPSTREAM_SSL_CERTFILE",
         default=None,
         help="Client certificate (PEM) for mutual TLS with the upstream.",
     )(f)
     f = opt(
         "--upstream-ssl-keyfile",
-        env="UPSTREAM_SSL_KEYFILE",
         default=None,
         help="Private key (PEM) of --upstream-ssl-certfile.",
     )(f)
     f = opt(
         "--upstream-sasl-mechanism",
-        env="UPSTREAM_SASL_MECHANISM",
         type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False),
         default=None,
         help="SASL mechanism towards the upstream (SASL_PLAINTEXT / SASL_SSL).",
     )(f)
     f = opt(
         "--upstream-sasl-username",
-        env="UPSTREAM_SASL_USERNAME",
         default=None,
         help="The upstream user groupcoord authenticates as.",
     )(f)
     f = opt(
         "--upstream-sasl-password",
-        env="UPSTREAM_SASL_PASSWORD",
         default=None,
         help="Its password (prefer the environment variable: arguments are visible to ps).",
     )(f)
@@ -205,16 +206,14 @@ def tls_options(server: bool) -> Callable[[Callable[..., Any]], Callable[..., An
                 "gRPC TLS: PEM client certificate (mutual TLS), read when a connection is opened."
             )
         options = [
-            opt("--tls-certfile", env="TLS_CERTFILE", default=None, help=cert_help),
+            opt("--tls-certfile", default=None, help=cert_help),
             opt(
                 "--tls-keyfile",
-                env="TLS_KEYFILE",
                 default=None,
                 help="gRPC TLS: the PEM private key of --tls-certfile.",
             ),
             opt(
                 "--tls-cafile",
-                env="TLS_CAFILE",
                 default=None,
                 help="gRPC TLS: PEM CA bundle that signed the other processes' certificates "
                 "(servers: also the clients' with --tls-client-auth required); default: the "
@@ -222,7 +221,6 @@ def tls_options(server: bool) -> Callable[[Callable[..., Any]], Callable[..., An
             ),
             opt(
                 "--tls-server-name",
-                env="TLS_SERVER_NAME",
                 default=None,
                 help="gRPC TLS: the name the servers' certificates are checked against "
                 "(default: the host dialled).",
@@ -232,7 +230,6 @@ def tls_options(server: bool) -> Callable[[Callable[..., Any]], Callable[..., An
             options.append(
                 opt(
                     "--tls-client-auth",
-                    env="TLS_CLIENT_AUTH",
                     type=click.Choice(["none", "required"]),
                     default="none",
                     help="gRPC TLS: required = mutual TLS, callers need a certificate "
@@ -328,7 +325,6 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
     # (click lists the last option applied first)
     f = opt(
         "--ssl-client-auth",
-        env="SSL_CLIENT_AUTH",
         type=click.Choice(["none", "requested", "required"]),
         default="none",
         help="Kafka listener TLS: client certificates (Kafka's ssl.client.auth); a verified "
@@ -336,26 +332,22 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(bundled)
     f = opt(
         "--ssl-cafile",
-        env="SSL_CAFILE",
         default=None,
         help="Kafka listener TLS: PEM CA bundle that signed the clients' certificates.",
     )(f)
     f = opt(
         "--ssl-keyfile",
-        env="SSL_KEYFILE",
         default=None,
         help="Kafka listener TLS: the PEM private key of --ssl-certfile.",
     )(f)
     f = opt(
         "--ssl-certfile",
-        env="SSL_CERTFILE",
         default=None,
         help="Kafka listener TLS: PEM server certificate (chain); reloaded when it changes.",
     )(f)
     f = opt(
         "--security-protocol",
-        env="SECURITY_PROTOCOL",
-        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        type=SECURITY_PROTOCOL,
         default="PLAINTEXT",
         help="The Kafka listener's security protocol (Kafka's security.protocol). SSL and "
         "SASL_SSL need --ssl-certfile and --ssl-keyfile.",

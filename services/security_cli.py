@@ -26,7 +26,6 @@ MECHANISM = click.Choice(MECHANISMS, case_sensitive=False)
 def _store_option(f: Any) -> Any:
     return opt(
         "--store",
-        env="STORE",
         required=True,
         help="The store holding the credentials: the shards' store URL "
         "(sqlite:///path.db or redis://host:port/db).",
@@ -183,14 +182,12 @@ def _listener_options() -> list[Any]:
     return [
         opt(
             "--sasl-enabled-mechanisms",
-            env="SASL_ENABLED_MECHANISMS",
             default=",".join(DEFAULT_MECHANISMS),
             help="SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
             "(comma-separated). PLAIN sends passwords as they are: use it over TLS only.",
         ),
         opt(
             "--connections-max-reauth-ms",
-            env="CONNECTIONS_MAX_REAUTH_MS",
             type=click.IntRange(min=0),
             default=0,
             help="Kafka's connections.max.reauth.ms: SASL sessions last this long and "
@@ -198,7 +195,6 @@ def _listener_options() -> list[Any]:
         ),
         opt(
             "--failed-authentication-delay-ms",
-            env="FAILED_AUTHENTICATION_DELAY_MS",
             type=click.IntRange(min=0),
             default=100,
             help="Kafka's connection.failed.authentication.delay.ms: a failed "
@@ -206,7 +202,6 @@ def _listener_options() -> list[Any]:
         ),
         opt(
             "--sasl-max-receive-bytes",
-            env="SASL_MAX_RECEIVE_BYTES",
             type=click.IntRange(min=64),
             default=DEFAULT_MAX_RECEIVE_BYTES,
             help="Kafka's sasl.server.max.receive.size: the largest request accepted "
@@ -262,7 +257,6 @@ def gateway_security_options(f: Any) -> Any:
             opt(
                 "--store",
                 "security_store",
-                env="STORE",
                 default=None,
                 help="The store holding the SCRAM credentials and the ACLs (the shards' "
                 "store URL); needed by SASL listeners and --authorizer.",
@@ -270,7 +264,6 @@ def gateway_security_options(f: Any) -> Any:
             opt(
                 "--authorizer/--no-authorizer",
                 "gateway_authorizer",
-                env="AUTHORIZER",
                 default=False,
                 help="Serve CreateAcls/DescribeAcls/DeleteAcls over the store's ACLs (which "
                 "the shards' --authorizer enforces). Off: SECURITY_DISABLED, as Kafka.",
@@ -278,7 +271,6 @@ def gateway_security_options(f: Any) -> Any:
             opt(
                 "--super-users",
                 "gateway_super_users",
-                env="SUPER_USERS",
                 default="",
                 help="Principals allowed everything (the shards' --super-users).",
             ),
@@ -481,21 +473,18 @@ def authorizer_options(f: Any) -> Any:
         [
             opt(
                 "--authorizer/--no-authorizer",
-                env="AUTHORIZER",
                 default=False,
                 help="Enforce the ACLs in the store (groupcoord acls) on every group and "
                 "topic RPC, as Kafka's StandardAuthorizer. Off: everything is allowed.",
             ),
             opt(
                 "--super-users",
-                env="SUPER_USERS",
                 default="",
                 help="Principals allowed everything: User:<name>, separated by ';' (as Kafka's "
                 "super.users) or ','; a certificate subject's commas stay in it.",
             ),
             opt(
                 "--trusted-gateway-principals",
-                env="TRUSTED_GATEWAY_PRINCIPALS",
                 default="",
                 help="gRPC callers (User:<certificate subject>) whose calls may name the "
                 "Kafka client they serve. User:ANONYMOUS trusts every plaintext caller: only "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import re
@@ -39,6 +38,7 @@ from groupcoord.v1 import assignor_pb2
 
 from assignors.registry import load_assignor
 from assignors.spec import GroupSpec, MemberSpec, TopicSpec
+from bench import report
 from bench.assignors.run import Case, build_spec, p90
 from services.assignor.client import AssignorClientSettings, RemoteAssignor, _decode, _encode
 from services.assignor.servicer import AssignorService
@@ -245,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    report.write(args.out, result, newline=True)
     print(f"wrote {args.out}")
     return 0
 

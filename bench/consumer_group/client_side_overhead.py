@@ -26,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group.convergence import TOPIC_ID, Client, World  # noqa: E402
 from shards.core.consumer import api  # noqa: E402
 
@@ -34,29 +35,16 @@ ASSIGNOR = api.ClientAssignor("stripes", 0, 1, 0, 1, b"bench")
 
 
 class ClientSide(Client):
+    """A member that computes its group's assignment when asked (stripes)."""
+
+    def join_fields(self) -> dict[str, Any]:
+        return {**super().join_fields(), "client_assignors": (ASSIGNOR,)}
+
     def heartbeat(self, world: World) -> api.ConsumerGroupHeartbeatResponse:
-        fields: dict[str, Any] = {}
-        if self.epoch == 0:
-            fields = {
-                "rebalance_timeout_ms": 300_000,
-                "subscribed_topic_names": ("events",),
-                "client_assignors": (ASSIGNOR,),
-            }
-        request = api.ConsumerGroupHeartbeatRequest(
-            group_id="g",
-            member_id=self.member_id,
-            member_epoch=self.epoch,
-            topic_partitions=tuple(api.TopicPartitions(t, p) for t, p in self.owned.items()),
-            **fields,
-        )
-        response = world.write(lambda s, now: s.consumer_group_heartbeat(request, now))
-        assert response.error_code == 0, response
-        self.epoch = response.member_epoch
-        if response.assignment is not None:
-            self.owned = {tp.topic_id: tp.partitions for tp in response.assignment}
+        response = super().heartbeat(world)
         if response.should_compute_assignment:
             compute(world, self)
-        return response  # type: ignore[no-any-return]
+        return response
 
 
 def compute(world: World, member: Client) -> tuple[float, float]:
@@ -176,8 +164,7 @@ def main() -> None:
         },
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    report.write(RESULTS, result, newline=True)
     print(json.dumps(result, indent=2))
 
 

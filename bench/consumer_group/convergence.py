@@ -24,9 +24,6 @@ Results: bench/results/consumer_group_convergence.json
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -38,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from services.shard.assignor_executor import InProcessAssignor  # noqa: E402
 from shards.core.consumer import api  # noqa: E402
 from shards.core.consumer.group import ConsumerGroup  # noqa: E402
@@ -112,10 +110,12 @@ class Client:
         self.epoch = 0
         self.owned: dict[str, tuple[int, ...]] = {}
 
+    def join_fields(self) -> dict[str, Any]:
+        """What the first heartbeat (epoch 0) adds to the request."""
+        return {"rebalance_timeout_ms": 300_000, "subscribed_topic_names": ("events",)}
+
     def heartbeat(self, world: World) -> api.ConsumerGroupHeartbeatResponse:
-        fields: dict[str, Any] = {}
-        if self.epoch == 0:
-            fields = {"rebalance_timeout_ms": 300_000, "subscribed_topic_names": ("events",)}
+        fields = self.join_fields() if self.epoch == 0 else {}
         request = api.ConsumerGroupHeartbeatRequest(
             group_id="g",
             member_id=self.member_id,
@@ -231,19 +231,14 @@ def main() -> None:
         )
     results = {
         "benchmark": "consumer_group_convergence",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {"members": a.members, "partitions": a.partitions, "assignor": "uniform"},
         "max_rounds_after_ack": max(r["rounds_after_ack"] for r in runs),
         "max_rounds_to_stable": max(r["rounds_to_stable"] for r in runs),
         "runs": runs,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(f"max rounds after the revocations were acknowledged: {results['max_rounds_after_ack']}")
     print(f"wrote {a.out}")
 

@@ -48,9 +48,7 @@ import gc
 import heapq
 import json
 import os
-import platform
 import sys
-import time
 import tracemalloc
 import uuid
 import weakref
@@ -60,6 +58,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from shards.adapters.record_codec import RecordCodec  # noqa: E402
 from shards.clock import SystemClock  # noqa: E402
 from shards.core.classic.group import ClassicGroup  # noqa: E402
@@ -421,8 +420,8 @@ def main() -> None:
         )
     results = {
         "benchmark": "consumer_group_memory",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "params": {
             "members": a.members,
             "partitions_per_member": PARTITIONS_PER_MEMBER,
@@ -438,8 +437,7 @@ def main() -> None:
     }
     if a.protocol == "consumer":  # (the servicer remembers no classic heartbeat)
         results["steady_shortcut_memory"] = steady_shortcut(a.members, results)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2))
+    report.write(out, results)
     print(
         json.dumps({k: v for k, v in results.items() if k.startswith(("fit", "steady"))}, indent=2)
     )

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -27,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.consumer_group.memory import _Partition, group_records, topic_id  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.state_machine import CoordinatorStateMachine  # noqa: E402
@@ -75,13 +73,12 @@ def main() -> None:
         print(f"{groups:>7} groups: {statistics.median(times):.3f} s to replay", flush=True)
     doc = {
         "benchmark": "consumer_group_replay_time",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "params": {"members": a.members, "repeats": REPEATS},
         "layouts": rows,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2))
+    report.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

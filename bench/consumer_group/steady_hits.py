@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
+from bench import report  # noqa: E402
 from shards.coordinator import GroupCoordinatorService  # noqa: E402
 from tests.component.conftest import start_client  # noqa: E402
 from tests.component.test_steady_heartbeat_grpc import _join, _steady  # noqa: E402
@@ -201,7 +202,7 @@ def main() -> None:
     results = asyncio.run(run(a.commits, a.groups, a.seconds, a.session_ms))
     out = {
         "benchmark": "consumer_group_steady_hits",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": report.utc_now(),
         "machine": {"python": platform.python_version()},
         "params": {
             "groups": a.groups,

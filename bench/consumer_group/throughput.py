@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -53,7 +51,8 @@ from groupcoord.v1 import (  # noqa: E402
     offsets_pb2,
 )
 
-from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench import report  # noqa: E402
+from bench.ghz import ghz_and_protoset, run_ghz  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 
@@ -240,12 +239,8 @@ def main() -> None:
     a = ap.parse_args()
     results: dict = {
         "benchmark": "consumer_group_heartbeat_throughput",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,
@@ -256,8 +251,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        ghz = None if a.python_load else ensure_ghz()
-        protoset = write_protoset(work / "api.protoset") if ghz else None
+        ghz, protoset = ghz_and_protoset(work, a.python_load)
         results["load_generator"] = "ghz (separate process)" if ghz else "python (separate process)"
         proc = ServerProcess(
             [
@@ -329,12 +323,7 @@ def main() -> None:
             proc.terminate()
     summary = {
         key: {
-            "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
-            "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
-            "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
-            "server_cpu_us_per_call_median": statistics.median(
-                s["server_cpu_us_per_call"] for s in runs
-            ),
+            **report.medians(runs, "ops_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call"),
             "load_generator_cpu_us_per_call_median": statistics.median(
                 s.get("load_generator_cpu_us_per_call", float("nan")) for s in runs
             ),
@@ -360,8 +349,7 @@ def main() -> None:
             for c, h in zip(samples[f"check_c{conc}"], samples[f"heartbeat_c{conc}"], strict=True)
         )
     results["results"] = summary
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(json.dumps({k: v for k, v in summary.items() if "ratio" in k}, indent=2))
     print(f"wrote {a.out}")
 

@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -45,10 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.gateway.run import GROUPCOORD_EXTRA, stable_members  # noqa: E402
-from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
+from bench import report  # noqa: E402
+from bench.gateway.run import stable_members, start_dev, start_gateway  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
-from tests.support.processes import ServerProcess  # noqa: E402
 
 #: (bucket, substrings of a frame that put a sample in it), first match wins
 BUCKETS = (
@@ -119,25 +116,9 @@ def main() -> None:
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
-        loop_gc = ServerProcess.dev(
-            tmp / "loopback",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--gateway-loopback",
-        )
-        gw = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-            ],
-            tmp / "gateway.log",
-        )
+        gc = start_dev(tmp)
+        loop_gc = start_dev(tmp / "loopback", "--gateway-loopback")
+        gw = start_gateway(gc, tmp / "gateway.log")
         try:
             target = Target("groupcoord", "127.0.0.1", gc.ports["kafka"])
             members = asyncio.run(stable_members(target, a.groups, a.members))
@@ -228,18 +209,13 @@ def main() -> None:
             loop_gc.kill()
     doc = {
         "benchmark": "gateway_heartbeat_profile",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "settings": vars(a),
         "results": out,
         "reproduce": "python -m bench.gateway.profile " + " ".join(sys.argv[1:]),
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
+    report.write(a.out, doc, newline=True)
     print(f"wrote {a.out}")
 
 

@@ -50,8 +50,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -63,6 +61,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.interop.kafka_broker import (  # noqa: E402
     KAFKA_VERSION,
@@ -90,6 +89,32 @@ GROUPCOORD_EXTRA = [
     "consumer_group_session_timeout_ms=300000,consumer_group_max_session_timeout_ms=300000,"
     "consumer_group_heartbeat_interval_ms=5000",
 ]
+
+
+def start_dev(workdir: Path, *extra: str, **kw: Any) -> ServerProcess:
+    """``groupcoord dev`` as the comparison with Kafka runs it (``groupcoord_args`` and
+    GROUPCOORD_EXTRA), with ``extra`` options; ``kw``: ServerProcess's."""
+    return ServerProcess.dev(workdir, *groupcoord_args(), *GROUPCOORD_EXTRA, *extra, **kw)
+
+
+def start_gateway(shard: ServerProcess, log: Path, *extra: str, **kw: Any) -> ServerProcess:
+    """A ``groupcoord gateway`` in front of the ``dev`` process ``shard`` (its Kafka port
+    free, the partitions of ``groupcoord_args``), with ``extra`` options; output to ``log``;
+    ``kw``: ServerProcess's."""
+    return ServerProcess(
+        [
+            "gateway",
+            "--shard-address",
+            shard.grpc_address,
+            "--kafka-port",
+            "0",
+            "--num-partitions",
+            groupcoord_args()[1],
+            *extra,
+        ],
+        log,
+        **kw,
+    )
 
 
 async def stable_members(target: Target, groups: int, members: int) -> list[dict[str, Any]]:
@@ -211,49 +236,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        gc = ServerProcess.dev(tmp, *groupcoord_args(), *GROUPCOORD_EXTRA)
-        loop_gc = ServerProcess.dev(
-            tmp / "loopback",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--gateway-loopback",
-            "--shard-calls",
-            "unary",
-        )
-        handler_gc = ServerProcess.dev(
-            tmp / "handler",
-            *groupcoord_args(),
-            *GROUPCOORD_EXTRA,
-            "--no-gateway-steady",
-        )
-        gw = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-                "--shard-calls",
-                "unary",
-            ],
-            tmp / "gateway.log",
-        )
-        gw_batched = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                gc.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                groupcoord_args()[1],
-                "--shard-calls",
-                "batched",
-            ],
-            tmp / "gateway-batched.log",
-        )
+        gc = start_dev(tmp)
+        loop_gc = start_dev(tmp / "loopback", "--gateway-loopback", "--shard-calls", "unary")
+        handler_gc = start_dev(tmp / "handler", "--no-gateway-steady")
+        gw = start_gateway(gc, tmp / "gateway.log", "--shard-calls", "unary")
+        gw_batched = start_gateway(gc, tmp / "gateway-batched.log", "--shard-calls", "batched")
         kafka: KafkaBroker | None = None
         skipped = unavailable_reason() if not a.no_kafka else "--no-kafka"
         try:
@@ -395,12 +382,8 @@ def main() -> None:
                     )
     doc = {
         "benchmark": "gateway_heartbeat_throughput",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-        },
+        "when": report.utc_now(),
+        "machine": report.machine(loadavg=True),
         "params": {
             "rounds": a.rounds,
             "duration_s": a.duration,
@@ -413,8 +396,7 @@ def main() -> None:
         "results": results,
         "ratios": ratios,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2))
+    report.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

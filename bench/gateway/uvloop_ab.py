@@ -20,16 +20,14 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.gateway.run import GROUPCOORD_EXTRA, load, stable_members  # noqa: E402
-from tests.interop.kafka_broker import groupcoord_args  # noqa: E402
+from bench import report  # noqa: E402
+from bench.gateway.run import load, stable_members, start_dev, start_gateway  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
-from tests.support.processes import ServerProcess  # noqa: E402
 
 SITECUSTOMIZE = "import uvloop\nuvloop.install()\n"
 
@@ -47,24 +45,9 @@ def main() -> None:
         (tmp / "uv").mkdir()
         (tmp / "uv" / "sitecustomize.py").write_text(SITECUSTOMIZE)
         envs = {"asyncio": {}, "uvloop": {"PYTHONPATH": str(tmp / "uv")}}
-        devs = {
-            n: ServerProcess.dev(tmp / n, *groupcoord_args(), *GROUPCOORD_EXTRA, env=e)
-            for n, e in envs.items()
-        }
+        devs = {n: start_dev(tmp / n, env=e) for n, e in envs.items()}
         gateways = {
-            n: ServerProcess(
-                [
-                    "gateway",
-                    "--shard-address",
-                    devs["asyncio"].grpc_address,
-                    "--kafka-port",
-                    "0",
-                    "--num-partitions",
-                    groupcoord_args()[1],
-                ],
-                tmp / f"gateway-{n}.log",
-                env=e,
-            )
+            n: start_gateway(devs["asyncio"], tmp / f"gateway-{n}.log", env=e)
             for n, e in envs.items()
         }
         try:
@@ -94,7 +77,7 @@ def main() -> None:
     medians = {k: statistics.median(v) for k, v in runs.items()}
     doc = {
         "benchmark": "gateway_uvloop_ab",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": report.utc_now(),
         "machine": {"cpus": os.cpu_count(), "loadavg": list(os.getloadavg())},
         "medians": medians,
         "ratios_uvloop_over_asyncio": {

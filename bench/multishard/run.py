@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
-from bench.ghz import ensure_ghz, write_protoset  # noqa: E402
+from bench import report  # noqa: E402
+from bench.ghz import ghz_and_protoset  # noqa: E402
 from bench.procstat import cpu_seconds as _cpu_seconds  # noqa: E402
 from services.client import CoordinatorClient, RetryPolicy  # noqa: E402
 from shards.core.placement import partition_for  # noqa: E402
@@ -423,8 +423,8 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
     parts = a.parts.split(",")
     results: dict[str, Any] = {
         "benchmark": "multishard",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -435,8 +435,7 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
             print(f"== load ({a.records} records)", flush=True)
             results["load"] = await bench_load(work, a.records, a.repeats)
         if "throughput" in parts:
-            ghz = None if a.python_load else ensure_ghz()
-            protoset = write_protoset(work / "api.protoset") if ghz else None
+            ghz, protoset = ghz_and_protoset(work, a.python_load)
             results["throughput"] = {
                 "load_generator": "ghz" if ghz else "python (bench/offset_commit/load.py)",
                 "by_shards": [],
@@ -469,8 +468,7 @@ def main() -> None:
     if out.exists():  # keep the parts not re-run
         previous = json.loads(out.read_text())
         results = {**previous, **results}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    report.write(out, results)
     print(f"wrote {out}")
 
 

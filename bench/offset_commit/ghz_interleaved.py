@@ -47,6 +47,7 @@ from groupcoord.v1 import (  # noqa: E402
     offsets_pb2,
 )
 
+from bench import report  # noqa: E402
 from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -185,7 +186,7 @@ def main() -> None:
             server.terminate()
     summary = {
         "benchmark": "offset_commit_ghz_interleaved",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": report.utc_now(),
         "params": vars(a),
         "loadavg_at_end": os.getloadavg(),
         "median_ratio_to_check": {k: statistics.median(v) for k, v in ratios.items()},
@@ -206,8 +207,7 @@ def main() -> None:
         },
         "runs": samples,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2))
+    report.write(out, summary)
     keys = ("median_ratio_to_check", "median_cpu_ratio_to_check", "median")
     print(json.dumps({k: summary[k] for k in keys}, indent=2))
     print(f"wrote {out}")

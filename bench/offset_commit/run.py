@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.ghz import ensure_ghz, run_ghz, write_protoset  # noqa: E402
+from bench import report  # noqa: E402
+from bench.ghz import ghz_and_protoset, run_ghz  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from tests.support.offsets import ensure_topic  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
@@ -156,12 +154,7 @@ def bench_backend(name: str, store_url: str, workdir: Path, rounds: int, duratio
         proc.terminate()
     summary = {
         key: {
-            "ops_per_s_median": statistics.median(s["ops_per_s"] for s in runs),
-            "p50_ms_median": statistics.median(s["p50_ms"] for s in runs),
-            "p99_ms_median": statistics.median(s["p99_ms"] for s in runs),
-            "server_cpu_us_per_call_median": statistics.median(
-                s["server_cpu_us_per_call"] for s in runs
-            ),
+            **report.medians(runs, "ops_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_call"),
             "errors": sum(s["errors"] for s in runs),
             "runs": runs,
         }
@@ -192,16 +185,15 @@ def main() -> None:
     global GHZ, PROTOSET
     results: dict = {
         "benchmark": "offset_commit",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "when": report.utc_now(),
+        "machine": report.machine(),
         "params": {"rounds": a.rounds, "duration_s": a.duration},
         "backends": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if not a.python_load:
-            GHZ = ensure_ghz()
-            PROTOSET = write_protoset(work / "api.protoset") if GHZ else None
+            GHZ, PROTOSET = ghz_and_protoset(work)
         results["load_generator"] = "ghz" if GHZ else "python (bench/offset_commit/load.py)"
         print(f"load generator: {results['load_generator']}", flush=True)
         for backend in a.backends.split(","):
@@ -215,8 +207,7 @@ def main() -> None:
                     results["backends"]["redis"] = bench_backend(
                         "redis", server.url, work, a.rounds, a.duration
                     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2))
+    report.write(a.out, results)
     print(
         json.dumps(
             {

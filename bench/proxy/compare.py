@@ -16,7 +16,6 @@ Prints per-round gateway/direct ratios and their medians; writes JSON
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -28,6 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench import report
 from bench.proxy.run import (
     ROOT,
     consume,
@@ -155,8 +155,7 @@ def main() -> None:
         "runs": runs,
         "summary": summary,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2))
+    report.write(out, doc)
     print(f"wrote {out}")
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -50,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from tests.interop.kafka_broker import (  # noqa: E402
     KAFKA_VERSION,
     KafkaBroker,
@@ -477,8 +477,7 @@ def main() -> None:
         "results": results,
         "ratios": ratios,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2))
+    report.write(out, doc)
     print(table(results))
     print(f"wrote {out}")
 

@@ -9,44 +9,36 @@ import click
 from services.cli.options import (
     PORT,
     POSITIVE,
+    LogArgs,
     configure_metrics,
     health_port_option,
+    host_option,
     log_options,
     metrics_options,
+    shutdown_grace_option,
 )
 from services.cli.serving import serve
 from services.options import TlsArgs, opt, tls_options
 
 
 @click.command()
-@opt(
-    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
-)
+@host_option
 @opt(
     "--grpc-port",
-    env="GRPC_PORT",
     type=PORT,
     default=50061,
     help="gRPC port; 0 picks a free port and prints it.",
 )
 @opt(
     "--worker-threads",
-    env="WORKER_THREADS",
     type=POSITIVE,
     default=1,
     help="Threads computing assignments; more requests wait in arrival order. Scale with "
     "replicas (one per core) rather than threads: the work is CPU-bound.",
 )
-@opt(
-    "--shutdown-grace-s",
-    env="SHUTDOWN_GRACE_S",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    help="On SIGTERM: how long in-flight assignments may take to finish.",
-)
+@shutdown_grace_option("On SIGTERM: how long in-flight assignments may take to finish.")
 @opt(
     "--otlp-endpoint",
-    env="OTLP_ENDPOINT",
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )
@@ -60,9 +52,7 @@ def assignor(
     worker_threads: int,
     shutdown_grace_s: float,
     otlp_endpoint: str | None,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     metrics_port: int | None,
     tls: TlsArgs,
     health_port: int | None,
@@ -70,9 +60,8 @@ def assignor(
     """A stateless assignor worker: gRPC groupcoord.v1.Assignor/Assign. Run as many replicas
     as needed; shards reach them with --assignor-addresses."""
     from services.assignor.app import AssignorApp, AssignorSettings
-    from services.process import logs
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     server_tls = tls.server()
     configure_metrics("groupcoord-assignor", metrics_port, host, otlp_endpoint)
     settings = AssignorSettings(

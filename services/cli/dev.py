@@ -6,28 +6,29 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import click
 
 from services.cli.options import (
     PORT,
+    LogArgs,
+    ShardOptions,
     assignor_client_options,
     configure_metrics,
-    coordinator_config,
     coordinator_options,
     group_series_options,
     history_options,
-    history_sink,
     request_limit_options,
     server_options,
+    shard_settings,
     steady_memory_options,
     upstream_metadata_options,
     upstream_options,
 )
 from services.cli.serving import serve
 from services.cli.store import StoreUrl, lock_sqlite_store
-from services.options import ListenerArgs, TlsArgs, UpstreamArgs, listener_options, opt, tls_options
+from services.options import ListenerArgs, TlsArgs, listener_options, opt, tls_options
 from services.security_cli import authorizer_options, dev_listener_security_options
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
     shortcut, for the A/B benchmarks (bench/gateway/run.py, bench/gateway/profile.py)."""
     f = opt(
         "--shard-calls",
-        env="SHARD_CALLS",
         default="batched",
         hidden=True,
         help="How the built-in gateway calls other shards (and, with --gateway-loopback, "
@@ -64,10 +64,9 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.command()
-@opt("--data-dir", env="DATA_DIR", default="./data", help="Where the embedded SQLite store lives.")
+@opt("--data-dir", default="./data", help="Where the embedded SQLite store lives.")
 @opt(
     "--store",
-    env="STORE",
     type=StoreUrl(),
     default=None,
     help="Log store URL: sqlite:///path.db or redis://host:port/db "
@@ -77,7 +76,6 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @coordinator_options
 @opt(
     "--kafka-port",
-    env="KAFKA_PORT",
     type=PORT,
     default=9092,
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
@@ -97,30 +95,9 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def dev(
     data_dir: str,
     store: str | None,
-    host: str,
-    grpc_port: int,
-    advertised_host: str | None,
-    otlp_endpoint: str | None,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
-    num_partitions: int,
-    offsets_retention_minutes: int,
-    offset_metadata_max_bytes: int,
-    config_pairs: tuple[str, ...],
+    log: LogArgs,
     kafka_port: int,
-    upstream: UpstreamArgs,
-    assignor_addresses: str | None,
-    assignor_timeout_ms: int,
-    max_request_bytes: int,
-    max_request_items: int,
-    upstream_metadata_interval_ms: int,
     metrics_port: int | None,
-    metrics_group_series: int,
-    steady_heartbeat_memory: int,
-    history: str,
-    history_retention_hours: int,
-    history_max_mb: int,
     tls: TlsArgs,
     listener: ListenerArgs,
     authorization: dict[str, Any],
@@ -128,44 +105,23 @@ def dev(
     shard_calls: str,
     gateway_loopback: bool,
     gateway_steady: bool,
+    **options: Unpack[ShardOptions],
 ) -> None:
     """The all-in-one server on the embedded default store (SQLite under --data-dir).
     With --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
-    from services.assignor.client import parse_addresses
-    from services.process import logs
-    from services.shard.app import ShardApp, ShardSettings
+    from services.shard.app import ShardApp
 
-    logs.configure(log_level, log_format, library_log_level)
-    gateway_upstream = {**upstream.settings(), **listener.settings()}
+    log.configure()
+    gateway_upstream = {**options["upstream"].settings(), **listener.settings()}
     server_tls, client_tls = tls.server(), tls.client()
-    configure_metrics("groupcoord-dev", metrics_port, host, otlp_endpoint)
+    configure_metrics("groupcoord-dev", metrics_port, options["host"], options["otlp_endpoint"])
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
         store = f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'groupcoord.db'))}"
     # Held until the process exits (the kernel releases it, also on kill -9).
     lock = lock_sqlite_store(store)  # noqa: F841
-    config = coordinator_config(
-        config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
-    )
-    settings = ShardSettings(
-        store_url=store,
-        host=host,
-        grpc_port=grpc_port,
-        advertised_host=advertised_host,
-        otlp_endpoint=otlp_endpoint,
-        coordinator=config,
-        assignor_addresses=parse_addresses(assignor_addresses or ""),
-        assignor_timeout_ms=assignor_timeout_ms,
-        max_request_bytes=max_request_bytes,
-        max_request_items=max_request_items,
-        upstream=upstream.cluster(),
-        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
-        metrics_group_series=metrics_group_series,
-        steady_heartbeat_memory=steady_heartbeat_memory,
-        history=history_sink(history, data_dir, store, history_retention_hours, history_max_mb),
-        tls=server_tls,
-        client_tls=client_tls,
-        **authorization,
+    settings = shard_settings(
+        store, data_dir, options, tls=server_tls, client_tls=client_tls, **authorization
     )
     # the built-in gateway: SASL credentials and the ACL APIs over dev's own store
     gateway_security = {

@@ -12,7 +12,9 @@ from services.cli.options import (
     NON_NEGATIVE,
     PORT,
     POSITIVE,
+    LogArgs,
     configure_metrics,
+    host_option,
     log_options,
     metrics_options,
     upstream_options,
@@ -25,78 +27,65 @@ from services.security_cli import gateway_security_options
 @click.command()
 @opt(
     "--shard-address",
-    env="SHARD_ADDRESS",
     default="127.0.0.1:50051",
     help="gRPC address of any shard (or a load balancer in front of them); a "
     "comma-separated list of shards is tried in turn.",
 )
-@opt(
-    "--host", env="HOST", default="127.0.0.1", help="Address to listen on (0.0.0.0 in containers)."
-)
+@host_option
 @opt(
     "--kafka-port",
-    env="KAFKA_PORT",
     type=PORT,
     default=9092,
     help="Kafka protocol port; 0 picks a free port and prints it.",
 )
 @opt(
     "--advertised-host",
-    env="ADVERTISED_HOST",
     default=None,
     help="Host name Kafka clients are told to connect to (Metadata, FindCoordinator).",
 )
 @opt(
     "--advertised-port",
-    env="ADVERTISED_PORT",
     type=click.IntRange(1, 65535),
     default=None,
     help="Port Kafka clients are told to connect to (default: the bound port).",
 )
 @opt(
     "--node-id",
-    env="NODE_ID",
     type=NON_NEGATIVE,
     default=0,
     help="The broker id the gateway presents itself as.",
 )
 @opt(
     "--cluster-id",
-    env="CLUSTER_ID",
     default="groupcoord",
     help="The cluster id in Metadata responses.",
 )
 @opt(
     "--num-partitions",
-    env="NUM_PARTITIONS",
     type=POSITIVE,
     default=50,
     help="Offsets partitions; must equal the shards' setting.",
 )
 @opt(
     "--max-request-bytes",
-    env="MAX_REQUEST_BYTES",
     type=POSITIVE,
     default=100 * 1024 * 1024,
     help="Largest request frame accepted (Kafka's socket.request.max.bytes).",
 )
 @opt(
     "--idle-timeout-ms",
-    env="IDLE_TIMEOUT_MS",
     type=POSITIVE,
     default=600_000,
     help="Close connections idle this long (Kafka's connections.max.idle.ms).",
 )
 @opt(
     "--request-timeout-ms",
-    env="REQUEST_TIMEOUT_MS",
     type=POSITIVE,
     default=30_000,
     help="Deadline of each gRPC call to a shard (JoinGroup/SyncGroup wait longer).",
 )
 @opt(
     "--shard-calls",
-    env="SHARD_CALLS",
     type=click.Choice(["unary", "batched"]),
     default="batched",
     help="How calls reach the shards: one gRPC call per Kafka request (unary), or the calls "
@@ -105,13 +94,11 @@ from services.security_cli import gateway_security_options
 )
 @opt(
     "--otlp-endpoint",
-    env="OTLP_ENDPOINT",
     default=None,
     help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics; unset: no export.",
 )
 @opt(
     "--health-port",
-    env="HEALTH_PORT",
     type=PORT,
     default=None,
     help="Serve the gRPC health service, plaintext, on this port (liveness: groupcoord.Liveness; "
@@ -140,9 +127,7 @@ def gateway(
     otlp_endpoint: str | None,
     health_port: int | None,
     upstream: UpstreamArgs,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
+    log: LogArgs,
     metrics_port: int | None,
     tls: TlsArgs,
     listener: ListenerArgs,
@@ -151,9 +136,8 @@ def gateway(
     """The Kafka-protocol gateway: Kafka clients in, gRPC calls on the shards out. With
     --upstream-bootstrap, in front of an existing Kafka cluster (proxy mode)."""
     from services.gateway.app import GatewayApp, GatewaySettings
-    from services.process import logs
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     if listener.security_protocol.startswith("SASL_") and not security["store_url"]:
         raise click.UsageError(
             f"--security-protocol {listener.security_protocol} needs --store (the SCRAM "

@@ -1,20 +1,25 @@
 """The options of the commands that run a process (dev, shard, gateway, assignor): server,
-logs, metrics, coordinator settings, history, assignor and upstream clients. Each is also an
+logs, metrics, coordinator settings, history, assignor and upstream clients, and the
+ShardSettings dev and shard build from theirs (``shard_settings``). Each is also an
 environment variable (``GROUPCOORD_<NAME>``); the options other packages share too (TLS,
 listener, upstream client: loadtest, the operator tools) are in services/options.py."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
-from services.options import opt, upstream_client_options
+from services.options import UpstreamArgs, opt, upstream_client_options
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.limits import DEFAULT_MAX_ITEMS
+
+if TYPE_CHECKING:
+    from services.shard.app import ShardSettings
 
 PORT = click.IntRange(0, 65535)
 POSITIVE = click.IntRange(min=1)
@@ -79,24 +84,87 @@ def coordinator_config(
     )
 
 
+class ShardOptions(TypedDict):
+    """The options dev and shard both turn into their ShardSettings (``shard_settings``):
+    server, coordinator, upstream, assignor client, request limits, metrics and history."""
+
+    host: str
+    grpc_port: int
+    advertised_host: str | None
+    otlp_endpoint: str | None
+    num_partitions: int
+    offsets_retention_minutes: int
+    offset_metadata_max_bytes: int
+    config_pairs: tuple[str, ...]
+    upstream: UpstreamArgs
+    upstream_metadata_interval_ms: int
+    assignor_addresses: str | None
+    assignor_timeout_ms: int
+    max_request_bytes: int
+    max_request_items: int
+    metrics_group_series: int
+    steady_heartbeat_memory: int
+    history: str
+    history_retention_hours: int
+    history_max_mb: int
+
+
+def shard_settings(
+    store: str, data_dir: str | None, options: ShardOptions, **settings: Any
+) -> ShardSettings:
+    """The ShardSettings of a shard on ``store`` with ``options``; ``data_dir``: where a
+    file history sink writes (None: a shard has none); ``settings``: the command's own
+    (TLS, node id, leases, authorization...)."""
+    from services.assignor.client import parse_addresses
+    from services.shard.app import ShardSettings
+
+    config = coordinator_config(
+        options["config_pairs"],
+        options["num_partitions"],
+        options["offsets_retention_minutes"],
+        options["offset_metadata_max_bytes"],
+    )
+    return ShardSettings(
+        store_url=store,
+        host=options["host"],
+        grpc_port=options["grpc_port"],
+        advertised_host=options["advertised_host"],
+        otlp_endpoint=options["otlp_endpoint"],
+        coordinator=config,
+        assignor_addresses=parse_addresses(options["assignor_addresses"] or ""),
+        assignor_timeout_ms=options["assignor_timeout_ms"],
+        max_request_bytes=options["max_request_bytes"],
+        max_request_items=options["max_request_items"],
+        upstream=options["upstream"].cluster(),
+        upstream_metadata_interval_ms=options["upstream_metadata_interval_ms"],
+        metrics_group_series=options["metrics_group_series"],
+        steady_heartbeat_memory=options["steady_heartbeat_memory"],
+        history=history_sink(
+            options["history"],
+            data_dir,
+            store,
+            options["history_retention_hours"],
+            options["history_max_mb"],
+        ),
+        **settings,
+    )
+
+
 def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--num-partitions",
-        env="NUM_PARTITIONS",
         type=POSITIVE,
         default=50,
         help="Offsets partitions (Kafka's offsets.topic.num.partitions).",
     )(f)
     f = opt(
         "--offsets-retention-minutes",
-        env="OFFSETS_RETENTION_MINUTES",
         type=POSITIVE,
         default=7 * 24 * 60,
         help="Kafka's offsets.retention.minutes.",
     )(f)
     f = opt(
         "--offset-metadata-max-bytes",
-        env="OFFSET_METADATA_MAX_BYTES",
         type=NON_NEGATIVE,
         default=4096,
         help="Kafka's offset.metadata.max.bytes.",
@@ -114,29 +182,30 @@ def coordinator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = opt(
+def host_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--host (every process): the address it listens on."""
+    return opt(
         "--host",
-        env="HOST",
         default="127.0.0.1",
         help="Address to listen on (0.0.0.0 in containers).",
     )(f)
+
+
+def server_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = host_option(f)
     f = opt(
         "--grpc-port",
-        env="GRPC_PORT",
         type=PORT,
         default=50051,
         help="gRPC port; 0 picks a free port and prints it.",
     )(f)
     f = opt(
         "--advertised-host",
-        env="ADVERTISED_HOST",
         default=None,
         help="Host name other processes use to reach this one (FindCoordinator).",
     )(f)
     f = opt(
         "--otlp-endpoint",
-        env="OTLP_ENDPOINT",
         default=None,
         help="OpenTelemetry OTLP/gRPC endpoint for traces and metrics (also "
         "OTEL_EXPORTER_OTLP_ENDPOINT); unset: no export.",
@@ -148,7 +217,6 @@ def health_port_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """--health-port (shard, assignor): the health service alone, plaintext, on its own port."""
     return opt(
         "--health-port",
-        env="HEALTH_PORT",
         type=PORT,
         default=None,
         help="Also serve the gRPC health service (only it, the same statuses) in plaintext on "
@@ -161,7 +229,6 @@ def metrics_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--metrics-port (every process): Prometheus text on http://HOST:PORT/metrics."""
     return opt(
         "--metrics-port",
-        env="METRICS_PORT",
         type=PORT,
         default=None,
         help="Serve metrics as Prometheus text on http://HOST:PORT/metrics (HOST: --host); 0 "
@@ -174,7 +241,6 @@ def group_series_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The opt-in per-group metric series (dev, shard)."""
     return opt(
         "--metrics-group-series",
-        env="METRICS_GROUP_SERIES",
         type=NON_NEGATIVE,
         default=0,
         help="Opt-in: a groupcoord_group_members series per group (group id as a label) for "
@@ -188,7 +254,6 @@ def steady_memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     return opt(
         "--steady-heartbeat-memory",
-        env="STEADY_HEARTBEAT_MEMORY",
         type=NON_NEGATIVE,
         default=STEADY_MEMO_ENTRIES,
         help="How many distinct steady ConsumerGroupHeartbeat requests the shard remembers, "
@@ -203,21 +268,18 @@ def history_options(default: str) -> Callable[[Callable[..., Any]], Callable[...
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         f = opt(
             "--history-max-mb",
-            env="HISTORY_MAX_MB",
             type=click.IntRange(1),
             default=1024,
             help="file sink: delete the oldest history files beyond this many MiB.",
         )(f)
         f = opt(
             "--history-retention-hours",
-            env="HISTORY_RETENTION_HOURS",
             type=click.IntRange(1),
             default=168,
             help="file sink: delete history files older than this.",
         )(f)
         return opt(
             "--history",
-            env="HISTORY",
             type=click.Choice(["file", "redis", "off"] if default == "file" else ["redis", "off"]),
             default=default,
             help="Group history sink (docs/analytics.md): JSON Lines files under "
@@ -251,32 +313,56 @@ def configure_metrics(
         sys.stdout.flush()
 
 
+@dataclasses.dataclass(frozen=True)
+class LogArgs:
+    """--log-level, --library-log-level and --log-format, as the command receives them."""
+
+    level: str
+    library_level: str
+    format: str
+
+    def configure(self) -> None:
+        """Configure the process's logs (services/process/logs.py)."""
+        from services.process import logs
+
+        logs.configure(self.level, self.format, self.library_level)
+
+
 def log_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The process's logs (every process); the command receives them as ``log: LogArgs``."""
+    command = f  # (f is rebound below, as each option is added)
+
+    @functools.wraps(command)
+    def bundled(
+        *args: Any, log_level: str, library_log_level: str, log_format: str, **kw: Any
+    ) -> Any:
+        return command(*args, log=LogArgs(log_level, library_log_level, log_format), **kw)
+
     f = opt(
         "--log-level",
-        env="LOG_LEVEL",
         type=LOG_LEVEL,
         default="INFO",
         help="Level of groupcoord's own logs (DEBUG also prints the traceback of a failure).",
-    )(f)
+    )(bundled)
     f = opt(
         "--library-log-level",
-        env="LIBRARY_LOG_LEVEL",
         type=LOG_LEVEL,
         default="WARNING",
         help="Level of the libraries' logs (grpc, asyncio, redis...), never more verbose "
         "than --log-level.",
     )(f)
-    f = opt("--log-format", env="LOG_FORMAT", type=click.Choice(["json", "text"]), default="json")(
-        f
-    )
+    f = opt("--log-format", type=click.Choice(["json", "text"]), default="json")(f)
     return f
+
+
+def shutdown_grace_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--shutdown-grace-s (shard, assignor): ``help`` says what may finish meanwhile."""
+    return opt("--shutdown-grace-s", type=click.FloatRange(min=0), default=10.0, help=help)
 
 
 def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--assignor-timeout-ms",
-        env="ASSIGNOR_TIMEOUT_MS",
         type=POSITIVE,
         default=5_000,
         help="Deadline of each call to an assignor replica (3 attempts, then the "
@@ -284,7 +370,6 @@ def assignor_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = opt(
         "--assignor-addresses",
-        env="ASSIGNOR_ADDRESSES",
         default=None,
         help="Assignor service replicas for consumer-group assignments: host:port list "
         "(comma-separated) or a gRPC target such as dns:///assignor:50061; calls "
@@ -298,7 +383,6 @@ def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
     upstream cluster."""
     return opt(
         "--upstream-metadata-interval-ms",
-        env="UPSTREAM_METADATA_INTERVAL_MS",
         type=POSITIVE,
         default=5_000,
         help="Proxy mode: how often the upstream cluster's topics are fetched into the topic "
@@ -310,7 +394,6 @@ def upstream_metadata_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = opt(
         "--max-request-bytes",
-        env="MAX_REQUEST_BYTES",
         type=POSITIVE,
         default=100 * 1024 * 1024,
         help="Largest gRPC request (and, in dev, Kafka frame) accepted: Kafka's "
@@ -318,7 +401,6 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = opt(
         "--max-request-items",
-        env="MAX_REQUEST_ITEMS",
         type=POSITIVE,
         default=DEFAULT_MAX_ITEMS,
         help="Most list items (groups, topics, partitions, members...) in one request; "
@@ -332,7 +414,6 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = upstream_client_options(f)
     return opt(
         "--broker-port-base",
-        env="BROKER_PORT_BASE",
         type=PORT,
         default=None,
         help="Proxy mode: upstream broker N is served on port BASE+N "

@@ -15,14 +15,12 @@ from services.options import opt
 @click.command()
 @opt(
     "--store",
-    env="STORE",
     type=StoreUrl(shared=True),
     required=True,
     help="The shards' Redis store URL.",
 )
 @opt(
     "--num-partitions",
-    env="NUM_PARTITIONS",
     type=POSITIVE,
     default=None,
     help="Offsets partitions (default: what the live shards report, else 50).",

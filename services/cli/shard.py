@@ -3,36 +3,37 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Unpack
 
 import click
 
 from services.cli.options import (
     NON_NEGATIVE,
     POSITIVE,
+    LogArgs,
+    ShardOptions,
     assignor_client_options,
     configure_metrics,
-    coordinator_config,
     coordinator_options,
     group_series_options,
     health_port_option,
     history_options,
-    history_sink,
     request_limit_options,
     server_options,
+    shard_settings,
+    shutdown_grace_option,
     steady_memory_options,
     upstream_metadata_options,
 )
 from services.cli.serving import serve
 from services.cli.store import StoreUrl
-from services.options import TlsArgs, UpstreamArgs, opt, tls_options, upstream_client_options
+from services.options import TlsArgs, opt, tls_options, upstream_client_options
 from services.security_cli import authorizer_options
 
 
 @click.command()
 @opt(
     "--store",
-    env="STORE",
     type=StoreUrl(shared=True),
     required=True,
     help="The shared Redis store: redis://host:port/db[?key_prefix=gc&wait_replicas=auto]"
@@ -40,7 +41,6 @@ from services.security_cli import authorizer_options
 )
 @opt(
     "--node-id",
-    env="NODE_ID",
     type=NON_NEGATIVE,
     required=True,
     help="This shard's id, unique among live shards (e.g. the StatefulSet ordinal); the "
@@ -48,7 +48,6 @@ from services.security_cli import authorizer_options
 )
 @opt(
     "--lease-ms",
-    env="LEASE_MS",
     type=click.IntRange(min=100),
     default=10_000,
     help="Partition lease (and registry entry) TTL: a crashed shard's partitions are "
@@ -56,32 +55,23 @@ from services.security_cli import authorizer_options
 )
 @opt(
     "--ownership-interval-ms",
-    env="OWNERSHIP_INTERVAL_MS",
     type=POSITIVE,
     default=None,
     help="How often the registry and every lease are re-read (default min(1000, lease/4)).",
 )
 @opt(
     "--handoff-poll-ms",
-    env="HANDOFF_POLL_MS",
     type=POSITIVE,
     default=100,
     help="How often a partition waiting for its previous owner's lease is re-checked.",
 )
 @opt(
     "--operation-timeout-ms",
-    env="OPERATION_TIMEOUT_MS",
     type=POSITIVE,
     default=30_000,
     help="Deadline of one write or read on a partition (then NOT_COORDINATOR).",
 )
-@opt(
-    "--shutdown-grace-s",
-    env="SHUTDOWN_GRACE_S",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    help="On SIGTERM: how long in-flight RPCs may take after the handoff.",
-)
+@shutdown_grace_option("On SIGTERM: how long in-flight RPCs may take after the handoff.")
 @upstream_client_options
 @upstream_metadata_options
 @server_options
@@ -102,68 +92,31 @@ def shard(
     handoff_poll_ms: int,
     operation_timeout_ms: int,
     shutdown_grace_s: float,
-    upstream: UpstreamArgs,
-    upstream_metadata_interval_ms: int,
-    host: str,
-    grpc_port: int,
-    advertised_host: str | None,
-    otlp_endpoint: str | None,
-    log_level: str,
-    library_log_level: str,
-    log_format: str,
-    num_partitions: int,
-    offsets_retention_minutes: int,
-    offset_metadata_max_bytes: int,
-    config_pairs: tuple[str, ...],
-    assignor_addresses: str | None,
-    assignor_timeout_ms: int,
-    max_request_bytes: int,
-    max_request_items: int,
+    log: LogArgs,
     metrics_port: int | None,
-    metrics_group_series: int,
-    steady_heartbeat_memory: int,
-    history: str,
-    history_retention_hours: int,
-    history_max_mb: int,
     tls: TlsArgs,
     health_port: int | None,
     authorization: dict[str, Any],
+    **options: Unpack[ShardOptions],
 ) -> None:
     """One of several shard processes sharing a Redis store: each owns an even share of the
     offsets partitions, hands them off on shutdown and takes over those of dead shards."""
-    from services.assignor.client import parse_addresses
-    from services.process import logs
-    from services.shard.app import ShardApp, ShardSettings
+    from services.shard.app import ShardApp
 
-    logs.configure(log_level, log_format, library_log_level)
+    log.configure()
     server_tls, client_tls = tls.server(), tls.client()
-    configure_metrics("groupcoord-shard", metrics_port, host, otlp_endpoint)
-    config = coordinator_config(
-        config_pairs, num_partitions, offsets_retention_minutes, offset_metadata_max_bytes
-    )
-    settings = ShardSettings(
-        store_url=store,
-        host=host,
-        grpc_port=grpc_port,
-        advertised_host=advertised_host,
+    configure_metrics("groupcoord-shard", metrics_port, options["host"], options["otlp_endpoint"])
+    settings = shard_settings(
+        store,
+        None,
+        options,
         node_id=node_id,
         lease_ms=lease_ms,
         operation_timeout_ms=operation_timeout_ms,
         shutdown_grace_s=shutdown_grace_s,
-        otlp_endpoint=otlp_endpoint,
-        coordinator=config,
         multi_shard=True,
         ownership_interval_ms=ownership_interval_ms,
         handoff_poll_ms=handoff_poll_ms,
-        assignor_addresses=parse_addresses(assignor_addresses or ""),
-        assignor_timeout_ms=assignor_timeout_ms,
-        max_request_bytes=max_request_bytes,
-        max_request_items=max_request_items,
-        upstream=upstream.cluster(),
-        upstream_metadata_interval_ms=upstream_metadata_interval_ms,
-        metrics_group_series=metrics_group_series,
-        steady_heartbeat_memory=steady_heartbeat_memory,
-        history=history_sink(history, None, store, history_retention_hours, history_max_mb),
         tls=server_tls,
         client_tls=client_tls,
         health_port=health_port,
