@@ -49,7 +49,7 @@ from typing import Any, Protocol
 from shards.core.classic import api
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup, Completions
-from shards.core.classic.manager import Op
+from shards.core.classic.manager import Op, rebalance_timeout
 from shards.core.classic.member import ClassicGroupMember
 from shards.core.classic.records import group_metadata_record
 from shards.core.consumer import api as consumer_api
@@ -104,12 +104,6 @@ def _names(assignment: Assignment, image: TopicsImage) -> tuple[cp.TopicPartitio
         if topic is not None and parts:
             out.append(cp.TopicPartitionList(topic.name, tuple(parts)))
     return tuple(out)
-
-
-def _rebalance_timeout(request: api.JoinGroupRequest) -> int:
-    if request.rebalance_timeout_ms == -1:
-        return request.session_timeout_ms
-    return request.rebalance_timeout_ms
 
 
 def _classic_protocols(member: ConsumerGroupMember) -> tuple[ClassicProtocol, ...]:
@@ -191,7 +185,7 @@ class _ClassicJoin(ClassicJoin):
             if r.group_instance_id is not None
             else member.instance_id,
             "rack_id": sub.rack_id if sub.rack_id else member.rack_id,
-            "rebalance_timeout_ms": _rebalance_timeout(r),
+            "rebalance_timeout_ms": rebalance_timeout(r),
             "subscribed_topic_names": normalize_names(sub.topics),
             "client_id": r.context.client_id,
             "client_host": r.context.client_host,
@@ -561,7 +555,7 @@ class Migration:
             member_id=member_id,
             member_epoch=0,
             instance_id=request.group_instance_id,
-            rebalance_timeout_ms=_rebalance_timeout(request),
+            rebalance_timeout_ms=rebalance_timeout(request),
             subscribed_topic_names=subscription.topics,
             topic_partitions=owned,
             context=request.context,

@@ -121,8 +121,9 @@ def _supports_skipping_assignment(request: api.JoinGroupRequest) -> bool:
     return version is None or version >= 9
 
 
-def _rebalance_timeout(request: api.JoinGroupRequest) -> int:
-    # JoinGroup v0 has no rebalance timeout: the session timeout is used instead
+def rebalance_timeout(request: api.JoinGroupRequest) -> int:
+    """The join's rebalance timeout (JoinGroup v0 has none: the session timeout is used
+    instead)."""
     if request.rebalance_timeout_ms == -1:
         return request.session_timeout_ms
     return request.rebalance_timeout_ms
@@ -406,7 +407,7 @@ class ClassicGroupManager:
             request.group_instance_id,
             request.context.client_id,
             request.context.client_host,
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             request.protocol_type,
             tuple(request.protocols),
@@ -435,7 +436,7 @@ class ClassicGroupManager:
         group.update_member(
             member,
             tuple(request.protocols),
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             token,
             op.completions,
@@ -462,7 +463,7 @@ class ClassicGroupManager:
         group.update_member(
             member,
             tuple(request.protocols),
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             token,
             op.completions,
