@@ -270,7 +270,7 @@ class Router:
 
         ``returns``: the request is the core's dataclass and the answer is wanted as this
         dataclass, not as protobuf messages. A shard in this process (``groupcoord dev``)
-        then runs the handler on them as they are (local_calls.local_direct_call: no
+        then runs the handler on them as they are (local_calls.local_call, form "direct": no
         protobuf at all); a shard elsewhere gets the protobuf request they convert to, and
         its answer is converted back, as its gRPC server converts both. Same routing,
         retries and errors either way."""

@@ -408,6 +408,35 @@ class RpcMetrics:
     def record(self, method: str, code: grpc.StatusCode | None, seconds: float) -> None:
         self.latency.record(seconds, self.attrs(method, code))
 
+    def client_call(self, method: str) -> ClientCall:
+        """``with metrics.client_call(method) as call:`` records the call made in the block
+        (see :class:`ClientCall`)."""
+        return ClientCall(self, method)
+
+
+class ClientCall:
+    """One client call being timed, recorded when its block ends: the block sets
+    :attr:`code` when the call succeeds; a gRPC error records its status, a cancellation
+    CANCELLED, any other failure UNKNOWN."""
+
+    __slots__ = ("_metrics", "_method", "_started", "code")
+
+    def __init__(self, metrics: RpcMetrics, method: str) -> None:
+        self._metrics = metrics
+        self._method = method
+        self._started = time.perf_counter()
+        self.code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
+
+    def __enter__(self) -> ClientCall:
+        return self
+
+    def __exit__(self, kind: Any, ex: BaseException | None, tb: Any) -> None:
+        if isinstance(ex, grpc.aio.AioRpcError):
+            self.code = ex.code()
+        elif isinstance(ex, asyncio.CancelledError):
+            self.code = grpc.StatusCode.CANCELLED
+        self._metrics.record(self._method, self.code, time.perf_counter() - self._started)
+
 
 def server_call_status(context: grpc.aio.ServicerContext, failed: bool) -> grpc.StatusCode | None:
     """The status a server handler ended with (an abort sets it on the context)."""
@@ -442,20 +471,10 @@ class RpcClientMetrics(grpc.aio.UnaryUnaryClientInterceptor):
         method = client_call_details.method
         if isinstance(method, bytes):
             method = method.decode()
-        started = time.perf_counter()
-        code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
-        try:
+        with self.instruments.client_call(method) as timed:
             call = await continuation(client_call_details, request)
-            code = await call.code()
+            timed.code = await call.code()
             return call
-        except grpc.aio.AioRpcError as ex:
-            code = ex.code()
-            raise
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        finally:
-            self.instruments.record(method, code, time.perf_counter() - started)
 
 
 def enabled(provider: MeterProvider | None = None) -> bool:

@@ -38,7 +38,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -70,6 +70,13 @@ _STATUS_BY_CODE = {s.value[0]: s for s in grpc.StatusCode}
 
 def _tracer() -> trace.Tracer:
     return trace.get_tracer("groupcoord.batch")
+
+
+async def _spanned(path: str, call: Awaitable[Message]) -> Message:
+    """``call`` awaited in a client span named ``path`` (the span is current while it runs,
+    so its context goes out with the item)."""
+    with _tracer().start_as_current_span(path, kind=trace.SpanKind.CLIENT):
+        return await call
 
 
 # ---- server ------------------------------------------------------------------------------
@@ -361,41 +368,19 @@ class BatchedCoordinator:
                 return await getattr(self._unary, name)(
                     request, timeout=timeout, metadata=metadata, **kw
                 )
+            submitted = self._submit(name, parse, request, timeout, metadata)
+            if self.traced:
+                submitted = _spanned(path, submitted)
             if self.metrics is None:
-                return await self._traced(name, parse, request, timeout, metadata)
-            started = time.perf_counter()
-            code: grpc.StatusCode | None = grpc.StatusCode.UNKNOWN
-            try:
-                response = await self._traced(name, parse, request, timeout, metadata)
-                code = grpc.StatusCode.OK
+                return await submitted
+            with self.metrics.client_call(path) as timed:
+                response = await submitted
+                timed.code = grpc.StatusCode.OK
                 return response
-            except grpc.aio.AioRpcError as ex:
-                code = ex.code()
-                raise
-            except asyncio.CancelledError:
-                code = grpc.StatusCode.CANCELLED
-                raise
-            finally:
-                self.metrics.record(path, code, time.perf_counter() - started)
 
         path = f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}"
         call.__name__ = name
         return call
-
-    async def _traced(
-        self,
-        name: str,
-        parse: Callable[[bytes], Message],
-        request: Message,
-        timeout: float | None,
-        metadata: Any,
-    ) -> Message:
-        if self.traced:
-            with _tracer().start_as_current_span(
-                f"/{GROUP_COORDINATOR_SERVICE.full_name}/{name}", kind=trace.SpanKind.CLIENT
-            ):
-                return await self._submit(name, parse, request, timeout, metadata)
-        return await self._submit(name, parse, request, timeout, metadata)
 
     async def _submit(
         self,

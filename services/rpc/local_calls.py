@@ -15,7 +15,8 @@ cancels it), UNKNOWN for anything unexpected -- so the gateway's routing, retrie
 mapping stay one code path.
 
 ``stub.direct`` has the same RPCs taking and returning the core's dataclasses
-(:func:`local_direct_call`): no protobuf at all, for the gateway's hottest requests.
+(:func:`local_call` with ``form="direct"``): no protobuf at all, for the gateway's hottest
+requests.
 
 What it skips: the loopback TCP hop, HTTP/2 framing, two protobuf encodings and decodings,
 and the server's and client's interceptors (the per-RPC metrics and trace spans of the hop;
@@ -29,10 +30,8 @@ import types
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from google.protobuf.message import Message
-
 from services.rpc.deadlines import Deadlines
-from services.rpc.invoke import Invoker, Method
+from services.rpc.invoke import Form, Invoker, Method
 from services.rpc.principal import FORWARDED_PRINCIPAL_KEY
 from shards.security.context import TRUSTED_GATEWAY
 
@@ -59,38 +58,21 @@ def local_call(
     host: str = LOOPBACK_HOST,
     caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
     deadlines: Deadlines | None = None,
-) -> Callable[..., Awaitable[Message]]:
-    """One RPC called in this process, protobuf in and out. ``caller``: the methods check
-    ACLs (the shard's ``--authorizer``), so each call names its principal, from the call's
-    metadata."""
-    return _calling(Invoker(method, form="message", deadlines=deadlines), host, caller)
-
-
-def local_direct_call(
-    method: Method,
-    host: str = LOOPBACK_HOST,
-    caller: Callable[[Sequence[tuple[str, str]] | None], str] | None = None,
-    deadlines: Deadlines | None = None,
+    form: Form = "message",
 ) -> Callable[..., Awaitable[Any]]:
-    """One RPC called in this process with the core's request and response dataclasses: the
-    protobuf call minus its two conversions (what ``dev``'s gateway uses for its hottest
-    requests: services.gateway.router.Router.call with ``returns``). Same client host,
-    principal, handler, deadline and errors as :func:`local_call`.
+    """One RPC called in this process, as a generated stub's attribute is called: protobuf in
+    and out, or with ``form="direct"`` the core's request and response dataclasses (the
+    protobuf call minus its two conversions: what ``dev``'s gateway uses for its hottest
+    requests, services.gateway.router.Router.call with ``returns``) -- same client host,
+    principal, handler, deadline and errors either way. ``caller``: the methods check ACLs
+    (the shard's ``--authorizer``), so each call names its principal, from the call's
+    metadata.
 
-    The handler is awaited in the caller's task, as any coroutine; its deadline is kept by
-    ``deadlines`` (services.rpc.deadlines: one timer for all calls, not one per call --
-    shared by the calls of one stub)."""
-    return _calling(Invoker(method, form="direct", deadlines=deadlines), host, caller)
-
-
-def _calling(
-    invoker: Invoker,
-    host: str,
-    caller: Callable[[Sequence[tuple[str, str]] | None], str] | None,
-) -> Callable[..., Awaitable[Any]]:
-    """The stub's attribute for one RPC: a call made as a generated stub's is, handed to
-    ``invoker`` (the call it returns is awaited as the stub's would be; its deadline starts
-    in the task awaiting it)."""
+    The handler is awaited in the caller's task, as any coroutine (the call returned is
+    awaited as the stub's would be; its deadline starts in the task awaiting it), its
+    deadline kept by ``deadlines`` (services.rpc.deadlines: one timer for all calls, not one
+    per call -- shared by the calls of one stub)."""
+    invoker = Invoker(method, form=form, deadlines=deadlines)
     invoke = invoker.invoke
 
     def call(
@@ -117,8 +99,8 @@ def local_stub(
     stub = types.SimpleNamespace(
         **{m.name: local_call(m, host, caller, deadlines) for m in methods}
     )
-    #: the same RPCs with the core's dataclasses in and out (:func:`local_direct_call`)
+    #: the same RPCs with the core's dataclasses in and out (:func:`local_call`'s "direct")
     stub.direct = types.SimpleNamespace(
-        **{m.name: local_direct_call(m, host, caller, deadlines) for m in methods}
+        **{m.name: local_call(m, host, caller, deadlines, "direct") for m in methods}
     )
     return stub

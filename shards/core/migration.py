@@ -49,11 +49,13 @@ from typing import Any, Protocol
 from shards.core.classic import api
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup, Completions
-from shards.core.classic.manager import Op
+from shards.core.classic.manager import Op, rebalance_timeout
 from shards.core.classic.member import ClassicGroupMember
 from shards.core.classic.records import group_metadata_record
 from shards.core.consumer import api as consumer_api
-from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
+from shards.core.consumer.assignment_tasks import assignment_request
+from shards.core.consumer.client_side import ClientSideAssignments
+from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.manager import ClassicJoin
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
@@ -73,11 +75,11 @@ from shards.core.consumer.records import (
     target_assignment_record,
     topic_metadata,
 )
-from shards.core.consumer.target_assignment import TargetAssignmentRequest
+from shards.core.consumer.steady import ScheduleSession
 from shards.core.coordinator_config import CoordinatorConfig, MigrationPolicy
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import ClassicMemberMetadata, ClassicProtocol, TopicMetadata
+from shards.core.records import ClassicMemberMetadata, ClassicProtocol
 from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
 from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer, TimerOp
@@ -102,12 +104,6 @@ def _names(assignment: Assignment, image: TopicsImage) -> tuple[cp.TopicPartitio
         if topic is not None and parts:
             out.append(cp.TopicPartitionList(topic.name, tuple(parts)))
     return tuple(out)
-
-
-def _rebalance_timeout(request: api.JoinGroupRequest) -> int:
-    if request.rebalance_timeout_ms == -1:
-        return request.session_timeout_ms
-    return request.rebalance_timeout_ms
 
 
 def _classic_protocols(member: ConsumerGroupMember) -> tuple[ClassicProtocol, ...]:
@@ -136,36 +132,15 @@ class ConsumerGroupOps(Protocol):
         self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, now_ms: int = 0
     ) -> CoordinatorResult[Any]: ...
 
-    def schedule_session_timeout(
-        self,
-        group_id: str,
-        member_id: str,
-        timeout_ms: int | None = None,
-        postpone: bool = False,
-    ) -> None: ...
+    @property
+    def schedule_session_timeout(self) -> ScheduleSession: ...
 
     def cancel_timers(self, group_id: str, member_id: str) -> None: ...
 
     def group_assignor(self, counts: dict[str, int]) -> str: ...
 
-    def assignment_request(
-        self,
-        group: ConsumerGroup,
-        group_epoch: int,
-        assignor: str,
-        members: Iterable[ConsumerGroupMember],
-        target_of: Callable[[str], Assignment],
-        regexes: dict[str, ResolvedRegex],
-        metadata: dict[str, TopicMetadata],
-    ) -> TargetAssignmentRequest: ...
-
-    def request_target(
-        self,
-        group: ConsumerGroup,
-        request: TargetAssignmentRequest,
-        records: list[Record],
-        tasks: list[AsyncTask],
-    ) -> None: ...
+    @property
+    def client_side(self) -> ClientSideAssignments: ...
 
 
 class ClassicGroupOps(Protocol):
@@ -210,7 +185,7 @@ class _ClassicJoin(ClassicJoin):
             if r.group_instance_id is not None
             else member.instance_id,
             "rack_id": sub.rack_id if sub.rack_id else member.rack_id,
-            "rebalance_timeout_ms": _rebalance_timeout(r),
+            "rebalance_timeout_ms": rebalance_timeout(r),
             "subscribed_topic_names": normalize_names(sub.topics),
             "client_id": r.context.client_id,
             "client_host": r.context.client_host,
@@ -580,7 +555,7 @@ class Migration:
             member_id=member_id,
             member_epoch=0,
             instance_id=request.group_instance_id,
-            rebalance_timeout_ms=_rebalance_timeout(request),
+            rebalance_timeout_ms=rebalance_timeout(request),
             subscribed_topic_names=subscription.topics,
             topic_partitions=owned,
             context=request.context,
@@ -802,7 +777,7 @@ class Migration:
         records.append(group_epoch_record(gid, epoch, group.metadata_hash))
         consumer = self.consumer
         if remaining:
-            request = consumer.assignment_request(
+            request = assignment_request(
                 group,
                 epoch,
                 consumer.group_assignor(group.assignor_counts),
@@ -811,7 +786,7 @@ class Migration:
                 regexes,
                 metadata,
             )
-            consumer.request_target(group, request, records, tasks)
+            consumer.client_side.request_target(group, request, records, tasks)
         return records
 
     # ================================================================= timers

@@ -132,7 +132,7 @@ async def _in_process(
 ) -> grpc.aio.AioRpcError:
     stub = local_stub(service_methods(TOPIC_CATALOG_SERVICE, catalog))
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        if direct:  # the core's dataclasses in and out (local_direct_call)
+        if direct:  # the core's dataclasses in and out (local_call's "direct" form)
             await stub.direct.CreateTopics(api.CreateTopicsRequest(topics=()), timeout=timeout)
         else:
             await stub.CreateTopics(catalog_pb2.CreateTopicsRequest(), timeout=timeout)

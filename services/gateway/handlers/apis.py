@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Any
 
 from services.gateway import codec
 from services.gateway.handlers.acls import AclApis
-from services.gateway.handlers.base import AdvertisedApis, Data, Node, RequestInfo
+from services.gateway.handlers.base import Data, RequestInfo
 from services.gateway.handlers.classic import ClassicGroupApis
 from services.gateway.handlers.connect import ConnectApis
 from services.gateway.handlers.consumer import ConsumerGroupApis
@@ -16,11 +17,19 @@ from services.gateway.handlers.groups import GroupAdminApis
 from services.gateway.handlers.no_data_plane import NoDataPlaneApis
 from services.gateway.handlers.offsets import OffsetApis
 from services.gateway.handlers.topics import TopicApis
-from services.gateway.router import Router, UpstreamError
-from services.gateway.topic_cache import CatalogView
+from services.gateway.router import UpstreamError
 from shards.core.errors import Errors
 
 log = logging.getLogger("groupcoord.gateway")
+
+#: an API's translator and its error shape, by API key
+Translators = dict[
+    int,
+    tuple[
+        Callable[[RequestInfo, Any], Awaitable[Data]],
+        Callable[[RequestInfo, Any, int, str], Data],
+    ],
+]
 
 
 class KafkaApis(
@@ -35,23 +44,10 @@ class KafkaApis(
 ):
     """One translator and one error shape per served API (:data:`codec.SERVED`)."""
 
-    def __init__(
-        self,
-        router: Router,
-        catalog: CatalogView,
-        node: Node,
-        cluster_id: str,
-        long_poll_timeout_s: float = 330.0,
-        advertised: AdvertisedApis | None = None,
-    ) -> None:
-        super().__init__(router, catalog, node, cluster_id, long_poll_timeout_s, advertised)
-        self.handlers: dict[
-            int,
-            tuple[
-                Callable[[RequestInfo, Any], Awaitable[Data]],
-                Callable[[RequestInfo, Any, int, str], Data],
-            ],
-        ] = {
+    @cached_property
+    def handlers(self) -> Translators:
+        """Each served API's translator and error shape, by API key (built on first use)."""
+        handlers: Translators = {
             18: (self.api_versions, self.api_versions_error),
             0: (self.produce, self.produce_error),
             1: (self.fetch, self.fetch_error),
@@ -78,7 +74,8 @@ class KafkaApis(
             30: (self.create_acls, self.create_acls_error),
             31: (self.delete_acls, self.delete_acls_error),
         }
-        assert set(self.handlers) == set(codec.SERVED), "every served API needs a translator"
+        assert set(handlers) == set(codec.SERVED), "every served API needs a translator"
+        return handlers
 
     async def handle(self, rq: RequestInfo, request: Any) -> Data:
         """The response data for ``request``; transport failures become the error shape."""

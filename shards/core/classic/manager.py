@@ -93,6 +93,24 @@ class Op:
         return CoordinatorResult(self.records, response, self.completions, replay_records=False)
 
 
+def _join_refused(
+    group: ClassicGroup, request: api.JoinGroupRequest, member_id: str
+) -> api.JoinGroupResponse | None:
+    """The answer to a join the group cannot take at all, new member or known (the group
+    dead, or none of its protocols offered), naming ``member_id``; None: go on."""
+    if group.state is DEAD:
+        return api.JoinGroupResponse(
+            error_code=Errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id
+        )
+    if not group.supports_protocols(
+        request.protocol_type, tuple(p.name for p in request.protocols)
+    ):
+        return api.JoinGroupResponse(
+            error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id
+        )
+    return None
+
+
 def _requires_known_member_id(request: api.JoinGroupRequest) -> bool:
     version = request.context.api_version
     return version is None or version >= 4
@@ -103,8 +121,9 @@ def _supports_skipping_assignment(request: api.JoinGroupRequest) -> bool:
     return version is None or version >= 9
 
 
-def _rebalance_timeout(request: api.JoinGroupRequest) -> int:
-    # JoinGroup v0 has no rebalance timeout: the session timeout is used instead
+def rebalance_timeout(request: api.JoinGroupRequest) -> int:
+    """The join's rebalance timeout (JoinGroup v0 has none: the session timeout is used
+    instead)."""
     if request.rebalance_timeout_ms == -1:
         return request.session_timeout_ms
     return request.rebalance_timeout_ms
@@ -281,16 +300,9 @@ class ClassicGroupManager:
         op: Op,
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
-        if group.state is DEAD:
-            return api.JoinGroupResponse(
-                error_code=Errors.COORDINATOR_NOT_AVAILABLE, member_id=UNKNOWN_MEMBER_ID
-            )
-        if not group.supports_protocols(
-            request.protocol_type, tuple(p.name for p in request.protocols)
-        ):
-            return api.JoinGroupResponse(
-                error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID
-            )
+        refused = _join_refused(group, request, UNKNOWN_MEMBER_ID)
+        if refused is not None:
+            return refused
         stale = self._stale_generation(group, request)
         if stale is not None:
             return stale
@@ -321,16 +333,9 @@ class ClassicGroupManager:
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
         member_id = request.member_id
-        if group.state is DEAD:
-            return api.JoinGroupResponse(
-                error_code=Errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id
-            )
-        if not group.supports_protocols(
-            request.protocol_type, tuple(p.name for p in request.protocols)
-        ):
-            return api.JoinGroupResponse(
-                error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id
-            )
+        refused = _join_refused(group, request, member_id)
+        if refused is not None:
+            return refused
         if group.is_pending_member(member_id):
             if request.group_instance_id is not None:
                 # a pending member is always dynamic (Kafka: an IllegalStateException)
@@ -402,7 +407,7 @@ class ClassicGroupManager:
             request.group_instance_id,
             request.context.client_id,
             request.context.client_host,
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             request.protocol_type,
             tuple(request.protocols),
@@ -431,7 +436,7 @@ class ClassicGroupManager:
         group.update_member(
             member,
             tuple(request.protocols),
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             token,
             op.completions,
@@ -458,7 +463,7 @@ class ClassicGroupManager:
         group.update_member(
             member,
             tuple(request.protocols),
-            _rebalance_timeout(request),
+            rebalance_timeout(request),
             request.session_timeout_ms,
             token,
             op.completions,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from shards.core.consumer import api
 from shards.core.consumer.member import (
@@ -76,8 +77,13 @@ class ClientChoice:
     version: int
 
 
-def to_record(a: api.ClientAssignor) -> ClientAssignor:
-    return ClientAssignor(
+#: a declared client-side assignor, as the request carries it or as the record keeps it
+_Declared = TypeVar("_Declared", api.ClientAssignor, ClientAssignor)
+
+
+def _declared_as(kind: type[_Declared], a: api.ClientAssignor | ClientAssignor) -> _Declared:
+    """``a``'s fields as a ``kind`` (the request's and the record's types have the same)."""
+    return kind(
         a.name,
         a.minimum_version,
         a.maximum_version,
@@ -85,17 +91,14 @@ def to_record(a: api.ClientAssignor) -> ClientAssignor:
         a.metadata_version,
         a.metadata_bytes,
     )
+
+
+def to_record(a: api.ClientAssignor) -> ClientAssignor:
+    return _declared_as(ClientAssignor, a)
 
 
 def to_api(a: ClientAssignor) -> api.ClientAssignor:
-    return api.ClientAssignor(
-        a.name,
-        a.minimum_version,
-        a.maximum_version,
-        a.reason,
-        a.metadata_version,
-        a.metadata_bytes,
-    )
+    return _declared_as(api.ClientAssignor, a)
 
 
 def validate_declared(assignors: Sequence[api.ClientAssignor]) -> None:

@@ -91,7 +91,7 @@ from shards.core.consumer.records import (
 from shards.core.consumer.replay import ConsumerGroupReplay
 from shards.core.consumer.sessions import ConsumerMigration, Sessions
 from shards.core.consumer.steady import SteadyDecisions
-from shards.core.consumer.target_assignment import InlineAssignor, TargetAssignmentRequest
+from shards.core.consumer.target_assignment import InlineAssignor
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import GroupType
@@ -571,22 +571,6 @@ class ConsumerGroupManager:
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
         self.sessions.cancel_timers(group_id, member_id)
-
-    # ---- target assignment ----
-    #: the request a target is computed from (``assignment_tasks.assignment_request``)
-    assignment_request = staticmethod(assignment_request)
-
-    def request_target(
-        self,
-        group: ConsumerGroup,
-        request: TargetAssignmentRequest,
-        records: list[Record],
-        tasks: list[AsyncTask],
-    ) -> None:
-        """A new target assignment is needed: computed here when cheap, else off the loop --
-        or by a member, when the group uses a client-side assignor
-        (:meth:`ClientSideAssignments.request_target`)."""
-        self.client_side.request_target(group, request, records, tasks)
 
     # ==== catalog (CatalogSync) ====
     def update_topics(

@@ -154,6 +154,16 @@ def static_member(
             replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0),
             existing,
         )
+    owner = static_owner(existing, member_id, instance_id)
+    check_epoch(owner, epoch, owned)
+    return owner, None
+
+
+def static_owner(
+    existing: ConsumerGroupMember | None, member_id: str, instance_id: str
+) -> ConsumerGroupMember:
+    """``existing``, the member holding ``instance_id``, when it is ``member_id`` (Kafka's
+    throwIfStaticMemberIsUnknown and throwIfInstanceIdIsFenced)."""
     if existing is None:
         raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
     if existing.member_id != member_id:
@@ -162,8 +172,7 @@ def static_member(
             f"Static member {member_id} with instance id {instance_id} was fenced by "
             f"member {existing.member_id}.",
         )
-    check_epoch(existing, epoch, owned)
-    return existing, None
+    return existing
 
 
 def check_epoch(

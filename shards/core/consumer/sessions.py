@@ -121,15 +121,7 @@ class Sessions:
                 )
             return self.fence(group, member, response, now_ms)
         instance_id = request.instance_id
-        member = group.static_member(instance_id)
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if member.member_id != member_id:
-            raise ApiError(
-                Errors.FENCED_INSTANCE_ID,
-                f"Static member {member_id} with instance id {instance_id} was fenced by "
-                f"member {member.member_id}.",
-            )
+        member = membership.static_owner(group.static_member(instance_id), member_id, instance_id)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # A temporary leave: the member keeps its place (and its partitions stay with
             # it) until it rejoins or its session expires.
