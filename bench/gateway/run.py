@@ -71,7 +71,7 @@ from tests.interop.kafka_broker import (  # noqa: E402
 )
 from tests.interop.sequences import Member, converge, create_topic  # noqa: E402
 from tests.interop.support import Target  # noqa: E402
-from tests.support.processes import ServerProcess  # noqa: E402
+from tests.support.processes import ServerProcess, gateway_process  # noqa: E402
 
 CONCURRENCY = (1, 50)
 #: the groupcoord targets compared with the others (ratios)
@@ -101,20 +101,7 @@ def start_gateway(shard: ServerProcess, log: Path, *extra: str, **kw: Any) -> Se
     """A ``groupcoord gateway`` in front of the ``dev`` process ``shard`` (its Kafka port
     free, the partitions of ``groupcoord_args``), with ``extra`` options; output to ``log``;
     ``kw``: ServerProcess's."""
-    return ServerProcess(
-        [
-            "gateway",
-            "--shard-address",
-            shard.grpc_address,
-            "--kafka-port",
-            "0",
-            "--num-partitions",
-            groupcoord_args()[1],
-            *extra,
-        ],
-        log,
-        **kw,
-    )
+    return gateway_process(shard.grpc_address, groupcoord_args()[1], log, *extra, **kw)
 
 
 async def stable_members(target: Target, groups: int, members: int) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import pytest
 
 from services.process.channels import MAX_RECONNECT_BACKOFF_MS
 from tests.support.kafka_wire import KafkaWire, request
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, gateway_process
 
 pytestmark = pytest.mark.slow
 
@@ -50,18 +50,7 @@ async def _find_coordinator(wire: KafkaWire) -> int:
 def test_gateway_serves_again_soon_after_a_long_shard_outage(tmp_path: Path) -> None:
     shard = _shard(tmp_path, 0)
     port = shard.grpc_port
-    gateway = ServerProcess(
-        [
-            "gateway",
-            "--shard-address",
-            shard.grpc_address,
-            "--kafka-port",
-            "0",
-            "--num-partitions",
-            "4",
-        ],
-        tmp_path / "gateway.log",
-    )
+    gateway = gateway_process(shard.grpc_address, 4, tmp_path / "gateway.log")
 
     async def scenario() -> float:
         nonlocal shard

@@ -31,7 +31,7 @@ import pytest
 from tests.support.kafka_wire import KafkaWire, request
 from tests.support.offsets import ensure_topic
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
-from tests.support.processes import ServerProcess, wait_until
+from tests.support.processes import ServerProcess, gateway_process, wait_until
 
 HEARTBEAT_RPC = "/groupcoord.v1.GroupCoordinator/ConsumerGroupHeartbeat"
 ASSIGN_RPC = "/groupcoord.v1.Assignor/Assign"
@@ -96,19 +96,8 @@ def test_a_kafka_request_is_one_trace_across_gateway_shard_and_assignor(tmp_path
                 log_name="shard.log",
                 env=ENV,
             )
-            gateway = ServerProcess(
-                [
-                    "gateway",
-                    "--shard-address",
-                    shard.grpc_address,
-                    "--kafka-port",
-                    "0",
-                    "--num-partitions",
-                    "4",
-                    *otlp,
-                ],
-                tmp_path / "gateway.log",
-                env=ENV,
+            gateway = gateway_process(
+                shard.grpc_address, 4, tmp_path / "gateway.log", *otlp, env=ENV
             )
             topic, group = "traced-topic", f"traced-{uuid.uuid4().hex[:8]}"
             ensure_topic(shard.grpc_address, topic, 6)

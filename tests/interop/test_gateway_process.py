@@ -9,7 +9,7 @@ import pytest
 
 from tests.interop.clients import QUIET, create_topic
 from tests.interop.support import Target, unique
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, gateway_process
 
 pytestmark = pytest.mark.interop
 
@@ -33,21 +33,14 @@ def test_standalone_gateway_serves_a_real_client(tmp_path: Path) -> None:
         tmp_path / "shard.log",
     )
     try:
-        gw = ServerProcess(
-            [
-                "gateway",
-                "--shard-address",
-                shard.grpc_address,
-                "--kafka-port",
-                "0",
-                "--num-partitions",
-                "10",
-                "--node-id",
-                "7",
-                "--cluster-id",
-                "standalone",
-            ],
+        gw = gateway_process(
+            shard.grpc_address,
+            10,
             tmp_path / "gateway.log",
+            "--node-id",
+            "7",
+            "--cluster-id",
+            "standalone",
         )
         try:
             target = Target("gateway", "127.0.0.1", gw.ports["kafka"])

@@ -117,6 +117,28 @@ class ServerProcess:
             self.kill()
 
 
+def gateway_process(
+    shard_address: str, partitions: int | str, log: Path, *extra: str, **kw: Any
+) -> ServerProcess:
+    """A ``groupcoord gateway`` process (its Kafka port free) in front of the shard at
+    ``shard_address`` serving ``partitions`` offsets partitions, with ``extra`` options;
+    output to ``log``; ``kw``: :class:`ServerProcess`'s."""
+    return ServerProcess(
+        [
+            "gateway",
+            "--shard-address",
+            shard_address,
+            "--kafka-port",
+            "0",
+            "--num-partitions",
+            str(partitions),
+            *extra,
+        ],
+        log,
+        **kw,
+    )
+
+
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
