@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import hashlib
 import itertools
 import logging
 import uuid
@@ -75,6 +74,7 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
+from shards.storage import redis_scripts as scripts
 from shards.storage._checks import (
     check_lease_ms,
     check_partition,
@@ -117,182 +117,6 @@ XRANGE_PAGE = 1000
 STAGED_CHUNK_TTL_MS = 3_600_000
 LOAD_ATTEMPTS = 5
 
-
-@dataclass(frozen=True, slots=True)
-class _Script:
-    name: str
-    source: str
-
-    @property
-    def sha(self) -> str:
-        return hashlib.sha1(self.source.encode()).hexdigest()
-
-
-# KEYS: epoch, seq, log   ARGV: epoch, data   -> {1, offset} | {0, current epoch}
-_APPEND = _Script(
-    "append",
-    """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current < 1 or current ~= tonumber(ARGV[1]) then
-  return {0, current}
-end
-local offset = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
--- XADD before advancing seq: scripts are not rolled back, and a failing XADD must leave
--- nothing behind.
-redis.call('XADD', KEYS[3], string.format('%d-0', offset), 'e', ARGV[1], 'd', ARGV[2])
-redis.call('SET', KEYS[2], string.format('%d', offset))
-return {1, offset}
-""",
-)
-
-# KEYS: epoch, lease   ARGV: owner, lease_ms, only_if_free ('1'/'0')  -> new epoch | 0
-_ACQUIRE = _Script(
-    "acquire",
-    """
-if ARGV[3] == '1' then
-  local holder = redis.call('HGET', KEYS[2], 'owner')
-  if holder and holder ~= ARGV[1] then
-    return 0
-  end
-end
-local epoch = redis.call('INCR', KEYS[1])
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'epoch', epoch)
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return epoch
-""",
-)
-
-# KEYS: epoch, lease   ARGV: owner, epoch, lease_ms  -> 1 | 0
-_RENEW = _Script(
-    "renew",
-    """
-if redis.call('GET', KEYS[1]) ~= ARGV[2] then
-  return 0
-end
-local lease = redis.call('HMGET', KEYS[2], 'owner', 'epoch')
-if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then
-  return 0
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
-""",
-)
-
-# KEYS: lease   ARGV: owner, epoch
-_RELEASE = _Script(
-    "release",
-    """
-local lease = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
-if lease[1] == ARGV[1] and lease[2] == ARGV[2] then
-  redis.call('DEL', KEYS[1])
-end
-return 0
-""",
-)
-
-# KEYS: lease  -> false | {owner, epoch, pttl, seconds, microseconds}
-_LEASE = _Script(
-    "lease",
-    """
-local lease = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
-if not lease[1] then
-  return false
-end
-local pttl = redis.call('PTTL', KEYS[1])
-local now = redis.call('TIME')
-return {lease[1], lease[2], pttl, now[1], now[2]}
-""",
-)
-
-# KEYS: epoch, seq, snap, log, staged chunk 0..n-1
-# ARGV: epoch, offset, gen, n
-# -> {'ok', 0} | {'fenced', current epoch} | {'beyond', last offset}
-#    | {'older', snapshot offset} | {'missing', chunk index}
-# Old chunks are named from `snap` inside the script: they share its hash tag, hence its slot.
-_COMMIT_SNAPSHOT = _Script(
-    "commit_snapshot",
-    """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current < 1 or current ~= tonumber(ARGV[1]) then
-  return {'fenced', current}
-end
-local offset = tonumber(ARGV[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if offset > last then
-  return {'beyond', last}
-end
-local old = redis.call('HMGET', KEYS[3], 'offset', 'gen', 'chunks')
-if old[1] and tonumber(old[1]) > offset then
-  return {'older', tonumber(old[1])}
-end
-for i = 5, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 0 then
-    return {'missing', i - 5}
-  end
-end
-for i = 5, #KEYS do
-  redis.call('PERSIST', KEYS[i])
-end
-redis.call('HSET', KEYS[3], 'offset', ARGV[2], 'epoch', ARGV[1], 'gen', ARGV[3],
-           'chunks', ARGV[4])
-if old[2] and old[2] ~= ARGV[3] then
-  for i = 0, tonumber(old[3]) - 1 do
-    redis.call('DEL', KEYS[3] .. ':' .. old[2] .. ':' .. i)
-  end
-end
-redis.call('XTRIM', KEYS[4], 'MINID', string.format('%d-0', offset + 1))
-return {'ok', 0}
-""",
-)
-
-# KEYS: epoch, log   ARGV: epoch, from id, count  -> {'ok', deleted} | {'fenced', current epoch}
-# Deletes the last `count` entries at or after `from id`, newest first: a truncation that
-# stops half-way (fenced, connection lost) leaves a shorter log that still holds its first
-# corrupt entry, never a log with a hole. XDEL keeps the stream's last ID (and `seq` stays),
-# so offsets are never reused.
-_TRUNCATE = _Script(
-    "truncate",
-    """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current < 1 or current ~= tonumber(ARGV[1]) then
-  return {'fenced', current}
-end
-local page = redis.call('XREVRANGE', KEYS[2], '+', ARGV[2], 'COUNT', ARGV[3])
-if #page == 0 then
-  return {'ok', 0}
-end
-local ids = {}
-for i, entry in ipairs(page) do
-  ids[i] = entry[1]
-end
-return {'ok', redis.call('XDEL', KEYS[2], unpack(ids))}
-""",
-)
-
-# KEYS: catalog   ARGV: expected version, data  -> new version | -1
-_CATALOG_CAS = _Script(
-    "catalog_cas",
-    """
-local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if version ~= tonumber(ARGV[1]) then
-  return -1
-end
-redis.call('HSET', KEYS[1], 'version', string.format('%d', version + 1), 'data', ARGV[2])
-return version + 1
-""",
-)
-
-_SCRIPTS = (
-    _APPEND,
-    _ACQUIRE,
-    _RENEW,
-    _RELEASE,
-    _LEASE,
-    _COMMIT_SNAPSHOT,
-    _TRUNCATE,
-    _CATALOG_CAS,
-)
 
 # Server replies that mean "not durable / not available right now", not "bad request".
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
@@ -517,12 +341,14 @@ class RedisLogStore(LogStore):
         return self._client
 
     async def _load_scripts(self) -> None:
-        for script in _SCRIPTS:
+        for script in scripts.ALL:
             sha = await self._redis.script_load(script.source)
             if sha != script.sha:  # pragma: no cover - would mean a different SHA1
                 raise StoreError(f"script {script.name}: server sha {sha} != {script.sha}")
 
-    async def _script(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def _script(
+        self, script: scripts.Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
         client = self._redis
         try:
             return await client.evalsha(script.sha, len(keys), *keys, *args)
@@ -705,7 +531,7 @@ class RedisLogStore(LogStore):
             for item in todo:
                 p = item.partition
                 pipe.evalsha(
-                    _APPEND.sha,
+                    scripts.APPEND.sha,
                     3,
                     self._key(p, "epoch"),
                     self._key(p, "seq"),
@@ -777,7 +603,9 @@ class RedisLogStore(LogStore):
         with self._errors("acquire"):
             # An epoch bump lost in a failover would let the previous owner append again:
             # with replicas, wait until they have it (when there was one: 0 wrote nothing).
-            epoch = await self._write_script(_ACQUIRE, keys, args, wrote=lambda e: int(e) != 0)
+            epoch = await self._write_script(
+                scripts.ACQUIRE, keys, args, wrote=lambda e: int(e) != 0
+            )
         return int(epoch) or None
 
     async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
@@ -785,17 +613,17 @@ class RedisLogStore(LogStore):
         check_lease_ms(lease_ms)
         keys = [self._key(partition, "epoch"), self._key(partition, "lease")]
         with self._errors("renew"):
-            return bool(await self._script(_RENEW, keys, [owner, epoch, lease_ms]))
+            return bool(await self._script(scripts.RENEW, keys, [owner, epoch, lease_ms]))
 
     async def release(self, partition: int, owner: str, epoch: int) -> None:
         check_partition(partition)
         with self._errors("release"):
-            await self._script(_RELEASE, [self._key(partition, "lease")], [owner, epoch])
+            await self._script(scripts.RELEASE, [self._key(partition, "lease")], [owner, epoch])
 
     async def lease(self, partition: int) -> Lease | None:
         check_partition(partition)
         reply = await self._read(
-            "lease", lambda: self._script(_LEASE, [self._key(partition, "lease")], [])
+            "lease", lambda: self._script(scripts.LEASE, [self._key(partition, "lease")], [])
         )
         if not reply:
             return None
@@ -878,8 +706,8 @@ class RedisLogStore(LogStore):
         with self._errors("truncate_log"):
             while True:
                 # One script per page, each checking the epoch: a repair fenced half-way
-                # stops at once (and what it deleted was the newest entries, see _TRUNCATE).
-                status, value = await self._write_script(_TRUNCATE, keys, args)
+                # stops at once (and what it deleted was the newest entries, see scripts.TRUNCATE).
+                status, value = await self._write_script(scripts.TRUNCATE, keys, args)
                 if status == b"fenced":
                     raise FencedError(partition, epoch, int(value))
                 deleted += int(value)
@@ -888,7 +716,7 @@ class RedisLogStore(LogStore):
 
     async def _write_script(
         self,
-        script: _Script,
+        script: scripts.Script,
         keys: list[str],
         args: Sequence[Any],
         wrote: Callable[[Any], bool] = lambda result: True,
@@ -938,7 +766,7 @@ class RedisLogStore(LogStore):
                 *chunk_keys,
             ]
             args = [epoch, snapshot.offset, gen, len(chunk_keys)]
-            status, value = await self._script(_COMMIT_SNAPSHOT, keys, args)
+            status, value = await self._script(scripts.COMMIT_SNAPSHOT, keys, args)
             if status != b"ok":
                 await client.delete(*chunk_keys)
         value = int(value)
@@ -969,7 +797,7 @@ class RedisLogStore(LogStore):
     async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
         with self._errors("write_catalog"):
             version = await self._script(
-                _CATALOG_CAS, [self._catalog_key], [expected_version, bytes(data)]
+                scripts.CATALOG_CAS, [self._catalog_key], [expected_version, bytes(data)]
             )
         return None if int(version) < 0 else int(version)
 
@@ -989,7 +817,7 @@ class RedisLogStore(LogStore):
         with self._errors("write_document"):
             # the same compare-and-set as the catalog's, on the document's own hash
             version = await self._script(
-                _CATALOG_CAS, [self._document_key(name)], [expected_version, bytes(data)]
+                scripts.CATALOG_CAS, [self._document_key(name)], [expected_version, bytes(data)]
             )
         return None if int(version) < 0 else int(version)
 
