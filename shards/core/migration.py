@@ -49,8 +49,8 @@ from typing import Any, Protocol
 from shards.core.classic import api
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup, Completions
-from shards.core.classic.manager import Op, rebalance_timeout
 from shards.core.classic.member import ClassicGroupMember
+from shards.core.classic.operation import Op, rebalance_timeout
 from shards.core.classic.records import group_metadata_record
 from shards.core.consumer import api as consumer_api
 from shards.core.consumer.assignment_tasks import assignment_request

@@ -49,9 +49,16 @@ from shards.core.classic.group import (
     PREPARING_REBALANCE,
     STABLE,
     ClassicGroup,
-    Completions,
 )
 from shards.core.classic.member import EMPTY_ASSIGNMENT, ClassicGroupMember
+from shards.core.classic.operation import (
+    Op,
+    join_refused,
+    protocol_inconsistent,
+    rebalance_timeout,
+    requires_known_member_id,
+    supports_skipping_assignment,
+)
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
@@ -59,78 +66,11 @@ from shards.core.group import Group, GroupType
 from shards.core.ids import UuidSource, java_uuid_string
 from shards.core.records import GroupMetadataKey, GroupMetadataValue
 from shards.core.timer_keys import TimerKind, group_key, member_key, member_of_key
-from shards.runtime.contract import CoordinatorResult, Deferred, Record, Timer, TimerKey, TimerOp
+from shards.runtime.contract import CoordinatorResult, Deferred, Timer, TimerKey, TimerOp
 
 UNKNOWN_MEMBER_ID = ""
 #: (an enum member looked up on its class costs ~50 ns: every heartbeat needs this one)
 _CLASSIC_HEARTBEAT = TimerKind.CLASSIC_HEARTBEAT
-
-
-class Op:
-    """What one classic operation produces: records and completed deferred replies.
-
-    Its handlers change the group in place (soft state, then the GroupMetadata record of it
-    via :meth:`ClassicGroup.record`), so the result is not replayed (``replay_records=False``,
-    as Kafka's classic-group results). Other records it carries -- the tombstones of an
-    empty consumer group that gives way -- were applied as well: that group is gone already.
-    """
-
-    __slots__ = ("records", "completions")
-
-    def __init__(self) -> None:
-        self.records: list[Record] = []
-        self.completions: Completions = []
-
-    def result(self, response: Any) -> CoordinatorResult[Any]:
-        # A reply completed by the very operation that deferred it is simply the response.
-        if isinstance(response, Deferred):
-            for i, (token, value) in enumerate(self.completions):
-                if token is response:
-                    del self.completions[i]
-                    return CoordinatorResult(
-                        self.records, value, self.completions, replay_records=False
-                    )
-        return CoordinatorResult(self.records, response, self.completions, replay_records=False)
-
-
-def _join_refused(
-    group: ClassicGroup, request: api.JoinGroupRequest, member_id: str
-) -> api.JoinGroupResponse | None:
-    """The answer to a join the group cannot take at all, new member or known (the group
-    dead, or none of its protocols offered), naming ``member_id``; None: go on."""
-    if group.state is DEAD:
-        return api.JoinGroupResponse(
-            error_code=Errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id
-        )
-    if not group.supports_protocols(
-        request.protocol_type, tuple(p.name for p in request.protocols)
-    ):
-        return api.JoinGroupResponse(
-            error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id
-        )
-    return None
-
-
-def _requires_known_member_id(request: api.JoinGroupRequest) -> bool:
-    version = request.context.api_version
-    return version is None or version >= 4
-
-
-def _supports_skipping_assignment(request: api.JoinGroupRequest) -> bool:
-    version = request.context.api_version
-    return version is None or version >= 9
-
-
-def rebalance_timeout(request: api.JoinGroupRequest) -> int:
-    """The join's rebalance timeout (JoinGroup v0 has none: the session timeout is used
-    instead)."""
-    if request.rebalance_timeout_ms == -1:
-        return request.session_timeout_ms
-    return request.rebalance_timeout_ms
-
-
-def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
-    return requested is not None and current is not None and requested != current
 
 
 class ClassicMigration(Protocol):
@@ -300,7 +240,7 @@ class ClassicGroupManager:
         op: Op,
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
-        refused = _join_refused(group, request, UNKNOWN_MEMBER_ID)
+        refused = join_refused(group, request, UNKNOWN_MEMBER_ID)
         if refused is not None:
             return refused
         stale = self._stale_generation(group, request)
@@ -316,7 +256,7 @@ class ClassicGroupManager:
                     group, request, existing, new_member_id, token, op, now_ms
                 )
             return self._add_member(group, request, new_member_id, token, op, now_ms)
-        if _requires_known_member_id(request):
+        if requires_known_member_id(request):
             group.add_pending_member(new_member_id)
             self.schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
             return api.JoinGroupResponse(
@@ -333,7 +273,7 @@ class ClassicGroupManager:
         now_ms: int,
     ) -> api.JoinGroupResponse | Deferred:
         member_id = request.member_id
-        refused = _join_refused(group, request, member_id)
+        refused = join_refused(group, request, member_id)
         if refused is not None:
             return refused
         if group.is_pending_member(member_id):
@@ -473,7 +413,7 @@ class ClassicGroupManager:
                 # Same selected protocol: keep the generation and its assignment, persist the
                 # new member id, no rebalance.
                 op.records.append(group.record(group.metadata_value()))
-                if _supports_skipping_assignment(request):
+                if supports_skipping_assignment(request):
                     # the leader gets the members, to check their subscriptions itself
                     is_leader = group.is_leader(new_member_id)
                     response = api.JoinGroupResponse(
@@ -778,8 +718,8 @@ class ClassicGroupManager:
                 Errors.ILLEGAL_GENERATION,
                 f"generation {request.generation_id} is not the group's {group.generation_id}",
             )
-        if _protocol_inconsistent(request.protocol_type, group.protocol_type_value) or (
-            _protocol_inconsistent(request.protocol_name, group.protocol_name)
+        if protocol_inconsistent(request.protocol_type, group.protocol_type_value) or (
+            protocol_inconsistent(request.protocol_name, group.protocol_name)
         ):
             return ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
         return None
