@@ -313,7 +313,7 @@ def test_dev_with_sasl_authorizer_and_acl_apis(tmp_path: Path) -> None:
     """``groupcoord dev`` alone: its built-in gateway authenticates with SCRAM against dev's
     own store; the authorizer refuses a user without ACLs and a super user creates ACLs for
     it with the admin client's CreateAcls; then the user commits."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import (
         AclBinding,
         AclBindingFilter,
@@ -356,8 +356,9 @@ def test_dev_with_sasl_authorizer_and_acl_apis(tmp_path: Path) -> None:
         consumer = Consumer({**conf("app"), "group.id": "app-1", "enable.auto.commit": False})
         try:
             # no Describe GROUP: FindCoordinator is refused, so librdkafka finds no coordinator
+            # (a synchronous commit would wait ~45 s for one; committed() takes a timeout)
             with pytest.raises(KafkaException):
-                consumer.commit(offsets=[TopicPartition("orders", 0, 5)], asynchronous=False)
+                consumer.committed([TopicPartition("orders", 0)], timeout=5)
             grants = [
                 AclBinding(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED, "User:app",
                            "*", AclOperation.READ, AclPermissionType.ALLOW),
@@ -381,8 +382,10 @@ def test_dev_with_sasl_authorizer_and_acl_apis(tmp_path: Path) -> None:
                     time.sleep(0.3)
             (got,) = consumer.committed([TopicPartition("orders", 0)], timeout=10)
             assert got.offset == 5
-            with pytest.raises(KafkaException):  # app may not change ACLs
-                AdminClient(conf("app")).create_acls(grants[:1])[grants[0]].result(30)
+            app_admin = AdminClient(conf("app"))  # held: a collected client fails its futures
+            with pytest.raises(KafkaException) as refused:  # app may not change ACLs
+                app_admin.create_acls(grants[:1])[grants[0]].result(30)
+            assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         finally:
             consumer.close()
     finally:
