@@ -428,17 +428,19 @@ async def run_fault(
             )
             bootstrap = [f"127.0.0.1:{run.gateway.ports['kafka']}"]
 
-        # one single-writer key per offsets partition, so the victim holds some of them
+        # per offsets partition (so that the victim holds some of each): one key committed
+        # all along, and one idle key committed a few times at the start
         groups = groups_for_partitions(f"w{seed}", NUM_PARTITIONS, 1)
-        keys = {g: [0] for g in groups}
+        idle = groups_for_partitions(f"i{seed}", NUM_PARTITIONS, 1)
+        keys = {g: [0] for g in [*groups, *idle]}
         run.extra["keys"] = keys
         writers = []
-        for i, g in enumerate(groups):
+        for i, g in enumerate([*groups, *idle]):
             client = _client(fault, bootstrap, rng.randrange(1 << 30))
             run.clients.append(client)
-            writers.append(
-                OffsetWriter(history, f"w{i}", client, g, 0, seed=rng.randrange(1 << 30))
-            )
+            limit = 3 if g in idle else None
+            seed_w = rng.randrange(1 << 30)
+            writers.append(OffsetWriter(history, f"w{i}", client, g, 0, seed=seed_w, limit=limit))
         readers = []
         for i in range(2):
             client = _client(fault, bootstrap, rng.randrange(1 << 30))

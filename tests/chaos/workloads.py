@@ -1,7 +1,8 @@
 """What the clients of a nemesis run do, each operation recorded in the :class:`History`.
 
 * :class:`OffsetWriter` -- one single-writer key, ``(group, partition)`` of topic ``t``: it
-  commits strictly increasing offsets, one at a time, through a routing client (gRPC
+  commits strictly increasing offsets, one at a time (all the run, or a few times and then
+  never again: an idle key, what offsets retention looks at), through a routing client (gRPC
   :class:`~services.client.CoordinatorClient`, or the Kafka wire through a gateway: the same
   interface). One writer per key makes the order of its acknowledgements the order of its
   values, so "the last acknowledged value" is well defined.
@@ -60,7 +61,10 @@ class OffsetWriter:
         *,
         pace_s: float = 0.03,
         seed: int = 0,
+        limit: int | None = None,
     ) -> None:
+        """``limit``: stop after that many acknowledged commits -- an idle key, committed
+        once and then only read (what offsets retention applies to)."""
         self.history = history
         self.name = name
         self.client = client
@@ -70,9 +74,11 @@ class OffsetWriter:
         self.pace_s = pace_s
         self.rng = random.Random(seed)
         self.last_sent = -1
+        self.limit = limit
+        self.acked = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+        while not stop.is_set() and (self.limit is None or self.acked < self.limit):
             value = self.last_sent + 1 + self.rng.randint(0, 3)
             self.last_sent = value
             op = self.history.invoke(self.name, "commit", self.key, value)
@@ -87,6 +93,7 @@ class OffsetWriter:
                 continue
             code = response.topics[0].partitions[0].error_code
             kind = "ok" if code == 0 else "info"
+            self.acked += code == 0
             error = None if code == 0 else f"error {code}"
             self.history.complete(op, kind, self.name, "commit", self.key, value, error)
             await asyncio.sleep(self.pace_s)
@@ -119,6 +126,10 @@ def _record_fetch(history: History, process: str, op: int, group: str, answer: A
 
 
 class OffsetReader:
+    """Reads each group in a loop of its own (one client, the groups read concurrently): a
+    group whose shard does not answer holds up only its own reads, so the time until each
+    group is read again after a fault is measured, not the time to get through the others."""
+
     def __init__(
         self,
         history: History,
@@ -126,7 +137,7 @@ class OffsetReader:
         client: Any,
         keys: dict[str, list[int]],
         *,
-        pace_s: float = 0.05,
+        pace_s: float = 0.4,
     ) -> None:
         self.history = history
         self.name = name
@@ -135,18 +146,18 @@ class OffsetReader:
         self.pace_s = pace_s
 
     async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._read(group, stop) for group in sorted(self.keys)))
+
+    async def _read(self, group: str, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            for group, partitions in sorted(self.keys.items()):
-                if stop.is_set():
-                    return
-                op = self.history.invoke(self.name, "fetch", group)
-                answer: Any
-                try:
-                    answer = await self.client.offset_fetch(fetch_request(group, partitions))
-                except NO_ANSWER as ex:
-                    answer = ex
-                _record_fetch(self.history, self.name, op, group, answer)
-                await asyncio.sleep(self.pace_s)
+            op = self.history.invoke(self.name, "fetch", group)
+            answer: Any
+            try:
+                answer = await self.client.offset_fetch(fetch_request(group, self.keys[group]))
+            except NO_ANSWER as ex:
+                answer = ex
+            _record_fetch(self.history, self.name, op, group, answer)
+            await asyncio.sleep(self.pace_s)
 
 
 async def pinned_fetches(
