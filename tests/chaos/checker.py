@@ -201,12 +201,13 @@ def check_recovery(
     for e in events:
         if e["type"] == "fault":
             (starts if e["phase"] == "start" else ends)[e["fault"]] = e["t"]
-    #: (process, key) -> [(sent, acknowledged)]
+    #: (process, key) -> [(sent, acknowledged)], and when it last sent anything
     oks: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    last_sent: dict[tuple[str, str], float] = {}
     for invoke, done in pairs:
         if invoke["process"] in processes:
             unit = (invoke["process"], invoke["key"])
-            oks.setdefault(unit, [])
+            last_sent[unit] = max(last_sent.get(unit, 0.0), invoke["t"])
             if done["type"] == "ok":
                 oks[unit].append((invoke["t"], done["t"]))
     for series in oks.values():
@@ -214,7 +215,9 @@ def check_recovery(
 
     def slowest(at: float) -> tuple[float, str]:
         worst, who = 0.0, ""
-        for unit in sorted(oks):
+        for unit in sorted(last_sent):
+            if last_sent[unit] < at:
+                continue  # it had stopped before (an idle key's writer): nothing to recover
             series = oks[unit]
             i = bisect.bisect_left(series, (at, -1.0))
             # nothing acknowledged after it at all: never recovered
