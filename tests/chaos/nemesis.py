@@ -455,7 +455,8 @@ async def run_fault(
             run_id=f"m{seed}",
         )
         await members.start(bootstrap)
-        tasks = [asyncio.create_task(w.run(stop)) for w in [*writers, *readers]]
+        tasks = [asyncio.create_task(w.run(stop)) for w in writers]
+        tasks += [asyncio.create_task(r.run(stop)) for r in readers]
         await asyncio.sleep(load_s)
 
         await fault.inject(run)

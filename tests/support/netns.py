@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -34,6 +35,15 @@ def _run(*args: str) -> None:
     done = subprocess.run(args, capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
         raise subprocess.CalledProcessError(done.returncode, args, done.stdout, done.stderr)
+
+
+def _remove_leftovers() -> None:
+    """Namespaces an earlier test process made and could not remove (it was killed): named
+    ``gc<pid>n<k>``, their pid no longer alive."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    for name in re.findall(r"^(gc(\d+)n\d+)", listed.stdout, flags=re.M):
+        if not os.path.exists(f"/proc/{name[1]}"):
+            NetNamespace(name[0], f"{name[0]}h", "", "").close()
 
 
 def _used_subnets() -> set[str]:
@@ -59,6 +69,7 @@ class NetNamespace:
         for tool in ("ip", "iptables"):
             if shutil.which(tool) is None:
                 raise NamespaceUnavailable(f"{tool} is not installed (scripts/test installs it)")
+        _remove_leftovers()
         n = next(_counter)
         pid = os.getpid()
         name = f"gc{pid}n{n}"
