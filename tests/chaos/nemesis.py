@@ -145,11 +145,18 @@ class Run:
     async def hold(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    #: the fault's repetition within the run (a fault injected twice: ``name#2``)
+    cycle: int = 1
+
+    @property
+    def fault_name(self) -> str:
+        return self.fault.name if self.cycle == 1 else f"{self.fault.name}#{self.cycle}"
+
     def start(self, **detail: Any) -> None:
-        self.history.fault(self.fault.name, "start", **detail)
+        self.history.fault(self.fault_name, "start", **detail)
 
     def end(self, **detail: Any) -> None:
-        self.history.fault(self.fault.name, "end", **detail)
+        self.history.fault(self.fault_name, "end", **detail)
 
 
 # ---- the faults ----------------------------------------------------------------------------
@@ -174,17 +181,28 @@ async def _pause_short(run: Run) -> None:
 
 
 async def _pause_long(run: Run) -> None:
-    """Reads pinned to node 0, of the keys being committed on the partitions it holds, are
-    sent from one lease + 1 s into the pause (its partitions have moved and the writers have
-    been acknowledged by the new owners) until it resumes. On resume the shard races its own
-    overdue lease renewal against the queued reads: every read is a chance to lose that race."""
+    """Twice (the map settled in between): reads pinned to node 0, of the keys being
+    committed on the partitions it holds, are sent from one lease + 1 s into the pause (its
+    partitions have moved and the writers have been acknowledged by the new owners) until it
+    resumes. On resume the shard races its own overdue lease renewal against the queued
+    reads (today's code loses that race about two times in three): every read, and every
+    pause, is a chance to lose it."""
+    for cycle in (1, 2):
+        run.cycle = cycle
+        await _pause_long_once(run)
+        if cycle == 1:
+            await run.cluster.wait_settled()
+            await run.hold(run.lease_s)
+
+
+async def _pause_long_once(run: Run) -> None:
     pause_s = run.lease_s * 2.5 + 1
     owner = (await asyncio.to_thread(run.cluster.members))["0"]
     leases = await asyncio.to_thread(run.cluster.leases)
     held = sorted(p for p, lease in leases.items() if lease is not None and lease[0] == owner)
     assert held, "node 0 holds no partition"
     keys = {run.active[p]: [0] for p in held}
-    run.extra["pinned_groups"] = sorted(keys)
+    run.extra.setdefault("pinned_groups", []).append(sorted(keys))
     address = run.cluster.shards[0].grpc_address
     async with grpc.aio.insecure_channel(address) as channel:
         # connected before the pause: what is sent during it waits in the shard's socket
