@@ -75,8 +75,10 @@ class LeaseHeldError(Exception):
         self.partition = partition
 
 
-#: records replayed between two yields to the event loop while loading
-REPLAY_SLICE = 5_000
+#: while loading, the replay yields to the event loop once it has run this long (checked
+#: every REPLAY_CHECK records): a lease renewal needs a few loop turns to complete
+REPLAY_SLICE_MS = 10
+REPLAY_CHECK = 100
 
 
 def lease_margin_ms(lease_ms: int) -> int:
@@ -299,16 +301,20 @@ class CoordinatorPartition:
                 loaded = await self.store.load(self.partition)
                 sm = self.factory(self.partition, self.timer)
                 count = 0
+                sliced = self.clock.monotonic_ms()
                 for offset, record in decode_log(self.codec, self.partition, loaded):
                     try:
                         sm.replay(record)
                     except Exception as e:
                         raise CorruptRecordError(self.partition, offset, repr(e)) from e
                     count += 1
-                    if count % REPLAY_SLICE == 0:
-                        # a long log must not starve lease renewals (and every other
-                        # partition's timers) while it replays
-                        await asyncio.sleep(0)
+                    if count % REPLAY_CHECK == 0:
+                        now = self.clock.monotonic_ms()
+                        if now - sliced >= REPLAY_SLICE_MS:
+                            # a long log must not starve lease renewals (and every other
+                            # partition's requests and timers) while it replays
+                            await asyncio.sleep(0)
+                            sliced = self.clock.monotonic_ms()
             except BaseException:
                 if self.state is PartitionState.LOADING:
                     self._transition(PartitionState.FAILED)
