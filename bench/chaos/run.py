@@ -98,18 +98,8 @@ async def main(argv: list[str] | None = None) -> int:
             )
             results.append(result)
             c = result.report.counts()
-            bad = any(
-                c[k]
-                for k in (
-                    "lost",
-                    "stale",
-                    "invented",
-                    "double_ownership",
-                    "epoch_violations",
-                    "two_writers",
-                )
-            )
-            late = result.recovery_s > result.target_s
+            bad = result.report.violations() > 0
+            late = result.late
             failed |= bad or late
             print(
                 f"{name} #{seed}: {c['ops']} ops, lost {c['lost']}, stale {c['stale']}, "

@@ -46,6 +46,10 @@ from loadtest.invariants import OwnershipChecker
 LOADED = re.compile(r"partition (\d+): loaded at epoch (\d+)")
 
 
+#: the checker's counts that must all be 0
+VIOLATIONS = ("lost", "stale", "invented", "double_ownership", "epoch_violations", "two_writers")
+
+
 @dataclass
 class Report:
     ops: int = 0
@@ -85,6 +89,10 @@ class Report:
             "max_recovery_from_start_s": _seconds(self.max_recovery_from_start),
             "max_recovery_from_end_s": _seconds(self.max_recovery_from_end),
         }
+
+    def violations(self) -> int:
+        counts = self.counts()
+        return sum(counts[k] for k in VIOLATIONS)
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.counts(), "details": asdict(self)}

@@ -48,7 +48,7 @@ from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2
 
 from loadtest.kafka_client import KafkaCoordinatorClient
 from services.client import CoordinatorClient, RetryPolicy
-from tests.chaos.checker import Report, check_run
+from tests.chaos.checker import VIOLATIONS, Report, check_run
 from tests.chaos.history import History
 from tests.chaos.workloads import (
     GroupMembers,
@@ -376,6 +376,10 @@ class RunResult:
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
+    def late(self) -> bool:
+        return self.recovery_s > self.target_s
+
+    @property
     def recovery_s(self) -> float:
         if self.recovery_from == "start":
             return self.report.max_recovery_from_start
@@ -561,27 +565,14 @@ def table(results: list[RunResult]) -> list[dict[str, Any]]:
                 "fault": r.fault,
                 "runs": 0,
                 "ops": 0,
-                "lost": 0,
-                "stale": 0,
-                "invented": 0,
-                "double_ownership": 0,
-                "epoch_violations": 0,
-                "two_writers": 0,
+                **dict.fromkeys(VIOLATIONS, 0),
                 "max_recovery_s": 0.0,
                 "target_s": r.target_s,
                 "recovery_from": r.recovery_from,
             },
         )
         row["runs"] += 1
-        for k in (
-            "ops",
-            "lost",
-            "stale",
-            "invented",
-            "double_ownership",
-            "epoch_violations",
-            "two_writers",
-        ):
+        for k in ("ops", *VIOLATIONS):
             row[k] += c[k]
         row["max_recovery_s"] = max(row["max_recovery_s"], r.recovery_s)
     for row in rows.values():
@@ -590,20 +581,7 @@ def table(results: list[RunResult]) -> list[dict[str, Any]]:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    cols = [
-        "fault",
-        "runs",
-        "ops",
-        "lost",
-        "stale",
-        "invented",
-        "double_ownership",
-        "epoch_violations",
-        "two_writers",
-        "max_recovery_s",
-        "target_s",
-        "recovery_from",
-    ]
+    cols = ["fault", "runs", "ops", *VIOLATIONS, "max_recovery_s", "target_s", "recovery_from"]
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     lines = ["  ".join(c.rjust(width[c]) for c in cols)]
     lines += ["  ".join(str(r[c]).rjust(width[c]) for c in cols) for r in rows]
