@@ -13,10 +13,10 @@ Faults (:data:`FAULTS`; ``lease`` is ``--lease-ms``, 1.5 s by default):
 
 * ``kill`` -- kill -9 of node 0, restarted at the same port after lease + 2 s;
 * ``pause-short`` -- SIGSTOP of node 0 for half a lease (it must lose nothing);
-* ``pause-long`` -- SIGSTOP for 2.5 leases: its partitions move; reads sent straight to it
+* ``pause-long`` -- SIGSTOP for 2.5 leases + 1 s, twice: its partitions move; reads sent straight to it
   while it is stopped (a client with a cached route) are answered when it resumes and must
   not be stale;
-* ``cut-store`` -- node 0 ↔ Redis dropped for 4 leases: its partitions move; clients must
+* ``cut-store`` -- node 0 ↔ Redis dropped for 3 leases: its partitions move; clients must
   reach the new owners within lease + 2 s although node 0 is first in their lists;
 * ``cut-client`` -- the host's clients ↔ node 0 dropped (node 0 still renews its leases);
 * ``cut-gateway`` -- the same cut, the workload going through a ``groupcoord gateway``
@@ -226,7 +226,7 @@ async def _cut_store(run: Run) -> None:
     assert run.netns is not None
     run.start(node=0, link="shard-store")
     await asyncio.to_thread(run.netns.cut_remote, run.redis.port)
-    await run.hold(run.lease_s * 4)
+    await run.hold(run.lease_s * 3)
     await asyncio.to_thread(run.netns.heal)
     run.end(node=0)
 
@@ -235,7 +235,7 @@ async def _cut_client(run: Run) -> None:
     assert run.netns is not None
     run.start(node=0, link="gateway-shard" if run.fault.gateway else "client-shard")
     await asyncio.to_thread(run.netns.cut_local, run.cluster.shards[0].grpc_port)
-    await run.hold(run.lease_s * 3)
+    await run.hold(run.lease_s * 2.5)
     await asyncio.to_thread(run.netns.heal)
     run.end(node=0)
 
@@ -265,7 +265,7 @@ async def _clock_skew(run: Run) -> None:
     proc = await asyncio.to_thread(run.cluster.start, 0)
     await run.cluster.wait_settled()
     # several retention checks on the skewed owner
-    await run.hold(3)
+    await run.hold(2)
     run.end(node=0)
     assert proc.metrics_url is not None
     run.extra["clock_offset_seconds"] = await asyncio.to_thread(
@@ -285,7 +285,7 @@ async def _double(run: Run) -> None:
         asyncio.to_thread(run.netns.cut_remote, run.redis.port),
         asyncio.to_thread(run.cluster.kill, 1),
     )
-    await run.hold(run.lease_s * 4)
+    await run.hold(run.lease_s * 3)
     await asyncio.to_thread(run.netns.heal)
     await asyncio.to_thread(run.cluster.start, 1)
     run.end(nodes=[0, 1])
@@ -301,13 +301,13 @@ FAULTS: dict[str, Fault] = {
             _pause_long,
             describe="SIGSTOP of a shard for 2.5 leases + 1 s, reads queued on it",
         ),
-        Fault("cut-store", _cut_store, netns=True, describe="shard ↔ Redis dropped, 4 leases"),
+        Fault("cut-store", _cut_store, netns=True, describe="shard ↔ Redis dropped, 3 leases"),
         Fault(
             "cut-client",
             _cut_client,
             netns=True,
             recovery_from="end",
-            describe="clients ↔ shard dropped, 3 leases",
+            describe="clients ↔ shard dropped, 2.5 leases",
         ),
         Fault(
             "cut-gateway",
@@ -315,7 +315,7 @@ FAULTS: dict[str, Fault] = {
             netns=True,
             gateway=True,
             recovery_from="end",
-            describe="gateway ↔ shard dropped, 3 leases (Kafka clients via the gateway)",
+            describe="gateway ↔ shard dropped, 2.5 leases (Kafka clients via the gateway)",
         ),
         Fault(
             "store-kill",
@@ -431,12 +431,12 @@ async def run_fault(
     workdir: Path,
     *,
     seed: int = 0,
-    load_s: float = 2.0,
+    load_s: float = 1.5,
     after_s: float | None = None,
     lease_ms: int = LEASE_MS,
 ) -> RunResult:
     """Run fault ``name`` once under load: ``load_s`` of load before it, ``after_s`` (default
-    lease + 3 s) after it; returns the checked result (the history is in ``workdir``)."""
+    the fault's recovery target + 1 s) after it; returns the checked result (the history is in ``workdir``)."""
     fault = FAULTS[name]
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -508,7 +508,9 @@ async def run_fault(
         await asyncio.sleep(load_s)
 
         await fault.inject(run)
-        await asyncio.sleep(after_s if after_s is not None else run.lease_s + 3)
+        # long enough for the slowest client to come back within the target
+        target_s = fault.recovery_target_s(run.lease_s)
+        await asyncio.sleep(after_s if after_s is not None else target_s + 1)
         stop.set()
         await asyncio.gather(*tasks)
         await members.stop()
@@ -525,7 +527,7 @@ async def run_fault(
             seed,
             report,
             fault.recovery_from,
-            fault.recovery_target_s(lease_ms / 1000),
+            target_s,
             extra,
             workdir / "history.jsonl",
             time.monotonic() - started,
