@@ -13,9 +13,9 @@ Faults (:data:`FAULTS`; ``lease`` is ``--lease-ms``, 1.5 s by default):
 
 * ``kill`` -- kill -9 of node 0, restarted at the same port after lease + 2 s;
 * ``pause-short`` -- SIGSTOP of node 0 for half a lease (it must lose nothing);
-* ``pause-long`` -- SIGSTOP for 2.5 leases + 1 s, twice: its partitions move; reads sent straight to it
-  while it is stopped (a client with a cached route) are answered when it resumes and must
-  not be stale;
+* ``pause-long`` -- SIGSTOP for 2.5 leases + 1 s, twice: its partitions move; reads sent
+  straight to it while it is stopped (a client with a cached route) are answered when it
+  resumes and must not be stale;
 * ``cut-store`` -- node 0 ↔ Redis dropped for 3 leases: its partitions move; clients must
   reach the new owners within lease + 2 s although node 0 is first in their lists;
 * ``cut-client`` -- the host's clients ↔ node 0 dropped (node 0 still renews its leases);
@@ -436,7 +436,8 @@ async def run_fault(
     lease_ms: int = LEASE_MS,
 ) -> RunResult:
     """Run fault ``name`` once under load: ``load_s`` of load before it, ``after_s`` (default
-    the fault's recovery target + 1 s) after it; returns the checked result (the history is in ``workdir``)."""
+    the fault's recovery target + 1 s) after it; returns the checked result (the history is
+    in ``workdir``)."""
     fault = FAULTS[name]
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
