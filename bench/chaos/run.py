@@ -8,7 +8,8 @@ longer load around each fault; the histories, and the table of the checker's cou
   (faults this machine cannot run -- no network namespaces, no faketime -- are skipped and
   listed in the result).
 * ``--runs``: runs per fault (seeds 1..N: other groups, values and timings).
-* ``--duration``: seconds of load after each fault (before it: ``--warmup``).
+* ``--duration``: seconds of load after each fault, at least its recovery target + 1 s
+  (before it: ``--warmup``).
 * ``--histories``: where each run's ``history.jsonl`` and process logs go (kept).
 
 The JSON result holds the usual header (``bench/report.py``), the table (fault × runs, ops,
@@ -93,7 +94,10 @@ async def main(argv: list[str] | None = None) -> int:
                 histories / f"{name}-{seed}",
                 seed=seed,
                 load_s=args.warmup,
-                after_s=args.duration,
+                # at least the fault's recovery target + 1 s: time for the slowest to return
+                after_s=max(
+                    args.duration, FAULTS[name].recovery_target_s(args.lease_ms / 1000) + 1
+                ),
                 lease_ms=args.lease_ms,
             )
             results.append(result)
