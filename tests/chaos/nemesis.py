@@ -235,7 +235,10 @@ async def _cut_client(run: Run) -> None:
     assert run.netns is not None
     run.start(node=0, link="gateway-shard" if run.fault.gateway else "client-shard")
     await asyncio.to_thread(run.netns.cut_local, run.cluster.shards[0].grpc_port)
-    await run.hold(run.lease_s * 2.5)
+    # 3 leases: a dropped TCP connection is retried by the kernel at 0.2, 0.6, 1.4, 3.0,
+    # 6.2 s...; gRPC channels without keepalive wait for that retransmission after the heal,
+    # so a cut that ends just after one (2.5 leases = 3.75 s) costs ~2.5 s more than this one
+    await run.hold(run.lease_s * 3)
     await asyncio.to_thread(run.netns.heal)
     run.end(node=0)
 
@@ -307,7 +310,7 @@ FAULTS: dict[str, Fault] = {
             _cut_client,
             netns=True,
             recovery_from="end",
-            describe="clients ↔ shard dropped, 2.5 leases",
+            describe="clients ↔ shard dropped, 3 leases",
         ),
         Fault(
             "cut-gateway",
@@ -315,7 +318,7 @@ FAULTS: dict[str, Fault] = {
             netns=True,
             gateway=True,
             recovery_from="end",
-            describe="gateway ↔ shard dropped, 2.5 leases (Kafka clients via the gateway)",
+            describe="gateway ↔ shard dropped, 3 leases (Kafka clients via the gateway)",
         ),
         Fault(
             "store-kill",
