@@ -147,7 +147,7 @@ async def test_double_fault_loses_nothing_and_recovers_in_time(tmp_path: Path) -
     last view of the others) for about half the partitions; a client that asks the cut shard
     first goes there, gets UNAVAILABLE, asks the cut shard again (CoordinatorClient moves to
     its next bootstrap address only when FindCoordinator itself fails), and is stuck until
-    the link heals (seen 6.7-7.8 s against 3.5 s)."""
+    the link heals (seen 6.5-7.8 s against 3.5 s)."""
     result = await _run("double", tmp_path)
     _assert_safe(result)
     _assert_recovered(result)
