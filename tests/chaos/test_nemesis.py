@@ -142,12 +142,12 @@ async def test_double_fault_loses_nothing_and_recovers_in_time(tmp_path: Path) -
     """A shard cut from the store and another killed at the same moment: the third serves
     everything, and clients reach it within lease + 2 s of the cut.
 
-    Fails before issue 35's fixes (the cut shard names itself), and still after parts 1-3
-    (cdf42e9): the cut shard, which cannot read the registry, names the *killed* shard (its
-    last view of the others) for about half the partitions; a client that asks the cut shard
-    first goes there, gets UNAVAILABLE, asks the cut shard again (CoordinatorClient moves to
-    its next bootstrap address only when FindCoordinator itself fails), and is stuck until
-    the link heals (seen 6.5-7.8 s against 3.5 s)."""
+    Failed before issue 35's fixes (the cut shard named itself), and after parts 1-3 alone:
+    the cut shard, which cannot read the registry, names the *killed* shard (its last view
+    of the others) for about half the partitions, and a client that asked the cut shard
+    first went there, got UNAVAILABLE and asked the cut shard again until the link healed
+    (6.5-7.8 s against 3.5 s). Passes since clients ask another shard first after the owner
+    they were given failed (CoordinatorClient, the gateway's router)."""
     result = await _run("double", tmp_path)
     _assert_safe(result)
     _assert_recovered(result)
