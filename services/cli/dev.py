@@ -15,6 +15,7 @@ from services.cli.options import (
     LogArgs,
     ShardOptions,
     assignor_client_options,
+    catalog_limit_options,
     configure_metrics,
     coordinator_options,
     group_series_options,
@@ -83,6 +84,7 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @upstream_options
 @assignor_client_options
 @request_limit_options
+@catalog_limit_options
 @upstream_metadata_options
 @group_series_options
 @steady_memory_options
