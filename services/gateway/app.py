@@ -397,6 +397,8 @@ class GatewayApp:
             await self.cluster.close()  # a shared one is closed by whoever made it
         if self.router is not None:
             await self.router.close()
+        if self.sasl is not None:
+            self.sasl.close()
         if self.credentials is not None:
             await self.credentials.close()
         if self.acls is not None:

@@ -482,7 +482,7 @@ class Connection:
         sasl = self.sasl
         if sasl is not None:
             if sasl.handles(api_key):
-                return sasl.respond(frame)  # (raises to fail or close)
+                return await sasl.respond(frame)  # (raises to fail or close)
             if sasl.expired():
                 raise CloseConnection("the SASL session expired (no re-authentication)")
         spec = codec.SERVED.get(api_key)
