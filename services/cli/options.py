@@ -413,6 +413,18 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def request_arrival_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """How long a Kafka request may take to arrive (gateway, dev: the Kafka listeners)."""
+    return opt(
+        "--request-arrival-timeout-ms",
+        type=POSITIVE,
+        default=30_000,
+        help="A Kafka request must arrive whole within this long from its first bytes (a "
+        "second more per KiB of it received), else the connection is closed (Kafka has no "
+        "such bound: any byte keeps its connections alive).",
+    )(f)
+
+
 def catalog_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Bounds on the topic catalog (dev, shard: where CreateTopics is served)."""
     from shards.core.topics import DEFAULT_MAX_CATALOG_PARTITIONS, DEFAULT_MAX_PARTITIONS_PER_TOPIC
