@@ -33,10 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from shards.security.admin import set_scram
-from shards.storage import open_store
 from tests.support.kafka_wire import KafkaWire, request
-from tests.support.processes import ServerProcess
+from tests.support.processes import sasl_dev
 
 PASSWORD = "alice-secret"
 HUGE = 500 * 1024
@@ -123,36 +121,20 @@ async def _scenario(port: int, name: str, seconds: float) -> dict[str, Any]:
 
 
 def run(seconds: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "dev" / "data"
-        data.mkdir(parents=True)
-
-        async def user() -> None:
-            async with open_store(f"sqlite:///{data / 'groupcoord.db'}") as store:
-                await set_scram(store, "alice", "SCRAM-SHA-512", PASSWORD)
-
-        asyncio.run(user())
-        with ServerProcess.dev(
-            Path(tmp) / "dev",
-            "--num-partitions",
-            "4",
-            "--security-protocol",
-            "SASL_PLAINTEXT",
-            "--sasl-enabled-mechanisms",
-            "PLAIN,SCRAM-SHA-512",
-            "--log-level",
-            "WARNING",
-        ) as dev:
-            out = {}
-            for name in SCENARIOS:
-                out[name] = asyncio.run(_scenario(dev.ports["kafka"], name, seconds))
-                r = out[name]
-                print(
-                    f"{name:6} probe p50 {r['probe_p50_ms']:8.2f} ms  p99 {r['probe_p99_ms']:8.2f}"
-                    f" ms  max {r['probe_max_ms']:8.2f} ms  ({r['attempts']} attempts in "
-                    f"{r['attack_s']} s)"
-                )
-            return out
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        sasl_dev(Path(tmp) / "dev", {"alice": PASSWORD}, "--log-level", "WARNING") as dev,
+    ):
+        out = {}
+        for name in SCENARIOS:
+            out[name] = asyncio.run(_scenario(dev.ports["kafka"], name, seconds))
+            r = out[name]
+            print(
+                f"{name:6} probe p50 {r['probe_p50_ms']:8.2f} ms  p99 {r['probe_p99_ms']:8.2f}"
+                f" ms  max {r['probe_max_ms']:8.2f} ms  ({r['attempts']} attempts in "
+                f"{r['attack_s']} s)"
+            )
+        return out
 
 
 def main() -> None:

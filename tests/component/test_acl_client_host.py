@@ -28,6 +28,7 @@ from shards.security.acl import AclBinding, PatternType, Permission, ResourceTyp
 from shards.security.acl import parse_operation as op
 from shards.security.admin import add_acls
 from shards.storage import open_store
+from tests.support.offsets import commit_request
 
 GAF = int(Errors.GROUP_AUTHORIZATION_FAILED)
 ANYONE = "User:ANONYMOUS"  # a plaintext gRPC caller
@@ -106,18 +107,9 @@ async def trusted(tmp_path: Path) -> AsyncIterator[ShardApp]:
 
 
 def commit(group: str, client_host: str) -> offsets_pb2.OffsetCommitRequest:
-    return offsets_pb2.OffsetCommitRequest(
-        group_id=group,
-        topics=[
-            offsets_pb2.OffsetCommitRequestTopic(
-                name="orders",
-                partitions=[
-                    offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)
-                ],
-            )
-        ],
-        context=common_pb2.RequestContext(client_id="grpc", client_host=client_host),
-    )
+    request = commit_request(group, 1, topic="orders")
+    request.context.CopyFrom(common_pb2.RequestContext(client_id="grpc", client_host=client_host))
+    return request
 
 
 async def unary_codes(port: int, requests: list[offsets_pb2.OffsetCommitRequest]) -> list[int]:

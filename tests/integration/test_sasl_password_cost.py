@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from shards.security.admin import set_scram
-from shards.storage import open_store
 from tests.support.kafka_wire import KafkaWire, request
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, sasl_dev
 
 pytestmark = pytest.mark.slow
 
@@ -28,24 +26,7 @@ PASSWORD = "alice-secret"
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("sasl-cost")
-    data = tmp / "dev" / "data"
-    data.mkdir(parents=True)
-
-    async def user() -> None:
-        async with open_store(f"sqlite:///{data / 'groupcoord.db'}") as store:
-            await set_scram(store, "alice", "SCRAM-SHA-512", PASSWORD)
-
-    asyncio.run(user())
-    with ServerProcess.dev(
-        tmp / "dev",
-        "--num-partitions",
-        "4",
-        "--security-protocol",
-        "SASL_PLAINTEXT",
-        "--sasl-enabled-mechanisms",
-        "PLAIN,SCRAM-SHA-512",
-    ) as process:
+    with sasl_dev(tmp_path_factory.mktemp("sasl-cost") / "dev", {"alice": PASSWORD}) as process:
         yield process
 
 
