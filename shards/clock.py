@@ -34,7 +34,7 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 
@@ -70,6 +70,66 @@ class SystemClock:
 
     async def sleep(self, ms: float) -> None:
         await asyncio.sleep(max(ms, 0) / 1000.0)
+
+
+class StoreTime:
+    """A :class:`Clock` whose wall time is the store server's (:meth:`sync`): ``now_ms()`` is
+    the local wall clock plus the offset last measured against the store, so record
+    timestamps, offsets retention and every other time-based deletion agree on every shard
+    however wrong one shard's clock is (a shard at +8 days expires nothing early). Its
+    monotonic time, callbacks and sleeps are the base clock's: intervals never depend on the
+    offset. And as the offset follows the local clock, a local clock that steps (NTP,
+    ``date -s``) moves ``now_ms()`` only until the next sync.
+
+    Kafka takes these times from the coordinator broker's own clock
+    (``time.milliseconds()``): a broker whose clock is days ahead expires the offsets of
+    the groups it takes over, which is why Kafka's operations guides insist on NTP."""
+
+    #: samples per sync; the one with the shortest round trip is kept
+    SAMPLES = 3
+    #: a sync whose best round trip is longer than this changes nothing (its error bound,
+    #: half the round trip, would be too wide to be worth it)
+    MAX_RTT_MS = 1_000
+
+    def __init__(self, base: Clock) -> None:
+        self.base = base
+        #: store time minus local wall time, ms (0 until a sync succeeded)
+        self.offset_ms = 0
+        #: half the round trip of the sample the offset came from: its error bound
+        self.error_ms: float | None = None
+        self.synced = False
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.offset_ms
+
+    def monotonic_ms(self) -> int:
+        return self.base.monotonic_ms()
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        return self.base.call_later(delay_ms, callback)
+
+    async def sleep(self, ms: float) -> None:
+        await self.base.sleep(ms)
+
+    async def sync(self, read: Callable[[], Awaitable[int | None]]) -> bool:
+        """Measure the offset against ``read()`` (the store's wall clock, None when it has
+        none): NTP's estimate, the store's reading against the local time halfway through
+        the round trip. False if the store has no clock or every round trip was too long."""
+        best: tuple[float, int] | None = None
+        for _ in range(self.SAMPLES):
+            sent, wall = self.base.monotonic_ms(), self.base.now_ms()
+            remote = await read()
+            if remote is None:
+                return False
+            rtt = self.base.monotonic_ms() - sent
+            offset = remote - (wall + rtt // 2)
+            if best is None or rtt < best[0]:
+                best = (rtt, offset)
+        assert best is not None
+        if best[0] > self.MAX_RTT_MS:
+            return False
+        self.offset_ms, self.error_ms, self.synced = best[1], best[0] / 2, True
+        return True
 
 
 @contextlib.asynccontextmanager

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.support.properties import examples
 from tests.support.redis_server import RedisServer, RedisServerUnavailable, start_redis_server
 
 # Speed is the benchmarks' business (bench/), not the tests': no per-example deadline, which a
 # loaded 2-core machine exceeds for trivial properties (0.67 s seen for a pure hash check).
-settings.register_profile("groupcoord", deadline=None)
+# The quick tier scales the number of examples down (tests/support/properties.py).
+settings.register_profile("groupcoord", deadline=None, max_examples=examples(100))
 settings.load_profile("groupcoord")
 
 

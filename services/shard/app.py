@@ -33,7 +33,7 @@ from services.shard.servicer import (
 )
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
-from shards.clock import Clock, SystemClock
+from shards.clock import Clock, StoreTime, SystemClock
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
@@ -144,6 +144,13 @@ def _ranges(partitions: list[int]) -> str:
     return ",".join(out)
 
 
+#: how often a shard re-reads the store's clock, how far off its own clock may be before it
+#: says so (it uses the store's time either way), and how often it tries at start-up
+CLOCK_SYNC_INTERVAL_MS = 10_000
+CLOCK_SKEW_WARNING_MS = 1_000
+CLOCK_SYNC_ATTEMPTS = 50
+
+
 class ShardApp:
     def __init__(
         self,
@@ -157,7 +164,11 @@ class ShardApp:
         #: recorded only if it is an SDK provider, see services.process.metrics.configure)
         self.meter_provider = meter_provider
         self.store = store
-        self.clock: Clock = clock or SystemClock()  # the one clock of the process
+        #: the one clock of the process; its wall time is the store server's once synced
+        #: (shards.clock.StoreTime), so no shard's clock moves retention or expiry
+        self.clock = StoreTime(clock or SystemClock())
+        self._clock_sync: asyncio.Task[None] | None = None
+        self._skew_warned = False
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.catalog: TopicCatalog | None = None
         self.runtime: CoordinatorRuntime | None = None
@@ -236,6 +247,7 @@ class ShardApp:
         if self.store is None:
             self.store = open_store(s.store_url, self.clock)
         await self.store.start()
+        await self._sync_clock()
         self.catalog = TopicCatalog(
             self.store,
             poll_interval_ms=s.catalog_poll_ms,
@@ -420,6 +432,50 @@ class ShardApp:
             self.store.description,
         )
 
+    async def _sync_clock(self) -> None:
+        """Take wall time from the store server's clock (when it has one) before anything
+        writes a timestamp, then keep following it in the background."""
+        store, clock = self.store, self.clock
+        assert store is not None
+        for _ in range(CLOCK_SYNC_ATTEMPTS):
+            if await clock.sync(store.server_time_ms):
+                break
+            if not clock.synced and await store.server_time_ms() is None:
+                return  # no clock but ours (SQLite, memory): nothing to follow
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError(
+                f"could not read the clock of the store {store.description} within "
+                f"{clock.MAX_RTT_MS} ms round trips ({CLOCK_SYNC_ATTEMPTS} attempts)"
+            )
+        self._report_offset()
+
+        async def follow() -> None:
+            while True:
+                await clock.sleep(CLOCK_SYNC_INTERVAL_MS)
+                try:
+                    if await clock.sync(store.server_time_ms):
+                        self._report_offset()
+                except Exception as ex:  # the store is unreachable: the offset stays
+                    log.debug("could not read the store's clock: %r", ex)
+
+        self._clock_sync = asyncio.get_running_loop().create_task(follow(), name="clock-sync")
+
+    def _report_offset(self) -> None:
+        off = self.clock.offset_ms
+        skewed = abs(off) >= CLOCK_SKEW_WARNING_MS
+        if skewed and not self._skew_warned:
+            log.warning(
+                "this host's clock is %.3f s %s the store's (%s): record timestamps, offsets "
+                "retention and expiry use the store's time",
+                abs(off) / 1000,
+                "behind" if off > 0 else "ahead of",
+                self.store.description if self.store is not None else "?",
+            )
+        elif not skewed and self._skew_warned:
+            log.info("this host's clock is within %d ms of the store's again", abs(off))
+        self._skew_warned = skewed
+
     def readiness(self) -> Readiness:
         """Ready while every partition this process owns is ACTIVE: all of them (``dev``);
         with several shards, those the partition map gives it, and only while it is a
@@ -492,6 +548,8 @@ class ShardApp:
             await self.acls.close()
         if self.assignor_client is not None:
             await self.assignor_client.close()
+        if self._clock_sync is not None:
+            self._clock_sync.cancel()
         if self.store is not None:
             await self.store.close()
         log.info("shard stopped")

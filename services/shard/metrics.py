@@ -212,6 +212,23 @@ class ShardMetrics:
             unit="{lease}",
             description="Partition leases this process holds (active or loading partitions).",
         )
+        clock = self.app.clock
+        meter.create_observable_gauge(
+            "clock_offset",
+            callbacks=[m.observe(lambda: [(clock.offset_ms / 1000, None)])],
+            unit="s",
+            description="The store server's clock minus this host's (0 when the store has "
+            "no clock of its own): the shard takes wall time from the store, so this only "
+            "says how far off this host's clock is.",
+        )
+        runtime = self.app.runtime
+        meter.create_observable_counter(
+            "partitions_self_fenced",
+            callbacks=[m.observe(lambda: [(runtime.self_fenced if runtime else 0, None)])],
+            unit="{partition}",
+            description="Partitions this process stopped serving at their local lease "
+            "deadline (cut off from the store, or paused beyond the lease).",
+        )
         instruments = getattr(self.app.runtime, "instruments", None)
         if instruments is not None:
             meter.create_observable_gauge(

@@ -99,6 +99,8 @@ class OwnershipManager:
         self.leases: dict[int, Lease | None] = {}
         self.registered = False
         self._by_owner: dict[str, Member] = {}
+        #: the map without this process, for the live members it was computed for
+        self._without_me: tuple[frozenset[str], dict[int, str]] = (frozenset(), {})
         self._last_heartbeat_ok: int | None = None  # monotonic ms
         self._last_full: int | None = None  # monotonic ms
         self._loading: dict[int, asyncio.Task[Any]] = {}
@@ -118,16 +120,40 @@ class OwnershipManager:
 
     # ---- OwnershipView ---------------------------------------------------------------------
     def owner_of(self, partition: int) -> NodeAddress | None:
+        """Who serves ``partition``: this process while it serves (or loads) it; else its
+        live lease holder; else the member the map gives it. Never this process while it
+        is cut off from the store (registry heartbeats failing for a lease) or since the
+        partition's lease lapsed here (until it is loaded here again): then the member the
+        map gives it among the others (where the store is already sending it), or nobody."""
         local = self.runtime.partitions.get(partition)
-        if local is not None and local.state in (PartitionState.ACTIVE, PartitionState.LOADING):
-            return self._node(self.me)
+        cut_off = self.cut_off() or partition in self.runtime.lapsed
+        if local is not None and not cut_off and not local.lease_lapsed():
+            if local.state in (PartitionState.ACTIVE, PartitionState.LOADING):
+                return self._node(self.me)
         lease = self.leases.get(partition)
         if lease is not None and lease.owner != self.me.owner:
             holder = self._by_owner.get(lease.owner)
             if holder is not None:
                 return self._node(holder)
         target = self.members.get(self.target.get(partition, ""))
+        if target is not None and target.member_id == self.me.member_id and cut_off:
+            target = self.members.get(self._target_without_me().get(partition, ""))
         return self._node(target) if target is not None else None
+
+    def cut_off(self) -> bool:
+        """Whether this process must assume the others no longer count it as a member:
+        not registered, or no registry heartbeat has succeeded for a whole lease (its entry
+        has expired by now, and with it every lease it could not renew)."""
+        if not self.registered:
+            return True
+        return self._since(self._last_heartbeat_ok) >= self.settings.lease_ms
+
+    def _target_without_me(self) -> dict[int, str]:
+        others = {k: m for k, m in self.members.items() if k != self.me.member_id}
+        key = frozenset(others)
+        if self._without_me[0] != key:
+            self._without_me = (key, assign(self.settings.num_partitions, others))
+        return self._without_me[1]
 
     @staticmethod
     def _node(m: Member) -> NodeAddress:

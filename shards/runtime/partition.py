@@ -23,6 +23,15 @@ waiting reply fails, timers and deferred replies are dropped, and the partition 
 from its log (or closed, when another owner fenced it). Nothing that was not acknowledged
 survives, and nothing acknowledged is lost.
 
+Self-fencing: when several processes share the store (``respect_leases``), a partition serves
+only until its *local lease deadline* -- the monotonic time the last successful acquire or
+renewal was sent, plus the lease, minus a margin (:func:`lease_margin_ms`). The store counts
+the lease from when it receives that request, later, so no other owner can hold the lease
+before the deadline passes here: every answer given before it (reads included) is one the
+rightful owner gave. From the deadline on -- cut off from the store, or paused beyond the
+lease and resumed -- every operation answers NOT_COORDINATOR and the runtime closes the
+partition (``on_lease_lapsed``), whatever the store says later.
+
 Lifecycle: INITIAL -> LOADING -> ACTIVE -> (FAILED -> LOADING ...) | CLOSED. LOADING answers
 COORDINATOR_LOAD_IN_PROGRESS; CLOSED, INITIAL and FAILED (e.g. a corrupt log) answer
 NOT_COORDINATOR, as Kafka's coordinator runtime does for every state but ACTIVE and LOADING.
@@ -33,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
@@ -63,6 +73,19 @@ class LeaseHeldError(Exception):
     def __init__(self, partition: int) -> None:
         super().__init__(f"partition {partition}: the lease is held by another owner")
         self.partition = partition
+
+
+#: while loading, the replay yields to the event loop once it has run this long (checked
+#: every REPLAY_CHECK records): a lease renewal needs a few loop turns to complete
+REPLAY_SLICE_MS = 10
+REPLAY_CHECK = 100
+
+
+def lease_margin_ms(lease_ms: int) -> int:
+    """How much sooner than the store a partition stops trusting its lease: a tenth of it
+    (clock-rate differences between this host and the store's, and a store clock that
+    steps), at least 20 ms."""
+    return max(lease_ms // 10, 20)
 
 
 class PartitionState(enum.Enum):
@@ -158,8 +181,8 @@ def answer_again(token: ReadToken, op: Callable[..., Any], *args: Any) -> bool:
     commits): the answer was taken on durable state they leave alone, so it overtakes
     nothing that is not durable yet."""
     p = token.partition
-    if p is None:
-        return False
+    if p is None or (p.respect_leases and p.clock.monotonic_ms() >= p.serve_until):
+        return False  # (past the lease deadline: the operation itself says NOT_COORDINATOR)
     op(p.sm, p.clock.now_ms(), *args)
     p.stats["ops"] += 1
     return True
@@ -190,6 +213,7 @@ class CoordinatorPartition:
         lease_ms: int,
         snapshot_interval_records: int,
         on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
+        on_lease_lapsed: Callable[[CoordinatorPartition], None] | None = None,
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
         append_timeout_ms: int = 30_000,
@@ -210,6 +234,8 @@ class CoordinatorPartition:
         self.lease_ms = lease_ms
         self.snapshot_interval_records = snapshot_interval_records
         self.on_failure = on_failure
+        #: told (once) when an operation finds the local lease deadline passed
+        self.on_lease_lapsed = on_lease_lapsed
         self.executor = executor
         # An append that takes longer fails the partition (every waiting reply gets
         # NOT_COORDINATOR, the partition reloads): the one timeout for all operations.
@@ -217,6 +243,9 @@ class CoordinatorPartition:
         # True when several processes share the store: load only takes a lease that is free
         # or already ours (try_acquire), never another owner's live one.
         self.respect_leases = respect_leases
+        #: the local lease deadline (monotonic ms; see the module doc): serve only before it.
+        #: A single owner that takes partitions by force has no one to yield to: never.
+        self.serve_until: float = 0 if respect_leases else math.inf
         self._tasks: dict[TimerKey, asyncio.Task[None]] = {}
         self.state = PartitionState.INITIAL
         self.epoch = 0
@@ -255,10 +284,13 @@ class CoordinatorPartition:
             span.set_attribute("groupcoord.partition", self.partition)
             try:
                 if self.respect_leases:
+                    sent = self.clock.monotonic_ms()
                     epoch = await self.store.try_acquire(self.partition, self.owner, self.lease_ms)
                     if epoch is None:
                         raise LeaseHeldError(self.partition)
                     self.epoch = epoch
+                    self.serve_until = 0  # a new lease: only its own renewals extend it
+                    self.lease_renewed(sent)
                 else:
                     self.epoch = await self.store.acquire(self.partition, self.owner, self.lease_ms)
                 if self.state is not PartitionState.LOADING:
@@ -269,12 +301,20 @@ class CoordinatorPartition:
                 loaded = await self.store.load(self.partition)
                 sm = self.factory(self.partition, self.timer)
                 count = 0
+                sliced = self.clock.monotonic_ms()
                 for offset, record in decode_log(self.codec, self.partition, loaded):
                     try:
                         sm.replay(record)
                     except Exception as e:
                         raise CorruptRecordError(self.partition, offset, repr(e)) from e
                     count += 1
+                    if count % REPLAY_CHECK == 0:
+                        now = self.clock.monotonic_ms()
+                        if now - sliced >= REPLAY_SLICE_MS:
+                            # a long log must not starve lease renewals (and every other
+                            # partition's requests and timers) while it replays
+                            await asyncio.sleep(0)
+                            sliced = self.clock.monotonic_ms()
             except BaseException:
                 if self.state is PartitionState.LOADING:
                     self._transition(PartitionState.FAILED)
@@ -326,9 +366,34 @@ class CoordinatorPartition:
             except Exception:  # the lease simply expires
                 log.warning("partition %d: could not release the lease", self.partition)
 
+    # ---- the local lease deadline ------------------------------------------------------------
+    def lease_renewed(self, sent_ms: int) -> None:
+        """The store took or renewed this partition's lease on a request sent at monotonic
+        ``sent_ms``: the deadline moves to ``sent_ms + lease - margin`` (never back)."""
+        if self.respect_leases:
+            until = sent_ms + self.lease_ms - lease_margin_ms(self.lease_ms)
+            self.serve_until = max(self.serve_until, until)
+
+    def lease_lapsed(self) -> bool:
+        """Whether the local lease deadline has passed (then the partition serves nothing)."""
+        return self.clock.monotonic_ms() >= self.serve_until
+
+    def _refuse_lapsed(self) -> ApiError:
+        if self._accepting:
+            self._accepting = False
+            self._invalidate()
+            if self.on_lease_lapsed is not None:
+                self.on_lease_lapsed(self)
+        return ApiError(
+            Errors.NOT_COORDINATOR,
+            f"partition {self.partition}: its lease was not renewed in time; not served here",
+        )
+
     def check_active(self) -> None:
         if self.state is PartitionState.ACTIVE and self._accepting:
-            return
+            if not self.respect_leases or self.clock.monotonic_ms() < self.serve_until:
+                return
+            raise self._refuse_lapsed()
         if self.state is PartitionState.LOADING:
             raise ApiError(
                 Errors.COORDINATOR_LOAD_IN_PROGRESS,
@@ -399,6 +464,7 @@ class CoordinatorPartition:
             or not self._accepting
             or self._pending.changes_answers
             or (inflight is not None and inflight.changes_answers)
+            or (self.respect_leases and self.clock.monotonic_ms() >= self.serve_until)
         ):
             return None
         answer = op(self.sm, self.clock.now_ms())
@@ -408,6 +474,9 @@ class CoordinatorPartition:
 
     def fire_timer(self, key: TimerKey, op: Callable[[int], CoordinatorResult[Any]]) -> None:
         if self.state is not PartitionState.ACTIVE or not self._accepting:
+            return
+        if self.respect_leases and self.clock.monotonic_ms() >= self.serve_until:
+            self._refuse_lapsed()  # (a timer's records would be fenced or another's to write)
             return
         try:
             result = op(self.clock.now_ms())

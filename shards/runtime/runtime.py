@@ -14,11 +14,12 @@ it to ownership) without a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from shards.clock import Clock, SystemClock
+from shards.clock import Clock, SystemClock, timeout
 from shards.core.errors import ApiError, Errors
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import (
@@ -85,6 +86,13 @@ class CoordinatorRuntime:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
+        #: partitions closed at their local lease deadline (self-fenced: cut off from the
+        #: store, or paused beyond the lease); read by the process's metrics
+        self.self_fenced = 0
+        #: partitions self-fenced here and not loaded again since: FindCoordinator must not
+        #: send clients here for them
+        self.lapsed: set[int] = set()
+        self._renewal_failing: set[int] = set()
         #: called with (partition number, reason) when a partition is lost to another owner;
         #: without it a single owner (not ``respect_leases``) re-acquires the partition
         self.on_partition_lost: Callable[[int, str], None] | None = None
@@ -101,6 +109,7 @@ class CoordinatorRuntime:
             self.lease_ms,
             self.snapshot_interval_records,
             on_failure=self._on_failure,
+            on_lease_lapsed=self._self_fence,
             executor=self.executor,
             respect_leases=self.respect_leases,
             append_timeout_ms=self.append_timeout_ms,
@@ -120,6 +129,7 @@ class CoordinatorRuntime:
             return existing.state is PartitionState.ACTIVE
         p = self._new_partition(partition)
         self.partitions[partition] = p
+        self.lapsed.discard(partition)
         await self._load_with_retry(p)
         return self.partitions.get(partition) is p and p.state is PartitionState.ACTIVE
 
@@ -270,22 +280,58 @@ class CoordinatorRuntime:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_leases())
 
     async def _renew_leases(self) -> None:
+        """Every third of a lease, renew every lease held here at once (one slow or hanging
+        renewal must not hold the others back), each extending its partition's local lease
+        deadline from when it was sent; then close the partitions whose deadline passed
+        meanwhile, also when no request comes to find out (self-fencing, see
+        :mod:`shards.runtime.partition`)."""
         interval_ms = max(self.lease_ms / 3, 10)
         while not self._closed:
             await self.clock.sleep(interval_ms)
+            held = [p for p in self.partitions.values() if self._holds_lease(p)]
+            with contextlib.suppress(TimeoutError):
+                async with timeout(self.clock, interval_ms):
+                    await asyncio.gather(*(self._renew(p) for p in held))
             for p in list(self.partitions.values()):
-                if p.state is not PartitionState.ACTIVE:
-                    continue
-                try:
-                    ok = await self.store.renew(p.partition, self.owner, p.epoch, self.lease_ms)
-                except Exception as ex:
-                    log.warning("partition %d: lease renewal failed: %r", p.partition, ex)
-                    continue
-                if not ok and self.partitions.get(p.partition) is p:
-                    log.warning("partition %d: lease lost, closing it", p.partition)
-                    self.partitions.pop(p.partition, None)
-                    await p.close(graceful=False)
-                    self._lost(p.partition, "lease lost")
+                if self._holds_lease(p) and p.lease_lapsed():
+                    self._self_fence(p)
+
+    @staticmethod
+    def _holds_lease(p: CoordinatorPartition) -> bool:
+        return p.epoch > 0 and p.state in (PartitionState.ACTIVE, PartitionState.LOADING)
+
+    async def _renew(self, p: CoordinatorPartition) -> None:
+        sent = self.clock.monotonic_ms()
+        try:
+            ok = await self.store.renew(p.partition, self.owner, p.epoch, self.lease_ms)
+        except Exception as ex:
+            if p.partition not in self._renewal_failing:  # once per failing streak
+                self._renewal_failing.add(p.partition)
+                log.warning("partition %d: lease renewal failed: %r", p.partition, ex)
+            return
+        self._renewal_failing.discard(p.partition)
+        if ok:
+            p.lease_renewed(sent)
+        elif self.partitions.get(p.partition) is p:
+            log.warning("partition %d: lease lost, closing it", p.partition)
+            self.partitions.pop(p.partition, None)
+            await p.close(graceful=False)
+            self._lost(p.partition, "lease lost")
+
+    def _self_fence(self, p: CoordinatorPartition) -> None:
+        """``p``'s local lease deadline passed: serve it no longer. Another owner may take
+        it from the store's expiry on; if nobody has, the ownership round loads it again."""
+        if self.partitions.get(p.partition) is not p:
+            return
+        self.partitions.pop(p.partition)
+        self.self_fenced += 1
+        self.lapsed.add(p.partition)
+        log.warning(
+            "partition %d: lease not renewed by its local deadline; no longer serving it",
+            p.partition,
+        )
+        self._spawn(p.close(graceful=False))  # (releases the lease if the store answers)
+        self._lost(p.partition, "lease not renewed in time")
 
     async def close(self) -> None:
         """Graceful: stop accepting, finish in-flight appends, release every lease."""

@@ -199,6 +199,13 @@ class LogStore(abc.ABC):
         """The current lease holder, or None if there is none or it expired; its
         ``read_at_ms`` is the store clock at the read."""
 
+    async def server_time_ms(self) -> int | None:
+        """The store server's wall clock (ms since the Unix epoch), for stores that run on a
+        machine of their own (Redis ``TIME``): shards take record timestamps, retention and
+        expiry times from it (:class:`shards.clock.StoreTime`), so no shard's clock can
+        move them. None: the store has no clock but the caller's (SQLite, memory)."""
+        return None
+
     @abc.abstractmethod
     async def current_epoch(self, partition: int) -> int:
         """The partition's epoch (0 if it was never acquired)."""

@@ -620,6 +620,10 @@ class RedisLogStore(LogStore):
         with self._errors("release"):
             await self._script(scripts.RELEASE, [self._key(partition, "lease")], [owner, epoch])
 
+    async def server_time_ms(self) -> int | None:
+        seconds, micros = await self._read("time", lambda: self._redis.time())
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def lease(self, partition: int) -> Lease | None:
         check_partition(partition)
         reply = await self._read(

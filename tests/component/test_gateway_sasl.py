@@ -25,6 +25,7 @@ from shards.security.admin import delete_scram, set_scram
 from shards.storage import open_store
 from tests.support.gateway import Stack, gateway_stack
 from tests.support.kafka_wire import KafkaWire, request
+from tests.support.properties import examples
 
 DELAY_MS = 150
 LIMIT = 512 * 1024
@@ -499,7 +500,7 @@ chunks = st.one_of(
 
 
 @given(script=st.lists(chunks, min_size=1, max_size=6))
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 async def test_unauthenticated_clients_reach_no_group_api_and_leak_nothing(
     stack: Stack, script: list[bytes]
 ) -> None:

@@ -18,6 +18,7 @@ from services.assignor.codec import (
     encode_assignment,
     encode_request,
 )
+from tests.support.properties import examples
 
 
 def trip(spec: GroupSpec, assignor: str = "uniform") -> tuple[str, GroupSpec]:
@@ -60,7 +61,7 @@ def specs(draw: st.DrawFn) -> GroupSpec:
     return GroupSpec.from_members(members, topics)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(specs())
 def test_a_spec_survives_the_trip_except_stale_topics(spec: GroupSpec) -> None:
     name, back = trip(spec)
@@ -74,7 +75,7 @@ def test_a_spec_survives_the_trip_except_stale_topics(spec: GroupSpec) -> None:
         )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(specs())
 def test_an_assignment_survives_the_trip(spec: GroupSpec) -> None:
     try:

@@ -114,14 +114,20 @@ async def _pause_past_lease(cluster: Cluster, load: CommitLoad, rng: random.Rand
             continue  # a transport error is a failure too
         codes = {p.error_code for t in r.topics for p in t.partitions}
         assert 0 not in codes, f"a write on the zombie was acknowledged: {r}"
-    # Nothing was acknowledged (above), and the zombie stopped serving: either the store fenced
-    # its appends, or -- when its overdue lease renewal runs before the queued requests on
-    # resume -- it found its leases gone and closed the partitions without writing. Which one
-    # comes first is a race on resume; both are safe. (That the store itself rejects a stale
-    # owner's append across processes is proved deterministically by
+    # Nothing was acknowledged (above), and the zombie stopped serving: its local lease
+    # deadline passed during the pause, so on resume it refuses the queued requests and closes
+    # the partitions (self-fencing), or -- when its overdue lease renewal runs first -- it
+    # finds its leases gone and closes them; had its clock lied, the store would have fenced
+    # its appends. Which comes first is a race on resume; all are safe. (That the store itself
+    # rejects a stale owner's append across processes is proved deterministically by
     # tests/integration/storage/test_processes.py.) Its old epoch never appears after the new
     # owner's in any log (check_epochs below).
-    stopped = ("fenced by another owner", "lease lost, closing it", "lost the registration")
+    stopped = (
+        "not renewed by its local deadline",
+        "fenced by another owner",
+        "lease lost, closing it",
+        "lost the registration",
+    )
     deadline = time.monotonic() + 10
     while not any(s in cluster.shard_log(victim) for s in stopped):
         assert time.monotonic() < deadline, "the zombie neither hit the fence nor saw its leases go"

@@ -368,3 +368,12 @@ def test_data_dir_is_kept_across_restarts(own_redis: RedisServer) -> None:
     assert own_redis.client().get(key) == b"kept"
     own_redis.restart(kill=True)
     assert own_redis.client().get(key) == b"kept"
+
+
+async def test_the_store_clock_is_the_redis_servers(redis_server: RedisServer) -> None:
+    """``server_time_ms`` is Redis's TIME: shards take wall time from it (StoreTime)."""
+    async with RedisLogStore(redis_server.url, key_prefix=unique_prefix()) as store:
+        seconds, micros = redis_server.client().time()
+        theirs = seconds * 1000 + micros // 1000
+        ours = await store.server_time_ms()
+    assert ours is not None and 0 <= ours - theirs < 1_000

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 from assignors.range import RangeAssignor
 from assignors.spec import GroupSpec, InvalidSpecError
+from tests.support.properties import examples
 from tests.unit.assignors.support import (
     big_specs,
     check_valid,
@@ -20,7 +21,9 @@ from tests.unit.assignors.support import (
 )
 
 RANGE = RangeAssignor()
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+PROPERTY = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck)
+)
 
 
 def test_member_without_subscriptions_gets_nothing() -> None:
@@ -269,7 +272,7 @@ def test_range_co_partitions_topics_with_equal_partition_counts(spec: GroupSpec)
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(big_specs(min_members=500, max_members=3000, max_topics=40, max_partitions=3000))
 def test_range_large_groups(spec: GroupSpec) -> None:
     out = RANGE.assign(spec)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from assignors.spec import GroupAssignment, GroupSpec, validate
 from assignors.uniform import UniformAssignor
+from tests.support.properties import examples
 from tests.unit.assignors.support import (
     RACKS,
     big_specs,
@@ -42,9 +43,9 @@ from tests.unit.assignors.support import (
 
 UNIFORM = UniformAssignor()
 HEALTH = list(HealthCheck)
-MANY = settings(max_examples=200, deadline=None, suppress_health_check=HEALTH)
-SOME = settings(max_examples=100, deadline=None, suppress_health_check=HEALTH)
-SLOW = settings(max_examples=25, deadline=None, suppress_health_check=HEALTH)
+MANY = settings(max_examples=examples(200), deadline=None, suppress_health_check=HEALTH)
+SOME = settings(max_examples=examples(100), deadline=None, suppress_health_check=HEALTH)
+SLOW = settings(max_examples=examples(25), deadline=None, suppress_health_check=HEALTH)
 
 
 def is_homogeneous(spec: GroupSpec) -> bool:
@@ -95,7 +96,7 @@ def test_assignment_of_medium_groups_is_valid_and_balanced(spec: GroupSpec) -> N
     check_balanced(spec, out)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=HEALTH)
 @given(specs(max_members=3, max_topics=3, max_partitions=3))
 def test_tiny_groups_match_brute_force(spec: GroupSpec) -> None:
     live = {t for m in spec.members.values() for t in m.subscribed_topic_ids}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from shards.core import api
 from shards.core.errors import Errors
 from shards.limits import MAX_STRING_BYTES, RequestLimits, group_id_error, request_error
+from tests.support.properties import examples
 
 
 def commit(**kw: object) -> api.OffsetCommitRequest:
@@ -74,7 +75,7 @@ def test_the_quick_check_decides_as_the_walk(cls: type) -> None:
 
     assert mod._quick_check(cls) is not None  # every request type has one
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
     @given(
         st.from_type(cls),
         st.integers(0, 6),

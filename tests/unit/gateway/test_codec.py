@@ -15,6 +15,7 @@ from kio.static.primitive import Records
 
 from services.gateway import codec
 from services.gateway.framing import InvalidFrame
+from tests.support.properties import examples
 
 # Produce's record batches: opaque bytes to the gateway (and to the bounds walk)
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
@@ -50,7 +51,7 @@ def test_produce_fetch_list_offsets_are_advertised_with_kafka_ranges() -> None:
 def test_bounds_walk_agrees_with_kio_on_valid_requests(api_key: int, version: int) -> None:
     cls = codec.request_class(api_key, version)
 
-    @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls))
     def check(entity: object) -> None:
         data = encode(entity)
@@ -90,7 +91,7 @@ def test_bounds_walk_steps_agree_with_the_field_by_field_walk(
     # messages and for every cut and one-byte corruption of them
     cls = codec.request_class(api_key, version)
 
-    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls), st.data())
     def check(entity: object, draw: st.DataObject) -> None:
         valid = encode(entity)

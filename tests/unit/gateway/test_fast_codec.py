@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from services.gateway import codec, fast_codec
+from tests.support.properties import examples
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 CODES = st.one_of(
@@ -25,7 +26,7 @@ def generic(api_key: int, version: int, correlation_id: int, data: dict[str, Any
     return codec.encode_response(correlation_id, codec.response_header_v1(api_key, version), entity)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     version=st.sampled_from([0, 1]),
     correlation_id=INT32,
@@ -146,7 +147,7 @@ def compare(version: int, frame: bytes) -> Any:
     return fast
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     version=st.sampled_from([0, 1]),
     group_id=SHORT,
@@ -201,7 +202,7 @@ def test_a_steady_heartbeat_request_decodes_as_the_generic_path_does(
     assert (fast is not None) == (steady and short)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(
     version=st.sampled_from([0, 1]),
     cut=st.integers(0, 200),

@@ -23,6 +23,7 @@ from services.gateway.connection import READ_CHUNK, Limits
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.server import GatewayServer
 from tests.support.kafka_wire import decode_response, encode_request, request
+from tests.support.properties import examples
 
 SERVED = [
     (k, v) for k, s in sorted(codec.SERVED.items()) for v in range(s.min_version, s.max_version + 1)
@@ -50,7 +51,7 @@ def respond_offline(frame: bytes) -> None:
 # ---- the decoder, in process ------------------------------------------------------------
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=2048), st.integers(1, 64))
 def test_random_streams_only_raise_frame_errors(data: bytes, chunk: int) -> None:
     d = framing.FrameDecoder(1024)
@@ -64,7 +65,7 @@ def test_random_streams_only_raise_frame_errors(data: bytes, chunk: int) -> None
         pass
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(SERVED), st.binary(max_size=512))
 def test_valid_headers_with_garbage_bodies(api: tuple[int, int], body: bytes) -> None:
     tracemalloc.start()
@@ -194,7 +195,7 @@ streams = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(streams, min_size=1, max_size=4))
 def test_connection_handler_survives_anything(server: ServerThread, parts: list[bytes]) -> None:
     data = b"".join(parts)

@@ -6,8 +6,10 @@ conflicts, and the background loops (heartbeats, rounds, lease polls) in virtual
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -15,8 +17,10 @@ from shards.clock import ManualClock
 from shards.core.errors import ApiError, Errors
 from shards.ownership import InMemoryMembership, Member, RegistrationConflict
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
-from shards.runtime.partition import PartitionState
+from shards.ownership.view import NodeAddress
+from shards.runtime.partition import PartitionState, answer_again, lease_margin_ms
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore
 from tests.unit.runtime.test_runtime import Counter, JsonCodec
 
@@ -32,6 +36,33 @@ class Shard:
     @property
     def active(self) -> list[int]:
         return self.runtime.active_partitions()
+
+
+class Link:
+    """One shard's connection to the store and the registry, which a test can cut: while
+    cut, every call of the wrapped objects raises StoreUnavailableError (as a Redis client
+    does once its socket times out)."""
+
+    def __init__(self) -> None:
+        self.cut = False
+
+    def wrap(self, target: Any) -> Any:
+        link = self
+
+        class Wrapped:
+            def __getattr__(self, name: str) -> Any:
+                attr = getattr(target, name)
+                if not asyncio.iscoroutinefunction(attr) or name in ("start", "close"):
+                    return attr
+
+                async def call(*args: Any, **kwargs: Any) -> Any:
+                    if link.cut:
+                        raise StoreUnavailableError(f"{name}: the link is cut")
+                    return await attr(*args, **kwargs)
+
+                return call
+
+        return Wrapped()
 
 
 @pytest.fixture
@@ -58,10 +89,10 @@ async def make_shard(
 ) -> AsyncIterator[Callable[..., Shard]]:
     made: list[Shard] = []
 
-    def make(node_id: int, owner: str | None = None) -> Shard:
+    def make(node_id: int, owner: str | None = None, link: Link | None = None) -> Shard:
         owner = owner or f"owner-{node_id}"
         runtime = CoordinatorRuntime(
-            store,
+            link.wrap(store) if link is not None else store,
             JsonCodec(),
             Counter,
             owner=owner,
@@ -70,9 +101,10 @@ async def make_shard(
             respect_leases=True,
         )
         member = Member(str(node_id), node_id, owner, "127.0.0.1", 9000 + node_id, PARTITIONS)
+        membership = InMemoryMembership(registry, clock)
         manager = OwnershipManager(
-            store,
-            InMemoryMembership(registry, clock),
+            link.wrap(store) if link is not None else store,
+            link.wrap(membership) if link is not None else membership,
             runtime,
             member,
             OwnershipSettings(PARTITIONS, LEASE_MS),
@@ -150,16 +182,26 @@ async def test_a_live_lease_is_respected_until_it_expires_after_a_crash(
     assert b.active == list(range(PARTITIONS))
     for p in a_had:
         assert (await store.lease(p)).owner == "owner-1"  # type: ignore[union-attr]
-    # The zombie wakes up and writes: the store rejects it, the reply is an error, and the
-    # zombie drops the partition.
-    p = a_had[0]
+    # The zombie wakes up and writes: its own lease deadline has passed, so it refuses
+    # before asking the store, and drops the partition (self-fencing).
+    p, q = a_had[0], a_had[1]
     with pytest.raises(ApiError) as err:
         await a.runtime.partition(p).write(lambda sm, now: sm.incr("zombie"))
     assert err.value.code == Errors.NOT_COORDINATOR
     await asyncio.sleep(0)
     assert p not in a.runtime.partitions
+    assert store.stats.fenced == 0 and a.runtime.self_fenced == 1
+    # A zombie whose deadline lies (a broken local clock) writes: the store's epoch
+    # fencing still rejects it, the reply is an error, and the zombie drops the partition.
+    a.runtime.partitions[q].serve_until = math.inf
+    with pytest.raises(ApiError) as err:
+        await a.runtime.partition(q).write(lambda sm, now: sm.incr("zombie"))
+    assert err.value.code == Errors.NOT_COORDINATOR
+    await asyncio.sleep(0)
+    assert q not in a.runtime.partitions
     assert store.stats.fenced >= 1
-    assert all(b"zombie" not in e.data for e in (await store.load(p)).entries)
+    for n in (p, q):
+        assert all(b"zombie" not in e.data for e in (await store.load(n)).entries)
 
 
 async def test_a_shard_waiting_for_a_lease_does_not_take_it_by_force(
@@ -261,9 +303,8 @@ async def test_reload_after_a_failed_append_does_not_steal_a_taken_partition(
     a = make_shard(0)
     await join(a)
     p = 0
-    # a's lease on p expires (say Redis was unreachable) and another owner takes p
-    clock.advance(LEASE_MS + 1)
-    assert await store.try_acquire(p, "owner-9", LEASE_MS) == 2
+    # another owner takes p by force (as a repair does) while a's lease deadline holds
+    assert await store.acquire(p, "owner-9", LEASE_MS) == 2
     store.fail_next_appends(1)
     with pytest.raises(ApiError):
         await a.runtime.partition(p).write(lambda sm, now: sm.incr("x"))
@@ -336,3 +377,88 @@ async def test_a_restarted_node_id_registers_once_its_predecessor_expired(
     # retried every TTL / 3 until the first entry expired
     assert LEASE_MS < took <= LEASE_MS + LEASE_MS // 3 + 1
     assert second.active == list(range(PARTITIONS))
+
+
+# ---- self-fencing: the local lease deadline -----------------------------------------------------
+async def test_a_shard_cut_off_from_the_store_self_fences_at_its_local_deadline(
+    make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
+) -> None:
+    """Cut off, a shard serves its partitions until its local lease deadline (from the last
+    renewal it sent, minus the margin), then nothing -- also when no request comes -- and
+    FindCoordinator on it names the member the map gives each partition without it, which
+    takes them once the store's leases expire."""
+    link = Link()
+    a, b = make_shard(0, link=link), make_shard(1)
+    await start(a)
+    await start(b)
+    await clock.run_until(lambda: balanced(a, b), 10 * LEASE_MS)
+    mine = a.active
+    p = mine[0]
+    part = a.runtime.partitions[p]
+    link.cut = True
+    cut_at = clock.monotonic_ms()
+    deadline = part.serve_until
+    assert cut_at < deadline <= cut_at + LEASE_MS - lease_margin_ms(LEASE_MS)
+    await clock.run_for(int(deadline - cut_at) - 1)
+    assert await a.runtime.read(p, lambda sm, now: sm.values) is not None  # still its lease
+    assert a.manager.owner_of(p) == NodeAddress(0, "127.0.0.1", 9000)
+    await clock.run_until(lambda: not a.active, LEASE_MS)  # the renewer's sweep
+    assert clock.monotonic_ms() - cut_at < LEASE_MS
+    assert a.runtime.self_fenced == len(mine)
+    with pytest.raises(ApiError) as err:
+        a.runtime.partition(p)
+    assert err.value.code == Errors.NOT_COORDINATOR
+    # FindCoordinator on the cut shard: the member the store sends the partition to
+    assert all(a.manager.owner_of(n) == NodeAddress(1, "127.0.0.1", 9001) for n in mine)
+    took = await clock.run_until(lambda: b.active == list(range(PARTITIONS)), 10 * LEASE_MS)
+    assert clock.monotonic_ms() - cut_at <= LEASE_MS + 2 * a.manager.settings.round_ms
+    assert took > 0 and a.manager.cut_off()
+    assert all(a.manager.owner_of(n) == NodeAddress(1, "127.0.0.1", 9001) for n in mine)
+    # the link heals: a registers again and gets its share back by graceful handoff
+    link.cut = False
+    await clock.run_until(lambda: balanced(a, b), 20 * LEASE_MS)
+    assert not a.manager.cut_off()
+
+
+async def test_a_resumed_paused_shard_answers_nothing_from_memory(
+    make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
+) -> None:
+    """Paused beyond its lease (no loop ran: the clock jumps), then resumed: the first
+    operation -- before the renewer had a chance to run -- is refused, not answered from
+    the state the partition had before the pause, and no timer fires on that state."""
+    a = make_shard(0)
+    await join(a)
+    p = 0
+    assert await a.runtime.write(p, lambda sm, now: sm.incr("k")) == 1
+    clock.advance(LEASE_MS + 1)  # SIGSTOP ... SIGCONT: nothing ran meanwhile
+    with pytest.raises(ApiError) as err:
+        await a.runtime.read(p, lambda sm, now: sm.values["k"])
+    assert err.value.code == Errors.NOT_COORDINATOR
+    assert p not in a.runtime.partitions and a.runtime.self_fenced == 1
+    assert a.manager.cut_off()  # no registry heartbeat for a whole lease either
+
+
+async def test_a_remembered_answer_is_not_given_again_past_the_deadline(
+    make_shard: Callable[..., Shard], clock: ManualClock
+) -> None:
+    a = make_shard(0)
+    await join(a)
+    part = a.runtime.partitions[0]
+    token = part.read_token()
+    assert part.answer_now(lambda sm, now: "steady") == "steady"
+    assert answer_again(token, lambda sm, now: None)
+    clock.advance(LEASE_MS)
+    assert not answer_again(token, lambda sm, now: None)
+    assert part.answer_now(lambda sm, now: "steady") is None
+
+
+async def test_renewals_extend_the_deadline_from_when_they_were_sent(
+    make_shard: Callable[..., Shard], clock: ManualClock
+) -> None:
+    """With the loops running, the deadline keeps moving ahead for many leases."""
+    a = make_shard(0)
+    await start(a)
+    await clock.run_for(20 * LEASE_MS)
+    assert a.active == list(range(PARTITIONS)) and a.runtime.self_fenced == 0
+    ahead = [a.runtime.partitions[p].serve_until - clock.monotonic_ms() for p in a.active]
+    assert all(0 < d <= LEASE_MS - lease_margin_ms(LEASE_MS) for d in ahead)

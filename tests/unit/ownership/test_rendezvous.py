@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shards.ownership.rendezvous import assign, moved
+from tests.support.properties import examples
 
 member_sets = st.sets(st.integers(0, 200).map(str), min_size=1, max_size=12)
 
 
 @given(partitions=st.integers(1, 300), members=member_sets)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_every_partition_assigned_and_loads_within_one(partitions: int, members: set[str]) -> None:
     out = assign(partitions, members)
     assert sorted(out) == list(range(partitions))
@@ -27,7 +28,7 @@ def test_every_partition_assigned_and_loads_within_one(partitions: int, members:
 
 
 @given(partitions=st.integers(1, 100), members=member_sets)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_map_depends_only_on_the_set_of_members(partitions: int, members: set[str]) -> None:
     ordered = sorted(members)
     assert assign(partitions, ordered) == assign(partitions, list(reversed(ordered)))

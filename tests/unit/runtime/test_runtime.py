@@ -981,3 +981,40 @@ async def test_timers_tied_once_the_scheduling_order_wraps_still_fire(
     assert first[0] == second[0]
     clock.advance(10)
     assert sm.values["a"] == 1 and sm.values["b"] == 1
+
+
+async def test_a_log_longer_to_replay_than_a_lease_keeps_its_lease(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """Replaying 12,000 records takes 1.2 s of (virtual) CPU time, the lease is 1 s: the
+    replay yields to the event loop every REPLAY_SLICE records, so the renewer renews the
+    loading partition's lease meanwhile and it becomes ACTIVE with a live lease deadline
+    (without the yields its deadline passed during the replay: the partition answered
+    NOT_COORDINATOR and was closed at once)."""
+    epoch = await store.acquire(0, "writer", 1_000)
+    for i in range(12_000):
+        await store.append(0, epoch, JsonCodec().encode_batch([Record(Key("k"), i)], 0))
+    await store.release(0, "writer", epoch)
+
+    class SlowReplay(Counter):
+        def replay(self, record: Record) -> None:
+            super().replay(record)
+            if self.replayed % 10 == 0:
+                clock.advance(1)  # 0.1 ms of CPU per record
+
+    rt = CoordinatorRuntime(
+        store,
+        JsonCodec(),
+        SlowReplay,
+        owner="test",
+        clock=clock,
+        lease_ms=1_000,
+        respect_leases=True,
+    )
+    rt.start_lease_renewal()
+    loaded_at = clock.monotonic_ms()
+    assert await rt.load(0)
+    assert clock.monotonic_ms() - loaded_at >= 1_200
+    assert await rt.read(0, lambda sm, now: sm.values["k"]) == 11_999
+    assert rt.self_fenced == 0 and (await store.lease(0)).owner == "test"  # type: ignore[union-attr]
+    await rt.close()

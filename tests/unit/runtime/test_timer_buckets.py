@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from shards.clock import ManualClock
 from shards.runtime.contract import CoordinatorResult, TimerKey
 from shards.runtime.timers import PartitionTimer
+from tests.support.properties import examples
 
 
 class _Partition:
@@ -76,7 +77,7 @@ actions = st.lists(
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(actions)
 def test_keys_fire_when_and_as_often_as_with_an_entry_each(steps: list[tuple[Any, ...]]) -> None:
     timer, partition = _timer()
