@@ -194,13 +194,16 @@ class Runner:
         hook_env: dict[str, str] | None = None,
         wire: str = "grpc",
         tls: Any = None,
+        ctx: RunContext | None = None,
     ) -> None:
+        """``ctx``: the members' context when the caller brings its own (a subclass that
+        records what the members do, as the nemesis suite's does)."""
         self.scenario = scenario
         self.targets = targets
         self.wire = wire
-        self.run_id = uuid.uuid4().hex[:8]
+        self.run_id = ctx.run_id if ctx is not None else uuid.uuid4().hex[:8]
         #: TLS of the gRPC calls (services.process.tls.ClientTls; None: plaintext)
-        self.ctx = RunContext(scenario, targets, self.run_id, wire, tls)
+        self.ctx = ctx or RunContext(scenario, targets, self.run_id, wire, tls)
         self.progress = progress
         self.progress_tty = progress_tty
         self.hook_env = hook_env or {}

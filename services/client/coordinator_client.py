@@ -14,7 +14,8 @@ The pattern (the same in any language; docs/multi-shard.md spells it out):
 
    * ``NOT_COORDINATOR`` (16), ``COORDINATOR_NOT_AVAILABLE`` (15), gRPC ``UNAVAILABLE`` or
      ``CANCELLED`` (a shard shutting down), or an attempt that timed out: the partition moved
-     or its shard is gone -- forget the cached address, back off, find again;
+     or its shard is gone -- forget the cached address, back off, find again, asking
+     another shard first (the one that named the address may be cut off, its view stale);
    * ``COORDINATOR_LOAD_IN_PROGRESS`` (14): the right shard is still loading the partition
      -- keep the address, back off, call again.
 
@@ -201,6 +202,7 @@ class CoordinatorClient:
                 continue
             (c,) = response.coordinators
             if c.error_code != 0:
+                self._finder += 1  # this shard knows no owner: ask another one next time
                 raise RetriableError(
                     c.error_code, f"FindCoordinator: {c.error_code} {c.error_message}"
                 )
@@ -264,6 +266,7 @@ class CoordinatorClient:
                 last = r.reason
                 if r.code in _REROUTE and route is not None:
                     self.forget(route)
+                    self._finder += 1  # whoever named it may be stale (cut off): ask another
                 self.stats[
                     "load_in_progress" if r.code == COORDINATOR_LOAD_IN_PROGRESS else "reroutes"
                 ] += 1
@@ -273,6 +276,7 @@ class CoordinatorClient:
                 last = f"{method} on {route.address if route else '?'}: {ex.code().name}"
                 if route is not None:
                     self.forget(route)
+                    self._finder += 1
                 self.stats["unavailable"] += 1
             pause = policy.backoff(attempt, self._rng)
             if time.monotonic() + pause >= deadline:

@@ -245,6 +245,7 @@ class Router:
             response = await self.find_coordinators([group_id])
         c = response.coordinators[0] if response.coordinators else None
         if c is None or c.error_code != 0:
+            self._next_bootstrap()  # this shard knows no owner: the next lookup asks another
             code = Errors(c.error_code) if c is not None else Errors.COORDINATOR_NOT_AVAILABLE
             raise UpstreamError(code, (c.error_message if c is not None else "") or code.name)
         route = self._routes.get(partition) or Route(partition, f"{c.host}:{c.port}", c.node_id)
@@ -300,6 +301,9 @@ class Router:
             except grpc.aio.AioRpcError as ex:
                 if ex.code() in _RETRY_STATUS and attempt < self.max_attempts:
                     self.forget(route.partition, route)
+                    # the shard that named this owner may be cut off (a stale view): look
+                    # the owner up on another one
+                    self._next_bootstrap()
                     await asyncio.sleep(self.backoff_s * attempt)
                     continue
                 raise upstream_error(ex, f"{rpc} on {route.target}") from None

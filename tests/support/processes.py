@@ -36,10 +36,16 @@ class ServerProcess:
         log_path: Path,
         env: dict[str, str] | None = None,
         ready_timeout: float = 60.0,
+        prefix: Sequence[str] = (),
     ) -> None:
+        """``prefix``: a command that execs the server in place (its pid stays the server's,
+        so kill -9 and SIGSTOP reach the server), e.g. ``ip netns exec NAME``."""
         self.args = list(args)
         self.log_path = log_path
         self.ports: dict[str, int] = {}
+        #: the host the gRPC port was printed with (a shard in a network namespace listens
+        #: on its veth address, not on loopback)
+        self.host = "127.0.0.1"
         #: the /metrics URL the process printed (--metrics-port)
         self.metrics_url: str | None = None
         self._lines: list[str] = []
@@ -50,7 +56,7 @@ class ServerProcess:
         full_env.setdefault("GROUPCOORD_KAFKA_PORT", "0")
         self._stderr = open(log_path, "ab")  # noqa: SIM115 - closed in wait/stop
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", *self.args],
+            [*prefix, sys.executable, "-m", "services.cli", *self.args],
             cwd=ROOT,
             env=full_env,
             stdout=subprocess.PIPE,
@@ -74,6 +80,8 @@ class ServerProcess:
             m = PORT_LINE.search(line)
             if m:
                 self.ports[m.group(1).lower()] = int(m.group(3))
+                if m.group(1) == "gRPC" and m.group(2) not in ("0.0.0.0", "::", "[::]"):
+                    self.host = m.group(2)
                 # `gateway` serves only Kafka; every other subcommand is ready with gRPC
                 if "grpc" in self.ports or (self.args[:1] == ["gateway"] and "kafka" in self.ports):
                     self._ready.set()
@@ -85,7 +93,7 @@ class ServerProcess:
 
     @property
     def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.host}:{self.grpc_port}"
 
     def kill(self) -> None:
         """SIGKILL: no cleanup at all, as a crash."""

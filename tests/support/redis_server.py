@@ -153,8 +153,12 @@ class LocalRedisServer(RedisServer):
         extra_args: Sequence[str] = (),
         binary: str | None = None,
         port: int | None = None,
+        bind: Sequence[str] = (),
     ) -> None:
+        """``bind``: addresses to listen on besides 127.0.0.1 (a veth of a network namespace
+        a test made, so that a shard inside reaches the store)."""
         self.binary = binary or find_redis_server_binary()
+        self.bind = list(bind)
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = "127.0.0.1"
@@ -195,6 +199,9 @@ class LocalRedisServer(RedisServer):
             str(self.port),
             "--bind",
             "127.0.0.1",
+            *self.bind,
+            # a client from another address than loopback, without a password
+            *(["--protected-mode", "no"] if self.bind else []),
             "--dir",
             str(self.data_dir),
             "--logfile",
