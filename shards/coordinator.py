@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 from shards.core import api, offsets
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
-from shards.core.errors import ApiError, Errors
+from shards.core.errors import ApiError, Errors, SaidOnce
 from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
@@ -273,17 +273,22 @@ class GroupCoordinatorService:
         request: Any = None,
     ) -> tuple[R, ...]:
         """A batched request: one operation per partition for its groups, answers merged back
-        into request order; a failed partition answers with an error for each of its groups."""
+        into request order; a failed partition answers with an error for each of its groups.
+        The errors made here say each message once (SaidOnce): a refused request of 100,000
+        groups is answered with its code per group and one sentence."""
+        said = SaidOnce()
         refused = request_error(request, self.limits) if request is not None else None
         if refused is not None:
-            return tuple(on_error(g, int(refused.code), refused.message or "") for g in group_ids)
+            code = int(refused.code)
+            return tuple(on_error(g, code, said(code, refused.message)) for g in group_ids)
         results: dict[str, R] = {}
         by_partition: dict[int, list[str]] = {}
         for group_id in group_ids:
             too_long = group_id_error(group_id)
             refused = if_empty if not group_id and if_empty is not None else too_long
             if refused is not None:
-                results[group_id] = on_error(group_id, int(refused.code), refused.message or "")
+                code = int(refused.code)
+                results[group_id] = on_error(group_id, code, said(code, refused.message))
             else:
                 by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
 
@@ -294,7 +299,7 @@ class GroupCoordinatorService:
             except Exception as ex:
                 code, message = _error_of(ex)
                 for group_id in ids:
-                    results[group_id] = on_error(group_id, code, message)
+                    results[group_id] = on_error(group_id, code, said(code, message))
 
         await asyncio.gather(*(one(n, ids) for n, ids in by_partition.items()))
         return tuple(results[g] for g in group_ids)
@@ -362,18 +367,20 @@ class GroupCoordinatorService:
         if not unknown:
             return response
         answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
-        missing = {
-            key: api.OffsetCommitResponsePartition(
-                key[1], Errors.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION
-            )
-            for key in unknown
-        }
+        # UNKNOWN_TOPIC_OR_PARTITION on each unknown partition, its message on the first only
+        # (SaidOnce: the answer stays about the request's size)
+        code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        said = SaidOnce()
         return api.OffsetCommitResponse(
             tuple(
                 api.OffsetCommitResponseTopic(
                     t.name,
                     tuple(
-                        missing.get(key) or answered[key]
+                        api.OffsetCommitResponsePartition(
+                            key[1], code, said(code, UNKNOWN_PARTITION)
+                        )
+                        if key in unknown
+                        else answered[key]
                         for p in t.partitions
                         if (key := (t.name, p.partition_index))
                     ),
@@ -385,9 +392,11 @@ class GroupCoordinatorService:
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse:
         refused = request_error(request, self.limits)
         if refused is not None:
+            said = SaidOnce()
+            code = int(refused.code)
             return api.OffsetFetchResponse(
                 tuple(
-                    offsets.offset_fetch_group_error(g, int(refused.code), refused.message or "")
+                    offsets.offset_fetch_group_error(g, code, said(code, refused.message))
                     for g in request.groups
                 )
             )
@@ -574,14 +583,17 @@ class GroupCoordinatorService:
         self, request: api.FindCoordinatorRequest
     ) -> api.FindCoordinatorResponse:
         refused = request_error(request, self.limits)
+        said = SaidOnce()
         return api.FindCoordinatorResponse(
             tuple(
-                self._coordinator(key, request.key_type, refused)
+                self._coordinator(key, request.key_type, refused, said)
                 for key in request.coordinator_keys
             )
         )
 
-    def _coordinator(self, key: str, key_type: int, refused: ApiError | None) -> api.Coordinator:
+    def _coordinator(
+        self, key: str, key_type: int, refused: ApiError | None, said: SaidOnce
+    ) -> api.Coordinator:
         refused = refused or group_id_error(key)
         if refused is None and key_type != 0:
             refused = ApiError(
@@ -591,15 +603,16 @@ class GroupCoordinatorService:
             refused = EMPTY_GROUP_ID
         if refused is not None:
             return api.Coordinator(
-                key, error_code=refused.code, error_message=refused.message or ""
+                key, error_code=refused.code, error_message=said(refused.code, refused.message)
             )
         partition = self.partition_for(key)
         node = self.ownership.owner_of(partition)
         if node is None:
+            code = Errors.COORDINATOR_NOT_AVAILABLE
             return api.Coordinator(
                 key,
-                error_code=Errors.COORDINATOR_NOT_AVAILABLE,
-                error_message=f"partition {partition} has no live owner",
+                error_code=code,
+                error_message=said(code, f"partition {partition} has no live owner"),
                 partition=partition,
             )
         return api.Coordinator(key, node.node_id, node.host, node.port, partition=partition)

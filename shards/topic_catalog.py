@@ -5,6 +5,14 @@ shards can serve CreateTopics/DeleteTopics concurrently without losing a change)
 process watches the document's version; a new version becomes a new
 :class:`~shards.core.topics.TopicsImage`, handed to each listener (the shard delivers it to
 every partition loop as a write operation).
+
+The catalog is bounded (:class:`~shards.core.topics.PartitionLimits`): CreateTopics refuses
+what would pass a bound, and a topic over the per-topic bound found in the document (a
+catalog written before the bounds existed: one CreateTopics of 2,147,483,647 partitions made
+every Metadata answer unbounded, again after each restart) is left out of the image served
+and logged as an error, once, naming the way out: delete it (``groupcoord topics delete``,
+which works on the document as it is) or raise the bound. In proxy mode the catalog mirrors
+the upstream cluster as it is: the upstream's own limits apply.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ from shards.adapters.catalog_codec import encode_catalog
 from shards.core import api
 from shards.core.errors import Errors
 from shards.core.topics import (
+    DEFAULT_PARTITION_LIMITS,
     ZERO_UUID,
     CreationOutcome,
     DeletionOutcome,
     MirrorPlan,
+    PartitionLimits,
     TopicCreation,
     TopicDeletion,
     TopicImage,
@@ -31,6 +41,7 @@ from shards.core.topics import (
     plan_create,
     plan_delete,
     plan_mirror,
+    served_image,
     uuid_to_text,
 )
 from shards.storage.base import CatalogDocument, LogStore
@@ -62,6 +73,7 @@ class TopicCatalog:
         new_topic_id: Callable[[], str] = random_topic_id,
         poll_interval_ms: int = 500,
         mirrors_upstream: bool = False,
+        limits: PartitionLimits = DEFAULT_PARTITION_LIMITS,
     ) -> None:
         self.store = store
         self.new_topic_id = new_topic_id
@@ -72,6 +84,12 @@ class TopicCatalog:
         #: proxy mode: the catalog follows the upstream cluster (:meth:`mirror`) and refuses
         #: CreateTopics/DeleteTopics
         self.mirrors_upstream = mirrors_upstream
+        #: the bounds on partitions; None in proxy mode (the upstream's are what they are)
+        self.limits: PartitionLimits | None = None if mirrors_upstream else limits
+        #: the topics left out of the image for being over the per-topic bound (logged once
+        #: each), by name: DescribeTopics names them (POLICY_VIOLATION) so that an operator
+        #: sees why, and can delete them
+        self.refused: dict[str, TopicImage] = {}
 
     async def start(self) -> None:
         self._set_image(_decode_doc(await self.store.read_catalog()))
@@ -85,6 +103,22 @@ class TopicCatalog:
     def _set_image(self, image: TopicsImage) -> None:
         if image.version <= self.image.version and self.image.version != 0:
             return
+        image, refused = served_image(image, self.limits)
+        known = {t.topic_id for t in self.refused.values()}
+        for t in refused:
+            if t.topic_id not in known:
+                assert self.limits is not None
+                log.error(
+                    "topic %r (%s) has %d partitions, more than --max-partitions-per-topic "
+                    "(%d): it is left out of the catalog (Metadata, commits, groups) until it "
+                    "is deleted (groupcoord topics delete %s) or the limit is raised",
+                    t.name,
+                    t.topic_id,
+                    t.num_partitions,
+                    self.limits.per_topic,
+                    t.name,
+                )
+        self.refused = {t.name: t for t in refused}
         self.image = image
         for listener in self.listeners:
             try:
@@ -162,8 +196,10 @@ class TopicCatalog:
             for t in request.topics
         ]
 
+        limits = self.limits or DEFAULT_PARTITION_LIMITS
+
         def plan(image: TopicsImage) -> tuple[list[TopicImage] | None, list[CreationOutcome]]:
-            added, outcomes = plan_create(image, creations, self.new_topic_id)
+            added, outcomes = plan_create(image, creations, self.new_topic_id, limits)
             write = added and not request.validate_only
             return (image.topics() + added if write else None), outcomes
 
@@ -219,30 +255,54 @@ class TopicCatalog:
             topics = [_described(t) for t in image.topics()]
         else:
             topics = []
+            refused = self.refused
+            refused_ids = {t.topic_id: t for t in refused.values()}
             for name in request.topic_names:
                 t = image.by_name.get(name)
-                topics.append(
-                    _described(t)
-                    if t
-                    else api.DescribedTopic(
-                        name,
-                        error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                        error_message=f"topic {name!r} does not exist",
+                if t is not None:
+                    topics.append(_described(t))
+                elif name in refused:
+                    topics.append(self._refused(refused[name]))
+                else:
+                    topics.append(
+                        api.DescribedTopic(
+                            name,
+                            error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                            error_message=f"topic {name!r} does not exist",
+                        )
                     )
-                )
             for topic_id in request.topic_ids:
                 t = image.by_id.get(topic_id)
-                topics.append(
-                    _described(t)
-                    if t
-                    else api.DescribedTopic(
-                        "",
-                        topic_id,
-                        error_code=Errors.UNKNOWN_TOPIC_ID,
-                        error_message=f"topic id {topic_id!r} does not exist",
+                if t is not None:
+                    topics.append(_described(t))
+                elif topic_id in refused_ids:
+                    topics.append(self._refused(refused_ids[topic_id]))
+                else:
+                    topics.append(
+                        api.DescribedTopic(
+                            "",
+                            topic_id,
+                            error_code=Errors.UNKNOWN_TOPIC_ID,
+                            error_message=f"topic id {topic_id!r} does not exist",
+                        )
                     )
-                )
         return api.DescribeTopicsResponse(image.version, tuple(topics))
+
+    def _refused(self, t: TopicImage) -> api.DescribedTopic:
+        """A topic left out for being over the per-topic bound, asked for by name or id: not
+        served (no partitions), but named, with why (the gateway's Metadata answers it as
+        unknown, Kafka's answer for a topic it does not serve)."""
+        assert self.limits is not None
+        return api.DescribedTopic(
+            t.name,
+            t.topic_id,
+            error_code=Errors.POLICY_VIOLATION,
+            error_message=(
+                f"topic {t.name!r} has {t.num_partitions} partitions, more than "
+                f"--max-partitions-per-topic ({self.limits.per_topic}): it is not served until "
+                "it is deleted or the limit is raised"
+            ),
+        )
 
 
 def _described(t: TopicImage) -> api.DescribedTopic:

@@ -370,12 +370,27 @@ class Admin:
         )
         return list(r.topics)
 
-    async def topic_partitions(self, names: Sequence[str]) -> dict[str, int]:
-        """name -> partition count; AdminError naming the topics the catalog does not have."""
+    async def topic_partitions(
+        self, names: Sequence[str], refused_too: bool = False
+    ) -> dict[str, int]:
+        """name -> partition count; AdminError naming the topics the catalog does not have.
+        ``refused_too``: a topic the catalog holds but does not serve (over
+        --max-partitions-per-topic: POLICY_VIOLATION) counts as there (to delete it)."""
         topics = await self.describe_topics(sorted(set(names)))
-        missing = sorted(t.name for t in topics if t.error_code)
+        there = (0, int(Errors.POLICY_VIOLATION)) if refused_too else (0,)
+        failed = sorted((t for t in topics if t.error_code not in there), key=lambda t: t.name)
+        unknown = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        missing = [t.name for t in failed if t.error_code == unknown]
+        problems = []
         if missing:
-            raise AdminError(f"unknown topic{'s' * (len(missing) > 1)}: {', '.join(missing)}")
+            problems.append(f"unknown topic{'s' * (len(missing) > 1)}: {', '.join(missing)}")
+        problems += [
+            f"topic {t.name!r}: {describe_error(t.error_code, t.error_message)}"
+            for t in failed
+            if t.error_code != unknown
+        ]
+        if problems:
+            raise AdminError("; ".join(problems))
         return {t.name: t.num_partitions for t in topics}
 
     async def create_topic(self, name: str, partitions: int, validate_only: bool) -> Any:

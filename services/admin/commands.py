@@ -726,10 +726,11 @@ def create_topic(conn: Connection, name: str, partitions: int, validate_only: bo
 @click.argument("names", nargs=-1, required=True)
 @connection_options
 def delete_topics(conn: Connection, names: tuple[str, ...]) -> None:
-    """Remove topics from the catalog (all are checked to exist first)."""
+    """Remove topics from the catalog (all are checked to exist first), also one the
+    catalog holds but does not serve (over --max-partitions-per-topic)."""
 
     async def work(admin: Admin) -> None:
-        await admin.topic_partitions(names)
+        await admin.topic_partitions(names, refused_too=True)
         for n in dict.fromkeys(names):
             await admin.delete_topic(n)
 

@@ -15,10 +15,12 @@ from services.cli.options import (
     LogArgs,
     ShardOptions,
     assignor_client_options,
+    catalog_limit_options,
     configure_metrics,
     coordinator_options,
     group_series_options,
     history_options,
+    request_arrival_option,
     request_limit_options,
     server_options,
     shard_settings,
@@ -80,9 +82,11 @@ def builtin_gateway_options(f: Callable[..., Any]) -> Callable[..., Any]:
     default=9092,
     help="Kafka protocol port of the built-in gateway; 0 picks a free port and prints it.",
 )
+@request_arrival_option
 @upstream_options
 @assignor_client_options
 @request_limit_options
+@catalog_limit_options
 @upstream_metadata_options
 @group_series_options
 @steady_memory_options
@@ -97,6 +101,7 @@ def dev(
     store: str | None,
     log: LogArgs,
     kafka_port: int,
+    request_arrival_timeout_ms: int,
     metrics_port: int | None,
     tls: TlsArgs,
     listener: ListenerArgs,
@@ -112,7 +117,12 @@ def dev(
     from services.shard.app import ShardApp
 
     log.configure()
-    gateway_upstream = {**options["upstream"].settings(), **listener.settings()}
+    # the built-in gateway's upstream and listener settings
+    gateway_upstream = {
+        **options["upstream"].settings(),
+        **listener.settings(),
+        "request_arrival_timeout_ms": request_arrival_timeout_ms,
+    }
     server_tls, client_tls = tls.server(), tls.client()
     configure_metrics("groupcoord-dev", metrics_port, options["host"], options["otlp_endpoint"])
     if store is None:

@@ -17,6 +17,7 @@ from services.cli.options import (
     host_option,
     log_options,
     metrics_options,
+    request_arrival_option,
     upstream_options,
 )
 from services.cli.serving import until_signalled
@@ -78,6 +79,7 @@ from services.security_cli import gateway_security_options
     default=600_000,
     help="Close connections idle this long (Kafka's connections.max.idle.ms).",
 )
+@request_arrival_option
 @opt(
     "--request-timeout-ms",
     type=POSITIVE,
@@ -122,6 +124,7 @@ def gateway(
     num_partitions: int,
     max_request_bytes: int,
     idle_timeout_ms: int,
+    request_arrival_timeout_ms: int,
     request_timeout_ms: int,
     shard_calls: str,
     otlp_endpoint: str | None,
@@ -157,6 +160,7 @@ def gateway(
         num_partitions=num_partitions,
         max_request_bytes=max_request_bytes,
         idle_timeout_ms=idle_timeout_ms,
+        request_arrival_timeout_ms=request_arrival_timeout_ms,
         request_timeout_ms=request_timeout_ms,
         shard_calls=shard_calls,
         otlp_endpoint=otlp_endpoint,

@@ -102,6 +102,8 @@ class ShardOptions(TypedDict):
     assignor_timeout_ms: int
     max_request_bytes: int
     max_request_items: int
+    max_partitions_per_topic: int
+    max_catalog_partitions: int
     metrics_group_series: int
     steady_heartbeat_memory: int
     history: str
@@ -135,6 +137,8 @@ def shard_settings(
         assignor_timeout_ms=options["assignor_timeout_ms"],
         max_request_bytes=options["max_request_bytes"],
         max_request_items=options["max_request_items"],
+        max_partitions_per_topic=options["max_partitions_per_topic"],
+        max_catalog_partitions=options["max_catalog_partitions"],
         upstream=options["upstream"].cluster(),
         upstream_metadata_interval_ms=options["upstream_metadata_interval_ms"],
         metrics_group_series=options["metrics_group_series"],
@@ -405,6 +409,39 @@ def request_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
         default=DEFAULT_MAX_ITEMS,
         help="Most list items (groups, topics, partitions, members...) in one request; "
         "more get INVALID_REQUEST and change nothing.",
+    )(f)
+    return f
+
+
+def request_arrival_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """How long a Kafka request may take to arrive (gateway, dev: the Kafka listeners)."""
+    return opt(
+        "--request-arrival-timeout-ms",
+        type=POSITIVE,
+        default=30_000,
+        help="A Kafka request must arrive whole within this long from its first bytes (a "
+        "second more per KiB of it received), else the connection is closed (Kafka has no "
+        "such bound: any byte keeps its connections alive).",
+    )(f)
+
+
+def catalog_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Bounds on the topic catalog (dev, shard: where CreateTopics is served)."""
+    from shards.core.topics import DEFAULT_MAX_CATALOG_PARTITIONS, DEFAULT_MAX_PARTITIONS_PER_TOPIC
+
+    f = opt(
+        "--max-partitions-per-topic",
+        type=POSITIVE,
+        default=DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+        help="Most partitions of one topic: CreateTopics of more gets INVALID_PARTITIONS; a "
+        "topic already over it is left out of the catalog until deleted.",
+    )(f)
+    f = opt(
+        "--max-catalog-partitions",
+        type=POSITIVE,
+        default=DEFAULT_MAX_CATALOG_PARTITIONS,
+        help="Most partitions of all topics together: a CreateTopics that would pass it gets "
+        "POLICY_VIOLATION.",
     )(f)
     return f
 

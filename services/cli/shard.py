@@ -13,6 +13,7 @@ from services.cli.options import (
     LogArgs,
     ShardOptions,
     assignor_client_options,
+    catalog_limit_options,
     configure_metrics,
     coordinator_options,
     group_series_options,
@@ -78,6 +79,7 @@ from services.security_cli import authorizer_options
 @coordinator_options
 @assignor_client_options
 @request_limit_options
+@catalog_limit_options
 @group_series_options
 @steady_memory_options
 @history_options("off")

@@ -60,6 +60,9 @@ class GatewaySettings:
     num_partitions: int = 50
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     idle_timeout_ms: int = 600_000
+    #: a Kafka request must arrive whole this long after its first bytes (more while it
+    #: keeps coming: services.gateway.connection.arrival_budget_s)
+    request_arrival_timeout_ms: int = 30_000
     request_timeout_ms: int = 30_000
     #: SyncGroup waits for the leader's assignment: the longest a rebalance may take
     long_poll_timeout_ms: int = 330_000
@@ -276,7 +279,9 @@ class GatewayApp:
         )
         if self.acls is not None:
             apis.acl_admin = AclAdmin(self.acls, s.super_users)
-        limits = Limits(s.max_request_bytes, s.idle_timeout_ms / 1000)
+        limits = Limits(
+            s.max_request_bytes, s.idle_timeout_ms / 1000, s.request_arrival_timeout_ms / 1000
+        )
         host = self.advertised_host()
         proxy: Proxy | None = None
         if s.upstream_bootstrap:
@@ -397,6 +402,8 @@ class GatewayApp:
             await self.cluster.close()  # a shared one is closed by whoever made it
         if self.router is not None:
             await self.router.close()
+        if self.sasl is not None:
+            self.sasl.close()
         if self.credentials is not None:
             await self.credentials.close()
         if self.acls is not None:

@@ -8,7 +8,12 @@
   first step run inline as the connection's task (:mod:`services.gateway.inline`).
 * Closing, as Kafka does: an unknown API key, a version outside the served range (except
   ApiVersions, answered in v0 format with UNSUPPORTED_VERSION), a frame above the size limit,
-  a header or body that does not parse, no traffic for ``idle_timeout_s``.
+  a header or body that does not parse, no traffic for ``idle_timeout_s``. And where Kafka
+  does not: a request that has begun to arrive must be whole within its arrival budget
+  (:func:`arrival_budget_s`: ``request_arrival_s`` from its first bytes, and a second more
+  for each KiB of it received), or the connection is closed (:class:`SlowRequest`). Kafka
+  counts any byte read as activity, so a client dripping one byte a second of a request it
+  never finishes keeps a broker's connection as long as it likes.
 * Anything that goes wrong closes this connection only.
 
 In proxy mode (a :class:`~services.gateway.proxy.ProxySession` is given) requests that are
@@ -41,7 +46,14 @@ from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from services.gateway import codec, fast_codec, framing
 from services.gateway.handlers import KafkaApis, Node, RequestInfo
 from services.gateway.inline import InlineRequests
-from services.gateway.metrics import FROM_CLIENT, FROM_UPSTREAM, TO_CLIENT, GatewayMetrics
+from services.gateway.metrics import (
+    FROM_CLIENT,
+    FROM_UPSTREAM,
+    IDLE,
+    SLOW_REQUEST,
+    TO_CLIENT,
+    GatewayMetrics,
+)
 from services.gateway.proxy import CloseClient, Pending, ProxySession
 from services.gateway.sasl import (
     PRE_AUTH_KEYS,
@@ -56,7 +68,9 @@ from services.upstream.wire import PartialFrame, UpstreamFailure
 log = logging.getLogger("groupcoord.gateway.connection")
 _tracer = trace.get_tracer("groupcoord.gateway")
 READ_CHUNK = 256 * 1024
-#: The slowest a request frame may arrive in proxy mode before the idle timeout applies.
+#: Each this many bytes of a request received give it one second more to arrive whole
+#: (beyond ``Limits.request_arrival_s``): a large request on a slow link -- arriving at 1 KiB/s
+#: or faster -- is never cut off, a trickle is.
 MIN_RATE_BYTES_S = 1024
 _SIZE = struct.Struct(">i")
 #: Large response frames are written to the client in slices of this size.
@@ -69,10 +83,24 @@ MAX_IN_FLIGHT = 128
 class Limits:
     max_request_bytes: int = framing.DEFAULT_MAX_REQUEST_BYTES
     idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms
+    #: how long a request may take to arrive whole, from its first bytes (groupcoord's:
+    #: ``--request-arrival-timeout-ms``); more while it keeps coming (:func:`arrival_budget_s`)
+    request_arrival_s: float = 30.0
+
+
+def arrival_budget_s(limits: Limits, received: int) -> float:
+    """How long, from its first bytes, a request may take to arrive whole once ``received``
+    bytes of it are in: ``request_arrival_s``, and a second for each KiB received (a request
+    arriving at 1 KiB/s or faster is never cut off)."""
+    return limits.request_arrival_s + received / MIN_RATE_BYTES_S
 
 
 class CloseConnection(Exception):
     pass
+
+
+class SlowRequest(CloseConnection):
+    """A request began to arrive and was not whole within its arrival budget."""
 
 
 class _End:
@@ -93,33 +121,68 @@ def _span_name(api_key: int) -> str:
 
 
 class _IdleWatchdog:
-    """Cancels the current task once it has waited ``idle_s`` for a client's request.
+    """Cancels the current task once it has waited ``idle_s`` for a client's request, or --
+    while it waits -- once a request that began to arrive is not whole by its deadline.
 
     ``since`` is when the wait began (None: not waiting, a request is being handled); the
     serving loop sets it around each read, and the one timer checks it when it fires and
     re-arms itself for the rest of the time -- where an ``asyncio.timeout`` per read would
-    create and cancel a timer for every request."""
+    create and cancel a timer for every request. A wait that ends with part of a request in
+    hand is told with :meth:`arriving` (the deadline counts from the first time), a request
+    cut whole with :meth:`arrived`; a trickle of bytes moves ``since`` on, never the
+    deadline. (Only waiting counts: the part of a request pipelined behind one being handled,
+    which reading may have paused for, has its time from when the wait for it begins.)"""
 
-    def __init__(self, idle_s: float) -> None:
+    def __init__(self, idle_s: float, limits: Limits | None = None) -> None:
         self.loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
         self.task = task
         self.idle_s = idle_s
+        #: the arrival budgets (None: requests may arrive as slowly as they like)
+        self.limits = limits
         self.since: float | None = None
         self.expired = False
+        #: expired because a request did not arrive whole in time (else: idle)
+        self.slow = False
+        #: when the request arriving first had a wait end with it partly in (None: none)
+        self.arriving_since: float | None = None
+        #: when it must be whole
+        self.arrival_deadline: float | None = None
         self._handle = self.loop.call_at(self.loop.time() + idle_s, self._check)
+
+    def arriving(self, received: int) -> None:
+        """The wait goes on with ``received`` bytes of a request in hand: it must be whole by
+        its budget from the first time this is said of it."""
+        if self.limits is None:
+            return
+        if self.arriving_since is None:
+            self.arriving_since = self.loop.time()
+        deadline = self.arriving_since + arrival_budget_s(self.limits, received)
+        self.arrival_deadline = deadline
+        if deadline < self._handle.when():
+            self._handle.cancel()
+            self._handle = self.loop.call_at(deadline, self._check)
+
+    def arrived(self) -> None:
+        """A request was cut whole: the next one's time starts when a wait ends with it."""
+        self.arriving_since = self.arrival_deadline = None
 
     def _check(self) -> None:
         now = self.loop.time()
         since = self.since
-        if since is not None and now - since >= self.idle_s:
-            self.expired = True
-            self.task.cancel()
-            return
-        self._handle = self.loop.call_at(
-            (now if since is None else since) + self.idle_s, self._check
-        )
+        deadline = self.arrival_deadline
+        if since is not None:
+            slow = deadline is not None and now >= deadline
+            if slow or now - since >= self.idle_s:
+                self.expired = True
+                self.slow = slow
+                self.task.cancel()
+                return
+        when = (now if since is None else since) + self.idle_s
+        if since is not None and deadline is not None:
+            when = min(when, deadline)
+        self._handle = self.loop.call_at(when, self._check)
 
     def stop(self) -> None:
         self._handle.cancel()
@@ -192,6 +255,10 @@ class Connection:
         except AuthenticationFailed as ex:
             log.info("failed authentication from %s: %s", self.peer, ex)
             await self._answer_failed_authentication(ex.response)
+        except SlowRequest as ex:
+            log.info("closing connection from %s: %s", self.peer, ex)
+            if self.metrics is not None:
+                self.metrics.closed.add(1, SLOW_REQUEST)
         except (
             framing.FrameError,
             codec.DecodeFailure,
@@ -203,6 +270,8 @@ class Connection:
             log.info("closing connection from %s: %s", self.peer, ex)
         except TimeoutError:
             log.info("closing idle connection from %s", self.peer)
+            if self.metrics is not None:
+                self.metrics.closed.add(1, IDLE)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -269,7 +338,7 @@ class Connection:
         # The idle timeout applies while waiting for a request (not while one is handled: a
         # JoinGroup may wait minutes): one timer per connection that re-arms itself, not one
         # per read.
-        watchdog = _IdleWatchdog(self.limits.idle_timeout_s)
+        watchdog = _IdleWatchdog(self.limits.idle_timeout_s, self.limits)
         # Served from the transport's callbacks from here on (services.gateway.inline); what
         # the stream reader holds already (read ahead during authentication) comes first.
         transport = self.writer.transport
@@ -288,6 +357,11 @@ class Connection:
             await self.inline.serve(buffered, ended)
         except asyncio.CancelledError:
             if watchdog.expired and watchdog.task.uncancel() == 0:
+                if watchdog.slow:
+                    raise SlowRequest(
+                        "a request did not arrive whole within "
+                        f"{self.limits.request_arrival_s:g} s (--request-arrival-timeout-ms)"
+                    ) from None
                 raise TimeoutError("no request within the idle timeout") from None
             raise
         finally:
@@ -337,23 +411,53 @@ class Connection:
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame, read straight from the stream (one copy, where the
-        decoder would make three); None at end of stream. The same checks as the decoder:
-        the size is refused before any of the frame is read."""
-        idle = self.limits.idle_timeout_s
-        async with asyncio.timeout(idle) as deadline:  # one timer for the whole frame
-            try:
-                head = await self.reader.readexactly(4)
-            except asyncio.IncompleteReadError as ex:
-                if ex.partial:
-                    raise
-                return None
-            (size,) = _SIZE.unpack(head)
-            framing.check_frame_size(size, self.max_frame_bytes)
-            if size > READ_CHUNK:
-                # a frame still arriving is not idle: the timeout is per frame, not per read
+        decoder would make three, when it is all there); None at end of stream. The same
+        checks as the decoder: the size is refused before any of the frame is read. Its size
+        prefix must come within the idle timeout; then no silence may last that long, and
+        the frame must be whole within its arrival budget (else :class:`SlowRequest`) -- one
+        timer for the whole frame, moved only when a read ends short."""
+        limits = self.limits
+        idle = limits.idle_timeout_s
+        slow = False  # the timer, if it fires, is the arrival budget's (else: idle)
+        try:
+            async with asyncio.timeout(idle) as deadline:
+                try:
+                    head = await self.reader.readexactly(4)
+                except asyncio.IncompleteReadError as ex:
+                    if ex.partial:
+                        raise
+                    return None
+                (size,) = _SIZE.unpack(head)
+                framing.check_frame_size(size, self.max_frame_bytes)
                 loop = asyncio.get_running_loop()
-                deadline.reschedule(loop.time() + idle + size / MIN_RATE_BYTES_S)
-            return await self.reader.readexactly(size)
+                first = loop.time()
+                received = 4
+                while True:
+                    now = loop.time()
+                    budget = first + arrival_budget_s(limits, received)
+                    slow = budget < now + idle
+                    deadline.reschedule(min(budget, now + idle))
+                    if received == 4:
+                        data = await self.reader.read(size)
+                        if len(data) == size:
+                            return data  # (all there: no copy)
+                        frame = bytearray(data)
+                    else:
+                        data = await self.reader.read(size - len(frame))
+                        frame += data
+                    if not data:
+                        raise asyncio.IncompleteReadError(bytes(frame), size)
+                    received = 4 + len(frame)
+                    if len(frame) == size:
+                        return bytes(frame)
+        except TimeoutError:
+            if not slow:
+                raise
+            raise SlowRequest(
+                "a request did not arrive whole within its time "
+                f"({limits.request_arrival_s:g} s and 1 s per KiB received: "
+                "--request-arrival-timeout-ms)"
+            ) from None
 
     async def _serve_pipelined(self, proxy: ProxySession) -> None:
         queue: asyncio.Queue[Pending | _End] = asyncio.Queue(MAX_IN_FLIGHT)
@@ -482,7 +586,7 @@ class Connection:
         sasl = self.sasl
         if sasl is not None:
             if sasl.handles(api_key):
-                return sasl.respond(frame)  # (raises to fail or close)
+                return await sasl.respond(frame)  # (raises to fail or close)
             if sasl.expired():
                 raise CloseConnection("the SASL session expired (no re-authentication)")
         spec = codec.SERVED.get(api_key)

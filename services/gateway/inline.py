@@ -84,7 +84,9 @@ class InlineRequests(asyncio.Protocol):
     response is not written). Construct and :meth:`serve` in the connection's task.
 
     ``idle`` is told when the connection starts waiting for its client (``idle.since``, loop
-    time; None while a request is handled): see ``services.gateway.connection``.
+    time; None while a request is handled), when a wait goes on with part of a request in
+    hand (``idle.arriving(the bytes of it in)``) and when a request is cut whole
+    (``idle.arrived()``): see ``services.gateway.connection``.
 
     ``quick(frame)``, when given, is asked first: a response it returns answers the request
     at once, in its turn, with no handler started (None: the handler answers it). It must
@@ -193,6 +195,7 @@ class InlineRequests(asyncio.Protocol):
     # ---- requests ---------------------------------------------------------------------------
     def _pump(self) -> None:
         """Answer the complete frames buffered, in order, until one has to wait."""
+        partial = False
         while (
             self._waiting is None
             and self._failed is None
@@ -205,7 +208,9 @@ class InlineRequests(asyncio.Protocol):
                 self._fail(ex)
                 return
             if frame is None:
+                partial = self.decoder.buffered > 0
                 break
+            self.idle.arrived()
             quick = self.quick
             if quick is not None:
                 response = quick(frame)
@@ -227,6 +232,8 @@ class InlineRequests(asyncio.Protocol):
             self._nudge()
             return
         self.idle.since = self.loop.time()
+        if partial:  # part of a request: it must be whole in time
+            self.idle.arriving(self.decoder.buffered)
 
     def _answer(self, frame: bytes, response: bytes) -> None:
         self.answered(frame, response)

@@ -22,6 +22,9 @@ ACCEPTED = {"outcome": "accepted"}
 #: versions above this (or of an unknown API) are labelled "other"
 MAX_VERSION_LABEL = 30
 REFUSED = {"outcome": "refused"}
+#: why the gateway closed a connection (gateway_connections_closed)
+IDLE = {"reason": "idle"}
+SLOW_REQUEST = {"reason": "slow_request"}
 
 
 def api_name(api_key: int) -> str:
@@ -43,6 +46,13 @@ class GatewayMetrics:
             "gateway_connections",
             unit="{connection}",
             description="Client connections accepted (or refused: too many open).",
+        )
+        self.closed = meter.create_counter(
+            "gateway_connections_closed",
+            unit="{connection}",
+            description="Client connections the gateway closed for their time: no request "
+            "within the idle timeout (idle), a request not whole within its arrival time "
+            "(slow_request).",
         )
         self.requests = m.Tally(
             meter,

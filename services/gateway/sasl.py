@@ -15,13 +15,29 @@ SCRAM-SHA-256/512, with Kafka's server-side rules (SaslServerAuthenticator):
 
 Credentials are the SCRAM credentials in the store (:mod:`shards.security.credentials`);
 PLAIN checks a password against the user's SCRAM-SHA-512 (else -256) credential.
+
+What a check costs is bounded, so that no login holds up other clients (issue 36: a PLAIN
+password of 512 KiB cost 2.5 s of the event loop, SASLprep and PBKDF2 over all of it):
+
+* a PLAIN password over ``MAX_PASSWORD_BYTES`` (1 KiB), a user name over what a credential
+  can have, or a SCRAM message over :data:`MAX_SCRAM_TOKEN_BYTES` fails at once, before any
+  work (SASL_AUTHENTICATION_FAILED saying so);
+* the check itself (SASLprep, PBKDF2, SCRAM's proofs) runs on a worker thread
+  (:class:`SaslAuthenticator`'s executor, :data:`CHECK_THREADS` of them), never on the loop;
+* one check at a time per client host, and a failed one keeps its host's turn for the
+  failed-authentication delay (:class:`HostTurns`): one host fails at most
+  1000 / ``failed_authentication_delay_ms`` times a second (10 by default) however many
+  connections it opens, and the worker threads are shared fairly between hosts. (Each
+  connection gets one attempt: a failure closes it, as with Kafka.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +46,12 @@ import scramp
 from services.gateway import codec, framing
 from services.rpc.principal import user_principal
 from shards.core.errors import Errors
-from shards.security.credentials import Credentials, verify_password
+from shards.security.credentials import (
+    MAX_PASSWORD_BYTES,
+    MAX_USERNAME_CHARS,
+    Credentials,
+    verify_password,
+)
 
 log = logging.getLogger("groupcoord.gateway.sasl")
 
@@ -44,6 +65,15 @@ DEFAULT_FAILED_DELAY_MS = 100
 SASL_KEYS = frozenset({codec.SASL_HANDSHAKE_KEY, codec.SASL_AUTHENTICATE_KEY})
 #: what may be sent before authentication
 PRE_AUTH_KEYS = SASL_KEYS | {codec.API_VERSIONS_KEY}
+
+#: the largest SCRAM message taken (client-first: GS2 header, user name, nonce; client-final:
+#: channel binding, nonce, proof -- a few hundred bytes from real clients)
+MAX_SCRAM_TOKEN_BYTES = 8 * 1024
+#: a user name (or authorization id) of PLAIN, in UTF-8 bytes: what a credential can name
+MAX_USERNAME_BYTES = MAX_USERNAME_CHARS * 4
+#: worker threads checking passwords, per listener (PBKDF2 releases the GIL; SASLprep of a
+#: bounded password holds it a few milliseconds)
+CHECK_THREADS = 2
 
 INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
 SCRAM_FAILED = (
@@ -97,15 +127,83 @@ class IllegalSaslState(Exception):
     """A request out of place in the SASL exchange: close the connection (no answer)."""
 
 
+class HostTurns:
+    """One password check at a time per client host; a failed check keeps its host's turn
+    for ``hold_s`` more (the failed-authentication delay), so that a host's failures are
+    spaced by at least that much however many connections it opens. Waiters are served in
+    the order they came. Hosts with nobody in line take no memory."""
+
+    def __init__(self) -> None:
+        #: host -> (its lock, how many hold or wait for it)
+        self._turns: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    def waiting(self, host: str) -> int:
+        entry = self._turns.get(host)
+        return entry[1][0] if entry is not None else 0
+
+    async def acquire(self, host: str) -> None:
+        entry = self._turns.get(host)
+        if entry is None:
+            entry = self._turns[host] = (asyncio.Lock(), [0])
+        lock, count = entry
+        count[0] += 1
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._leave(host)
+            raise
+
+    def release(self, host: str, hold_s: float = 0.0) -> None:
+        """The check of ``host`` is done; the next one may start now, or ``hold_s`` later."""
+        if hold_s > 0:
+            asyncio.get_running_loop().call_later(hold_s, self._release, host)
+        else:
+            self._release(host)
+
+    def _release(self, host: str) -> None:
+        self._turns[host][0].release()
+        self._leave(host)
+
+    def _leave(self, host: str) -> None:
+        _, count = self._turns[host]
+        count[0] -= 1
+        if count[0] == 0:
+            del self._turns[host]
+
+
 class SaslAuthenticator:
-    """The listener's SASL configuration; one :class:`SaslSession` per connection."""
+    """The listener's SASL configuration, its password checks' worker threads and the turns
+    of client hosts; one :class:`SaslSession` per connection."""
 
     def __init__(self, settings: SaslSettings, credentials: Callable[[], Credentials]) -> None:
         self.settings = settings
         self.credentials = credentials
+        self.turns = HostTurns()
+        self._executor: ThreadPoolExecutor | None = None
 
-    def session(self, clock: Callable[[], float] = time.monotonic) -> SaslSession:
-        return SaslSession(self, clock)
+    def session(self, host: str = "", clock: Callable[[], float] = time.monotonic) -> SaslSession:
+        """The SASL state of a connection from ``host`` (its peer address)."""
+        return SaslSession(self, clock, host)
+
+    async def check(self, host: str, work: Callable[[], bytes]) -> bytes:
+        """``work`` (a check: the answer, or AuthenticationFailed) on a worker thread, in
+        ``host``'s turn; a failure keeps the turn for the failed-authentication delay."""
+        await self.turns.acquire(host)
+        hold = 0.0
+        try:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(CHECK_THREADS, "groupcoord-sasl")
+            return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        except AuthenticationFailed:
+            hold = self.settings.failed_authentication_delay_ms / 1000
+            raise
+        finally:
+            self.turns.release(host, hold)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +217,11 @@ class _Request:
 class SaslSession:
     """One connection's SASL state: handshake -> authenticate (one or two tokens) -> done."""
 
-    def __init__(self, auth: SaslAuthenticator, clock: Callable[[], float]) -> None:
+    def __init__(self, auth: SaslAuthenticator, clock: Callable[[], float], host: str = "") -> None:
         self.auth = auth
         self.clock = clock
+        #: the client's host (its turn for password checks)
+        self.host = host
         #: set once authenticated ("User:<name>")
         self.principal: str | None = None
         self.mechanism: str | None = None
@@ -151,7 +251,7 @@ class SaslSession:
         )
 
     # ---- requests ----------------------------------------------------------------------
-    def respond(self, frame: bytes) -> bytes:
+    async def respond(self, frame: bytes) -> bytes:
         """The response frame for a SaslHandshake/SaslAuthenticate frame. Raises
         AuthenticationFailed (answer late, then close) or IllegalSaslState (close)."""
         api_key, version, correlation_id = framing.peek(frame)
@@ -163,7 +263,7 @@ class SaslSession:
         rq = _Request(api_key, version, correlation_id, body)
         if api_key == codec.SASL_HANDSHAKE_KEY:
             return self._handshake(rq)
-        return self._authenticate(rq)
+        return await self._authenticate(rq)
 
     def _encode(self, rq: _Request, data: dict[str, Any]) -> bytes:
         entity = codec.build(codec.response_class(rq.api_key, rq.version), data)
@@ -197,11 +297,23 @@ class SaslSession:
         self._scram = None
         return self._encode(rq, {"error_code": 0, "mechanisms": enabled})
 
-    def _authenticate(self, rq: _Request) -> bytes:
+    async def _authenticate(self, rq: _Request) -> bytes:
         mechanism = self._pending_mechanism
         if mechanism is None:
             raise IllegalSaslState("SaslAuthenticate before SaslHandshake")
         token = bytes(rq.body.auth_bytes)
+        oversized = _oversized(mechanism, token)
+        if oversized is not None:  # refused before any work
+            self._pending_mechanism = None
+            raise AuthenticationFailed(
+                f"{mechanism}: {oversized}",
+                self._failure(rq, f"Authentication failed: {oversized}"),
+            )
+        return await self.auth.check(self.host, lambda: self._check(rq, mechanism, token))
+
+    def _check(self, rq: _Request, mechanism: str, token: bytes) -> bytes:
+        """The token checked (on a worker thread: SASLprep and PBKDF2 take milliseconds); the
+        answer, or AuthenticationFailed."""
         try:
             if mechanism == "PLAIN":
                 user = self._plain(token)
@@ -312,6 +424,23 @@ class SaslSession:
         return self._encode(
             rq, {"error_code": 0, "error_message": None, "auth_bytes": first, "session_lifetime": 0}
         )
+
+
+def _oversized(mechanism: str, token: bytes) -> str | None:
+    """Why ``token`` is too large to be checked (None: it is not), from its bytes alone."""
+    if mechanism != "PLAIN":
+        if len(token) > MAX_SCRAM_TOKEN_BYTES:
+            return f"the SCRAM message is longer than {MAX_SCRAM_TOKEN_BYTES} bytes"
+        return None
+    parts = token.split(b"\x00", 2)
+    if len(parts) != 3:
+        return None  # malformed: the check says so
+    authzid, user, password = parts
+    if len(password) > MAX_PASSWORD_BYTES:
+        return f"the password is longer than {MAX_PASSWORD_BYTES} bytes"
+    if len(user) > MAX_USERNAME_BYTES or len(authzid) > MAX_USERNAME_BYTES:
+        return f"the user name is longer than {MAX_USERNAME_CHARS} characters"
+    return None
 
 
 class _Refused(Exception):

@@ -97,6 +97,8 @@ class GatewayServer:
             subject = peer_cert_subject(writer.get_extra_info("ssl_object"))
         session = self.proxy.session(self.node_id) if self.proxy is not None else None
         sasl = self.sasl
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) and peer else ""
         conn = Connection(
             self.apis,
             self.limits,
@@ -104,7 +106,7 @@ class GatewayServer:
             writer,
             session,
             self.metrics,
-            sasl.session() if sasl is not None else None,
+            sasl.session(host) if sasl is not None else None,
             sasl.settings.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0,
             self.steady,
         )

@@ -51,7 +51,7 @@ from services.process.metrics import RpcMetrics
 from services.rpc.deadlines import Deadlines
 from services.rpc.grpc_server import peer_host
 from services.rpc.invoke import Invoker, Method, ServerMetrics, rpc_error
-from services.rpc.principal import FORWARDED_PRINCIPAL_KEY
+from services.rpc.principal import FORWARDED_PRINCIPAL_KEY, StreamCaller
 from services.rpc.rpcs import GROUP_COORDINATOR_SERVICE, response_class
 
 log = logging.getLogger("groupcoord.batch")
@@ -85,14 +85,15 @@ async def _spanned(path: str, call: Awaitable[Message]) -> Message:
 def batch_handler(
     methods: Sequence[Method],
     metrics: ServerMetrics | None = None,
-    stream_caller: Callable[[Any], Callable[[Any], str]] | None = None,
+    stream_caller: Callable[[Any], StreamCaller] | None = None,
 ) -> grpc.GenericRpcHandler:
     """The ``GroupCoordinatorBatch`` service over the GroupCoordinator ``methods``. With
     ``metrics``, each item is recorded as the unary RPC would be (latency and status by
     ``GroupCoordinator/<RPC>``, Kafka error codes in its response). With ``stream_caller``
     (an authorizer is on: services.rpc.principal.stream_caller), each item's principal:
     the Kafka client it names when the stream comes from a trusted gateway, else the stream
-    caller's own."""
+    caller's own -- and its client host: the one the item's request names only from a
+    trusted gateway, else the stream's peer."""
     return grpc.method_handlers_generic_handler(
         BATCH_SERVICE_NAME,
         {
@@ -113,7 +114,7 @@ class BatchService:
         self,
         methods: Sequence[Method],
         metrics: ServerMetrics | None = None,
-        stream_caller: Callable[[Any], Callable[[Any], str]] | None = None,
+        stream_caller: Callable[[Any], StreamCaller] | None = None,
     ) -> None:
         self.stream_caller = stream_caller
         #: the deadlines of the items in flight, on every stream (one timer for all)
@@ -169,7 +170,13 @@ class BatchStream:
         #: the peer each item is logged with at DEBUG (None: not logged; asked per stream)
         self.peer = context.peer() if log.isEnabledFor(logging.DEBUG) else None
         #: each item's principal from its metadata (None: no authorizer asks)
-        self.caller = service.stream_caller(context) if service.stream_caller is not None else None
+        self.caller: Callable[[Any], str] | None = None
+        #: the client host an item's request names is replaced by the stream's peer (an
+        #: authorizer asks, and the stream is not a trusted gateway's)
+        self.own_host = False
+        if service.stream_caller is not None:
+            self.caller, trusted = service.stream_caller(context)
+            self.own_host = not trusted
         #: the unary server's shortcuts (steady heartbeats), taken as it takes them: never
         #: when an authorizer asks who is calling
         self.shortcuts = {
@@ -244,6 +251,7 @@ class BatchStream:
                     caller,
                     call,
                     item.trace_context,
+                    own_host=self.own_host,
                 )
             except grpc.aio.AioRpcError as ex:
                 result.code = ex.code().value[0]

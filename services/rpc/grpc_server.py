@@ -9,7 +9,6 @@ decoded gets ``INVALID_ARGUMENT`` with a message where gRPC's own deserializer w
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import time
@@ -24,6 +23,7 @@ from services.process.health import LIVENESS
 from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
 from services.process.tls import ServerTls
 from services.rpc.invoke import Failure, Invoker, Method, ServerMetrics
+from services.rpc.principal import Caller
 
 log = logging.getLogger("groupcoord.grpc")
 
@@ -47,12 +47,13 @@ def unary_handler(
     method: Method,
     metrics: ServerMetrics | None = None,
     service: str = "",
-    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
+    identify: Callable[[grpc.aio.ServicerContext], Caller] | None = None,
 ) -> grpc.RpcMethodHandler:
     """One RPC served as a unary gRPC method: the call's bytes, its peer and (``identify``:
-    an authorizer is on) its principal handed to the RPC's :class:`Invoker`
+    an authorizer is on) its caller handed to the RPC's :class:`Invoker`
     (services.rpc.invoke), after its shortcut; a :class:`Failure` aborts the call with its
-    status."""
+    status. The caller's principal, and the client host its request names unless it is a
+    trusted gateway (else the peer's: services.rpc.principal.Caller)."""
     invoker = Invoker(
         method,
         service,
@@ -77,7 +78,8 @@ def unary_handler(
         try:
             if identify is None:
                 return await invoke(raw, host, logged)
-            return await invoke(raw, host, logged, functools.partial(identify, context))
+            caller = identify(context)
+            return await invoke(raw, host, logged, caller.principal, own_host=not caller.trusted)
         except Failure as ex:
             await context.abort(ex.code(), ex.details())
             raise  # unreachable: abort raises
@@ -122,7 +124,7 @@ def method_handlers(
     service: str,
     methods: Sequence[Method],
     metrics: ServerMetrics | None = None,
-    identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
+    identify: Callable[[grpc.aio.ServicerContext], Caller] | None = None,
 ) -> dict[str, grpc.RpcMethodHandler]:
     return {m.name: unary_handler(m, metrics, service, identify) for m in methods}
 
@@ -143,11 +145,11 @@ class GrpcServer:
         metrics: ServerMetrics | None = None,
         tls: ServerTls | None = None,
         health_port: int | None = None,
-        identify: Callable[[grpc.aio.ServicerContext], str] | None = None,
+        identify: Callable[[grpc.aio.ServicerContext], Caller] | None = None,
     ) -> None:
         #: per-call metrics of the services added (None: metrics are off)
         self.metrics = metrics
-        #: names each call's principal for an authorizer (None: nobody asks)
+        #: names each call's caller for an authorizer (None: nobody asks)
         self.identify = identify
         self.server = grpc.aio.server(
             interceptors=list(interceptors),

@@ -10,7 +10,9 @@ takes a call through the same steps in the same order (:meth:`Invoker.invoke`):
    the server span the unary RPC's OpenTelemetry interceptor would make (for a unary call,
    the interceptor makes it); the call is logged at DEBUG inside it;
 2. decode: the request's bytes parsed, the client host the transport saw (the peer's; a
-   loopback call's) filled in when the caller left it empty, the message converted to the
+   loopback call's) filled in when the caller left it empty -- or put in place of the
+   caller's when the caller may not forward one (an authorizer is on and the caller is not
+   a trusted gateway: host-based ACLs check the socket peer), the message converted to the
    handler's dataclass by field name (``shards.adapters.convert``); a request that does not
    decode is INVALID_ARGUMENT, its message naming the request type (gRPC's own
    deserializer would answer INTERNAL);
@@ -115,32 +117,38 @@ def service_methods(service: ServiceDescriptor, implementation: object) -> list[
     return out
 
 
-def client_host_filler(method: Method) -> Callable[[Message, str], None]:
+def client_host_filler(method: Method) -> Callable[[Message, str, bool], None]:
     """What fills a request's ``context.client_host`` with the transport's client host
-    when the caller left it empty, done on the protobuf message before it is converted (one
-    field set, no dataclass copies). A no-op for requests without a context."""
+    when the caller left it empty -- or, ``replace``, whatever the caller sent (a caller
+    that may not forward a client host) -- done on the protobuf message before it is
+    converted (one field set, no dataclass copies). A no-op for requests without a context."""
     if not _has_context(method):
         return _no_context
 
-    def fill(message: Any, host: str) -> None:
-        if host and not message.context.client_host:
+    def fill(message: Any, host: str, replace: bool) -> None:
+        if replace:
+            if message.context.client_host != host:
+                message.context.client_host = host
+        elif host and not message.context.client_host:
             message.context.client_host = host
 
     return fill
 
 
-def _no_context(message: Message, host: str) -> None:
+def _no_context(message: Message, host: str, replace: bool) -> None:
     return None
 
 
-def dataclass_host_filler(method: Method) -> Callable[[Any, str], Any]:
+def dataclass_host_filler(method: Method) -> Callable[[Any, str, bool], Any]:
     """:func:`client_host_filler` for a request already converted: a copy with the client
-    host when the caller left it empty (``dev``'s gateway always fills it: no copy then)."""
+    host when the caller left it empty or, ``replace``, sent another (``dev``'s gateway
+    always fills it, and is trusted: no copy then)."""
     if not _has_context(method):
-        return lambda request, host: request
+        return lambda request, host, replace: request
 
-    def fill(request: Any, host: str) -> Any:
-        if host and not request.context.client_host:
+    def fill(request: Any, host: str, replace: bool) -> Any:
+        current = request.context.client_host
+        if (replace and current != host) or (host and not current):
             context = dataclasses.replace(request.context, client_host=host)
             return dataclasses.replace(request, context=context)
         return request
@@ -296,10 +304,13 @@ class Invoker:
         call: int | None = None,
         trace_context: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        own_host: bool = False,
     ) -> Any:
         """The call, from ``request`` (as :attr:`form` says) to what the transport answers.
 
-        ``host``: the client host the transport saw; ``peer``: the transport's name of the
+        ``host``: the client host the transport saw, the request's when it names none --
+        and whatever it names, ``own_host``: the caller may not forward a client host (an
+        authorizer is on and it is no trusted gateway); ``peer``: the transport's name of the
         caller when the call is to be logged at DEBUG (the transport asks its logger: None,
         not logged). ``caller``: resolves the caller's principal (only when an
         authorizer asks). The call's deadline: ``call``, its entry in :attr:`deadlines` (the
@@ -321,12 +332,12 @@ class Invoker:
                 if peer is not None and self._log is not None:
                     self._log.debug("%s from %s", self.name, peer)
                 if self._fill_dataclass is not None:
-                    request = self._fill_dataclass(request, host)
+                    request = self._fill_dataclass(request, host, own_host)
                 else:
                     try:
                         if type(request) is bytes:
                             request = self._parse(request)
-                        self._fill_host(request, host)
+                        self._fill_host(request, host, own_host)
                         request = self._to_request(request)
                     except DECODE_ERRORS as ex:
                         raise self._fail(

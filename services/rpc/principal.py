@@ -10,6 +10,10 @@
   principal only when the caller's own principal is one of its trusted gateway principals
   (``--trusted-gateway-principals``), else it is ignored. A trusted gateway's call that
   names nobody is ANONYMOUS's.
+* The client host that host-based ACLs check goes the same way: a request's
+  ``context.client_host`` is the Kafka client's host only when a trusted gateway forwards
+  it; anyone else's is replaced by its socket peer (:attr:`Caller.trusted`), so that a
+  direct caller can neither claim a host an ACL allows nor leave the one a DENY names.
 
 See docs/security.md, Principals.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY
 
@@ -34,6 +38,8 @@ CLIENT_PRINCIPAL: ContextVar[str | None] = ContextVar("groupcoord_client_princip
 __all__ = [
     "ANONYMOUS",
     "CLIENT_PRINCIPAL",
+    "Caller",
+    "StreamCaller",
     "FORWARDED_PRINCIPAL_KEY",
     "forwarded",
     "TRUSTED_GATEWAY",
@@ -83,33 +89,50 @@ def _forwarded(context: Any) -> str | None:
     return None
 
 
-def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], str]:
-    """The principal of a gRPC call: the forwarded one from a trusted gateway, else the
-    caller's own; :data:`TRUSTED_GATEWAY` for a trusted gateway calling for itself (its
-    routing lookups: FindCoordinator only)."""
+class Caller(NamedTuple):
+    """Who a unary gRPC call is from, as the authorizer judges it."""
+
+    #: the call's principal (resolved when the authorizer asks)
+    principal: Callable[[], str]
+    #: the caller is a trusted gateway: the Kafka client it names and the client host it
+    #: forwards are taken; anyone else's request gets its socket peer as its client host
+    trusted: bool
+
+
+class StreamCaller(NamedTuple):
+    """Who a batch stream's calls are from (services.rpc.batch_calls)."""
+
+    #: each call's principal, from the call's metadata
+    principal: Callable[[Sequence[tuple[str, str]] | None], str]
+    #: as :attr:`Caller.trusted`, for every call of the stream
+    trusted: bool
+
+
+def caller_identifier(trusted_gateways: Collection[str]) -> Callable[[Any], Caller]:
+    """The caller of a gRPC call: the principal is the forwarded one from a trusted gateway
+    (:data:`TRUSTED_GATEWAY` for a trusted gateway calling for itself: its routing lookups,
+    FindCoordinator only), else the caller's own."""
     trusted = frozenset(trusted_gateways)
 
-    def identify(context: Any) -> str:
+    def identify(context: Any) -> Caller:
         own = grpc_principal(context)
         if own in trusted:
-            return _forwarded(context) or TRUSTED_GATEWAY
-        return own
+            return Caller(lambda: _forwarded(context) or TRUSTED_GATEWAY, True)
+        return Caller(lambda: own, False)
 
     return identify
 
 
-def stream_caller(
-    trusted_gateways: Collection[str],
-) -> Callable[[Any], Callable[[Sequence[tuple[str, str]] | None], str]]:
+def stream_caller(trusted_gateways: Collection[str]) -> Callable[[Any], StreamCaller]:
     """The batched hop (services.rpc.batch_calls): for one stream's ``context``, the
     principal of each of its calls from the call's metadata -- the Kafka client a trusted
     gateway names (else :data:`TRUSTED_GATEWAY`), or the stream caller's own principal."""
     trusted = frozenset(trusted_gateways)
 
-    def for_stream(context: Any) -> Callable[[Sequence[tuple[str, str]] | None], str]:
+    def for_stream(context: Any) -> StreamCaller:
         own = grpc_principal(context)
         if own not in trusted:
-            return lambda _metadata: own
+            return StreamCaller(lambda _metadata: own, False)
 
         def named(metadata: Sequence[tuple[str, str]] | None) -> str:
             for key, value in metadata or ():
@@ -117,7 +140,7 @@ def stream_caller(
                     return value
             return TRUSTED_GATEWAY
 
-        return named
+        return StreamCaller(named, True)
 
     return for_stream
 

@@ -40,7 +40,12 @@ from shards.core.consumer.target_assignment import TargetAssignmentRequest
 from shards.core.coordinator_api import GroupCoordinatorApi
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.state_machine import CoordinatorStateMachine
-from shards.core.topics import TopicsImage
+from shards.core.topics import (
+    DEFAULT_MAX_CATALOG_PARTITIONS,
+    DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+    PartitionLimits,
+    TopicsImage,
+)
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
@@ -80,6 +85,9 @@ class ShardSettings:
     max_request_bytes: int = 100 * 1024 * 1024
     #: list items (groups, topics, partitions, members, ...) in one request
     max_request_items: int = DEFAULT_MAX_ITEMS
+    #: the topic catalog's bounds (shards.core.topics.PartitionLimits)
+    max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    max_catalog_partitions: int = DEFAULT_MAX_CATALOG_PARTITIONS
     otlp_endpoint: str | None = None
     #: assignor service replicas for consumer-group assignments (empty: in-process only)
     assignor_addresses: tuple[str, ...] = ()
@@ -244,6 +252,7 @@ class ShardApp:
             self.store,
             poll_interval_ms=s.catalog_poll_ms,
             mirrors_upstream=s.upstream is not None,
+            limits=PartitionLimits(s.max_partitions_per_topic, s.max_catalog_partitions),
         )
         await self.catalog.start()
         # Consumer-group target assignments, off the partition loops: on the assignor

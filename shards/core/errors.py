@@ -155,3 +155,32 @@ class ApiError(Exception):
 
     def __repr__(self) -> str:
         return f"ApiError({self.code.name}, {self.message!r})"
+
+
+class SaidOnce:
+    """Each error message said once per answer.
+
+    Kafka's protocol gives every item of a batched answer (a partition of OffsetCommit, a
+    group of OffsetFetch or DescribeGroups) its own error code, and a request refused whole
+    -- over a limit, not served here -- gets that code on each item. Its message is the same
+    sentence for each, and a tiny item (a partition index) carries a message a hundred times
+    its size: 100,000 partitions would be answered with megabytes of one sentence. So an
+    answer says a (code, message) pair on the first item that has it; the items after it
+    carry the code alone (as Kafka's OffsetCommit partitions do), which keeps the answer
+    about as large as the request. Make one per answer and ask it for each item's message.
+    """
+
+    __slots__ = ("_said",)
+
+    def __init__(self) -> None:
+        self._said: set[tuple[int, str]] = set()
+
+    def __call__(self, code: int, message: str | None) -> str:
+        """``message`` the first time it is said with ``code`` in this answer, else ""."""
+        if not message:
+            return ""
+        key = (int(code), message)
+        if key in self._said:
+            return ""
+        self._said.add(key)
+        return message

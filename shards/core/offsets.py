@@ -29,7 +29,7 @@ from typing import Protocol
 
 from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
-from shards.core.errors import ApiError, Errors
+from shards.core.errors import ApiError, Errors, SaidOnce
 from shards.core.group import Group
 from shards.core.records import OffsetCommitKey, OffsetCommitValue
 from shards.runtime.contract import CoordinatorResult, Record
@@ -108,25 +108,31 @@ class OffsetMetadataManager:
         max_len = self.config.offset_metadata_max_bytes
         records: list[Record] = []
         topics = []
+        said = SaidOnce()
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
                 metadata = p.committed_metadata
                 if p.partition_index < 0:  # no topic has such a partition
+                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                     partitions.append(
                         api.OffsetCommitResponsePartition(
                             p.partition_index,
-                            Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                            "the partition index must not be negative",
+                            code,
+                            said(code, "the partition index must not be negative"),
                         )
                     )
                     continue
                 if metadata is not None and java_string_length(metadata) > max_len:
+                    code = Errors.OFFSET_METADATA_TOO_LARGE
                     partitions.append(
                         api.OffsetCommitResponsePartition(
                             p.partition_index,
-                            Errors.OFFSET_METADATA_TOO_LARGE,
-                            f"metadata is longer than offset.metadata.max.bytes ({max_len})",
+                            code,
+                            said(
+                                code,
+                                f"metadata is longer than offset.metadata.max.bytes ({max_len})",
+                            ),
                         )
                     )
                     continue
@@ -306,18 +312,19 @@ def _fetched(index: int, value: OffsetCommitValue | None) -> api.OffsetFetchResp
 def offset_commit_error(
     request: api.OffsetCommitRequest, code: int, message: str = ""
 ) -> api.OffsetCommitResponse:
-    return api.OffsetCommitResponse(
-        tuple(
-            api.OffsetCommitResponseTopic(
-                t.name,
-                tuple(
-                    api.OffsetCommitResponsePartition(p.partition_index, code, message)
-                    for p in t.partitions
-                ),
+    """The whole request refused: ``code`` on every partition (Kafka's OffsetCommit has no
+    error of its own), ``message`` on the first one only (:class:`~shards.core.errors.SaidOnce`)."""
+    first = True
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            partitions.append(
+                api.OffsetCommitResponsePartition(p.partition_index, code, message if first else "")
             )
-            for t in request.topics
-        )
-    )
+            first = False
+        topics.append(api.OffsetCommitResponseTopic(t.name, tuple(partitions)))
+    return api.OffsetCommitResponse(tuple(topics))
 
 
 def offset_fetch_group_error(

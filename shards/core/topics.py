@@ -6,6 +6,14 @@ delivered to each loop as a write operation, so a group sees catalog changes in 
 operation order.
 
 Topic ids use Kafka's text form of a Uuid: the 16 bytes in URL-safe base64 without padding.
+
+Every answer about topics (Metadata, DescribeTopics, assignments) is as large as the
+partitions it covers, so the catalog is bounded (:class:`PartitionLimits`): CreateTopics
+refuses a request of more partitions than Kafka's controller takes in one request
+(POLICY_VIOLATION, Kafka's answer), a topic over the per-topic bound (INVALID_PARTITIONS) and
+a topic that would take the catalog over its bound (POLICY_VIOLATION). A topic over the
+per-topic bound that is already in the catalog (written before the bound existed, or under a
+higher one) is kept out of what is served (:func:`served_image`) until it is deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +28,35 @@ from shards.core.errors import Errors
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 DEFAULT_NUM_PARTITIONS = 1  # Kafka's num.partitions default, used for num_partitions == -1
+#: Kafka's controller refuses a CreateTopics creating more partitions than this in all
+#: (ReplicationControlManager's MAX_PARTITIONS_PER_BATCH) with POLICY_VIOLATION and
+#: :data:`TOO_MANY_PARTITIONS_PER_REQUEST` for every topic
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS_PER_REQUEST = "Excessively large number of partitions per request."
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
+DEFAULT_MAX_CATALOG_PARTITIONS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLimits:
+    """Bounds on the catalog's partitions (``--max-partitions-per-topic``,
+    ``--max-catalog-partitions``)."""
+
+    per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    catalog: int = DEFAULT_MAX_CATALOG_PARTITIONS
+
+    def __post_init__(self) -> None:
+        if self.per_topic < 1 or self.catalog < 1:
+            raise ValueError("partition limits must be at least 1")
+
+    @property
+    def per_request(self) -> int:
+        """Kafka's bound on one request, or the per-topic one if that is higher (a topic the
+        per-topic bound allows can be created)."""
+        return max(MAX_PARTITIONS_PER_REQUEST, self.per_topic)
+
+
+DEFAULT_PARTITION_LIMITS = PartitionLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +135,33 @@ def plan_create(
     image: TopicsImage,
     creations: list[TopicCreation],
     new_topic_id: Callable[[], str],
+    limits: PartitionLimits = DEFAULT_PARTITION_LIMITS,
 ) -> tuple[list[TopicImage], list[CreationOutcome]]:
-    """The topics to add and the per-topic outcome, in request order."""
+    """The topics to add and the per-topic outcome, in request order. ``image``: the whole
+    catalog (names taken); its served topics (:func:`served_image`) and the topics added
+    before in this request count against ``limits.catalog``."""
+    requested = sum(
+        DEFAULT_NUM_PARTITIONS if c.num_partitions == -1 else max(c.num_partitions, 0)
+        for c in creations
+    )
+    if requested > limits.per_request:  # as Kafka: checked first, every topic refused
+        return [], [
+            CreationOutcome(
+                c.name,
+                error_code=Errors.POLICY_VIOLATION,
+                error_message=TOO_MANY_PARTITIONS_PER_REQUEST,
+            )
+            for c in creations
+        ]
     counts: dict[str, int] = {}
     for c in creations:
         counts[c.name] = counts.get(c.name, 0) + 1
     used_ids = set(image.by_id)
+    total = catalog_partitions(served_image(image, limits)[0])
     added: list[TopicImage] = []
     outcomes: list[CreationOutcome] = []
     for c in creations:
-        err = _creation_error(image, c, counts)
+        err = _creation_error(image, c, counts, limits, total)
         if err is not None:
             outcomes.append(CreationOutcome(c.name, error_code=err[0], error_message=err[1]))
             continue
@@ -116,13 +170,40 @@ def plan_create(
             topic_id = new_topic_id()
         used_ids.add(topic_id)
         n = c.num_partitions if c.num_partitions != -1 else DEFAULT_NUM_PARTITIONS
+        total += n
         added.append(TopicImage(topic_id, c.name, n, c.partition_racks))
         outcomes.append(CreationOutcome(c.name, topic_id, num_partitions=n))
     return added, outcomes
 
 
+def catalog_partitions(image: TopicsImage) -> int:
+    return sum(t.num_partitions for t in image.by_id.values())
+
+
+def served_image(
+    image: TopicsImage, limits: PartitionLimits | None
+) -> tuple[TopicsImage, list[TopicImage]]:
+    """``image`` without its topics over ``limits.per_topic`` (None: no limits, all served),
+    and those topics. A topic over the bound was written before the bound existed (or under
+    a higher one): serving it would make answers (Metadata of it, an assignment of it) of a
+    size nobody bounded, so it is kept out -- unknown to Metadata, commits and groups --
+    until it is deleted or the bound raised."""
+    if limits is None:
+        return image, []
+    over = [t for t in image.by_id.values() if t.num_partitions > limits.per_topic]
+    if not over:
+        return image, []
+    refused = {t.topic_id for t in over}
+    kept = [t for t in image.by_id.values() if t.topic_id not in refused]
+    return TopicsImage.of(image.version, kept), sorted(over, key=lambda t: t.name)
+
+
 def _creation_error(
-    image: TopicsImage, c: TopicCreation, counts: dict[str, int]
+    image: TopicsImage,
+    c: TopicCreation,
+    counts: dict[str, int],
+    limits: PartitionLimits,
+    total: int,
 ) -> tuple[int, str] | None:
     if counts[c.name] > 1:
         return Errors.INVALID_REQUEST, f"topic {c.name!r} appears more than once in the request"
@@ -134,6 +215,18 @@ def _creation_error(
     if c.num_partitions == 0 or c.num_partitions < -1:
         return Errors.INVALID_PARTITIONS, "number of partitions must be larger than 0"
     n = c.num_partitions if c.num_partitions != -1 else DEFAULT_NUM_PARTITIONS
+    if n > limits.per_topic:
+        return (
+            Errors.INVALID_PARTITIONS,
+            f"number of partitions {n} is larger than the limit of {limits.per_topic} per "
+            "topic (--max-partitions-per-topic)",
+        )
+    if total + n > limits.catalog:
+        return (
+            Errors.POLICY_VIOLATION,
+            f"topic {c.name!r} would bring the catalog to {total + n} partitions, more than "
+            f"its limit of {limits.catalog} (--max-catalog-partitions)",
+        )
     if c.partition_racks and len(c.partition_racks) != n:
         return (
             Errors.INVALID_REQUEST,

@@ -36,6 +36,10 @@ MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 4096
 MAX_USERNAME_CHARS = 255
+#: the longest password (UTF-8 bytes) a credential is made for and PLAIN checks: deriving a
+#: key costs CPU in proportion to the password (SASLprep is pure Python: 2 s for 512 KiB),
+#: so the gateway refuses a longer one before any work (Kafka has no such bound)
+MAX_PASSWORD_BYTES = 1024
 
 
 class CredentialError(ValueError):
@@ -80,6 +84,8 @@ def make_credential(
         )
     if not password:
         raise CredentialError("the password is empty")
+    if len(password.encode("utf-8", "surrogatepass")) > MAX_PASSWORD_BYTES:
+        raise CredentialError(f"the password is longer than {MAX_PASSWORD_BYTES} bytes")
     try:
         s, stored, server, i = scramp.ScramMechanism(mechanism).make_auth_info(
             password, iterations, salt

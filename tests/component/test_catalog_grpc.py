@@ -4,13 +4,15 @@ stay stable, persistence, and delivery of each new image to every partition loop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
+from unittest.mock import ANY
 
 from groupcoord.v1 import catalog_pb2
 
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
-from shards.core.topics import text_to_uuid
+from shards.core.topics import TOO_MANY_PARTITIONS_PER_REQUEST, text_to_uuid
 from tests.component.conftest import TOPICS, Client, connect, shard_settings
 
 
@@ -144,6 +146,86 @@ async def test_a_change_made_by_another_process_is_picked_up(
                 break
             await asyncio.sleep(0.01)
         assert all(p.sm.topics.by_name.get("from-other") for p in runtime.partitions.values())
+    finally:
+        await oc.channel.close()
+        await other.stop()
+
+
+async def test_partition_bounds_are_kafkas_errors_and_change_nothing(tmp_path: Path) -> None:
+    """--max-partitions-per-topic 100, --max-catalog-partitions 150 (issue 36 item 4): a topic
+    over the per-topic bound is INVALID_PARTITIONS, one taking the catalog over its bound
+    POLICY_VIOLATION (topics created before in the same request count), more than Kafka's
+    10,000 partitions in one request POLICY_VIOLATION for every topic; validate_only the
+    same; nothing refused is written."""
+    settings = dataclasses.replace(
+        shard_settings(tmp_path), max_partitions_per_topic=100, max_catalog_partitions=150
+    )
+    app = ShardApp(settings)
+    await app.start()
+    c = await connect(app)
+    try:
+        for validate_only in (True, False):
+            r = await c.catalog.CreateTopics(
+                create(("wide", 101), ("a", 100), ("b", 51), ("c", 50), validate_only=validate_only)
+            )
+            assert [(t.name, t.error_code) for t in r.topics] == [
+                ("wide", Errors.INVALID_PARTITIONS),
+                ("a", 0),
+                ("b", Errors.POLICY_VIOLATION),
+                ("c", 0),
+            ]
+            assert "--max-partitions-per-topic" in r.topics[0].error_message
+            assert "151 partitions" in r.topics[2].error_message
+        r = await c.catalog.CreateTopics(create(("d", 1)))
+        assert r.topics[0].error_code == Errors.POLICY_VIOLATION  # 150 already
+        r = await c.catalog.CreateTopics(create(("e", 2**31 - 1), ("f", 1)))
+        assert [(t.error_code, t.error_message) for t in r.topics] == [
+            (Errors.POLICY_VIOLATION, TOO_MANY_PARTITIONS_PER_REQUEST)
+        ] * 2
+        assert await describe_all(c) == {
+            "a": (ANY, 100),
+            "c": (ANY, 50),
+        }
+    finally:
+        await c.channel.close()
+        await app.stop()
+
+
+async def test_a_topic_over_the_bound_from_elsewhere_is_not_served(
+    client: Client, tmp_path: Path
+) -> None:
+    """Another process with a higher --max-partitions-per-topic creates a topic over this
+    one's (10,000): this one leaves it out of what it serves, says why when asked for it by
+    name or id, and deletes it on request."""
+    other = ShardApp(dataclasses.replace(shard_settings(tmp_path), max_partitions_per_topic=20_000))
+    await other.start()
+    oc = await connect(other)
+    try:
+        made = await oc.catalog.CreateTopics(create(("wide", 20_000)))
+        assert made.topics[0].error_code == 0
+        wide_id = made.topics[0].topic_id
+        for _ in range(200):
+            if client.app.catalog is not None and "wide" in client.app.catalog.refused:
+                break
+            await asyncio.sleep(0.01)
+        assert "wide" not in await describe_all(client)
+        runtime = client.app.runtime
+        assert runtime is not None
+        assert not any(p.sm.topics.by_name.get("wide") for p in runtime.partitions.values())
+        r = await client.catalog.DescribeTopics(
+            catalog_pb2.DescribeTopicsRequest(topic_names=["wide"], topic_ids=[wide_id])
+        )
+        assert [(t.name, t.topic_id, t.error_code, t.num_partitions) for t in r.topics] == [
+            ("wide", wide_id, Errors.POLICY_VIOLATION, 0)
+        ] * 2
+        assert "20000 partitions" in r.topics[0].error_message
+        r = await client.catalog.CreateTopics(create(("wide", 1)))
+        assert r.topics[0].error_code == Errors.TOPIC_ALREADY_EXISTS
+        d = await client.catalog.DeleteTopics(
+            catalog_pb2.DeleteTopicsRequest(topics=[catalog_pb2.DeleteTopicState(name="wide")])
+        )
+        assert d.responses[0].error_code == 0
+        assert client.app.catalog is not None and client.app.catalog.refused == {}
     finally:
         await oc.channel.close()
         await other.stop()

@@ -184,6 +184,58 @@ async def test_scram_bad_credentials_fail_late_and_close(
     assert mechanism in r.error_message
 
 
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (b"\0alice\0" + b"x" * 1025, "the password is longer than 1024 bytes"),
+        (b"\0" + b"u" * 1021 + b"\0secret", "the user name is longer than 255 characters"),
+    ],
+)
+async def test_an_oversized_plain_token_fails_at_once(
+    wire: KafkaWire, token: bytes, why: str
+) -> None:
+    """Refused before any work (SASLprep and PBKDF2 cost in proportion to the password):
+    Kafka's error, a message saying why, the usual delay, then closed."""
+    await handshake(wire, "PLAIN")
+    r = await failed_late_then_closed(wire, authenticate(wire, token))
+    assert r.error_code == ErrorCode.sasl_authentication_failed
+    assert r.error_message == f"Authentication failed: {why}"
+
+
+async def test_an_oversized_scram_message_fails_at_once(wire: KafkaWire) -> None:
+    await handshake(wire, "SCRAM-SHA-512")
+    token = b"n,,n=" + b"u" * 9000 + b",r=abcdef"
+    r = await failed_late_then_closed(wire, authenticate(wire, token))
+    assert r.error_code == ErrorCode.sasl_authentication_failed
+    assert "longer than 8192 bytes" in r.error_message
+
+
+async def test_one_hosts_failures_take_turns(stack: Stack) -> None:
+    """Failed checks from one host are spaced by the failed-authentication delay however
+    many connections it opens (each failure keeps the host's turn that long), and a good
+    login from the same host waits its turn, then succeeds."""
+    wires = [await stack.wire() for _ in range(4)]
+    try:
+        started = time.monotonic()
+        for w in wires:
+            await handshake(w, "PLAIN")
+        bad = [authenticate(w, b"\0alice\0wrong") for w in wires[:3]]
+        answers = await asyncio.gather(*bad, plain_after(wires[3]))
+        elapsed = time.monotonic() - started
+        assert [a.error_code for a in answers[:3]] == [ErrorCode.sasl_authentication_failed] * 3
+        assert answers[3].error_code == ErrorCode.none
+        assert elapsed >= 3 * DELAY_MS / 1000  # three failures, one after another
+        assert stack.gateway.sasl is not None and stack.gateway.sasl.turns.waiting("127.0.0.1") == 0
+    finally:
+        for w in wires:
+            await w.close()
+
+
+async def plain_after(wire: KafkaWire) -> Any:
+    await asyncio.sleep(0.02)  # (behind the failures in the host's line)
+    return await authenticate(wire, b"\0alice\0alice-secret")
+
+
 async def test_plain_checks_the_scram_sha_256_credential_when_there_is_no_512(
     wire: KafkaWire,
 ) -> None:

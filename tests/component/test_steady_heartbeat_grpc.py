@@ -19,6 +19,7 @@ from groupcoord.v1 import common_pb2, consumer_group_pb2, offsets_pb2
 
 from services.rpc.grpc_server import unary_handler
 from services.rpc.invoke import Method
+from services.rpc.principal import Caller
 from services.shard.servicer import group_coordinator_methods, steady_heartbeat_answer
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer import api
@@ -529,7 +530,8 @@ async def test_the_unary_behaviour_answers_from_the_shortcut_or_else_the_handler
     assert Response.FromString(await behavior(full, PeerContext())).member_epoch == epoch
     assert len(handled) == 1 and handled[0].context.client_host == HOST
     # an authorizer asks who is calling: every request goes to the handler
-    identified = unary_handler(counted, identify=lambda context: "User:alice").unary_unary
+    alice = Caller(lambda: "User:alice", True)
+    identified = unary_handler(counted, identify=lambda context: alice).unary_unary
     assert Response.FromString(await identified(steady, PeerContext())).member_epoch == epoch
     assert len(handled) == 2
 

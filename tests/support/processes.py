@@ -125,6 +125,37 @@ class ServerProcess:
             self.kill()
 
 
+def sasl_dev(workdir: Path, users: dict[str, str], *extra: str, **kw: Any) -> ServerProcess:
+    """``groupcoord dev`` (4 offsets partitions) with a SASL_PLAINTEXT listener (PLAIN,
+    SCRAM-SHA-512) and ``users`` (name -> password) in its store, written beforehand as
+    ``groupcoord scram set`` would; ``extra``: more options."""
+    import asyncio
+
+    from shards.security.admin import set_scram
+    from shards.storage import open_store
+
+    data = workdir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+
+    async def add_users() -> None:
+        async with open_store(f"sqlite:///{data / 'groupcoord.db'}") as store:
+            for user, password in users.items():
+                await set_scram(store, user, "SCRAM-SHA-512", password)
+
+    asyncio.run(add_users())
+    return ServerProcess.dev(
+        workdir,
+        "--num-partitions",
+        "4",
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        *extra,
+        **kw,
+    )
+
+
 def gateway_process(
     shard_address: str, partitions: int | str, log: Path, *extra: str, **kw: Any
 ) -> ServerProcess:

@@ -175,3 +175,11 @@ def test_scram_credentials_and_plain() -> None:
 def test_iterations_out_of_kafkas_bounds_are_refused(iterations: int) -> None:
     with pytest.raises(CredentialError):
         make_credential("SCRAM-SHA-256", "pw", iterations)
+
+
+def test_a_password_over_the_plain_bound_makes_no_credential() -> None:
+    """PLAIN refuses passwords over 1 KiB before any work (their check costs CPU in
+    proportion): no credential is made for one, so that every user can log in with PLAIN."""
+    assert make_credential("SCRAM-SHA-512", "p" * 1024).iterations == 4096
+    with pytest.raises(CredentialError, match="longer than 1024 bytes"):
+        make_credential("SCRAM-SHA-512", "é" * 513)

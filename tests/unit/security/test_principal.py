@@ -14,6 +14,7 @@ from services.rpc.principal import (
     caller_identifier,
     connection_principal,
     grpc_principal,
+    stream_caller,
 )
 
 
@@ -47,7 +48,20 @@ def test_grpc_principal_is_the_certificate_subject() -> None:
 
 def test_forwarded_principals_only_from_trusted_gateways() -> None:
     trusting = caller_identifier(["User:CN=gateway,O=example"])
-    assert trusting(Context(TLS, FORWARD)) == "User:alice"
-    assert trusting(Context(TLS)) == TRUSTED_GATEWAY  # its own calls: judged ANONYMOUS
-    assert trusting(Context({}, FORWARD)) == ANONYMOUS  # a plaintext caller claims alice
-    assert caller_identifier([])(Context(TLS, FORWARD)) == "User:CN=gateway,O=example"
+    assert trusting(Context(TLS, FORWARD)).principal() == "User:alice"
+    assert trusting(Context(TLS)).principal() == TRUSTED_GATEWAY  # its own calls: ANONYMOUS
+    assert trusting(Context({}, FORWARD)).principal() == ANONYMOUS  # a plaintext caller
+    assert caller_identifier([])(Context(TLS, FORWARD)).principal() == "User:CN=gateway,O=example"
+
+
+def test_only_trusted_gateways_forward_client_hosts() -> None:
+    """The client host a request names counts only from a trusted gateway (unary and the
+    batch stream alike); from anyone else the socket peer replaces it."""
+    gateway = ["User:CN=gateway,O=example"]
+    assert caller_identifier(gateway)(Context(TLS)).trusted
+    assert not caller_identifier(gateway)(Context({}, FORWARD)).trusted
+    assert not caller_identifier([])(Context(TLS)).trusted
+    stream = stream_caller(gateway)(Context(TLS))
+    assert stream.trusted and stream.principal(FORWARD) == "User:alice"
+    stream = stream_caller(gateway)(Context({}))
+    assert not stream.trusted and stream.principal(FORWARD) == ANONYMOUS
