@@ -111,16 +111,17 @@ class StoreTime:
     async def sleep(self, ms: float) -> None:
         await self.base.sleep(ms)
 
-    async def sync(self, read: Callable[[], Awaitable[int | None]]) -> bool:
+    async def sync(self, read: Callable[[], Awaitable[int | None]]) -> bool | None:
         """Measure the offset against ``read()`` (the store's wall clock, None when it has
         none): NTP's estimate, the store's reading against the local time halfway through
-        the round trip. False if the store has no clock or every round trip was too long."""
+        the round trip. False if every round trip was too long; None if the store has no
+        clock (nothing to follow)."""
         best: tuple[float, int] | None = None
         for _ in range(self.SAMPLES):
             sent, wall = self.base.monotonic_ms(), self.base.now_ms()
             remote = await read()
             if remote is None:
-                return False
+                return None
             rtt = self.base.monotonic_ms() - sent
             offset = remote - (wall + rtt // 2)
             if best is None or rtt < best[0]:

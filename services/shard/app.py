@@ -438,11 +438,12 @@ class ShardApp:
         store, clock = self.store, self.clock
         assert store is not None
         for _ in range(CLOCK_SYNC_ATTEMPTS):
-            if await clock.sync(store.server_time_ms):
-                break
-            if not clock.synced and await store.server_time_ms() is None:
+            synced = await clock.sync(store.server_time_ms)
+            if synced is None:
                 return  # no clock but ours (SQLite, memory): nothing to follow
-            await asyncio.sleep(0.1)
+            if synced:
+                break
+            await clock.sleep(100)
         else:
             raise RuntimeError(
                 f"could not read the clock of the store {store.description} within "

@@ -50,7 +50,7 @@ async def test_a_store_without_a_clock_or_a_slow_link_changes_nothing() -> None:
     async def none() -> int | None:
         return None
 
-    assert not await clock.sync(none)
+    assert await clock.sync(none) is None
     slow = StoreClock(local, ahead_ms=5_000, rtt_ms=StoreTime.MAX_RTT_MS + 2)
     assert not await clock.sync(slow.read)
     assert clock.offset_ms == 0 and not clock.synced
