@@ -16,7 +16,7 @@ The JSON result holds the usual header (``bench/report.py``), the table (fault Ã
 lost, stale, invented, double ownership, epoch violations, two writers, max recovery) and
 every run's counts, recovery per fault and history path. The exit code is 1 when any run
 broke an invariant or missed its fault's recovery target (lease + 2 s; the store's own
-faults: three leases + 3 s), so a long run can gate too.
+^XX
 """
 
 from __future__ import annotations

@@ -102,6 +102,11 @@ class OwnershipManager:
         #: the map without this process, for the live members it was computed for
         self._without_me: tuple[frozenset[str], dict[int, str]] = (frozenset(), {})
         self._last_heartbeat_ok: int | None = None  # monotonic ms
+        #: the other members of the last view taken while this process was in touch with
+        #: the registry, and when it came back after losing touch (see _refresh_members)
+        self._last_good: dict[str, Member] = {}
+        self._rejoined_at: int | None = None  # monotonic ms
+        self._heartbeat_failing = False
         self._last_full: int | None = None  # monotonic ms
         self._loading: dict[int, asyncio.Task[Any]] = {}
         self._unloading: dict[int, asyncio.Task[Any]] = {}
@@ -209,7 +214,19 @@ class OwnershipManager:
 
     async def _heartbeat_once(self) -> None:
         self.me = replace(self.me, partitions=self._states())
-        await self.membership.heartbeat(self.me, self.settings.ttl_ms)
+        try:
+            await self.membership.heartbeat(self.me, self.settings.ttl_ms)
+        except RegistrationConflict:
+            raise
+        except Exception:
+            self._heartbeat_failing = True
+            raise
+        if self._last_good and self.cut_off():
+            log.info("back in touch with the registry after %.0f ms", self._since_last_ok())
+            self._rejoined_at = self.clock.monotonic_ms()
+        if self._heartbeat_failing:
+            self._heartbeat_failing = False
+            self.runtime.store_reachable()
         if not self.registered:
             log.info(
                 "registered as member %s (%s, %s)",
@@ -249,6 +266,9 @@ class OwnershipManager:
         self.stats["moved_out"] += 1
         log.info("partition %d lost (%s)", partition, reason)
         self._wake.set()
+
+    def _since_last_ok(self) -> float:
+        return self._since(self._last_heartbeat_ok)
 
     def _since(self, monotonic_ms: int | None) -> float:
         return float("inf") if monotonic_ms is None else self.clock.monotonic_ms() - monotonic_ms
@@ -294,11 +314,27 @@ class OwnershipManager:
                         m.num_partitions,
                         self.settings.num_partitions,
                     )
+        self._keep_the_last_view(live)
         if set(live) != set(self.members):
             log.info("members: %s", ", ".join(f"{k}@{m.address}" for k, m in sorted(live.items())))
         self.members = live
         self._by_owner = {m.owner: m for m in live.values()}
         self.target = assign(self.settings.num_partitions, live)
+
+    def _keep_the_last_view(self, live: dict[str, Member]) -> None:
+        """After losing touch with the registry for a lease (the store was gone, or only
+        the link to it), the members of the last view this process took in touch with it
+        count as live for one more TTL unless they are back already. When the store itself
+        was gone, every entry expired at once and the shards come back one heartbeat
+        apart: without this, the first one back would see itself alone and take -- then
+        hand back -- every other shard's partitions. A member that really died meanwhile
+        loses its partitions one TTL later than it would have (its leases had expired with
+        the store's outage anyway). Liveness only: leases decide who writes."""
+        if self.cut_off() or self._since(self._rejoined_at) < self.settings.ttl_ms:
+            for k, m in self._last_good.items():
+                live.setdefault(k, m)
+        else:
+            self._last_good = {k: m for k, m in live.items() if k != self.me.member_id}
 
     async def reconcile(self, full: bool = True) -> bool:
         """One round. ``full`` re-reads the registry and every lease; otherwise only the

@@ -93,6 +93,9 @@ class CoordinatorRuntime:
         #: send clients here for them
         self.lapsed: set[int] = set()
         self._renewal_failing: set[int] = set()
+        #: set (and replaced) when the store answers again after failing: loads waiting out
+        #: a backoff retry at once (see store_reachable)
+        self._retry_now = asyncio.Event()
         #: called with (partition number, reason) when a partition is lost to another owner;
         #: without it a single owner (not ``respect_leases``) re-acquires the partition
         self.on_partition_lost: Callable[[int, str], None] | None = None
@@ -168,10 +171,26 @@ class CoordinatorRuntime:
                 log.warning(
                     "partition %d: load failed (%r), retrying in %d ms", p.partition, ex, delay
                 )
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, max_delay)
+                woken = await self._backoff(delay)
+                delay = self.reload_backoff_ms[0] if woken else min(delay * 2, max_delay)
                 if self._stopped(p):  # closed while we slept
                     return
+
+    def store_reachable(self) -> None:
+        """The store answers again after failing (the ownership manager's registry
+        heartbeat went through): every load waiting out its backoff retries now, with its
+        backoff reset, instead of up to ``reload_backoff_ms[1]`` later -- after an outage
+        of a few seconds the backoffs have grown that long."""
+        self._retry_now.set()
+        self._retry_now = asyncio.Event()
+
+    async def _backoff(self, ms: int) -> bool:
+        """Sleep ``ms``; True if :meth:`store_reachable` cut it short."""
+        event = self._retry_now
+        with contextlib.suppress(TimeoutError):
+            async with timeout(self.clock, ms):
+                await event.wait()
+        return event.is_set()
 
     def _stopped(self, p: CoordinatorPartition) -> bool:
         return p.state is PartitionState.CLOSED or self._closed

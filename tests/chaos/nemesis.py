@@ -107,18 +107,12 @@ class Fault:
     #: it) or its "end" (nothing can serve during it: the store is down, or the clients
     #: are cut from the live owner)
     recovery_from: str = "start"
-    #: a fault of the store itself (every lease expires at once)
-    store: bool = False
     describe: str = ""
 
     def recovery_target_s(self, lease_s: float) -> float:
-        """Issue 35's target: lease + 2 s. After the store was gone for longer than a
-        lease, every lease and registry entry has expired at once: the shards register
-        again one by one, and for a moment each sees only some of the others and takes
-        (then hands back) their partitions; some keys wait ~5 s after a 2 s Redis outage
-        (docs/reliability.md). Not issue 35's target: three leases + 3 s keeps that churn
-        from growing unnoticed."""
-        return 3 * lease_s + 3 if self.store else lease_s + 2
+        """Issue 35's target: lease + 2 s (of the fault's start or end, see
+        ``recovery_from``), for every fault, the store's own included."""
+        return lease_s + 2
 
 
 @dataclass
@@ -324,14 +318,12 @@ FAULTS: dict[str, Fault] = {
             "store-kill",
             _store_kill,
             recovery_from="end",
-            store=True,
             describe="kill -9 of Redis, restarted after 2 s",
         ),
         Fault(
             "store-pause",
             _store_pause,
             recovery_from="end",
-            store=True,
             describe="SIGSTOP of Redis for 2 leases",
         ),
         Fault(

@@ -83,8 +83,8 @@ def _assert_safe(result: RunResult) -> None:
 
 
 def _assert_recovered(result: RunResult) -> None:
-    """Every client's key served again within the fault's target (lease + 2 s; after the
-    store's own faults a looser one: :meth:`Fault.recovery_target_s`)."""
+    """Every client's key served again within the fault's target (lease + 2 s of its start
+    or end: :meth:`Fault.recovery_target_s`)."""
     assert result.recovery_s <= result.target_s, (
         f"{result.fault}: a client's key was served again {result.recovery_s:.2f} s after "
         f"the fault's {result.recovery_from} (target {result.target_s} s): "
@@ -92,15 +92,10 @@ def _assert_recovered(result: RunResult) -> None:
     )
 
 
-@pytest.mark.parametrize("fault", ["kill", "pause-short", "cut-client", "cut-gateway"])
+@pytest.mark.parametrize(
+    "fault", ["kill", "pause-short", "cut-client", "cut-gateway", "store-kill", "store-pause"]
+)
 async def test_fault_loses_nothing_and_recovers_in_time(fault: str, tmp_path: Path) -> None:
-    result = await _run(fault, tmp_path)
-    _assert_safe(result)
-    _assert_recovered(result)
-
-
-@pytest.mark.parametrize("fault", ["store-kill", "store-pause"])
-async def test_store_fault_loses_nothing_and_recovers(fault: str, tmp_path: Path) -> None:
     result = await _run(fault, tmp_path)
     _assert_safe(result)
     _assert_recovered(result)

@@ -462,3 +462,63 @@ async def test_renewals_extend_the_deadline_from_when_they_were_sent(
     assert a.active == list(range(PARTITIONS)) and a.runtime.self_fenced == 0
     ahead = [a.runtime.partitions[p].serve_until - clock.monotonic_ms() for p in a.active]
     assert all(0 < d <= LEASE_MS - lease_margin_ms(LEASE_MS) for d in ahead)
+
+
+async def test_after_a_store_outage_no_shard_takes_the_partitions_of_another_coming_back(
+    make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
+) -> None:
+    """The store is gone for everyone for longer than a lease: every registry entry and
+    lease expires at once. When it comes back, the shards register again one heartbeat
+    apart; the first one back must not compute a map of itself alone and take (then hand
+    back) the others' partitions -- it keeps the members of its last view for one TTL, so
+    each shard loads only its own share and nothing moves twice."""
+    link = Link()
+    shards = [make_shard(n, link=link) for n in range(3)]
+    for s in shards:  # heartbeat phases a tenth of a lease apart
+        await start(s)
+        await clock.run_for(LEASE_MS // 10)
+    await clock.run_until(lambda: balanced(*shards), 20 * LEASE_MS)
+    share = {n: set(s.active) for n, s in enumerate(shards)}
+    link.cut = True
+    await clock.run_until(lambda: not any(s.active for s in shards), 2 * LEASE_MS)
+    await clock.run_for(LEASE_MS)  # every entry and lease has expired in the store
+    before = [s.manager.stats.copy() for s in shards]
+    link.cut = False
+    most = dict.fromkeys(range(3), 0)
+
+    def back() -> bool:
+        for n, s in enumerate(shards):
+            assert set(s.active) <= share[n], f"shard {n} took {set(s.active) - share[n]}"
+            most[n] = max(most[n], len(s.active))
+        return balanced(*shards)
+
+    took = await clock.run_until(back, 10 * LEASE_MS)
+    assert {n: set(s.active) for n, s in enumerate(shards)} == share
+    # one heartbeat to come back, one poll or round to load: well inside a lease
+    assert took <= LEASE_MS // 3 + shards[0].manager.settings.round_ms + 50
+    # each partition loaded once, none handed off
+    moved = [s.manager.stats - b for s, b in zip(shards, before, strict=True)]
+    assert [m["moved_in"] for m in moved] == [len(share[n]) for n in range(3)]
+    assert all(m["moved_out"] == 0 for m in moved)
+
+
+async def test_a_shard_that_died_during_a_store_outage_loses_its_share_one_ttl_later(
+    make_shard: Callable[..., Shard], clock: ManualClock
+) -> None:
+    """The last view is kept for one TTL only: a member that does not come back is dropped
+    then, and its partitions are served by the others."""
+    link = Link()
+    shards = [make_shard(n, link=link) for n in range(3)]
+    for s in shards:
+        await start(s)
+        await clock.run_for(LEASE_MS // 10)
+    await clock.run_until(lambda: balanced(*shards), 20 * LEASE_MS)
+    link.cut = True
+    dead = shards.pop()
+    await dead.manager.stop()  # dies while the store is gone: it cannot leave
+    await dead.runtime.close()
+    await clock.run_for(2 * LEASE_MS)
+    link.cut = False
+    took = await clock.run_until(lambda: balanced(*shards), 10 * LEASE_MS)
+    settings = shards[0].manager.settings
+    assert LEASE_MS <= took <= LEASE_MS + settings.round_ms + settings.handoff_poll_ms + 50

@@ -1018,3 +1018,24 @@ async def test_a_log_longer_to_replay_than_a_lease_keeps_its_lease(
     assert await rt.read(0, lambda sm, now: sm.values["k"]) == 11_999
     assert rt.self_fenced == 0 and (await store.lease(0)).owner == "test"  # type: ignore[union-attr]
     await rt.close()
+
+
+async def test_a_load_waiting_out_its_backoff_retries_as_soon_as_the_store_is_back(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """After an outage of a few seconds the load's backoff has grown to seconds; once told
+    the store answers again, it retries at once and starts its backoff over."""
+    rt = make_runtime(store, reload_backoff_ms=(50, 5_000))
+    store.fail_next_loads(6)  # the store is gone: 50 + 100 + ... + 800 ms of backoff
+    loading = asyncio.ensure_future(rt.load(0))
+    await clock.run_for(50 + 100 + 200 + 400 + 800 + 1)  # the sixth failed: 1.6 s to wait
+    assert not loading.done()
+    store.fail_next_loads(1)
+    rt.store_reachable()
+    await clock.run_for(0)
+    assert not loading.done()  # failed once more: its backoff starts over
+    await clock.run_for(49)
+    assert not loading.done()
+    await clock.run_for(1)
+    assert await loading is True
+    assert rt.partition(0).state is PartitionState.ACTIVE
