@@ -16,6 +16,8 @@ The pattern (the same in any language; docs/multi-shard.md spells it out):
      ``CANCELLED`` (a shard shutting down), or an attempt that timed out: the partition moved
      or its shard is gone -- forget the cached address, back off, find again, asking
      another shard first (the one that named the address may be cut off, its view stale);
+     a shard that did not answer in time, or at all, is asked last until it answers again
+     (it may be paused: asking it costs a whole attempt);
    * ``COORDINATOR_LOAD_IN_PROGRESS`` (14): the right shard is still loading the partition
      -- keep the address, back off, call again.
 
@@ -148,6 +150,9 @@ class CoordinatorClient:
         #: ask next time if the bootstrap addresses are gone
         self._learned: dict[str, None] = {}
         self._finder = 0  # index of the next address to ask FindCoordinator
+        #: addresses whose last call did not answer in time or at all (paused, cut off,
+        #: gone) and have not answered since: asked for FindCoordinator after the others
+        self._suspects: set[str] = set()
         #: what happened, for tests and metrics: attempts, reroutes, load waits, lookups...
         self.stats: Counter[str] = Counter()
 
@@ -183,7 +188,18 @@ class CoordinatorClient:
     def _finders(self) -> list[str]:
         known = list(dict.fromkeys([*self.bootstrap, *reversed(self._learned)]))
         start = self._finder % len(known)
-        return known[start:] + known[:start]
+        turn = known[start:] + known[:start]
+        # a shard that just timed out may be paused: asking it costs a whole attempt
+        return [a for a in turn if a not in self._suspects] + [
+            a for a in turn if a in self._suspects
+        ]
+
+    def _answered(self, address: str) -> None:
+        self._suspects.discard(address)
+
+    def _unanswered(self, address: str, code: grpc.StatusCode) -> None:
+        if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+            self._suspects.add(address)
 
     async def find_coordinator(self, group_id: str) -> Route:
         """Ask the shards we know, one after the other, who owns ``group_id``'s partition.
@@ -199,7 +215,9 @@ class CoordinatorClient:
             except grpc.aio.AioRpcError as ex:
                 last = f"FindCoordinator on {address}: {ex.code().name}"
                 self._finder += 1  # start with the next one next time
+                self._unanswered(address, ex.code())
                 continue
+            self._answered(address)
             (c,) = response.coordinators
             if c.error_code != 0:
                 self._finder += 1  # this shard knows no owner: ask another one next time
@@ -258,6 +276,7 @@ class CoordinatorClient:
                 response = await getattr(self.stub(route.address), method)(
                     request, timeout=min(per_attempt, remaining)
                 )
+                self._answered(route.address)
                 code = coordinator_error(response)
                 if not code:
                     return response
@@ -277,6 +296,7 @@ class CoordinatorClient:
                 if route is not None:
                     self.forget(route)
                     self._finder += 1
+                    self._unanswered(route.address, ex.code())
                 self.stats["unavailable"] += 1
             pause = policy.backoff(attempt, self._rng)
             if time.monotonic() + pause >= deadline:

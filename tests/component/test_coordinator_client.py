@@ -5,6 +5,8 @@ its deadline."""
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -34,11 +36,15 @@ class FakeShard:
     port: int = 0
     lookups: int = 0
     commits: int = 0
+    #: a paused shard: every call waits (and times out)
+    hang: bool = False
     server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
         async def find(raw: bytes, ctx: grpc.aio.ServicerContext) -> bytes:
             self.lookups += 1
+            if self.hang:
+                await asyncio.sleep(30)
             req = groups_pb2.FindCoordinatorRequest.FromString(raw)
             target = self.owner() if self.owner else self
             return groups_pb2.FindCoordinatorResponse(
@@ -206,3 +212,36 @@ async def test_asks_shards_learnt_from_answers_when_the_bootstrap_is_gone(
         await a.stop()
         r = await client.offset_commit(commit("g2"))  # a new lookup: b answers it
         assert r.topics[0].partitions[0].error_code == 0 and b.lookups == 1
+
+
+async def test_a_shard_that_timed_out_is_asked_last_until_it_answers(
+    shards: list[FakeShard],
+) -> None:
+    """A paused shard costs a whole attempt each time it is asked: after one timeout, the
+    lookups ask every other shard first (whatever the rotation says)."""
+    a, b = shards
+    c = FakeShard(2)
+    await c.start()
+    try:
+        for s in (a, b, c):
+            s.owner = lambda: b
+        a.hang = True
+        policy = RetryPolicy(initial_backoff_s=0.001, max_backoff_s=0.005, attempt_timeout_s=0.3)
+        async with CoordinatorClient([a.address, b.address, c.address], policy) as client:
+            await client.offset_commit(commit("g1"))  # a times out, b answers
+            assert a.lookups == 1
+            # two reroutes move the rotation past b and c, back to a
+            b.commit_codes = [NOT_COORDINATOR, NOT_COORDINATOR]
+            r = await client.offset_commit(commit("g2"))
+            assert r.topics[0].partitions[0].error_code == 0
+            assert client.stats["reroutes"] == 2
+            assert a.lookups == 1  # not asked again: b and c answered first
+            # it resumes and owns g3's partition now: once it answers, it is a shard like
+            # any other again
+            a.hang = False
+            for s in (b, c):
+                s.owner = lambda: a
+            await client.offset_commit(commit("g3"))
+            assert a.commits == 1 and client._suspects == set()
+    finally:
+        await c.stop()
