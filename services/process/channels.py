@@ -6,6 +6,13 @@ was down for a minute and a half, a channel could wait another 20 s before tryin
 again, answering UNAVAILABLE to every call meanwhile although the shard is back. Internal
 peers restart (rolling updates, crashes) and come back on the same address, so the backoff is
 capped at a couple of seconds; a peer that stays down costs one failed TCP connect per cap.
+
+Every channel also sends HTTP/2 keepalive pings, also while no call is in flight: a peer whose
+host vanished, or a connection a NAT or load balancer dropped silently, is found within
+``KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS`` and the channel reconnects, instead of the next
+call waiting out its deadline on a dead connection. Servers accept those pings
+(:data:`SERVER_KEEPALIVE_OPTIONS`; a server that did not would close the connection with
+``too_many_pings``).
 """
 
 from __future__ import annotations
@@ -25,16 +32,32 @@ MIN_RECONNECT_BACKOFF_MS = 1_000
 #: the longest a channel waits before trying its address again
 MAX_RECONNECT_BACKOFF_MS = 2_000
 
+#: a ping after this long without reading anything from the peer...
+KEEPALIVE_TIME_MS = 10_000
+#: ...and the connection is closed if the ping is not acknowledged within this
+KEEPALIVE_TIMEOUT_MS = 5_000
+#: what every groupcoord gRPC server accepts from its clients: pings as often as every 5 s,
+#: also without calls in flight (Kafka-ecosystem gRPC clients commonly ping every 10-30 s)
+SERVER_KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.max_ping_strikes", 2),
+]
+
 Options = Sequence[tuple[str, Any]]
 
 
 def channel_options(*extra: Options) -> list[tuple[str, Any]]:
-    """The reconnect settings of every internal channel, followed by ``extra`` (a later
+    """The reconnect and keepalive settings of every internal channel, followed by ``extra`` (a later
     option of the same name wins, as in gRPC)."""
     merged: dict[str, Any] = {
         "grpc.initial_reconnect_backoff_ms": INITIAL_RECONNECT_BACKOFF_MS,
         "grpc.min_reconnect_backoff_ms": MIN_RECONNECT_BACKOFF_MS,
         "grpc.max_reconnect_backoff_ms": MAX_RECONNECT_BACKOFF_MS,
+        "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
+        "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.http2.max_pings_without_data": 0,
     }
     for options in extra:
         merged.update(options)

@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.process.channels import SERVER_KEEPALIVE_OPTIONS
 from services.process.health import LIVENESS
 from services.process.metrics import KafkaErrorMetrics, RpcMetrics, server_call_status
 from services.process.tls import ServerTls
@@ -153,12 +154,16 @@ class GrpcServer:
         self.identify = identify
         self.server = grpc.aio.server(
             interceptors=list(interceptors),
-            options=[
-                ("grpc.max_receive_message_length", max_receive_bytes or max_message_bytes),
-                ("grpc.max_send_message_length", max_message_bytes),
-                ("grpc.so_reuseport", 0),
-                *options,
-            ],
+            # the caller's options win over these defaults (one value per name)
+            options=list(
+                {
+                    "grpc.max_receive_message_length": max_receive_bytes or max_message_bytes,
+                    "grpc.max_send_message_length": max_message_bytes,
+                    "grpc.so_reuseport": 0,
+                    **dict(SERVER_KEEPALIVE_OPTIONS),
+                    **dict(options),
+                }.items()
+            ),
         )
         self.service_names: list[str] = []
         #: health names that :meth:`start` sets NOT_SERVING rather than SERVING ("" included);

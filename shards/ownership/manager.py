@@ -324,17 +324,21 @@ class OwnershipManager:
     def _keep_the_last_view(self, live: dict[str, Member]) -> None:
         """After losing touch with the registry for a lease (the store was gone, or only
         the link to it), the members of the last view this process took in touch with it
-        count as live for one more TTL unless they are back already. When the store itself
+        count as live for two more heartbeat periods unless they are back already. When the store itself
         was gone, every entry expired at once and the shards come back one heartbeat
         apart: without this, the first one back would see itself alone and take -- then
         hand back -- every other shard's partitions. A member that really died meanwhile
-        loses its partitions one TTL later than it would have (its leases had expired with
-        the store's outage anyway). Liveness only: leases decide who writes."""
-        if self.cut_off() or self._since(self._rejoined_at) < self.settings.ttl_ms:
+        loses its partitions that much later than it would have (its leases had expired
+        with the store's outage anyway). Liveness only: leases decide who writes."""
+        if self.cut_off() or self._since(self._rejoined_at) < self._rejoin_grace_ms():
             for k, m in self._last_good.items():
                 live.setdefault(k, m)
         else:
             self._last_good = {k: m for k, m in live.items() if k != self.me.member_id}
+
+    def _rejoin_grace_ms(self) -> float:
+        """A live member heartbeats every TTL / 3: two periods to be back in the registry."""
+        return 2 * self.settings.ttl_ms / 3
 
     async def reconcile(self, full: bool = True) -> bool:
         """One round. ``full`` re-reads the registry and every lease; otherwise only the

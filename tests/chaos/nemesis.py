@@ -26,7 +26,11 @@ Faults (:data:`FAULTS`; ``lease`` is ``--lease-ms``, 1.5 s by default):
 * ``clock-skew`` -- node 0 stops gracefully (hand-off) and comes back with its wall clock
   8 days ahead (libfaketime), taking its partitions back; offsets retention is 1 day,
   checked every second;
-* ``double`` -- ``cut-store`` of node 0 and kill -9 of node 1 at the same moment.
+* ``double`` -- ``cut-store`` of node 0 and kill -9 of node 1 at the same moment;
+* ``double-store`` -- kill -9 of Redis and of node 1 at the same moment; Redis restarted
+  after 2 s, node 1 not: the two others, which keep their last view of the members for one
+  lease after the outage, must still serve node 1's partitions within lease + 2 s of the
+  store's return.
 """
 
 from __future__ import annotations
@@ -288,6 +292,17 @@ async def _double(run: Run) -> None:
     run.end(nodes=[0, 1])
 
 
+async def _double_store(run: Run) -> None:
+    run.start(nodes=[1], what="kill -9 of Redis + kill -9 of node 1 (not restarted)")
+    await asyncio.gather(
+        asyncio.to_thread(run.redis.kill),
+        asyncio.to_thread(run.cluster.kill, 1),
+    )
+    await run.hold(2)
+    await asyncio.to_thread(run.redis.start)
+    run.end(nodes=[1])
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
@@ -336,6 +351,12 @@ FAULTS: dict[str, Fault] = {
             _double,
             netns=True,
             describe="shard ↔ Redis cut of one shard + kill -9 of another",
+        ),
+        Fault(
+            "double-store",
+            _double_store,
+            recovery_from="end",
+            describe="kill -9 of Redis + kill -9 of a shard that stays down",
         ),
     )
 }

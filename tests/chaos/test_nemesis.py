@@ -146,3 +146,13 @@ async def test_double_fault_loses_nothing_and_recovers_in_time(tmp_path: Path) -
     result = await _run("double", tmp_path)
     _assert_safe(result)
     _assert_recovered(result)
+
+
+async def test_a_shard_dying_in_a_store_outage_is_replaced_in_time(tmp_path: Path) -> None:
+    """Redis and a shard killed at once, the shard not restarted: after the outage the
+    others keep their last view of the members for one lease (so that the first one back
+    does not take everything), and must still serve the dead shard's partitions within
+    lease + 2 s of Redis' return."""
+    result = await _run("double-store", tmp_path)
+    _assert_safe(result)
+    _assert_recovered(result)
