@@ -36,7 +36,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -478,6 +478,8 @@ class Connection:
                 item = queue.get_nowait()
                 if isinstance(item, asyncio.Future):
                     item.cancel()
+                elif isinstance(item, Coroutine):  # (Produce answers to walk: never run)
+                    item.close()
 
     async def _read_and_dispatch(
         self, proxy: ProxySession, queue: asyncio.Queue[Pending | _End]

@@ -15,7 +15,9 @@ listener, so all client traffic passes the gateway. Per request (:meth:`ProxySes
 * Metadata, DescribeCluster and FindCoordinator for other key types are forwarded and their
   response is decoded, rewritten and re-encoded (:data:`REWRITTEN`);
 * everything else is forwarded as bytes: the client's frame goes to the upstream broker
-  unchanged (same correlation id) and the broker's frame comes back unchanged.
+  unchanged (same correlation id) and the broker's frame comes back unchanged -- except the
+  leader endpoints (KIP-951) of Produce answers v10+, rewritten too (:mod:`.node_endpoints`);
+  Fetch is advertised up to v15, whose answers have none (:data:`MAX_VERSION`).
 
 Each client connection forwards over its own upstream connection, opened on the first
 forwarded request: a broker listener's to that broker, the bootstrap listener's to any
@@ -36,7 +38,7 @@ from typing import Any, Protocol
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from services.gateway import codec, framing
+from services.gateway import codec, framing, node_endpoints
 from services.gateway.handlers import Node
 from services.gateway.metrics import TO_UPSTREAM, GatewayMetrics
 from services.upstream.cluster import Broker, UpstreamCluster
@@ -55,6 +57,7 @@ from shards.core.errors import Errors
 log = logging.getLogger("groupcoord.gateway.proxy")
 
 PRODUCE = 0
+FETCH = 1
 METADATA = 3
 FIND_COORDINATOR = 10
 API_VERSIONS = 18
@@ -67,6 +70,14 @@ GROUP_KEY_TYPE = 0
 LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 36, 42, 47, 68, 69})
 #: Forwarded, the response rewritten (broker addresses -> gateway listeners).
 REWRITTEN = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
+#: The highest version advertised and forwarded, whatever the upstream's. Produce: the
+#: versions whose answers the gateway can walk to their leader endpoints (KIP-951, v10+),
+#: to rewrite them (:mod:`.node_endpoints`). Fetch: v16+ answers carry the same endpoints,
+#: last in answers that are written to the client while they arrive -- too late to rewrite.
+#: v16 to v18 differ from v15 only by them (and by request fields that only replicas set):
+#: a consumer whose fetch meets a moved leader refreshes its metadata instead, as before
+#: KIP-951.
+MAX_VERSION = {PRODUCE: node_endpoints.PRODUCE_MAX, FETCH: 15}
 #: Group APIs of the upstream's own group coordinator that groupcoord does not serve:
 #: share groups (KIP-932), streams groups (KIP-1071), transactional offset commits. Not
 #: advertised; a request for one closes the connection (TxnOffsetCommit gets an answer).
@@ -94,7 +105,7 @@ class Listeners(Protocol):
 #: What the connection queues per request: a complete frame (local answers), an awaitable
 #: of a frame, size prefix included (forwarded: a large one as a PartialFrame, written
 #: while it arrives), or None (no response).
-Pending = bytes | Awaitable[bytes | PartialFrame] | None
+Pending = bytes | Awaitable[bytes | bytearray | PartialFrame] | None
 
 
 class Proxy:
@@ -118,11 +129,13 @@ class Proxy:
     # ---- ApiVersions -------------------------------------------------------------------------
     def api_keys(self) -> list[dict[str, int]]:
         """The merged ranges: the upstream's, groupcoord's own for what it answers, capped to
-        what the gateway can decode where it must decode (rewrites, Produce's acks)."""
+        what the gateway can decode where it must decode (rewrites, Produce's acks) and to
+        :data:`MAX_VERSION`."""
         ranges: dict[int, tuple[int, int]] = {}
         for key, (lo, hi) in (self.cluster.api_versions or {}).items():
             if key in LOCAL or key in NOT_ADVERTISED:
                 continue
+            hi = min(hi, MAX_VERSION.get(key, hi))
             if key in REWRITTEN or key == PRODUCE:
                 known = known_versions(key)
                 if known is None:
@@ -131,8 +144,8 @@ class Proxy:
                 if key == FIND_COORDINATOR:
                     spec = codec.SERVED[key]
                     lo, hi = max(lo, spec.min_version), min(hi, spec.max_version)
-                if lo > hi:
-                    continue
+            if lo > hi:
+                continue
             ranges[key] = (lo, hi)
         for key in LOCAL:
             spec = codec.SERVED[key]
@@ -204,7 +217,10 @@ class Proxy:
 
     async def _metadata(self, body: Any) -> Any:
         self.cluster.absorb_brokers(
-            [Broker(int(b.node_id), b.host, int(b.port), b.rack) for b in body.brokers],
+            [
+                Broker(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))  # v1+
+                for b in body.brokers
+            ],
             body.cluster_id if hasattr(body, "cluster_id") else None,
             int(getattr(body, "controller_id", -1)),
         )
@@ -272,6 +288,9 @@ class ProxySession:
             return refuse_txn_offset_commit(frame, version, correlation_id)
         if api_key in NOT_ADVERTISED:
             raise CloseClient(f"API {api_key} is not served in proxy mode")
+        cap = MAX_VERSION.get(api_key)
+        if cap is not None and version > cap:
+            raise CloseClient(f"API {api_key} v{version} is not served in proxy mode")
         expect_response = True
         if api_key == PRODUCE:
             expect_response = produce_acks(frame, version) != 0
@@ -282,9 +301,15 @@ class ProxySession:
         link = await self._link()
         if self.proxy.metrics is not None:
             self.proxy.metrics.forwarded.add(len(frame) + 4, TO_UPSTREAM)
+        # Leader endpoints (KIP-951) may come with Produce v10+ answers: those are walked,
+        # so they arrive whole (they are small) rather than written while they arrive.
+        endpoints = api_key == PRODUCE and version >= 10
         try:
             fut = await link.send_frame(
-                frame, correlation_id, expect_response, stream=api_key not in REWRITTEN
+                frame,
+                correlation_id,
+                expect_response,
+                stream=api_key not in REWRITTEN and not endpoints,
             )
         except UpstreamFailure as ex:
             raise CloseClient(str(ex)) from ex
@@ -292,6 +317,9 @@ class ProxySession:
             return None
         if api_key in REWRITTEN:
             return asyncio.ensure_future(self._rewritten(fut, api_key, version))
+        if endpoints:
+            # (a coroutine, not a task: run by the writer when it comes to this answer)
+            return node_endpoints.produce_response_of(fut, version, self.proxy.listeners.address)
         return fut
 
     async def _rewritten(self, fut: Awaitable[bytes], api_key: int, version: int) -> bytes:

@@ -166,7 +166,8 @@ async def test_api_versions_are_the_upstreams_with_groupcoords_for_group_apis(
         r = await wire.send(api_versions())
         keys = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
         assert keys[0] == (3, 13)  # Produce: from v3 (acks must be readable)
-        assert keys[1] == (4, 17) and keys[32] == (1, 4)  # forwarded: the upstream's
+        assert keys[1] == (4, 15)  # Fetch: the upstream's, up to v15 (no leader endpoints)
+        assert keys[32] == (1, 4)  # forwarded: the upstream's
         assert keys[11] == (0, 9) and keys[68] == (0, 1)  # groupcoord's own
         assert keys[9] == (1, 9)  # OffsetFetch: groupcoord's, though the upstream lacks it
         assert 28 not in keys and 76 not in keys  # TxnOffsetCommit, share groups

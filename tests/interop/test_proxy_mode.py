@@ -256,6 +256,60 @@ def test_kafka_clients_use_groupcoord_in_front_of_apache_kafka(
     assert {p: o for (_t, p), o in log_ends.items() if o} == dict(ends)
 
 
+FRESH_TOPICS = 5
+FRESH_RECORDS = 3_000
+FRESH_PARTITIONS = 6
+
+
+def test_producers_right_after_topic_creation_write_each_record_once(
+    kafka: KafkaBroker, proxy: ServerProcess
+) -> None:
+    """A topic is created through the gateway and at once 3,000 records are produced to it
+    with a default (not idempotent) confluent-kafka producer; the upstream's log then holds
+    3,000 records -- five topics in a row. The broker answers the first batches of a topic
+    it is not yet leading NOT_LEADER_OR_FOLLOWER, with the leader's endpoint (KIP-951):
+    passed on as it was, librdkafka took the broker's own address from it, moved there and
+    sent its batches in flight on the gateway connection again ("Broker transport failure
+    (MsgPossiblyPersisted)"): 3,519 - 5,028 records in half the runs. The producer's last
+    Metadata answer must come from the gateway still: broker 1 at its gateway listener."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{proxy.ports['kafka']}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    topics = [unique("fresh") for _ in range(FRESH_TOPICS)]
+    failed: list[str] = []
+    seen_ports: set[int] = set()
+    for topic in topics:
+        admin.create_topics([NewTopic(topic, FRESH_PARTITIONS, 1)])[topic].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+        for i in range(FRESH_RECORDS):
+            producer.produce(
+                topic,
+                value=f"record-{i}",
+                on_delivery=lambda err, _msg: failed.append(str(err)) if err else None,
+            )
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        seen_ports |= {b.port for b in producer.list_topics(topic, timeout=10).brokers.values()}
+
+    async def upstream_log() -> dict[str, int]:
+        cluster = UpstreamCluster(kafka.bootstrap)
+        try:
+            ends = await cluster.log_end_offsets(
+                [(t, p) for t in topics for p in range(FRESH_PARTITIONS)]
+            )
+        finally:
+            await cluster.close()
+        return {t: sum(o for (name, _p), o in ends.items() if name == t) for t in topics}
+
+    counts = asyncio.run(upstream_log())
+    print(f"records in the upstream log per topic: {list(counts.values())}")
+    assert list(counts.values()) == [FRESH_RECORDS] * FRESH_TOPICS, counts
+    assert not failed, failed[:5]
+    assert kafka.port not in seen_ports, f"a producer reached the upstream directly: {seen_ports}"
+
+
 JAVA_RECORDS = 1_000
 
 
