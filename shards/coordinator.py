@@ -110,6 +110,8 @@ class GroupCoordinatorService:
         #: None: no topic checks (tests of the service alone); a shard always has a catalog
         self.topics = topics
         self.limits = limits
+        #: a member's heartbeat may acknowledge any assignment (shards.limits)
+        self.member_limits = limits.for_members()
         self.topics_miss_refresh_s = topics_miss_refresh_s
         self._topics_refreshed_at = float("-inf")
         self._topics_refresh: asyncio.Future[TopicsImage] | None = None
@@ -221,6 +223,7 @@ class GroupCoordinatorService:
         read: bool = False,
         if_empty: ApiError | None = None,
         request: Any = None,
+        limits: RequestLimits | None = None,
     ) -> R:
         """Run one operation on the group's partition; any failure (the core's ApiError, the
         partition not served here, a failed append) becomes the API's error shape.
@@ -233,7 +236,7 @@ class GroupCoordinatorService:
                 raise if_empty
             # (_refused checks the group id too)
             refused = (
-                self._refused(group_id, request)
+                self._refused(group_id, request, limits)
                 if request is not None
                 else group_id_error(group_id)
             )
@@ -342,9 +345,11 @@ class GroupCoordinatorService:
             unknown = missing(self.topics.image)
         return unknown
 
-    def _refused(self, group_id: str, request: Any) -> ApiError | None:
+    def _refused(
+        self, group_id: str, request: Any, limits: RequestLimits | None = None
+    ) -> ApiError | None:
         """A request over Kafka's limits (string lengths, ``max_items``): refused whole."""
-        return group_id_error(group_id) or request_error(request, self.limits)
+        return group_id_error(group_id) or request_error(request, limits or self.limits)
 
     async def offset_commit(self, request: api.OffsetCommitRequest) -> api.OffsetCommitResponse:
         refused = self._refused(request.group_id, request)
@@ -638,6 +643,7 @@ class GroupCoordinatorService:
             lambda shard, now: shard.consumer_group_heartbeat(request, now, ""),
             _heartbeat_error,
             request=request,
+            limits=self.member_limits,
         )
 
     async def consumer_group_heartbeat_as(
@@ -652,6 +658,7 @@ class GroupCoordinatorService:
             lambda shard, now: shard.consumer_group_heartbeat(request, now, principal),
             _heartbeat_error,
             request=request,
+            limits=self.member_limits,
         )
 
     async def consumer_group_describe(

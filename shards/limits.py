@@ -7,6 +7,12 @@ and requests with more list items (at every level: topics, partitions, members, 
 ``max_items`` get an in-band error (INVALID_GROUP_ID for a group id, INVALID_REQUEST for
 anything else) and change nothing. The byte size of a request is bounded by the gRPC server
 (``max_request_bytes``: RESOURCE_EXHAUSTED).
+
+One request may always go over ``max_items``: a ConsumerGroupHeartbeat in which a member
+reports what it owns and what it subscribes to. Whatever the coordinator assigns, the member
+must be able to acknowledge it, and the coordinator may assign the whole topic catalog to
+one member. Its bound is therefore derived from the catalog's
+(:func:`items_to_acknowledge`), never below ``max_items``.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import functools
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shards.core.errors import ApiError, Errors
+from shards.core.topics import DEFAULT_MAX_CATALOG_PARTITIONS
 
 #: Kafka's wire strings carry a signed 16-bit length.
 MAX_STRING_BYTES = 32_767
@@ -29,10 +36,25 @@ DEFAULT_MAX_ITEMS = 100_000
 GROUP_ID_FIELDS = frozenset({"group_id", "groups_names", "group_ids", "coordinator_keys"})
 
 
+def items_to_acknowledge(max_catalog_partitions: int) -> int:
+    """The most list items of a heartbeat acknowledging an assignment of the whole catalog:
+    every partition, a topic entry for each (topics of one partition at worst), and the
+    subscription naming every topic."""
+    return 3 * max_catalog_partitions
+
+
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
     max_items: int = DEFAULT_MAX_ITEMS
     max_string_bytes: int = MAX_STRING_BYTES
+    #: the largest topic catalog the coordinator may assign from (--max-catalog-partitions)
+    max_catalog_partitions: int = DEFAULT_MAX_CATALOG_PARTITIONS
+
+    def for_members(self) -> RequestLimits:
+        """The limits of a member's heartbeat: at least what acknowledging any assignment
+        takes (module docstring)."""
+        needed = items_to_acknowledge(self.max_catalog_partitions)
+        return self if needed <= self.max_items else replace(self, max_items=needed)
 
 
 DEFAULT_LIMITS = RequestLimits()

@@ -366,7 +366,9 @@ class ShardApp:
             view,
             s.operation_timeout_ms,
             topics=self.catalog,
-            limits=RequestLimits(max_items=s.max_request_items),
+            limits=RequestLimits(
+                max_items=s.max_request_items, max_catalog_partitions=s.max_catalog_partitions
+            ),
             log_ends=s.upstream,
         )
         coordinator: GroupCoordinatorApi = self.service

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from shards.core import api
 from shards.core.errors import Errors
-from shards.limits import MAX_STRING_BYTES, RequestLimits, group_id_error, request_error
+from shards.core.consumer.api import ConsumerGroupHeartbeatRequest, TopicPartitions
+from shards.limits import (
+    MAX_STRING_BYTES,
+    RequestLimits,
+    group_id_error,
+    items_to_acknowledge,
+    request_error,
+)
 from tests.support.properties import examples
 
 
@@ -87,3 +94,21 @@ def test_the_quick_check_decides_as_the_walk(cls: type) -> None:
         assert (got and (got.code, got.message)) == (walked and (walked.code, walked.message))
 
     check()
+
+
+def test_a_heartbeat_may_acknowledge_the_whole_catalog() -> None:
+    """The members' bound follows the catalog's and never goes below the general one."""
+    limits = RequestLimits(max_items=100_000, max_catalog_partitions=100_000)
+    assert limits.for_members().max_items == items_to_acknowledge(100_000) == 300_000
+    small = RequestLimits(max_items=100_000, max_catalog_partitions=1_000)
+    assert small.for_members() == small
+    owned = tuple(TopicPartitions(f"t{i}", (0,)) for i in range(100_000))
+    heartbeat = ConsumerGroupHeartbeatRequest(
+        "g",
+        "m",
+        5,
+        subscribed_topic_names=tuple(f"t{i}" for i in range(100_000)),
+        topic_partitions=owned,
+    )
+    assert request_error(heartbeat, limits) is not None  # 300,000 items
+    assert request_error(heartbeat, limits.for_members()) is None
