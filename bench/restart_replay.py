@@ -30,7 +30,7 @@ from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc, o
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench import report
-from tests.component.test_offsets_grpc import fetch_request
+from tests.component.test_offsets_grpc import commit_request, fetch_request
 from tests.support.processes import ServerProcess
 
 PER_COMMIT = 1_000
@@ -40,20 +40,7 @@ LOST = re.compile(r"re-acquiring|lease renewal failed|self-fenced|fenced by anot
 
 def _commit(group: str, base: int) -> offsets_pb2.OffsetCommitRequest:
     first = base % (PARTITIONS // PER_COMMIT) * PER_COMMIT
-    return offsets_pb2.OffsetCommitRequest(
-        group_id=group,
-        topics=[
-            offsets_pb2.OffsetCommitRequestTopic(
-                name="t",
-                partitions=[
-                    offsets_pb2.OffsetCommitRequestPartition(
-                        partition_index=first + i, committed_offset=base + i
-                    )
-                    for i in range(PER_COMMIT)
-                ],
-            )
-        ],
-    )
+    return commit_request(group, offsets={first + i: base + i for i in range(PER_COMMIT)})
 
 
 def _fetch(group: str) -> offsets_pb2.OffsetFetchRequest:
