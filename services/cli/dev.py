@@ -183,15 +183,14 @@ class BuiltinGateway:
         app.readiness_checks.append(("gateway", (HEALTH_SERVICE,), self.readiness))
 
     def readiness(self) -> Readiness:
+        from services.gateway.app import STARTING
         from services.process.health import Readiness
 
         # The built-in gateway's shard is this process: it is ready once it can
         # serve Kafka clients (proxy mode: the upstream has answered once).
         if self.gateway is None:
-            return Readiness(False, "not started")
-        if not self.gateway.ready:
-            return Readiness(False, "the upstream Kafka cluster has not answered yet")
-        return Readiness(True, f"Kafka on port {self.gateway.port}")
+            return Readiness(False, "starting", kind=STARTING)
+        return self.gateway.readiness()
 
     async def start(self) -> None:
         from services.gateway.app import GatewayApp, GatewaySettings

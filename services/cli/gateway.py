@@ -196,12 +196,7 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
 
             async def gateway_ready() -> Readiness:
                 if not app.ready:
-                    return Readiness(
-                        False,
-                        "not started"
-                        if app.server is None
-                        else "the upstream Kafka cluster has not answered yet",
-                    )
+                    return app.readiness()
                 return await shards()
 
             watcher = HealthWatcher(health)
