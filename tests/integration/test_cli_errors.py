@@ -10,6 +10,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,3 +200,16 @@ def test_debug_log_level_shows_the_traceback(closed_port: int) -> None:
 def test_partitions_with_unreachable_store(closed_port: int) -> None:
     result = groupcoord("partitions", "--store", f"redis://127.0.0.1:{closed_port}/0")
     assert_one_line_error(result, f"127.0.0.1:{closed_port}", "Redis")
+
+
+def test_group_command_against_nothing_fails_at_once(closed_port: int) -> None:
+    """Not after --timeout-ms (30 s) of FindCoordinator retries: one line saying nothing
+    listens there and what --bootstrap takes (tests/component/test_admin_bootstrap.py has
+    the Kafka-port case and the other commands)."""
+    started = time.monotonic()
+    result = groupcoord("groups", "describe", "g", "--bootstrap", f"127.0.0.1:{closed_port}")
+    assert time.monotonic() - started < 15
+    assert result.returncode == 1
+    assert_one_line_error(
+        result, f"nothing listens at 127.0.0.1:{closed_port}", "--bootstrap takes the gRPC"
+    )

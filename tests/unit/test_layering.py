@@ -136,7 +136,7 @@ RULES: dict[str, Rule] = {
     # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards
     "services.admin": rule(
         f"shards.core services.client services.options services.upstream {GENERATED}",
-        "click grpc isodate",
+        "click grpc grpc_health isodate",
     ),
     "services.history": rule(
         "shards.core shards.runtime.contract shards.storage.redis services.options",
