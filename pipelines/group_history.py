@@ -16,14 +16,26 @@ trigger (``write`` alone restarts with the process that writes).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+#: what it needs and how to get it: the one message of every optional feature
+#: (services/extras.py; said here in the same words, since pipelines/ ships alone to Spark)
+NEEDS = (
+    "pipelines.group_history: error: pipelines.group_history needs {}: run scripts/setup "
+    "analytics (in a checkout) or pip install 'groupcoord[analytics]'"
+)
+try:
+    from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ModuleNotFoundError as _missing:
+    if __name__ != "__main__":
+        raise
+    sys.exit(NEEDS.format((_missing.name or "pyspark").partition(".")[0]))
 
 #: the history event columns (services/history/events.py COLUMNS; a test keeps them equal)
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -554,6 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
     )
     args = p.parse_args(argv)
+    if not args.no_report and importlib.util.find_spec("matplotlib") is None:
+        sys.exit(NEEDS.format("matplotlib"))  # (for report.html)
     conf = dict(c.split("=", 1) for c in args.conf)
     spark = spark_session(args.master, conf=conf)
     try:
