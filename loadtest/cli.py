@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from loadtest import scenario as scenarios
+from services.extras import require
 from services.options import TlsArgs, opt, tls_options
 
 
@@ -199,13 +200,7 @@ def run(
 
 def _needs_extra() -> None:
     """The load tester's libraries are an extra (not in the server image): say so in one line."""
-    import importlib.util
-
-    missing = [m for m in ("hdrh", "matplotlib") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise click.ClickException(
-            f"groupcoord loadtest needs {', '.join(missing)}: pip install 'groupcoord[loadtest]'"
-        )
+    require("groupcoord loadtest", "loadtest", {"hdrh": "hdrhistogram", "matplotlib": "matplotlib"})
 
 
 @loadtest.command("compare")

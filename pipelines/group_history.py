@@ -16,14 +16,27 @@ trigger (``write`` alone restarts with the process that writes).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+#: what it needs and how to get it: the one message of every optional feature
+#: (services/extras.py; said here in the same words, since pipelines/ ships alone to Spark)
+NEEDS = (
+    "pipelines.group_history: error: pipelines.group_history needs {}: run scripts/setup "
+    "analytics (in a checkout) or pip install 'groupcoord[analytics]'"
+)
+try:
+    from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ModuleNotFoundError as _missing:
+    if __name__ != "__main__":
+        raise
+    sys.exit(NEEDS.format((_missing.name or "pyspark").partition(".")[0]))
 
 #: the history event columns (services/history/events.py COLUMNS; a test keeps them equal)
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -94,17 +107,123 @@ def spark_session(
     return builder.getOrCreate()
 
 
-def read_events(spark: SparkSession, path: str) -> DataFrame:
-    """Parquet (a file or directory of ``.parquet``) or JSON Lines; torn lines dropped."""
-    p = Path(path)
-    parquet = p.suffix == ".parquet" or (p.is_dir() and any(p.glob("*.parquet")))
-    if parquet:
-        df = spark.read.schema(EVENT_SCHEMA).parquet(path)
+class InputError(ValueError):
+    """``--input`` holds no history this pipeline reads (one line: what it holds instead)."""
+
+
+PARQUET_MAGIC = b"PAR1"
+#: enough of a file to tell Parquet (its magic) from JSON Lines (``{`` after blanks)
+_HEAD_BYTES = 16
+
+
+def file_format(head: bytes) -> str | None:
+    """``"parquet"`` or ``"json"`` by what a file holds, whatever its name (``head``: its first
+    bytes): a Parquet file opens with ``PAR1``, a history JSON Lines file with ``{`` (or is
+    empty); None: neither."""
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    text = head.lstrip()
+    return "json" if not text or text.startswith(b"{") else None
+
+
+def input_files(path: str, spark: SparkSession | None = None) -> tuple[str, list[str]]:
+    """The format of ``--input`` and its files, found by content: one file; or a directory
+    (a data dir's ``history/``, Spark's Parquet output...) of files all in one format, hidden
+    and ``_`` files (``_SUCCESS``, ``.crc``) left out. A local path is read directly, a URL
+    (``s3a://``, ``hdfs://``, ``file://``) through ``spark``'s Hadoop file systems.
+    :class:`InputError` when it holds no history, or both formats: an input is never read
+    as the wrong format (which left every table silently empty)."""
+    if "://" in path:
+        if spark is None:
+            raise InputError(f"{path}: a URL is read through Spark (give the session)")
+        is_file, heads = _hadoop_heads(spark, path)
     else:
-        if p.is_dir() and (p / "history").is_dir():
-            p = p / "history"
-        files = [str(f) for f in sorted(p.glob("*.jsonl"))] if p.is_dir() else [str(p)]
-        df = spark.read.schema(EVENT_SCHEMA).option("mode", "DROPMALFORMED").json(files)
+        is_file, heads = _local_heads(path)
+    if is_file:
+        ((name, head),) = heads
+        found = file_format(head)
+        if found is None:
+            raise InputError(
+                f"{path}: neither Parquet (groupcoord history export) nor history JSON Lines"
+            )
+        return found, [name]
+    by_format: dict[str, list[str]] = {}
+    for name, head in heads:
+        kind = file_format(head)
+        if kind is not None:
+            by_format.setdefault(kind, []).append(name)
+    if not by_format:
+        raise InputError(f"{path}: no Parquet (groupcoord history export) nor history JSON Lines")
+    if len(by_format) > 1:
+        raise InputError(
+            f"{path}: both Parquet ({by_format['parquet'][0]}) and JSON Lines "
+            f"({by_format['json'][0]}) files: give one kind"
+        )
+    ((kind, files),) = by_format.items()
+    return kind, files
+
+
+def _listed(name: str) -> bool:
+    return not name.startswith((".", "_"))
+
+
+def _local_heads(path: str) -> tuple[bool, list[tuple[str, bytes]]]:
+    """Whether ``path`` is a file, and the first bytes of it or of the files in it."""
+
+    def head(f: Path) -> bytes:
+        with open(f, "rb") as fh:
+            return fh.read(_HEAD_BYTES)
+
+    p = Path(path)
+    if p.is_file():
+        return True, [(path, head(p))]
+    if not p.is_dir():
+        raise InputError(f"{path}: no such file or directory")
+    if (p / "history").is_dir():
+        p = p / "history"
+    files = [f for f in sorted(p.iterdir()) if f.is_file() and _listed(f.name)]
+    return False, [(str(f), head(f)) for f in files]
+
+
+def _hadoop_heads(spark: SparkSession, path: str) -> tuple[bool, list[tuple[str, bytes]]]:
+    """:func:`_local_heads` through the session's Hadoop file systems."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    root = hadoop_path(path)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def head(p: Any) -> bytes:
+        out = bytearray()
+        stream = fs.open(p)
+        try:
+            while len(out) < _HEAD_BYTES and (b := stream.read()) >= 0:
+                out.append(b)
+        finally:
+            stream.close()
+        return bytes(out)
+
+    if not fs.exists(root):
+        raise InputError(f"{path}: no such file or directory")
+    if fs.getFileStatus(root).isFile():
+        return True, [(path, head(root))]
+    history = hadoop_path(root, "history")
+    if fs.exists(history) and fs.getFileStatus(history).isDirectory():
+        root = history
+    statuses = sorted(fs.listStatus(root), key=lambda st: st.getPath().getName())
+    files = [st.getPath() for st in statuses if st.isFile() and _listed(st.getPath().getName())]
+    return False, [(p.toString(), head(p)) for p in files]
+
+
+def read_events(spark: SparkSession, path: str) -> DataFrame:
+    """Parquet or JSON Lines (:func:`input_files`: by content, not by name); torn lines
+    dropped."""
+    kind, files = input_files(path, spark)
+    reader = spark.read.schema(EVENT_SCHEMA)
+    if kind == "parquet":
+        df = reader.parquet(*files)
+    else:
+        df = reader.option("mode", "DROPMALFORMED").json(files)
     return df.where(F.col("ts").isNotNull() & F.col("type").isNotNull())
 
 
@@ -530,6 +649,11 @@ def run(
 ) -> dict[str, int]:
     """Compute and write every table (and the report); the row count of each table."""
     events = read_events(spark, input_path)
+    if events.isEmpty():  # (said, never silent: the tables then hold nothing)
+        print(
+            f"pipelines.group_history: warning: no history events in {input_path}",
+            file=sys.stderr,
+        )
     log_end = read_log_end(spark, log_end_path) if log_end_path else None
     tables = build_tables(events, log_end)
     counts: dict[str, int] = {}
@@ -554,12 +678,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
     )
     args = p.parse_args(argv)
+    if not args.no_report and importlib.util.find_spec("matplotlib") is None:
+        sys.exit(NEEDS.format("matplotlib"))  # (for report.html)
     conf = dict(c.split("=", 1) for c in args.conf)
-    spark = spark_session(args.master, conf=conf)
     try:
-        counts = run(spark, args.input, args.output, args.log_end_offsets, not args.no_report)
-    finally:
-        spark.stop()
+        if "://" not in args.input:
+            input_files(args.input)  # before Spark starts: a bad input fails at once
+        spark = spark_session(args.master, conf=conf)
+        try:
+            counts = run(spark, args.input, args.output, args.log_end_offsets, not args.no_report)
+        finally:
+            spark.stop()
+    except InputError as ex:
+        sys.exit(f"pipelines.group_history: error: --input {ex}")
     for name, n in counts.items():
         print(f"{name}: {n} rows")
     return 0

@@ -14,9 +14,20 @@ import sys
 PROTO_ROOT = pathlib.Path(__file__).resolve().parent
 
 
+#: what it needs and how to get it: the one message of every optional feature
+#: (services/extras.py; said here in the same words, since this runs before the package exists)
+NEEDS = (
+    "proto/build_protos.py needs grpcio-tools: run scripts/setup protos (in a checkout) or "
+    "pip install 'groupcoord[protos]'"
+)
+
+
 def generate(proto_root: pathlib.Path = PROTO_ROOT) -> list[pathlib.Path]:
-    import grpc_tools
-    from grpc_tools import protoc  # build-time dependency only
+    try:
+        import grpc_tools
+        from grpc_tools import protoc  # the build requires it; by hand, the protos extra
+    except ModuleNotFoundError:
+        raise SystemExit(f"build_protos: error: {NEEDS}") from None
 
     sources = sorted((proto_root / "groupcoord" / "v1").glob("*.proto"))
     if not sources:

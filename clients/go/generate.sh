@@ -2,7 +2,7 @@
 # Generates gen/groupcoord/v1/*.pb.go from ../../proto/groupcoord/v1/*.proto (run by
 # `go generate ./...`; the output is not committed). The plugins are this module's pinned
 # tools (go.mod: protoc-gen-go, protoc-gen-go-grpc); protoc is $PROTOC, else `protoc` on
-# PATH, else the one grpcio-tools ships in the repository's .venv.
+# PATH, else the one grpcio-tools ships in the repository's .venv (scripts/setup installs it).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -16,10 +16,12 @@ if [ -n "${PROTOC:-}" ]; then
   protoc=$PROTOC
 elif command -v protoc >/dev/null 2>&1; then
   protoc=protoc
-elif [ -x "$root/.venv/bin/python" ]; then
+elif [ -x "$root/.venv/bin/python" ] && "$root/.venv/bin/python" -c 'import grpc_tools' 2>/dev/null; then
   protoc="$root/.venv/bin/python -m grpc_tools.protoc"
 else
-  echo "generate.sh: no protoc (set PROTOC, install protoc, or run scripts/setup)" >&2
+  # (the words of every optional feature's message: services/extras.py)
+  echo "generate.sh: error: clients/go/generate.sh needs grpcio-tools: run scripts/setup protos" \
+    "(in a checkout), or set PROTOC or put protoc on PATH" >&2
   exit 1
 fi
 

@@ -23,6 +23,7 @@ from groupcoord.v1 import (
     offsets_pb2,
 )
 
+from services.admin.reach import BOOTSTRAP_HINT, check_bootstrap
 from services.client import CoordinatorClient, CoordinatorUnavailableError, RetryPolicy
 from shards.core.errors import Errors
 from shards.core.placement import probe_keys
@@ -110,6 +111,7 @@ class Admin:
         self.timeout_s = timeout_s
         #: the upstream cluster (services.upstream.cluster.UpstreamCluster) or None
         self.upstream = upstream
+        self._reached = False
 
     async def __aenter__(self) -> Admin:
         return self
@@ -120,8 +122,23 @@ class Admin:
             await self.upstream.close()
 
     # ---- any shard -----------------------------------------------------------------------
+    async def reach(self) -> None:
+        """AdminError at once unless a groupcoord server answers at a bootstrap address
+        (checked before the first call only): saying what is there instead, rather than
+        retrying group calls until the deadline (services/admin/reach.py)."""
+        if self._reached:
+            return
+        client = self.client
+        problem = await check_bootstrap(
+            client.bootstrap, client.channel, self.timeout_s, tls=client.tls is not None
+        )
+        if problem is not None:
+            raise AdminError(problem)
+        self._reached = True
+
     async def _on_bootstrap(self, call: str, request: Any, catalog: bool = False) -> Any:
         """``call`` on the first bootstrap address that answers."""
+        await self.reach()
         last = ""
         for address in self.client.bootstrap:
             stub: Any = (
@@ -140,7 +157,7 @@ class Admin:
                         f"{call} on {address}: {ex.code().name}: {ex.details()}"
                     ) from None
                 last = f"{address}: {ex.code().name}"
-        raise AdminError(f"no groupcoord server answered ({last}); check --bootstrap")
+        raise AdminError(f"no groupcoord server answered ({last}); {BOOTSTRAP_HINT}")
 
     # ---- groups --------------------------------------------------------------------------
     async def owners(self) -> list[str]:
@@ -189,6 +206,11 @@ class Admin:
         return [g.group_id for g in await self.list_groups()]
 
     async def _call(self, coro: Any) -> Any:
+        try:
+            await self.reach()
+        except AdminError:
+            coro.close()  # never started
+            raise
         try:
             return await coro
         except CoordinatorUnavailableError as ex:

@@ -17,6 +17,7 @@ from services.cli.options import (
     metrics_options,
     shutdown_grace_option,
 )
+from services.cli.preflight import check_ports
 from services.cli.serving import serve
 from services.options import TlsArgs, opt, tls_options
 
@@ -63,6 +64,14 @@ def assignor(
 
     log.configure()
     server_tls = tls.server()
+    check_ports(
+        host,
+        [
+            ("--grpc-port", grpc_port),
+            ("--health-port", health_port),
+            ("--metrics-port", metrics_port),
+        ],
+    )
     configure_metrics("groupcoord-assignor", metrics_port, host, otlp_endpoint)
     settings = AssignorSettings(
         host=host,

@@ -23,6 +23,7 @@ from services.cli.options import (
     request_arrival_option,
     request_limit_options,
     server_options,
+    shard_config,
     shard_settings,
     steady_memory_options,
     upstream_metadata_options,
@@ -124,6 +125,9 @@ def dev(
         "request_arrival_timeout_ms": request_arrival_timeout_ms,
     }
     server_tls, client_tls = tls.server(), tls.client()
+    config = shard_config(options)
+    # the options are sound: now what they point at, before anything starts
+    _preflight(data_dir, store, kafka_port, metrics_port, options)
     configure_metrics("groupcoord-dev", metrics_port, options["host"], options["otlp_endpoint"])
     if store is None:
         os.makedirs(data_dir, exist_ok=True)
@@ -131,7 +135,7 @@ def dev(
     # Held until the process exits (the kernel releases it, also on kill -9).
     lock = lock_sqlite_store(store)  # noqa: F841
     settings = shard_settings(
-        store, data_dir, options, tls=server_tls, client_tls=client_tls, **authorization
+        store, data_dir, options, config, tls=server_tls, client_tls=client_tls, **authorization
     )
     # the built-in gateway: SASL credentials and the ACL APIs over dev's own store
     gateway_security = {
@@ -151,6 +155,28 @@ def dev(
         steady=gateway_steady,
     )
     asyncio.run(serve(app, gateway))
+
+
+def _preflight(
+    data_dir: str, store: str | None, kafka_port: int, metrics_port: int | None, options: Any
+) -> None:
+    """Ports and directories checked before anything starts (services/cli/preflight.py)."""
+    from services.cli.preflight import check_ports, check_writable_dir
+    from shards.storage import sqlite_path_from_url
+
+    check_ports(
+        options["host"],
+        [
+            ("--grpc-port", options["grpc_port"]),
+            ("--kafka-port", kafka_port),
+            ("--metrics-port", metrics_port),
+        ],
+    )
+    if store is None or options["history"] == "file":
+        check_writable_dir("--data-dir", data_dir)
+    if store is not None and store.startswith("sqlite:"):
+        path = os.path.abspath(sqlite_path_from_url(store))
+        check_writable_dir("--store", os.path.dirname(path), store)
 
 
 class BuiltinGateway:
@@ -183,15 +209,14 @@ class BuiltinGateway:
         app.readiness_checks.append(("gateway", (HEALTH_SERVICE,), self.readiness))
 
     def readiness(self) -> Readiness:
+        from services.gateway.app import STARTING
         from services.process.health import Readiness
 
         # The built-in gateway's shard is this process: it is ready once it can
         # serve Kafka clients (proxy mode: the upstream has answered once).
         if self.gateway is None:
-            return Readiness(False, "not started")
-        if not self.gateway.ready:
-            return Readiness(False, "the upstream Kafka cluster has not answered yet")
-        return Readiness(True, f"Kafka on port {self.gateway.port}")
+            return Readiness(False, "starting", kind=STARTING)
+        return self.gateway.readiness()
 
     async def start(self) -> None:
         from services.gateway.app import GatewayApp, GatewaySettings

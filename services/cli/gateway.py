@@ -20,6 +20,7 @@ from services.cli.options import (
     request_arrival_option,
     upstream_options,
 )
+from services.cli.preflight import check_ports
 from services.cli.serving import until_signalled
 from services.options import ListenerArgs, TlsArgs, UpstreamArgs, listener_options, opt, tls_options
 from services.security_cli import gateway_security_options
@@ -148,6 +149,14 @@ def gateway(
         )
     listener_settings = listener.settings()
     grpc_tls = tls.client()
+    check_ports(
+        host,
+        [
+            ("--kafka-port", kafka_port),
+            ("--health-port", health_port),
+            ("--metrics-port", metrics_port),
+        ],
+    )
     configure_metrics("groupcoord-gateway", metrics_port, host, otlp_endpoint)
     settings = GatewaySettings(
         shard_address=shard_address,
@@ -196,12 +205,7 @@ async def _serve_gateway(app: Any, health_port: int | None = None) -> None:
 
             async def gateway_ready() -> Readiness:
                 if not app.ready:
-                    return Readiness(
-                        False,
-                        "not started"
-                        if app.server is None
-                        else "the upstream Kafka cluster has not answered yet",
-                    )
+                    return app.readiness()
                 return await shards()
 
             watcher = HealthWatcher(health)

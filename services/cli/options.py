@@ -111,21 +111,32 @@ class ShardOptions(TypedDict):
     history_max_mb: int
 
 
-def shard_settings(
-    store: str, data_dir: str | None, options: ShardOptions, **settings: Any
-) -> ShardSettings:
-    """The ShardSettings of a shard on ``store`` with ``options``; ``data_dir``: where a
-    file history sink writes (None: a shard has none); ``settings``: the command's own
-    (TLS, node id, leases, authorization...)."""
-    from services.assignor.client import parse_addresses
-    from services.shard.app import ShardSettings
-
-    config = coordinator_config(
+def shard_config(options: ShardOptions) -> CoordinatorConfig:
+    """The coordinator settings of ``options`` (checked: click.BadParameter)."""
+    return coordinator_config(
         options["config_pairs"],
         options["num_partitions"],
         options["offsets_retention_minutes"],
         options["offset_metadata_max_bytes"],
     )
+
+
+def shard_settings(
+    store: str,
+    data_dir: str | None,
+    options: ShardOptions,
+    config: CoordinatorConfig | None = None,
+    **settings: Any,
+) -> ShardSettings:
+    """The ShardSettings of a shard on ``store`` with ``options``; ``data_dir``: where a
+    file history sink writes (None: a shard has none); ``config``: :func:`shard_config`'s,
+    when the command has checked it already; ``settings``: the command's own (TLS, node id,
+    leases, authorization...)."""
+    from services.assignor.client import parse_addresses
+    from services.shard.app import ShardSettings
+
+    if config is None:
+        config = shard_config(options)
     return ShardSettings(
         store_url=store,
         host=options["host"],

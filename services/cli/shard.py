@@ -21,11 +21,13 @@ from services.cli.options import (
     history_options,
     request_limit_options,
     server_options,
+    shard_config,
     shard_settings,
     shutdown_grace_option,
     steady_memory_options,
     upstream_metadata_options,
 )
+from services.cli.preflight import check_ports
 from services.cli.serving import serve
 from services.cli.store import StoreUrl
 from services.options import TlsArgs, opt, tls_options, upstream_client_options
@@ -107,11 +109,22 @@ def shard(
 
     log.configure()
     server_tls, client_tls = tls.server(), tls.client()
+    config = shard_config(options)
+    # the options are sound: now the ports, before anything starts
+    check_ports(
+        options["host"],
+        [
+            ("--grpc-port", options["grpc_port"]),
+            ("--health-port", health_port),
+            ("--metrics-port", metrics_port),
+        ],
+    )
     configure_metrics("groupcoord-shard", metrics_port, options["host"], options["otlp_endpoint"])
     settings = shard_settings(
         store,
         None,
         options,
+        config,
         node_id=node_id,
         lease_ms=lease_ms,
         operation_timeout_ms=operation_timeout_ms,

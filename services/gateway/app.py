@@ -25,6 +25,7 @@ from services.gateway.server import GatewayServer
 from services.gateway.steady import SteadyHeartbeats
 from services.gateway.topic_cache import CatalogView
 from services.process import metrics, telemetry
+from services.process.health import Readiness
 from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
@@ -42,6 +43,9 @@ log = logging.getLogger("groupcoord.gateway")
 #: the gateway can serve Kafka clients -- in proxy mode once the upstream cluster has
 #: answered (ApiVersions and Metadata) at least once.
 HEALTH_SERVICE = "groupcoord.Gateway"
+#: the readiness kind of a gateway on its way up (not started yet, or waiting for the upstream
+#: cluster's first answer): moving between these is start-up, not a problem to warn about
+STARTING = "starting"
 
 
 @dataclass
@@ -210,6 +214,9 @@ class GatewayApp:
         self.credentials: WatchedDocument[Credentials] | None = None
         self.sasl: SaslAuthenticator | None = None
         self.acls: WatchedDocument[Acls] | None = None
+        #: set when :meth:`start` has returned: everything it opens is open (a readiness
+        #: check running meanwhile, on the same loop, sees a gateway half started)
+        self.started = False
 
     @property
     def port(self) -> int:
@@ -221,9 +228,19 @@ class GatewayApp:
         """Whether Kafka clients can be served: started, and in proxy mode the upstream
         cluster has been reachable at least once. (A later upstream outage does not make it
         unready: see docs/proxy-mode.md, Faults.)"""
-        if self.server is None:
+        if not self.started:
             return False
         return self.cluster is None or self.cluster.reached.is_set()
+
+    def readiness(self) -> Readiness:
+        """:attr:`ready`, with why not: the gateway's readiness check (dev and gateway)."""
+        if not self.started:
+            return Readiness(False, "starting", kind=STARTING)
+        if not self.ready:
+            return Readiness(
+                False, "the upstream Kafka cluster has not answered yet", kind=STARTING
+            )
+        return Readiness(True, f"Kafka on port {self.port}")
 
     async def wait_ready(self) -> None:
         """Returns once :attr:`ready` (call after :meth:`start`)."""
@@ -324,6 +341,7 @@ class GatewayApp:
         if self.cluster is not None:
             await self.cluster.start()
             self._reconnect = asyncio.get_running_loop().create_task(self._close_partial())
+        self.started = True
 
     async def _close_partial(self) -> None:
         """Once the upstream has answered: close the client connections that were told the

@@ -6,6 +6,8 @@ import datetime
 
 import click
 
+from services.extras import require
+
 
 def parse_time(value: str | None) -> int | None:
     """Epoch milliseconds, or an ISO-8601 timestamp (UTC when it has no offset)."""
@@ -41,6 +43,7 @@ def export(
 
     if (data_dir is None) == (store is None):
         raise click.UsageError("give exactly one of --data-dir and --store")
+    require("history export", "analytics", {"pyarrow": "pyarrow"})
     events = read_files(data_dir) if data_dir is not None else read_redis(str(store))
     n = export_parquet(in_range(events, parse_time(from_), parse_time(to)), output)
     click.echo(f"{n} events -> {output}")

@@ -115,6 +115,8 @@ RULES: dict[str, Rule] = {
     # the command-line options the CLI, the admin tool, history and loadtest share (they
     # build TLS and upstream settings)
     "services.options": rule("services.process.tls services.upstream", "click"),
+    # what the optional features need, said alike (history export, loadtest)
+    "services.extras": rule("", "click"),
     "services.client": rule(
         f"shards.adapters services.process services.rpc {GENERATED}", "grpc google"
     ),
@@ -136,10 +138,10 @@ RULES: dict[str, Rule] = {
     # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards
     "services.admin": rule(
         f"shards.core services.client services.options services.upstream {GENERATED}",
-        "click grpc isodate",
+        "click grpc grpc_health isodate",
     ),
     "services.history": rule(
-        "shards.core shards.runtime.contract shards.storage.redis services.options",
+        "shards.core shards.runtime.contract shards.storage.redis services.extras services.options",
         "click redis pyarrow",
     ),
     # the command line (services/*.py, services/cli/), which wires everything; commands of
@@ -148,7 +150,8 @@ RULES: dict[str, Rule] = {
     # groupcoord loadtest: simulated clients over the generated stubs and the project's client;
     # over the Kafka wire with the gateway's kio codec and the upstream wire connection
     "loadtest": rule(
-        "services.client services.options services.gateway.codec services.upstream.wire "
+        "services.client services.extras services.options services.gateway.codec "
+        "services.upstream.wire "
         f"shards.core.classic shards.core.errors {GENERATED}",
         "click google grpc hdrh kio matplotlib",
     ),
@@ -174,7 +177,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("shards.ownership", "services.process", "services.upstream"),
     ("shards",),  # the shard services: coordinator facade, topic catalog, limits
     ("services.rpc",),  # what serves RPCs: any servicer's, over any transport
-    ("services.client", "services.options"),
+    ("services.client", "services.options", "services.extras"),
     ("services.history", "services.assignor"),  # the assignor service, its client too
     ("services.gateway", "services.shard", "services.admin"),
     ("services",),  # the CLI

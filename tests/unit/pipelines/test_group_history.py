@@ -230,3 +230,15 @@ def test_run_reads_torn_json_lines_and_writes_tables_and_report(spark, tmp_path)
     assert counts["noisy_groups"] == 2
     page = (out / "report.html").read_text()
     assert "<h2>Noisy groups</h2>" in page and "data:image/png;base64," in page
+
+
+def test_export_is_read_by_content_whatever_its_name(spark, tmp_path) -> None:
+    """An export named without ``.parquet`` (it was read as JSON Lines: every table empty),
+    locally and through Spark's Hadoop file systems (a URL, as s3a:// or hdfs:// would be)."""
+    from services.history.reader import export_parquet
+
+    export = tmp_path / "EXPORT"
+    export_parquet(iter(HISTORY), export)
+    assert gh.read_events(spark, str(export)).count() == len(HISTORY)
+    assert gh.input_files(f"file://{export}", spark) == ("parquet", [f"file://{export}"])
+    assert gh.read_events(spark, f"file://{tmp_path}").count() == len(HISTORY)
