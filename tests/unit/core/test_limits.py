@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shards.core import api
-from shards.core.errors import Errors
 from shards.core.consumer.api import ConsumerGroupHeartbeatRequest, TopicPartitions
+from shards.core.errors import Errors
 from shards.limits import (
     MAX_STRING_BYTES,
     RequestLimits,
