@@ -50,6 +50,7 @@ from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.ownership.view import NodeAddress, OwnershipView, SelfOwnership
+from shards.runtime.contract import CoordinatorResult
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
@@ -182,6 +183,7 @@ class ShardApp:
         #: decisions against those ACLs (None: authorizer off)
         self.guard: AclGuard | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
+        self._latest_image: TopicsImage | None = None
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
         #: the assignor service client when assignor addresses are set (counters: .stats)
@@ -235,9 +237,15 @@ class ShardApp:
         runtime = self.runtime
         if runtime is None:
             return
-        task = asyncio.get_running_loop().create_task(
-            runtime.write_all(lambda shard, now: shard.update_topics(image, now))
-        )
+        self._latest_image = image
+
+        def install(shard: CoordinatorStateMachine, now: int) -> CoordinatorResult[None]:
+            # write_all yields between partitions: a newer image may have reached this one
+            if self._latest_image is not image:
+                return CoordinatorResult()
+            return shard.update_topics(image, now)
+
+        task = asyncio.get_running_loop().create_task(runtime.write_all(install))
         self._image_tasks.add(task)
         task.add_done_callback(self._image_tasks.discard)
 
