@@ -634,7 +634,7 @@ class Connection:
             )
         header = framing.parse_header(frame, codec.is_flexible_request(api_key, version))
         fast_decode = fast_codec.DECODERS.get((api_key, version))
-        request = None if fast_decode is None else fast_decode(frame, header.body_offset)
+        request: Any = None if fast_decode is None else fast_decode(frame, header.body_offset)
         if request is None:
             if len(frame) >= OFFLOAD_BYTES:  # a large request: decoded while others are served
                 request = await asyncio.get_running_loop().run_in_executor(

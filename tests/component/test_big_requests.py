@@ -29,7 +29,7 @@ from shards.adapters.record_codec import RecordCodec
 from shards.core import offsets
 from shards.core.placement import partition_for
 from tests.support.gateway import Stack, gateway_stack
-from tests.support.kafka_wire import KafkaWire, request
+from tests.support.kafka_wire import request
 
 PARTITIONS = 40
 GATE_S = 5.0  # how long a held step waits at most (before the change: the loop with it)
