@@ -48,8 +48,8 @@ Options = Sequence[tuple[str, Any]]
 
 
 def channel_options(*extra: Options) -> list[tuple[str, Any]]:
-    """The reconnect and keepalive settings of every internal channel, followed by ``extra`` (a later
-    option of the same name wins, as in gRPC)."""
+    """The reconnect and keepalive settings of every internal channel, followed by ``extra``
+    (a later option of the same name wins, as in gRPC)."""
     merged: dict[str, Any] = {
         "grpc.initial_reconnect_backoff_ms": INITIAL_RECONNECT_BACKOFF_MS,
         "grpc.min_reconnect_backoff_ms": MIN_RECONNECT_BACKOFF_MS,

@@ -324,8 +324,8 @@ class OwnershipManager:
     def _keep_the_last_view(self, live: dict[str, Member]) -> None:
         """After losing touch with the registry for a lease (the store was gone, or only
         the link to it), the members of the last view this process took in touch with it
-        count as live for two more heartbeat periods unless they are back already. When the store itself
-        was gone, every entry expired at once and the shards come back one heartbeat
+        count as live for two more heartbeat periods unless they are back already. When the
+        store itself was gone, every entry expired at once and the shards come back one heartbeat
         apart: without this, the first one back would see itself alone and take -- then
         hand back -- every other shard's partitions. A member that really died meanwhile
         loses its partitions that much later than it would have (its leases had expired

@@ -6,7 +6,6 @@ its deadline."""
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
