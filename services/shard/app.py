@@ -233,21 +233,24 @@ class ShardApp:
             raise TypeError(f"no task handler for {type(request).__name__}")
         return await handler(request)
 
-    def _on_new_image(self, image: TopicsImage) -> None:
+    def _on_new_image(self, image: TopicsImage) -> asyncio.Task[None] | None:
         runtime = self.runtime
         if runtime is None:
-            return
+            return None
         self._latest_image = image
 
         def install(shard: CoordinatorStateMachine, now: int) -> CoordinatorResult[None]:
-            # write_all yields between partitions: a newer image may have reached this one
-            if self._latest_image is not image:
+            # write_all yields between partitions: a newer image may have come meanwhile
+            # (installed here at once: whoever waits for this one sees at least it)
+            latest = self._latest_image or image
+            if shard.topics is latest:
                 return CoordinatorResult()
-            return shard.update_topics(image, now)
+            return shard.update_topics(latest, now)
 
         task = asyncio.get_running_loop().create_task(runtime.write_all(install))
         self._image_tasks.add(task)
         task.add_done_callback(self._image_tasks.discard)
+        return task
 
     async def start(self) -> None:
         s = self.settings
