@@ -9,11 +9,14 @@ large request runs on another connection:
   one connection, while 310 consumer groups subscribe by regex (``r-.*``): every new topic
   re-evaluates the regex groups;
 * ``offset_commit``: one OffsetCommit of 99,000 partitions (10 topics of 9,900, every
-  partition of the ``big-*`` topics; 99,010 items with the topics);
+  partition of the ``big-*`` topics; 99,010 items with the topics) over the Kafka protocol;
+* ``offset_commit_grpc``: the same, of another group, over gRPC;
 * ``metadata``: one Metadata of every topic: the whole catalog, 100,000 partitions.
 
 The attack's requests are encoded before the probe starts and its answers are read as bytes
-(decoded after the probe stops), so the benchmark's own loop does not delay the probe.
+(decoded once it is over), so the benchmark's own loop does not delay the probe.
+``--only NAME`` (repeatable) runs some scenarios; ``--py-spy FILE`` profiles the server
+meanwhile (raw stacks, or speedscope's ordered samples for a ``.json`` file).
 Reported per scenario: the probe's p50/p99/max in milliseconds and the attack's duration.
 ``--before RESULT.json``: an earlier result kept in this one under ``before``.
 
@@ -33,9 +36,12 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import grpc
+from groupcoord.v1 import offsets_pb2
 
 from bench import report
 from tests.support.kafka_wire import KafkaWire, decode_response, encode_request, request
@@ -71,14 +77,6 @@ async def _send_raw(w: KafkaWire, frames: list[tuple[Any, bytes]]) -> list[bytes
     return [await w.read_frame() for _ in frames]
 
 
-def _encoded(w: KafkaWire, requests: list[Any]) -> list[tuple[Any, bytes]]:
-    out = []
-    for r in requests:
-        out.append((r, encode_request(r, w._next, w.client_id)))
-        w._next += 1
-    return out
-
-
 async def _regex_groups(port: int) -> None:
     w = await KafkaWire.connect("127.0.0.1", port)
     try:
@@ -100,33 +98,65 @@ async def _regex_groups(port: int) -> None:
         await w.close()
 
 
-async def _scenario(port: int, build: Callable[[], list[Any]], interval_s: float) -> dict[str, Any]:
+Attack = Callable[[], Awaitable[tuple[int, int, dict[str, int]]]]
+
+
+def _kafka_attack(port: int, requests: list[Any]) -> Attack:
+    """Send the (pre-encoded) requests on one connection; (requests, answer bytes, codes)."""
+
+    frames = [(r, encode_request(r, i + 1, "big")) for i, r in enumerate(requests)]
+
+    async def attack() -> tuple[int, int, dict[str, int]]:
+        w = await KafkaWire.connect("127.0.0.1", port, client_id="big")
+        try:
+            answers = await _send_raw(w, frames)
+        finally:
+            await w.close()
+        errors: dict[str, int] = {}
+        for (r, _), payload in zip(frames, answers, strict=True):
+            _, body = decode_response(r, payload)
+            for code in _codes(body):
+                errors[str(code)] = errors.get(str(code), 0) + 1
+        return len(frames), sum(len(a) for a in answers), errors
+
+    return attack
+
+
+def _grpc_attack(grpc_port: int, request: offsets_pb2.OffsetCommitRequest) -> Attack:
+    """One OffsetCommit over gRPC (serialized beforehand)."""
+    data = request.SerializeToString()
+
+    async def attack() -> tuple[int, int, dict[str, int]]:
+        options = [("grpc.max_receive_message_length", 1 << 30)]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}", options=options) as ch:
+            answer = await ch.unary_unary("/groupcoord.v1.GroupCoordinator/OffsetCommit")(data)
+        body = offsets_pb2.OffsetCommitResponse.FromString(answer)
+        errors: dict[str, int] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                errors[str(p.error_code)] = errors.get(str(p.error_code), 0) + 1
+        return 1, len(answer), errors
+
+    return attack
+
+
+async def _scenario(port: int, attack: Attack, interval_s: float) -> dict[str, Any]:
     probe = await KafkaWire.connect("127.0.0.1", port, client_id="probe")
-    attacker = await KafkaWire.connect("127.0.0.1", port, client_id="big")
     latencies: list[float] = []
     try:
-        frames = _encoded(attacker, build())
         for _ in range(20):  # warm-up
             await probe.send(_probe_request())
         started = time.perf_counter()
-        attack = asyncio.ensure_future(_send_raw(attacker, frames))
-        while not attack.done():
+        running = asyncio.ensure_future(attack())
+        while not running.done():
             t = time.perf_counter()
             await probe.send(_probe_request(), timeout=120)
             latencies.append((time.perf_counter() - t) * 1000)
             await asyncio.sleep(interval_s)
-        answers = await attack
+        requests, answer_bytes, errors = await running
         took = time.perf_counter() - started
     finally:
         await probe.close()
-        await attacker.close()
-    errors: dict[str, int] = {}
-    answer_bytes = 0
-    for (r, _), payload in zip(frames, answers, strict=True):
-        answer_bytes += len(payload)
-        _, body = decode_response(r, payload)
-        for code in _codes(body):
-            errors[str(code)] = errors.get(str(code), 0) + 1
     latencies.sort()
     return {
         "probe_requests": len(latencies),
@@ -134,7 +164,7 @@ async def _scenario(port: int, build: Callable[[], list[Any]], interval_s: float
         "probe_p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2),
         "probe_max_ms": round(latencies[-1], 2),
         "attack_s": round(took, 2),
-        "attack_requests": len(frames),
+        "attack_requests": requests,
         "answer_bytes": answer_bytes,
         "error_codes": errors,
     }
@@ -152,38 +182,65 @@ def _codes(body: Any) -> list[int]:
     return out
 
 
-def _scenarios() -> dict[str, Callable[[], list[Any]]]:
+def _scenarios(kafka_port: int, grpc_port: int) -> dict[str, Callable[[], Attack]]:
+    """Name -> how to make its attack (built before the probe starts)."""
     big = [f"big-{i}" for i in range(BIG_TOPICS)]
     return {
-        "create_topics": lambda: [_create([f"r-{i}"], 1) for i in range(SMALL_TOPICS)],
-        "offset_commit": lambda: [
-            request(
-                "offset_commit",
-                9,
-                group_id="committer",
-                generation_id_or_member_epoch=-1,
-                member_id="",
+        "create_topics": lambda: _kafka_attack(
+            kafka_port, [_create([f"r-{i}"], 1) for i in range(SMALL_TOPICS)]
+        ),
+        "offset_commit": lambda: _kafka_attack(
+            kafka_port,
+            [
+                request(
+                    "offset_commit",
+                    9,
+                    group_id="committer",
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    topics=[
+                        {
+                            "name": n,
+                            "partitions": [
+                                {"partition_index": p, "committed_offset": 1000 + p}
+                                for p in range(BIG_PARTITIONS)
+                            ],
+                        }
+                        for n in big
+                    ],
+                )
+            ],
+        ),
+        "offset_commit_grpc": lambda: _grpc_attack(
+            grpc_port,
+            offsets_pb2.OffsetCommitRequest(
+                group_id="committer-grpc",
                 topics=[
-                    {
-                        "name": n,
-                        "partitions": [
-                            {"partition_index": p, "committed_offset": 1000 + p}
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name=n,
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=p, committed_offset=1000 + p
+                            )
                             for p in range(BIG_PARTITIONS)
                         ],
-                    }
+                    )
                     for n in big
                 ],
-            )
-        ],
-        "metadata": lambda: [request("metadata", 12, topics=None)],
+            ),
+        ),
+        "metadata": lambda: _kafka_attack(kafka_port, [request("metadata", 12, topics=None)]),
     }
 
 
-async def _run(port: int, interval_s: float, only: list[str]) -> dict[str, Any]:
+SCENARIOS = ["create_topics", "offset_commit", "offset_commit_grpc", "metadata"]
+
+
+async def _run(port: int, grpc_port: int, interval_s: float, only: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     await _regex_groups(port)
     big_created = False
-    for name, build in _scenarios().items():
+    for name, make in _scenarios(port, grpc_port).items():
         if only and name not in only:
             continue
         if name != "create_topics" and not big_created:
@@ -193,7 +250,7 @@ async def _run(port: int, interval_s: float, only: list[str]) -> dict[str, Any]:
                 r = await w.send(_create([f"big-{i}"], BIG_PARTITIONS))
                 assert all(t.error_code == 0 for t in r.topics), r
             await w.close()
-        out[name] = r = await _scenario(port, build, interval_s)
+        out[name] = r = await _scenario(port, make(), interval_s)
         print(
             f"{name:14} probe p50 {r['probe_p50_ms']:8.2f} ms  p99 {r['probe_p99_ms']:8.2f} ms"
             f"  max {r['probe_max_ms']:8.2f} ms  ({r['attack_requests']} requests in "
@@ -213,7 +270,7 @@ def run(interval_s: float, only: list[str], py_spy: str | None = None) -> dict[s
             cmd = [".venv/bin/py-spy", "record", "--format", fmt, "-o", py_spy, "--pid"]
             spy = subprocess.Popen([*cmd, str(dev.proc.pid)])
         try:
-            return asyncio.run(_run(dev.ports["kafka"], interval_s, only))
+            return asyncio.run(_run(dev.ports["kafka"], dev.ports["grpc"], interval_s, only))
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -225,7 +282,7 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=10.0, help="between probe requests")
     parser.add_argument("--out", default="bench/results/big_request_stall.json")
     parser.add_argument("--before", help="an earlier result, kept under 'before'")
-    parser.add_argument("--only", action="append", default=[], choices=list(_scenarios()))
+    parser.add_argument("--only", action="append", default=[], choices=SCENARIOS)
     parser.add_argument(
         "--py-spy", help="profile the server with py-spy into this file (.json: speedscope)"
     )
