@@ -98,26 +98,32 @@ async def _regex_groups(port: int) -> None:
         await w.close()
 
 
-Attack = Callable[[], Awaitable[tuple[int, int, dict[str, int]]]]
+#: an attack: runs, then returns how to count what it got -- (requests, answer bytes, error
+#: codes) -- which is done once the probe has stopped (decoding a 100,000-partition answer
+#: here would hold the benchmark's loop, and the probe's latency with it)
+Attack = Callable[[], Awaitable[Callable[[], tuple[int, int, dict[str, int]]]]]
 
 
 def _kafka_attack(port: int, requests: list[Any]) -> Attack:
-    """Send the (pre-encoded) requests on one connection; (requests, answer bytes, codes)."""
-
+    """Send the (pre-encoded) requests on one connection."""
     frames = [(r, encode_request(r, i + 1, "big")) for i, r in enumerate(requests)]
 
-    async def attack() -> tuple[int, int, dict[str, int]]:
+    async def attack() -> Callable[[], tuple[int, int, dict[str, int]]]:
         w = await KafkaWire.connect("127.0.0.1", port, client_id="big")
         try:
             answers = await _send_raw(w, frames)
         finally:
             await w.close()
-        errors: dict[str, int] = {}
-        for (r, _), payload in zip(frames, answers, strict=True):
-            _, body = decode_response(r, payload)
-            for code in _codes(body):
-                errors[str(code)] = errors.get(str(code), 0) + 1
-        return len(frames), sum(len(a) for a in answers), errors
+
+        def count() -> tuple[int, int, dict[str, int]]:
+            errors: dict[str, int] = {}
+            for (r, _), payload in zip(frames, answers, strict=True):
+                _, body = decode_response(r, payload)
+                for code in _codes(body):
+                    errors[str(code)] = errors.get(str(code), 0) + 1
+            return len(frames), sum(len(a) for a in answers), errors
+
+        return count
 
     return attack
 
@@ -126,16 +132,20 @@ def _grpc_attack(grpc_port: int, request: offsets_pb2.OffsetCommitRequest) -> At
     """One OffsetCommit over gRPC (serialized beforehand)."""
     data = request.SerializeToString()
 
-    async def attack() -> tuple[int, int, dict[str, int]]:
+    async def attack() -> Callable[[], tuple[int, int, dict[str, int]]]:
         options = [("grpc.max_receive_message_length", 1 << 30)]
         async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}", options=options) as ch:
             answer = await ch.unary_unary("/groupcoord.v1.GroupCoordinator/OffsetCommit")(data)
-        body = offsets_pb2.OffsetCommitResponse.FromString(answer)
-        errors: dict[str, int] = {}
-        for t in body.topics:
-            for p in t.partitions:
-                errors[str(p.error_code)] = errors.get(str(p.error_code), 0) + 1
-        return 1, len(answer), errors
+
+        def count() -> tuple[int, int, dict[str, int]]:
+            body = offsets_pb2.OffsetCommitResponse.FromString(answer)
+            errors: dict[str, int] = {}
+            for t in body.topics:
+                for p in t.partitions:
+                    errors[str(p.error_code)] = errors.get(str(p.error_code), 0) + 1
+            return 1, len(answer), errors
+
+        return count
 
     return attack
 
@@ -153,10 +163,11 @@ async def _scenario(port: int, attack: Attack, interval_s: float) -> dict[str, A
             await probe.send(_probe_request(), timeout=120)
             latencies.append((time.perf_counter() - t) * 1000)
             await asyncio.sleep(interval_s)
-        requests, answer_bytes, errors = await running
+        count = await running
         took = time.perf_counter() - started
     finally:
         await probe.close()
+    requests, answer_bytes, errors = count()
     latencies.sort()
     return {
         "probe_requests": len(latencies),
