@@ -79,8 +79,9 @@ class LeaseHeldError(Exception):
 #: every REPLAY_CHECK records): a lease renewal needs a few loop turns to complete
 REPLAY_SLICE_MS = 10
 REPLAY_CHECK = 100
-#: A batch of this many records is encoded on a worker thread (the default executor), not on
-#: the event loop: a 100,000-partition OffsetCommit's records take ~0.5 s to encode.
+#: A batch (or snapshot) of this many records is encoded on a worker thread (the default
+#: executor), not on the event loop: a 100,000-partition OffsetCommit's records take ~0.5 s
+#: to encode.
 OFFLOAD_RECORDS = 5_000
 
 
@@ -684,7 +685,12 @@ class CoordinatorPartition:
         started = time.perf_counter()
         outcome = ins.FAILED
         try:
-            data = self.codec.encode_snapshot(records, offset)
+            if len(records) >= OFFLOAD_RECORDS:  # (a large state: encoded off the loop)
+                data = await asyncio.get_running_loop().run_in_executor(
+                    None, self.codec.encode_snapshot, records, offset
+                )
+            else:
+                data = self.codec.encode_snapshot(records, offset)
             await self.store.write_snapshot(self.partition, epoch, Snapshot(offset, data))
             self.stats["snapshots"] += 1
             outcome = ins.OK
