@@ -21,7 +21,13 @@ from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
 from shards.core.topics import TopicsImage
-from shards.limits import DEFAULT_LIMITS, RequestLimits, group_id_error, request_error
+from shards.limits import (
+    DEFAULT_LIMITS,
+    OFFLOAD_ITEMS,
+    RequestLimits,
+    group_id_error,
+    request_error,
+)
 from shards.ownership.view import OwnershipView
 from shards.runtime.partition import CoordinatorPartition, ReadToken, answer_again
 from shards.runtime.runtime import CoordinatorRuntime
@@ -362,9 +368,12 @@ class GroupCoordinatorService:
                 request, int(Errors.UNKNOWN_TOPIC_OR_PARTITION), UNKNOWN_PARTITION
             )
         checked = replace(request, topics=known) if unknown else request
+        prepared = None
+        if sum(len(t.partitions) for t in checked.topics) >= OFFLOAD_ITEMS:
+            prepared = await self._prepare_commit(checked)
         response = await self._single(
             request.group_id,
-            lambda shard, now: shard.commit_offset(checked, now),
+            lambda shard, now: shard.commit_offset(checked, now, prepared),
             lambda code, msg: offsets.offset_commit_error(checked, code, msg),
             if_empty=EMPTY_GROUP_ID,
             request=request,
@@ -392,6 +401,24 @@ class GroupCoordinatorService:
                 )
                 for t in request.topics
             )
+        )
+
+    async def _prepare_commit(
+        self, request: api.OffsetCommitRequest
+    ) -> offsets.PreparedCommit | None:
+        """A large OffsetCommit's records and answer, made on a worker thread while the loop
+        serves others (pure work on the request; the group is checked, and the records
+        applied, in one write afterwards: readers see all of the commit or none of it).
+        None: its partition is not served here (the write says so)."""
+        try:
+            p = self.runtime.partition(self.partition_for(request.group_id))
+        except ApiError:
+            return None
+        if p.sm is None:  # loading: the write answers COORDINATOR_LOAD_IN_PROGRESS
+            return None
+        max_bytes = p.sm.config.offset_metadata_max_bytes
+        return await asyncio.get_running_loop().run_in_executor(
+            None, offsets.prepare_offset_commit, request, p.clock.now_ms(), max_bytes
         )
 
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse:

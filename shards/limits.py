@@ -31,6 +31,10 @@ from shards.core.topics import DEFAULT_MAX_CATALOG_PARTITIONS
 #: Kafka's wire strings carry a signed 16-bit length.
 MAX_STRING_BYTES = 32_767
 DEFAULT_MAX_ITEMS = 100_000
+#: A request with this many items (e.g. an OffsetCommit's partitions) has its pure work --
+#: building its records and answer -- done on a worker thread while the event loop serves
+#: other clients; what reads or changes state stays on the loop, in one step.
+OFFLOAD_ITEMS = 5_000
 
 #: Fields holding group ids: checked per group (INVALID_GROUP_ID for that group only).
 GROUP_ID_FIELDS = frozenset({"group_id", "groups_names", "group_ids", "coordinator_keys"})

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from shards.adapters.catalog_codec import decode_catalog as _decode
@@ -62,6 +62,12 @@ def random_topic_id() -> str:
             return text
 
 
+async def _settled(installing: list[Awaitable[None]]) -> None:
+    """Wait for the listeners' work on a new image (not cancelled if the caller is)."""
+    if installing:
+        await asyncio.wait([asyncio.ensure_future(a) for a in installing])
+
+
 def _decode_doc(doc: CatalogDocument) -> TopicsImage:
     return _decode(doc.version, doc.data)
 
@@ -79,7 +85,10 @@ class TopicCatalog:
         self.new_topic_id = new_topic_id
         self.poll_interval = poll_interval_ms / 1000
         self.image = TopicsImage()
-        self.listeners: list[Callable[[TopicsImage], None]] = []
+        #: told of each new image; one may return what completes once the image is in
+        #: effect (the shard installs it one partition per loop turn): a CreateTopics or
+        #: DeleteTopics is answered after that, so its caller's next request sees it
+        self.listeners: list[Callable[[TopicsImage], Awaitable[None] | None]] = []
         self._watcher: asyncio.Task[None] | None = None
         #: proxy mode: the catalog follows the upstream cluster (:meth:`mirror`) and refuses
         #: CreateTopics/DeleteTopics
@@ -100,9 +109,11 @@ class TopicCatalog:
             self._watcher.cancel()
             self._watcher = None
 
-    def _set_image(self, image: TopicsImage) -> None:
+    def _set_image(self, image: TopicsImage) -> list[Awaitable[None]]:
+        """Take ``image`` in (unless older); what completes once the listeners made it take
+        effect."""
         if image.version <= self.image.version and self.image.version != 0:
-            return
+            return []
         image, refused = served_image(image, self.limits)
         known = {t.topic_id for t in self.refused.values()}
         for t in refused:
@@ -120,11 +131,16 @@ class TopicCatalog:
                 )
         self.refused = {t.name: t for t in refused}
         self.image = image
+        installing = []
         for listener in self.listeners:
             try:
-                listener(image)
+                done = listener(image)
             except Exception:
                 log.exception("catalog listener failed")
+            else:
+                if done is not None:
+                    installing.append(done)
+        return installing
 
     async def _watch(self) -> None:
         """Other processes may change the catalog: follow its version."""
@@ -169,12 +185,12 @@ class TopicCatalog:
             topics, result = plan(image)
             if topics is None:
                 if doc.version > self.image.version:
-                    self._set_image(image)
+                    await _settled(self._set_image(image))
                 return result
             version = await self.store.write_catalog(doc.version, encode_catalog(topics))
             if version is None:
                 continue  # another writer changed the catalog: plan again
-            self._set_image(TopicsImage.of(version, topics))
+            await _settled(self._set_image(TopicsImage.of(version, topics)))
             return result
 
     # ---- API -------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
 from shards.ownership.view import NodeAddress, OwnershipView, SelfOwnership
+from shards.runtime.contract import CoordinatorResult
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
@@ -182,6 +183,7 @@ class ShardApp:
         #: decisions against those ACLs (None: authorizer off)
         self.guard: AclGuard | None = None
         self._image_tasks: set[asyncio.Task[None]] = set()
+        self._latest_image: TopicsImage | None = None
         #: request type -> coroutine computing it off the partition loop (AsyncTask requests)
         self.task_handlers: dict[type, Callable[[Any], Awaitable[Any]]] = {}
         #: the assignor service client when assignor addresses are set (counters: .stats)
@@ -231,15 +233,24 @@ class ShardApp:
             raise TypeError(f"no task handler for {type(request).__name__}")
         return await handler(request)
 
-    def _on_new_image(self, image: TopicsImage) -> None:
+    def _on_new_image(self, image: TopicsImage) -> asyncio.Task[None] | None:
         runtime = self.runtime
         if runtime is None:
-            return
-        task = asyncio.get_running_loop().create_task(
-            runtime.write_all(lambda shard, now: shard.update_topics(image, now))
-        )
+            return None
+        self._latest_image = image
+
+        def install(shard: CoordinatorStateMachine, now: int) -> CoordinatorResult[None]:
+            # write_all yields between partitions: a newer image may have come meanwhile
+            # (installed here at once: whoever waits for this one sees at least it)
+            latest = self._latest_image or image
+            if shard.topics is latest:
+                return CoordinatorResult()
+            return shard.update_topics(latest, now)
+
+        task = asyncio.get_running_loop().create_task(runtime.write_all(install))
         self._image_tasks.add(task)
         task.add_done_callback(self._image_tasks.discard)
+        return task
 
     async def start(self) -> None:
         s = self.settings

@@ -25,6 +25,7 @@ immutable). Only :meth:`replay` changes it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from shards.core import api
@@ -100,62 +101,21 @@ class OffsetMetadataManager:
         return group
 
     def commit_offset(
-        self, request: api.OffsetCommitRequest, now_ms: int
+        self,
+        request: api.OffsetCommitRequest,
+        now_ms: int,
+        prepared: PreparedCommit | None = None,
     ) -> CoordinatorResult[api.OffsetCommitResponse]:
+        """``prepared``: :func:`prepare_offset_commit` of this request, made beforehand (a
+        large request's, off the event loop); the group is checked here in any case."""
         group = self._validate_offset_commit(request, now_ms)
         self.groups.on_offset_commit(group, request.member_id, now_ms)
-        expire = now_ms + request.retention_time_ms if request.retention_time_ms != -1 else -1
-        max_len = self.config.offset_metadata_max_bytes
-        records: list[Record] = []
-        topics = []
-        said = SaidOnce()
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                metadata = p.committed_metadata
-                if p.partition_index < 0:  # no topic has such a partition
-                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                    partitions.append(
-                        api.OffsetCommitResponsePartition(
-                            p.partition_index,
-                            code,
-                            said(code, "the partition index must not be negative"),
-                        )
-                    )
-                    continue
-                if metadata is not None and java_string_length(metadata) > max_len:
-                    code = Errors.OFFSET_METADATA_TOO_LARGE
-                    partitions.append(
-                        api.OffsetCommitResponsePartition(
-                            p.partition_index,
-                            code,
-                            said(
-                                code,
-                                f"metadata is longer than offset.metadata.max.bytes ({max_len})",
-                            ),
-                        )
-                    )
-                    continue
-                partitions.append(api.OffsetCommitResponsePartition(p.partition_index))
-                records.append(
-                    Record(
-                        OffsetCommitKey(request.group_id, topic.name, p.partition_index),
-                        OffsetCommitValue(
-                            offset=p.committed_offset,
-                            leader_epoch=p.committed_leader_epoch,
-                            metadata=metadata or "",
-                            commit_timestamp=now_ms,
-                            expire_timestamp=expire,
-                        ),
-                    )
-                )
-            topics.append(api.OffsetCommitResponseTopic(topic.name, tuple(partitions)))
+        if prepared is None or prepared.max_metadata_bytes != self.config.offset_metadata_max_bytes:
+            prepared = prepare_offset_commit(request, now_ms, self.config.offset_metadata_max_bytes)
         # Offsets (and at most a simple group of its own, or a classic member's session moved
         # on) are nothing an answer given at once reads: consumers commit as often as they
         # heartbeat, and every commit would otherwise have each member decide anew.
-        return CoordinatorResult(
-            records, api.OffsetCommitResponse(tuple(topics)), changes_answers=False
-        )
+        return CoordinatorResult(prepared.records, prepared.response, changes_answers=False)
 
     # ---- OffsetFetch --------------------------------------------------------------------
     def fetch_offsets(self, request: api.OffsetFetchRequestGroup) -> api.OffsetFetchResponseGroup:
@@ -373,3 +333,67 @@ def group_lag(
 
 def offset_delete_error(code: int, message: str = "") -> api.OffsetDeleteResponse:
     return api.OffsetDeleteResponse(error_code=code, error_message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCommit:
+    """What an OffsetCommit writes and answers, partition by partition, before its group is
+    checked: a function of the request, the time and the metadata bound alone."""
+
+    max_metadata_bytes: int
+    records: list[Record]
+    response: api.OffsetCommitResponse
+
+
+def prepare_offset_commit(
+    request: api.OffsetCommitRequest, now_ms: int, max_metadata_bytes: int
+) -> PreparedCommit:
+    """The records and the answer of an OffsetCommit whose group accepts it. Pure (it reads
+    no state), so that a large request's may be made on another thread."""
+    expire = now_ms + request.retention_time_ms if request.retention_time_ms != -1 else -1
+    max_len = max_metadata_bytes
+    records: list[Record] = []
+    topics = []
+    said = SaidOnce()
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            metadata = p.committed_metadata
+            if p.partition_index < 0:  # no topic has such a partition
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append(
+                    api.OffsetCommitResponsePartition(
+                        p.partition_index,
+                        code,
+                        said(code, "the partition index must not be negative"),
+                    )
+                )
+                continue
+            if metadata is not None and java_string_length(metadata) > max_len:
+                code = Errors.OFFSET_METADATA_TOO_LARGE
+                partitions.append(
+                    api.OffsetCommitResponsePartition(
+                        p.partition_index,
+                        code,
+                        said(
+                            code,
+                            f"metadata is longer than offset.metadata.max.bytes ({max_len})",
+                        ),
+                    )
+                )
+                continue
+            partitions.append(api.OffsetCommitResponsePartition(p.partition_index))
+            records.append(
+                Record(
+                    OffsetCommitKey(request.group_id, topic.name, p.partition_index),
+                    OffsetCommitValue(
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch,
+                        metadata=metadata or "",
+                        commit_timestamp=now_ms,
+                        expire_timestamp=expire,
+                    ),
+                )
+            )
+        topics.append(api.OffsetCommitResponseTopic(topic.name, tuple(partitions)))
+    return PreparedCommit(max_metadata_bytes, records, api.OffsetCommitResponse(tuple(topics)))

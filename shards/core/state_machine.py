@@ -22,7 +22,7 @@ from shards.core.errors import ApiError, Errors
 from shards.core.group_manager import GroupMetadataManager
 from shards.core.ids import UuidSource, kafka_uuid_text
 from shards.core.migration import Migration
-from shards.core.offsets import OffsetMetadataManager
+from shards.core.offsets import OffsetMetadataManager, PreparedCommit
 from shards.core.records import GroupMetadataKey, OffsetCommitKey
 from shards.core.steady import SteadyAnswer
 from shards.core.timer_keys import GROUP_EXPIRATION
@@ -75,9 +75,12 @@ class CoordinatorStateMachine:
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(
-        self, request: api.OffsetCommitRequest, now_ms: int
+        self,
+        request: api.OffsetCommitRequest,
+        now_ms: int,
+        prepared: PreparedCommit | None = None,
     ) -> CoordinatorResult[api.OffsetCommitResponse]:
-        return self.offset_manager.commit_offset(request, now_ms)
+        return self.offset_manager.commit_offset(request, now_ms, prepared)
 
     def delete_offsets(
         self, request: api.OffsetDeleteRequest, now_ms: int

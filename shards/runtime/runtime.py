@@ -382,9 +382,16 @@ class CoordinatorRuntime:
         return sorted(n for n, p in self.partitions.items() if p.state is PartitionState.ACTIVE)
 
     async def write_all(self, op: WriteOp, partitions: Iterable[int] | None = None) -> None:
-        """Run ``op`` on every active partition (e.g. a new catalog image)."""
+        """Run ``op`` on every active partition (e.g. a new catalog image), one partition per
+        turn of the event loop: other requests are served in between (a catalog change that
+        re-resolves hundreds of regex-subscribed groups must not hold the loop for all the
+        partitions at once). ``op`` may thus meet a partition after a later ``write_all`` did:
+        an op of state that can go stale checks it is still current."""
         futures = []
-        for n in partitions if partitions is not None else self.active_partitions():
+        targets = list(partitions if partitions is not None else self.active_partitions())
+        for i, n in enumerate(targets):
+            if i:
+                await asyncio.sleep(0)
             try:
                 futures.append(self.partition(n).write(op))
             except ApiError:

@@ -12,6 +12,29 @@ from services.gateway import codec
 from services.gateway.handlers.base import NOT_COORDINATOR, ApisBase, Data, RequestInfo, opt
 from services.gateway.router import UpstreamError
 from shards.adapters.convert import optional, set_optional
+from shards.core.errors import Errors
+
+#: An OffsetCommit of this many partitions is converted to protobuf on a worker thread (the
+#: default executor) while the event loop serves others.
+OFFLOAD_PARTITIONS = 5_000
+
+
+def _commit_not_coordinator(r: offsets_pb2.OffsetCommitResponse) -> bool:
+    """The group's partition is served elsewhere. The shard's answer then has NOT_COORDINATOR
+    on every partition it asked the group about; the others have UNKNOWN_TOPIC_OR_PARTITION
+    or TOPIC_AUTHORIZATION_FAILED (the topic checks come first). So the first partition with
+    neither says it, and an answer of 100,000 partitions is not read whole on the event loop
+    to find out."""
+    for t in r.topics:
+        for p in t.partitions:
+            if p.error_code not in _TOPIC_CHECKS:
+                return p.error_code == NOT_COORDINATOR
+    return False
+
+
+_TOPIC_CHECKS = frozenset(
+    {int(Errors.UNKNOWN_TOPIC_OR_PARTITION), int(Errors.TOPIC_AUTHORIZATION_FAILED)}
+)
 
 
 class OffsetApis(ApisBase):
@@ -32,39 +55,52 @@ class OffsetApis(ApisBase):
 
     # ---- OffsetCommit (8) --------------------------------------------------------------------
     async def offset_commit(self, rq: RequestInfo, request: Any) -> Data:
-        answered: dict[tuple[str, int], int] = {}
-        if request.topics:
-            pb = offsets_pb2.OffsetCommitRequest(
-                group_id=request.group_id,
-                generation_id_or_member_epoch=request.generation_id_or_member_epoch,
-                member_id=request.member_id,
-                topics=[
-                    offsets_pb2.OffsetCommitRequestTopic(
-                        name=t.name,
-                        partitions=[self._commit_partition(p) for p in t.partitions],
-                    )
-                    for t in request.topics
-                ],
-                context=self.context(rq),
+        if not request.topics:
+            return {"topics": []}
+        context = self.context(rq)
+        big = sum(len(t.partitions) for t in request.topics) >= OFFLOAD_PARTITIONS
+        if big:  # a large request: converted on a worker thread while the loop serves others
+            pb = await asyncio.get_running_loop().run_in_executor(
+                None, self._commit_request, request, context
             )
-            retention = opt(request, "retention_time")
-            set_optional(
-                pb,
-                group_instance_id=opt(request, "group_instance_id"),
-                retention_time_ms=codec.millis(retention) if retention is not None else None,
+        else:
+            pb = self._commit_request(request, context)
+        r = await self.router.call(request.group_id, "OffsetCommit", pb, _commit_not_coordinator)
+        if big:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, self._commit_answer, request.topics, r
             )
-            r = await self.router.call(
-                request.group_id,
-                "OffsetCommit",
-                pb,
-                lambda r: any(
-                    p.error_code == NOT_COORDINATOR for t in r.topics for p in t.partitions
-                ),
-            )
-            for t in r.topics:
-                for p in t.partitions:
-                    answered[(t.name, p.partition_index)] = p.error_code
-        return {"topics": self._merge_partition_errors(request.topics, answered)}
+        return self._commit_answer(request.topics, r)
+
+    @classmethod
+    def _commit_answer(cls, topics: Sequence[Any], r: offsets_pb2.OffsetCommitResponse) -> Data:
+        answered = {
+            (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+        }
+        return {"topics": cls._merge_partition_errors(topics, answered)}
+
+    @classmethod
+    def _commit_request(cls, request: Any, context: Any) -> offsets_pb2.OffsetCommitRequest:
+        pb = offsets_pb2.OffsetCommitRequest(
+            group_id=request.group_id,
+            generation_id_or_member_epoch=request.generation_id_or_member_epoch,
+            member_id=request.member_id,
+            topics=[
+                offsets_pb2.OffsetCommitRequestTopic(
+                    name=t.name,
+                    partitions=[cls._commit_partition(p) for p in t.partitions],
+                )
+                for t in request.topics
+            ],
+            context=context,
+        )
+        retention = opt(request, "retention_time")
+        set_optional(
+            pb,
+            group_instance_id=opt(request, "group_instance_id"),
+            retention_time_ms=codec.millis(retention) if retention is not None else None,
+        )
+        return pb
 
     @staticmethod
     def _commit_partition(p: Any) -> offsets_pb2.OffsetCommitRequestPartition:

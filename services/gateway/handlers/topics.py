@@ -6,6 +6,8 @@ which creating or deleting a topic refreshes.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from groupcoord.v1 import catalog_pb2
@@ -24,6 +26,9 @@ from shards.core.errors import Errors
 from shards.core.topics import validate_topic_name
 
 TOPIC_AUTHORIZATION_FAILED = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+#: A Metadata answer of this many partitions is made on a worker thread (the default
+#: executor) while the event loop serves others; the connection encodes it there too.
+METADATA_OFFLOAD = 5_000
 
 
 class TopicApis(ApisBase):
@@ -53,6 +58,51 @@ class TopicApis(ApisBase):
             ],
             "topic_authorized_operations": ops,
         }
+
+    def _metadata_topics(self, described: Sequence[Any], ops: int) -> list[Data]:
+        """Metadata's topics from what DescribeTopics answered (pure: a large answer's are
+        made on a worker thread)."""
+        out: list[Data] = []
+        for t in described:
+            if t.error_code == 0:
+                out.append(self._topic_metadata(t.name, t.topic_id, t.num_partitions, ops))
+            elif t.error_code == TOPIC_AUTHORIZATION_FAILED:
+                out.append(
+                    {
+                        "error_code": TOPIC_AUTHORIZATION_FAILED,
+                        "name": t.name or None,
+                        "topic_id": t.topic_id,
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": ops,
+                    }
+                )
+            elif t.name:
+                invalid = validate_topic_name(t.name) is not None
+                out.append(
+                    {
+                        "error_code": int(Errors.INVALID_TOPIC_EXCEPTION)
+                        if invalid
+                        else int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+                        "name": t.name,
+                        "topic_id": "",
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": ops,
+                    }
+                )
+            else:
+                out.append(
+                    {
+                        "error_code": int(Errors.UNKNOWN_TOPIC_ID),
+                        "name": None,
+                        "topic_id": t.topic_id,
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": ops,
+                    }
+                )
+        return out
 
     async def metadata(self, rq: RequestInfo, request: Any) -> Data:
         v = rq.version
@@ -91,45 +141,14 @@ class TopicApis(ApisBase):
                     "DescribeTopics",
                 )
             self.catalog.absorb(described, complete=False)
-            for t in described.topics:
-                if t.error_code == 0:
-                    out.append(self._topic_metadata(t.name, t.topic_id, t.num_partitions, ops))
-                elif t.error_code == TOPIC_AUTHORIZATION_FAILED:
-                    out.append(
-                        {
-                            "error_code": TOPIC_AUTHORIZATION_FAILED,
-                            "name": t.name or None,
-                            "topic_id": t.topic_id,
-                            "is_internal": False,
-                            "partitions": [],
-                            "topic_authorized_operations": ops,
-                        }
-                    )
-                elif t.name:
-                    invalid = validate_topic_name(t.name) is not None
-                    out.append(
-                        {
-                            "error_code": int(Errors.INVALID_TOPIC_EXCEPTION)
-                            if invalid
-                            else int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
-                            "name": t.name,
-                            "topic_id": "",
-                            "is_internal": False,
-                            "partitions": [],
-                            "topic_authorized_operations": ops,
-                        }
-                    )
-                else:
-                    out.append(
-                        {
-                            "error_code": int(Errors.UNKNOWN_TOPIC_ID),
-                            "name": None,
-                            "topic_id": t.topic_id,
-                            "is_internal": False,
-                            "partitions": [],
-                            "topic_authorized_operations": ops,
-                        }
-                    )
+            topics = described.topics
+            if sum(t.num_partitions for t in topics if t.error_code == 0) >= METADATA_OFFLOAD:
+                # a large answer: made on a worker thread while the loop serves others
+                out = await asyncio.get_running_loop().run_in_executor(
+                    None, self._metadata_topics, topics, ops
+                )
+            else:
+                out = self._metadata_topics(topics, ops)
         cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
         if opt(request, "include_cluster_authorized_operations"):
             cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS

@@ -1039,3 +1039,23 @@ async def test_a_load_waiting_out_its_backoff_retries_as_soon_as_the_store_is_ba
     await clock.run_for(1)
     assert await loading is True
     assert rt.partition(0).state is PartitionState.ACTIVE
+
+
+async def test_an_op_on_every_partition_lets_other_work_run_between_partitions(
+    store: InMemoryLogStore,
+) -> None:
+    """write_all (a new catalog image: hundreds of regex groups re-resolved) runs one
+    partition per turn of the event loop, not all of them in one (issue 36 item 9)."""
+    rt = make_runtime(store)
+    for n in range(3):
+        await rt.load(n)
+    order: list[str] = []
+
+    def op(sm: Counter, now: int) -> CoordinatorResult[int]:
+        order.append("op")
+        if len(order) == 1:  # other work, ready after the first partition's op
+            asyncio.get_running_loop().call_soon(order.append, "other")
+        return sm.incr("a")
+
+    await rt.write_all(op)
+    assert order == ["op", "other", "op", "op"]
