@@ -8,7 +8,8 @@ own, and only if the group epoch has not moved since; a failed computation is re
 At most one computation per group is asked for at a time (soft state: ``_asked``, the epoch
 of the one in flight). An epoch bump while one is in flight asks for nothing -- it does not
 even build the request, which costs O(members) -- and the answer, found stale, asks for the
-group as it then is. So a join storm on a large group costs one computation (and one
+group as it then is (a group larger than the in-line member cap: ``ASSIGNMENT_INTERVAL_MS``
+later). So a join storm on a large group costs one computation (and one
 request) per computation time, not per join; each join is O(1) here (issue 36 item 5).
 """
 
@@ -45,6 +46,8 @@ log = logging.getLogger("groupcoord.consumer")
 
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
+#: a large group's next target computation starts at least this long after a stale answer
+ASSIGNMENT_INTERVAL_MS = 500
 
 
 def assignment_request(
@@ -264,8 +267,19 @@ class AssignmentTasks:
             or group.assignment_epoch >= request.group_epoch
         ):
             # Computed for an older epoch: ask for the group as it is now, unless a newer
-            # computation is on its way already or the next heartbeat computes it in-line.
-            return CoordinatorResult(tasks=self._follow_up(group))
+            # computation is on its way already or the next heartbeat computes it in-line --
+            # for a group of more than ..._inline_assignment_max_members members (its request
+            # costs ~2.5 ms per 1,000 members on the loop) once ASSIGNMENT_INTERVAL_MS has
+            # passed, asking for nothing meanwhile (as Kafka 4.3's assignment interval).
+            if len(group.members) <= self._config.consumer_group_inline_assignment_max_members:
+                return CoordinatorResult(tasks=self._follow_up(group))
+            self._asked[gid] = request.group_epoch
+            self._timer.schedule(
+                group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
+                ASSIGNMENT_INTERVAL_MS,
+                lambda now: self._again(group),
+            )
+            return CoordinatorResult()
         if not isinstance(answer, BaseException):
             try:
                 validate_answer(request, answer)
@@ -321,6 +335,13 @@ class AssignmentTasks:
         if self.deferred_target(group):
             return []  # the next heartbeat computes it in-line
         return [self.group_task(group)]
+
+    def _again(self, group: ConsumerGroup) -> CoordinatorResult[None]:
+        """After the interval: ask for the group's target as it is now, if still needed."""
+        if self._groups.get(group.group_id) is not group:
+            return CoordinatorResult()
+        self._asked.pop(group.group_id, None)
+        return CoordinatorResult(tasks=self._follow_up(group))
 
     def _retry(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
         if self._groups.get(group.group_id) is not group:
