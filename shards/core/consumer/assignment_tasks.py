@@ -128,9 +128,10 @@ class AssignmentTasks:
         self.assign = assign
         self._group_assignor = group_assignor
         self._client_choice = client_choice
-        #: group id -> the epoch of the computation asked for and not answered yet (soft
-        #: state: a reload builds this object anew and re-asks, ``CatalogSync.catch_up``)
-        self._asked: dict[str, int] = {}
+        #: group id -> (the group, the epoch of the computation asked for and not answered
+        #: yet; the group object: one deleted and re-created meanwhile is another); soft
+        #: state: a reload builds this object anew and re-asks (``CatalogSync.catch_up``)
+        self._asked: dict[str, tuple[ConsumerGroup, int]] = {}
 
     def deferred_target(self, group: ConsumerGroup) -> bool:
         """Whether the group's epoch moved without a target being computed or requested
@@ -167,7 +168,10 @@ class AssignmentTasks:
         of ``members`` is not assigned in-line (too large, or ``assignor`` not in-process):
         an epoch bump then asks for nothing (the answer, found stale, asks again for the
         group as it is then)."""
-        return group.group_id in self._asked and not self.inline(assignor, members, metadata)
+        asked = self._asked.get(group.group_id)
+        return (
+            asked is not None and asked[0] is group and not self.inline(assignor, members, metadata)
+        )
 
     def inline(self, assignor: str, members: int, metadata: dict[str, TopicMetadata]) -> bool:
         """Whether the target of a group of ``members`` subscribed to ``metadata`` with
@@ -225,7 +229,7 @@ class AssignmentTasks:
         return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
 
     def task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
-        self._asked[group.group_id] = request.group_epoch
+        self._asked[group.group_id] = (group, request.group_epoch)
         return AsyncTask(
             group_key(TimerKind.CONSUMER_ASSIGNMENT, group.group_id),
             request,
@@ -258,10 +262,10 @@ class AssignmentTasks:
         now_ms: int,
     ) -> CoordinatorResult[None]:
         gid = group.group_id
+        if self._asked.get(gid) == (group, request.group_epoch):
+            del self._asked[gid]
         if self._groups.get(gid) is not group:
             return CoordinatorResult()  # deleted (and maybe re-created) meanwhile
-        if self._asked.get(gid) == request.group_epoch:
-            del self._asked[gid]
         if (
             group.group_epoch != request.group_epoch
             or group.assignment_epoch >= request.group_epoch
@@ -273,7 +277,7 @@ class AssignmentTasks:
             # passed, asking for nothing meanwhile (as Kafka 4.3's assignment interval).
             if len(group.members) <= self._config.consumer_group_inline_assignment_max_members:
                 return CoordinatorResult(tasks=self._follow_up(group))
-            self._asked[gid] = request.group_epoch
+            self._asked[gid] = (group, request.group_epoch)
             self._timer.schedule(
                 group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
                 ASSIGNMENT_INTERVAL_MS,
@@ -326,7 +330,8 @@ class AssignmentTasks:
     def _follow_up(self, group: ConsumerGroup) -> list[AsyncTask]:
         """A task for the group's target as it is now, if it needs one off the loop and none
         is in flight."""
-        if group.group_id in self._asked or not self.needs_assignment(group):
+        asked = self._asked.get(group.group_id)
+        if (asked is not None and asked[0] is group) or not self.needs_assignment(group):
             return []
         if not group.subscription_metadata:
             return []  # (the bump that emptied it wrote the empty targets)
@@ -338,9 +343,11 @@ class AssignmentTasks:
 
     def _again(self, group: ConsumerGroup) -> CoordinatorResult[None]:
         """After the interval: ask for the group's target as it is now, if still needed."""
+        asked = self._asked.get(group.group_id)
+        if asked is not None and asked[0] is group:
+            del self._asked[group.group_id]
         if self._groups.get(group.group_id) is not group:
             return CoordinatorResult()
-        self._asked.pop(group.group_id, None)
         return CoordinatorResult(tasks=self._follow_up(group))
 
     def _retry(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
