@@ -249,6 +249,7 @@ async def _storm(bootstrap: str, members: int, in_flight: int) -> dict[str, Any]
 
     # Stable: every member at one epoch, nothing changed for a while; confirmed by Describe.
     describe = await _open(bootstrap)
+    describes: list[tuple[float, float]] = []  # (seconds into the storm, latency ms)
     stable_at = None
     state = None
     deadline = all_joined_at + 600
@@ -258,11 +259,13 @@ async def _storm(bootstrap: str, members: int, in_flight: int) -> dict[str, Any]
         quiet = all(time.monotonic() - m.changed_at > 0.5 and not m.ack for m in joined)
         if len(epochs) != 1 or not quiet:
             continue
+        t = time.monotonic()
         r = await describe.request(
             request(
                 "consumer_group_describe", 0, group_ids=[GROUP], include_authorized_operations=False
             )
         )
+        describes.append((round(t - started, 2), round((time.monotonic() - t) * 1000, 1)))
         g = r.groups[0]
         state = g.group_state
         if state.lower() == "stable" and len(g.members) == len(joined):
@@ -302,6 +305,8 @@ async def _storm(bootstrap: str, members: int, in_flight: int) -> dict[str, Any]
         "partitions_assigned": assigned,
         "partitions_assigned_twice": doubly,
         "errors": errors,
+        # the Describes that confirmed Stable (of all 5,000 members: a large answer)
+        "describes_at_s_ms": describes,
         # the storm client's own CPU (one process, one core at most): near the wall time,
         # the client limits the join rate, not the server
         "loadgen_cpu_s": round(time.process_time() - cpu, 1),
