@@ -57,10 +57,13 @@ class CoordinatorConfig:
     consumer_group_migration_policy: str = "bidirectional"
     # A target assignment is computed inside the operation that needs it (as Kafka 4.1 does
     # in the heartbeat, giving Kafka's epochs) when the group has at most this many members
-    # + subscribed partitions and a built-in assignor (uniform/range: <= ~5 ms at 5 000,
-    # ~0.3 ms for 100 members); larger groups and custom assignors are assigned off the
-    # partition loop. 0: always off the loop.
+    # + subscribed partitions, at most ..._max_members members, and a built-in assignor
+    # (uniform/range: ~0.3 ms for 100 members and 4 900 partitions; the cost grows with the
+    # members: ~5 ms for 500 members and 1 000 partitions, ~35 ms for 3 000 -- every join of
+    # a join storm paid it, issue 36 item 5); larger groups and custom assignors are assigned
+    # off the partition loop, one computation per group at a time. 0: always off the loop.
     consumer_group_inline_assignment_max_size: int = 5_000
+    consumer_group_inline_assignment_max_members: int = 500
     # KIP-848 client-side assignors (gRPC only; docs/client-side-assignors.md): whether groups
     # whose members all declare a common client-side assignor use it (group config
     # consumer.client.assignors.enable), how long the chosen member has to install the

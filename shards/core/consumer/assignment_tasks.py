@@ -2,9 +2,15 @@
 computed from, computed in the operation that needs it when that is cheap (an in-process
 assignor, a small group: as Kafka 4.1), else as an :class:`AsyncTask` computed off the
 partition loop, labelled with the group epoch. A task's answer is applied as a write of its
-own, and only if the group epoch has not moved since (a newer task is then on its way); a
-failed computation is retried after ``ASSIGNMENT_RETRY_BACKOFF_MS``. Only members whose
-target changed get a record.
+own, and only if the group epoch has not moved since; a failed computation is retried after
+``ASSIGNMENT_RETRY_BACKOFF_MS``. Only members whose target changed get a record.
+
+At most one computation per group is asked for at a time (soft state: ``_asked``, the epoch
+of the one in flight). An epoch bump while one is in flight asks for nothing -- it does not
+even build the request, which costs O(members) -- and the answer, found stale, asks for the
+group as it then is (a group larger than the in-line member cap: ``ASSIGNMENT_INTERVAL_MS``
+later). So a join storm on a large group costs one computation (and one
+request) per computation time, not per join; each join is O(1) here (issue 36 item 5).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ log = logging.getLogger("groupcoord.consumer")
 
 #: retry delay after a failed target assignment computation
 ASSIGNMENT_RETRY_BACKOFF_MS = 1_000
+#: a large group's next target computation starts at least this long after a stale answer
+ASSIGNMENT_INTERVAL_MS = 500
 
 
 def assignment_request(
@@ -120,6 +128,10 @@ class AssignmentTasks:
         self.assign = assign
         self._group_assignor = group_assignor
         self._client_choice = client_choice
+        #: group id -> (the group, the epoch of the computation asked for and not answered
+        #: yet; the group object: one deleted and re-created meanwhile is another); soft
+        #: state: a reload builds this object anew and re-asks (``CatalogSync.catch_up``)
+        self._asked: dict[str, tuple[ConsumerGroup, int]] = {}
 
     def deferred_target(self, group: ConsumerGroup) -> bool:
         """Whether the group's epoch moved without a target being computed or requested
@@ -129,21 +141,57 @@ class AssignmentTasks:
             return False
         if group.client_members and self._client_choice(group.group_id, group.members.values()):
             return False  # a member computes it (client-side assignor)
-        size = len(group.members) + sum(
-            m.num_partitions for m in group.subscription_metadata.values()
-        )
-        if self.assign is None or size > self._config.consumer_group_inline_assignment_max_size:
+        if self.assign is None or not self.inline_size(
+            len(group.members), group.subscription_metadata
+        ):
             return False
         return self.assign.computes(self._group_assignor(group.assignor_counts))
 
+    def inline_size(self, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+        """Whether a group of ``members`` subscribed to ``metadata`` is small enough to be
+        assigned in-line (the size part of :meth:`assigns_inline`, without a request)."""
+        config = self._config
+        size = members + sum(t.num_partitions for t in metadata.values())
+        return (
+            members <= config.consumer_group_inline_assignment_max_members
+            and size <= config.consumer_group_inline_assignment_max_size
+        )
+
+    def asking(
+        self,
+        group: ConsumerGroup,
+        assignor: str,
+        members: int,
+        metadata: dict[str, TopicMetadata],
+    ) -> bool:
+        """Whether a computation of ``group``'s target is in flight off the loop and a group
+        of ``members`` is not assigned in-line (too large, or ``assignor`` not in-process):
+        an epoch bump then asks for nothing (the answer, found stale, asks again for the
+        group as it is then)."""
+        asked = self._asked.get(group.group_id)
+        return (
+            asked is not None and asked[0] is group and not self.inline(assignor, members, metadata)
+        )
+
+    def inline(self, assignor: str, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+        """Whether the target of a group of ``members`` subscribed to ``metadata`` with
+        ``assignor`` is computed in-line (:meth:`assigns_inline`, without a request)."""
+        assign = self.assign
+        return (
+            assign is not None and self.inline_size(members, metadata) and assign.computes(assignor)
+        )
+
     def assigns_inline(self, request: TargetAssignmentRequest) -> bool:
         """Whether the target of ``request`` is computed inside the operation that needs it: a
-        built-in assignor and at most ``consumer_group_inline_assignment_max_size`` members +
-        partitions (about 5 ms at the limit)."""
-        size = len(request.members) + sum(t.num_partitions for t in request.topics)
+        built-in assignor, at most ``consumer_group_inline_assignment_max_size`` members +
+        partitions and ``..._max_members`` members (about 5 ms at the limits)."""
+        config = self._config
+        members = len(request.members)
+        size = members + sum(t.num_partitions for t in request.topics)
         return (
             self.assign is not None
-            and size <= self._config.consumer_group_inline_assignment_max_size
+            and members <= config.consumer_group_inline_assignment_max_members
+            and size <= config.consumer_group_inline_assignment_max_size
             and self.assign.computes(request.assignor)
         )
 
@@ -181,6 +229,7 @@ class AssignmentTasks:
         return lambda mid: targets.get(mid, EMPTY_ASSIGNMENT)
 
     def task(self, group: ConsumerGroup, request: TargetAssignmentRequest) -> AsyncTask:
+        self._asked[group.group_id] = (group, request.group_epoch)
         return AsyncTask(
             group_key(TimerKind.CONSUMER_ASSIGNMENT, group.group_id),
             request,
@@ -213,13 +262,27 @@ class AssignmentTasks:
         now_ms: int,
     ) -> CoordinatorResult[None]:
         gid = group.group_id
+        if self._asked.get(gid) == (group, request.group_epoch):
+            del self._asked[gid]
         if self._groups.get(gid) is not group:
             return CoordinatorResult()  # deleted (and maybe re-created) meanwhile
         if (
             group.group_epoch != request.group_epoch
             or group.assignment_epoch >= request.group_epoch
         ):
-            # Computed for an older epoch: the task for the newer one is on its way.
+            # Computed for an older epoch: ask for the group as it is now, unless a newer
+            # computation is on its way already or the next heartbeat computes it in-line --
+            # for a group of more than ..._inline_assignment_max_members members (its request
+            # costs ~2.5 ms per 1,000 members on the loop) once ASSIGNMENT_INTERVAL_MS has
+            # passed, asking for nothing meanwhile (as Kafka 4.3's assignment interval).
+            if len(group.members) <= self._config.consumer_group_inline_assignment_max_members:
+                return CoordinatorResult(tasks=self._follow_up(group))
+            self._asked[gid] = (group, request.group_epoch)
+            self._timer.schedule(
+                group_key(TimerKind.CONSUMER_ASSIGNMENT_RETRY, gid),
+                ASSIGNMENT_INTERVAL_MS,
+                lambda now: self._again(group),
+            )
             return CoordinatorResult()
         if not isinstance(answer, BaseException):
             try:
@@ -263,6 +326,29 @@ class AssignmentTasks:
                 records.append(target_assignment_record(gid, member_id, new))
         records.append(assignment_epoch_record(gid, request.group_epoch))
         return CoordinatorResult(records)
+
+    def _follow_up(self, group: ConsumerGroup) -> list[AsyncTask]:
+        """A task for the group's target as it is now, if it needs one off the loop and none
+        is in flight."""
+        asked = self._asked.get(group.group_id)
+        if (asked is not None and asked[0] is group) or not self.needs_assignment(group):
+            return []
+        if not group.subscription_metadata:
+            return []  # (the bump that emptied it wrote the empty targets)
+        if group.client_members and self._client_choice(group.group_id, group.members.values()):
+            return []  # a member computes it (client-side assignor)
+        if self.deferred_target(group):
+            return []  # the next heartbeat computes it in-line
+        return [self.group_task(group)]
+
+    def _again(self, group: ConsumerGroup) -> CoordinatorResult[None]:
+        """After the interval: ask for the group's target as it is now, if still needed."""
+        asked = self._asked.get(group.group_id)
+        if asked is not None and asked[0] is group:
+            del self._asked[group.group_id]
+        if self._groups.get(group.group_id) is not group:
+            return CoordinatorResult()
+        return CoordinatorResult(tasks=self._follow_up(group))
 
     def _retry(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
         if self._groups.get(group.group_id) is not group:

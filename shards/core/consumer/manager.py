@@ -389,7 +389,20 @@ class ConsumerGroupManager:
         # a client-side target nobody computes (the chosen member was replaced by its static
         # successor, or a fallback is on its way): this member is chosen
         orphaned = not bump and client is not None and computing is None
-        if (bump or deferred or orphaned) and group_epoch > assignment_epoch:
+        # A computation of this group's target is in flight off the loop: ask for nothing
+        # (not even the request, O(members)); its answer, found stale, asks again.
+        later = (
+            client is None
+            and not is_new
+            and bool(metadata)
+            and self.server_side.asking(
+                group,
+                assignor or self.group_assignor(group.assignor_counts),
+                len(group.members) + (counted is None),
+                metadata,
+            )
+        )
+        if (bump or deferred or orphaned) and group_epoch > assignment_epoch and not later:
             members = [
                 m
                 for mid, m in group.members.items()

@@ -192,14 +192,18 @@ class Sessions:
             if member.server_assignor is not None:
                 assignors[member.server_assignor] -= 1
             assignor = self._group_assignor({k: v for k, v in assignors.items() if v > 0})
-            request = assignment_request(
-                group, epoch, assignor, remaining, group.target_of, regexes, metadata
-            )
             # As Kafka 4.1: the epoch bump only; the next heartbeat of a remaining member
             # computes the target (Describe shows Assigning meanwhile). Groups assigned off
-            # the loop start that computation now.
-            if not self._server_side.assigns_inline(request):
-                tasks.append(self._server_side.task(group, request))
+            # the loop start that computation now, unless one is in flight (its answer, found
+            # stale, asks for the group as it is then).
+            server_side = self._server_side
+            if not server_side.inline(assignor, len(remaining), metadata) and not (
+                server_side.asking(group, assignor, len(remaining), metadata)
+            ):
+                request = assignment_request(
+                    group, epoch, assignor, remaining, group.target_of, regexes, metadata
+                )
+                tasks.append(server_side.task(group, request))
         return CoordinatorResult(records, response, tasks=tasks)
 
     def schedule_session_timeout(

@@ -80,8 +80,10 @@ def test_the_most_requested_assignor_wins_ties_go_to_the_configured_order() -> N
     c = Consumers(OFF_LOOP)
     c.join("a", server_assignor="range")
     assert _request(c).assignor == "range"
+    c.assign()
     c.join("b", server_assignor="uniform")  # 1 range, 1 uniform: uniform is listed first
     assert _request(c).assignor == "uniform"
+    c.assign()
     c.join("c", server_assignor="range")
     assert _request(c).assignor == "range"
 
@@ -103,11 +105,14 @@ def test_topic_metadata_change_bumps_the_epoch_of_subscribed_groups_only() -> No
 def test_stale_assignment_result_is_dropped() -> None:
     c = Consumers(OFF_LOOP)
     c.join("a")
-    stale = c.h.tasks.pop(ASSIGNMENT_G)
-    c.join("b")  # epoch 3: a newer task
+    stale = c.h.tasks.pop(ASSIGNMENT_G)  # in flight
+    c.join("b")  # epoch 3: nothing asked while a computation is in flight
+    assert not c.h.tasks
     n = len(c.h.log)
-    result = stale.on_done(c.assignor.compute(stale.request), c.h.now)
-    assert list(result.records) == [] and len(c.h.log) == n
+    c.h.write(lambda shard, now: stale.on_done(c.assignor.compute(stale.request), now))
+    assert len(c.h.log) == n  # dropped
+    # the stale answer asks for the group as it is now
+    assert [t.request.group_epoch for t in c.h.tasks.values()] == [3]
     assert c.group().assignment_epoch == 1
     c.assign()
     g = c.group()
@@ -230,4 +235,30 @@ def test_subscription_to_a_topic_created_later() -> None:
     assert c.group().group_epoch == epoch + 1
     c.assign(), m.heartbeat()
     assert m.owned == {FOO: (0, 1), BAR: (0, 1, 2)}
+    c.check()
+
+
+def test_a_join_storm_asks_for_one_computation_at_a_time() -> None:
+    """Per-join work on a large group assigned off the loop is bounded: while a computation
+    of the group's target is in flight, joins (and leaves) ask for none -- nor build its
+    request, O(members) -- and its answer, found stale, asks once for the group as it is
+    (issue 36 item 5: a 5,000-member join storm asked for 5,000 computations)."""
+    c = Consumers(OFF_LOOP, topics=image(foo=64))
+    c.join("m0")
+    assert c.h.tasks_asked == 1  # in flight from here on
+    for i in range(1, 300):
+        before = len(c.h.log)
+        r = c.join(f"m{i}")
+        assert r.error_code == 0 and r.member_epoch == 1  # the assignment epoch, as before
+        assert len(c.h.log) - before <= 3  # member, group epoch, its current assignment
+    for i in range(250, 300):
+        c.heartbeat(member_id=f"m{i}", member_epoch=-1)  # leaves: fenced, epoch bumped
+    assert c.h.tasks_asked == 1
+    c.assign()  # the stale answer asks once more, for the 250 members left
+    assert c.h.tasks_asked == 2
+    g = c.group()
+    assert g.assignment_epoch == g.group_epoch
+    assert (
+        sorted(len(g.target_of(f"m{i}").get(FOO, ())) for i in range(250)) == [0] * 186 + [1] * 64
+    )
     c.check()
