@@ -291,11 +291,12 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
         )
         == joins // 2
     )
-    # every target assignment went to the assignor service (a newer group epoch cancels
-    # the call of an older one: calls >= answers)
+    # every target assignment went to the assignor service (at most one computation per
+    # group at a time: the three rebalances ask for one or more, each answered or found
+    # stale; none computed in-process)
     calls = s.value("groupcoord_assignor_client_calls_total")
     remote_ok = s.value("groupcoord_assignor_client_remote_ok_total")
-    assert calls >= 3 and 1 <= remote_ok <= calls
+    assert 1 <= remote_ok <= calls
     assert s.value("groupcoord_assignor_client_fallbacks_total") == 0
     assert s.value("groupcoord_assignor_client_failures_total") == 0
     assign_client = {"method": "Assignor/Assign", "grpc_status": "OK"}
@@ -409,6 +410,8 @@ def test_a_metrics_port_in_use_is_a_clear_start_up_error(tmp_path: Path) -> None
             text=True,
             timeout=60,
         )
+    # checked before anything starts: one line naming the option (services/cli/preflight.py)
     assert out.returncode == 1
-    assert f"cannot serve metrics on 127.0.0.1:{port}" in out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"--metrics-port {port}: 127.0.0.1:{port} is already in use" in out.stderr
     assert "groupcoord: metrics on" not in out.stdout
