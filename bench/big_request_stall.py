@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import signal
-import statistics
 import subprocess
 import tempfile
 import time
@@ -168,12 +167,8 @@ async def _scenario(port: int, attack: Attack, interval_s: float) -> dict[str, A
     finally:
         await probe.close()
     requests, answer_bytes, errors = count()
-    latencies.sort()
     return {
-        "probe_requests": len(latencies),
-        "probe_p50_ms": round(statistics.median(latencies), 2),
-        "probe_p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2),
-        "probe_max_ms": round(latencies[-1], 2),
+        **report.probe_summary(latencies),
         "attack_s": round(took, 2),
         "attack_requests": requests,
         "answer_bytes": answer_bytes,

@@ -42,3 +42,15 @@ def write(path: str | Path, doc: Any, *, newline: bool = False) -> None:
 def medians(runs: list[dict[str, Any]], *fields: str) -> dict[str, Any]:
     """``<field>_median``: the median of each of ``fields`` over ``runs``."""
     return {f"{field}_median": statistics.median(run[field] for run in runs) for field in fields}
+
+
+def probe_summary(latencies_ms: list[float]) -> dict[str, Any]:
+    """A probe client's latencies (ms) as the stall benchmarks report them: count, p50, p99
+    and max, rounded to 0.01 ms."""
+    ordered = sorted(latencies_ms)
+    return {
+        "probe_requests": len(ordered),
+        "probe_p50_ms": round(statistics.median(ordered), 2),
+        "probe_p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
+        "probe_max_ms": round(ordered[-1], 2),
+    }

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 import time
 from collections import Counter
@@ -108,12 +107,8 @@ async def _scenario(port: int, name: str, seconds: float) -> dict[str, Any]:
         took = time.perf_counter() - started
     finally:
         await probe.close()
-    latencies.sort()
     return {
-        "probe_requests": len(latencies),
-        "probe_p50_ms": round(statistics.median(latencies), 2),
-        "probe_p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2),
-        "probe_max_ms": round(latencies[-1], 2),
+        **report.probe_summary(latencies),
         "attack_s": round(took, 2),
         "attempts": len(answers),
         "answers": dict(Counter(answers)),
