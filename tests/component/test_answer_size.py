@@ -6,28 +6,39 @@ sentence. Real gRPC server; sizes are the serialized protobuf messages."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
 from groupcoord.v1 import coordinator_pb2_grpc, groups_pb2, offsets_pb2
 
 from shards.core.errors import Errors
-from tests.component.conftest import Client
+from tests.component.conftest import start_client
 from tests.component.test_offsets_grpc import commit_request, fetch_request
 
-#: one more item than --max-request-items (100,000) counts: 1 topic + 100,000 partitions
-MANY = 100_000
+#: the shard's --max-request-items here (100,000 by default: the ratios are per item, and a
+#: lower limit keeps the requests quick to build)
+LIMIT = 5_000
+#: one more item than the limit counts: 1 topic + LIMIT partitions
+MANY = LIMIT
 #: an answer may be this much larger than its request (it echoes ids, adds a code per item)
 RATIO = 1.5
 
 
 @pytest.fixture
-async def stub(client: Client) -> AsyncIterator[coordinator_pb2_grpc.GroupCoordinatorStub]:
-    """A stub that takes answers of any size (the default 4 MiB would refuse the unbounded
-    ones before they could be measured)."""
+async def stub(tmp_path: Path) -> AsyncIterator[coordinator_pb2_grpc.GroupCoordinatorStub]:
+    """A shard with --max-request-items LIMIT, and a stub that takes answers of any size (the
+    default 4 MiB would refuse the unbounded ones before they could be measured)."""
+    client = await start_client(tmp_path, {"max_request_items": LIMIT})
     options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{client.app.port}", options=options) as ch:
-        yield coordinator_pb2_grpc.GroupCoordinatorStub(ch)
+    try:
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{client.app.port}", options=options
+        ) as ch:
+            yield coordinator_pb2_grpc.GroupCoordinatorStub(ch)
+    finally:
+        await client.channel.close()
+        await client.app.stop()
 
 
 def ratio(request: object, answer: object) -> float:
@@ -52,7 +63,7 @@ async def test_unknown_partitions_say_their_error_once(
 ) -> None:
     """Partitions of a topic the catalog lacks, alone and mixed with known ones (these are
     committed): UNKNOWN_TOPIC_OR_PARTITION on each, its message once."""
-    alone = commit_request("g", topic="nowhere", offsets=dict.fromkeys(range(50_000), 1))
+    alone = commit_request("g", topic="nowhere", offsets=dict.fromkeys(range(LIMIT // 2), 1))
     mixed = offsets_pb2.OffsetCommitRequest(
         group_id="g",
         topics=[*commit_request("g", offsets={0: 5}).topics, *alone.topics],
@@ -73,7 +84,7 @@ async def test_refused_batched_group_requests_say_their_error_once(
 ) -> None:
     """OffsetFetch, DescribeGroups, DeleteGroups and FindCoordinator over the item limit:
     INVALID_REQUEST for every group, the message once."""
-    ids = [f"g{i}" for i in range(MANY + 1)]
+    ids = [f"g{i:05d}" for i in range(MANY + 1)]  # as long as the ids of 100,000 groups
     fetch = fetch_request(*ids)
     r = await stub.OffsetFetch(fetch)
     assert {g.error_code for g in r.groups} == {Errors.INVALID_REQUEST}

@@ -120,10 +120,12 @@ async def read_all(result: Any) -> bytes:
 async def test_pipelined_responses_split_anywhere_arrive_whole_and_in_order(
     chunks: list[int], stream: bool
 ) -> None:
-    n = 40 if chunks[0] < 100 else 200
+    # a few bytes a write: every size twice over, the largest just over the receive buffer
+    n = 2 * len(SIZES) if chunks[0] < 100 else 200
     sizes = {cid: SIZES[cid % len(SIZES)] for cid in range(1, n + 1)}
-    if chunks == [1]:
-        sizes = {cid: min(s, 5000) for cid, s in sizes.items()}  # one byte a write: keep it short
+    if chunks[0] < 100:
+        cap = 5000 if chunks == [1] else RECEIVE_BUFFER + 1  # one byte a write: keep it short
+        sizes = {cid: min(s, cap) for cid, s in sizes.items()}
     broker = ScriptedBroker(lambda cid: response_frame(cid, sizes[cid]), chunks)
     async with connection(broker) as conn:
         futures = [

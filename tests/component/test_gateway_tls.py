@@ -55,7 +55,10 @@ async def ssl_gateway(
 ) -> AsyncIterator[Stack]:
     listener = SslListener(str(server.cert), str(server.key), str(cafile), client_auth)
     settings = {"security_protocol": "SSL", "listener_tls": listener}
-    async with gateway_stack(tmp_path, gateway=settings) as stack:
+    # librdkafka consumers join classic groups: no 3 s initial delay to wait out
+    async with gateway_stack(
+        tmp_path, gateway=settings, classic_group_initial_rebalance_delay_ms=0
+    ) as stack:
         yield stack
 
 
