@@ -32,9 +32,7 @@ async def stub(tmp_path: Path) -> AsyncIterator[coordinator_pb2_grpc.GroupCoordi
     client = await start_client(tmp_path, {"max_request_items": LIMIT})
     options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
     try:
-        async with grpc.aio.insecure_channel(
-            f"127.0.0.1:{client.app.port}", options=options
-        ) as ch:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{client.app.port}", options=options) as ch:
             yield coordinator_pb2_grpc.GroupCoordinatorStub(ch)
     finally:
         await client.channel.close()
