@@ -30,8 +30,13 @@ async def until_signalled(
     a node id or for the store) the start-up is cancelled and whatever it started is
     stopped, so a process told to stop never hangs in a retry loop.
     """
-    from services.process import metrics
+    from services.process import gc_tuning, metrics
     from services.rpc.grpc_server import install_signal_handlers
+
+    try:  # before anything starts: what is imported by now lives as long as the process
+        gc_tuning.tune()
+    except gc_tuning.GcSettingError as ex:
+        raise click.ClickException(str(ex)) from None
 
     async def stop_all() -> None:
         await stop()

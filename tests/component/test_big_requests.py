@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import services.gateway.connection as connection
+import services.gateway.handlers.consumer as gateway_consumer
 import services.gateway.handlers.offsets as gateway_offsets
 import services.gateway.handlers.topics as gateway_topics
 import services.rpc.invoke as invoke
@@ -66,6 +67,8 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
         (gateway_offsets, "OFFLOAD_PARTITIONS"),
         (gateway_topics, "METADATA_OFFLOAD"),
         (coordinator, "OFFLOAD_ITEMS"),
+        (invoke, "OFFLOAD_ITEMS"),
+        (gateway_consumer, "OFFLOAD_MEMBERS"),
         (partition, "OFFLOAD_RECORDS"),
     ]:
         monkeypatch.setattr(module, name, 20, raising=False)  # (raising: absent before)
@@ -249,3 +252,72 @@ async def test_a_large_metadata_answer_lets_other_clients_be_served(
     )
     (t,) = answer.topics
     assert [p.partition_index for p in t.partitions] == list(range(PARTITIONS))
+
+
+MEMBERS = 25  # over the lowered thresholds (20)
+
+
+async def _join(stack: Stack, group: str, members: int) -> None:
+    w = await stack.wire()
+    try:
+        for i in range(members):
+            r = await w.send(
+                request(
+                    "consumer_group_heartbeat",
+                    0,
+                    group_id=group,
+                    member_id=f"m{i}",
+                    member_epoch=0,
+                    instance_id=None,
+                    rack_id=None,
+                    rebalance_timeout=30_000,
+                    subscribed_topic_names=["t"],
+                    server_assignor=None,
+                    topic_partitions=[],
+                )
+            )
+            assert r.error_code == 0, r
+    finally:
+        await w.close()
+
+
+def _many_members(*args: Any) -> bool:
+    """A described group's answer (the core's, or its conversion's input) of MEMBERS."""
+    for arg in args:
+        for g in getattr(arg, "groups", None) or [arg]:
+            if len(getattr(g, "members", ())) >= MEMBERS:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("step", ["shard", "gateway"])
+async def test_a_large_group_description_lets_other_clients_be_served(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """A ConsumerGroupDescribe is a small request with an answer as large as the group: its
+    conversion (the shard's answer to protobuf; the gateway's to Kafka's fields) runs on a
+    worker thread while others are served."""
+    await _join(stack, "crowd", MEMBERS)
+    gate = Gate()
+    if step == "shard":
+        monkeypatch.setattr(
+            invoke.Invoker, "_encoded", gate.wrap(invoke.Invoker._encoded, _many_members)
+        )
+    else:
+        described = gateway_consumer.ConsumerGroupApis._described
+        monkeypatch.setattr(
+            gateway_consumer.ConsumerGroupApis,
+            "_described",
+            staticmethod(gate.wrap(described, _many_members)),
+        )
+    answer = await _answered_while_held(
+        stack,
+        gate,
+        request(
+            "consumer_group_describe", 0, group_ids=["crowd"], include_authorized_operations=False
+        ),
+        _probes("crowd"),
+    )
+    (g,) = answer.groups
+    assert g.error_code == 0
+    assert sorted(m.member_id for m in g.members) == sorted(f"m{i}" for i in range(MEMBERS))

@@ -158,6 +158,20 @@ def test_port_in_use_is_refused_before_anything_starts(
     assert not data.exists()
 
 
+def test_bad_gc_thresholds_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "dev", "--data-dir", str(tmp_path / "data")]
+        + ["--grpc-port", "0", "--kafka-port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "GROUPCOORD_GC_THRESHOLDS": "700,10"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line_error(result, "GROUPCOORD_GC_THRESHOLDS='700,10'", "three positive integers")
+    assert "listening" not in result.stdout
+
+
 def test_data_dir_that_cannot_be_created_names_the_option() -> None:
     result = groupcoord("dev", "--data-dir", "/proc/nope", *STORE_ARGS)
     assert_one_line_error(result, "--data-dir /proc/nope", "cannot create")
