@@ -357,7 +357,10 @@ class GroupCoordinatorService:
             unknown = missing(self.topics.image)
         if unknown and self.upstream_topics is not None:
             # proxy mode: a topic (or partition) created upstream since the mirror's last poll
-            counts = await self.upstream_topics.partitions(sorted({t for t, _ in unknown}))
+            highest: dict[str, int] = {}
+            for t, p in sorted(unknown):
+                highest[t] = max(p, highest.get(t, p))
+            counts = await self.upstream_topics.partitions(highest)
             unknown = {(t, p) for t, p in unknown if not 0 <= p < counts.get(t, 0)}
         return unknown
 

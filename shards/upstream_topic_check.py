@@ -13,8 +13,9 @@ A miss is cheap for a client to cause, so the asking is bounded whatever clients
   which starts when it ends (coalesced: a burst of misses costs one or two lookups);
 * **at most one lookup per** ``min_interval_s`` (0.25 s) and **at most** ``max_names`` (100)
   **names per lookup**; a name that does not fit is answered from what is known (unknown);
-* **answers are remembered** for ``remember_s`` (1 s), found or not, so repeating a request
-  for a topic that does not exist costs nothing upstream;
+* **answers are remembered** for ``remember_s`` (1 s), so repeating a request for a topic
+  that does not exist costs nothing upstream (a partition beyond a remembered count is asked
+  again: partitions grow);
 * a lookup that fails or takes longer than ``timeout_s`` (2 s) changes nothing: the names
   stay unknown, as before this check.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 log = logging.getLogger("groupcoord.catalog.upstream_check")
@@ -68,24 +69,21 @@ class UpstreamTopicCheck:
         self.lookups = 0
         self.dropped = 0
 
-    def _remembered(self, name: str, now: float) -> tuple[bool, int | None]:
-        answer = self._answers.get(name)
-        if answer is None or now - answer[1] >= self.remember_s:
-            return False, None
-        return True, answer[0]
-
-    async def partitions(self, names: Iterable[str]) -> dict[str, int]:
-        """The upstream's partition count of each of ``names`` it has (from a lookup made
-        after this call, or remembered from one less than ``remember_s`` ago)."""
+    async def partitions(self, wanted: Mapping[str, int]) -> dict[str, int]:
+        """The upstream's partition count of each topic of ``wanted`` (name -> the highest
+        partition index asked for) it has: from a lookup made after this call, or from one
+        less than ``remember_s`` ago that said the topic is absent or has that partition."""
         now = self._clock()
         out: dict[str, int] = {}
         ask: list[str] = []
-        for name in dict.fromkeys(names):
-            known, count = self._remembered(name, now)
-            if not known:
+        for name, highest in wanted.items():
+            answer = self._answers.get(name)
+            if answer is None or now - answer[1] >= self.remember_s:
                 ask.append(name)
-            elif count is not None:
-                out[name] = count
+            elif answer[0] is not None:
+                out[name] = answer[0]
+                if highest >= answer[0]:  # grown since? (the lookups' bounds still apply)
+                    ask.append(name)
         if not ask:
             return out
         queued = []
@@ -106,6 +104,8 @@ class UpstreamTopicCheck:
             answer = self._answers.get(name)
             if answer is not None and answer[0] is not None:
                 out[name] = answer[0]
+            else:
+                out.pop(name, None)
         return out
 
     async def _lookup_after(self, previous: asyncio.Future[None] | None) -> None:
@@ -120,9 +120,7 @@ class UpstreamTopicCheck:
         self._last = self._clock()
         self.lookups += 1
         try:
-            counts = await asyncio.wait_for(
-                self._upstream.partition_counts(names), self.timeout_s
-            )
+            counts = await asyncio.wait_for(self._upstream.partition_counts(names), self.timeout_s)
         except Exception as ex:  # noqa: BLE001 -- the upstream is away: nothing learnt
             log.warning("cannot ask the upstream about topics %s: %r", names[:5], ex)
             return

@@ -39,6 +39,7 @@ from tests.interop.kafka_broker import (
     groupcoord_args,
     kafka_for_tests,
 )
+from tests.interop.sequences import create_topic
 from tests.interop.support import unique
 from tests.support.kafka_wire import KafkaWire, request
 from tests.support.processes import ServerProcess
@@ -308,6 +309,81 @@ def test_producers_right_after_topic_creation_write_each_record_once(
     assert list(counts.values()) == [FRESH_RECORDS] * FRESH_TOPICS, counts
     assert not failed, failed[:5]
     assert kafka.port not in seen_ports, f"a producer reached the upstream directly: {seen_ports}"
+
+
+def _commit(group: str, topic: str, partitions: list[int]) -> Any:
+    return request(
+        "offset_commit",
+        8,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p in partitions
+                ],
+            }
+        ],
+    )
+
+
+def test_commits_on_a_topic_just_created_upstream_are_accepted(
+    kafka: KafkaBroker, proxy: ServerProcess
+) -> None:
+    """A topic created on the upstream directly (not through the gateway), and a partition
+    added to it, take commits through the gateway at once -- as Kafka's brokers do -- not
+    after the catalog's next poll of the upstream (every 5 s here); a topic that exists
+    nowhere is still UNKNOWN_TOPIC_OR_PARTITION."""
+
+    async def run() -> None:
+        upstream = await KafkaWire.connect("127.0.0.1", kafka.port)
+        gateway = await KafkaWire.connect("127.0.0.1", proxy.ports["kafka"])
+        try:
+            topic, group = unique("direct"), unique("direct")
+            await create_topic(upstream, topic, 2)
+            started = time.monotonic()
+            r = await gateway.send(_commit(group, topic, [0, 1]))
+            took = time.monotonic() - started
+            print(f"first commit on a topic created upstream: {took * 1000:.0f} ms")
+            assert [p.error_code for p in r.topics[0].partitions] == [0, 0]
+            assert took < 1.5
+
+            g = await upstream.send(
+                request(
+                    "create_partitions",
+                    3,
+                    topics=[{"name": topic, "count": 3, "assignments": None}],
+                    timeout=30000,
+                    validate_only=False,
+                )
+            )
+            assert g.results[0].error_code == 0, g
+            for _ in range(200):  # the upstream broker learns of its new partition
+                md = await upstream.send(request("metadata", 12, topics=[{"name": topic}]))
+                if len(md.topics[0].partitions) == 3:
+                    break
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            r = await gateway.send(_commit(group, topic, [2]))
+            print(f"commit on a new partition: {(time.monotonic() - started) * 1000:.0f} ms")
+            assert [p.error_code for p in r.topics[0].partitions] == [0]
+
+            r = await gateway.send(_commit(group, unique("nowhere"), [0]))
+            assert [p.error_code for p in r.topics[0].partitions] == [3]
+        finally:
+            await upstream.close()
+            await gateway.close()
+
+    asyncio.run(run())
 
 
 JAVA_RECORDS = 1_000
