@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 log = logging.getLogger("groupcoord.catalog.upstream_check")
+#: a failing upstream is logged at most this often
+_WARN_EVERY_S = 60.0
 
 
 class UpstreamTopics(Protocol):
@@ -65,6 +67,7 @@ class UpstreamTopicCheck:
         self._current: asyncio.Future[None] | None = None
         self._next: asyncio.Future[None] | None = None
         self._last = float("-inf")
+        self._warned_at = float("-inf")
         #: lookups sent upstream, and names left unasked (over max_names): for tests, metrics
         self.lookups = 0
         self.dropped = 0
@@ -109,11 +112,17 @@ class UpstreamTopicCheck:
         return out
 
     async def _lookup_after(self, previous: asyncio.Future[None] | None) -> None:
-        if previous is not None:
-            await asyncio.wait([previous])
-        delay = self._last + self.min_interval_s - self._clock()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            delay = self._last + self.min_interval_s - self._clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            if self._next is asyncio.current_task():  # (shutting down) the next caller asks anew
+                self._next = None
+                self._wanted.clear()
+            raise
         self._current, self._next = self._next, None
         names = list(self._wanted)
         self._wanted.clear()
@@ -122,7 +131,9 @@ class UpstreamTopicCheck:
         try:
             counts = await asyncio.wait_for(self._upstream.partition_counts(names), self.timeout_s)
         except Exception as ex:  # noqa: BLE001 -- the upstream is away: nothing learnt
-            log.warning("cannot ask the upstream about topics %s: %r", names[:5], ex)
+            if self._clock() - self._warned_at >= _WARN_EVERY_S:  # not one line per lookup
+                self._warned_at = self._clock()
+                log.warning("cannot ask the upstream about topics %s: %r", names[:5], ex)
             return
         now = self._clock()
         stale = [n for n, (_c, at) in self._answers.items() if now - at >= self.remember_s]

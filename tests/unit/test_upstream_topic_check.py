@@ -129,3 +129,22 @@ async def test_one_name_or_none(names: list[str]) -> None:
     check = UpstreamTopicCheck(upstream, ManualTime())
     assert await check.partitions(want(names)) == ({"t": 4} if names else {})
     assert upstream.count_requests == ([["t"]] if names else [])
+
+
+async def test_a_lookup_cancelled_while_waiting_does_not_block_the_next() -> None:
+    upstream = HeldUpstream()
+    upstream.create("t", 1)
+    check = UpstreamTopicCheck(upstream, min_interval_s=10.0)
+    first = asyncio.ensure_future(check.partitions(want(["a"])))
+    await asyncio.sleep(0)
+    upstream.release.set()
+    assert await first == {}
+    # the next lookup waits for the interval; it is cancelled (as at shutdown)
+    waiting = asyncio.ensure_future(check.partitions(want(["t"])))
+    await asyncio.sleep(0.01)
+    assert check._next is not None  # noqa: SLF001 -- the lookup that waits
+    check._next.cancel()  # noqa: SLF001
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    check.min_interval_s = 0
+    assert await check.partitions(want(["t"])) == {"t": 1}
