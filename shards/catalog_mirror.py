@@ -46,6 +46,11 @@ class Upstream(Protocol):
         and replica racks per partition. Raises rather than answer with a partial list."""
         ...
 
+    async def partition_counts(self, names: list[str]) -> dict[str, int]:
+        """The partition count of each of ``names`` the upstream has, asked now (for a
+        topic or partition the catalog does not have yet: ``shards.upstream_topic_check``)."""
+        ...
+
     async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The latest offset of each (topic, partition) (ListOffsets, timestamp -1); a pair
         the upstream could not answer is left out."""

@@ -31,6 +31,7 @@ from shards.limits import (
 from shards.ownership.view import OwnershipView
 from shards.runtime.partition import CoordinatorPartition, ReadToken, answer_again
 from shards.runtime.runtime import CoordinatorRuntime
+from shards.upstream_topic_check import UpstreamTopicCheck
 
 log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
@@ -108,6 +109,7 @@ class GroupCoordinatorService:
         limits: RequestLimits = DEFAULT_LIMITS,
         topics_miss_refresh_s: float = 0.1,
         log_ends: LogEndOffsets | None = None,
+        upstream_topics: UpstreamTopicCheck | None = None,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
@@ -123,6 +125,8 @@ class GroupCoordinatorService:
         self._topics_refresh: asyncio.Future[TopicsImage] | None = None
         #: proxy mode: the upstream cluster, for DescribeGroupLag (None: lag unknown)
         self.log_ends = log_ends
+        #: proxy mode: asks the upstream about topics the catalog does not have yet
+        self.upstream_topics = upstream_topics
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -320,7 +324,9 @@ class GroupCoordinatorService:
         """The (topic, partition) pairs that do not exist, as Kafka's API layer checks them
         against its metadata cache before OffsetCommit/OffsetDelete reach the coordinator. A
         miss re-reads the catalog (at most every ``topics_miss_refresh_s``), so a topic
-        another process created a moment ago is found."""
+        another process created a moment ago is found; in proxy mode a topic still missing
+        is then asked of the upstream (``shards.upstream_topic_check``: bounded, coalesced),
+        so one created upstream since the mirror's last poll is found too."""
         if self.topics is None:
             return set()
 
@@ -349,6 +355,13 @@ class GroupCoordinatorService:
             except Exception as ex:  # the store is away: answer from what we know
                 log.warning("topic catalog refresh failed: %r", ex)
             unknown = missing(self.topics.image)
+        if unknown and self.upstream_topics is not None:
+            # proxy mode: a topic (or partition) created upstream since the mirror's last poll
+            highest: dict[str, int] = {}
+            for t, p in sorted(unknown):
+                highest[t] = max(p, highest.get(t, p))
+            counts = await self.upstream_topics.partitions(highest)
+            unknown = {(t, p) for t, p in unknown if not 0 <= p < counts.get(t, 0)}
         return unknown
 
     def _refused(

@@ -88,6 +88,10 @@ SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(29, "describe_acls", 1, 3),
     ApiSpec(30, "create_acls", 1, 3),
     ApiSpec(31, "delete_acls", 1, 3),
+    # group configs (handlers/configs.py): GROUP resources; in proxy mode the others are
+    # forwarded (proxy.py splits a request and merges the answers)
+    ApiSpec(32, "describe_configs", 1, 4),
+    ApiSpec(44, "incremental_alter_configs", 0, 1),
 )
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17

@@ -10,6 +10,9 @@ listener, so all client traffic passes the gateway. Per request (:meth:`ProxySes
 * the group and offset APIs (:data:`LOCAL`, FindCoordinator for group keys) and ApiVersions
   (merged: the upstream's ranges, groupcoord's for what it answers) are answered by
   groupcoord, as in coordinator-only mode;
+* DescribeConfigs and IncrementalAlterConfigs: GROUP resources are answered by groupcoord
+  (its group configs), the others forwarded; a request naming both is split into two and the
+  two answers merged in the request's order (:data:`CONFIGS`);
 * TxnOffsetCommit is not advertised and, if sent anyway, answered UNSUPPORTED_VERSION on
   every partition (groupcoord cannot join the upstream's transactions);
 * Metadata, DescribeCluster and FindCoordinator for other key types are forwarded and their
@@ -47,6 +50,7 @@ from services.upstream.wire import (
     UpstreamConnection,
     UpstreamFailure,
     decode_response,
+    encode_request,
     encode_response,
     entity_class,
     is_flexible,
@@ -68,6 +72,12 @@ GROUP_KEY_TYPE = 0
 #: SaslAuthenticate (17, 36) too: the gateway authenticates its clients itself and talks to
 #: the upstream with its own credentials (docs/security.md, SASL).
 LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 36, 42, 47, 68, 69})
+#: DescribeConfigs and IncrementalAlterConfigs: GROUP resources answered by groupcoord (its
+#: group configs), the others forwarded; a request naming both is split and the answers
+#: merged in the request's order (:meth:`ProxySession._configs`).
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+CONFIGS = frozenset({DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS})
+GROUP_RESOURCE = 32
 #: Forwarded, the response rewritten (broker addresses -> gateway listeners).
 REWRITTEN = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 #: The highest version advertised and forwarded, whatever the upstream's. Produce: the
@@ -144,6 +154,9 @@ class Proxy:
                 if key == FIND_COORDINATOR:
                     spec = codec.SERVED[key]
                     lo, hi = max(lo, spec.min_version), min(hi, spec.max_version)
+            if key in CONFIGS:  # decoded here: what groupcoord answers
+                spec = codec.SERVED[key]
+                lo, hi = max(lo, spec.min_version), min(hi, spec.max_version)
             if lo > hi:
                 continue
             ranges[key] = (lo, hi)
@@ -282,6 +295,10 @@ class ProxySession:
             self.partial_versions = self.proxy.cluster.api_versions is None
         if api_key in LOCAL:
             return await local(frame, None)
+        if api_key in CONFIGS:
+            split = await self._configs(frame, api_key, version, correlation_id, local)
+            if split is not None:
+                return split
         if api_key == FIND_COORDINATOR and await self._is_group_lookup(frame, version):
             return await local(frame, await self.proxy.coordinator_node(self.node_id))
         if api_key == TXN_OFFSET_COMMIT:
@@ -321,6 +338,76 @@ class ProxySession:
             # (a coroutine, not a task: run by the writer when it comes to this answer)
             return node_endpoints.produce_response_of(fut, version, self.proxy.listeners.address)
         return fut
+
+    async def _configs(
+        self,
+        frame: bytes,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        local: Callable[[bytes, Node | None], Awaitable[bytes]],
+    ) -> Pending | None:
+        """A config request naming GROUP resources: answered here (all GROUP), or split --
+        the GROUP resources answered here, the others forwarded -- and merged. None: no
+        GROUP resource, forwarded as it is."""
+        spec = codec.SERVED[api_key]
+        if not spec.min_version <= version <= spec.max_version:
+            raise CloseClient(f"{spec.name} v{version} is not served in proxy mode")
+        header = framing.parse_header(frame, codec.is_flexible_request(api_key, version))
+        request = codec.decode_request(api_key, version, frame, header.body_offset)
+        groups = tuple(r for r in request.resources if int(r.resource_type) == GROUP_RESOURCE)
+        if not groups:
+            return None
+        if len(groups) == len(request.resources):
+            return await local(frame, None)
+        others = tuple(r for r in request.resources if int(r.resource_type) != GROUP_RESOURCE)
+        client_id = header.client_id
+        mine = encode_request(
+            dataclasses.replace(request, resources=groups), correlation_id, client_id
+        )
+        theirs = encode_request(
+            dataclasses.replace(request, resources=others), correlation_id, client_id
+        )
+        link = await self._link()
+        if self.proxy.metrics is not None:
+            self.proxy.metrics.forwarded.add(len(theirs) + 4, TO_UPSTREAM)
+        try:
+            forwarded = await link.send_frame(theirs, correlation_id)
+        except UpstreamFailure as ex:
+            raise CloseClient(str(ex)) from ex
+        assert forwarded is not None
+        answered = asyncio.ensure_future(local(mine, None))
+        return asyncio.ensure_future(
+            self._merged(api_key, version, correlation_id, request, answered, forwarded)
+        )
+
+    @staticmethod
+    async def _merged(
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        request: Any,
+        answered: Awaitable[bytes],
+        forwarded: Awaitable[bytes],
+    ) -> bytes:
+        """The two answers of a split config request as one, in the request's order."""
+        mine, theirs = await asyncio.gather(answered, forwarded)
+        field = "results" if api_key == DESCRIBE_CONFIGS else "responses"
+        bodies = [
+            decode_response(api_key, version, bytes(frame[4:]))[1] for frame in (mine, theirs)
+        ]
+        queues: dict[tuple[int, str], list[Any]] = {}
+        for body in bodies:
+            for entry in getattr(body, field):
+                queues.setdefault((int(entry.resource_type), entry.resource_name), []).append(entry)
+        merged = []
+        for r in request.resources:
+            queue = queues.get((int(r.resource_type), r.resource_name))
+            if queue:
+                merged.append(queue.pop(0))
+        throttle = max(bodies[0].throttle_time, bodies[1].throttle_time)
+        body = dataclasses.replace(bodies[0], throttle_time=throttle, **{field: tuple(merged)})
+        return encode_response(correlation_id, api_key, version, body)
 
     async def _rewritten(self, fut: Awaitable[bytes], api_key: int, version: int) -> bytes:
         return await self.proxy.rewrite(api_key, version, await fut)

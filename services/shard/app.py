@@ -62,6 +62,7 @@ from shards.security.watch import WatchedDocument
 from shards.storage import open_store
 from shards.storage.base import LogStore
 from shards.topic_catalog import TopicCatalog
+from shards.upstream_topic_check import UpstreamTopicCheck
 
 log = logging.getLogger("groupcoord.shard")
 
@@ -381,6 +382,7 @@ class ShardApp:
                 max_items=s.max_request_items, max_catalog_partitions=s.max_catalog_partitions
             ),
             log_ends=s.upstream,
+            upstream_topics=UpstreamTopicCheck(s.upstream) if s.upstream is not None else None,
         )
         coordinator: GroupCoordinatorApi = self.service
         catalog: Any = self.catalog

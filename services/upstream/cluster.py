@@ -266,6 +266,18 @@ class UpstreamCluster:
             )
         return sorted(out, key=lambda t: t.name)
 
+    async def partition_counts(self, names: list[str]) -> dict[str, int]:
+        """The partition count of each of ``names`` the upstream has (Metadata for those
+        names only, never creating one); internal topics and errors are left out."""
+        if not names:
+            return {}
+        response = await self.metadata(names)
+        return {
+            t.name: len(t.partitions)
+            for t in response.topics
+            if t.error_code == 0 and t.name and not t.is_internal and t.name not in INTERNAL_TOPICS
+        }
+
     async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The latest offset of each (topic, partition), asked of each partition's leader.
         Partitions that are unknown, leaderless or answer an error are left out."""

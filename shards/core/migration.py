@@ -53,9 +53,7 @@ from shards.core.classic.member import ClassicGroupMember
 from shards.core.classic.operation import Op, rebalance_timeout
 from shards.core.classic.records import group_metadata_record
 from shards.core.consumer import api as consumer_api
-from shards.core.consumer.assignment_tasks import assignment_request
-from shards.core.consumer.client_side import ClientSideAssignments
-from shards.core.consumer.group import ConsumerGroup
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
 from shards.core.consumer.manager import ClassicJoin
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
@@ -79,7 +77,7 @@ from shards.core.consumer.steady import ScheduleSession
 from shards.core.coordinator_config import CoordinatorConfig, MigrationPolicy
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
-from shards.core.records import ClassicMemberMetadata, ClassicProtocol
+from shards.core.records import ClassicMemberMetadata, ClassicProtocol, TopicMetadata
 from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicsImage
 from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer, TimerOp
@@ -137,10 +135,18 @@ class ConsumerGroupOps(Protocol):
 
     def cancel_timers(self, group_id: str, member_id: str) -> None: ...
 
-    def group_assignor(self, counts: dict[str, int]) -> str: ...
-
-    @property
-    def client_side(self) -> ClientSideAssignments: ...
+    def after_removal(
+        self,
+        group: ConsumerGroup,
+        removed: tuple[str, ...],
+        remaining: list[ConsumerGroupMember],
+        epoch: int,
+        regexes: dict[str, ResolvedRegex],
+        metadata: dict[str, TopicMetadata],
+        assignors: dict[str, int],
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None: ...
 
 
 class ClassicGroupOps(Protocol):
@@ -757,7 +763,10 @@ class Migration:
         tasks: list[AsyncTask],
     ) -> list[Record]:
         """Members (using the classic protocol: no regex, no server assignor) left: refresh
-        the subscription metadata, bump the group epoch, ask for a new target assignment."""
+        the subscription metadata and bump the group epoch. As Kafka 4.x, the target of a
+        group assigned in-line waits for the next heartbeat (or JoinGroup) of a remaining
+        member -- the group is Assigning meanwhile, and the survivors keep their partitions
+        until then; the consumer-group manager decides (the same as for a leave heartbeat)."""
         gid = group.group_id
         records: list[Record] = []
         remaining = [m for mid, m in group.members.items() if mid not in leaving]
@@ -775,18 +784,18 @@ class Migration:
                 records.append(partition_metadata_record(gid, metadata))
         epoch = group.group_epoch + 1
         records.append(group_epoch_record(gid, epoch, group.metadata_hash))
-        consumer = self.consumer
         if remaining:
-            request = assignment_request(
+            self.consumer.after_removal(
                 group,
-                epoch,
-                consumer.group_assignor(group.assignor_counts),
+                tuple(leaving),
                 remaining,
-                group.target_of,
+                epoch,
                 regexes,
                 metadata,
+                dict(group.assignor_counts),
+                records,
+                tasks,
             )
-            consumer.client_side.request_target(group, request, records, tasks)
         return records
 
     # ================================================================= timers

@@ -357,3 +357,48 @@ async def test_regex_subscription_keeps_only_describable_topics(stack: Stack) ->
         "orders",
         "secrets",
     ]
+
+
+async def test_group_configs_need_alter_and_describe_configs_on_the_group(stack: Stack) -> None:
+    """kafka-configs --entity-type groups with the authorizer on: ALTER_CONFIGS /
+    DESCRIBE_CONFIGS on the GROUP (carol: ALL on every group; alice: only READ on app-*)."""
+
+    def alter(group: str) -> Any:
+        return request(
+            "incremental_alter_configs",
+            1,
+            resources=[
+                {
+                    "resource_type": 32,
+                    "resource_name": group,
+                    "configs": [
+                        {
+                            "name": "consumer.heartbeat.interval.ms",
+                            "config_operation": 0,
+                            "value": "6000",
+                        }
+                    ],
+                }
+            ],
+            validate_only=False,
+        )
+
+    def describe(group: str) -> Any:
+        return request(
+            "describe_configs",
+            4,
+            resources=[{"resource_type": 32, "resource_name": group, "configuration_keys": None}],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+
+    got = {}
+    for user in ("admin", "carol", "alice", "bob"):
+        w = await sc.login("127.0.0.1", stack.kafka_port, user)
+        try:
+            a = await w.send(alter("app-1"))
+            d = await w.send(describe("app-1"))
+            got[user] = (int(a.responses[0].error_code), int(d.results[0].error_code))
+        finally:
+            await w.close()
+    assert got == {"admin": (0, 0), "carol": (0, 0), "alice": (GAF, GAF), "bob": (GAF, GAF)}

@@ -223,3 +223,48 @@ async def test_the_mirror_stops_with_the_shard(tmp_path: Path, upstream: FakeUps
 
 async def _fetches(upstream: FakeUpstream) -> int:
     return upstream.fetches
+
+
+def _codes(response: offsets_pb2.OffsetCommitResponse) -> dict[tuple[str, int], int]:
+    return {
+        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+    }
+
+
+async def test_commits_on_a_topic_just_created_upstream_are_accepted_at_once(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """The mirror polls once a minute here: a topic (or partition) created upstream since is
+    found by asking the upstream, as Kafka's brokers know it at once; one that does not
+    exist upstream either is still UNKNOWN_TOPIC_OR_PARTITION."""
+    settings = dataclasses.replace(
+        shard_settings(tmp_path), upstream=upstream, upstream_metadata_interval_ms=60_000
+    )
+    app = ShardApp(settings)
+    await app.start()
+    c = await connect(app)
+    try:
+        await poll(lambda: _fetches(upstream), lambda n: n >= 1)  # the first poll is done
+        upstream.create("fresh", 2)
+        r = await c.coordinator.OffsetCommit(_commit("new-app", "fresh", {0: 5, 1: 6, 2: 7}))
+        unknown = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        assert _codes(r) == {("fresh", 0): 0, ("fresh", 1): 0, ("fresh", 2): unknown}
+        upstream.grow("fresh", 3)  # a partition beyond the remembered count: asked again
+        r = await c.coordinator.OffsetCommit(_commit("new-app", "fresh", {2: 7}))
+        assert _codes(r) == {("fresh", 2): 0}
+        r = await c.coordinator.OffsetCommit(_commit("new-app", "nowhere", {0: 1}))
+        assert _codes(r) == {("nowhere", 0): unknown}
+        catalog = await c.catalog.DescribeTopics(catalog_pb2.DescribeTopicsRequest())
+        assert "fresh" not in {t.name for t in catalog.topics}  # not the mirror's doing
+        assert upstream.fetches == 1
+        lag = await c.coordinator.DescribeGroupLag(
+            offsets_pb2.DescribeGroupLagRequest(group_id="new-app")
+        )
+        assert {k: v[0] for k, v in _lags(lag).items()} == {
+            ("fresh", 0): 5,
+            ("fresh", 1): 6,
+            ("fresh", 2): 7,
+        }
+    finally:
+        await c.channel.close()
+        await app.stop()

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from services.gateway import codec
+from shards.core.classic import consumer_protocol as cp
 from tests.interop.clients import create_topic
-from tests.interop.sequences import coordinator_knows
+from tests.interop.sequences import coordinator_knows, lone_classic_member
 from tests.interop.support import Target, on_both, unique
 from tests.support.kafka_wire import KafkaWire
 from tests.support.kafka_wire import request as kafka_request
@@ -265,5 +266,50 @@ async def test_fencing_and_static_members(target: Target) -> None:
 
         dg = await w.send(kafka_request("delete_groups", 2, groups_names=[group]))
         assert dg.results[0].error_code == NON_EMPTY_GROUP
+    finally:
+        await w.close()
+
+
+@on_both(*CONSUMER, "JoinGroup", "SyncGroup", "LeaveGroup", issue="issue 38")
+async def test_a_classic_member_leaving_a_mixed_group_leaves_it_assigning(target: Target) -> None:
+    """A rolling upgrade's step: a classic member (owning everything) is upgraded into a
+    consumer group by a consumer-protocol member, then leaves. The group stays Assigning
+    (group epoch ahead of the target's) until the survivor heartbeats, which then gets every
+    partition at once."""
+    topic, group = unique("t"), unique("g")
+    create_topic(target, topic, 6)
+    w = await target.wire()
+    try:
+        tid = await topic_id(w, topic)
+        await coordinator_knows(w, topic, tid)
+        subscription = cp.encode_subscription(cp.Subscription((topic,)), 1)
+        everything = cp.encode_assignment(
+            cp.Assignment((cp.TopicPartitionList(topic, tuple(range(6))),)), 1
+        )
+        c0, generation = await lone_classic_member(
+            w,
+            group,
+            everything,
+            protocols=[{"name": "range", "metadata": subscription}],
+        )
+        assert generation == 1
+        r = await heartbeat(w, group, **join("k0", topic))
+        assert (r.error_code, r.member_epoch) == (0, 2)
+        assert (await epochs(w, group))[:3] == ("Reconciling", 2, 2)
+
+        r = await w.send(
+            kafka_request(
+                "leave_group",
+                3,
+                group_id=group,
+                members=[{"member_id": c0, "group_instance_id": None}],
+            )
+        )
+        assert (r.error_code, [m.error_code for m in r.members]) == (0, [0])
+        assert await epochs(w, group) == ("Assigning", 3, 2, [2])
+
+        r = await heartbeat(w, group, member_id="k0", member_epoch=2, topic_partitions=[])
+        assert (r.error_code, r.member_epoch, partitions(r)) == (0, 3, list(range(6)))
+        assert await epochs(w, group) == ("Stable", 3, 3, [3])
     finally:
         await w.close()

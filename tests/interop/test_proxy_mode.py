@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +39,9 @@ from tests.interop.kafka_broker import (
     KafkaBroker,
     groupcoord_args,
     kafka_for_tests,
+    libs,
 )
+from tests.interop.sequences import create_topic
 from tests.interop.support import unique
 from tests.support.kafka_wire import KafkaWire, request
 from tests.support.processes import ServerProcess
@@ -308,6 +311,199 @@ def test_producers_right_after_topic_creation_write_each_record_once(
     assert list(counts.values()) == [FRESH_RECORDS] * FRESH_TOPICS, counts
     assert not failed, failed[:5]
     assert kafka.port not in seen_ports, f"a producer reached the upstream directly: {seen_ports}"
+
+
+def _commit(group: str, topic: str, partitions: list[int]) -> Any:
+    return request(
+        "offset_commit",
+        8,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p in partitions
+                ],
+            }
+        ],
+    )
+
+
+def test_commits_on_a_topic_just_created_upstream_are_accepted(
+    kafka: KafkaBroker, proxy: ServerProcess
+) -> None:
+    """A topic created on the upstream directly (not through the gateway), and a partition
+    added to it, take commits through the gateway at once -- as Kafka's brokers do -- not
+    after the catalog's next poll of the upstream (every 5 s here); a topic that exists
+    nowhere is still UNKNOWN_TOPIC_OR_PARTITION."""
+
+    async def run() -> None:
+        upstream = await KafkaWire.connect("127.0.0.1", kafka.port)
+        gateway = await KafkaWire.connect("127.0.0.1", proxy.ports["kafka"])
+        try:
+            topic, group = unique("direct"), unique("direct")
+            await create_topic(upstream, topic, 2)
+            started = time.monotonic()
+            r = await gateway.send(_commit(group, topic, [0, 1]))
+            took = time.monotonic() - started
+            print(f"first commit on a topic created upstream: {took * 1000:.0f} ms")
+            assert [p.error_code for p in r.topics[0].partitions] == [0, 0]
+            assert took < 1.5
+
+            g = await upstream.send(
+                request(
+                    "create_partitions",
+                    3,
+                    topics=[{"name": topic, "count": 3, "assignments": None}],
+                    timeout=30000,
+                    validate_only=False,
+                )
+            )
+            assert g.results[0].error_code == 0, g
+            for _ in range(200):  # the upstream broker learns of its new partition
+                md = await upstream.send(request("metadata", 12, topics=[{"name": topic}]))
+                if len(md.topics[0].partitions) == 3:
+                    break
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            r = await gateway.send(_commit(group, topic, [2]))
+            print(f"commit on a new partition: {(time.monotonic() - started) * 1000:.0f} ms")
+            assert [p.error_code for p in r.topics[0].partitions] == [0]
+
+            r = await gateway.send(_commit(group, unique("nowhere"), [0]))
+            assert [p.error_code for p in r.topics[0].partitions] == [3]
+        finally:
+            await upstream.close()
+            await gateway.close()
+
+    asyncio.run(run())
+
+
+def _configs_tool(bootstrap: str, *args: str) -> str:
+    """Kafka's ``kafka-configs.sh --bootstrap-server <bootstrap> ARGS`` (ConfigCommand): its
+    stdout."""
+    result = subprocess.run(
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{libs()}/*",
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            bootstrap,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_group_configs_through_the_config_apis_in_proxy_mode(
+    kafka: KafkaBroker, proxy: ServerProcess
+) -> None:
+    """``kafka-configs --entity-type groups`` through the gateway sets and shows groupcoord's
+    group configs (the upstream never sees them), and a member is told the new interval; a
+    request naming a group and topics is split: the group's part answered by groupcoord, the
+    topics' by the upstream, merged in the request's order."""
+    gateway = f"127.0.0.1:{proxy.ports['kafka']}"
+    g, topic = unique("cfg"), unique("cfg")
+    group_args = ("--entity-type", "groups", "--entity-name", g)
+    _configs_tool(
+        gateway, *group_args, "--alter", "--add-config", "consumer.heartbeat.interval.ms=1000"
+    )
+
+    def resource(kind: int, name: str, key: str, value: str) -> dict[str, Any]:
+        return {
+            "resource_type": kind,
+            "resource_name": name,
+            "configs": [{"name": key, "config_operation": 0, "value": value}],
+        }
+
+    async def run() -> None:
+        upstream = await KafkaWire.connect("127.0.0.1", kafka.port)
+        w = await KafkaWire.connect("127.0.0.1", proxy.ports["kafka"])
+        try:
+            await create_topic(upstream, topic, 1)
+            r = await w.send(
+                request(
+                    "incremental_alter_configs",
+                    1,
+                    resources=[
+                        resource(2, topic, "retention.ms", "3600000"),
+                        resource(32, g, "consumer.session.timeout.ms", "7000"),
+                        resource(2, "nowhere-x", "retention.ms", "1"),
+                    ],
+                    validate_only=False,
+                )
+            )
+            assert [(x.resource_name, int(x.error_code)) for x in r.responses] == [
+                (topic, 0),
+                (g, 0),
+                ("nowhere-x", 3),
+            ]
+            d = await w.send(
+                request(
+                    "describe_configs",
+                    4,
+                    resources=[
+                        {"resource_type": 32, "resource_name": g, "configuration_keys": None},
+                        {
+                            "resource_type": 2,
+                            "resource_name": topic,
+                            "configuration_keys": ["retention.ms"],
+                        },
+                    ],
+                    include_synonyms=False,
+                    include_documentation=False,
+                )
+            )
+            described = {
+                (res.resource_name, c.name): (c.value, int(c.config_source))
+                for res in d.results
+                for c in res.configs
+            }
+            assert [res.resource_name for res in d.results] == [g, topic]
+            assert described[(g, "consumer.session.timeout.ms")] == ("7000", 8)
+            assert described[(g, "consumer.heartbeat.interval.ms")] == ("1000", 8)
+            assert described[(topic, "retention.ms")] == ("3600000", 1)
+            hb = await w.send(
+                request(
+                    "consumer_group_heartbeat",
+                    1,
+                    group_id=g,
+                    member_id="m1",
+                    member_epoch=0,
+                    rebalance_timeout=5000,
+                    subscribed_topic_names=[topic],
+                    topic_partitions=[],
+                )
+            )
+            assert (hb.error_code, hb.heartbeat_interval.total_seconds()) == (0, 1.0)
+        finally:
+            await upstream.close()
+            await w.close()
+
+    asyncio.run(run())
+    # (kafka-configs --describe lists the group only if ListGroups or ListConfigResources
+    # names it: groupcoord does not serve ListConfigResources, so the group needs a member)
+    shown = _configs_tool(gateway, *group_args, "--describe")
+    assert "consumer.heartbeat.interval.ms=1000" in shown, shown
+    assert "consumer.session.timeout.ms=7000" in shown, shown
+    upstream_shown = _configs_tool(kafka.bootstrap, *group_args, "--describe")
+    assert "consumer.heartbeat.interval.ms" not in upstream_shown, upstream_shown
 
 
 JAVA_RECORDS = 1_000

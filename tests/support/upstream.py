@@ -17,6 +17,8 @@ class FakeUpstream:
         self.failure: Exception | None = None
         self.fetches = 0
         self.offset_requests: list[list[tuple[str, int]]] = []
+        #: the names of each partition_counts call (a topic the catalog does not have yet)
+        self.count_requests: list[list[str]] = []
         self._ids = itertools.count(1)
 
     def create(self, name: str, partitions: int, racks: tuple[tuple[str, ...], ...] = ()) -> str:
@@ -42,6 +44,12 @@ class FakeUpstream:
         if self.failure is not None:
             raise self.failure
         return list(self.topics.values())
+
+    async def partition_counts(self, names: list[str]) -> dict[str, int]:
+        self.count_requests.append(list(names))
+        if self.failure is not None:
+            raise self.failure
+        return {n: self.topics[n].num_partitions for n in names if n in self.topics}
 
     async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         self.offset_requests.append(list(pairs))

@@ -25,7 +25,8 @@ is all of them, with the table from API key to translator and error shape:
 * :mod:`.consumer` -- ConsumerGroupHeartbeat, ConsumerGroupDescribe;
 * :mod:`.offsets` -- OffsetCommit, OffsetFetch, OffsetDelete;
 * :mod:`.groups` -- ListGroups, DescribeGroups, DeleteGroups;
-* :mod:`.acls` -- DescribeAcls, CreateAcls, DeleteAcls.
+* :mod:`.acls` -- DescribeAcls, CreateAcls, DeleteAcls;
+* :mod:`.configs` -- DescribeConfigs, IncrementalAlterConfigs (GROUP resources).
 """
 
 from services.gateway.handlers.apis import KafkaApis

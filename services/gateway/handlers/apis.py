@@ -11,6 +11,7 @@ from services.gateway import codec
 from services.gateway.handlers.acls import AclApis
 from services.gateway.handlers.base import Data, RequestInfo
 from services.gateway.handlers.classic import ClassicGroupApis
+from services.gateway.handlers.configs import ConfigApis
 from services.gateway.handlers.connect import ConnectApis
 from services.gateway.handlers.consumer import ConsumerGroupApis
 from services.gateway.handlers.groups import GroupAdminApis
@@ -41,6 +42,7 @@ class KafkaApis(
     OffsetApis,
     GroupAdminApis,
     ConsumerGroupApis,
+    ConfigApis,
 ):
     """One translator and one error shape per served API (:data:`codec.SERVED`)."""
 
@@ -73,6 +75,8 @@ class KafkaApis(
             29: (self.describe_acls, self.describe_acls_error),
             30: (self.create_acls, self.create_acls_error),
             31: (self.delete_acls, self.delete_acls_error),
+            32: (self.describe_configs, self.describe_configs_error),
+            44: (self.incremental_alter_configs, self.incremental_alter_configs_error),
         }
         assert set(handlers) == set(codec.SERVED), "every served API needs a translator"
         return handlers

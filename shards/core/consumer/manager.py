@@ -62,7 +62,7 @@ from shards.core.consumer.assignment_tasks import (
 )
 from shards.core.consumer.catalog import CatalogSync
 from shards.core.consumer.client_side import ClientSideAssignments, check_classic_versions
-from shards.core.consumer.group import ConsumerGroup, preferred_assignor
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex, preferred_assignor
 from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
@@ -96,7 +96,7 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import GroupType
 from shards.core.group_manager import GroupMetadataManager
-from shards.core.records import GroupConfigKey
+from shards.core.records import GroupConfigKey, TopicMetadata
 from shards.core.timer_keys import (
     CONSUMER_CATALOG_SYNC,
     TimerKind,
@@ -581,6 +581,24 @@ class ConsumerGroupManager:
         """Remove a member (leave, session or rebalance timeout) and bump the group epoch
         (:meth:`Sessions.fence`)."""
         return self.sessions.fence(group, member, response, now_ms)
+
+    def after_removal(
+        self,
+        group: ConsumerGroup,
+        removed: tuple[str, ...],
+        remaining: list[ConsumerGroupMember],
+        epoch: int,
+        regexes: dict[str, ResolvedRegex],
+        metadata: dict[str, TopicMetadata],
+        assignors: dict[str, int],
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None:
+        """What the remaining members' target needs after members left
+        (:meth:`Sessions.after_removal`)."""
+        self.sessions.after_removal(
+            group, removed, remaining, epoch, regexes, metadata, assignors, records, tasks
+        )
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
         self.sessions.cancel_timers(group_id, member_id)

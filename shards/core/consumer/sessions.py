@@ -19,7 +19,7 @@ from shards.core.consumer.assignment_tasks import (
     empty_targets,
 )
 from shards.core.consumer.client_side import ClientSideAssignments
-from shards.core.consumer.group import ConsumerGroup
+from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
 from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
@@ -36,6 +36,7 @@ from shards.core.consumer.records import (
 )
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group
+from shards.core.records import TopicMetadata
 from shards.core.timer_keys import TimerKind, member_key, member_of_key
 from shards.core.topics import TopicsImage
 from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer, TimerKey
@@ -166,15 +167,52 @@ class Sessions:
         tasks: list[AsyncTask] = []
         if not remaining:
             return CoordinatorResult(records, response)
+        assignors = dict(group.assignor_counts)
+        if member.server_assignor is not None:
+            assignors[member.server_assignor] -= 1
+        self.after_removal(
+            group,
+            (member.member_id,),
+            remaining,
+            epoch,
+            regexes,
+            metadata,
+            {k: v for k, v in assignors.items() if v > 0},
+            records,
+            tasks,
+        )
+        return CoordinatorResult(records, response, tasks=tasks)
+
+    def after_removal(
+        self,
+        group: ConsumerGroup,
+        removed: tuple[str, ...],
+        remaining: list[ConsumerGroupMember],
+        epoch: int,
+        regexes: dict[str, ResolvedRegex],
+        metadata: dict[str, TopicMetadata],
+        assignors: dict[str, int],
+        records: list[Record],
+        tasks: list[AsyncTask],
+    ) -> None:
+        """Members ``removed`` left (a leave heartbeat, a session or rebalance timeout, a
+        classic LeaveGroup) and the group epoch moved to ``epoch``: what the ``remaining``
+        (non-empty) members' target needs now. As Kafka 4.x, nothing for a group assigned
+        in-line -- the next heartbeat (or classic JoinGroup) of a remaining member computes it
+        and Describe shows Assigning meanwhile; a client-side computation moves to another
+        member if a removed one was chosen; a group assigned off the loop starts its
+        computation now, unless one is in flight (its answer, found stale, asks for the group
+        as it is then). ``assignors``: the server assignors the remaining members prefer."""
+        gid = group.group_id
         client = self._client_choice(gid, remaining) if group.client_members else None
         if client is None and group.client_assignment is not None:
             records.append(client_assignment_tombstone(gid))
-            if group.computing_member() not in (None, member.member_id):
+            if group.computing_member() not in (None, *removed):
                 self._stats.given_up_server_side += 1
         if not metadata:
             empty_targets(gid, epoch, remaining, group.target_of, records, group.target_metadata)
         elif client is not None:
-            # another member computes if the fenced one was chosen
+            # another member computes if a removed one was chosen
             pending = group.client_assignment
             chosen = self._client_side.start(
                 gid,
@@ -188,14 +226,7 @@ class Sessions:
             if chosen is not None:
                 self._client_side.schedule_deadline(gid, epoch, chosen, 1)
         else:
-            assignors = dict(group.assignor_counts)
-            if member.server_assignor is not None:
-                assignors[member.server_assignor] -= 1
-            assignor = self._group_assignor({k: v for k, v in assignors.items() if v > 0})
-            # As Kafka 4.1: the epoch bump only; the next heartbeat of a remaining member
-            # computes the target (Describe shows Assigning meanwhile). Groups assigned off
-            # the loop start that computation now, unless one is in flight (its answer, found
-            # stale, asks for the group as it is then).
+            assignor = self._group_assignor(assignors)
             server_side = self._server_side
             if not server_side.inline(assignor, len(remaining), metadata) and not (
                 server_side.asking(group, assignor, len(remaining), metadata)
@@ -204,7 +235,6 @@ class Sessions:
                     group, epoch, assignor, remaining, group.target_of, regexes, metadata
                 )
                 tasks.append(server_side.task(group, request))
-        return CoordinatorResult(records, response, tasks=tasks)
 
     def schedule_session_timeout(
         self,

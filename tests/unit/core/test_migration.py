@@ -450,6 +450,62 @@ def test_batched_classic_leave_from_a_consumer_group() -> None:
     converge(m, [classics[2]], [consumer])
 
 
+def test_a_classic_leave_leaves_the_group_assigning_until_a_remaining_member_heartbeats() -> None:
+    """As Kafka 4.x (a rolling upgrade's step): a classic member's LeaveGroup only bumps the
+    group epoch; the survivors keep their partitions and the group stays Assigning until a
+    remaining member's heartbeat (or classic JoinGroup) computes the new target."""
+    m = Mixed()
+    classics = [ClassicClient(m), ClassicClient(m), ClassicClient(m)]
+    classic_round(m, classics)
+    consumer = ConsumerClient(m, "kip848")
+    consumer.heartbeat()
+    converge(m, classics, [consumer])
+    g = m.consumer_group()
+    epoch = g.group_epoch
+    assert g.assignment_epoch == epoch and g.state().value == "Stable"
+    owned = {mid: dict(mm.assigned_partitions) for mid, mm in g.members.items()}
+    r = m.leave((classics[0].member_id, None))
+    assert [x.error_code for x in r.members] == [0]
+    assert not m.h.tasks, "nothing is computed off the loop for a group assigned in-line"
+    g = m.consumer_group()
+    assert (g.group_epoch, g.assignment_epoch) == (epoch + 1, epoch)
+    assert g.state().value == "Assigning"
+    survivors = [classics[1].member_id, classics[2].member_id, "kip848"]
+    assert set(g.members) == set(survivors)
+    for mid in survivors:  # targets untouched: nobody is asked to give anything up yet
+        assert dict(g.members[mid].assigned_partitions) == owned[mid]
+        assert dict(g.target_of(mid)) == owned[mid]
+    m.check()
+    # a classic survivor's Heartbeat is told to rejoin (the epoch moved), computing nothing
+    assert classics[1].heartbeat() == Errors.REBALANCE_IN_PROGRESS
+    assert m.consumer_group().assignment_epoch == epoch
+    # the consumer-protocol survivor's heartbeat computes the target, as Kafka's does
+    consumer.heartbeat()
+    g = m.consumer_group()
+    assert g.assignment_epoch == epoch + 1
+    assert sorted(p for mid in survivors for p in g.target_of(mid).get(FOO, ())) == list(range(6))
+    m.check()
+    converge(m, classics[1:], [consumer])
+
+
+def test_a_classic_leave_keeps_asking_off_the_loop_for_large_groups() -> None:
+    """Groups assigned off the loop (here: an in-line limit of 0) start the survivors'
+    computation at once, as after a leave heartbeat (the documented difference)."""
+    m = Mixed(consumer_group_inline_assignment_max_size=0)
+    classics = [ClassicClient(m), ClassicClient(m)]
+    classic_round(m, classics)
+    consumer = ConsumerClient(m, "kip848")
+    consumer.heartbeat()
+    converge(m, classics, [consumer])
+    epoch = m.consumer_group().group_epoch
+    m.leave((classics[0].member_id, None))
+    assert m.h.tasks, "the survivors' target is asked for at once"
+    m.assign()
+    g = m.consumer_group()
+    assert (g.group_epoch, g.assignment_epoch) == (epoch + 1, epoch + 1)
+    m.check()
+
+
 # ---- downgrade ------------------------------------------------------------------------------
 
 

@@ -1,0 +1,135 @@
+"""Group configs through Kafka's config APIs, side by side: the IncrementalAlterConfigs and
+DescribeConfigs requests ``kafka-configs --entity-type groups`` and Kafka's Admin client send
+for GROUP resources, against groupcoord (coordinator-only, through the gateway) and Apache
+Kafka -- the same error codes and messages, the same described values and sources, and a
+member's heartbeat interval following the group's config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.interop.support import Target, on_both, unique
+from tests.support.kafka_wire import KafkaWire, request
+
+pytestmark = pytest.mark.interop
+GROUP = 32
+SET, DELETE, APPEND = 0, 1, 2
+HB, SESSION = "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms"
+INVALID_CONFIG, INVALID_REQUEST = 40, 42
+
+
+def group(name: str, *configs: tuple[str, int, str | None]) -> dict[str, Any]:
+    return {
+        "resource_type": GROUP,
+        "resource_name": name,
+        "configs": [{"name": n, "config_operation": op, "value": v} for n, op, v in configs],
+    }
+
+
+async def alter(w: KafkaWire, *resources: dict[str, Any], validate: bool = False) -> list[Any]:
+    r = await w.send(
+        request("incremental_alter_configs", 1, resources=list(resources), validate_only=validate)
+    )
+    return [(int(x.error_code), x.error_message, x.resource_name) for x in r.responses]
+
+
+async def describe(w: KafkaWire, name: str, keys: list[str] | None = None) -> dict[str, Any]:
+    r = await w.send(
+        request(
+            "describe_configs",
+            4,
+            resources=[{"resource_type": GROUP, "resource_name": name, "configuration_keys": keys}],
+            include_synonyms=True,
+            include_documentation=False,
+        )
+    )
+    [result] = r.results
+    assert (result.error_code, result.resource_name) == (0, name), result
+    return {
+        c.name: (
+            c.value,
+            int(c.config_source),
+            c.read_only,
+            c.is_sensitive,
+            int(c.config_type),
+            [(s.name, s.value, int(s.source)) for s in c.synonyms],
+        )
+        for c in result.configs
+        if c.name in (HB, SESSION)  # (Kafka also has share.* and streams.*: not groupcoord's)
+    }
+
+
+@on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 38")
+async def test_group_configs_through_the_config_apis(target: Target) -> None:
+    w = await target.wire()
+    try:
+        g = unique("cfg")
+        assert await alter(w, group(g, (HB, SET, "1000"))) == [(0, None, g)]
+        assert await describe(w, g) == {
+            HB: ("1000", 8, False, False, 3, [(HB, "1000", 8)]),
+            SESSION: ("6000", 5, False, False, 3, [(SESSION, "6000", 5)]),
+        }
+        assert list(await describe(w, g, [HB, "consumer.nope"])) == [HB]
+
+        # a member of the group is told the group's interval
+        r = await w.send(
+            request(
+                "consumer_group_heartbeat",
+                1,
+                group_id=g,
+                member_id="m1",
+                member_epoch=0,
+                rebalance_timeout=5000,
+                subscribed_topic_names=[unique("none")],
+                topic_partitions=[],
+            )
+        )
+        assert (r.error_code, r.heartbeat_interval.total_seconds()) == (0, 1.0)
+
+        # validation, as Kafka's
+        assert await alter(w, group(g, ("consumer.nope", SET, "1"))) == [
+            (INVALID_CONFIG, "Unknown group config name: consumer.nope", g)
+        ]
+        assert await alter(w, group(g, (HB, SET, "10"))) == [
+            (
+                INVALID_CONFIG,
+                f"{HB} must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+                g,
+            )
+        ]
+        assert await alter(w, group(g, (HB, SET, "9000"))) == [
+            (INVALID_CONFIG, f"{SESSION} must be greater than {HB}", g)
+        ]
+        assert await alter(w, group(g, (SESSION, SET, "abc"))) == [
+            (
+                INVALID_CONFIG,
+                f"Invalid value abc for configuration {SESSION}: Not a number of type INT",
+                g,
+            )
+        ]
+        assert await alter(w, group(g, (SESSION, APPEND, "7000"))) == [
+            (INVALID_CONFIG, f"Can't APPEND to key {SESSION} because its type is not LIST.", g)
+        ]
+        assert await alter(w, group(g, (SESSION, SET, "7000"), (SESSION, SET, "8000"))) == [
+            (INVALID_REQUEST, "Error due to duplicate config keys", g)
+        ]
+        assert await alter(w, group(g, (SESSION, SET, None))) == [
+            (INVALID_REQUEST, f"Null value not supported for : {SESSION}", g)
+        ]
+        assert await alter(w, group("", (SESSION, SET, "7000"))) == [
+            (INVALID_REQUEST, "Default group resources are not allowed.", "")
+        ]
+        twice = group(g, (SESSION, SET, "7000"))
+        assert (
+            await alter(w, twice, twice)
+            == [(INVALID_REQUEST, "Each resource must appear at most once.", g)] * 2
+        )
+        # validate only: checked, not applied; then DELETE goes back to the default
+        assert await alter(w, group(g, (SESSION, SET, "7000")), validate=True) == [(0, None, g)]
+        assert (await describe(w, g, [SESSION]))[SESSION][:2] == ("6000", 5)
+        assert await alter(w, group(g, (HB, DELETE, None))) == [(0, None, g)]
+        assert (await describe(w, g, [HB]))[HB][:2] == ("500", 5)
+    finally:
+        await w.close()
