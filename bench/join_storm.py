@@ -17,8 +17,10 @@ Measured per target and round: the time until every member's join is answered (a
 rate per tenth of the storm), the time until the group is Stable (every member at the group
 epoch owning its target: the client's view, confirmed by one ConsumerGroupDescribe), the
 probe's p50/p99/max during the storm (start to Stable) and during the joins alone, errors.
-Targets: ``gateway`` (the Kafka port of one ``groupcoord dev``) and ``kafka`` (Apache Kafka
-4.1.1's broker, KRaft, one node), each started afresh per round, rounds alternating.
+Targets: ``gateway`` (the Kafka port of one ``groupcoord dev``), ``gateway-gc-off`` (the same
+with ``GROUPCOORD_GC_THRESHOLDS=off``: CPython's own collector settings, the A/B of
+services/process/gc_tuning.py) and ``kafka`` (Apache Kafka 4.1.1's broker, KRaft, one node),
+each started afresh per round, rounds alternating.
 
     .venv/bin/python -m bench.join_storm [--rounds 3] [--members 5000] [--targets gateway,kafka]
 
@@ -388,8 +390,11 @@ def main() -> None:
         for target in targets:
             work = Path(tempfile.mkdtemp(prefix=f"join-storm-{target}-"))
             print(f"round {rnd + 1}: {target}", flush=True)
-            if target == "gateway":
-                with ServerProcess.dev(work / "dev", "--history", "off") as dev:
+            if target in ("gateway", "gateway-gc-off"):
+                # gateway-gc-off: the same with CPython's own collector settings (the A/B of
+                # services/process/gc_tuning.py)
+                env = {"GROUPCOORD_GC_THRESHOLDS": "off"} if target == "gateway-gc-off" else {}
+                with ServerProcess.dev(work / "dev", "--history", "off", env=env) as dev:
                     wait_until(lambda dev=dev: "kafka" in dev.ports, 30)
                     r = run_target(f"127.0.0.1:{dev.ports['kafka']}", a, work)
             else:
@@ -420,6 +425,9 @@ def main() -> None:
         for t in targets
     }
     ratios = {}
+    if "gateway" in runs and "gateway-gc-off" in runs:
+        g, off = medians["gateway"]["probe_p99_ms"], medians["gateway-gc-off"]["probe_p99_ms"]
+        ratios["probe_p99_gc_tuned_over_off"] = round(g / off, 2) if g and off else None
     if "gateway" in runs and "kafka" in runs:
         for key in ("join_s", "stable_s"):
             g, k = medians["gateway"][key], medians["kafka"][key]
