@@ -217,6 +217,7 @@ async def start_serving() -> None:
     if _setup is None:
         return
     LoopIdleMonitor().start(_setup.provider)
+    GcPauses().start(_setup.provider)
     if _setup.endpoint is not None:
         await _setup.endpoint.start()
 
@@ -372,6 +373,45 @@ class LoopIdleMonitor:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+
+
+class GcPauses:
+    """How long the cyclic garbage collector stops the process, per generation (a
+    ``gc.callbacks`` hook: two cheap calls per collection, none per operation). A full
+    collection walks every live object with the event loop stopped: what
+    ``GROUPCOORD_GC_THRESHOLDS`` (services/process/gc_tuning.py) keeps rare."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._histogram: Any = None
+        self._attrs = [{"generation": str(g)} for g in range(3)]
+
+    def start(self, provider: MeterProvider | None = None) -> None:
+        import gc
+
+        self._histogram = meter(f"{PREFIX}.process", provider).create_histogram(
+            "gc_pause_duration",
+            unit="s",
+            description="Time the cyclic garbage collector stopped the process, by the "
+            "oldest generation it collected (2: a full collection).",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
+        gc.callbacks.append(self._on_gc)
+
+    def stop(self) -> None:
+        import gc
+
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started:
+            self._histogram.record(
+                time.perf_counter() - self._started, self._attrs[info["generation"]]
+            )
+            self._started = 0.0
 
 
 # ---- gRPC: server and client interceptors ---------------------------------------------------

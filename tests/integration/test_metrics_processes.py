@@ -278,6 +278,8 @@ def test_dev_gateway_and_assignor_metrics_after_a_scripted_scenario(
     assert len(s.find("groupcoord_event_queue_size")) == NUM_PARTITIONS
     idle = s.find("groupcoord_event_loop_idle_ratio", stat="last")
     assert len(idle) == 1 and 0 <= idle[0].value <= 1
+    # the collector ran (young collections at least) and its pauses were timed
+    assert s.value("groupcoord_gc_pause_duration_seconds_count", generation="0") >= 1
     commit_ok = {"method": "GroupCoordinator/OffsetCommit", "grpc_status": "OK"}
     assert s.value("groupcoord_rpc_server_duration_seconds_count", **commit_ok) >= 4
     # the gateway's JoinGroup calls reached the shard
