@@ -779,7 +779,8 @@ async def classic_group(target: Target) -> Obs:
                         err(x.error_code),
                         x.group_state,
                         len(x.members),
-                        x.error_message is not None,
+                        # the text a client shows (Admin's describeConsumerGroups)
+                        (x.error_message or "").replace(x.group_id, "<group>") or None,
                     )
                     for x in d.groups
                 },
@@ -839,11 +840,22 @@ async def admin_cross_type(target: Target) -> Obs:
                 [(err(g.error_code), g.group_state) for g in d.groups],
             )
         )
-        c = await wire.send(request("consumer_group_describe", 1, group_ids=[classic_g]))
+        c = await wire.send(
+            request("consumer_group_describe", 1, group_ids=[classic_g, "no-such-group"])
+        )
         obs.append(
             (
-                "ConsumerGroupDescribe of a classic group",
-                [(err(g.error_code), g.group_state) for g in c.groups],
+                "ConsumerGroupDescribe of a classic and an unknown group",
+                sorted(  # Kafka answers in no particular order
+                    (
+                        g.group_id == classic_g,
+                        err(g.error_code),
+                        g.group_state,
+                        # the text a client shows (Admin's describeConsumerGroups)
+                        (g.error_message or "").replace(g.group_id, "<group>") or None,
+                    )
+                    for g in c.groups
+                ),
             )
         )
         # ListGroups reads what is durably written: Kafka may not list a group created a
@@ -994,7 +1006,7 @@ async def discovery_and_topics(target: Target) -> Obs:
         obs.append(
             (
                 "Metadata v12",
-                [
+                sorted(  # Kafka 4.4 answers in no particular order (4.1: request order)
                     (
                         names("T", t.name) if t.name == name else t.name,
                         err(t.error_code),
@@ -1003,7 +1015,7 @@ async def discovery_and_topics(target: Target) -> Obs:
                         t.topic_authorized_operations,
                     )
                     for t in md.topics
-                ],
+                ),
             )
         )
         unknown = "AAAAAAAAAAAAAAAAAAAAAQ"

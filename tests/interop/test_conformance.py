@@ -19,10 +19,6 @@ pytestmark = pytest.mark.interop
 #: (sequence, step) -> why groupcoord answers differently (see docs/gateway-conformance.md)
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
     (
-        "admin_cross_type",
-        "DescribeGroups v6 of consumer and classic groups",
-    ): "error message wording of DescribeGroups v6 for a consumer group (codes equal)",
-    (
         "discovery_and_topics",
         "FindCoordinator transaction coordinator",
     ): "no transaction coordinator: INVALID_REQUEST (fails fast) instead of Kafka's "
