@@ -10,6 +10,7 @@ arrives) folded into the converged result. ``test_conformance`` compares the two
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -224,6 +225,17 @@ async def describe_epochs(wire: KafkaWire, group: str) -> dict[str, Any]:
     }
 
 
+def text(message: str | None, **names: str) -> str | None:
+    """An error message as a client shows it, with generated names (member ids, group ids:
+    ``names`` maps a placeholder to the value) and numbers (epochs) replaced."""
+    if message is None:
+        return None
+    for placeholder, value in names.items():
+        if value:
+            message = message.replace(value, f"<{placeholder}>")
+    return re.sub(r"\d+", "<n>", message)
+
+
 def hb_obs(r: Any) -> dict[str, Any]:
     return {
         "error": err(r.error_code),
@@ -310,7 +322,8 @@ async def consumer_group(target: Target) -> Obs:
             probe = Member(wire, group, topic, tid, member_id)
             probe.owned = m1.owned
             r = await probe.heartbeat(**kw)
-            obs.append((f"heartbeat {name}", {"error": err(r.error_code)}))
+            message = text(r.error_message, member=member_id, group=group)
+            obs.append((f"heartbeat {name}", {"error": err(r.error_code), "message": message}))
         invalid = {
             "v1 join without member id": dict(member_id=""),
             "join without subscription": dict(subscribed_topic_names=None),
@@ -1157,10 +1170,21 @@ async def static_members(target: Target) -> Obs:
         )
         await converge([again], 4)
         r = await m.heartbeat(epoch=epoch, instance_id="s1")
-        obs.append(("consumer heartbeat of the replaced member id", err(r.error_code)))
+        ids = {"member": m.member_id, "again": again.member_id, "group": cgroup}
+        obs.append(
+            (
+                "consumer heartbeat of the replaced member id",
+                (err(r.error_code), text(r.error_message, **ids)),
+            )
+        )
         third = Member(wire, cgroup, topic, tid)
         r = await third.heartbeat(epoch=0, full=True, instance_id="s1")
-        obs.append(("consumer second live member with the same instance id", err(r.error_code)))
+        obs.append(
+            (
+                "consumer second live member with the same instance id",
+                (err(r.error_code), text(r.error_message, third=third.member_id, **ids)),
+            )
+        )
         r = await again.heartbeat(epoch=-1, instance_id="s1")
         obs.append(("consumer static leave", (err(r.error_code), r.member_epoch)))
         return obs
