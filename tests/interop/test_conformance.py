@@ -46,11 +46,6 @@ KNOWN_DIFFERENCES_44: dict[tuple[str, str], str] = {
         "ApiVersions v3",
     ): "Kafka 4.4 serves ApiVersions v5, DeleteGroups v3 and OffsetCommit/OffsetFetch v10 "
     "(topic ids); groupcoord advertises what it serves: v4, v2, v9",
-    (
-        "consumer_group",
-        "describe stable",
-    ): "a new consumer group's first epoch: Kafka 4.4 2, groupcoord 1 (the members' epochs "
-    "inside the description)",
 }
 
 #: (sequence, step) -> why groupcoord, which follows Kafka 4.4 there, answers differently from
@@ -61,6 +56,11 @@ KNOWN_DIFFERENCES_41: dict[tuple[str, str], str] = {
         "empty: describe",
     ): "an emptied group's assignment epoch: Kafka 4.1 keeps its last target's, Kafka 4.4 "
     "and groupcoord follow the group epoch",
+    (
+        "consumer_group",
+        "describe stable",
+    ): "a new consumer group's first epoch: Kafka 4.1 1, Kafka 4.4 and groupcoord 2 (the "
+    "members' epochs inside the description)",
 }
 #: as KNOWN_DIFFERENCES_41, but depending on timing: allowed, not required to occur
 MAY_DIFFER_41: dict[tuple[str, str], str] = {
@@ -71,10 +71,10 @@ MAY_DIFFER_41: dict[tuple[str, str], str] = {
     "(nothing committed yet) as not found; Kafka 4.4 and groupcoord describe it",
 }
 
-#: sequences where Kafka 4.4's only difference in epochs is that a new consumer group's first
-#: epoch is 2 (Kafka 4.1 and groupcoord: 1): their epochs are compared after adding 1 to
-#: groupcoord's positive epochs, and such a step must occur (else the shift is stale)
-EPOCH_SHIFTED_44 = {"consumer_group", "consumer_group_stale_report", "static_members"}
+#: sequences where Kafka 4.1's only difference in epochs is that a new consumer group's first
+#: epoch is 1 (Kafka 4.4 and groupcoord: 2): against 4.1 their epochs are compared after
+#: adding 1 to Kafka's positive epochs, and such a step must occur (else the shift is stale)
+EPOCH_SHIFTED_41 = {"consumer_group", "consumer_group_stale_report", "static_members"}
 _EPOCH_KEYS = {"epoch", "epochs", "member_epochs", "group_epoch", "assignment_epoch"}
 
 
@@ -98,7 +98,7 @@ def compare(
 ) -> tuple[list[str], list[str]]:
     """(unexplained differences, known differences that did not show up)."""
     known = dict(KNOWN_DIFFERENCES)
-    shift = reference >= (4, 4) and name in EPOCH_SHIFTED_44
+    shift = reference < (4, 4) and name in EPOCH_SHIFTED_41
     known |= KNOWN_DIFFERENCES_44 if reference >= (4, 4) else KNOWN_DIFFERENCES_41
     problems: list[str] = []
     k_steps, g_steps = dict(kafka), dict(groupcoord)
@@ -110,7 +110,7 @@ def compare(
         got = g_steps.get(step)
         if _fmt(got) == _fmt(expected):
             continue
-        if shift and _fmt(shifted(got)) == _fmt(expected):
+        if shift and _fmt(got) == _fmt(shifted(expected)):
             needed_shift = True
             continue
         seen.add(step)
@@ -119,7 +119,7 @@ def compare(
         problems.append(f"{step}:\n    kafka      {_fmt(expected)}\n    groupcoord {_fmt(got)}")
     gone = [s for (n, s) in known if n == name and s not in seen]
     if shift and not needed_shift:
-        gone.append("the first epoch of a new consumer group (EPOCH_SHIFTED_44)")
+        gone.append("the first epoch of a new consumer group (EPOCH_SHIFTED_41)")
     return problems, gone
 
 

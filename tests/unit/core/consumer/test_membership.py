@@ -274,7 +274,7 @@ def test_group_max_size_rejects_new_members_only() -> None:
     )
     assert ex.code is Errors.GROUP_MAX_SIZE_REACHED
     assert ex.message == "The consumer group has reached its maximum capacity of 2 members."
-    assert c.heartbeat(member_id="m1", member_epoch=1).error_code == 0
+    assert c.heartbeat(member_id="m1", member_epoch=2).error_code == 0
 
 
 def test_group_id_of_a_classic_group_is_group_id_not_found() -> None:
@@ -368,9 +368,9 @@ def test_group_subscribed_to_nothing_existing_is_stable_at_once() -> None:
     )
     g = c.group()
     assert (r.member_epoch, g.group_epoch, g.assignment_epoch, g.state_name()) == (
-        1,
-        1,
-        1,
+        2,
+        2,
+        2,
         "Stable",
     )
     assert c.h.tasks == {}
