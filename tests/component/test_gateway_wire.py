@@ -96,8 +96,11 @@ async def test_every_advertised_version_is_served_and_no_other(tmp_path: Path) -
             data = {"acks": -1} if key == codec.PRODUCE_KEY else {}  # acks=0: no answer
             w = await s.wire()
             try:
-                for version in range(low, high + 1):
-                    response = await w.send(request(name, version, **data), timeout=10)
+                versions = range(low, high + 1)
+                responses = await w.send_many(
+                    [request(name, v, **data) for v in versions], timeout=10
+                )
+                for version, response in zip(versions, responses, strict=True):
                     assert response.__version__ == version, (name, version)
                     assert response.__api_key__ == key, (name, version)
                     answered += 1
