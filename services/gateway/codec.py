@@ -4,7 +4,8 @@ kio gives one immutable dataclass per (API, version, request/response), generate
 Kafka's own message definitions, a native decoder and a Python encoder. On top of it:
 
 * :data:`SERVED` -- the exact set of API keys and version ranges the gateway advertises in
-  ApiVersions (Kafka 4.1's ranges for those APIs) and will decode.
+  ApiVersions (Kafka 4.1's ranges for those APIs, which 4.4 keeps except where
+  docs/gateway-conformance.md "Kafka 4.1 to 4.4" says) and will decode.
 * :func:`check_bounds` -- a structural walk of a request body that checks every declared
   length against the bytes that are really there, *before* kio sees the body: kio 0.6's
   native reader sizes arrays from the declared count, so a 5-byte body declaring 2^32

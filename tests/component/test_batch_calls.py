@@ -454,13 +454,13 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
     join.subscribed_topic_names.CopyFrom(common_pb2.StringList(values=["t"]))
     join.topic_partitions.SetInParent()
     joined = await local_call(method)(join)
-    assert joined.error_code == 0 and joined.member_epoch == 1, joined
-    owned = heartbeat(group_id="hb", member_id="m1", member_epoch=1)
+    assert joined.error_code == 0 and joined.member_epoch == 2, joined
+    owned = heartbeat(group_id="hb", member_id="m1", member_epoch=2)
     owned.topic_partitions.CopyFrom(joined.assignment)
     assert (await local_call(method)(owned)).error_code == 0
     # a steady heartbeat as the gateway sends it: the core's request converted
     steady = converter_to(consumer_api.ConsumerGroupHeartbeatRequest, heartbeat)(
-        consumer_api.ConsumerGroupHeartbeatRequest("hb", "m1", 1)
+        consumer_api.ConsumerGroupHeartbeatRequest("hb", "m1", 2)
     )
     answered.clear()
     partition = shard.service.runtime.partitions[shard.service.partition_for("hb")]
@@ -493,10 +493,10 @@ async def test_a_steady_heartbeat_is_answered_without_a_task(
         consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString(results[i].response)
         for i in (1, 2)
     ]
-    assert [(a.error_code, a.member_id, a.member_epoch) for a in answers] == [(0, "m1", 1)] * 2
+    assert [(a.error_code, a.member_id, a.member_epoch) for a in answers] == [(0, "m1", 2)] * 2
     assert results[1].response == results[2].response
     full = consumer_group_pb2.ConsumerGroupHeartbeatResponse.FromString(results[3].response)
-    assert (full.error_code, full.member_id, full.member_epoch) == (0, "m1", 1)
+    assert (full.error_code, full.member_id, full.member_epoch) == (0, "m1", 2)
     # the untraced steady item by the shortcut in the stream's reader; the traced one through
     # its task (whose call meets the coordinator's own shortcut); the full one goes its task's
     # general way (not the steady shape: no steady call)

@@ -68,10 +68,57 @@ async def test_api_versions_lists_exactly_the_served_apis(wire: KafkaWire, versi
     assert r.error_code == ErrorCode.none
     got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert got == {s.key: (s.min_version, s.max_version) for s in codec.SERVED.values()}
-    # no data plane, but advertised with Kafka 4.1's ranges so that clients back off
+    # no data plane, but advertised with Kafka's ranges so that clients back off
     assert (got[0], got[1], got[2]) == ((3, 13), (4, 18), (1, 10))
     if version >= 3:
         assert [f.name for f in r.finalized_features] == ["group.version"]
+
+
+async def test_every_advertised_version_is_served_and_no_other(tmp_path: Path) -> None:
+    """ApiVersions advertises exactly what is served: every (API, version) in the answer is
+    decoded and answered with a response of that version (a request of zero values on its
+    own connection), and the versions just outside each advertised range are refused (the
+    connection is closed, as for any unsupported version; ApiVersions itself answers
+    UNSUPPORTED_VERSION, see the next test)."""
+    async with gateway_stack(tmp_path) as s:
+        wire = await s.wire()
+        try:
+            r = await wire.send(
+                request("api_versions", 3, client_software_name="t", client_software_version="1")
+            )
+        finally:
+            await wire.close()
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        assert set(advertised) == set(codec.SERVED)
+        answered = 0
+        for key, (low, high) in sorted(advertised.items()):
+            name = codec.SERVED[key].name
+            data = {"acks": -1} if key == codec.PRODUCE_KEY else {}  # acks=0: no answer
+            w = await s.wire()
+            try:
+                versions = range(low, high + 1)
+                responses = await w.send_many(
+                    [request(name, v, **data) for v in versions], timeout=10
+                )
+                for version, response in zip(versions, responses, strict=True):
+                    assert response.__version__ == version, (name, version)
+                    assert response.__api_key__ == key, (name, version)
+                    answered += 1
+            finally:
+                await w.close()
+            if key == codec.API_VERSIONS_KEY:
+                continue
+            for outside in (low - 1, high + 1):
+                if outside < 0:
+                    continue
+                bad = await s.wire()
+                try:
+                    header = struct.pack(">hhih", key, outside, 1, -1)
+                    await bad.write_raw(struct.pack(">i", len(header) + 10) + header + bytes(10))
+                    assert await bad.closed_by_peer(), (name, outside)
+                finally:
+                    await bad.close()
+        assert answered == sum(h - lo + 1 for lo, h in advertised.values())
 
 
 async def test_api_versions_above_maximum_answers_v0_unsupported_version(stack: Stack) -> None:

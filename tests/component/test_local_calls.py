@@ -46,11 +46,11 @@ async def test_same_answers_as_over_grpc(client: Client) -> None:
     local = local_stub(group_coordinator_methods(client.app.service))
     # joined in-process, described over gRPC: one state, one member
     joined = await local.ConsumerGroupHeartbeat(_heartbeat("g-local", "m-g-local"), timeout=5)
-    assert joined.error_code == 0 and joined.member_id and joined.member_epoch == 1
+    assert joined.error_code == 0 and joined.member_id and joined.member_epoch == 2
     over_grpc = await client.coordinator.ConsumerGroupHeartbeat(
         _heartbeat("g-grpc", "m-g-grpc"), timeout=5
     )
-    assert over_grpc.error_code == 0 and over_grpc.member_epoch == 1
+    assert over_grpc.error_code == 0 and over_grpc.member_epoch == 2
     described = await client.coordinator.ConsumerGroupDescribe(
         consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=["g-local", "g-grpc"]), timeout=5
     )
@@ -181,7 +181,7 @@ async def test_the_router_calls_local_targets_in_process_and_others_over_grpc(
             _heartbeat("g-routed", "m-g-routed"),
             lambda r: False,
         )
-        assert r.error_code == 0 and r.member_epoch == 1
+        assert r.error_code == 0 and r.member_epoch == 2
         assert "ConsumerGroupHeartbeat" in calls  # in-process, not over the channel
         assert router._channels == {}  # no gRPC channel to the local shard was opened
     finally:
@@ -195,7 +195,7 @@ async def test_the_router_calls_local_targets_in_process_and_others_over_grpc(
             _heartbeat("g-routed-2", "m-g-routed-2"),
             lambda r: False,
         )
-        assert r2.error_code == 0 and r2.member_epoch == 1
+        assert r2.error_code == 0 and r2.member_epoch == 2
         assert plain._channels
     finally:
         await plain.close()
@@ -248,7 +248,7 @@ async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote
                 group, "ConsumerGroupHeartbeat", join, no, returns=ConsumerGroupHeartbeatResponse
             )
             assert isinstance(joined, ConsumerGroupHeartbeatResponse)
-            assert joined.error_code == 0 and joined.member_epoch == 1 and joined.member_id
+            assert joined.error_code == 0 and joined.member_epoch == 2 and joined.member_id
             steady = ConsumerGroupHeartbeatRequest(
                 group_id=group,
                 member_id=joined.member_id,
@@ -271,7 +271,7 @@ async def test_direct_calls_run_on_the_dataclasses_here_and_convert_for_a_remote
         assert seen[0].group_id == f"g-direct-local-{shard_calls}"
         assert seen[0].subscribed_topic_names == ("t",)
         assert seen[0].context == api.RequestContext("client-1", "127.0.0.1", 0)
-        assert seen[1].member_epoch == 1
+        assert seen[1].member_epoch == 2
         (lj, ls, lh), (rj, rs, rh) = answers["local"], answers["remote"]
         assert dataclasses.replace(lj, member_id="") == dataclasses.replace(rj, member_id="")
         assert dataclasses.replace(ls, member_id="") == dataclasses.replace(rs, member_id="")

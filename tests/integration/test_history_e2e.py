@@ -111,13 +111,13 @@ def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> No
         with grpc.insecure_channel(dev.grpc_address) as channel:
             stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
             a, b = Member(stub, "a"), Member(stub, "b", instance_id="b-1")
-            settle(stub, [a])  # 1: a joins
-            settle(stub, [a, b])  # 2: b (static) joins
-            b.beat(epoch=-1)  # 3: b leaves
+            settle(stub, [a])  # 2: a joins (a new group's first epoch is 2, as Kafka 4.4)
+            settle(stub, [a, b])  # 3: b (static) joins
+            b.beat(epoch=-1)  # 4: b leaves
             settle(stub, [a])
             c = Member(stub, "c")
-            settle(stub, [a, c])  # 4: c joins
-            deadline = time.monotonic() + 20  # 5: c stops heartbeating: its session expires
+            settle(stub, [a, c])  # 5: c joins
+            deadline = time.monotonic() + 20  # 6: c stops heartbeating: its session expires
             while len(describe(stub).members) > 1:
                 assert time.monotonic() < deadline, "c never expired"
                 a.beat()
@@ -172,19 +172,19 @@ def test_pipeline_counts_what_the_scenario_did(tmp_path: Path, spark: Any) -> No
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"rebalance_episodes: {epoch} rows" in run.stdout
-    assert epoch == 5
+    assert f"rebalance_episodes: {epoch - 1} rows" in run.stdout
+    assert epoch == 6
 
     def table(name: str) -> list[dict[str, Any]]:
         return [r.asDict() for r in spark.read.parquet(str(tmp_path / "out" / name)).collect()]
 
     episodes = sorted(table("rebalance_episodes"), key=lambda r: r["group_epoch"])
     assert [(r["group_epoch"], r["triggers"], r["members"], r["status"]) for r in episodes] == [
-        (1, ["join"], 1, "stable"),
-        (2, ["join"], 2, "stable"),
-        (3, ["leave"], 1, "stable"),
-        (4, ["join"], 2, "stable"),
-        (5, ["expire"], 1, "stable"),
+        (2, ["join"], 1, "stable"),
+        (3, ["join"], 2, "stable"),
+        (4, ["leave"], 1, "stable"),
+        (5, ["join"], 2, "stable"),
+        (6, ["expire"], 1, "stable"),
     ]
     assert all(r["duration_ms"] >= 0 for r in episodes)
     assert episodes[0]["partitions_moved"] == 4  # a gets all four partitions

@@ -10,6 +10,7 @@ arrives) folded into the converged result. ``test_conformance`` compares the two
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -224,6 +225,17 @@ async def describe_epochs(wire: KafkaWire, group: str) -> dict[str, Any]:
     }
 
 
+def text(message: str | None, **names: str) -> str | None:
+    """An error message as a client shows it, with generated names (member ids, group ids:
+    ``names`` maps a placeholder to the value) and numbers (epochs) replaced."""
+    if message is None:
+        return None
+    for placeholder, value in names.items():
+        if value:
+            message = message.replace(value, f"<{placeholder}>")
+    return re.sub(r"\d+", "<n>", message)
+
+
 def hb_obs(r: Any) -> dict[str, Any]:
     return {
         "error": err(r.error_code),
@@ -310,7 +322,8 @@ async def consumer_group(target: Target) -> Obs:
             probe = Member(wire, group, topic, tid, member_id)
             probe.owned = m1.owned
             r = await probe.heartbeat(**kw)
-            obs.append((f"heartbeat {name}", {"error": err(r.error_code)}))
+            message = text(r.error_message, member=member_id, group=group)
+            obs.append((f"heartbeat {name}", {"error": err(r.error_code), "message": message}))
         invalid = {
             "v1 join without member id": dict(member_id=""),
             "join without subscription": dict(subscribed_topic_names=None),
@@ -779,7 +792,8 @@ async def classic_group(target: Target) -> Obs:
                         err(x.error_code),
                         x.group_state,
                         len(x.members),
-                        x.error_message is not None,
+                        # the text a client shows (Admin's describeConsumerGroups)
+                        (x.error_message or "").replace(x.group_id, "<group>") or None,
                     )
                     for x in d.groups
                 },
@@ -839,11 +853,22 @@ async def admin_cross_type(target: Target) -> Obs:
                 [(err(g.error_code), g.group_state) for g in d.groups],
             )
         )
-        c = await wire.send(request("consumer_group_describe", 1, group_ids=[classic_g]))
+        c = await wire.send(
+            request("consumer_group_describe", 1, group_ids=[classic_g, "no-such-group"])
+        )
         obs.append(
             (
-                "ConsumerGroupDescribe of a classic group",
-                [(err(g.error_code), g.group_state) for g in c.groups],
+                "ConsumerGroupDescribe of a classic and an unknown group",
+                sorted(  # Kafka answers in no particular order
+                    (
+                        g.group_id == classic_g,
+                        err(g.error_code),
+                        g.group_state,
+                        # the text a client shows (Admin's describeConsumerGroups)
+                        (g.error_message or "").replace(g.group_id, "<group>") or None,
+                    )
+                    for g in c.groups
+                ),
             )
         )
         # ListGroups reads what is durably written: Kafka may not list a group created a
@@ -994,7 +1019,7 @@ async def discovery_and_topics(target: Target) -> Obs:
         obs.append(
             (
                 "Metadata v12",
-                [
+                sorted(  # Kafka 4.4 answers in no particular order (4.1: request order)
                     (
                         names("T", t.name) if t.name == name else t.name,
                         err(t.error_code),
@@ -1003,7 +1028,7 @@ async def discovery_and_topics(target: Target) -> Obs:
                         t.topic_authorized_operations,
                     )
                     for t in md.topics
-                ],
+                ),
             )
         )
         unknown = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -1145,10 +1170,21 @@ async def static_members(target: Target) -> Obs:
         )
         await converge([again], 4)
         r = await m.heartbeat(epoch=epoch, instance_id="s1")
-        obs.append(("consumer heartbeat of the replaced member id", err(r.error_code)))
+        ids = {"member": m.member_id, "again": again.member_id, "group": cgroup}
+        obs.append(
+            (
+                "consumer heartbeat of the replaced member id",
+                (err(r.error_code), text(r.error_message, **ids)),
+            )
+        )
         third = Member(wire, cgroup, topic, tid)
         r = await third.heartbeat(epoch=0, full=True, instance_id="s1")
-        obs.append(("consumer second live member with the same instance id", err(r.error_code)))
+        obs.append(
+            (
+                "consumer second live member with the same instance id",
+                (err(r.error_code), text(r.error_message, third=third.member_id, **ids)),
+            )
+        )
         r = await again.heartbeat(epoch=-1, instance_id="s1")
         obs.append(("consumer static leave", (err(r.error_code), r.member_epoch)))
         return obs

@@ -1,8 +1,8 @@
-"""ACLs side by side with Apache Kafka: one Kafka 4.1 broker with the StandardAuthorizer and a
-SASL_PLAINTEXT listener (PLAIN users from JAAS), and groupcoord (a SASL gateway in front of
-a shard with the authorizer on), given the same users, topics and ACLs; the same requests
-(tests/support/acl_scenarios.py) must get the same error codes, names and authorized
-operations from both. One broker start for all of it."""
+"""ACLs side by side with Apache Kafka: one Kafka broker (4.4.0 by default) with the
+StandardAuthorizer and a SASL_PLAINTEXT listener (PLAIN users from JAAS), and groupcoord (a
+SASL gateway in front of a shard with the authorizer on), given the same users, topics and
+ACLs; the same requests (tests/support/acl_scenarios.py) must get the same error codes, names
+and authorized operations from both. One broker start for all of it."""
 
 from __future__ import annotations
 

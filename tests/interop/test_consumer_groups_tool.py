@@ -1,5 +1,5 @@
 """``groupcoord groups`` side by side with Apache Kafka's own ``kafka-consumer-groups.sh``
-(ConsumerGroupCommand of the Kafka 4.1.1 tools, Java 17) on one scenario.
+(ConsumerGroupCommand of the Kafka tools, 4.4.0 by default, Java 17) on one scenario.
 
 The deployment is groupcoord in proxy mode (``dev --upstream-bootstrap`` an Apache Kafka
 broker): Kafka's tool talks to the gateway over the Kafka protocol and needs the upstream for

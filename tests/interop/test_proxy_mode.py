@@ -1,4 +1,4 @@
-"""Proxy mode end to end: ``groupcoord dev --upstream-bootstrap <Apache Kafka 4.1.1>``.
+"""Proxy mode end to end: ``groupcoord dev --upstream-bootstrap <Apache Kafka 4.4.0>``.
 
 Unmodified confluent-kafka clients see only the gateway: a topic is created through it
 (CreateTopics forwarded), 2,000 keyed records are produced through it (Produce forwarded to

@@ -892,10 +892,10 @@ class ClassicGroupManager:
                     )
                 out.append(described)
                 continue
-            reason = (
-                f"group {group_id!r} not found"
+            reason = (  # Kafka's texts (Admin shows them)
+                f"Group {group_id} not found."
                 if group is None
-                else f"group {group_id!r} is not a classic group"
+                else f"Group {group_id} is not a classic group."
             )
             if version is None or version >= 6:
                 # KIP-1043 (DescribeGroups v6): an unknown group is an error

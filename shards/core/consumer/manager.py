@@ -25,12 +25,13 @@ A heartbeat runs three steps, each described as records (only replay changes sta
    epoch (``reconciliation.reconcile``); the response carries the new epoch, and the
    assignment when it changed or the request was a full one.
 
-So the epochs a member sees are Kafka's: a new group's first member gets epoch 1 with its
-partitions, a member joining an existing group gets the new group epoch in its first
-response. Only when the target of a *new* group must be computed off the loop does the
-group start with an empty target at epoch 1 and its real one at epoch 2, so that member
-epochs stay >= 1 (0 is reserved for joining). When the last member leaves, the group epoch
-moves and the assignment epoch stays that of the last computed target (as Kafka 4.1).
+So the epochs a member sees are Kafka 4.4's: a new group's first member gets epoch 2 with
+its partitions (Kafka 4.1: 1), a member joining an existing group gets the new group epoch
+in its first response. Only when the target of a *new* group must be computed off the loop
+does the group start with an empty target at epoch 1 and its real one at epoch 2, so that
+member epochs stay >= 1 (0 is reserved for joining). When the last member leaves, the group
+epoch moves and the (empty) target follows it (as Kafka 4.4; Kafka 4.1 kept the assignment
+epoch of the last computed target).
 
 Regular expressions are resolved synchronously against the partition's catalog image (a
 match over topic names) when a member brings a regex the group does not know yet, and
@@ -107,6 +108,9 @@ from shards.runtime.contract import AsyncTask, CoordinatorResult, Record, Timer
 
 #: a new group whose target is computed off the loop starts with an (empty) target here
 INITIAL_GROUP_EPOCH = 1
+#: a new group's first group epoch (Kafka 4.4): its first member's epoch, or the epoch of its
+#: real target when that is computed off the loop (the member reconciles to it from 1)
+NEW_GROUP_EPOCH = INITIAL_GROUP_EPOCH + 1
 
 Response = api.ConsumerGroupHeartbeatResponse
 
@@ -364,7 +368,8 @@ class ConsumerGroupManager:
 
         group_epoch, assignment_epoch = group.group_epoch, group.assignment_epoch
         if bump:
-            group_epoch += 1
+            # as Kafka 4.4: a new group's first epoch is 2 (Kafka 4.1: 1)
+            group_epoch = max(group_epoch + 1, NEW_GROUP_EPOCH) if is_new else group_epoch + 1
 
         new_targets: Callable[[str], Assignment] | None = None
 
@@ -417,7 +422,7 @@ class ConsumerGroupManager:
             elif client is not None:
                 if is_new:
                     # as off the loop: an (empty) target at epoch 1, the real one for epoch 2
-                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
+                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, NEW_GROUP_EPOCH
                     target_records.append(assignment_epoch_record(group_id, assignment_epoch))
                 pending = group.client_assignment
                 computing = self.client_side.start(
@@ -449,7 +454,7 @@ class ConsumerGroupManager:
                 elif is_new:
                     # Off the loop for a new group: an (empty) target at epoch 1 at once, so
                     # that the first member has an epoch; the real one comes for epoch 2.
-                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, INITIAL_GROUP_EPOCH + 1
+                    assignment_epoch, group_epoch = INITIAL_GROUP_EPOCH, NEW_GROUP_EPOCH
                     target_records.append(assignment_epoch_record(group_id, assignment_epoch))
                     request_ = replace(request_, group_epoch=group_epoch)
                     tasks.append(self.server_side.task(group, request_))

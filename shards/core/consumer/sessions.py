@@ -27,6 +27,7 @@ from shards.core.consumer.member import (
     ConsumerGroupMember,
 )
 from shards.core.consumer.records import (
+    assignment_epoch_record,
     client_assignment_tombstone,
     current_assignment_record,
     group_epoch_record,
@@ -162,10 +163,11 @@ class Sessions:
         records.append(group_epoch_record(gid, epoch, group.metadata_hash))
         self.cancel_timers(gid, member.member_id)
         remaining = [m for mid, m in group.members.items() if mid != member.member_id]
-        # Without members nothing is assigned: as in Kafka 4.1, the assignment epoch stays
-        # that of the last computed target (Describe shows it); the next join computes one.
+        # Without members the target is empty: as Kafka 4.4, the assignment epoch follows the
+        # group epoch (Kafka 4.1 kept that of the last computed target).
         tasks: list[AsyncTask] = []
         if not remaining:
+            records.append(assignment_epoch_record(gid, epoch))
             return CoordinatorResult(records, response)
         assignors = dict(group.assignor_counts)
         if member.server_assignor is not None:

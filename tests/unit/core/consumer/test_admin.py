@@ -127,7 +127,7 @@ def test_list_groups_filters_by_state_and_type() -> None:
 def test_delete_groups_refuses_a_group_with_members() -> None:
     c = Consumers()
     c.join("a")
-    c.commit("g", member_id="a", epoch=1, foo=5)
+    c.commit("g", member_id="a", epoch=2, foo=5)
     (r,) = c.h.write(lambda s, now: s.delete_groups(["g"], now))
     assert r.error_code == Errors.NON_EMPTY_GROUP
     c.heartbeat(member_id="a", member_epoch=-1)
@@ -145,7 +145,7 @@ def test_empty_group_expires_with_its_offsets() -> None:
     c = Consumers(config)
     c.h.shard.on_loaded(c.h.now)  # start the periodic cleanup
     c.join("a")
-    c.commit("g", member_id="a", epoch=1, foo=5)
+    c.commit("g", member_id="a", epoch=2, foo=5)
     c.h.sleep(40_000)
     c.heartbeat(member_id="a", member_epoch=-1)
     c.h.sleep(30_000)  # offset 70 s old: expired, the group is empty
@@ -161,7 +161,7 @@ def test_group_with_members_keeps_offsets_of_subscribed_topics() -> None:
     c.h.shard.on_loaded(c.h.now)
     a = FakeConsumer(c, "a")
     a.heartbeat()
-    c.commit("g", member_id="a", epoch=1, foo=5, other=7)
+    c.commit("g", member_id="a", epoch=2, foo=5, other=7)
     for _ in range(20):
         c.h.sleep(5_000)
         a.heartbeat()
@@ -223,14 +223,14 @@ def test_admin_commit_on_an_empty_consumer_group_works() -> None:
 def test_offset_fetch_checks_the_member_epoch_when_given() -> None:
     c = Consumers()
     c.join("a")
-    c.commit("g", member_id="a", epoch=1, foo=3)
+    c.commit("g", member_id="a", epoch=2, foo=3)
 
     def fetch(member_id: str | None, epoch: int) -> core_api.OffsetFetchResponseGroup:
         request = core_api.OffsetFetchRequestGroup("g", member_id, epoch)
         return c.h.read(lambda s, now: s.fetch_offsets(request, now))  # type: ignore[no-any-return]
 
     assert fetch(None, -1).topics[0].partitions[0].committed_offset == 3
-    assert fetch("a", 1).topics[0].partitions[0].committed_offset == 3
+    assert fetch("a", 2).topics[0].partitions[0].committed_offset == 3
     for member_id, epoch, code in (
         ("a", 7, Errors.STALE_MEMBER_EPOCH),
         ("zz", 1, Errors.UNKNOWN_MEMBER_ID),
@@ -246,7 +246,7 @@ def test_offset_fetch_checks_the_member_epoch_when_given() -> None:
 def test_offset_delete_refuses_subscribed_topics() -> None:
     c = Consumers()
     c.join("a")
-    c.commit("g", member_id="a", epoch=1, foo=3, other=4)
+    c.commit("g", member_id="a", epoch=2, foo=3, other=4)
     request = core_api.OffsetDeleteRequest(
         "g",
         (

@@ -1,8 +1,10 @@
-"""The epochs a user sees are Kafka 4.1's: a small group's target assignment is computed
+"""The epochs a user sees are Kafka 4.4's: a small group's target assignment is computed
 inside the heartbeat that bumps the group epoch (a built-in assignor, on the partition loop),
 so the member that caused the bump gets the new epoch in that very response; a leave or an
 expiry bumps the epoch and leaves the target to the next heartbeat of a remaining member; an
-emptied group keeps the assignment epoch of its last computed target. Compare with
+emptied group's (empty) target follows its group epoch and a new group's first epoch is 2
+(Kafka 4.4; 4.1 kept the assignment epoch of the last computed target and started at 1).
+Compare with
 ``test_first_member_gets_epoch_1_then_its_partitions_at_epoch_2`` (off the loop)."""
 
 from __future__ import annotations
@@ -39,14 +41,15 @@ def epochs(c: Consumers, group_id: str = "g") -> tuple[str, int, int]:
     return d.group_state, d.group_epoch, d.assignment_epoch
 
 
-def test_first_member_gets_epoch_1_with_its_partitions() -> None:
+def test_first_member_gets_epoch_2_with_its_partitions() -> None:
     c = Consumers()
     r = c.join("m1")
-    assert (r.member_epoch, as_dict(r.assignment)) == (1, {FOO: ALL})
-    assert epochs(c) == ("Stable", 1, 1)
+    # as Kafka 4.4: a new group's first epoch is 2 (Kafka 4.1: 1)
+    assert (r.member_epoch, as_dict(r.assignment)) == (2, {FOO: ALL})
+    assert epochs(c) == ("Stable", 2, 2)
     assert c.h.tasks == {}
     (m,) = c.describe("g")[0].members
-    assert m.member_epoch == 1
+    assert m.member_epoch == 2
     c.check()
 
 
@@ -56,14 +59,14 @@ def test_a_joining_member_gets_the_new_group_epoch_at_once() -> None:
     a.heartbeat()
     b = FakeConsumer(c, "b")
     r = b.heartbeat()
-    # the target is computed in b's join: b is at epoch 2 already, waiting for a's partitions
-    assert r is not None and (r.member_epoch, r.assignment) == (2, ())
-    assert epochs(c) == ("Reconciling", 2, 2)
-    a.heartbeat()  # a revokes half of its partitions, staying at epoch 1
-    assert (a.epoch, len(a.owned[FOO])) == (1, 3)
+    # the target is computed in b's join: b is at epoch 3 already, waiting for a's partitions
+    assert r is not None and (r.member_epoch, r.assignment) == (3, ())
+    assert epochs(c) == ("Reconciling", 3, 3)
+    a.heartbeat()  # a revokes half of its partitions, staying at epoch 2
+    assert (a.epoch, len(a.owned[FOO])) == (2, 3)
     a.heartbeat(), b.heartbeat()
-    assert (a.epoch, b.epoch, len(b.owned[FOO])) == (2, 2, 3)
-    assert epochs(c) == ("Stable", 2, 2)
+    assert (a.epoch, b.epoch, len(b.owned[FOO])) == (3, 3, 3)
+    assert epochs(c) == ("Stable", 3, 3)
     c.check()
 
 
@@ -72,22 +75,23 @@ def test_an_emptied_group_keeps_its_last_assignment_epoch() -> None:
     a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
     for _ in range(3):
         a.heartbeat(), b.heartbeat()
-    assert epochs(c) == ("Stable", 2, 2)
+    assert epochs(c) == ("Stable", 3, 3)
     b.leave()
-    # as Kafka 4.1: a leave bumps the group epoch only; the target waits for the next
+    # as Kafka: a leave bumps the group epoch only; the target waits for the next
     # heartbeat of a remaining member (Assigning meanwhile)
-    assert epochs(c) == ("Assigning", 3, 2)
+    assert epochs(c) == ("Assigning", 4, 3)
     assert c.h.tasks == {}
     a.heartbeat()
-    assert (a.epoch, a.owned) == (3, {FOO: ALL})
-    assert epochs(c) == ("Stable", 3, 3)
+    assert (a.epoch, a.owned) == (4, {FOO: ALL})
+    assert epochs(c) == ("Stable", 4, 4)
     a.leave()
-    # as Kafka: the group epoch moves, the target assignment epoch stays the last computed
-    assert epochs(c) == ("Empty", 4, 3)
+    # as Kafka 4.4: the group epoch moves and the (empty) target follows it (Kafka 4.1 kept
+    # the last computed target's epoch: 5, 4)
+    assert epochs(c) == ("Empty", 5, 5)
     assert c.h.tasks == {}
     r = c.join("m3")
-    assert (r.member_epoch, as_dict(r.assignment)) == (5, {FOO: ALL})
-    assert epochs(c) == ("Stable", 5, 5)
+    assert (r.member_epoch, as_dict(r.assignment)) == (6, {FOO: ALL})
+    assert epochs(c) == ("Stable", 6, 6)
     c.check()
 
 
@@ -95,11 +99,11 @@ def test_the_epochs_survive_a_reload() -> None:
     c = Consumers()
     c.join("m1")
     c.heartbeat(member_id="m1", member_epoch=-1)
-    assert epochs(c) == ("Empty", 2, 1)
+    assert epochs(c) == ("Empty", 3, 3)
     for from_snapshot in (False, True):
         c.restart(from_snapshot)
         c.h.sleep(0)
-        assert epochs(c) == ("Empty", 2, 1) and c.h.tasks == {}
+        assert epochs(c) == ("Empty", 3, 3) and c.h.tasks == {}
 
 
 def test_one_operation_writes_the_epoch_targets_and_assignment_in_kafkas_order() -> None:
@@ -122,9 +126,9 @@ def test_topic_metadata_change_computes_the_new_target_at_once() -> None:
     a = FakeConsumer(c, "a")
     a.heartbeat()
     c.update_topics(image(foo=8, version=2))
-    assert epochs(c) == ("Reconciling", 2, 2) and c.h.tasks == {}
+    assert epochs(c) == ("Reconciling", 3, 3) and c.h.tasks == {}
     a.heartbeat()
-    assert (a.epoch, a.owned) == (2, {FOO: tuple(range(8))})
+    assert (a.epoch, a.owned) == (3, {FOO: tuple(range(8))})
 
 
 def test_large_groups_are_assigned_off_the_loop() -> None:
@@ -168,21 +172,21 @@ def test_a_session_expiry_leaves_the_target_to_the_next_heartbeat() -> None:
     a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
     for _ in range(3):
         a.heartbeat(), b.heartbeat()
-    assert epochs(c) == ("Stable", 2, 2)
+    assert epochs(c) == ("Stable", 3, 3)
     # b goes silent; a keeps heartbeating until b's session expires
     timeout = CoordinatorConfig().consumer_group_session_timeout_ms
     step = CoordinatorConfig().consumer_group_heartbeat_interval_ms
     waited = 0
-    while epochs(c)[1] == 2:
+    while epochs(c)[1] == 3:
         c.h.sleep(step)
         waited += step
         assert waited <= timeout + step
-        if epochs(c)[1] == 2:
+        if epochs(c)[1] == 3:
             a.heartbeat()
-    assert epochs(c) == ("Assigning", 3, 2)  # as Kafka: the expiry bumps the epoch only
+    assert epochs(c) == ("Assigning", 4, 3)  # as Kafka: the expiry bumps the epoch only
     a.heartbeat()
-    assert (a.epoch, a.owned) == (3, {FOO: ALL})
-    assert epochs(c) == ("Stable", 3, 3)
+    assert (a.epoch, a.owned) == (4, {FOO: ALL})
+    assert epochs(c) == ("Stable", 4, 4)
     c.check()
 
 

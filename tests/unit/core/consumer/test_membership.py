@@ -85,22 +85,22 @@ def test_leave_of_unknown_member_is_unknown_member_id() -> None:
     assert c.error(member_id="zz", member_epoch=-1).code is Errors.UNKNOWN_MEMBER_ID
 
 
-def test_last_member_leaving_off_the_loop_keeps_the_last_assignment_epoch() -> None:
+def test_last_member_leaving_off_the_loop_empties_the_target() -> None:
     c = Consumers(OFF_LOOP)
     c.join("m1")
     c.heartbeat(member_id="m1", member_epoch=-1)
     g = c.group()
     assert g.state_name() == "Empty"
-    # As in Kafka 4.1: the group epoch moves, the assignment epoch stays that of the last
-    # computed target (the empty one at epoch 1); the pending task is dropped.
-    assert (g.group_epoch, g.assignment_epoch) == (3, 1)
+    # As in Kafka 4.4: the group epoch moves and the (empty) target follows it (Kafka 4.1
+    # kept the last computed one); the pending task's answer is stale and dropped.
+    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
     assert c.h.tasks == {} or c.assign() == 1
-    assert (g.group_epoch, g.assignment_epoch) == (3, 1)
-    # Joining again: epoch 4, computed off the loop; the member reconciles to epoch 1 first.
-    assert c.join("m2").member_epoch == 1
+    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
+    # Joining again: epoch 4, computed off the loop; the member reconciles to epoch 3 first.
+    assert c.join("m2").member_epoch == 3
     assert c.assign() == 1
     assert (g.group_epoch, g.assignment_epoch) == (4, 4)
-    assert c.heartbeat(member_id="m2", member_epoch=1).member_epoch == 4
+    assert c.heartbeat(member_id="m2", member_epoch=3).member_epoch == 4
     c.check()
 
 
@@ -274,7 +274,7 @@ def test_group_max_size_rejects_new_members_only() -> None:
     )
     assert ex.code is Errors.GROUP_MAX_SIZE_REACHED
     assert ex.message == "The consumer group has reached its maximum capacity of 2 members."
-    assert c.heartbeat(member_id="m1", member_epoch=1).error_code == 0
+    assert c.heartbeat(member_id="m1", member_epoch=2).error_code == 0
 
 
 def test_group_id_of_a_classic_group_is_group_id_not_found() -> None:
@@ -368,9 +368,9 @@ def test_group_subscribed_to_nothing_existing_is_stable_at_once() -> None:
     )
     g = c.group()
     assert (r.member_epoch, g.group_epoch, g.assignment_epoch, g.state_name()) == (
-        1,
-        1,
-        1,
+        2,
+        2,
+        2,
         "Stable",
     )
     assert c.h.tasks == {}

@@ -138,7 +138,7 @@ def test_heartbeat_interval_comes_from_the_group_config() -> None:
             now,
         )
     )
-    assert c.heartbeat(member_id="a", member_epoch=1).heartbeat_interval_ms == 7000
+    assert c.heartbeat(member_id="a", member_epoch=2).heartbeat_interval_ms == 7000
 
 
 def test_unsubscribed_topic_is_revoked_without_waiting_for_the_new_target() -> None:

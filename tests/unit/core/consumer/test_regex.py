@@ -122,7 +122,7 @@ def test_changing_regex_resolves_the_new_one_and_forgets_the_old_one() -> None:
         subscribed_topic_regex="foo",
     )
     epoch = c.group().group_epoch
-    c.heartbeat(member_id="a", member_epoch=1, subscribed_topic_regex="ba.")
+    c.heartbeat(member_id="a", member_epoch=2, subscribed_topic_regex="ba.")
     assert set(c.group().resolved_regexes) == {"ba."}
     assert c.group().group_epoch == epoch + 1
     c.check()

@@ -209,7 +209,7 @@ def test_both_server_assignors_produce_a_complete_disjoint_target(assignor: str)
     members = [FakeConsumer(c, f"m{i}") for i in range(3)]
     for m in members:
         m.heartbeat()
-    c.heartbeat(member_id="m0", member_epoch=1, server_assignor=assignor)
+    c.heartbeat(member_id="m0", member_epoch=members[0].epoch, server_assignor=assignor)
     c.assign()
     targets = [set(c.group().target_of(m.member_id).get(FOO, ())) for m in members]
     assert set().union(*targets) == set(range(7))

@@ -89,4 +89,4 @@ def test_unknown_server_assignor_is_unsupported() -> None:
 def test_join_with_regex_only_is_valid() -> None:
     c = Consumers()
     r = c.heartbeat(**{**JOIN, "subscribed_topic_names": None, "subscribed_topic_regex": "f.*"})
-    assert r.error_code == 0 and r.member_epoch == 1
+    assert r.error_code == 0 and r.member_epoch == 2
