@@ -146,6 +146,8 @@ class StoreStats:
     appends: int = 0  # appends acknowledged as durable
     fenced: int = 0  # appends rejected with FencedError
     write_batches: int = 0  # durable writes (transactions / pipelines) that carried appends
+    #: writes refused because too few replicas confirmed them in time (Redis WAIT/WAITAOF)
+    unconfirmed: int = 0
 
     @property
     def appends_per_batch(self) -> float:
