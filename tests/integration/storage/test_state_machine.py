@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 
 from shards.storage import FencedError, LogStore, Snapshot, open_store
 from shards.storage.memory import InMemoryLogStore, MemoryData
-from tests.integration.storage.conftest import BACKENDS, fresh_url
+from tests.integration.storage.conftest import BACKENDS, fresh_url, server_url
 from tests.support.machines import machine_settings
 
 T = TypeVar("T")
@@ -174,7 +174,7 @@ class StoreMachine(RuleBasedStateMachine):
 def test_store_contract_state_machine(
     backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    redis_url = request.getfixturevalue("redis_url") if backend_name == "redis" else None
+    redis_url = server_url(backend_name, request)
 
     class Machine(StoreMachine):
         def new_url(self) -> str:
