@@ -65,13 +65,13 @@ from redis.exceptions import (
     AskError,
     BusyLoadingError,
     ClusterDownError,
-    RedisClusterException,
-    TryAgainError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
 )
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,

@@ -54,7 +54,7 @@ from redis.exceptions import (
 )
 
 from shards.storage import redis_scripts as scripts
-from shards.storage.base import StoreError, StoreUnavailableError
+from shards.storage.base import FencedError, StoreError, StoreUnavailableError
 from shards.storage.redis import (
     DEFAULT_KEY_PREFIX,
     DEFAULT_SNAPSHOT_CHUNK_BYTES,
@@ -103,13 +103,13 @@ def parse_cluster_url(url: str) -> ClusterUrl:
         raise ValueError(f"not a Redis Cluster URL: {shown!r} (redis+cluster://host:port,...)")
     seeds: list[tuple[str, int]] = []
     for seed in hosts.split(","):
-        host, colon, port = seed.rpartition(":")
+        name, colon, number = seed.rpartition(":")
         if not colon:
-            host, port = seed, "6379"
-        host = host.strip("[]")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            name, number = seed, "6379"
+        name = name.strip("[]")
+        if not name or not number.isdigit() or not 0 < int(number) < 65536:
             raise ValueError(f"invalid Redis Cluster URL {shown!r}: bad seed node {seed!r}")
-        seeds.append((host, int(port)))
+        seeds.append((name, int(number)))
     if parts.path not in ("", "/", "/0"):
         raise ValueError(
             f"invalid Redis Cluster URL {shown!r}: a cluster has only database 0, "
@@ -172,7 +172,8 @@ class RedisClusterLogStore(RedisLogStore):
     @property
     def _cluster(self) -> RedisCluster:
         client: Any = self._redis
-        return client  # type: ignore[no-any-return]
+        assert isinstance(client, RedisCluster)
+        return client
 
     # ---- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -191,7 +192,7 @@ class RedisClusterLogStore(RedisLogStore):
             decode_responses=False,
             **parsed.kwargs,
         )
-        self._client = client  # type: ignore[assignment]
+        self._client = client  # type: ignore[assignment]  # same commands, routed by slot
         try:
             await self._connect(client)
             with self._errors("connect"):
@@ -338,7 +339,9 @@ class RedisClusterLogStore(RedisLogStore):
                 for item in batch:
                     _fail(item.future, error)
 
-    async def _node_pipeline(self, node: ClusterNode, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    async def _node_pipeline(
+        self, node: ClusterNode, commands: Sequence[tuple[Any, ...]]
+    ) -> list[Any]:
         """Send ``commands`` to ``node`` on one connection; each reply or its exception.
         A connection that failed makes the topology reload."""
         stack = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
@@ -398,8 +401,6 @@ class RedisClusterLogStore(RedisLogStore):
                     _resolve(item.future, int(result[1]))
                 else:
                     fenced += 1
-                    from shards.storage.base import FencedError
-
                     _fail(item.future, FencedError(item.partition, item.epoch, int(result[1])))
             if acked or fenced:
                 self.stats.appends += acked

@@ -119,10 +119,22 @@ class RedisClusterServers:
                 continue
         raise RuntimeError(f"no live node knows slot {slot}")
 
+    def online_replicas(self, primary: LocalRedisServer) -> int:
+        """Replicas that finished their sync (WAIT counts only those)."""
+        with self.client(primary) as c:
+            info = c.info("replication")
+        return sum(
+            1
+            for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+        )
+
     def replicas_of(self, primary: LocalRedisServer) -> list[LocalRedisServer]:
         with self.client(primary) as c:
             info = c.info("replication")
-        ports = {int(v["port"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)}
+        ports = {
+            int(v["port"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+        }
         return [s for s in self.servers if s.port in ports]
 
     def wait_until_ok(
@@ -138,11 +150,7 @@ class RedisClusterServers:
                     with self.client(server) as c:
                         states.append(c.cluster("info")["cluster_state"] == "ok")
                 primaries = self.primaries()
-                replicas_ok = all(
-                    int(self.client(p).info("replication")["connected_slaves"])
-                    >= expected_replicas
-                    for p in primaries
-                )
+                replicas_ok = all(self.online_replicas(p) >= expected_replicas for p in primaries)
                 if all(states) and replicas_ok and primaries:
                     return
                 last = f"states={states} replicas_ok={replicas_ok}"
