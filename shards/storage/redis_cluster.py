@@ -67,7 +67,13 @@ from shards.storage.redis import (
     parse_redis_url,
 )
 
-__all__ = ["CLUSTER_SCHEMES", "ClusterUrl", "RedisClusterLogStore", "parse_cluster_url"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "ClusterUrl",
+    "RedisClusterLogStore",
+    "cluster_client",
+    "parse_cluster_url",
+]
 
 log = logging.getLogger("groupcoord.storage")
 
@@ -135,6 +141,21 @@ def parse_cluster_url(url: str) -> ClusterUrl:
     return ClusterUrl(tuple(seeds), kwargs, single, shown)
 
 
+def cluster_client(url: str, *, socket_timeout_s: float, connect_timeout_s: float) -> RedisCluster:
+    """A redis-py ``RedisCluster`` for a ``redis+cluster://`` URL (not connected yet), never
+    retrying a command that may have run."""
+    parsed = parse_cluster_url(url)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in parsed.seeds],
+        socket_timeout=socket_timeout_s,
+        socket_connect_timeout=connect_timeout_s,
+        retry=Retry(NoBackoff(), 0),
+        require_full_coverage=True,
+        decode_responses=False,
+        **parsed.kwargs,
+    )
+
+
 @dataclass(slots=True)
 class _Lane:
     """The appends queued for one primary, and the coroutine that sends them."""
@@ -157,6 +178,7 @@ class RedisClusterLogStore(RedisLogStore):
         snapshot_chunk_bytes: int = DEFAULT_SNAPSHOT_CHUNK_BYTES,
     ) -> None:
         parsed = parse_cluster_url(url)
+        self._raw_url = url
         super().__init__(
             parsed.single_url,
             key_prefix=key_prefix,
@@ -181,16 +203,11 @@ class RedisClusterLogStore(RedisLogStore):
             return
         if self._closed:
             raise StoreUnavailableError(f"{self.description}: store is closed")
-        parsed = self._cluster_url
-        client = RedisCluster(
-            startup_nodes=[ClusterNode(host, port) for host, port in parsed.seeds],
-            socket_timeout=self._socket_timeout_s,
-            socket_connect_timeout=self._connect_timeout_s,
-            # No client-side retries of commands that may have run (module docstring).
-            retry=Retry(NoBackoff(), 0),
-            require_full_coverage=True,
-            decode_responses=False,
-            **parsed.kwargs,
+        # No client-side retries of commands that may have run (module docstring).
+        client = cluster_client(
+            self._raw_url,
+            socket_timeout_s=self._socket_timeout_s,
+            connect_timeout_s=self._connect_timeout_s,
         )
         self._client = client  # type: ignore[assignment]  # same commands, routed by slot
         try:
@@ -245,10 +262,23 @@ class RedisClusterLogStore(RedisLogStore):
         client = self._cluster
         out = []
         for node in client.get_primaries():
-            config = await client.config_get(
-                "appendonly", "appendfsync", "maxmemory*", target_nodes=node
+            config = dict(
+                await client.config_get(
+                    "appendonly", "appendfsync", "maxmemory*", target_nodes=node
+                )
             )
-            out.append(dict(config))
+            coverage = await client.config_get("cluster-require-full-coverage", target_nodes=node)
+            if {_str(k): _str(v) for k, v in dict(coverage).items()}.get(
+                "cluster-require-full-coverage"
+            ) == "yes":
+                log.warning(
+                    "storage: %s: node %s runs cluster-require-full-coverage yes: while one "
+                    "primary fails over, EVERY partition stops (CLUSTERDOWN). Set it to 'no' "
+                    "so that the partitions of the other primaries keep serving.",
+                    self.description,
+                    node.name,
+                )
+            out.append(config)
         return out
 
     async def _check_replication(self) -> None:
@@ -453,6 +483,10 @@ class RedisClusterLogStore(RedisLogStore):
     async def server_time_ms(self) -> int | None:
         seconds, micros = await self._read("time", lambda: self._cluster.time())
         return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _cluster_info(reply: Any) -> dict[str, str]:
