@@ -83,6 +83,11 @@ class StoreUnavailableError(StoreError):
     """The backend could not be reached or did not confirm durability."""
 
 
+class ReplicasUnconfirmedError(StoreUnavailableError):
+    """The primary applied the write but too few replicas confirmed it in time (Redis WAIT /
+    WAITAOF): outcome unknown, as for any StoreUnavailableError; counted apart in metrics."""
+
+
 class CorruptRecordError(StoreError):
     """A stored log entry (or snapshot) of a partition cannot be decoded or replayed.
 

@@ -94,6 +94,7 @@ from shards.storage.base import (
     LoadedLog,
     LogEntry,
     LogStore,
+    ReplicasUnconfirmedError,
     Snapshot,
     StoreError,
     StoreStats,
@@ -528,7 +529,7 @@ class RedisLogStore(LogStore):
         else:
             local, replicas = (int(x) for x in reply)
         if local < numlocal or replicas < numreplicas:
-            return StoreUnavailableError(
+            return ReplicasUnconfirmedError(
                 f"{self.description}: {what}: {replicas} of {numreplicas} replica(s) "
                 f"confirmed within {self._wait_timeout_ms} ms: the write is on the primary "
                 "but not known to survive a failover"

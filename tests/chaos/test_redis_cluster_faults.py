@@ -159,10 +159,13 @@ async def test_kill_and_pause_of_primaries_lose_no_acknowledged_commit(tmp_path:
             t1 = history.now()
             unaffected = set(range(NUM_PARTITIONS)) - victim_slots
             gaps = gaps_during(history.events, writers, unaffected, t0, t1)
+            hit_gaps = gaps_during(history.events, writers, victim_slots, t0, t1)
             figures[fault] = {
                 "failover_s": round(failover_s, 2),
                 "victim_partitions": sorted(victim_slots),
                 "max_gap_unaffected_s": round(max(gaps.values()), 2),
+                # the victim's partitions: from the fault to their first commit after it
+                "max_gap_victim_s": round(max(hit_gaps.values()), 2),
             }
             assert max(gaps.values()) < MAX_GAP_UNAFFECTED_S, (fault, gaps)
             if fault == "kill":

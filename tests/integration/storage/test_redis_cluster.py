@@ -13,7 +13,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from shards.storage import StoreError, StoreUnavailableError, open_store
+from shards.storage import ReplicasUnconfirmedError, StoreError, StoreUnavailableError, open_store
 from shards.storage.redis import RedisLogStore
 from shards.storage.redis_cluster import RedisClusterLogStore
 from tests.support.redis_cluster import RedisClusterServers
@@ -154,7 +154,7 @@ async def test_a_primary_that_loses_its_replica_refuses_writes_instead_of_acknow
         assert await store.append(0, epoch, b"confirmed") == 1
         assert store.stats.unconfirmed == 0
         replica.kill()
-        with pytest.raises(StoreUnavailableError, match="0 of 1 replica"):
+        with pytest.raises(ReplicasUnconfirmedError, match="0 of 1 replica"):
             await store.append(0, epoch, b"unconfirmed")
         with pytest.raises(StoreUnavailableError, match="0 of 1 replica"):
             await store.write_catalog(0, b"catalog")

@@ -157,3 +157,17 @@ async def test_no_replicas_no_waitaof() -> None:
     outcomes, pipe = await _flush([[1, 10], [1, 11]], (1, 0))
     assert outcomes == [10, 11]
     assert all(c[0] == "EVALSHA" for c in pipe.commands)
+
+
+def test_unconfirmed_writes_are_their_own_metric_reason() -> None:
+    from shards.runtime import instruments as ins
+    from shards.runtime.partition import _failure_reason
+    from shards.storage.base import ReplicasUnconfirmedError
+
+    store = RedisLogStore("redis://127.0.0.1:1/0?wait_timeout_ms=250")
+    store.wait_command = "WAIT"
+    store.replica_wait = (1, 1)
+    error = store._wait_error(0)
+    assert isinstance(error, ReplicasUnconfirmedError)
+    assert _failure_reason(error) == ins.UNCONFIRMED
+    assert _failure_reason(StoreUnavailableError("down")) == ins.ERROR
