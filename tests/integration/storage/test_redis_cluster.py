@@ -160,3 +160,28 @@ async def test_a_primary_that_loses_its_replica_refuses_writes_instead_of_acknow
             await store.write_catalog(0, b"catalog")
         assert store.stats.unconfirmed == 2
         assert store.stats.appends == 1
+
+
+def test_the_cli_says_it_in_one_line(redis_server: RedisServer) -> None:
+    import subprocess
+    import sys
+
+    port = int(redis_server.url.rsplit(":", 1)[1].split("/")[0])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "partitions",
+            "--store",
+            f"redis+cluster://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "not a Redis Cluster node" in lines[0] and "listening" not in lines[0]
