@@ -52,10 +52,13 @@ from redis.exceptions import (
     RedisClusterException,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shards.storage import redis_scripts as scripts
 from shards.storage.base import FencedError, StoreError, StoreUnavailableError
 from shards.storage.redis import (
+    CONNECT_TIMEOUT_S,
     DEFAULT_KEY_PREFIX,
     DEFAULT_SNAPSHOT_CHUNK_BYTES,
     MAX_PIPELINE_APPENDS,
@@ -174,7 +177,7 @@ class RedisClusterLogStore(RedisLogStore):
         *,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         socket_timeout_s: float = 10.0,
-        connect_timeout_s: float = 10.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         snapshot_chunk_bytes: int = DEFAULT_SNAPSHOT_CHUNK_BYTES,
     ) -> None:
         parsed = parse_cluster_url(url)
@@ -382,7 +385,8 @@ class RedisClusterLogStore(RedisLogStore):
             self._refresh_topology()
             raise
         results = [command.result for command in stack]
-        if any(isinstance(r, (*_REDIRECTED, ConnectionError, OSError)) for r in results):
+        lost = (RedisConnectionError, RedisTimeoutError, OSError)
+        if any(isinstance(r, (*_REDIRECTED, *lost)) for r in results):
             self._refresh_topology()
         return results
 
