@@ -37,6 +37,25 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Redis Cluster for the whole run: 3 primaries + 3 replicas on loopback (see
+    tests/support/redis_cluster.py). Tests that kill or pause nodes start their own."""
+    from tests.support.redis_cluster import RedisClusterServers
+
+    try:
+        cluster = RedisClusterServers.start(tmp_path_factory.mktemp("redis-cluster"))
+    except RedisServerUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(redis_cluster: Any) -> str:
+    return str(redis_cluster.url)
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession (local[2], loopback only) for the whole run."""
     from tests.support.spark import local_spark

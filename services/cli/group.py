@@ -69,7 +69,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of a failure."""
     import sqlite3
 
-    from shards.storage.base import StoreError
+    from shards.storage.base import StoreError, StoreUnavailableError
 
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -80,6 +80,10 @@ def _describe(exc: BaseException) -> tuple[str, int]:
         return exc.format_message(), exc.exit_code
     if isinstance(exc, StoreError):
         sqlite = str(exc).startswith("sqlite")
+        if not sqlite and not isinstance(exc, StoreUnavailableError):
+            # the server answered and the store refused it (cluster or not, too few
+            # replicas...): the message says what to change
+            return f"cannot use the store: {exc}", 1
         hint = "is the data directory writable?" if sqlite else "is a Redis server listening there?"
         return f"cannot use the store: {exc} ({hint})", 1
     if isinstance(exc, sqlite3.Error):

@@ -30,7 +30,10 @@ class StoreUrl(click.ParamType):
             except ValueError as e:
                 self.fail(str(e), param, ctx)
         elif scheme not in REDIS_SCHEMES:
-            supported = "redis://host:port/db, rediss://host:port/db or unix:///path/redis.sock"
+            supported = (
+                "redis://host:port/db, rediss://host:port/db, unix:///path/redis.sock or "
+                "redis+cluster://host1:port1,host2:port2"
+            )
             if self.shared:
                 self.fail(
                     f"{scheme or 'this'} store serves one process; several shards share a "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.history.events import COLUMNS, NAMES
-from services.history.sink import FILE_PREFIX, FILE_SUFFIX, redis_stream
+from services.history.sink import FILE_PREFIX, FILE_SUFFIX, redis_stream, sync_client
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,9 @@ def read_files(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def read_redis(store_url: str, key: str | None = None) -> Iterator[dict[str, Any]]:
     """The events of the Redis stream sink of the store at ``store_url``."""
-    import redis
-
     url, default_key = redis_stream(store_url)
     key = key or default_key
-    client: Any = redis.Redis.from_url(url)
+    client: Any = sync_client(url)
     last = "-"
     while True:
         entries: Any = client.xrange(key, min=last, count=10_000)

@@ -115,18 +115,43 @@ def redis_stream(store_url: str) -> tuple[str, str]:
     (``gc:history`` by default), next to the store's keys."""
     from shards.storage.redis import parse_redis_url
 
+    if is_cluster_url(store_url):
+        from shards.storage.redis_cluster import parse_cluster_url
+
+        return (
+            store_url,
+            f"{parse_redis_url(parse_cluster_url(store_url).single_url).key_prefix}:history",
+        )
     parsed = parse_redis_url(store_url)
     return parsed.url, f"{parsed.key_prefix}:history"
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.lower().startswith(("redis+cluster:", "rediss+cluster:"))
+
+
+def sync_client(url: str) -> Any:
+    """A synchronous redis-py client for :func:`redis_stream`'s URL: ``RedisCluster`` on a
+    Redis Cluster store (the stream is one key, so one slot), ``Redis`` otherwise."""
+    import redis
+
+    if is_cluster_url(url):
+        import redis.cluster
+
+        from shards.storage.redis_cluster import parse_cluster_url
+
+        parsed = parse_cluster_url(url)
+        nodes = [redis.cluster.ClusterNode(host, port) for host, port in parsed.seeds]
+        return redis.cluster.RedisCluster(startup_nodes=nodes, **parsed.kwargs)
+    return redis.Redis.from_url(url)
 
 
 class RedisWriter:
     """A Redis stream (``XADD key MAXLEN ~ maxlen * e <json>``), one entry per event."""
 
     def __init__(self, store_url: str, key: str | None = None, maxlen: int = 10_000_000):
-        import redis
-
         url, default_key = redis_stream(store_url)
-        self.client = redis.Redis.from_url(url)
+        self.client = sync_client(url)
         self.key = key or default_key
         self.maxlen = maxlen
 

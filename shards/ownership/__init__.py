@@ -33,7 +33,7 @@ def open_membership(store_url: str) -> Membership:
     """The registry living next to the store at ``store_url`` (Redis only: several shard
     processes on several machines need a shared server)."""
     scheme = urlsplit(store_url).scheme.lower()
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         from shards.ownership.redis_membership import RedisMembership
 
         return RedisMembership(store_url)

@@ -12,6 +12,8 @@ on shard clocks. Scripts are idempotent, so redis-py may resend them after ``NOS
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -93,6 +95,13 @@ class RedisMembership(Membership):
         socket_timeout_s: float = 5.0,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
+        self._cluster_url = (
+            url if url.lower().startswith(("redis+cluster:", "rediss+cluster:")) else None
+        )
+        if self._cluster_url is not None:
+            from shards.storage.redis_cluster import parse_cluster_url
+
+            url = parse_cluster_url(url).single_url  # for the key prefix
         parsed = parse_redis_url(url)
         self._url = parsed.url
         prefix = parsed.key_prefix
@@ -100,18 +109,29 @@ class RedisMembership(Membership):
         self.description = f"redis registry (key prefix {prefix!r})"
         self._socket_timeout_s = socket_timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self._client: aioredis.Redis | None = None
+        self._client: Any = None
 
     async def start(self) -> None:
         if self._client is not None:
             return
-        client = aioredis.Redis.from_url(
-            self._url,
-            socket_timeout=self._socket_timeout_s,
-            socket_connect_timeout=self._connect_timeout_s,
-            retry=Retry(NoBackoff(), 0),  # the caller's loop retries, on its own schedule
-            decode_responses=False,
-        )
+        client: Any
+        if self._cluster_url is not None:
+            from shards.storage.redis_cluster import cluster_client
+
+            # both keys carry the hash tag {members}: one slot, one script
+            client = cluster_client(
+                self._cluster_url,
+                socket_timeout_s=self._socket_timeout_s,
+                connect_timeout_s=self._connect_timeout_s,
+            )
+        else:
+            client = aioredis.Redis.from_url(
+                self._url,
+                socket_timeout=self._socket_timeout_s,
+                socket_connect_timeout=self._connect_timeout_s,
+                retry=Retry(NoBackoff(), 0),  # the caller's loop retries, on its own schedule
+                decode_responses=False,
+            )
         self._client = client
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._deregister = client.register_script(_DEREGISTER)

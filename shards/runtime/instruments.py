@@ -39,6 +39,8 @@ BATCH_BUCKETS: Sequence[float] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4
 FENCED = {"reason": "fenced"}
 TIMEOUT = {"reason": "timeout"}
 ERROR = {"reason": "error"}
+#: the store's primary has the write but too few replicas confirmed it (Redis WAIT/WAITAOF)
+UNCONFIRMED = {"reason": "unconfirmed"}
 OK = {"outcome": "ok"}
 FAILED = {"outcome": "failed"}
 

@@ -61,7 +61,14 @@ from shards.runtime.contract import (
     TimerKey,
 )
 from shards.runtime.timers import PartitionTimer
-from shards.storage.base import CorruptRecordError, FencedError, LoadedLog, LogStore, Snapshot
+from shards.storage.base import (
+    CorruptRecordError,
+    FencedError,
+    LoadedLog,
+    LogStore,
+    ReplicasUnconfirmedError,
+    Snapshot,
+)
 
 log = logging.getLogger("groupcoord.runtime")
 tracer = trace.get_tracer("groupcoord.runtime")
@@ -747,6 +754,8 @@ def _failure_reason(cause: BaseException) -> dict[str, str]:
         return ins.FENCED
     if isinstance(cause, TimeoutError | asyncio.CancelledError):
         return ins.TIMEOUT
+    if isinstance(cause, ReplicasUnconfirmedError):
+        return ins.UNCONFIRMED
     return ins.ERROR
 
 

@@ -18,6 +18,7 @@ from shards.storage.base import (
     LoadedLog,
     LogEntry,
     LogStore,
+    ReplicasUnconfirmedError,
     Snapshot,
     StoreError,
     StoreStats,
@@ -31,6 +32,7 @@ __all__ = [
     "LoadedLog",
     "LogEntry",
     "LogStore",
+    "ReplicasUnconfirmedError",
     "Snapshot",
     "StoreError",
     "StoreStats",
@@ -40,7 +42,7 @@ __all__ = [
     "REDIS_SCHEMES",
 ]
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
 
 
 def sqlite_path_from_url(url: str) -> str:
@@ -71,12 +73,18 @@ def open_store(url: str, clock: WallClock | None = None) -> LogStore:
       (the parent directory is created on start).
     * ``redis://[user:password@]host:port/db[?key_prefix=gc]`` (also ``rediss://``,
       ``unix://``) — :class:`RedisLogStore`.
+    * ``redis+cluster://[user:password@]host1:port1,host2:port2[?key_prefix=gc]`` (TLS:
+      ``rediss+cluster://``) — :class:`RedisClusterLogStore` on a Redis Cluster.
     """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
         from shards.storage.sqlite import SqliteLogStore
 
         return SqliteLogStore(sqlite_path_from_url(url), clock=clock)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from shards.storage.redis_cluster import RedisClusterLogStore
+
+        return RedisClusterLogStore(url)
     if scheme in REDIS_SCHEMES:
         from shards.storage.redis import RedisLogStore
 

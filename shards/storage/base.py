@@ -83,6 +83,11 @@ class StoreUnavailableError(StoreError):
     """The backend could not be reached or did not confirm durability."""
 
 
+class ReplicasUnconfirmedError(StoreUnavailableError):
+    """The primary applied the write but too few replicas confirmed it in time (Redis WAIT /
+    WAITAOF): outcome unknown, as for any StoreUnavailableError; counted apart in metrics."""
+
+
 class CorruptRecordError(StoreError):
     """A stored log entry (or snapshot) of a partition cannot be decoded or replayed.
 
@@ -146,6 +151,8 @@ class StoreStats:
     appends: int = 0  # appends acknowledged as durable
     fenced: int = 0  # appends rejected with FencedError
     write_batches: int = 0  # durable writes (transactions / pipelines) that carried appends
+    #: writes refused because too few replicas confirmed them in time (Redis WAIT/WAITAOF)
+    unconfirmed: int = 0
 
     @property
     def appends_per_batch(self) -> float:

@@ -26,9 +26,11 @@ Invariants:
 * Group commit: ``append`` queues the entry and wakes ONE writer coroutine that sends
   everything queued as one pipeline. Redis runs a pipeline's scripts in one event-loop
   iteration and fsyncs once for all of them before replying.
-* With replicas, an append is acknowledged only once ``WAITAOF`` confirms it is in the AOF
-  of enough replicas (Redis >= 7.2; decided at ``start()``, see :func:`plan_replica_wait`).
-  Older servers cannot: a failover may then lose acknowledged appends, and ``start()`` warns.
+* With replicas, an append is acknowledged only once enough replicas confirm it: ``WAITAOF``
+  (in their AOF, Redis >= 7.2) or ``WAIT`` (received, older servers); decided at ``start()``,
+  see :func:`plan_replica_wait`. Not confirmed in time, the write fails as outcome unknown
+  (``StoreUnavailableError``, counted in ``stats.unconfirmed``): a primary that lost its
+  replicas never goes on acknowledging.
 * Nothing that writes is retried by the client: a write whose reply was lost has an
   unknown outcome, and retrying it could apply it twice (or make a successful catalog CAS
   report a conflict). Such calls fail with :class:`StoreUnavailableError` instead. Reads
@@ -60,12 +62,16 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
+    AskError,
     BusyLoadingError,
+    ClusterDownError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
 )
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
@@ -88,6 +94,7 @@ from shards.storage.base import (
     LoadedLog,
     LogEntry,
     LogStore,
+    ReplicasUnconfirmedError,
     Snapshot,
     StoreError,
     StoreStats,
@@ -95,7 +102,7 @@ from shards.storage.base import (
     check_document_name,
 )
 
-__all__ = ["RedisLogStore", "RedisUrl", "parse_redis_url", "plan_replica_wait"]
+__all__ = ["RedisLogStore", "RedisUrl", "ReplicaWait", "parse_redis_url", "plan_replica_wait"]
 
 log = logging.getLogger("groupcoord.storage")
 _T = TypeVar("_T")
@@ -196,46 +203,51 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(out + [0] * (3 - len(out)))
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaWait:
+    """How each acknowledged write waits for replicas: ``command`` WAIT or WAITAOF (None: it
+    does not wait), for ``replicas`` of them."""
+
+    replicas: int
+    command: str | None
+    warning: str | None = None
+
+
 def plan_replica_wait(
     server_version: str, connected_replicas: int, requested: int | None
-) -> tuple[int, str | None]:
-    """How many replicas each append waits for with ``WAITAOF``, and a warning (or None).
+) -> ReplicaWait:
+    """How many replicas each write waits for, with which command, and a warning (or None).
 
-    ``requested`` None (auto): one replica if the server has replicas and supports WAITAOF
-    (Redis >= 7.2), none otherwise -- with a warning when replicas exist but cannot be waited
-    for (a failover may lose acknowledged writes). An explicit number > 0 on a server without
-    WAITAOF raises StoreError: the operator asked for a guarantee we cannot give.
+    * ``WAITAOF`` (Redis >= 7.2): the write is fsynced in the AOF of the replicas -- it
+      survives a failover and also every node of the shard losing power at once.
+    * ``WAIT`` (older servers, Redis 7.0 here): the replicas have received and applied the
+      write (in memory; each fsyncs by its own ``appendfsync``) -- it survives the failover
+      to one of them, not the primary and those replicas all crashing within the fsync delay.
+
+    ``requested`` None (auto): one replica if the server has replicas, none otherwise. An
+    explicit number larger than the connected replicas raises StoreError (start-up refuses:
+    every write would fail). ``0`` with replicas warns: a failover may lose acknowledged writes.
     """
-    supported = _version(server_version) >= WAITAOF_MIN_VERSION
+    command = "WAITAOF" if _version(server_version) >= WAITAOF_MIN_VERSION else "WAIT"
     if requested is None:
         if connected_replicas == 0:
-            return 0, None
-        if supported:
-            return 1, None
-        return 0, (
-            f"the server (Redis {server_version}) has {connected_replicas} replica(s) but no "
-            "WAITAOF (Redis >= 7.2): replication is asynchronous, so a failover to a replica "
-            "MAY LOSE ACKNOWLEDGED WRITES (those of the last moments before the failover)."
-        )
+            return ReplicaWait(0, None)
+        return ReplicaWait(1, command)
     if requested == 0:
         if connected_replicas:
-            return 0, (
+            return ReplicaWait(
+                0,
+                None,
                 f"wait_replicas=0 with {connected_replicas} replica(s): appends do not wait "
-                "for replicas, so a failover MAY LOSE ACKNOWLEDGED WRITES."
+                "for replicas, so a failover MAY LOSE ACKNOWLEDGED WRITES.",
             )
-        return 0, None
-    if not supported:
-        raise StoreError(
-            f"wait_replicas={requested} needs WAITAOF (Redis >= 7.2); the server runs Redis "
-            f"{server_version}. Upgrade it, or use wait_replicas=auto (and accept the loss "
-            "window on failover, see docs/multi-shard.md)."
-        )
+        return ReplicaWait(0, None)
     if connected_replicas < requested:
-        return requested, (
-            f"wait_replicas={requested} but only {connected_replicas} replica(s) are "
-            "connected: appends will fail until enough replicas are back."
+        raise StoreError(
+            f"wait_replicas={requested} but the primary has {connected_replicas} connected "
+            "replica(s): every write would fail; add replicas or lower wait_replicas"
         )
-    return requested, None
+    return ReplicaWait(requested, command)
 
 
 class RedisLogStore(LogStore):
@@ -259,8 +271,10 @@ class RedisLogStore(LogStore):
         key_prefix = parsed.key_prefix
         self._wait_requested = parsed.wait_replicas
         self._wait_timeout_ms = parsed.wait_timeout_ms
-        #: (numlocal, numreplicas) for WAITAOF after each write; numreplicas 0 = no wait
+        #: (numlocal, numreplicas) for WAIT/WAITAOF after each write; numreplicas 0 = no wait
         self.replica_wait: tuple[int, int] = (0, 0)
+        #: WAIT (the replicas have it in memory) or WAITAOF (in their AOF), from the version
+        self.wait_command = "WAITAOF"
         if snapshot_chunk_bytes <= 0:
             raise ValueError("snapshot_chunk_bytes must be > 0")
         self.key_prefix = key_prefix
@@ -299,6 +313,12 @@ class RedisLogStore(LogStore):
             OSError,
             ReadOnlyError,  # a replica (failover in progress)
             OutOfMemoryError,  # maxmemory reached: nothing can be written now
+            # Redis Cluster: the slot moved (MOVED is an AskError), the cluster is down or
+            # the slot map is being rebuilt: the command did not run
+            AskError,
+            TryAgainError,
+            ClusterDownError,
+            RedisClusterException,
         ) as e:
             raise StoreUnavailableError(f"{self.description}: {what}: {e}") from e
         except ResponseError as e:
@@ -387,10 +407,9 @@ class RedisLogStore(LogStore):
         log.info("storage: opened %s", self.description)
 
     async def _check_server_settings(self) -> None:
-        client = self._redis
         try:
             with self._errors("CONFIG GET"):
-                config = await client.config_get("appendonly", "appendfsync", "maxmemory*")
+                configs = await self._config_dicts()
         except StoreUnavailableError:
             raise
         except StoreError as e:
@@ -403,6 +422,15 @@ class RedisLogStore(LogStore):
                 e,
             )
             return
+        for config in configs:
+            self._check_settings(config)
+
+    async def _config_dicts(self) -> list[dict[Any, Any]]:
+        """The durability settings of every primary (one here)."""
+        config = await self._redis.config_get("appendonly", "appendfsync", "maxmemory*")
+        return [dict(config)]
+
+    def _check_settings(self, config: dict[Any, Any]) -> None:
         settings = {_text(k): _text(v) for k, v in config.items()}
         appendonly = settings.get("appendonly")
         appendfsync = settings.get("appendfsync")
@@ -425,14 +453,12 @@ class RedisLogStore(LogStore):
             )
 
     async def _check_replication(self) -> None:
-        """Decide whether appends wait for replicas (WAITAOF), from the server's version,
-        its replicas and ``wait_replicas``; see :func:`plan_replica_wait`."""
+        """Decide whether appends wait for replicas (WAIT / WAITAOF), from the server's
+        version, its replicas and ``wait_replicas``; see :func:`plan_replica_wait`."""
         client = self._redis
         try:
             with self._errors("INFO"):
-                server = await client.info("server")
-                replication = await client.info("replication")
-                persistence = await client.info("persistence")
+                info = await client.info("all")
         except StoreUnavailableError:
             raise
         except StoreError as e:
@@ -447,54 +473,82 @@ class RedisLogStore(LogStore):
             )
             self.replica_wait = (0, requested)
             return
+        if int(info.get("cluster_enabled", 0)):
+            raise StoreError(
+                f"{self.description} is a Redis Cluster node: use a redis+cluster:// URL "
+                "(see docs/storage.md)"
+            )
+        self._plan_waits([info])
+
+    def _plan_waits(self, infos: Sequence[dict[str, Any]]) -> None:
+        """Apply :func:`plan_replica_wait` to the INFO of each primary (the fewest replicas
+        and the oldest version decide)."""
         # redis-py parses INFO values: a version like "7.2" may come back as a float.
-        version = str(server.get("redis_version", "0"))
-        replicas = int(replication.get("connected_slaves", 0))
-        numreplicas, warning = plan_replica_wait(version, replicas, self._wait_requested)
-        if warning:
-            log.warning("storage: %s: %s", self.description, warning)
+        versions = [str(info.get("redis_version", "0")) for info in infos]
+        version = min(versions, key=_version)
+        replicas = min(int(info.get("connected_slaves", 0)) for info in infos)
+        plan = plan_replica_wait(version, replicas, self._wait_requested)
+        if plan.warning:
+            log.warning("storage: %s: %s", self.description, plan.warning)
         # WAITAOF numlocal > 0 is an error without appendonly (which start() warns about).
-        numlocal = 1 if int(persistence.get("aof_enabled", 0)) else 0
-        self.replica_wait = (numlocal, numreplicas)
-        if numreplicas:
+        numlocal = 1 if all(int(info.get("aof_enabled", 0)) for info in infos) else 0
+        self.replica_wait = (numlocal, plan.replicas)
+        self.wait_command = plan.command or "WAITAOF"
+        if plan.replicas:
             log.info(
-                "storage: %s: appends wait for %d replica(s) (WAITAOF, timeout %d ms)",
+                "storage: %s: appends wait for %d replica(s) (%s, timeout %d ms)",
                 self.description,
-                numreplicas,
+                plan.replicas,
+                self.wait_command,
                 self._wait_timeout_ms,
             )
 
-    def _add_wait(self, pipe: Any) -> bool:
-        """Queue WAITAOF on ``pipe`` (same connection as the writes before it) if enabled."""
+    def _wait_args(self) -> tuple[Any, ...]:
         numlocal, numreplicas = self.replica_wait
-        if not numreplicas:
+        if self.wait_command == "WAIT":
+            return ("WAIT", numreplicas, self._wait_timeout_ms)
+        return ("WAITAOF", numlocal, numreplicas, self._wait_timeout_ms)
+
+    def _add_wait(self, pipe: Any) -> bool:
+        """Queue WAIT/WAITAOF on ``pipe`` (same connection as the writes before it) if
+        enabled."""
+        if not self.replica_wait[1]:
             return False
-        pipe.execute_command("WAITAOF", numlocal, numreplicas, self._wait_timeout_ms)
+        pipe.execute_command(*self._wait_args())
         return True
 
     def _wait_error(self, reply: Any) -> StoreUnavailableError | None:
-        """None if a WAITAOF reply confirms enough copies, else the error to fail with."""
+        """None if a WAIT/WAITAOF reply confirms enough copies, else the error to fail with
+        (counted in ``stats.unconfirmed`` by the caller, per write)."""
         numlocal, numreplicas = self.replica_wait
+        what = self.wait_command
         if isinstance(reply, Exception):
-            return StoreUnavailableError(f"{self.description}: WAITAOF: {reply}")
-        local, replicas = (int(x) for x in reply)
+            return StoreUnavailableError(f"{self.description}: {what}: {reply}")
+        if what == "WAIT":
+            local, replicas = numlocal, int(reply)
+        else:
+            local, replicas = (int(x) for x in reply)
         if local < numlocal or replicas < numreplicas:
-            return StoreUnavailableError(
-                f"{self.description}: WAITAOF: {replicas} of {numreplicas} replica(s) "
-                f"confirmed within {self._wait_timeout_ms} ms (local {local}): the write is "
-                "on the primary but not known to survive a failover"
+            return ReplicasUnconfirmedError(
+                f"{self.description}: {what}: {replicas} of {numreplicas} replica(s) "
+                f"confirmed within {self._wait_timeout_ms} ms: the write is on the primary "
+                "but not known to survive a failover"
             )
         return None
 
-    async def close(self) -> None:
-        if self._closed:
-            return
+    async def close_writer(self) -> None:
+        """Refuse new appends and let the writer drain what is queued."""
         self._closing = True
         if self._writer is not None:
             # The writer drains what is queued before it exits: close() finishes in-flight
             # appends rather than abandoning them.
             self._wakeup.set()
             await asyncio.shield(self._writer)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        await self.close_writer()
         self._closed = True
         if self._client is not None:
             await self._client.aclose()
@@ -557,6 +611,7 @@ class RedisLogStore(LogStore):
                 elif isinstance(result, Exception):
                     _fail(item.future, self._translate("append", result))
                 elif result[0] == 1 and unconfirmed is not None:
+                    self.stats.unconfirmed += 1
                     _fail(item.future, unconfirmed)
                 elif result[0] == 1:
                     acked += 1
@@ -725,7 +780,7 @@ class RedisLogStore(LogStore):
         args: Sequence[Any],
         wrote: Callable[[Any], bool] = lambda result: True,
     ) -> Any:
-        """Run a writing script; with replicas, wait (WAITAOF) until enough of them have it
+        """Run a writing script; with replicas, wait (WAIT/WAITAOF) until enough of them have it
         (a failed wait is an error only when ``wrote(result)``: the script changed data)."""
         if not self.replica_wait[1]:
             return await self._script(script, keys, args)
@@ -742,6 +797,7 @@ class RedisLogStore(LogStore):
             raise result
         error = self._wait_error(reply)
         if error is not None and wrote(result):
+            self.stats.unconfirmed += 1
             raise error
         return result
 
@@ -800,8 +856,11 @@ class RedisLogStore(LogStore):
 
     async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
         with self._errors("write_catalog"):
-            version = await self._script(
-                scripts.CATALOG_CAS, [self._catalog_key], [expected_version, bytes(data)]
+            version = await self._write_script(
+                scripts.CATALOG_CAS,
+                [self._catalog_key],
+                [expected_version, bytes(data)],
+                wrote=lambda v: int(v) >= 0,
             )
         return None if int(version) < 0 else int(version)
 
@@ -820,8 +879,11 @@ class RedisLogStore(LogStore):
         check_document_name(name)
         with self._errors("write_document"):
             # the same compare-and-set as the catalog's, on the document's own hash
-            version = await self._script(
-                scripts.CATALOG_CAS, [self._document_key(name)], [expected_version, bytes(data)]
+            version = await self._write_script(
+                scripts.CATALOG_CAS,
+                [self._document_key(name)],
+                [expected_version, bytes(data)],
+                wrote=lambda v: int(v) >= 0,
             )
         return None if int(version) < 0 else int(version)
 

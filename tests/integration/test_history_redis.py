@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import grpc
@@ -73,3 +74,18 @@ def test_a_shard_writes_history_to_the_store_and_export_reads_it(
         (r["group"], r["committed_offset"]) for r in rows if r["type"] == "offset_commit"
     )
     assert commits == [("g0", 10), ("g1", 11), ("g2", 12)]
+
+
+def test_the_stream_sink_on_a_redis_cluster_store(redis_cluster_url: str) -> None:
+    prefix = f"h{uuid.uuid4().hex[:8]}"
+    store = f"{redis_cluster_url}?key_prefix={prefix}"
+    writer = RedisWriter(store, maxlen=100)
+    assert writer.key == f"{prefix}:history"
+    sink = HistorySink(writer, clock_ms=lambda: 1000)
+    for i in range(3):
+        record = Record(OffsetCommitKey("g", "t", i), OffsetCommitValue(i, -1, "", 0))
+        sink(0, 1, i, [([record], None)])
+    assert sink.drain() == 3
+    events = list(read_redis(store))
+    assert [e["committed_offset"] for e in events] == [0, 1, 2]
+    sink.close()

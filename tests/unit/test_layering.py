@@ -141,7 +141,8 @@ RULES: dict[str, Rule] = {
         "click grpc grpc_health isodate",
     ),
     "services.history": rule(
-        "shards.core shards.runtime.contract shards.storage.redis services.extras services.options",
+        "shards.core shards.runtime.contract shards.storage.redis shards.storage.redis_cluster "
+        "services.extras services.options",
         "click redis pyarrow",
     ),
     # the command line (services/*.py, services/cli/), which wires everything; commands of

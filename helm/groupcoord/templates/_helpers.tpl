@@ -70,8 +70,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "groupcoord.store.url" -}}
 {{- if .Values.redis.url }}
 {{- $u := urlParse .Values.redis.url }}
-{{- if not (has $u.scheme (list "redis" "rediss")) }}
-{{- fail (printf "redis.url must be redis://host:port/db or rediss://..., not %q" .Values.redis.url) }}
+{{- if not (has $u.scheme (list "redis" "rediss" "redis+cluster" "rediss+cluster")) }}
+{{- fail (printf "redis.url must be redis://host:port/db, rediss://..., or redis+cluster://host1:port1,host2:port2 (rediss+cluster:// with TLS), not %q" .Values.redis.url) }}
 {{- end }}
 {{- if or .Values.redis.username .Values.redis.password }}
 {{- $user := urlquery .Values.redis.username | replace "+" "%20" }}

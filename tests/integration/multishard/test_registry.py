@@ -1,6 +1,6 @@
 """The shard registry on a real Redis (TTL by the server's clock, one incarnation per node
 id, housekeeping, a server restart), `groupcoord partitions` against running shards, and the
-replica check of the store on a real primary with a replica (Redis 7.0 has no WAITAOF).
+replica check of the store on a real primary with a replica (Redis 7.0: WAIT, no WAITAOF).
 
 Real servers and processes keep real time (expiry is the Redis server's clock): waits here
 are bounded polls (:func:`tests.support.polling.poll`) that end as soon as the thing has
@@ -156,7 +156,7 @@ async def test_partitions_command_prints_the_map(tmp_path: Path, redis_server: R
         await asyncio.to_thread(cluster.close)
 
 
-async def test_replicas_without_waitaof_are_reported_loudly(
+async def test_appends_wait_for_the_replica_with_wait_or_waitaof(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     primary = LocalRedisServer(tmp_path / "primary")
@@ -171,29 +171,33 @@ async def test_replicas_without_waitaof_are_reported_loudly(
             async def replicas() -> int:
                 return int((await asyncio.to_thread(c.info, "replication"))["connected_slaves"])
 
+            async def online() -> bool:
+                info = await asyncio.to_thread(c.info, "replication")
+                return bool(info.get("slave0", {}).get("state") == "online")
+
             await poll(replicas, lambda n: n >= 1, timeout_s=20)  # the replica connected
+            await poll(online, bool, timeout_s=20)  # and synced: WAIT counts it from then
             version = str(c.info("server")["redis_version"])
         waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
         caplog.set_level(logging.WARNING, logger="groupcoord.storage")
         store = RedisLogStore(primary.url)
         await store.start()
         try:
-            if not waitaof:  # the local server (7.0): no WAITAOF, the loss window is said
-                assert store.replica_wait[1] == 0
-                assert "MAY LOSE ACKNOWLEDGED WRITES" in caplog.text
-            else:  # a newer server (e.g. a container image): appends wait for one replica
-                assert store.replica_wait == (1, 1)
+            # appends wait for one replica: WAIT on the local server (7.0), WAITAOF on a
+            # newer one (e.g. a container image); no loss-window warning either way
+            assert store.replica_wait == (1, 1)
+            assert store.wait_command == ("WAITAOF" if waitaof else "WAIT")
+            assert "MAY LOSE ACKNOWLEDGED WRITES" not in caplog.text
             epoch = await store.acquire(0, "o", 10_000)
             assert await store.append(0, epoch, b"x") == 1
         finally:
             await store.close()
         explicit = RedisLogStore(f"{primary.url}?wait_replicas=1")
-        if not waitaof:
-            with pytest.raises(StoreError, match="WAITAOF"):
-                await explicit.start()
-        else:
-            await explicit.start()
-            await explicit.close()
+        await explicit.start()
+        await explicit.close()
+        too_many = RedisLogStore(f"{primary.url}?wait_replicas=2")
+        with pytest.raises(StoreError, match="wait_replicas=2 but the primary has 1"):
+            await too_many.start()
     finally:
         replica.stop()
         primary.stop()

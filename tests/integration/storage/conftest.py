@@ -19,9 +19,11 @@ from shards.clock import ManualClock
 from shards.storage import LogStore, open_store
 from shards.storage.memory import InMemoryLogStore, MemoryData
 
-BACKENDS = ["sqlite", "redis", "memory"]
+BACKENDS = ["sqlite", "redis", "redis-cluster", "memory"]
 #: backends with a durable write path of their own (group commit, other processes)
-REAL_BACKENDS = ["sqlite", "redis"]
+REAL_BACKENDS = ["sqlite", "redis", "redis-cluster"]
+#: backends whose leases expire by the server's clock (real time)
+SERVER_CLOCK = ("redis", "redis-cluster")
 real_backends_only = pytest.mark.parametrize("backend", REAL_BACKENDS, indirect=True)
 
 
@@ -54,6 +56,16 @@ class Backend:
             await asyncio.sleep(ms / 1000)
 
 
+def server_url(name: str, request: pytest.FixtureRequest) -> str | None:
+    """The session's Redis (or Redis Cluster) URL for a backend, started lazily so that
+    ``-k sqlite`` runs never start Redis."""
+    if name == "redis":
+        return str(request.getfixturevalue("redis_url"))
+    if name == "redis-cluster":
+        return str(request.getfixturevalue("redis_cluster_url"))
+    return None
+
+
 def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
     if name == "memory":
         return "memory:"
@@ -65,11 +77,10 @@ def fresh_url(name: str, directory: Path, redis_url: str | None) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    # Looked up lazily so that `-k sqlite` runs never start Redis.
-    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    redis_url = server_url(request.param, request)
     memory = MemoryData() if request.param == "memory" else None
     # started at the real time: other processes on the same file use the real clock
-    clock = None if request.param == "redis" else ManualClock(time.time_ns() // 1_000_000)
+    clock = None if request.param in SERVER_CLOCK else ManualClock(time.time_ns() // 1_000_000)
     return Backend(request.param, fresh_url(request.param, tmp_path, redis_url), memory, clock)
 
 

@@ -257,3 +257,23 @@ def test_the_sasl_overlays_one_shot_service_creates_the_admin_user(tmp_path: Any
     assert listed.returncode == 0, listed.stderr
     got = sorted((c["user"], c["mechanism"]) for c in json.loads(listed.stdout))
     assert got == [("admin", "SCRAM-SHA-256"), ("admin", "SCRAM-SHA-512")]
+
+
+# ---- the Redis Cluster overlay (deploy/compose/redis-cluster.yml) ------------------------------
+def test_the_redis_cluster_overlay_points_every_shard_at_the_cluster() -> None:
+    import yaml
+
+    from shards.storage.redis_cluster import parse_cluster_url
+
+    overlay = yaml.safe_load((ROOT / "deploy" / "compose" / "redis-cluster.yml").read_text())
+    stores = {n for n, s in SERVICES.items() if "GROUPCOORD_STORE" in s.get("environment", {})}
+    assert set(overlay["services"]) == stores
+    for service in overlay["services"].values():
+        value = service["environment"]["GROUPCOORD_STORE"]
+        # required: compose refuses to start without it rather than fall back to one Redis
+        assert re.fullmatch(r"\$\{REDIS_CLUSTER_URL:\?[^}]+\}", value), value
+    # the example in the file's comment is a URL the store accepts
+    text = (ROOT / "deploy" / "compose" / "redis-cluster.yml").read_text()
+    example = re.search(r"REDIS_CLUSTER_URL='([^']+)'", text)
+    assert example is not None
+    assert len(parse_cluster_url(example.group(1)).seeds) == 3

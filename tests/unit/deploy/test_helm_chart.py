@@ -781,3 +781,15 @@ def test_helm_test_hook_speaks_tls_where_the_deployment_does() -> None:
     assert args[args.index("--kafka-certfile") + 1] == "/etc/groupcoord/kafka-tls/tls.crt"
     volumes = {v["name"] for v in pod["spec"]["volumes"]}
     assert {"grpc-tls", "kafka-tls"} <= volumes
+
+
+def test_an_external_redis_cluster_is_the_store_and_nothing_is_bundled() -> None:
+    url = "redis+cluster://rc-0.rc:6379,rc-1.rc:6379,rc-2.rc:6379/0?wait_replicas=1"
+    objects = render({"redis": {"url": url, "password": "s3cret"}})
+    secret = by_kind(objects, "Secret")
+    store = next(o for o in secret.values() if o["metadata"]["name"].endswith("-store"))
+    rendered = store.get("stringData", {}).get("url")
+    assert rendered == (
+        "redis+cluster://:s3cret@rc-0.rc:6379,rc-1.rc:6379,rc-2.rc:6379/0?wait_replicas=1"
+    )
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-redis")]

@@ -1,6 +1,6 @@
 """Redis durability decisions without a server: the store URL's own parameters, when appends
-wait for replicas (WAITAOF needs Redis >= 7.2), and what an append answers when the replicas
-do not confirm in time (a fake pipeline stands in for the connection)."""
+wait for replicas (WAITAOF on Redis >= 7.2, WAIT before), and what an append answers when
+the replicas do not confirm in time (a fake pipeline stands in for the connection)."""
 
 from __future__ import annotations
 
@@ -49,34 +49,40 @@ def test_bad_url_parameters_are_refused(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "replicas", "requested", "waits", "warns"),
+    ("version", "replicas", "requested", "waits", "command", "warns"),
     [
-        ("7.0.15", 0, None, 0, False),  # no replicas: nothing to wait for
-        ("7.0.15", 1, None, 0, True),  # replicas, no WAITAOF: the loss window, said loudly
-        ("7.2.0", 1, None, 1, False),  # auto: one replica must have it in its AOF
-        ("7.2.4", 3, None, 1, False),
-        ("8.0.1", 2, None, 1, False),
-        ("7.2.0", 0, None, 0, False),
-        ("7.2.0", 2, 0, 0, True),  # explicitly off with replicas: warned
-        ("7.2.0", 2, 2, 2, False),
-        ("7.4.1", 1, 2, 2, True),  # asked for more replicas than connected
-        ("7.2-rc1", 1, None, 1, False),
-        ("7.1.240", 1, None, 0, True),  # 7.2 release candidates carried 7.1.2xx versions
-        ("6.2.14", 1, None, 0, True),
-        ("10.0.0", 1, None, 1, False),  # compare numbers, not strings
+        ("7.0.15", 0, None, 0, None, False),  # no replicas: nothing to wait for
+        ("7.0.15", 1, None, 1, "WAIT", False),  # no WAITAOF: WAIT (replicas received it)
+        ("7.0.15", 2, 2, 2, "WAIT", False),
+        ("7.2.0", 1, None, 1, "WAITAOF", False),  # auto: one replica has it in its AOF
+        ("7.2.4", 3, None, 1, "WAITAOF", False),
+        ("8.0.1", 2, None, 1, "WAITAOF", False),
+        ("7.2.0", 0, None, 0, None, False),
+        ("7.2.0", 2, 0, 0, None, True),  # explicitly off with replicas: warned
+        ("7.2.0", 2, 2, 2, "WAITAOF", False),
+        ("7.2-rc1", 1, None, 1, "WAITAOF", False),
+        ("7.1.240", 1, None, 1, "WAIT", False),  # 7.2 release candidates carried 7.1.2xx
+        ("6.2.14", 1, None, 1, "WAIT", False),
+        ("10.0.0", 1, None, 1, "WAITAOF", False),  # compare numbers, not strings
     ],
 )
 def test_replica_wait_plan(
-    version: str, replicas: int, requested: int | None, waits: int, warns: bool
+    version: str,
+    replicas: int,
+    requested: int | None,
+    waits: int,
+    command: str | None,
+    warns: bool,
 ) -> None:
-    numreplicas, warning = plan_replica_wait(version, replicas, requested)
-    assert numreplicas == waits
-    assert (warning is not None) == warns
+    plan = plan_replica_wait(version, replicas, requested)
+    assert (plan.replicas, plan.command) == (waits, command)
+    assert (plan.warning is not None) == warns
 
 
-def test_explicit_wait_on_a_server_without_waitaof_refuses_to_start() -> None:
-    with pytest.raises(StoreError, match="WAITAOF"):
-        plan_replica_wait("7.0.15", 1, 1)
+@pytest.mark.parametrize("version", ["7.0.15", "7.4.1"])
+def test_more_replicas_asked_for_than_connected_refuses_to_start(version: str) -> None:
+    with pytest.raises(StoreError, match="wait_replicas=2 but the primary has 1 connected"):
+        plan_replica_wait(version, 1, 2)
 
 
 class FakePipeline:
@@ -137,7 +143,31 @@ async def test_a_failing_waitaof_fails_the_appends() -> None:
     assert all(isinstance(o, StoreUnavailableError) for o in outcomes)
 
 
+async def test_wait_on_servers_without_waitaof() -> None:
+    store = RedisLogStore("redis://127.0.0.1:1/0?wait_timeout_ms=250")
+    store.wait_command = "WAIT"
+    store.replica_wait = (1, 1)
+    assert store._wait_args() == ("WAIT", 1, 250)
+    assert store._wait_error(1) is None
+    error = store._wait_error(0)
+    assert isinstance(error, StoreUnavailableError) and "0 of 1 replica(s)" in str(error)
+
+
 async def test_no_replicas_no_waitaof() -> None:
     outcomes, pipe = await _flush([[1, 10], [1, 11]], (1, 0))
     assert outcomes == [10, 11]
     assert all(c[0] == "EVALSHA" for c in pipe.commands)
+
+
+def test_unconfirmed_writes_are_their_own_metric_reason() -> None:
+    from shards.runtime import instruments as ins
+    from shards.runtime.partition import _failure_reason
+    from shards.storage.base import ReplicasUnconfirmedError
+
+    store = RedisLogStore("redis://127.0.0.1:1/0?wait_timeout_ms=250")
+    store.wait_command = "WAIT"
+    store.replica_wait = (1, 1)
+    error = store._wait_error(0)
+    assert isinstance(error, ReplicasUnconfirmedError)
+    assert _failure_reason(error) == ins.UNCONFIRMED
+    assert _failure_reason(StoreUnavailableError("down")) == ins.ERROR
