@@ -69,7 +69,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of a failure."""
     import sqlite3
 
-    from shards.storage.base import StoreError, StoreUnavailableError
+    from shards.storage.base import StoreError, StoreRefusedError
 
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -80,7 +80,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
         return exc.format_message(), exc.exit_code
     if isinstance(exc, StoreError):
         sqlite = str(exc).startswith("sqlite")
-        if not sqlite and not isinstance(exc, StoreUnavailableError):
+        if isinstance(exc, StoreRefusedError):
             # the server answered and the store refused it (cluster or not, too few
             # replicas...): the message says what to change
             return f"cannot use the store: {exc}", 1

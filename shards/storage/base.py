@@ -83,6 +83,12 @@ class StoreUnavailableError(StoreError):
     """The backend could not be reached or did not confirm durability."""
 
 
+class StoreRefusedError(StoreError):
+    """The server answered, and the store will not run on it as configured (not the kind of
+    Redis the URL names, slots not covered, too few replicas): the message says what to
+    change."""
+
+
 class ReplicasUnconfirmedError(StoreUnavailableError):
     """The primary applied the write but too few replicas confirmed it in time (Redis WAIT /
     WAITAOF): outcome unknown, as for any StoreUnavailableError; counted apart in metrics."""

@@ -97,6 +97,7 @@ from shards.storage.base import (
     ReplicasUnconfirmedError,
     Snapshot,
     StoreError,
+    StoreRefusedError,
     StoreStats,
     StoreUnavailableError,
     check_document_name,
@@ -243,7 +244,7 @@ def plan_replica_wait(
             )
         return ReplicaWait(0, None)
     if connected_replicas < requested:
-        raise StoreError(
+        raise StoreRefusedError(
             f"wait_replicas={requested} but the primary has {connected_replicas} connected "
             "replica(s): every write would fail; add replicas or lower wait_replicas"
         )
@@ -474,7 +475,7 @@ class RedisLogStore(LogStore):
             self.replica_wait = (0, requested)
             return
         if int(info.get("cluster_enabled", 0)):
-            raise StoreError(
+            raise StoreRefusedError(
                 f"{self.description} is a Redis Cluster node: use a redis+cluster:// URL "
                 "(see docs/storage.md)"
             )

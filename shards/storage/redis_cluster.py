@@ -56,7 +56,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shards.storage import redis_scripts as scripts
-from shards.storage.base import FencedError, StoreError, StoreUnavailableError
+from shards.storage.base import (
+    FencedError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 from shards.storage.redis import (
     CONNECT_TIMEOUT_S,
     DEFAULT_KEY_PREFIX,
@@ -238,12 +243,12 @@ class RedisClusterLogStore(RedisLogStore):
         except StoreError as e:
             text = str(e)
             if "Cluster mode is not enabled" in text:
-                raise StoreError(
+                raise StoreRefusedError(
                     f"{self.description}: the seed node is not a Redis Cluster node "
                     "(cluster_enabled:0): use redis://host:port/db for a single Redis"
                 ) from None
             if "slots are not covered" in text:
-                raise StoreError(
+                raise StoreRefusedError(
                     f"{self.description}: the cluster does not cover all {HASH_SLOTS} hash "
                     "slots (redis-cli --cluster check): refusing to start"
                 ) from None
@@ -255,7 +260,7 @@ class RedisClusterLogStore(RedisLogStore):
                 info = await node.execute_command("CLUSTER INFO")
             state = _cluster_info(info)
             if state.get("cluster_state") != "ok":
-                raise StoreError(
+                raise StoreRefusedError(
                     f"{self.description}: node {node.name} reports cluster_state:"
                     f"{state.get('cluster_state')} (slots assigned "
                     f"{state.get('cluster_slots_assigned')} of {HASH_SLOTS}): refusing to start"
@@ -292,7 +297,7 @@ class RedisClusterLogStore(RedisLogStore):
         for info in infos:
             replicas = int(info.get("connected_slaves", 0))
             if self._wait_requested and replicas < self._wait_requested:
-                raise StoreError(
+                raise StoreRefusedError(
                     f"{self.description}: wait_replicas={self._wait_requested} but a primary "
                     f"has {replicas} connected replica(s): every write to its slots would "
                     "fail; add replicas or lower wait_replicas"
