@@ -25,7 +25,7 @@ from shards.adapters.record_codec import RecordCodec
 from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
 from shards.core.records import OffsetCommitKey
 from shards.core.state_machine import CoordinatorStateMachine
-from shards.runtime.partition import PartitionState, decode_log
+from shards.runtime.partition import PartitionState
 
 if TYPE_CHECKING:
     from sim.world import Sim
@@ -58,6 +58,12 @@ class Checker:
         self._seen_violations = 0
         self._acked_checked = 0
         self.checks = 0
+        #: partition -> [state machine replaying its log, last offset replayed]
+        self._shadows: dict[int, list[Any]] = {}
+        #: id(log entry) -> (entry, its records): each entry decoded once
+        self._decoded: dict[int, tuple[Any, list[Any]]] = {}
+        self._durable: set[tuple[str, str, int, int]] = set()
+        self._durable_seen: dict[int, int] = {}
 
     # ---- helpers ----------------------------------------------------------------------------
     def _true_owner(self) -> list[tuple[Any, Any]]:
@@ -73,20 +79,36 @@ class Checker:
         return out
 
     def _replay(self, proc: Any, partition: int) -> CoordinatorStateMachine:
-        from shards.storage.base import LoadedLog
-
+        """The partition rebuilt from its durable log. Incremental: the simulation never
+        trims a log (no snapshots, no truncation), so the copy replays each entry once."""
         data = self.sim.data
-        loaded = LoadedLog(data.snapshots.get(partition), list(data.logs.get(partition, [])))
-        sm = CoordinatorStateMachine(
-            self.sim.coordinator_config,
-            _NoTimer(),  # type: ignore[arg-type]
-            proc.catalog.image,
-            partition,
-            new_uuid=self.sim.new_uuid_for_replay,
-        )
-        for _, record in decode_log(self.codec, partition, loaded):
-            sm.replay(record)
+        shadow = self._shadows.get(partition)
+        if shadow is None:
+            sm = CoordinatorStateMachine(
+                self.sim.coordinator_config,
+                _NoTimer(),  # type: ignore[arg-type]
+                proc.catalog.image,
+                partition,
+                new_uuid=self.sim.new_uuid_for_replay,
+            )
+            shadow = self._shadows[partition] = [sm, 0]
+        sm, done = shadow
+        assert partition not in data.snapshots, "the simulation takes no snapshots"
+        for entry in data.logs.get(partition, []):
+            if entry.offset <= done:
+                continue
+            for record in self._decode(entry):
+                sm.replay(record)
+            done = entry.offset
+        shadow[1] = done
+        sm.topics = proc.catalog.image
         return sm
+
+    def _decode(self, entry: Any) -> list[Any]:
+        records = self._decoded.get(id(entry))
+        if records is None:
+            records = self._decoded[id(entry)] = (entry, self.codec.decode_batch(entry.data))
+        return records[1]
 
     # ---- the checks -------------------------------------------------------------------------
     def check(self, full: bool) -> None:
@@ -100,12 +122,16 @@ class Checker:
             sm = p.sm
             if sm is None:
                 continue
+            # state with nothing in flight is durable state; records not durable yet may
+            # still be discarded (a failed append), taking their epoch bump with them
+            idle = p._inflight is None and not p._pending.records
             for gid, g in sm.group_manager.groups.items():
                 if not isinstance(g, ConsumerGroup):
                     continue
                 self._exclusive(gid, g)
-                self._epoch(gid, g.group_epoch, f"{proc.name} live")
-            if full and p._inflight is None and not p._pending.records:
+                if idle:
+                    self._epoch(gid, g.group_epoch, f"{proc.name} live")
+            if full and idle:
                 replayed = self._replay(proc, p.partition)
                 for gid, g in replayed.group_manager.groups.items():
                     if isinstance(g, ConsumerGroup):
@@ -143,16 +169,19 @@ class Checker:
         sim = self.sim
         if self._acked_checked == len(sim.acked):
             return
-        durable: set[tuple[str, str, int, int]] = set()
-        codec = self.codec
+        durable = self._durable
         for partition, entries in sim.data.logs.items():
+            done = self._durable_seen.get(partition, 0)
             for entry in entries:
-                for record in codec.decode_batch(entry.data):
+                if entry.offset <= done:
+                    continue
+                for record in self._decode(entry):
                     if isinstance(record.key, OffsetCommitKey) and record.value is not None:
                         k = record.key
                         durable.add((k.group, k.topic, k.partition, record.value.offset))
-            _ = partition
-        for commit in sim.acked:
+                done = entry.offset
+            self._durable_seen[partition] = done
+        for commit in sim.acked[self._acked_checked :]:
             if commit not in durable:
                 sim.violation(f"acknowledged commit lost: {commit}")
         self._acked_checked = len(sim.acked)

@@ -16,7 +16,8 @@ every client response, and by a ticker every ``check_every_ms`` of virtual time.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from shards.core.topics import TopicsImage
 from shards.ownership.view import NodeAddress, SelfOwnership
 from shards.runtime.contract import CoordinatorResult
 from shards.runtime.runtime import CoordinatorRuntime
-from shards.storage.base import StoreUnavailableError
+from shards.storage.base import StoreError, StoreUnavailableError
 from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
 from sim.loop import SimClock, VirtualLoop
@@ -73,8 +74,8 @@ class Config:
     groups: int = 2
     members_per_group: int = 3
     #: virtual ms during which faults happen; then a quiet period
-    fault_window_ms: int = 20_000
-    events: int = 8
+    fault_window_ms: int = 12_000
+    events: int = 6
     #: after the last fault, every group must be Stable with its live members within this
     liveness_bound_ms: int = 30_000
     check_every_ms: int = 500
@@ -134,6 +135,17 @@ class Result:
         return bool(self.violations)
 
 
+_ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}
+
+
+def _assignor(names: tuple[str, ...]) -> InProcessAssignor:
+    """The built-in assignors, loaded once per Python process (entry points are slow to
+    scan); they keep no state between computations."""
+    if names not in _ASSIGNORS:
+        _ASSIGNORS[names] = InProcessAssignor(names)
+    return _ASSIGNORS[names]
+
+
 class Process:
     """One shard process: its store connection, catalog, runtime and request handlers."""
 
@@ -144,7 +156,7 @@ class Process:
         self.store = SimStore(sim.store_world, name, sim.count_store_call)
         self.alive = True
         self.catalog = TopicCatalog(self.store, new_topic_id=sim.new_topic_id, poll_interval_ms=500)
-        self.assignor = InProcessAssignor(sim.coordinator_config.consumer_group_assignors)
+        self.assignor = _assignor(sim.coordinator_config.consumer_group_assignors)
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -159,6 +171,16 @@ class Process:
         )
         # ownership is the simulation's: a partition lost here is not taken back by force
         self.runtime.on_partition_lost = self.lost
+        failed = self.runtime._on_failure
+
+        def on_failure(partition: Any, cause: BaseException) -> None:
+            # a store failure, a fence or a timeout is what the simulation does to it; any
+            # other cause (a record the core cannot replay, a bug) is a finding
+            if not isinstance(cause, StoreError | TimeoutError | asyncio.CancelledError):
+                sim.violation(f"{name}: partition {partition.partition} failed: {cause!r}")
+            failed(partition, cause)
+
+        self.runtime._on_failure = on_failure  # type: ignore[method-assign]
         self.service = GroupCoordinatorService(
             self.runtime,
             sim.cfg.num_partitions,
@@ -206,9 +228,7 @@ class Process:
         await self.store.start()
         await self.catalog.start()
         self.catalog.listeners.append(self._on_image)
-        await asyncio.gather(
-            *(self.runtime.load(p) for p in range(self.sim.cfg.num_partitions))
-        )
+        await asyncio.gather(*(self.runtime.load(p) for p in range(self.sim.cfg.num_partitions)))
         self.runtime.start_lease_renewal()
 
     def kill(self) -> None:
@@ -265,7 +285,9 @@ class Member:
             try:
                 if self.leaving:
                     epoch = -2 if self.instance_id else -1
-                    await sim.net(self, "hb", lambda s, r=self.request(epoch): s.consumer_group_heartbeat(r))
+                    await sim.net(
+                        self, "hb", lambda s, r=self.request(epoch): s.consumer_group_heartbeat(r)
+                    )
                     sim.trace(f"{self.name} left")
                     self.alive = False
                     sim.left(self)
@@ -293,7 +315,9 @@ class Member:
                 )
             self.epoch = resp.member_epoch
             if resp.assignment is not None:
-                self.owned = {tp.topic_id: tuple(tp.partitions) for tp in resp.assignment if tp.partitions}
+                self.owned = {
+                    tp.topic_id: tuple(tp.partitions) for tp in resp.assignment if tp.partitions
+                }
         elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
             self.owned, self.epoch = {}, 0  # give everything up, rejoin
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
@@ -324,8 +348,12 @@ class Member:
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code == 0:
-                    sim.acked.append((self.group, t.name, p.partition_index, values[(t.name, p.partition_index)]))
-        sim.trace(f"{self.name} commit {sorted(values.items())} -> {[[p.error_code for p in t.partitions] for t in resp.topics]}")
+                    sim.acked.append(
+                        (self.group, t.name, p.partition_index, values[(t.name, p.partition_index)])
+                    )
+        sim.trace(
+            f"{self.name} commit {sorted(values.items())} -> {[[p.error_code for p in t.partitions] for t in resp.topics]}"
+        )
 
 
 class Sim:
@@ -346,7 +374,9 @@ class Sim:
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
         self.data = MemoryData()
-        self.store_world = StoreWorld(self.data, random.Random(f"store-{seed}"), SimClock(self.loop))
+        self.store_world = StoreWorld(
+            self.data, random.Random(f"store-{seed}"), SimClock(self.loop)
+        )
         self._uuid_rng = random.Random(f"uuid-{seed}")
         self._tasks: set[asyncio.Task[Any]] = set()
         self.processes: list[Process] = []
@@ -398,9 +428,11 @@ class Sim:
     def topic_names(self) -> dict[str, str]:
         p = self.serving
         image = p.catalog.image if p is not None else TopicsImage()
-        return {t.topic_id: t.name for t in image.topics()} if hasattr(image, "topics") else {
-            t.topic_id: name for name, t in image.by_name.items()
-        }
+        return (
+            {t.topic_id: t.name for t in image.topics()}
+            if hasattr(image, "topics")
+            else {t.topic_id: name for name, t in image.by_name.items()}
+        )
 
     # ---- processes --------------------------------------------------------------------------
     async def start_process(self) -> Process:
@@ -451,7 +483,9 @@ class Sim:
                 await self.loop.create_future()
             return response
 
-    async def _duplicate(self, target: Process, call: Callable[[Any], Any], delay_ms: float) -> None:
+    async def _duplicate(
+        self, target: Process, call: Callable[[Any], Any], delay_ms: float
+    ) -> None:
         await asyncio.sleep(delay_ms / 1000)
         if target.alive:
             await call(target.service)
@@ -517,8 +551,11 @@ class Sim:
                 name = f"t{self._topic_count}"
                 self._topic_count += 1
                 req = api.CreateTopicsRequest((api.CreatableTopic(name, arg),))
-                resp = await p.catalog.create_topics(req)
-                self.trace(f"created {name}: {[r.error_code for r in resp.topics]}")
+                try:
+                    resp = await p.catalog.create_topics(req)
+                    self.trace(f"created {name}: {[r.error_code for r in resp.topics]}")
+                except StoreError as ex:
+                    self.trace(f"create {name} failed: {ex}")
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
@@ -584,6 +621,9 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         events = generate_events(seed, cfg)
     sim = Sim(seed, events, cfg)
     loop = sim.loop
+    quiet = logging.getLogger("groupcoord")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL + 1)  # the faults make the runtime log a lot
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(sim.main())
@@ -593,17 +633,19 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         where = traceback.extract_tb(ex.__traceback__)[-1]
         sim.violation(f"the simulation raised {ex!r} at {where.filename}:{where.lineno}")
     finally:
-        for task in list(sim._tasks):
-            task.cancel()
-        for task in asyncio.all_tasks(loop):
-            task.cancel()
-        try:
-            loop.run_until_complete(asyncio.sleep(0))
+        for _ in range(20):  # cancel everything (tasks spawn tasks as they unwind)
+            pending = asyncio.all_tasks(loop)
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        with contextlib.suppress(BaseException):
             loop.run_until_complete(loop.shutdown_asyncgens())
-        except Exception:  # noqa: BLE001
-            pass
         asyncio.set_event_loop(None)
         loop.close()
+        quiet.setLevel(level)
     r = sim.result
     r.stats = {
         "store_calls": sim.store_calls,
@@ -612,5 +654,4 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         "virtual_ms": int(loop.now * 1000),
         "processes": len(sim.processes),
     }
-    _ = dataclasses
     return r
