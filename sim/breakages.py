@@ -62,7 +62,7 @@ def ack_before_durable() -> contextlib.AbstractContextManager[None]:
 def assign_before_revoke() -> contextlib.AbstractContextManager[None]:
     """Reconciliation ignores who still owns a partition: a member is given a partition
     before its previous owner revoked it."""
-    real: Callable[..., Any] = consumer_manager.reconcile
+    real: Callable[..., Any] = consumer_manager.__dict__["reconcile"]
 
     def reconcile(member: Any, target_epoch: int, target: Any, owner_epoch: Any, *rest: Any) -> Any:
         return real(member, target_epoch, target, lambda topic, partition: -1, *rest)

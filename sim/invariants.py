@@ -86,7 +86,7 @@ class Checker:
         if shadow is None:
             sm = CoordinatorStateMachine(
                 self.sim.coordinator_config,
-                _NoTimer(),  # type: ignore[arg-type]
+                _NoTimer(),
                 proc.catalog.image,
                 partition,
                 new_uuid=self.sim.new_uuid_for_replay,

@@ -54,7 +54,7 @@ class VirtualLoop(asyncio.BaseEventLoop):
         self.now = 0.0
         self.rng = rng or random.Random(0)
         self.shuffle = shuffle
-        self._selector = _NoSelector(self)  # type: ignore[assignment]
+        self._selector = _NoSelector(self)
         #: loop iterations run (a cost measure)
         self.iterations = 0
 
@@ -77,7 +77,9 @@ class VirtualLoop(asyncio.BaseEventLoop):
             ready.extend(items)
         super()._run_once()  # type: ignore[misc]
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> Any:
         # no threads in a simulation: run it now (deterministic), complete a future
         future = self.create_future()
         try:

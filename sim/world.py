@@ -180,7 +180,7 @@ class Process:
                 sim.violation(f"{name}: partition {partition.partition} failed: {cause!r}")
             failed(partition, cause)
 
-        self.runtime._on_failure = on_failure  # type: ignore[method-assign]
+        self.runtime._on_failure = on_failure  # type: ignore[method-assign,assignment]
         self.service = GroupCoordinatorService(
             self.runtime,
             sim.cfg.num_partitions,
@@ -243,6 +243,10 @@ class Process:
                 p.timer.cancel(key)
 
 
+def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], Any]:
+    return lambda service: service.consumer_group_heartbeat(request)
+
+
 class Member:
     """A KIP-848 consumer: heartbeats, revokes at once what it loses, commits what it owns."""
 
@@ -285,16 +289,12 @@ class Member:
             try:
                 if self.leaving:
                     epoch = -2 if self.instance_id else -1
-                    await sim.net(
-                        self, "hb", lambda s, r=self.request(epoch): s.consumer_group_heartbeat(r)
-                    )
+                    await sim.net(self, "hb", _heartbeat(self.request(epoch)))
                     sim.trace(f"{self.name} left")
                     self.alive = False
                     sim.left(self)
                     return
-                resp = await sim.net(
-                    self, "hb", lambda s, r=self.request(self.epoch): s.consumer_group_heartbeat(r)
-                )
+                resp = await sim.net(self, "hb", _heartbeat(self.request(self.epoch)))
                 self.on_heartbeat(resp)
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
@@ -351,9 +351,8 @@ class Member:
                     sim.acked.append(
                         (self.group, t.name, p.partition_index, values[(t.name, p.partition_index)])
                     )
-        sim.trace(
-            f"{self.name} commit {sorted(values.items())} -> {[[p.error_code for p in t.partitions] for t in resp.topics]}"
-        )
+        codes = [[p.error_code for p in t.partitions] for t in resp.topics]
+        sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
 
 
 class Sim:
@@ -609,7 +608,8 @@ class Sim:
             if (self.loop.now - quiet_from) * 1000 > cfg.liveness_bound_ms:
                 self.violation(
                     f"liveness: not every group Stable with its live members "
-                    f"{cfg.liveness_bound_ms} ms after the faults stopped: {self.checker.describe()}"
+                    f"{cfg.liveness_bound_ms} ms after the faults stopped: "
+                    f"{self.checker.describe()}"
                 )
                 break
         self.trace(f"stable after {self.result.stable_after_ms} ms")
