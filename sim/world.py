@@ -265,9 +265,15 @@ class Member:
         self.coordinator: Process | None = None
         self.rng = random.Random(f"{sim.seed}-{index}")
         self.cut_until = 0.0
+        #: the next heartbeat is a full one (see request)
+        self.full = False
 
     def request(self, epoch: int) -> capi.ConsumerGroupHeartbeatRequest:
-        joining = epoch == 0
+        # a full request (as Kafka's client sends) when joining and after any error or
+        # timeout: an answer carrying an assignment may have been lost, and only a full
+        # request (or a changed assignment) makes the coordinator send it again
+        joining = epoch == 0 or self.full
+        self.full = False
         return capi.ConsumerGroupHeartbeatRequest(
             group_id=self.group,
             member_id=self.member_id,
@@ -302,6 +308,7 @@ class Member:
                         await self.commit()
             except TimeoutError:
                 self.coordinator = None
+                self.full = True
             await asyncio.sleep(interval / 1000)
 
     def on_heartbeat(self, resp: capi.ConsumerGroupHeartbeatResponse) -> None:
@@ -322,6 +329,8 @@ class Member:
             self.owned, self.epoch = {}, 0  # give everything up, rejoin
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
             self.coordinator = None
+        if code != 0:
+            self.full = True
         sim.check_cheap()
 
     async def commit(self) -> None:
