@@ -334,7 +334,10 @@ class CoordinatorRuntime:
         elif self.partitions.get(p.partition) is p:
             log.warning("partition %d: lease lost, closing it", p.partition)
             self.partitions.pop(p.partition, None)
-            await p.close(graceful=False)
+            # closed on a task of its own, as a fenced partition is: the close releases the
+            # lease, and a slow store must not let the round's timeout cancel it before the
+            # partition is reported lost (it would then never be taken back)
+            self._spawn(p.close(graceful=False))
             self._lost(p.partition, "lease lost")
 
     def _self_fence(self, p: CoordinatorPartition) -> None:

@@ -705,6 +705,35 @@ async def test_single_owner_takes_a_partition_back_after_its_lease_expired(
     await rt.close()
 
 
+async def test_a_lease_lost_while_the_store_is_slow_is_still_taken_back(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """Found by the simulator (python -m sim --seed 776): the renewal that finds the lease
+    gone closes the partition, and the close releases the lease; a release slower than the
+    renewal round (whose timeout cancels the round's renewals) must not skip taking the
+    partition back."""
+    rt = make_runtime(store, lease_ms=30, reload_backoff_ms=(10, 100))
+    await rt.load(0)
+    first_epoch = rt.partition(0).epoch
+    release = store.release
+
+    async def slow_release(partition: int, owner: str, epoch: int) -> None:
+        await clock.sleep(100)  # longer than a renewal round (lease / 3 = 10 ms)
+        await release(partition, owner, epoch)
+
+    store.release = slow_release  # type: ignore[method-assign]
+    clock.advance(50)  # the lease expires (the loop could not renew)
+    rt.start_lease_renewal()
+
+    def taken_back() -> bool:
+        p = rt.partitions.get(0)
+        return p is not None and p.state is PartitionState.ACTIVE and p.epoch > first_epoch
+
+    await clock.run_until(taken_back, 1_000)
+    store.release = release  # type: ignore[method-assign]
+    await rt.close()
+
+
 async def test_several_shards_leave_a_lost_partition_to_ownership(
     store: InMemoryLogStore, clock: ManualClock
 ) -> None:

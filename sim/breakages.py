@@ -1,0 +1,88 @@
+"""Deliberate bugs, to prove the simulator finds them (issue 40, item 6).
+
+Each is a context manager that patches the real code for as long as it is entered; the
+tests in ``tests/sim/test_breakages.py`` and ``python -m sim --break NAME`` use them. None of
+them is ever active unless asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from shards.core.consumer import manager as consumer_manager
+from shards.core.state_machine import CoordinatorStateMachine
+from shards.storage.base import LogEntry
+from shards.storage.memory import InMemoryLogStore
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    before = owner.__dict__[name]
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, before)
+
+
+def skip_epoch_check() -> contextlib.AbstractContextManager[None]:
+    """The store appends whatever the writer's epoch: a fenced (zombie) owner still writes."""
+
+    def fence(self: InMemoryLogStore, partition: int, epoch: int) -> None:
+        return None
+
+    return _patched(InMemoryLogStore, "_fence", fence)
+
+
+def ack_before_durable() -> contextlib.AbstractContextManager[None]:
+    """The store acknowledges an append at once and writes it a little later (write-behind):
+    a process that dies meanwhile loses what it acknowledged."""
+
+    async def append(self: InMemoryLogStore, partition: int, epoch: int, data: bytes) -> int:
+        self._check()
+        self._fence(partition, epoch)
+        offset = self.data.next_offset.get(partition, 1)
+        self.data.next_offset[partition] = offset + 1
+
+        def write() -> None:
+            if getattr(self, "dead", False):
+                return  # the process died before its write-behind ran
+            self.data.logs.setdefault(partition, []).append(LogEntry(offset, data))
+            self.data.logs[partition].sort(key=lambda e: e.offset)
+
+        asyncio.get_running_loop().call_later(0.25, write)
+        return offset
+
+    return _patched(InMemoryLogStore, "append", append)
+
+
+def assign_before_revoke() -> contextlib.AbstractContextManager[None]:
+    """Reconciliation ignores who still owns a partition: a member is given a partition
+    before its previous owner revoked it."""
+    real: Callable[..., Any] = consumer_manager.__dict__["reconcile"]
+
+    def reconcile(member: Any, target_epoch: int, target: Any, owner_epoch: Any, *rest: Any) -> Any:
+        return real(member, target_epoch, target, lambda topic, partition: -1, *rest)
+
+    return _patched(consumer_manager, "reconcile", reconcile)
+
+
+def timer_lost_over_failover() -> contextlib.AbstractContextManager[None]:
+    """A loaded partition does not re-arm its members' session timers: a member that died
+    before a failover (or crash) is never expired."""
+
+    def on_loaded(self: CoordinatorStateMachine, now_ms: int) -> None:
+        self._schedule_cleanup()
+
+    return _patched(CoordinatorStateMachine, "on_loaded", on_loaded)
+
+
+BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "skip-epoch-check": skip_epoch_check,
+    "ack-before-durable": ack_before_durable,
+    "assign-before-revoke": assign_before_revoke,
+    "timer-lost-over-failover": timer_lost_over_failover,
+}

@@ -1,0 +1,239 @@
+"""The invariants, checked after every step of a simulation.
+
+* **one writer per partition epoch** -- :mod:`sim.store` sees every acknowledged append; an
+  append accepted at an epoch that is not the partition's current one, or two processes
+  appending at one epoch, is a violation (collected here);
+* **no acknowledged commit lost** -- every offset commit a member got a success for has its
+  record in the durable log of its partition (the simulation keeps every entry: no
+  snapshots trim the log);
+* **no partition owned by two members at once** -- in every consumer group of the serving
+  process, the partitions assigned to members plus those pending their revocation never
+  overlap: a member is given a partition only once its previous owner revoked it;
+* **epochs monotonic** -- a group's epoch never goes back, in the serving process's live
+  state nor in the log (members check their own member epoch on every answer);
+* **replay equals live** -- a partition rebuilt from its durable log has exactly the live
+  state of the process serving it (when it has nothing in flight);
+* **liveness** -- checked by :class:`sim.world.Sim`: after the faults stop, every group is
+  Stable with exactly its live members within a bound.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shards.adapters.record_codec import RecordCodec
+from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
+from shards.core.records import OffsetCommitKey
+from shards.core.state_machine import CoordinatorStateMachine
+from shards.runtime.partition import PartitionState
+
+if TYPE_CHECKING:
+    from sim.world import Sim
+
+
+class _NoTimer:
+    """The replayed copy schedules nothing."""
+
+    def schedule(self, *args: Any) -> None:
+        pass
+
+    def schedule_keyed(self, *args: Any) -> None:
+        pass
+
+    def postpone(self, *args: Any) -> bool:
+        return False
+
+    def cancel(self, *args: Any) -> None:
+        pass
+
+    def is_scheduled(self, *args: Any) -> bool:
+        return False
+
+
+class Checker:
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.codec = RecordCodec()
+        self.group_epochs: dict[str, int] = {}
+        self._seen_violations = 0
+        self._acked_checked = 0
+        self.checks = 0
+        #: partition -> [state machine replaying its log, last offset replayed]
+        self._shadows: dict[int, list[Any]] = {}
+        #: id(log entry) -> (entry, its records): each entry decoded once
+        self._decoded: dict[int, tuple[Any, list[Any]]] = {}
+        self._durable: set[tuple[str, str, int, int]] = set()
+        self._durable_seen: dict[int, int] = {}
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _true_owner(self) -> list[tuple[Any, Any]]:
+        """(process, partition) for every partition served ACTIVE by the process holding its
+        current epoch."""
+        out = []
+        for proc in self.sim.processes:
+            if not proc.alive:
+                continue
+            for n, p in proc.runtime.partitions.items():
+                if p.state is PartitionState.ACTIVE and p.epoch == self.sim.data.epochs.get(n):
+                    out.append((proc, p))
+        return out
+
+    def _replay(self, proc: Any, partition: int) -> CoordinatorStateMachine:
+        """The partition rebuilt from its durable log. Incremental: the simulation never
+        trims a log (no snapshots, no truncation), so the copy replays each entry once."""
+        data = self.sim.data
+        shadow = self._shadows.get(partition)
+        if shadow is None:
+            sm = CoordinatorStateMachine(
+                self.sim.coordinator_config,
+                _NoTimer(),
+                proc.catalog.image,
+                partition,
+                new_uuid=self.sim.new_uuid_for_replay,
+            )
+            shadow = self._shadows[partition] = [sm, 0]
+        sm, done = shadow
+        assert partition not in data.snapshots, "the simulation takes no snapshots"
+        for entry in data.logs.get(partition, []):
+            if entry.offset <= done:
+                continue
+            for record in self._decode(entry):
+                sm.replay(record)
+            done = entry.offset
+        shadow[1] = done
+        sm.topics = proc.catalog.image
+        return sm
+
+    def _decode(self, entry: Any) -> list[Any]:
+        records = self._decoded.get(id(entry))
+        if records is None:
+            records = self._decoded[id(entry)] = (entry, self.codec.decode_batch(entry.data))
+        return records[1]
+
+    # ---- the checks -------------------------------------------------------------------------
+    def check(self, full: bool) -> None:
+        sim = self.sim
+        self.checks += 1
+        w = sim.store_world
+        while self._seen_violations < len(w.violations):
+            sim.violation(w.violations[self._seen_violations])
+            self._seen_violations += 1
+        for proc, p in self._true_owner():
+            sm = p.sm
+            if sm is None:
+                continue
+            # state with nothing in flight is durable state; records not durable yet may
+            # still be discarded (a failed append), taking their epoch bump with them
+            idle = p._inflight is None and not p._pending.records
+            for gid, g in sm.group_manager.groups.items():
+                if not isinstance(g, ConsumerGroup):
+                    continue
+                self._exclusive(gid, g)
+                if idle:
+                    self._epoch(gid, g.group_epoch, f"{proc.name} live")
+            if full and idle:
+                replayed = self._replay(proc, p.partition)
+                for gid, g in replayed.group_manager.groups.items():
+                    if isinstance(g, ConsumerGroup):
+                        self._epoch(gid, g.group_epoch, "log")
+                live, again = sm.fingerprint(), replayed.fingerprint()
+                if live != again:
+                    sim.violation(
+                        f"replay differs from live state: partition {p.partition} on {proc.name}"
+                        f" ({_diff(live, again)})"
+                    )
+        if full:
+            self._acked()
+
+    def _exclusive(self, gid: str, g: ConsumerGroup) -> None:
+        held: dict[tuple[str, int], str] = {}
+        for mid, m in g.members.items():
+            for assignment in (m.assigned_partitions, m.partitions_pending_revocation):
+                for tid, parts in assignment.items():
+                    for part in parts:
+                        other = held.setdefault((tid, part), mid)
+                        if other != mid:
+                            self.sim.violation(
+                                f"partition {tid[:6]}-{part} of group {gid} owned by two "
+                                f"members at once: {other[:6]} and {mid[:6]}"
+                            )
+
+    def _epoch(self, gid: str, epoch: int, where: str) -> None:
+        before = self.group_epochs.get(gid, 0)
+        if epoch < before:
+            self.sim.violation(f"group {gid} epoch went back from {before} to {epoch} ({where})")
+        else:
+            self.group_epochs[gid] = epoch
+
+    def _acked(self) -> None:
+        sim = self.sim
+        if self._acked_checked == len(sim.acked):
+            return
+        durable = self._durable
+        for partition, entries in sim.data.logs.items():
+            done = self._durable_seen.get(partition, 0)
+            for entry in entries:
+                if entry.offset <= done:
+                    continue
+                for record in self._decode(entry):
+                    if isinstance(record.key, OffsetCommitKey) and record.value is not None:
+                        k = record.key
+                        durable.add((k.group, k.topic, k.partition, record.value.offset))
+                done = entry.offset
+            self._durable_seen[partition] = done
+        for commit in sim.acked[self._acked_checked :]:
+            if commit not in durable:
+                sim.violation(f"acknowledged commit lost: {commit}")
+        self._acked_checked = len(sim.acked)
+
+    # ---- liveness ---------------------------------------------------------------------------
+    def _groups(self) -> dict[str, ConsumerGroup]:
+        out = {}
+        for _, p in self._true_owner():
+            for gid, g in p.sm.group_manager.groups.items():
+                if isinstance(g, ConsumerGroup):
+                    out[gid] = g
+        return out
+
+    def all_stable(self) -> bool:
+        groups = self._groups()
+        if len(self._true_owner()) < self.sim.cfg.num_partitions:
+            return False
+        for gid in {m.group for m in self.sim.members}:
+            live = {m.member_id for m in self.sim.members if m.group == gid and m.alive}
+            g = groups.get(gid)
+            if g is None:
+                if live:
+                    return False
+                continue
+            if set(g.members) != live:
+                return False
+            if live and g.state() is not ConsumerGroupState.STABLE:
+                return False
+            for m in self.sim.members:
+                if m.alive and m.group == gid and m.epoch != g.group_epoch:
+                    return False
+        return True
+
+    def describe(self) -> str:
+        groups = self._groups()
+        parts = []
+        for gid in sorted({m.group for m in self.sim.members}):
+            g = groups.get(gid)
+            live = sorted(m.name for m in self.sim.members if m.group == gid and m.alive)
+            if g is None:
+                parts.append(f"{gid}: not loaded, live members {live}")
+            else:
+                parts.append(
+                    f"{gid}: {g.state().value} epoch {g.group_epoch}, {len(g.members)} members "
+                    f"in the group, live {live}"
+                )
+        return "; ".join(parts)
+
+
+def _diff(a: Any, b: Any) -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=repr):
+            if a.get(k) != b.get(k):
+                return f"{k!r}: live {str(a.get(k))[:200]} / log {str(b.get(k))[:200]}"
+    return f"live {str(a)[:200]} / log {str(b)[:200]}"

@@ -1,0 +1,136 @@
+"""The storage contract under faults: one :class:`SimStore` per simulated process.
+
+Every process of the simulation gets its own ``SimStore`` (its "connection"), all over one
+:class:`~shards.storage.memory.MemoryData` (the durable data). A ``SimStore`` keeps the
+contract of :class:`~shards.storage.memory.InMemoryLogStore` (it delegates to one) and adds
+what a real store does to its callers:
+
+* latency: every call completes after a seeded delay, so completions of concurrent calls
+  (of different partitions, different processes) come back in any order -- while appends
+  are still *applied* in call order, as the contract promises;
+* failures with an unknown outcome: a failing append may or may not be in the log
+  (``StoreUnavailableError`` raised before or after it was applied);
+* stalls: every call waits until the stall ends;
+* a dead process: its calls never complete (a crashed process does not write any more);
+* lease loss: the lease of a partition disappears from the store.
+
+It also watches the writers (the *one writer per partition epoch* invariant): every
+acknowledged append is recorded with the process that made it, and an append accepted with
+an epoch that is not the partition's current one is a violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+from shards.clock import WallClock
+from shards.storage.base import StoreUnavailableError
+from shards.storage.memory import InMemoryLogStore, MemoryData
+
+
+class StoreWorld:
+    """What all connections share: the durable data, the faults in force, the writer log."""
+
+    def __init__(self, data: MemoryData, rng: random.Random, clock: WallClock) -> None:
+        self.data = data
+        self.rng = rng
+        self.clock = clock
+        #: calls that fail (with an unknown outcome) while > 0
+        self.fail_calls = 0
+        #: the store answers nothing before this virtual time (s)
+        self.stalled_until = 0.0
+        #: (partition, epoch) -> the process that appended at that epoch
+        self.writers: dict[tuple[int, int], str] = {}
+        #: violations found here (the simulation collects them)
+        self.violations: list[str] = []
+        #: per call latency bounds (ms)
+        self.latency_ms = (0.2, 8.0)
+
+
+class SimStore(InMemoryLogStore):
+    description = "sim"
+
+    def __init__(self, world: StoreWorld, process: str, on_call: Callable[[], None]) -> None:
+        super().__init__(world.data, clock=world.clock)
+        self.world = world
+        self.process = process
+        self.dead = False
+        self._on_call = on_call
+
+    async def _latency(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.dead:
+            await loop.create_future()  # never completes: a dead process writes nothing
+        w = self.world
+        while loop.time() < w.stalled_until:
+            await asyncio.sleep(w.stalled_until - loop.time())
+        lo, hi = w.latency_ms
+        await asyncio.sleep(w.rng.uniform(lo, hi) / 1000)
+        if self.dead:
+            await loop.create_future()
+
+    def _maybe_fail(self) -> bool:
+        if self.world.fail_calls > 0:
+            self.world.fail_calls -= 1
+            return True
+        return False
+
+    async def append(self, partition: int, epoch: int, data: bytes) -> int:
+        self._on_call()
+        if self.dead:
+            await asyncio.get_running_loop().create_future()
+        if self._maybe_fail() and self.world.rng.random() < 0.5:
+            await self._latency()
+            raise StoreUnavailableError("sim: append failed before it was applied")
+        # applied in call order (the contract), acknowledged after a random delay
+        offset = await super().append(partition, epoch, data)
+        current = self.world.data.epochs.get(partition, 0)
+        if epoch != current:
+            self.world.violations.append(
+                f"stale writer: {self.process} appended to partition {partition} at epoch "
+                f"{epoch} while the current epoch is {current}"
+            )
+        key = (partition, epoch)
+        first = self.world.writers.setdefault(key, self.process)
+        if first != self.process:
+            self.world.violations.append(
+                f"two writers at partition {partition} epoch {epoch}: {first} and {self.process}"
+            )
+        await self._latency()
+        if self._maybe_fail():
+            raise StoreUnavailableError("sim: append applied, but its answer was lost")
+        return offset
+
+    async def _call(self, method: Any, *args: Any) -> Any:
+        self._on_call()
+        await self._latency()
+        if self._maybe_fail():
+            raise StoreUnavailableError("sim: store call failed")
+        return await method(*args)
+
+    async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:
+        return await self._call(super().acquire, partition, owner, lease_ms)
+
+    async def try_acquire(self, partition: int, owner: str, lease_ms: int) -> int | None:
+        return await self._call(super().try_acquire, partition, owner, lease_ms)
+
+    async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
+        return await self._call(super().renew, partition, owner, epoch, lease_ms)
+
+    async def release(self, partition: int, owner: str, epoch: int) -> None:
+        return await self._call(super().release, partition, owner, epoch)
+
+    async def load(self, partition: int) -> Any:
+        return await self._call(super().load, partition)
+
+    async def write_snapshot(self, partition: int, epoch: int, snapshot: Any) -> None:
+        return await self._call(super().write_snapshot, partition, epoch, snapshot)
+
+    async def read_catalog(self) -> Any:
+        return await self._call(super().read_catalog)
+
+    async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
+        return await self._call(super().write_catalog, expected_version, data)

@@ -1,0 +1,666 @@
+"""The simulated world: shard processes, a store, a network, KIP-848 members, faults.
+
+One seed decides everything: the schedule of external events (faults, members coming and
+going, topic changes: :func:`generate_events`), every delay of the network and the store,
+every loss and duplication, and the order in which ready tasks run (:mod:`sim.loop`). The
+code under test is the real one: ``GroupCoordinatorService`` over ``CoordinatorRuntime``
+over the pure core, each process with its own :class:`~sim.store.SimStore` connection to
+one shared durable store.
+
+A run is :func:`run` (seed, events): it returns a :class:`Result` with the trace (every
+event, response and fault, one line each; the same seed and events give the same trace)
+and the violations of the invariants (:mod:`sim.invariants`), checked after every event and
+every client response, and by a ticker every ``check_every_ms`` of virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.shard.assignor_executor import InProcessAssignor
+from shards.adapters.record_codec import RecordCodec
+from shards.coordinator import GroupCoordinatorService
+from shards.core import api
+from shards.core.consumer import api as capi
+from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.errors import Errors
+from shards.core.ids import kafka_uuid_text
+from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.topics import TopicsImage
+from shards.ownership.view import NodeAddress, SelfOwnership
+from shards.runtime.contract import CoordinatorResult
+from shards.runtime.runtime import CoordinatorRuntime
+from shards.storage.base import StoreError, StoreUnavailableError
+from shards.storage.memory import MemoryData
+from shards.topic_catalog import TopicCatalog
+from sim.loop import SimClock, VirtualLoop
+from sim.store import SimStore, StoreWorld
+
+#: the kinds of external events (see generate_events)
+EVENT_KINDS = (
+    "crash",  # the serving process dies; a new one starts after arg ms and reloads from the log
+    "failover",  # a new process takes every partition over; the old one lives on arg ms (zombie)
+    "store_fail",  # the next arg store calls fail, outcome unknown
+    "store_stall",  # the store answers nothing for arg ms
+    "lease_loss",  # the store forgets every lease
+    "net_cut",  # member arg[0] is cut off from every shard for arg[1] ms
+    "member_crash",  # member arg stops (no leave): its session must expire
+    "member_leave",  # member arg leaves gracefully
+    "member_join",  # a new member joins group arg
+    "create_topic",  # a topic (regex subscribers pick it up)
+    "skew",  # the serving process's wall clock jumps by arg ms
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    at_ms: int
+    kind: str
+    arg: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.at_ms}:{self.kind}:{self.arg}"
+
+
+@dataclass
+class Config:
+    num_partitions: int = 2
+    groups: int = 2
+    members_per_group: int = 3
+    #: virtual ms during which faults happen; then a quiet period
+    fault_window_ms: int = 12_000
+    events: int = 6
+    #: after the last fault, every group must be Stable with its live members within this
+    liveness_bound_ms: int = 30_000
+    check_every_ms: int = 500
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int = 1_000
+    request_timeout_ms: int = 3_000
+    loss: float = 0.03
+    duplication: float = 0.02
+    net_delay_ms: tuple[float, float] = (0.5, 30.0)
+    shuffle: bool = True
+    kinds: tuple[str, ...] = EVENT_KINDS
+
+
+def generate_events(seed: int, cfg: Config) -> list[Event]:
+    rng = random.Random(f"events-{seed}")
+    members = cfg.groups * cfg.members_per_group
+    out = []
+    for _ in range(cfg.events):
+        at = rng.randrange(500, cfg.fault_window_ms)
+        kind = rng.choice(cfg.kinds)
+        arg: Any = None
+        if kind == "crash":
+            arg = rng.randrange(0, 3_000)
+        elif kind == "failover":
+            arg = rng.randrange(0, 5_000)
+        elif kind == "store_fail":
+            arg = rng.randrange(1, 4)
+        elif kind == "store_stall":
+            arg = rng.randrange(100, 4_000)
+        elif kind == "net_cut":
+            arg = (rng.randrange(members), rng.randrange(500, 10_000))
+        elif kind in ("member_crash", "member_leave"):
+            arg = rng.randrange(members)
+        elif kind == "member_join":
+            arg = rng.randrange(cfg.groups)
+        elif kind == "create_topic":
+            arg = rng.randrange(1, 4)
+        elif kind == "skew":
+            arg = rng.choice((-1, 1)) * rng.randrange(1_000, 120_000)
+        out.append(Event(at, kind, arg))
+    out.sort(key=lambda e: e.at_ms)
+    return out
+
+
+@dataclass
+class Result:
+    seed: int
+    events: list[Event]
+    trace: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    #: virtual ms from the end of the faults until every group was Stable (None: never)
+    stable_after_ms: int | None = None
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violations)
+
+
+_ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}
+
+
+def _assignor(names: tuple[str, ...]) -> InProcessAssignor:
+    """The built-in assignors, loaded once per Python process (entry points are slow to
+    scan); they keep no state between computations."""
+    if names not in _ASSIGNORS:
+        _ASSIGNORS[names] = InProcessAssignor(names)
+    return _ASSIGNORS[names]
+
+
+class Process:
+    """One shard process: its store connection, catalog, runtime and request handlers."""
+
+    def __init__(self, sim: Sim, name: str) -> None:
+        self.sim = sim
+        self.name = name
+        self.clock = SimClock(sim.loop)
+        self.store = SimStore(sim.store_world, name, sim.count_store_call)
+        self.alive = True
+        self.catalog = TopicCatalog(self.store, new_topic_id=sim.new_topic_id, poll_interval_ms=500)
+        self.assignor = _assignor(sim.coordinator_config.consumer_group_assignors)
+        self.runtime = CoordinatorRuntime(
+            self.store,
+            RecordCodec(),
+            self.factory,
+            owner=name,
+            clock=self.clock,
+            lease_ms=10_000,
+            snapshot_interval_records=sim.coordinator_config.snapshot_interval_records,
+            executor=self.assignor,
+            append_timeout_ms=5_000,
+            reload_backoff_ms=(50, 1_000),
+        )
+        # ownership is the simulation's: a partition lost here is not taken back by force
+        self.runtime.on_partition_lost = self.lost
+        failed = self.runtime._on_failure
+
+        def on_failure(partition: Any, cause: BaseException) -> None:
+            # a store failure, a fence or a timeout is what the simulation does to it; any
+            # other cause (a record the core cannot replay, a bug) is a finding
+            if not isinstance(cause, StoreError | TimeoutError | asyncio.CancelledError):
+                sim.violation(f"{name}: partition {partition.partition} failed: {cause!r}")
+            failed(partition, cause)
+
+        self.runtime._on_failure = on_failure  # type: ignore[method-assign,assignment]
+        self.service = GroupCoordinatorService(
+            self.runtime,
+            sim.cfg.num_partitions,
+            SelfOwnership(NodeAddress(0, name, 0)),
+            operation_timeout_ms=5_000,
+            topics=self.catalog,
+        )
+        self._latest: TopicsImage | None = None
+
+    def lost(self, partition: int, why: str) -> None:
+        """The simulation's ownership: the serving process takes a lost partition back
+        (after a backoff); any other process lets it go."""
+        self.sim.trace(f"{self.name} lost p{partition}: {why}")
+        if self.sim.serving is self and self.alive:
+            self.sim.spawn(self._take_back(partition))
+
+    async def _take_back(self, partition: int) -> None:
+        await asyncio.sleep(0.2)
+        if self.sim.serving is self and self.alive and partition not in self.runtime.partitions:
+            self.sim.trace(f"{self.name} takes p{partition} back")
+            await self.runtime.load(partition)
+
+    def factory(self, partition: int, timer: Any) -> CoordinatorStateMachine:
+        return CoordinatorStateMachine(
+            self.sim.coordinator_config,
+            timer,
+            self.catalog.image,
+            partition,
+            assign=self.assignor,
+            new_uuid=self.sim.new_uuid,
+        )
+
+    def _on_image(self, image: TopicsImage) -> Any:
+        self._latest = image
+
+        def install(shard: CoordinatorStateMachine, now: int) -> CoordinatorResult[None]:
+            latest = self._latest or image
+            if shard.topics is latest:
+                return CoordinatorResult()
+            return shard.update_topics(latest, now)
+
+        return self.sim.spawn(self.runtime.write_all(install))
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.catalog.start()
+        self.catalog.listeners.append(self._on_image)
+        await asyncio.gather(*(self.runtime.load(p) for p in range(self.sim.cfg.num_partitions)))
+        self.runtime.start_lease_renewal()
+
+    def kill(self) -> None:
+        self.alive = False
+        self.store.dead = True
+        if self.runtime._renewer is not None:
+            self.runtime._renewer.cancel()
+        if self.catalog._watcher is not None:
+            self.catalog._watcher.cancel()
+        for p in self.runtime.partitions.values():
+            for key in list(p.timer._timers) if hasattr(p.timer, "_timers") else ():
+                p.timer.cancel(key)
+
+
+def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], Any]:
+    return lambda service: service.consumer_group_heartbeat(request)
+
+
+class Member:
+    """A KIP-848 consumer: heartbeats, revokes at once what it loses, commits what it owns."""
+
+    def __init__(self, sim: Sim, index: int, group: str, static: bool, regex: bool) -> None:
+        self.sim = sim
+        self.index = index
+        self.group = group
+        self.name = f"m{index}"
+        self.instance_id = f"{group}-i{index}" if static else None
+        self.regex = regex
+        self.member_id = kafka_uuid_text(sim.new_uuid)
+        self.epoch = 0
+        self.owned: dict[str, tuple[int, ...]] = {}
+        self.alive = True
+        self.leaving = False
+        self.coordinator: Process | None = None
+        self.rng = random.Random(f"{sim.seed}-{index}")
+        self.cut_until = 0.0
+        #: the next heartbeat is a full one (see request)
+        self.full = False
+
+    def request(self, epoch: int) -> capi.ConsumerGroupHeartbeatRequest:
+        # a full request (as Kafka's client sends) when joining and after any error or
+        # timeout: an answer carrying an assignment may have been lost, and only a full
+        # request (or a changed assignment) makes the coordinator send it again
+        joining = epoch == 0 or self.full
+        self.full = False
+        return capi.ConsumerGroupHeartbeatRequest(
+            group_id=self.group,
+            member_id=self.member_id,
+            member_epoch=epoch,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=10_000 if joining else -1,
+            subscribed_topic_names=None if self.regex or not joining else ("t0", "t1"),
+            subscribed_topic_regex="t.*" if self.regex and joining else None,
+            server_assignor="uniform" if joining else None,
+            topic_partitions=tuple(
+                capi.TopicPartitions(t, ps) for t, ps in sorted(self.owned.items())
+            ),
+        )
+
+    async def run(self) -> None:
+        sim = self.sim
+        interval = sim.cfg.heartbeat_interval_ms
+        while self.alive:
+            try:
+                if self.leaving:
+                    epoch = -2 if self.instance_id else -1
+                    await sim.net(self, "hb", _heartbeat(self.request(epoch)))
+                    sim.trace(f"{self.name} left")
+                    self.alive = False
+                    sim.left(self)
+                    return
+                resp = await sim.net(self, "hb", _heartbeat(self.request(self.epoch)))
+                self.on_heartbeat(resp)
+                if resp.error_code == 0:
+                    interval = resp.heartbeat_interval_ms or interval
+                    if self.owned and self.rng.random() < 0.5:
+                        await self.commit()
+            except TimeoutError:
+                self.coordinator = None
+                self.full = True
+            await asyncio.sleep(interval / 1000)
+
+    def on_heartbeat(self, resp: capi.ConsumerGroupHeartbeatResponse) -> None:
+        sim = self.sim
+        code = resp.error_code
+        sim.trace(f"{self.name} hb -> {Errors(code).name} epoch={resp.member_epoch}")
+        if code == 0:
+            if resp.member_epoch < self.epoch:
+                sim.violation(
+                    f"member epoch went back: {self.name} had {self.epoch}, got {resp.member_epoch}"
+                )
+            self.epoch = resp.member_epoch
+            if resp.assignment is not None:
+                self.owned = {
+                    tp.topic_id: tuple(tp.partitions) for tp in resp.assignment if tp.partitions
+                }
+        elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
+            self.owned, self.epoch = {}, 0  # give everything up, rejoin
+        elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
+            self.coordinator = None
+        if code != 0:
+            self.full = True
+        sim.check_cheap()
+
+    async def commit(self) -> None:
+        sim = self.sim
+        names = sim.topic_names()
+        topics = []
+        values: dict[tuple[str, int], int] = {}
+        for tid, ps in sorted(self.owned.items()):
+            name = names.get(tid)
+            if name is None:
+                continue
+            parts = []
+            for p in ps:
+                sim.commit_seq += 1
+                values[(name, p)] = sim.commit_seq
+                parts.append(api.OffsetCommitRequestPartition(p, sim.commit_seq))
+            topics.append(api.OffsetCommitRequestTopic(name, tuple(parts)))
+        if not topics:
+            return
+        req = api.OffsetCommitRequest(
+            self.group, self.epoch, self.member_id, self.instance_id, topics=tuple(topics)
+        )
+        resp = await sim.net(self, "commit", lambda s: s.offset_commit(req))
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code == 0:
+                    sim.acked.append(
+                        (self.group, t.name, p.partition_index, values[(t.name, p.partition_index)])
+                    )
+        codes = [[p.error_code for p in t.partitions] for t in resp.topics]
+        sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
+
+
+class Sim:
+    def __init__(self, seed: int, events: list[Event], cfg: Config) -> None:
+        self.seed = seed
+        self.cfg = cfg
+        self.events = events
+        self.rng = random.Random(seed)
+        self.net_rng = random.Random(f"net-{seed}")
+        self.loop = VirtualLoop(random.Random(f"loop-{seed}"), shuffle=cfg.shuffle)
+        self.result = Result(seed, list(events))
+        self.coordinator_config = CoordinatorConfig(
+            num_partitions=cfg.num_partitions,
+            consumer_group_session_timeout_ms=cfg.session_timeout_ms,
+            consumer_group_min_session_timeout_ms=1_000,
+            consumer_group_heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            consumer_group_min_heartbeat_interval_ms=100,
+            snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
+        )
+        self.data = MemoryData()
+        self.store_world = StoreWorld(
+            self.data, random.Random(f"store-{seed}"), SimClock(self.loop)
+        )
+        self._uuid_rng = random.Random(f"uuid-{seed}")
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.processes: list[Process] = []
+        self.serving: Process | None = None
+        self.members: list[Member] = []
+        self.acked: list[tuple[str, str, int, int]] = []
+        self.commit_seq = 0
+        self.store_calls = 0
+        self.faults_over = False
+        self._pcount = 0
+        self._topic_count = 2
+        from sim.invariants import Checker
+
+        self.checker = Checker(self)
+
+    # ---- plumbing ---------------------------------------------------------------------------
+    def new_uuid(self) -> bytes:
+        return self._uuid_rng.getrandbits(128).to_bytes(16, "big")
+
+    @staticmethod
+    def new_uuid_for_replay() -> bytes:
+        return bytes(16)  # a replay generates no ids (and must not move the seeded source)
+
+    def new_topic_id(self) -> str:
+        return kafka_uuid_text(self.new_uuid)
+
+    def count_store_call(self) -> None:
+        self.store_calls += 1
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def trace(self, line: str) -> None:
+        self.result.trace.append(f"{int(self.loop.now * 1000)} {line}")
+
+    note = trace
+
+    def violation(self, what: str) -> None:
+        if what not in self.result.violations:
+            self.result.violations.append(what)
+            self.trace(f"VIOLATION {what}")
+
+    def check_cheap(self) -> None:
+        self.checker.check(full=False)
+
+    def topic_names(self) -> dict[str, str]:
+        p = self.serving
+        image = p.catalog.image if p is not None else TopicsImage()
+        return (
+            {t.topic_id: t.name for t in image.topics()}
+            if hasattr(image, "topics")
+            else {t.topic_id: name for name, t in image.by_name.items()}
+        )
+
+    # ---- processes --------------------------------------------------------------------------
+    async def start_process(self) -> Process:
+        while True:
+            self._pcount += 1
+            p = Process(self, f"shard{self._pcount}")
+            self.processes.append(p)
+            self.trace(f"{p.name} starting")
+            try:
+                await p.start()
+                break
+            except StoreUnavailableError as ex:  # a real process exits; it is restarted
+                self.trace(f"{p.name} failed to start: {ex}")
+                p.kill()
+                await asyncio.sleep(0.5)
+        self.serving = p
+        self.trace(f"{p.name} serving {p.runtime.active_partitions()}")
+        return p
+
+    async def net(self, member: Member, what: str, call: Callable[[Any], Any]) -> Any:
+        """A request from ``member`` over the simulated network: delay, loss, duplication,
+        cut links; TimeoutError when no answer came within the request timeout."""
+        cfg = self.cfg
+        if member.coordinator is None or not member.coordinator.alive:
+            member.coordinator = self.serving
+        target = member.coordinator
+        lo, hi = cfg.net_delay_ms
+        async with asyncio.timeout(cfg.request_timeout_ms / 1000):
+            await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
+            if (
+                target is None
+                or not target.alive
+                or self.loop.now < member.cut_until
+                or self.net_rng.random() < cfg.loss
+            ):
+                self.trace(f"{member.name} {what} lost")
+                await self.loop.create_future()
+            assert target is not None
+            if self.net_rng.random() < cfg.duplication:
+                self.trace(f"{member.name} {what} duplicated")
+                self.spawn(self._duplicate(target, call, self.net_rng.uniform(lo, hi)))
+            # the server goes on with a request whose caller gave up (as a real one does)
+            answer = self.spawn(call(target.service))
+            response = await asyncio.shield(answer)
+            await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
+            if self.loop.now < member.cut_until or self.net_rng.random() < cfg.loss:
+                self.trace(f"{member.name} {what} answer lost")
+                await self.loop.create_future()
+            return response
+
+    async def _duplicate(
+        self, target: Process, call: Callable[[Any], Any], delay_ms: float
+    ) -> None:
+        await asyncio.sleep(delay_ms / 1000)
+        if target.alive:
+            await call(target.service)
+
+    # ---- the members ------------------------------------------------------------------------
+    def add_member(self, group: int) -> Member:
+        index = len(self.members)
+        m = Member(
+            self,
+            index,
+            f"g{group}",
+            static=self.rng.random() < 0.3,
+            regex=group % 2 == 1,
+        )
+        self.members.append(m)
+        self.trace(f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}")
+        self.spawn(m.run())
+        return m
+
+    def left(self, member: Member) -> None:
+        pass
+
+    # ---- events -----------------------------------------------------------------------------
+    async def apply(self, e: Event) -> None:
+        self.trace(f"EVENT {e}")
+        kind, arg = e.kind, e.arg
+        w = self.store_world
+        if kind == "crash":
+            old = self.serving
+            if old is not None:
+                old.kill()
+                self.serving = None
+            await asyncio.sleep(arg / 1000)
+            await self.start_process()
+        elif kind == "failover":
+            old = self.serving
+            await self.start_process()
+            if old is not None:
+                await asyncio.sleep(arg / 1000)
+                old.kill()
+                self.trace(f"{old.name} stopped")
+        elif kind == "store_fail":
+            w.fail_calls += arg
+        elif kind == "store_stall":
+            w.stalled_until = max(w.stalled_until, self.loop.now + arg / 1000)
+        elif kind == "lease_loss":
+            self.data.leases.clear()
+        elif kind == "net_cut":
+            index, ms = arg
+            if index < len(self.members):
+                self.members[index].cut_until = self.loop.now + ms / 1000
+        elif kind == "member_crash":
+            if arg < len(self.members) and self.members[arg].alive:
+                self.members[arg].alive = False
+        elif kind == "member_leave":
+            if arg < len(self.members) and self.members[arg].alive:
+                self.members[arg].leaving = True
+        elif kind == "member_join":
+            self.add_member(arg)
+        elif kind == "create_topic":
+            p = self.serving
+            if p is not None:
+                name = f"t{self._topic_count}"
+                self._topic_count += 1
+                req = api.CreateTopicsRequest((api.CreatableTopic(name, arg),))
+                try:
+                    resp = await p.catalog.create_topics(req)
+                    self.trace(f"created {name}: {[r.error_code for r in resp.topics]}")
+                except StoreError as ex:
+                    self.trace(f"create {name} failed: {ex}")
+        elif kind == "skew":
+            if self.serving is not None:
+                self.serving.clock.skew_ms += arg
+        self.checker.check(full=True)
+
+    async def _events(self) -> None:
+        for e in self.events:
+            delay = e.at_ms / 1000 - self.loop.now
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.apply(e)
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.check_every_ms / 1000)
+            self.checker.check(full=True)
+
+    async def main(self) -> None:
+        cfg = self.cfg
+        await self.start_process()
+        seed_catalog = self.serving
+        assert seed_catalog is not None
+        await seed_catalog.catalog.create_topics(
+            api.CreateTopicsRequest((api.CreatableTopic("t0", 4), api.CreatableTopic("t1", 2)))
+        )
+        for g in range(cfg.groups):
+            for _ in range(cfg.members_per_group):
+                self.add_member(g)
+        self.spawn(self._ticker())
+        await self._events()
+        if self.loop.now * 1000 < cfg.fault_window_ms:
+            await asyncio.sleep(cfg.fault_window_ms / 1000 - self.loop.now)
+        # faults stop: heal the network and the store, the serving process keeps serving
+        self.faults_over = True
+        quiet_from = self.loop.now
+        self.trace("faults over")
+        for m in self.members:
+            m.cut_until = 0
+        self.store_world.fail_calls = 0
+        if self.serving is None:
+            await self.start_process()
+        for p in self.processes:
+            if p is not self.serving and p.alive:
+                p.kill()
+        while True:
+            await asyncio.sleep(cfg.check_every_ms / 1000)
+            self.checker.check(full=True)
+            if self.checker.all_stable():
+                self.result.stable_after_ms = int((self.loop.now - quiet_from) * 1000)
+                break
+            if (self.loop.now - quiet_from) * 1000 > cfg.liveness_bound_ms:
+                self.violation(
+                    f"liveness: not every group Stable with its live members "
+                    f"{cfg.liveness_bound_ms} ms after the faults stopped: "
+                    f"{self.checker.describe()}"
+                )
+                break
+        self.trace(f"stable after {self.result.stable_after_ms} ms")
+
+
+def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None) -> Result:
+    cfg = cfg or Config()
+    if events is None:
+        events = generate_events(seed, cfg)
+    sim = Sim(seed, events, cfg)
+    loop = sim.loop
+    quiet = logging.getLogger("groupcoord")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL + 1)  # the faults make the runtime log a lot
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(sim.main())
+    except Exception as ex:  # noqa: BLE001 - a crash of the world is a finding too
+        import traceback
+
+        where = traceback.extract_tb(ex.__traceback__)[-1]
+        sim.violation(f"the simulation raised {ex!r} at {where.filename}:{where.lineno}")
+    finally:
+        for _ in range(20):  # cancel everything (tasks spawn tasks as they unwind)
+            pending = asyncio.all_tasks(loop)
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        asyncio.set_event_loop(None)
+        loop.close()
+        quiet.setLevel(level)
+    r = sim.result
+    r.stats = {
+        "store_calls": sim.store_calls,
+        "loop_iterations": loop.iterations,
+        "acked_commits": len(sim.acked),
+        "virtual_ms": int(loop.now * 1000),
+        "processes": len(sim.processes),
+    }
+    return r
