@@ -602,28 +602,7 @@ class RedisLogStore(LogStore):
                 for item in todo:
                     _fail(item.future, e)
                 return
-            # Not confirmed by enough replicas: the outcome is unknown (the primary has it).
-            unconfirmed = self._wait_error(results.pop()) if waits else None
-            retry: list[_PendingAppend] = []
-            acked = fenced = 0
-            for item, result in zip(todo, results, strict=True):
-                if isinstance(result, NoScriptError):
-                    retry.append(item)
-                elif isinstance(result, Exception):
-                    _fail(item.future, self._translate("append", result))
-                elif result[0] == 1 and unconfirmed is not None:
-                    self.stats.unconfirmed += 1
-                    _fail(item.future, unconfirmed)
-                elif result[0] == 1:
-                    acked += 1
-                    _resolve(item.future, int(result[1]))
-                else:
-                    fenced += 1
-                    _fail(item.future, FencedError(item.partition, item.epoch, int(result[1])))
-            if acked or fenced:
-                self.stats.appends += acked
-                self.stats.fenced += fenced
-                self.stats.write_batches += 1
+            retry = self._settle_appends(todo, results, waits)
             if not retry:
                 return
             # NOSCRIPT: nothing from that command on ran, so the same appends, in the same
@@ -639,6 +618,37 @@ class RedisLogStore(LogStore):
                     return
         for item in todo:
             _fail(item.future, StoreUnavailableError(f"{self.description}: NOSCRIPT twice"))
+
+    def _settle_appends(
+        self, todo: list[_PendingAppend], results: list[Any], waits: bool
+    ) -> list[_PendingAppend]:
+        """Answer each append of a pipeline from its reply (``results``: one per append,
+        then the WAIT/WAITAOF reply when ``waits``); returns those that met NOSCRIPT (nothing
+        from that command on ran: they can be sent again, in order, once the scripts are
+        back)."""
+        # Not confirmed by enough replicas: the outcome is unknown (the primary has it).
+        unconfirmed = self._wait_error(results.pop()) if waits else None
+        retry: list[_PendingAppend] = []
+        acked = fenced = 0
+        for item, result in zip(todo, results, strict=True):
+            if isinstance(result, NoScriptError):
+                retry.append(item)
+            elif isinstance(result, Exception):
+                _fail(item.future, self._translate("append", result))
+            elif result[0] == 1 and unconfirmed is not None:
+                self.stats.unconfirmed += 1
+                _fail(item.future, unconfirmed)
+            elif result[0] == 1:
+                acked += 1
+                _resolve(item.future, int(result[1]))
+            else:
+                fenced += 1
+                _fail(item.future, FencedError(item.partition, item.epoch, int(result[1])))
+        if acked or fenced:
+            self.stats.appends += acked
+            self.stats.fenced += fenced
+            self.stats.write_batches += 1
+        return retry
 
     # ---- ownership -------------------------------------------------------------------
     async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:

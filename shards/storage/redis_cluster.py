@@ -57,7 +57,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shards.storage import redis_scripts as scripts
 from shards.storage.base import (
-    FencedError,
     StoreError,
     StoreRefusedError,
     StoreUnavailableError,
@@ -71,7 +70,6 @@ from shards.storage.redis import (
     RedisLogStore,
     _fail,
     _PendingAppend,
-    _resolve,
     parse_redis_url,
 )
 
@@ -424,27 +422,7 @@ class RedisClusterLogStore(RedisLogStore):
                 for item in todo:
                     _fail(item.future, e)
                 return
-            unconfirmed = self._wait_error(results.pop()) if waits else None
-            retry: list[_PendingAppend] = []
-            acked = fenced = 0
-            for item, result in zip(todo, results, strict=True):
-                if isinstance(result, NoScriptError):
-                    retry.append(item)
-                elif isinstance(result, Exception):
-                    _fail(item.future, self._translate("append", result))
-                elif result[0] == 1 and unconfirmed is not None:
-                    self.stats.unconfirmed += 1
-                    _fail(item.future, unconfirmed)
-                elif result[0] == 1:
-                    acked += 1
-                    _resolve(item.future, int(result[1]))
-                else:
-                    fenced += 1
-                    _fail(item.future, FencedError(item.partition, item.epoch, int(result[1])))
-            if acked or fenced:
-                self.stats.appends += acked
-                self.stats.fenced += fenced
-                self.stats.write_batches += 1
+            retry = self._settle_appends(todo, results, waits)
             if not retry:
                 return
             todo = retry  # NOSCRIPT did not run: resend in the same order once loaded
