@@ -1,8 +1,8 @@
 """Import rules, as an allowlist per package (Kafka enforces its layering with an
 import-control file; this is ours).
 
-Every package of ``shards``, ``services``, ``assignors``, ``loadtest``, ``pipelines`` and
-``bench`` has an entry in ``RULES``: the project packages and third-party distributions it
+Every package of ``shards``, ``services``, ``assignors``, ``loadtest``, ``pipelines``,
+``sim`` and ``bench`` has an entry in ``RULES``: the project packages and third-party distributions it
 may import. The pure layers (the runtime contract, the core and the assignment algorithms)
 may also use the standard library only without I/O, clocks, randomness or asyncio: time
 comes in as ``now_ms`` and ids from injected generators. Generated protobuf code
@@ -158,6 +158,9 @@ RULES: dict[str, Rule] = {
     ),
     # the PySpark application: self-contained (spark-submit ships only pipelines/)
     "pipelines": rule("", "pyspark matplotlib"),
+    # the deterministic simulator (docs/simulation.md): the real core, runtime, store contract
+    # and request handlers, and the shard's in-process assignor, driven on virtual time
+    "sim": rule("shards services.shard.assignor_executor"),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,
     # named with the third-party distributions since ``tests`` has no rule of its own)
     "bench": rule(
@@ -182,7 +185,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("services.history", "services.assignor"),  # the assignor service, its client too
     ("services.gateway", "services.shard", "services.admin"),
     ("services",),  # the CLI
-    ("loadtest", "pipelines"),
+    ("loadtest", "pipelines", "sim"),
     ("bench",),
 ]
 
@@ -236,7 +239,7 @@ def violations(paths: list[Path]) -> list[str]:
 def sources() -> list[Path]:
     return sorted(
         p
-        for top in ("shards", "services", "assignors", "loadtest", "pipelines", "bench")
+        for top in ("shards", "services", "assignors", "loadtest", "pipelines", "bench", "sim")
         for p in (ROOT / top).rglob("*.py")
     )
 
