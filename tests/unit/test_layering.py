@@ -2,8 +2,8 @@
 import-control file; this is ours).
 
 Every package of ``shards``, ``services``, ``assignors``, ``loadtest``, ``pipelines``,
-``sim`` and ``bench`` has an entry in ``RULES``: the project packages and third-party distributions it
-may import. The pure layers (the runtime contract, the core and the assignment algorithms)
+``sim`` and ``bench`` has an entry in ``RULES``: the project packages and third-party
+distributions it may import. The pure layers (the runtime contract, the core and the assignment algorithms)
 may also use the standard library only without I/O, clocks, randomness or asyncio: time
 comes in as ``now_ms`` and ids from injected generators. Generated protobuf code
 (``groupcoord.v1``) is imported only by adapters, services and the tools above them. A
