@@ -3,13 +3,13 @@ import-control file; this is ours).
 
 Every package of ``shards``, ``services``, ``assignors``, ``loadtest``, ``pipelines``,
 ``sim`` and ``bench`` has an entry in ``RULES``: the project packages and third-party
-distributions it may import. The pure layers (the runtime contract, the core and the assignment algorithms)
-may also use the standard library only without I/O, clocks, randomness or asyncio: time
-comes in as ``now_ms`` and ids from injected generators. Generated protobuf code
-(``groupcoord.v1``) is imported only by adapters, services and the tools above them. A
-package that is not listed fails the test, so a new package has to say where it stands. A
-module may have a rule of its own (``shards.clock``, ``shards.runtime.contract``): it then
-stands apart from its package.
+distributions it may import. The pure layers (the runtime contract, the core and the
+assignment algorithms) may also use the standard library only without I/O, clocks,
+randomness or asyncio: time comes in as ``now_ms`` and ids from injected generators.
+Generated protobuf code (``groupcoord.v1``) is imported only by adapters, services and the
+tools above them. A package that is not listed fails the test, so a new package has to say
+where it stands. A module may have a rule of its own (``shards.clock``,
+``shards.runtime.contract``): it then stands apart from its package.
 
 The packages are in layers (``LAYERS``, bottom to top), and every project import a rule
 grants points down: to a lower layer, or within the package itself (whose nested packages
