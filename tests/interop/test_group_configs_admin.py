@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.interop.kafka_broker import KAFKA_VERSION
 from tests.interop.support import Target, on_both, unique
 from tests.support.kafka_wire import KafkaWire, request
 
@@ -67,10 +68,37 @@ async def test_group_configs_through_the_config_apis(target: Target) -> None:
     try:
         g = unique("cfg")
         assert await alter(w, group(g, (HB, SET, "1000"))) == [(0, None, g)]
-        assert await describe(w, g) == {
-            HB: ("1000", 8, False, False, 3, [(HB, "1000", 8)]),
-            SESSION: ("6000", 5, False, False, 3, [(SESSION, "6000", 5)]),
-        }
+        # Kafka 4.4 answers differently from 4.1 (which groupcoord answers): it lists the
+        # broker's group.consumer.* settings as synonyms (its test settings, then defaults),
+        # reports an unset group config as the broker's, and words range errors its own way.
+        # A known difference, asserted as it is (docs/gateway-conformance.md; issue 38).
+        k44 = target.name == "kafka" and not KAFKA_VERSION.startswith("4.1")
+        broker_hb, broker_session = f"group.{HB}", f"group.{SESSION}"
+        assert await describe(w, g) == (
+            {
+                HB: (
+                    "1000",
+                    8,
+                    False,
+                    False,
+                    3,
+                    [(HB, "1000", 8), (broker_hb, "500", 4), (broker_hb, "5000", 5)],
+                ),
+                SESSION: (
+                    "6000",
+                    4,
+                    False,
+                    False,
+                    3,
+                    [(broker_session, "6000", 4), (broker_session, "45000", 5)],
+                ),
+            }
+            if k44
+            else {
+                HB: ("1000", 8, False, False, 3, [(HB, "1000", 8)]),
+                SESSION: ("6000", 5, False, False, 3, [(SESSION, "6000", 5)]),
+            }
+        )
         assert list(await describe(w, g, [HB, "consumer.nope"])) == [HB]
 
         # a member of the group is told the group's interval
@@ -95,7 +123,10 @@ async def test_group_configs_through_the_config_apis(target: Target) -> None:
         assert await alter(w, group(g, (HB, SET, "10"))) == [
             (
                 INVALID_CONFIG,
-                f"{HB} must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+                f"{HB} must be in the range 100 to 15000 inclusive."
+                if k44
+                else f"{HB} must be greater than or equal to group.consumer.min.heartbeat"
+                ".interval.ms",
                 g,
             )
         ]
@@ -128,8 +159,8 @@ async def test_group_configs_through_the_config_apis(target: Target) -> None:
         )
         # validate only: checked, not applied; then DELETE goes back to the default
         assert await alter(w, group(g, (SESSION, SET, "7000")), validate=True) == [(0, None, g)]
-        assert (await describe(w, g, [SESSION]))[SESSION][:2] == ("6000", 5)
+        assert (await describe(w, g, [SESSION]))[SESSION][:2] == ("6000", 4 if k44 else 5)
         assert await alter(w, group(g, (HB, DELETE, None))) == [(0, None, g)]
-        assert (await describe(w, g, [HB]))[HB][:2] == ("500", 5)
+        assert (await describe(w, g, [HB]))[HB][:2] == ("500", 4 if k44 else 5)
     finally:
         await w.close()

@@ -36,10 +36,12 @@ from tests.interop import java_client
 from tests.interop.clients import QUIET, committed_offsets
 from tests.interop.java_client import JavaConsumer
 from tests.interop.kafka_broker import (
+    KAFKA_VERSION,
     KafkaBroker,
     groupcoord_args,
     kafka_for_tests,
     libs,
+    tools_libs,
 )
 from tests.interop.sequences import create_topic
 from tests.interop.support import unique
@@ -397,8 +399,11 @@ def _configs_tool(bootstrap: str, *args: str) -> str:
             "-Xmx256m",
             "-XX:TieredStopAtLevel=1",
             "-cp",
-            f"{libs()}/*",
-            "kafka.admin.ConfigCommand",
+            f"{libs()}/*:{tools_libs()}/*",
+            # Kafka 4.4 moved it to the tools module; 4.1 has it in the broker's jar
+            "kafka.admin.ConfigCommand"
+            if KAFKA_VERSION.startswith("4.1")
+            else "org.apache.kafka.tools.ConfigCommand",
             "--bootstrap-server",
             bootstrap,
             *args,
