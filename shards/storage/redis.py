@@ -156,6 +156,20 @@ def _redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def take_batch(queue: collections.deque[_PendingAppend]) -> list[_PendingAppend]:
+    """The next pipeline's appends from the front of ``queue``: at most MAX_PIPELINE_APPENDS
+    and MAX_PIPELINE_BYTES (at least one, whatever its size)."""
+    batch: list[_PendingAppend] = []
+    size = 0
+    while queue and len(batch) < MAX_PIPELINE_APPENDS:
+        if batch and size + len(queue[0].data) > MAX_PIPELINE_BYTES:
+            break
+        item = queue.popleft()
+        batch.append(item)
+        size += len(item.data)
+    return batch
+
+
 #: query parameters of a store URL that are groupcoord's, not redis-py's
 _OWN_PARAMS = ("key_prefix", "wait_replicas", "wait_timeout_ms")
 WAITAOF_MIN_VERSION = (7, 2, 0)
@@ -560,14 +574,7 @@ class RedisLogStore(LogStore):
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
-                batch: list[_PendingAppend] = []
-                size = 0
-                while self._pending and len(batch) < MAX_PIPELINE_APPENDS:
-                    if batch and size + len(self._pending[0].data) > MAX_PIPELINE_BYTES:
-                        break
-                    item = self._pending.popleft()
-                    batch.append(item)
-                    size += len(item.data)
+                batch = take_batch(self._pending)
                 try:
                     await self._flush(batch)
                 except Exception as e:  # a bug must not leave callers waiting forever

@@ -65,12 +65,11 @@ from shards.storage.redis import (
     CONNECT_TIMEOUT_S,
     DEFAULT_KEY_PREFIX,
     DEFAULT_SNAPSHOT_CHUNK_BYTES,
-    MAX_PIPELINE_APPENDS,
-    MAX_PIPELINE_BYTES,
     RedisLogStore,
     _fail,
     _PendingAppend,
     parse_redis_url,
+    take_batch,
 )
 
 __all__ = [
@@ -359,14 +358,7 @@ class RedisClusterLogStore(RedisLogStore):
 
     async def _lane_main(self, lane: _Lane) -> None:
         while lane.queue:
-            batch: list[_PendingAppend] = []
-            size = 0
-            while lane.queue and len(batch) < MAX_PIPELINE_APPENDS:
-                if batch and size + len(lane.queue[0].data) > MAX_PIPELINE_BYTES:
-                    break
-                item = lane.queue.popleft()
-                batch.append(item)
-                size += len(item.data)
+            batch = take_batch(lane.queue)
             try:
                 await self._flush_node(lane.node, batch)
             except Exception as e:  # a bug must not leave callers waiting forever
