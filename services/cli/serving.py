@@ -5,6 +5,7 @@ services/cli/gateway.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -30,12 +31,14 @@ async def until_signalled(
     a node id or for the store) the start-up is cancelled and whatever it started is
     stopped, so a process told to stop never hangs in a retry loop.
     """
-    from services.process import gc_tuning, metrics
+    from services.process import gc_tuning, metrics, switch_interval
     from services.rpc.grpc_server import install_signal_handlers
 
     try:  # before anything starts: what is imported by now lives as long as the process
+        switch_interval.interval_from(os.environ.get(switch_interval.ENV))  # (checked first)
         gc_tuning.tune()
-    except gc_tuning.GcSettingError as ex:
+        switch_interval.tune()
+    except (gc_tuning.GcSettingError, switch_interval.SwitchIntervalError) as ex:
         raise click.ClickException(str(ex)) from None
 
     async def stop_all() -> None:

@@ -158,17 +158,26 @@ def test_port_in_use_is_refused_before_anything_starts(
     assert not data.exists()
 
 
-def test_bad_gc_thresholds_are_refused_before_anything_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("GROUPCOORD_GC_THRESHOLDS", "700,10", "three positive integers"),
+        ("GROUPCOORD_SWITCH_INTERVAL_MS", "0", "above 0 and at most 1000"),
+    ],
+)
+def test_bad_process_tuning_is_refused_before_anything_starts(
+    tmp_path: Path, variable: str, value: str, says: str
+) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "services.cli", "dev", "--data-dir", str(tmp_path / "data")]
         + ["--grpc-port", "0", "--kafka-port", "0"],
         cwd=ROOT,
-        env={**os.environ, "GROUPCOORD_GC_THRESHOLDS": "700,10"},
+        env={**os.environ, variable: value},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert_one_line_error(result, "GROUPCOORD_GC_THRESHOLDS='700,10'", "three positive integers")
+    assert_one_line_error(result, f"{variable}={value!r}", says)
     assert "listening" not in result.stdout
 
 
