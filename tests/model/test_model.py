@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sim.breakages import assign_before_revoke
+from tests.model.handler_replay import replay_handler
 from tests.model.itf import read_states
 from tests.model.replay import replay
 
@@ -105,3 +106,38 @@ def test_replay_finds_a_core_that_assigns_before_revocation(traces: list[list[di
     with assign_before_revoke():
         problems = [p for states in traces for p in replay(states)[1]]
     assert any("core" in p and "model" in p for p in problems), problems[:3]
+
+
+@pytest.fixture(scope="module")
+def membership_traces(tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
+    out = tmp_path_factory.mktemp("itf-membership")
+    r = quint(
+        "run", str(MODEL), "--step", "stepMembership", "--invariant", "allInvariants",
+        "--max-samples", "20", "--n-traces", "20", "--max-steps", "30", "--seed", "5",
+        "--out-itf", str(out / "trace{seq}.itf.json"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(out.glob("trace*.itf.json"))
+    assert len(files) == 20
+    return [read_states(f) for f in files]
+
+
+def test_membership_traces_replay_against_the_heartbeat_handler(
+    membership_traces: list[list[dict]],
+) -> None:
+    actions: set[str] = set()
+    for i, states in enumerate(membership_traces):
+        problems = replay_handler(states)
+        assert not problems, f"trace {i}: {problems[:5]}"
+        actions |= {s["lastAction"] for s in states}
+    assert actions >= {"join", "heartbeat", "heartbeat_lost", "leave"}
+    seen = {m["state"] for t in membership_traces for s in t for m in s["members"].values()}
+    assert seen == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
+
+
+def test_handler_replay_finds_a_core_that_assigns_before_revocation(
+    membership_traces: list[list[dict]],
+) -> None:
+    with assign_before_revoke():
+        failed = [replay_handler(states) for states in membership_traces]
+    assert any(failed)
