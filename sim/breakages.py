@@ -14,7 +14,7 @@ from typing import Any
 
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
-from shards.storage.base import LogEntry
+from shards.storage.base import Lease, LogEntry
 from shards.storage.memory import InMemoryLogStore
 
 
@@ -80,9 +80,27 @@ def timer_lost_over_failover() -> contextlib.AbstractContextManager[None]:
     return _patched(CoordinatorStateMachine, "on_loaded", on_loaded)
 
 
+def renew_after_expiry() -> contextlib.AbstractContextManager[None]:
+    """The store renews a lease that has expired (it checks holder and epoch, not expiry):
+    a holder cut off past its lease gets it back as if nothing happened."""
+
+    async def renew(
+        self: InMemoryLogStore, partition: int, owner: str, epoch: int, lease_ms: int
+    ) -> bool:
+        self._check()
+        lease = self.data.leases.get(partition)
+        if lease is None or lease.owner != owner or lease.epoch != epoch:
+            return False
+        self.data.leases[partition] = Lease(owner, epoch, self.clock.now_ms() + lease_ms)
+        return True
+
+    return _patched(InMemoryLogStore, "renew", renew)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
     "assign-before-revoke": assign_before_revoke,
     "timer-lost-over-failover": timer_lost_over_failover,
+    "renew-after-expiry": renew_after_expiry,
 }

@@ -13,6 +13,9 @@
   state nor in the log (members check their own member epoch on every answer);
 * **replay equals live** -- a partition rebuilt from its durable log has exactly the live
   state of the process serving it (when it has nothing in flight);
+* **a lease is one interval** -- per (partition, epoch) the store's lease is live for one
+  stretch of the store's time: once seen expired (or gone), it never becomes live again --
+  only a live lease may be renewed, and a new holder gets a new epoch;
 * **liveness** -- checked by :class:`sim.world.Sim`: after the faults stop, every group is
   Stable with exactly its live members within a bound.
 """
@@ -64,6 +67,10 @@ class Checker:
         self._decoded: dict[int, tuple[Any, list[Any]]] = {}
         self._durable: set[tuple[str, str, int, int]] = set()
         self._durable_seen: dict[int, int] = {}
+        #: partition -> the epoch of the live lease last seen there
+        self._lease_live: dict[int, int] = {}
+        #: (partition, epoch) of leases seen expired or gone: store time when first seen so
+        self._lease_ended: dict[tuple[int, int], int] = {}
 
     # ---- helpers ----------------------------------------------------------------------------
     def _true_owner(self) -> list[tuple[Any, Any]]:
@@ -118,6 +125,7 @@ class Checker:
         while self._seen_violations < len(w.violations):
             sim.violation(w.violations[self._seen_violations])
             self._seen_violations += 1
+        self._leases()
         for proc, p in self._true_owner():
             sm = p.sm
             if sm is None:
@@ -144,6 +152,30 @@ class Checker:
                     )
         if full:
             self._acked()
+
+    def _leases(self) -> None:
+        w = self.sim.store_world
+        now = w.clock.now_ms()
+        leases = self.sim.data.leases
+        for partition, epoch in list(self._lease_live.items()):
+            lease = leases.get(partition)
+            if lease is None or lease.epoch != epoch:  # released, lost or taken over
+                self._lease_ended.setdefault((partition, epoch), now)
+                del self._lease_live[partition]
+        for partition, lease in sorted(leases.items()):
+            key = (partition, lease.epoch)
+            if lease.expires_at_ms <= now:
+                self._lease_ended.setdefault(key, now)
+                self._lease_live.pop(partition, None)
+            elif key in self._lease_ended:
+                ended = self._lease_ended.pop(key)  # (reported once per revival)
+                self.sim.violation(
+                    f"lease revived: partition {partition} epoch {lease.epoch} "
+                    f"({lease.owner}) had expired or ended (store time {ended}) and is live "
+                    f"again at {now} until {lease.expires_at_ms}: renewed after expiry"
+                )
+            else:
+                self._lease_live[partition] = lease.epoch
 
     def _exclusive(self, gid: str, g: ConsumerGroup) -> None:
         held: dict[tuple[str, int], str] = {}

@@ -26,15 +26,15 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from shards.clock import WallClock
 from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore, MemoryData
+from sim.loop import SimClock
 
 
 class StoreWorld:
     """What all connections share: the durable data, the faults in force, the writer log."""
 
-    def __init__(self, data: MemoryData, rng: random.Random, clock: WallClock) -> None:
+    def __init__(self, data: MemoryData, rng: random.Random, clock: SimClock) -> None:
         self.data = data
         self.rng = rng
         self.clock = clock

@@ -55,7 +55,11 @@ EVENT_KINDS = (
     "member_join",  # a new member joins group arg
     "create_topic",  # a topic (regex subscribers pick it up)
     "skew",  # the serving process's wall clock jumps by arg ms
+    "store_clock",  # the store's clock jumps ahead by arg ms: leases expire under their holder
 )
+#: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
+#: other kinds' draws, and the runs of the seeds that do not get one, as they were)
+EXTRA_KINDS = ("store_clock",)
 
 
 @dataclass(frozen=True)
@@ -87,15 +91,18 @@ class Config:
     net_delay_ms: tuple[float, float] = (0.5, 30.0)
     shuffle: bool = True
     kinds: tuple[str, ...] = EVENT_KINDS
+    #: the share of seeds that get a store clock jump (EXTRA_KINDS)
+    store_clock_share: float = 0.2
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
     rng = random.Random(f"events-{seed}")
     members = cfg.groups * cfg.members_per_group
+    kinds = tuple(k for k in cfg.kinds if k not in EXTRA_KINDS)
     out = []
-    for _ in range(cfg.events):
+    for _ in range(cfg.events if kinds else 0):
         at = rng.randrange(500, cfg.fault_window_ms)
-        kind = rng.choice(cfg.kinds)
+        kind = rng.choice(kinds)
         arg: Any = None
         if kind == "crash":
             arg = rng.randrange(0, 3_000)
@@ -116,6 +123,11 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
         elif kind == "skew":
             arg = rng.choice((-1, 1)) * rng.randrange(1_000, 120_000)
         out.append(Event(at, kind, arg))
+    if "store_clock" in cfg.kinds:
+        extra = random.Random(f"store-clock-{seed}")
+        if extra.random() < cfg.store_clock_share:
+            at = extra.randrange(500, cfg.fault_window_ms)
+            out.append(Event(at, "store_clock", extra.randrange(2_000, 30_000)))
     out.sort(key=lambda e: e.at_ms)
     return out
 
@@ -567,6 +579,8 @@ class Sim:
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
+        elif kind == "store_clock":
+            w.clock.skew_ms += arg
         self.checker.check(full=True)
 
     async def _events(self) -> None:
