@@ -65,6 +65,11 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
 }
 
 
+def _source(is_default: bool) -> int:
+    """The source of a shard that does not say it (an older one): Kafka 4.1's."""
+    return DEFAULT_CONFIG if is_default else DYNAMIC_GROUP_CONFIG
+
+
 def is_group(resource: Any) -> bool:
     return int(resource.resource_type) == GROUP_RESOURCE
 
@@ -194,16 +199,18 @@ class ConfigApis(ApisBase):
         for c in result.configs:
             if wanted is not None and c.name not in wanted:
                 continue  # as Kafka: a key that is not a group config is left out
-            source = DEFAULT_CONFIG if c.is_default else DYNAMIC_GROUP_CONFIG
             config_type, doc = GROUP_CONFIGS.get(c.name, (0, None))
             configs.append(
                 {
                     "name": c.name,
                     "value": c.value,
                     "read_only": False,
-                    "config_source": source,
+                    "config_source": c.source or _source(c.is_default),
                     "is_sensitive": False,
-                    "synonyms": [{"name": c.name, "value": c.value, "source": source}]
+                    # as Kafka 4.4: the group's value, the shard's setting, the default
+                    "synonyms": [
+                        {"name": s.name, "value": s.value, "source": s.source} for s in c.synonyms
+                    ]
                     if synonyms
                     else [],
                     "config_type": config_type,

@@ -11,9 +11,17 @@ under their own record key (``GroupConfigKey``, type 64), independent of the gro
 can be set before the group exists and survive its deletion. A group without overrides
 has no record.
 
-Validation and messages follow Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
-resulting configs (overrides over the server defaults) must respect the bounds, and the
-session timeout must be greater than the heartbeat interval.
+Validation and messages follow Kafka 4.4's: unknown names and non-integer values are
+INVALID_CONFIG; the resulting configs (overrides over the server defaults) must lie within the
+shard's bounds (``X must be in the range A to B inclusive.``), and the session timeout must be
+greater than the heartbeat interval.
+
+Described as Kafka 4.4 describes them: each config's synonyms are the group's own value
+(DYNAMIC_GROUP_CONFIG), the shard's setting under Kafka's broker name
+(``group.consumer.heartbeat.interval.ms`` for the shard setting
+``consumer_group_heartbeat_interval_ms``; STATIC_BROKER_CONFIG when the shard runs with a value
+other than the built-in default) and the built-in default (DEFAULT_CONFIG); the config's source
+is the first of them.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ CONFIG_NAMES = tuple(
 NO_FALLBACK = "none"
 
 _INT_MAX = 2**31 - 1
+#: the shard's built-in settings (what DEFAULT_CONFIG reports)
+_BUILT_IN = CoordinatorConfig()
 #: a group without overrides (never written: the getters read it instead of a new {})
 _NO_OVERRIDES: dict[str, str] = {}
 
@@ -64,6 +74,34 @@ class GroupConfigs:
             CLIENT_ASSIGNMENT_FALLBACK: c.consumer_group_client_assignment_fallback_assignor
             or c.consumer_group_assignors[0],
         }
+
+    @staticmethod
+    def broker_name(name: str) -> str:
+        """Kafka's broker setting behind group config ``name``
+        (``consumer.heartbeat.interval.ms`` -> ``group.consumer.heartbeat.interval.ms``)."""
+        return f"group.{name}"
+
+    @staticmethod
+    def setting_name(name: str) -> str:
+        """groupcoord's shard setting behind group config ``name``
+        (``consumer.heartbeat.interval.ms`` -> ``consumer_group_heartbeat_interval_ms``)."""
+        return "consumer_group_" + name.removeprefix("consumer.").replace(".", "_")
+
+    def _broker_synonyms(self, name: str, value: str) -> tuple[api.GroupConfigSynonym, ...]:
+        """The shard's setting (when it is not the built-in one), then the built-in default."""
+        broker = self.broker_name(name)
+        built_in = GroupConfigs(_BUILT_IN).defaults()[name]
+        if name == CLIENT_ASSIGNMENT_FALLBACK:
+            # the built-in default is "the first of the shard's assignors"
+            built_in = self.config.consumer_group_assignors[0]
+            static = bool(self.config.consumer_group_client_assignment_fallback_assignor)
+        else:
+            field = self.setting_name(name)
+            static = getattr(self.config, field) != getattr(_BUILT_IN, field)
+        synonyms = [api.GroupConfigSynonym(broker, built_in, api.DEFAULT_CONFIG)]
+        if static:
+            synonyms.insert(0, api.GroupConfigSynonym(broker, value, api.STATIC_BROKER_CONFIG))
+        return tuple(synonyms)
 
     def session_timeout_ms(self, group_id: str) -> int:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(SESSION_TIMEOUT_MS)
@@ -167,51 +205,48 @@ class GroupConfigs:
 
     def _validate(self, values: dict[str, str]) -> None:
         c = self.config
-        heartbeat = int(values[HEARTBEAT_INTERVAL_MS])
-        session = int(values[SESSION_TIMEOUT_MS])
-        checks = (
+        for name, low, high in (
             (
-                heartbeat < c.consumer_group_min_heartbeat_interval_ms,
-                f"{HEARTBEAT_INTERVAL_MS} must be greater than or equal to "
-                "group.consumer.min.heartbeat.interval.ms",
+                HEARTBEAT_INTERVAL_MS,
+                c.consumer_group_min_heartbeat_interval_ms,
+                c.consumer_group_max_heartbeat_interval_ms,
             ),
             (
-                heartbeat > c.consumer_group_max_heartbeat_interval_ms,
-                f"{HEARTBEAT_INTERVAL_MS} must be less than or equal to "
-                "group.consumer.max.heartbeat.interval.ms",
+                SESSION_TIMEOUT_MS,
+                c.consumer_group_min_session_timeout_ms,
+                c.consumer_group_max_session_timeout_ms,
             ),
-            (
-                session < c.consumer_group_min_session_timeout_ms,
-                f"{SESSION_TIMEOUT_MS} must be greater than or equal to "
-                "group.consumer.min.session.timeout.ms",
-            ),
-            (
-                session > c.consumer_group_max_session_timeout_ms,
-                f"{SESSION_TIMEOUT_MS} must be less than or equal to "
-                "group.consumer.max.session.timeout.ms",
-            ),
-            (
-                session <= heartbeat,
+        ):
+            if not low <= int(values[name]) <= high:
+                raise ApiError(
+                    Errors.INVALID_CONFIG, f"{name} must be in the range {low} to {high} inclusive."
+                )
+        if int(values[SESSION_TIMEOUT_MS]) <= int(values[HEARTBEAT_INTERVAL_MS]):
+            raise ApiError(
+                Errors.INVALID_CONFIG,
                 f"{SESSION_TIMEOUT_MS} must be greater than {HEARTBEAT_INTERVAL_MS}",
-            ),
-        )
-        for failed, message in checks:
-            if failed:
-                raise ApiError(Errors.INVALID_CONFIG, message)
+            )
 
     # ---- DescribeGroupConfigs ---------------------------------------------------------------
     def describe(self, group_id: str) -> api.DescribedGroupConfigs:
-        overrides = self.overrides.get(group_id, {})
+        overrides = self.overrides.get(group_id, _NO_OVERRIDES)
         defaults = self.defaults()
-        return api.DescribedGroupConfigs(
-            group_id,
-            configs=tuple(
+        configs = []
+        for name in CONFIG_NAMES:
+            synonyms = self._broker_synonyms(name, defaults[name])
+            if name in overrides:
+                own = api.GroupConfigSynonym(name, overrides[name], api.DYNAMIC_GROUP_CONFIG)
+                synonyms = (own, *synonyms)
+            configs.append(
                 api.DescribedGroupConfig(
-                    name, overrides.get(name, defaults[name]), name not in overrides
+                    name,
+                    synonyms[0].value,
+                    name not in overrides,
+                    synonyms[0].source,
+                    synonyms,
                 )
-                for name in CONFIG_NAMES
-            ),
-        )
+            )
+        return api.DescribedGroupConfigs(group_id, configs=tuple(configs))
 
     # ---- state ----------------------------------------------------------------------------------
     def replay(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:

@@ -114,23 +114,19 @@ def test_validate_only_writes_nothing() -> None:
     [
         (
             {"consumer_heartbeat_interval_ms": "4999"},
-            "consumer.heartbeat.interval.ms must be greater than or equal to "
-            "group.consumer.min.heartbeat.interval.ms",
+            "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
         ),
         (
             {"consumer_heartbeat_interval_ms": "15001"},
-            "consumer.heartbeat.interval.ms must be less than or equal to "
-            "group.consumer.max.heartbeat.interval.ms",
+            "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "44999"},
-            "consumer.session.timeout.ms must be greater than or equal to "
-            "group.consumer.min.session.timeout.ms",
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "60001"},
-            "consumer.session.timeout.ms must be less than or equal to "
-            "group.consumer.max.session.timeout.ms",
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "abc"},
@@ -168,3 +164,42 @@ def test_session_timeout_must_exceed_the_heartbeat_interval() -> None:
     assert info.value.message == (
         "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
     )
+
+
+def test_described_with_the_shards_settings_as_synonyms() -> None:
+    """As Kafka 4.4: the group's value, the shard's setting under Kafka's broker name when
+    the shard runs with one of its own (STATIC_BROKER_CONFIG, 4), the built-in default
+    (DEFAULT_CONFIG, 5); the config's source is the first of them."""
+    c = Consumers(
+        CoordinatorConfig(
+            consumer_group_heartbeat_interval_ms=500,
+            consumer_group_min_heartbeat_interval_ms=100,
+            consumer_group_client_assignment_fallback_assignor="range",
+        )
+    )
+    alter(c, consumer_heartbeat_interval_ms="1000")
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
+    got = {
+        e.name: (e.value, e.source, e.is_default, [(s.name, s.value, s.source) for s in e.synonyms])
+        for e in d.configs
+    }
+    broker = f"group.{HEARTBEAT}"
+    assert got[HEARTBEAT] == (
+        "1000",
+        8,
+        False,
+        [(HEARTBEAT, "1000", 8), (broker, "500", 4), (broker, "5000", 5)],
+    )
+    assert got[SESSION] == ("45000", 5, True, [(f"group.{SESSION}", "45000", 5)])
+    fallback = "consumer.client.assignment.fallback.assignor"
+    assert got[fallback] == (
+        "range",
+        4,
+        True,
+        [(f"group.{fallback}", "range", 4), (f"group.{fallback}", "uniform", 5)],
+    )
+    # the override deleted: the shard's setting again
+    alter(c, consumer_heartbeat_interval_ms=None)
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
+    [hb] = [e for e in d.configs if e.name == HEARTBEAT]
+    assert (hb.value, hb.source, len(hb.synonyms)) == ("500", 4, 2)
