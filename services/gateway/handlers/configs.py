@@ -48,6 +48,16 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _INT,
         "How often this group's members (consumer protocol) are told to heartbeat.",
     ),
+    "consumer.assignment.interval.ms": (
+        _INT,
+        "How long after a target assignment of this group the next one may be computed "
+        "(KIP-1263): a change meanwhile waits, the group Assigning.",
+    ),
+    "consumer.assignor.offload.enable": (
+        _BOOLEAN,
+        "false: this group's target is computed in the operation that needs it whatever the "
+        "group's size (true: small groups there, larger ones off the partition loop).",
+    ),
     "consumer.client.assignors.enable": (
         _BOOLEAN,
         "groupcoord: whether a member may compute the group's assignment with a "

@@ -11,6 +11,14 @@ even build the request, which costs O(members) -- and the answer, found stale, a
 group as it then is (a group larger than the in-line member cap: ``ASSIGNMENT_INTERVAL_MS``
 later). So a join storm on a large group costs one computation (and one
 request) per computation time, not per join; each join is O(1) here (issue 36 item 5).
+
+KIP-1263 (Kafka 4.4): a group's target is computed at most once per its
+``consumer.assignment.interval.ms`` (:meth:`AssignmentTasks.waiting`). A heartbeat that finds
+the group epoch ahead within the interval since the last computation leaves the group
+Assigning (a joiner gets the current assignment epoch and no partitions) and schedules the
+group's ``CONSUMER_ASSIGNMENT_INTERVAL`` timer, which computes the target when the interval
+has passed. When each computation started is soft state, as the other timers: a reload
+forgets it, and ``CatalogSync.catch_up`` computes a pending target at once.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from shards.core.consumer import client_assignment as csa
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
+from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -120,8 +129,13 @@ class AssignmentTasks:
         assign: InlineAssignor | None,
         group_assignor: Callable[[dict[str, int]], str],
         client_choice: Callable[[str, Iterable[ConsumerGroupMember]], csa.ClientChoice | None],
+        configs: GroupConfigs | None = None,
     ) -> None:
         self._config = config
+        self._configs = configs if configs is not None else GroupConfigs(config)
+        #: group id -> (the group, when its last target computation started): soft state,
+        #: for the assignment interval (KIP-1263)
+        self._last: dict[str, tuple[ConsumerGroup, int]] = {}
         self._timer = timer
         self._groups = groups
         #: computes small target assignments inside the operation (None: always off the loop)
@@ -132,6 +146,48 @@ class AssignmentTasks:
         #: yet; the group object: one deleted and re-created meanwhile is another); soft
         #: state: a reload builds this object anew and re-asks (``CatalogSync.catch_up``)
         self._asked: dict[str, tuple[ConsumerGroup, int]] = {}
+
+    # ---- the assignment interval (KIP-1263) ---------------------------------------------------
+    def computing(self, group: ConsumerGroup, now_ms: int) -> None:
+        """A computation of ``group``'s target starts now (in-line or off the loop)."""
+        if self._configs.assignment_interval_ms(group.group_id) > 0:
+            self._last[group.group_id] = (group, now_ms)
+        else:
+            self._last.pop(group.group_id, None)
+
+    def waiting(self, group: ConsumerGroup, now_ms: int) -> bool:
+        """Whether ``group``'s next target must wait for its assignment interval: then the
+        group's interval timer is scheduled (once) to compute it when the interval has
+        passed."""
+        last = self._last.get(group.group_id)
+        if last is None or last[0] is not group:
+            return False
+        due = last[1] + self._configs.assignment_interval_ms(group.group_id)
+        if now_ms >= due:
+            return False
+        key = group_key(TimerKind.CONSUMER_ASSIGNMENT_INTERVAL, group.group_id)
+        if not self._timer.is_scheduled(key):
+            self._timer.schedule(key, due - now_ms, lambda now: self._interval_passed(group, now))
+        return True
+
+    def _interval_passed(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
+        """The group's assignment interval has passed: compute its target if still needed
+        (in-line when cheap, else off the loop), unless a member or a computation in flight
+        does."""
+        gid = group.group_id
+        if self._groups.get(gid) is not group or not self.needs_assignment(group):
+            return CoordinatorResult()
+        asked = self._asked.get(gid)
+        if (asked is not None and asked[0] is group) or not group.subscription_metadata:
+            return CoordinatorResult()
+        if group.client_members and self._client_choice(gid, group.members.values()):
+            return CoordinatorResult()  # a member computes it (client-side assignor)
+        request = self.group_request(group)
+        self.computing(group, now_ms)
+        records: list[Record] = []
+        if self.inline_targets(request, records, group.target_metadata) is not None:
+            return CoordinatorResult(records)
+        return CoordinatorResult(tasks=[self.task(group, request)])
 
     def deferred_target(self, group: ConsumerGroup) -> bool:
         """Whether the group's epoch moved without a target being computed or requested

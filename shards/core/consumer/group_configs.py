@@ -1,7 +1,8 @@
 """Dynamic group configs (Kafka's GroupConfig / GroupConfigManager, KIP-848).
 
-Per group: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``, each
-overriding the server default within the server's min/max bounds; and groupcoord's own
+Per group: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms`` and
+``consumer.assignment.interval.ms`` (KIP-1263), each overriding the server default within the
+server's min/max bounds, ``consumer.assignor.offload.enable`` (true/false); and groupcoord's own
 client-side assignor settings (docs/client-side-assignors.md):
 ``consumer.client.assignors.enable`` (true/false), ``consumer.client.assignment.timeout.ms``
 (how long a chosen member has to install the target) and
@@ -37,11 +38,18 @@ HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 CLIENT_ASSIGNORS_ENABLE = "consumer.client.assignors.enable"
 CLIENT_ASSIGNMENT_TIMEOUT_MS = "consumer.client.assignment.timeout.ms"
 CLIENT_ASSIGNMENT_FALLBACK = "consumer.client.assignment.fallback.assignor"
+#: KIP-1263 (Kafka 4.4)
+ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
+ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
+#: the true/false configs
+_BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE)
 CONFIG_NAMES = tuple(
     sorted(
         (
             HEARTBEAT_INTERVAL_MS,
             SESSION_TIMEOUT_MS,
+            ASSIGNMENT_INTERVAL_MS,
+            ASSIGNOR_OFFLOAD_ENABLE,
             CLIENT_ASSIGNORS_ENABLE,
             CLIENT_ASSIGNMENT_TIMEOUT_MS,
             CLIENT_ASSIGNMENT_FALLBACK,
@@ -69,6 +77,8 @@ class GroupConfigs:
         return {
             HEARTBEAT_INTERVAL_MS: str(c.consumer_group_heartbeat_interval_ms),
             SESSION_TIMEOUT_MS: str(c.consumer_group_session_timeout_ms),
+            ASSIGNMENT_INTERVAL_MS: str(c.consumer_group_assignment_interval_ms),
+            ASSIGNOR_OFFLOAD_ENABLE: str(c.consumer_group_assignor_offload_enable).lower(),
             CLIENT_ASSIGNORS_ENABLE: str(c.consumer_group_client_assignors_enable).lower(),
             CLIENT_ASSIGNMENT_TIMEOUT_MS: str(c.consumer_group_client_assignment_timeout_ms),
             CLIENT_ASSIGNMENT_FALLBACK: c.consumer_group_client_assignment_fallback_assignor
@@ -110,6 +120,16 @@ class GroupConfigs:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(HEARTBEAT_INTERVAL_MS)
         return self.config.consumer_group_heartbeat_interval_ms if value is None else int(value)
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(ASSIGNMENT_INTERVAL_MS)
+        return self.config.consumer_group_assignment_interval_ms if value is None else int(value)
+
+    def assignor_offload(self, group_id: str) -> bool:
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(ASSIGNOR_OFFLOAD_ENABLE)
+        if value is None:
+            return self.config.consumer_group_assignor_offload_enable
+        return value == "true"
 
     def client_assignors_enabled(self, group_id: str) -> bool:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNORS_ENABLE)
@@ -161,7 +181,7 @@ class GroupConfigs:
         return CoordinatorResult(records, api.AlterGroupConfigsResponse())
 
     def _parse_value(self, name: str, value: str) -> str:
-        if name == CLIENT_ASSIGNORS_ENABLE:
+        if name in _BOOLEANS:
             text = value.strip().lower()
             if text not in ("true", "false"):
                 raise ApiError(
@@ -179,10 +199,10 @@ class GroupConfigs:
                     f"Invalid value {value} for configuration {name}: one of {', '.join(allowed)}",
                 )
             return text
-        return str(self._parse(name, value))
+        return str(self._parse(name, value, 0 if name == ASSIGNMENT_INTERVAL_MS else 1))
 
     @staticmethod
-    def _parse(name: str, value: str) -> int:
+    def _parse(name: str, value: str, least: int) -> int:
         text = value.strip()
         try:
             number = int(text)
@@ -196,10 +216,10 @@ class GroupConfigs:
                 Errors.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {name}: Not a number of type INT",
             )
-        if number < 1:
+        if number < least:
             raise ApiError(
                 Errors.INVALID_CONFIG,
-                f"Invalid value {number} for configuration {name}: Value must be at least 1",
+                f"Invalid value {number} for configuration {name}: Value must be at least {least}",
             )
         return number
 
@@ -215,6 +235,11 @@ class GroupConfigs:
                 SESSION_TIMEOUT_MS,
                 c.consumer_group_min_session_timeout_ms,
                 c.consumer_group_max_session_timeout_ms,
+            ),
+            (
+                ASSIGNMENT_INTERVAL_MS,
+                c.consumer_group_min_assignment_interval_ms,
+                c.consumer_group_max_assignment_interval_ms,
             ),
         ):
             if not low <= int(values[name]) <= high:

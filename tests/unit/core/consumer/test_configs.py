@@ -11,6 +11,8 @@ from tests.unit.core.consumer.support import Consumers
 
 SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
+INTERVAL = "consumer.assignment.interval.ms"
+OFFLOAD = "consumer.assignor.offload.enable"
 
 
 def alter(
@@ -33,7 +35,12 @@ def kafkas(described: dict[str, tuple[str, bool]]) -> dict[str, tuple[str, bool]
 
 def test_defaults_are_kafkas() -> None:
     c = Consumers()
-    assert kafkas(describe(c)) == {HEARTBEAT: ("5000", True), SESSION: ("45000", True)}
+    assert kafkas(describe(c)) == {
+        HEARTBEAT: ("5000", True),
+        SESSION: ("45000", True),
+        INTERVAL: ("0", True),
+        OFFLOAD: ("true", True),
+    }
 
 
 def test_client_side_assignor_configs_have_defaults_and_overrides() -> None:
@@ -73,7 +80,7 @@ def test_client_side_assignor_configs_are_validated(name: str, value: str) -> No
 def test_configs_can_be_set_before_the_group_exists_and_are_used() -> None:
     c = Consumers()
     alter(c, consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
-    assert kafkas(describe(c)) == {HEARTBEAT: ("6000", False), SESSION: ("50000", False)}
+    assert describe(c)[HEARTBEAT] == ("6000", False) and describe(c)[SESSION] == ("50000", False)
     r = c.join("a")
     assert r.heartbeat_interval_ms == 6000
     c.h.sleep(49_999)
@@ -203,3 +210,42 @@ def test_described_with_the_shards_settings_as_synonyms() -> None:
     (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
     [hb] = [e for e in d.configs if e.name == HEARTBEAT]
     assert (hb.value, hb.source, len(hb.synonyms)) == ("500", 4, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "-1",
+            "Invalid value -1 for configuration consumer.assignment.interval.ms: "
+            "Value must be at least 0",
+        ),
+        ("15001", "consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive."),
+        (
+            "x",
+            "Invalid value x for configuration consumer.assignment.interval.ms: "
+            "Not a number of type INT",
+        ),
+    ],
+)
+def test_assignment_interval_is_validated(value: str, message: str) -> None:
+    c = Consumers()
+    with pytest.raises(ApiError) as info:
+        alter(c, **{INTERVAL: value})
+    assert (info.value.code, info.value.message) == (Errors.INVALID_CONFIG, message)
+    assert c.h.log == []
+
+
+def test_assignment_configs_override_the_shards() -> None:
+    c = Consumers(CoordinatorConfig(consumer_group_assignment_interval_ms=1000))
+    configs = c.h.shard.consumer.configs
+    assert (configs.assignment_interval_ms("g"), configs.assignor_offload("g")) == (1000, True)
+    alter(c, **{INTERVAL: "0", OFFLOAD: "False"})
+    assert describe(c)[INTERVAL] == ("0", False) and describe(c)[OFFLOAD] == ("false", False)
+    assert (configs.assignment_interval_ms("g"), configs.assignor_offload("g")) == (0, False)
+    with pytest.raises(ApiError) as info:
+        alter(c, **{OFFLOAD: "yes"})
+    assert info.value.message == (
+        "Invalid value yes for configuration consumer.assignor.offload.enable: "
+        "Expected value to be either true or false"
+    )
