@@ -71,6 +71,11 @@ MAY_DIFFER_41: dict[tuple[str, str], str] = {
     "(nothing committed yet) as not found; Kafka 4.4 and groupcoord describe it",
 }
 
+#: sequences of what Kafka 4.1 does not have (not run against a 4.1 reference)
+SINCE_44: dict[str, str] = {
+    "assignment_interval": "KIP-1263's consumer.assignment.interval.ms is Kafka 4.4's",
+}
+
 #: sequences where Kafka 4.1's only difference in epochs is that a new consumer group's first
 #: epoch is 1 (Kafka 4.4 and groupcoord: 2): against 4.1 their epochs are compared after
 #: adding 1 to Kafka's positive epochs, and such a step must occur (else the shift is stale)
@@ -132,6 +137,8 @@ def _params() -> list[Any]:
             if missing
             else []
         )
+        if name in SINCE_44 and REFERENCE < (4, 4):
+            marks.append(pytest.mark.skip(reason=f"{name}: {SINCE_44[name]}"))
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 

@@ -15,10 +15,11 @@ request) per computation time, not per join; each join is O(1) here (issue 36 it
 KIP-1263 (Kafka 4.4): a group's target is computed at most once per its
 ``consumer.assignment.interval.ms`` (:meth:`AssignmentTasks.waiting`). A heartbeat that finds
 the group epoch ahead within the interval since the last computation leaves the group
-Assigning (a joiner gets the current assignment epoch and no partitions) and schedules the
-group's ``CONSUMER_ASSIGNMENT_INTERVAL`` timer, which computes the target when the interval
-has passed. When each computation started is soft state, as the other timers: a reload
-forgets it, and ``CatalogSync.catch_up`` computes a pending target at once.
+Assigning (a joiner gets the current assignment epoch and no partitions); the first heartbeat
+after the interval computes a small group's target (as Kafka 4.4 with offloading off), the
+group's ``CONSUMER_ASSIGNMENT_INTERVAL`` timer a larger one's. When each computation started
+is soft state, as the other timers: a reload forgets it, and ``CatalogSync.catch_up``
+computes a pending target at once.
 """
 
 from __future__ import annotations
@@ -156,9 +157,10 @@ class AssignmentTasks:
             self._last.pop(group.group_id, None)
 
     def waiting(self, group: ConsumerGroup, now_ms: int) -> bool:
-        """Whether ``group``'s next target must wait for its assignment interval: then the
-        group's interval timer is scheduled (once) to compute it when the interval has
-        passed."""
+        """Whether ``group``'s next target must wait for its assignment interval. A group
+        assigned in-line gets it from the first heartbeat after the interval, as Kafka 4.4
+        (measured: Assigning until then, however long); one assigned off the loop (which no
+        heartbeat asks for) from the group's interval timer, scheduled here (once)."""
         last = self._last.get(group.group_id)
         if last is None or last[0] is not group:
             return False
@@ -166,7 +168,7 @@ class AssignmentTasks:
         if now_ms >= due:
             return False
         key = group_key(TimerKind.CONSUMER_ASSIGNMENT_INTERVAL, group.group_id)
-        if not self._timer.is_scheduled(key):
+        if not self.deferred_target(group) and not self._timer.is_scheduled(key):
             self._timer.schedule(key, due - now_ms, lambda now: self._interval_passed(group, now))
         return True
 

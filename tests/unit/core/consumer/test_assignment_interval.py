@@ -39,13 +39,14 @@ def test_a_joiner_within_the_interval_waits_for_the_target() -> None:
     # as Kafka 4.4: b has the current assignment epoch and nothing; the group is Assigning
     assert r is not None and (r.member_epoch, r.assignment) == (2, ())
     assert epochs(c) == ("Assigning", 3, 2)
-    assert c.h.timer.is_scheduled(INTERVAL)
+    assert not c.h.timer.is_scheduled(INTERVAL)  # (assigned in-line: a heartbeat computes)
     a.heartbeat(), b.heartbeat()  # heartbeats within the interval change nothing
     assert (a.epoch, len(a.owned[FOO]), b.epoch, epochs(c)) == (2, 6, 2, ("Assigning", 3, 2))
-    c.h.sleep(899)
+    c.h.sleep(900)
+    # the interval has passed: as Kafka 4.4, Assigning until a member heartbeats
     assert epochs(c) == ("Assigning", 3, 2)
-    c.h.sleep(1)  # 1000 ms after the first target: the timer computes the next one
-    assert epochs(c) == ("Reconciling", 3, 3)
+    r = a.heartbeat()
+    assert r is not None and epochs(c) == ("Reconciling", 3, 3)
     for _ in range(3):
         a.heartbeat(), b.heartbeat()
     assert (a.epoch, b.epoch, len(a.owned[FOO]), len(b.owned[FOO])) == (3, 3, 3, 3)
@@ -78,8 +79,7 @@ def test_a_leave_within_the_interval_waits_too() -> None:
     a.heartbeat()  # a's heartbeat would compute the target; the interval says wait
     assert (len(a.owned[FOO]), epochs(c)) == (3, ("Assigning", 4, 3))
     c.h.sleep(800)
-    assert epochs(c) == ("Reconciling", 4, 4)
-    a.heartbeat()
+    a.heartbeat()  # computes the target: a gets b's partitions too
     assert (a.epoch, len(a.owned[FOO]), epochs(c)) == (4, 6, ("Stable", 4, 4))
     c.check()
 
@@ -104,4 +104,20 @@ def test_a_reload_within_the_interval_computes_the_target_at_once() -> None:
     c.restart()
     c.h.sleep(0)
     assert epochs(c) == ("Reconciling", 3, 3)
+    c.check()
+
+
+def test_a_group_assigned_off_the_loop_gets_its_target_from_the_interval_timer() -> None:
+    c = Consumers(CoordinatorConfig(consumer_group_inline_assignment_max_size=0))
+    set_interval(c, 1000)
+    a = FakeConsumer(c, "a")
+    a.heartbeat()
+    c.assign()
+    assert epochs(c) == ("Reconciling", 2, 2)
+    c.h.sleep(100)
+    FakeConsumer(c, "b").heartbeat()
+    assert (c.h.tasks, epochs(c)) == ({}, ("Assigning", 3, 2))  # nothing asked yet
+    assert c.h.timer.is_scheduled(INTERVAL)
+    c.h.sleep(900)  # the timer asks for the target
+    assert c.assign() == 1 and epochs(c)[1:] == (3, 3)
     c.check()
