@@ -129,7 +129,7 @@ class GroupConfigs:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(ASSIGNOR_OFFLOAD_ENABLE)
         if value is None:
             return self.config.consumer_group_assignor_offload_enable
-        return value == "true"
+        return value.strip().lower() == "true"
 
     def client_assignors_enabled(self, group_id: str) -> bool:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNORS_ENABLE)
@@ -189,7 +189,8 @@ class GroupConfigs:
                     f"Invalid value {value} for configuration {name}: Expected value to be "
                     "either true or false",
                 )
-            return text
+            # Kafka's own config keeps the value as given (described "False" if set so)
+            return value if name == ASSIGNOR_OFFLOAD_ENABLE else text
         if name == CLIENT_ASSIGNMENT_FALLBACK:
             text = value.strip()
             allowed = (*self.config.consumer_group_assignors, NO_FALLBACK)
