@@ -200,14 +200,20 @@ class AssignmentTasks:
         if group.client_members and self._client_choice(group.group_id, group.members.values()):
             return False  # a member computes it (client-side assignor)
         if self.assign is None or not self.inline_size(
-            len(group.members), group.subscription_metadata
+            len(group.members), group.subscription_metadata, group.group_id
         ):
             return False
         return self.assign.computes(self._group_assignor(group.assignor_counts))
 
-    def inline_size(self, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+    def inline_size(
+        self, members: int, metadata: dict[str, TopicMetadata], group_id: str | None = None
+    ) -> bool:
         """Whether a group of ``members`` subscribed to ``metadata`` is small enough to be
-        assigned in-line (the size part of :meth:`assigns_inline`, without a request)."""
+        assigned in-line (the size part of :meth:`assigns_inline`, without a request); any
+        size when the group's ``consumer.assignor.offload.enable`` is false (KIP-1263: no
+        offloading, the target is computed in the operation that needs it)."""
+        if group_id is not None and not self._configs.assignor_offload(group_id):
+            return True
         config = self._config
         size = members + sum(t.num_partitions for t in metadata.values())
         return (
@@ -228,29 +234,41 @@ class AssignmentTasks:
         group as it is then)."""
         asked = self._asked.get(group.group_id)
         return (
-            asked is not None and asked[0] is group and not self.inline(assignor, members, metadata)
+            asked is not None
+            and asked[0] is group
+            and not self.inline(assignor, members, metadata, group.group_id)
         )
 
-    def inline(self, assignor: str, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+    def inline(
+        self,
+        assignor: str,
+        members: int,
+        metadata: dict[str, TopicMetadata],
+        group_id: str | None = None,
+    ) -> bool:
         """Whether the target of a group of ``members`` subscribed to ``metadata`` with
         ``assignor`` is computed in-line (:meth:`assigns_inline`, without a request)."""
         assign = self.assign
         return (
-            assign is not None and self.inline_size(members, metadata) and assign.computes(assignor)
+            assign is not None
+            and self.inline_size(members, metadata, group_id)
+            and assign.computes(assignor)
         )
 
     def assigns_inline(self, request: TargetAssignmentRequest) -> bool:
         """Whether the target of ``request`` is computed inside the operation that needs it: a
         built-in assignor, at most ``consumer_group_inline_assignment_max_size`` members +
         partitions and ``..._max_members`` members (about 5 ms at the limits)."""
+        if self.assign is None or not self.assign.computes(request.assignor):
+            return False
+        if not self._configs.assignor_offload(request.group_id):
+            return True  # offloading off for the group: whatever its size
         config = self._config
         members = len(request.members)
         size = members + sum(t.num_partitions for t in request.topics)
         return (
-            self.assign is not None
-            and members <= config.consumer_group_inline_assignment_max_members
+            members <= config.consumer_group_inline_assignment_max_members
             and size <= config.consumer_group_inline_assignment_max_size
-            and self.assign.computes(request.assignor)
         )
 
     def inline_targets(

@@ -233,7 +233,7 @@ class Sessions:
             assignor = self._group_assignor(assignors)
             server_side = self._server_side
             if (
-                not server_side.inline(assignor, len(remaining), metadata)
+                not server_side.inline(assignor, len(remaining), metadata, gid)
                 and not server_side.asking(group, assignor, len(remaining), metadata)
                 # KIP-1263: within the interval, its timer asks (``now_ms``: given by a
                 # leave or an expiry)

@@ -121,3 +121,17 @@ def test_a_group_assigned_off_the_loop_gets_its_target_from_the_interval_timer()
     c.h.sleep(900)  # the timer asks for the target
     assert c.assign() == 1 and epochs(c)[1:] == (3, 3)
     c.check()
+
+
+def test_offload_off_assigns_a_large_group_in_line() -> None:
+    """consumer.assignor.offload.enable false: the target is computed in the operation that
+    needs it whatever the group's size (a built-in assignor)."""
+    c = Consumers(CoordinatorConfig(consumer_group_inline_assignment_max_size=0))
+    request = api.AlterGroupConfigsRequest(
+        "g", (api.GroupConfig("consumer.assignor.offload.enable", "false"),)
+    )
+    c.h.write(lambda s, now: s.alter_group_configs(request, now))
+    r = FakeConsumer(c, "a").heartbeat()
+    assert r is not None and r.member_epoch == 2 and c.h.tasks == {}
+    assert epochs(c) == ("Stable", 2, 2)
+    c.check()
