@@ -151,10 +151,16 @@ class AssignmentTasks:
     # ---- the assignment interval (KIP-1263) ---------------------------------------------------
     def computing(self, group: ConsumerGroup, now_ms: int) -> None:
         """A computation of ``group``'s target starts now (in-line or off the loop)."""
+        last = self._last
         if self._configs.assignment_interval_ms(group.group_id) > 0:
-            self._last[group.group_id] = (group, now_ms)
+            last[group.group_id] = (group, now_ms)
+            if len(last) > 2 * len(self._groups) + 64:
+                # forget deleted groups (amortized: seldom, and O(entries) then)
+                for gid in [g for g, (grp, _) in last.items() if self._groups.get(g) is not grp]:
+                    if gid != group.group_id:
+                        del last[gid]
         else:
-            self._last.pop(group.group_id, None)
+            last.pop(group.group_id, None)
 
     def waiting(self, group: ConsumerGroup, now_ms: int) -> bool:
         """Whether ``group``'s next target must wait for its assignment interval. A group
