@@ -53,6 +53,17 @@ class CoordinatorConfig:
     consumer_group_min_heartbeat_interval_ms: int = 5_000
     consumer_group_max_heartbeat_interval_ms: int = 15_000
     consumer_group_max_size: int = 2**31 - 1
+    # KIP-1263 (Kafka 4.4): a consumer group's target assignment is computed at most once per
+    # this interval (group config consumer.assignment.interval.ms, within the min/max); a
+    # change meanwhile leaves the group Assigning until the interval since the last target
+    # has passed (docs/consumer-groups.md). 0: at once.
+    consumer_group_assignment_interval_ms: int = 0
+    consumer_group_min_assignment_interval_ms: int = 0
+    consumer_group_max_assignment_interval_ms: int = 15_000
+    # group.consumer.assignor.offload.enable (per group consumer.assignor.offload.enable):
+    # false computes the target of a group whose assignor is in-process inside the operation
+    # that needs it whatever its size; true (Kafka's default) leaves it to the size caps below
+    consumer_group_assignor_offload_enable: bool = True
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_group_migration_policy: str = "bidirectional"
     # A target assignment is computed inside the operation that needs it (as Kafka 4.1 does
@@ -111,6 +122,10 @@ class CoordinatorConfig:
         for name, value in (
             ("offset_metadata_max_bytes", self.offset_metadata_max_bytes),
             (
+                "consumer_group_min_assignment_interval_ms",
+                self.consumer_group_min_assignment_interval_ms,
+            ),
+            (
                 "classic_group_initial_rebalance_delay_ms",
                 self.classic_group_initial_rebalance_delay_ms,
             ),
@@ -129,6 +144,12 @@ class CoordinatorConfig:
                 self.consumer_group_heartbeat_interval_ms,
                 self.consumer_group_max_heartbeat_interval_ms,
                 "consumer_group_{}heartbeat_interval_ms",
+            ),
+            (
+                self.consumer_group_min_assignment_interval_ms,
+                self.consumer_group_assignment_interval_ms,
+                self.consumer_group_max_assignment_interval_ms,
+                "consumer_group_{}assignment_interval_ms",
             ),
         ):
             if not low <= value <= high:

@@ -40,6 +40,8 @@ class TimerKind(enum.Enum):
     CONSUMER_SESSION_TIMEOUT = "consumer-session-timeout"  # member
     CONSUMER_REBALANCE_TIMEOUT = "consumer-rebalance-timeout"  # revocation deadline (member)
     CONSUMER_ASSIGNMENT_RETRY = "consumer-assignment-retry"  # after a failed target (group)
+    #: the end of a group's assignment interval (KIP-1263): its target is computed then
+    CONSUMER_ASSIGNMENT_INTERVAL = "consumer-assignment-interval"
     #: not a timer: the AsyncTask computing a group's target assignment (a newer task with
     #: the same key supersedes an older one)
     CONSUMER_ASSIGNMENT = "consumer-assignment"

@@ -205,6 +205,8 @@ async def test_group_configs_over_grpc(client: Client) -> None:
     assert {(c.name, c.value, c.is_default) for c in kafkas} == {
         ("consumer.heartbeat.interval.ms", "6000", False),
         ("consumer.session.timeout.ms", "45000", True),
+        ("consumer.assignment.interval.ms", "0", True),
+        ("consumer.assignor.offload.enable", "true", True),
     }
     await _create_topic(client)
     response = await Member("m", group_id="cfg").heartbeat(client)

@@ -1255,6 +1255,88 @@ async def consumer_group_stale_report(target: Target) -> Obs:
         await wire.close()
 
 
+# ---- KIP-1263: the assignment interval ------------------------------------------------------
+
+#: the group's consumer.assignment.interval.ms in :func:`assignment_interval` (the servers run
+#: with 0); long enough that a second join lands inside it on a loaded machine
+ASSIGNMENT_INTERVAL_MS = 2000
+
+
+async def set_group_config(wire: KafkaWire, group: str, name: str, value: str) -> None:
+    """Set a group config and wait until a describe shows it (Kafka applies it through its
+    metadata log; bounded: 5 s)."""
+    r = await wire.send(
+        request(
+            "incremental_alter_configs",
+            1,
+            resources=[
+                {
+                    "resource_type": 32,
+                    "resource_name": group,
+                    "configs": [{"name": name, "config_operation": 0, "value": value}],
+                }
+            ],
+            validate_only=False,
+        )
+    )
+    assert [int(x.error_code) for x in r.responses] == [0], r
+    for _ in range(50):
+        d = await wire.send(
+            request(
+                "describe_configs",
+                4,
+                resources=[
+                    {"resource_type": 32, "resource_name": group, "configuration_keys": [name]}
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+        )
+        if [c.value for c in d.results[0].configs] == [value]:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{group}: {name} never became {value}")
+
+
+async def assignment_interval(target: Target) -> Obs:
+    """A group with ``consumer.assignment.interval.ms`` set: its first target at the first
+    join; a second join within the interval leaves the group Assigning (the joiner has the
+    current assignment epoch and nothing); once the interval has passed the target is
+    computed (observed before any member heartbeats again, then after)."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("ai"), unique("ai")
+        tid = await create_topic(wire, topic, 6)
+        await coordinator_knows(wire, topic, tid)
+        await set_group_config(
+            wire, group, "consumer.assignment.interval.ms", str(ASSIGNMENT_INTERVAL_MS)
+        )
+        m1 = Member(wire, group, topic, tid)
+        r = await m1.join()
+        obs.append(("m1 joins", hb_obs(r) | {"owned": m1.owned}))
+        obs.append(("m1 joined: describe", await describe_epochs(wire, group)))
+        m2 = Member(wire, group, topic, tid)
+        r = await m2.join()
+        obs.append(("m2 joins within the interval", hb_obs(r) | {"owned": m2.owned}))
+        obs.append(("m2 joined: describe", await describe_epochs(wire, group)))
+        r = await m1.heartbeat()
+        obs.append(("m1 heartbeats within the interval", hb_obs(r) | {"owned": m1.owned}))
+        obs.append(("still within: describe", await describe_epochs(wire, group)))
+        await asyncio.sleep(ASSIGNMENT_INTERVAL_MS / 1000 + 0.5)
+        obs.append(("interval passed, no heartbeat: describe", await describe_epochs(wire, group)))
+        r = await m1.heartbeat()
+        obs.append(("m1 heartbeats after the interval", hb_obs(r) | {"owned": len(m1.owned)}))
+        obs.append(("afterwards: describe", await describe_epochs(wire, group)))
+        await converge([m1, m2], 6)
+        obs.append(
+            ("converged", {"epochs": [m1.epoch, m2.epoch], "sizes": [len(m1.owned), len(m2.owned)]})
+        )
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
@@ -1272,6 +1354,10 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("ConsumerGroupHeartbeat", "JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"),
     ),
     "discovery_and_topics": (discovery_and_topics, ()),
+    "assignment_interval": (
+        assignment_interval,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "AlterGroupConfigs"),
+    ),
     "static_members": (
         static_members,
         (

@@ -71,6 +71,15 @@ MAY_DIFFER_41: dict[tuple[str, str], str] = {
     "(nothing committed yet) as not found; Kafka 4.4 and groupcoord describe it",
 }
 
+#: sequences of what Kafka 4.1 does not have (not run against a 4.1 reference)
+SINCE_44: dict[str, str] = {
+    "assignment_interval": "KIP-1263's consumer.assignment.interval.ms is Kafka 4.4's",
+}
+
+#: sequences that take more than a few seconds (assignment_interval waits out a 2 s interval
+#: on each server: ~5.5 s)
+SLOW = {"assignment_interval"}
+
 #: sequences where Kafka 4.1's only difference in epochs is that a new consumer group's first
 #: epoch is 1 (Kafka 4.4 and groupcoord: 2): against 4.1 their epochs are compared after
 #: adding 1 to Kafka's positive epochs, and such a step must occur (else the shift is stale)
@@ -132,6 +141,10 @@ def _params() -> list[Any]:
             if missing
             else []
         )
+        if name in SINCE_44 and REFERENCE < (4, 4):
+            marks.append(pytest.mark.skip(reason=f"{name}: {SINCE_44[name]}"))
+        if name in SLOW:
+            marks.append(pytest.mark.slow)
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 

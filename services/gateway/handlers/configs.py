@@ -48,6 +48,16 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _INT,
         "How often this group's members (consumer protocol) are told to heartbeat.",
     ),
+    "consumer.assignment.interval.ms": (
+        _INT,
+        "How long after a target assignment of this group the next one may be computed "
+        "(KIP-1263): a change meanwhile waits, the group Assigning.",
+    ),
+    "consumer.assignor.offload.enable": (
+        _BOOLEAN,
+        "false: this group's target is computed in the operation that needs it whatever the "
+        "group's size (true: small groups there, larger ones off the partition loop).",
+    ),
     "consumer.client.assignors.enable": (
         _BOOLEAN,
         "groupcoord: whether a member may compute the group's assignment with a "
@@ -63,6 +73,11 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         "assignment in time (none: keep choosing members).",
     ),
 }
+
+
+def _source(is_default: bool) -> int:
+    """The source of a shard that does not say it (an older one): Kafka 4.1's."""
+    return DEFAULT_CONFIG if is_default else DYNAMIC_GROUP_CONFIG
 
 
 def is_group(resource: Any) -> bool:
@@ -194,16 +209,18 @@ class ConfigApis(ApisBase):
         for c in result.configs:
             if wanted is not None and c.name not in wanted:
                 continue  # as Kafka: a key that is not a group config is left out
-            source = DEFAULT_CONFIG if c.is_default else DYNAMIC_GROUP_CONFIG
             config_type, doc = GROUP_CONFIGS.get(c.name, (0, None))
             configs.append(
                 {
                     "name": c.name,
                     "value": c.value,
                     "read_only": False,
-                    "config_source": source,
+                    "config_source": c.source or _source(c.is_default),
                     "is_sensitive": False,
-                    "synonyms": [{"name": c.name, "value": c.value, "source": source}]
+                    # as Kafka 4.4: the group's value, the shard's setting, the default
+                    "synonyms": [
+                        {"name": s.name, "value": s.value, "source": s.source} for s in c.synonyms
+                    ]
                     if synonyms
                     else [],
                     "config_type": config_type,

@@ -252,11 +252,24 @@ class DescribeGroupConfigsRequest:
     context: RequestContext = DEFAULT_CONTEXT
 
 
+#: where a described group config's value comes from (Kafka's ConfigSource values)
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_GROUP_CONFIG = 4, 5, 8
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigSynonym:
+    name: str
+    value: str
+    source: int = DEFAULT_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class DescribedGroupConfig:
     name: str
     value: str
     is_default: bool = False
+    source: int = DEFAULT_CONFIG
+    synonyms: tuple[GroupConfigSynonym, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

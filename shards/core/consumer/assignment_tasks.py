@@ -11,6 +11,15 @@ even build the request, which costs O(members) -- and the answer, found stale, a
 group as it then is (a group larger than the in-line member cap: ``ASSIGNMENT_INTERVAL_MS``
 later). So a join storm on a large group costs one computation (and one
 request) per computation time, not per join; each join is O(1) here (issue 36 item 5).
+
+KIP-1263 (Kafka 4.4): a group's target is computed at most once per its
+``consumer.assignment.interval.ms`` (:meth:`AssignmentTasks.waiting`). A heartbeat that finds
+the group epoch ahead within the interval since the last computation leaves the group
+Assigning (a joiner gets the current assignment epoch and no partitions); the first heartbeat
+after the interval computes a small group's target (as Kafka 4.4 with offloading off), the
+group's ``CONSUMER_ASSIGNMENT_INTERVAL`` timer a larger one's. When each computation started
+is soft state, as the other timers: a reload forgets it, and ``CatalogSync.catch_up``
+computes a pending target at once.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from shards.core.consumer import client_assignment as csa
 from shards.core.consumer.group import ConsumerGroup, ResolvedRegex
+from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -120,8 +130,13 @@ class AssignmentTasks:
         assign: InlineAssignor | None,
         group_assignor: Callable[[dict[str, int]], str],
         client_choice: Callable[[str, Iterable[ConsumerGroupMember]], csa.ClientChoice | None],
+        configs: GroupConfigs | None = None,
     ) -> None:
         self._config = config
+        self._configs = configs if configs is not None else GroupConfigs(config)
+        #: group id -> (the group, when its last target computation started): soft state,
+        #: for the assignment interval (KIP-1263)
+        self._last: dict[str, tuple[ConsumerGroup, int]] = {}
         self._timer = timer
         self._groups = groups
         #: computes small target assignments inside the operation (None: always off the loop)
@@ -133,6 +148,55 @@ class AssignmentTasks:
         #: state: a reload builds this object anew and re-asks (``CatalogSync.catch_up``)
         self._asked: dict[str, tuple[ConsumerGroup, int]] = {}
 
+    # ---- the assignment interval (KIP-1263) ---------------------------------------------------
+    def computing(self, group: ConsumerGroup, now_ms: int) -> None:
+        """A computation of ``group``'s target starts now (in-line or off the loop)."""
+        last = self._last
+        if self._configs.assignment_interval_ms(group.group_id) > 0:
+            last[group.group_id] = (group, now_ms)
+            if len(last) > 2 * len(self._groups) + 64:
+                # forget deleted groups (amortized: seldom, and O(entries) then)
+                for gid in [g for g, (grp, _) in last.items() if self._groups.get(g) is not grp]:
+                    if gid != group.group_id:
+                        del last[gid]
+        else:
+            last.pop(group.group_id, None)
+
+    def waiting(self, group: ConsumerGroup, now_ms: int) -> bool:
+        """Whether ``group``'s next target must wait for its assignment interval. A group
+        assigned in-line gets it from the first heartbeat after the interval, as Kafka 4.4
+        (measured: Assigning until then, however long); one assigned off the loop (which no
+        heartbeat asks for) from the group's interval timer, scheduled here (once)."""
+        last = self._last.get(group.group_id)
+        if last is None or last[0] is not group:
+            return False
+        due = last[1] + self._configs.assignment_interval_ms(group.group_id)
+        if now_ms >= due:
+            return False
+        key = group_key(TimerKind.CONSUMER_ASSIGNMENT_INTERVAL, group.group_id)
+        if not self.deferred_target(group) and not self._timer.is_scheduled(key):
+            self._timer.schedule(key, due - now_ms, lambda now: self._interval_passed(group, now))
+        return True
+
+    def _interval_passed(self, group: ConsumerGroup, now_ms: int) -> CoordinatorResult[None]:
+        """The group's assignment interval has passed: compute its target if still needed
+        (in-line when cheap, else off the loop), unless a member or a computation in flight
+        does."""
+        gid = group.group_id
+        if self._groups.get(gid) is not group or not self.needs_assignment(group):
+            return CoordinatorResult()
+        asked = self._asked.get(gid)
+        if (asked is not None and asked[0] is group) or not group.subscription_metadata:
+            return CoordinatorResult()
+        if group.client_members and self._client_choice(gid, group.members.values()):
+            return CoordinatorResult()  # a member computes it (client-side assignor)
+        request = self.group_request(group)
+        self.computing(group, now_ms)
+        records: list[Record] = []
+        if self.inline_targets(request, records, group.target_metadata) is not None:
+            return CoordinatorResult(records)
+        return CoordinatorResult(tasks=[self.task(group, request)])
+
     def deferred_target(self, group: ConsumerGroup) -> bool:
         """Whether the group's epoch moved without a target being computed or requested
         (``fence`` leaves that to the next heartbeat when it is computed in-line). Cheap: it
@@ -142,14 +206,20 @@ class AssignmentTasks:
         if group.client_members and self._client_choice(group.group_id, group.members.values()):
             return False  # a member computes it (client-side assignor)
         if self.assign is None or not self.inline_size(
-            len(group.members), group.subscription_metadata
+            len(group.members), group.subscription_metadata, group.group_id
         ):
             return False
         return self.assign.computes(self._group_assignor(group.assignor_counts))
 
-    def inline_size(self, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+    def inline_size(
+        self, members: int, metadata: dict[str, TopicMetadata], group_id: str | None = None
+    ) -> bool:
         """Whether a group of ``members`` subscribed to ``metadata`` is small enough to be
-        assigned in-line (the size part of :meth:`assigns_inline`, without a request)."""
+        assigned in-line (the size part of :meth:`assigns_inline`, without a request); any
+        size when the group's ``consumer.assignor.offload.enable`` is false (KIP-1263: no
+        offloading, the target is computed in the operation that needs it)."""
+        if group_id is not None and not self._configs.assignor_offload(group_id):
+            return True
         config = self._config
         size = members + sum(t.num_partitions for t in metadata.values())
         return (
@@ -170,29 +240,41 @@ class AssignmentTasks:
         group as it is then)."""
         asked = self._asked.get(group.group_id)
         return (
-            asked is not None and asked[0] is group and not self.inline(assignor, members, metadata)
+            asked is not None
+            and asked[0] is group
+            and not self.inline(assignor, members, metadata, group.group_id)
         )
 
-    def inline(self, assignor: str, members: int, metadata: dict[str, TopicMetadata]) -> bool:
+    def inline(
+        self,
+        assignor: str,
+        members: int,
+        metadata: dict[str, TopicMetadata],
+        group_id: str | None = None,
+    ) -> bool:
         """Whether the target of a group of ``members`` subscribed to ``metadata`` with
         ``assignor`` is computed in-line (:meth:`assigns_inline`, without a request)."""
         assign = self.assign
         return (
-            assign is not None and self.inline_size(members, metadata) and assign.computes(assignor)
+            assign is not None
+            and self.inline_size(members, metadata, group_id)
+            and assign.computes(assignor)
         )
 
     def assigns_inline(self, request: TargetAssignmentRequest) -> bool:
         """Whether the target of ``request`` is computed inside the operation that needs it: a
         built-in assignor, at most ``consumer_group_inline_assignment_max_size`` members +
         partitions and ``..._max_members`` members (about 5 ms at the limits)."""
+        if self.assign is None or not self.assign.computes(request.assignor):
+            return False
+        if not self._configs.assignor_offload(request.group_id):
+            return True  # offloading off for the group: whatever its size
         config = self._config
         members = len(request.members)
         size = members + sum(t.num_partitions for t in request.topics)
         return (
-            self.assign is not None
-            and members <= config.consumer_group_inline_assignment_max_members
+            members <= config.consumer_group_inline_assignment_max_members
             and size <= config.consumer_group_inline_assignment_max_size
-            and self.assign.computes(request.assignor)
         )
 
     def inline_targets(

@@ -1,7 +1,8 @@
 """Dynamic group configs (Kafka's GroupConfig / GroupConfigManager, KIP-848).
 
-Per group: ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``, each
-overriding the server default within the server's min/max bounds; and groupcoord's own
+Per group: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms`` and
+``consumer.assignment.interval.ms`` (KIP-1263), each overriding the server default within the
+server's min/max bounds, ``consumer.assignor.offload.enable`` (true/false); and groupcoord's own
 client-side assignor settings (docs/client-side-assignors.md):
 ``consumer.client.assignors.enable`` (true/false), ``consumer.client.assignment.timeout.ms``
 (how long a chosen member has to install the target) and
@@ -11,9 +12,17 @@ under their own record key (``GroupConfigKey``, type 64), independent of the gro
 can be set before the group exists and survive its deletion. A group without overrides
 has no record.
 
-Validation and messages follow Kafka's: unknown names and non-integer values are INVALID_CONFIG; the
-resulting configs (overrides over the server defaults) must respect the bounds, and the
-session timeout must be greater than the heartbeat interval.
+Validation and messages follow Kafka 4.4's: unknown names and non-integer values are
+INVALID_CONFIG; the resulting configs (overrides over the server defaults) must lie within the
+shard's bounds (``X must be in the range A to B inclusive.``), and the session timeout must be
+greater than the heartbeat interval.
+
+Described as Kafka 4.4 describes them: each config's synonyms are the group's own value
+(DYNAMIC_GROUP_CONFIG), the shard's setting under Kafka's broker name
+(``group.consumer.heartbeat.interval.ms`` for the shard setting
+``consumer_group_heartbeat_interval_ms``; STATIC_BROKER_CONFIG when the shard runs with a value
+other than the built-in default) and the built-in default (DEFAULT_CONFIG); the config's source
+is the first of them.
 """
 
 from __future__ import annotations
@@ -29,11 +38,18 @@ HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 CLIENT_ASSIGNORS_ENABLE = "consumer.client.assignors.enable"
 CLIENT_ASSIGNMENT_TIMEOUT_MS = "consumer.client.assignment.timeout.ms"
 CLIENT_ASSIGNMENT_FALLBACK = "consumer.client.assignment.fallback.assignor"
+#: KIP-1263 (Kafka 4.4)
+ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
+ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
+#: the true/false configs
+_BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE)
 CONFIG_NAMES = tuple(
     sorted(
         (
             HEARTBEAT_INTERVAL_MS,
             SESSION_TIMEOUT_MS,
+            ASSIGNMENT_INTERVAL_MS,
+            ASSIGNOR_OFFLOAD_ENABLE,
             CLIENT_ASSIGNORS_ENABLE,
             CLIENT_ASSIGNMENT_TIMEOUT_MS,
             CLIENT_ASSIGNMENT_FALLBACK,
@@ -44,6 +60,8 @@ CONFIG_NAMES = tuple(
 NO_FALLBACK = "none"
 
 _INT_MAX = 2**31 - 1
+#: the shard's built-in settings (what DEFAULT_CONFIG reports)
+_BUILT_IN = CoordinatorConfig()
 #: a group without overrides (never written: the getters read it instead of a new {})
 _NO_OVERRIDES: dict[str, str] = {}
 
@@ -59,11 +77,41 @@ class GroupConfigs:
         return {
             HEARTBEAT_INTERVAL_MS: str(c.consumer_group_heartbeat_interval_ms),
             SESSION_TIMEOUT_MS: str(c.consumer_group_session_timeout_ms),
+            ASSIGNMENT_INTERVAL_MS: str(c.consumer_group_assignment_interval_ms),
+            ASSIGNOR_OFFLOAD_ENABLE: str(c.consumer_group_assignor_offload_enable).lower(),
             CLIENT_ASSIGNORS_ENABLE: str(c.consumer_group_client_assignors_enable).lower(),
             CLIENT_ASSIGNMENT_TIMEOUT_MS: str(c.consumer_group_client_assignment_timeout_ms),
             CLIENT_ASSIGNMENT_FALLBACK: c.consumer_group_client_assignment_fallback_assignor
             or c.consumer_group_assignors[0],
         }
+
+    @staticmethod
+    def broker_name(name: str) -> str:
+        """Kafka's broker setting behind group config ``name``
+        (``consumer.heartbeat.interval.ms`` -> ``group.consumer.heartbeat.interval.ms``)."""
+        return f"group.{name}"
+
+    @staticmethod
+    def setting_name(name: str) -> str:
+        """groupcoord's shard setting behind group config ``name``
+        (``consumer.heartbeat.interval.ms`` -> ``consumer_group_heartbeat_interval_ms``)."""
+        return "consumer_group_" + name.removeprefix("consumer.").replace(".", "_")
+
+    def _broker_synonyms(self, name: str, value: str) -> tuple[api.GroupConfigSynonym, ...]:
+        """The shard's setting (when it is not the built-in one), then the built-in default."""
+        broker = self.broker_name(name)
+        built_in = GroupConfigs(_BUILT_IN).defaults()[name]
+        if name == CLIENT_ASSIGNMENT_FALLBACK:
+            # the built-in default is "the first of the shard's assignors"
+            built_in = self.config.consumer_group_assignors[0]
+            static = bool(self.config.consumer_group_client_assignment_fallback_assignor)
+        else:
+            field = self.setting_name(name)
+            static = getattr(self.config, field) != getattr(_BUILT_IN, field)
+        synonyms = [api.GroupConfigSynonym(broker, built_in, api.DEFAULT_CONFIG)]
+        if static:
+            synonyms.insert(0, api.GroupConfigSynonym(broker, value, api.STATIC_BROKER_CONFIG))
+        return tuple(synonyms)
 
     def session_timeout_ms(self, group_id: str) -> int:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(SESSION_TIMEOUT_MS)
@@ -72,6 +120,16 @@ class GroupConfigs:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(HEARTBEAT_INTERVAL_MS)
         return self.config.consumer_group_heartbeat_interval_ms if value is None else int(value)
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(ASSIGNMENT_INTERVAL_MS)
+        return self.config.consumer_group_assignment_interval_ms if value is None else int(value)
+
+    def assignor_offload(self, group_id: str) -> bool:
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(ASSIGNOR_OFFLOAD_ENABLE)
+        if value is None:
+            return self.config.consumer_group_assignor_offload_enable
+        return value.strip().lower() == "true"
 
     def client_assignors_enabled(self, group_id: str) -> bool:
         value = self.overrides.get(group_id, _NO_OVERRIDES).get(CLIENT_ASSIGNORS_ENABLE)
@@ -123,7 +181,7 @@ class GroupConfigs:
         return CoordinatorResult(records, api.AlterGroupConfigsResponse())
 
     def _parse_value(self, name: str, value: str) -> str:
-        if name == CLIENT_ASSIGNORS_ENABLE:
+        if name in _BOOLEANS:
             text = value.strip().lower()
             if text not in ("true", "false"):
                 raise ApiError(
@@ -131,7 +189,8 @@ class GroupConfigs:
                     f"Invalid value {value} for configuration {name}: Expected value to be "
                     "either true or false",
                 )
-            return text
+            # Kafka's own config keeps the value as given (described "False" if set so)
+            return value if name == ASSIGNOR_OFFLOAD_ENABLE else text
         if name == CLIENT_ASSIGNMENT_FALLBACK:
             text = value.strip()
             allowed = (*self.config.consumer_group_assignors, NO_FALLBACK)
@@ -141,10 +200,10 @@ class GroupConfigs:
                     f"Invalid value {value} for configuration {name}: one of {', '.join(allowed)}",
                 )
             return text
-        return str(self._parse(name, value))
+        return str(self._parse(name, value, 0 if name == ASSIGNMENT_INTERVAL_MS else 1))
 
     @staticmethod
-    def _parse(name: str, value: str) -> int:
+    def _parse(name: str, value: str, least: int) -> int:
         text = value.strip()
         try:
             number = int(text)
@@ -158,60 +217,62 @@ class GroupConfigs:
                 Errors.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {name}: Not a number of type INT",
             )
-        if number < 1:
+        if number < least:
             raise ApiError(
                 Errors.INVALID_CONFIG,
-                f"Invalid value {number} for configuration {name}: Value must be at least 1",
+                f"Invalid value {number} for configuration {name}: Value must be at least {least}",
             )
         return number
 
     def _validate(self, values: dict[str, str]) -> None:
         c = self.config
-        heartbeat = int(values[HEARTBEAT_INTERVAL_MS])
-        session = int(values[SESSION_TIMEOUT_MS])
-        checks = (
+        for name, low, high in (
             (
-                heartbeat < c.consumer_group_min_heartbeat_interval_ms,
-                f"{HEARTBEAT_INTERVAL_MS} must be greater than or equal to "
-                "group.consumer.min.heartbeat.interval.ms",
+                HEARTBEAT_INTERVAL_MS,
+                c.consumer_group_min_heartbeat_interval_ms,
+                c.consumer_group_max_heartbeat_interval_ms,
             ),
             (
-                heartbeat > c.consumer_group_max_heartbeat_interval_ms,
-                f"{HEARTBEAT_INTERVAL_MS} must be less than or equal to "
-                "group.consumer.max.heartbeat.interval.ms",
+                SESSION_TIMEOUT_MS,
+                c.consumer_group_min_session_timeout_ms,
+                c.consumer_group_max_session_timeout_ms,
             ),
             (
-                session < c.consumer_group_min_session_timeout_ms,
-                f"{SESSION_TIMEOUT_MS} must be greater than or equal to "
-                "group.consumer.min.session.timeout.ms",
+                ASSIGNMENT_INTERVAL_MS,
+                c.consumer_group_min_assignment_interval_ms,
+                c.consumer_group_max_assignment_interval_ms,
             ),
-            (
-                session > c.consumer_group_max_session_timeout_ms,
-                f"{SESSION_TIMEOUT_MS} must be less than or equal to "
-                "group.consumer.max.session.timeout.ms",
-            ),
-            (
-                session <= heartbeat,
+        ):
+            if not low <= int(values[name]) <= high:
+                raise ApiError(
+                    Errors.INVALID_CONFIG, f"{name} must be in the range {low} to {high} inclusive."
+                )
+        if int(values[SESSION_TIMEOUT_MS]) <= int(values[HEARTBEAT_INTERVAL_MS]):
+            raise ApiError(
+                Errors.INVALID_CONFIG,
                 f"{SESSION_TIMEOUT_MS} must be greater than {HEARTBEAT_INTERVAL_MS}",
-            ),
-        )
-        for failed, message in checks:
-            if failed:
-                raise ApiError(Errors.INVALID_CONFIG, message)
+            )
 
     # ---- DescribeGroupConfigs ---------------------------------------------------------------
     def describe(self, group_id: str) -> api.DescribedGroupConfigs:
-        overrides = self.overrides.get(group_id, {})
+        overrides = self.overrides.get(group_id, _NO_OVERRIDES)
         defaults = self.defaults()
-        return api.DescribedGroupConfigs(
-            group_id,
-            configs=tuple(
+        configs = []
+        for name in CONFIG_NAMES:
+            synonyms = self._broker_synonyms(name, defaults[name])
+            if name in overrides:
+                own = api.GroupConfigSynonym(name, overrides[name], api.DYNAMIC_GROUP_CONFIG)
+                synonyms = (own, *synonyms)
+            configs.append(
                 api.DescribedGroupConfig(
-                    name, overrides.get(name, defaults[name]), name not in overrides
+                    name,
+                    synonyms[0].value,
+                    name not in overrides,
+                    synonyms[0].source,
+                    synonyms,
                 )
-                for name in CONFIG_NAMES
-            ),
-        )
+            )
+        return api.DescribedGroupConfigs(group_id, configs=tuple(configs))
 
     # ---- state ----------------------------------------------------------------------------------
     def replay(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:

@@ -171,7 +171,13 @@ class ConsumerGroupManager:
         # the steady path.
         self.replay = ConsumerGroupReplay(groups.groups)
         self.server_side = AssignmentTasks(
-            config, timer, groups.groups, assign, self.group_assignor, self.client_choice
+            config,
+            timer,
+            groups.groups,
+            assign,
+            self.group_assignor,
+            self.client_choice,
+            self.configs,
         )
         self.client_side = ClientSideAssignments(
             config,
@@ -407,7 +413,22 @@ class ConsumerGroupManager:
                 metadata,
             )
         )
-        if (bump or deferred or orphaned) and group_epoch > assignment_epoch and not later:
+        # KIP-1263: within the group's assignment interval since its last target, the group
+        # stays Assigning (the interval's timer computes the target)
+        waiting = (
+            client is None
+            and not is_new
+            and bool(metadata)
+            and group_epoch > assignment_epoch
+            and not later
+            and self.server_side.waiting(group, now_ms)
+        )
+        if (
+            (bump or deferred or orphaned)
+            and group_epoch > assignment_epoch
+            and not later
+            and not waiting
+        ):
             members = [
                 m
                 for mid, m in group.members.items()
@@ -446,6 +467,7 @@ class ConsumerGroupManager:
                     regexes,
                     metadata,
                 )
+                self.server_side.computing(group, now_ms)
                 new_targets = self.server_side.inline_targets(
                     request_, target_records, group.target_metadata
                 )

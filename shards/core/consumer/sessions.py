@@ -182,6 +182,7 @@ class Sessions:
             {k: v for k, v in assignors.items() if v > 0},
             records,
             tasks,
+            now_ms,
         )
         return CoordinatorResult(records, response, tasks=tasks)
 
@@ -196,6 +197,7 @@ class Sessions:
         assignors: dict[str, int],
         records: list[Record],
         tasks: list[AsyncTask],
+        now_ms: int | None = None,
     ) -> None:
         """Members ``removed`` left (a leave heartbeat, a session or rebalance timeout, a
         classic LeaveGroup) and the group epoch moved to ``epoch``: what the ``remaining``
@@ -230,12 +232,18 @@ class Sessions:
         else:
             assignor = self._group_assignor(assignors)
             server_side = self._server_side
-            if not server_side.inline(assignor, len(remaining), metadata) and not (
-                server_side.asking(group, assignor, len(remaining), metadata)
+            if (
+                not server_side.inline(assignor, len(remaining), metadata, gid)
+                and not server_side.asking(group, assignor, len(remaining), metadata)
+                # KIP-1263: within the interval, its timer asks (``now_ms``: given by a
+                # leave or an expiry)
+                and not (now_ms is not None and server_side.waiting(group, now_ms))
             ):
                 request = assignment_request(
                     group, epoch, assignor, remaining, group.target_of, regexes, metadata
                 )
+                if now_ms is not None:
+                    server_side.computing(group, now_ms)
                 tasks.append(server_side.task(group, request))
 
     def schedule_session_timeout(

@@ -11,6 +11,8 @@ from tests.unit.core.consumer.support import Consumers
 
 SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
+INTERVAL = "consumer.assignment.interval.ms"
+OFFLOAD = "consumer.assignor.offload.enable"
 
 
 def alter(
@@ -33,7 +35,12 @@ def kafkas(described: dict[str, tuple[str, bool]]) -> dict[str, tuple[str, bool]
 
 def test_defaults_are_kafkas() -> None:
     c = Consumers()
-    assert kafkas(describe(c)) == {HEARTBEAT: ("5000", True), SESSION: ("45000", True)}
+    assert kafkas(describe(c)) == {
+        HEARTBEAT: ("5000", True),
+        SESSION: ("45000", True),
+        INTERVAL: ("0", True),
+        OFFLOAD: ("true", True),
+    }
 
 
 def test_client_side_assignor_configs_have_defaults_and_overrides() -> None:
@@ -73,7 +80,7 @@ def test_client_side_assignor_configs_are_validated(name: str, value: str) -> No
 def test_configs_can_be_set_before_the_group_exists_and_are_used() -> None:
     c = Consumers()
     alter(c, consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
-    assert kafkas(describe(c)) == {HEARTBEAT: ("6000", False), SESSION: ("50000", False)}
+    assert describe(c)[HEARTBEAT] == ("6000", False) and describe(c)[SESSION] == ("50000", False)
     r = c.join("a")
     assert r.heartbeat_interval_ms == 6000
     c.h.sleep(49_999)
@@ -114,23 +121,19 @@ def test_validate_only_writes_nothing() -> None:
     [
         (
             {"consumer_heartbeat_interval_ms": "4999"},
-            "consumer.heartbeat.interval.ms must be greater than or equal to "
-            "group.consumer.min.heartbeat.interval.ms",
+            "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
         ),
         (
             {"consumer_heartbeat_interval_ms": "15001"},
-            "consumer.heartbeat.interval.ms must be less than or equal to "
-            "group.consumer.max.heartbeat.interval.ms",
+            "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "44999"},
-            "consumer.session.timeout.ms must be greater than or equal to "
-            "group.consumer.min.session.timeout.ms",
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "60001"},
-            "consumer.session.timeout.ms must be less than or equal to "
-            "group.consumer.max.session.timeout.ms",
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
         ),
         (
             {"consumer_session_timeout_ms": "abc"},
@@ -167,4 +170,83 @@ def test_session_timeout_must_exceed_the_heartbeat_interval() -> None:
         alter(c, consumer_session_timeout_ms="5000", consumer_heartbeat_interval_ms="5000")
     assert info.value.message == (
         "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+    )
+
+
+def test_described_with_the_shards_settings_as_synonyms() -> None:
+    """As Kafka 4.4: the group's value, the shard's setting under Kafka's broker name when
+    the shard runs with one of its own (STATIC_BROKER_CONFIG, 4), the built-in default
+    (DEFAULT_CONFIG, 5); the config's source is the first of them."""
+    c = Consumers(
+        CoordinatorConfig(
+            consumer_group_heartbeat_interval_ms=500,
+            consumer_group_min_heartbeat_interval_ms=100,
+            consumer_group_client_assignment_fallback_assignor="range",
+        )
+    )
+    alter(c, consumer_heartbeat_interval_ms="1000")
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
+    got = {
+        e.name: (e.value, e.source, e.is_default, [(s.name, s.value, s.source) for s in e.synonyms])
+        for e in d.configs
+    }
+    broker = f"group.{HEARTBEAT}"
+    assert got[HEARTBEAT] == (
+        "1000",
+        8,
+        False,
+        [(HEARTBEAT, "1000", 8), (broker, "500", 4), (broker, "5000", 5)],
+    )
+    assert got[SESSION] == ("45000", 5, True, [(f"group.{SESSION}", "45000", 5)])
+    fallback = "consumer.client.assignment.fallback.assignor"
+    assert got[fallback] == (
+        "range",
+        4,
+        True,
+        [(f"group.{fallback}", "range", 4), (f"group.{fallback}", "uniform", 5)],
+    )
+    # the override deleted: the shard's setting again
+    alter(c, consumer_heartbeat_interval_ms=None)
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
+    [hb] = [e for e in d.configs if e.name == HEARTBEAT]
+    assert (hb.value, hb.source, len(hb.synonyms)) == ("500", 4, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "-1",
+            "Invalid value -1 for configuration consumer.assignment.interval.ms: "
+            "Value must be at least 0",
+        ),
+        ("15001", "consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive."),
+        (
+            "x",
+            "Invalid value x for configuration consumer.assignment.interval.ms: "
+            "Not a number of type INT",
+        ),
+    ],
+)
+def test_assignment_interval_is_validated(value: str, message: str) -> None:
+    c = Consumers()
+    with pytest.raises(ApiError) as info:
+        alter(c, **{INTERVAL: value})
+    assert (info.value.code, info.value.message) == (Errors.INVALID_CONFIG, message)
+    assert c.h.log == []
+
+
+def test_assignment_configs_override_the_shards() -> None:
+    c = Consumers(CoordinatorConfig(consumer_group_assignment_interval_ms=1000))
+    configs = c.h.shard.consumer.configs
+    assert (configs.assignment_interval_ms("g"), configs.assignor_offload("g")) == (1000, True)
+    alter(c, **{INTERVAL: "0", OFFLOAD: "False"})
+    # (as Kafka: the value as given)
+    assert describe(c)[INTERVAL] == ("0", False) and describe(c)[OFFLOAD] == ("False", False)
+    assert (configs.assignment_interval_ms("g"), configs.assignor_offload("g")) == (0, False)
+    with pytest.raises(ApiError) as info:
+        alter(c, **{OFFLOAD: "yes"})
+    assert info.value.message == (
+        "Invalid value yes for configuration consumer.assignor.offload.enable: "
+        "Expected value to be either true or false"
     )
