@@ -59,7 +59,13 @@ def main() -> None:
     ap.add_argument("--targets", default="groupcoord,kafka")
     ap.add_argument("--out", default=str(ROOT / "bench/results/java_idle.json"))
     a = ap.parse_args()
-    results: dict[str, Any] = {"kafka_version": KAFKA_VERSION, "window_s": a.window}
+    results: dict[str, Any] = {
+        "when": report.utc_now(),
+        "command": report.command("bench.java_idle"),
+        "machine": report.machine(loadavg=True),
+        "kafka_version": KAFKA_VERSION,
+        "window_s": a.window,
+    }
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         if "groupcoord" in a.targets:

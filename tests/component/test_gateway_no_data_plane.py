@@ -61,7 +61,9 @@ def fetch_request(version: int, topic: str, topic_id: str, max_wait_ms: int = 0)
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 17, 18])
-async def test_fetch_answers_an_empty_log_at_the_fetch_offset(wire: KafkaWire, version: int) -> None:
+async def test_fetch_answers_an_empty_log_at_the_fetch_offset(
+    wire: KafkaWire, version: int
+) -> None:
     topic_id = await create_topic(wire, f"f{version}", 2)
     r = await wire.send(fetch_request(version, f"f{version}", topic_id))
     if version >= 7:
@@ -74,8 +76,13 @@ async def test_fetch_answers_an_empty_log_at_the_fetch_offset(wire: KafkaWire, v
     # no error, and the log ends (and starts) where the consumer is: never out of range, so
     # a position from a commit is never reset
     got = [
-        (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-         getattr(p, "log_start_offset", 5))  # v5+
+        (
+            p.partition_index,
+            p.error_code,
+            p.high_watermark,
+            p.last_stable_offset,
+            getattr(p, "log_start_offset", 5),
+        )  # v5+
         for p in t.partitions
     ]
     assert got == [(0, ErrorCode.none, 5, 5, 5), (1, ErrorCode.none, 5, 5, 5)]

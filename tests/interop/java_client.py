@@ -72,7 +72,8 @@ def run(
 
 
 #: log4j2 configuration: every request the client's NetworkClient sends, one line each
-#: (``<unix ms> [Consumer ...] Sending LIST_OFFSETS request with header ...``), to the file ``requestlog``
+#: (``<unix ms> [Consumer ...] Sending LIST_OFFSETS request with header ...``), to the
+#: file named by the system property ``requestlog``
 REQUEST_LOG_CONFIG = """\
 status = error
 appender.requests.type = File

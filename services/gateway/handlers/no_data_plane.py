@@ -53,7 +53,9 @@ class NoDataPlaneApis(ApisBase):
                 {
                     "topic": opt(t, "topic", ""),
                     "topic_id": codec.from_uuid(opt(t, "topic_id")),
-                    "partitions": [_empty_fetch(p.partition, max(p.fetch_offset, 0)) for p in t.partitions],
+                    "partitions": [
+                        _empty_fetch(p.partition, max(p.fetch_offset, 0)) for p in t.partitions
+                    ],
                 }
                 for t in request.topics
             ],
