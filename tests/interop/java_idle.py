@@ -31,7 +31,7 @@ def _next(c: JavaConsumer, kind: str, timeout: float, where: str) -> dict[str, A
     raise AssertionError(f"{where}: no {kind} event in {timeout} s")
 
 
-def _assigned(c: JavaConsumer, n: int, timeout: float, where: str) -> dict[str, Any]:
+def assigned(c: JavaConsumer, n: int, timeout: float, where: str) -> dict[str, Any]:
     """The first assignment event with ``n`` partitions."""
     while True:
         event = _next(c, "assignment", timeout, where)
@@ -61,7 +61,7 @@ def idle_consumers(target: Target, protocols: list[str], window_s: float) -> lis
                     request_log=log,
                 )
                 running.append((protocol, c, log))
-            firsts = [_assigned(c, 2, 60, f"{target.name} {p}") for p, c, _ in running]
+            firsts = [assigned(c, 2, 60, f"{target.name} {p}") for p, c, _ in running]
             time.sleep(window_s)
         finally:
             for _, c, _ in running:  # all told to close first, then waited for
@@ -98,12 +98,12 @@ def classic_handover(target: Target) -> dict[str, Any]:
     a = JavaConsumer(target.bootstrap, group, topic, "classic", "-", props, command="idle")
     b = None
     try:
-        _assigned(a, 4, 60, f"{target.name} first member")
+        assigned(a, 4, 60, f"{target.name} first member")
         b = JavaConsumer(target.bootstrap, group, topic, "classic", "-", props, command="idle")
-        _assigned(b, 2, 60, f"{target.name} second member")
+        assigned(b, 2, 60, f"{target.name} second member")
         start = time.time()
         a.close()
-        got = _assigned(b, 4, 60, f"{target.name} survivor")
+        got = assigned(b, 4, 60, f"{target.name} survivor")
         return {"target": target.name, "handover_s": round(got["t"] / 1000 - start, 3)}
     finally:
         a.close()
@@ -145,7 +145,7 @@ def static_duplicates(target: Target, window_s: float) -> dict[str, Any]:
         )
         b = None
         try:
-            _assigned(a, 2, 60, f"{target.name} first member")
+            assigned(a, 2, 60, f"{target.name} first member")
             b = JavaConsumer(
                 target.bootstrap,
                 group,
