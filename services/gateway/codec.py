@@ -56,7 +56,7 @@ def _served(*specs: ApiSpec) -> dict[int, ApiSpec]:
 #: What the gateway serves, exactly as a Kafka 4.1 broker advertises these APIs.
 SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(18, "api_versions", 0, 4),
-    # no data plane: answered NOT_LEADER_OR_FOLLOWER so that clients back off
+    # no data plane: Fetch/ListOffsets answered as empty logs, Produce NOT_LEADER_OR_FOLLOWER
     # (handlers/no_data_plane.py).
     # Produce is advertised too: librdkafka derives its Fetch version from the message format
     # features, which need Produce v3 (without it, it never sends a Fetch and spins).

@@ -1,6 +1,7 @@
 """Produce, Fetch and ListOffsets on a gateway that holds no records: advertised with Kafka
-4.1's ranges and answered, per partition, NOT_LEADER_OR_FOLLOWER -- the answer every client
-retries after its backoff -- in every version's shape, so that consumers do not spin."""
+4.1's ranges; Fetch and ListOffsets answered as for empty logs (no error, no records,
+offsets 0), Produce NOT_LEADER_OR_FOLLOWER -- in every version's shape, so that consumers
+wait as on an empty topic instead of spinning or retrying."""
 
 from __future__ import annotations
 
@@ -60,7 +61,9 @@ def fetch_request(version: int, topic: str, topic_id: str, max_wait_ms: int = 0)
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 16, 17, 18])
-async def test_fetch_answers_not_leader_with_empty_records(wire: KafkaWire, version: int) -> None:
+async def test_fetch_answers_an_empty_log_at_the_fetch_offset(
+    wire: KafkaWire, version: int
+) -> None:
     topic_id = await create_topic(wire, f"f{version}", 2)
     r = await wire.send(fetch_request(version, f"f{version}", topic_id))
     if version >= 7:
@@ -70,11 +73,20 @@ async def test_fetch_answers_not_leader_with_empty_records(wire: KafkaWire, vers
         assert str(t.topic_id) == str(uuid.UUID(bytes=_raw(topic_id)))
     else:
         assert t.topic == f"f{version}"
-    assert [(p.partition_index, p.error_code, p.high_watermark) for p in t.partitions] == [
-        (0, ErrorCode.not_leader_or_follower, -1),
-        (1, ErrorCode.not_leader_or_follower, -1),
+    # no error, and the log ends (and starts) where the consumer is: never out of range, so
+    # a position from a commit is never reset
+    got = [
+        (
+            p.partition_index,
+            p.error_code,
+            p.high_watermark,
+            p.last_stable_offset,
+            getattr(p, "log_start_offset", 5),
+        )  # v5+
+        for p in t.partitions
     ]
-    # librdkafka cannot parse a null record set: Kafka sends an empty one with an error
+    assert got == [(0, ErrorCode.none, 5, 5, 5), (1, ErrorCode.none, 5, 5, 5)]
+    # librdkafka cannot parse a null record set: an empty one
     assert all(p.records is not None and not p.records for p in t.partitions)
 
 
@@ -95,8 +107,9 @@ async def test_fetch_is_held_for_its_max_wait_capped(wire: KafkaWire) -> None:
 
 
 @pytest.mark.parametrize("version", [1, 4, 7, 10])
-async def test_list_offsets_answers_not_leader(wire: KafkaWire, version: int) -> None:
-    await create_topic(wire, "lo", 2)
+async def test_list_offsets_answers_an_empty_log(wire: KafkaWire, version: int) -> None:
+    await create_topic(wire, "lo", 5)
+    timestamps = [-2, -1, -4, -3, 1_700_000_000_000]
     r = await wire.send(
         request(
             "list_offsets",
@@ -108,8 +121,8 @@ async def test_list_offsets_answers_not_leader(wire: KafkaWire, version: int) ->
                 {
                     "name": "lo",
                     "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -2}
-                        for p in (0, 1)
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                        for p, ts in enumerate(timestamps)
                     ],
                 }
             ],
@@ -117,10 +130,12 @@ async def test_list_offsets_answers_not_leader(wire: KafkaWire, version: int) ->
     )
     [t] = r.topics
     assert t.name == "lo"
-    assert [(p.partition_index, p.error_code, p.offset) for p in t.partitions] == [
-        (0, ErrorCode.not_leader_or_follower, -1),
-        (1, ErrorCode.not_leader_or_follower, -1),
-    ]
+    # earliest (-2), latest (-1), earliest local (-4): 0; the largest timestamp (-3) and a
+    # search by time: no record (-1); no error, leader epoch unknown
+    got = [(p.partition_index, p.error_code, p.offset, p.timestamp) for p in t.partitions]
+    assert got == [(i, ErrorCode.none, off, -1) for i, off in enumerate([0, 0, 0, -1, -1])]
+    if version >= 4:
+        assert {p.leader_epoch for p in t.partitions} == {-1}
 
 
 def produce_request(version: int, acks: int, topic_id: str = "") -> object:

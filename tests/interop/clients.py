@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.interop.support import Target, balanced, wait_until
 
-QUIET = {"log_level": 3}  # librdkafka: no warnings (groupcoord answers Fetch NOT_LEADER)
+QUIET = {"log_level": 3}  # librdkafka: no warnings
 
 
 def create_topic(target: Target, name: str, partitions: int) -> None:

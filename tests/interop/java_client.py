@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import re
 import shutil
 import subprocess
 import tempfile
@@ -70,21 +71,70 @@ def run(
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+#: log4j2 configuration: every request the client's NetworkClient sends, one line each
+#: (``<unix ms> [Consumer ...] Sending LIST_OFFSETS request with header ...``), to the
+#: file named by the system property ``requestlog``
+REQUEST_LOG_CONFIG = """\
+status = error
+appender.requests.type = File
+appender.requests.name = requests
+appender.requests.fileName = ${sys:requestlog}
+appender.requests.layout.type = PatternLayout
+appender.requests.layout.pattern = %d{UNIX_MILLIS} %m%n
+logger.network.name = org.apache.kafka.clients.NetworkClient
+logger.network.level = debug
+logger.network.additivity = false
+logger.network.appenderRef.requests.ref = requests
+rootLogger.level = warn
+"""
+SENT = re.compile(r"^(\d+) (?:\[[^]]*\] )?Sending ([A-Z_]+) request")
+
+
+def request_log_options(path: Path) -> list[str]:
+    """JVM options that make the client log each request it sends to ``path``."""
+    config = path.with_suffix(".log4j2.properties")
+    config.write_text(REQUEST_LOG_CONFIG)
+    return [f"-Dlog4j2.configurationFile={config}", f"-Drequestlog={path}"]
+
+
+def requests_sent(path: Path, start_ms: int = 0, end_ms: int | None = None) -> dict[str, int]:
+    """Requests by API name (``LIST_OFFSETS``, ``FETCH``, ...) a client logged with
+    :func:`request_log_options`, sent in [start_ms, end_ms) (wall clock, ms)."""
+    counts: dict[str, int] = {}
+    if not path.exists():
+        return counts
+    for line in path.read_text().splitlines():
+        m = SENT.match(line)
+        if m and int(m.group(1)) >= start_ms and (end_ms is None or int(m.group(1)) < end_ms):
+            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    return counts
+
+
 class JavaConsumer:
     """A running ``consume`` command (or ``drain``: ``JavaConsumer(b, group, topic,
     command="drain")``): its events arrive on :attr:`events`; :meth:`close` closes its stdin,
     which makes it close the consumer (leaving the group) and exit."""
 
-    def __init__(self, bootstrap: str, group: str, *args: str, command: str = "consume") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        *args: str,
+        command: str = "consume",
+        request_log: Path | None = None,
+    ) -> None:
         self.stderr = tempfile.TemporaryFile(mode="w+")
+        jvm = [] if request_log is None else request_log_options(request_log)
         self.proc = subprocess.Popen(
-            ["java", "-cp", classpath(), "JavaClient", bootstrap, command, group, *args],
+            ["java", *jvm, "-cp", classpath(), "JavaClient", bootstrap, command, group, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
         )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        #: every event received, kept (``events`` is consumed by :meth:`drain`)
+        self.history: list[dict[str, Any]] = []
         self.assignment: set[tuple[str, int]] = set()
         self.committed: set[tuple[str, int]] = set()
         #: ``drain``: (partition, offset) of every record read, and whether its commit failed
@@ -97,7 +147,9 @@ class JavaConsumer:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("{"):
-                self.events.put(json.loads(line))
+                event = json.loads(line)
+                self.history.append(event)
+                self.events.put(event)
 
     def drain(self) -> None:
         """Apply the events received so far."""
@@ -117,7 +169,10 @@ class JavaConsumer:
                 self.commit_failures.append(event["error"])
 
     def close(self, timeout: float = 30) -> str:
-        """Close and wait; the process's stderr (for assertion messages)."""
+        """Close and wait; the process's stderr (for assertion messages). Closing again
+        returns the same."""
+        if self.stderr.closed:
+            return self.stderr_text
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
@@ -128,6 +183,6 @@ class JavaConsumer:
         self._reader.join(5)
         self.drain()
         self.stderr.seek(0)
-        err = self.stderr.read()
+        self.stderr_text = self.stderr.read()
         self.stderr.close()
-        return err
+        return self.stderr_text

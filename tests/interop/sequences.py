@@ -80,7 +80,8 @@ async def api_versions(target: Target) -> Obs:
                 {
                     "error": err(r.error_code),
                     # what groupcoord serves must be advertised with Kafka's exact ranges; the
-                    # data-plane APIs (answered NOT_LEADER_OR_FOLLOWER) only advertised:
+                    # data-plane APIs (answered as empty logs, Produce NOT_LEADER_OR_FOLLOWER)
+                    # only advertised:
                     # Produce v0-2, which Kafka 4.1 still lists, cannot be decoded here
                     "served": {
                         codec.SERVED[k].name: ranges.get(k)

@@ -1,13 +1,24 @@
 """Produce (0), Fetch (1) and ListOffsets (2): no data plane.
 
 groupcoord coordinates groups; it holds no records. Fetch and ListOffsets are advertised
-anyway so that consumers get an answer they retry with backoff: without them librdkafka
-retries the unsupported Fetch in a busy loop (100% CPU) and surfaces ListOffsets failures to
-the application many times a second (Produce: :data:`services.gateway.codec.SERVED` says why).
-NOT_LEADER_OR_FOLLOWER is the answer of a broker that cannot serve the partition: every
-client refreshes metadata and retries after its backoff. Fetch also waits up to the
-request's max_wait (capped), as a broker without data does, so that even a client that
-ignored the error could not spin.
+anyway and answered as a broker answers for partitions whose logs are empty, so that
+consumers wait quietly as they do on an empty topic: without them librdkafka retries the
+unsupported Fetch in a busy loop (100% CPU) and surfaces ListOffsets failures to the
+application many times a second (Produce: :data:`services.gateway.codec.SERVED` says why).
+
+* ListOffsets: the earliest and latest offsets (and the other special timestamps a log end
+  answers) are 0; a search by timestamp or for the largest timestamp finds no record
+  (offset -1). Leader epoch -1 (unknown), so no client validates the position with
+  OffsetsForLeaderEpoch (not served).
+* Fetch: no records, no error; the log is empty at the offset asked for (high watermark,
+  last stable and log start offset = the fetch offset), so a position taken from a commit
+  is never "out of range" and never reset. Held for the request's max_wait (capped), as a
+  broker without data holds it, so no client can loop faster than that.
+* Produce: NOT_LEADER_OR_FOLLOWER (nothing can be stored), which producers retry.
+
+An earlier version answered every Fetch and ListOffsets NOT_LEADER_OR_FOLLOWER: the Java
+consumer then asked ListOffsets 5 times a second with a Metadata refresh every second, for
+ever (``bench/java_idle.py``; docs/gateway.md, "Clients in coordinator-only mode").
 """
 
 from __future__ import annotations
@@ -20,6 +31,11 @@ from services.gateway.handlers.base import ApisBase, Data, RequestInfo, opt
 from shards.core.errors import Errors
 
 NOT_LEADER_OR_FOLLOWER = int(Errors.NOT_LEADER_OR_FOLLOWER)
+NONE = int(Errors.NONE)
+#: ListOffsets' special timestamps a broker answers with an offset of the log (an empty
+#: log: 0): latest (-1), earliest (-2), earliest local (-4), latest tiered (-5),
+#: earliest pending upload (-6). Max timestamp (-3) and real timestamps find no record.
+LOG_OFFSET_TIMESTAMPS = frozenset({-1, -2, -4, -5, -6})
 #: Longest a Fetch is held (its max_wait, at most this): clients default to 500 ms.
 FETCH_MAX_WAIT_CAP_MS = 1_000
 NO_DATA_PLANE = "groupcoord coordinates groups only: it stores no records"
@@ -30,7 +46,20 @@ class NoDataPlaneApis(ApisBase):
         wait_ms = min(max(codec.millis(request.max_wait), 0), FETCH_MAX_WAIT_CAP_MS)
         if wait_ms:
             await asyncio.sleep(wait_ms / 1000)
-        return self.fetch_error(rq, request, NOT_LEADER_OR_FOLLOWER, "")
+        return {
+            "error_code": 0,
+            "session_id": 0,  # no fetch sessions: every request is a full one
+            "responses": [
+                {
+                    "topic": opt(t, "topic", ""),
+                    "topic_id": codec.from_uuid(opt(t, "topic_id")),
+                    "partitions": [
+                        _empty_fetch(p.partition, max(p.fetch_offset, 0)) for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+            ],
+        }
 
     def fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {
@@ -85,7 +114,24 @@ class NoDataPlaneApis(ApisBase):
         }
 
     async def list_offsets(self, rq: RequestInfo, request: Any) -> Data:
-        return self.list_offsets_error(rq, request, NOT_LEADER_OR_FOLLOWER, "")
+        return {
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": NONE,
+                            "timestamp": -1,
+                            "offset": 0 if p.timestamp in LOG_OFFSET_TIMESTAMPS else -1,
+                            "leader_epoch": -1,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+            ]
+        }
 
     def list_offsets_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         return {
@@ -106,3 +152,17 @@ class NoDataPlaneApis(ApisBase):
                 for t in request.topics
             ]
         }
+
+
+def _empty_fetch(partition: int, offset: int) -> dict[str, Any]:
+    """A Fetch answer's partition: no error, no records, the log empty at ``offset``."""
+    return {
+        "partition_index": partition,
+        "error_code": NONE,
+        "high_watermark": offset,
+        "last_stable_offset": offset,
+        "log_start_offset": offset,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }

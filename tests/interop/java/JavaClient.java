@@ -19,6 +19,7 @@
 // (security.protocol, sasl.mechanism, sasl.jaas.config, ...).
 
 import java.io.InputStream;
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -61,6 +62,7 @@ public final class JavaClient {
       case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]));
       case "drain" -> drain(bootstrap, args[2], args[3]);
       case "group" -> group(bootstrap, args[2], args[3]);
+      case "idle" -> idle(bootstrap, args[2], args[3], args[4], args[5], args[6]);
       default -> throw new IllegalArgumentException("unknown command " + args[1]);
     }
   }
@@ -311,5 +313,61 @@ public final class JavaClient {
           + ",\"committed\":[" + String.join(",", offsets) + "]"
           + ",\"end_offsets\":[" + String.join(",", endOffsets) + "]}");
     }
+  }
+
+  static long cpuMs() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+        .getProcessCpuTime() / 1_000_000;
+  }
+
+  /** A consumer that reads nothing (``group.protocol`` = protocol; ``group.instance.id`` =
+   * instance unless "-"; more properties as "k=v,k=v" or "-"): polls every 100 ms and prints
+   * each assignment change, every exception poll throws (and keeps polling, as an application
+   * that retries would), with the wall clock and the process's CPU time in ms. */
+  static void idle(String bootstrap, String group, String topic, String protocol, String instance,
+      String more) throws Exception {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", bootstrap);
+    extra(p);
+    p.put("group.id", group);
+    p.put("group.protocol", protocol);
+    p.put("enable.auto.commit", "false");
+    p.put("client.id", group + "-java");
+    p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+    if (!instance.equals("-")) {
+      p.put("group.instance.id", instance);
+    }
+    if (!more.equals("-")) {
+      for (String kv : more.split(",")) {
+        String[] pair = kv.split("=", 2);
+        p.put(pair[0], pair[1]);
+      }
+    }
+    AtomicBoolean stop = new AtomicBoolean(false);
+    stdinWatcher(stop);
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+      consumer.subscribe(List.of(topic));
+      Set<TopicPartition> last = null;
+      while (!stop.get()) {
+        try {
+          consumer.poll(Duration.ofMillis(100));
+        } catch (Exception e) {
+          emit("{\"event\":\"error\",\"error\":" + quote(e.getClass().getSimpleName())
+              + ",\"t\":" + System.currentTimeMillis() + ",\"cpu_ms\":" + cpuMs() + "}");
+          Thread.sleep(100);
+          continue;
+        }
+        Set<TopicPartition> now = new HashSet<>(consumer.assignment());
+        if (!now.equals(last)) {
+          last = now;
+          emit("{\"event\":\"assignment\",\"partitions\":" + partitions(now) + ",\"t\":"
+              + System.currentTimeMillis() + ",\"cpu_ms\":" + cpuMs() + "}");
+        }
+      }
+      emit("{\"event\":\"closing\",\"t\":" + System.currentTimeMillis() + ",\"cpu_ms\":"
+          + cpuMs() + "}");
+    }
+    emit("{\"event\":\"closed\",\"t\":" + System.currentTimeMillis() + "}");
   }
 }

@@ -54,7 +54,8 @@ def test_every_served_version_exists_in_kio() -> None:
 
 
 def test_produce_fetch_list_offsets_are_advertised_with_kafka_ranges() -> None:
-    # no data plane: answered NOT_LEADER_OR_FOLLOWER (tests/component/test_gateway_no_data_plane)
+    # no data plane: empty logs, Produce NOT_LEADER_OR_FOLLOWER
+    # (tests/component/test_gateway_no_data_plane)
     assert {k: (codec.SERVED[k].min_version, codec.SERVED[k].max_version) for k in (0, 1, 2)} == {
         0: (3, 13),
         1: (4, 18),
