@@ -9,8 +9,10 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import descriptor_pb2
 
@@ -143,3 +145,61 @@ def run_ghz(
         "cut_off_at_end": cut_off,
         "load_generator_cpu_us_per_call": 1e6 * ghz_cpu_s / max(report["count"], 1),
     }
+
+
+def offset_commit_load(
+    address: str, groups: list[str], duration: float, work: Path, ghz: str | None, protoset: Any
+) -> list[str]:
+    """The command of one load generator committing offsets of ``groups`` (one request in
+    flight per group) at ``address`` for ``duration`` seconds: ghz with the API's
+    ``protoset`` when there is one, else the Python generator (bench/offset_commit/load.py);
+    its JSON report on stdout."""
+    if ghz and protoset:
+        data = [
+            {
+                "group_id": g,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {"partition_index": 0, "committed_offset": "{{.RequestNumber}}"}
+                        ],
+                    }
+                ],
+            }
+            for g in groups
+        ]
+        data_file = work / f"data-{address.replace(':', '_')}.json"
+        data_file.write_text(json.dumps(data))
+        return [
+            ghz,
+            "--insecure",
+            "--protoset",
+            str(protoset),
+            "--call",
+            "groupcoord.v1.GroupCoordinator.OffsetCommit",
+            "-c",
+            str(len(groups)),
+            "-z",
+            f"{duration}s",
+            "--connections",
+            "1",
+            "-D",
+            str(data_file),
+            "-O",
+            "json",
+            address,
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "bench.offset_commit.load",
+        "--target",
+        address,
+        "--kind",
+        "commit",
+        "--concurrency",
+        str(len(groups)),
+        "--duration",
+        str(duration),
+    ]

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.ghz import ghz_and_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset, offset_commit_load  # noqa: E402
 from bench.procstat import cpu_seconds  # noqa: E402
 from shards.core.placement import partition_for  # noqa: E402
 from tests.chaos.test_redis_cluster_faults import ClusterStore  # noqa: E402
@@ -94,60 +94,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _load_command(
-    address: str, groups: list[str], duration: float, work: Path, ghz: str | None, protoset: Any
-) -> list[str]:
-    if ghz and protoset:
-        data = [
-            {
-                "group_id": g,
-                "topics": [
-                    {
-                        "name": "t",
-                        "partitions": [
-                            {"partition_index": 0, "committed_offset": "{{.RequestNumber}}"}
-                        ],
-                    }
-                ],
-            }
-            for g in groups
-        ]
-        data_file = work / f"data-{address.replace(':', '_')}.json"
-        data_file.write_text(json.dumps(data))
-        return [
-            ghz,
-            "--insecure",
-            "--protoset",
-            str(protoset),
-            "--call",
-            "groupcoord.v1.GroupCoordinator.OffsetCommit",
-            "-c",
-            str(len(groups)),
-            "-z",
-            f"{duration}s",
-            "--connections",
-            "1",
-            "-D",
-            str(data_file),
-            "-O",
-            "json",
-            address,
-        ]
-    return [
-        sys.executable,
-        "-m",
-        "bench.offset_commit.load",
-        "--target",
-        address,
-        "--kind",
-        "commit",
-        "--concurrency",
-        str(len(groups)),
-        "--duration",
-        str(duration),
-    ]
-
-
 async def measure(
     name: str,
     work: Path,
@@ -182,7 +128,7 @@ async def measure(
         for r in range(a.rounds):
             procs = [
                 subprocess.Popen(
-                    _load_command(address, groups, a.duration, work, ghz, protoset),
+                    offset_commit_load(address, groups, a.duration, work, ghz, protoset),
                     cwd=ROOT,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from groupcoord.v1 import offsets_pb2  # noqa: E402
 
 from bench import report  # noqa: E402
-from bench.ghz import ghz_and_protoset  # noqa: E402
+from bench.ghz import ghz_and_protoset, offset_commit_load  # noqa: E402
 from bench.procstat import cpu_seconds as _cpu_seconds  # noqa: E402
 from services.client import CoordinatorClient, RetryPolicy  # noqa: E402
 from shards.core.placement import partition_for  # noqa: E402
@@ -296,56 +296,7 @@ async def bench_throughput(
         for r in range(rounds):
             procs = []
             for address, groups in jobs:
-                data = [
-                    {
-                        "group_id": g,
-                        "topics": [
-                            {
-                                "name": "t",
-                                "partitions": [
-                                    {"partition_index": 0, "committed_offset": "{{.RequestNumber}}"}
-                                ],
-                            }
-                        ],
-                    }
-                    for g in groups
-                ]
-                data_file = work / f"data-{address.replace(':', '_')}.json"
-                data_file.write_text(json.dumps(data))
-                if ghz and protoset:
-                    cmd = [
-                        ghz,
-                        "--insecure",
-                        "--protoset",
-                        str(protoset),
-                        "--call",
-                        "groupcoord.v1.GroupCoordinator.OffsetCommit",
-                        "-c",
-                        str(len(groups)),
-                        "-z",
-                        f"{duration}s",
-                        "--connections",
-                        "1",
-                        "-D",
-                        str(data_file),
-                        "-O",
-                        "json",
-                        address,
-                    ]
-                else:
-                    cmd = [
-                        sys.executable,
-                        "-m",
-                        "bench.offset_commit.load",
-                        "--target",
-                        address,
-                        "--kind",
-                        "commit",
-                        "--concurrency",
-                        str(len(groups)),
-                        "--duration",
-                        str(duration),
-                    ]
+                cmd = offset_commit_load(address, groups, duration, work, ghz, protoset)
                 procs.append(
                     subprocess.Popen(
                         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
