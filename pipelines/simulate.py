@@ -197,7 +197,7 @@ def report(summary: dict[str, Any], coverage: list[dict[str, Any]], failed: list
         )
         rows = [
             {
-                "seed": r["seed"],
+                "seed": str(r["seed"]),  # (no thousands separator: it is an argument)
                 "violations": "; ".join(r["violations"][:3])
                 + (f" (+{len(r['violations']) - 3})" if len(r["violations"]) > 3 else ""),
                 "faults": r["faults"],
