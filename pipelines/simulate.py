@@ -1,7 +1,7 @@
 """The deterministic simulator at scale: many seeds in parallel on PySpark.
 
     python -m pipelines.simulate --seeds 10000 --output DIR [--break NAME] [--master local[4]]
-    spark-submit pipelines/simulate.py --seeds 1000000 --output DIR   (see docs/simulation.md)
+    PYSPARK_PYTHON=.venv/bin/python spark-submit pipelines/simulate.py --seeds 1000000 ...
 
 ``--seeds N`` runs seeds 0..N-1 (``START:END`` a range). The range is cut into Spark
 partitions of consecutive seeds; each partition runs its seeds one after the other with
@@ -33,6 +33,10 @@ NEEDS = (
     "pipelines.simulate: error: pipelines.simulate needs {}: run scripts/setup "
     "analytics (in a checkout) or pip install 'groupcoord[analytics]'"
 )
+if __name__ == "__main__" and __package__ in (None, ""):
+    # spark-submit pipelines/simulate.py: the checkout (pipelines, sim, shards) is above
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 try:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
@@ -43,10 +47,6 @@ except ModuleNotFoundError as _missing:
     if __name__ != "__main__":
         raise
     sys.exit(NEEDS.format((_missing.name or "pyspark").partition(".")[0]))
-
-if __name__ == "__main__" and __package__ in (None, ""):
-    # spark-submit pipelines/simulate.py: the checkout (sim, shards) is the parent directory
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sim.breakages import BREAKAGES  # noqa: E402 - after the path above
 from sim.repro import breakage_context, command  # noqa: E402
