@@ -33,6 +33,8 @@ try:
     from pyspark.sql import Column, DataFrame, GroupedData, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+
+    from pipelines.session import spark_session
 except ModuleNotFoundError as _missing:
     if __name__ != "__main__":
         raise
@@ -84,27 +86,6 @@ LOG_END_SCHEMA = T.StructType(
 _CAUSES = {"left": "leave", "fenced": "fence", "expired": "expire"}
 CHANGES = ("join", "leave", "fence", "expire", "subscription_change")
 STABLE = 0  # MemberState.STABLE
-
-
-def spark_session(
-    master: str | None = None, app: str = "group-history", conf: dict[str, str] | None = None
-) -> SparkSession:
-    """A session; ``master`` None keeps what spark-submit configured (else ``local[2]``).
-    ``conf``: more settings (e.g. ``spark.driver.memory`` for large local runs)."""
-    builder = SparkSession.builder.appName(app)
-    if master is not None or "SPARK_HOME" not in os.environ:
-        builder = builder.master(master or "local[2]")
-    if (master or "").startswith("local") or "SPARK_HOME" not in os.environ:
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-        )
-    builder = builder.config("spark.sql.session.timeZone", "UTC")
-    for k, v in (conf or {}).items():
-        builder = builder.config(k, v)
-    return builder.getOrCreate()
 
 
 class InputError(ValueError):

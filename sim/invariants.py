@@ -71,6 +71,9 @@ class Checker:
         self._lease_live: dict[int, int] = {}
         #: (partition, epoch) of leases seen expired or gone: store time when first seen so
         self._lease_ended: dict[tuple[int, int], int] = {}
+        #: the last group / member state seen (coverage of the transitions: sim.coverage)
+        self._states: dict[str, str] = {}
+        self._member_states: dict[tuple[str, str], str] = {}
 
     # ---- helpers ----------------------------------------------------------------------------
     def _true_owner(self) -> list[tuple[Any, Any]]:
@@ -137,6 +140,7 @@ class Checker:
                 if not isinstance(g, ConsumerGroup):
                     continue
                 self._exclusive(gid, g)
+                self._transitions(gid, g)
                 if idle:
                     self._epoch(gid, g.group_epoch, f"{proc.name} live")
             if full and idle:
@@ -189,6 +193,21 @@ class Checker:
                                 f"partition {tid[:6]}-{part} of group {gid} owned by two "
                                 f"members at once: {other[:6]} and {mid[:6]}"
                             )
+
+    def _transitions(self, gid: str, g: ConsumerGroup) -> None:
+        hit = self.sim.coverage.hit
+        state = g.state().value
+        before = self._states.get(gid)
+        if before != state:
+            self._states[gid] = state
+            hit("group_state", f"{before or 'new'}->{state}")
+        seen = self._member_states
+        for mid, m in g.members.items():
+            ms = m.state.name
+            b = seen.get((gid, mid))
+            if b != ms:
+                seen[(gid, mid)] = ms
+                hit("member_state", f"{b or 'new'}->{ms}")
 
     def _epoch(self, gid: str, epoch: int, where: str) -> None:
         before = self.group_epochs.get(gid, 0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,8 @@ class StoreWorld:
         self.violations: list[str] = []
         #: per call latency bounds (ms)
         self.latency_ms = (0.2, 8.0)
+        #: what the faults made callers go through (sim.coverage: ``store:`` keys)
+        self.hits: Counter[str] = Counter()
 
 
 class SimStore(InMemoryLogStore):
@@ -63,8 +66,11 @@ class SimStore(InMemoryLogStore):
     async def _latency(self) -> None:
         loop = asyncio.get_running_loop()
         if self.dead:
+            self.world.hits["store:call of a dead process"] += 1
             await loop.create_future()  # never completes: a dead process writes nothing
         w = self.world
+        if loop.time() < w.stalled_until:
+            w.hits["store:call waited out a stall"] += 1
         while loop.time() < w.stalled_until:
             await asyncio.sleep(w.stalled_until - loop.time())
         lo, hi = w.latency_ms
@@ -83,6 +89,7 @@ class SimStore(InMemoryLogStore):
         if self.dead:
             await asyncio.get_running_loop().create_future()
         if self._maybe_fail() and self.world.rng.random() < 0.5:
+            self.world.hits["store:append failed before it was applied"] += 1
             await self._latency()
             raise StoreUnavailableError("sim: append failed before it was applied")
         # applied in call order (the contract), acknowledged after a random delay
@@ -101,6 +108,7 @@ class SimStore(InMemoryLogStore):
             )
         await self._latency()
         if self._maybe_fail():
+            self.world.hits["store:append applied, its answer lost"] += 1
             raise StoreUnavailableError("sim: append applied, but its answer was lost")
         return offset
 
@@ -108,6 +116,7 @@ class SimStore(InMemoryLogStore):
         self._on_call()
         await self._latency()
         if self._maybe_fail():
+            self.world.hits["store:call failed"] += 1
             raise StoreUnavailableError("sim: store call failed")
         return await method(*args)
 

@@ -39,6 +39,7 @@ from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import StoreError, StoreUnavailableError
 from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
+from sim.coverage import Coverage
 from sim.loop import SimClock, VirtualLoop
 from sim.store import SimStore, StoreWorld
 
@@ -141,6 +142,8 @@ class Result:
     #: virtual ms from the end of the faults until every group was Stable (None: never)
     stable_after_ms: int | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    #: what the run exercised (sim.coverage): ``area:what`` -> hits
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -188,6 +191,7 @@ class Process:
         def on_failure(partition: Any, cause: BaseException) -> None:
             # a store failure, a fence or a timeout is what the simulation does to it; any
             # other cause (a record the core cannot replay, a bug) is a finding
+            sim.coverage.path(f"partition failed ({type(cause).__name__})")
             if not isinstance(cause, StoreError | TimeoutError | asyncio.CancelledError):
                 sim.violation(f"{name}: partition {partition.partition} failed: {cause!r}")
             failed(partition, cause)
@@ -206,6 +210,7 @@ class Process:
         """The simulation's ownership: the serving process takes a lost partition back
         (after a backoff); any other process lets it go."""
         self.sim.trace(f"{self.name} lost p{partition}: {why}")
+        self.sim.coverage.path(f"partition lost ({why})")
         if self.sim.serving is self and self.alive:
             self.sim.spawn(self._take_back(partition))
 
@@ -213,6 +218,7 @@ class Process:
         await asyncio.sleep(0.2)
         if self.sim.serving is self and self.alive and partition not in self.runtime.partitions:
             self.sim.trace(f"{self.name} takes p{partition} back")
+            self.sim.coverage.path("partition taken back")
             await self.runtime.load(partition)
 
     def factory(self, partition: int, timer: Any) -> CoordinatorStateMachine:
@@ -319,6 +325,7 @@ class Member:
                     if self.owned and self.rng.random() < 0.5:
                         await self.commit()
             except TimeoutError:
+                sim.coverage.hit("net", "timeout")
                 self.coordinator = None
                 self.full = True
             await asyncio.sleep(interval / 1000)
@@ -327,6 +334,7 @@ class Member:
         sim = self.sim
         code = resp.error_code
         sim.trace(f"{self.name} hb -> {Errors(code).name} epoch={resp.member_epoch}")
+        sim.coverage.hit("heartbeat", Errors(code).name)
         if code == 0:
             if resp.member_epoch < self.epoch:
                 sim.violation(
@@ -368,6 +376,7 @@ class Member:
         resp = await sim.net(self, "commit", lambda s: s.offset_commit(req))
         for t in resp.topics:
             for p in t.partitions:
+                self.sim.coverage.hit("commit", Errors(p.error_code).name)
                 if p.error_code == 0:
                     sim.acked.append(
                         (self.group, t.name, p.partition_index, values[(t.name, p.partition_index)])
@@ -411,6 +420,7 @@ class Sim:
         from sim.invariants import Checker
 
         self.checker = Checker(self)
+        self.coverage = Coverage()
 
     # ---- plumbing ---------------------------------------------------------------------------
     def new_uuid(self) -> bytes:
@@ -466,6 +476,7 @@ class Sim:
                 break
             except StoreUnavailableError as ex:  # a real process exits; it is restarted
                 self.trace(f"{p.name} failed to start: {ex}")
+                self.coverage.path("process failed to start")
                 p.kill()
                 await asyncio.sleep(0.5)
         self.serving = p
@@ -489,10 +500,12 @@ class Sim:
                 or self.net_rng.random() < cfg.loss
             ):
                 self.trace(f"{member.name} {what} lost")
+                self.coverage.hit("net", f"{what} lost")
                 await self.loop.create_future()
             assert target is not None
             if self.net_rng.random() < cfg.duplication:
                 self.trace(f"{member.name} {what} duplicated")
+                self.coverage.hit("net", f"{what} duplicated")
                 self.spawn(self._duplicate(target, call, self.net_rng.uniform(lo, hi)))
             # the server goes on with a request whose caller gave up (as a real one does)
             answer = self.spawn(call(target.service))
@@ -500,6 +513,7 @@ class Sim:
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
             if self.loop.now < member.cut_until or self.net_rng.random() < cfg.loss:
                 self.trace(f"{member.name} {what} answer lost")
+                self.coverage.hit("net", f"{what} answer lost")
                 await self.loop.create_future()
             return response
 
@@ -532,6 +546,8 @@ class Sim:
     async def apply(self, e: Event) -> None:
         self.trace(f"EVENT {e}")
         kind, arg = e.kind, e.arg
+        self.coverage.hit("event", kind)
+        self.coverage.last_event = kind
         w = self.store_world
         if kind == "crash":
             old = self.serving
@@ -576,6 +592,7 @@ class Sim:
                     self.trace(f"created {name}: {[r.error_code for r in resp.topics]}")
                 except StoreError as ex:
                     self.trace(f"create {name} failed: {ex}")
+                    self.coverage.path("create topic failed")
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
@@ -677,4 +694,5 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         "virtual_ms": int(loop.now * 1000),
         "processes": len(sim.processes),
     }
+    r.coverage = sim.coverage.as_dict(sim.store_world.hits)
     return r

@@ -156,8 +156,11 @@ RULES: dict[str, Rule] = {
         f"shards.core.classic shards.core.errors {GENERATED}",
         "click google grpc hdrh kio matplotlib",
     ),
-    # the PySpark application: self-contained (spark-submit ships only pipelines/)
+    # the PySpark applications: the group history is self-contained (spark-submit ships
+    # only pipelines/); the session they share; the simulation sweep runs the simulator
     "pipelines": rule("", "pyspark matplotlib"),
+    "pipelines.session": rule("", "pyspark"),
+    "pipelines.simulate": rule("pipelines.session sim", "pyspark"),
     # the deterministic simulator (docs/simulation.md): the real core, runtime, store contract
     # and request handlers, and the shard's in-process assignor, driven on virtual time
     "sim": rule("shards services.shard.assignor_executor"),
@@ -185,7 +188,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("services.history", "services.assignor"),  # the assignor service, its client too
     ("services.gateway", "services.shard", "services.admin"),
     ("services",),  # the CLI
-    ("loadtest", "pipelines", "sim"),
+    ("loadtest", "sim", "pipelines.session"),
+    ("pipelines.simulate",),  # the simulator on Spark
+    ("pipelines",),
     ("bench",),
 ]
 

@@ -1,0 +1,45 @@
+"""Coverage of a simulation run: which transitions, error paths and faults it exercised.
+
+A run counts what it hit under ``area:what`` keys (a plain counter: recording one costs a
+dict increment, and nothing here draws from a seeded RNG or changes an order, so a run's
+trace is the same with or without it):
+
+* ``event:<kind>`` -- the external events applied (the fault kinds and member churn);
+* ``heartbeat:<error>`` / ``commit:<error>`` -- the Kafka error codes members were answered;
+* ``group_state:<from>-><to>`` and ``member_state:<from>-><to>`` -- the consumer group and
+  member reconciliation states the serving process went through, as the checker saw them
+  (``new`` for a group or member it had not seen before);
+* ``runtime:<path>`` -- code paths of the runtime a fault drove: a partition lost (with the
+  runtime's reason), failed (with the cause's type), taken back, a process that failed to
+  start; ``after:<event kind>-><path>`` ties each to the last event applied before it;
+* ``net:<what>`` -- requests and answers lost, duplicated, timed out;
+* ``store:<what>`` -- store calls that failed before or after applying, waited out a stall,
+  went to a dead process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+class Coverage:
+    """The counters of one run (``Result.coverage`` holds them as a plain dict)."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        #: the kind of the last event applied (``after:`` keys); "start" before any
+        self.last_event = "start"
+
+    def hit(self, area: str, what: str) -> None:
+        self.hits[f"{area}:{what}"] += 1
+
+    def path(self, what: str) -> None:
+        """A runtime code path, and the event that most likely led to it."""
+        self.hits[f"runtime:{what}"] += 1
+        self.hits[f"after:{self.last_event}->{what}"] += 1
+
+    def as_dict(self, *more: Counter[str]) -> dict[str, int]:
+        total = Counter(self.hits)
+        for m in more:
+            total.update(m)
+        return dict(sorted(total.items()))

@@ -1,0 +1,94 @@
+"""The simulator at scale on Spark (pipelines/simulate.py, docs/simulation.md): a small
+sweep on the session's local Spark, with a deliberate bug in force, writes the seeds,
+coverage and violations tables and the report; a failing seed's command reproduces it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines import simulate
+from sim.__main__ import main as sim_main
+from sim.world import run
+
+
+@pytest.mark.slow
+def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_path: Path) -> None:
+    # skip-epoch-check is caught on seed 3 (docs/simulation.md), not on seeds without a
+    # failover: the sweep has both outcomes
+    out = tmp_path / "sweep"
+    summary = simulate.sweep(spark, range(24), str(out), "skip-epoch-check", slices=2)
+
+    seeds = spark.read.parquet(str(out / "seeds"))
+    # (Parquet reads every column back as nullable: names and types are compared)
+    assert [(f.name, f.dataType.simpleString()) for f in seeds.schema.fields] == [
+        (f.name, f.dataType.simpleString()) for f in simulate.SEEDS_SCHEMA.fields
+    ]
+    rows = {r["seed"]: r.asDict() for r in seeds.collect()}
+    assert sorted(rows) == list(range(24))
+    failed = sorted(s for s, r in rows.items() if not r["ok"])
+    assert 3 in failed and len(failed) < 24
+    assert summary["seeds"] == 24 and summary["failed_seeds"] == len(failed)
+    assert summary["seeds_per_s"] > 0 and summary["cores"] == 2
+
+    # a row is what the simulator gives for that seed in this process (the runs are pure)
+    three = rows[3]
+    with simulate.breakage_context("skip-epoch-check"):
+        again = run(3)
+    assert three["violations"] == again.violations[: simulate.MAX_VIOLATIONS]
+    assert three["steps"] == again.stats["loop_iterations"]
+    assert three["coverage"] == again.coverage
+    assert three["faults"] == [e.kind for e in again.events]
+    assert any(v.startswith("stale writer") for v in three["violations"])
+    assert three["command"] == "python -m sim --seed 3 --break skip-epoch-check"
+    assert all(r["command"] is None for r in rows.values() if r["ok"])
+    assert rows[0]["ok"] and rows[0]["stable_after_ms"] is not None
+
+    # the command reproduces the failure
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        code = sim_main(three["command"].split()[3:] + ["--no-shrink"])
+    assert code == 1 and "stale writer" in printed.getvalue()
+
+    violations = spark.read.parquet(str(out / "violations")).collect()
+    assert sorted({v["seed"] for v in violations}) == failed
+    assert {v["command"] for v in violations if v["seed"] == 3} == {three["command"]}
+
+    coverage = {
+        (c["area"], c["what"]): c for c in spark.read.parquet(str(out / "coverage")).collect()
+    }
+    # every seed's members got answers; every seed's coverage keys are counted
+    assert coverage[("heartbeat", "NONE")]["seeds"] == 24
+    assert coverage[("event", "failover")]["seeds"] == sum(
+        "failover" in r["faults"] for r in rows.values()
+    )
+    assert coverage[("event", "failover")]["hits"] == sum(
+        r["faults"].count("failover") for r in rows.values()
+    )
+    for key, hits in three["coverage"].items():
+        assert coverage[tuple(key.split(":", 1))]["hits"] >= hits
+    assert {"event", "heartbeat", "group_state", "member_state", "runtime", "net"} <= {
+        area for area, _ in coverage
+    }
+
+    page = (out / "report.html").read_text()
+    assert "python -m sim --seed 3 --break skip-epoch-check" in page
+    assert "seeds_per_s" in page and "group_state" in page and "<script" not in page
+    assert json.loads((out / "summary.json").read_text())["failed_seeds"] == len(failed)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--seeds", "x"], ["--seeds", "5:5"], ["--seeds", "-3:4"], ["--seeds", "4", "--break", "no"]],
+)
+def test_bad_input_is_refused_before_spark_starts(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        simulate.main(argv)
+    assert exit_.value.code == 2
+    assert "error:" in capsys.readouterr().err
