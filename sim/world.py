@@ -497,13 +497,13 @@ class Sim:
                 target is None
                 or not target.alive
                 or self.loop.now < member.cut_until
-                or self.net_rng.random() < cfg.loss
+                or self._lossy(cfg.loss)
             ):
                 self.trace(f"{member.name} {what} lost")
                 self.coverage.hit("net", f"{what} lost")
                 await self.loop.create_future()
             assert target is not None
-            if self.net_rng.random() < cfg.duplication:
+            if self._lossy(cfg.duplication):
                 self.trace(f"{member.name} {what} duplicated")
                 self.coverage.hit("net", f"{what} duplicated")
                 self.spawn(self._duplicate(target, call, self.net_rng.uniform(lo, hi)))
@@ -511,11 +511,18 @@ class Sim:
             answer = self.spawn(call(target.service))
             response = await asyncio.shield(answer)
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
-            if self.loop.now < member.cut_until or self.net_rng.random() < cfg.loss:
+            if self.loop.now < member.cut_until or self._lossy(cfg.loss):
                 self.trace(f"{member.name} {what} answer lost")
                 self.coverage.hit("net", f"{what} answer lost")
                 await self.loop.create_future()
             return response
+
+    def _lossy(self, probability: float) -> bool:
+        """Whether the network loses (or duplicates) this message: with ``probability`` while
+        the faults last, never once they are over (the network is healed: liveness is asked
+        of a quiet system). The draw is made either way, so that what follows draws the same
+        numbers."""
+        return self.net_rng.random() < probability and not self.faults_over
 
     async def _duplicate(
         self, target: Process, call: Callable[[Any], Any], delay_ms: float
