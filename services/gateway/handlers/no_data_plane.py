@@ -24,6 +24,7 @@ ever (``bench/java_idle.py``; docs/gateway.md, "Clients in coordinator-only mode
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from services.gateway import codec
@@ -46,46 +47,10 @@ class NoDataPlaneApis(ApisBase):
         wait_ms = min(max(codec.millis(request.max_wait), 0), FETCH_MAX_WAIT_CAP_MS)
         if wait_ms:
             await asyncio.sleep(wait_ms / 1000)
-        return {
-            "error_code": 0,
-            "session_id": 0,  # no fetch sessions: every request is a full one
-            "responses": [
-                {
-                    "topic": opt(t, "topic", ""),
-                    "topic_id": codec.from_uuid(opt(t, "topic_id")),
-                    "partitions": [
-                        _empty_fetch(p.partition, max(p.fetch_offset, 0)) for p in t.partitions
-                    ],
-                }
-                for t in request.topics
-            ],
-        }
+        return _fetch_answer(request, lambda p: _fetch_partition(p.partition, NONE, p.fetch_offset))
 
     def fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
-        return {
-            "error_code": 0,
-            "session_id": 0,  # no fetch sessions: every request is a full one
-            "responses": [
-                {
-                    "topic": opt(t, "topic", ""),
-                    "topic_id": codec.from_uuid(opt(t, "topic_id")),
-                    "partitions": [
-                        {
-                            "partition_index": p.partition,
-                            "error_code": code,
-                            "high_watermark": -1,
-                            "last_stable_offset": -1,
-                            "log_start_offset": -1,
-                            "aborted_transactions": None,
-                            "preferred_read_replica": -1,
-                            "records": b"",  # empty, as Kafka sends with an error
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in request.topics
-            ],
-        }
+        return _fetch_answer(request, lambda p: _fetch_partition(p.partition, code, None))
 
     async def produce(self, rq: RequestInfo, request: Any) -> Data:
         return self.produce_error(rq, request, NOT_LEADER_OR_FOLLOWER, "")
@@ -114,55 +79,62 @@ class NoDataPlaneApis(ApisBase):
         }
 
     async def list_offsets(self, rq: RequestInfo, request: Any) -> Data:
-        return {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": NONE,
-                            "timestamp": -1,
-                            "offset": 0 if p.timestamp in LOG_OFFSET_TIMESTAMPS else -1,
-                            "leader_epoch": -1,
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in request.topics
-            ]
-        }
+        return _list_offsets_answer(
+            request, lambda p: (NONE, 0 if p.timestamp in LOG_OFFSET_TIMESTAMPS else -1)
+        )
 
     def list_offsets_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
-        return {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": code,
-                            "timestamp": -1,
-                            "offset": -1,
-                            "leader_epoch": -1,
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in request.topics
-            ]
-        }
+        return _list_offsets_answer(request, lambda p: (code, -1))
 
 
-def _empty_fetch(partition: int, offset: int) -> dict[str, Any]:
-    """A Fetch answer's partition: no error, no records, the log empty at ``offset``."""
+def _fetch_answer(request: Any, partition: Callable[[Any], Data]) -> Data:
+    """A Fetch answer with ``partition(p)`` for every partition asked for."""
+    return {
+        "error_code": 0,
+        "session_id": 0,  # no fetch sessions: every request is a full one
+        "responses": [
+            {
+                "topic": opt(t, "topic", ""),
+                "topic_id": codec.from_uuid(opt(t, "topic_id")),
+                "partitions": [partition(p) for p in t.partitions],
+            }
+            for t in request.topics
+        ],
+    }
+
+
+def _fetch_partition(partition: int, code: int, offset: int | None) -> Data:
+    """A Fetch answer's partition, no records: with an error (``offset`` None: the log's
+    offsets unknown, -1, as Kafka answers an error), or the log empty at ``offset``."""
+    at = -1 if offset is None else max(offset, 0)
     return {
         "partition_index": partition,
-        "error_code": NONE,
-        "high_watermark": offset,
-        "last_stable_offset": offset,
-        "log_start_offset": offset,
+        "error_code": code,
+        "high_watermark": at,
+        "last_stable_offset": at,
+        "log_start_offset": at,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": b"",
+        "records": b"",  # (empty, as Kafka sends with an error)
     }
+
+
+def _list_offsets_answer(request: Any, answer: Callable[[Any], tuple[int, int]]) -> Data:
+    """A ListOffsets answer with ``answer(p)`` = (error code, offset) for every partition
+    asked for; no timestamp, leader epoch unknown."""
+    out = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            code, offset = answer(p)
+            partitions.append(
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": code,
+                    "timestamp": -1,
+                    "offset": offset,
+                    "leader_epoch": -1,
+                }
+            )
+        out.append({"name": t.name, "partitions": partitions})
+    return {"topics": out}
