@@ -51,6 +51,9 @@ def _error_of(ex: BaseException) -> tuple[int, str]:
 
 
 EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
+#: DeleteGroups of the empty group id: Kafka answers that no such group exists (4.1 and 4.4
+#: alike; conformance sequence kafka44_versions)
+EMPTY_GROUP_NOT_FOUND = ApiError(Errors.GROUP_ID_NOT_FOUND, "Group  not found.")
 
 
 def _error_response(response: Callable[..., R]) -> Callable[[int, str], R]:
@@ -557,7 +560,7 @@ class GroupCoordinatorService:
             lambda p, ids: p.write(lambda shard, now: shard.delete_groups(ids, now)),
             lambda r: r.group_id,
             api.DeletableGroupResult,
-            if_empty=EMPTY_GROUP_ID,
+            if_empty=EMPTY_GROUP_NOT_FOUND,
             request=request,
         )
         return api.DeleteGroupsResponse(results)

@@ -171,6 +171,10 @@ class Proxy:
             for k, (lo, hi) in sorted(ranges.items())
         ]
 
+    def cluster_id(self) -> str | None:
+        """The upstream's cluster id, once a Metadata answer has named it."""
+        return self.cluster.cluster_id
+
     def features(self, version: int) -> dict[str, Any]:
         """The upstream's features, with groupcoord's group.version (the consumer protocol
         is enabled by groupcoord, whatever the upstream says)."""
@@ -293,6 +297,9 @@ class ProxySession:
             # told the group APIs only would keep that connection without the others.
             await self.proxy.cluster.first_attempt()
             self.partial_versions = self.proxy.cluster.api_versions is None
+        if api_key == API_VERSIONS and self.node_id is not None:
+            # v5 (KIP-1242) checks the broker the client means to reach: this listener's
+            return await local(frame, await self.proxy.coordinator_node(self.node_id))
         if api_key in LOCAL:
             return await local(frame, None)
         if api_key in CONFIGS:

@@ -36,6 +36,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
+from services.kafka_messages import EXTRA
+
 log = logging.getLogger("groupcoord.upstream")
 
 API_VERSIONS_KEY = 18
@@ -63,7 +65,11 @@ class MalformedResponse(UpstreamFailure):
 
 @functools.cache
 def entity_class(api_key: int, version: int, kind: EntityType) -> type | None:
-    """kio's class of an API version's request or response; None if kio does not know it."""
+    """kio's class of an API version's request or response (or ours, for the versions kio
+    does not have yet: :mod:`services.kafka_messages`); None if neither knows it."""
+    extra = EXTRA.get((api_key, version, kind))
+    if extra is not None:
+        return extra
     name = api_key_map.get(api_key)
     if name is None:
         return None
@@ -81,7 +87,7 @@ def known_versions(api_key: int) -> tuple[int, int] | None:
     name = api_key_map.get(api_key)
     if name is None:
         return None
-    versions = sorted(schema_name_map[name])
+    versions = sorted({*schema_name_map[name], *(v for k, v, _ in EXTRA if k == api_key)})
     return (versions[0], versions[-1]) if versions else None
 
 

@@ -140,6 +140,7 @@ class Errors(enum.IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129  # (Kafka 4.0, KIP-1102; ApiVersions v5 answers it: KIP-1242)
     # groupcoord's own, outside Kafka's range: KIP-848 names it for
     # ConsumerGroupInstallAssignment, which no Kafka release ships (gRPC only).
     INVALID_ASSIGNMENT = 10001

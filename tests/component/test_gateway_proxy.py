@@ -169,7 +169,7 @@ async def test_api_versions_are_the_upstreams_with_groupcoords_for_group_apis(
         assert keys[1] == (4, 15)  # Fetch: the upstream's, up to v15 (no leader endpoints)
         assert keys[32] == (1, 4)  # forwarded: the upstream's
         assert keys[11] == (0, 9) and keys[68] == (0, 1)  # groupcoord's own
-        assert keys[9] == (1, 9)  # OffsetFetch: groupcoord's, though the upstream lacks it
+        assert keys[9] == (1, 10)  # OffsetFetch: groupcoord's, though the upstream lacks it
         assert 28 not in keys and 76 not in keys  # TxnOffsetCommit, share groups
         finalized = {f.name: int(f.max_version_level) for f in r.finalized_features}
         assert finalized == {"metadata.version": 27, "group.version": 1}
@@ -223,6 +223,63 @@ async def test_metadata_names_gateway_listeners_with_node_ids_and_racks(tmp_path
         # transactions: the upstream's coordinator, rewritten
         fc = await wire.send(request("find_coordinator", 4, key_type=1, coordinator_keys=["t"]))
         assert [(c.node_id, c.port) for c in fc.coordinators] == [(NODE, broker.port)]
+        await on_broker.close()
+        await wire.close()
+
+
+async def test_api_versions_v5_checks_the_upstreams_cluster_and_the_listeners_broker(
+    tmp_path: Path,
+) -> None:
+    """KIP-1242: a client names the cluster and broker it means to reach. Through the gateway
+    those are the upstream's cluster id and the broker the listener stands for (the node ids
+    Metadata gives); the bootstrap listener stands for no one broker."""
+
+    def v5(cluster_id: str | None, node_id: int) -> Any:
+        return request(
+            "api_versions",
+            5,
+            client_software_name="test",
+            client_software_version="1",
+            cluster_id=cluster_id,
+            node_id=node_id,
+        )
+
+    async with proxy_stack(tmp_path, FakeKafka()) as stack:
+        wire = await stack.wire()
+        md = await wire.send(request("metadata", 12, topics=None))
+        [broker] = md.brokers
+        on_broker = await KafkaWire.connect("127.0.0.1", broker.port)
+        answers = {}
+        for where, w in (("broker", on_broker), ("bootstrap", wire)):
+            for cluster_id, node_id in (
+                ("fake", NODE),
+                ("fake", NODE + 1),
+                ("other", NODE),
+                ("fake", -1),
+                (None, -1),
+            ):
+                r = await w.send(v5(cluster_id, node_id))
+                answers[(where, cluster_id, node_id)] = (r.error_code.name, bool(r.api_keys))
+        ok, misrouted, invalid = (
+            ("none", True),
+            ("rebootstrap_required", False),
+            (
+                "invalid_request",
+                False,
+            ),
+        )
+        assert answers == {
+            ("broker", "fake", NODE): ok,
+            ("broker", "fake", NODE + 1): misrouted,
+            ("broker", "other", NODE): misrouted,
+            ("broker", "fake", -1): invalid,
+            ("broker", None, -1): ok,
+            ("bootstrap", "fake", NODE): ok,
+            ("bootstrap", "fake", NODE + 1): ok,  # (no one broker: any node id)
+            ("bootstrap", "other", NODE): misrouted,
+            ("bootstrap", "fake", -1): invalid,
+            ("bootstrap", None, -1): ok,
+        }
         await on_broker.close()
         await wire.close()
 

@@ -1338,6 +1338,169 @@ async def assignment_interval(target: Target) -> Obs:
         await wire.close()
 
 
+# ---- what Kafka 4.4 added: ApiVersions v5, DeleteGroups v3, OffsetCommit/OffsetFetch v10 ----
+
+NO_SUCH_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # a topic id no server has
+
+
+async def kafka44_versions(target: Target) -> Obs:
+    """The request versions a Kafka 4.4 client sends first (docs/gateway-conformance.md,
+    "Kafka 4.1 to 4.4", rows 19-21), each with the answers that differ by input."""
+    wire = await target.wire()
+    obs: Obs = []
+    ids = Ids()
+    try:
+        md = await wire.send(request("metadata", 12, topics=None))
+        me = md.brokers[0].node_id  # (one broker / one gateway)
+        cases = {
+            "neither": (None, -1),
+            "this cluster and node": (md.cluster_id, me),
+            "cluster only": (md.cluster_id, -1),
+            "node only": (None, me),
+            "another cluster": ("another-cluster", me),
+            "another node": (md.cluster_id, me + 100),
+        }
+        for name, (cluster_id, node_id) in cases.items():
+            r = await wire.send(
+                request(
+                    "api_versions",
+                    5,
+                    client_software_name="conformance",
+                    client_software_version="1",
+                    cluster_id=cluster_id,
+                    node_id=node_id,
+                )
+            )
+            obs.append((f"ApiVersions v5 {name}", (err(r.error_code), len(r.api_keys) > 0)))
+
+        def by_id(r: Any) -> list[Any]:
+            return sorted(
+                (ids("topic", codec.from_uuid(t.topic_id)), p.partition_index, err(p.error_code))
+                for t in r.topics
+                for p in t.partitions
+            )
+
+        def commit(
+            group: str, topic_id: str, parts: tuple[int, ...], epoch: int = -1, member_id: str = ""
+        ) -> Any:
+            return request(
+                "offset_commit",
+                10,
+                group_id=group,
+                generation_id_or_member_epoch=epoch,
+                member_id=member_id,
+                topics=[
+                    {
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": 5, "committed_metadata": "m"}
+                            for p in parts
+                        ],
+                    }
+                ],
+            )
+
+        def fetched(r: Any) -> Any:
+            g = r.groups[0]
+            return (
+                err(g.error_code),
+                sorted(
+                    (
+                        ids("topic", codec.from_uuid(t.topic_id)),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.metadata,
+                        err(p.error_code),
+                    )
+                    for t in g.topics
+                    for p in t.partitions
+                ),
+            )
+
+        def fetch(group: str, topics: Any, **member: Any) -> Any:
+            g = {"group_id": group, "topics": topics, **member}
+            return request("offset_fetch", 10, groups=[g], require_stable=False)
+
+        topic, group = unique("k44"), unique("k44")
+        tid = await create_topic(wire, topic, 2)
+        r = await wire.send(commit(group, tid, (0, 1, 7)))
+        obs.append(("OffsetCommit v10 by id, a partition beyond the topic", by_id(r)))
+        r = await wire.send(commit(group, NO_SUCH_ID, (0,)))
+        obs.append(("OffsetCommit v10 unknown topic id", by_id(r)))
+        r = await wire.send(commit(group, "", (0,)))
+        obs.append(("OffsetCommit v10 zero topic id", by_id(r)))
+        r = await wire.send(commit(unique("k44"), NO_SUCH_ID, (0,), 5, "nobody"))
+        obs.append(("OffsetCommit v10 unknown topic id, unknown member", by_id(r)))
+        r = await wire.send(fetch(group, [{"topic_id": tid, "partition_indexes": [0, 1, 7]}]))
+        obs.append(("OffsetFetch v10 by id", fetched(r)))
+        r = await wire.send(fetch(group, [{"topic_id": NO_SUCH_ID, "partition_indexes": [0]}]))
+        obs.append(("OffsetFetch v10 unknown topic id", fetched(r)))
+        obs.append(("OffsetFetch v10 every topic", fetched(await wire.send(fetch(group, None)))))
+        r = await wire.send(fetch(unique("k44"), [{"topic_id": tid, "partition_indexes": [0]}]))
+        obs.append(("OffsetFetch v10 unknown group", fetched(r)))
+
+        cg = unique("k44")
+        m = Member(wire, cg, topic, tid)
+        await m.join()
+        await converge([m], 2)
+        r = await wire.send(commit(cg, tid, (0,), m.epoch + 1, m.member_id))
+        obs.append(("OffsetCommit v10 member epoch ahead", by_id(r)))
+        r = await wire.send(
+            request(
+                "offset_commit",
+                10,
+                group_id=cg,
+                generation_id_or_member_epoch=m.epoch,
+                member_id=m.member_id,
+                topics=[
+                    {"topic_id": t, "partitions": [{"partition_index": 0, "committed_offset": 3}]}
+                    for t in (NO_SUCH_ID, tid)
+                ],
+            )
+        )
+        obs.append(("OffsetCommit v10 member, known and unknown ids", by_id(r)))
+        r = await wire.send(
+            fetch(
+                cg,
+                [{"topic_id": t, "partition_indexes": [0]} for t in (tid, NO_SUCH_ID)],
+                member_id=m.member_id,
+                member_epoch=m.epoch,
+            )
+        )
+        obs.append(("OffsetFetch v10 member, known and unknown ids", fetched(r)))
+        r = await wire.send(
+            fetch(
+                cg,
+                [{"topic_id": NO_SUCH_ID, "partition_indexes": [0]}],
+                member_id=m.member_id,
+                member_epoch=m.epoch - 1,
+            )
+        )
+        obs.append(("OffsetFetch v10 stale member epoch", fetched(r)))
+
+        r = await wire.send(request("delete_groups", 3, groups_names=[cg, unique("k44"), ""]))
+        obs.append(
+            (
+                "DeleteGroups v3 non-empty, unknown, empty id",
+                sorted(  # (answered in no particular order)
+                    ((x.group_id == cg, x.group_id == ""), err(x.error_code), x.error_message)
+                    for x in r.results
+                ),
+            )
+        )
+        await m.heartbeat(epoch=-1)
+        r = await wire.send(request("delete_groups", 3, groups_names=[group]))
+        obs.append(
+            (
+                "DeleteGroups v3 of a group with offsets only",
+                [(err(x.error_code), x.error_message) for x in r.results],
+            )
+        )
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
@@ -1355,6 +1518,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("ConsumerGroupHeartbeat", "JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"),
     ),
     "discovery_and_topics": (discovery_and_topics, ()),
+    "kafka44_versions": (kafka44_versions, ("ConsumerGroupHeartbeat", "DeleteGroups")),
     "assignment_interval": (
         assignment_interval,
         ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "AlterGroupConfigs"),

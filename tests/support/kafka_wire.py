@@ -10,10 +10,9 @@ import asyncio
 import io
 import struct
 from collections.abc import Sequence
-from pkgutil import resolve_name
 from typing import Any
 
-from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -21,13 +20,14 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from services.upstream.wire import entity_class
+
 API_VERSIONS = 18
 
 
 def response_class_for(request: Any) -> type:
-    name = api_key_map[request.__api_key__]
-    cls = resolve_name(schema_name_map[name][request.__version__][EntityType.response])
-    assert isinstance(cls, type)
+    cls = entity_class(request.__api_key__, request.__version__, EntityType.response)
+    assert cls is not None, request
     return cls
 
 
@@ -133,5 +133,8 @@ def request(name: str, version: int, **data: Any) -> Any:
     ids as Kafka's base64 text, structs as dicts); fields left out take their zero value."""
     from services.gateway.codec import build
 
-    cls = resolve_name(schema_name_map[name][version][EntityType.request])
+    cls = entity_class(
+        next(k for k, n in api_key_map.items() if n == name), version, EntityType.request
+    )
+    assert cls is not None, (name, version)
     return build(cls, data, fill=True)

@@ -71,6 +71,10 @@ class AdvertisedApis(Protocol):
 
     def features(self, version: int) -> dict[str, Any]: ...
 
+    def cluster_id(self) -> str | None:
+        """The cluster clients are told they reach (None: not known yet)."""
+        ...
+
 
 class ApisBase:
     """The state the translators share (no group state: routes and the catalog only)."""

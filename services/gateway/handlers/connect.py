@@ -24,6 +24,10 @@ class ConnectApis(ApisBase):
             and _SOFTWARE.fullmatch(request.client_software_version or "")
         ):
             return {"error_code": int(Errors.INVALID_REQUEST), "api_keys": []}
+        if rq.version >= 5:
+            code = self._misrouted(rq, opt(request, "cluster_id"), opt(request, "node_id", -1))
+            if code:
+                return {"error_code": code, "api_keys": []}
         if self.advertised is not None:
             return {
                 "error_code": 0,
@@ -48,6 +52,27 @@ class ConnectApis(ApisBase):
                 {"name": "group.version", "min_version": 0, "max_version": 1}
             ]
         return data
+
+    def _misrouted(self, rq: RequestInfo, cluster_id: str | None, node_id: int) -> int:
+        """ApiVersions v5 (KIP-1242): the client names the cluster and the node it means to
+        reach, both or neither (else INVALID_REQUEST, as Kafka 4.4 answers); a connection that
+        reached another is told REBOOTSTRAP_REQUIRED. Here the cluster is the one Metadata
+        names (proxy mode: the upstream's, once known) and the node the listener's broker --
+        the gateway's own node id, or in proxy mode the upstream broker the listener stands
+        for; proxy mode's bootstrap listener stands for no one broker, so any node id passes
+        there."""
+        if cluster_id is None and node_id == -1:
+            return 0
+        if cluster_id is None or node_id == -1:
+            return int(Errors.INVALID_REQUEST)
+        if self.advertised is not None:
+            cluster = self.advertised.cluster_id()
+            node = None if rq.node is None else rq.node.node_id
+        else:
+            cluster, node = self.cluster_id, (rq.node or self.node).node_id
+        other_cluster = cluster is not None and cluster_id != cluster
+        other_node = node is not None and node_id != node  # (node ids start at 0)
+        return int(Errors.REBOOTSTRAP_REQUIRED) if other_cluster or other_node else 0
 
     @staticmethod
     def api_versions_unsupported() -> Data:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.v1 import offsets_pb2
@@ -37,6 +38,34 @@ _TOPIC_CHECKS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """A topic of a request that names topics by id, with the name the catalog gave it."""
+
+    name: str
+    partitions: Sequence[Any]
+
+
+def _unknown_topic_id(topic_id: str, partitions: Sequence[int]) -> Data:
+    return {
+        "topic_id": topic_id,
+        "partitions": [
+            {
+                "partition_index": p,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": int(Errors.UNKNOWN_TOPIC_ID),
+            }
+            for p in partitions
+        ],
+    }
+
+
+def _each(partitions: Sequence[Any], code: int) -> list[Data]:
+    return [{"partition_index": p.partition_index, "error_code": code} for p in partitions]
+
+
 class OffsetApis(ApisBase):
     # ---- OffsetCommit / OffsetDelete: the shard checks topics and partitions -----------------
     @staticmethod
@@ -57,20 +86,50 @@ class OffsetApis(ApisBase):
     async def offset_commit(self, rq: RequestInfo, request: Any) -> Data:
         if not request.topics:
             return {"topics": []}
+        if rq.version >= 10:
+            return await self._commit_by_id(rq, request)
+        return await self._commit(rq, request, request.topics)
+
+    async def _commit(self, rq: RequestInfo, request: Any, topics: Sequence[Any]) -> Data:
+        """Commit ``topics`` (each with ``name`` and ``partitions``) for the request's group."""
         context = self.context(rq)
-        big = sum(len(t.partitions) for t in request.topics) >= OFFLOAD_PARTITIONS
+        big = sum(len(t.partitions) for t in topics) >= OFFLOAD_PARTITIONS
         if big:  # a large request: converted on a worker thread while the loop serves others
             pb = await asyncio.get_running_loop().run_in_executor(
-                None, self._commit_request, request, context
+                None, self._commit_request, request, topics, context
             )
         else:
-            pb = self._commit_request(request, context)
+            pb = self._commit_request(request, topics, context)
         r = await self.router.call(request.group_id, "OffsetCommit", pb, _commit_not_coordinator)
         if big:
             return await asyncio.get_running_loop().run_in_executor(
-                None, self._commit_answer, request.topics, r
+                None, self._commit_answer, topics, r
             )
-        return self._commit_answer(request.topics, r)
+        return self._commit_answer(topics, r)
+
+    async def _commit_by_id(self, rq: RequestInfo, request: Any) -> Data:
+        """v10 names topics by id (Kafka 4.4): resolved through the catalog, as Kafka's API
+        layer resolves them through its metadata; an id it does not have is answered
+        UNKNOWN_TOPIC_ID on every partition (the group is not asked about those)."""
+        ids = [codec.from_uuid(t.topic_id) for t in request.topics]
+        found = await self.catalog.topics_by_id([i for i in dict.fromkeys(ids) if i])
+        named = [
+            _Named(found[i].name, t.partitions)
+            for i, t in zip(ids, request.topics, strict=True)
+            if i in found
+        ]
+        committed = (await self._commit(rq, request, named))["topics"] if named else []
+        by_name = {t["name"]: t["partitions"] for t in committed}
+        out: list[Data] = []
+        for i, t in zip(ids, request.topics, strict=True):
+            if i in found:
+                parts = by_name.pop(found[i].name, None)
+                if parts is None:
+                    continue  # (the same id twice: its partitions answered in its first entry)
+            else:
+                parts = _each(t.partitions, int(Errors.UNKNOWN_TOPIC_ID))
+            out.append({"topic_id": i, "partitions": parts})
+        return {"topics": out}
 
     @classmethod
     def _commit_answer(cls, topics: Sequence[Any], r: offsets_pb2.OffsetCommitResponse) -> Data:
@@ -80,7 +139,9 @@ class OffsetApis(ApisBase):
         return {"topics": cls._merge_partition_errors(topics, answered)}
 
     @classmethod
-    def _commit_request(cls, request: Any, context: Any) -> offsets_pb2.OffsetCommitRequest:
+    def _commit_request(
+        cls, request: Any, topics: Sequence[Any], context: Any
+    ) -> offsets_pb2.OffsetCommitRequest:
         pb = offsets_pb2.OffsetCommitRequest(
             group_id=request.group_id,
             generation_id_or_member_epoch=request.generation_id_or_member_epoch,
@@ -90,7 +151,7 @@ class OffsetApis(ApisBase):
                     name=t.name,
                     partitions=[cls._commit_partition(p) for p in t.partitions],
                 )
-                for t in request.topics
+                for t in topics
             ],
             context=context,
         )
@@ -116,11 +177,9 @@ class OffsetApis(ApisBase):
         return {
             "topics": [
                 {
-                    "name": t.name,
-                    "partitions": [
-                        {"partition_index": p.partition_index, "error_code": code}
-                        for p in t.partitions
-                    ],
+                    "name": opt(t, "name"),  # (v0-9)
+                    "topic_id": opt(t, "topic_id"),  # (v10)
+                    "partitions": _each(t.partitions, code),
                 }
                 for t in request.topics
             ]
@@ -164,14 +223,32 @@ class OffsetApis(ApisBase):
             member_id=opt(group, "member_id"),
             member_epoch=opt(group, "member_epoch"),
         )
+        # v10 names topics by id (Kafka 4.4): resolved through the catalog; an id it does not
+        # have is answered UNKNOWN_TOPIC_ID on each partition asked, after the group's own
+        # answer (the group is asked about the others, or about none, for its checks)
+        wanted: list[tuple[str, Sequence[int]]] | None = None
+        unknown: list[Data] = []
+        names_to_ids: dict[str, str] = {}
         if group.topics is not None:
+            wanted = []
+            if rq.version >= 10:
+                ids = [codec.from_uuid(t.topic_id) for t in group.topics]
+                found = await self.catalog.topics_by_id([i for i in dict.fromkeys(ids) if i])
+                for i, t in zip(ids, group.topics, strict=True):
+                    if i in found:
+                        wanted.append((found[i].name, t.partition_indexes))
+                        names_to_ids[found[i].name] = i
+                    else:
+                        unknown.append(_unknown_topic_id(i, t.partition_indexes))
+            else:
+                wanted = [(t.name, t.partition_indexes) for t in group.topics]
             pb_group.topics.CopyFrom(
                 offsets_pb2.OffsetFetchRequestTopicsList(
                     topics=[
                         offsets_pb2.OffsetFetchRequestTopics(
-                            name=t.name, partition_indexes=list(t.partition_indexes)
+                            name=name, partition_indexes=list(partitions)
                         )
-                        for t in group.topics
+                        for name, partitions in wanted
                     ]
                 )
             )
@@ -182,26 +259,31 @@ class OffsetApis(ApisBase):
             g = await self._one_group(group.group_id, "OffsetFetch", pb, "groups")
         except UpstreamError as ex:
             return {"group_id": group.group_id, "topics": [], "error_code": int(ex.code)}
-        return {
-            "group_id": group.group_id,
-            "error_code": g.error_code,
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "committed_offset": p.committed_offset,
-                            "committed_leader_epoch": p.committed_leader_epoch,
-                            "metadata": optional(p, "metadata"),
-                            "error_code": p.error_code,
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in g.topics
-            ],
-        }
+        if rq.version >= 10 and group.topics is None:  # every topic: named by id too
+            known = await self.catalog.topics_by_name([t.name for t in g.topics])
+            names_to_ids = {name: t.topic_id for name, t in known.items()}
+        topics = [
+            {
+                "name": t.name,
+                "topic_id": names_to_ids.get(t.name),
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "committed_offset": p.committed_offset,
+                        "committed_leader_epoch": p.committed_leader_epoch,
+                        "metadata": optional(p, "metadata"),
+                        "error_code": p.error_code,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in g.topics
+            # (v10: a topic the catalog no longer has cannot be named; Kafka leaves it out)
+            if rq.version < 10 or t.name in names_to_ids
+        ]
+        if g.error_code == 0:
+            topics.extend(unknown)
+        return {"group_id": group.group_id, "error_code": g.error_code, "topics": topics}
 
     def offset_fetch_error(self, rq: RequestInfo, request: Any, code: int, message: str) -> Data:
         if rq.version >= 8:

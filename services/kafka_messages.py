@@ -1,0 +1,113 @@
+"""Kafka message versions newer than kio's generated schema (kio 0.6.5 follows Kafka 4.1).
+
+Kafka 4.4 added versions that clients of that release send first (docs/gateway-conformance.md,
+"Kafka 4.1 to 4.4"): ApiVersions v5 (KIP-1242: the request names the cluster and node the
+client means to reach) and DeleteGroups v3 (an error message per group). They are written
+here in kio's form -- frozen dataclasses whose fields carry ``kafka_type`` (and ``tag``)
+metadata, the class variables kio's reader and writer read -- so kio's native reader and its
+writer serve them like its own classes. The nested entities that did not change are kio's
+v4/v2 ones. :data:`EXTRA` maps (API key, version, kind) to the class;
+``services.upstream.wire.entity_class`` consults it after kio's index.
+"""
+
+# (no `from __future__ import annotations`: kio reads the field types as types)
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.api_versions.v4.response import ApiVersion, FinalizedFeatureKey, SupportedFeatureKey
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.schema.types import GroupId
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+API_VERSIONS, DELETE_GROUPS = 18, 42
+
+
+# ---- ApiVersions v5 --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsRequestV5:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_VERSIONS)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    client_software_name: str = field(metadata={"kafka_type": "string"})
+    client_software_version: str = field(metadata={"kafka_type": "string"})
+    #: the cluster the client means to reach (null: not known yet, e.g. a bootstrap address)
+    cluster_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    #: the node the client means to reach (-1: not known)
+    node_id: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsResponseV5:
+    """v4's body: v5 changed the request only (and may answer REBOOTSTRAP_REQUIRED)."""
+
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_VERSIONS)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    api_keys: tuple[ApiVersion, ...]
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    supported_features: tuple[SupportedFeatureKey, ...] = field(metadata={"tag": 0}, default=())
+    finalized_features_epoch: i64 = field(
+        metadata={"kafka_type": "int64", "tag": 1}, default=i64(-1)
+    )
+    finalized_features: tuple[FinalizedFeatureKey, ...] = field(metadata={"tag": 2}, default=())
+    zk_migration_ready: bool = field(metadata={"kafka_type": "bool", "tag": 3}, default=False)
+
+
+# ---- DeleteGroups v3 -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsRequestV3:
+    """v2's body (the version says the client reads an error message per group)."""
+
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(DELETE_GROUPS)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    groups_names: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletableGroupResultV3:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(DELETE_GROUPS)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    #: why the group was not deleted (null: deleted, or no more to say than the code)
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsResponseV3:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(DELETE_GROUPS)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    results: tuple[DeletableGroupResultV3, ...]
+
+
+#: (API key, version, kind) -> the class, for what kio does not have
+EXTRA: dict[tuple[int, int, EntityType], type] = {
+    (API_VERSIONS, 5, EntityType.request): ApiVersionsRequestV5,
+    (API_VERSIONS, 5, EntityType.response): ApiVersionsResponseV5,
+    (DELETE_GROUPS, 3, EntityType.request): DeleteGroupsRequestV3,
+    (DELETE_GROUPS, 3, EntityType.response): DeleteGroupsResponseV3,
+}
