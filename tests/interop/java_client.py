@@ -110,6 +110,20 @@ def requests_sent(path: Path, start_ms: int = 0, end_ms: int | None = None) -> d
     return counts
 
 
+VERSION_SENT = re.compile(
+    r"Sending ([A-Z_]+) request with header RequestHeader\(apiKey=\w+, apiVersion=(\d+)"
+)
+
+
+def versions_sent(path: Path) -> dict[str, set[int]]:
+    """The versions of each API (by name) a client logged with :func:`request_log_options`."""
+    out: dict[str, set[int]] = {}
+    if path.exists():
+        for m in VERSION_SENT.finditer(path.read_text()):
+            out.setdefault(m.group(1), set()).add(int(m.group(2)))
+    return out
+
+
 class JavaConsumer:
     """A running ``consume`` command (or ``drain``: ``JavaConsumer(b, group, topic,
     command="drain")``): its events arrive on :attr:`events`; :meth:`close` closes its stdin,

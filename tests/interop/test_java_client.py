@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from tests.interop import java_client
 from tests.interop.clients import committed_offsets, confluent_admin, create_topic, describe
 from tests.interop.java_client import JavaConsumer
+from tests.interop.kafka_broker import KAFKA_VERSION
 from tests.interop.support import Target, on_both, unique, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -30,8 +32,15 @@ def _java() -> None:
 
 
 @contextmanager
-def consumers(target: Target, group: str, mode: str, spec: str, n: int) -> Iterator[list[Any]]:
-    running = [JavaConsumer(target.bootstrap, group, mode, spec) for _ in range(n)]
+def consumers(
+    target: Target, group: str, mode: str, spec: str, n: int, request_log: Path | None = None
+) -> Iterator[list[Any]]:
+    running = [
+        JavaConsumer(
+            target.bootstrap, group, mode, spec, request_log=request_log if i == 0 else None
+        )
+        for i in range(n)
+    ]
     try:
         yield running
     finally:
@@ -53,7 +62,7 @@ def balanced(running: list[JavaConsumer], expected: set[tuple[str, int]]) -> boo
     )
 
 
-def _scenario(target: Target, mode: str) -> None:
+def _scenario(target: Target, mode: str, request_log: Path) -> None:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 
     prefix = unique("jv")
@@ -67,7 +76,7 @@ def _scenario(target: Target, mode: str) -> None:
     expected = {(t, p) for t, n in expected_topics.items() for p in range(n)}
     group = unique(f"java-{mode}")
     admin = confluent_admin(target)
-    with consumers(target, group, mode, spec, 2) as running:
+    with consumers(target, group, mode, spec, 2, request_log) as running:
         wait_until(lambda: balanced(running, expected), timeout=60, what="balanced assignment")
         d = wait_until(
             lambda: (
@@ -89,16 +98,24 @@ def _scenario(target: Target, mode: str) -> None:
     assert committed_offsets(admin, group) == {(t, p): 100 + p for t, p in expected}
     # close() left the group
     wait_until(lambda: len(describe(admin, group).members) == 0, timeout=5, what="empty group")
+    # the versions a Kafka 4.4 client picks from what is advertised -- Kafka 4.4's on both
+    # (docs/gateway-conformance.md rows 19-21): topic ids in commits and fetches
+    # (a 4.1 client: v4 and v9 -- GROUPCOORD_KAFKA_VERSION=4.1.1)
+    since_44 = tuple(int(x) for x in KAFKA_VERSION.split(".")[:2]) >= (4, 4)
+    sent = java_client.versions_sent(request_log)
+    assert sent["API_VERSIONS"] == ({5} if since_44 else {4}), sent
+    offsets = {10} if since_44 else {9}
+    assert sent["OFFSET_COMMIT"] == offsets and sent["OFFSET_FETCH"] == offsets, sent
 
 
 @on_both("ConsumerGroupHeartbeat", "ConsumerGroupDescribe", issue="issue 13")
-def test_java_consumers_subscribed_by_topic(target: Target) -> None:
-    _scenario(target, "topics")
+def test_java_consumers_subscribed_by_topic(target: Target, tmp_path: Path) -> None:
+    _scenario(target, "topics", tmp_path / "requests.log")
 
 
 @on_both("ConsumerGroupHeartbeat", "ConsumerGroupDescribe", issue="issue 13")
-def test_java_consumers_subscribed_by_broker_side_regex(target: Target) -> None:
-    _scenario(target, "pattern")
+def test_java_consumers_subscribed_by_broker_side_regex(target: Target, tmp_path: Path) -> None:
+    _scenario(target, "pattern", tmp_path / "requests.log")
 
 
 @on_both(issue="issue 13")
