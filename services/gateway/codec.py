@@ -5,7 +5,7 @@ Kafka's own message definitions, a native decoder and a Python encoder. On top o
 
 * :data:`SERVED` -- the exact set of API keys and version ranges the gateway advertises in
   ApiVersions (Kafka 4.4's ranges for those APIs, except where docs/gateway-conformance.md
-  "Kafka 4.1 to 4.4" says; the versions kio 0.6.5 lacks are :mod:`services.kafka_messages`)
+  "Kafka 4.1 to 4.4" says; the versions kio 0.6.5 lacks are :mod:`services.upstream.kafka_messages`)
   and will decode.
 * :func:`check_bounds` -- a structural walk of a request body that checks every declared
   length against the bytes that are really there, *before* kio sees the body: kio 0.6's
@@ -55,7 +55,7 @@ def _served(*specs: ApiSpec) -> dict[int, ApiSpec]:
 
 
 #: What the gateway serves, exactly as a Kafka 4.4 broker advertises these APIs (the versions
-#: kio lacks are services/kafka_messages.py's).
+#: kio lacks are services/upstream/kafka_messages.py's).
 SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(18, "api_versions", 0, 5),
     # no data plane: Fetch/ListOffsets answered as empty logs, Produce NOT_LEADER_OR_FOLLOWER

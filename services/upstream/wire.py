@@ -36,7 +36,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from services.kafka_messages import EXTRA
+from services.upstream.kafka_messages import EXTRA
 
 log = logging.getLogger("groupcoord.upstream")
 
@@ -66,7 +66,7 @@ class MalformedResponse(UpstreamFailure):
 @functools.cache
 def entity_class(api_key: int, version: int, kind: EntityType) -> type | None:
     """kio's class of an API version's request or response (or ours, for the versions kio
-    does not have yet: :mod:`services.kafka_messages`); None if neither knows it."""
+    does not have yet: :mod:`services.upstream.kafka_messages`); None if neither knows it."""
     extra = EXTRA.get((api_key, version, kind))
     if extra is not None:
         return extra

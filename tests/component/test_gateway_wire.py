@@ -130,7 +130,7 @@ async def test_api_versions_above_maximum_answers_v0_unsupported_version(stack: 
         payload = await raw.read_frame()
         corr, error, n = struct.unpack_from(">ihi", payload, 0)
         assert (corr, error, n) == (77, 35, 1)  # v0 body: error, [api_keys]
-        assert struct.unpack_from(">hhh", payload, 10) == (18, 0, 4)
+        assert struct.unpack_from(">hhh", payload, 10) == (18, 0, 5)
         assert len(payload) == 16  # header v0 (no tagged fields), no throttle time
         # the connection stays usable: the client retries with a lower version
         r = await raw.send(

@@ -16,7 +16,7 @@ from kio.static.primitive import Records
 
 from services.gateway import codec
 from services.gateway.framing import InvalidFrame
-from services.kafka_messages import EXTRA
+from services.upstream.kafka_messages import EXTRA
 from tests.support.properties import examples
 
 # Produce's record batches: opaque bytes to the gateway (and to the bounds walk)
@@ -48,7 +48,7 @@ def encode(entity: object) -> bytes:
 
 
 def test_every_served_version_exists_in_kio_or_ours() -> None:
-    # kio 0.6.5 follows Kafka 4.1; the versions 4.4 added are services/kafka_messages.py's
+    # kio 0.6.5 follows Kafka 4.1; the versions 4.4 added are services/upstream/kafka_messages.py's
     for spec in codec.SERVED.values():
         ours = {v for k, v, _ in EXTRA if k == spec.key}
         assert set(range(spec.min_version, spec.max_version + 1)) <= {
