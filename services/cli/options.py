@@ -30,7 +30,7 @@ LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case
 def parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> CoordinatorConfig:
     """``base`` with the --set pairs (``name=value``, comma-separated, dots or dashes for
     underscores) applied and validated; a bad pair is a click.BadParameter."""
-    fields = {f.name: f for f in dataclasses.fields(CoordinatorConfig)}
+    fields = {f.name: f for f in dataclasses.fields(CoordinatorConfig) if f.name != "given"}
     changes: dict[str, Any] = {}
     for pair in pairs:
         for item in pair.split(","):
@@ -61,7 +61,7 @@ def parse_config(pairs: tuple[str, ...], base: CoordinatorConfig) -> Coordinator
                     ) from None
             else:
                 changes[name] = value
-    config = dataclasses.replace(base, **changes)
+    config = dataclasses.replace(base, **changes, given=base.given | frozenset(changes))
     try:
         config.validate()
     except ValueError as e:

@@ -92,6 +92,10 @@ class CoordinatorConfig:
     classic_group_new_member_join_timeout_ms: int = 5 * MINUTE_MS
     # snapshots: write one after this many records were appended since the last one
     snapshot_interval_records: int = 10_000
+    #: the settings above given explicitly (``--set``), whatever their values: as Kafka lists
+    #: a broker setting in its properties as STATIC_BROKER_CONFIG even when it equals the
+    #: default, a group config's describe lists a given shard setting (not a setting itself)
+    given: frozenset[str] = frozenset()
 
     def validate(self) -> None:
         """ValueError naming the first setting out of range (Kafka's own bounds, where it

@@ -98,16 +98,18 @@ class GroupConfigs:
         return "consumer_group_" + name.removeprefix("consumer.").replace(".", "_")
 
     def _broker_synonyms(self, name: str, value: str) -> tuple[api.GroupConfigSynonym, ...]:
-        """The shard's setting (when it is not the built-in one), then the built-in default."""
+        """The shard's setting (when it was given, or is not the built-in one), then the
+        built-in default."""
         broker = self.broker_name(name)
         built_in = GroupConfigs(_BUILT_IN).defaults()[name]
+        field = self.setting_name(name)
         if name == CLIENT_ASSIGNMENT_FALLBACK:
             # the built-in default is "the first of the shard's assignors"
             built_in = self.config.consumer_group_assignors[0]
             static = bool(self.config.consumer_group_client_assignment_fallback_assignor)
         else:
-            field = self.setting_name(name)
             static = getattr(self.config, field) != getattr(_BUILT_IN, field)
+        static = static or field in self.config.given
         synonyms = [api.GroupConfigSynonym(broker, built_in, api.DEFAULT_CONFIG)]
         if static:
             synonyms.insert(0, api.GroupConfigSynonym(broker, value, api.STATIC_BROKER_CONFIG))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import click
 import pytest
 
+from services.cli.options import parse_config
 from shards.core.consumer import api
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
@@ -210,6 +214,25 @@ def test_described_with_the_shards_settings_as_synonyms() -> None:
     (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
     [hb] = [e for e in d.configs if e.name == HEARTBEAT]
     assert (hb.value, hb.source, len(hb.synonyms)) == ("500", 4, 2)
+
+
+def test_a_shard_setting_given_equal_to_the_default_is_listed_as_static() -> None:
+    """As Kafka lists a broker setting written in its properties even when it equals the
+    default: ``--set consumer_group_session_timeout_ms=45000`` is STATIC_BROKER_CONFIG (4)."""
+    config = parse_config(("consumer_group_session_timeout_ms=45000",), CoordinatorConfig())
+    assert config == dataclasses.replace(
+        CoordinatorConfig(), given=frozenset({"consumer_group_session_timeout_ms"})
+    )
+    c = Consumers(config)
+    (d,) = c.h.read(lambda s, now: s.describe_group_configs(["g"], now))
+    got = {e.name: (e.source, [(s.value, s.source) for s in e.synonyms]) for e in d.configs}
+    assert got[SESSION] == (4, [("45000", 4), ("45000", 5)])
+    assert got[HEARTBEAT] == (5, [("5000", 5)])  # not given: the default only
+
+
+def test_given_is_not_a_setting() -> None:
+    with pytest.raises(click.BadParameter, match="expected name=value"):
+        parse_config(("given=x",), CoordinatorConfig())
 
 
 @pytest.mark.parametrize(
