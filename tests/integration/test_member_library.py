@@ -1,0 +1,215 @@
+"""The Python member library (``groupcoord.client``, issue 43) against a real ``groupcoord dev``:
+members converge to a balanced assignment with no partition owned twice (a checker reads
+every callback), commit/fetch/describe as the member, a member paused past its session
+timeout (SIGSTOP) is fenced and rejoins (``on_lost``, then a new assignment), close leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from groupcoord.client import GroupError, GroupMember, Partitions, TopicPartition
+
+from tests.support.offsets import ensure_topic
+from tests.support.processes import ROOT, ServerProcess
+
+FAST = (
+    "consumer_group_heartbeat_interval_ms=200,consumer_group_min_heartbeat_interval_ms=100,"
+    "consumer_group_session_timeout_ms=2000,consumer_group_min_session_timeout_ms=1000"
+)
+TOPIC, PARTITIONS = "orders", 6
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess.dev(tmp_path_factory.mktemp("member-lib"), "--set", FAST) as server:
+        ensure_topic(server.grpc_address, TOPIC, PARTITIONS)
+        yield server
+
+
+class Owners:
+    """Who owns what, as the members' callbacks say, in the order they happened: a
+    partition assigned while another member still owns it is a violation."""
+
+    def __init__(self) -> None:
+        self.owner: dict[TopicPartition, str] = {}
+        self.violations: list[str] = []
+        self.events: list[tuple[str, str, Partitions]] = []
+
+    def listener(self, name: str) -> Any:
+        owners = self
+
+        class Listener:
+            async def on_assigned(self, partitions: Partitions) -> None:
+                owners.events.append((name, "assigned", partitions))
+                for tp in partitions:
+                    if tp in owners.owner:
+                        owners.violations.append(f"{tp} to {name}, owned by {owners.owner[tp]}")
+                    owners.owner[tp] = name
+
+            async def on_revoked(self, partitions: Partitions) -> None:
+                owners.events.append((name, "revoked", partitions))
+                owners.release(name, partitions)
+
+            async def on_lost(self, partitions: Partitions) -> None:
+                owners.events.append((name, "lost", partitions))
+                owners.release(name, partitions)
+
+        return Listener()
+
+    def release(self, name: str, partitions: Partitions) -> None:
+        for tp in partitions:
+            if self.owner.get(tp) == name:
+                del self.owner[tp]
+
+
+async def until(predicate: Any, timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def balanced(members: list[GroupMember]) -> bool:
+    sizes = [len(m.assignment) for m in members]
+    union = set().union(*(m.assignment for m in members))
+    return len(union) == PARTITIONS == sum(sizes) and max(sizes) - min(sizes) <= 1
+
+
+async def test_members_converge_commit_fetch_describe_and_leave(dev: ServerProcess) -> None:
+    owners = Owners()
+    members = [
+        GroupMember(dev.grpc_address, "lib-g1", topics=[TOPIC], listener=owners.listener(f"m{i}"))
+        for i in range(3)
+    ]
+    await members[0].start()
+    await until(lambda: len(members[0].assignment) == PARTITIONS, what="the first member")
+    for m in members[1:]:
+        await m.start()
+    await until(lambda: balanced(members), what="a balanced assignment of 3")
+    assert not owners.violations
+    # every member revoked before the others got its partitions: m0 gave up 4 of 6
+    assert sum(len(p) for n, e, p in owners.events if n == "m0" and e == "revoked") == 4
+
+    mine = next(iter(members[1].assignment))
+    assert await members[1].commit({mine: 42}) == {mine: 0}
+    assert await members[2].fetch([mine]) == {mine: 42}
+    described = await members[0].describe()
+    assert {m.member_id for m in described.members} == {m.member_id for m in members}
+    assert described.group_state == "Stable"
+
+    await members[2].close()  # revokes, leaves; the others take its partitions
+    await until(lambda: balanced(members[:2]), what="a balanced assignment of 2")
+    assert not owners.violations
+    described = await members[0].describe()
+    assert {m.member_id for m in described.members} == {members[0].member_id, members[1].member_id}
+    for m in members[:2]:
+        await m.close()
+    assert not owners.owner  # everything revoked on close
+
+
+async def test_a_pattern_subscription_and_a_refused_join(dev: ServerProcess) -> None:
+    member = GroupMember(dev.grpc_address, "lib-g2", pattern="ord.*")
+    async with member:
+        await until(lambda: len(member.assignment) == PARTITIONS, what="the regex's topic")
+    bad = GroupMember(dev.grpc_address, "lib-g3", pattern="(unclosed")
+    with pytest.raises(GroupError) as info:
+        await bad.start(timeout_s=10)
+    assert info.value.code == 128  # INVALID_REGULAR_EXPRESSION
+    await bad.close()
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="either topics or pattern"):
+        GroupMember("localhost:1", "g")
+    with pytest.raises(ValueError, match="group id"):
+        GroupMember("localhost:1", "", topics=["t"])
+
+
+class ExampleMember:
+    """``python -m groupcoord.client`` in a child process; its JSON lines collected."""
+
+    def __init__(self, bootstrap: str, group: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "groupcoord.client",
+                "--bootstrap",
+                bootstrap,
+                "--group",
+                group,
+                *args,
+            ],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.events: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def owned(self) -> set[tuple[str, int]]:
+        owned: set[tuple[str, int]] = set()
+        for e in list(self.events):
+            parts = {tuple(p) for p in e["partitions"]}
+            if e["event"] == "assigned":
+                owned |= parts
+            elif e["event"] in ("revoked", "lost"):
+                owned -= parts
+        return owned
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(20)
+
+
+async def test_a_paused_member_is_fenced_loses_its_partitions_and_rejoins(
+    dev: ServerProcess,
+) -> None:
+    a = ExampleMember(dev.grpc_address, "lib-g4", "--topics", TOPIC)
+    b = ExampleMember(dev.grpc_address, "lib-g4", "--topics", TOPIC)
+    try:
+        await until(lambda: len(a.owned()) == len(b.owned()) == 3, what="3 partitions each")
+        os.kill(b.proc.pid, signal.SIGSTOP)  # past the 2 s session timeout
+        await until(lambda: len(a.owned()) == PARTITIONS, timeout=15, what="a takes all 6")
+        os.kill(b.proc.pid, signal.SIGCONT)
+        await until(
+            lambda: any(e["event"] == "lost" for e in b.events), timeout=15, what="b's on_lost"
+        )
+        await until(lambda: len(a.owned()) == len(b.owned()) == 3, what="3 each again")
+        lost = next(e for e in b.events if e["event"] == "lost")
+        assert len(lost["partitions"]) == 3  # what it owned when it was fenced, not revoked
+        assert not any(e["event"] == "revoked" for e in b.events)
+        # rejoined with the same member id, at a new epoch
+        ids = {e["member_id"] for e in b.events}
+        assert len(ids) == 1
+        assert a.owned().isdisjoint(b.owned())
+    finally:
+        for m in (a, b):
+            if m.proc.poll() is None:
+                os.kill(m.proc.pid, signal.SIGCONT)
+            m.close()
+    assert [e["event"] for e in a.events][-1] == "left"
+    assert a.proc.returncode == 0 and b.proc.returncode == 0
