@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from groupcoord.client import GroupError, GroupMember, Partitions, TopicPartition
+from groupcoord.client import GroupError, GroupMember
 
+from tests.support.member_events import Owners
 from tests.support.offsets import ensure_topic
 from tests.support.processes import ROOT, ServerProcess
 
@@ -35,42 +36,6 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess.dev(tmp_path_factory.mktemp("member-lib"), "--set", FAST) as server:
         ensure_topic(server.grpc_address, TOPIC, PARTITIONS)
         yield server
-
-
-class Owners:
-    """Who owns what, as the members' callbacks say, in the order they happened: a
-    partition assigned while another member still owns it is a violation."""
-
-    def __init__(self) -> None:
-        self.owner: dict[TopicPartition, str] = {}
-        self.violations: list[str] = []
-        self.events: list[tuple[str, str, Partitions]] = []
-
-    def listener(self, name: str) -> Any:
-        owners = self
-
-        class Listener:
-            async def on_assigned(self, partitions: Partitions) -> None:
-                owners.events.append((name, "assigned", partitions))
-                for tp in partitions:
-                    if tp in owners.owner:
-                        owners.violations.append(f"{tp} to {name}, owned by {owners.owner[tp]}")
-                    owners.owner[tp] = name
-
-            async def on_revoked(self, partitions: Partitions) -> None:
-                owners.events.append((name, "revoked", partitions))
-                owners.release(name, partitions)
-
-            async def on_lost(self, partitions: Partitions) -> None:
-                owners.events.append((name, "lost", partitions))
-                owners.release(name, partitions)
-
-        return Listener()
-
-    def release(self, name: str, partitions: Partitions) -> None:
-        for tp in partitions:
-            if self.owner.get(tp) == name:
-                del self.owner[tp]
 
 
 async def until(predicate: Any, timeout: float = 20.0, what: str = "") -> None:
@@ -192,6 +157,7 @@ async def test_a_paused_member_is_fenced_loses_its_partitions_and_rejoins(
     b = ExampleMember(dev.grpc_address, "lib-g4", "--topics", TOPIC)
     try:
         await until(lambda: len(a.owned()) == len(b.owned()) == 3, what="3 partitions each")
+        before = len(b.events)
         os.kill(b.proc.pid, signal.SIGSTOP)  # past the 2 s session timeout
         await until(lambda: len(a.owned()) == PARTITIONS, timeout=15, what="a takes all 6")
         os.kill(b.proc.pid, signal.SIGCONT)
@@ -199,9 +165,10 @@ async def test_a_paused_member_is_fenced_loses_its_partitions_and_rejoins(
             lambda: any(e["event"] == "lost" for e in b.events), timeout=15, what="b's on_lost"
         )
         await until(lambda: len(a.owned()) == len(b.owned()) == 3, what="3 each again")
-        lost = next(e for e in b.events if e["event"] == "lost")
+        after = b.events[before:]
+        lost = next(e for e in after if e["event"] == "lost")
         assert len(lost["partitions"]) == 3  # what it owned when it was fenced, not revoked
-        assert not any(e["event"] == "revoked" for e in b.events)
+        assert not any(e["event"] == "revoked" for e in after)
         # rejoined with the same member id, at a new epoch
         ids = {e["member_id"] for e in b.events}
         assert len(ids) == 1
