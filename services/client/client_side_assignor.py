@@ -115,7 +115,9 @@ class ClientSideAssignor(Protocol):
         ...
 
 
-def _declared(assignors: Sequence[ClientSideAssignor]) -> list[consumer_group_pb2.ClientAssignor]:
+def assignor_declarations(
+    assignors: Sequence[ClientSideAssignor],
+) -> list[consumer_group_pb2.ClientAssignor]:
     out = []
     for a in assignors:
         version, data = a.metadata()
@@ -157,144 +159,20 @@ def spec_of(response: consumer_group_pb2.ConsumerGroupPrepareAssignmentResponse)
     )
 
 
-class ClientSideMember:
-    """One member of a consumer group that uses a client-side assignor."""
+class ChosenMember:
+    """What a member chosen to compute its group's target does (KIP-848 client-side
+    assignors): Prepare, its assignor off the event loop, Install. Shared by
+    :class:`ClientSideMember` and the member library (``services.client.member``); the
+    class using it has these attributes."""
 
-    def __init__(
-        self,
-        client: CoordinatorClient,
-        group_id: str,
-        topics: Sequence[str],
-        assignors: Sequence[ClientSideAssignor],
-        *,
-        member_id: str | None = None,
-        instance_id: str | None = None,
-        rebalance_timeout_ms: int = 30_000,
-        client_id: str = "groupcoord-python",
-        on_change: Callable[[ClientSideMember], None] | None = None,
-        on_compute: Callable[[GroupSpec], None] | None = None,
-    ) -> None:
-        self.client = client
-        self.group_id = group_id
-        self.topics = list(topics)
-        self.assignors = list(assignors)
-        self.member_id = member_id or str(uuid.uuid4())
-        self.instance_id = instance_id
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.client_id = client_id
-        #: called when the member's epoch or assignment changed (and when it was fenced)
-        self.on_change = on_change
-        #: called with the spec just before the assignor runs (tests, logging)
-        self.on_compute = on_compute
-        self.epoch = 0
-        self.owned: dict[str, tuple[int, ...]] = {}
-        #: the assignor's metadata for this member, from its last assignment (None: none)
-        self.assignment_metadata: tuple[int, bytes] | None = None
-        #: the error the assignor gave this member with its last assignment (0: none)
-        self.assignment_error = 0
-        self.heartbeat_interval_s = 1.0
-        self.computations = 0  # targets this member installed
-        #: installs refused with INVALID_ASSIGNMENT (see :meth:`_refused`)
-        self.invalid_assignments = 0
-        self._declared: list[consumer_group_pb2.ClientAssignor] | None = None
-        self._full_next = True
-        self._computing: asyncio.Task[int] | None = None
-
-    @property
-    def computation(self) -> asyncio.Task[int] | None:
-        """The member's latest computation (None: it was never chosen); its result is the
-        error code of its last call (0: installed, -1: the calls failed)."""
-        return self._computing
-
-    # ---- heartbeats ----------------------------------------------------------------------------
-    async def heartbeat(self) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
-        request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id=self.group_id,
-            member_id=self.member_id,
-            member_epoch=self.epoch,
-            context=common_pb2.RequestContext(client_id=self.client_id),
-        )
-        if self.instance_id is not None:
-            request.instance_id = self.instance_id
-        declared = _declared(self.assignors)
-        if self.epoch == 0 or self._full_next or declared != self._declared:
-            request.rebalance_timeout_ms = self.rebalance_timeout_ms
-            request.subscribed_topic_names.values.extend(self.topics)
-            request.client_assignors.assignors.extend(declared)
-        # what it owns, every time: the coordinator completes revocations from it
-        owned = request.topic_partitions
-        owned.SetInParent()
-        for topic_id, parts in sorted(self.owned.items()):
-            owned.topic_partitions.add(topic_id=topic_id, partitions=parts)
-        response = await self.client.call(self.group_id, "ConsumerGroupHeartbeat", request)
-        if response.error_code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
-            log.info("member %s fenced (%d): rejoining", self.member_id, response.error_code)
-            self._reset()
-            return response
-        if response.error_code:
-            self._full_next = True
-            return response
-        self._full_next = False
-        self._declared = declared
-        changed = self.epoch != response.member_epoch
-        self.epoch = response.member_epoch
-        if response.heartbeat_interval_ms > 0:
-            self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
-        if response.HasField("assignment"):
-            self.owned = {
-                tp.topic_id: tuple(tp.partitions) for tp in response.assignment.topic_partitions
-            }
-            meta = (
-                response.assignment_metadata if response.HasField("assignment_metadata") else None
-            )
-            self.assignment_metadata = (
-                (meta.metadata_version, meta.metadata_bytes) if meta is not None else None
-            )
-            self.assignment_error = meta.error if meta is not None else 0
-            changed = True
-        if changed and self.on_change is not None:
-            self.on_change(self)
-        if response.should_compute_assignment and (
-            self._computing is None or self._computing.done()
-        ):
-            self._computing = asyncio.create_task(self._compute_logged())
-        return response
-
-    def _reset(self) -> None:
-        self.epoch = 0
-        self.owned = {}
-        self.assignment_metadata = None
-        self.assignment_error = 0
-        self._full_next = True
-        if self.on_change is not None:
-            self.on_change(self)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Heartbeat until ``stop`` is set, then leave the group."""
-        while not stop.is_set():
-            try:
-                await self.heartbeat()
-            except Exception as ex:  # noqa: BLE001 -- a member keeps trying
-                log.warning("heartbeat of %s failed: %r", self.member_id, ex)
-                self._full_next = True
-            try:
-                await asyncio.wait_for(stop.wait(), self.heartbeat_interval_s)
-            except TimeoutError:
-                pass
-        await self.leave()
-
-    async def leave(self) -> None:
-        if self._computing is not None:
-            self._computing.cancel()
-        if self.epoch > 0:
-            await self.client.call(
-                self.group_id,
-                "ConsumerGroupHeartbeat",
-                consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-                    group_id=self.group_id, member_id=self.member_id, member_epoch=-1
-                ),
-            )
-        self.epoch, self.owned = -1, {}
+    client: CoordinatorClient
+    group_id: str
+    member_id: str
+    epoch: int
+    assignors: list[ClientSideAssignor]
+    on_compute: Callable[[GroupSpec], None] | None
+    computations: int
+    invalid_assignments: int
 
     # ---- the chosen member ---------------------------------------------------------------------
     async def _compute_logged(self) -> int:
@@ -394,3 +272,143 @@ class ClientSideMember:
                 handed.error_code,
             )
         return INVALID_ASSIGNMENT
+
+
+class ClientSideMember(ChosenMember):
+    """One member of a consumer group that uses a client-side assignor."""
+
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        group_id: str,
+        topics: Sequence[str],
+        assignors: Sequence[ClientSideAssignor],
+        *,
+        member_id: str | None = None,
+        instance_id: str | None = None,
+        rebalance_timeout_ms: int = 30_000,
+        client_id: str = "groupcoord-python",
+        on_change: Callable[[ClientSideMember], None] | None = None,
+        on_compute: Callable[[GroupSpec], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.group_id = group_id
+        self.topics = list(topics)
+        self.assignors = list(assignors)
+        self.member_id = member_id or str(uuid.uuid4())
+        self.instance_id = instance_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.client_id = client_id
+        #: called when the member's epoch or assignment changed (and when it was fenced)
+        self.on_change = on_change
+        #: called with the spec just before the assignor runs (tests, logging)
+        self.on_compute = on_compute
+        self.epoch = 0
+        self.owned: dict[str, tuple[int, ...]] = {}
+        #: the assignor's metadata for this member, from its last assignment (None: none)
+        self.assignment_metadata: tuple[int, bytes] | None = None
+        #: the error the assignor gave this member with its last assignment (0: none)
+        self.assignment_error = 0
+        self.heartbeat_interval_s = 1.0
+        self.computations = 0  # targets this member installed
+        #: installs refused with INVALID_ASSIGNMENT (see :meth:`_refused`)
+        self.invalid_assignments = 0
+        self._declared: list[consumer_group_pb2.ClientAssignor] | None = None
+        self._full_next = True
+        self._computing: asyncio.Task[int] | None = None
+
+    @property
+    def computation(self) -> asyncio.Task[int] | None:
+        """The member's latest computation (None: it was never chosen); its result is the
+        error code of its last call (0: installed, -1: the calls failed)."""
+        return self._computing
+
+    # ---- heartbeats ----------------------------------------------------------------------------
+    async def heartbeat(self) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
+        request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            context=common_pb2.RequestContext(client_id=self.client_id),
+        )
+        if self.instance_id is not None:
+            request.instance_id = self.instance_id
+        declared = assignor_declarations(self.assignors)
+        if self.epoch == 0 or self._full_next or declared != self._declared:
+            request.rebalance_timeout_ms = self.rebalance_timeout_ms
+            request.subscribed_topic_names.values.extend(self.topics)
+            request.client_assignors.assignors.extend(declared)
+        # what it owns, every time: the coordinator completes revocations from it
+        owned = request.topic_partitions
+        owned.SetInParent()
+        for topic_id, parts in sorted(self.owned.items()):
+            owned.topic_partitions.add(topic_id=topic_id, partitions=parts)
+        response = await self.client.call(self.group_id, "ConsumerGroupHeartbeat", request)
+        if response.error_code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+            log.info("member %s fenced (%d): rejoining", self.member_id, response.error_code)
+            self._reset()
+            return response
+        if response.error_code:
+            self._full_next = True
+            return response
+        self._full_next = False
+        self._declared = declared
+        changed = self.epoch != response.member_epoch
+        self.epoch = response.member_epoch
+        if response.heartbeat_interval_ms > 0:
+            self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
+        if response.HasField("assignment"):
+            self.owned = {
+                tp.topic_id: tuple(tp.partitions) for tp in response.assignment.topic_partitions
+            }
+            meta = (
+                response.assignment_metadata if response.HasField("assignment_metadata") else None
+            )
+            self.assignment_metadata = (
+                (meta.metadata_version, meta.metadata_bytes) if meta is not None else None
+            )
+            self.assignment_error = meta.error if meta is not None else 0
+            changed = True
+        if changed and self.on_change is not None:
+            self.on_change(self)
+        if response.should_compute_assignment and (
+            self._computing is None or self._computing.done()
+        ):
+            self._computing = asyncio.create_task(self._compute_logged())
+        return response
+
+    def _reset(self) -> None:
+        self.epoch = 0
+        self.owned = {}
+        self.assignment_metadata = None
+        self.assignment_error = 0
+        self._full_next = True
+        if self.on_change is not None:
+            self.on_change(self)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Heartbeat until ``stop`` is set, then leave the group."""
+        while not stop.is_set():
+            try:
+                await self.heartbeat()
+            except Exception as ex:  # noqa: BLE001 -- a member keeps trying
+                log.warning("heartbeat of %s failed: %r", self.member_id, ex)
+                self._full_next = True
+            try:
+                await asyncio.wait_for(stop.wait(), self.heartbeat_interval_s)
+            except TimeoutError:
+                pass
+        await self.leave()
+
+    async def leave(self) -> None:
+        if self._computing is not None:
+            self._computing.cancel()
+        if self.epoch > 0:
+            await self.client.call(
+                self.group_id,
+                "ConsumerGroupHeartbeat",
+                consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+                    group_id=self.group_id, member_id=self.member_id, member_epoch=-1
+                ),
+            )
+        self.epoch, self.owned = -1, {}

@@ -41,7 +41,7 @@ import inspect
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import grpc
@@ -53,6 +53,12 @@ from groupcoord.v1 import (
     offsets_pb2,
 )
 
+from services.client.client_side_assignor import (
+    ChosenMember,
+    ClientSideAssignor,
+    GroupSpec,
+    assignor_declarations,
+)
 from services.client.coordinator_client import (
     CoordinatorClient,
     CoordinatorUnavailableError,
@@ -102,7 +108,7 @@ class GroupError(Exception):
         self.message = message
 
 
-class GroupMember:
+class GroupMember(ChosenMember):
     """One member of a KIP-848 consumer group (see the module docstring)."""
 
     def __init__(
@@ -116,6 +122,7 @@ class GroupMember:
         rack_id: str | None = None,
         instance_id: str | None = None,
         server_assignor: str | None = None,
+        assignors: Sequence[ClientSideAssignor] = (),
         rebalance_timeout_ms: int = 30_000,
         member_id: str | None = None,
         tls: ClientTls | None = None,
@@ -133,6 +140,13 @@ class GroupMember:
         self.rack_id = rack_id
         self.instance_id = instance_id
         self.server_assignor = server_assignor
+        #: client-side assignors (docs/client-side-assignors.md): declared in the joining
+        #: heartbeat; when the coordinator chooses this member, it computes the group's target
+        #: with the one the group uses (Prepare, assign off the loop, Install)
+        self.assignors = list(assignors)
+        self.on_compute: Callable[[GroupSpec], None] | None = None
+        self.computations = self.invalid_assignments = 0
+        self._computing: asyncio.Task[int] | None = None
         self.rebalance_timeout_ms = rebalance_timeout_ms
         #: the member's own id, kept for its lifetime (fencing included), as KIP-848 clients do
         self.member_id = member_id or uuid.uuid4().hex[:22]
@@ -194,6 +208,9 @@ class GroupMember:
         self._wake.set()
         if self._loop is not None:
             await asyncio.gather(self._loop, return_exceptions=True)
+        if self._computing is not None:
+            self._computing.cancel()
+            await asyncio.gather(self._computing, return_exceptions=True)
         if self._reconciling is not None:
             await asyncio.gather(self._reconciling, return_exceptions=True)
         if self.assignment:
@@ -342,6 +359,10 @@ class GroupMember:
                 )
                 if self._reconciling is None or self._reconciling.done():
                     self._reconciling = asyncio.create_task(self._reconcile())
+            if response.should_compute_assignment and (
+                self._computing is None or self._computing.done()
+            ):
+                self._computing = asyncio.create_task(self._compute_logged())
             await self._pause(self.heartbeat_interval_s)
 
     def _request(self, epoch: int, full: bool) -> consumer_group_pb2.ConsumerGroupHeartbeatRequest:
@@ -364,6 +385,8 @@ class GroupMember:
                 request.rack_id = self.rack_id
             if self.server_assignor is not None:
                 request.server_assignor = self.server_assignor
+            if self.assignors:
+                request.client_assignors.assignors.extend(assignor_declarations(self.assignors))
         owned = self._owned_ids
         if full or epoch == 0 or owned != self._reported:
             request.topic_partitions.SetInParent()

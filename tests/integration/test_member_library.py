@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from groupcoord.client import GroupError, GroupMember
 
+from tests.support.client_side import NAME as STRIPES
+from tests.support.client_side import StripesAssignor
 from tests.support.member_events import Owners
 from tests.support.offsets import ensure_topic
 from tests.support.processes import ROOT, ServerProcess
@@ -93,6 +95,33 @@ async def test_a_pattern_subscription_and_a_refused_join(dev: ServerProcess) -> 
         await bad.start(timeout_s=10)
     assert info.value.code == 128  # INVALID_REGULAR_EXPRESSION
     await bad.close()
+
+
+async def test_a_client_side_assignor_computes_the_target(dev: ServerProcess) -> None:
+    """The member chosen by the coordinator computes the group's target with its own
+    assignor (stripes: contiguous ranges in member-id order) and installs it."""
+    owners = Owners()
+    members = [
+        GroupMember(
+            dev.grpc_address,
+            "lib-g5",
+            topics=[TOPIC],
+            listener=owners.listener(name),
+            assignors=[StripesAssignor()],
+            member_id=name,
+        )
+        for name in ("m-a", "m-b")
+    ]
+    for m in members:
+        await m.start()
+    await until(lambda: balanced(members), what="stripes of 3")
+    assert sorted(tp.partition for tp in members[0].assignment) == [0, 1, 2]
+    assert sorted(tp.partition for tp in members[1].assignment) == [3, 4, 5]
+    assert (await members[0].describe()).assignor_name == STRIPES
+    assert sum(m.computations for m in members) >= 1
+    assert not owners.violations
+    for m in members:
+        await m.close()
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -16,6 +16,7 @@ coordinator_client``); this package is its public name. ``python -m groupcoord.c
 runs a member that prints its callbacks as JSON lines (docs/member-libraries.md).
 """
 
+from services.client.client_side_assignor import ClientSideAssignor, GroupSpec, MemberAssignment
 from services.client.coordinator_client import CoordinatorUnavailableError, RetryPolicy
 from services.client.member import (
     GroupError,
@@ -27,10 +28,13 @@ from services.client.member import (
 from services.process.tls import ClientTls
 
 __all__ = [
+    "ClientSideAssignor",
     "ClientTls",
     "CoordinatorUnavailableError",
     "GroupError",
     "GroupMember",
+    "GroupSpec",
+    "MemberAssignment",
     "Partitions",
     "RebalanceListener",
     "RetryPolicy",
