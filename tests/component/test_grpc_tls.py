@@ -240,3 +240,40 @@ def test_bad_files_fail_with_one_line(pki: Pki) -> None:
         ServerTls(str(pki.server.cert), str(pki.server.key), None, "required")
     with pytest.raises(TlsError, match="both --tls-certfile and --tls-keyfile"):
         ClientTls(str(pki.cafile), str(pki.client.cert))
+
+
+async def test_the_member_library_joins_over_mutual_tls(shard: ShardApp, pki: Pki) -> None:
+    """groupcoord.client's member (issue 43) with a client certificate joins and gets its
+    partitions; without one the shard refuses the handshake and the member never joins."""
+    from groupcoord.client import GroupMember
+    from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc
+
+    address = f"127.0.0.1:{shard.port}"
+    tls = client_tls(pki, pki.client, server_name="localhost")
+    channel = channels.open_channel(address, tls=tls)
+    try:
+        await catalog_pb2_grpc.TopicCatalogStub(channel).CreateTopics(
+            catalog_pb2.CreateTopicsRequest(
+                topics=[catalog_pb2.CreatableTopic(name="tls-orders", num_partitions=2)]
+            ),
+            timeout=5,
+        )
+    finally:
+        await channel.close()
+    async with GroupMember(address, "tls-g", topics=["tls-orders"], tls=tls) as member:
+        for _ in range(100):
+            if len(member.assignment) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert {tp.partition for tp in member.assignment} == {0, 1}
+    policy = RetryPolicy(deadline_s=1.0, attempt_timeout_s=0.5)
+    anonymous = GroupMember(
+        address,
+        "tls-g",
+        topics=["tls-orders"],
+        tls=client_tls(pki, None, server_name="localhost"),
+        retry=policy,
+    )
+    with pytest.raises(TimeoutError):
+        await anonymous.start(timeout_s=2)
+    await anonymous.close()
