@@ -109,6 +109,7 @@ def test_image_is_one_slim_non_root_image_for_every_process(images: Images) -> N
         ((), set()),
         (("proxy",), {"kafka"}),
         (("observability",), {"otel-collector", "prometheus"}),
+        (("redis-cluster",), {f"redis-cluster-{i}" for i in range(6)} | {"redis-cluster-create"}),
     ],
 )
 def test_compose_file_resolves_with_each_profile(
@@ -124,6 +125,30 @@ def test_compose_file_resolves_with_each_profile(
     services = set(yaml.safe_load(out[out.index("name:") :])["services"])
     base = {"redis", "assignor-1", "assignor-2", "shard-0", "shard-1", "shard-2"}
     assert services == base | {"gateway-1", "gateway-2"} | expected
+
+
+def test_compose_redis_cluster_overlay_resolves_with_the_profile() -> None:
+    """podman-compose merges deploy/compose/redis-cluster.yml: every shard gets the URL, and
+    without REDIS_CLUSTER_URL the file is refused rather than left on the single Redis."""
+    try:
+        env = podman_env()
+    except ContainerToolsMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    files = ["-f", "docker-compose.yml", "-f", "deploy/compose/redis-cluster.yml"]
+    url = "redis+cluster://redis-cluster-0:6379,redis-cluster-1:6379?wait_replicas=1"
+    out = run(
+        [PODMAN_COMPOSE, *files, "--profile", "redis-cluster", "config"],
+        {**env, "REDIS_CLUSTER_URL": url},
+    ).stdout
+    services = yaml.safe_load(out[out.index("name:") :])["services"]
+    for name in ("shard-0", "shard-1", "shard-2"):
+        assert services[name]["environment"]["GROUPCOORD_STORE"] == url
+        assert services[name]["environment"]["GROUPCOORD_NODE_ID"] == name[-1]
+    assert "redis-cluster-create" in services
+    unset = {k: v for k, v in env.items() if k != "REDIS_CLUSTER_URL"}
+    refused = run([PODMAN_COMPOSE, *files, "config"], unset, check=False)
+    assert refused.returncode != 0
+    assert "REDIS_CLUSTER_URL" in refused.stdout + refused.stderr
 
 
 @dataclass
@@ -325,3 +350,86 @@ def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: 
 
     stack.compose("down", "-v")
     assert stack.leftovers() == []
+
+
+def test_compose_redis_cluster_profile_serves_the_shards_through_the_overlay(
+    images: Images,
+) -> None:
+    """The profile's six nodes and its one-shot create job form a cluster of 3 primaries + 3
+    replicas; with deploy/compose/redis-cluster.yml the shards serve every partition from it
+    (``wait_replicas=1``: each primary has its replica), and a second create is a no-op."""
+    url = (
+        "redis+cluster://redis-cluster-0:6379,redis-cluster-1:6379,redis-cluster-2:6379"
+        "?wait_replicas=1"
+    )
+    env = {
+        **images.env,
+        "GROUPCOORD_IMAGE": images.groupcoord,
+        "REDIS_IMAGE": images.redis,
+        "REDIS_CLUSTER_URL": url,
+        "RESTART_POLICY": "no",
+        "NUM_PARTITIONS": "6",
+    }
+    project = f"gcrc{RUN}"
+    compose = [
+        PODMAN_COMPOSE, "-p", project, "-f", "docker-compose.yml",
+        "-f", "deploy/compose/redis-cluster.yml", "--profile", "redis-cluster",
+    ]  # fmt: skip
+
+    def container(service: str) -> str:
+        return f"{project}_{service}_1"
+
+    def state(service: str) -> str:
+        out = run(["podman", "inspect", container(service), "--format",
+                   "{{.State.Status}} {{.State.ExitCode}}"], env, check=False)  # fmt: skip
+        return out.stdout.strip()
+
+    try:
+        run([*compose, "up", "-d", "redis-cluster-create"], env, timeout=300)
+        wait_for("redis-cluster-create done",
+                 lambda: state("redis-cluster-create").startswith("exited"), 120)  # fmt: skip
+        assert state("redis-cluster-create") == "exited 0", run(
+            ["podman", "logs", container("redis-cluster-create")], env, check=False
+        ).stdout
+        cli = ["podman", "exec", container("redis-cluster-0"), "redis-cli"]
+        info = run([*cli, "cluster", "info"], env).stdout
+        assert "cluster_state:ok" in info and "cluster_size:3" in info, info
+        nodes = run([*cli, "cluster", "nodes"], env).stdout.splitlines()
+        roles = sorted(line.split()[2].replace("myself,", "") for line in nodes)
+        assert roles == ["master"] * 3 + ["slave"] * 3, nodes
+        # idempotent: a second `up` of the job leaves the cluster as it is
+        run([*compose, "up", "-d", "--force-recreate", "--no-deps", "redis-cluster-create"], env)
+        wait_for("second create done", lambda: state("redis-cluster-create").startswith("exited"),
+                 60)  # fmt: skip
+        assert state("redis-cluster-create") == "exited 0"
+
+        run([*compose, "up", "-d", "shard-0", "shard-1", "shard-2"], env, timeout=300)
+        for shard in ("shard-0", "shard-1", "shard-2"):
+            wait_for(f"{shard} serving", lambda s=shard: grpc_serving(  # type: ignore[misc]
+                container(s), "127.0.0.1:50051", env), 120)  # fmt: skip
+
+        def listing() -> dict[str, Any]:
+            out = run(["podman", "exec", container("shard-0"), "groupcoord", "partitions",
+                       "--store", url, "--format", "json"], env).stdout  # fmt: skip
+            return json.loads(out)  # type: ignore[no-any-return]
+
+        def all_active() -> dict[str, Any] | None:
+            report = listing()
+            states = [p["state"] for p in report["partitions"]]
+            return report if states == ["ACTIVE"] * 6 else None
+
+        report = wait_for("every partition ACTIVE on the cluster", all_active, 60)
+        print(f"\npartitions on the compose Redis Cluster: {report['partitions']}")
+        assert len(report["members"]) == 3, report
+        assert {p["holder"] for p in report["partitions"]} <= {"0", "1", "2"}, report
+    finally:
+        run([*compose, "down", "-v"], env, check=False, timeout=300)
+        label = f"label=io.podman.compose.project={project}"
+        for ids, rm in (
+            ("ps -aq", "rm -f"),
+            ("volume ls -q", "volume rm -f"),
+            ("network ls -q", "network rm -f"),
+        ):
+            out = run(["podman", *ids.split(), "--filter", label], env, check=False).stdout.split()
+            if out:
+                run(["podman", *rm.split(), *out], env, check=False)
