@@ -86,6 +86,8 @@ def test_the_redis_cluster_profile_runs_durable_cluster_nodes_on_their_own_volum
     script = " ".join(create["command"]).replace("$$", "$")  # compose's escaping
     assert "redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes" in script
     assert "for i in 0 1 2 3 4 5" in script
+    # done only once the three replicas are in sync
+    assert 'grep -c master_link_status:up)" = 3' in script
 
 
 def test_start_order_is_health_gated() -> None:
