@@ -58,10 +58,10 @@ LEASE_MS = 1500
 #: one that holds no shared slot fails over (writers commit every 30 ms)
 MAX_GAP_UNAFFECTED_S = 2.0
 #: from its replica's promotion to the first acknowledged commit of each of the victim's
-#: partitions, when the promoted primary still has a replica (no refusal window): the owner
-#: retries the partition's load with a back-off capped at 5 s (the runtime's
-#: ``reload_backoff_ms``), plus margin; measured 0.4-4.5 s (3 runs)
-MAX_BACK_AFTER_PROMOTION_S = 7.0
+#: partitions, when the promoted primary still has a replica (no refusal window): the next
+#: full ownership round (every lease / 4) reads every lease again and wakes the loads backing
+#: off, then a load and the clients' retry; measured 0.95-1.22 s
+MAX_BACK_AFTER_PROMOTION_S = 3.0
 #: observation after each promotion
 OBSERVE_S = 1.0
 
