@@ -407,7 +407,8 @@ def test_compose_redis_cluster_profile_serves_the_shards_through_the_overlay(
                  60)  # fmt: skip
         assert state("redis-cluster-create") == "exited 0"
 
-        run([*compose, "up", "-d", "shard-0", "shard-1", "shard-2"], env, timeout=300)
+        # --no-deps: the bundled redis and the assignors are not needed to serve offsets
+        run([*compose, "up", "-d", "--no-deps", "shard-0", "shard-1", "shard-2"], env, timeout=300)
         for shard in ("shard-0", "shard-1", "shard-2"):
             wait_for(f"{shard} serving", lambda s=shard: grpc_serving(  # type: ignore[misc]
                 container(s), "127.0.0.1:50051", env), 120)  # fmt: skip
