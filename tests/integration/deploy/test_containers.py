@@ -2,8 +2,9 @@
 the registry-free Debian base; the compose file comes up healthy with local stand-ins for the
 public images; a confluent-kafka consumer group (KIP-848) joins through a published gateway
 port, commits and reads back; a killed shard's partitions are served by another; `compose
-down` leaves nothing behind. Every container, volume, network and image is removed, also when
-a test fails (per-run names)."""
+down` leaves nothing behind. The redis-cluster profile forms a cluster whose shards, pointed
+at it by deploy/compose/redis-cluster.yml, serve every partition. Every container, volume,
+network and image is removed, also when a test fails (per-run names)."""
 
 from __future__ import annotations
 
