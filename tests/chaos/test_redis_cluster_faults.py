@@ -64,7 +64,7 @@ class ClusterStore:
     def client(self, db: int = 0, **kwargs: Any) -> Any:
         node = self.servers.live()[0]
         return redis.cluster.RedisCluster(
-            host="127.0.0.1", port=node.port, socket_timeout=5.0, **kwargs
+            host=node.host, port=node.port, socket_timeout=5.0, **kwargs
         )
 
 
