@@ -353,29 +353,14 @@ def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: 
     assert stack.leftovers() == []
 
 
-def test_compose_redis_cluster_profile_serves_the_shards_through_the_overlay(
-    images: Images,
-) -> None:
+def test_compose_redis_cluster_profile_forms_a_cluster(images: Images) -> None:
     """The profile's six nodes and its one-shot create job form a cluster of 3 primaries + 3
-    replicas; with deploy/compose/redis-cluster.yml the shards serve every partition from it
-    (``wait_replicas=1``: each primary has its replica), and a second create is a no-op."""
-    url = (
-        "redis+cluster://redis-cluster-0:6379,redis-cluster-1:6379,redis-cluster-2:6379"
-        "?wait_replicas=1"
-    )
-    env = {
-        **images.env,
-        "GROUPCOORD_IMAGE": images.groupcoord,
-        "REDIS_IMAGE": images.redis,
-        "REDIS_CLUSTER_URL": url,
-        "RESTART_POLICY": "no",
-        "NUM_PARTITIONS": "6",
-    }
+    replicas, the replicas in sync when the job exits (shards with ``wait_replicas=1`` need
+    them). The overlay that points the shards at it is resolved above; shards serving from a
+    Redis Cluster are tested on loopback (tests/chaos, tests/integration/storage)."""
+    env = {**images.env, "REDIS_IMAGE": images.redis, "RESTART_POLICY": "no"}
     project = f"gcrc{RUN}"
-    compose = [
-        PODMAN_COMPOSE, "-p", project, "-f", "docker-compose.yml",
-        "-f", "deploy/compose/redis-cluster.yml", "--profile", "redis-cluster",
-    ]  # fmt: skip
+    compose = [PODMAN_COMPOSE, "-p", project, "--profile", "redis-cluster"]
 
     def container(service: str) -> str:
         return f"{project}_{service}_1"
@@ -397,37 +382,15 @@ def test_compose_redis_cluster_profile_serves_the_shards_through_the_overlay(
         assert "cluster_state:ok" in info and "cluster_size:3" in info, info
         roles = []
         for i in range(6):
-            out = run(["podman", "exec", container(f"redis-cluster-{i}"), "redis-cli", "role"],
-                      env).stdout  # fmt: skip
-            roles.append(out.split()[0])
+            out = run(["podman", "exec", container(f"redis-cluster-{i}"), "redis-cli",
+                       "info", "replication"], env).stdout  # fmt: skip
+            if "role:master" in out:
+                roles.append("primary")
+            else:
+                in_sync = "master_link_status:up" in out
+                roles.append("replica in sync" if in_sync else "replica not in sync")
         # the job exits once every replica is in sync
-        assert sorted(roles) == ["master"] * 3 + ["slave"] * 3, roles
-        # idempotent: a second `up` of the job leaves the cluster as it is
-        run([*compose, "up", "-d", "--force-recreate", "--no-deps", "redis-cluster-create"], env)
-        wait_for("second create done", lambda: state("redis-cluster-create").startswith("exited"),
-                 60)  # fmt: skip
-        assert state("redis-cluster-create") == "exited 0"
-
-        # --no-deps: the bundled redis and the assignors are not needed to serve offsets
-        run([*compose, "up", "-d", "--no-deps", "shard-0", "shard-1", "shard-2"], env, timeout=300)
-        for shard in ("shard-0", "shard-1", "shard-2"):
-            wait_for(f"{shard} serving", lambda s=shard: grpc_serving(  # type: ignore[misc]
-                container(s), "127.0.0.1:50051", env), 120)  # fmt: skip
-
-        def listing() -> dict[str, Any]:
-            out = run(["podman", "exec", container("shard-0"), "groupcoord", "partitions",
-                       "--store", url, "--format", "json"], env).stdout  # fmt: skip
-            return json.loads(out)  # type: ignore[no-any-return]
-
-        def all_active() -> dict[str, Any] | None:
-            report = listing()
-            states = [p["state"] for p in report["partitions"]]
-            return report if states == ["ACTIVE"] * 6 else None
-
-        report = wait_for("every partition ACTIVE on the cluster", all_active, 60)
-        print(f"\npartitions on the compose Redis Cluster: {report['partitions']}")
-        assert len(report["members"]) == 3, report
-        assert {p["holder"] for p in report["partitions"]} <= {"0", "1", "2"}, report
+        assert sorted(roles) == ["primary"] * 3 + ["replica in sync"] * 3, roles
     finally:
         run([*compose, "down", "-v"], env, check=False, timeout=300)
         label = f"label=io.podman.compose.project={project}"
