@@ -58,7 +58,7 @@ MAX_GAP_UNAFFECTED_S = 2.0
 #: from its replica's promotion to the first acknowledged commit of each of the victim's
 #: partitions, when the promoted primary still has a replica (no refusal window): the next
 #: full ownership round (every lease / 4) reads every lease again and wakes the loads backing
-#: off, then a load and the clients' retry; measured 0.95-1.22 s
+#: off, then a load and the clients' retry; measured 0.3-1.6 s
 MAX_BACK_AFTER_PROMOTION_S = 3.0
 #: observation after each promotion
 OBSERVE_S = 1.0

@@ -61,6 +61,11 @@ class RedisClusterServers:
                     # the other primaries' slots keep serving while one fails over
                     "--cluster-require-full-coverage",
                     "no",
+                    # a replica's full sync starts at once: Redis waits 5 s by default for
+                    # more replicas to share a diskless transfer (at creation, and when a
+                    # node rejoins after a failover)
+                    "--repl-diskless-sync-delay",
+                    "0",
                     # the bus port would be port + 10000 (over 65535 for a high free port)
                     "--cluster-port",
                     str(free_port()),

@@ -72,6 +72,7 @@ def test_the_redis_cluster_profile_runs_durable_cluster_nodes_on_their_own_volum
         assert option("--cluster-require-full-coverage") == "no"
         assert option("--cluster-config-file") == "/data/nodes.conf"
         assert 1000 <= int(option("--cluster-node-timeout")) <= 15000
+        assert option("--repl-diskless-sync-delay") == "0"
         (volume,) = node["volumes"]
         assert volume.endswith(":/data")
         volumes.append(volume.split(":")[0])
