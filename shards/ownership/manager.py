@@ -107,6 +107,8 @@ class OwnershipManager:
         self._last_good: dict[str, Member] = {}
         self._rejoined_at: int | None = None  # monotonic ms
         self._heartbeat_failing = False
+        #: a round failed since the last full round that went through
+        self._round_failing = False
         self._last_full: int | None = None  # monotonic ms
         self._loading: dict[int, asyncio.Task[Any]] = {}
         self._unloading: dict[int, asyncio.Task[Any]] = {}
@@ -283,7 +285,16 @@ class OwnershipManager:
                 waiting = await self.reconcile(full=full)
             except Exception as ex:
                 log.warning("ownership round failed: %r", ex)
+                self._round_failing = True
                 waiting = False
+            else:
+                if full and self._round_failing:
+                    # Every partition's lease was read again: the store answers for all of
+                    # them. On a Redis Cluster a primary can fail over while the registry's
+                    # slot (another primary) never stops answering, so the heartbeat alone
+                    # would not say so, and loads would wait out backoffs of seconds.
+                    self._round_failing = False
+                    self.runtime.store_reachable()
             delay_ms = poll_ms if waiting else max(0.0, round_ms - self._since(self._last_full))
             with contextlib.suppress(TimeoutError):
                 async with timeout(self.clock, max(delay_ms, 10)):

@@ -178,9 +178,10 @@ class CoordinatorRuntime:
 
     def store_reachable(self) -> None:
         """The store answers again after failing (the ownership manager's registry
-        heartbeat went through): every load waiting out its backoff retries now, with its
-        backoff reset, instead of up to ``reload_backoff_ms[1]`` later -- after an outage
-        of a few seconds the backoffs have grown that long."""
+        heartbeat, or a full round reading every lease, went through after failures): every
+        load waiting out its backoff retries now, with its backoff reset, instead of up to
+        ``reload_backoff_ms[1]`` later -- after an outage of a few seconds the backoffs have
+        grown that long."""
         self._retry_now.set()
         self._retry_now = asyncio.Event()
 

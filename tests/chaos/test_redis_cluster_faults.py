@@ -11,10 +11,10 @@ While a promoted primary has no replica, appends wait for one (``wait_replicas``
 and must be refused: no commit of its partitions may be acknowledged then.
 
 The victims are primaries that hold neither the shard registry's slot (``{members}``) nor
-the catalog's: losing those stalls every shard's heartbeat for the failover, a case this
-test does not cover. The checker of :mod:`tests.chaos.checker` must find nothing lost,
-invented or stale, single ownership and epochs intact; and the partitions whose slots live
-on the other primaries must keep being committed to all along each fault.
+the catalog's (their failovers: :mod:`tests.chaos.test_redis_cluster_failover`). The checker
+of :mod:`tests.chaos.checker` must find nothing lost, invented or stale, single ownership and
+epochs intact; and the partitions whose slots live on the other primaries must keep being
+committed to all along each fault.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ClusterStore:
     def client(self, db: int = 0, **kwargs: Any) -> Any:
         node = self.servers.live()[0]
         return redis.cluster.RedisCluster(
-            host="127.0.0.1", port=node.port, socket_timeout=5.0, **kwargs
+            host=node.host, port=node.port, socket_timeout=5.0, **kwargs
         )
 
 

@@ -2,7 +2,8 @@
 SASL_PLAINTEXT and SASL_SSL to ``groupcoord gateway`` processes, users managed with
 ``groupcoord scram`` in other processes: consumers and the admin client with SCRAM-SHA-512
 and with PLAIN, a wrong password, a server certificate the client does not trust, a user
-added while the gateway runs; credentials kept in real SQLite and in real Redis.
+added while the gateway runs; credentials kept in real SQLite, in real Redis and in a real
+Redis Cluster.
 Certificates are made at test time (tests/support/certs.py).
 """
 
@@ -244,6 +245,48 @@ def test_credentials_in_redis_are_seen_by_the_gateway_process(
         _eventually_authenticates(stack.config("PLAIN", "frank", "frank-secret"))
     finally:
         stack.close()
+
+
+def test_credentials_in_a_redis_cluster_are_seen_by_the_gateway_process(tmp_path: Path) -> None:
+    """The same with the credentials in a real Redis Cluster (3 primaries on loopback, no
+    replicas: what is tested here is the gateway reading from a cluster, not replication):
+    ``groupcoord scram set`` and the gateway both open the redis+cluster:// URL, and the
+    credentials document lives in the slot of one primary."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+    from redis.crc import key_slot
+
+    from tests.support.redis_cluster import RedisClusterServers
+
+    with RedisClusterServers.start(tmp_path / "redis", replicas_per_primary=0) as servers:
+        store = servers.url
+        add_user(store, "grace", "grace-secret", "SCRAM-SHA-512")
+        # the document is in the cluster, in a slot not every primary holds
+        keys = [
+            k
+            for s in servers.primaries()
+            for k in servers.client(s).keys("gc:doc:*")  # each primary's own keys
+        ]
+        assert len(keys) == 1, keys
+        owner = servers.primary_of_slot(key_slot(keys[0]))
+        assert servers.client(owner).exists(keys[0]) == 1
+        stack = SaslStack(tmp_path, store)
+        try:
+            exercise(stack, stack.config("SCRAM-SHA-512", "grace", "grace-secret"))
+            errors: list[Any] = []
+            bad = {**stack.config("SCRAM-SHA-512", "grace", "wrong"), "error_cb": errors.append}
+            admin = AdminClient({**bad, "log_level": 0})
+            with pytest.raises(KafkaException):
+                admin.list_topics(timeout=2)
+            admin.poll(0.5)
+            assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+            add_user(store, "heidi", "heidi-secret", "SCRAM-SHA-512")
+            _eventually_authenticates(stack.config("PLAIN", "heidi", "heidi-secret"))
+            listed = scram_cli("list", "--store", store, "--format", "json")
+            assert listed.returncode == 0, listed.stderr
+            assert '"grace"' in listed.stdout and '"heidi"' in listed.stdout
+        finally:
+            stack.close()
 
 
 def test_scram_cli_usage_errors(tmp_path: Path) -> None:

@@ -130,6 +130,16 @@ class NetNamespace:
             self._iptables("-A", *rule)
             self.rules.append(rule)
 
+    def cut_local_from_host(self, port: int) -> None:
+        """Drop the traffic between the host and the namespace's ``port`` (a server inside):
+        the host no longer reaches it, while processes inside the namespace still do."""
+        for rule in (
+            ["INPUT", "-p", "tcp", "-s", self.host_ip, "--dport", str(port), "-j", "DROP"],
+            ["OUTPUT", "-p", "tcp", "-d", self.host_ip, "--sport", str(port), "-j", "DROP"],
+        ):
+            self._iptables("-A", *rule)
+            self.rules.append(rule)
+
     def heal(self) -> None:
         """Remove every rule added by the cuts."""
         while self.rules:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -34,8 +35,15 @@ class RedisClusterServers:
 
     @classmethod
     def start(
-        cls, base: Path, *, primaries: int = 3, replicas_per_primary: int = 1
+        cls,
+        base: Path,
+        *,
+        primaries: int = 3,
+        replicas_per_primary: int = 1,
+        make_server: Callable[[int, Path, list[str]], LocalRedisServer] | None = None,
     ) -> RedisClusterServers:
+        """``make_server(i, data_dir, cluster_args)``: node ``i``'s server, not started (by
+        default a LocalRedisServer on loopback); it is joined at its ``host``."""
         cli = shutil.which("redis-cli")
         if cli is None:
             raise RedisServerUnavailable("redis-cli is not installed (it creates the cluster)")
@@ -43,26 +51,32 @@ class RedisClusterServers:
         count = primaries * (1 + replicas_per_primary)
         try:
             for i in range(count):
-                server = LocalRedisServer(
-                    base / f"node{i}",
-                    extra_args=[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        str(base / f"node{i}" / "nodes.conf"),
-                        "--cluster-node-timeout",
-                        str(NODE_TIMEOUT_MS),
-                        # the other primaries' slots keep serving while one fails over
-                        "--cluster-require-full-coverage",
-                        "no",
-                        # the bus port would be port + 10000 (over 65535 for a high free port)
-                        "--cluster-port",
-                        str(free_port()),
-                    ],
-                )
+                args = [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    str(base / f"node{i}" / "nodes.conf"),
+                    "--cluster-node-timeout",
+                    str(NODE_TIMEOUT_MS),
+                    # the other primaries' slots keep serving while one fails over
+                    "--cluster-require-full-coverage",
+                    "no",
+                    # a replica's full sync starts at once: Redis waits 5 s by default for
+                    # more replicas to share a diskless transfer (at creation, and when a
+                    # node rejoins after a failover)
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    # the bus port would be port + 10000 (over 65535 for a high free port)
+                    "--cluster-port",
+                    str(free_port()),
+                ]
+                if make_server is None:
+                    server = LocalRedisServer(base / f"node{i}", extra_args=args)
+                else:
+                    server = make_server(i, base / f"node{i}", args)
                 server.start()
                 servers.append(server)
-            addresses = [f"127.0.0.1:{s.port}" for s in servers]
+            addresses = [f"{s.host}:{s.port}" for s in servers]
             result = subprocess.run(
                 [
                     cli,
@@ -93,14 +107,19 @@ class RedisClusterServers:
 
     @property
     def url(self) -> str:
-        seeds = ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+        seeds = ",".join(f"{s.host}:{s.port}" for s in self.servers)
         return f"redis+cluster://{seeds}"
+
+    @staticmethod
+    def bus_port(server: LocalRedisServer) -> int:
+        """The node's cluster bus port."""
+        return int(server.extra_args[server.extra_args.index("--cluster-port") + 1])
 
     def live(self) -> list[LocalRedisServer]:
         return [s for s in self.servers if s.process is not None]
 
     def client(self, server: LocalRedisServer) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=2.0)
+        return redis.Redis(host=server.host, port=server.port, socket_timeout=2.0)
 
     def role(self, server: LocalRedisServer) -> str:
         with self.client(server) as c:

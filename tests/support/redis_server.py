@@ -154,14 +154,19 @@ class LocalRedisServer(RedisServer):
         binary: str | None = None,
         port: int | None = None,
         bind: Sequence[str] = (),
+        prefix: Sequence[str] = (),
+        host: str = "127.0.0.1",
     ) -> None:
         """``bind``: addresses to listen on besides 127.0.0.1 (a veth of a network namespace
-        a test made, so that a shard inside reaches the store)."""
+        a test made, so that a shard inside reaches the store). ``prefix``: a command that
+        execs the server in place (``ip netns exec NAME``: a server inside a namespace, then
+        reached at ``host``, its veth address)."""
         self.binary = binary or find_redis_server_binary()
         self.bind = list(bind)
+        self.prefix = list(prefix)
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.host = "127.0.0.1"
+        self.host = host
         self.port = port or 0
         self.appendonly = appendonly
         self.extra_args = list(extra_args)
@@ -194,6 +199,7 @@ class LocalRedisServer(RedisServer):
 
     def _spawn(self) -> None:
         args = [
+            *self.prefix,
             self.binary,
             "--port",
             str(self.port),

@@ -2,8 +2,9 @@
 the registry-free Debian base; the compose file comes up healthy with local stand-ins for the
 public images; a confluent-kafka consumer group (KIP-848) joins through a published gateway
 port, commits and reads back; a killed shard's partitions are served by another; `compose
-down` leaves nothing behind. Every container, volume, network and image is removed, also when
-a test fails (per-run names)."""
+down` leaves nothing behind. The redis-cluster profile forms a cluster whose shards, pointed
+at it by deploy/compose/redis-cluster.yml, serve every partition. Every container, volume,
+network and image is removed, also when a test fails (per-run names)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def test_image_is_one_slim_non_root_image_for_every_process(images: Images) -> N
         ((), set()),
         (("proxy",), {"kafka"}),
         (("observability",), {"otel-collector", "prometheus"}),
+        (("redis-cluster",), {f"redis-cluster-{i}" for i in range(6)} | {"redis-cluster-create"}),
     ],
 )
 def test_compose_file_resolves_with_each_profile(
@@ -124,6 +126,30 @@ def test_compose_file_resolves_with_each_profile(
     services = set(yaml.safe_load(out[out.index("name:") :])["services"])
     base = {"redis", "assignor-1", "assignor-2", "shard-0", "shard-1", "shard-2"}
     assert services == base | {"gateway-1", "gateway-2"} | expected
+
+
+def test_compose_redis_cluster_overlay_resolves_with_the_profile() -> None:
+    """podman-compose merges deploy/compose/redis-cluster.yml: every shard gets the URL, and
+    without REDIS_CLUSTER_URL the file is refused rather than left on the single Redis."""
+    try:
+        env = podman_env()
+    except ContainerToolsMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    files = ["-f", "docker-compose.yml", "-f", "deploy/compose/redis-cluster.yml"]
+    url = "redis+cluster://redis-cluster-0:6379,redis-cluster-1:6379?wait_replicas=1"
+    out = run(
+        [PODMAN_COMPOSE, *files, "--profile", "redis-cluster", "config"],
+        {**env, "REDIS_CLUSTER_URL": url},
+    ).stdout
+    services = yaml.safe_load(out[out.index("name:") :])["services"]
+    for name in ("shard-0", "shard-1", "shard-2"):
+        assert services[name]["environment"]["GROUPCOORD_STORE"] == url
+        assert services[name]["environment"]["GROUPCOORD_NODE_ID"] == name[-1]
+    assert "redis-cluster-create" in services
+    unset = {k: v for k, v in env.items() if k != "REDIS_CLUSTER_URL"}
+    refused = run([PODMAN_COMPOSE, *files, "config"], unset, check=False)
+    assert refused.returncode != 0
+    assert "REDIS_CLUSTER_URL" in refused.stdout + refused.stderr
 
 
 @dataclass
@@ -325,3 +351,54 @@ def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: 
 
     stack.compose("down", "-v")
     assert stack.leftovers() == []
+
+
+def test_compose_redis_cluster_profile_forms_a_cluster(images: Images) -> None:
+    """The profile's six nodes and its one-shot create job form a cluster of 3 primaries + 3
+    replicas, the replicas in sync when the job exits (shards with ``wait_replicas=1`` need
+    them). The overlay that points the shards at it is resolved above; shards serving from a
+    Redis Cluster are tested on loopback (tests/chaos, tests/integration/storage)."""
+    env = {**images.env, "REDIS_IMAGE": images.redis, "RESTART_POLICY": "no"}
+    project = f"gcrc{RUN}"
+    compose = [PODMAN_COMPOSE, "-p", project, "--profile", "redis-cluster"]
+
+    def container(service: str) -> str:
+        return f"{project}_{service}_1"
+
+    def state(service: str) -> str:
+        out = run(["podman", "inspect", container(service), "--format",
+                   "{{.State.Status}} {{.State.ExitCode}}"], env, check=False)  # fmt: skip
+        return out.stdout.strip()
+
+    try:
+        run([*compose, "up", "-d", "redis-cluster-create"], env, timeout=300)
+        wait_for("redis-cluster-create done",
+                 lambda: state("redis-cluster-create").startswith("exited"), 120)  # fmt: skip
+        assert state("redis-cluster-create") == "exited 0", run(
+            ["podman", "logs", container("redis-cluster-create")], env, check=False
+        ).stdout
+        cli = ["podman", "exec", container("redis-cluster-0"), "redis-cli"]
+        info = run([*cli, "cluster", "info"], env).stdout
+        assert "cluster_state:ok" in info and "cluster_size:3" in info, info
+        roles = []
+        for i in range(6):
+            out = run(["podman", "exec", container(f"redis-cluster-{i}"), "redis-cli",
+                       "info", "replication"], env).stdout  # fmt: skip
+            if "role:master" in out:
+                roles.append("primary")
+            else:
+                in_sync = "master_link_status:up" in out
+                roles.append("replica in sync" if in_sync else "replica not in sync")
+        # the job exits once every replica is in sync
+        assert sorted(roles) == ["primary"] * 3 + ["replica in sync"] * 3, roles
+    finally:
+        run([*compose, "down", "-v"], env, check=False, timeout=300)
+        label = f"label=io.podman.compose.project={project}"
+        for ids, rm in (
+            ("ps -aq", "rm -f"),
+            ("volume ls -q", "volume rm -f"),
+            ("network ls -q", "network rm -f"),
+        ):
+            out = run(["podman", *ids.split(), "--filter", label], env, check=False).stdout.split()
+            if out:
+                run(["podman", *rm.split(), *out], env, check=False)

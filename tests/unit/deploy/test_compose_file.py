@@ -27,11 +27,15 @@ def test_default_stack_and_profiles() -> None:
     assert SERVICES["kafka"]["profiles"] == ["proxy"]
     assert SERVICES["otel-collector"]["profiles"] == ["observability"]
     assert SERVICES["prometheus"]["profiles"] == ["observability"]
+    cluster = {n for n, s in SERVICES.items() if s.get("profiles") == ["redis-cluster"]}
+    assert cluster == {f"redis-cluster-{i}" for i in range(6)} | {"redis-cluster-create"}
 
 
 def test_public_images_can_be_replaced_by_variables() -> None:
     for service, image in {
         "redis": "redis:7.4",
+        "redis-cluster-0": "redis:7.4",
+        "redis-cluster-create": "redis:7.4",
         "kafka": "apache/kafka:4.1.1",
         "otel-collector": "otel/opentelemetry-collector:0.115.1",
         "prometheus": "prom/prometheus:v3.1.0",
@@ -49,6 +53,42 @@ def test_redis_is_durable_and_persistent() -> None:
     assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
     assert redis["volumes"] == ["redis-data:/data"]
     assert "redis-data" in COMPOSE["volumes"]
+
+
+def test_the_redis_cluster_profile_runs_durable_cluster_nodes_on_their_own_volumes() -> None:
+    """What docs/storage.md#redis-cluster asks of a cluster's nodes, on each of the six."""
+    volumes = []
+    for i in range(6):
+        node = SERVICES[f"redis-cluster-{i}"]
+        command = node["command"]
+
+        def option(name: str, command: list[str] = command) -> str:
+            return str(command[command.index(name) + 1])
+
+        assert option("--appendonly") == "yes"
+        assert option("--appendfsync") == "always"
+        assert option("--maxmemory-policy") == "noeviction"
+        assert option("--cluster-enabled") == "yes"
+        assert option("--cluster-require-full-coverage") == "no"
+        assert option("--cluster-config-file") == "/data/nodes.conf"
+        assert 1000 <= int(option("--cluster-node-timeout")) <= 15000
+        assert option("--repl-diskless-sync-delay") == "0"
+        (volume,) = node["volumes"]
+        assert volume.endswith(":/data")
+        volumes.append(volume.split(":")[0])
+        assert volumes[-1] in COMPOSE["volumes"]
+        assert node["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert len(set(volumes)) == 6
+    create = SERVICES["redis-cluster-create"]
+    assert create["restart"] == "no"
+    assert create["depends_on"] == {
+        f"redis-cluster-{i}": {"condition": "service_healthy"} for i in range(6)
+    }
+    script = " ".join(create["command"]).replace("$$", "$")  # compose's escaping
+    assert "redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes" in script
+    assert "for i in 0 1 2 3 4 5" in script
+    # done only once the three replicas are in sync
+    assert 'grep -c master_link_status:up)" = 3' in script
 
 
 def test_start_order_is_health_gated() -> None:
@@ -121,7 +161,8 @@ def test_the_tls_overlay_gives_every_process_options_the_cli_has(tmp_path: Any) 
 
     overlay = yaml.safe_load((ROOT / "deploy" / "compose" / "tls.yml").read_text())
     groupcoord = {n for n, s in SERVICES.items() if s.get("command")}
-    groupcoord -= {"redis", "kafka", "otel-collector", "prometheus"}
+    groupcoord -= {"redis", "kafka", "otel-collector", "prometheus", "redis-cluster-create"}
+    groupcoord -= {n for n in groupcoord if n.startswith("redis-cluster-")}
     assert set(overlay["services"]) == groupcoord
     certs = tmp_path / "certs"
     subprocess.run(
@@ -277,3 +318,11 @@ def test_the_redis_cluster_overlay_points_every_shard_at_the_cluster() -> None:
     example = re.search(r"REDIS_CLUSTER_URL='([^']+)'", text)
     assert example is not None
     assert len(parse_cluster_url(example.group(1)).seeds) == 3
+    # the URL the profile's comment gives names three of the profile's nodes
+    compose_text = (ROOT / "docker-compose.yml").read_text()
+    (local,) = set(re.findall(r"REDIS_CLUSTER_URL='([^']+)'", compose_text))
+    seeds = parse_cluster_url(local).seeds
+    assert {f"{host}:{port}" for host, port in seeds} <= {
+        f"redis-cluster-{i}:6379" for i in range(6)
+    }
+    assert len(seeds) == 3
