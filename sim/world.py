@@ -39,6 +39,7 @@ from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import StoreError, StoreUnavailableError
 from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
+from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.loop import SimClock, VirtualLoop
 from sim.store import SimStore, StoreWorld
@@ -57,10 +58,16 @@ EVENT_KINDS = (
     "create_topic",  # a topic (regex subscribers pick it up)
     "skew",  # the serving process's wall clock jumps by arg ms
     "store_clock",  # the store's clock jumps ahead by arg ms: leases expire under their holder
+    "classic_join",  # a new classic member joins group arg (g2: classic; g0: a consumer group)
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
-EXTRA_KINDS = ("store_clock",)
+EXTRA_KINDS = ("store_clock", "classic_join")
+#: the kinds the classic workload draws, by an RNG of its own (generate_events): classic
+#: members joining g2 or (online migration) the consumer group g0, KIP-848 members joining
+#: the classic group g2 (an upgrade; their leaving, a downgrade), and crashes, leaves and
+#: cuts of the members from index ``groups * members_per_group`` on
+CLASSIC_KINDS = ("classic_join", "member_join", "member_crash", "member_leave", "net_cut")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,10 @@ class Config:
     kinds: tuple[str, ...] = EVENT_KINDS
     #: the share of seeds that get a store clock jump (EXTRA_KINDS)
     store_clock_share: float = 0.2
+    #: classic members in the classic group g{groups} at the start (0: no classic workload)
+    classic_members: int = 3
+    #: events the classic workload adds to the fault window (CLASSIC_KINDS)
+    classic_events: int = 3
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
@@ -129,7 +140,37 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
         if extra.random() < cfg.store_clock_share:
             at = extra.randrange(500, cfg.fault_window_ms)
             out.append(Event(at, "store_clock", extra.randrange(2_000, 30_000)))
+    out += _classic_events(seed, cfg)
     out.sort(key=lambda e: e.at_ms)
+    return out
+
+
+def _classic_events(seed: int, cfg: Config) -> list[Event]:
+    """The classic workload's events (CLASSIC_KINDS), from an RNG of their own: the draws of
+    the KIP-848 workload stay as they were."""
+    kinds = tuple(k for k in CLASSIC_KINDS if k in cfg.kinds)
+    if not cfg.classic_members or not kinds:
+        return []
+    rng = random.Random(f"classic-{seed}")
+    first = cfg.groups * cfg.members_per_group  # the first classic member's index
+    classic = cfg.groups  # the classic group's index
+    out = []
+    for _ in range(cfg.classic_events):
+        at = rng.randrange(500, cfg.fault_window_ms)
+        kind = rng.choice(kinds)
+        arg: Any
+        if kind == "classic_join":
+            arg = rng.choice((classic, classic, 0))  # g0: into a consumer group (migration)
+        elif kind == "member_join":
+            arg = classic  # a KIP-848 member joins the classic group: an upgrade
+        elif kind == "net_cut":
+            arg = (
+                rng.randrange(first, first + cfg.classic_members + 3),
+                rng.randrange(500, 10_000),
+            )
+        else:
+            arg = rng.randrange(first, first + cfg.classic_members + 3)
+        out.append(Event(at, kind, arg))
     return out
 
 
@@ -347,6 +388,12 @@ class Member:
                 }
         elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
             self.owned, self.epoch = {}, 0  # give everything up, rejoin
+        elif code == Errors.GROUP_ID_NOT_FOUND:
+            # its group went back to classic (a downgrade) after this member was removed: a
+            # heartbeat at its old epoch finds no consumer group. Kafka's client treats this
+            # as fatal; the simulated application starts its consumer again (epoch 0: a join,
+            # which upgrades the group again)
+            self.owned, self.epoch = {}, 0
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
             self.coordinator = None
         if code != 0:
@@ -410,8 +457,11 @@ class Sim:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.processes: list[Process] = []
         self.serving: Process | None = None
-        self.members: list[Member] = []
+        self.members: list[Member | ClassicMember] = []
+        self.classic_rng = random.Random(f"classic-members-{seed}")
         self.acked: list[tuple[str, str, int, int]] = []
+        #: (group, generation, member name) of every SyncGroup answered NONE
+        self.synced: list[tuple[str, int, str]] = []
         self.commit_seq = 0
         self.store_calls = 0
         self.faults_over = False
@@ -483,15 +533,18 @@ class Sim:
         self.trace(f"{p.name} serving {p.runtime.active_partitions()}")
         return p
 
-    async def net(self, member: Member, what: str, call: Callable[[Any], Any]) -> Any:
+    async def net(
+        self, member: Any, what: str, call: Callable[[Any], Any], timeout_ms: int | None = None
+    ) -> Any:
         """A request from ``member`` over the simulated network: delay, loss, duplication,
-        cut links; TimeoutError when no answer came within the request timeout."""
+        cut links; TimeoutError when no answer came within the request timeout (or
+        ``timeout_ms``: a JoinGroup waits for its rebalance)."""
         cfg = self.cfg
         if member.coordinator is None or not member.coordinator.alive:
             member.coordinator = self.serving
         target = member.coordinator
         lo, hi = cfg.net_delay_ms
-        async with asyncio.timeout(cfg.request_timeout_ms / 1000):
+        async with asyncio.timeout((timeout_ms or cfg.request_timeout_ms) / 1000):
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
             if (
                 target is None
@@ -546,6 +599,14 @@ class Sim:
         self.spawn(m.run())
         return m
 
+    def add_classic_member(self, group: int) -> ClassicMember:
+        index = len(self.members)
+        m = ClassicMember(self, index, f"g{group}", static=self.classic_rng.random() < 0.3)
+        self.members.append(m)
+        self.trace(f"{m.name} (classic) joins g{group} static={m.instance_id is not None}")
+        self.spawn(m.run())
+        return m
+
     def left(self, member: Member) -> None:
         pass
 
@@ -588,6 +649,8 @@ class Sim:
                 self.members[arg].leaving = True
         elif kind == "member_join":
             self.add_member(arg)
+        elif kind == "classic_join":
+            self.add_classic_member(arg)
         elif kind == "create_topic":
             p = self.serving
             if p is not None:
@@ -630,6 +693,8 @@ class Sim:
         for g in range(cfg.groups):
             for _ in range(cfg.members_per_group):
                 self.add_member(g)
+        for _ in range(cfg.classic_members):
+            self.add_classic_member(cfg.groups)
         self.spawn(self._ticker())
         await self._events()
         if self.loop.now * 1000 < cfg.fault_window_ms:
