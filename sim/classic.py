@@ -182,7 +182,7 @@ class ClassicMember:
             protocol_name=resp.protocol_name,
             assignments=assignments,
         )
-        sresp = await sim.net(self, "sync", lambda s: s.sync_group(sync), JOIN_TIMEOUT_MS)
+        sresp = await sim.net(self, "sync", lambda s: s.sync_group(sync))
         code = sresp.error_code
         sim.coverage.hit("sync", Errors(code).name)
         if code == 0:

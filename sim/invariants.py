@@ -59,8 +59,10 @@ class Checker:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self.codec = RecordCodec()
-        #: group id -> (classic?, epoch or generation, member ids) as last seen
-        self.group_epochs: dict[str, tuple[bool, int, frozenset[str]]] = {}
+        #: group id -> its epoch (a classic group's: its generation in the log) as last seen
+        self.group_epochs: dict[str, int] = {}
+        #: group id -> (classic?, its member ids) as last seen (conversions: _epoch)
+        self._last_seen: dict[str, tuple[bool, frozenset[str]]] = {}
         #: (classic group id, process) -> the live generation last seen there
         self.classic_live: dict[tuple[str, str], int] = {}
         #: group id -> the highest generation / group epoch written to its log
@@ -281,6 +283,18 @@ class Checker:
         starts over."""
         classic = isinstance(g, ClassicGroup)
         epoch = g.generation_id if isinstance(g, ClassicGroup) else g.group_epoch
+        members = frozenset(g.members)
+        last = self._last_seen.get(gid)
+        self._last_seen[gid] = (classic, members)
+        if last is not None and last[0] != classic:
+            kind = "consumer->classic" if classic else "classic->consumer"
+            if members & last[1]:
+                self.sim.coverage.hit("migration", kind)
+            else:  # a new group: its epoch starts over
+                self.sim.coverage.hit("migration", f"{kind} (empty group replaced)")
+                self.group_epochs.pop(gid, None)
+                for key in [k for k in self.classic_live if k[0] == gid]:
+                    del self.classic_live[key]
         if classic and proc is not None:
             before_here = self.classic_live.get((gid, proc), 0)
             if epoch < before_here:
@@ -290,20 +304,11 @@ class Checker:
                 )
             self.classic_live[(gid, proc)] = epoch
             return
-        members = frozenset(g.members)
-        seen = self.group_epochs.get(gid)
-        if seen is not None and seen[0] != classic:
-            kind = "consumer->classic" if classic else "classic->consumer"
-            if members & seen[2]:
-                self.sim.coverage.hit("migration", kind)
-            else:
-                self.sim.coverage.hit("migration", f"{kind} (empty group replaced)")
-                seen = None
-        before = seen[1] if seen is not None else 0
+        before = self.group_epochs.get(gid, 0)
         if epoch < before:
             self.sim.violation(f"group {gid} epoch went back from {before} to {epoch} ({where})")
         else:
-            self.group_epochs[gid] = (classic, epoch, members)
+            self.group_epochs[gid] = epoch
 
     def _durable_max(self, gid: str, epoch: int) -> None:
         if epoch > self._durable_epoch.get(gid, 0):
