@@ -72,6 +72,8 @@ class ClassicMember:
         self.member_id = ""
         #: the generation of the last successful SyncGroup (-1: none yet)
         self.epoch = -1
+        #: the generation of the last successful JoinGroup, sent in the next (KIP-792)
+        self.generation = -1
         #: topic name -> partitions
         self.owned: dict[str, tuple[int, ...]] = {}
         self.alive = True
@@ -97,12 +99,13 @@ class ClassicMember:
                     PROTOCOL, cp.encode_subscription(subscription)
                 ),
             ),
-            generation_id=self.epoch,
+            generation_id=self.generation,
         )
 
     def _reset(self) -> None:
         """Forget the membership: the next JoinGroup is a new member's."""
         self.member_id, self.epoch, self.joined, self.owned = "", -1, False, {}
+        self.generation = -1
 
     async def run(self) -> None:
         sim = self.sim
@@ -141,7 +144,9 @@ class ClassicMember:
         if code == Errors.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             return True
-        if code in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID):
+        if code in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID, Errors.ILLEGAL_GENERATION):
+            # (ILLEGAL_GENERATION: the group moved on from the generation it named; as Kafka's
+            # client, it forgets its generation and member id and joins as a new member)
             self._reset()
             return False
         if code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
@@ -150,7 +155,7 @@ class ClassicMember:
             sim.check_cheap()
             return False
         self.member_id = resp.member_id
-        generation = resp.generation_id
+        generation = self.generation = resp.generation_id
         assignments: tuple[classic_api.SyncGroupRequestAssignment, ...] = ()
         if resp.leader == self.member_id and not resp.skip_assignment:
             subscribed = []

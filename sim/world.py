@@ -27,6 +27,7 @@ from services.shard.assignor_executor import InProcessAssignor
 from shards.adapters.record_codec import RecordCodec
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
+from shards.core.classic import consumer_protocol as cp
 from shards.core.consumer import api as capi
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
@@ -44,6 +45,10 @@ from sim.coverage import Coverage
 from sim.loop import SimClock, VirtualLoop
 from sim.store import SimStore, StoreWorld
 
+#: what a client-side assignor member declares: the name of the classic members' protocol,
+#: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
+#: at version -1, see docs/client-side-assignors.md)
+CLIENT_ASSIGNORS = (capi.ClientAssignor("range", minimum_version=-1, maximum_version=0),)
 #: the kinds of external events (see generate_events)
 EVENT_KINDS = (
     "crash",  # the serving process dies; a new one starts after arg ms and reloads from the log
@@ -105,6 +110,9 @@ class Config:
     classic_members: int = 3
     #: events the classic workload adds to the fault window (CLASSIC_KINDS)
     classic_events: int = 3
+    #: the share of seeds whose group g0 assigns client-side (its KIP-848 members declare a
+    #: client-side assignor and compute with PrepareAssignment / InstallAssignment)
+    client_side_share: float = 0.5
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
@@ -309,7 +317,9 @@ def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], A
 class Member:
     """A KIP-848 consumer: heartbeats, revokes at once what it loses, commits what it owns."""
 
-    def __init__(self, sim: Sim, index: int, group: str, static: bool, regex: bool) -> None:
+    def __init__(
+        self, sim: Sim, index: int, group: str, static: bool, regex: bool, client_side: bool
+    ) -> None:
         self.sim = sim
         self.index = index
         self.group = group
@@ -326,6 +336,9 @@ class Member:
         self.cut_until = 0.0
         #: the next heartbeat is a full one (see request)
         self.full = False
+        #: a client-side assignor member (KIP-848's PrepareAssignment / InstallAssignment)
+        self.client_side = client_side
+        self.computing = False
 
     def request(self, epoch: int) -> capi.ConsumerGroupHeartbeatRequest:
         # a full request (as Kafka's client sends) when joining and after any error or
@@ -341,7 +354,8 @@ class Member:
             rebalance_timeout_ms=10_000 if joining else -1,
             subscribed_topic_names=None if self.regex or not joining else ("t0", "t1"),
             subscribed_topic_regex="t.*" if self.regex and joining else None,
-            server_assignor="uniform" if joining else None,
+            server_assignor="uniform" if joining and not self.client_side else None,
+            client_assignors=CLIENT_ASSIGNORS if joining and self.client_side else None,
             topic_partitions=tuple(
                 capi.TopicPartitions(t, ps) for t, ps in sorted(self.owned.items())
             ),
@@ -382,6 +396,10 @@ class Member:
                     f"member epoch went back: {self.name} had {self.epoch}, got {resp.member_epoch}"
                 )
             self.epoch = resp.member_epoch
+            if resp.should_compute_assignment and not self.computing:
+                sim.coverage.hit("client_assignor", "asked to compute")
+                self.computing = True
+                sim.spawn(self.compute())
             if resp.assignment is not None:
                 self.owned = {
                     tp.topic_id: tuple(tp.partitions) for tp in resp.assignment if tp.partitions
@@ -399,6 +417,67 @@ class Member:
         if code != 0:
             self.full = True
         sim.check_cheap()
+
+    async def compute(self) -> None:
+        """The client-side assignor: PrepareAssignment, a computation that takes a while (up
+        to 2 s: a slow assignor), InstallAssignment of a round-robin of every subscribed
+        topic's partitions over the members subscribed to it."""
+        sim = self.sim
+        try:
+            epoch = self.epoch
+            prep_req = capi.ConsumerGroupPrepareAssignmentRequest(self.group, self.member_id, epoch)
+            prep = await sim.net(
+                self, "prepare", lambda s: s.consumer_group_prepare_assignment(prep_req)
+            )
+            sim.coverage.hit("prepare", Errors(prep.error_code).name)
+            sim.trace(f"{self.name} prepare -> {Errors(prep.error_code).name} e={prep.group_epoch}")
+            if prep.error_code != 0:
+                return
+            await asyncio.sleep(sim.assignor_rng.uniform(0, 2.0))
+            plan: dict[str, dict[str, list[int]]] = {m.member_id: {} for m in prep.members}
+            turn = 0
+            for topic in sorted(prep.topics, key=lambda t: t.topic_id):
+                takers = sorted(
+                    m.member_id for m in prep.members if topic.topic_id in m.subscribed_topic_ids
+                )
+                for part in range(topic.num_partitions if takers else 0):
+                    plan[takers[turn % len(takers)]].setdefault(topic.topic_id, []).append(part)
+                    turn += 1
+            names = {t.topic_id: t.topic_name for t in prep.topics}
+            classic = {m.member_id for m in prep.members if m.member_type == "classic"}
+
+            def installed(mid: str, a: dict[str, list[int]]) -> capi.InstalledMember:
+                parts = tuple(capi.TopicPartitions(t, tuple(ps)) for t, ps in sorted(a.items()))
+                if prep.assignor_version != -1 or mid not in classic:
+                    return capi.InstalledMember(mid, parts)
+                # version -1: a classic member's SyncGroup returns these bytes as they are
+                sim.coverage.hit("client_assignor", "classic assignment installed")
+                classic_bytes = cp.encode_assignment(
+                    cp.Assignment(
+                        tuple(
+                            cp.TopicPartitionList(names[t], tuple(ps))
+                            for t, ps in sorted(a.items())
+                        )
+                    )
+                )
+                return capi.InstalledMember(mid, parts, -1, classic_bytes)
+
+            install = capi.ConsumerGroupInstallAssignmentRequest(
+                self.group,
+                self.member_id,
+                epoch,
+                prep.group_epoch,
+                members=tuple(installed(mid, a) for mid, a in sorted(plan.items())),
+            )
+            resp = await sim.net(
+                self, "install", lambda s: s.consumer_group_install_assignment(install)
+            )
+            sim.coverage.hit("install", Errors(resp.error_code).name)
+            sim.trace(f"{self.name} install e={prep.group_epoch} -> {Errors(resp.error_code).name}")
+        except TimeoutError:
+            sim.coverage.hit("net", "timeout")
+        finally:
+            self.computing = False
 
     async def commit(self) -> None:
         sim = self.sim
@@ -459,6 +538,9 @@ class Sim:
         self.serving: Process | None = None
         self.members: list[Member | ClassicMember] = []
         self.classic_rng = random.Random(f"classic-members-{seed}")
+        #: whether g0's KIP-848 members assign client-side (Config.client_side_share)
+        self.client_side = random.Random(f"client-side-{seed}").random() < cfg.client_side_share
+        self.assignor_rng = random.Random(f"assignor-{seed}")
         self.acked: list[tuple[str, str, int, int]] = []
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
@@ -593,9 +675,13 @@ class Sim:
             f"g{group}",
             static=self.rng.random() < 0.3,
             regex=group % 2 == 1,
+            client_side=group == 0 and self.client_side,
         )
         self.members.append(m)
-        self.trace(f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}")
+        self.trace(
+            f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}"
+            f"{' client-side' if m.client_side else ''}"
+        )
         self.spawn(m.run())
         return m
 
