@@ -28,7 +28,8 @@ def test_classic_members_form_a_classic_group_and_commit() -> None:
     result = run(1, [])
     assert not result.violations, result.violations
     assert result.stable_after_ms is not None
-    classic = [line for line in result.trace if " c6 " in line or " c7 " in line]
+    names = {f" c{FIRST_CLASSIC + i} " for i in range(Config().classic_members)}
+    classic = [line for line in result.trace if any(n in line for n in names)]
     assert any("sync gen=" in line and "-> NONE" in line for line in classic)
     assert _hits(result, "classic")["classic:leader assigned"] >= 1
     assert _hits(result, "classic_commit").get("classic_commit:NONE", 0) > 0
@@ -73,3 +74,21 @@ def test_classic_events_are_drawn_on_their_own_and_replay() -> None:
     text = repro.events_to_json(with_classic)
     assert repro.events_from_json(text) == with_classic
     assert run(11, repro.events_from_json(text)).trace == run(11).trace
+
+
+def test_a_client_side_assignor_assigns_kip848_and_classic_members() -> None:
+    # seed 1 is one of the seeds whose g0 assigns client-side (Config.client_side_share)
+    result = run(1, [Event(4_000, "classic_join", 0)])
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    assert any("joins g0" in line and "client-side" in line for line in result.trace)
+    assert result.coverage.get("prepare:NONE", 0) >= 1
+    assert result.coverage.get("install:NONE", 0) >= 1
+    # the classic member's share went out as the classic bytes the assignor serialized
+    assert result.coverage.get("client_assignor:classic assignment installed", 0) >= 1
+    newcomer = f" c{FIRST_CLASSIC + Config().classic_members} "
+    synced = [line for line in result.trace if newcomer in line and "sync gen=" in line]
+    assert any("-> NONE owns [('t" in line for line in synced), synced
+    # and without client-side assignment the same seed assigns server-side
+    plain = run(1, [Event(4_000, "classic_join", 0)], Config(client_side_share=0.0))
+    assert not plain.violations and "install:NONE" not in plain.coverage
