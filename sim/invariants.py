@@ -7,10 +7,16 @@
   record in the durable log of its partition (the simulation keeps every entry: no
   snapshots trim the log);
 * **no partition owned by two members at once** -- in every consumer group of the serving
-  process, the partitions assigned to members plus those pending their revocation never
-  overlap: a member is given a partition only once its previous owner revoked it;
+  process (classic members in it included), the partitions assigned to members plus those
+  pending their revocation never overlap: a member is given a partition only once its
+  previous owner revoked it; in every classic group, the assignments the coordinator holds
+  for its members (one generation's) never overlap;
 * **epochs monotonic** -- a group's epoch never goes back, in the serving process's live
-  state nor in the log (members check their own member epoch on every answer);
+  state nor in the log (members check their own member epoch on every answer); a classic
+  group's generation never goes back in the log nor in one load of its partition, and a
+  conversion (upgrade, downgrade) keeps the epoch (see ``Checker._epoch``);
+* **synced generations durable** -- a classic SyncGroup answered NONE at generation N: the
+  group's log holds generation (or, converted since, group epoch) N or later;
 * **replay equals live** -- a partition rebuilt from its durable log has exactly the live
   state of the process serving it (when it has nothing in flight);
 * **a lease is one interval** -- per (partition, epoch) the store's lease is live for one
