@@ -63,12 +63,14 @@ class ClassicMember:
 
     classic = True
 
-    def __init__(self, sim: Sim, index: int, group: str, static: bool) -> None:
+    def __init__(
+        self, sim: Sim, index: int, group: str, static: bool, instance_id: str | None = None
+    ) -> None:
         self.sim = sim
         self.index = index
         self.group = group
         self.name = f"c{index}"
-        self.instance_id = f"{group}-i{index}" if static else None
+        self.instance_id = instance_id or (f"{group}-i{index}" if static else None)
         self.member_id = ""
         #: the generation of the last successful SyncGroup (-1: none yet)
         self.epoch = -1

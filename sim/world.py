@@ -64,10 +64,11 @@ EVENT_KINDS = (
     "skew",  # the serving process's wall clock jumps by arg ms
     "store_clock",  # the store's clock jumps ahead by arg ms: leases expire under their holder
     "classic_join",  # a new classic member joins group arg (g2: classic; g0: a consumer group)
+    "classic_bounce",  # a static classic member (the first live from index arg) restarts
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
-EXTRA_KINDS = ("store_clock", "classic_join")
+EXTRA_KINDS = ("store_clock", "classic_join", "classic_bounce")
 #: the kinds the classic workload draws, by an RNG of its own (generate_events): classic
 #: members joining g2 or (online migration) the consumer group g0, KIP-848 members joining
 #: the classic group g2 (an upgrade; their leaving, a downgrade), and crashes, leaves and
@@ -113,6 +114,8 @@ class Config:
     #: the share of seeds whose group g0 assigns client-side (its KIP-848 members declare a
     #: client-side assignor and compute with PrepareAssignment / InstallAssignment)
     client_side_share: float = 0.5
+    #: the share of seeds in which a static classic member restarts (classic_bounce)
+    bounce_share: float = 0.3
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
@@ -179,6 +182,11 @@ def _classic_events(seed: int, cfg: Config) -> list[Event]:
         else:
             arg = rng.randrange(first, first + cfg.classic_members + 3)
         out.append(Event(at, kind, arg))
+    # a static member's restart, in a share of the seeds, by an RNG of its own again
+    bounce = random.Random(f"bounce-{seed}")
+    if "classic_bounce" in cfg.kinds and bounce.random() < cfg.bounce_share:
+        at = bounce.randrange(500, cfg.fault_window_ms)
+        out.append(Event(at, "classic_bounce", bounce.randrange(first, first + 6)))
     return out
 
 
@@ -693,6 +701,24 @@ class Sim:
         self.spawn(m.run())
         return m
 
+    def bounce(self, start: int) -> None:
+        """A static classic member's process restarts: the old one stops (no LeaveGroup), a
+        new one with the same instance id joins at once, without a member id (the core
+        replaces the static member; the old member id is fenced)."""
+        order = self.members[start:] + self.members[:start]
+        for old in order:
+            if isinstance(old, ClassicMember) and old.alive and old.instance_id and not old.leaving:
+                break
+        else:
+            self.trace("no static classic member to restart")
+            return
+        old.alive = False
+        new = ClassicMember(self, len(self.members), old.group, True, old.instance_id)
+        self.members.append(new)
+        self.trace(f"{old.name} restarts as {new.name} ({new.instance_id})")
+        self.coverage.hit("classic", "static member restarted")
+        self.spawn(new.run())
+
     def left(self, member: Member) -> None:
         pass
 
@@ -737,6 +763,8 @@ class Sim:
             self.add_member(arg)
         elif kind == "classic_join":
             self.add_classic_member(arg)
+        elif kind == "classic_bounce":
+            self.bounce(arg)
         elif kind == "create_topic":
             p = self.serving
             if p is not None:
