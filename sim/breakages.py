@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.storage.base import Lease, LogEntry
@@ -97,10 +99,26 @@ def renew_after_expiry() -> contextlib.AbstractContextManager[None]:
     return _patched(InMemoryLogStore, "renew", renew)
 
 
+def classic_sync_unwritten() -> contextlib.AbstractContextManager[None]:
+    """A classic group's leader SyncGroup hands the assignment out (to the leader and the
+    parked followers) without writing the group's GroupMetadata record: a process that takes
+    over reloads the previous generation, as if the rebalance never completed."""
+    real: Callable[..., Any] = ClassicGroupManager.__dict__["sync_group"]
+
+    def sync_group(self: ClassicGroupManager, request: Any, now_ms: int) -> Any:
+        result = real(self, request, now_ms)
+        if result.records and not result.replay_records:
+            return dataclasses.replace(result, records=())
+        return result
+
+    return _patched(ClassicGroupManager, "sync_group", sync_group)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
     "assign-before-revoke": assign_before_revoke,
     "timer-lost-over-failover": timer_lost_over_failover,
     "renew-after-expiry": renew_after_expiry,
+    "classic-sync-unwritten": classic_sync_unwritten,
 }

@@ -7,10 +7,16 @@
   record in the durable log of its partition (the simulation keeps every entry: no
   snapshots trim the log);
 * **no partition owned by two members at once** -- in every consumer group of the serving
-  process, the partitions assigned to members plus those pending their revocation never
-  overlap: a member is given a partition only once its previous owner revoked it;
+  process (classic members in it included), the partitions assigned to members plus those
+  pending their revocation never overlap: a member is given a partition only once its
+  previous owner revoked it; in every classic group, the assignments the coordinator holds
+  for its members (one generation's) never overlap;
 * **epochs monotonic** -- a group's epoch never goes back, in the serving process's live
-  state nor in the log (members check their own member epoch on every answer);
+  state nor in the log (members check their own member epoch on every answer); a classic
+  group's generation never goes back in the log nor in one load of its partition, and a
+  conversion (upgrade, downgrade) keeps the epoch (see ``Checker._epoch``);
+* **synced generations durable** -- a classic SyncGroup answered NONE at generation N: the
+  group's log holds generation (or, converted since, group epoch) N or later;
 * **replay equals live** -- a partition rebuilt from its durable log has exactly the live
   state of the process serving it (when it has nothing in flight);
 * **a lease is one interval** -- per (partition, epoch) the store's lease is live for one
@@ -25,8 +31,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shards.adapters.record_codec import RecordCodec
+from shards.core.classic import consumer_protocol as cp
+from shards.core.classic.group import STABLE, ClassicGroup
 from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
-from shards.core.records import OffsetCommitKey
+from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey, OffsetCommitKey
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.runtime.partition import PartitionState
 
@@ -57,11 +65,22 @@ class Checker:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self.codec = RecordCodec()
+        #: group id -> its epoch (a classic group's: its generation in the log) as last seen
         self.group_epochs: dict[str, int] = {}
+        #: group id -> (classic?, its member ids) as last seen (conversions: _epoch)
+        self._last_seen: dict[str, tuple[bool, frozenset[str]]] = {}
+        #: (classic group id, process) -> the live generation last seen there
+        self.classic_live: dict[tuple[str, str], int] = {}
+        #: group id -> the highest generation / group epoch written to its log
+        self._durable_epoch: dict[str, int] = {}
+        self._synced_checked = 0
+        #: a classic member's assignment (consumer protocol bytes) -> its partitions
+        self._assignments: dict[bytes, list[tuple[str, int]]] = {}
         self._seen_violations = 0
         self._acked_checked = 0
         self.checks = 0
-        #: partition -> [state machine replaying its log, last offset replayed]
+        #: partition -> [state machine replaying its log, last offset replayed,
+        #: ((that offset, id of its topics image), its fingerprint) or None]
         self._shadows: dict[int, list[Any]] = {}
         #: id(log entry) -> (entry, its records): each entry decoded once
         self._decoded: dict[int, tuple[Any, list[Any]]] = {}
@@ -101,8 +120,8 @@ class Checker:
                 partition,
                 new_uuid=self.sim.new_uuid_for_replay,
             )
-            shadow = self._shadows[partition] = [sm, 0]
-        sm, done = shadow
+            shadow = self._shadows[partition] = [sm, 0, None]
+        sm, done, _ = shadow
         assert partition not in data.snapshots, "the simulation takes no snapshots"
         for entry in data.logs.get(partition, []):
             if entry.offset <= done:
@@ -137,18 +156,28 @@ class Checker:
             # still be discarded (a failed append), taking their epoch bump with them
             idle = p._inflight is None and not p._pending.records
             for gid, g in sm.group_manager.groups.items():
-                if not isinstance(g, ConsumerGroup):
+                if isinstance(g, ConsumerGroup):
+                    self._exclusive(gid, g)
+                    self._transitions(gid, g)
+                elif isinstance(g, ClassicGroup):
+                    self._classic_exclusive(gid, g)
+                    self._classic_transitions(gid, g)
+                else:
                     continue
-                self._exclusive(gid, g)
-                self._transitions(gid, g)
                 if idle:
-                    self._epoch(gid, g.group_epoch, f"{proc.name} live")
+                    self._epoch(gid, g, f"{proc.name} live", f"{proc.name}@{p.epoch}")
             if full and idle:
                 replayed = self._replay(proc, p.partition)
-                for gid, g in replayed.group_manager.groups.items():
-                    if isinstance(g, ConsumerGroup):
-                        self._epoch(gid, g.group_epoch, "log")
-                live, again = sm.fingerprint(), replayed.fingerprint()
+                shadow = self._shadows[p.partition]
+                # the copy's fingerprint, computed again only when it replayed more of the log
+                # or sees another topics image (a check costs the live fingerprint only)
+                key = (shadow[1], id(replayed.topics))
+                if shadow[2] is None or shadow[2][0] != key:
+                    for gid, g in replayed.group_manager.groups.items():
+                        if isinstance(g, ConsumerGroup | ClassicGroup):
+                            self._epoch(gid, g, "log")
+                    shadow[2] = (key, replayed.fingerprint())
+                live, again = sm.fingerprint(), shadow[2][1]
                 if live != again:
                     sim.violation(
                         f"replay differs from live state: partition {p.partition} on {proc.name}"
@@ -209,16 +238,91 @@ class Checker:
                 seen[(gid, mid)] = ms
                 hit("member_state", f"{b or 'new'}->{ms}")
 
-    def _epoch(self, gid: str, epoch: int, where: str) -> None:
+    def _classic_exclusive(self, gid: str, g: ClassicGroup) -> None:
+        """In a classic group, the assignments the coordinator holds (those of one
+        generation: the leader's SyncGroup sets them all at once) never overlap."""
+        held: dict[tuple[str, int], str] = {}
+        for mid, m in g.members.items():
+            if not m.assignment:
+                continue
+            parts = self._assignments.get(m.assignment)
+            if parts is None:
+                try:
+                    _, assignment = cp.decode_assignment(m.assignment)
+                except cp.ConsumerProtocolError as ex:
+                    self.sim.violation(f"group {gid}: undecodable assignment of {mid[:6]}: {ex}")
+                    continue
+                parts = self._assignments[m.assignment] = [
+                    (tp.topic, part)
+                    for tp in assignment.assigned_partitions
+                    for part in tp.partitions
+                ]
+            for topic, part in parts:
+                other = held.setdefault((topic, part), mid)
+                if other != mid:
+                    self.sim.violation(
+                        f"partition {topic}-{part} of classic group {gid} generation "
+                        f"{g.generation_id} owned by two members: {other[:6]} and {mid[:6]}"
+                    )
+
+    def _classic_transitions(self, gid: str, g: ClassicGroup) -> None:
+        state = g.state.value
+        key = f"classic {gid}"
+        before = self._states.get(key)
+        if before != state:
+            self._states[key] = state
+            self.sim.coverage.hit("classic_state", f"{before or 'new'}->{state}")
+
+    def _epoch(
+        self, gid: str, g: ConsumerGroup | ClassicGroup, where: str, proc: str | None = None
+    ) -> None:
+        """A group's epoch (a consumer group's group epoch, a classic group's generation)
+        never goes back. A classic group's generation is moved on in memory when a join
+        phase completes and written only with the leader's assignment (SyncGroup), as in
+        Kafka: a process that takes over reloads the last written one, so a classic group's
+        live generation is held monotonic per process, and against the log only through
+        the synced generations (``_acked``: a SyncGroup answered at generation N means the
+        log holds N or later). A conversion keeps the epoch (an upgrade makes the generation
+        the group epoch, a downgrade the group epoch the generation): a group of the other
+        type that holds a member of the last one seen is a conversion; one that holds none
+        replaced an empty group (a join gives an empty group of the other type way) and
+        starts over."""
+        classic = isinstance(g, ClassicGroup)
+        epoch = g.generation_id if isinstance(g, ClassicGroup) else g.group_epoch
+        members = frozenset(g.members)
+        last = self._last_seen.get(gid)
+        self._last_seen[gid] = (classic, members)
+        if last is not None and last[0] != classic:
+            kind = "consumer->classic" if classic else "classic->consumer"
+            if members & last[1]:
+                self.sim.coverage.hit("migration", kind)
+            else:  # a new group: its epoch starts over
+                self.sim.coverage.hit("migration", f"{kind} (empty group replaced)")
+                self.group_epochs.pop(gid, None)
+                for key in [k for k in self.classic_live if k[0] == gid]:
+                    del self.classic_live[key]
+        if classic and proc is not None:
+            before_here = self.classic_live.get((gid, proc), 0)
+            if epoch < before_here:
+                self.sim.violation(
+                    f"classic group {gid} generation went back from {before_here} to {epoch} "
+                    f"({where})"
+                )
+            self.classic_live[(gid, proc)] = epoch
+            return
         before = self.group_epochs.get(gid, 0)
         if epoch < before:
             self.sim.violation(f"group {gid} epoch went back from {before} to {epoch} ({where})")
         else:
             self.group_epochs[gid] = epoch
 
+    def _durable_max(self, gid: str, epoch: int) -> None:
+        if epoch > self._durable_epoch.get(gid, 0):
+            self._durable_epoch[gid] = epoch
+
     def _acked(self) -> None:
         sim = self.sim
-        if self._acked_checked == len(sim.acked):
+        if self._acked_checked == len(sim.acked) and self._synced_checked == len(sim.synced):
             return
         durable = self._durable
         for partition, entries in sim.data.logs.items():
@@ -227,22 +331,36 @@ class Checker:
                 if entry.offset <= done:
                     continue
                 for record in self._decode(entry):
-                    if isinstance(record.key, OffsetCommitKey) and record.value is not None:
-                        k = record.key
-                        durable.add((k.group, k.topic, k.partition, record.value.offset))
+                    key, value = record.key, record.value
+                    if isinstance(key, OffsetCommitKey) and value is not None:
+                        durable.add((key.group, key.topic, key.partition, value.offset))
+                    elif isinstance(key, GroupMetadataKey) and value is not None:
+                        self._durable_max(key.group, value.generation)
+                    elif isinstance(key, ConsumerGroupMetadataKey) and value is not None:
+                        self._durable_max(key.group_id, value.epoch)
                 done = entry.offset
             self._durable_seen[partition] = done
         for commit in sim.acked[self._acked_checked :]:
             if commit not in durable:
                 sim.violation(f"acknowledged commit lost: {commit}")
         self._acked_checked = len(sim.acked)
+        # a SyncGroup answered NONE at generation N: the group's log holds generation (or,
+        # converted since, group epoch) N or later -- an assignment handed out is durable
+        for gid, generation, name in sim.synced[self._synced_checked :]:
+            if self._durable_epoch.get(gid, 0) < generation:
+                sim.violation(
+                    f"synced generation not durable: {name} got its assignment of group {gid} "
+                    f"at generation {generation}, the log holds up to "
+                    f"{self._durable_epoch.get(gid, 0)}"
+                )
+        self._synced_checked = len(sim.synced)
 
     # ---- liveness ---------------------------------------------------------------------------
-    def _groups(self) -> dict[str, ConsumerGroup]:
-        out = {}
+    def _groups(self) -> dict[str, ConsumerGroup | ClassicGroup]:
+        out: dict[str, ConsumerGroup | ClassicGroup] = {}
         for _, p in self._true_owner():
             for gid, g in p.sm.group_manager.groups.items():
-                if isinstance(g, ConsumerGroup):
+                if isinstance(g, ConsumerGroup | ClassicGroup):
                     out[gid] = g
         return out
 
@@ -259,11 +377,17 @@ class Checker:
                 continue
             if set(g.members) != live:
                 return False
-            if live and g.state() is not ConsumerGroupState.STABLE:
+            if isinstance(g, ClassicGroup):
+                stable, epoch = g.state is STABLE, g.generation_id
+            else:
+                stable, epoch = g.state() is ConsumerGroupState.STABLE, g.group_epoch
+            if live and not stable:
                 return False
             for m in self.sim.members:
-                if m.alive and m.group == gid and m.epoch != g.group_epoch:
-                    return False
+                if m.alive and m.group == gid:
+                    # (a classic member: joined, its SyncGroup answered at that generation)
+                    if m.epoch != epoch or not getattr(m, "joined", True):
+                        return False
         return True
 
     def describe(self) -> str:
@@ -274,6 +398,11 @@ class Checker:
             live = sorted(m.name for m in self.sim.members if m.group == gid and m.alive)
             if g is None:
                 parts.append(f"{gid}: not loaded, live members {live}")
+            elif isinstance(g, ClassicGroup):
+                parts.append(
+                    f"{gid}: classic {g.state.value} generation {g.generation_id}, "
+                    f"{len(g.members)} members in the group, live {live}"
+                )
             else:
                 parts.append(
                     f"{gid}: {g.state().value} epoch {g.group_epoch}, {len(g.members)} members "

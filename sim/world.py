@@ -27,6 +27,7 @@ from services.shard.assignor_executor import InProcessAssignor
 from shards.adapters.record_codec import RecordCodec
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
+from shards.core.classic import consumer_protocol as cp
 from shards.core.consumer import api as capi
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
@@ -39,10 +40,15 @@ from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import StoreError, StoreUnavailableError
 from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
+from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.loop import SimClock, VirtualLoop
 from sim.store import SimStore, StoreWorld
 
+#: what a client-side assignor member declares: the name of the classic members' protocol,
+#: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
+#: at version -1, see docs/client-side-assignors.md)
+CLIENT_ASSIGNORS = (capi.ClientAssignor("range", minimum_version=-1, maximum_version=0),)
 #: the kinds of external events (see generate_events)
 EVENT_KINDS = (
     "crash",  # the serving process dies; a new one starts after arg ms and reloads from the log
@@ -57,10 +63,17 @@ EVENT_KINDS = (
     "create_topic",  # a topic (regex subscribers pick it up)
     "skew",  # the serving process's wall clock jumps by arg ms
     "store_clock",  # the store's clock jumps ahead by arg ms: leases expire under their holder
+    "classic_join",  # a new classic member joins group arg (g2: classic; g0: a consumer group)
+    "classic_bounce",  # a static classic member (the first live from index arg) restarts
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
-EXTRA_KINDS = ("store_clock",)
+EXTRA_KINDS = ("store_clock", "classic_join", "classic_bounce")
+#: the kinds the classic workload draws, by an RNG of its own (generate_events): classic
+#: members joining g2 or (online migration) the consumer group g0, KIP-848 members joining
+#: the classic group g2 (an upgrade; their leaving, a downgrade), and crashes, leaves and
+#: cuts of the members from index ``groups * members_per_group`` on
+CLASSIC_KINDS = ("classic_join", "member_join", "member_crash", "member_leave", "net_cut")
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,15 @@ class Config:
     kinds: tuple[str, ...] = EVENT_KINDS
     #: the share of seeds that get a store clock jump (EXTRA_KINDS)
     store_clock_share: float = 0.2
+    #: classic members in the classic group g{groups} at the start (0: no classic workload)
+    classic_members: int = 3
+    #: events the classic workload adds to the fault window (CLASSIC_KINDS)
+    classic_events: int = 3
+    #: the share of seeds whose group g0 assigns client-side (its KIP-848 members declare a
+    #: client-side assignor and compute with PrepareAssignment / InstallAssignment)
+    client_side_share: float = 0.5
+    #: the share of seeds in which a static classic member restarts (classic_bounce)
+    bounce_share: float = 0.3
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
@@ -129,7 +151,42 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
         if extra.random() < cfg.store_clock_share:
             at = extra.randrange(500, cfg.fault_window_ms)
             out.append(Event(at, "store_clock", extra.randrange(2_000, 30_000)))
+    out += _classic_events(seed, cfg)
     out.sort(key=lambda e: e.at_ms)
+    return out
+
+
+def _classic_events(seed: int, cfg: Config) -> list[Event]:
+    """The classic workload's events (CLASSIC_KINDS), from an RNG of their own: the draws of
+    the KIP-848 workload stay as they were."""
+    kinds = tuple(k for k in CLASSIC_KINDS if k in cfg.kinds)
+    if not cfg.classic_members or not kinds:
+        return []
+    rng = random.Random(f"classic-{seed}")
+    first = cfg.groups * cfg.members_per_group  # the first classic member's index
+    classic = cfg.groups  # the classic group's index
+    out = []
+    for _ in range(cfg.classic_events):
+        at = rng.randrange(500, cfg.fault_window_ms)
+        kind = rng.choice(kinds)
+        arg: Any
+        if kind == "classic_join":
+            arg = rng.choice((classic, classic, 0))  # g0: into a consumer group (migration)
+        elif kind == "member_join":
+            arg = classic  # a KIP-848 member joins the classic group: an upgrade
+        elif kind == "net_cut":
+            arg = (
+                rng.randrange(first, first + cfg.classic_members + 3),
+                rng.randrange(500, 10_000),
+            )
+        else:
+            arg = rng.randrange(first, first + cfg.classic_members + 3)
+        out.append(Event(at, kind, arg))
+    # a static member's restart, in a share of the seeds, by an RNG of its own again
+    bounce = random.Random(f"bounce-{seed}")
+    if "classic_bounce" in cfg.kinds and bounce.random() < cfg.bounce_share:
+        at = bounce.randrange(500, cfg.fault_window_ms)
+        out.append(Event(at, "classic_bounce", bounce.randrange(first, first + 6)))
     return out
 
 
@@ -268,7 +325,9 @@ def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], A
 class Member:
     """A KIP-848 consumer: heartbeats, revokes at once what it loses, commits what it owns."""
 
-    def __init__(self, sim: Sim, index: int, group: str, static: bool, regex: bool) -> None:
+    def __init__(
+        self, sim: Sim, index: int, group: str, static: bool, regex: bool, client_side: bool
+    ) -> None:
         self.sim = sim
         self.index = index
         self.group = group
@@ -285,6 +344,9 @@ class Member:
         self.cut_until = 0.0
         #: the next heartbeat is a full one (see request)
         self.full = False
+        #: a client-side assignor member (KIP-848's PrepareAssignment / InstallAssignment)
+        self.client_side = client_side
+        self.computing = False
 
     def request(self, epoch: int) -> capi.ConsumerGroupHeartbeatRequest:
         # a full request (as Kafka's client sends) when joining and after any error or
@@ -300,7 +362,8 @@ class Member:
             rebalance_timeout_ms=10_000 if joining else -1,
             subscribed_topic_names=None if self.regex or not joining else ("t0", "t1"),
             subscribed_topic_regex="t.*" if self.regex and joining else None,
-            server_assignor="uniform" if joining else None,
+            server_assignor="uniform" if joining and not self.client_side else None,
+            client_assignors=CLIENT_ASSIGNORS if joining and self.client_side else None,
             topic_partitions=tuple(
                 capi.TopicPartitions(t, ps) for t, ps in sorted(self.owned.items())
             ),
@@ -341,17 +404,88 @@ class Member:
                     f"member epoch went back: {self.name} had {self.epoch}, got {resp.member_epoch}"
                 )
             self.epoch = resp.member_epoch
+            if resp.should_compute_assignment and not self.computing:
+                sim.coverage.hit("client_assignor", "asked to compute")
+                self.computing = True
+                sim.spawn(self.compute())
             if resp.assignment is not None:
                 self.owned = {
                     tp.topic_id: tuple(tp.partitions) for tp in resp.assignment if tp.partitions
                 }
         elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
             self.owned, self.epoch = {}, 0  # give everything up, rejoin
+        elif code == Errors.GROUP_ID_NOT_FOUND:
+            # its group went back to classic (a downgrade) after this member was removed: a
+            # heartbeat at its old epoch finds no consumer group. Kafka's client treats this
+            # as fatal; the simulated application starts its consumer again (epoch 0: a join,
+            # which upgrades the group again)
+            self.owned, self.epoch = {}, 0
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
             self.coordinator = None
         if code != 0:
             self.full = True
         sim.check_cheap()
+
+    async def compute(self) -> None:
+        """The client-side assignor: PrepareAssignment, a computation that takes a while (up
+        to 2 s: a slow assignor), InstallAssignment of a round-robin of every subscribed
+        topic's partitions over the members subscribed to it."""
+        sim = self.sim
+        try:
+            epoch = self.epoch
+            prep_req = capi.ConsumerGroupPrepareAssignmentRequest(self.group, self.member_id, epoch)
+            prep = await sim.net(
+                self, "prepare", lambda s: s.consumer_group_prepare_assignment(prep_req)
+            )
+            sim.coverage.hit("prepare", Errors(prep.error_code).name)
+            sim.trace(f"{self.name} prepare -> {Errors(prep.error_code).name} e={prep.group_epoch}")
+            if prep.error_code != 0:
+                return
+            await asyncio.sleep(sim.assignor_rng.uniform(0, 2.0))
+            plan: dict[str, dict[str, list[int]]] = {m.member_id: {} for m in prep.members}
+            turn = 0
+            for topic in sorted(prep.topics, key=lambda t: t.topic_id):
+                takers = sorted(
+                    m.member_id for m in prep.members if topic.topic_id in m.subscribed_topic_ids
+                )
+                for part in range(topic.num_partitions if takers else 0):
+                    plan[takers[turn % len(takers)]].setdefault(topic.topic_id, []).append(part)
+                    turn += 1
+            names = {t.topic_id: t.topic_name for t in prep.topics}
+            classic = {m.member_id for m in prep.members if m.member_type == "classic"}
+
+            def installed(mid: str, a: dict[str, list[int]]) -> capi.InstalledMember:
+                parts = tuple(capi.TopicPartitions(t, tuple(ps)) for t, ps in sorted(a.items()))
+                if prep.assignor_version != -1 or mid not in classic:
+                    return capi.InstalledMember(mid, parts)
+                # version -1: a classic member's SyncGroup returns these bytes as they are
+                sim.coverage.hit("client_assignor", "classic assignment installed")
+                classic_bytes = cp.encode_assignment(
+                    cp.Assignment(
+                        tuple(
+                            cp.TopicPartitionList(names[t], tuple(ps))
+                            for t, ps in sorted(a.items())
+                        )
+                    )
+                )
+                return capi.InstalledMember(mid, parts, -1, classic_bytes)
+
+            install = capi.ConsumerGroupInstallAssignmentRequest(
+                self.group,
+                self.member_id,
+                epoch,
+                prep.group_epoch,
+                members=tuple(installed(mid, a) for mid, a in sorted(plan.items())),
+            )
+            resp = await sim.net(
+                self, "install", lambda s: s.consumer_group_install_assignment(install)
+            )
+            sim.coverage.hit("install", Errors(resp.error_code).name)
+            sim.trace(f"{self.name} install e={prep.group_epoch} -> {Errors(resp.error_code).name}")
+        except TimeoutError:
+            sim.coverage.hit("net", "timeout")
+        finally:
+            self.computing = False
 
     async def commit(self) -> None:
         sim = self.sim
@@ -410,8 +544,14 @@ class Sim:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.processes: list[Process] = []
         self.serving: Process | None = None
-        self.members: list[Member] = []
+        self.members: list[Member | ClassicMember] = []
+        self.classic_rng = random.Random(f"classic-members-{seed}")
+        #: whether g0's KIP-848 members assign client-side (Config.client_side_share)
+        self.client_side = random.Random(f"client-side-{seed}").random() < cfg.client_side_share
+        self.assignor_rng = random.Random(f"assignor-{seed}")
         self.acked: list[tuple[str, str, int, int]] = []
+        #: (group, generation, member name) of every SyncGroup answered NONE
+        self.synced: list[tuple[str, int, str]] = []
         self.commit_seq = 0
         self.store_calls = 0
         self.faults_over = False
@@ -483,15 +623,18 @@ class Sim:
         self.trace(f"{p.name} serving {p.runtime.active_partitions()}")
         return p
 
-    async def net(self, member: Member, what: str, call: Callable[[Any], Any]) -> Any:
+    async def net(
+        self, member: Any, what: str, call: Callable[[Any], Any], timeout_ms: int | None = None
+    ) -> Any:
         """A request from ``member`` over the simulated network: delay, loss, duplication,
-        cut links; TimeoutError when no answer came within the request timeout."""
+        cut links; TimeoutError when no answer came within the request timeout (or
+        ``timeout_ms``: a JoinGroup waits for its rebalance)."""
         cfg = self.cfg
         if member.coordinator is None or not member.coordinator.alive:
             member.coordinator = self.serving
         target = member.coordinator
         lo, hi = cfg.net_delay_ms
-        async with asyncio.timeout(cfg.request_timeout_ms / 1000):
+        async with asyncio.timeout((timeout_ms or cfg.request_timeout_ms) / 1000):
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
             if (
                 target is None
@@ -540,11 +683,41 @@ class Sim:
             f"g{group}",
             static=self.rng.random() < 0.3,
             regex=group % 2 == 1,
+            client_side=group == 0 and self.client_side,
         )
         self.members.append(m)
-        self.trace(f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}")
+        self.trace(
+            f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}"
+            f"{' client-side' if m.client_side else ''}"
+        )
         self.spawn(m.run())
         return m
+
+    def add_classic_member(self, group: int) -> ClassicMember:
+        index = len(self.members)
+        m = ClassicMember(self, index, f"g{group}", static=self.classic_rng.random() < 0.3)
+        self.members.append(m)
+        self.trace(f"{m.name} (classic) joins g{group} static={m.instance_id is not None}")
+        self.spawn(m.run())
+        return m
+
+    def bounce(self, start: int) -> None:
+        """A static classic member's process restarts: the old one stops (no LeaveGroup), a
+        new one with the same instance id joins at once, without a member id (the core
+        replaces the static member; the old member id is fenced)."""
+        order = self.members[start:] + self.members[:start]
+        for old in order:
+            if isinstance(old, ClassicMember) and old.alive and old.instance_id and not old.leaving:
+                break
+        else:
+            self.trace("no static classic member to restart")
+            return
+        old.alive = False
+        new = ClassicMember(self, len(self.members), old.group, True, old.instance_id)
+        self.members.append(new)
+        self.trace(f"{old.name} restarts as {new.name} ({new.instance_id})")
+        self.coverage.hit("classic", "static member restarted")
+        self.spawn(new.run())
 
     def left(self, member: Member) -> None:
         pass
@@ -588,6 +761,10 @@ class Sim:
                 self.members[arg].leaving = True
         elif kind == "member_join":
             self.add_member(arg)
+        elif kind == "classic_join":
+            self.add_classic_member(arg)
+        elif kind == "classic_bounce":
+            self.bounce(arg)
         elif kind == "create_topic":
             p = self.serving
             if p is not None:
@@ -630,6 +807,8 @@ class Sim:
         for g in range(cfg.groups):
             for _ in range(cfg.members_per_group):
                 self.add_member(g)
+        for _ in range(cfg.classic_members):
+            self.add_classic_member(cfg.groups)
         self.spawn(self._ticker())
         await self._events()
         if self.loop.now * 1000 < cfg.fault_window_ms:

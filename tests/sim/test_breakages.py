@@ -18,6 +18,7 @@ CAUGHT_BY = {
     "assign-before-revoke": "",
     "timer-lost-over-failover": "liveness",
     "renew-after-expiry": "lease revived",
+    "classic-sync-unwritten": "synced generation not durable",
 }
 
 

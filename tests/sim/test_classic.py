@@ -1,0 +1,108 @@
+"""Classic members and online migration in the simulator (issue 40, item 1 "Workloads"):
+classic members join, sync, heartbeat and commit in a classic group; a classic member joins a
+consumer group; a KIP-848 member upgrades a classic group and its leaving downgrades it; the
+classic workload's events replay and shrink like the others."""
+
+from __future__ import annotations
+
+from sim import repro
+from sim.classic import range_assignment
+from sim.world import Config, Event, generate_events, run
+
+#: the first classic member's index (after the KIP-848 members of g0 and g1)
+FIRST_CLASSIC = Config().groups * Config().members_per_group
+
+
+def _hits(result: object, area: str) -> dict[str, int]:
+    coverage = result.coverage  # type: ignore[attr-defined]
+    return {k: v for k, v in coverage.items() if k.startswith(f"{area}:")}
+
+
+def test_range_assignment_gives_each_partition_once() -> None:
+    plan = range_assignment([("b", ("t0", "t1")), ("a", ("t0", "t1")), ("c", ("t0",))])
+    # t0 (4 partitions) over a, b, c; t1 (2) over a, b: c is not subscribed to it
+    assert plan == {"a": {"t0": [0, 1], "t1": [0]}, "b": {"t0": [2], "t1": [1]}, "c": {"t0": [3]}}
+
+
+def test_classic_members_form_a_classic_group_and_commit() -> None:
+    result = run(1, [])
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    names = {f" c{FIRST_CLASSIC + i} " for i in range(Config().classic_members)}
+    classic = [line for line in result.trace if any(n in line for n in names)]
+    assert any("sync gen=" in line and "-> NONE" in line for line in classic)
+    assert _hits(result, "classic")["classic:leader assigned"] >= 1
+    assert _hits(result, "classic_commit").get("classic_commit:NONE", 0) > 0
+    assert "classic_state:PreparingRebalance->Stable" in result.coverage
+    # acknowledged commits of classic members (the acknowledged-commit check covers them)
+    assert any(" commit [" in line and line.endswith("-> [0]") for line in classic)
+
+
+def test_a_kip848_member_upgrades_a_classic_group_and_its_leaving_downgrades_it() -> None:
+    joiner = FIRST_CLASSIC + Config().classic_members  # the member the join adds
+    events = [Event(7_000, "member_join", 2), Event(10_000, "member_leave", joiner)]
+    result = run(1, events)
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    assert result.coverage.get("migration:classic->consumer") == 1
+    assert result.coverage.get("migration:consumer->classic") == 1
+    # while the group is a consumer group the classic members are told to rejoin into it
+    assert result.coverage.get("classic_heartbeat:REBALANCE_IN_PROGRESS", 0) >= 1
+
+
+def test_a_classic_member_joins_a_consumer_group() -> None:
+    result = run(1, [Event(4_000, "classic_join", 0)])
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    newcomer = f"c{FIRST_CLASSIC + Config().classic_members}"
+    lines = [line for line in result.trace if f" {newcomer} " in line]
+    assert any("joins g0" in line for line in lines)
+    synced = [line for line in lines if "sync gen=" in line and "-> NONE" in line]
+    assert synced, lines
+    # the consumer group hands it partitions (revoked from the KIP-848 members first)
+    assert any("owns [('t" in line for line in synced), synced
+    assert "member_state:STABLE->UNREVOKED_PARTITIONS" in result.coverage
+
+
+def test_classic_events_are_drawn_on_their_own_and_replay() -> None:
+    with_classic = generate_events(11, Config())
+    without = generate_events(11, Config(classic_members=0))
+    # the KIP-848 workload's draws are unchanged by the classic workload's
+    assert [e for e in with_classic if e in without] == without
+    extra = [e for e in with_classic if e not in without]
+    bounces = [e for e in extra if e.kind == "classic_bounce"]  # (in a share of the seeds)
+    assert len(extra) - len(bounces) == Config().classic_events and len(bounces) <= 1
+    text = repro.events_to_json(with_classic)
+    assert repro.events_from_json(text) == with_classic
+    assert run(11, repro.events_from_json(text)).trace == run(11).trace
+
+
+def test_a_client_side_assignor_assigns_kip848_and_classic_members() -> None:
+    # seed 1 is one of the seeds whose g0 assigns client-side (Config.client_side_share)
+    result = run(1, [Event(4_000, "classic_join", 0)])
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    assert any("joins g0" in line and "client-side" in line for line in result.trace)
+    assert result.coverage.get("prepare:NONE", 0) >= 1
+    assert result.coverage.get("install:NONE", 0) >= 1
+    # the classic member's share went out as the classic bytes the assignor serialized
+    assert result.coverage.get("client_assignor:classic assignment installed", 0) >= 1
+    newcomer = f" c{FIRST_CLASSIC + Config().classic_members} "
+    synced = [line for line in result.trace if newcomer in line and "sync gen=" in line]
+    assert any("-> NONE owns [('t" in line for line in synced), synced
+    # and without client-side assignment the same seed assigns server-side
+    plain = run(1, [Event(4_000, "classic_join", 0)], Config(client_side_share=0.0))
+    assert not plain.violations and "install:NONE" not in plain.coverage
+
+
+def test_a_static_classic_member_restarts_under_its_instance_id() -> None:
+    result = run(0, [Event(8_000, "classic_bounce", FIRST_CLASSIC)])
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
+    assert result.coverage.get("classic:static member restarted") == 1
+    (line,) = [line for line in result.trace if "restarts as" in line]
+    new = line.split()[4]  # "<ms> c7 restarts as c9 (g2-i7)"
+    # the new process takes the static member's place (no MEMBER_ID_REQUIRED round: static)
+    joins = [t for t in result.trace if f" {new} join -> " in t]
+    assert joins and "MEMBER_ID_REQUIRED" not in joins[0], joins
+    assert any(f" {new} sync gen=" in t and "-> NONE" in t for t in result.trace)
