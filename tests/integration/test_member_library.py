@@ -124,6 +124,38 @@ async def test_a_client_side_assignor_computes_the_target(dev: ServerProcess) ->
         await m.close()
 
 
+async def test_a_static_member_restarts_into_its_partitions(dev: ServerProcess) -> None:
+    """A static member (instance id) leaves with epoch -2: the coordinator keeps its
+    assignment for the session timeout, and the member restarted with the same instance id
+    gets it back -- the other member loses nothing meanwhile."""
+    owners = Owners()
+
+    def static(name: str) -> GroupMember:
+        return GroupMember(
+            dev.grpc_address,
+            "lib-g6",
+            topics=[TOPIC],
+            listener=owners.listener(name),
+            instance_id="instance-1",
+        )
+
+    first = static("s1")
+    other = GroupMember(dev.grpc_address, "lib-g6", topics=[TOPIC], listener=owners.listener("d"))
+    await first.start()
+    await until(lambda: len(first.assignment) == PARTITIONS, what="the static member's 6")
+    await other.start()
+    await until(lambda: balanced([first, other]), what="3 each")
+    kept = first.assignment
+    await first.close()  # epoch -2
+    second = static("s2")
+    await second.start()
+    await until(lambda: second.assignment == kept, what="the same 3 back")
+    assert not [e for e in owners.events if e[0] == "d" and e[1] != "assigned"]
+    assert not owners.violations
+    for m in (second, other):
+        await m.close()
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="either topics or pattern"):
         GroupMember("localhost:1", "g")
