@@ -1,0 +1,110 @@
+// member-example joins a consumer group with the member library and prints one JSON line per
+// event on stdout:
+//
+//	{"event":"assigned","partitions":[{"topic":"t","partition":0}],"epoch":3,"ms":1733330000123,"member_id":"..."}
+//
+// events: started, assigned, revoked, lost (the callbacks), error (OnError), left (after the
+// leave). It leaves the group on stdin EOF, SIGTERM or SIGINT, and exits 0 when the leave was
+// acknowledged.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/groupcoord/groupcoord/clients/go/member"
+)
+
+type event struct {
+	Event      string                  `json:"event"`
+	Partitions []member.TopicPartition `json:"partitions"`
+	Epoch      int32                   `json:"epoch"`
+	Ms         int64                   `json:"ms"`
+	MemberID   string                  `json:"member_id"`
+	Error      string                  `json:"error,omitempty"`
+}
+
+func main() {
+	bootstrap := flag.String("bootstrap", "localhost:50051", "gRPC addresses of shards, comma-separated")
+	group := flag.String("group", "", "group id (required)")
+	topics := flag.String("topics", "", "topics to subscribe to, comma-separated")
+	regex := flag.String("regex", "", "subscribe by a broker-side RE2 regex instead of -topics")
+	instance := flag.String("instance-id", "", "static membership: the instance id")
+	rack := flag.String("rack", "", "rack id")
+	assignor := flag.String("assignor", "", "server assignor (uniform, range, ...)")
+	rebalance := flag.Duration("rebalance-timeout", 30*time.Second, "rebalance timeout")
+	revokeDelay := flag.Duration("revoke-delay", 0, "block in OnRevoked this long (a slow callback)")
+	ca := flag.String("tls-ca", "", "TLS: CA file (TLS when set)")
+	cert := flag.String("tls-cert", "", "mTLS: client certificate")
+	key := flag.String("tls-key", "", "mTLS: client key")
+	serverName := flag.String("tls-server-name", "", "TLS: server name to verify")
+	flag.Parse()
+	if *group == "" {
+		fmt.Fprintln(os.Stderr, "member-example: -group is required")
+		os.Exit(2)
+	}
+
+	var mu sync.Mutex
+	out := json.NewEncoder(os.Stdout)
+	var m *member.Member
+	emit := func(name string, tps []member.TopicPartition, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		e := event{Event: name, Partitions: tps, Ms: time.Now().UnixMilli(), MemberID: m.ID(),
+			Epoch: m.Epoch()}
+		if e.Partitions == nil {
+			e.Partitions = []member.TopicPartition{}
+		}
+		if err != nil {
+			e.Error = err.Error()
+		}
+		_ = out.Encode(e)
+	}
+	cfg := member.Config{
+		Bootstrap: strings.Split(*bootstrap, ","), GroupID: *group, TopicRegex: *regex,
+		InstanceID: *instance, RackID: *rack, ServerAssignor: *assignor,
+		RebalanceTimeout: *rebalance, ClientID: "member-example",
+		Listener: member.ListenerFuncs{
+			Assigned: func(_ context.Context, tps []member.TopicPartition) { emit("assigned", tps, nil) },
+			Revoked: func(_ context.Context, tps []member.TopicPartition) {
+				emit("revoked", tps, nil)
+				time.Sleep(*revokeDelay)
+			},
+			Lost: func(_ context.Context, tps []member.TopicPartition) { emit("lost", tps, nil) },
+		},
+		OnError: func(err error) { emit("error", nil, err) },
+	}
+	if *topics != "" {
+		cfg.Topics = strings.Split(*topics, ",")
+	}
+	if *ca != "" || *cert != "" {
+		cfg.TLS = &member.TLSConfig{CAFile: *ca, CertFile: *cert, KeyFile: *key, ServerName: *serverName}
+	}
+	var err error
+	if m, err = member.New(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "member-example:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() { // stdin EOF: leave
+		_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+		stop()
+	}()
+	emit("started", nil, nil)
+	err = m.Run(ctx)
+	emit("left", nil, err)
+	if err != nil {
+		os.Exit(1)
+	}
+}
