@@ -144,19 +144,26 @@ func (m *Member) fetchOnce(ctx context.Context, partitions []TopicPartition) (ma
 
 // GroupDescription is ConsumerGroupDescribe's answer for the member's group.
 type GroupDescription struct {
-	GroupID, State              string
-	GroupEpoch, AssignmentEpoch int32
-	AssignorName                string
-	Members                     []MemberDescription
+	GroupID         string              `json:"group_id"`
+	State           string              `json:"state"`
+	GroupEpoch      int32               `json:"group_epoch"`
+	AssignmentEpoch int32               `json:"assignment_epoch"`
+	AssignorName    string              `json:"assignor_name"`
+	Members         []MemberDescription `json:"members"`
 }
 
 // MemberDescription is one member of a GroupDescription.
 type MemberDescription struct {
-	MemberID, InstanceID, RackID, ClientID, ClientHost string
-	MemberEpoch                                        int32
-	SubscribedTopics                                   []string
-	SubscribedTopicRegex                               string
-	Assignment, TargetAssignment                       []TopicPartition
+	MemberID             string           `json:"member_id"`
+	InstanceID           string           `json:"instance_id,omitempty"`
+	RackID               string           `json:"rack_id,omitempty"`
+	ClientID             string           `json:"client_id"`
+	ClientHost           string           `json:"client_host"`
+	MemberEpoch          int32            `json:"member_epoch"`
+	SubscribedTopics     []string         `json:"subscribed_topics,omitempty"`
+	SubscribedTopicRegex string           `json:"subscribed_topic_regex,omitempty"`
+	Assignment           []TopicPartition `json:"assignment"`
+	TargetAssignment     []TopicPartition `json:"target_assignment"`
 }
 
 // Describe describes the member's group (ConsumerGroupDescribe on its coordinator).

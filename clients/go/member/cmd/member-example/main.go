@@ -5,7 +5,11 @@
 //
 // events: started, assigned, revoked, lost (the callbacks), error (OnError), left (after the
 // leave). It leaves the group on stdin EOF, SIGTERM or SIGINT, and exits 0 when the leave was
-// acknowledged.
+// acknowledged. Lines on stdin are commands, each answered by one JSON line:
+//
+//	commit    commits offset 100+partition for every partition the member owns ("commit")
+//	fetch     the group's committed offsets ("fetch": offsets by "topic-partition")
+//	describe  the group as ConsumerGroupDescribe says ("describe": state, members)
 package main
 
 import (
@@ -14,7 +18,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,12 +29,15 @@ import (
 )
 
 type event struct {
-	Event      string                  `json:"event"`
-	Partitions []member.TopicPartition `json:"partitions"`
-	Epoch      int32                   `json:"epoch"`
-	Ms         int64                   `json:"ms"`
-	MemberID   string                  `json:"member_id"`
-	Error      string                  `json:"error,omitempty"`
+	Event      string                   `json:"event"`
+	Partitions []member.TopicPartition  `json:"partitions"`
+	Epoch      int32                    `json:"epoch"`
+	Ms         int64                    `json:"ms"`
+	MemberID   string                   `json:"member_id"`
+	Error      string                   `json:"error,omitempty"`
+	Offsets    map[string]int64         `json:"offsets,omitempty"`
+	Failed     map[string]string        `json:"failed,omitempty"`
+	Group      *member.GroupDescription `json:"group,omitempty"`
 }
 
 func main() {
@@ -57,18 +63,21 @@ func main() {
 	var mu sync.Mutex
 	out := json.NewEncoder(os.Stdout)
 	var m *member.Member
-	emit := func(name string, tps []member.TopicPartition, err error) {
+	write := func(e event) {
 		mu.Lock()
 		defer mu.Unlock()
-		e := event{Event: name, Partitions: tps, Ms: time.Now().UnixMilli(), MemberID: m.ID(),
-			Epoch: m.Epoch()}
+		e.Ms, e.MemberID, e.Epoch = time.Now().UnixMilli(), m.ID(), m.Epoch()
 		if e.Partitions == nil {
 			e.Partitions = []member.TopicPartition{}
 		}
+		_ = out.Encode(e)
+	}
+	emit := func(name string, tps []member.TopicPartition, err error) {
+		e := event{Event: name, Partitions: tps}
 		if err != nil {
 			e.Error = err.Error()
 		}
-		_ = out.Encode(e)
+		write(e)
 	}
 	cfg := member.Config{
 		Bootstrap: strings.Split(*bootstrap, ","), GroupID: *group, TopicRegex: *regex,
@@ -97,8 +106,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	go func() { // stdin EOF: leave
-		_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+	go func() { // commands; EOF: leave
+		lines := bufio.NewScanner(os.Stdin)
+		for lines.Scan() {
+			command(ctx, m, strings.TrimSpace(lines.Text()), write)
+		}
 		stop()
 	}()
 	emit("started", nil, nil)
@@ -107,4 +119,42 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
+}
+
+func command(ctx context.Context, m *member.Member, cmd string, write func(event)) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	e := event{Event: cmd}
+	var err error
+	switch cmd {
+	case "commit":
+		e.Partitions = m.Assignment()
+		offsets := map[member.TopicPartition]int64{}
+		for _, tp := range e.Partitions {
+			offsets[tp] = 100 + int64(tp.Partition)
+		}
+		var failed map[member.TopicPartition]error
+		failed, err = m.Commit(ctx, offsets)
+		e.Failed = map[string]string{}
+		for tp, ferr := range failed {
+			e.Failed[tp.String()] = ferr.Error()
+		}
+	case "fetch":
+		var offsets map[member.TopicPartition]int64
+		offsets, err = m.Fetch(ctx, nil)
+		e.Offsets = map[string]int64{}
+		for tp, off := range offsets {
+			e.Offsets[tp.String()] = off
+		}
+	case "describe":
+		e.Group, err = m.Describe(ctx)
+	case "":
+		return
+	default:
+		err = fmt.Errorf("unknown command %q (commit, fetch, describe)", cmd)
+	}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	write(e)
 }
