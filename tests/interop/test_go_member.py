@@ -1,0 +1,315 @@
+"""The Go member library (``clients/go/member``) against a real ``groupcoord dev``: members
+run as processes of its example (``cmd/member-example``, built at test time, cached), which
+prints every callback as a JSON line. An invariant checker reads every member's events: no
+partition owned by two members at once, as their callbacks say. Scenarios: three members
+converge to a balanced, disjoint assignment that ConsumerGroupDescribe confirms; a member
+paused (SIGSTOP) past the session timeout is fenced and, resumed, calls on_lost and rejoins
+with the same member id and a new assignment; commit/fetch as the member; a member that
+closes leaves the group (describe no longer lists it).
+
+No skip: CI has Go, so a missing toolchain is a failure here."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from proto.groupcoord.v1 import (
+    catalog_pb2,
+    catalog_pb2_grpc,
+    consumer_group_pb2,
+    coordinator_pb2_grpc,
+)
+from tests.interop import generated_clients
+from tests.interop.generated_clients import ToolMissing
+from tests.support.processes import ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(300)]
+
+SESSION_MS = 2000
+FAST = (
+    "consumer_group_heartbeat_interval_ms=300,consumer_group_min_heartbeat_interval_ms=100,"
+    f"consumer_group_session_timeout_ms={SESSION_MS},consumer_group_min_session_timeout_ms=1000"
+)
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def member_example() -> list[str]:
+    try:
+        return generated_clients.go_member_example()
+    except ToolMissing as ex:
+        pytest.fail(str(ex))
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess.dev(tmp_path_factory.mktemp("go-member"), "--set", FAST) as server:
+        yield server
+
+
+def create_topic(address: str, name: str, partitions: int) -> None:
+    with grpc.insecure_channel(address) as ch:
+        resp = catalog_pb2_grpc.TopicCatalogStub(ch).CreateTopics(
+            catalog_pb2.CreateTopicsRequest(
+                topics=[catalog_pb2.CreatableTopic(name=name, num_partitions=partitions)]
+            ),
+            timeout=10,
+        )
+    assert resp.topics[0].error_code == 0, resp
+
+
+def describe(address: str, group: str) -> Any:
+    with grpc.insecure_channel(address) as ch:
+        resp = coordinator_pb2_grpc.GroupCoordinatorStub(ch).ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group]), timeout=10
+        )
+    return resp.groups[0]
+
+
+class GoMember:
+    """One member-example process; its JSON lines are collected by a reader thread."""
+
+    def __init__(self, cmd: list[str], bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen(
+            [*cmd, "-bootstrap", bootstrap, "-group", group, "-topics", topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self._new: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            self.events.append(event)
+            self._new.put(event)
+
+    @property
+    def member_id(self) -> str:
+        return self.wait_for(lambda e: e["event"] == "started")["member_id"]
+
+    def owned(self) -> set[tuple[str, int]]:
+        """The partitions the member owns, as its callbacks said."""
+        owned: set[tuple[str, int]] = set()
+        for e in list(self.events):
+            parts = {(p["topic"], p["partition"]) for p in e["partitions"]}
+            if e["event"] == "assigned":
+                owned |= parts
+            elif e["event"] in ("revoked", "lost"):
+                owned -= parts
+        return owned
+
+    def wait_for(self, pred: Any, timeout: float = 20.0, after: int = 0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in list(self.events)[after:]:
+                if pred(e):
+                    return e
+            time.sleep(0.05)
+        raise AssertionError(f"no such event in {timeout} s: {self.events[after:]}")
+
+    def command(self, cmd: str) -> dict[str, Any]:
+        n = len(self.events)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.wait_for(lambda e: e["event"] == cmd, after=n)
+
+    def close(self, timeout: float = 20.0) -> int:
+        """stdin EOF: the member leaves and exits."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def check_disjoint(
+    members: list[GoMember], excused: dict[str, tuple[float, float]] | None = None
+) -> int:
+    """Replays every member's callbacks in time order (at one millisecond, releases before
+    acquisitions: their order across processes within a millisecond is unknown) and fails
+    when a partition is assigned to a member while another owns it. ``excused``: member id ->
+    (from ms, to ms) when that member was paused (SIGSTOP): the coordinator fenced it and
+    moved its partitions while it could not run its callbacks; on_lost ends its ownership.
+    Returns the number of callbacks checked."""
+    excused = excused or {}
+    order = {"revoked": 0, "lost": 0, "assigned": 1}
+    events = sorted(
+        (e for m in members for e in m.events if e["event"] in order),
+        key=lambda e: (e["ms"], order[e["event"]]),
+    )
+    owner: dict[tuple[str, int], str] = {}
+    for e in events:
+        mid = e["member_id"]
+        for p in e["partitions"]:
+            tp = (p["topic"], p["partition"])
+            if e["event"] == "assigned":
+                prev = owner.get(tp)
+                if prev is not None and prev != mid:
+                    start, end = excused.get(prev, (0.0, 0.0))
+                    assert start <= e["ms"] <= end, f"{tp} assigned to {mid} while {prev} owns it"
+                assert prev != mid, f"{tp} assigned twice to {mid}"
+                owner[tp] = mid
+            elif owner.get(tp) == mid:
+                del owner[tp]
+            else:  # revoking what it does not own (lost after it moved is fine)
+                assert e["event"] == "lost", f"{mid} revoked {tp} it did not own: {e}"
+    return len(events)
+
+
+def wait_balanced(members: list[GoMember], total: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        owned = [m.owned() for m in members]
+        sizes = sorted(len(o) for o in owned)
+        union = set().union(*owned)
+        if len(union) == total and sum(sizes) == total and sizes[-1] - sizes[0] <= 1:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not balanced in {timeout} s: {[sorted(m.owned()) for m in members]}")
+
+
+def test_go_members_converge_survive_fencing_and_leave(
+    member_example: list[str], dev: ServerProcess
+) -> None:
+    address, group, topic = dev.grpc_address, "go-member-g1", "go-member-t1"
+    create_topic(address, topic, PARTITIONS)
+    members = [GoMember(member_example, address, group, topic) for _ in range(3)]
+    try:
+        wait_balanced(members, PARTITIONS)
+        ids = [m.member_id for m in members]
+        assert len(set(ids)) == 3 and all(len(i) == 22 for i in ids), ids
+        # the coordinator's view equals the callbacks' (the reconciliation is acknowledged)
+        deadline = time.monotonic() + 10
+        while True:
+            g = describe(address, group)
+            described = {
+                m.member_id: {(a.topic_name, p) for a in m.assignment for p in a.partitions}
+                for m in g.members
+            }
+            if described == {m.member_id: m.owned() for m in members} or (
+                time.monotonic() > deadline
+            ):
+                break
+            time.sleep(0.1)
+        assert described == {m.member_id: m.owned() for m in members}, described
+        assert g.group_state == "Stable"
+
+        # commit and fetch as the member (its id and epoch): offsets 100 + partition
+        first = members[0]
+        commit = first.command("commit")
+        assert commit.get("error") is None and not commit.get("failed"), commit
+        assert len(commit["partitions"]) == 2
+        fetched = first.command("fetch")
+        assert fetched.get("error") is None, fetched
+        for p in commit["partitions"]:
+            assert fetched["offsets"][f"{p['topic']}-{p['partition']}"] == 100 + p["partition"]
+        desc = first.command("describe")
+        assert {m["member_id"] for m in desc["group"]["members"]} == set(ids), desc
+
+        # fencing: paused past the session timeout, the member is fenced and its partitions
+        # move; resumed, it calls on_lost (not on_revoked) and rejoins with the same id
+        victim = members[0]
+        lost_before = victim.owned()
+        n = len(victim.events)
+        paused_ms = time.time() * 1000
+        os.kill(victim.proc.pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + SESSION_MS / 1000 + 10
+            while {m.member_id for m in describe(address, group).members} != set(ids[1:]):
+                assert time.monotonic() < deadline, "the paused member was not fenced"
+                time.sleep(0.2)
+            wait_balanced(members[1:], PARTITIONS)  # the other two took its partitions
+        finally:
+            os.kill(victim.proc.pid, signal.SIGCONT)
+        lost = victim.wait_for(lambda e: e["event"] == "lost", after=n)
+        assert {(p["topic"], p["partition"]) for p in lost["partitions"]} == lost_before
+        assert not [e for e in victim.events[n:] if e["event"] == "revoked"], victim.events[n:]
+        rejoined = victim.wait_for(
+            lambda e: e["event"] == "assigned" and e["partitions"], after=n, timeout=30
+        )
+        assert rejoined["member_id"] == ids[0] and rejoined["epoch"] > lost["epoch"]
+        wait_balanced(members, PARTITIONS)
+        assert ids[0] in {m.member_id for m in describe(address, group).members}
+
+        # close: on_revoked(owned), leave; describe no longer lists it
+        leaver = members[2]
+        owned = leaver.owned()
+        n = len(leaver.events)
+        assert leaver.close() == 0, leaver.proc.stderr.read() if leaver.proc.stderr else ""
+        tail = [e["event"] for e in leaver.events[n:]]
+        assert tail == ["revoked", "left"], leaver.events[n:]
+        assert {(p["topic"], p["partition"]) for p in leaver.events[n]["partitions"]} == owned
+        assert "error" not in leaver.events[-1]
+        assert ids[2] not in {m.member_id for m in describe(address, group).members}
+        wait_balanced(members[:2], PARTITIONS)
+
+        for m in members[:2]:
+            assert m.close() == 0
+        assert not describe(address, group).members
+        resumed_ms = lost["ms"]
+        checked = check_disjoint(members, {ids[0]: (paused_ms, resumed_ms)})
+        assert checked >= 3 + 2 + 2  # initial assignments, the fencing's moves, the leave
+        errors = [e for m in members for e in m.events if e["event"] == "error"]
+        assert not errors, errors
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                os.kill(m.proc.pid, signal.SIGCONT)
+            m.kill()
+
+
+def test_invariant_checker_catches_a_partition_owned_twice() -> None:
+    # the checker is what the scenario relies on: two members' callbacks overlapping fail it
+    class Fake:
+        def __init__(self, events: list[dict[str, Any]]) -> None:
+            self.events = events
+
+    def ev(kind: str, mid: str, ms: int, *parts: int) -> dict[str, Any]:
+        return {
+            "event": kind,
+            "member_id": mid,
+            "ms": ms,
+            "partitions": [{"topic": "t", "partition": p} for p in parts],
+        }
+
+    a = Fake([ev("assigned", "a", 1, 0, 1), ev("revoked", "a", 5, 1)])
+    b = Fake([ev("assigned", "b", 4, 1)])  # before a revoked it
+    with pytest.raises(AssertionError, match="while a owns it"):
+        check_disjoint([a, b])  # type: ignore[list-item]
+    b.events[0]["ms"] = 5  # the same millisecond: the release counts first
+    assert check_disjoint([a, b]) == 3  # type: ignore[list-item]
+    b.events[0]["ms"] = 4  # a was paused and fenced: its partition moved, on_lost follows
+    a.events[1]["event"] = "lost"
+    assert check_disjoint([a, b], {"a": (2, 6)}) == 3  # type: ignore[list-item]
+
+
+def test_go_member_unit_tests() -> None:
+    # clients/go/member/member_test.go: reconciliation sets, backoff bounds, member ids,
+    # config checks, retries against an address with nothing listening
+    try:
+        generated_clients.go_member_test()
+    except ToolMissing as ex:
+        pytest.fail(str(ex))
