@@ -11,6 +11,7 @@ No skip: CI has Go, so a missing toolchain is a failure here."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -19,6 +20,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -29,10 +31,13 @@ from proto.groupcoord.v1 import (
     catalog_pb2_grpc,
     consumer_group_pb2,
     coordinator_pb2_grpc,
+    groups_pb2,
 )
+from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
 from tests.support.processes import ServerProcess
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -279,6 +284,79 @@ def test_go_members_converge_survive_fencing_and_leave(
             if m.proc.poll() is None:
                 os.kill(m.proc.pid, signal.SIGCONT)
             m.kill()
+
+
+def find_coordinator(address: str, group: str) -> str:
+    with grpc.insecure_channel(address) as ch:
+        resp = coordinator_pb2_grpc.GroupCoordinatorStub(ch).FindCoordinator(
+            groups_pb2.FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), timeout=10
+        )
+    c = resp.coordinators[0]
+    assert c.error_code == 0, c
+    return f"{c.host}:{c.port}"
+
+
+def test_go_members_survive_a_kill_9_of_the_groups_shard(
+    member_example: list[str], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # 3 shards on a real Redis; the members bootstrap from all three and the group's shard is
+    # killed (kill -9): its partitions' leases move, the members find the new coordinator
+    # (FindCoordinator again) and go on with their epochs, nothing owned twice
+    (tmp_path / "shards").mkdir()
+    cluster = Cluster(
+        tmp_path / "shards",
+        redis_server,
+        num_partitions=12,
+        prefix="gomember",
+        config=FAST.replace(f"session_timeout_ms={SESSION_MS}", "session_timeout_ms=10000"),
+    )
+    group, topic = "go-member-kill", "go-member-t2"
+    members: list[GoMember] = []
+    try:
+        for n in range(3):
+            cluster.start(n)
+        asyncio.run(cluster.wait_settled())
+        bootstrap = ",".join(cluster.addresses())
+        create_topic(cluster.addresses()[0], topic, PARTITIONS)
+        members = [GoMember(member_example, bootstrap, group, topic) for _ in range(3)]
+        wait_balanced(members, PARTITIONS)
+        ids = {m.member_id for m in members}
+        owner = find_coordinator(cluster.addresses()[0], group)
+        victim = next(n for n, s in cluster.shards.items() if s.grpc_address == owner)
+        before = [len(m.events) for m in members]
+        proc = cluster.shards[victim].proc
+        cluster.kill(victim)
+        assert proc.returncode == -signal.SIGKILL
+        survivor = cluster.addresses()[0]
+        deadline = time.monotonic() + 30
+        while True:  # a surviving shard took the group over, with the three members in it
+            try:
+                moved = find_coordinator(survivor, group)
+                if moved != owner and {m.member_id for m in describe(moved, group).members} == ids:
+                    break
+            except (grpc.RpcError, AssertionError):
+                pass
+            assert time.monotonic() < deadline, "the group did not move to a surviving shard"
+            time.sleep(0.2)
+        # the members follow it: a commit re-routed to the new owner, with the member's epoch
+        commit = members[0].command("commit")
+        assert commit.get("error") is None and not commit.get("failed"), commit
+        # and rebalance through it: a fourth member joins, the three revoke to make room
+        members.append(GoMember(member_example, bootstrap, group, topic))
+        wait_balanced(members, PARTITIONS)
+        assert all(m.owned() for m in members)
+        g = describe(moved, group)
+        assert all(m.member_epoch > 0 for m in g.members), g
+        for m, n in zip(members, before, strict=False):
+            assert not [e for e in m.events[n:] if e["event"] == "lost"], m.events[n:]
+        for m in members:
+            assert m.close() == 0, m.events[-3:]
+        assert not describe(moved, group).members
+        check_disjoint(members)
+    finally:
+        for m in members:
+            m.kill()
+        cluster.close()
 
 
 def test_invariant_checker_catches_a_partition_owned_twice() -> None:
