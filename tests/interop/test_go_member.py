@@ -85,9 +85,9 @@ def describe(address: str, group: str) -> Any:
 class GoMember:
     """One member-example process; its JSON lines are collected by a reader thread."""
 
-    def __init__(self, cmd: list[str], bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, cmd: list[str], bootstrap: str, group: str, topic: str, *flags: str) -> None:
         self.proc = subprocess.Popen(
-            [*cmd, "-bootstrap", bootstrap, "-group", group, "-topics", topic],
+            [*cmd, "-bootstrap", bootstrap, "-group", group, "-topics", topic, *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -156,8 +156,9 @@ def check_disjoint(
     """Replays every member's callbacks in time order (at one millisecond, releases before
     acquisitions: their order across processes within a millisecond is unknown) and fails
     when a partition is assigned to a member while another owns it. ``excused``: member id ->
-    (from ms, to ms) when that member was paused (SIGSTOP): the coordinator fenced it and
-    moved its partitions while it could not run its callbacks; on_lost ends its ownership.
+    (from ms, to ms) when that member could not heartbeat (paused by SIGSTOP, or blocked in
+    a callback) past its session: the coordinator fenced it and moved its partitions while
+    it still held them; its late on_revoked and its on_lost end its ownership.
     Returns the number of callbacks checked."""
     excused = excused or {}
     order = {"revoked": 0, "lost": 0, "assigned": 1}
@@ -179,8 +180,11 @@ def check_disjoint(
                 owner[tp] = mid
             elif owner.get(tp) == mid:
                 del owner[tp]
-            else:  # revoking what it does not own (lost after it moved is fine)
-                assert e["event"] == "lost", f"{mid} revoked {tp} it did not own: {e}"
+            else:  # releasing what it no longer owns: only a fenced (excused) member does
+                start, end = excused.get(mid, (0.0, -1.0))
+                assert e["event"] == "lost" or start <= e["ms"] <= end, (
+                    f"{mid} revoked {tp} it did not own: {e}"
+                )
     return len(events)
 
 
@@ -284,6 +288,74 @@ def test_go_members_converge_survive_fencing_and_leave(
             if m.proc.poll() is None:
                 os.kill(m.proc.pid, signal.SIGCONT)
             m.kill()
+
+
+def test_go_member_fenced_while_its_revocation_blocks(
+    member_example: list[str], dev: ServerProcess
+) -> None:
+    # the member's on_revoked blocks past the session timeout (no heartbeats meanwhile): the
+    # coordinator fences it; when the callback returns the next heartbeat gets it fenced, it
+    # calls on_lost for what it still had and rejoins
+    address, group, topic = dev.grpc_address, "go-member-slow", "go-member-t3"
+    create_topic(address, topic, PARTITIONS)
+    delay_s = SESSION_MS / 1000 + 2
+    slow = GoMember(member_example, address, group, topic, "-revoke-delay", f"{delay_s}s")
+    other: GoMember | None = None
+    try:
+        wait_balanced([slow], PARTITIONS)
+        ids = [slow.member_id]
+        joined_ms = time.time() * 1000
+        other = GoMember(member_example, address, group, topic)
+        revoked = slow.wait_for(lambda e: e["event"] == "revoked", timeout=delay_s + 10)
+        lost = slow.wait_for(lambda e: e["event"] == "lost", timeout=10)
+        assert revoked["ms"] - joined_ms >= delay_s * 1000 - 100  # it really blocked
+        kept = {(p["topic"], p["partition"]) for p in revoked["partitions"]}
+        assert {(p["topic"], p["partition"]) for p in lost["partitions"]} == (
+            {(topic, p) for p in range(PARTITIONS)} - kept
+        )
+        assert lost["ms"] >= revoked["ms"]
+        # rejoined with the same member id; both members balanced again
+        wait_balanced([slow, other], PARTITIONS, timeout=30)
+        g = describe(address, group)
+        assert {m.member_id for m in g.members} == {ids[0], other.member_id}
+        assert slow.close() == 0 and other.close() == 0
+        # slow's ownership overlapped other's from its fencing until its on_lost: excused
+        check_disjoint([slow, other], {ids[0]: (joined_ms, lost["ms"])})
+    finally:
+        for m in (slow, other):
+            if m is not None:
+                m.kill()
+
+
+def test_go_static_members_conflict_then_take_over(
+    member_example: list[str], dev: ServerProcess
+) -> None:
+    # two processes with one instance id: the second gets UNRELEASED_INSTANCE_ID (an error
+    # event) and retries with backoff; when the first leaves (epoch -2, a static leave) the
+    # second takes the instance over and gets the partitions
+    address, group, topic = dev.grpc_address, "go-member-static", "go-member-t4"
+    create_topic(address, topic, PARTITIONS)
+    first = GoMember(member_example, address, group, topic, "-instance-id", "i1")
+    second: GoMember | None = None
+    try:
+        wait_balanced([first], PARTITIONS)
+        second = GoMember(member_example, address, group, topic, "-instance-id", "i1")
+        err = second.wait_for(lambda e: e["event"] == "error")
+        assert "UNRELEASED_INSTANCE_ID (111)" in err["error"], err
+        g = describe(address, group)
+        assert [(m.member_id, m.instance_id) for m in g.members] == [(first.member_id, "i1")]
+        assert first.close() == 0
+        assert [e["event"] for e in first.events[-2:]] == ["revoked", "left"]
+        second.wait_for(lambda e: e["event"] == "assigned" and e["partitions"], timeout=30)
+        wait_balanced([second], PARTITIONS)
+        g = describe(address, group)
+        assert [(m.member_id, m.instance_id) for m in g.members] == [(second.member_id, "i1")]
+        assert second.close() == 0
+        check_disjoint([first, second])
+    finally:
+        for m in (first, second):
+            if m is not None:
+                m.kill()
 
 
 def find_coordinator(address: str, group: str) -> str:

@@ -49,7 +49,7 @@ func main() {
 	rack := flag.String("rack", "", "rack id")
 	assignor := flag.String("assignor", "", "server assignor (uniform, range, ...)")
 	rebalance := flag.Duration("rebalance-timeout", 30*time.Second, "rebalance timeout")
-	revokeDelay := flag.Duration("revoke-delay", 0, "block in OnRevoked this long (a slow callback)")
+	revokeDelay := flag.Duration("revoke-delay", 0, "block in the first OnRevoked this long (a slow callback)")
 	ca := flag.String("tls-ca", "", "TLS: CA file (TLS when set)")
 	cert := flag.String("tls-cert", "", "mTLS: client certificate")
 	key := flag.String("tls-key", "", "mTLS: client key")
@@ -86,8 +86,9 @@ func main() {
 		Listener: member.ListenerFuncs{
 			Assigned: func(_ context.Context, tps []member.TopicPartition) { emit("assigned", tps, nil) },
 			Revoked: func(_ context.Context, tps []member.TopicPartition) {
+				time.Sleep(*revokeDelay) // the work of giving them up; then they are released
+				*revokeDelay = 0
 				emit("revoked", tps, nil)
-				time.Sleep(*revokeDelay)
 			},
 			Lost: func(_ context.Context, tps []member.TopicPartition) { emit("lost", tps, nil) },
 		},
