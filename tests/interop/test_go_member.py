@@ -36,6 +36,7 @@ from proto.groupcoord.v1 import (
 from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
+from tests.support.certs import Ca
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -356,6 +357,39 @@ def test_go_static_members_conflict_then_take_over(
         for m in (first, second):
             if m is not None:
                 m.kill()
+
+
+def test_go_member_over_mutual_tls(member_example: list[str], tmp_path: Path) -> None:
+    # a dev serving gRPC over TLS with client certificates required: the member verifies the
+    # server against the CA and presents its own certificate (Config.TLS)
+    ca = Ca()
+    cafile = ca.write(tmp_path)
+    server, client = ca.issue(tmp_path, "server"), ca.issue(tmp_path, "client")
+    tls = ["--tls-cafile", str(cafile), "--tls-certfile", str(server.cert)]
+    tls += ["--tls-keyfile", str(server.key), "--tls-client-auth", "required"]
+    group, topic = "go-member-tls", "go-member-t5"
+    with ServerProcess.dev(tmp_path / "dev", "--set", FAST, *tls) as dev:
+        creds = grpc.ssl_channel_credentials(
+            ca.pem, client.key.read_bytes(), client.cert.read_bytes()
+        )
+        with grpc.secure_channel(dev.grpc_address, creds) as ch:
+            resp = catalog_pb2_grpc.TopicCatalogStub(ch).CreateTopics(
+                catalog_pb2.CreateTopicsRequest(
+                    topics=[catalog_pb2.CreatableTopic(name=topic, num_partitions=PARTITIONS)]
+                ),
+                timeout=10,
+            )
+            assert resp.topics[0].error_code == 0, resp
+        flags = ["-tls-ca", str(cafile), "-tls-cert", str(client.cert), "-tls-key", str(client.key)]
+        m = GoMember(member_example, dev.grpc_address, group, topic, *flags)
+        try:
+            wait_balanced([m], PARTITIONS)
+            desc = m.command("describe")
+            assert [x["member_id"] for x in desc["group"]["members"]] == [m.member_id]
+            assert m.close() == 0
+            assert [e["event"] for e in m.events[-2:]] == ["revoked", "left"]
+        finally:
+            m.kill()
 
 
 def find_coordinator(address: str, group: str) -> str:
