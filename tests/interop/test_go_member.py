@@ -359,6 +359,36 @@ def test_go_static_members_conflict_then_take_over(
                 m.kill()
 
 
+def test_go_members_with_a_client_side_assignor(
+    member_example: list[str], dev: ServerProcess
+) -> None:
+    # every member declares the example's round-robin client-side assignor: the coordinator
+    # chooses one to compute (PrepareAssignment, its Go assignor, InstallAssignment) and the
+    # target is round-robin by member id, which the server's uniform assignor does not give
+    address, group, topic = dev.grpc_address, "go-member-client-side", "go-member-t6"
+    create_topic(address, topic, PARTITIONS)
+    members = [
+        GoMember(member_example, address, group, topic, "-client-assignor", "go-rr")
+        for _ in range(3)
+    ]
+    try:
+        ranked = sorted(members, key=lambda m: m.member_id)
+        want = [{(topic, p) for p in range(PARTITIONS) if p % 3 == k} for k in range(3)]
+        deadline = time.monotonic() + 30
+        while [m.owned() for m in ranked] != want:
+            assert time.monotonic() < deadline, [sorted(m.owned()) for m in ranked]
+            time.sleep(0.1)
+        assert describe(address, group).assignor_name == "go-rr"
+        for m in members:
+            assert m.close() == 0
+        check_disjoint(members)
+        errors = [e for m in members for e in m.events if e["event"] == "error"]
+        assert not errors, errors
+    finally:
+        for m in members:
+            m.kill()
+
+
 def test_go_member_over_mutual_tls(member_example: list[str], tmp_path: Path) -> None:
     # a dev serving gRPC over TLS with client certificates required: the member verifies the
     # server against the CA and presents its own certificate (Config.TLS)

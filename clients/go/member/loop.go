@@ -63,6 +63,7 @@ func (m *Member) request(st *state, epoch int32) *gcv1.ConsumerGroupHeartbeatReq
 		req.SubscribedTopicNames = &gcv1.StringList{Values: m.cfg.Topics}
 	}
 	req.TopicPartitions = &gcv1.TopicPartitionsList{TopicPartitions: m.byID(st.owned)}
+	req.ClientAssignors = m.clientAssignors()
 	return req
 }
 
@@ -150,6 +151,15 @@ loop:
 		}
 		m.publish(st)
 		m.heartbeatDone()
+		if resp.GetShouldComputeAssignment() {
+			m.mu.Lock()
+			start := !m.computing
+			m.computing = true
+			m.mu.Unlock()
+			if start {
+				go m.compute(ctx, st.epoch)
+			}
+		}
 		if st.hasTarget {
 			changed, err := m.reconcile(ctx, cbctx, st)
 			if err != nil && ctx.Err() == nil {

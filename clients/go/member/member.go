@@ -3,7 +3,8 @@
 // reconciles its assignment (revoke before assign, waiting for the callbacks), rejoins at
 // epoch 0 with the same member id when fenced, follows the group to its coordinator
 // (FindCoordinator, re-found on NOT_COORDINATOR and transport errors with bounded backoff),
-// commits and fetches offsets as the member, and leaves the group on Close.
+// commits and fetches offsets as the member, computes the group's target when it declares
+// a client-side assignor and is chosen, and leaves the group on Close.
 //
 //	m, err := member.New(member.Config{
 //		Bootstrap: []string{"localhost:50051"}, GroupID: "orders", Topics: []string{"orders"},
@@ -111,6 +112,9 @@ type Config struct {
 	OnError func(error)
 	// RequestTimeout bounds each RPC (default 5 s).
 	RequestTimeout time.Duration
+	// Assignors: client-side assignors this member declares, in order of preference
+	// (optional; Assignor). Set ServerAssignor to one of their names to ask for it.
+	Assignors []Assignor
 	// LeaveTimeout bounds the leave when the context given to Start is cancelled (default 10 s).
 	LeaveTimeout time.Duration
 }
@@ -132,6 +136,7 @@ type Member struct {
 	topicIDs   map[string]string // topic name -> id
 	started    bool
 	closing    bool
+	computing  bool // a client-side assignment computation is running
 	leaveCtx   context.Context
 
 	stop chan struct{} // closed by Close

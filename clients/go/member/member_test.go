@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,5 +101,36 @@ func TestCallRetriesAnUnreachableCoordinatorUntilTheContextEnds(t *testing.T) {
 	}
 	if el := time.Since(start); el < 550*time.Millisecond || el > 2*time.Second {
 		t.Fatalf("gave up after %v, want at the context's end (600 ms)", el)
+	}
+}
+
+type panicky struct{}
+
+func (panicky) Name() string              { return "p" }
+func (panicky) Versions() (int32, int32)  { return 0, 0 }
+func (panicky) Metadata() (int32, []byte) { return 0, nil }
+func (panicky) Assign(context.Context, GroupSpec) (map[string]MemberAssignment, error) {
+	panic("boom")
+}
+
+// An assignor that panics, or none of the group's assignor name: an error (the member then
+// installs error = 1 so that another member computes), never a crash.
+func TestAssignTurnsAPanicOrAMissingAssignorIntoAnError(t *testing.T) {
+	m, err := New(Config{Bootstrap: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
+		Assignors: []Assignor{panicky{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.assign(context.Background(), GroupSpec{AssignorName: "p"}); err == nil ||
+		!strings.Contains(err.Error(), "panicked: boom") {
+		t.Fatalf("panic: %v", err)
+	}
+	if _, err := m.assign(context.Background(), GroupSpec{AssignorName: "q"}); err == nil ||
+		!strings.Contains(err.Error(), `no client-side assignor named "q"`) {
+		t.Fatalf("missing: %v", err)
+	}
+	decl := m.clientAssignors().GetAssignors()
+	if len(decl) != 1 || decl[0].GetName() != "p" {
+		t.Fatalf("declared %v", decl)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +50,7 @@ func main() {
 	rack := flag.String("rack", "", "rack id")
 	assignor := flag.String("assignor", "", "server assignor (uniform, range, ...)")
 	rebalance := flag.Duration("rebalance-timeout", 30*time.Second, "rebalance timeout")
+	clientAssignor := flag.String("client-assignor", "", "declare a client-side round-robin assignor of this name")
 	revokeDelay := flag.Duration("revoke-delay", 0, "block in the first OnRevoked this long (a slow callback)")
 	ca := flag.String("tls-ca", "", "TLS: CA file (TLS when set)")
 	cert := flag.String("tls-cert", "", "mTLS: client certificate")
@@ -93,6 +95,9 @@ func main() {
 			Lost: func(_ context.Context, tps []member.TopicPartition) { emit("lost", tps, nil) },
 		},
 		OnError: func(err error) { emit("error", nil, err) },
+	}
+	if *clientAssignor != "" {
+		cfg.Assignors = []member.Assignor{roundRobin{*clientAssignor}}
 	}
 	if *topics != "" {
 		cfg.Topics = strings.Split(*topics, ",")
@@ -158,4 +163,33 @@ func command(ctx context.Context, m *member.Member, cmd string, write func(event
 		e.Error = err.Error()
 	}
 	write(e)
+}
+
+// roundRobin is a client-side assignor: partition p of each topic (by name) goes to the
+// (p mod n)-th of its n subscribers by member id.
+type roundRobin struct{ name string }
+
+func (r roundRobin) Name() string              { return r.name }
+func (r roundRobin) Versions() (int32, int32)  { return 0, 1 }
+func (r roundRobin) Metadata() (int32, []byte) { return 1, nil }
+func (r roundRobin) Assign(_ context.Context, spec member.GroupSpec) (map[string]member.MemberAssignment, error) {
+	plan := map[string]member.MemberAssignment{}
+	for id := range spec.Members {
+		plan[id] = member.MemberAssignment{Partitions: map[string][]int32{}, MetadataVersion: 1,
+			MetadataBytes: []byte(fmt.Sprintf("%d members", len(spec.Members)))}
+	}
+	for _, t := range spec.Topics {
+		var takers []string
+		for id, m := range spec.Members {
+			if slices.Contains(m.SubscribedTopicIDs, t.ID) {
+				takers = append(takers, id)
+			}
+		}
+		slices.Sort(takers)
+		for p := range t.NumPartitions {
+			id := takers[int(p)%len(takers)]
+			plan[id].Partitions[t.ID] = append(plan[id].Partitions[t.ID], p)
+		}
+	}
+	return plan, nil
 }
