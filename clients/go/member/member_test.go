@@ -134,3 +134,20 @@ func TestAssignTurnsAPanicOrAMissingAssignorIntoAnError(t *testing.T) {
 		t.Fatalf("declared %v", decl)
 	}
 }
+
+// After Close the member's calls answer ErrClosed (no new connections to a group it left).
+func TestCallsAfterCloseAreErrClosed(t *testing.T) {
+	m, err := New(Config{Bootstrap: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Commit(context.Background(), map[TopicPartition]int64{{"t", 0}: 1}); err != ErrClosed {
+		t.Fatalf("Commit after Close: %v", err)
+	}
+	if err := m.Start(context.Background()); err == nil {
+		t.Fatal("Start after Close accepted")
+	}
+}

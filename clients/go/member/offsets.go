@@ -26,7 +26,13 @@ func (m *Member) Commit(ctx context.Context, offsets map[TopicPartition]int64) (
 func (m *Member) commitOnce(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]error, bool, error) {
 	byTopic := map[string]*gcv1.OffsetCommitRequestTopic{}
 	var topics []*gcv1.OffsetCommitRequestTopic
-	for tp, off := range offsets {
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps) // the request in topic and partition order, not the map's
+	for _, tp := range tps {
+		off := offsets[tp]
 		t := byTopic[tp.Topic]
 		if t == nil {
 			t = &gcv1.OffsetCommitRequestTopic{Name: tp.Topic}
@@ -79,7 +85,7 @@ func (m *Member) waitHeartbeat(ctx context.Context) error {
 	case <-ch:
 		return nil
 	case <-m.done:
-		return errors.New("member: closed")
+		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -13,6 +13,9 @@ import (
 	"google.golang.org/grpc"
 )
 
+// ErrClosed: the member has left the group (Close, or the end of Start's context).
+var ErrClosed = errors.New("member: closed")
+
 // backoff: exponential from 100 ms to 5 s, each wait drawn uniformly from [d/2, d].
 type backoff struct {
 	d, min, max time.Duration
@@ -134,6 +137,11 @@ func (m *Member) forget(addr string) {
 // error it forgets the coordinator, waits (bounded exponential backoff) and tries again,
 // until ctx ends. Each attempt is bounded by Config.RequestTimeout.
 func (m *Member) call(ctx context.Context, fn func(ctx context.Context, c *grpc.ClientConn) error) error {
+	select {
+	case <-m.done:
+		return ErrClosed
+	default:
+	}
 	b := newBackoff()
 	for {
 		addr, err := m.coordinator(ctx)
