@@ -359,6 +359,58 @@ def test_go_static_members_conflict_then_take_over(
                 m.kill()
 
 
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_go_member_waits_out_its_coordinator_down_without_spinning(
+    member_example: list[str], tmp_path: Path
+) -> None:
+    # the dev process is killed (kill -9) and started again 3 s later on the same port and
+    # data: meanwhile the member's retries back off (its CPU time stays small: no busy
+    # loop); then it finds the coordinator again and owns every partition again
+    group, topic = "go-member-down", "go-member-t7"
+    dev = ServerProcess.dev(tmp_path / "dev", "--set", FAST)
+    restarted: ServerProcess | None = None
+    m: GoMember | None = None
+    try:
+        create_topic(dev.grpc_address, topic, PARTITIONS)
+        m = GoMember(member_example, dev.grpc_address, group, topic)
+        wait_balanced([m], PARTITIONS)
+        dev.kill()
+        cpu_before, down_s = cpu_seconds(m.proc.pid), 3.0
+        time.sleep(down_s)
+        spent = cpu_seconds(m.proc.pid) - cpu_before
+        assert spent < 0.1 * down_s, f"{spent:.2f} s of CPU in {down_s} s: a busy loop"
+        n = len(m.events)
+        args = ["dev", "--grpc-port", str(dev.grpc_port), "--kafka-port", "0", "--data-dir"]
+        restarted = ServerProcess(
+            [*args, str(tmp_path / "dev" / "data"), "--set", FAST], tmp_path / "restarted.log"
+        )
+        # back in the group: kept what it owned (the group reloaded from the data directory)
+        # or, fenced meanwhile, lost it and was assigned again
+        deadline = time.monotonic() + 30
+        while m.owned() != {(topic, p) for p in range(PARTITIONS)} or m.member_id not in {
+            x.member_id for x in describe(restarted.grpc_address, group).members
+        }:
+            assert time.monotonic() < deadline, m.events[n:]
+            time.sleep(0.2)
+        # it talks to the new process: a commit as the member, and the leave
+        commit = m.command("commit")
+        assert commit.get("error") is None and len(commit["partitions"]) == PARTITIONS, commit
+        assert m.close() == 0, m.events[n:]
+        assert not describe(restarted.grpc_address, group).members
+        check_disjoint([m])
+    finally:
+        if m is not None:
+            m.kill()
+        for server in (dev, restarted):
+            if server is not None and server.proc.poll() is None:
+                server.kill()
+
+
 def test_go_members_with_a_client_side_assignor(
     member_example: list[str], dev: ServerProcess
 ) -> None:
