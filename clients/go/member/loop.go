@@ -130,8 +130,9 @@ loop:
 				continue
 			default:
 				// a static member's instance id in use (UNRELEASED_INSTANCE_ID,
-				// FENCED_INSTANCE_ID), an unknown assignor, a coordinator unreachable for
-				// longer than one call's retries: told, and retried with backoff
+				// FENCED_INSTANCE_ID), an unknown assignor, a gRPC error other than
+				// UNAVAILABLE / DEADLINE_EXCEEDED (those, and routing codes, call retries
+				// itself): told, and retried with backoff
 				m.report(err)
 				if !sleep(ctx, fails.next()) {
 					break loop
