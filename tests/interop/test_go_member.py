@@ -108,13 +108,13 @@ class GoMember:
 
     @property
     def member_id(self) -> str:
-        return self.wait_for(lambda e: e["event"] == "started")["member_id"]
+        return self.wait_for(lambda e: "member_id" in e)["member_id"]
 
     def owned(self) -> set[tuple[str, int]]:
         """The partitions the member owns, as its callbacks said."""
         owned: set[tuple[str, int]] = set()
         for e in list(self.events):
-            parts = {(p["topic"], p["partition"]) for p in e["partitions"]}
+            parts = {(p[0], p[1]) for p in e["partitions"]}
             if e["event"] == "assigned":
                 owned |= parts
             elif e["event"] in ("revoked", "lost"):
@@ -171,7 +171,7 @@ def check_disjoint(
     for e in events:
         mid = e["member_id"]
         for p in e["partitions"]:
-            tp = (p["topic"], p["partition"])
+            tp = (p[0], p[1])
             if e["event"] == "assigned":
                 prev = owner.get(tp)
                 if prev is not None and prev != mid:
@@ -210,6 +210,12 @@ def test_go_members_converge_survive_fencing_and_leave(
     try:
         wait_balanced(members, PARTITIONS)
         ids = [m.member_id for m in members]
+        # the shared format: joined first, partitions as [topic, partition]
+        assert [m.events[0]["event"] for m in members] == ["joined"] * 3
+        assert [m.events[1]["event"] for m in members] == ["assigned"] * 3
+        assert all(
+            isinstance(p, list) and len(p) == 2 for m in members for p in m.events[1]["partitions"]
+        )
         assert len(set(ids)) == 3 and all(len(i) == 22 for i in ids), ids
         # the coordinator's view equals the callbacks' (the reconciliation is acknowledged)
         deadline = time.monotonic() + 10
@@ -235,7 +241,7 @@ def test_go_members_converge_survive_fencing_and_leave(
         fetched = first.command("fetch")
         assert fetched.get("error") is None, fetched
         for p in commit["partitions"]:
-            assert fetched["offsets"][f"{p['topic']}-{p['partition']}"] == 100 + p["partition"]
+            assert fetched["offsets"][f"{p[0]}-{p[1]}"] == 100 + p[1]
         desc = first.command("describe")
         assert {m["member_id"] for m in desc["group"]["members"]} == set(ids), desc
 
@@ -255,7 +261,7 @@ def test_go_members_converge_survive_fencing_and_leave(
         finally:
             os.kill(victim.proc.pid, signal.SIGCONT)
         lost = victim.wait_for(lambda e: e["event"] == "lost", after=n)
-        assert {(p["topic"], p["partition"]) for p in lost["partitions"]} == lost_before
+        assert {(p[0], p[1]) for p in lost["partitions"]} == lost_before
         assert not [e for e in victim.events[n:] if e["event"] == "revoked"], victim.events[n:]
         rejoined = victim.wait_for(
             lambda e: e["event"] == "assigned" and e["partitions"], after=n, timeout=30
@@ -271,7 +277,7 @@ def test_go_members_converge_survive_fencing_and_leave(
         assert leaver.close() == 0, leaver.proc.stderr.read() if leaver.proc.stderr else ""
         tail = [e["event"] for e in leaver.events[n:]]
         assert tail == ["revoked", "left"], leaver.events[n:]
-        assert {(p["topic"], p["partition"]) for p in leaver.events[n]["partitions"]} == owned
+        assert {(p[0], p[1]) for p in leaver.events[n]["partitions"]} == owned
         assert "error" not in leaver.events[-1]
         assert ids[2] not in {m.member_id for m in describe(address, group).members}
         wait_balanced(members[:2], PARTITIONS)
@@ -310,8 +316,8 @@ def test_go_member_fenced_while_its_revocation_blocks(
         revoked = slow.wait_for(lambda e: e["event"] == "revoked", timeout=delay_s + 10)
         lost = slow.wait_for(lambda e: e["event"] == "lost", timeout=10)
         assert revoked["ms"] - joined_ms >= delay_s * 1000 - 100  # it really blocked
-        kept = {(p["topic"], p["partition"]) for p in revoked["partitions"]}
-        assert {(p["topic"], p["partition"]) for p in lost["partitions"]} == (
+        kept = {(p[0], p[1]) for p in revoked["partitions"]}
+        assert {(p[0], p[1]) for p in lost["partitions"]} == (
             {(topic, p) for p in range(PARTITIONS)} - kept
         )
         assert lost["ms"] >= revoked["ms"]
@@ -558,7 +564,7 @@ def test_invariant_checker_catches_a_partition_owned_twice() -> None:
             "event": kind,
             "member_id": mid,
             "ms": ms,
-            "partitions": [{"topic": "t", "partition": p} for p in parts],
+            "partitions": [["t", p] for p in parts],
         }
 
     a = Fake([ev("assigned", "a", 1, 0, 1), ev("revoked", "a", 5, 1)])

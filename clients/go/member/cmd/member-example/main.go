@@ -1,10 +1,11 @@
 // member-example joins a consumer group with the member library and prints one JSON line per
 // event on stdout:
 //
-//	{"event":"assigned","partitions":[{"topic":"t","partition":0}],"epoch":3,"ms":1733330000123,"member_id":"..."}
+//	{"event":"assigned","partitions":[["t",0],["t",3]],"epoch":3,"ms":1733330000123,"member_id":"..."}
 //
-// events: started, assigned, revoked, lost (the callbacks), error (OnError), left (after the
-// leave). It leaves the group on stdin EOF, SIGTERM or SIGINT, and exits 0 when the leave was
+// (the format the three member libraries' examples share: docs/member-libraries.md). events:
+// joined (before the first assignment after each join), assigned, revoked, lost (the
+// callbacks), error (OnError), left (after the leave). It leaves the group on stdin EOF, SIGTERM or SIGINT, and exits 0 when the leave was
 // acknowledged. Lines on stdin are commands, each answered by one JSON line:
 //
 //	commit    commits offset 100+partition for every partition the member owns ("commit")
@@ -31,7 +32,7 @@ import (
 
 type event struct {
 	Event      string                   `json:"event"`
-	Partitions []member.TopicPartition  `json:"partitions"`
+	Partitions []pair                   `json:"partitions"`
 	Epoch      int32                    `json:"epoch"`
 	Ms         int64                    `json:"ms"`
 	MemberID   string                   `json:"member_id"`
@@ -65,17 +66,18 @@ func main() {
 	var mu sync.Mutex
 	out := json.NewEncoder(os.Stdout)
 	var m *member.Member
+	joined := false // (the callbacks run one at a time, on the member's goroutine)
 	write := func(e event) {
 		mu.Lock()
 		defer mu.Unlock()
 		e.Ms, e.MemberID, e.Epoch = time.Now().UnixMilli(), m.ID(), m.Epoch()
 		if e.Partitions == nil {
-			e.Partitions = []member.TopicPartition{}
+			e.Partitions = []pair{}
 		}
 		_ = out.Encode(e)
 	}
 	emit := func(name string, tps []member.TopicPartition, err error) {
-		e := event{Event: name, Partitions: tps}
+		e := event{Event: name, Partitions: pairs(tps)}
 		if err != nil {
 			e.Error = err.Error()
 		}
@@ -86,13 +88,22 @@ func main() {
 		InstanceID: *instance, RackID: *rack, ServerAssignor: *assignor,
 		RebalanceTimeout: *rebalance, ClientID: "member-example",
 		Listener: member.ListenerFuncs{
-			Assigned: func(_ context.Context, tps []member.TopicPartition) { emit("assigned", tps, nil) },
+			Assigned: func(_ context.Context, tps []member.TopicPartition) {
+				if !joined { // OnAssigned comes once after every join, even with nothing
+					joined = true
+					emit("joined", nil, nil)
+				}
+				emit("assigned", tps, nil)
+			},
 			Revoked: func(_ context.Context, tps []member.TopicPartition) {
 				time.Sleep(*revokeDelay) // the work of giving them up; then they are released
 				*revokeDelay = 0
 				emit("revoked", tps, nil)
 			},
-			Lost: func(_ context.Context, tps []member.TopicPartition) { emit("lost", tps, nil) },
+			Lost: func(_ context.Context, tps []member.TopicPartition) {
+				joined = false // it rejoins
+				emit("lost", tps, nil)
+			},
 		},
 		OnError: func(err error) { emit("error", nil, err) },
 	}
@@ -119,7 +130,6 @@ func main() {
 		}
 		stop()
 	}()
-	emit("started", nil, nil)
 	err = m.Run(ctx)
 	emit("left", nil, err)
 	if err != nil {
@@ -134,9 +144,10 @@ func command(ctx context.Context, m *member.Member, cmd string, write func(event
 	var err error
 	switch cmd {
 	case "commit":
-		e.Partitions = m.Assignment()
+		owned := m.Assignment()
+		e.Partitions = pairs(owned)
 		offsets := map[member.TopicPartition]int64{}
-		for _, tp := range e.Partitions {
+		for _, tp := range owned {
 			offsets[tp] = 100 + int64(tp.Partition)
 		}
 		var failed map[member.TopicPartition]error
@@ -192,4 +203,15 @@ func (r roundRobin) Assign(_ context.Context, spec member.GroupSpec) (map[string
 		}
 	}
 	return plan, nil
+}
+
+// pair is a partition as the examples print it: ["topic", partition].
+type pair [2]any
+
+func pairs(tps []member.TopicPartition) []pair {
+	out := make([]pair, 0, len(tps))
+	for _, tp := range tps {
+		out = append(out, pair{tp.Topic, tp.Partition})
+	}
+	return out
 }
