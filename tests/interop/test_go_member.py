@@ -17,6 +17,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
 from tests.support.certs import Ca
-from tests.support.processes import ServerProcess
+from tests.support.processes import ROOT, ServerProcess
 from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(300)]
@@ -88,7 +89,9 @@ class GoMember:
 
     def __init__(self, cmd: list[str], bootstrap: str, group: str, topic: str, *flags: str) -> None:
         self.proc = subprocess.Popen(
-            [*cmd, "-bootstrap", bootstrap, "-group", group, "-topics", topic, *flags],
+            # (--name: Go's flag package takes it as -name; Python's argparse needs it)
+            [*cmd, "--bootstrap", bootstrap, "--group", group, "--topics", topic, *flags],
+            cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -363,6 +366,34 @@ def test_go_static_members_conflict_then_take_over(
         for m in (first, second):
             if m is not None:
                 m.kill()
+
+
+def test_go_and_python_members_share_a_group(member_example: list[str], dev: ServerProcess) -> None:
+    # two Go members and one of the Python library's example (python -m groupcoord.client)
+    # in one group: their JSON lines have one format, so the one checker reads them all
+    address, group, topic = dev.grpc_address, "go-member-mixed", "go-member-t8"
+    create_topic(address, topic, PARTITIONS)
+    python = [sys.executable, "-m", "groupcoord.client"]
+    members = [
+        GoMember(member_example, address, group, topic),
+        GoMember(python, address, group, topic),
+        GoMember(member_example, address, group, topic),
+    ]
+    try:
+        wait_balanced(members, PARTITIONS)
+        g = describe(address, group)
+        assert {m.member_id for m in g.members} == {m.member_id for m in members}
+        # the Python member leaves: the Go members take its partitions
+        assert members[1].close() == 0
+        assert members[1].events[-1]["event"] == "left", members[1].events[-3:]
+        wait_balanced([members[0], members[2]], PARTITIONS)
+        for m in (members[0], members[2]):
+            assert m.close() == 0
+        assert not describe(address, group).members
+        assert check_disjoint(members) >= 3 + 1 + 2
+    finally:
+        for m in members:
+            m.kill()
 
 
 def cpu_seconds(pid: int) -> float:
