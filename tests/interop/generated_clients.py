@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "proto" / "groupcoord" / "v1"
 GO_CLIENT = ROOT / "clients" / "go"
+GO_MEMBER = GO_CLIENT / "member"  # the member library: its own module (its own build)
 JAVA_CLIENT = ROOT / "clients" / "java"
 CACHE = Path(os.environ.get("GROUPCOORD_CLIENTS_CACHE", ROOT / ".cache" / "clients"))
 NUM_PARTITIONS = 4
@@ -96,7 +97,11 @@ def _protoc_env() -> dict[str, str]:
 def _go_command(name: str) -> list[str]:
     _require("go")
     generated = GO_CLIENT / "gen" / "groupcoord"
-    sources = [p for p in GO_CLIENT.rglob("*") if p.is_file() and generated not in p.parents]
+    sources = [
+        p
+        for p in GO_CLIENT.rglob("*")
+        if p.is_file() and generated not in p.parents and GO_MEMBER not in p.parents
+    ]
     out = CACHE / "go" / _digest(GO_CLIENT, sources)
     binary = out / name
     with _locked("go"):
@@ -105,6 +110,33 @@ def _go_command(name: str) -> list[str]:
             _run(["go", "build", "-o", str(binary) + ".tmp", f"./cmd/{name}"], GO_CLIENT)
             os.replace(str(binary) + ".tmp", binary)
     return [str(binary)]
+
+
+def go_member_example() -> list[str]:
+    """The command line of ``clients/go/member/cmd/member-example`` (the member library's
+    example, its own module next to ``clients/go``): the stubs generated into ``clients/go/gen``
+    as for the other Go programs, then ``go build`` in the member module; cached likewise."""
+    _require("go")
+    sources = [p for p in GO_MEMBER.rglob("*") if p.is_file()]
+    binary = CACHE / "go-member" / _digest(GO_MEMBER, sources) / "member-example"
+    with _locked("go"):
+        if not binary.exists():
+            if not (GO_CLIENT / "gen" / "groupcoord").exists():
+                _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
+            binary.parent.mkdir(parents=True, exist_ok=True)
+            tmp = str(binary) + ".tmp"
+            _run(["go", "build", "-o", tmp, "./cmd/member-example"], GO_MEMBER)
+            os.replace(tmp, binary)
+    return [str(binary)]
+
+
+def go_member_test() -> None:
+    """``go test`` of the member library (its own module); raises with the output on failure."""
+    _require("go")
+    with _locked("go"):
+        if not (GO_CLIENT / "gen" / "groupcoord").exists():
+            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
+        _run(["go", "test", "-count=1", "./..."], GO_MEMBER)
 
 
 def go_test(package: str) -> None:
