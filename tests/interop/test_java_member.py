@@ -1,0 +1,271 @@
+"""The Java member library (``clients/java-member``, issue 43) against a real ``groupcoord
+dev``: three Java member processes (its example ``EventPrinter``, which prints every callback
+as a JSON line) join one group and converge to a balanced, disjoint assignment; one is
+SIGSTOPped past the session timeout, is fenced, and on SIGCONT reports its partitions lost and
+rejoins with the same member id and a new assignment; one closes (stdin EOF), revokes its
+partitions and leaves the group. An invariant checker replays every member's callback events
+in time order: no partition is owned by two members at once, except by a member that later
+reports it lost (fenced: the coordinator gave it away while the member was stopped).
+
+Built at test time with Maven (cached); no skip: CI has Maven and a JDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, consumer_group_pb2
+
+from services.client.coordinator_client import CoordinatorClient
+from tests.interop import generated_clients
+from tests.interop.generated_clients import ToolMissing
+from tests.interop.kafka_broker import groupcoord_args
+from tests.support.processes import ServerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
+
+PARTITIONS = 6
+SESSION_TIMEOUT_MS = 2000
+SETTLE_S = 45.0
+
+Partition = tuple[str, int]
+
+
+def fast_args() -> list[str]:
+    """The interop settings (heartbeat 500 ms) with a 2 s session timeout, so that a stopped
+    member is fenced quickly."""
+    args = groupcoord_args()
+    i = args.index("--set") + 1
+    args[i] = args[i].replace(
+        "consumer_group_session_timeout_ms=6000",
+        f"consumer_group_session_timeout_ms={SESSION_TIMEOUT_MS}",
+    )
+    assert f"consumer_group_session_timeout_ms={SESSION_TIMEOUT_MS}" in args[i], args
+    return args
+
+
+@pytest.fixture(scope="module")
+def member_cmd() -> list[str]:
+    started = time.monotonic()
+    try:
+        cmd = generated_clients.java_member()
+    except ToolMissing as ex:
+        pytest.fail(str(ex))
+    print(f"java_member: ready in {time.monotonic() - started:.1f} s")
+    return cmd
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess.dev(tmp_path_factory.mktemp("java-member"), *fast_args())
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+class Member:
+    """One EventPrinter process and the JSON events it printed so far."""
+
+    def __init__(self, cmd: list[str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [*cmd, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.lines: list[str] = []
+        self.stderr = ""
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            self.events.append(json.loads(line))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    @property
+    def member_id(self) -> str | None:
+        started = [e for e in self.events if e["event"] == "started"]
+        return started[0]["member_id"] if started else None
+
+    def owned(self) -> set[Partition]:
+        """What the member owns as its callbacks said."""
+        owned: set[Partition] = set()
+        for e in list(self.events):
+            parts = {(t, p) for t, p in e.get("partitions", [])}
+            if e["event"] == "assigned":
+                assert not parts & owned, f"assigned what it owns: {e}"
+                owned |= parts
+            elif e["event"] in ("revoked", "lost"):
+                assert parts <= owned, f"{e['event']} what it does not own: {e}"
+                owned -= parts
+        return owned
+
+    def kinds(self) -> list[str]:
+        return [e["event"] for e in list(self.events)]
+
+    def close(self, timeout: float = 30) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def describe_for_failure(self) -> str:
+        return f"member {self.member_id}: {''.join(self.lines)}\nstderr: {self.stderr[-2000:]}"
+
+
+def check_no_double_ownership(members: list[Member]) -> None:
+    """Replays every member's callback events in time order (a revocation before an
+    assignment of the same millisecond): a partition assigned to one member while another
+    owns it is a violation, unless that other member later reports it lost."""
+    timeline = []
+    for i, m in enumerate(members):
+        for n, e in enumerate(list(m.events)):
+            if e["event"] in ("assigned", "revoked", "lost"):
+                timeline.append((e["ms"], 0 if e["event"] != "assigned" else 1, i, n, e))
+    timeline.sort(key=lambda x: x[:4])
+    owner: dict[Partition, int] = {}
+    for _, _, i, _, e in timeline:
+        for t, p in e["partitions"]:
+            tp = (t, p)
+            if e["event"] == "assigned":
+                previous = owner.get(tp)
+                if previous is not None and previous != i:
+                    lost_later = any(
+                        x["event"] == "lost" and [t, p] in x["partitions"] and x["ms"] >= e["ms"]
+                        for x in list(members[previous].events)
+                    )
+                    details = "\n".join(m.describe_for_failure() for m in members)
+                    assert lost_later, (
+                        f"{tp} assigned to {members[i].member_id} at {e['ms']} while "
+                        f"{members[previous].member_id} owns it (and never reports it lost)\n"
+                        f"{details}"
+                    )
+                owner[tp] = i
+            elif owner.get(tp) == i:
+                del owner[tp]
+
+
+async def describe(
+    server: ServerProcess, group: str
+) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
+    async with CoordinatorClient(server.grpc_address) as client:
+        response = await client.stub(server.grpc_address).ConsumerGroupDescribe(
+            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group]), timeout=10
+        )
+    (described,) = response.groups
+    return described
+
+
+async def create_topic(server: ServerProcess, topic: str) -> None:
+    async with CoordinatorClient(server.grpc_address) as client:
+        stub = catalog_pb2_grpc.TopicCatalogStub(client.channel(server.grpc_address))
+        response = await stub.CreateTopics(
+            catalog_pb2.CreateTopicsRequest(
+                topics=[catalog_pb2.CreatableTopic(name=topic, num_partitions=PARTITIONS)]
+            ),
+            timeout=10,
+        )
+    assert response.topics[0].error_code == 0, response
+
+
+async def wait_balanced(
+    server: ServerProcess, group: str, members: list[Member], topic: str
+) -> None:
+    """Until the members' callbacks say they own disjoint, equal shares of every partition
+    and the coordinator agrees (Stable, these members, every one at the group epoch)."""
+    want = {(topic, p) for p in range(PARTITIONS)}
+    share = PARTITIONS // len(members)
+    deadline = time.monotonic() + SETTLE_S
+    last = ""
+    while time.monotonic() < deadline:
+        owned = [m.owned() for m in members]
+        union = set().union(*owned)
+        if union == want and all(len(o) == share for o in owned):
+            d = await describe(server, group)
+            ids = {m.member_id for m in members}
+            if (
+                d.group_state == "Stable"
+                and {x.member_id for x in d.members} == ids
+                and all(x.member_epoch == d.group_epoch for x in d.members)
+            ):
+                # checked once settled: a stopped member reports its loss only when resumed
+                check_no_double_ownership(members)
+                return
+            last = f"describe: {d}"
+        else:
+            last = f"owned: {owned}"
+        await asyncio.sleep(0.2)
+    details = "\n".join(m.describe_for_failure() for m in members)
+    pytest.fail(f"not balanced within {SETTLE_S} s ({last})\n{details}")
+
+
+async def test_java_members_converge_survive_fencing_and_leave(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    members = [Member(member_cmd, *args) for _ in range(3)]
+    try:
+        await wait_balanced(server, group, members, topic)
+        first_ids = [m.member_id for m in members]
+
+        # fenced: member 0 stopped past the session timeout; the others take its partitions
+        stopped = members[0]
+        had = stopped.owned()
+        os.kill(stopped.proc.pid, signal.SIGSTOP)
+        try:
+            await wait_balanced(server, group, members[1:], topic)
+        finally:
+            os.kill(stopped.proc.pid, signal.SIGCONT)
+        await wait_balanced(server, group, members, topic)
+        kinds = stopped.kinds()
+        lost = [e for e in stopped.events if e["event"] == "lost"]
+        assert len(lost) == 1, stopped.describe_for_failure()
+        assert {(t, p) for t, p in lost[0]["partitions"]} == had
+        after_lost = kinds[kinds.index("lost") + 1 :]
+        assert "assigned" in after_lost and "revoked" not in kinds, stopped.describe_for_failure()
+        assert [m.member_id for m in members] == first_ids  # the member id survived fencing
+
+        # close: member 2 revokes what it owns, leaves, and the group rebalances to the others
+        leaving = members[2]
+        owned_before = leaving.owned()
+        assert leaving.close() == 0, leaving.describe_for_failure()
+        assert leaving.kinds()[-2:] == ["revoked", "left"], leaving.describe_for_failure()
+        assert {(t, p) for t, p in leaving.events[-2]["partitions"]} == owned_before
+        assert leaving.owned() == set()
+        await wait_balanced(server, group, members[:2], topic)
+
+        for m in members[:2]:
+            assert m.close() == 0, m.describe_for_failure()
+        check_no_double_ownership(members)
+        for m in members:
+            assert "error" not in m.kinds(), m.describe_for_failure()
+        d = await describe(server, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+    finally:
+        for m in members:
+            m.kill()
