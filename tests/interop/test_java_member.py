@@ -247,7 +247,8 @@ async def test_java_members_converge_survive_fencing_and_leave(
         assert len(lost) == 1, stopped.describe_for_failure()
         assert {(t, p) for t, p in lost[0]["partitions"]} == had
         after_lost = kinds[kinds.index("lost") + 1 :]
-        assert "assigned" in after_lost and "revoked" not in kinds, stopped.describe_for_failure()
+        # nothing revoked after the loss: the member rejoined owning nothing, then was assigned
+        assert after_lost[:1] == ["assigned"], stopped.describe_for_failure()
         assert [m.member_id for m in members] == first_ids  # the member id survived fencing
 
         # close: member 2 revokes what it owns, leaves, and the group rebalances to the others
