@@ -20,21 +20,31 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, consumer_group_pb2
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, consumer_group_pb2, offsets_pb2
 
 from services.client.coordinator_client import CoordinatorClient
+from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
 from tests.interop.kafka_broker import groupcoord_args
 from tests.support.processes import ServerProcess
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 2000
+COMMIT_BASE = 1000
+#: the 3-shard cluster's settings: a session timeout longer than the failover (a lease of
+#: 1.5 s, then the group loaded from Redis)
+SHARDS_CONFIG = (
+    "consumer_group_heartbeat_interval_ms=300,consumer_group_min_heartbeat_interval_ms=100,"
+    "consumer_group_session_timeout_ms=10000,consumer_group_min_session_timeout_ms=1000"
+)
 SETTLE_S = 45.0
 
 Partition = tuple[str, int]
@@ -169,19 +179,37 @@ def check_no_double_ownership(members: list[Member]) -> None:
 
 
 async def describe(
-    server: ServerProcess, group: str
+    bootstrap: list[str], group: str
 ) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
-    async with CoordinatorClient(server.grpc_address) as client:
-        response = await client.stub(server.grpc_address).ConsumerGroupDescribe(
-            consumer_group_pb2.ConsumerGroupDescribeRequest(group_ids=[group]), timeout=10
+    """The group as its coordinator describes it (found and re-routed by the project's
+    client)."""
+    async with CoordinatorClient(bootstrap) as client:
+        described: consumer_group_pb2.ConsumerGroupDescribedGroup = (
+            await client.consumer_group_describe(group, timeout_s=30)
         )
-    (described,) = response.groups
+    assert described.error_code == 0, described
     return described
 
 
-async def create_topic(server: ServerProcess, topic: str) -> None:
-    async with CoordinatorClient(server.grpc_address) as client:
-        stub = catalog_pb2_grpc.TopicCatalogStub(client.channel(server.grpc_address))
+async def committed(bootstrap: list[str], group: str) -> dict[Partition, int]:
+    async with CoordinatorClient(bootstrap) as client:
+        fetched = await client.offset_fetch(offsets_pb2.OffsetFetchRequestGroup(group_id=group))
+    assert fetched.error_code == 0, fetched
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in fetched.topics
+        for p in t.partitions
+    }
+
+
+async def coordinator(bootstrap: list[str], group: str) -> str:
+    async with CoordinatorClient(bootstrap) as client:
+        return (await client.find_coordinator(group)).address
+
+
+async def create_topic(address: str, topic: str) -> None:
+    async with CoordinatorClient(address) as client:
+        stub = catalog_pb2_grpc.TopicCatalogStub(client.channel(address))
         response = await stub.CreateTopics(
             catalog_pb2.CreateTopicsRequest(
                 topics=[catalog_pb2.CreatableTopic(name=topic, num_partitions=PARTITIONS)]
@@ -192,7 +220,7 @@ async def create_topic(server: ServerProcess, topic: str) -> None:
 
 
 async def wait_balanced(
-    server: ServerProcess, group: str, members: list[Member], topic: str
+    bootstrap: list[str], group: str, members: list[Member], topic: str
 ) -> None:
     """Until the members' callbacks say they own disjoint, equal shares of every partition
     and the coordinator agrees (Stable, these members, every one at the group epoch)."""
@@ -204,7 +232,7 @@ async def wait_balanced(
         owned = [m.owned() for m in members]
         union = set().union(*owned)
         if union == want and all(len(o) == share for o in owned):
-            d = await describe(server, group)
+            d = await describe(bootstrap, group)
             ids = {m.member_id for m in members}
             if (
                 d.group_state == "Stable"
@@ -222,15 +250,29 @@ async def wait_balanced(
     pytest.fail(f"not balanced within {SETTLE_S} s ({last})\n{details}")
 
 
+def check_commits(members: list[Member]) -> None:
+    """Every revocation committed BASE + partition for what it revoked and read it back."""
+    for m in members:
+        for e in list(m.events):
+            if e["event"] == "committed":
+                n = len(e["partitions"])
+                assert e["errors"] == [0] * n, m.describe_for_failure()
+                assert e["fetched"] == [COMMIT_BASE + p for _, p in e["partitions"]], e
+
+
 async def test_java_members_converge_survive_fencing_and_leave(
     server: ServerProcess, member_cmd: list[str]
 ) -> None:
+    bootstrap = [server.grpc_address]
     group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
-    await create_topic(server, topic)
-    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    await create_topic(server.grpc_address, topic)
+    args = [
+        *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
+        *("--commit-offset", str(COMMIT_BASE)),
+    ]
     members = [Member(member_cmd, *args) for _ in range(3)]
     try:
-        await wait_balanced(server, group, members, topic)
+        await wait_balanced(bootstrap, group, members, topic)
         first_ids = [m.member_id for m in members]
 
         # fenced: member 0 stopped past the session timeout; the others take its partitions
@@ -238,10 +280,10 @@ async def test_java_members_converge_survive_fencing_and_leave(
         had = stopped.owned()
         os.kill(stopped.proc.pid, signal.SIGSTOP)
         try:
-            await wait_balanced(server, group, members[1:], topic)
+            await wait_balanced(bootstrap, group, members[1:], topic)
         finally:
             os.kill(stopped.proc.pid, signal.SIGCONT)
-        await wait_balanced(server, group, members, topic)
+        await wait_balanced(bootstrap, group, members, topic)
         kinds = stopped.kinds()
         lost = [e for e in stopped.events if e["event"] == "lost"]
         assert len(lost) == 1, stopped.describe_for_failure()
@@ -251,22 +293,83 @@ async def test_java_members_converge_survive_fencing_and_leave(
         assert after_lost[:1] == ["assigned"], stopped.describe_for_failure()
         assert [m.member_id for m in members] == first_ids  # the member id survived fencing
 
-        # close: member 2 revokes what it owns, leaves, and the group rebalances to the others
+        # close: member 2 revokes what it owns (committing offsets for it), leaves, and the
+        # group rebalances to the others
         leaving = members[2]
         owned_before = leaving.owned()
         assert leaving.close() == 0, leaving.describe_for_failure()
-        assert leaving.kinds()[-2:] == ["revoked", "left"], leaving.describe_for_failure()
-        assert {(t, p) for t, p in leaving.events[-2]["partitions"]} == owned_before
+        assert leaving.kinds()[-3:] == ["revoked", "committed", "left"], (
+            leaving.describe_for_failure()
+        )
+        assert {(t, p) for t, p in leaving.events[-3]["partitions"]} == owned_before
         assert leaving.owned() == set()
-        await wait_balanced(server, group, members[:2], topic)
+        await wait_balanced(bootstrap, group, members[:2], topic)
 
         for m in members[:2]:
             assert m.close() == 0, m.describe_for_failure()
         check_no_double_ownership(members)
+        check_commits(members)
         for m in members:
             assert "error" not in m.kinds(), m.describe_for_failure()
-        d = await describe(server, group)
+        d = await describe(bootstrap, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+        # the last two closed members revoked, and committed, every partition between them
+        assert await committed(bootstrap, group) == {
+            (topic, p): COMMIT_BASE + p for p in range(PARTITIONS)
+        }
+    finally:
+        for m in members:
+            m.kill()
+
+
+async def test_java_members_follow_their_group_when_its_shard_is_killed(
+    member_cmd: list[str], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # 3 shard processes on a real Redis; the shard owning the group is killed (kill -9): its
+    # partition's lease expires, another shard loads the group, and the members find it
+    # (FindCoordinator again) and carry on with their epochs -- nothing lost or revoked
+    (tmp_path / "shards").mkdir()
+    cluster = Cluster(
+        tmp_path / "shards",
+        redis_server,
+        num_partitions=12,
+        prefix=f"jm{uuid.uuid4().hex[:6]}",
+        config=SHARDS_CONFIG,
+    )
+    members: list[Member] = []
+    try:
+        for n in range(3):
+            cluster.start(n)
+        await cluster.wait_settled()
+        bootstrap = cluster.addresses()
+        group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+        await create_topic(bootstrap[0], topic)
+        args = ["--bootstrap", ",".join(bootstrap), "--group", group, "--topics", topic]
+        members = [Member(member_cmd, *args) for _ in range(3)]
+        await wait_balanced(bootstrap, group, members, topic)
+        before = {m.member_id: m.owned() for m in members}
+
+        owner = await coordinator(bootstrap, group)
+        (victim,) = [n for n, s in cluster.shards.items() if s.grpc_address == owner]
+        cluster.kill(victim)
+        survivors = cluster.addresses()
+        await cluster.wait_settled()
+        assert await coordinator(survivors, group) != owner
+        # a heartbeat on the new owner: every member at the group epoch again
+        await wait_balanced(survivors, group, members, topic)
+        assert {m.member_id: m.owned() for m in members} == before
+        for m in members:
+            assert m.kinds() == ["started", "assigned", *m.kinds()[2:]]
+            assert "lost" not in m.kinds(), m.describe_for_failure()
+
+        for m in members:
+            assert m.close() == 0, m.describe_for_failure()
+        check_no_double_ownership(members)
+        for m in members:
+            assert "error" not in m.kinds(), m.describe_for_failure()
+        d = await describe(survivors, group)
         assert (d.group_state, list(d.members)) == ("Empty", [])
     finally:
         for m in members:
             m.kill()
+        cluster.close()

@@ -10,8 +10,11 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
 
 /**
  * Joins a group and prints what happens to it as JSON lines on stdout, one per event:
@@ -29,10 +32,14 @@ import java.util.TreeSet;
  * <pre>
  * java -cp ... io.groupcoord.member.example.EventPrinter --bootstrap HOST:PORT[,HOST:PORT]
  *     --group G (--topics T1,T2 | --pattern REGEX) [--instance-id I] [--rack R]
- *     [--rebalance-timeout-ms N] [--callback-delay-ms N]
+ *     [--rebalance-timeout-ms N] [--callback-delay-ms N] [--commit-offset BASE]
  * </pre>
  *
  * --callback-delay-ms makes every callback block that long (to exercise slow callbacks).
+ * --commit-offset BASE makes onPartitionsRevoked commit BASE + partition for every revoked
+ * partition (at the member's epoch, waiting for the result) and read the offsets back with
+ * fetch, printed as {"event":"committed","partitions":[...],"errors":[codes],"fetched":[offsets],
+ * "epoch":..,"ms":..} after the revoked line (lost partitions are not committed).
  */
 public final class EventPrinter {
   private static final PrintStream OUT =
@@ -41,6 +48,7 @@ public final class EventPrinter {
   public static void main(String[] args) throws IOException {
     GroupMember.Builder builder = GroupMember.builder();
     long[] delayMs = {0};
+    long[] commitBase = {-1};
     for (int i = 0; i < args.length; i++) {
       String value = i + 1 < args.length ? args[i + 1] : null;
       switch (args[i]) {
@@ -52,6 +60,7 @@ public final class EventPrinter {
         case "--rack" -> builder.rack(value);
         case "--rebalance-timeout-ms" -> builder.rebalanceTimeoutMs(Integer.parseInt(value));
         case "--callback-delay-ms" -> delayMs[0] = Long.parseLong(value);
+        case "--commit-offset" -> commitBase[0] = Long.parseLong(value);
         default -> usage("unknown argument " + args[i]);
       }
       i++;
@@ -67,6 +76,9 @@ public final class EventPrinter {
           @Override
           public void onPartitionsRevoked(Set<TopicPartition> partitions) {
             event("revoked", partitions, self[0].memberEpoch(), delayMs[0]);
+            if (commitBase[0] >= 0) {
+              commitAndFetch(self[0], partitions, commitBase[0]);
+            }
           }
 
           @Override
@@ -92,6 +104,43 @@ public final class EventPrinter {
         + System.currentTimeMillis() + "}");
   }
 
+  /** Commits base + partition for each partition, then fetches them back; one JSON line. */
+  private static void commitAndFetch(GroupMember member, Set<TopicPartition> partitions,
+      long base) {
+    Map<TopicPartition, Long> offsets = new TreeMap<>();
+    for (TopicPartition tp : partitions) {
+      offsets.put(tp, base + tp.partition());
+    }
+    List<String> errors = new ArrayList<>();
+    List<String> fetched = new ArrayList<>();
+    try {
+      Map<TopicPartition, Integer> result = member.commit(offsets).get();
+      Map<TopicPartition, Long> read = member.fetch(offsets.keySet()).get();
+      for (TopicPartition tp : offsets.keySet()) {
+        errors.add(String.valueOf(result.getOrDefault(tp, -1)));
+        fetched.add(String.valueOf(read.getOrDefault(tp, -1L)));
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    } catch (ExecutionException e) {
+      error(e.getCause() instanceof GroupMemberException g
+          ? g : new GroupMemberException("commit: " + e.getCause(), e.getCause()));
+      return;
+    }
+    line("{\"event\":\"committed\",\"partitions\":" + json(offsets.keySet()) + ",\"errors\":["
+        + String.join(",", errors) + "],\"fetched\":[" + String.join(",", fetched)
+        + "],\"epoch\":" + member.memberEpoch() + ",\"ms\":" + System.currentTimeMillis() + "}");
+  }
+
+  private static String json(Set<TopicPartition> partitions) {
+    List<String> items = new ArrayList<>();
+    for (TopicPartition tp : new TreeSet<>(partitions)) {
+      items.add("[" + quote(tp.topic()) + "," + tp.partition() + "]");
+    }
+    return "[" + String.join(",", items) + "]";
+  }
+
   private static void drain(InputStream in) throws IOException {
     byte[] buf = new byte[256];
     while (in.read(buf) >= 0) {
@@ -100,12 +149,8 @@ public final class EventPrinter {
   }
 
   private static void event(String kind, Set<TopicPartition> partitions, int epoch, long delayMs) {
-    List<String> items = new ArrayList<>();
-    for (TopicPartition tp : new TreeSet<>(partitions)) {
-      items.add("[" + quote(tp.topic()) + "," + tp.partition() + "]");
-    }
-    line("{\"event\":\"" + kind + "\",\"partitions\":[" + String.join(",", items)
-        + "],\"epoch\":" + epoch + ",\"ms\":" + System.currentTimeMillis() + "}");
+    line("{\"event\":\"" + kind + "\",\"partitions\":" + json(partitions)
+        + ",\"epoch\":" + epoch + ",\"ms\":" + System.currentTimeMillis() + "}");
     if (delayMs > 0) {
       try {
         Thread.sleep(delayMs);
@@ -146,7 +191,8 @@ public final class EventPrinter {
     System.err.println("EventPrinter: " + why);
     System.err.println(
         "usage: EventPrinter --bootstrap HOST:PORT[,...] --group G (--topics T,.. | --pattern RE)"
-            + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--callback-delay-ms N]");
+            + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--callback-delay-ms N]"
+            + " [--commit-offset BASE]");
     System.exit(2);
   }
 }
