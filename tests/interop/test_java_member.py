@@ -381,3 +381,52 @@ async def test_java_members_follow_their_group_when_its_shard_is_killed(
         for m in members:
             m.kill()
         cluster.close()
+
+
+async def test_java_static_member_conflict_then_takeover_after_its_temporary_leave(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # static membership: a second process with an instance id in use is refused with
+    # UNRELEASED_INSTANCE_ID (111, reported, retried with backoff); once the first closes
+    # (revoked, then the epoch -2 leave) the second takes its place with the same partitions
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    first = Member(member_cmd, *args, "--instance-id", "i1")
+    other = Member(member_cmd, *args, "--instance-id", "i2")
+    members = [first, other]
+    try:
+        await wait_balanced(bootstrap, group, [first, other], topic)
+        had = first.owned()
+        second = Member(member_cmd, *args, "--instance-id", "i1")
+        members.append(second)
+        deadline = time.monotonic() + SETTLE_S
+        while not any(e.get("code") == 111 for e in second.events):
+            assert time.monotonic() < deadline, second.describe_for_failure()
+            await asyncio.sleep(0.1)
+        assert "assigned" not in second.kinds(), second.describe_for_failure()
+
+        assert first.close() == 0, first.describe_for_failure()
+        assert first.kinds()[-2:] == ["revoked", "left"], first.describe_for_failure()
+        await wait_balanced(bootstrap, group, [second, other], topic)
+        assert second.owned() == had
+        check_no_double_ownership(members)
+        for m in (second, other):
+            assert m.close() == 0, m.describe_for_failure()
+        assert "error" not in first.kinds() + other.kinds()
+        # a static member's leave (epoch -2) keeps its place and assignment for the session
+        # timeout, then the coordinator removes it
+        d = await describe(bootstrap, group)
+        assert sorted((x.instance_id, x.member_epoch) for x in d.members) == [
+            ("i1", -2),
+            ("i2", -2),
+        ], d
+        deadline = time.monotonic() + 5 * SESSION_TIMEOUT_MS / 1000
+        while (d := await describe(bootstrap, group)).members:
+            assert time.monotonic() < deadline, d
+            await asyncio.sleep(0.2)
+        assert d.group_state == "Empty"
+    finally:
+        for m in members:
+            m.kill()
