@@ -430,3 +430,37 @@ async def test_java_static_member_conflict_then_takeover_after_its_temporary_lea
     finally:
         for m in members:
             m.kill()
+
+
+async def test_java_member_blocked_in_its_revocation_past_the_session_timeout_is_fenced(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # a revocation callback that blocks longer than the session timeout: the member sends no
+    # heartbeat meanwhile, the coordinator removes it, and when the callback returns the
+    # member learns it was fenced -- what it still owned is lost, it rejoins with its id
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    slow = Member(member_cmd, *args, "--revoke-delay-ms", str(SESSION_TIMEOUT_MS + 1500))
+    members = [slow]
+    try:
+        await wait_balanced(bootstrap, group, [slow], topic)
+        members.append(fast := Member(member_cmd, *args))
+        await wait_balanced(bootstrap, group, [slow, fast], topic)
+        assert slow.kinds() == ["started", "assigned", "revoked", "lost", "assigned"], (
+            slow.describe_for_failure()
+        )
+        everything, revoked, lost, _ = (
+            {(t, p) for t, p in e["partitions"]} for e in slow.events[1:]
+        )
+        assert len(revoked) == PARTITIONS // 2 and lost == everything - revoked
+        assert "lost" not in fast.kinds()
+        for m in members:
+            assert m.close() == 0, m.describe_for_failure()
+        check_no_double_ownership(members)
+        d = await describe(bootstrap, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+    finally:
+        for m in members:
+            m.kill()

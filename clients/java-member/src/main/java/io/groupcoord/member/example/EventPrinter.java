@@ -32,10 +32,11 @@ import java.util.concurrent.ExecutionException;
  * <pre>
  * java -cp ... io.groupcoord.member.example.EventPrinter --bootstrap HOST:PORT[,HOST:PORT]
  *     --group G (--topics T1,T2 | --pattern REGEX) [--instance-id I] [--rack R]
- *     [--rebalance-timeout-ms N] [--callback-delay-ms N] [--commit-offset BASE]
+ *     [--rebalance-timeout-ms N] [--revoke-delay-ms N] [--commit-offset BASE]
  * </pre>
  *
- * --callback-delay-ms makes every callback block that long (to exercise slow callbacks).
+ * --revoke-delay-ms makes onPartitionsRevoked block that long after printing its line (a slow
+ * revocation: past the session timeout, the member is fenced).
  * --commit-offset BASE makes onPartitionsRevoked commit BASE + partition for every revoked
  * partition (at the member's epoch, waiting for the result) and read the offsets back with
  * fetch, printed as {"event":"committed","partitions":[...],"errors":[codes],"fetched":[offsets],
@@ -59,7 +60,7 @@ public final class EventPrinter {
         case "--instance-id" -> builder.instanceId(value);
         case "--rack" -> builder.rack(value);
         case "--rebalance-timeout-ms" -> builder.rebalanceTimeoutMs(Integer.parseInt(value));
-        case "--callback-delay-ms" -> delayMs[0] = Long.parseLong(value);
+        case "--revoke-delay-ms" -> delayMs[0] = Long.parseLong(value);
         case "--commit-offset" -> commitBase[0] = Long.parseLong(value);
         default -> usage("unknown argument " + args[i]);
       }
@@ -70,7 +71,7 @@ public final class EventPrinter {
         new RebalanceListener() {
           @Override
           public void onPartitionsAssigned(Set<TopicPartition> partitions) {
-            event("assigned", partitions, self[0].memberEpoch(), delayMs[0]);
+            event("assigned", partitions, self[0].memberEpoch(), 0);
           }
 
           @Override
@@ -83,7 +84,7 @@ public final class EventPrinter {
 
           @Override
           public void onPartitionsLost(Set<TopicPartition> partitions) {
-            event("lost", partitions, self[0].memberEpoch(), delayMs[0]);
+            event("lost", partitions, self[0].memberEpoch(), 0);
           }
         });
     builder.errorHandler(EventPrinter::error);
@@ -191,7 +192,7 @@ public final class EventPrinter {
     System.err.println("EventPrinter: " + why);
     System.err.println(
         "usage: EventPrinter --bootstrap HOST:PORT[,...] --group G (--topics T,.. | --pattern RE)"
-            + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--callback-delay-ms N]"
+            + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--revoke-delay-ms N]"
             + " [--commit-offset BASE]");
     System.exit(2);
   }
