@@ -27,10 +27,12 @@ import pytest
 from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, consumer_group_pb2, offsets_pb2
 
 from services.client.coordinator_client import CoordinatorClient
+from services.process.tls import ClientTls
 from tests.integration.multishard.cluster import Cluster
 from tests.interop import generated_clients
 from tests.interop.generated_clients import ToolMissing
 from tests.interop.kafka_broker import groupcoord_args
+from tests.support.certs import Ca
 from tests.support.processes import ServerProcess
 from tests.support.redis_server import RedisServer
 
@@ -179,11 +181,11 @@ def check_no_double_ownership(members: list[Member]) -> None:
 
 
 async def describe(
-    bootstrap: list[str], group: str
+    bootstrap: list[str], group: str, tls: ClientTls | None = None
 ) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
     """The group as its coordinator describes it (found and re-routed by the project's
     client)."""
-    async with CoordinatorClient(bootstrap) as client:
+    async with CoordinatorClient(bootstrap, tls=tls) as client:
         described: consumer_group_pb2.ConsumerGroupDescribedGroup = (
             await client.consumer_group_describe(group, timeout_s=30)
         )
@@ -207,8 +209,8 @@ async def coordinator(bootstrap: list[str], group: str) -> str:
         return (await client.find_coordinator(group)).address
 
 
-async def create_topic(address: str, topic: str) -> None:
-    async with CoordinatorClient(address) as client:
+async def create_topic(address: str, topic: str, tls: ClientTls | None = None) -> None:
+    async with CoordinatorClient(address, tls=tls) as client:
         stub = catalog_pb2_grpc.TopicCatalogStub(client.channel(address))
         response = await stub.CreateTopics(
             catalog_pb2.CreateTopicsRequest(
@@ -220,7 +222,11 @@ async def create_topic(address: str, topic: str) -> None:
 
 
 async def wait_balanced(
-    bootstrap: list[str], group: str, members: list[Member], topic: str
+    bootstrap: list[str],
+    group: str,
+    members: list[Member],
+    topic: str,
+    tls: ClientTls | None = None,
 ) -> None:
     """Until the members' callbacks say they own disjoint, equal shares of every partition
     and the coordinator agrees (Stable, these members, every one at the group epoch)."""
@@ -232,7 +238,7 @@ async def wait_balanced(
         owned = [m.owned() for m in members]
         union = set().union(*owned)
         if union == want and all(len(o) == share for o in owned):
-            d = await describe(bootstrap, group)
+            d = await describe(bootstrap, group, tls)
             ids = {m.member_id for m in members}
             if (
                 d.group_state == "Stable"
@@ -464,3 +470,43 @@ async def test_java_member_blocked_in_its_revocation_past_the_session_timeout_is
     finally:
         for m in members:
             m.kill()
+
+
+async def test_java_members_over_mutual_tls_with_a_server_name_override(
+    member_cmd: list[str], tmp_path: Path
+) -> None:
+    # `groupcoord dev` serving gRPC over TLS only, client certificates required, with a
+    # certificate for a name that is not the address dialled (127.0.0.1): the members trust
+    # the test CA, present their own certificate and check the server's against that name
+    ca = Ca()
+    cafile = str(ca.write(tmp_path))
+    server_cert = ca.issue(tmp_path, "server", hosts=("groupcoord.test",))
+    app = ca.issue(tmp_path, "app")
+    tls = ClientTls(cafile, str(app.cert), str(app.key), "groupcoord.test")
+    server = ServerProcess.dev(
+        tmp_path / "dev",
+        *fast_args(),
+        *("--tls-cafile", cafile, "--tls-certfile", str(server_cert.cert)),
+        *("--tls-keyfile", str(server_cert.key), "--tls-client-auth", "required"),
+    )
+    members: list[Member] = []
+    try:
+        bootstrap = [server.grpc_address]
+        group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+        await create_topic(server.grpc_address, topic, tls)
+        args = [
+            *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
+            *("--tls-ca", cafile, "--tls-cert", str(app.cert), "--tls-key", str(app.key)),
+            *("--tls-server-name", "groupcoord.test"),
+        ]
+        members = [Member(member_cmd, *args) for _ in range(2)]
+        await wait_balanced(bootstrap, group, members, topic, tls)
+        for m in members:
+            assert m.close() == 0, m.describe_for_failure()
+            assert m.kinds()[-2:] == ["revoked", "left"], m.describe_for_failure()
+        d = await describe(bootstrap, group, tls)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+    finally:
+        for m in members:
+            m.kill()
+        server.kill()

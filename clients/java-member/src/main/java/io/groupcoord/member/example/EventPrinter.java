@@ -4,6 +4,7 @@ import io.groupcoord.member.GroupMember;
 import io.groupcoord.member.GroupMemberException;
 import io.groupcoord.member.RebalanceListener;
 import io.groupcoord.member.TopicPartition;
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -33,6 +34,7 @@ import java.util.concurrent.ExecutionException;
  * java -cp ... io.groupcoord.member.example.EventPrinter --bootstrap HOST:PORT[,HOST:PORT]
  *     --group G (--topics T1,T2 | --pattern REGEX) [--instance-id I] [--rack R]
  *     [--rebalance-timeout-ms N] [--revoke-delay-ms N] [--commit-offset BASE]
+ *     [--tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name NAME]]
  * </pre>
  *
  * --revoke-delay-ms makes onPartitionsRevoked block that long after printing its line (a slow
@@ -50,6 +52,7 @@ public final class EventPrinter {
     GroupMember.Builder builder = GroupMember.builder();
     long[] delayMs = {0};
     long[] commitBase = {-1};
+    String[] tls = new String[4]; // CA, client certificate, key, server name
     for (int i = 0; i < args.length; i++) {
       String value = i + 1 < args.length ? args[i + 1] : null;
       switch (args[i]) {
@@ -62,9 +65,16 @@ public final class EventPrinter {
         case "--rebalance-timeout-ms" -> builder.rebalanceTimeoutMs(Integer.parseInt(value));
         case "--revoke-delay-ms" -> delayMs[0] = Long.parseLong(value);
         case "--commit-offset" -> commitBase[0] = Long.parseLong(value);
+        case "--tls-ca" -> tls[0] = value;
+        case "--tls-cert" -> tls[1] = value;
+        case "--tls-key" -> tls[2] = value;
+        case "--tls-server-name" -> tls[3] = value;
         default -> usage("unknown argument " + args[i]);
       }
       i++;
+    }
+    if (tls[0] != null || tls[1] != null) {
+      builder.tls(file(tls[0]), file(tls[1]), file(tls[2]), tls[3]);
     }
     GroupMember[] self = new GroupMember[1];
     builder.listener(
@@ -142,6 +152,10 @@ public final class EventPrinter {
     return "[" + String.join(",", items) + "]";
   }
 
+  private static File file(String path) {
+    return path == null ? null : new File(path);
+  }
+
   private static void drain(InputStream in) throws IOException {
     byte[] buf = new byte[256];
     while (in.read(buf) >= 0) {
@@ -193,7 +207,8 @@ public final class EventPrinter {
     System.err.println(
         "usage: EventPrinter --bootstrap HOST:PORT[,...] --group G (--topics T,.. | --pattern RE)"
             + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--revoke-delay-ms N]"
-            + " [--commit-offset BASE]");
+            + " [--commit-offset BASE] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]"
+            + " [--tls-server-name NAME]]");
     System.exit(2);
   }
 }
