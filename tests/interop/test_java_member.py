@@ -510,3 +510,38 @@ async def test_java_members_over_mutual_tls_with_a_server_name_override(
         for m in members:
             m.kill()
         server.kill()
+
+
+async def test_java_member_subscribed_by_regex_gets_every_matching_topic(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # `pattern(...)`: the coordinator evaluates the RE2 regex; the member names the partitions
+    # of several topics from their ids (the topic catalog), including a topic created after
+    # it joined
+    bootstrap = [server.grpc_address]
+    tag = uuid.uuid4().hex[:8]
+    group = f"jm-{tag}"
+    for topic in (f"jmre-{tag}-a", f"jmre-{tag}-b", f"jmother-{tag}"):
+        await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--pattern", f"jmre-{tag}-.*"]
+    member = Member(member_cmd, *args)
+    try:
+
+        def want(*suffixes: str) -> set[Partition]:
+            return {(f"jmre-{tag}-{s}", p) for s in suffixes for p in range(PARTITIONS)}
+
+        async def owns(expected: set[Partition]) -> None:
+            deadline = time.monotonic() + SETTLE_S
+            while member.owned() != expected:
+                assert time.monotonic() < deadline, member.describe_for_failure()
+                await asyncio.sleep(0.1)
+
+        await owns(want("a", "b"))
+        await create_topic(server.grpc_address, f"jmre-{tag}-c")
+        await owns(want("a", "b", "c"))
+        assert member.close() == 0, member.describe_for_failure()
+        assert {"error", "lost"}.isdisjoint(member.kinds()), member.describe_for_failure()
+        d = await describe(bootstrap, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+    finally:
+        member.kill()
