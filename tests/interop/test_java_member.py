@@ -545,3 +545,37 @@ async def test_java_member_subscribed_by_regex_gets_every_matching_topic(
         assert (d.group_state, list(d.members)) == ("Empty", [])
     finally:
         member.kill()
+
+
+async def test_java_members_compute_the_assignment_with_their_client_side_assignor(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # `--client-assignor rr`: the members declare a client-side round-robin assignor and ask
+    # for it by name; the chosen member prepares, assigns and installs each target -- the
+    # partitions dealt to the members sorted by id, which no server-side assignor does
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = [
+        *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
+        *("--client-assignor", "rr"),
+    ]
+    members = [Member(member_cmd, *args) for _ in range(2)]
+    try:
+        for n in (2, 3):
+            if n == 3:
+                members.append(Member(member_cmd, *args))
+            await wait_balanced(bootstrap, group, members, topic)
+            by_id = sorted(members, key=lambda m: m.member_id or "")
+            assert [m.owned() for m in by_id] == [
+                {(topic, p) for p in range(PARTITIONS) if p % n == i} for i in range(n)
+            ], "\n".join(m.describe_for_failure() for m in members)
+            d = await describe(bootstrap, group)
+            assert d.assignor_name == "rr", d
+        for m in members:
+            assert m.close() == 0, m.describe_for_failure()
+            assert "error" not in m.kinds(), m.describe_for_failure()
+        check_no_double_ownership(members)
+    finally:
+        for m in members:
+            m.kill()

@@ -11,6 +11,8 @@ final class Errors {
   static final int FENCED_MEMBER_EPOCH = 110;
   static final int UNRELEASED_INSTANCE_ID = 111;
   static final int STALE_MEMBER_EPOCH = 113;
+  /** groupcoord's: an installed client-side assignment the coordinator refused. */
+  static final int INVALID_ASSIGNMENT = 10001;
 
   private Errors() {}
 

@@ -1,13 +1,19 @@
 package io.groupcoord.member;
 
+import io.groupcoord.v1.ClientAssignorList;
 import io.groupcoord.v1.ConsumerGroupDescribeRequest;
 import io.groupcoord.v1.ConsumerGroupDescribedGroup;
 import io.groupcoord.v1.ConsumerGroupHeartbeatRequest;
 import io.groupcoord.v1.ConsumerGroupHeartbeatResponse;
+import io.groupcoord.v1.ConsumerGroupInstallAssignmentRequest;
+import io.groupcoord.v1.ConsumerGroupInstallAssignmentResponse;
+import io.groupcoord.v1.ConsumerGroupPrepareAssignmentRequest;
+import io.groupcoord.v1.ConsumerGroupPrepareAssignmentResponse;
 import io.groupcoord.v1.DescribeTopicsRequest;
 import io.groupcoord.v1.DescribedTopic;
 import io.groupcoord.v1.GroupCoordinatorGrpc;
 import io.groupcoord.v1.GroupCoordinatorGrpc.GroupCoordinatorBlockingStub;
+import io.groupcoord.v1.InstalledMember;
 import io.groupcoord.v1.OffsetCommitRequest;
 import io.groupcoord.v1.OffsetCommitRequestPartition;
 import io.groupcoord.v1.OffsetCommitRequestTopic;
@@ -21,6 +27,8 @@ import io.groupcoord.v1.OffsetFetchRequestTopicsList;
 import io.groupcoord.v1.OffsetFetchResponseGroup;
 import io.groupcoord.v1.OffsetFetchResponsePartitions;
 import io.groupcoord.v1.OffsetFetchResponseTopics;
+import io.groupcoord.v1.PreparedMember;
+import io.groupcoord.v1.PreparedTopic;
 import io.groupcoord.v1.StringList;
 import io.groupcoord.v1.TopicCatalogGrpc;
 import io.groupcoord.v1.TopicPartitions;
@@ -33,6 +41,7 @@ import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -82,6 +91,7 @@ public final class GroupMember implements AutoCloseable {
   private final String rackId;
   private final String instanceId;
   private final String serverAssignor;
+  private final ClientAssignor clientAssignor;
   private final int rebalanceTimeoutMs;
   private final RebalanceListener listener;
   private final Consumer<GroupMemberException> errorHandler;
@@ -119,6 +129,7 @@ public final class GroupMember implements AutoCloseable {
     this.rackId = b.rackId;
     this.instanceId = b.instanceId;
     this.serverAssignor = b.serverAssignor;
+    this.clientAssignor = b.clientAssignor;
     this.rebalanceTimeoutMs = b.rebalanceTimeoutMs;
     this.listener = b.listener;
     this.errorHandler = b.errorHandler;
@@ -218,10 +229,12 @@ public final class GroupMember implements AutoCloseable {
         if (r.hasAssignment()) {
           target = fromProto(r.getAssignment());
         }
-        if (target != null && reconcile()) {
-          return 0; // report the change at once
+        boolean changed = target != null && reconcile();
+        if (r.getShouldComputeAssignment() && clientAssignor != null) {
+          computeAssignment();
+          changed = true; // heartbeat at once: the new target is there
         }
-        return heartbeatIntervalMs;
+        return changed ? 0 : heartbeatIntervalMs; // report a change at once
       }
       String why = "ConsumerGroupHeartbeat: error " + code + " " + r.getErrorMessage();
       if (Errors.fenced(code)) {
@@ -273,6 +286,16 @@ public final class GroupMember implements AutoCloseable {
       if (serverAssignor != null) {
         b.setServerAssignor(serverAssignor);
       }
+      ClientAssignorList.Builder assignors = ClientAssignorList.newBuilder();
+      if (clientAssignor != null) {
+        assignors.addAssignors(
+            io.groupcoord.v1.ClientAssignor.newBuilder()
+                .setName(clientAssignor.name())
+                .setMinimumVersion(clientAssignor.minimumVersion())
+                .setMaximumVersion(clientAssignor.maximumVersion())
+                .setMetadataVersion(clientAssignor.maximumVersion()));
+      }
+      b.setClientAssignors(assignors);
     }
     return b.build();
   }
@@ -309,6 +332,111 @@ public final class GroupMember implements AutoCloseable {
     publish();
     callback("onPartitionsAssigned", () -> listener.onPartitionsAssigned(names));
     return true;
+  }
+
+  /**
+   * The coordinator chose this member to compute the group's target: prepare, assign,
+   * install. A failed call ends the computation (a later heartbeat says again if it is still
+   * needed); an assignor that throws installs error 1 so that another member is chosen.
+   */
+  private void computeAssignment() {
+    ConsumerGroupPrepareAssignmentResponse prepared =
+        stub(router.coordinator())
+            .consumerGroupPrepareAssignment(
+                ConsumerGroupPrepareAssignmentRequest.newBuilder()
+                    .setGroupId(groupId)
+                    .setMemberId(memberId)
+                    .setMemberEpoch(epoch)
+                    .build());
+    if (prepared.getErrorCode() != Errors.NONE) {
+      return; // moved on, or no longer the chosen member
+    }
+    Map<String, String> names = new HashMap<>();
+    Map<String, String> ids = new HashMap<>();
+    Map<String, Integer> topics = new TreeMap<>();
+    for (PreparedTopic t : prepared.getTopicsList()) {
+      names.put(t.getTopicId(), t.getTopicName());
+      ids.put(t.getTopicName(), t.getTopicId());
+      topics.put(t.getTopicName(), t.getNumPartitions());
+      topicNames.put(t.getTopicId(), t.getTopicName());
+    }
+    List<ClientAssignor.MemberSpec> members = new ArrayList<>();
+    for (PreparedMember m : prepared.getMembersList()) {
+      Set<String> subscribed = new TreeSet<>();
+      for (String id : m.getSubscribedTopicIdsList()) {
+        if (names.containsKey(id)) {
+          subscribed.add(names.get(id));
+        }
+      }
+      Set<TopicPartition> current = new TreeSet<>();
+      for (TopicPartitions tp : m.getTargetPartitionsList()) {
+        String name = names.get(tp.getTopicId());
+        if (name != null) {
+          tp.getPartitionsList().forEach(p -> current.add(new TopicPartition(name, p)));
+        }
+      }
+      members.add(new ClientAssignor.MemberSpec(m.getMemberId(),
+          m.hasInstanceId() ? m.getInstanceId() : null, m.hasRackId() ? m.getRackId() : null,
+          subscribed, current));
+    }
+    ConsumerGroupInstallAssignmentRequest.Builder install =
+        ConsumerGroupInstallAssignmentRequest.newBuilder()
+            .setGroupId(groupId)
+            .setMemberId(memberId)
+            .setGroupEpoch(prepared.getGroupEpoch());
+    try {
+      Map<String, Set<TopicPartition>> result =
+          clientAssignor.assign(new ClientAssignor.GroupSpec(prepared.getGroupEpoch(),
+              prepared.getAssignorName(), prepared.getAssignorVersion(), List.copyOf(members),
+              Collections.unmodifiableMap(topics)));
+      result.forEach(
+          (member, partitions) -> {
+            Map<String, List<Integer>> byId = new TreeMap<>();
+            for (TopicPartition tp : partitions) {
+              String id = ids.get(tp.topic());
+              if (id == null) {
+                throw new IllegalArgumentException("not a subscribed topic: " + tp.topic());
+              }
+              byId.computeIfAbsent(id, k -> new ArrayList<>()).add(tp.partition());
+            }
+            InstalledMember.Builder m = InstalledMember.newBuilder().setMemberId(member);
+            byId.forEach((id, ps) -> m.addPartitions(
+                TopicPartitions.newBuilder().setTopicId(id).addAllPartitions(ps)));
+            install.addMembers(m);
+          });
+    } catch (RuntimeException e) {
+      report(new GroupMemberException("ClientAssignor " + clientAssignor.name() + " threw " + e,
+          e));
+      install.clearMembers().setError(1);
+    }
+    ConsumerGroupInstallAssignmentResponse installed =
+        stub(router.coordinator()).consumerGroupInstallAssignment(
+            install.setMemberEpoch(epoch).build());
+    int code = installed.getErrorCode();
+    if (code == Errors.INVALID_ASSIGNMENT && install.getError() == 0) {
+      // the group moved on while we computed (a later heartbeat asks again), or the
+      // assignor's result is wrong: then hand the computation over
+      ConsumerGroupPrepareAssignmentResponse again =
+          stub(router.coordinator())
+              .consumerGroupPrepareAssignment(
+                  ConsumerGroupPrepareAssignmentRequest.newBuilder()
+                      .setGroupId(groupId)
+                      .setMemberId(memberId)
+                      .setMemberEpoch(epoch)
+                      .build());
+      if (again.getErrorCode() == Errors.NONE
+          && again.getGroupEpoch() == prepared.getGroupEpoch()) {
+        report(new GroupMemberException(code, "ConsumerGroupInstallAssignment: error " + code
+            + " " + installed.getErrorMessage()));
+        stub(router.coordinator()).consumerGroupInstallAssignment(
+            install.clearMembers().setError(1).setMemberEpoch(epoch).build());
+      }
+    } else if (code != Errors.NONE
+        && code != Errors.STALE_MEMBER_EPOCH
+        && code != Errors.UNKNOWN_MEMBER_ID) {
+      report(new GroupMemberException(code, "ConsumerGroupInstallAssignment: error " + code
+          + " " + installed.getErrorMessage()));
+    }
   }
 
   /** Fenced: the partitions are lost (not revoked); rejoin at epoch 0 with the same id. */
@@ -703,6 +831,7 @@ public final class GroupMember implements AutoCloseable {
     private String rackId;
     private String instanceId;
     private String serverAssignor;
+    private ClientAssignor clientAssignor;
     private int rebalanceTimeoutMs = 30_000;
     private RebalanceListener listener;
     private Consumer<GroupMemberException> errorHandler =
@@ -764,6 +893,16 @@ public final class GroupMember implements AutoCloseable {
     /** The server-side assignor to ask for ("uniform", "range", ...). */
     public Builder serverAssignor(String name) {
       this.serverAssignor = name;
+      return this;
+    }
+
+    /**
+     * A client-side assignor this member declares (and runs when the coordinator chooses it).
+     * The group uses it when every member declares it and client-side assignors are enabled
+     * for the group, or when members ask for it by name with {@link #serverAssignor}.
+     */
+    public Builder clientAssignor(ClientAssignor assignor) {
+      this.clientAssignor = assignor;
       return this;
     }
 

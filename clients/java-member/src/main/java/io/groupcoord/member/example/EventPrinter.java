@@ -1,5 +1,6 @@
 package io.groupcoord.member.example;
 
+import io.groupcoord.member.ClientAssignor;
 import io.groupcoord.member.GroupMember;
 import io.groupcoord.member.GroupMemberException;
 import io.groupcoord.member.RebalanceListener;
@@ -35,8 +36,11 @@ import java.util.concurrent.ExecutionException;
  *     --group G (--topics T1,T2 | --pattern REGEX) [--instance-id I] [--rack R]
  *     [--rebalance-timeout-ms N] [--revoke-delay-ms N] [--commit-offset BASE]
  *     [--tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name NAME]]
+ *     [--client-assignor NAME]
  * </pre>
  *
+ * --client-assignor NAME declares a client-side round-robin assignor of that name and asks the
+ * group for it (the group's partitions dealt to the members sorted by id).
  * --revoke-delay-ms makes onPartitionsRevoked block that long after printing its line (a slow
  * revocation: past the session timeout, the member is fenced).
  * --commit-offset BASE makes onPartitionsRevoked commit BASE + partition for every revoked
@@ -65,6 +69,7 @@ public final class EventPrinter {
         case "--rebalance-timeout-ms" -> builder.rebalanceTimeoutMs(Integer.parseInt(value));
         case "--revoke-delay-ms" -> delayMs[0] = Long.parseLong(value);
         case "--commit-offset" -> commitBase[0] = Long.parseLong(value);
+        case "--client-assignor" -> builder.clientAssignor(roundRobin(value)).serverAssignor(value);
         case "--tls-ca" -> tls[0] = value;
         case "--tls-cert" -> tls[1] = value;
         case "--tls-key" -> tls[2] = value;
@@ -152,6 +157,36 @@ public final class EventPrinter {
     return "[" + String.join(",", items) + "]";
   }
 
+  /**
+   * A client-side assignor named name: the group's partitions, sorted, dealt to the members
+   * sorted by id (partition i to member i mod n) among those subscribed to its topic.
+   */
+  static ClientAssignor roundRobin(String name) {
+    return new ClientAssignor() {
+      @Override
+      public String name() {
+        return name;
+      }
+
+      @Override
+      public Map<String, Set<TopicPartition>> assign(GroupSpec group) {
+        Map<String, Set<TopicPartition>> out = new TreeMap<>();
+        List<MemberSpec> members = new ArrayList<>(group.members());
+        members.sort(java.util.Comparator.comparing(MemberSpec::memberId));
+        members.forEach(m -> out.put(m.memberId(), new TreeSet<>()));
+        group.topics().forEach((topic, count) -> {
+          List<MemberSpec> subscribed =
+              members.stream().filter(m -> m.subscribedTopics().contains(topic)).toList();
+          for (int p = 0; p < count && !subscribed.isEmpty(); p++) {
+            out.get(subscribed.get(p % subscribed.size()).memberId())
+                .add(new TopicPartition(topic, p));
+          }
+        });
+        return out;
+      }
+    };
+  }
+
   private static File file(String path) {
     return path == null ? null : new File(path);
   }
@@ -208,7 +243,7 @@ public final class EventPrinter {
         "usage: EventPrinter --bootstrap HOST:PORT[,...] --group G (--topics T,.. | --pattern RE)"
             + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--revoke-delay-ms N]"
             + " [--commit-offset BASE] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]"
-            + " [--tls-server-name NAME]]");
+            + " [--tls-server-name NAME]] [--client-assignor NAME]");
     System.exit(2);
   }
 }
