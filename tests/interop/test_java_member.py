@@ -114,8 +114,8 @@ class Member:
 
     @property
     def member_id(self) -> str | None:
-        started = [e for e in self.events if e["event"] == "started"]
-        return started[0]["member_id"] if started else None
+        events = list(self.events)
+        return events[0]["member_id"] if events else None
 
     def owned(self) -> set[Partition]:
         """What the member owns as its callbacks said."""
@@ -259,10 +259,12 @@ async def wait_balanced(
 def check_commits(members: list[Member]) -> None:
     """Every revocation committed BASE + partition for what it revoked and read it back."""
     for m in members:
-        for e in list(m.events):
+        events = list(m.events)
+        for before, e in zip(events, events[1:], strict=False):
             if e["event"] == "committed":
-                n = len(e["partitions"])
-                assert e["errors"] == [0] * n, m.describe_for_failure()
+                assert before["event"] == "revoked", m.describe_for_failure()
+                assert e["partitions"] == before["partitions"], m.describe_for_failure()
+                assert e["errors"] == [], m.describe_for_failure()
                 assert e["fetched"] == [COMMIT_BASE + p for _, p in e["partitions"]], e
 
 
@@ -296,7 +298,7 @@ async def test_java_members_converge_survive_fencing_and_leave(
         assert {(t, p) for t, p in lost[0]["partitions"]} == had
         after_lost = kinds[kinds.index("lost") + 1 :]
         # nothing revoked after the loss: the member rejoined owning nothing, then was assigned
-        assert after_lost[:1] == ["assigned"], stopped.describe_for_failure()
+        assert after_lost[:2] == ["joined", "assigned"], stopped.describe_for_failure()
         assert [m.member_id for m in members] == first_ids  # the member id survived fencing
 
         # close: member 2 revokes what it owns (committing offsets for it), leaves, and the
@@ -365,7 +367,7 @@ async def test_java_members_follow_their_group_when_its_shard_is_killed(
         await wait_balanced(survivors, group, members, topic)
         assert {m.member_id: m.owned() for m in members} == before
         for m in members:
-            assert m.kinds() == ["started", "assigned", *m.kinds()[2:]]
+            assert m.kinds() == ["joined", "assigned", *m.kinds()[2:]]
             assert "lost" not in m.kinds(), m.describe_for_failure()
 
         # the members talk to the new owner: one leaves, the other two are given its share
@@ -454,12 +456,10 @@ async def test_java_member_blocked_in_its_revocation_past_the_session_timeout_is
         await wait_balanced(bootstrap, group, [slow], topic)
         members.append(fast := Member(member_cmd, *args))
         await wait_balanced(bootstrap, group, [slow, fast], topic)
-        assert slow.kinds() == ["started", "assigned", "revoked", "lost", "assigned"], (
+        assert slow.kinds() == ["joined", "assigned", "revoked", "lost", "joined", "assigned"], (
             slow.describe_for_failure()
         )
-        everything, revoked, lost, _ = (
-            {(t, p) for t, p in e["partitions"]} for e in slow.events[1:]
-        )
+        everything, revoked, lost = ({(t, p) for t, p in e["partitions"]} for e in slow.events[1:4])
         assert len(revoked) == PARTITIONS // 2 and lost == everything - revoked
         assert "lost" not in fast.kinds()
         for m in members:

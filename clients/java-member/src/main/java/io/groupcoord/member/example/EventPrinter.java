@@ -19,17 +19,17 @@ import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 
 /**
- * Joins a group and prints what happens to it as JSON lines on stdout, one per event:
+ * Joins a group and prints what happens to it as JSON lines on stdout, one per event, in the
+ * format the three member libraries' examples share (docs/member-libraries.md):
  *
  * <pre>
- * {"event":"started","member_id":"...","ms":...}
- * {"event":"assigned","partitions":[["orders",0],["orders",3]],"epoch":5,"ms":...}
- * {"event":"revoked"|"lost",...}        {"event":"error","code":111,"message":"...","ms":...}
- * {"event":"left","member_id":"...","ms":...}
+ * {"event":"assigned","partitions":[["orders",0],["orders",3]],"epoch":5,"member_id":"...","ms":...}
  * </pre>
  *
- * ms is the wall clock (epoch milliseconds) when the callback ran. The member leaves the group
- * (close: revoked, then left) when stdin reaches EOF, and the process exits 0.
+ * event: joined (before the first assignment after each join), assigned, revoked, lost (the
+ * callbacks), committed (--commit-offset), error (with code and message), left (after the
+ * leave). epoch is the member epoch then, ms the wall clock in milliseconds. The member leaves
+ * the group (close: revoked, then left) when stdin reaches EOF, and the process exits 0.
  *
  * <pre>
  * java -cp ... io.groupcoord.member.example.EventPrinter --bootstrap HOST:PORT[,HOST:PORT]
@@ -84,14 +84,22 @@ public final class EventPrinter {
     GroupMember[] self = new GroupMember[1];
     builder.listener(
         new RebalanceListener() {
+          /** false until the first assignment after each (re)join */
+          private boolean joined;
+
           @Override
           public void onPartitionsAssigned(Set<TopicPartition> partitions) {
-            event("assigned", partitions, self[0].memberEpoch(), 0);
+            if (!joined) {
+              joined = true;
+              emit(self[0], "joined", Set.of(), "");
+            }
+            emit(self[0], "assigned", partitions, "");
           }
 
           @Override
           public void onPartitionsRevoked(Set<TopicPartition> partitions) {
-            event("revoked", partitions, self[0].memberEpoch(), delayMs[0]);
+            emit(self[0], "revoked", partitions, "");
+            sleep(delayMs[0]);
             if (commitBase[0] >= 0) {
               commitAndFetch(self[0], partitions, commitBase[0]);
             }
@@ -99,10 +107,11 @@ public final class EventPrinter {
 
           @Override
           public void onPartitionsLost(Set<TopicPartition> partitions) {
-            event("lost", partitions, self[0].memberEpoch(), 0);
+            joined = false;
+            emit(self[0], "lost", partitions, "");
           }
         });
-    builder.errorHandler(EventPrinter::error);
+    builder.errorHandler(e -> error(self[0], e));
     GroupMember member;
     try {
       member = builder.build();
@@ -111,13 +120,10 @@ public final class EventPrinter {
       return;
     }
     self[0] = member;
-    line("{\"event\":\"started\",\"member_id\":" + quote(member.memberId()) + ",\"ms\":"
-        + System.currentTimeMillis() + "}");
     member.start();
     drain(System.in);
     member.close();
-    line("{\"event\":\"left\",\"member_id\":" + quote(member.memberId()) + ",\"ms\":"
-        + System.currentTimeMillis() + "}");
+    emit(member, "left", Set.of(), "");
   }
 
   /** Commits base + partition for each partition, then fetches them back; one JSON line. */
@@ -127,26 +133,33 @@ public final class EventPrinter {
     for (TopicPartition tp : partitions) {
       offsets.put(tp, base + tp.partition());
     }
+    Set<TopicPartition> ok = new TreeSet<>();
     List<String> errors = new ArrayList<>();
     List<String> fetched = new ArrayList<>();
     try {
       Map<TopicPartition, Integer> result = member.commit(offsets).get();
       Map<TopicPartition, Long> read = member.fetch(offsets.keySet()).get();
       for (TopicPartition tp : offsets.keySet()) {
-        errors.add(String.valueOf(result.getOrDefault(tp, -1)));
+        int code = result.getOrDefault(tp, -1);
+        if (code == 0) {
+          ok.add(tp);
+        } else {
+          errors.add("[" + quote(tp.topic()) + "," + tp.partition() + "," + code + "]");
+        }
         fetched.add(String.valueOf(read.getOrDefault(tp, -1L)));
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return;
     } catch (ExecutionException e) {
-      error(e.getCause() instanceof GroupMemberException g
+      error(member, e.getCause() instanceof GroupMemberException g
           ? g : new GroupMemberException("commit: " + e.getCause(), e.getCause()));
       return;
     }
-    line("{\"event\":\"committed\",\"partitions\":" + json(offsets.keySet()) + ",\"errors\":["
-        + String.join(",", errors) + "],\"fetched\":[" + String.join(",", fetched)
-        + "],\"epoch\":" + member.memberEpoch() + ",\"ms\":" + System.currentTimeMillis() + "}");
+    // partitions: committed without error; errors: [topic, partition, code] of the others;
+    // fetched: what fetch read back, for every partition in order
+    emit(member, "committed", ok, ",\"errors\":[" + String.join(",", errors)
+        + "],\"fetched\":[" + String.join(",", fetched) + "]");
   }
 
   private static String json(Set<TopicPartition> partitions) {
@@ -198,21 +211,27 @@ public final class EventPrinter {
     }
   }
 
-  private static void event(String kind, Set<TopicPartition> partitions, int epoch, long delayMs) {
-    line("{\"event\":\"" + kind + "\",\"partitions\":" + json(partitions)
-        + ",\"epoch\":" + epoch + ",\"ms\":" + System.currentTimeMillis() + "}");
-    if (delayMs > 0) {
+  /** One line: the shared fields, then extra (",\"name\":value..." or ""). */
+  private static void emit(GroupMember member, String kind, Set<TopicPartition> partitions,
+      String extra) {
+    line("{\"event\":\"" + kind + "\",\"partitions\":" + json(partitions) + ",\"epoch\":"
+        + member.memberEpoch() + ",\"member_id\":" + quote(member.memberId()) + ",\"ms\":"
+        + System.currentTimeMillis() + extra + "}");
+  }
+
+  private static void sleep(long ms) {
+    if (ms > 0) {
       try {
-        Thread.sleep(delayMs);
+        Thread.sleep(ms);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
     }
   }
 
-  private static void error(GroupMemberException e) {
-    line("{\"event\":\"error\",\"code\":" + e.errorCode() + ",\"message\":"
-        + quote(String.valueOf(e.getMessage())) + ",\"ms\":" + System.currentTimeMillis() + "}");
+  private static void error(GroupMember member, GroupMemberException e) {
+    emit(member, "error", Set.of(), ",\"code\":" + e.errorCode() + ",\"message\":"
+        + quote(String.valueOf(e.getMessage())));
   }
 
   private static synchronized void line(String json) {
