@@ -17,6 +17,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Joins a group and prints what happens to it as JSON lines on stdout, one per event, in the
@@ -29,7 +30,8 @@ import java.util.concurrent.ExecutionException;
  * event: joined (before the first assignment after each join), assigned, revoked, lost (the
  * callbacks), committed (--commit-offset), error (with code and message), left (after the
  * leave). epoch is the member epoch then, ms the wall clock in milliseconds. The member leaves
- * the group (close: revoked, then left) when stdin reaches EOF, and the process exits 0.
+ * the group (close: revoked, then left) when stdin reaches EOF (the process exits 0) or on
+ * SIGTERM (a shutdown hook; exit status 143).
  *
  * <pre>
  * java -cp ... io.groupcoord.member.example.EventPrinter --bootstrap HOST:PORT[,HOST:PORT]
@@ -120,10 +122,17 @@ public final class EventPrinter {
       return;
     }
     self[0] = member;
+    AtomicBoolean left = new AtomicBoolean();
+    Runnable leave = () -> {
+      if (left.compareAndSet(false, true)) {
+        member.close();
+        emit(member, "left", Set.of(), "");
+      }
+    };
+    Runtime.getRuntime().addShutdownHook(new Thread(leave, "leave-on-sigterm")); // SIGTERM
     member.start();
     drain(System.in);
-    member.close();
-    emit(member, "left", Set.of(), "");
+    leave.run();
   }
 
   /** Commits base + partition for each partition, then fetches them back; one JSON line. */
