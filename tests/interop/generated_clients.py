@@ -199,6 +199,9 @@ def java_member() -> list[str]:
                     "package",
                 ],
                 JAVA_MEMBER,
+                # Maven's own JVM with the quick compiler only: half the CPU time of a build
+                # (javac on ~300 generated and written files) on a loaded machine
+                {"MAVEN_OPTS": f"{os.environ.get('MAVEN_OPTS', '')} -XX:TieredStopAtLevel=1"},
             )
     return [
         "java",
