@@ -1,11 +1,15 @@
-"""The Java member library (``clients/java-member``, issue 43) against a real ``groupcoord
-dev``: three Java member processes (its example ``EventPrinter``, which prints every callback
-as a JSON line) join one group and converge to a balanced, disjoint assignment; one is
-SIGSTOPped past the session timeout, is fenced, and on SIGCONT reports its partitions lost and
-rejoins with the same member id and a new assignment; one closes (stdin EOF), revokes its
-partitions and leaves the group. An invariant checker replays every member's callback events
-in time order: no partition is owned by two members at once, except by a member that later
-reports it lost (fenced: the coordinator gave it away while the member was stopped).
+"""The Java member library (``clients/java-member``, issue 43) against real servers: its
+example ``EventPrinter`` (every callback a JSON line) run as separate processes.
+
+On ``groupcoord dev``: three members converge to a balanced, disjoint assignment; one is
+SIGSTOPped past the session timeout, is fenced, and on SIGCONT reports its partitions lost
+and rejoins with the same member id; one closes (revokes, commits, leaves). Static members
+(UNRELEASED_INSTANCE_ID, the takeover after a -2 leave), a revocation blocked past the
+session timeout, a regex subscription, mutual TLS, a client-side assignor, and Java members
+with a Python one (``python -m groupcoord.client``) in one group. On three shards on Redis:
+the group's shard killed -9, the members follow the group. An invariant checker replays every
+member's callback events in time order: no partition is owned by two members at once, except
+by a member that later reports it lost (fenced: the coordinator gave it away meanwhile).
 
 Built at test time with Maven (cached); no skip: CI has Maven and a JDK."""
 
@@ -16,6 +20,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -579,6 +584,38 @@ async def test_java_members_compute_the_assignment_with_their_client_side_assign
             assert m.close() == 0, m.describe_for_failure()
             assert "error" not in m.kinds(), m.describe_for_failure()
         check_no_double_ownership(members)
+    finally:
+        for m in members:
+            m.kill()
+
+
+async def test_java_and_python_members_share_a_group(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # two Java members and one of the Python library (`python -m groupcoord.client`, which
+    # prints the same JSON lines) in one group: balanced, one checker over all their events;
+    # the Python member leaves and the Java members take its share
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    python_member = [sys.executable, "-m", "groupcoord.client"]
+    members = [Member(member_cmd, *args), Member(member_cmd, *args), Member(python_member, *args)]
+    try:
+        await wait_balanced(bootstrap, group, members, topic)
+        leaving = members[2]
+        owned_before = leaving.owned()
+        assert leaving.close() == 0, leaving.describe_for_failure()
+        assert leaving.kinds()[-2:] == ["revoked", "left"], leaving.describe_for_failure()
+        assert {(t, p) for t, p in leaving.events[-2]["partitions"]} == owned_before
+        await wait_balanced(bootstrap, group, members[:2], topic)
+        for m in members[:2]:
+            assert m.close() == 0, m.describe_for_failure()
+        check_no_double_ownership(members)
+        for m in members:
+            assert {"error", "lost"}.isdisjoint(m.kinds()), m.describe_for_failure()
+        d = await describe(bootstrap, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
     finally:
         for m in members:
             m.kill()
