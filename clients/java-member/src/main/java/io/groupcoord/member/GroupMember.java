@@ -230,9 +230,9 @@ public final class GroupMember implements AutoCloseable {
           target = fromProto(r.getAssignment());
         }
         boolean changed = target != null && reconcile();
-        if (r.getShouldComputeAssignment() && clientAssignor != null) {
-          computeAssignment();
-          changed = true; // heartbeat at once: the new target is there
+        if (r.getShouldComputeAssignment() && clientAssignor != null && computeAssignment()) {
+          changed = true; // installed: heartbeat at once for the new target (a failure waits
+                          // for the interval: never a loop of prepare calls)
         }
         return changed ? 0 : heartbeatIntervalMs; // report a change at once
       }
@@ -338,8 +338,9 @@ public final class GroupMember implements AutoCloseable {
    * The coordinator chose this member to compute the group's target: prepare, assign,
    * install. A failed call ends the computation (a later heartbeat says again if it is still
    * needed); an assignor that throws installs error 1 so that another member is chosen.
+   * True when a target was installed.
    */
-  private void computeAssignment() {
+  private boolean computeAssignment() {
     ConsumerGroupPrepareAssignmentResponse prepared =
         stub(router.coordinator())
             .consumerGroupPrepareAssignment(
@@ -349,7 +350,7 @@ public final class GroupMember implements AutoCloseable {
                     .setMemberEpoch(epoch)
                     .build());
     if (prepared.getErrorCode() != Errors.NONE) {
-      return; // moved on, or no longer the chosen member
+      return false; // moved on, or no longer the chosen member
     }
     Map<String, String> names = new HashMap<>();
     Map<String, String> ids = new HashMap<>();
@@ -437,6 +438,7 @@ public final class GroupMember implements AutoCloseable {
       report(new GroupMemberException(code, "ConsumerGroupInstallAssignment: error " + code
           + " " + installed.getErrorMessage()));
     }
+    return code == Errors.NONE && install.getError() == 0;
   }
 
   /** Fenced: the partitions are lost (not revoked); rejoin at epoch 0 with the same id. */
