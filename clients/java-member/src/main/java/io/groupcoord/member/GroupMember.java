@@ -104,7 +104,7 @@ public final class GroupMember implements AutoCloseable {
   private boolean closing;
   private boolean wake;
   private boolean started;
-  private boolean closed;
+  private volatile boolean closed;
   /** Heartbeats answered without error so far (commit waits for the next on a stale epoch). */
   private long heartbeats;
 
@@ -189,6 +189,9 @@ public final class GroupMember implements AutoCloseable {
       delay = step(backoff);
     }
     leave();
+    if (closed) {
+      release(); // (again, when close() waited for this thread: idempotent)
+    }
   }
 
   /** Waits up to ms (0: not at all) or until woken; false once the member is closing. */
@@ -804,13 +807,20 @@ public final class GroupMember implements AutoCloseable {
       closing = true;
       lock.notifyAll();
     }
-    if (loop.isAlive() && Thread.currentThread() != loop) {
+    if (Thread.currentThread() == loop) {
+      return; // from a callback: the loop leaves and releases everything when it returns
+    }
+    if (loop.isAlive()) {
       try {
         loop.join(rebalanceTimeoutMs + 15_000L);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
     }
+    release();
+  }
+
+  private void release() {
     calls.shutdownNow();
     router.close();
   }
