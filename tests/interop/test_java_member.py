@@ -5,13 +5,14 @@ On ``groupcoord dev``: three members converge to a balanced, disjoint assignment
 SIGSTOPped past the session timeout, is fenced, and on SIGCONT reports its partitions lost
 and rejoins with the same member id; one closes (revokes, commits, leaves). Static members
 (UNRELEASED_INSTANCE_ID, the takeover after a -2 leave), a revocation blocked past the
-session timeout, a regex subscription, mutual TLS, a client-side assignor, and Java members
-with a Python one (``python -m groupcoord.client``) in one group. On three shards on Redis:
-the group's shard killed -9, the members follow the group. An invariant checker replays every
-member's callback events in time order: no partition is owned by two members at once, except
-by a member that later reports it lost (fenced: the coordinator gave it away meanwhile).
+session timeout, a regex subscription, mutual TLS, a client-side assignor, and a member of
+each library (Java, Go's ``member-example``, ``python -m groupcoord.client``) in one group.
+On three shards on Redis: the group's shard killed -9, the members follow the group. An
+invariant checker replays every member's callback events in time order: no partition is
+owned by two members at once, except by a member that later reports it lost (fenced: the
+coordinator gave it away meanwhile).
 
-Built at test time with Maven (cached); no skip: CI has Maven and a JDK."""
+Built at test time with Maven (and Go, cached); no skip: CI has Maven, a JDK and Go."""
 
 from __future__ import annotations
 
@@ -589,18 +590,23 @@ async def test_java_members_compute_the_assignment_with_their_client_side_assign
             m.kill()
 
 
-async def test_java_and_python_members_share_a_group(
+async def test_java_go_and_python_members_share_a_group(
     server: ServerProcess, member_cmd: list[str]
 ) -> None:
-    # two Java members and one of the Python library (`python -m groupcoord.client`, which
-    # prints the same JSON lines) in one group: balanced, one checker over all their events;
-    # the Python member leaves and the Java members take its share
+    # a member of each library in one group -- Java (EventPrinter), Go (member-example) and
+    # Python (`python -m groupcoord.client`), which print the same JSON lines: balanced, one
+    # checker over all their events; the Python member leaves and the other two take its share
+    try:
+        go_member = generated_clients.go_member_example()
+    except ToolMissing as ex:
+        pytest.fail(str(ex))
     bootstrap = [server.grpc_address]
     group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
     await create_topic(server.grpc_address, topic)
     args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    go_args = ["-bootstrap", server.grpc_address, "-group", group, "-topics", topic]
     python_member = [sys.executable, "-m", "groupcoord.client"]
-    members = [Member(member_cmd, *args), Member(member_cmd, *args), Member(python_member, *args)]
+    members = [Member(member_cmd, *args), Member(go_member, *go_args), Member(python_member, *args)]
     try:
         await wait_balanced(bootstrap, group, members, topic)
         leaving = members[2]
