@@ -24,6 +24,7 @@ PROTOS = ROOT / "proto" / "groupcoord" / "v1"
 GO_CLIENT = ROOT / "clients" / "go"
 GO_MEMBER = GO_CLIENT / "member"  # the member library: its own module (its own build)
 JAVA_CLIENT = ROOT / "clients" / "java"
+JAVA_MEMBER = ROOT / "clients" / "java-member"
 CACHE = Path(os.environ.get("GROUPCOORD_CLIENTS_CACHE", ROOT / ".cache" / "clients"))
 NUM_PARTITIONS = 4
 BUILD_TIMEOUT_S = 900
@@ -173,3 +174,41 @@ def _classpath_present(classpath: Path) -> bool:
     if not classpath.exists():
         return False
     return all(Path(jar).exists() for jar in classpath.read_text().strip().split(os.pathsep))
+
+
+def java_member() -> list[str]:
+    """The command line of the Java member library's example (``clients/java-member``,
+    ``io.groupcoord.member.example.EventPrinter``), built with ``mvn package`` on first use;
+    Maven's downloads go to the repository the Kafka tests already fill (``.cache/kafka/m2``)."""
+    from tests.interop.kafka_broker import CACHE as KAFKA_CACHE
+
+    _require("mvn", "java")
+    sources = [JAVA_MEMBER / "pom.xml", *(JAVA_MEMBER / "src").rglob("*.java")]
+    out = CACHE / "java-member" / _digest(JAVA_MEMBER, sources)
+    classpath = out / "classpath.txt"
+    with _locked("java-member"):
+        if not _classpath_present(classpath):
+            shutil.rmtree(out, ignore_errors=True)
+            _run(
+                [
+                    "mvn",
+                    "-B",
+                    "-q",
+                    f"-Dmaven.repo.local={KAFKA_CACHE / 'm2'}",
+                    f"-Dmember.build.directory={out}",
+                    "package",
+                ],
+                JAVA_MEMBER,
+                # Maven's own JVM with the quick compiler only: half the CPU time of a build
+                # (javac on ~300 generated and written files) on a loaded machine
+                {"MAVEN_OPTS": f"{os.environ.get('MAVEN_OPTS', '')} -XX:TieredStopAtLevel=1"},
+            )
+    return [
+        "java",
+        # a member is a small long-lived process: start fast on a loaded machine
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-cp",
+        f"{out / 'classes'}:{classpath.read_text().strip()}",
+        "io.groupcoord.member.example.EventPrinter",
+    ]
