@@ -241,3 +241,27 @@ async def test_a_paused_member_is_fenced_loses_its_partitions_and_rejoins(
             m.close()
     assert [e["event"] for e in a.events][-1] == "left"
     assert a.proc.returncode == 0 and b.proc.returncode == 0
+
+
+async def test_heartbeats_go_on_while_a_revocation_takes_longer_than_the_session(
+    dev: ServerProcess,
+) -> None:
+    """The callbacks run beside the heartbeats (as in Kafka's consumer): a revocation that
+    takes 3 s with a 2 s session timeout does not get the member fenced, and the partitions it
+    gives up reach the other member only after the callback returned."""
+    a = ExampleMember(dev.grpc_address, "lib-g7", "--topics", TOPIC, "--revoke-delay-ms", "3000")
+    b: ExampleMember | None = None
+    try:
+        await until(lambda: len(a.owned()) == PARTITIONS, what="a's 6")
+        b = ExampleMember(dev.grpc_address, "lib-g7", "--topics", TOPIC)
+        joined = b
+        await until(lambda: len(a.owned()) == len(joined.owned()) == 3, timeout=30, what="3 each")
+        assert not [e for e in a.events if e["event"] == "lost"]
+        revoked = next(e for e in a.events if e["event"] == "revoked")
+        assigned = next(e for e in b.events if e["event"] == "assigned")
+        assert revoked["ms"] <= assigned["ms"]
+        assert a.owned().isdisjoint(b.owned())
+    finally:
+        for m in (a, b):
+            if m is not None:
+                m.close()
