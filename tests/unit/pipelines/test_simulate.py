@@ -63,11 +63,18 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     }
     # every seed's members got answers; every seed's coverage keys are counted
     assert coverage[("heartbeat", "NONE")]["seeds"] == 24
-    assert coverage[("event", "failover")]["seeds"] == sum(
-        "failover" in r["faults"] for r in rows.values()
+    # (a seed that fails stops at its violation: the failovers it had scheduled after it do
+    # not happen, so they are counted between the passing seeds' and all seeds' schedules)
+    failovers = coverage[("event", "failover")]
+    assert (
+        sum("failover" in r["faults"] for r in rows.values() if r["ok"])
+        <= failovers["seeds"]
+        <= sum("failover" in r["faults"] for r in rows.values())
     )
-    assert coverage[("event", "failover")]["hits"] == sum(
-        r["faults"].count("failover") for r in rows.values()
+    assert (
+        sum(r["faults"].count("failover") for r in rows.values() if r["ok"])
+        <= failovers["hits"]
+        <= sum(r["faults"].count("failover") for r in rows.values())
     )
     for key, hits in three["coverage"].items():
         assert coverage[tuple(key.split(":", 1))]["hits"] >= hits
