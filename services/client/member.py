@@ -76,8 +76,9 @@ STALE_MEMBER_EPOCH = 113
 _FENCED = (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
-#: backoff between heartbeats that failed (start, cap): jittered, doubling
-BACKOFF_S = (0.1, 5.0)
+#: backoff between heartbeats that failed: from 0.1 s doubling to 5 s, jittered (the
+#: client's own formula; each heartbeat's retries inside a call use the member's policy)
+HEARTBEAT_BACKOFF = RetryPolicy(initial_backoff_s=0.1, max_backoff_s=5.0)
 
 
 class TopicPartition(NamedTuple):
@@ -409,8 +410,7 @@ class GroupMember(ChosenMember):
         self._wake.clear()
 
     def _backoff(self, failures: int) -> float:
-        start, cap = BACKOFF_S
-        return min(cap, start * 2 ** (failures - 1)) * (0.5 + self._rng.random() / 2)
+        return HEARTBEAT_BACKOFF.backoff(failures, self._rng)
 
     # ---- reconciliation ----------------------------------------------------------------------
     async def _reconcile(self) -> None:
