@@ -1,11 +1,12 @@
-"""Simulated consumers that behave like real Kafka clients, over gRPC.
+"""Simulated consumers that behave like real Kafka clients, over gRPC (or the Kafka wire).
 
-* :class:`ConsumerMember` -- a KIP-848 consumer: heartbeats at the interval the coordinator
-  returns; on a new assignment it *reconciles* (:func:`reconcile`: commit and give up the
-  revoked partitions first, then take the new ones) and acknowledges by heartbeating the
-  owned set at once; commits the offsets of what it owns periodically; on
-  FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID it gives up everything and rejoins at epoch 0;
-  on close it commits and leaves (epoch -1, or -2 for a static member).
+* :class:`ConsumerMember` -- a KIP-848 consumer: the member library
+  (:class:`groupcoord.client.GroupMember`, the one Python services use) on the run's shared
+  client. The library heartbeats at the interval the coordinator returns and reconciles a new
+  assignment (revoked partitions first -- this member commits, then gives them up -- then the
+  new ones), acknowledging at once; on FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID it loses
+  everything and rejoins at epoch 0; on close it revokes (commit) and leaves (epoch -1, or -2
+  for a static member). This member adds a periodic commit of what it owns.
 * :class:`ClassicMember` -- a classic (eager) consumer of protocol type ``consumer``:
   JoinGroup (MEMBER_ID_REQUIRED answered by joining again with the given id), the leader
   computes a range assignment over the members it is given, SyncGroup, Heartbeat; on
@@ -22,11 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from groupcoord.v1 import classic_group_pb2, common_pb2, consumer_group_pb2, offsets_pb2
+import grpc
+from groupcoord.v1 import classic_group_pb2, offsets_pb2
 
+from services.client import CoordinatorUnavailableError, RetryPolicy
+from services.client.member import GroupError, GroupMember
+from services.client.member import TopicPartition as NamedPartition
 from shards.core.classic import consumer_protocol as cp
 from shards.core.errors import Errors
 
@@ -37,26 +41,6 @@ TopicPartition = tuple[str, int]
 
 FENCED = (int(Errors.FENCED_MEMBER_EPOCH), int(Errors.UNKNOWN_MEMBER_ID))
 CLASSIC_REJOIN = (int(Errors.ILLEGAL_GENERATION), int(Errors.UNKNOWN_MEMBER_ID))
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """What a member does with a new assignment, in this order: ``revoke`` (commit, then stop
-    owning), then ``assign`` (start owning); ``owned`` is what it then acknowledges."""
-
-    revoke: tuple[TopicPartition, ...]
-    assign: tuple[TopicPartition, ...]
-    owned: frozenset[TopicPartition]
-
-
-def reconcile(
-    owned: frozenset[TopicPartition], target: frozenset[TopicPartition]
-) -> Reconciliation:
-    return Reconciliation(
-        revoke=tuple(sorted(owned - target)),
-        assign=tuple(sorted(target - owned)),
-        owned=frozenset(target),
-    )
 
 
 def range_assignment(
@@ -200,87 +184,111 @@ class Member:
 
 
 class ConsumerMember(Member):
+    """A KIP-848 consumer: the member library (:class:`groupcoord.client.GroupMember`) on the
+    run's shared client, its callbacks feeding the checkers -- ``on_revoked`` commits, then
+    gives up; ``on_assigned`` takes; ``on_lost`` (fenced) drops without committing -- and an
+    auto-commit of what it owns every ``commit_interval_s``."""
+
     kind = "consumer"
 
-    def _commit_fields(self) -> dict[str, Any]:
-        return {"generation_id_or_member_epoch": self.epoch}
+    def __init__(self, ctx: RunContext, group: str, index: int, static: bool) -> None:
+        super().__init__(ctx, group, index, static)
+        self.member: GroupMember | None = None
 
-    def _request(self, epoch: int) -> consumer_group_pb2.ConsumerGroupHeartbeatRequest:
-        ids = self.ctx.topic_ids
-        owned: dict[str, list[int]] = {}
-        for topic, p in sorted(self.owned):
-            owned.setdefault(ids[topic], []).append(p)
-        request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id=self.group,
-            member_id=self.member_id,
-            member_epoch=epoch,
-            topic_partitions=common_pb2.TopicPartitionsList(
-                topic_partitions=[
-                    common_pb2.TopicPartitions(topic_id=t, partitions=ps) for t, ps in owned.items()
-                ]
-            ),
-        )
-        if self.instance_id is not None:
-            request.instance_id = self.instance_id
-        if epoch == 0:
-            request.rebalance_timeout_ms = self.ctx.scenario.rebalance_timeout_ms
-            request.subscribed_topic_names.CopyFrom(
-                common_pb2.StringList(values=sorted(self.ctx.topic_ids))
-            )
-        return request
+    async def commit(self, tps: tuple[TopicPartition, ...]) -> None:
+        member = self.member
+        if not tps or member is None:
+            return
+        self.last_commit = self.ctx.elapsed()
+        values = {tp: self.ctx.next_offset(self.group, tp) for tp in tps}
+        for tp, v in sorted(values.items()):
+            self.ctx.ledger.sent(self.group, tp, v)
+        try:
+            result = await member.commit({NamedPartition(*tp): v for tp, v in values.items()})
+        except (CoordinatorUnavailableError, grpc.aio.AioRpcError):
+            return  # unknown outcome: the values stay "unknown" in the ledger (the call counted it)
+        for (topic, p), error in result.items():
+            tp = (topic, p)
+            if tp not in values:
+                continue
+            if error == 0:
+                self.ctx.ledger.acknowledged(self.group, tp, values[tp])
+            else:
+                self.ctx.ledger.refused(self.group, tp, values[tp])
+
+    # ---- the library's callbacks -----------------------------------------------------------
+    async def on_revoked(self, partitions: frozenset[NamedPartition]) -> None:
+        revoked = tuple(sorted((tp.topic, tp.partition) for tp in partitions))
+        await self.commit(revoked)  # commit on revoke, then give up
+        self._give_up(revoked)
+        self.ctx.report_member(self)
+
+    def on_assigned(self, partitions: frozenset[NamedPartition]) -> None:
+        self._take(tuple(sorted((tp.topic, tp.partition) for tp in partitions)))
+        self.ctx.report_member(self)
+
+    def on_lost(self, partitions: frozenset[NamedPartition]) -> None:
+        # fenced: the partitions are lost (no commit); the library rejoins at epoch 0
+        self.ctx.ownership.fenced(self.group, self.name)
+        self._drop_all()
+
+    def _heartbeat(self, response: Any) -> None:
+        self.ctx.ownership.confirmed(self.group, self.name)
+        self.epoch = response.member_epoch
+        self.ctx.report_member(self)
+
+    async def _names(self, topic_ids: set[str]) -> dict[str, str]:
+        names = self.ctx.topic_names
+        return {t: names[t] for t in topic_ids if t in names}
 
     async def run(self) -> None:
-        self.member_id = f"{self.name}-{self.incarnation}-{self.rng.getrandbits(32):08x}"
+        member = self.member = GroupMember(
+            self.ctx.targets,
+            self.group,
+            topics=sorted(self.ctx.topic_ids),
+            listener=self,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=self.ctx.scenario.rebalance_timeout_ms,
+            member_id=f"{self.name}-{self.incarnation}-{self.rng.getrandbits(32):08x}",
+            client=_Counted(self.ctx, self.name),
+            topic_names=self._names,
+            backoff=RECONNECT_BACKOFF,
+            client_id="groupcoord-loadtest",
+        )
+        self.member_id = member.member_id
         self.epoch = 0
-        interval = 1.0
+        member.on_heartbeat = self._heartbeat
+        with contextlib.suppress(GroupError, TimeoutError):  # counted; the member retries
+            await member.start(timeout_s=self.ctx.scenario.rebalance_timeout_ms / 1000)
         while not self.stopping.is_set():
-            response = await self.ctx.call(
-                "ConsumerGroupHeartbeat", self.group, self._request(self.epoch), owner=self.name
-            )
-            again = interval
-            if response is None:
-                again = min(interval, 1.0)
-            elif response.error_code == 0:
-                self.ctx.ownership.confirmed(self.group, self.name)
-                self.epoch = response.member_epoch
-                if response.heartbeat_interval_ms > 0:
-                    interval = response.heartbeat_interval_ms / 1000
-                    again = interval
-                if response.HasField("assignment"):
-                    names = self.ctx.topic_names
-                    target = frozenset(
-                        (names[tp.topic_id], p)
-                        for tp in response.assignment.topic_partitions
-                        for p in tp.partitions
-                    )
-                    plan = reconcile(self.owned, target)
-                    if plan.revoke:
-                        await self.commit(plan.revoke)  # commit on revoke, then give up
-                        self._give_up(plan.revoke)
-                    self._take(plan.assign)
-                    if plan.revoke or plan.assign:
-                        again = 0.0  # acknowledge at once
-                self.ctx.report_member(self)
-            elif response.error_code in FENCED:
-                # Fenced: the partitions are lost (no commit), rejoin as a new incarnation.
-                self.ctx.ownership.fenced(self.group, self.name)
-                self._drop_all()
-                self.epoch = 0
-                again = 0.0
-            else:
-                again = min(interval, 1.0)
-            if self.commit_due() and self.owned and self.epoch > 0:
+            await self.pause(self.ctx.scenario.commit_interval_s or 3600.0)
+            if self.commit_due() and self.owned and member.epoch > 0:
                 await self.commit(tuple(sorted(self.owned)))
-            await self.pause(again)
-        # close: commit, revoke, leave
-        if self.epoch > 0 and self.owned:
-            await self.commit(tuple(sorted(self.owned)))
-        self._drop_all()
-        if self.member_id:
-            leave = -2 if self.static else -1
-            await self.ctx.call(
-                "ConsumerGroupHeartbeat", self.group, self._request(leave), owner=self.name
-            )
+        await member.close()  # commits and gives up what it owns (on_revoked), then leaves
+
+    async def vanish(self) -> None:
+        if self.member is not None:
+            await self.member.abort()
+        await super().vanish()
+
+
+#: a Kafka consumer reconnects after 50 ms doubling to 1 s (reconnect.backoff(.max).ms)
+RECONNECT_BACKOFF = RetryPolicy(initial_backoff_s=0.05, max_backoff_s=1.0)
+
+
+class _Counted:
+    """The run's client for one member's group, each call counted in the run's stats (and
+    on the member's own connection over the Kafka wire)."""
+
+    def __init__(self, ctx: RunContext, owner: str) -> None:
+        self.ctx = ctx
+        self.owner = owner
+
+    async def call(
+        self, group_id: str, method: str, request: Any, *, timeout_s: float | None = None
+    ) -> Any:
+        response = await self.ctx.call(method, group_id, request, owner=self.owner, raises=True)
+        return response
 
 
 class ClassicMember(Member):

@@ -141,9 +141,11 @@ class RunContext:
         *,
         attempt_timeout_s: float | None = None,
         owner: str | None = None,
+        raises: bool = False,
     ) -> Any:
         """``rpc`` on the group's shard (re-routed by the client); latency and errors are
-        recorded. None when no answer came (transport failure or no coordinator in time).
+        recorded. None when no answer came (transport failure or no coordinator in time) --
+        or, with ``raises``, the client's exception once counted.
         ``owner``: the calling member (over the Kafka wire, each member has its connection)."""
         start = time.monotonic()
         second = int(start - self.t0)
@@ -155,10 +157,14 @@ class RunContext:
         except CoordinatorUnavailableError:
             self.stats.record(rpc, second, int((time.monotonic() - start) * 1e6))
             self.stats.error(rpc, "COORDINATOR_UNAVAILABLE_GAVE_UP", second)
+            if raises:
+                raise
             return None
         except grpc.aio.AioRpcError as ex:
             self.stats.record(rpc, second, int((time.monotonic() - start) * 1e6))
             self.stats.error(rpc, f"GRPC_{ex.code().name}", second)
+            if raises:
+                raise
             return None
         self.stats.record(rpc, second, int((time.monotonic() - start) * 1e6))
         code = first_error(response)

@@ -44,6 +44,7 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
         upstream_sasl_username: str | None,
         upstream_sasl_password: str | None,
         broker_port_base: int | None = None,
+        exactly_once: bool = False,
         **kw: Any,
     ) -> Any:
         upstream = UpstreamArgs(
@@ -56,6 +57,7 @@ def upstream_client_options(f: Callable[..., Any]) -> Callable[..., Any]:
             upstream_sasl_mechanism,
             upstream_sasl_username,
             upstream_sasl_password,
+            exactly_once,
         )
         return command(*args, upstream=upstream, **kw)
 
@@ -121,6 +123,8 @@ class UpstreamArgs:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = dataclasses.field(default=None, repr=False)
+    #: the gateway answers TxnOffsetCommit (docs/exactly-once.md; dev, gateway)
+    exactly_once: bool = False
 
     def settings(self) -> dict[str, Any]:
         """GatewaySettings fields; the TLS files are checked now (a clear error at start)."""
@@ -159,6 +163,7 @@ class UpstreamArgs:
             "upstream_bootstrap": self.bootstrap,
             "upstream_security": security,
             "broker_port_base": self.broker_port_base,
+            "exactly_once": self.exactly_once,
         }
 
     def cluster(self) -> Any:

@@ -21,6 +21,12 @@ from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
 from shards.core.topics import TopicsImage
+from shards.core.txn_offsets import (
+    TxnMarker,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    txn_offset_commit_error,
+)
 from shards.limits import (
     DEFAULT_LIMITS,
     OFFLOAD_ITEMS,
@@ -448,21 +454,59 @@ class GroupCoordinatorService:
                     for g in request.groups
                 )
             )
-        groups = await asyncio.gather(*(self._fetch_group(g) for g in request.groups))
+        groups = await asyncio.gather(
+            *(self._fetch_group(g, request.require_stable) for g in request.groups)
+        )
         return api.OffsetFetchResponse(tuple(groups))
 
     async def _fetch_group(
-        self, group: api.OffsetFetchRequestGroup
+        self, group: api.OffsetFetchRequestGroup, require_stable: bool = False
     ) -> api.OffsetFetchResponseGroup:
-        # A read already waits until every write it could see is durable, which is what
-        # require_stable asks for (there are no transactional offsets).
+        # A read already waits until every write it could see is durable; require_stable
+        # also answers UNSTABLE_OFFSET_COMMIT where transactional offsets are pending.
         return await self._single(
             group.group_id,
-            lambda shard, now: shard.fetch_offsets(group, now),
+            lambda shard, now: shard.fetch_offsets(group, now, require_stable),
             lambda code, msg: offsets.offset_fetch_group_error(group, code, msg),
             read=True,
             if_empty=EMPTY_GROUP_ID,
         )
+
+    # ---- exactly-once (docs/exactly-once.md; not served over gRPC yet) ---------------------
+    async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """TxnOffsetCommit: pending offsets on the group's partition, answered once durable
+        (the gateway read the request's floor before)."""
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.commit_transactional_offset(request, now),
+            lambda code, msg: txn_offset_commit_error(request, code, msg),
+            if_empty=EMPTY_GROUP_ID,
+        )
+
+    async def complete_transaction(self, marker: TxnMarker) -> int:
+        """An upstream COMMIT/ABORT marker applied on every active partition of this shard
+        that has pending offsets of that upstream partition; the pending partitions it
+        resolved. Raises when a write fails (the follower reads the marker again)."""
+        resolved = 0
+        for n in self.runtime.active_partitions():
+            p = self.runtime.partition(n)
+            floors = await p.read(lambda shard, now: shard.offset_manager.pending.floors())
+            if marker.upstream_partition not in floors:
+                continue
+            resolved += await p.write(lambda shard, now: shard.complete_transaction(marker, now))
+        return resolved
+
+    async def pending_transaction_floors(self) -> dict[int, int]:
+        """Upstream offsets partition -> the lowest floor pending on this shard: where the
+        outcome follower reads markers from."""
+        result: dict[int, int] = {}
+        for n in self.runtime.active_partitions():
+            floors = await self.runtime.partition(n).read(
+                lambda shard, now: shard.offset_manager.pending.floors()
+            )
+            for up, floor in floors.items():
+                result[up] = min(floor, result.get(up, floor))
+        return result
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse:
         refused = self._refused(request.group_id, request)

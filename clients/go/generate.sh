@@ -1,11 +1,15 @@
 #!/usr/bin/env sh
-# Generates gen/groupcoord/v1/*.pb.go from ../../proto/groupcoord/v1/*.proto (run by
-# `go generate ./...`; the output is not committed). The plugins are this module's pinned
-# tools (go.mod: protoc-gen-go, protoc-gen-go-grpc); protoc is $PROTOC, else `protoc` on
-# PATH, else the one grpcio-tools ships in the repository's .venv (scripts/setup installs it).
+# Generates gen/go/groupcoord/v1/*.pb.go (the repository's gen/go module, committed: a module
+# others `go get`) from proto/groupcoord/v1/*.proto (run by `go generate ./...` here, after
+# editing a .proto; tests/unit/test_go_stubs.py fails when the committed files differ from a
+# fresh run). Usage: generate.sh [OUTPUT_DIR] (default: the repository's gen/go).
+# The plugins are this module's pinned tools (go.mod: protoc-gen-go, protoc-gen-go-grpc);
+# protoc is $PROTOC, else `protoc` on PATH, else the one grpcio-tools ships in the
+# repository's .venv (scripts/setup installs it).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+out=$(mkdir -p "${1:-$root/gen/go}" && cd "${1:-$root/gen/go}" && pwd)
 bin="$root/.cache/clients/go/bin"
 mkdir -p "$bin"
 (cd "$here" && go build -o "$bin/" \
@@ -25,13 +29,13 @@ else
   exit 1
 fi
 
-rm -rf "$here/gen/groupcoord"
+rm -rf "$out/groupcoord"
 cd "$root/proto"
-# module= strips the module path from go_package, so the files land in gen/groupcoord/v1,
-# the directory of their import path inside the gen module.
+# module= strips the module path from go_package, so the files land in gen/go/groupcoord/v1,
+# the directory of their import path inside the gen/go module.
 $protoc -I. \
   --plugin=protoc-gen-go="$bin/protoc-gen-go" \
   --plugin=protoc-gen-go-grpc="$bin/protoc-gen-go-grpc" \
-  --go_out="$here/gen" --go_opt=module=github.com/groupcoord/groupcoord/gen/go \
-  --go-grpc_out="$here/gen" --go-grpc_opt=module=github.com/groupcoord/groupcoord/gen/go \
+  --go_out="$out" --go_opt=module=github.com/groupcoord/groupcoord/gen/go \
+  --go-grpc_out="$out" --go-grpc_opt=module=github.com/groupcoord/groupcoord/gen/go \
   groupcoord/v1/*.proto

@@ -2,16 +2,21 @@ module github.com/groupcoord/groupcoord/clients/go
 
 go 1.25.0
 
-replace github.com/groupcoord/groupcoord/gen/go => ./gen
+// the stubs: the repository's gen/go module (committed), at this checkout
+replace github.com/groupcoord/groupcoord/gen/go => ../../gen/go
+
+// the load driver's KIP-848 members are the member library's (its own module, next door)
+replace github.com/groupcoord/groupcoord/clients/go/member => ./member
 
 require (
-	github.com/groupcoord/groupcoord/gen/go v0.0.0-00010101000000-000000000000
+	github.com/BurntSushi/toml v1.6.0
+	github.com/groupcoord/groupcoord/clients/go/member v0.1.0
+	github.com/groupcoord/groupcoord/gen/go v0.1.0
 	google.golang.org/grpc v1.81.0
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	golang.org/x/net v0.51.0 // indirect
 	golang.org/x/sys v0.42.0 // indirect
 	golang.org/x/text v0.34.0 // indirect

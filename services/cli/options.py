@@ -460,6 +460,14 @@ def catalog_limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The upstream cluster and how a gateway serves it (dev, gateway)."""
     f = upstream_client_options(f)
+    f = opt(
+        "--exactly-once",
+        is_flag=True,
+        default=False,
+        help="Proxy mode: answer TxnOffsetCommit (sendOffsetsToTransaction) -- offsets kept "
+        "pending until the upstream's transaction marker (docs/exactly-once.md). Every shard "
+        "needs --upstream-bootstrap too. Off: refused.",
+    )(f)
     return opt(
         "--broker-port-base",
         type=PORT,

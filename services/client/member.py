@@ -100,6 +100,25 @@ class RebalanceListener(Protocol):
     def on_lost(self, partitions: Partitions) -> Awaitable[None] | None: ...
 
 
+class Transport(Protocol):
+    """How a member reaches the group's coordinator: a
+    :class:`~services.client.coordinator_client.CoordinatorClient` (the default; one per
+    member) or anything with its ``call`` -- the group's RPC on the group's shard, re-routed
+    and retried, raising :class:`CoordinatorUnavailableError` or ``grpc.aio.AioRpcError`` when
+    no answer came -- e.g. one client shared by many members (the load tester)."""
+
+    async def call(
+        self, group_id: str, method: str, request: Any, *, timeout_s: float | None = None
+    ) -> Any: ...
+
+
+#: sees each accepted heartbeat answer (e.g. to count or time them)
+HeartbeatHook = Callable[[consumer_group_pb2.ConsumerGroupHeartbeatResponse], None]
+
+#: names the topic ids of an assignment: {id: name} for the ids it knows
+TopicNamer = Callable[[set[str]], Awaitable[Mapping[str, str]]]
+
+
 class GroupError(Exception):
     """The coordinator refused the member with an error it cannot retry its way out of."""
 
@@ -129,6 +148,9 @@ class GroupMember(ChosenMember):
         tls: ClientTls | None = None,
         retry: RetryPolicy | None = None,
         client_id: str = "groupcoord-python-member",
+        client: Transport | None = None,
+        topic_names: TopicNamer | None = None,
+        backoff: RetryPolicy = HEARTBEAT_BACKOFF,
     ) -> None:
         if (topics is None) == (pattern is None):
             raise ValueError("give either topics or pattern (a broker-side RE2 regex)")
@@ -154,7 +176,16 @@ class GroupMember(ChosenMember):
         self.client_id = client_id
         # a heartbeat is answered well within an attempt; the loop retries on its own
         policy = retry or RetryPolicy(attempt_timeout_s=5.0, deadline_s=10.0)
-        self.client = CoordinatorClient(bootstrap, policy, tls=tls)
+        #: a client given by the caller is shared: the member does not close it
+        self._own_client = client is None
+        self.client: Any = client or CoordinatorClient(bootstrap, policy, tls=tls)
+        if topic_names is None and not isinstance(self.client, CoordinatorClient):
+            raise ValueError("a client that is not a CoordinatorClient needs topic_names")
+        self._topic_namer = topic_names or self._catalog_names
+        #: between failed heartbeats (the calls inside one retry with the client's policy)
+        self.backoff = backoff
+        #: called with each heartbeat answer the coordinator accepted (error code 0)
+        self.on_heartbeat: HeartbeatHook | None = None
         self.epoch = 0
         #: what the member owns (as its callbacks said)
         self.assignment: Partitions = frozenset()
@@ -229,7 +260,19 @@ class GroupMember(ChosenMember):
             except (CoordinatorUnavailableError, grpc.aio.AioRpcError) as ex:
                 log.warning("member %s: leave not confirmed (%s)", self.member_id, ex)
         self.epoch = 0
-        await self.client.close()
+        if self._own_client:
+            await self.client.close()
+
+    async def abort(self) -> None:
+        """Stop at once, as if the process died: no callback, no leave (the coordinator
+        fences the member when its session times out)."""
+        self._closing = True
+        tasks = [t for t in (self._loop, self._reconciling, self._computing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._own_client:
+            await self.client.close()
 
     # ---- offsets and the group ---------------------------------------------------------------
     async def commit(
@@ -310,7 +353,7 @@ class GroupMember(ChosenMember):
     async def describe(self) -> consumer_group_pb2.ConsumerGroupDescribedGroup:
         """The group as ConsumerGroupDescribe answers it (members, epochs, assignments)."""
         described: consumer_group_pb2.ConsumerGroupDescribedGroup = (
-            await self.client.consumer_group_describe(self.group_id)  # type: ignore[attr-defined]
+            await self.client.consumer_group_describe(self.group_id)
         )
         return described
 
@@ -350,6 +393,8 @@ class GroupMember(ChosenMember):
                 self.epoch = response.member_epoch
                 self._epoch_moved.set()
             self._joined.set()
+            if self.on_heartbeat is not None:
+                self.on_heartbeat(response)
             if response.heartbeat_interval_ms > 0:
                 self.heartbeat_interval_s = response.heartbeat_interval_ms / 1000
             if response.HasField("assignment"):
@@ -410,7 +455,7 @@ class GroupMember(ChosenMember):
         self._wake.clear()
 
     def _backoff(self, failures: int) -> float:
-        return HEARTBEAT_BACKOFF.backoff(failures, self._rng)
+        return self.backoff.backoff(failures, self._rng)
 
     # ---- reconciliation ----------------------------------------------------------------------
     async def _reconcile(self) -> None:
@@ -454,13 +499,22 @@ class GroupMember(ChosenMember):
         return frozenset(TopicPartition(self._names[t], p) for t, p in ids if t in self._names)
 
     async def _topic_names(self, topic_ids: set[str]) -> dict[str, str]:
-        missing = [t for t in topic_ids if t not in self._names]
+        missing = {t for t in topic_ids if t not in self._names}
+        if missing:
+            self._names.update(await self._topic_namer(missing))
+        return {t: self._names[t] for t in topic_ids if t in self._names}
+
+    async def _catalog_names(self, missing: set[str]) -> dict[str, str]:
+        """Topic names from the TopicCatalog of the group's shard."""
+        names: dict[str, str] = {}
         if missing:
             route = await self.client.route(self.group_id)
             catalog = catalog_pb2_grpc.TopicCatalogStub(self.client.channel(route.address))
             try:
                 answer = await catalog.DescribeTopics(
-                    catalog_pb2.DescribeTopicsRequest(topic_ids=missing, context=self._context()),
+                    catalog_pb2.DescribeTopicsRequest(
+                        topic_ids=sorted(missing), context=self._context()
+                    ),
                     timeout=self.client.policy.attempt_timeout_s,
                 )
             except grpc.aio.AioRpcError as ex:
@@ -468,8 +522,8 @@ class GroupMember(ChosenMember):
             else:
                 for t in answer.topics:
                     if t.error_code == 0:
-                        self._names[t.topic_id] = t.name
-        return {t: self._names[t] for t in topic_ids if t in self._names}
+                        names[t.topic_id] = t.name
+        return names
 
     @staticmethod
     async def _call(callback: Any, partitions: Partitions) -> None:

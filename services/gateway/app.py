@@ -23,12 +23,14 @@ from services.gateway.sasl import (
 )
 from services.gateway.server import GatewayServer
 from services.gateway.steady import SteadyHeartbeats
-from services.gateway.topic_cache import CatalogView
+from services.gateway.topic_cache import CatalogView, UpstreamIds
+from services.gateway.txn_offsets import TxnOffsetCommitter
 from services.process import metrics, telemetry
 from services.process.health import Readiness
 from services.process.tls import SECURITY_PROTOCOLS, ClientTls, SslListener
 from services.upstream.cluster import UpstreamCluster
 from services.upstream.security import UpstreamSecurity
+from services.upstream.txn_markers import OffsetsTopic
 from shards.core.steady import SteadyPath
 from shards.security.acl import Acls
 from shards.security.acl_api import AclAdmin
@@ -79,6 +81,10 @@ class GatewaySettings:
     #: coordinator-only mode
     upstream_bootstrap: str | None = None
     upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
+    #: proxy mode: TxnOffsetCommit answered (exactly-once, docs/exactly-once.md); every
+    #: shard must have the upstream too (it follows the transactions' markers). Off: refused.
+    #: ``--exactly-once`` (dev, gateway).
+    exactly_once: bool = False
     #: proxy mode: upstream broker N is served on port ``broker_port_base + N``; None: the
     #: Kafka port + 1, or (Kafka port 0) any free port per broker
     broker_port_base: int | None = None
@@ -287,9 +293,16 @@ class GatewayApp:
             watched = self.credentials
             self.sasl = SaslAuthenticator(s.sasl, lambda: watched.current)
         # The advertised port may depend on the bound one (port 0): bind first.
+        if s.upstream_bootstrap:
+            self.cluster = s.upstream_cluster or UpstreamCluster(
+                s.upstream_bootstrap,
+                s.upstream_security.ssl_context(),
+                sasl=s.upstream_security.sasl_credentials(),
+            )
+        upstream_ids = None if self.cluster is None else UpstreamIds(self.cluster.fetch_topics)
         apis = KafkaApis(
             self.router,
-            CatalogView(self.router),
+            CatalogView(self.router, upstream=upstream_ids),
             Node(s.node_id, "", 0),
             s.cluster_id,
             s.long_poll_timeout_ms / 1000,
@@ -301,12 +314,7 @@ class GatewayApp:
         )
         host = self.advertised_host()
         proxy: Proxy | None = None
-        if s.upstream_bootstrap:
-            self.cluster = s.upstream_cluster or UpstreamCluster(
-                s.upstream_bootstrap,
-                s.upstream_security.ssl_context(),
-                sasl=s.upstream_security.sasl_credentials(),
-            )
+        if self.cluster is not None:
             proxy = self._proxy(apis, limits, self.cluster, host)
         self.server = GatewayServer(
             apis,
@@ -404,7 +412,11 @@ class GatewayApp:
             )
 
         self.broker_listeners = BrokerListeners(make_server, host, base)
-        proxy = Proxy(cluster, self.broker_listeners, apis.node, self.metrics)
+        txn = None
+        if s.exactly_once:
+            assert self.router is not None  # (made before the listeners)
+            txn = TxnOffsetCommitter(self.router, OffsetsTopic(cluster))
+        proxy = Proxy(cluster, self.broker_listeners, apis.node, self.metrics, txn)
         apis.advertised = proxy
         cluster.broker_listeners.append(self.broker_listeners.on_brokers)
         return proxy

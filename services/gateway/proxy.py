@@ -13,8 +13,10 @@ listener, so all client traffic passes the gateway. Per request (:meth:`ProxySes
 * DescribeConfigs and IncrementalAlterConfigs: GROUP resources are answered by groupcoord
   (its group configs), the others forwarded; a request naming both is split into two and the
   two answers merged in the request's order (:data:`CONFIGS`);
-* TxnOffsetCommit is not advertised and, if sent anyway, answered UNSUPPORTED_VERSION on
-  every partition (groupcoord cannot join the upstream's transactions);
+* TxnOffsetCommit: with ``exactly_once`` (GatewaySettings) advertised at v0-5 and answered
+  by groupcoord (:mod:`.txn_offsets`: the offsets stay pending on the shard until the
+  upstream's marker of the transaction; docs/exactly-once.md); without it not advertised
+  and, if sent anyway, answered UNSUPPORTED_VERSION on every partition;
 * Metadata, DescribeCluster and FindCoordinator for other key types are forwarded and their
   response is decoded, rewritten and re-encoded (:data:`REWRITTEN`);
 * everything else is forwarded as bytes: the client's frame goes to the upstream broker
@@ -97,6 +99,13 @@ TXN_OFFSET_COMMIT_REFUSAL = (
     "commits (sendOffsetsToTransaction) are not supported"
 )
 _I16 = struct.Struct(">h")
+#: the highest TxnOffsetCommit version answered with ``exactly_once`` (v5: transaction
+#: version 2; v6 names topics by id)
+TXN_OFFSET_COMMIT_MAX = 5
+
+
+class TxnOffsets(Protocol):
+    async def answer(self, frame: bytes, version: int, correlation_id: int) -> bytes: ...
 
 
 class CloseClient(Exception):
@@ -125,9 +134,12 @@ class Proxy:
         listeners: Listeners,
         bootstrap: Node,
         metrics: GatewayMetrics | None = None,
+        txn: TxnOffsets | None = None,
     ) -> None:
         #: forwarded bytes are counted here (None: metrics are off)
         self.metrics = metrics
+        #: TxnOffsetCommit answered by groupcoord (exactly-once); None: refused
+        self.txn = txn
         self.cluster = cluster
         self.listeners = listeners
         #: the bootstrap listener, named as coordinator until an upstream broker is known
@@ -163,6 +175,8 @@ class Proxy:
         for key in LOCAL:
             spec = codec.SERVED[key]
             ranges[key] = (spec.min_version, spec.max_version)
+        if self.txn is not None:
+            ranges[TXN_OFFSET_COMMIT] = (0, TXN_OFFSET_COMMIT_MAX)
         if FIND_COORDINATOR not in ranges:  # upstream unknown yet: group keys still work
             spec = codec.SERVED[FIND_COORDINATOR]
             ranges[FIND_COORDINATOR] = (spec.min_version, spec.max_version)
@@ -309,6 +323,8 @@ class ProxySession:
         if api_key == FIND_COORDINATOR and await self._is_group_lookup(frame, version):
             return await local(frame, await self.proxy.coordinator_node(self.node_id))
         if api_key == TXN_OFFSET_COMMIT:
+            if self.proxy.txn is not None and version <= TXN_OFFSET_COMMIT_MAX:
+                return asyncio.ensure_future(self.proxy.txn.answer(frame, version, correlation_id))
             return refuse_txn_offset_commit(frame, version, correlation_id)
         if api_key in NOT_ADVERTISED:
             raise CloseClient(f"API {api_key} is not served in proxy mode")

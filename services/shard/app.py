@@ -7,6 +7,7 @@ place that builds an app from configuration).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -31,6 +32,9 @@ from services.shard.servicer import (
     group_coordinator_methods,
     topic_catalog_methods,
 )
+from services.upstream.cluster import UpstreamCluster
+from services.upstream.txn_follower import OutcomeFollower
+from services.upstream.txn_markers import OffsetsTopic
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
 from shards.clock import Clock, StoreTime, SystemClock
@@ -109,6 +113,9 @@ class ShardSettings:
     upstream: Upstream | None = None
     #: proxy mode: how often the upstream's topics are fetched into the catalog
     upstream_metadata_interval_ms: int = DEFAULT_INTERVAL_MS
+    #: proxy mode: how often the outcome follower looks for pending transactional offsets
+    #: and reads the upstream's markers for them (docs/exactly-once.md)
+    txn_follower_interval_s: float = 1.0
     #: metrics opt-in: one ``group_members`` series per group for at most this many groups
     #: (0: no group ids in labels)
     metrics_group_series: int = 0
@@ -179,6 +186,10 @@ class ShardApp:
         self.server: GrpcServer | None = None
         self.ownership: OwnershipManager | None = None
         self.mirror: CatalogMirror | None = None
+        #: proxy mode: the outcome follower of pending transactional offsets
+        #: (docs/exactly-once.md), and its task
+        self.txn_follower: OutcomeFollower | None = None
+        self._txn_task: asyncio.Task[None] | None = None
         #: the authorizer's ACLs, followed in the store (None: authorizer off)
         self.acls: WatchedDocument[Acls] | None = None
         #: decisions against those ACLs (None: authorizer off)
@@ -384,6 +395,14 @@ class ShardApp:
             log_ends=s.upstream,
             upstream_topics=UpstreamTopicCheck(s.upstream) if s.upstream is not None else None,
         )
+        if isinstance(s.upstream, UpstreamCluster):
+            # proxy mode: pending transactional offsets learn their outcome from the
+            # upstream's markers; idle (one read per owned partition a round) while none is
+            # pending
+            self.txn_follower = OutcomeFollower(
+                self.service, OffsetsTopic(s.upstream).leader_connection
+            )
+            self._txn_task = asyncio.create_task(self.txn_follower.run(s.txn_follower_interval_s))
         coordinator: GroupCoordinatorApi = self.service
         catalog: Any = self.catalog
         if guard is not None:
@@ -545,6 +564,12 @@ class ShardApp:
                 await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()
+        if self._txn_task is not None:
+            self._txn_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._txn_task
+        if self.txn_follower is not None:
+            await self.txn_follower.close()
         if self.ownership is not None:
             # Leave the registry, then hand every partition off (flush, release the lease)
             # while the server still answers: clients get NOT_COORDINATOR and re-route.

@@ -121,8 +121,8 @@ class UpstreamCluster:
         for host, port in self._candidates():
             try:
                 return await self._open(host, port)
-            except (OSError, TimeoutError) as ex:
-                errors.append(f"{host}:{port}: {ex!r}")
+            except UpstreamFailure as ex:  # _open's wrapping of a refused/timed-out connect
+                errors.append(f"{host}:{port}: {ex}")
         raise UpstreamFailure("no upstream broker reachable: " + "; ".join(errors))
 
     def _candidates(self) -> list[tuple[str, int]]:

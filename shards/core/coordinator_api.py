@@ -16,6 +16,7 @@ from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
 from shards.core.steady import SteadyPath
+from shards.core.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 
 class GroupCoordinatorApi(Protocol):
@@ -29,6 +30,10 @@ class GroupCoordinatorApi(Protocol):
     async def offset_fetch(self, request: api.OffsetFetchRequest) -> api.OffsetFetchResponse: ...
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse: ...
+
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest
+    ) -> TxnOffsetCommitResponse: ...
 
     async def describe_group_lag(
         self, request: api.DescribeGroupLagRequest

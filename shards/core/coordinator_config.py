@@ -57,7 +57,7 @@ class CoordinatorConfig:
     # this interval (group config consumer.assignment.interval.ms, within the min/max); a
     # change meanwhile leaves the group Assigning until the interval since the last target
     # has passed (docs/consumer-groups.md). 0: at once.
-    consumer_group_assignment_interval_ms: int = 0
+    consumer_group_assignment_interval_ms: int = 1_000
     consumer_group_min_assignment_interval_ms: int = 0
     consumer_group_max_assignment_interval_ms: int = 15_000
     # group.consumer.assignor.offload.enable (per group consumer.assignor.offload.enable):

@@ -141,6 +141,9 @@ class Errors(enum.IntEnum):
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
     REBOOTSTRAP_REQUIRED = 129  # (Kafka 4.0, KIP-1102; ApiVersions v5 answers it: KIP-1242)
+    STREAMS_INVALID_TOPOLOGY = 130  # streams groups, KIP-1071 (docs/streams-groups.md)
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
     # groupcoord's own, outside Kafka's range: KIP-848 names it for
     # ConsumerGroupInstallAssignment, which no Kafka release ships (gRPC only).
     INVALID_ASSIGNMENT = 10001

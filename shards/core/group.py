@@ -1,7 +1,7 @@
 """What every group type offers the rest of the coordinator (Kafka's ``Group`` interface).
 
 The offset manager and the admin APIs only talk to groups through this interface; the
-classic and consumer group modules implement it. The ``validate_*`` methods are the hooks
+classic, consumer and streams group modules implement it. The ``validate_*`` methods are the hooks
 where a group type checks generations / member epochs: they raise
 :class:`shards.core.errors.ApiError` and never change state.
 """
@@ -18,6 +18,7 @@ from shards.runtime.contract import Record
 class GroupType(enum.Enum):
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    STREAMS = "streams"
 
 
 class Group(abc.ABC):

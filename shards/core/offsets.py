@@ -24,25 +24,32 @@ immutable). Only :meth:`replay` changes it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from shards.core import api
+from shards.core.commit_checks import partition_refusal
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors, SaidOnce
 from shards.core.group import Group
-from shards.core.records import OffsetCommitKey, OffsetCommitValue
+from shards.core.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    TxnOffsetCommitKey,
+    TxnOffsetCommitValue,
+)
+from shards.core.txn_offsets import (
+    PendingTxnOffsets,
+    TxnMarker,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    complete_result,
+)
 from shards.runtime.contract import CoordinatorResult, Record
 
 NO_OFFSET = -1
-
-
-def java_string_length(s: str) -> int:
-    """Java's String.length(): UTF-16 code units (a character beyond the BMP counts 2)."""
-    if s.isascii():
-        return len(s)
-    return len(s.encode("utf-16-le")) // 2
 
 
 class GroupLookup(Protocol):
@@ -70,6 +77,8 @@ class OffsetMetadataManager:
         self.config = config
         self.groups = groups
         self.offsets: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
+        #: pending transactional offsets (TxnOffsetCommit), until their transaction's marker
+        self.pending = PendingTxnOffsets()
 
     # ---- OffsetCommit -----------------------------------------------------------------
     def _validate_offset_commit(self, request: api.OffsetCommitRequest, now_ms: int) -> Group:
@@ -117,9 +126,78 @@ class OffsetMetadataManager:
         # heartbeat, and every commit would otherwise have each member decide anew.
         return CoordinatorResult(prepared.records, prepared.response, changes_answers=False)
 
+    # ---- TxnOffsetCommit ----------------------------------------------------------------
+    def _validate_txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> Group:
+        """Kafka's validateTransactionalOffsetCommit."""
+        if not request.group_id:
+            raise ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
+        try:
+            group = self.groups.group(request.group_id)
+        except ApiError as ex:
+            if ex.code is not Errors.GROUP_ID_NOT_FOUND:
+                raise
+            if request.generation_id >= 0:
+                raise ApiError(
+                    Errors.ILLEGAL_GENERATION, f"group {request.group_id!r} does not exist"
+                ) from None
+            group = self.groups.new_simple_group(request.group_id, now_ms)
+        try:
+            group.validate_offset_commit(
+                request.member_id,
+                request.group_instance_id,
+                request.generation_id,
+                True,
+                request.context.api_version,
+            )
+        except ApiError as ex:
+            if ex.code is Errors.STALE_MEMBER_EPOCH:
+                raise ApiError(Errors.ILLEGAL_GENERATION, ex.message) from None
+            raise
+        return group
+
+    def commit_transactional_offset(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[TxnOffsetCommitResponse]:
+        """Pending offsets of (group, producer id, epoch): written, not visible until
+        :meth:`complete_transaction` applies its COMMIT marker."""
+        self._validate_txn_offset_commit(request, now_ms)
+        self.pending.check_fencing(request)
+        records, response = self.pending.commit_records(
+            request, now_ms, self.config.offset_metadata_max_bytes
+        )
+        return CoordinatorResult(records, response, changes_answers=False)
+
+    def complete_transaction(self, marker: TxnMarker) -> CoordinatorResult[int]:
+        """The upstream's COMMIT/ABORT marker applied to the pending offsets it resolves
+        (the answer: how many pending partitions it resolved)."""
+        return complete_result(self.pending, marker)
+
     # ---- OffsetFetch --------------------------------------------------------------------
-    def fetch_offsets(self, request: api.OffsetFetchRequestGroup) -> api.OffsetFetchResponseGroup:
-        """One group of an OffsetFetch (a read: no records)."""
+    def fetch_offsets(
+        self, request: api.OffsetFetchRequestGroup, require_stable: bool = False
+    ) -> api.OffsetFetchResponseGroup:
+        """One group of an OffsetFetch (a read: no records). ``require_stable``: a partition
+        with pending transactional offsets answers UNSTABLE_OFFSET_COMMIT."""
+        if require_stable and self.pending.has_pending(request.group_id):
+            unstable = self.pending.pending_partitions(request.group_id)
+            plain = self.fetch_offsets(request)
+            if plain.error_code:
+                return plain
+            return dataclasses.replace(
+                plain,
+                topics=tuple(
+                    dataclasses.replace(
+                        t,
+                        partitions=tuple(
+                            _unstable(p.partition_index)
+                            if (t.name, p.partition_index) in unstable
+                            else p
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in plain.topics
+                ),
+            )
         try:
             group = self.groups.group(request.group_id)
             group.validate_offset_fetch(request.member_id, request.member_epoch)
@@ -182,40 +260,56 @@ class OffsetMetadataManager:
                     for p in topic.partitions
                 )
                 for p in topic.partitions:
-                    if p.partition_index in parts:
+                    # as Kafka: a tombstone where a committed or a pending offset exists (its
+                    # replay drops the pending ones of the partition too)
+                    if p.partition_index in parts or self.pending.has_pending(
+                        request.group_id, topic.name, p.partition_index
+                    ):
                         key = OffsetCommitKey(request.group_id, topic.name, p.partition_index)
                         records.append(Record(key, None))
             topics.append(api.OffsetDeleteResponseTopic(topic.name, partitions))
         return CoordinatorResult(records, api.OffsetDeleteResponse(topics=tuple(topics)))
 
     def delete_all_offsets(self, group_id: str) -> list[Record]:
-        """Tombstones for every offset of the group (DeleteGroups)."""
+        """Tombstones for every offset of the group (DeleteGroups), pending ones included
+        (one tombstone a partition: its replay drops the pending offsets there too)."""
+        committed = self.offsets.get(group_id, {})
+        pending_only = sorted(
+            (topic, partition)
+            for topic, partition in self.pending.pending_partitions(group_id)
+            if partition not in committed.get(topic, {})
+        )
         return [
             Record(OffsetCommitKey(group_id, topic, partition), None)
-            for topic, parts in self.offsets.get(group_id, {}).items()
+            for topic, parts in committed.items()
             for partition in parts
-        ]
+        ] + [Record(OffsetCommitKey(group_id, t, p), None) for t, p in pending_only]
 
     def has_offsets(self, group_id: str) -> bool:
-        return bool(self.offsets.get(group_id))
+        return bool(self.offsets.get(group_id)) or self.pending.has_pending(group_id)
 
     # ---- expiration ----------------------------------------------------------------------
     def cleanup_expired_offsets(self, group_id: str, now_ms: int, records: list[Record]) -> bool:
         """Append tombstones for the group's expired offsets; True if none remain."""
         by_topic = self.offsets.get(group_id)
+        # as Kafka: a partition with pending transactional offsets does not expire, and a
+        # group with any is not deleted
+        pending = self.pending.pending_partitions(group_id)
         if not by_topic:
-            return True
+            return not pending
         group = self.groups.group(group_id)
         base_of = group.offset_expiration_base()
         if base_of is None:
             return False
         retention = self.config.offsets_retention_ms
-        all_expired = True
+        all_expired = not pending
         for topic, parts in by_topic.items():
             if group.is_subscribed_to_topic(topic):
                 all_expired = False
                 continue
             for partition, value in parts.items():
+                if (topic, partition) in pending:
+                    continue
                 if value.expire_timestamp != -1:
                     expired = now_ms >= value.expire_timestamp
                 else:
@@ -236,7 +330,9 @@ class OffsetMetadataManager:
             except ApiError:
                 self.groups.get_or_create_simple_group(key.group, None)
             self.offsets.setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = value
+            self.pending.on_offset_record(key, value)
             return
+        self.pending.on_offset_record(key, None)
         by_topic = self.offsets.get(key.group)
         if by_topic is None:
             return
@@ -249,13 +345,28 @@ class OffsetMetadataManager:
             if not by_topic:
                 del self.offsets[key.group]
 
+    def replay_pending(self, key: TxnOffsetCommitKey, value: TxnOffsetCommitValue | None) -> None:
+        if value is not None:
+            try:
+                self.groups.group(key.group)
+            except ApiError:
+                self.groups.get_or_create_simple_group(key.group, None)
+        self.pending.replay(key, value)
+
     def snapshot_records(self) -> list[Record]:
+        """Committed offsets, then the pending ones (with their superseded bit)."""
         return [
             Record(OffsetCommitKey(group, topic, partition), value)
             for group, by_topic in self.offsets.items()
             for topic, parts in by_topic.items()
             for partition, value in parts.items()
-        ]
+        ] + self.pending.snapshot_records()
+
+
+def _unstable(index: int) -> api.OffsetFetchResponsePartitions:
+    return api.OffsetFetchResponsePartitions(
+        index, NO_OFFSET, -1, "", int(Errors.UNSTABLE_OFFSET_COMMIT)
+    )
 
 
 def _fetched(index: int, value: OffsetCommitValue | None) -> api.OffsetFetchResponsePartitions:
@@ -359,27 +470,11 @@ def prepare_offset_commit(
         partitions = []
         for p in topic.partitions:
             metadata = p.committed_metadata
-            if p.partition_index < 0:  # no topic has such a partition
-                code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            refused = partition_refusal(p.partition_index, metadata, max_len)
+            if refused is not None:
+                code, text = refused
                 partitions.append(
-                    api.OffsetCommitResponsePartition(
-                        p.partition_index,
-                        code,
-                        said(code, "the partition index must not be negative"),
-                    )
-                )
-                continue
-            if metadata is not None and java_string_length(metadata) > max_len:
-                code = Errors.OFFSET_METADATA_TOO_LARGE
-                partitions.append(
-                    api.OffsetCommitResponsePartition(
-                        p.partition_index,
-                        code,
-                        said(
-                            code,
-                            f"metadata is longer than offset.metadata.max.bytes ({max_len})",
-                        ),
-                    )
+                    api.OffsetCommitResponsePartition(p.partition_index, code, said(code, text))
                 )
                 continue
             partitions.append(api.OffsetCommitResponsePartition(p.partition_index))

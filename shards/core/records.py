@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shards.core.streams.records import STREAMS_RECORD_TYPES
+
 # ---------------------------------------------------------------------------------------
 # Offsets (type 1; Kafka's type 0 was the pre-0.9 format)
 
@@ -263,6 +265,35 @@ class ConsumerGroupClientAssignmentValue:
     attempts: int = 1  # members chosen for this epoch so far (deadline: the next one)
 
 
+# ---------------------------------------------------------------------------------------
+# groupcoord's own: a pending transactional offset (type 66), one per partition, until the
+# upstream's marker of its transaction is applied (shards/core/txn_offsets.py). Kafka writes
+# these as transactional offset records; groupcoord is not in the upstream's transaction, so
+# it keeps the floor that ties the entry to its marker (docs/exactly-once.md).
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitKey:
+    group: str
+    producer_id: int
+    producer_epoch: int
+    upstream_floor: int  # tells apart a TV1 producer's transactions (same epoch)
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitValue:
+    offset: int
+    leader_epoch: int  # -1 = unknown
+    metadata: str
+    commit_timestamp: int
+    upstream_partition: int  # the upstream's __consumer_offsets partition of the group
+    upstream_floor: int  # its log end offset before the offsets were accepted
+    transaction_v2: bool  # TxnOffsetCommit v5+: markers carry epoch + 1
+    superseded: bool = False  # a plain commit of the partition came after it
+
+
 #: key class -> (type id, value class); type ids are Kafka's where Kafka has one.
 RECORD_TYPES: dict[type, tuple[int, type]] = {
     OffsetCommitKey: (1, OffsetCommitValue),
@@ -276,4 +307,7 @@ RECORD_TYPES: dict[type, tuple[int, type]] = {
     ConsumerGroupRegularExpressionKey: (16, ConsumerGroupRegularExpressionValue),
     GroupConfigKey: (64, GroupConfigValue),
     ConsumerGroupClientAssignmentKey: (65, ConsumerGroupClientAssignmentValue),
+    TxnOffsetCommitKey: (66, TxnOffsetCommitValue),
 }
+#: streams groups (KIP-1071): Kafka's ids 17 and 19-23, kept with their records
+RECORD_TYPES.update(STREAMS_RECORD_TYPES)

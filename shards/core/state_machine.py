@@ -23,10 +23,17 @@ from shards.core.group_manager import GroupMetadataManager
 from shards.core.ids import UuidSource, kafka_uuid_text
 from shards.core.migration import Migration
 from shards.core.offsets import OffsetMetadataManager, PreparedCommit
-from shards.core.records import GroupMetadataKey, OffsetCommitKey
+from shards.core.records import GroupMetadataKey, OffsetCommitKey, TxnOffsetCommitKey
 from shards.core.steady import SteadyAnswer
+from shards.core.streams.describe import DescribedStreamsGroup, streams_group_describe
+from shards.core.streams.heartbeat import (
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+    StreamsGroupManager,
+)
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
+from shards.core.txn_offsets import TxnMarker, TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from shards.runtime.contract import CoordinatorResult, Record, Timer
 
 
@@ -57,6 +64,7 @@ class CoordinatorStateMachine:
         self._replayers: dict[type, Callable[[Any, Any], None]] = {
             OffsetCommitKey: self.offset_manager.replay,
             GroupMetadataKey: self.group_manager.replay_group_metadata,
+            TxnOffsetCommitKey: self.offset_manager.replay_pending,
         }
         # ``assign``: the in-process assignors, for targets small enough to compute inside
         # the operation that needs them (as Kafka does); the rest go off the loop
@@ -72,6 +80,10 @@ class CoordinatorStateMachine:
         )
         self.migration.bind(self.group_manager.classic, self.consumer)
         self._replayers.update(self.consumer.replayers())
+        # streams groups (KIP-1071): the pure core only, no API reaches it yet
+        # (docs/streams-groups.md)
+        self.streams = StreamsGroupManager(self.group_manager.groups, self._partition_count, timer)
+        self._replayers.update(self.streams.replayers())
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(
@@ -81,6 +93,16 @@ class CoordinatorStateMachine:
         prepared: PreparedCommit | None = None,
     ) -> CoordinatorResult[api.OffsetCommitResponse]:
         return self.offset_manager.commit_offset(request, now_ms, prepared)
+
+    def commit_transactional_offset(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[TxnOffsetCommitResponse]:
+        """TxnOffsetCommit: pending offsets (docs/exactly-once.md)."""
+        return self.offset_manager.commit_transactional_offset(request, now_ms)
+
+    def complete_transaction(self, marker: TxnMarker, now_ms: int) -> CoordinatorResult[int]:
+        """An upstream COMMIT/ABORT marker (the outcome follower's call)."""
+        return self.offset_manager.complete_transaction(marker)
 
     def delete_offsets(
         self, request: api.OffsetDeleteRequest, now_ms: int
@@ -159,6 +181,21 @@ class CoordinatorStateMachine:
     ) -> list[classic_api.DescribedGroup]:
         return self.group_manager.classic.describe_groups(request, now_ms)
 
+    # ---- streams groups (KIP-1071) ---------------------------------------------------------------
+    def streams_group_heartbeat(
+        self, request: StreamsGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[StreamsGroupHeartbeatResponse]:
+        return self.streams.heartbeat(request)
+
+    def streams_group_describe(
+        self, group_ids: list[str], now_ms: int
+    ) -> list[DescribedStreamsGroup]:
+        return streams_group_describe(self.group_manager.groups, group_ids)
+
+    def _partition_count(self, topic: str) -> int | None:
+        image = self.topics.by_name.get(topic)
+        return None if image is None else image.num_partitions
+
     # ---- consumer groups (KIP-848) ---------------------------------------------------------------
     def consumer_group_heartbeat(
         self,
@@ -213,9 +250,9 @@ class CoordinatorStateMachine:
 
     # ---- reads --------------------------------------------------------------------------------
     def fetch_offsets(
-        self, request: api.OffsetFetchRequestGroup, now_ms: int
+        self, request: api.OffsetFetchRequestGroup, now_ms: int, require_stable: bool = False
     ) -> api.OffsetFetchResponseGroup:
-        return self.offset_manager.fetch_offsets(request)
+        return self.offset_manager.fetch_offsets(request, require_stable)
 
     def list_groups(self, request: api.ListGroupsRequest, now_ms: int) -> api.ListGroupsResponse:
         return self.group_manager.list_groups(request)
@@ -268,12 +305,14 @@ class CoordinatorStateMachine:
         return {
             "groups": groups,
             "offsets": offsets,
+            "pending_txn_offsets": self.offset_manager.pending.fingerprint(),
             "group_configs": self.consumer.configs.fingerprint(),
         }
 
     def on_loaded(self, now_ms: int) -> None:
         self.group_manager.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
+        self.streams.on_loaded()
         self._schedule_cleanup()
 
     def on_unloaded(self) -> None:

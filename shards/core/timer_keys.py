@@ -47,6 +47,9 @@ class TimerKind(enum.Enum):
     CONSUMER_ASSIGNMENT = "consumer-assignment"
     #: the deadline of the member chosen to compute a client-side target (group)
     CONSUMER_CLIENT_ASSIGNMENT = "consumer-client-assignment"
+    # streams groups (shards.core.streams.heartbeat)
+    STREAMS_SESSION_TIMEOUT = "streams-session-timeout"  # member
+    STREAMS_REBALANCE_TIMEOUT = "streams-rebalance-timeout"  # revocation deadline (member)
     # online migration (shards.core.migration)
     CLASSIC_IN_CONSUMER_JOIN = "classic-in-consumer-join"  # rejoin deadline (member)
     CLASSIC_IN_CONSUMER_SYNC = "classic-in-consumer-sync"  # sync deadline (member)

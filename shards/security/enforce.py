@@ -46,6 +46,13 @@ from shards.core.consumer import api as consumer_api
 from shards.core.coordinator_api import PrincipalAwareCoordinator
 from shards.core.errors import Errors
 from shards.core.steady import SteadyPath
+from shards.core.txn_offsets import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+    txn_offset_commit_error,
+)
 from shards.security.acl import CLUSTER_NAME, Acls, Authorizer, ResourceType
 from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY, current_principal
 
@@ -351,6 +358,30 @@ class AuthorizingCoordinator:
                     )
                 out[i] = answer
         return api.OffsetFetchResponse(tuple(out[i] for i in range(len(request.groups))))
+
+    async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """As Kafka: Read on the group (else GROUP_AUTHORIZATION_FAILED on every
+        partition), Read on each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions).
+        Write on the transactional id is the upstream's to check (AddOffsetsToTxn)."""
+        if not self._ok(READ, GROUP, request.group_id, request):
+            return txn_offset_commit_error(request, GAF)
+        allowed = tuple(t for t in request.topics if self._ok(READ, TOPIC, t.name, request))
+        refused = tuple(
+            TxnOffsetCommitResponseTopic(
+                t.name,
+                tuple(
+                    TxnOffsetCommitResponsePartition(p.partition_index, TAF) for p in t.partitions
+                ),
+            )
+            for t in request.topics
+            if t not in allowed
+        )
+        if not refused:
+            return await self.inner.txn_offset_commit(request)
+        if not allowed:
+            return TxnOffsetCommitResponse(refused)
+        r = await self.inner.txn_offset_commit(replace(request, topics=allowed))
+        return replace(r, topics=(*refused, *r.topics))
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse:
         if not self._ok(DELETE, GROUP, request.group_id, request):

@@ -15,7 +15,7 @@ from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, coordinator_pb2_grpc
 from services.rpc.invoke import Method
 from services.shard.app import ShardApp, ShardSettings
 from shards.adapters.convert import converter_from, converter_to
-from shards.core.coordinator_config import CoordinatorConfig
+from tests.support.core_harness import at_once
 
 
 @dataclasses.dataclass
@@ -32,7 +32,7 @@ def shard_settings(tmp_path: Path, **coordinator: object) -> ShardSettings:
         grpc_port=0,
         catalog_poll_ms=50,
         shutdown_grace_s=1.0,
-        coordinator=CoordinatorConfig(num_partitions=10, **coordinator),  # type: ignore[arg-type]
+        coordinator=at_once(num_partitions=10, **coordinator),
     )
 
 

@@ -228,6 +228,37 @@ async def test_direct_grpc_callers_are_authorized_too(stack: Stack) -> None:
         assert [p.error_code for t in r.topics for p in t.partitions] == [GAF]
 
 
+async def test_txn_offset_commit_needs_read_on_the_group_and_the_topic(stack: Stack) -> None:
+    """TxnOffsetCommit (proxy mode's exactly-once, docs/exactly-once.md) is authorized as
+    Kafka does: Read on the group, then Read on each topic."""
+    pb = offsets_pb2.TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="app-9",
+        producer_id=7,
+        topics=[
+            offsets_pb2.TxnOffsetCommitRequestTopic(
+                name=name,
+                partitions=[
+                    offsets_pb2.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=3
+                    )
+                ],
+            )
+            for name in ("orders", "secrets")
+        ],
+        context=common_pb2.RequestContext(client_id="grpc"),
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.shard.port}") as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        r = await stub.TxnOffsetCommit(pb)
+        assert [p.error_code for t in r.topics for p in t.partitions] == [GAF, GAF]
+        r = await stub.TxnOffsetCommit(pb, metadata=[(FORWARDED_PRINCIPAL_KEY, "User:alice")])
+        assert [(t.name, p.error_code) for t in r.topics for p in t.partitions] == [
+            ("secrets", TAF),
+            ("orders", 0),
+        ]
+
+
 async def test_anonymous_clients_of_a_trusted_gateway_are_anonymous(tmp_path: Path) -> None:
     """A PLAINTEXT gateway names nobody: its clients get User:ANONYMOUS's ACLs (not the
     gateway's), whether or not the shard trusts the gateway."""

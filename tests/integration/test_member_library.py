@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from groupcoord.client import GroupError, GroupMember
 
+from services.client import CoordinatorClient, RetryPolicy
 from tests.support.client_side import NAME as STRIPES
 from tests.support.client_side import StripesAssignor
 from tests.support.member_events import Owners
@@ -154,6 +155,43 @@ async def test_a_static_member_restarts_into_its_partitions(dev: ServerProcess) 
     assert not owners.violations
     for m in (second, other):
         await m.close()
+
+
+async def test_members_sharing_one_client_and_a_member_that_dies(dev: ServerProcess) -> None:
+    """Two members on one shared client (as the load tester runs thousands): the hook sees
+    their heartbeats; one aborts (the process died: no callback, no leave) and the other gets
+    its partitions once the session timed out; the shared client was not closed."""
+    owners = Owners()
+    client = CoordinatorClient(dev.grpc_address)
+    beats: list[int] = []
+    members = [
+        GroupMember(
+            "unused:1",
+            "lib-g7",
+            topics=[TOPIC],
+            listener=owners.listener(name),
+            client=client,
+            backoff=RetryPolicy(initial_backoff_s=0.05, max_backoff_s=1.0),
+        )
+        for name in ("dies", "lives")
+    ]
+    members[1].on_heartbeat = lambda response: beats.append(response.member_epoch)
+    for m in members:
+        await m.start()
+    await until(lambda: balanced(members), what="3 each")
+    died = members[0].assignment
+    before = len(owners.events)
+    await members[0].abort()
+    owners.release("dies", died)  # the process is gone: it owns nothing any more
+    await until(lambda: len(members[1].assignment) == PARTITIONS, 15, "the survivor's 6")
+    assert [e for e in owners.events[before:] if e[0] == "dies"] == []  # no callback
+    assert not owners.violations
+    assert len(beats) > 3 and beats == sorted(beats)  # epochs only move forward
+    await members[1].close()
+    assert (await client.consumer_group_describe("lib-g7")).members == []
+    await client.close()
+    with pytest.raises(ValueError, match="topic_names"):
+        GroupMember("x:1", "g", topics=["t"], client=object())  # type: ignore[arg-type]
 
 
 def test_bad_arguments_are_refused() -> None:

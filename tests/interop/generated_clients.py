@@ -1,6 +1,7 @@
 """The Go and Java smoke clients (``clients/go``, ``clients/java``), built from ``proto/`` with
-their own toolchains the way a Go or Java user would build them, cached under
-``.cache/clients/<language>/<digest>``: the digest covers the protos and the client's sources,
+their own toolchains the way a Go or Java user would build them (Go: on the committed stubs
+of ``gen/go``), cached under ``.cache/clients/<language>/<digest>``: the digest covers the
+protos and the client's sources,
 so a change to either rebuilds, and a rerun reuses the build. One build at a time (a file
 lock), as pytest-xdist workers may ask together.
 
@@ -15,7 +16,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "proto" / "groupcoord" / "v1"
 GO_CLIENT = ROOT / "clients" / "go"
 GO_MEMBER = GO_CLIENT / "member"  # the member library: its own module (its own build)
+GO_GEN = ROOT / "gen" / "go"  # the Go stubs: committed (test_go_stubs.py: they equal proto/'s)
 JAVA_CLIENT = ROOT / "clients" / "java"
 JAVA_MEMBER = ROOT / "clients" / "java-member"
 CACHE = Path(os.environ.get("GROUPCOORD_CLIENTS_CACHE", ROOT / ".cache" / "clients"))
+# -trimpath: compiled dependencies do not depend on where the module cache is, so the Go
+# build cache serves the same packages to these builds and to test_go_stubs.py's go-get build
+# (which uses a module cache of its own)
+GO_BUILD_FLAGS = ["-trimpath"]
 NUM_PARTITIONS = 4
 BUILD_TIMEOUT_S = 900
 
@@ -81,7 +86,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
 
 
 def go_smoke() -> list[str]:
-    """The command line of the Go smoke client (``go generate`` + ``go build`` on first use)."""
+    """The command line of the Go smoke client (``go build`` on first use)."""
     return _go_command("smoke")
 
 
@@ -90,63 +95,57 @@ def go_loadtest() -> list[str]:
     return _go_command("loadtest")
 
 
-def _protoc_env() -> dict[str, str]:
-    """protoc: the one on PATH, else grpcio-tools of the interpreter running the tests."""
-    return {} if shutil.which("protoc") else {"PROTOC": f"{sys.executable} -m grpc_tools.protoc"}
+def _go_sources(*dirs: Path) -> list[Path]:
+    return [p for d in dirs for p in d.rglob("*") if p.is_file()]
 
 
 def _go_command(name: str) -> list[str]:
     _require("go")
-    generated = GO_CLIENT / "gen" / "groupcoord"
-    sources = [
-        p
-        for p in GO_CLIENT.rglob("*")
-        if p.is_file() and generated not in p.parents and GO_MEMBER not in p.parents
-    ]
-    out = CACHE / "go" / _digest(GO_CLIENT, sources)
+    # (the member library's sources and the stubs included: the load driver uses both)
+    out = CACHE / "go" / _digest(GO_CLIENT, _go_sources(GO_CLIENT, GO_GEN))
     binary = out / name
     with _locked("go"):
         if not binary.exists():
-            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
-            _run(["go", "build", "-o", str(binary) + ".tmp", f"./cmd/{name}"], GO_CLIENT)
+            _run(
+                ["go", "build", *GO_BUILD_FLAGS, "-o", str(binary) + ".tmp", f"./cmd/{name}"],
+                GO_CLIENT,
+            )
             os.replace(str(binary) + ".tmp", binary)
     return [str(binary)]
 
 
-def go_member_example() -> list[str]:
+def go_member_example(race: bool = False) -> list[str]:
     """The command line of ``clients/go/member/cmd/member-example`` (the member library's
-    example, its own module next to ``clients/go``): the stubs generated into ``clients/go/gen``
-    as for the other Go programs, then ``go build`` in the member module; cached likewise."""
+    example, its own module next to ``clients/go``): ``go build`` in the member module,
+    ``-race`` for a build with the race detector (a data race is reported on stderr; each
+    such process starts ~2 s slower here, so the tests use it where the concurrency is);
+    cached likewise."""
     _require("go")
-    sources = [p for p in GO_MEMBER.rglob("*") if p.is_file()]
-    binary = CACHE / "go-member" / _digest(GO_MEMBER, sources) / "member-example"
+    sources = _go_sources(GO_MEMBER, GO_GEN)
+    kind = "go-member-race" if race else "go-member"
+    binary = CACHE / kind / _digest(GO_MEMBER, sources) / "member-example"
     with _locked("go"):
         if not binary.exists():
-            if not (GO_CLIENT / "gen" / "groupcoord").exists():
-                _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
             binary.parent.mkdir(parents=True, exist_ok=True)
             tmp = str(binary) + ".tmp"
-            _run(["go", "build", "-o", tmp, "./cmd/member-example"], GO_MEMBER)
+            flags = [*GO_BUILD_FLAGS, "-race"] if race else GO_BUILD_FLAGS
+            _run(["go", "build", *flags, "-o", tmp, "./cmd/member-example"], GO_MEMBER)
             os.replace(tmp, binary)
     return [str(binary)]
 
 
 def go_member_test() -> None:
-    """``go test`` of the member library (its own module); raises with the output on failure."""
+    """``go test -race`` of the member library (its own module); raises with the output on
+    failure."""
     _require("go")
     with _locked("go"):
-        if not (GO_CLIENT / "gen" / "groupcoord").exists():
-            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
-        _run(["go", "test", "-count=1", "./..."], GO_MEMBER)
+        _run(["go", "test", "-race", "-count=1", "./..."], GO_MEMBER)
 
 
 def go_test(package: str) -> None:
-    """``go test`` of a package of the Go module (generating the stubs first when they are
-    not there); raises with the output when a test fails."""
+    """``go test`` of a package of the Go module; raises with the output when a test fails."""
     _require("go")
     with _locked("go"):
-        if not (GO_CLIENT / "gen" / "groupcoord").exists():
-            _run(["go", "generate", "./..."], GO_CLIENT, _protoc_env())
         _run(["go", "test", "-count=1", package], GO_CLIENT)
 
 

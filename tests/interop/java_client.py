@@ -4,7 +4,6 @@ per source version into the Kafka cache, prints one JSON object per line."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import queue
 import re
@@ -15,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.interop.kafka_broker import CACHE, KAFKA_VERSION, libs
+from tests.interop.kafka_broker import compiled, libs
 
 SOURCE = Path(__file__).resolve().parent / "java" / "JavaClient.java"
 
@@ -29,18 +28,7 @@ def unavailable_reason() -> str | None:
 
 def classpath() -> str:
     """The compiled driver plus Kafka's jars (compiled on first use)."""
-    jars = libs()
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    out = CACHE / KAFKA_VERSION / "java-client" / digest
-    if not (out / "JavaClient.class").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["javac", "-cp", f"{jars}/*", "-d", str(out), str(SOURCE)],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    return f"{out}:{jars}/*"
+    return compiled(SOURCE, libs(), "java-client")
 
 
 def run(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -40,6 +41,7 @@ KAFKA_VERSION = os.environ.get("GROUPCOORD_KAFKA_VERSION", "4.4.0")
 CACHE = Path(os.environ.get("GROUPCOORD_KAFKA_CACHE", ROOT / ".cache" / "kafka"))
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 TOOLS_POM = Path(__file__).resolve().parent / "kafka" / "tools" / "pom.xml"
+STREAMS_POM = Path(__file__).resolve().parent / "kafka" / "streams" / "pom.xml"
 
 #: The settings both servers under comparison run with: Kafka config -> (groupcoord setting,
 #: value). Short timeouts so that rebalances take well under a second.
@@ -51,9 +53,10 @@ TEST_SETTINGS: dict[str, tuple[str | None, str]] = {
     "group.consumer.min.heartbeat.interval.ms": ("consumer_group_min_heartbeat_interval_ms", "100"),
     "group.consumer.session.timeout.ms": ("consumer_group_session_timeout_ms", "6000"),
     "group.consumer.min.session.timeout.ms": ("consumer_group_min_session_timeout_ms", "1000"),
-    # KIP-1263's settings (Kafka 4.4; the reference gets them below): groupcoord computes a
-    # target at once (interval 0, its default) and in-line for small groups whatever
-    # offload says (docs/consumer-groups.md)
+    # KIP-1263's settings (Kafka 4.4; the reference gets them below): both servers compute a
+    # target at once (interval 0; both default to 1 s) and groupcoord in-line for small
+    # groups whatever offload says (docs/consumer-groups.md); the sequence
+    # `assignment_interval` compares an interval set per group
     "group.consumer.assignment.interval.ms": ("consumer_group_assignment_interval_ms", "0"),
     "group.consumer.assignor.offload.enable": ("consumer_group_assignor_offload_enable", "false"),
     "group.coordinator.rebalance.protocols": (None, "classic,consumer"),
@@ -65,7 +68,7 @@ if tuple(int(x) for x in KAFKA_VERSION.split(".")[:2]) < (4, 4):
     # Kafka 4.4 (KIP-1263) computes a consumer group's target assignment at most once per
     # `group.consumer.assignment.interval.ms` (default 1 s), on a background thread unless
     # offloading is off. Both servers run with the interval at 0 and offloading off (Kafka
-    # 4.1's behaviour, groupcoord's default); the sequence `assignment_interval` sets the
+    # 4.1's behaviour); the sequence `assignment_interval` sets the
     # interval per group (docs/gateway-conformance.md, "Kafka 4.1 to 4.4", row 24).
     NOT_FOR_THIS_KAFKA = SINCE_44
 else:
@@ -104,11 +107,33 @@ def libs(version: str = KAFKA_VERSION) -> Path:
     return _fetched(POM, CACHE / version, version)
 
 
+def compiled(source: Path, jars: Path, name: str) -> str:
+    """The classpath of ``source`` compiled against ``jars`` (``javac`` once per source
+    version, into ``CACHE/<kafka version>/<name>/<digest>``) plus those jars."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    out = CACHE / KAFKA_VERSION / name / digest
+    if not (out / f"{source.stem}.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "-cp", f"{jars}/*", "-d", str(out), str(source)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return f"{out}:{jars}/*"
+
+
 def tools_libs(version: str = KAFKA_VERSION) -> Path:
     """The jars of Kafka's command-line tools (``kafka-tools``: ConsumerGroupCommand, what
     ``bin/kafka-consumer-groups.sh`` runs), fetched like :func:`libs` into
     ``<cache>/<version>-tools/libs``."""
     return _fetched(TOOLS_POM, CACHE / f"{version}-tools", version)
+
+
+def streams_libs(version: str = KAFKA_VERSION) -> Path:
+    """The jars of Kafka Streams (``kafka-streams`` with its ``kafka-clients``), fetched like
+    :func:`libs` into ``<cache>/<version>-streams/libs``."""
+    return _fetched(STREAMS_POM, CACHE / f"{version}-streams", version)
 
 
 def _fetched(pom: Path, target: Path, version: str) -> Path:

@@ -4,10 +4,14 @@ example ``EventPrinter`` (every callback a JSON line) run as separate processes.
 On ``groupcoord dev``: three members converge to a balanced, disjoint assignment; one is
 SIGSTOPped past the session timeout, is fenced, and on SIGCONT reports its partitions lost
 and rejoins with the same member id; one closes (revokes, commits, leaves). Static members
-(UNRELEASED_INSTANCE_ID, the takeover after a -2 leave), a revocation blocked past the
-session timeout, a regex subscription, mutual TLS, a client-side assignor, and a member of
-each library (Java, Go's ``member-example``, ``python -m groupcoord.client``) in one group.
-On three shards on Redis: the group's shard killed -9, the members follow the group. An
+(UNRELEASED_INSTANCE_ID, the takeover after a -2 leave, FENCED_INSTANCE_ID), a revocation
+blocked past the session timeout that does not fence the member (the heartbeats go on beside
+the callback) and one past the rebalance timeout that does, a regex subscription, mutual TLS
+(and a member without a client certificate refused), a client-side assignor with per-member
+metadata, and a member of each library (Java, Go's ``member-example``, ``python -m
+groupcoord.client``) in one group. On three shards on Redis: the group's shard killed -9, the
+members follow the group. ``--print-heartbeats`` members check that heartbeats carry only what
+changed (and the full request after joining, fencing and a re-route). An
 invariant checker replays every member's callback events in time order: no partition is
 owned by two members at once, except by a member that later reports it lost (fenced: the
 coordinator gave it away meanwhile).
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, consumer_group_pb2, offsets_pb2
+from groupcoord.v1 import catalog_pb2, catalog_pb2_grpc, common_pb2, consumer_group_pb2, offsets_pb2
 
 from services.client.coordinator_client import CoordinatorClient
 from services.process.tls import ClientTls
@@ -123,10 +127,18 @@ class Member:
         events = list(self.events)
         return events[0]["member_id"] if events else None
 
+    def callbacks(self) -> list[dict[str, Any]]:
+        """The events but the diagnostics (``heartbeat``, ``computed``)."""
+        return [e for e in list(self.events) if e["event"] not in ("heartbeat", "computed")]
+
+    def heartbeats(self) -> list[dict[str, Any]]:
+        """``--print-heartbeats``: one event per heartbeat sent (code -1: no answer)."""
+        return [e for e in list(self.events) if e["event"] == "heartbeat"]
+
     def owned(self) -> set[Partition]:
         """What the member owns as its callbacks said."""
         owned: set[Partition] = set()
-        for e in list(self.events):
+        for e in self.callbacks():
             parts = {(t, p) for t, p in e.get("partitions", [])}
             if e["event"] == "assigned":
                 assert not parts & owned, f"assigned what it owns: {e}"
@@ -137,7 +149,7 @@ class Member:
         return owned
 
     def kinds(self) -> list[str]:
-        return [e["event"] for e in list(self.events)]
+        return [e["event"] for e in self.callbacks()]
 
     def close(self, timeout: float = 30) -> int:
         assert self.proc.stdin is not None
@@ -265,13 +277,35 @@ async def wait_balanced(
 def check_commits(members: list[Member]) -> None:
     """Every revocation committed BASE + partition for what it revoked and read it back."""
     for m in members:
-        events = list(m.events)
+        events = m.callbacks()
         for before, e in zip(events, events[1:], strict=False):
             if e["event"] == "committed":
                 assert before["event"] == "revoked", m.describe_for_failure()
                 assert e["partitions"] == before["partitions"], m.describe_for_failure()
                 assert e["errors"] == [], m.describe_for_failure()
                 assert e["fetched"] == [COMMIT_BASE + p for _, p in e["partitions"]], e
+
+
+def check_heartbeats_carry_only_changes(member: Member) -> None:
+    """A member's heartbeats (``--print-heartbeats``) carry the subscription only when
+    joining (epoch 0) or after a heartbeat that failed (a re-route, an error); the owned
+    partitions then too, and otherwise only when they differ from what the coordinator was
+    last told."""
+    reported: list[Any] | None = None
+    full = True
+    for h in member.heartbeats():
+        whole = full or h["epoch"] == 0
+        assert h["subscription"] == whole, (h, member.describe_for_failure())
+        if whole:
+            assert h["owned"] is not None, (h, member.describe_for_failure())
+        elif h["owned"] is not None:
+            assert sorted(h["owned"]) != reported, (h, member.describe_for_failure())
+        if h["code"] == 0:
+            full = False
+            if h["owned"] is not None:
+                reported = sorted(h["owned"])
+        else:
+            full = True
 
 
 async def test_java_members_converge_survive_fencing_and_leave(
@@ -284,7 +318,10 @@ async def test_java_members_converge_survive_fencing_and_leave(
         *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
         *("--commit-offset", str(COMMIT_BASE)),
     ]
-    members = [Member(member_cmd, *args) for _ in range(3)]
+    # member 0 (the one stopped below) also prints every heartbeat it sends
+    members = [
+        Member(member_cmd, *args, *(["--print-heartbeats"] if n == 0 else [])) for n in range(3)
+    ]
     try:
         await wait_balanced(bootstrap, group, members, topic)
         first_ids = [m.member_id for m in members]
@@ -306,6 +343,15 @@ async def test_java_members_converge_survive_fencing_and_leave(
         # nothing revoked after the loss: the member rejoined owning nothing, then was assigned
         assert after_lost[:2] == ["joined", "assigned"], stopped.describe_for_failure()
         assert [m.member_id for m in members] == first_ids  # the member id survived fencing
+        # the heartbeat that found it fenced, then the loss, then a full join at epoch 0 that
+        # reports nothing owned
+        events = list(stopped.events)
+        at = [e["event"] for e in events].index("lost")
+        before = [e for e in events[:at] if e["event"] == "heartbeat"][-1]
+        after = [e for e in events[at:] if e["event"] == "heartbeat"][0]
+        assert before["code"] in (25, 110) and before["epoch"] > 0, before
+        assert (after["epoch"], after["subscription"], after["owned"]) == (0, True, []), after
+        check_heartbeats_carry_only_changes(stopped)
 
         # close: member 2 revokes what it owns (committing offsets for it), leaves, and the
         # group rebalances to the others
@@ -315,7 +361,7 @@ async def test_java_members_converge_survive_fencing_and_leave(
         assert leaving.kinds()[-3:] == ["revoked", "committed", "left"], (
             leaving.describe_for_failure()
         )
-        assert {(t, p) for t, p in leaving.events[-3]["partitions"]} == owned_before
+        assert {(t, p) for t, p in leaving.callbacks()[-3]["partitions"]} == owned_before
         assert leaving.owned() == set()
         await wait_balanced(bootstrap, group, members[:2], topic)
 
@@ -359,7 +405,7 @@ async def test_java_members_follow_their_group_when_its_shard_is_killed(
         group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
         await create_topic(bootstrap[0], topic)
         args = ["--bootstrap", ",".join(bootstrap), "--group", group, "--topics", topic]
-        members = [Member(member_cmd, *args) for _ in range(3)]
+        members = [Member(member_cmd, *args, "--print-heartbeats") for _ in range(3)]
         await wait_balanced(bootstrap, group, members, topic)
         before = {m.member_id: m.owned() for m in members}
 
@@ -375,6 +421,23 @@ async def test_java_members_follow_their_group_when_its_shard_is_killed(
         for m in members:
             assert m.kinds() == ["joined", "assigned", *m.kinds()[2:]]
             assert "lost" not in m.kinds(), m.describe_for_failure()
+            # the re-route: heartbeats failed (the shard gone, or not the coordinator), and
+            # the first answered one after them was the full request (subscription, owned)
+            # (the new owner has the group from the store before a member's backoff ends:
+            # wait for its first answered heartbeat)
+            deadline = time.monotonic() + SETTLE_S
+            while True:
+                beats = m.heartbeats()
+                codes = [h["code"] for h in beats]
+                failed = next((i for i, c in enumerate(codes) if c != 0), None)
+                assert failed is not None, m.describe_for_failure()
+                resumed = next((h for h in beats[failed:] if h["code"] == 0), None)
+                if resumed is not None:
+                    break
+                assert time.monotonic() < deadline, m.describe_for_failure()
+                await asyncio.sleep(0.1)
+            assert resumed["subscription"] and len(resumed["owned"]) == 2, resumed
+            check_heartbeats_carry_only_changes(m)
 
         # the members talk to the new owner: one leaves, the other two are given its share
         # there (each gets an assignment after the leave)
@@ -446,27 +509,165 @@ async def test_java_static_member_conflict_then_takeover_after_its_temporary_lea
             m.kill()
 
 
-async def test_java_member_blocked_in_its_revocation_past_the_session_timeout_is_fenced(
+async def test_java_static_member_whose_instance_id_is_taken_over_is_fenced(
     server: ServerProcess, member_cmd: list[str]
 ) -> None:
-    # a revocation callback that blocks longer than the session timeout: the member sends no
-    # heartbeat meanwhile, the coordinator removes it, and when the callback returns the
-    # member learns it was fenced -- what it still owned is lost, it rejoins with its id
+    # another process takes the static member's instance id over (here raw heartbeats from
+    # Python: a temporary leave, epoch -2, in the member's name, then a join with `i1` and a
+    # new member id): the member's next heartbeat is answered FENCED_INSTANCE_ID (82) -- an
+    # error line, its partitions lost -- and its joins are refused UNRELEASED_INSTANCE_ID
+    # (111) until the other process leaves; then it gets every partition again
     bootstrap = [server.grpc_address]
     group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
     await create_topic(server.grpc_address, topic)
     args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
-    slow = Member(member_cmd, *args, "--revoke-delay-ms", str(SESSION_TIMEOUT_MS + 1500))
+    member = Member(member_cmd, *args, "--instance-id", "i1")
+    everything = {(topic, p) for p in range(PARTITIONS)}
+    try:
+        await wait_balanced(bootstrap, group, [member], topic)
+        other = uuid.uuid4().hex[:22]
+        async with CoordinatorClient(bootstrap) as client:
+
+            async def heartbeat(**fields: Any) -> consumer_group_pb2.ConsumerGroupHeartbeatResponse:
+                request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+                    group_id=group, instance_id="i1", **fields
+                )
+                response: consumer_group_pb2.ConsumerGroupHeartbeatResponse = await client.call(
+                    group, "ConsumerGroupHeartbeat", request
+                )
+                return response
+
+            # (the member paused meanwhile -- far less than its session timeout -- so that no
+            # heartbeat of its own comes between the two)
+            os.kill(member.proc.pid, signal.SIGSTOP)
+            try:
+                left = await heartbeat(member_id=member.member_id, member_epoch=-2)
+                joined = await heartbeat(
+                    member_id=other,
+                    member_epoch=0,
+                    rebalance_timeout_ms=30000,
+                    subscribed_topic_names=common_pb2.StringList(values=[topic]),
+                    topic_partitions=common_pb2.TopicPartitionsList(),
+                )
+            finally:
+                os.kill(member.proc.pid, signal.SIGCONT)
+            assert (left.error_code, joined.error_code) == (0, 0), (left, joined)
+            deadline = time.monotonic() + SETTLE_S
+            while not {82, 111} <= {e.get("code") for e in member.events}:
+                assert time.monotonic() < deadline, member.describe_for_failure()
+                await asyncio.sleep(0.1)
+            codes = [e["code"] for e in member.events if e["event"] == "error"]
+            assert codes[0] == 82 and set(codes) == {82, 111}, member.describe_for_failure()
+            assert member.kinds()[:4] == ["joined", "assigned", "error", "lost"], (
+                member.describe_for_failure()
+            )
+            assert {(t, p) for t, p in member.callbacks()[3]["partitions"]} == everything
+            assert member.owned() == set()
+            gone = await heartbeat(member_id=other, member_epoch=-1)
+            assert gone.error_code == 0, gone
+        deadline = time.monotonic() + SETTLE_S
+        while member.owned() != everything:
+            assert time.monotonic() < deadline, member.describe_for_failure()
+            await asyncio.sleep(0.1)
+        assert member.close() == 0, member.describe_for_failure()
+        assert member.kinds()[-2:] == ["revoked", "left"], member.describe_for_failure()
+    finally:
+        member.kill()
+
+
+async def test_java_member_keeps_heartbeating_while_its_revocation_blocks(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # the callbacks run on their own thread: a revocation that blocks 3.5 s -- longer than
+    # the session timeout (2 s), shorter than the rebalance timeout (30 s) -- does not get
+    # the member fenced. Its heartbeats go on meanwhile, reporting the partitions it owned
+    # before; once the callback returns it reports what is left at once, and only then does
+    # the coordinator give the revoked partitions to the other member
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    delay_ms = SESSION_TIMEOUT_MS + 1500
+    slow = Member(member_cmd, *args, "--revoke-delay-ms", str(delay_ms), "--print-heartbeats")
     members = [slow]
     try:
         await wait_balanced(bootstrap, group, [slow], topic)
         members.append(fast := Member(member_cmd, *args))
         await wait_balanced(bootstrap, group, [slow, fast], topic)
-        assert slow.kinds() == ["joined", "assigned", "revoked", "lost", "joined", "assigned"], (
+        assert slow.kinds() == ["joined", "assigned", "revoked"], slow.describe_for_failure()
+        assert fast.kinds() == ["joined", "assigned"], fast.describe_for_failure()
+        assigned, revoked = ({(t, p) for t, p in e["partitions"]} for e in slow.callbacks()[1:3])
+        assert len(assigned) == PARTITIONS and len(revoked) == PARTITIONS // 2
+        started = slow.callbacks()[2]["ms"]
+        ended = started + delay_ms
+        # the other member got the revoked partitions only after the callback returned
+        assert {(t, p) for t, p in fast.callbacks()[1]["partitions"]} == revoked
+        assert fast.callbacks()[1]["ms"] >= ended, fast.describe_for_failure()
+        # heartbeats every ~500 ms while the callback blocked, answered without error, none
+        # reporting fewer partitions than the member owned before
+        beats = slow.heartbeats()
+        during = [h for h in beats if started < h["ms"] < ended]
+        assert len(during) >= 4, slow.describe_for_failure()
+        for h in during:
+            assert h["code"] == 0 and h["owned"] is None, slow.describe_for_failure()
+        # what it owns was reported three times: nothing (joining), everything, what is left
+        reports = [(h["ms"], {p for _, p in h["owned"]}) for h in beats if h["owned"] is not None]
+        left = {p for _, p in assigned - revoked}
+        assert [r for _, r in reports] == [set(), set(range(PARTITIONS)), left], reports
+        assert reports[2][0] >= ended, reports
+        assert fast.callbacks()[1]["ms"] >= reports[2][0], fast.describe_for_failure()
+        check_heartbeats_carry_only_changes(slow)
+        for m in members:
+            assert m.close() == 0, m.describe_for_failure()
+            assert {"error", "lost"}.isdisjoint(m.kinds()), m.describe_for_failure()
+        check_no_double_ownership(members)
+        d = await describe(bootstrap, group)
+        assert (d.group_state, list(d.members)) == ("Empty", [])
+    finally:
+        for m in members:
+            m.kill()
+
+
+async def test_java_member_fenced_while_its_revocation_outlasts_the_rebalance_timeout(
+    server: ServerProcess, member_cmd: list[str]
+) -> None:
+    # a revocation that blocks past the member's rebalance timeout (1.5 s; the callback
+    # blocks 3.5 s): the coordinator removes the member, and a heartbeat sent while the
+    # callback still runs is answered fenced. The member lets the callback finish, then
+    # reports what it still owned lost and rejoins at epoch 0 with the same id
+    bootstrap = [server.grpc_address]
+    group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
+    await create_topic(server.grpc_address, topic)
+    args = ["--bootstrap", server.grpc_address, "--group", group, "--topics", topic]
+    delay_ms = SESSION_TIMEOUT_MS + 1500
+    slow = Member(
+        member_cmd,
+        *args,
+        *("--revoke-delay-ms", str(delay_ms), "--rebalance-timeout-ms", "1500"),
+        "--print-heartbeats",
+    )
+    members = [slow]
+    try:
+        await wait_balanced(bootstrap, group, [slow], topic)
+        members.append(fast := Member(member_cmd, *args))
+        await wait_balanced(bootstrap, group, [slow, fast], topic)
+        kinds = slow.kinds()
+        assert kinds == ["joined", "assigned", "revoked", "lost", "joined", "assigned"], (
             slow.describe_for_failure()
         )
-        everything, revoked, lost = ({(t, p) for t, p in e["partitions"]} for e in slow.events[1:4])
+        everything, revoked, lost = (
+            {(t, p) for t, p in e["partitions"]} for e in slow.callbacks()[1:4]
+        )
         assert len(revoked) == PARTITIONS // 2 and lost == everything - revoked
+        started = slow.callbacks()[2]["ms"]
+        lost_ms = slow.callbacks()[3]["ms"]
+        assert lost_ms >= started + delay_ms, slow.describe_for_failure()
+        beats = slow.heartbeats()
+        fenced = next(h for h in beats if h["code"] in (25, 110))
+        assert started < fenced["ms"] < started + delay_ms, slow.describe_for_failure()
+        rejoin = next(h for h in beats if h["ms"] > fenced["ms"] and h["code"] != -1)
+        assert (rejoin["epoch"], rejoin["owned"]) == (0, []) and rejoin["ms"] >= lost_ms, rejoin
+        check_heartbeats_carry_only_changes(slow)
         assert "lost" not in fast.kinds()
         for m in members:
             assert m.close() == 0, m.describe_for_failure()
@@ -506,7 +707,19 @@ async def test_java_members_over_mutual_tls_with_a_server_name_override(
             *("--tls-server-name", "groupcoord.test"),
         ]
         members = [Member(member_cmd, *args) for _ in range(2)]
-        await wait_balanced(bootstrap, group, members, topic, tls)
+        # a third member trusts the CA but has no client certificate: the server refuses it
+        without_cert = [
+            *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
+            *("--tls-ca", cafile, "--tls-server-name", "groupcoord.test"),
+        ]
+        refused = Member(member_cmd, *without_cert)
+        members.append(refused)
+        await wait_balanced(bootstrap, group, members[:2], topic, tls)
+        assert refused.proc.poll() is None and refused.kinds() == [], refused.describe_for_failure()
+        refused.proc.terminate()
+        assert refused.proc.wait(30) == 143, refused.describe_for_failure()
+        assert refused.kinds() == ["left"], refused.describe_for_failure()
+        members.remove(refused)
         # one leaves on SIGTERM (the example's shutdown hook), the other at end of input
         members[0].proc.terminate()
         assert members[0].proc.wait(30) == 143, members[0].describe_for_failure()
@@ -560,8 +773,11 @@ async def test_java_members_compute_the_assignment_with_their_client_side_assign
     server: ServerProcess, member_cmd: list[str]
 ) -> None:
     # `--client-assignor rr`: the members declare a client-side round-robin assignor and ask
-    # for it by name; the chosen member prepares, assigns and installs each target -- the
-    # partitions dealt to the members sorted by id, which no server-side assignor does
+    # for it by name; the chosen member prepares, assigns (off its heartbeat thread) and
+    # installs each target -- the partitions dealt to the members sorted by id, which no
+    # server-side assignor does. Each member declares its own metadata (`--assignor-metadata
+    # mN`): the computing member's assignor sees every member's; the metadata it gives each
+    # member ("rank/n") reaches that member with its assignment (in a heartbeat's answer)
     bootstrap = [server.grpc_address]
     group, topic = f"jm-{uuid.uuid4().hex[:8]}", f"jm-{uuid.uuid4().hex[:8]}"
     await create_topic(server.grpc_address, topic)
@@ -569,11 +785,15 @@ async def test_java_members_compute_the_assignment_with_their_client_side_assign
         *("--bootstrap", server.grpc_address, "--group", group, "--topics", topic),
         *("--client-assignor", "rr"),
     ]
-    members = [Member(member_cmd, *args) for _ in range(2)]
+
+    def start(n: int) -> Member:
+        return Member(member_cmd, *args, "--assignor-metadata", f"m{n}", "--print-heartbeats")
+
+    members = [start(n) for n in range(2)]
     try:
         for n in (2, 3):
             if n == 3:
-                members.append(Member(member_cmd, *args))
+                members.append(start(2))
             await wait_balanced(bootstrap, group, members, topic)
             by_id = sorted(members, key=lambda m: m.member_id or "")
             assert [m.owned() for m in by_id] == [
@@ -581,6 +801,14 @@ async def test_java_members_compute_the_assignment_with_their_client_side_assign
             ], "\n".join(m.describe_for_failure() for m in members)
             d = await describe(bootstrap, group)
             assert d.assignor_name == "rr", d
+            # the latest computation (of the group's epoch) saw the members' metadata
+            computed = [e for m in members for e in m.events if e["event"] == "computed"]
+            latest = max(computed, key=lambda e: e["group_epoch"])
+            assert latest["group_epoch"] == d.group_epoch, (latest, d)
+            assert latest["metadata"] == {m.member_id: f"m{i}" for i, m in enumerate(members)}
+            for rank, m in enumerate(by_id):
+                given = [h["assignor_metadata"] for h in m.heartbeats() if h["assignor_metadata"]]
+                assert given[-1] == f"{rank}/{n}", m.describe_for_failure()
         for m in members:
             assert m.close() == 0, m.describe_for_failure()
             assert "error" not in m.kinds(), m.describe_for_failure()
@@ -613,7 +841,7 @@ async def test_java_go_and_python_members_share_a_group(
         owned_before = leaving.owned()
         assert leaving.close() == 0, leaving.describe_for_failure()
         assert leaving.kinds()[-2:] == ["revoked", "left"], leaving.describe_for_failure()
-        assert {(t, p) for t, p in leaving.events[-2]["partitions"]} == owned_before
+        assert {(t, p) for t, p in leaving.callbacks()[-2]["partitions"]} == owned_before
         await wait_balanced(bootstrap, group, members[:2], topic)
         for m in members[:2]:
             assert m.close() == 0, m.describe_for_failure()

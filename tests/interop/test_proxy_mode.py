@@ -31,6 +31,7 @@ from groupcoord.v1 import (
     coordinator_pb2_grpc,
 )
 
+from services.gateway import codec
 from services.upstream.cluster import UpstreamCluster
 from tests.interop import java_client
 from tests.interop.clients import QUIET, committed_offsets
@@ -340,13 +341,33 @@ def _commit(group: str, topic: str, partitions: list[int]) -> Any:
     )
 
 
+def _commit_by_id(group: str, topic_id: str, partitions: list[int]) -> Any:
+    return request(
+        "offset_commit",
+        10,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": 1, "committed_metadata": ""}
+                    for p in partitions
+                ],
+            }
+        ],
+    )
+
+
 def test_commits_on_a_topic_just_created_upstream_are_accepted(
     kafka: KafkaBroker, proxy: ServerProcess
 ) -> None:
     """A topic created on the upstream directly (not through the gateway), and a partition
     added to it, take commits through the gateway at once -- as Kafka's brokers do -- not
-    after the catalog's next poll of the upstream (every 5 s here); a topic that exists
-    nowhere is still UNKNOWN_TOPIC_OR_PARTITION."""
+    after the catalog's next poll of the upstream (every 5 s here), by name and (v10) by
+    id; a topic that exists nowhere is still UNKNOWN_TOPIC_OR_PARTITION (by id:
+    UNKNOWN_TOPIC_ID)."""
 
     async def run() -> None:
         upstream = await KafkaWire.connect("127.0.0.1", kafka.port)
@@ -383,6 +404,19 @@ def test_commits_on_a_topic_just_created_upstream_are_accepted(
 
             r = await gateway.send(_commit(group, unique("nowhere"), [0]))
             assert [p.error_code for p in r.topics[0].partitions] == [3]
+
+            # v10 names the topic by id: the gateway names it by asking the upstream
+            by_id = unique("direct-id")
+            topic_id = await create_topic(upstream, by_id, 2)
+            started = time.monotonic()
+            r = await gateway.send(_commit_by_id(group, topic_id, [0, 1]))
+            took = time.monotonic() - started
+            print(f"first v10 commit by id on a topic created upstream: {took * 1000:.0f} ms")
+            assert codec.from_uuid(r.topics[0].topic_id) == topic_id
+            assert [p.error_code for p in r.topics[0].partitions] == [0, 0]
+            assert took < 1.5
+            r = await gateway.send(_commit_by_id(group, "AAAAAAAAAAAAAAAAAAAAAQ", [0]))
+            assert [p.error_code for p in r.topics[0].partitions] == [100]  # UNKNOWN_TOPIC_ID
         finally:
             await upstream.close()
             await gateway.close()

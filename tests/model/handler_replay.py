@@ -17,7 +17,7 @@ from shards.core.consumer.target_assignment import TargetAssignment, TargetAssig
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
-from tests.support.core_harness import ShardHarness
+from tests.support.core_harness import ShardHarness, at_once
 
 TOPIC = "t"
 TOPIC_ID = uuid_to_text(b"model-topic-t".ljust(16, b"\x00"))
@@ -65,9 +65,8 @@ def _record(g: ConsumerGroup | None, name: str) -> dict[str, Any]:
 
 
 def replay_handler(states: list[dict[str, Any]]) -> list[str]:
-    h = ModelHarness(
-        CoordinatorConfig(), topics=TopicsImage.of(1, [TopicImage(TOPIC_ID, TOPIC, 4)])
-    )
+    # (the model has no KIP-1263 assignment interval: every change gets its target at once)
+    h = ModelHarness(at_once(), topics=TopicsImage.of(1, [TopicImage(TOPIC_ID, TOPIC, 4)]))
     problems: list[str] = []
     #: core epoch - model epoch, learned at the first join (the core's first epoch of a new
     #: group may differ from the model's 1); constant afterwards

@@ -42,6 +42,15 @@ START_MS = 1_700_000_000_000
 _ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}
 
 
+def at_once(**settings: Any) -> CoordinatorConfig:
+    """A CoordinatorConfig whose consumer groups get a new target at once (assignment interval
+    0, as Kafka before 4.4): the state-machine tests check what follows from each target;
+    ``tests/unit/core/consumer/test_assignment_interval.py`` checks the interval itself and
+    Kafka 4.4's default (1 s)."""
+    settings.setdefault("consumer_group_assignment_interval_ms", 0)
+    return CoordinatorConfig(**settings)
+
+
 def in_process_assignor(config: CoordinatorConfig) -> InProcessAssignor:
     """The real assignors a shard process runs (loaded once per list of names)."""
     names = tuple(config.consumer_group_assignors)
@@ -122,7 +131,7 @@ def seeded_uuids(seed: int = 0) -> Callable[[], bytes]:
 
 @dataclass
 class ShardHarness:
-    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    config: CoordinatorConfig = field(default_factory=at_once)
     topics: TopicsImage = field(default_factory=TopicsImage)
     partition: int = 0
 

@@ -14,7 +14,7 @@ from typing import Any
 from services.gateway.app import GatewayApp, GatewaySettings
 from services.shard.app import ShardApp, ShardSettings
 from services.shard.in_process import in_process_shard
-from shards.core.coordinator_config import CoordinatorConfig
+from tests.support.core_harness import at_once
 from tests.support.kafka_wire import KafkaWire
 
 
@@ -52,7 +52,7 @@ async def gateway_stack(
             grpc_port=0,
             catalog_poll_ms=50,
             shutdown_grace_s=1.0,
-            coordinator=CoordinatorConfig(**coordinator),
+            coordinator=at_once(**coordinator),
             **(shard or {}),
         )
     )

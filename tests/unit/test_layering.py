@@ -131,8 +131,11 @@ RULES: dict[str, Rule] = {
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
     # (which it serves through shards.catalog_mirror's Upstream protocol, never importing it)
     "services.upstream": rule("shards.adapters shards.core", "kio scramp"),
+    # (services.upstream: in proxy mode with exactly-once, the shard reads the upstream's
+    # transaction markers -- services.upstream.txn_follower; docs/exactly-once.md)
     "services.shard": rule(
-        f"assignors shards services.assignor services.process services.rpc {GENERATED}",
+        f"assignors shards services.assignor services.process services.rpc services.upstream "
+        f"{GENERATED}",
         f"grpc google {OTEL}",
     ),
     # the operator tool (groupcoord groups|topics|configs): a gRPC client of the shards

@@ -85,7 +85,7 @@ func (m *Member) compute(ctx context.Context, epoch int32) {
 		m.mu.Unlock()
 	}()
 	var prep *gcv1.ConsumerGroupPrepareAssignmentResponse
-	err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	err := m.call(ctx, "ConsumerGroupPrepareAssignment", func(ctx context.Context, c *grpc.ClientConn) error {
 		r, err := gcv1.NewGroupCoordinatorClient(c).ConsumerGroupPrepareAssignment(ctx,
 			&gcv1.ConsumerGroupPrepareAssignmentRequest{GroupId: m.cfg.GroupID, MemberId: m.id,
 				MemberEpoch: epoch, Context: m.reqContext()})
@@ -148,7 +148,7 @@ func (m *Member) compute(ctx context.Context, epoch int32) {
 const codeInvalidAssignment int32 = 10001
 
 func (m *Member) installAssignment(ctx context.Context, req *gcv1.ConsumerGroupInstallAssignmentRequest) error {
-	return m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	return m.call(ctx, "ConsumerGroupInstallAssignment", func(ctx context.Context, c *grpc.ClientConn) error {
 		r, err := gcv1.NewGroupCoordinatorClient(c).ConsumerGroupInstallAssignment(ctx, req)
 		if err != nil {
 			return err

@@ -2,12 +2,13 @@ module github.com/groupcoord/groupcoord/clients/go/member
 
 go 1.25.0
 
-// The generated stubs are not committed: ../generate.sh writes them into ../gen (its own
-// module). A module that depends on this one needs the same replace (README: "Depending on it").
-replace github.com/groupcoord/groupcoord/gen/go => ../gen
+// The stubs are the repository's gen/go module (committed; tagged gen/go/vX.Y.Z with this
+// module's clients/go/member/vX.Y.Z). Inside this checkout they are used from the directory;
+// a module depending on this one gets the tagged version (a replace applies only here).
+replace github.com/groupcoord/groupcoord/gen/go => ../../../gen/go
 
 require (
-	github.com/groupcoord/groupcoord/gen/go v0.0.0-00010101000000-000000000000
+	github.com/groupcoord/groupcoord/gen/go v0.1.0
 	google.golang.org/grpc v1.81.0
 	google.golang.org/protobuf v1.36.12
 )

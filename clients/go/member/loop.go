@@ -12,22 +12,14 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// state of the heartbeat loop (owned by its goroutine; epoch and owned are mirrored in
-// Member under mu for Epoch, Assignment and Commit).
-type state struct {
-	epoch  int32
-	owned  []TopicPartition // sorted
-	target []*gcv1.TopicPartitions
-	// hasTarget: an assignment arrived since the join; acked: OnAssigned was called since
-	// the join (an empty first assignment is still announced once)
-	hasTarget, acked bool
-}
-
-func (m *Member) publish(st *state) {
-	m.mu.Lock()
-	m.epoch = st.epoch
-	m.owned = slices.Clone(st.owned)
-	m.mu.Unlock()
+// sent: what the heartbeat loop last reported (KIP-848: a heartbeat carries only what
+// changed). valid is false after the join and after any failed heartbeat (an error answer,
+// a re-route, a transport error): the next one sends the full state again, as Kafka's
+// consumer does.
+type sent struct {
+	valid     bool
+	owned     []TopicPartition
+	assignors *gcv1.ClientAssignorList
 }
 
 // heartbeatDone wakes the callers waiting for a heartbeat (Commit after STALE_MEMBER_EPOCH).
@@ -38,7 +30,19 @@ func (m *Member) heartbeatDone() {
 	m.mu.Unlock()
 }
 
-func (m *Member) request(st *state, epoch int32) *gcv1.ConsumerGroupHeartbeatRequest {
+// kick makes a pending signal on a 1-buffered channel (dropped when one is pending).
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// request builds a heartbeat at epoch reporting owned. full: the join, or the state is to be
+// sent again (after an error); otherwise the subscription, rack, assignors and rebalance
+// timeout are left out (unchanged) and owned is sent only when it differs from the last
+// report. A leave (epoch < 0) carries only the member's identity.
+func (m *Member) request(last *sent, epoch int32, owned []TopicPartition, full bool) *gcv1.ConsumerGroupHeartbeatRequest {
 	req := &gcv1.ConsumerGroupHeartbeatRequest{
 		GroupId: m.cfg.GroupID, MemberId: m.id, MemberEpoch: epoch, Context: m.reqContext(),
 	}
@@ -48,43 +52,71 @@ func (m *Member) request(st *state, epoch int32) *gcv1.ConsumerGroupHeartbeatReq
 	if epoch < 0 {
 		return req
 	}
-	// the full subscription and what the member owns, every time (the coordinator treats an
-	// unchanged value as unchanged)
-	req.RebalanceTimeoutMs = proto.Int32(int32(m.cfg.RebalanceTimeout / time.Millisecond))
-	if m.cfg.RackID != "" {
-		req.RackId = proto.String(m.cfg.RackID)
+	full = full || epoch == 0 || !last.valid
+	if full {
+		req.RebalanceTimeoutMs = proto.Int32(int32(m.cfg.RebalanceTimeout / time.Millisecond))
+		if m.cfg.RackID != "" {
+			req.RackId = proto.String(m.cfg.RackID)
+		}
+		if m.cfg.ServerAssignor != "" {
+			req.ServerAssignor = proto.String(m.cfg.ServerAssignor)
+		}
+		if m.cfg.TopicRegex != "" {
+			req.SubscribedTopicRegex = proto.String(m.cfg.TopicRegex)
+		} else {
+			req.SubscribedTopicNames = &gcv1.StringList{Values: m.cfg.Topics}
+		}
 	}
-	if m.cfg.ServerAssignor != "" {
-		req.ServerAssignor = proto.String(m.cfg.ServerAssignor)
+	if assignors := m.clientAssignors(); assignors != nil && (full || !proto.Equal(assignors, last.assignors)) {
+		req.ClientAssignors = assignors // (an assignor's metadata may change)
 	}
-	if m.cfg.TopicRegex != "" {
-		req.SubscribedTopicRegex = proto.String(m.cfg.TopicRegex)
-	} else {
-		req.SubscribedTopicNames = &gcv1.StringList{Values: m.cfg.Topics}
+	if full || !slices.Equal(owned, last.owned) {
+		req.TopicPartitions = &gcv1.TopicPartitionsList{TopicPartitions: m.byID(owned)}
 	}
-	req.TopicPartitions = &gcv1.TopicPartitionsList{TopicPartitions: m.byID(st.owned)}
-	req.ClientAssignors = m.clientAssignors()
 	return req
 }
 
-// heartbeat sends req to the coordinator (re-routed and retried by call); a Kafka error in
-// the answer comes back as an *Error with the response.
-func (m *Member) heartbeat(ctx context.Context, req *gcv1.ConsumerGroupHeartbeatRequest) (*gcv1.ConsumerGroupHeartbeatResponse, error) {
+// heartbeat sends a heartbeat at epoch reporting owned to the coordinator (re-routed and
+// retried by call; a retry after a failed attempt sends the full state); a Kafka error in
+// the answer comes back as an *Error with the response. last is updated: what was sent on
+// success, invalid on failure.
+func (m *Member) heartbeat(ctx context.Context, last *sent, epoch int32, owned []TopicPartition) (*gcv1.ConsumerGroupHeartbeatResponse, error) {
 	var resp *gcv1.ConsumerGroupHeartbeatResponse
-	err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	var req *gcv1.ConsumerGroupHeartbeatRequest
+	attempts := 0
+	err := m.call(ctx, "ConsumerGroupHeartbeat", func(ctx context.Context, c *grpc.ClientConn) error {
+		req = m.request(last, epoch, owned, attempts > 0)
+		attempts++
 		r, err := gcv1.NewGroupCoordinatorClient(c).ConsumerGroupHeartbeat(ctx, req)
+		code := r.GetErrorCode()
 		if err != nil {
 			return err
 		}
 		resp = r
-		if r.GetErrorCode() != CodeNone {
-			return &Error{Op: "ConsumerGroupHeartbeat", Code: r.GetErrorCode(), Message: r.GetErrorMessage()}
+		if code != CodeNone {
+			return &Error{Op: "ConsumerGroupHeartbeat", Code: code, Message: r.GetErrorMessage()}
 		}
 		return nil
 	})
-	return resp, err
+	if err != nil {
+		*last = sent{}
+		return resp, err
+	}
+	last.valid = true
+	if req.TopicPartitions != nil {
+		last.owned = slices.Clone(owned)
+	}
+	if req.ClientAssignors != nil {
+		last.assignors = req.ClientAssignors
+	}
+	return resp, nil
 }
 
+// loop is the heartbeat goroutine: it heartbeats at the coordinator's interval (at once when
+// the reconciler asks), records each assignment as the target and wakes the reconciler, which
+// runs the callbacks beside it (reconciler). Fenced, it lets the running callback finish,
+// has the reconciler call OnLost and rejoins at epoch 0. When Close stops it, it waits for
+// the reconciler, then leaves.
 func (m *Member) loop(cbctx context.Context) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,33 +128,53 @@ func (m *Member) loop(cbctx context.Context) {
 		case <-ctx.Done():
 		}
 	}()
-	st := &state{}
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		m.reconciler(ctx, cbctx)
+	}()
+	var last sent
 	fails := newBackoff() // for errors the member retries by rejoining or waiting
-	var interval time.Duration
+	interval := time.Second
 	now := true
 loop:
 	for {
-		if !now && !sleep(ctx, interval) {
-			break
+		if !now {
+			t := time.NewTimer(interval)
+			select {
+			case <-t.C:
+			case <-m.beatNow:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		now = false
-		resp, err := m.heartbeat(ctx, m.request(st, st.epoch))
+		m.mu.Lock()
+		epoch, owned := m.epoch, m.owned
+		m.mu.Unlock()
+		resp, err := m.heartbeat(ctx, &last, epoch, owned)
 		if ctx.Err() != nil {
 			break
 		}
 		if err != nil {
 			switch ErrorCode(err) {
 			case CodeFencedMemberEpoch, CodeUnknownMemberID:
-				// fenced: what it owned is lost (another member may have it already); rejoin
-				// at epoch 0 with the same member id
-				if len(st.owned) > 0 {
-					m.cfg.Listener.OnLost(cbctx, st.owned)
+				// fenced: the running callback finishes, then OnLost(owned) (another member
+				// may have them already); then a rejoin at epoch 0 with the same member id
+				m.mu.Lock()
+				m.fenced, m.epoch = true, 0
+				m.lostDone = make(chan struct{})
+				lost := m.lostDone
+				m.mu.Unlock()
+				kick(m.reconcile)
+				select {
+				case <-lost:
+				case <-ctx.Done():
+					break loop
 				}
-				*st = state{}
-				m.publish(st)
 				now = true
 				if !sleep(ctx, fails.next()) {
 					break loop
@@ -142,83 +194,142 @@ loop:
 			}
 		}
 		fails.reset()
-		st.epoch = resp.GetMemberEpoch()
-		interval = time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond
-		if interval <= 0 {
-			interval = time.Second
+		if ms := resp.GetHeartbeatIntervalMs(); ms > 0 {
+			interval = time.Duration(ms) * time.Millisecond
 		}
+		m.mu.Lock()
+		m.epoch = resp.GetMemberEpoch()
 		if a := resp.GetAssignment(); a != nil {
-			st.target, st.hasTarget = a.GetTopicPartitions(), true
+			m.target, m.hasTarget = a.GetTopicPartitions(), true
 		}
-		m.publish(st)
+		start := resp.GetShouldComputeAssignment() && !m.computing
+		m.computing = m.computing || start
+		m.mu.Unlock()
 		m.heartbeatDone()
-		if resp.GetShouldComputeAssignment() {
-			m.mu.Lock()
-			start := !m.computing
-			m.computing = true
-			m.mu.Unlock()
-			if start {
-				go m.compute(ctx, st.epoch)
-			}
+		if start {
+			go m.compute(ctx, resp.GetMemberEpoch())
 		}
-		if st.hasTarget {
-			changed, err := m.reconcile(ctx, cbctx, st)
-			if err != nil && ctx.Err() == nil {
-				m.report(err)
-			}
-			now = changed // report the change at once
-		}
+		kick(m.reconcile)
 	}
-	m.err = m.leave(cbctx, st)
+	<-recDone // a callback in progress returns first
+	m.err = m.leave(cbctx)
 }
 
-// reconcile moves the owned partitions toward the target: revocations first (OnRevoked,
-// waited for, then reported by the next heartbeat, which the caller sends at once), and only
-// when nothing is left to revoke the additions (OnAssigned). true: owned changed.
-func (m *Member) reconcile(ctx, cbctx context.Context, st *state) (bool, error) {
-	target, err := m.names(ctx, st.target)
+// reconciler runs the callbacks (on its own goroutine, so that heartbeats go on while they
+// block) each time the loop wakes it, until ctx ends.
+func (m *Member) reconciler(ctx, cbctx context.Context) {
+	for {
+		select {
+		case <-m.reconcile:
+		case <-ctx.Done():
+			return
+		}
+		for ctx.Err() == nil && m.reconcileStep(ctx, cbctx) {
+		}
+	}
+}
+
+// reconcileStep does one step toward the target: OnLost after a fencing; else revocations
+// first (OnRevoked, waited for; what the member owns shrinks and a heartbeat reports it at
+// once, while until then the heartbeats report the old set); and only when nothing is left
+// to revoke the additions (OnAssigned, then reported likewise). true: a step was taken (or
+// a fencing came meanwhile): call again.
+func (m *Member) reconcileStep(ctx, cbctx context.Context) bool {
+	m.mu.Lock()
+	if m.fenced {
+		lost, done := m.owned, m.lostDone
+		m.owned, m.target, m.hasTarget, m.acked, m.fenced = nil, nil, false, false, false
+		m.mu.Unlock()
+		if len(lost) > 0 {
+			m.cfg.Listener.OnLost(cbctx, lost)
+		}
+		close(done)
+		return false
+	}
+	if !m.hasTarget {
+		m.mu.Unlock()
+		return false
+	}
+	ids := m.target
+	m.mu.Unlock()
+	target, err := m.names(ctx, ids)
 	if err != nil {
-		return false, err // retried after the next heartbeat
+		if ctx.Err() == nil {
+			m.report(err) // retried after the next heartbeat
+		}
+		return false
 	}
-	if revoked := minus(st.owned, target); len(revoked) > 0 {
+	m.mu.Lock()
+	if m.fenced {
+		m.mu.Unlock()
+		return true
+	}
+	if revoked := minus(m.owned, target); len(revoked) > 0 {
+		m.mu.Unlock()
 		m.cfg.Listener.OnRevoked(cbctx, revoked)
-		st.owned = minus(st.owned, revoked)
-		m.publish(st)
-		return true, nil
+		m.mu.Lock()
+		m.owned = minus(m.owned, revoked) // released, also if fenced meanwhile
+		m.mu.Unlock()
+		kick(m.beatNow)
+		return true
 	}
-	added := minus(target, st.owned)
-	if len(added) == 0 && st.acked {
-		return false, nil
+	added := minus(target, m.owned)
+	if len(added) == 0 && m.acked {
+		m.mu.Unlock()
+		return false
+	}
+	m.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
 	}
 	m.cfg.Listener.OnAssigned(cbctx, added)
-	st.owned, st.acked = target, true
-	m.publish(st)
-	return len(added) > 0, nil
+	m.mu.Lock()
+	m.owned = union(m.owned, added)
+	m.acked = true
+	m.mu.Unlock()
+	if len(added) > 0 {
+		kick(m.beatNow)
+	}
+	return true
 }
 
-// leave: OnRevoked(owned), then the leave heartbeat (epoch -1, or -2 for a static member).
-func (m *Member) leave(cbctx context.Context, st *state) error {
+// leave (the reconciler has stopped): nothing after CloseRemainInGroup; else OnLost(owned) if a fencing was pending, else
+// OnRevoked(owned); then the leave heartbeat (epoch -1, or -2 for a static member).
+func (m *Member) leave(cbctx context.Context) error {
 	m.mu.Lock()
 	ctx := m.leaveCtx
+	if m.remain { // CloseRemainInGroup: the coordinator finds out when the session expires
+		m.epoch = 0
+		m.mu.Unlock()
+		return nil
+	}
+	owned, fenced, epoch := m.owned, m.fenced, m.epoch
+	done := m.lostDone
 	m.mu.Unlock()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(st.owned) > 0 {
-		m.cfg.Listener.OnRevoked(cbctx, st.owned)
-		st.owned = nil
+	if len(owned) > 0 {
+		if fenced {
+			m.cfg.Listener.OnLost(cbctx, owned)
+		} else {
+			m.cfg.Listener.OnRevoked(cbctx, owned)
+		}
 	}
-	joined := st.epoch > 0
-	st.epoch = 0
-	m.publish(st)
-	if !joined {
+	m.mu.Lock() // (OnRevoked may commit: as the member, at its epoch)
+	m.owned, m.epoch, m.fenced = nil, 0, false
+	m.mu.Unlock()
+	if fenced {
+		close(done)
+	}
+	if fenced || epoch <= 0 {
 		return nil // not in the group (never joined, or fenced): nothing to leave
 	}
-	epoch := int32(-1)
+	leave := int32(-1)
 	if m.cfg.InstanceID != "" {
-		epoch = -2
+		leave = -2
 	}
-	_, err := m.heartbeat(ctx, m.request(st, epoch))
+	_, err := m.heartbeat(ctx, &sent{}, leave, nil)
 	if c := ErrorCode(err); c == CodeUnknownMemberID || c == CodeFencedMemberEpoch {
 		return nil // already gone
 	}
@@ -237,7 +348,7 @@ func (m *Member) names(ctx context.Context, target []*gcv1.TopicPartitions) ([]T
 	}
 	m.mu.Unlock()
 	if len(missing) > 0 {
-		err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+		err := m.call(ctx, "DescribeTopics", func(ctx context.Context, c *grpc.ClientConn) error {
 			resp, err := gcv1.NewTopicCatalogClient(c).DescribeTopics(ctx, &gcv1.DescribeTopicsRequest{TopicIds: missing})
 			if err != nil {
 				return err
@@ -292,6 +403,13 @@ func sortTPs(tps []TopicPartition) {
 	slices.SortFunc(tps, func(a, b TopicPartition) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
+}
+
+// union: the partitions of a and b (sorted).
+func union(a, b []TopicPartition) []TopicPartition {
+	out := append(slices.Clone(a), b...)
+	sortTPs(out)
+	return slices.Compact(out)
 }
 
 // minus: the partitions of a not in b (both sorted; the result sorted).

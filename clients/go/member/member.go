@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	gcv1 "github.com/groupcoord/groupcoord/gen/go/groupcoord/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,11 +45,13 @@ type TopicPartition struct {
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
 
-// Listener receives the member's assignment changes. The member waits for each call to
-// return before it goes on (a revocation is reported to the coordinator only after
-// OnRevoked returned), so a callback may block, e.g. to commit; a callback that blocks past
-// the session timeout gets the member fenced (OnLost follows on the next heartbeat).
-// The partitions are sorted by topic and partition.
+// Listener receives the member's assignment changes. The callbacks run one at a time on the
+// member's reconciliation goroutine, beside the heartbeats: a callback may block (e.g. to
+// commit) and the member stays in the group, up to the rebalance timeout for a revocation.
+// The member waits for each call to return before it goes on: a revocation is reported to
+// the coordinator (and the new partitions assigned) only after OnRevoked returned; until
+// then the heartbeats report the partitions owned before it. The partitions are sorted by
+// topic and partition.
 type Listener interface {
 	// OnAssigned: partitions added to the member's assignment (called once with an empty
 	// list after a join that assigned nothing).
@@ -115,6 +118,13 @@ type Config struct {
 	// Assignors: client-side assignors this member declares, in order of preference
 	// (optional; Assignor). Set ServerAssignor to one of their names to ask for it.
 	Assignors []Assignor
+	// Dial, if set, gives the member its connection to a gRPC address (host:port): the
+	// member uses it and does not close it (e.g. one connection per shard shared by many
+	// members). nil: the member dials its own, with TLS, and closes them when it has left.
+	Dial func(addr string) (*grpc.ClientConn, error)
+	// Observe, if set, is told of every RPC attempt the member makes (for metrics: latency,
+	// error codes, re-routes). It is called on the member's goroutines and must not block.
+	Observe func(Call)
 	// LeaveTimeout bounds the leave when the context given to Start is cancelled (default 10 s).
 	LeaveTimeout time.Duration
 }
@@ -130,14 +140,25 @@ type Member struct {
 	coord      string // the coordinator's address; "" = find it
 	next       int    // the bootstrap address FindCoordinator asks first
 	epoch      int32
-	owned      []TopicPartition
+	owned      []TopicPartition  // what the member owns, as its callbacks said (sorted)
 	hbDone     chan struct{}     // closed (and replaced) after each successful heartbeat
 	topicNames map[string]string // topic id -> name
 	topicIDs   map[string]string // topic name -> id
 	started    bool
 	closing    bool
+	remain     bool // closed by CloseRemainInGroup: no OnRevoked, no leave heartbeat
 	computing  bool // a client-side assignment computation is running
 	leaveCtx   context.Context
+
+	// reconciliation (loop.go): the heartbeat loop records the coordinator's target, the
+	// reconciler goroutine runs the callbacks toward it
+	target    []*gcv1.TopicPartitions // the latest assignment, by topic id
+	hasTarget bool                    // an assignment arrived since the join
+	acked     bool                    // OnAssigned was called since the join
+	fenced    bool                    // the loop was fenced: the reconciler calls OnLost
+	lostDone  chan struct{}           // closed by the reconciler once OnLost returned
+	reconcile chan struct{}           // (1) wakes the reconciler
+	beatNow   chan struct{}           // (1) asks the loop for a heartbeat at once
 
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the loop has left
@@ -181,6 +202,7 @@ func New(cfg Config) (*Member, error) {
 	return &Member{
 		cfg: cfg, id: newMemberID(), creds: creds,
 		conns: map[string]*grpc.ClientConn{}, hbDone: make(chan struct{}),
+		reconcile: make(chan struct{}, 1), beatNow: make(chan struct{}, 1),
 		topicNames: map[string]string{}, topicIDs: map[string]string{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}, nil
@@ -282,14 +304,23 @@ func (m *Member) Done() <-chan struct{} { return m.done }
 // (-2 for a static member, whose assignment the coordinator keeps for the session timeout),
 // then it stops the heartbeat loop and closes the connections. ctx bounds the leave; Close
 // waits for a callback in progress to return.
-func (m *Member) Close(ctx context.Context) error {
+func (m *Member) Close(ctx context.Context) error { return m.close(ctx, false) }
+
+// CloseRemainInGroup stops the member without leaving the group: no OnRevoked, no leave
+// heartbeat (Kafka's close with REMAIN_IN_GROUP). The coordinator keeps the member, and its
+// partitions, until its session times out, as for a process that died; a static member
+// restarted with its instance id within the session takes its assignment back. A callback
+// in progress is waited for; calls in flight are abandoned.
+func (m *Member) CloseRemainInGroup(ctx context.Context) error { return m.close(ctx, true) }
+
+func (m *Member) close(ctx context.Context, remain bool) error {
 	m.mu.Lock()
 	if !m.started {
 		m.started = true
 		close(m.done)
 	}
 	if !m.closing {
-		m.closing = true
+		m.closing, m.remain = true, remain
 		m.leaveCtx = ctx
 		close(m.stop)
 	}

@@ -3,10 +3,14 @@ package member
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	gcv1 "github.com/groupcoord/groupcoord/gen/go/groupcoord/v1"
 )
 
 func tps(topic string, ps ...int32) []TopicPartition {
@@ -149,5 +153,162 @@ func TestCallsAfterCloseAreErrClosed(t *testing.T) {
 	}
 	if err := m.Start(context.Background()); err == nil {
 		t.Fatal("Start after Close accepted")
+	}
+}
+
+// recorder is a Listener that logs its calls; OnRevoked blocks until release is closed.
+type recorder struct {
+	mu      sync.Mutex
+	calls   []string
+	revoke  chan struct{} // closed when OnRevoked starts
+	release chan struct{}
+}
+
+func (r *recorder) log(kind string, tps []TopicPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("%s%v", kind, tps))
+}
+
+func (r *recorder) OnAssigned(_ context.Context, tps []TopicPartition) { r.log("assigned", tps) }
+func (r *recorder) OnLost(_ context.Context, tps []TopicPartition)     { r.log("lost", tps) }
+func (r *recorder) OnRevoked(_ context.Context, tps []TopicPartition) {
+	close(r.revoke)
+	<-r.release
+	r.log("revoked", tps)
+}
+
+func (r *recorder) log0() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+// reconcilingMember: a member whose topic "t" has id "T" (cached: no RPC), owning t-0, t-1.
+func reconcilingMember(t *testing.T, l Listener) *Member {
+	m, err := New(Config{Bootstrap: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"}, Listener: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.topicNames["T"], m.topicIDs["t"] = "t", "T"
+	m.owned, m.acked, m.epoch = tps("t", 0, 1), true, 5
+	return m
+}
+
+// While OnRevoked blocks, what the heartbeats report (m.owned) is the old set, with no added
+// partition; once it returns, the owned set shrinks and a heartbeat is asked for at once, and
+// only then are the added partitions assigned.
+func TestRevocationCompletesBeforeAssignmentAndHeartbeatsReportTheOldSet(t *testing.T) {
+	l := &recorder{revoke: make(chan struct{}), release: make(chan struct{})}
+	m := reconcilingMember(t, l)
+	m.target, m.hasTarget = []*gcv1.TopicPartitions{{TopicId: "T", Partitions: []int32{1, 2}}}, true
+	ctx := context.Background()
+	stepped := make(chan bool)
+	go func() { stepped <- m.reconcileStep(ctx, ctx) }()
+	<-l.revoke
+	if got := m.Assignment(); !slices.Equal(got, tps("t", 0, 1)) {
+		t.Fatalf("owned during the revocation %v, want the old set", got)
+	}
+	select {
+	case <-m.beatNow:
+		t.Fatal("a heartbeat asked for before the revocation completed")
+	default:
+	}
+	close(l.release)
+	if !<-stepped {
+		t.Fatal("the revocation was not a step")
+	}
+	if got := m.Assignment(); !slices.Equal(got, tps("t", 1)) {
+		t.Fatalf("owned after the revocation %v, want t-1", got)
+	}
+	select {
+	case <-m.beatNow:
+	default:
+		t.Fatal("no heartbeat asked for after the revocation")
+	}
+	if !m.reconcileStep(ctx, ctx) || m.reconcileStep(ctx, ctx) {
+		t.Fatal("want one assignment step, then nothing")
+	}
+	if got, want := l.log0(), []string{"revoked[t-0]", "assigned[t-2]"}; !slices.Equal(got, want) {
+		t.Fatalf("callbacks %v, want %v", got, want)
+	}
+	if got := m.Assignment(); !slices.Equal(got, tps("t", 1, 2)) {
+		t.Fatalf("owned %v, want t-1, t-2", got)
+	}
+}
+
+// Fenced while OnRevoked blocks: the callback finishes, then OnLost(what is left), and the
+// new target's partitions are never assigned.
+func TestFencedDuringARevocationLosesTheRestAfterIt(t *testing.T) {
+	l := &recorder{revoke: make(chan struct{}), release: make(chan struct{})}
+	m := reconcilingMember(t, l)
+	m.target, m.hasTarget = []*gcv1.TopicPartitions{{TopicId: "T", Partitions: []int32{1, 2}}}, true
+	ctx := context.Background()
+	stepped := make(chan bool)
+	go func() {
+		for m.reconcileStep(ctx, ctx) {
+		}
+		stepped <- true
+	}()
+	<-l.revoke
+	m.mu.Lock() // what the heartbeat loop does on FENCED_MEMBER_EPOCH
+	m.fenced, m.epoch, m.lostDone = true, 0, make(chan struct{})
+	lost := m.lostDone
+	m.mu.Unlock()
+	close(l.release)
+	<-stepped
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnLost did not complete")
+	}
+	if got, want := l.log0(), []string{"revoked[t-0]", "lost[t-1]"}; !slices.Equal(got, want) {
+		t.Fatalf("callbacks %v, want %v", got, want)
+	}
+	if got := m.Assignment(); len(got) != 0 || m.hasTarget || m.acked {
+		t.Fatalf("after the fencing: owned %v, target %v, acked %v", got, m.hasTarget, m.acked)
+	}
+}
+
+// Heartbeats carry only what changed: the join and the heartbeat after a failure carry the
+// full state; otherwise the subscription etc. are left out and owned partitions are sent
+// only when they differ from the last report; a leave carries only the identity.
+func TestHeartbeatsCarryOnlyWhatChanged(t *testing.T) {
+	m, err := New(Config{Bootstrap: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"},
+		RackID: "r1", InstanceID: "i1", ServerAssignor: "uniform", Assignors: []Assignor{panicky{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.topicIDs["t"] = "T"
+	full := func(req *gcv1.ConsumerGroupHeartbeatRequest) bool {
+		return req.RebalanceTimeoutMs != nil && req.RackId != nil && req.ServerAssignor != nil &&
+			req.SubscribedTopicNames != nil && req.ClientAssignors != nil && req.TopicPartitions != nil
+	}
+	var last sent
+	join := m.request(&last, 0, nil, false)
+	if !full(join) || join.GetInstanceId() != "i1" || len(join.GetTopicPartitions().GetTopicPartitions()) != 0 {
+		t.Fatalf("join %v", join)
+	}
+	last = sent{valid: true, assignors: join.ClientAssignors}
+	same := m.request(&last, 3, nil, false)
+	if same.RebalanceTimeoutMs != nil || same.RackId != nil || same.ServerAssignor != nil ||
+		same.SubscribedTopicNames != nil || same.SubscribedTopicRegex != nil ||
+		same.ClientAssignors != nil || same.TopicPartitions != nil || same.GetInstanceId() != "i1" {
+		t.Fatalf("unchanged state sent: %v", same)
+	}
+	moved := m.request(&last, 3, tps("t", 0, 2), false)
+	if got := moved.GetTopicPartitions().GetTopicPartitions(); len(got) != 1 ||
+		got[0].GetTopicId() != "T" || !slices.Equal(got[0].GetPartitions(), []int32{0, 2}) || moved.RackId != nil {
+		t.Fatalf("owned change: %v", moved)
+	}
+	if again := m.request(&last, 3, tps("t", 0, 2), true); !full(again) {
+		t.Fatalf("a retry after a failure is not full: %v", again)
+	}
+	if invalid := m.request(&sent{}, 3, nil, false); !full(invalid) {
+		t.Fatalf("after an error the state is not sent again: %v", invalid)
+	}
+	if leave := m.request(&last, -2, tps("t", 0), true); leave.TopicPartitions != nil ||
+		leave.SubscribedTopicNames != nil || leave.GetInstanceId() != "i1" || leave.GetMemberEpoch() != -2 {
+		t.Fatalf("leave %v", leave)
 	}
 }

@@ -44,7 +44,7 @@ func (m *Member) commitOnce(ctx context.Context, offsets map[TopicPartition]int6
 	}
 	var failed map[TopicPartition]error
 	stale := false
-	err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	err := m.call(ctx, "OffsetCommit", func(ctx context.Context, c *grpc.ClientConn) error {
 		req := &gcv1.OffsetCommitRequest{
 			GroupId: m.cfg.GroupID, MemberId: m.id, Topics: topics,
 			GenerationIdOrMemberEpoch: proto.Int32(m.Epoch()),
@@ -76,7 +76,8 @@ func (m *Member) commitOnce(ctx context.Context, offsets map[TopicPartition]int6
 	return failed, stale, err
 }
 
-// waitHeartbeat returns after the next successful heartbeat.
+// waitHeartbeat returns after the next successful heartbeat (ErrClosed once the member is
+// leaving: then none comes).
 func (m *Member) waitHeartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	ch := m.hbDone
@@ -84,7 +85,7 @@ func (m *Member) waitHeartbeat(ctx context.Context) error {
 	select {
 	case <-ch:
 		return nil
-	case <-m.done:
+	case <-m.stop: // leaving: no heartbeat comes any more
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
@@ -120,7 +121,7 @@ func (m *Member) fetchOnce(ctx context.Context, partitions []TopicPartition) (ma
 		}
 	}
 	var out map[TopicPartition]int64
-	err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	err := m.call(ctx, "OffsetFetch", func(ctx context.Context, c *grpc.ClientConn) error {
 		g := &gcv1.OffsetFetchRequestGroup{GroupId: m.cfg.GroupID, Topics: list,
 			MemberId: proto.String(m.id), MemberEpoch: proto.Int32(m.Epoch())}
 		resp, err := gcv1.NewGroupCoordinatorClient(c).OffsetFetch(ctx, &gcv1.OffsetFetchRequest{
@@ -175,7 +176,7 @@ type MemberDescription struct {
 // Describe describes the member's group (ConsumerGroupDescribe on its coordinator).
 func (m *Member) Describe(ctx context.Context) (*GroupDescription, error) {
 	var out *GroupDescription
-	err := m.call(ctx, func(ctx context.Context, c *grpc.ClientConn) error {
+	err := m.call(ctx, "ConsumerGroupDescribe", func(ctx context.Context, c *grpc.ClientConn) error {
 		resp, err := gcv1.NewGroupCoordinatorClient(c).ConsumerGroupDescribe(ctx,
 			&gcv1.ConsumerGroupDescribeRequest{GroupIds: []string{m.cfg.GroupID}, Context: m.reqContext()})
 		if err != nil {

@@ -50,6 +50,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (m *Member) conn(addr string) (*grpc.ClientConn, error) {
+	if m.cfg.Dial != nil {
+		return m.cfg.Dial(addr)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c := m.conns[addr]; c != nil {
@@ -105,8 +108,10 @@ func (m *Member) find(ctx context.Context, boot string) (string, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	start := time.Now()
 	resp, err := gcv1.NewGroupCoordinatorClient(c).FindCoordinator(rctx, &gcv1.FindCoordinatorRequest{
 		KeyType: 0, CoordinatorKeys: []string{m.cfg.GroupID}, Context: m.reqContext()})
+	m.observe("FindCoordinator", start, err)
 	if err != nil {
 		return "", err
 	}
@@ -123,6 +128,27 @@ func (m *Member) find(ctx context.Context, boot string) (string, error) {
 		Message: "no coordinator for the group in the answer"}
 }
 
+// Call is one RPC attempt of the member, as Config.Observe is told of it.
+type Call struct {
+	// RPC: ConsumerGroupHeartbeat, OffsetCommit, OffsetFetch, ConsumerGroupDescribe,
+	// FindCoordinator, DescribeTopics, ConsumerGroupPrepareAssignment or
+	// ConsumerGroupInstallAssignment.
+	RPC   string
+	Start time.Time
+	Took  time.Duration
+	// Err: nil when the coordinator answered without an error; an *Error (ErrorCode) for the
+	// answer's error code (the whole RPC's, or a routing code of a partition of a commit);
+	// otherwise the transport's error (a gRPC status, a timeout). A retried call is told of
+	// once per attempt.
+	Err error
+}
+
+func (m *Member) observe(op string, start time.Time, err error) {
+	if m.cfg.Observe != nil {
+		m.cfg.Observe(Call{RPC: op, Start: start, Took: time.Since(start), Err: err})
+	}
+}
+
 // forget the coordinator at addr (it moved, or is unreachable): the next call finds it again.
 func (m *Member) forget(addr string) {
 	m.mu.Lock()
@@ -136,7 +162,7 @@ func (m *Member) forget(addr string) {
 // other than routing: on a routing error code (fn returns it as an *Error) or a transport
 // error it forgets the coordinator, waits (bounded exponential backoff) and tries again,
 // until ctx ends. Each attempt is bounded by Config.RequestTimeout.
-func (m *Member) call(ctx context.Context, fn func(ctx context.Context, c *grpc.ClientConn) error) error {
+func (m *Member) call(ctx context.Context, op string, fn func(ctx context.Context, c *grpc.ClientConn) error) error {
 	select {
 	case <-m.done:
 		return ErrClosed
@@ -149,8 +175,10 @@ func (m *Member) call(ctx context.Context, fn func(ctx context.Context, c *grpc.
 			var c *grpc.ClientConn
 			if c, err = m.conn(addr); err == nil {
 				rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+				start := time.Now()
 				err = fn(rctx, c)
 				cancel()
+				m.observe(op, start, err)
 				if err == nil {
 					return nil
 				}

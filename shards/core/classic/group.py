@@ -440,7 +440,11 @@ class ClassicGroup(Group):
             # The admin client, or a consumer without group management: accepted while empty.
             return
         if generation >= 0 or member_id or group_instance_id is not None:
-            self.validate_member(member_id, group_instance_id, "offset-commit")
+            self.validate_member(
+                member_id,
+                group_instance_id,
+                "txn-offset-commit" if is_transactional else "offset-commit",
+            )
             if generation != self.generation_id:
                 raise ApiError(
                     Errors.ILLEGAL_GENERATION,

@@ -171,7 +171,9 @@ class AssignmentTasks:
         if last is None or last[0] is not group:
             return False
         due = last[1] + self._configs.assignment_interval_ms(group.group_id)
-        if now_ms >= due:
+        if now_ms >= due or now_ms < last[1]:
+            # (a clock that went back since the last computation -- e.g. a skewed host
+            # corrected -- would hold the target back for the jump too: it waits no longer)
             return False
         key = group_key(TimerKind.CONSUMER_ASSIGNMENT_INTERVAL, group.group_id)
         if not self.deferred_target(group) and not self._timer.is_scheduled(key):

@@ -165,6 +165,10 @@ class ConsumerGroup(Group):
         # The admin client, or a consumer without group management: only while empty.
         if epoch < 0 and not self.members:
             return
+        # TxnOffsetCommit need not carry member id, epoch and instance id: checked only
+        # when one of them is given (as Kafka)
+        if is_transactional and epoch == -1 and member_id == "" and group_instance_id is None:
+            return
         member = self._member_or_unknown(member_id)
         if (
             not is_transactional

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from shards.core.placement import partition_for
@@ -34,6 +33,7 @@ from tests.support.containers import (
     run,
 )
 from tests.support.deploy import CHART
+from tests.support.kafka_groups import join_commit_read, wait_for
 from tests.support.redis_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -196,21 +196,6 @@ class Stack:
         return found
 
 
-def wait_for(what: str, check: Any, timeout: float, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (AssertionError, KafkaException) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
-
-
 @pytest.fixture
 def stack(images: Images) -> Iterator[Stack]:
     env = dict(images.env)
@@ -255,38 +240,6 @@ GROUPCOORD_SERVICES = {
     "gateway-1": "127.0.0.1:9080",
     "gateway-2": "127.0.0.1:9080",
 }
-
-
-def join_commit_read(
-    bootstrap: str, group: str, topic: str, offsets: dict[int, int]
-) -> dict[int, int]:
-    """A KIP-848 consumer joins ``group`` through ``bootstrap``, gets its assignment, commits
-    ``offsets`` and reads what is committed back; returns what was committed before."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "group.protocol": "consumer",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        assignment = wait_for(
-            "assignment", lambda: consumer.poll(0.5) is None and consumer.assignment(), 60, 0
-        )
-        assert {tp.partition for tp in assignment} == set(range(4))
-        wanted = [TopicPartition(topic, p) for p in sorted(offsets)]
-        before = {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=30)}
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
-            asynchronous=False,
-        )
-        after = {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=30)}
-        assert after == offsets
-        return before
-    finally:
-        consumer.close()
 
 
 def test_compose_stack_serves_a_consumer_group_and_survives_a_shard_kill(stack: Stack) -> None:

@@ -76,6 +76,15 @@ other_records = st.sampled_from(
             r.ConsumerGroupClientAssignmentValue(7, "m", "rr", -1, 2),
         ),
         Record(r.ConsumerGroupClientAssignmentKey("g"), None),
+        Record(
+            r.TxnOffsetCommitKey("g", 2**40, 3, 123_456, "t", 1),
+            r.TxnOffsetCommitValue(17, 2, "m", 1_700_000_000_000, 7, 123_456, True),
+        ),
+        Record(
+            r.TxnOffsetCommitKey("g", 5, 0, 0, "t", 0),
+            r.TxnOffsetCommitValue(0, -1, "", 1, 0, 0, False, True),
+        ),
+        Record(r.TxnOffsetCommitKey("g", 5, 0, 0, "t", 0), None),
     ]
 )
 any_records = st.lists(offset_records | other_records, max_size=40)

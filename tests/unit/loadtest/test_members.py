@@ -1,30 +1,10 @@
-"""The simulated members' pure logic: reconcile (revoke before assign), the classic leader's
-range assignment."""
+"""The simulated classic members' pure logic: the leader's range assignment. (The KIP-848
+members' reconciliation is the member library's: tests/integration/test_member_library.py.)"""
 
 from __future__ import annotations
 
-from loadtest.members import encode_assignment, range_assignment, reconcile
+from loadtest.members import encode_assignment, range_assignment
 from shards.core.classic import consumer_protocol as cp
-
-
-def test_reconcile_revokes_before_assigning_and_acknowledges_the_target() -> None:
-    owned = frozenset({("t", 0), ("t", 1), ("t", 2)})
-    target = frozenset({("t", 2), ("t", 3)})
-    plan = reconcile(owned, target)
-    assert plan.revoke == (("t", 0), ("t", 1))
-    assert plan.assign == (("t", 3),)
-    assert plan.owned == target
-
-
-def test_reconcile_of_the_same_assignment_changes_nothing() -> None:
-    owned = frozenset({("t", 0)})
-    plan = reconcile(owned, owned)
-    assert plan.revoke == () and plan.assign == () and plan.owned == owned
-
-
-def test_reconcile_of_an_empty_target_revokes_everything() -> None:
-    plan = reconcile(frozenset({("a", 1), ("b", 0)}), frozenset())
-    assert plan.revoke == (("a", 1), ("b", 0)) and plan.assign == () and plan.owned == frozenset()
 
 
 def test_range_assignment_covers_every_partition_once() -> None:

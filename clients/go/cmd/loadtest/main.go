@@ -1,9 +1,9 @@
 // Command loadtest drives a groupcoord deployment over gRPC with the generated Go stubs, from
 // the same scenario files as `groupcoord loadtest` (docs/loadtest.md), where Python's per-call
-// cost would limit the rate: KIP-848 members that heartbeat at the interval the coordinator
-// returns, reconcile (commit and give up revoked partitions, then take the new ones,
-// acknowledged by heartbeating the owned set at once), commit periodically, rejoin when
-// fenced and leave on close; and the scenario's events as the Python driver plays them
+// cost would limit the rate: KIP-848 members of the member library (clients/go/member: it
+// heartbeats at the interval the coordinator returns, reconciles, rejoins when fenced and
+// leaves on close; the driver's callbacks commit and give up revoked partitions and take the
+// new ones), committing periodically; classic members (classic.go); and the scenario's events as the Python driver plays them
 // (rolling restarts, members vanishing or joining, groups added, hook commands). It writes DIR/result.json in the Python driver's format
 // (groupcoord-loadtest/1), so `groupcoord loadtest compare` reads it; exit 0 when the
 // invariants held, 1 when not (or the run failed), 2 on a usage error.

@@ -18,7 +18,7 @@ from shards.core.classic.group import ClassicGroup
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.topics import TopicsImage
-from tests.support.core_harness import ManualTimer, Pending, ShardHarness
+from tests.support.core_harness import ManualTimer, Pending, ShardHarness, at_once
 
 SESSION = 10_000
 REBALANCE = 20_000
@@ -66,7 +66,7 @@ class Classic:
     ) -> None:
         settings: dict[str, Any] = {"classic_group_initial_rebalance_delay_ms": DELAY}
         settings.update(overrides)
-        self.h = ShardHarness(config or CoordinatorConfig(**settings), topics or TopicsImage())
+        self.h = ShardHarness(config or at_once(**settings), topics or TopicsImage())
         self._ids = itertools.count(1)
         self._seed_ids()
 

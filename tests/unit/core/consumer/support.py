@@ -16,11 +16,11 @@ from shards.core.consumer.group import ConsumerGroup
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
-from tests.support.core_harness import ShardHarness, in_process_assignor
+from tests.support.core_harness import ShardHarness, at_once, in_process_assignor
 
 #: every target assignment computed off the partition loop, as for a large group or a custom
 #: assignor (small groups with a built-in assignor are assigned inside the heartbeat)
-OFF_LOOP = CoordinatorConfig(consumer_group_inline_assignment_max_size=0)
+OFF_LOOP = at_once(consumer_group_inline_assignment_max_size=0)
 
 
 def tid(name: str) -> str:
@@ -64,7 +64,7 @@ class Consumers:
     def __init__(
         self, config: CoordinatorConfig | None = None, topics: TopicsImage | None = None
     ) -> None:
-        self.config = config or CoordinatorConfig()
+        self.config = config or at_once()
         self.h = ShardHarness(self.config, topics=topics or image(foo=6))
         self.assignor = assignor_for(self.config)
         ids = iter(range(1, 1_000_000))

@@ -84,6 +84,25 @@ def test_a_leave_within_the_interval_waits_too() -> None:
     c.check()
 
 
+def test_a_clock_gone_back_does_not_hold_the_target_back_longer() -> None:
+    """The process's clock jumps back (a skewed host corrected) after a target: a leave is
+    then not held back for the jump plus the interval -- the simulator found groups stuck
+    Assigning for 51 s this way (`python -m sim --seed 6`)."""
+    c = Consumers()
+    set_interval(c, 1000)
+    a, b = FakeConsumer(c, "a"), FakeConsumer(c, "b")
+    a.heartbeat()
+    c.h.sleep(1000)
+    b.heartbeat()  # target at t=1000
+    for _ in range(3):
+        a.heartbeat(), b.heartbeat()
+    c.h.timer.now_ms -= 50_000  # the clock goes back 50 s
+    b.leave()
+    a.heartbeat()
+    assert (a.epoch, len(a.owned[FOO]), epochs(c)) == (4, 6, ("Stable", 4, 4))
+    c.check()
+
+
 def test_interval_zero_computes_at_once() -> None:
     c = Consumers()
     a = FakeConsumer(c, "a")

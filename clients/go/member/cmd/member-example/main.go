@@ -66,7 +66,7 @@ func main() {
 	var mu sync.Mutex
 	out := json.NewEncoder(os.Stdout)
 	var m *member.Member
-	joined := false // (the callbacks run one at a time, on the member's goroutine)
+	joined := false // (the callbacks run one at a time)
 	write := func(e event) {
 		mu.Lock()
 		defer mu.Unlock()

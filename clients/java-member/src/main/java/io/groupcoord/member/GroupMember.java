@@ -33,6 +33,7 @@ import io.groupcoord.v1.StringList;
 import io.groupcoord.v1.TopicCatalogGrpc;
 import io.groupcoord.v1.TopicPartitions;
 import io.groupcoord.v1.TopicPartitionsList;
+import com.google.protobuf.ByteString;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.io.File;
@@ -53,9 +54,15 @@ import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.ToIntFunction;
@@ -76,8 +83,11 @@ import java.util.function.ToIntFunction;
  * }
  * }</pre>
  *
- * <p>Threads: one heartbeat thread per member runs the protocol and the listener's callbacks;
- * {@link #commit}, {@link #fetch} and {@link #describe} run on a small pool of their own.
+ * <p>Threads: each member has a heartbeat thread ({@code groupcoord-member-<group>}) that
+ * runs the protocol, and a callback thread ({@code groupcoord-member-callbacks-<group>}) that
+ * runs the listener's callbacks one at a time, in order; heartbeats go on while a callback
+ * runs. A client-side assignor's {@code assign}, {@link #commit}, {@link #fetch} and {@link
+ * #describe} run on a small pool of their own ({@code groupcoord-member-call-<group>}).
  */
 public final class GroupMember implements AutoCloseable {
   static final long RPC_TIMEOUT_MS = 10_000;
@@ -95,10 +105,16 @@ public final class GroupMember implements AutoCloseable {
   private final int rebalanceTimeoutMs;
   private final RebalanceListener listener;
   private final Consumer<GroupMemberException> errorHandler;
+  private final BiConsumer<ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse>
+      heartbeatObserver;
   private final Router router;
   private final String memberId = newMemberId();
   private final ExecutorService calls;
+  /** The listener's callbacks, one at a time, in order (reconciliation, loss, close). */
+  private final ExecutorService callbacks;
+  private volatile Thread callbackThread;
   private final Thread loop;
+  private final AtomicBoolean computing = new AtomicBoolean();
 
   private final Object lock = new Object();
   private boolean closing;
@@ -111,12 +127,29 @@ public final class GroupMember implements AutoCloseable {
   private volatile int epoch;
   private volatile int heartbeatIntervalMs = 5_000;
   private volatile Set<TopicPartition> assignment = Set.of();
+  private volatile ClientAssignor.AssignmentMetadata assignmentMetadata;
+
+  // shared between the heartbeat and the callback thread: guarded by lock
+  /** What the member owns (as its callbacks said), by topic id. */
+  private final Set<IdPartition> owned = new HashSet<>();
+  /** Bumped at each change of owned; acked: the version a successful heartbeat reported. */
+  private long ownedVersion;
+  private long ackedVersion;
+  /** The target the coordinator last gave and the member has not reached yet, or null. */
+  private Set<IdPartition> target;
+  /** A reconciliation is queued or running on the callback thread. */
+  private boolean reconciling;
+  /** Bumped when the member is fenced: a reconciliation of an older one stops. */
+  private int generation;
 
   // heartbeat-thread state
-  /** What the member owns, by topic id. */
-  private final Set<IdPartition> owned = new HashSet<>();
-  /** The target the coordinator last gave and the member has not reconciled yet, or null. */
-  private Set<IdPartition> target;
+  /** The owned set the last successful heartbeat reported (null: report it next time). */
+  private Set<IdPartition> reported;
+  /** The assignor declaration the coordinator has (null: declare it next time). */
+  private ClientAssignorList declared;
+  /** Send the full request next (after joining, an error, a re-route). */
+  private boolean full = true;
+
   /** topic id -> name (refreshed from the topic catalog on a miss). */
   private final Map<String, String> topicNames = new ConcurrentHashMap<>();
 
@@ -133,12 +166,21 @@ public final class GroupMember implements AutoCloseable {
     this.rebalanceTimeoutMs = b.rebalanceTimeoutMs;
     this.listener = b.listener;
     this.errorHandler = b.errorHandler;
+    this.heartbeatObserver = b.heartbeatObserver;
     this.router = new Router(b.bootstrap, groupId, b.tls);
     this.calls =
         Executors.newCachedThreadPool(
             r -> {
               Thread t = new Thread(r, "groupcoord-member-call-" + groupId);
               t.setDaemon(true);
+              return t;
+            });
+    this.callbacks =
+        Executors.newSingleThreadExecutor(
+            r -> {
+              Thread t = new Thread(r, "groupcoord-member-callbacks-" + groupId);
+              t.setDaemon(true);
+              callbackThread = t;
               return t;
             });
     this.loop = new Thread(this::run, "groupcoord-member-" + groupId);
@@ -176,6 +218,15 @@ public final class GroupMember implements AutoCloseable {
     return assignment;
   }
 
+  /**
+   * What the group's client-side assignor gave this member with its latest assignment (its
+   * metadata version and bytes, and KIP-848's per-member error), or null: none yet, or the
+   * group's assignor is a server-side one.
+   */
+  public ClientAssignor.AssignmentMetadata assignmentMetadata() {
+    return assignmentMetadata;
+  }
+
   public String groupId() {
     return groupId;
   }
@@ -188,6 +239,22 @@ public final class GroupMember implements AutoCloseable {
     while (sleep(delay)) {
       delay = step(backoff);
     }
+    // closing: a running reconciliation finishes, then onPartitionsRevoked(everything) runs
+    // on the callback thread while the heartbeats go on; then the leave
+    Future<?> revoked = onCallbackThread(this::revokeAll);
+    while (revoked != null && !revoked.isDone() && epoch > 0) {
+      long next = step(backoff);
+      try {
+        revoked.get(Math.max(1, next), TimeUnit.MILLISECONDS);
+      } catch (TimeoutException e) {
+        // heartbeat again
+      } catch (InterruptedException e) {
+        break;
+      } catch (ExecutionException e) {
+        break; // (callback() reports a listener's failure itself)
+      }
+    }
+    await(revoked);
     leave();
     if (closed) {
       release(); // (again, when close() waited for this thread: idempotent)
@@ -214,69 +281,133 @@ public final class GroupMember implements AutoCloseable {
     }
   }
 
-  /** One heartbeat (after a reconciliation step when one is due); the delay to the next. */
+  private void wakeLocked() {
+    wake = true;
+    lock.notifyAll();
+  }
+
+  /** One heartbeat; the delay to the next. */
   private long step(Backoff backoff) {
-    int sentEpoch = epoch;
+    int sentEpoch;
+    Set<IdPartition> ownedNow;
+    long version;
+    synchronized (lock) {
+      sentEpoch = epoch;
+      ownedNow = Set.copyOf(owned);
+      version = ownedVersion;
+    }
+    ConsumerGroupHeartbeatRequest request = heartbeatRequest(sentEpoch, ownedNow);
+    ConsumerGroupHeartbeatResponse r = null;
     try {
-      ConsumerGroupHeartbeatResponse r =
-          stub(router.coordinator()).consumerGroupHeartbeat(heartbeatRequest());
-      int code = r.getErrorCode();
-      if (code == Errors.NONE) {
-        backoff.reset();
-        epoch = r.getMemberEpoch();
-        heartbeatIntervalMs = r.getHeartbeatIntervalMs();
-        synchronized (lock) {
-          heartbeats++;
-          lock.notifyAll();
-        }
-        if (r.hasAssignment()) {
-          target = fromProto(r.getAssignment());
-        }
-        boolean changed = target != null && reconcile();
-        if (r.getShouldComputeAssignment() && clientAssignor != null && computeAssignment()) {
-          changed = true; // installed: heartbeat at once for the new target (a failure waits
-                          // for the interval: never a loop of prepare calls)
-        }
-        return changed ? 0 : heartbeatIntervalMs; // report a change at once
-      }
-      String why = "ConsumerGroupHeartbeat: error " + code + " " + r.getErrorMessage();
-      if (Errors.fenced(code)) {
-        fenced();
-        // a fenced join (epoch 0 already) is not retried in a tight loop
-        return sentEpoch == 0 ? backoff.next() : 0;
-      }
-      if (Errors.reroute(code)) {
-        router.forget();
-        return backoff.next();
-      }
-      if (Errors.staticConflict(code)) {
-        epoch = 0;
-      }
-      report(new GroupMemberException(code, why));
-      return backoff.next();
+      r = stub(router.coordinator()).consumerGroupHeartbeat(request);
     } catch (StatusRuntimeException e) {
       router.forget();
+      full = true;
       if (!transient_(e)) {
         report(new GroupMemberException("ConsumerGroupHeartbeat: " + e.getStatus(), e));
       }
       return backoff.next();
     } catch (GroupMemberException e) {
       router.forget();
+      full = true;
       return backoff.next();
+    } finally {
+      observe(request, r);
+    }
+    int code = r.getErrorCode();
+    if (code == Errors.NONE) {
+      backoff.reset();
+      full = false;
+      if (request.hasTopicPartitions()) {
+        reported = ownedNow;
+      }
+      if (request.hasClientAssignors()) {
+        declared = request.getClientAssignors();
+      }
+      heartbeatIntervalMs = r.getHeartbeatIntervalMs();
+      synchronized (lock) {
+        epoch = r.getMemberEpoch();
+        heartbeats++;
+        if (request.hasTopicPartitions()) {
+          ackedVersion = Math.max(ackedVersion, version);
+        }
+        if (r.hasAssignment()) {
+          target = fromProto(r.getAssignment());
+          assignmentMetadata = r.hasAssignmentMetadata()
+              ? new ClientAssignor.AssignmentMetadata(
+                  r.getAssignmentMetadata().getMetadataVersion(),
+                  r.getAssignmentMetadata().getMetadataBytes().toByteArray(),
+                  r.getAssignmentMetadata().getError())
+              : null;
+        }
+        if (target != null && !reconciling && !closing) {
+          reconciling = true;
+          int gen = generation;
+          if (onCallbackThread(() -> reconcileGuarded(gen)) == null) {
+            reconciling = false;
+          }
+        }
+        lock.notifyAll();
+      }
+      if (r.getShouldComputeAssignment() && clientAssignor != null && !closing
+          && computing.compareAndSet(false, true)) {
+        try {
+          calls.execute(this::computeAssignmentAside);
+        } catch (RejectedExecutionException e) {
+          computing.set(false);
+        }
+      }
+      return heartbeatIntervalMs;
+    }
+    String why = "ConsumerGroupHeartbeat: error " + code + " " + r.getErrorMessage();
+    if (Errors.fenced(code)) {
+      fenced();
+      // a fenced join (epoch 0 already) is not retried in a tight loop
+      return sentEpoch == 0 ? backoff.next() : 0;
+    }
+    full = true;
+    if (Errors.reroute(code)) {
+      router.forget();
+      return backoff.next();
+    }
+    report(new GroupMemberException(code, why));
+    if (code == Errors.FENCED_INSTANCE_ID && sentEpoch != 0) {
+      fenced(); // another process took the instance id over: what it owned is lost
+    } else if (Errors.staticConflict(code)) {
+      synchronized (lock) {
+        epoch = 0;
+      }
+    }
+    return backoff.next();
+  }
+
+  private void observe(ConsumerGroupHeartbeatRequest request,
+      ConsumerGroupHeartbeatResponse response) {
+    if (heartbeatObserver != null) {
+      try {
+        heartbeatObserver.accept(request, response);
+      } catch (RuntimeException e) {
+        LOG.log(System.Logger.Level.WARNING, "heartbeat observer threw: {0}", e.toString());
+      }
     }
   }
 
-  private ConsumerGroupHeartbeatRequest heartbeatRequest() {
+  /**
+   * The heartbeat: on joining (epoch 0), after an error or a re-route, the full request;
+   * otherwise only what changed -- the owned partitions when they differ from what the
+   * coordinator was last told, the assignor declaration when its metadata changed.
+   */
+  private ConsumerGroupHeartbeatRequest heartbeatRequest(int sentEpoch, Set<IdPartition> ownedNow) {
     ConsumerGroupHeartbeatRequest.Builder b =
         ConsumerGroupHeartbeatRequest.newBuilder()
             .setGroupId(groupId)
             .setMemberId(memberId)
-            .setMemberEpoch(epoch)
-            .setTopicPartitions(toProto(owned));
+            .setMemberEpoch(sentEpoch);
     if (instanceId != null) {
       b.setInstanceId(instanceId);
     }
-    if (epoch == 0) { // joining: the full request
+    boolean whole = full || sentEpoch == 0;
+    if (whole) {
       b.setRebalanceTimeoutMs(rebalanceTimeoutMs);
       if (pattern != null) {
         b.setSubscribedTopicRegex(pattern);
@@ -289,59 +420,175 @@ public final class GroupMember implements AutoCloseable {
       if (serverAssignor != null) {
         b.setServerAssignor(serverAssignor);
       }
-      ClientAssignorList.Builder assignors = ClientAssignorList.newBuilder();
-      if (clientAssignor != null) {
-        assignors.addAssignors(
-            io.groupcoord.v1.ClientAssignor.newBuilder()
-                .setName(clientAssignor.name())
-                .setMinimumVersion(clientAssignor.minimumVersion())
-                .setMaximumVersion(clientAssignor.maximumVersion())
-                .setMetadataVersion(clientAssignor.maximumVersion()));
-      }
+    }
+    ClientAssignorList assignors = declaration();
+    if (whole || !assignors.equals(declared)) {
       b.setClientAssignors(assignors);
+    }
+    if (whole || !ownedNow.equals(reported)) {
+      b.setTopicPartitions(toProto(ownedNow));
     }
     return b.build();
   }
 
-  /**
-   * One step toward the target: revoke what is no longer assigned (and wait for the
-   * callback), or else assign what is new. True when what the member owns changed (the
-   * coordinator is told at once); a target whose topic names cannot be resolved yet waits.
-   */
-  private boolean reconcile() {
-    Set<IdPartition> revoked = new HashSet<>(owned);
-    revoked.removeAll(target);
-    if (!revoked.isEmpty()) {
-      Set<TopicPartition> known = names(revoked);
-      Set<TopicPartition> names = known == null ? Set.of() : known;
-      owned.removeAll(revoked);
-      callback("onPartitionsRevoked", () -> listener.onPartitionsRevoked(names));
-      publish();
-      return true;
+  private ClientAssignorList declaration() {
+    ClientAssignorList.Builder assignors = ClientAssignorList.newBuilder();
+    if (clientAssignor != null) {
+      ClientAssignor.Metadata meta = clientAssignor.metadata();
+      assignors.addAssignors(
+          io.groupcoord.v1.ClientAssignor.newBuilder()
+              .setName(clientAssignor.name())
+              .setMinimumVersion(clientAssignor.minimumVersion())
+              .setMaximumVersion(clientAssignor.maximumVersion())
+              .setReason(clientAssignor.reason())
+              .setMetadataVersion(meta.version())
+              .setMetadataBytes(ByteString.copyFrom(meta.bytes())));
     }
-    Set<IdPartition> added = new HashSet<>(target);
-    added.removeAll(owned);
-    target = null;
-    if (added.isEmpty()) {
-      return false;
+    return assignors.build();
+  }
+
+  /** Runs task on the callback thread (null when the member is shut down). */
+  private Future<?> onCallbackThread(Runnable task) {
+    try {
+      return callbacks.submit(task);
+    } catch (RejectedExecutionException e) {
+      return null;
     }
-    Set<TopicPartition> names = names(added);
-    if (names == null) {
-      target = new HashSet<>(owned);
-      target.addAll(added); // unknown topic ids: try again after the next heartbeat
-      return false;
+  }
+
+  /** Waits for a callback-thread task (the listener's callbacks are let finish). */
+  private void await(Future<?> f) {
+    if (f == null || Thread.currentThread() == callbackThread) {
+      return;
     }
-    owned.addAll(added);
-    publish();
-    callback("onPartitionsAssigned", () -> listener.onPartitionsAssigned(names));
-    return true;
+    try {
+      f.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | java.util.concurrent.CancellationException e) {
+      // callback() reports the listener's failures
+    }
   }
 
   /**
-   * The coordinator chose this member to compute the group's target: prepare, assign,
-   * install. A failed call ends the computation (a later heartbeat says again if it is still
-   * needed); an assignor that throws installs error 1 so that another member is chosen.
-   * True when a target was installed.
+   * On the callback thread: brings what the member owns to the latest target, revoking
+   * before assigning. While onPartitionsRevoked runs the heartbeats still report the old
+   * owned set; once it returns, owned - revoked is reported at once (and its answer awaited,
+   * within max(5 s, 2 intervals)) before onPartitionsAssigned is called with what is new.
+   * A target naming an unknown topic id waits for the next heartbeat. Stops when the member
+   * is fenced (gen moved) or closing.
+   */
+  private void reconcileGuarded(int gen) {
+    boolean done = false;
+    try {
+      reconcile(gen);
+      done = true;
+    } finally {
+      if (!done) { // a listener threw an Error: the next heartbeat starts over
+        synchronized (lock) {
+          if (generation == gen) {
+            reconciling = false;
+          }
+        }
+      }
+    }
+  }
+
+  private void reconcile(int gen) {
+    while (true) {
+      Set<IdPartition> tgt;
+      Set<IdPartition> own;
+      synchronized (lock) {
+        if (generation != gen || closing || target == null) {
+          if (generation == gen) {
+            reconciling = false;
+          }
+          return;
+        }
+        tgt = target;
+        own = Set.copyOf(owned);
+        if (own.equals(tgt)) {
+          target = null;
+          reconciling = false;
+          return;
+        }
+      }
+      Set<IdPartition> revoked = new HashSet<>(own);
+      revoked.removeAll(tgt);
+      if (!revoked.isEmpty()) {
+        Set<TopicPartition> names = knownNames(revoked);
+        callback("onPartitionsRevoked", () -> listener.onPartitionsRevoked(names));
+        long v;
+        synchronized (lock) {
+          owned.removeAll(revoked); // (fenced meanwhile too: the listener was told)
+          v = ++ownedVersion;
+          publishLocked();
+          wakeLocked(); // report the release at once: its new owner waits for it
+        }
+        awaitReported(v, gen);
+        continue;
+      }
+      Set<IdPartition> added = new HashSet<>(tgt);
+      added.removeAll(own);
+      Set<TopicPartition> names = names(added);
+      if (names == null) {
+        synchronized (lock) {
+          if (generation == gen) {
+            reconciling = false; // unknown topic ids: tried again after the next heartbeat
+          }
+        }
+        return;
+      }
+      callback("onPartitionsAssigned", () -> listener.onPartitionsAssigned(names));
+      synchronized (lock) {
+        owned.addAll(added); // (fenced meanwhile too: then they are reported lost)
+        ownedVersion++;
+        publishLocked();
+        wakeLocked();
+      }
+    }
+  }
+
+  /** Until a heartbeat reporting owned at version v was answered (bounded; see reconcile). */
+  private void awaitReported(long v, int gen) {
+    long end = System.nanoTime()
+        + TimeUnit.MILLISECONDS.toNanos(Math.max(5_000, 2L * heartbeatIntervalMs));
+    synchronized (lock) {
+      while (ackedVersion < v && generation == gen && !closing) {
+        long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+        if (left <= 0) {
+          return;
+        }
+        try {
+          lock.wait(left);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return;
+        }
+      }
+    }
+  }
+
+  private void computeAssignmentAside() {
+    try {
+      if (computeAssignment()) {
+        synchronized (lock) {
+          wakeLocked(); // installed: heartbeat at once for the new target
+        }
+      }
+    } catch (StatusRuntimeException | GroupMemberException e) {
+      // a later heartbeat asks again if it is still needed
+      LOG.log(System.Logger.Level.INFO, "client-side assignment failed: {0}", e.getMessage());
+    } finally {
+      computing.set(false);
+    }
+  }
+
+  /**
+   * The coordinator chose this member to compute the group's target: prepare, assign (on the
+   * call pool, beside the heartbeats), install. A failed call ends the computation (a later
+   * heartbeat says again if it is still needed); an assignor that throws installs error 1 so
+   * that another member is chosen. True when a target was installed.
    */
   private boolean computeAssignment() {
     ConsumerGroupPrepareAssignmentResponse prepared =
@@ -381,7 +628,8 @@ public final class GroupMember implements AutoCloseable {
       }
       members.add(new ClientAssignor.MemberSpec(m.getMemberId(),
           m.hasInstanceId() ? m.getInstanceId() : null, m.hasRackId() ? m.getRackId() : null,
-          subscribed, current));
+          subscribed, current, m.getAssignor().getMetadataVersion(),
+          m.getAssignor().getMetadataBytes().toByteArray(), m.getMemberType()));
     }
     ConsumerGroupInstallAssignmentRequest.Builder install =
         ConsumerGroupInstallAssignmentRequest.newBuilder()
@@ -389,21 +637,25 @@ public final class GroupMember implements AutoCloseable {
             .setMemberId(memberId)
             .setGroupEpoch(prepared.getGroupEpoch());
     try {
-      Map<String, Set<TopicPartition>> result =
-          clientAssignor.assign(new ClientAssignor.GroupSpec(prepared.getGroupEpoch(),
-              prepared.getAssignorName(), prepared.getAssignorVersion(), List.copyOf(members),
+      Map<String, ClientAssignor.MemberAssignment> result =
+          clientAssignor.assignWithMetadata(new ClientAssignor.GroupSpec(
+              prepared.getGroupEpoch(), prepared.getAssignorName(),
+              prepared.getAssignorVersion(), List.copyOf(members),
               Collections.unmodifiableMap(topics)));
-      result.forEach(
-          (member, partitions) -> {
+      new TreeMap<>(result).forEach(
+          (member, assigned) -> {
             Map<String, List<Integer>> byId = new TreeMap<>();
-            for (TopicPartition tp : partitions) {
+            for (TopicPartition tp : assigned.partitions()) {
               String id = ids.get(tp.topic());
               if (id == null) {
                 throw new IllegalArgumentException("not a subscribed topic: " + tp.topic());
               }
               byId.computeIfAbsent(id, k -> new ArrayList<>()).add(tp.partition());
             }
-            InstalledMember.Builder m = InstalledMember.newBuilder().setMemberId(member);
+            InstalledMember.Builder m = InstalledMember.newBuilder().setMemberId(member)
+                .setMetadataVersion(assigned.metadataVersion())
+                .setMetadataBytes(ByteString.copyFrom(assigned.metadataBytes()))
+                .setError(assigned.error());
             byId.forEach((id, ps) -> m.addPartitions(
                 TopicPartitions.newBuilder().setTopicId(id).addAllPartitions(ps)));
             install.addMembers(m);
@@ -444,29 +696,63 @@ public final class GroupMember implements AutoCloseable {
     return code == Errors.NONE && install.getError() == 0;
   }
 
-  /** Fenced: the partitions are lost (not revoked); rejoin at epoch 0 with the same id. */
+  /**
+   * Fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID): a running callback
+   * is let finish, then onPartitionsLost(owned) runs on the callback thread (not revoked:
+   * another member may own them by now); this heartbeat thread waits for it and rejoins at
+   * epoch 0 with the same id.
+   */
   private void fenced() {
-    Set<TopicPartition> lost = names(owned);
-    owned.clear();
-    target = null;
-    epoch = 0;
-    publish();
-    if (lost != null && !lost.isEmpty()) {
-      callback("onPartitionsLost", () -> listener.onPartitionsLost(lost));
+    synchronized (lock) {
+      generation++;
+      target = null;
+      epoch = 0;
+      lock.notifyAll(); // (a reconciliation waiting for a report stops)
+    }
+    full = true;
+    reported = null;
+    declared = null;
+    await(onCallbackThread(() -> {
+      Set<IdPartition> lost;
+      synchronized (lock) {
+        lost = Set.copyOf(owned);
+        owned.clear();
+        ownedVersion++;
+        reconciling = false;
+        publishLocked();
+      }
+      Set<TopicPartition> names = knownNames(lost);
+      if (!names.isEmpty()) {
+        callback("onPartitionsLost", () -> listener.onPartitionsLost(names));
+      }
+    }));
+  }
+
+  /** On the callback thread, when closing: onPartitionsRevoked(everything owned). */
+  private void revokeAll() {
+    Set<IdPartition> own;
+    synchronized (lock) {
+      if (epoch <= 0) {
+        return; // never joined, or fenced: nothing to revoke (a loss was reported)
+      }
+      own = Set.copyOf(owned);
+    }
+    Set<TopicPartition> names = knownNames(own);
+    if (!names.isEmpty()) {
+      callback("onPartitionsRevoked", () -> listener.onPartitionsRevoked(names));
+    }
+    synchronized (lock) {
+      owned.removeAll(own);
+      ownedVersion++;
+      target = null;
+      publishLocked();
     }
   }
 
-  /** Close: revoke what is owned, then leave (epoch -1; -2 for a static member). */
+  /** Close: after revokeAll, the leave heartbeat (epoch -1; -2 for a static member). */
   private void leave() {
     if (epoch <= 0) {
       return;
-    }
-    Set<TopicPartition> names = names(owned);
-    owned.clear();
-    target = null;
-    publish();
-    if (names != null && !names.isEmpty()) {
-      callback("onPartitionsRevoked", () -> listener.onPartitionsRevoked(names));
     }
     ConsumerGroupHeartbeatRequest.Builder b =
         ConsumerGroupHeartbeatRequest.newBuilder()
@@ -490,9 +776,21 @@ public final class GroupMember implements AutoCloseable {
     epoch = instanceId != null ? -2 : -1;
   }
 
-  private void publish() {
-    Set<TopicPartition> names = names(owned);
-    assignment = names == null ? Set.of() : Collections.unmodifiableSet(new TreeSet<>(names));
+  /** assignment := the names of owned (from the cache: the callbacks' names resolved them). */
+  private void publishLocked() {
+    assignment = Collections.unmodifiableSet(knownNames(owned));
+  }
+
+  /** The names of the partitions whose topic ids are known (no catalog call). */
+  private Set<TopicPartition> knownNames(Set<IdPartition> partitions) {
+    Set<TopicPartition> names = new TreeSet<>();
+    for (IdPartition p : partitions) {
+      String name = topicNames.get(p.topicId());
+      if (name != null) {
+        names.add(new TopicPartition(name, p.partition()));
+      }
+    }
+    return names;
   }
 
   private void callback(String name, Runnable callback) {
@@ -779,8 +1077,20 @@ public final class GroupMember implements AutoCloseable {
     }
   }
 
+  /**
+   * A failure to reach the coordinator: re-route and retry, without reporting it. Besides
+   * UNAVAILABLE and the like, grpc-java answers a call written to a connection the server
+   * just closed (a shard killed) with UNKNOWN "channel closed" (a ClosedChannelException).
+   */
   private static boolean transient_(StatusRuntimeException e) {
     Status.Code c = e.getStatus().getCode();
+    if (c == Status.Code.UNKNOWN) {
+      for (Throwable t = e.getStatus().getCause(); t != null; t = t.getCause()) {
+        if (t instanceof java.nio.channels.ClosedChannelException) {
+          return true;
+        }
+      }
+    }
     return c == Status.Code.UNAVAILABLE || c == Status.Code.DEADLINE_EXCEEDED
         || c == Status.Code.CANCELLED || c == Status.Code.ABORTED;
   }
@@ -793,9 +1103,12 @@ public final class GroupMember implements AutoCloseable {
   // ---- close -----------------------------------------------------------------------------
 
   /**
-   * Leaves the group: revokes what the member owns (onPartitionsRevoked), sends the leave
+   * Leaves the group: lets a running callback finish, revokes what the member owns
+   * (onPartitionsRevoked, on the callback thread, while the heartbeats go on), sends the leave
    * heartbeat (epoch -1; -2 for a static member, which keeps its assignment for the session
-   * timeout), stops the heartbeat thread and closes the channels. Idempotent.
+   * timeout), stops the threads and closes the channels. Waits for all that (at most the
+   * rebalance timeout + 15 s); from a callback it returns at once and the member revokes and
+   * leaves after the callback returned. Idempotent.
    */
   @Override
   public void close() {
@@ -807,8 +1120,8 @@ public final class GroupMember implements AutoCloseable {
       closing = true;
       lock.notifyAll();
     }
-    if (Thread.currentThread() == loop) {
-      return; // from a callback: the loop leaves and releases everything when it returns
+    if (Thread.currentThread() == loop || Thread.currentThread() == callbackThread) {
+      return; // from a callback: the loop revokes, leaves and releases everything after it
     }
     if (loop.isAlive()) {
       try {
@@ -822,6 +1135,7 @@ public final class GroupMember implements AutoCloseable {
 
   private void release() {
     calls.shutdownNow();
+    callbacks.shutdown(); // (a callback still running -- close() gave up waiting -- goes on)
     router.close();
   }
 
@@ -849,6 +1163,8 @@ public final class GroupMember implements AutoCloseable {
     private Consumer<GroupMemberException> errorHandler =
         e -> LOG.log(System.Logger.Level.WARNING, e.getMessage());
     private Router.Tls tls;
+    private BiConsumer<ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse>
+        heartbeatObserver;
 
     private Builder() {}
 
@@ -952,6 +1268,16 @@ public final class GroupMember implements AutoCloseable {
         throw new IllegalArgumentException("a client certificate needs its key and vice versa");
       }
       this.tls = new Router.Tls(caFile, certFile, keyFile, serverName);
+      return this;
+    }
+
+    /**
+     * Diagnostics: called on the heartbeat thread with every heartbeat request as sent and
+     * its response (null when the call failed). It must not block.
+     */
+    public Builder heartbeatObserver(
+        BiConsumer<ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse> observer) {
+      this.heartbeatObserver = observer;
       return this;
     }
 

@@ -4,10 +4,14 @@ import java.util.Set;
 
 /**
  * What the member tells its application about its partitions. The callbacks run on the
- * member's heartbeat thread, one at a time, and the member waits for each to return: a
- * callback may block (commit offsets, drain work), but a callback that blocks past the
- * group's session timeout gets the member fenced, which it notices on its next heartbeat
- * ({@link #onPartitionsLost}).
+ * member's callback thread ({@code groupcoord-member-callbacks-<group id>}), one at a time and
+ * in order, never on the heartbeat thread: the member keeps heartbeating while a callback
+ * runs, so a callback may block (commit offsets, drain work) longer than the group's session
+ * timeout. While onPartitionsRevoked runs, the member still reports the partitions it owned
+ * before; the coordinator's rebalance timeout bounds how long a revocation may take (past it
+ * the member is fenced: when the callback returns, what it still owns goes to {@link
+ * #onPartitionsLost}, and it rejoins). Callbacks of one member never overlap, so they need no
+ * locking among themselves; state they share with other threads of the application does.
  *
  * <p>Order: partitions taken away are always revoked (and the revocation reported to the
  * coordinator) before any newly assigned partition is given to {@link #onPartitionsAssigned}.

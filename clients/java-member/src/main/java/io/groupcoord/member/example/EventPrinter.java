@@ -5,6 +5,9 @@ import io.groupcoord.member.GroupMember;
 import io.groupcoord.member.GroupMemberException;
 import io.groupcoord.member.RebalanceListener;
 import io.groupcoord.member.TopicPartition;
+import io.groupcoord.v1.ConsumerGroupHeartbeatRequest;
+import io.groupcoord.v1.ConsumerGroupHeartbeatResponse;
+import io.groupcoord.v1.TopicPartitions;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
@@ -38,13 +41,20 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *     --group G (--topics T1,T2 | --pattern REGEX) [--instance-id I] [--rack R]
  *     [--rebalance-timeout-ms N] [--revoke-delay-ms N] [--commit-offset BASE]
  *     [--tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name NAME]]
- *     [--client-assignor NAME]
+ *     [--client-assignor NAME [--assignor-metadata TEXT]] [--print-heartbeats]
  * </pre>
  *
  * --client-assignor NAME declares a client-side round-robin assignor of that name and asks the
- * group for it (the group's partitions dealt to the members sorted by id).
+ * group for it (the group's partitions dealt to the members sorted by id); with
+ * --assignor-metadata TEXT the member declares TEXT as its metadata for it, and the member that
+ * computes prints a "computed" line with every member's metadata. --print-heartbeats prints
+ * a "heartbeat" line for every heartbeat sent: epoch, owned (the topic_partitions sent,
+ * [topic id, partition] pairs; null when not sent), subscription and assignors (whether
+ * sent), code (the answer's error code; -1: no answer), assignor_metadata (the metadata a
+ * client-side assignor gave the member, as text, when the answer carries it; else null).
  * --revoke-delay-ms makes onPartitionsRevoked block that long after printing its line (a slow
- * revocation: past the session timeout, the member is fenced).
+ * revocation: the heartbeats go on meanwhile; past the rebalance timeout, the member is
+ * fenced and reports the rest lost once the callback returned).
  * --commit-offset BASE makes onPartitionsRevoked commit BASE + partition for every revoked
  * partition (at the member's epoch, waiting for the result) and read the offsets back with
  * fetch, printed as {"event":"committed","partitions":[...],"errors":[codes],"fetched":[offsets],
@@ -59,6 +69,8 @@ public final class EventPrinter {
     long[] delayMs = {0};
     long[] commitBase = {-1};
     String[] tls = new String[4]; // CA, client certificate, key, server name
+    String[] assignor = new String[2]; // client-side assignor name, its metadata
+    boolean printHeartbeats = false;
     for (int i = 0; i < args.length; i++) {
       String value = i + 1 < args.length ? args[i + 1] : null;
       switch (args[i]) {
@@ -71,7 +83,12 @@ public final class EventPrinter {
         case "--rebalance-timeout-ms" -> builder.rebalanceTimeoutMs(Integer.parseInt(value));
         case "--revoke-delay-ms" -> delayMs[0] = Long.parseLong(value);
         case "--commit-offset" -> commitBase[0] = Long.parseLong(value);
-        case "--client-assignor" -> builder.clientAssignor(roundRobin(value)).serverAssignor(value);
+        case "--client-assignor" -> assignor[0] = value;
+        case "--assignor-metadata" -> assignor[1] = value;
+        case "--print-heartbeats" -> {
+          printHeartbeats = true;
+          i--; // (no value)
+        }
         case "--tls-ca" -> tls[0] = value;
         case "--tls-cert" -> tls[1] = value;
         case "--tls-key" -> tls[2] = value;
@@ -80,10 +97,16 @@ public final class EventPrinter {
       }
       i++;
     }
+    GroupMember[] self = new GroupMember[1];
+    if (assignor[0] != null) {
+      builder.clientAssignor(roundRobin(assignor[0], assignor[1], self)).serverAssignor(assignor[0]);
+    }
+    if (printHeartbeats) {
+      builder.heartbeatObserver((request, response) -> heartbeat(self[0], request, response));
+    }
     if (tls[0] != null || tls[1] != null) {
       builder.tls(file(tls[0]), file(tls[1]), file(tls[2]), tls[3]);
     }
-    GroupMember[] self = new GroupMember[1];
     builder.listener(
         new RebalanceListener() {
           /** false until the first assignment after each (re)join */
@@ -171,6 +194,30 @@ public final class EventPrinter {
         + "],\"fetched\":[" + String.join(",", fetched) + "]");
   }
 
+  /** --print-heartbeats: one line per heartbeat sent (code -1: the call failed). */
+  private static void heartbeat(GroupMember member, ConsumerGroupHeartbeatRequest request,
+      ConsumerGroupHeartbeatResponse response) {
+    String owned = "null";
+    if (request.hasTopicPartitions()) {
+      List<String> items = new ArrayList<>();
+      for (TopicPartitions tp : request.getTopicPartitions().getTopicPartitionsList()) {
+        for (int p : tp.getPartitionsList()) {
+          items.add("[" + quote(tp.getTopicId()) + "," + p + "]");
+        }
+      }
+      owned = "[" + String.join(",", items) + "]";
+    }
+    boolean subscription = request.hasSubscribedTopicNames() || request.hasSubscribedTopicRegex();
+    line("{\"event\":\"heartbeat\",\"partitions\":[],\"epoch\":" + request.getMemberEpoch()
+        + ",\"member_id\":" + quote(member.memberId()) + ",\"ms\":" + System.currentTimeMillis()
+        + ",\"owned\":" + owned + ",\"subscription\":" + subscription
+        + ",\"assignors\":" + request.hasClientAssignors()
+        + ",\"code\":" + (response == null ? -1 : response.getErrorCode())
+        + ",\"assignor_metadata\":" + (response != null && response.hasAssignmentMetadata()
+            ? quote(response.getAssignmentMetadata().getMetadataBytes().toStringUtf8()) : "null")
+        + "}");
+  }
+
   private static String json(Set<TopicPartition> partitions) {
     List<String> items = new ArrayList<>();
     for (TopicPartition tp : new TreeSet<>(partitions)) {
@@ -181,13 +228,39 @@ public final class EventPrinter {
 
   /**
    * A client-side assignor named name: the group's partitions, sorted, dealt to the members
-   * sorted by id (partition i to member i mod n) among those subscribed to its topic.
+   * sorted by id (partition i to member i mod n) among those subscribed to its topic. Its
+   * metadata is the text given (none when null); each time it computes it prints a
+   * "computed" line (group_epoch, metadata: member id -> that member's metadata as text)
+   * and gives each member the metadata "rank/n" (its place among the members sorted by id).
    */
-  static ClientAssignor roundRobin(String name) {
+  static ClientAssignor roundRobin(String name, String metadata, GroupMember[] self) {
     return new ClientAssignor() {
       @Override
       public String name() {
         return name;
+      }
+
+      @Override
+      public Metadata metadata() {
+        return new Metadata(0, metadata == null ? new byte[0]
+            : metadata.getBytes(StandardCharsets.UTF_8));
+      }
+
+      @Override
+      public Map<String, MemberAssignment> assignWithMetadata(GroupSpec group) {
+        Map<String, Set<TopicPartition>> partitions = assign(group);
+        List<String> ids = new ArrayList<>(partitions.keySet()); // sorted (a TreeMap)
+        List<String> seen = new ArrayList<>();
+        for (MemberSpec m : group.members()) {
+          seen.add(quote(m.memberId()) + ":"
+              + quote(new String(m.metadataBytes(), StandardCharsets.UTF_8)));
+        }
+        emit(self[0], "computed", Set.of(), ",\"group_epoch\":" + group.groupEpoch()
+            + ",\"metadata\":{" + String.join(",", seen) + "}");
+        Map<String, MemberAssignment> out = new TreeMap<>();
+        partitions.forEach((id, ps) -> out.put(id, new MemberAssignment(ps, 0,
+            ((ids.indexOf(id)) + "/" + ids.size()).getBytes(StandardCharsets.UTF_8), 0)));
+        return out;
       }
 
       @Override
@@ -271,7 +344,8 @@ public final class EventPrinter {
         "usage: EventPrinter --bootstrap HOST:PORT[,...] --group G (--topics T,.. | --pattern RE)"
             + " [--instance-id I] [--rack R] [--rebalance-timeout-ms N] [--revoke-delay-ms N]"
             + " [--commit-offset BASE] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]"
-            + " [--tls-server-name NAME]] [--client-assignor NAME]");
+            + " [--tls-server-name NAME]] [--client-assignor NAME [--assignor-metadata TEXT]]"
+            + " [--print-heartbeats]");
     System.exit(2);
   }
 }

@@ -1,0 +1,547 @@
+"""StreamsGroupHeartbeat: the rules of the streams group protocol for one heartbeat, as a pure
+function from the group (read, never changed) and the request to records and an answer.
+
+Theory of operation
+-------------------
+``streams_group_heartbeat`` checks the request, finds or creates the group and the member,
+and then, as Kafka's coordinator does: (1) writes the member's metadata if it changed, (2)
+initialises the group's topology from the first member's, (3) configures the topology against
+the catalog's partition counts, (4) bumps the group epoch when the membership, the topology's
+metadata or its validity changed, (5) computes a new target assignment when the group epoch is
+ahead of the assignment epoch, and (6) reconciles the member towards its target. A leave
+(epoch -1) removes the member and bumps the epoch. Every change is a record; the caller
+replays them (``StreamsGroupManager`` does), so live state and replayed state agree by
+construction. Errors are raised as :class:`~shards.core.errors.ApiError` before any record is
+returned. docs/streams-groups.md describes each rule and the Kafka error it answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shards.core.errors import ApiError, Errors
+from shards.core.group import Group, GroupType
+from shards.core.streams import records as rec
+from shards.core.streams.assignor import assign_active_tasks
+from shards.core.streams.group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    MemberState,
+    StreamsGroup,
+    StreamsGroupMember,
+)
+from shards.core.streams.reconciliation import reconcile
+from shards.core.streams.records import (
+    Endpoint,
+    KeyValue,
+    StreamsGroupMemberMetadataValue,
+    StreamsGroupTopologyValue,
+    TaskIds,
+    Tasks,
+    from_task_ids,
+    to_task_ids,
+)
+from shards.core.streams.replay import StreamsGroupReplay
+from shards.core.streams.topology import (
+    ConfiguredTopology,
+    InternalTopic,
+    PartitionCount,
+    Status,
+    StatusDetail,
+    configure,
+    metadata_hash,
+    normalize,
+    validate_structure,
+)
+from shards.core.timer_keys import TimerKind, member_key, member_of_key
+from shards.runtime.contract import CoordinatorResult, Record, Timer, TimerKey
+
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # Kafka's streams.heartbeat.interval.ms
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: StreamsGroupTopologyValue | None = None
+    active_tasks: tuple[TaskIds, ...] | None = None
+    standby_tasks: tuple[TaskIds, ...] | None = None
+    warmup_tasks: tuple[TaskIds, ...] | None = None
+    process_id: str | None = None
+    user_endpoint: Endpoint | None = None
+    client_tags: tuple[KeyValue, ...] | None = None
+    task_offsets: tuple[object, ...] | None = None
+    task_end_offsets: tuple[object, ...] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupHeartbeatResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    status: tuple[StatusDetail, ...] | None = None
+    active_tasks: tuple[TaskIds, ...] | None = None  # None = unchanged since the last answer
+    standby_tasks: tuple[TaskIds, ...] | None = None
+    warmup_tasks: tuple[TaskIds, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    records: list[Record]
+    response: StreamsGroupHeartbeatResponse
+    #: internal topics the topology needs and the catalog does not have (to be created)
+    topics_to_create: tuple[InternalTopic, ...] = field(default=())
+
+
+def _invalid_request(message: str) -> ApiError:
+    return ApiError(Errors.INVALID_REQUEST, message)
+
+
+def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
+    """The checks Kafka makes before it reads any state (INVALID_REQUEST unless said)."""
+    if req.instance_id is not None:
+        raise _invalid_request("Static membership is not yet supported.")
+    if req.task_offsets is not None:
+        raise _invalid_request("TaskOffsets are not supported yet.")
+    if req.task_end_offsets is not None:
+        raise _invalid_request("TaskEndOffsets are not supported yet.")
+    if req.warmup_tasks:
+        raise _invalid_request("WarmupTasks are not supported yet.")
+    if not req.member_id:
+        raise _invalid_request("MemberId can't be empty.")
+    if not req.group_id:
+        raise _invalid_request("GroupId can't be empty.")
+    if req.rack_id == "":
+        raise _invalid_request("RackId can't be empty.")
+    if req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            raise _invalid_request("RebalanceTimeoutMs must be provided in first request.")
+        for name, tasks in (
+            ("ActiveTasks", req.active_tasks),
+            ("StandbyTasks", req.standby_tasks),
+            ("WarmupTasks", req.warmup_tasks),
+        ):
+            if tasks:
+                raise _invalid_request(f"{name} must be empty when (re-)joining.")
+        if req.topology is None:
+            raise _invalid_request("Topology must be non-null when (re-)joining.")
+        validate_structure(req.topology)
+    elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise _invalid_request("InstanceId can't be null.")
+    elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise _invalid_request(
+            f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
+        )
+    lists = (req.active_tasks, req.standby_tasks, req.warmup_tasks)
+    if any(t is not None for t in lists) and any(t is None for t in lists):
+        raise _invalid_request("If one task-type is non-null, all must be non-null.")
+    if req.member_epoch != 0 and req.topology is not None:
+        raise _invalid_request("Topology can only be provided when (re-)joining.")
+
+
+def _contained(owned: tuple[TaskIds, ...] | None, assigned: Tasks) -> bool:
+    if owned is None:
+        return False
+    return all(set(t.partitions) <= assigned.get(t.subtopology_id, frozenset()) for t in owned)
+
+
+def _check_member_epoch(member: StreamsGroupMember, req: StreamsGroupHeartbeatRequest) -> None:
+    if req.member_epoch > member.member_epoch:
+        raise ApiError(
+            Errors.FENCED_MEMBER_EPOCH,
+            f"The streams group member has a greater member epoch ({req.member_epoch}) than "
+            f"the one known by the group coordinator ({member.member_epoch}). The member must "
+            "abandon all its partitions and rejoin.",
+        )
+    if req.member_epoch < member.member_epoch and not (
+        req.member_epoch == member.previous_member_epoch
+        and _contained(req.active_tasks, member.active)
+        and _contained(req.standby_tasks, member.standby)
+        and _contained(req.warmup_tasks, member.warmup)
+    ):
+        raise ApiError(
+            Errors.FENCED_MEMBER_EPOCH,
+            f"The streams group member has a smaller member epoch ({req.member_epoch}) than "
+            f"the one known by the group coordinator ({member.member_epoch}). The member must "
+            "abandon all its partitions and rejoin.",
+        )
+
+
+def _check_tasks_exist(configured: ConfiguredTopology, tasks: tuple[TaskIds, ...] | None) -> None:
+    counts = configured.task_counts or {}
+    for t in tasks or ():
+        if t.subtopology_id not in counts:
+            raise _invalid_request(
+                f"Subtopology {t.subtopology_id} does not exist in the topology."
+            )
+        n = counts[t.subtopology_id]
+        for p in t.partitions:
+            if not 0 <= p < n:
+                raise _invalid_request(
+                    f"Task {p} for subtopology {t.subtopology_id} is invalid. Number of "
+                    f"tasks for this subtopology: {n}"
+                )
+
+
+def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> HeartbeatResult:
+    if group is None:
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+    if req.member_id not in group.members:
+        raise ApiError(
+            Errors.UNKNOWN_MEMBER_ID,
+            f"Member {req.member_id} is not a member of group {req.group_id}.",
+        )
+    records = rec.member_tombstones(group.group_id, req.member_id)
+    records.append(
+        rec.group_metadata_record(
+            group.group_id,
+            group.group_epoch + 1,
+            group.metadata_hash,
+            group.validated_topology_epoch,
+        )
+    )
+    return HeartbeatResult(
+        records,
+        StreamsGroupHeartbeatResponse(
+            member_id=req.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH
+        ),
+    )
+
+
+def streams_group_heartbeat(
+    group: StreamsGroup | None,
+    req: StreamsGroupHeartbeatRequest,
+    counts: PartitionCount,
+    heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+) -> HeartbeatResult:
+    """One heartbeat against ``group`` (None = no such group yet). ``counts``: the catalog's
+    partition count of a topic (None = it does not exist). Raises ApiError."""
+    validate_request(req)
+    if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        return _leave(group, req)
+    joining = req.member_epoch == 0
+    if group is None and not joining:
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+    group_id = req.group_id
+    records: list[Record] = []
+    statuses: list[StatusDetail] = []
+
+    old = group.members.get(req.member_id) if group is not None else None
+    if old is None and not joining:
+        raise ApiError(
+            Errors.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group_id}."
+        )
+    if old is not None and not joining:
+        _check_member_epoch(old, req)
+
+    # 1. the member's metadata
+    prev_meta = old.metadata if old is not None else None
+    metadata = StreamsGroupMemberMetadataValue(
+        instance_id=None,
+        rack_id=(
+            req.rack_id if req.rack_id is not None else (prev_meta.rack_id if prev_meta else None)
+        ),
+        client_id=req.client_id,
+        client_host=req.client_host,
+        rebalance_timeout_ms=(
+            req.rebalance_timeout_ms
+            if req.rebalance_timeout_ms != -1
+            else (prev_meta.rebalance_timeout_ms if prev_meta else -1)
+        ),
+        topology_epoch=(
+            req.topology.epoch
+            if req.topology is not None
+            else (prev_meta.topology_epoch if prev_meta else -1)
+        ),
+        process_id=(
+            req.process_id
+            if req.process_id is not None
+            else (prev_meta.process_id if prev_meta else "")
+        ),
+        user_endpoint=(
+            req.user_endpoint
+            if req.user_endpoint is not None
+            else (prev_meta.user_endpoint if prev_meta else None)
+        ),
+        client_tags=(
+            tuple(sorted(req.client_tags, key=lambda kv: kv.key))
+            if req.client_tags is not None
+            else (prev_meta.client_tags if prev_meta else ())
+        ),
+    )
+    bump = False
+    if metadata != prev_meta:
+        records.append(rec.member_metadata_record(group_id, req.member_id, metadata))
+        bump = True
+    if old is None or joining:
+        # a (re)joining member owns nothing (its owned-task lists are empty)
+        member = StreamsGroupMember(req.member_id, metadata)
+    else:
+        member = StreamsGroupMember(
+            req.member_id,
+            metadata,
+            old.member_epoch,
+            old.previous_member_epoch,
+            old.state,
+            old.active,
+            old.standby,
+            old.warmup,
+            old.active_pending_revocation,
+            old.standby_pending_revocation,
+            old.warmup_pending_revocation,
+        )
+
+    # 2. the topology
+    topology = group.topology if group is not None else None
+    if req.topology is not None:
+        sent = normalize(req.topology)
+        if topology is None:
+            topology = sent
+            records.append(rec.topology_record(group_id, sent))
+        elif sent.epoch >= topology.epoch and sent != topology:
+            raise _invalid_request("Topology updates are not supported yet.")
+    assert topology is not None  # a member exists only in a group that has a topology
+    if metadata.topology_epoch < topology.epoch:
+        statuses.append(
+            StatusDetail(
+                Status.STALE_TOPOLOGY,
+                f"The member's topology epoch {metadata.topology_epoch} is behind the group's "
+                f"topology epoch {topology.epoch}.",
+            )
+        )
+
+    # 3. configure it against the catalog
+    configured = configure(topology, counts)
+    new_hash = metadata_hash(topology, counts)
+    validated = topology.epoch if configured.ready else -1
+    if configured.ready:
+        _check_tasks_exist(configured, req.active_tasks)
+        _check_tasks_exist(configured, req.standby_tasks)
+        _check_tasks_exist(configured, req.warmup_tasks)
+    old_epoch = group.group_epoch if group is not None else 0
+    old_hash = group.metadata_hash if group is not None else 0
+    old_validated = group.validated_topology_epoch if group is not None else -1
+    if new_hash != old_hash or validated != old_validated:
+        bump = True
+
+    # 4. the group epoch
+    group_epoch = old_epoch + 1 if bump else old_epoch
+    if bump:
+        records.append(rec.group_metadata_record(group_id, group_epoch, new_hash, validated))
+
+    # 5. the target assignment
+    members: dict[str, StreamsGroupMember] = dict(group.members) if group is not None else {}
+    members[req.member_id] = member
+    old_target: Mapping[str, Tasks] = group.target if group is not None else {}
+    assignment_epoch = group.assignment_epoch if group is not None else 0
+    if group_epoch > assignment_epoch:
+        task_counts = configured.task_counts if configured.ready else None
+        new_target = assign_active_tasks(task_counts or {}, list(members), old_target)
+        for mid in sorted(new_target):
+            if mid not in old_target or to_task_ids(old_target[mid]) != to_task_ids(
+                new_target[mid]
+            ):
+                records.append(rec.target_member_record(group_id, mid, new_target[mid]))
+        assignment_epoch = group_epoch
+        records.append(rec.assignment_epoch_record(group_id, assignment_epoch))
+        target: Tasks = new_target[req.member_id]
+    else:
+        target = old_target.get(req.member_id, {})
+
+    # 6. reconcile the member
+    owners = {
+        task: holder
+        for task, holder in (group.active_owners() if group is not None else {}).items()
+        if holder != req.member_id
+    }
+    owned = from_task_ids(req.active_tasks) if req.active_tasks is not None else None
+    if joining:
+        owned = {}
+    updated = reconcile(member, assignment_epoch, target, owned, owners)
+    if old is None or joining or updated.assignment_value() != old.assignment_value():
+        records.append(
+            rec.current_assignment_record(group_id, req.member_id, updated.assignment_value())
+        )
+
+    if configured.status is not None:
+        statuses.append(configured.status)
+    send_tasks = joining or old is None or not updated.same_assignment(old)
+    response = StreamsGroupHeartbeatResponse(
+        member_id=req.member_id,
+        member_epoch=updated.member_epoch,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        status=tuple(statuses) if statuses else None,
+        active_tasks=to_task_ids(updated.active) if send_tasks else None,
+        standby_tasks=to_task_ids(updated.standby) if send_tasks else None,
+        warmup_tasks=to_task_ids(updated.warmup) if send_tasks else None,
+    )
+    return HeartbeatResult(records, response, configured.topics_to_create)
+
+
+DEFAULT_SESSION_TIMEOUT_MS = 45_000  # Kafka's streams.session.timeout.ms
+
+
+class StreamsGroupManager:
+    """The streams-group part of a partition's state machine: the heartbeat handler (records
+    and an answer, no state change), the replay of streams records into ``groups`` (the
+    partition's groups of every type), and the members' timers. ``counts`` reads the current
+    topic catalog.
+
+    Timers (soft state, as for consumer groups; re-created by ``on_loaded``): every accepted
+    heartbeat restarts the member's session (``session_timeout_ms``); a member that has to
+    revoke tasks gets ``rebalance_timeout_ms`` (its own) to do it. Either firing removes the
+    member as a leave does (its records tombstoned, the group epoch bumped), so that its
+    tasks go to the others."""
+
+    def __init__(
+        self,
+        groups: dict[str, Group],
+        counts: PartitionCount,
+        timer: Timer | None = None,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+    ) -> None:
+        self._groups = groups
+        self._counts = counts
+        self._timer = timer
+        self._interval = heartbeat_interval_ms
+        self._session_timeout_ms = session_timeout_ms
+        self._replay = StreamsGroupReplay(groups)
+        # one bound method for every session timer: ``Timer.postpone`` knows it by identity
+        self._session_op = self._expire_session
+
+    def replayers(self) -> dict[type, Callable[[Any, Any], None]]:
+        return self._replay.replayers()
+
+    def heartbeat(
+        self, req: StreamsGroupHeartbeatRequest
+    ) -> CoordinatorResult[StreamsGroupHeartbeatResponse]:
+        existing = self._groups.get(req.group_id)
+        group: StreamsGroup | None = None
+        try:
+            if isinstance(existing, StreamsGroup):
+                group = existing
+            elif existing is not None and not (
+                req.member_epoch == 0
+                and existing.type is GroupType.CLASSIC
+                and existing.protocol_type() == ""
+                and existing.is_empty()
+            ):
+                # an empty simple group (offsets only) gives way to a joining member, as in
+                # replay; any other group is another protocol's
+                raise ApiError(
+                    Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group."
+                )
+            result = streams_group_heartbeat(group, req, self._counts, self._interval)
+        except ApiError as e:
+            return CoordinatorResult(
+                (),
+                StreamsGroupHeartbeatResponse(
+                    error_code=int(e.code), error_message=e.message, member_id=req.member_id
+                ),
+            )
+        self._after_heartbeat(req, result)
+        return CoordinatorResult(result.records, result.response)
+
+    # ---- timers ----------------------------------------------------------------------------
+    def on_loaded(self) -> None:
+        """Restart every member's session (and pending revocation deadline) after a load."""
+        for group in self._groups.values():
+            if isinstance(group, StreamsGroup):
+                for member in group.members.values():
+                    self._schedule_session(group.group_id, member.member_id)
+                    self._schedule_rebalance(group.group_id, member)
+
+    def _after_heartbeat(self, req: StreamsGroupHeartbeatRequest, result: HeartbeatResult) -> None:
+        if self._timer is None:
+            return
+        if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            self._cancel(req.group_id, req.member_id)
+            return
+        self._schedule_session(req.group_id, req.member_id)
+        assignment = next(
+            (
+                r.value
+                for r in reversed(result.records)
+                if isinstance(r.key, rec.StreamsGroupCurrentMemberAssignmentKey)
+                and r.key.member_id == req.member_id
+            ),
+            None,
+        )
+        if assignment is None:
+            return  # the assignment did not change: neither did its deadline
+        group = self._groups.get(req.group_id)
+        old = group.members.get(req.member_id) if isinstance(group, StreamsGroup) else None
+        rebalance = member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, req.group_id, req.member_id)
+        if assignment.state != MemberState.UNREVOKED_TASKS:
+            self._timer.cancel(rebalance)
+        elif old is None or old.state is not MemberState.UNREVOKED_TASKS:
+            timeout = req.rebalance_timeout_ms
+            if timeout == -1 and old is not None:
+                timeout = old.metadata.rebalance_timeout_ms
+            epoch = assignment.member_epoch
+            self._timer.schedule(
+                rebalance,
+                max(timeout, 0),
+                lambda now: self._expire_rebalance(req.group_id, req.member_id, epoch),
+            )
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        if self._timer is None:
+            return
+        key = member_key(TimerKind.STREAMS_SESSION_TIMEOUT, group_id, member_id)
+        if not self._timer.postpone(key, self._session_timeout_ms, self._session_op):
+            self._timer.schedule_keyed(key, self._session_timeout_ms, self._session_op)
+
+    def _schedule_rebalance(self, group_id: str, member: StreamsGroupMember) -> None:
+        if self._timer is None or member.state is not MemberState.UNREVOKED_TASKS:
+            return
+        member_id, epoch = member.member_id, member.member_epoch
+        self._timer.schedule(
+            member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, group_id, member_id),
+            max(member.metadata.rebalance_timeout_ms, 0),
+            lambda now: self._expire_rebalance(group_id, member_id, epoch),
+        )
+
+    def _cancel(self, group_id: str, member_id: str) -> None:
+        if self._timer is not None:
+            self._timer.cancel(member_key(TimerKind.STREAMS_SESSION_TIMEOUT, group_id, member_id))
+            self._timer.cancel(member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, group_id, member_id))
+
+    def _remove(self, group: StreamsGroup, member_id: str) -> CoordinatorResult[None]:
+        self._cancel(group.group_id, member_id)
+        request = StreamsGroupHeartbeatRequest(group.group_id, member_id, LEAVE_GROUP_MEMBER_EPOCH)
+        return CoordinatorResult(_leave(group, request).records, None)
+
+    def _expire_session(self, key: TimerKey, now_ms: int) -> CoordinatorResult[None]:
+        group_id, member_id = member_of_key(key)
+        group = self._groups.get(group_id)
+        if not isinstance(group, StreamsGroup) or member_id not in group.members:
+            return CoordinatorResult()
+        return self._remove(group, member_id)
+
+    def _expire_rebalance(
+        self, group_id: str, member_id: str, epoch: int
+    ) -> CoordinatorResult[None]:
+        group = self._groups.get(group_id)
+        if not isinstance(group, StreamsGroup):
+            return CoordinatorResult()
+        member = group.members.get(member_id)
+        if (
+            member is None
+            or member.member_epoch != epoch
+            or member.state is not MemberState.UNREVOKED_TASKS
+        ):
+            return CoordinatorResult()
+        return self._remove(group, member_id)

@@ -1,0 +1,119 @@
+"""Properties of the sticky active-task assignor (hypothesis)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shards.core.streams.assignor import all_tasks, assign_active_tasks
+
+task_counts_st = st.dictionaries(
+    st.sampled_from(["0", "1", "2", "3"]), st.integers(0, 12), min_size=1, max_size=4
+)
+members_st = st.lists(
+    st.text("abcdefgh", min_size=1, max_size=3), min_size=1, max_size=7, unique=True
+)
+
+
+def _flat(assignment: dict[str, dict[str, frozenset[int]]]) -> dict[str, set[tuple[str, int]]]:
+    return {m: {(s, p) for s, ps in t.items() for p in ps} for m, t in assignment.items()}
+
+
+@st.composite
+def scenario(
+    draw: st.DrawFn,
+) -> tuple[dict[str, int], list[str], dict[str, dict[str, frozenset[int]]]]:
+    """Task counts, members, and an arbitrary current holding (overlaps, stale tasks, members
+    that are gone are all allowed)."""
+    counts = draw(task_counts_st)
+    members = draw(members_st)
+    holders = members + draw(st.lists(st.text("xyz", min_size=1, max_size=2), max_size=2))
+    current: dict[str, dict[str, frozenset[int]]] = {}
+    for m in holders:
+        held = draw(
+            st.lists(st.tuples(st.sampled_from(["0", "1", "2", "3", "9"]), st.integers(0, 14)))
+        )
+        mine: dict[str, set[int]] = {}
+        for s, p in held:
+            mine.setdefault(s, set()).add(p)
+        current[m] = {s: frozenset(ps) for s, ps in mine.items()}
+    return counts, members, current
+
+
+@given(scenario())
+def test_every_task_is_assigned_exactly_once_and_balanced(
+    case: tuple[dict[str, int], list[str], dict[str, dict[str, frozenset[int]]]],
+) -> None:
+    counts, members, current = case
+    out = _flat(assign_active_tasks(counts, members, current))
+    assert sorted(out) == sorted(members)
+    seen = Counter(t for tasks in out.values() for t in tasks)
+    assert set(seen) == set(all_tasks(counts))
+    assert all(n == 1 for n in seen.values())
+    sizes = [len(t) for t in out.values()]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@given(scenario())
+def test_assignment_is_deterministic_and_order_independent(
+    case: tuple[dict[str, int], list[str], dict[str, dict[str, frozenset[int]]]],
+) -> None:
+    counts, members, current = case
+    a = assign_active_tasks(counts, members, current)
+    b = assign_active_tasks(dict(reversed(list(counts.items()))), list(reversed(members)), current)
+    assert a == b
+
+
+@given(scenario())
+def test_unchanged_membership_keeps_every_task_in_place(
+    case: tuple[dict[str, int], list[str], dict[str, dict[str, frozenset[int]]]],
+) -> None:
+    counts, members, current = case
+    first = assign_active_tasks(counts, members, current)
+    assert assign_active_tasks(counts, members, first) == first
+
+
+@given(
+    scenario(),
+    st.lists(st.text("pqrs", min_size=1, max_size=2), min_size=1, max_size=4, unique=True),
+)
+def test_scale_out_moves_the_minimum(
+    case: tuple[dict[str, int], list[str], dict[str, dict[str, frozenset[int]]]],
+    newcomers: list[str],
+) -> None:
+    counts, members, current = case
+    before = _flat(assign_active_tasks(counts, members, current))
+    grown = members + newcomers
+    after = _flat(assign_active_tasks(counts, grown, assign_active_tasks(counts, members, current)))
+    moved = sum(len(before[m] - after[m]) for m in members)
+    # any balanced assignment over the grown group has to take from each old member what it
+    # holds above the larger quota, and in total enough to give the newcomers their quotas
+    n, k = len(all_tasks(counts)), len(grown)
+    base, extra = divmod(n, k)
+    excess = sorted((len(before[m]) - base for m in members), reverse=True)
+    # the `extra` larger quotas best go to the old members holding the most
+    lower_bound = sum(max(0, e - (1 if i < extra else 0)) for i, e in enumerate(excess))
+    assert moved == lower_bound
+    # and old members only lose tasks, they never trade them
+    assert all(after[m] <= before[m] for m in members)
+
+
+def test_scale_out_one_to_three_example() -> None:
+    one = assign_active_tasks({"0": 6}, ["a"], {})
+    three = _flat(assign_active_tasks({"0": 6}, ["a", "b", "c"], one))
+    assert three == {
+        "a": {("0", 0), ("0", 1)},
+        "b": {("0", 2), ("0", 4)},  # the rest is dealt in task order to whoever is lowest
+        "c": {("0", 3), ("0", 5)},
+    }
+
+
+def test_a_trimmed_member_keeps_the_same_partitions_of_every_subtopology() -> None:
+    held = {"a": {"0": frozenset({0, 1}), "1": frozenset({0, 1})}}
+    out = assign_active_tasks({"0": 2, "1": 2}, ["a", "b"], held)
+    assert out == {
+        "a": {"0": frozenset({0}), "1": frozenset({0})},
+        "b": {"0": frozenset({1}), "1": frozenset({1})},
+    }

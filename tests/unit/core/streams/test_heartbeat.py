@@ -1,0 +1,218 @@
+"""StreamsGroupHeartbeat on the pure core: join, tasks, revoke before assign, leave, fencing
+and the errors Kafka answers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from shards.core.errors import Errors
+from shards.core.streams.group import MemberState
+from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
+from shards.core.streams.records import StreamsGroupTopologyValue, Subtopology, TaskIds
+from shards.core.streams.topology import Status
+from tests.unit.core.streams.support import (
+    GROUP,
+    as_dict,
+    beat,
+    join,
+    leave,
+    manager,
+    simple_topology,
+    stateful_topology,
+)
+
+
+def test_first_member_joins_and_gets_every_task() -> None:
+    mgr, _ = manager(input=4)
+    r = mgr.streams_group_heartbeat(join("a"))
+    assert r.error_code == 0
+    assert r.member_epoch == 1
+    assert as_dict(r.active_tasks) == {"0": [0, 1, 2, 3]}
+    assert r.standby_tasks == () and r.warmup_tasks == ()
+    assert r.status is None
+    group = mgr.groups[GROUP]
+    assert group.state_name() == "Stable"
+    assert group.topology == simple_topology()
+    # a steady heartbeat changes nothing and sends no tasks
+    written = len(mgr.log)
+    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
+    assert (r.error_code, r.member_epoch, r.active_tasks) == (0, 1, None)
+    assert len(mgr.log) == written
+
+
+def test_second_member_gets_tasks_only_after_the_first_revokes_them() -> None:
+    mgr, _ = manager(input=4)
+    mgr.streams_group_heartbeat(join("a"))
+    r = mgr.streams_group_heartbeat(join("b"))
+    # b is at the new epoch but its tasks are still held by a
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {})
+    assert mgr.groups[GROUP].members["b"].state is MemberState.UNRELEASED_TASKS
+    assert mgr.groups[GROUP].state_name() == "Reconciling"
+
+    # a is told to keep half: it stays at epoch 1 until it reports the rest revoked
+    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (1, {"0": [0, 1]})
+    assert mgr.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
+    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
+    assert (r.member_epoch, r.active_tasks) == (1, None)  # still waiting
+    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
+    assert (r.member_epoch, r.active_tasks) == (2, None)
+    assert mgr.groups[GROUP].members["a"].state is MemberState.STABLE
+
+    r = mgr.streams_group_heartbeat(beat("b", 2, {}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [2, 3]})
+    assert mgr.groups[GROUP].state_name() == "Stable"
+
+
+def test_leave_removes_the_member_and_the_rest_take_its_tasks() -> None:
+    mgr, _ = manager(input=4)
+    mgr.streams_group_heartbeat(join("a"))
+    mgr.streams_group_heartbeat(join("b"))
+    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
+    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
+    mgr.streams_group_heartbeat(beat("b", 2, {}))
+    r = mgr.streams_group_heartbeat(leave("b"))
+    assert (r.error_code, r.member_epoch) == (0, -1)
+    group = mgr.groups[GROUP]
+    assert sorted(group.members) == ["a"] and "b" not in group.target
+    assert group.group_epoch == 3
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [0, 1, 2, 3]})
+    r = mgr.streams_group_heartbeat(leave("a"))
+    assert group.state_name() == "Empty"
+
+
+def test_member_epoch_fencing() -> None:
+    mgr, _ = manager(input=2)
+    mgr.streams_group_heartbeat(join("a"))  # epoch 1
+    mgr.streams_group_heartbeat(join("b"))  # group epoch 2
+    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))  # revoking
+    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0]}))  # a at epoch 2, previous 1
+    assert mgr.groups[GROUP].members["a"].member_epoch == 2
+
+    ahead = mgr.streams_group_heartbeat(beat("a", 3, {"0": [0]}))
+    assert ahead.error_code == Errors.FENCED_MEMBER_EPOCH
+    # the previous epoch with owned tasks inside the assignment: the bump was lost, accepted
+    lost = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0]}))
+    assert (lost.error_code, lost.member_epoch) == (0, 2)
+    # the previous epoch claiming a task the member does not hold, or reporting nothing
+    assert mgr.streams_group_heartbeat(beat("a", 1, {"0": [1]})).error_code == (
+        Errors.FENCED_MEMBER_EPOCH
+    )
+    assert mgr.streams_group_heartbeat(beat("a", 1)).error_code == Errors.FENCED_MEMBER_EPOCH
+    written = len(mgr.log)
+    assert mgr.streams_group_heartbeat(beat("ghost", 1, {})).error_code == (
+        Errors.UNKNOWN_MEMBER_ID
+    )
+    assert mgr.streams_group_heartbeat(leave("ghost")).error_code == Errors.UNKNOWN_MEMBER_ID
+    other = replace(beat("a", 1, {}), group_id="nope")
+    assert mgr.streams_group_heartbeat(other).error_code == Errors.GROUP_ID_NOT_FOUND
+    assert len(mgr.log) == written  # refused heartbeats write nothing
+
+
+def test_rejoin_of_a_known_member_starts_from_nothing() -> None:
+    mgr, _ = manager(input=2)
+    mgr.streams_group_heartbeat(join("a"))
+    r = mgr.streams_group_heartbeat(join("a"))
+    assert r.error_code == 0
+    assert as_dict(r.active_tasks) == {"0": [0, 1]}
+
+
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        (replace(join("a"), member_id=""), Errors.INVALID_REQUEST),
+        (replace(join("a"), group_id=""), Errors.INVALID_REQUEST),
+        (replace(join("a"), rebalance_timeout_ms=-1), Errors.INVALID_REQUEST),
+        (replace(join("a"), topology=None), Errors.INVALID_REQUEST),
+        (replace(join("a"), active_tasks=(TaskIds("0", (0,)),)), Errors.INVALID_REQUEST),
+        (replace(join("a"), standby_tasks=None), Errors.INVALID_REQUEST),
+        (replace(join("a"), instance_id="static-1"), Errors.INVALID_REQUEST),
+        (replace(join("a"), rack_id=""), Errors.INVALID_REQUEST),
+        (replace(beat("a", 1), topology=simple_topology()), Errors.INVALID_REQUEST),
+        (StreamsGroupHeartbeatRequest(GROUP, "a", -3), Errors.INVALID_REQUEST),
+        (StreamsGroupHeartbeatRequest(GROUP, "a", -2), Errors.INVALID_REQUEST),
+        (
+            join(
+                "a",
+                StreamsGroupTopologyValue(
+                    1, (Subtopology("0", source_topics=("x",), source_topic_regex=("y.*",)),)
+                ),
+            ),
+            Errors.INVALID_REQUEST,
+        ),
+        (
+            join("a", StreamsGroupTopologyValue(1, (Subtopology("0"),))),
+            Errors.STREAMS_INVALID_TOPOLOGY,
+        ),
+    ],
+)
+def test_invalid_requests_are_refused_before_any_state(
+    request_: StreamsGroupHeartbeatRequest, code: Errors
+) -> None:
+    mgr, _ = manager(input=2)
+    r = mgr.streams_group_heartbeat(request_)
+    assert r.error_code == code
+    assert r.error_message
+    assert mgr.groups == {} and mgr.log == []
+
+
+def test_missing_source_topic_is_a_status_and_the_group_is_not_ready() -> None:
+    mgr, catalog = manager()
+    r = mgr.streams_group_heartbeat(join("a"))
+    assert r.error_code == 0
+    assert r.status is not None
+    assert [s.code for s in r.status] == [Status.MISSING_SOURCE_TOPICS]
+    assert as_dict(r.active_tasks) == {}
+    assert mgr.groups[GROUP].state_name() == "NotReady"
+    # the topic appears: the metadata hash changes, the epoch is bumped, tasks are assigned
+    catalog.topics["input"] = 3
+    r = mgr.streams_group_heartbeat(beat("a", 1, {}))
+    assert r.status is None
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [0, 1, 2]})
+    assert mgr.groups[GROUP].state_name() == "Stable"
+
+
+def test_missing_internal_topics_are_reported_until_created() -> None:
+    mgr, catalog = manager(input=2, table=2)
+    r = mgr.streams_group_heartbeat(join("a", stateful_topology()))
+    assert r.status is not None
+    assert [s.code for s in r.status] == [Status.MISSING_INTERNAL_TOPICS]
+    assert "app-rep" in r.status[0].detail
+    catalog.topics.update({"app-rep": 2, "app-store-changelog": 2})
+    r = mgr.streams_group_heartbeat(beat("a", 1, {}))
+    assert r.status is None
+    assert as_dict(r.active_tasks) == {"0": [0, 1], "1": [0, 1]}
+
+
+def test_stale_topology_epoch_is_a_status_and_a_different_topology_is_refused() -> None:
+    mgr, _ = manager(input=2, other=2)
+    mgr.streams_group_heartbeat(join("a", simple_topology(epoch=2)))
+    r = mgr.streams_group_heartbeat(join("b", simple_topology(epoch=1, source="other")))
+    assert r.error_code == 0
+    assert r.status is not None and [s.code for s in r.status] == [Status.STALE_TOPOLOGY]
+    assert mgr.groups[GROUP].topology == simple_topology(epoch=2)
+    r = mgr.streams_group_heartbeat(join("c", simple_topology(epoch=2, source="other")))
+    assert r.error_code == Errors.INVALID_REQUEST
+    assert "c" not in mgr.groups[GROUP].members
+
+
+def test_owned_tasks_outside_the_topology_are_invalid() -> None:
+    mgr, _ = manager(input=2)
+    mgr.streams_group_heartbeat(join("a"))
+    assert mgr.streams_group_heartbeat(beat("a", 1, {"0": [5]})).error_code == (
+        Errors.INVALID_REQUEST
+    )
+    assert mgr.streams_group_heartbeat(beat("a", 1, {"9": [0]})).error_code == (
+        Errors.INVALID_REQUEST
+    )
+
+
+def test_partition_growth_bumps_the_epoch_and_assigns_new_tasks() -> None:
+    mgr, catalog = manager(input=2)
+    mgr.streams_group_heartbeat(join("a"))
+    catalog.topics["input"] = 3
+    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [0, 1, 2]})
