@@ -24,7 +24,10 @@ from shards.core.topics import TopicsImage
 from shards.core.txn_offsets import (
     TxnMarker,
     TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
     txn_offset_commit_error,
 )
 from shards.limits import (
@@ -328,7 +331,12 @@ class GroupCoordinatorService:
 
     # ---- offsets ---------------------------------------------------------------------------
     async def _unknown_partitions(
-        self, topics: Sequence[api.OffsetCommitRequestTopic | api.OffsetDeleteRequestTopic]
+        self,
+        topics: Sequence[
+            api.OffsetCommitRequestTopic
+            | api.OffsetDeleteRequestTopic
+            | TxnOffsetCommitRequestTopic
+        ],
     ) -> set[tuple[str, int]]:
         """The (topic, partition) pairs that do not exist, as Kafka's API layer checks them
         against its metadata cache before OffsetCommit/OffsetDelete reach the coordinator. A
@@ -476,11 +484,38 @@ class GroupCoordinatorService:
     async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
         """TxnOffsetCommit: pending offsets on the group's partition, answered once durable
         (the gateway read the request's floor before)."""
-        return await self._single(
+        unknown = await self._unknown_partitions(request.topics)
+        known = _keep_known(request.topics, unknown)
+        code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if unknown and not known:  # as Kafka's API layer: the coordinator is not asked
+            return txn_offset_commit_error(request, int(code), UNKNOWN_PARTITION)
+        checked = replace(request, topics=known) if unknown else request
+        response = await self._single(
             request.group_id,
-            lambda shard, now: shard.commit_transactional_offset(request, now),
-            lambda code, msg: txn_offset_commit_error(request, code, msg),
+            lambda shard, now: shard.commit_transactional_offset(checked, now),
+            lambda code, msg: txn_offset_commit_error(checked, code, msg),
             if_empty=EMPTY_GROUP_ID,
+        )
+        if not unknown:
+            return response
+        answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+        said = SaidOnce()
+        return TxnOffsetCommitResponse(
+            tuple(
+                TxnOffsetCommitResponseTopic(
+                    t.name,
+                    tuple(
+                        TxnOffsetCommitResponsePartition(
+                            key[1], code, said(code, UNKNOWN_PARTITION) or ""
+                        )
+                        if key in unknown
+                        else answered[key]
+                        for p in t.partitions
+                        if (key := (t.name, p.partition_index))
+                    ),
+                )
+                for t in request.topics
+            )
         )
 
     async def complete_transaction(self, marker: TxnMarker) -> int:

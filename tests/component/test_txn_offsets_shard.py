@@ -136,3 +136,44 @@ async def test_txn_offset_commit_over_grpc(client: Client) -> None:
     f = await client.coordinator.OffsetFetch(fetch_one)
     p = f.groups[0].topics[0].partitions[0]
     assert (p.committed_offset, p.metadata, p.error_code) == (5, "m", 0)
+
+
+async def test_txn_offset_commit_of_an_unknown_topic_or_partition(client: Client) -> None:
+    """As Kafka's API layer answers TxnOffsetCommit: a topic or partition that does not exist
+    gets UNKNOWN_TOPIC_OR_PARTITION and is not kept pending; the rest of the request is
+    (topic ``t`` has 16 partitions in the catalog)."""
+    assert client.app.service is not None
+    service = client.app.service
+
+    def request(group: str, *topics: tuple[str, tuple[int, ...]]) -> TxnOffsetCommitRequest:
+        return dataclasses.replace(
+            _txn(group, 0, 4, 10),
+            topics=tuple(
+                TxnOffsetCommitRequestTopic(
+                    name, tuple(TxnOffsetCommitRequestPartition(i, 7) for i in parts)
+                )
+                for name, parts in topics
+            ),
+        )
+
+    only_unknown = await service.txn_offset_commit(request("g-unknown", ("nope", (0, 1))))
+    assert [
+        (t.name, p.partition_index, p.error_code) for t in only_unknown.topics for p in t.partitions
+    ] == [
+        ("nope", 0, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        ("nope", 1, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert await service.pending_transaction_floors() == {}  # nothing kept
+
+    mixed = await service.txn_offset_commit(request("g-mixed", ("nope", (0,)), ("t", (0, 16))))
+    assert [
+        (t.name, p.partition_index, p.error_code) for t in mixed.topics for p in t.partitions
+    ] == [
+        ("nope", 0, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        ("t", 0, 0),
+        ("t", 16, Errors.UNKNOWN_TOPIC_OR_PARTITION),  # t has partitions 0-15
+    ]
+    assert await service.pending_transaction_floors() == {UP: 10}  # t-0 only
+    assert await _fetch(client.app, "g-mixed") == (-1, int(Errors.UNSTABLE_OFFSET_COMMIT))
+    assert await service.complete_transaction(TxnMarker(UP, 12, 4, 0, True)) == 1
+    assert await _fetch(client.app, "g-mixed") == (7, 0)

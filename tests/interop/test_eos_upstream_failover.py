@@ -186,6 +186,28 @@ def topics_state(d: Deployment, topics: list[str]) -> dict[str, object]:
     return {t: partitions(d.kafka, node, t) for t in topics}
 
 
+def fully_replicated(d: Deployment, topics: list[str], timeout: float = 90.0) -> None:
+    """Until every partition of ``topics`` (all replicated on every broker) has every broker
+    in its ISR, as each running broker's Metadata answers: nothing under-replicated."""
+    from tests.interop.test_kafka_cluster import partitions
+
+    everyone = sorted(d.kafka.broker_ids)
+    deadline = time.monotonic() + timeout
+    behind: list[object] = []
+    while time.monotonic() < deadline:
+        behind = []
+        for node in everyone:
+            for topic in topics:
+                seen = partitions(d.kafka, node, topic)
+                behind += [(node, topic, p, isr) for p, (_l, isr) in seen.items() if isr != everyone]
+                if not seen:
+                    behind.append((node, topic, "unknown"))
+        if not behind:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"still under-replicated after {timeout} s: {behind}")
+
+
 def stalled_after_offsets_leader(
     d: Deployment, loops: Loops, group: str, source: str, sink: str, why: str
 ) -> None:
@@ -195,7 +217,7 @@ def stalled_after_offsets_leader(
     and the read_committed output must be exactly the input records below those offsets,
     each once. Then the test is marked xfail with what was seen."""
     loops.kill_all()
-    committed = eos_loop.committed_offsets(d.bootstrap, group, source, PARTITIONS)
+    committed = eos_loop.committed_offsets(loops.bootstrap, group, source, PARTITIONS)
     assert all(c >= 0 for c in committed), committed
     below = {f"{source}-{p}-{o}" for p in range(PARTITIONS) for o in range(committed[p])}
     eos_loop.check_exactly_once(below, eos_loop.read_committed_output(d.upstream, sink, PARTITIONS))
@@ -212,6 +234,8 @@ class Loops:
     """The loop's instances, one after the other (same transactional id and group)."""
 
     d: Deployment
+    #: where the loop connects: the gateway, or the upstream itself (the control run)
+    bootstrap: str
     group: str
     source: str
     sink: str
@@ -224,7 +248,7 @@ class Loops:
         assert len(self.instances) < MAX_INSTANCES, self.describe()
         self.instances.append(
             eos_loop.EosLoop(
-                self.d.bootstrap,
+                self.bootstrap,
                 self.group,
                 self.source,
                 self.sink,
@@ -286,8 +310,14 @@ class Loops:
             loop.kill()
 
 
-def test_upstream_transaction_and_offsets_coordinators_killed(deployment: Deployment) -> None:
+@pytest.mark.parametrize("target", ["groupcoord", "kafka"])
+def test_upstream_transaction_and_offsets_coordinators_killed(
+    deployment: Deployment, target: str
+) -> None:
+    """``target``: the loop through the gateway, or against the upstream directly (the
+    control: the same kills with Kafka's own group coordinator)."""
     d = deployment
+    bootstrap = d.bootstrap if target == "groupcoord" else d.upstream
     tid = unique("eosup-tx")
     txn_coordinator = transaction_coordinator(d.upstream, tid)
     # a group whose offsets leader is another broker; one of the two victims is broker 1,
@@ -306,7 +336,7 @@ def test_upstream_transaction_and_offsets_coordinators_killed(deployment: Deploy
     expected = eos_loop.produce_input(d.upstream, source, RECORDS, PARTITIONS)
     assert len(expected) == RECORDS
 
-    loops = Loops(d, group, source, sink, tid)
+    loops = Loops(d, bootstrap, group, source, sink, tid)
     loops.start()
     timings: dict[str, float] = {}
     try:
@@ -321,6 +351,12 @@ def test_upstream_transaction_and_offsets_coordinators_killed(deployment: Deploy
         timings["txn coordinator"] = time.monotonic() - t0
         assert transaction_coordinator(d.upstream, tid) != txn_coordinator
         d.kafka.start(txn_coordinator)
+        # as an operator rolls brokers: the next one only once nothing is under-replicated
+        # (the restarted broker back in every ISR); without it the second kill can leave a
+        # partition with one in-sync replica, below min.insync 2 (see the module's doc)
+        t0 = time.monotonic()
+        fully_replicated(d, [source, sink, "__consumer_offsets", "__transaction_state"])
+        timings["ISR complete again"] = time.monotonic() - t0
 
         # 2. the leader of the group's __consumer_offsets partition
         leader = offsets_leader(d.upstream, group)
@@ -345,7 +381,7 @@ def test_upstream_transaction_and_offsets_coordinators_killed(deployment: Deploy
         eos_loop.check_exactly_once(
             expected, eos_loop.read_committed_output(d.upstream, sink, PARTITIONS)
         )
-        committed = eos_loop.committed_offsets(d.bootstrap, group, source, PARTITIONS)
+        committed = eos_loop.committed_offsets(bootstrap, group, source, PARTITIONS)
         assert committed == [RECORDS // PARTITIONS] * PARTITIONS
     finally:
         loops.kill_all()
