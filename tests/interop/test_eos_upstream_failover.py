@@ -199,7 +199,9 @@ def fully_replicated(d: Deployment, topics: list[str], timeout: float = 90.0) ->
         for node in everyone:
             for topic in topics:
                 seen = partitions(d.kafka, node, topic)
-                behind += [(node, topic, p, isr) for p, (_l, isr) in seen.items() if isr != everyone]
+                behind += [
+                    (node, topic, p, isr) for p, (_l, isr) in seen.items() if isr != everyone
+                ]
                 if not seen:
                     behind.append((node, topic, "unknown"))
         if not behind:
