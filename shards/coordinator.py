@@ -46,7 +46,12 @@ log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
 R = TypeVar("R")
 RequestT = TypeVar("RequestT")
-TopicT = TypeVar("TopicT", api.OffsetCommitRequestTopic, api.OffsetDeleteRequestTopic)
+TopicT = TypeVar(
+    "TopicT",
+    api.OffsetCommitRequestTopic,
+    api.OffsetDeleteRequestTopic,
+    TxnOffsetCommitRequestTopic,
+)
 
 
 def _error_of(ex: BaseException) -> tuple[int, str]:
