@@ -176,3 +176,59 @@ def _committed(bootstrap: str, topic: str, group: str) -> int:
         return int(consumer.committed([TopicPartition(topic, 0)], 10)[0].offset)
     finally:
         consumer.close()
+
+
+async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
+    kafka_target: Target, tmp_path: Path
+) -> None:
+    """TxnOffsetCommit naming a topic that does not exist and a partition beyond an existing
+    topic's count: Apache Kafka's API layer answers UNKNOWN_TOPIC_OR_PARTITION for each
+    before its coordinator (or the transaction) is asked; the gateway answers the same, and
+    keeps nothing pending."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.kafka_wire import KafkaWire, request
+
+    topic, group = unique("eos-unknown"), unique("eos-unknown-g")
+    admin = AdminClient({"bootstrap.servers": kafka_target.bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    commit = request(
+        "txn_offset_commit",
+        3,
+        transactional_id=unique("eos-unknown-tx"),
+        group_id=group,
+        producer_id=4242,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        topics=[
+            {"name": unique("no-such-topic"), "partitions": [{"partition_index": 0}]},
+            {"name": topic, "partitions": [{"partition_index": 2}, {"partition_index": 7}]},
+        ],
+    )
+
+    async def answer(bootstrap: str) -> list[tuple[int, int]]:
+        host, port = bootstrap.rsplit(":", 1)
+        wire = await KafkaWire.connect(host, int(port))
+        try:
+            r = await wire.send(commit)
+        finally:
+            await wire.close()
+        return [(int(p.partition_index), int(p.error_code)) for t in r.topics for p in t.partitions]
+
+    cluster = UpstreamCluster(kafka_target.bootstrap)
+    try:
+        async with gateway_stack(
+            tmp_path,
+            gateway={"upstream_bootstrap": kafka_target.bootstrap, "exactly_once": True},
+            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
+        ) as stack:
+            ours = await answer(stack.bootstrap)
+            service: Any = stack.shard.service
+            floors = await service.pending_transaction_floors()
+    finally:
+        await cluster.close()
+    kafkas = await answer(kafka_target.bootstrap)
+    assert kafkas == [(0, 3), (2, 3), (7, 3)]  # UNKNOWN_TOPIC_OR_PARTITION
+    assert ours == kafkas
+    assert floors == {}
