@@ -72,6 +72,7 @@ class TxnOffsetCommitter:
             )
             for t in kafka.topics
         )
+        log.debug("TxnOffsetCommit of %s (v%d): asked", kafka.group_id, version)
         try:
             if version >= FIRST_TV2_VERSION:
                 code = await self._add_offsets_partition(kafka)
@@ -84,6 +85,7 @@ class TxnOffsetCommitter:
                         code,
                     )
                     return self._encode(response_cls, correlation_id, version, topics, code)
+            log.debug("TxnOffsetCommit of %s: reading the floor", kafka.group_id)
             up, floor = await self.offsets_topic.floor(kafka.group_id)
         except UpstreamFailure as ex:
             # retriable: the client tries again (its transaction is still open)
@@ -105,6 +107,7 @@ class TxnOffsetCommitter:
             topics=topics,
             context=RequestContext(client_id=header.client_id or "", api_version=version),
         )
+        log.debug("TxnOffsetCommit of %s: floor %d:%d, to the shard", kafka.group_id, up, floor)
         try:
             r = await self.router.call(
                 kafka.group_id,
@@ -149,6 +152,11 @@ class TxnOffsetCommitter:
         coordinator = found.coordinators[0]
         if coordinator.error_code != 0:
             return int(coordinator.error_code)
+        log.debug(
+            "TxnOffsetCommit of %s: AddOffsetsToTxn to broker %d",
+            kafka.group_id,
+            coordinator.node_id,
+        )
         added = await cluster.call(
             AddOffsetsToTxnRequest(
                 transactional_id=kafka.transactional_id,

@@ -110,13 +110,9 @@ class UpstreamCluster:
         """A new connection for forwarding: to broker ``node_id``, or to any broker (the
         known brokers first, then the bootstrap servers). Raises UpstreamFailure."""
         if node_id is not None:
-            broker = self.brokers.get(node_id)
-            if broker is None:
+            if node_id not in self.brokers:
                 await self.refresh_metadata()
-                broker = self.brokers.get(node_id)
-            if broker is None:
-                raise UpstreamFailure(f"upstream broker {node_id} is not in the cluster")
-            return await self._open(broker.host, broker.port)
+            return await self._open_broker(node_id)
         errors = []
         for host, port in self._candidates():
             try:
@@ -124,6 +120,13 @@ class UpstreamCluster:
             except UpstreamFailure as ex:  # _open's wrapping of a refused/timed-out connect
                 errors.append(f"{host}:{port}: {ex}")
         raise UpstreamFailure("no upstream broker reachable: " + "; ".join(errors))
+
+    async def _open_broker(self, node_id: int) -> UpstreamConnection:
+        """A connection to broker ``node_id`` as last seen in Metadata (no refresh here)."""
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            raise UpstreamFailure(f"upstream broker {node_id} is not in the cluster")
+        return await self._open(broker.host, broker.port)
 
     def _candidates(self) -> list[tuple[str, int]]:
         known = [(b.host, b.port) for _id, b in sorted(self.brokers.items())]
@@ -150,6 +153,12 @@ class UpstreamCluster:
     async def _control_connection(
         self, node_id: int | None
     ) -> tuple[int | None, UpstreamConnection]:
+        if node_id is not None and node_id not in self.brokers:
+            # Metadata first, and outside the lock: it is a call() itself, which takes the
+            # lock (asyncio's Lock is not reentrant: refreshing under it hung every later
+            # call for good -- the gateway's TxnOffsetCommits after the leader of its
+            # offsets partition left the cluster, test_eos_upstream_failover)
+            await self.refresh_metadata()
         async with self._connecting:  # concurrent callers share one connection
             return await self._control_connection_locked(node_id)
 
@@ -166,13 +175,19 @@ class UpstreamCluster:
             return None, fresh
         conn = self._control.get(node_id)
         if conn is None or conn.closed:
-            conn = self._control[node_id] = await self.connect(node_id)
+            conn = self._control[node_id] = await self._open_broker(node_id)
         return node_id, conn
 
     async def call(self, request: Any, node_id: int | None = None) -> Any:
         """groupcoord's own request to broker ``node_id`` (None: any); the decoded response.
-        A failed connection is dropped (the next call opens a new one)."""
-        nid, conn = await self._control_connection(node_id)
+        A failed connection is dropped (the next call opens a new one). Bounded throughout:
+        getting the connection too (it may wait for another caller's connect, then refresh
+        Metadata and connect itself)."""
+        try:
+            async with asyncio.timeout(2 * self.connect_timeout_s + self.request_timeout_s):
+                nid, conn = await self._control_connection(node_id)
+        except TimeoutError as ex:
+            raise UpstreamFailure(f"no upstream connection for broker {node_id}: {ex!r}") from ex
         try:
             async with asyncio.timeout(self.request_timeout_s):
                 return await conn.request(request)

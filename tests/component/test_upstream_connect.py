@@ -82,3 +82,25 @@ async def test_no_broker_reachable_names_every_one() -> None:
         assert all(str(p) in str(caught.value) for p in ports)
     finally:
         await cluster.close()
+
+
+async def test_a_call_to_a_broker_not_in_the_cluster_fails_and_frees_the_connection_lock(
+    live_port: int,
+) -> None:
+    """A call to a broker id Metadata no longer names (the leader the gateway's floor read
+    still had cached after that broker was removed) refreshes Metadata and fails -- it used to
+    refresh while holding the lock that the refresh's own call takes, and hung for good, and
+    every later call with it (the stalls of test_eos_upstream_failover after the kill of the
+    offsets partition's leader)."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    dead = _refused_port()
+    cluster = UpstreamCluster(f"127.0.0.1:{dead}", connect_timeout_s=1.0, request_timeout_s=1.0)
+    try:
+        cluster.absorb_brokers([Broker(2, "127.0.0.1", live_port, None)])
+        ping = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        for _ in range(2):  # and again: nothing is left holding the lock
+            with pytest.raises(UpstreamFailure):
+                await asyncio.wait_for(cluster.call(ping, 1), 10)
+    finally:
+        await cluster.close()
