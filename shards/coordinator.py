@@ -20,6 +20,15 @@ from shards.core.errors import ApiError, Errors, SaidOnce
 from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
+from shards.core.streams.describe import (
+    DescribedStreamsGroup,
+    StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
+)
+from shards.core.streams.heartbeat import (
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+)
 from shards.core.topics import TopicsImage
 from shards.core.txn_offsets import (
     TxnMarker,
@@ -815,6 +824,34 @@ class GroupCoordinatorService:
             request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)
+
+    # ---- streams groups (KIP-1071) -------------------------------------------------------------
+    async def streams_group_heartbeat(
+        self, request: StreamsGroupHeartbeatRequest
+    ) -> StreamsGroupHeartbeatResponse:
+        # An empty group id is the core's INVALID_REQUEST, as for consumer groups.
+        return await self._single(
+            request.group_id,
+            lambda shard, now: shard.streams_group_heartbeat(request, now),
+            lambda code, msg: StreamsGroupHeartbeatResponse(
+                error_code=code, error_message=msg or None, member_id=request.member_id
+            ),
+            request=request,
+            limits=self.member_limits,
+        )
+
+    async def streams_group_describe(
+        self, request: StreamsGroupDescribeRequest
+    ) -> StreamsGroupDescribeResponse:
+        groups = await self._fan_out(
+            request.group_ids,
+            lambda p, ids: p.read(lambda shard, now: shard.streams_group_describe(ids, now)),
+            lambda g: g.group_id,
+            lambda group_id, code, msg: DescribedStreamsGroup(group_id, code, msg or None),
+            if_empty=EMPTY_GROUP_ID,
+            request=request,
+        )
+        return StreamsGroupDescribeResponse(groups)
 
 
 class _SteadyPath:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shards.core.api import DEFAULT_CONTEXT, RequestContext
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.streams import records as rec
@@ -62,6 +63,15 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # Kafka's streams.heartbeat.interval.ms
 
 
 @dataclass(frozen=True, slots=True)
+class TaskOffset:
+    """A task's changelog offset (the heartbeat's TaskOffsets / TaskEndOffsets)."""
+
+    subtopology_id: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class StreamsGroupHeartbeatRequest:
     group_id: str
     member_id: str
@@ -76,11 +86,11 @@ class StreamsGroupHeartbeatRequest:
     process_id: str | None = None
     user_endpoint: Endpoint | None = None
     client_tags: tuple[KeyValue, ...] | None = None
-    task_offsets: tuple[object, ...] | None = None
-    task_end_offsets: tuple[object, ...] | None = None
+    task_offsets: tuple[TaskOffset, ...] | None = None
+    task_end_offsets: tuple[TaskOffset, ...] | None = None
     shutdown_application: bool = False
-    client_id: str = ""
-    client_host: str = ""
+    endpoint_information_epoch: int = 0
+    context: RequestContext = DEFAULT_CONTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,9 @@ class StreamsGroupHeartbeatResponse:
     active_tasks: tuple[TaskIds, ...] | None = None  # None = unchanged since the last answer
     standby_tasks: tuple[TaskIds, ...] | None = None
     warmup_tasks: tuple[TaskIds, ...] | None = None
+    #: the internal topics to create (with the MISSING_INTERNAL_TOPICS status): what a
+    #: shard in proxy mode creates on the upstream cluster; not on the Kafka wire
+    topics_to_create: tuple[InternalTopic, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,8 +265,8 @@ def streams_group_heartbeat(
         rack_id=(
             req.rack_id if req.rack_id is not None else (prev_meta.rack_id if prev_meta else None)
         ),
-        client_id=req.client_id,
-        client_host=req.client_host,
+        client_id=req.context.client_id,
+        client_host=req.context.client_host,
         rebalance_timeout_ms=(
             req.rebalance_timeout_ms
             if req.rebalance_timeout_ms != -1
@@ -385,6 +398,7 @@ def streams_group_heartbeat(
         active_tasks=to_task_ids(updated.active) if send_tasks else None,
         standby_tasks=to_task_ids(updated.standby) if send_tasks else None,
         warmup_tasks=to_task_ids(updated.warmup) if send_tasks else None,
+        topics_to_create=configured.topics_to_create,
     )
     return HeartbeatResult(records, response, configured.topics_to_create)
 
