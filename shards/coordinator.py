@@ -36,6 +36,7 @@ from shards.core.txn_offsets import (
     TxnOffsetCommitResponse,
     txn_offset_commit_error,
 )
+from shards.internal_topics import InternalTopicCreator
 from shards.limits import (
     DEFAULT_LIMITS,
     OFFLOAD_ITEMS,
@@ -128,6 +129,7 @@ class GroupCoordinatorService:
         topics_miss_refresh_s: float = 0.1,
         log_ends: LogEndOffsets | None = None,
         upstream_topics: UpstreamTopicCheck | None = None,
+        internal_topics: InternalTopicCreator | None = None,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
@@ -145,6 +147,9 @@ class GroupCoordinatorService:
         self.log_ends = log_ends
         #: proxy mode: asks the upstream about topics the catalog does not have yet
         self.upstream_topics = upstream_topics
+        #: proxy mode: creates a streams group's missing internal topics upstream (None:
+        #: coordinator-only, the MISSING_INTERNAL_TOPICS status is the whole answer)
+        self.internal_topics = internal_topics
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -830,7 +835,7 @@ class GroupCoordinatorService:
         self, request: StreamsGroupHeartbeatRequest
     ) -> StreamsGroupHeartbeatResponse:
         # An empty group id is the core's INVALID_REQUEST, as for consumer groups.
-        return await self._single(
+        response = await self._single(
             request.group_id,
             lambda shard, now: shard.streams_group_heartbeat(request, now),
             lambda code, msg: StreamsGroupHeartbeatResponse(
@@ -839,6 +844,9 @@ class GroupCoordinatorService:
             request=request,
             limits=self.member_limits,
         )
+        if response.topics_to_create and self.internal_topics is not None:
+            self.internal_topics.request(response.topics_to_create)  # never waits
+        return response
 
     async def streams_group_describe(
         self, request: StreamsGroupDescribeRequest

@@ -1,0 +1,172 @@
+"""KIP-1071 streams groups through a real shard's gRPC server (SQLite store): a member
+joins and gets its tasks, StreamsGroupDescribe shows it, and in proxy mode (an in-memory
+upstream cluster) the group's missing internal topics are created upstream with the decided
+partition counts and configs -- the heartbeat answers MISSING_INTERNAL_TOPICS meanwhile,
+and a later one finds the topology ready."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from groupcoord.v1 import records_pb2, streams_group_pb2
+
+from services.shard.app import ShardApp
+from shards.core.errors import Errors
+from tests.component.conftest import Client, connect, shard_settings
+from tests.support.polling import poll
+from tests.support.upstream import FakeUpstream
+
+GROUP = "streams-app"
+MISSING_INTERNAL_TOPICS = 3
+
+
+def topology(stateful: bool) -> streams_group_pb2.StreamsTopology:
+    if not stateful:
+        return streams_group_pb2.StreamsTopology(
+            epoch=0,
+            subtopologies=[records_pb2.StreamsSubtopology(subtopology_id="0", source_topics=["t"])],
+        )
+    return streams_group_pb2.StreamsTopology(
+        epoch=0,
+        subtopologies=[
+            records_pb2.StreamsSubtopology(
+                subtopology_id="0", source_topics=["t"], repartition_sink_topics=["app-rep"]
+            ),
+            records_pb2.StreamsSubtopology(
+                subtopology_id="1",
+                repartition_source_topics=[records_pb2.StreamsTopicInfo(name="app-rep")],
+                state_changelog_topics=[
+                    records_pb2.StreamsTopicInfo(
+                        name="app-store-changelog",
+                        topic_configs=[
+                            records_pb2.StreamsKeyValue(key="cleanup.policy", value="compact")
+                        ],
+                    )
+                ],
+            ),
+        ],
+    )
+
+
+def join(
+    member_id: str, stateful: bool = False, group: str = GROUP
+) -> streams_group_pb2.StreamsGroupHeartbeatRequest:
+    return streams_group_pb2.StreamsGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        topology=topology(stateful),
+        active_tasks=streams_group_pb2.StreamsTaskIdsList(),
+        standby_tasks=streams_group_pb2.StreamsTaskIdsList(),
+        warmup_tasks=streams_group_pb2.StreamsTaskIdsList(),
+        process_id="p1",
+    )
+
+
+def steady(member_id: str, epoch: int) -> streams_group_pb2.StreamsGroupHeartbeatRequest:
+    return streams_group_pb2.StreamsGroupHeartbeatRequest(
+        group_id=GROUP, member_id=member_id, member_epoch=epoch
+    )
+
+
+@pytest.fixture
+async def proxied(tmp_path: Path) -> AsyncIterator[tuple[Client, FakeUpstream]]:
+    upstream = FakeUpstream()
+    upstream.create("t", 4)
+    settings = dataclasses.replace(
+        shard_settings(tmp_path), upstream=upstream, upstream_metadata_interval_ms=50
+    )
+    app = ShardApp(settings)
+    await app.start()
+    c = await connect(app)
+    try:
+        yield c, upstream
+    finally:
+        await c.channel.close()
+        await app.stop()
+
+
+async def test_join_describe_and_leave_over_grpc(client: Client) -> None:
+    # (the client fixture's topic t has 16 partitions)
+    r = await client.coordinator.StreamsGroupHeartbeat(join("m1"))
+    assert r.error_code == 0, r
+    assert r.member_epoch >= 1
+    assert r.heartbeat_interval_ms == 5000
+    assert [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks.tasks] == [
+        ("0", list(range(16)))
+    ]
+    assert not r.HasField("status")
+    d = await client.coordinator.StreamsGroupDescribe(
+        streams_group_pb2.StreamsGroupDescribeRequest(group_ids=[GROUP, "nope"])
+    )
+    g, unknown = d.groups
+    assert (g.group_id, g.group_state, g.group_epoch) == (GROUP, "Stable", r.member_epoch)
+    assert [m.member_id for m in g.members] == ["m1"]
+    assert g.topology.subtopologies[0].source_topics == ["t"]
+    assert unknown.error_code == Errors.GROUP_ID_NOT_FOUND
+    # fenced, then leave
+    fenced = await client.coordinator.StreamsGroupHeartbeat(steady("m1", r.member_epoch + 1))
+    assert fenced.error_code == Errors.FENCED_MEMBER_EPOCH
+    left = await client.coordinator.StreamsGroupHeartbeat(steady("m1", -1))
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    d = await client.coordinator.StreamsGroupDescribe(
+        streams_group_pb2.StreamsGroupDescribeRequest(group_ids=[GROUP])
+    )
+    assert (d.groups[0].group_state, list(d.groups[0].members)) == ("Empty", [])
+
+
+async def test_coordinator_only_reports_missing_internal_topics(client: Client) -> None:
+    r = await client.coordinator.StreamsGroupHeartbeat(join("m1", stateful=True))
+    assert r.error_code == 0, r
+    assert [s.code for s in r.status.statuses] == [MISSING_INTERNAL_TOPICS]
+    assert {(t.name, t.partitions) for t in r.topics_to_create} == {
+        ("app-rep", 16),
+        ("app-store-changelog", 16),
+    }
+    assert list(r.active_tasks.tasks) == []
+
+
+async def test_proxy_mode_creates_internal_topics_upstream(
+    proxied: tuple[Client, FakeUpstream],
+) -> None:
+    c, upstream = proxied
+
+    async def catalog_has_t() -> bool:
+        r = await c.coordinator.StreamsGroupHeartbeat(join("probe", group="probe"))
+        return r.error_code == 0 and bool(r.active_tasks.tasks)
+
+    # the mirror has the source topic first (seen by a stateless group of its own)
+    await poll(catalog_has_t, bool)
+
+    r = await c.coordinator.StreamsGroupHeartbeat(join("m1", stateful=True))
+    assert r.error_code == 0, r
+    assert [s.code for s in r.status.statuses] == [MISSING_INTERNAL_TOPICS]
+    epoch = r.member_epoch
+
+    async def created() -> dict[str, int]:
+        return {t.name: t.partitions for batch in upstream.created for t in batch}
+
+    made = await poll(created, lambda m: len(m) == 2)
+    assert made == {"app-rep": 4, "app-store-changelog": 4}
+    changelog = next(t for b in upstream.created for t in b if t.name == "app-store-changelog")
+    assert ("cleanup.policy", "compact") in {(kv.key, kv.value) for kv in changelog.configs}
+
+    async def heartbeat() -> streams_group_pb2.StreamsGroupHeartbeatResponse:
+        nonlocal epoch
+        r = await c.coordinator.StreamsGroupHeartbeat(steady("m1", epoch))
+        assert r.error_code == 0, r
+        epoch = r.member_epoch
+        return r
+
+    r = await poll(heartbeat, lambda r: r.HasField("active_tasks") and bool(r.active_tasks.tasks))
+    assert not r.HasField("status") or list(r.status.statuses) == []
+    assert {(t.subtopology_id, tuple(t.partitions)) for t in r.active_tasks.tasks} == {
+        ("0", (0, 1, 2, 3)),
+        ("1", (0, 1, 2, 3)),
+    }
+    # each topic was asked for once, however many heartbeats saw it missing
+    assert sum(len(b) for b in upstream.created) == 2
