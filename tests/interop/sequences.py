@@ -64,6 +64,9 @@ async def create_topic(wire: KafkaWire, name: str, partitions: int) -> str:
 
 # ---- ApiVersions ---------------------------------------------------------------------------
 
+#: StreamsGroupHeartbeat, StreamsGroupDescribe (KIP-1071; docs/streams-groups.md)
+STREAMS_APIS = (88, 89)
+
 
 async def api_versions(target: Target) -> Obs:
     wire = await target.wire()
@@ -86,7 +89,7 @@ async def api_versions(target: Target) -> Obs:
                     "served": {
                         codec.SERVED[k].name: ranges.get(k)
                         for k in sorted(codec.SERVED)
-                        if k not in (0, 1, 2)
+                        if k not in (0, 1, 2, *STREAMS_APIS)
                     },
                     "data plane advertised": sorted(k for k in (0, 1, 2) if k in ranges),
                     "finalized group.version": [
@@ -97,6 +100,13 @@ async def api_versions(target: Target) -> Obs:
                 },
             )
         ]
+        # streams groups: their own step (a known difference: v0 only, Kafka 4.4 has v1)
+        obs.append(
+            (
+                "ApiVersions v3 streams group APIs",
+                {codec.SERVED[k].name: ranges.get(k) for k in STREAMS_APIS},
+            )
+        )
         bad = await wire.send(
             request("api_versions", 3, client_software_name="-bad", client_software_version="1")
         )
