@@ -134,17 +134,20 @@ def _partition_counts(upstream: str, names: list[str]) -> dict[str, int]:
     return {n: len(topics[n].partitions) for n in names if n in topics}
 
 
-def _describe(bootstrap: str, group: str) -> Any:
+def _observe(bootstrap: str, group: str) -> dict[str, Any]:
+    """What the group APIs answer about a running streams group: StreamsGroupDescribe
+    (state, members, tasks), ListGroups (type, protocol type, state), DescribeGroups and
+    ConsumerGroupDescribe (a group of another protocol), FindCoordinator."""
     import asyncio
 
     from tests.support.kafka_wire import KafkaWire, request
 
     host, port = bootstrap.split(":")
 
-    async def ask() -> Any:
+    async def ask() -> dict[str, Any]:
         wire = await KafkaWire.connect(host, int(port))
         try:
-            r = await wire.send(
+            d = await wire.send(
                 request(
                     "streams_group_describe",
                     0,
@@ -152,19 +155,94 @@ def _describe(bootstrap: str, group: str) -> Any:
                     include_authorized_operations=False,
                 )
             )
+            listed = await wire.send(request("list_groups", 5, states_filter=[], types_filter=[]))
+            classic = await wire.send(
+                request("describe_groups", 5, groups=[group], include_authorized_operations=False)
+            )
+            consumer = await wire.send(request("consumer_group_describe", 1, group_ids=[group]))
+            found = await wire.send(
+                request("find_coordinator", 4, key_type=0, coordinator_keys=[group])
+            )
         finally:
             await wire.close()
-        return r.groups[0]
+        (g,) = d.groups
+        tasks = sorted(
+            (t.subtopology_id, p)
+            for m in g.members
+            for t in m.assignment.active_tasks
+            for p in t.partitions
+        )
+        (entry,) = [x for x in listed.groups if x.group_id == group]
+        (described,) = classic.groups
+        return {
+            "streams describe": {
+                "error": int(g.error_code),
+                "state": g.group_state,
+                "members": len(g.members),
+                "tasks": tasks,
+                "subtopologies": sorted(s.subtopology_id for s in g.topology.subtopologies),
+                "member epoch is group epoch": [m.member_epoch for m in g.members]
+                == [g.group_epoch],
+            },
+            "list groups": (entry.group_type, entry.protocol_type, entry.group_state),
+            "describe groups": (
+                int(described.error_code),
+                described.group_state,
+                described.protocol_type,
+                len(described.members),
+            ),
+            "consumer group describe": int(consumer.groups[0].error_code),
+            "find coordinator": int(found.coordinators[0].error_code),
+        }
 
     return asyncio.run(ask())
+
+
+def _run(bootstrap: str, upstream: str, workdir: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The application against ``bootstrap`` (its own topics on ``upstream``) until every
+    count is final: what the group APIs say about it then, and its internal topics'
+    partition counts."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    app_id = unique("streams-count")
+    topics = unique("sp-in"), unique("sp-out")
+    admin = AdminClient({"bootstrap.servers": upstream, **QUIET})
+    for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": upstream, "linger.ms": 5, **QUIET})
+    for i in range(RECORDS):
+        producer.produce(topics[0], str(i).encode(), f"k{i}".encode())
+    assert producer.flush(30) == 0
+    app = App(bootstrap, app_id, topics, workdir)
+    try:
+        counts = _final_counts(upstream, topics[1], 180)
+        assert counts == {f"g{k}": RECORDS // KEYS for k in range(KEYS)}, (
+            counts,
+            app.errors,
+            app.logs(),
+        )
+        assert not app.errors, app.errors
+        observed = _observe(bootstrap, app_id)
+        app.close()
+        assert not app.errors, app.errors
+    finally:
+        if app.proc.poll() is None:
+            app.proc.kill()
+    internal = {
+        "repartition": f"{app_id}-by-mod-repartition",
+        "changelog": f"{app_id}-counts-changelog",
+    }
+    made = _partition_counts(upstream, list(internal.values()))
+    return observed, {kind: made.get(name, 0) for kind, name in internal.items()}
 
 
 def test_a_stateful_streams_application_on_the_streams_protocol(
     kafka_target: Target, tmp_path: Path
 ) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+    """The same application, first against Kafka 4.4.0 itself (the reference: its own
+    streams group coordinator), then through groupcoord's gateway in proxy mode in front of
+    it: the same results, the same internal topics, the same answers of the group APIs."""
     from tests.interop import java_client
     from tests.interop.kafka_broker import groupcoord_args
 
@@ -173,6 +251,8 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
         pytest.skip(reason)
     _classpath()  # fetch and compile before anything is timed
     upstream = kafka_target.bootstrap
+    kafka = _run(upstream, upstream, tmp_path / "kafka-app")
+
     (tmp_path / "shard").mkdir()
     shard = ServerProcess(
         [
@@ -189,51 +269,23 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
         ],
         tmp_path / "shard" / "shard.log",
     )
-    app = None
     try:
         gateway = gateway_process(
-            shard.grpc_address,
-            10,
-            tmp_path / "gateway.log",
-            "--upstream-bootstrap",
-            upstream,
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
         )
         try:
-            bootstrap = f"127.0.0.1:{gateway.ports['kafka']}"
-            app_id = unique("streams-count")
-            topics = unique("sp-in"), unique("sp-out")
-            admin = AdminClient({"bootstrap.servers": upstream, **QUIET})
-            for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
-                f.result(30)
-            producer = Producer({"bootstrap.servers": upstream, "linger.ms": 5, **QUIET})
-            for i in range(RECORDS):
-                producer.produce(topics[0], str(i).encode(), f"k{i}".encode())
-            assert producer.flush(30) == 0
-
-            app = App(bootstrap, app_id, topics, tmp_path / "app")
-            counts = _final_counts(upstream, topics[1], 180)
-            assert counts == {f"g{k}": RECORDS // KEYS for k in range(KEYS)}, (
-                counts,
-                app.errors,
-                app.logs(),
+            groupcoord = _run(
+                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
             )
-            assert not app.errors, app.errors
-            internal = [f"{app_id}-by-mod-repartition", f"{app_id}-counts-changelog"]
-            assert _partition_counts(upstream, internal) == dict.fromkeys(internal, PARTITIONS)
-            g = _describe(bootstrap, app_id)
-            assert g.error_code == 0, g
-            assert g.group_state == "Stable", g
-            (member,) = g.members
-            tasks = {
-                (t.subtopology_id, p) for t in member.assignment.active_tasks for p in t.partitions
-            }
-            assert len(tasks) == 2 * PARTITIONS, g
-            assert {s.subtopology_id for s in g.topology.subtopologies} == {t[0] for t in tasks}
-            app.close()
-            assert not app.errors, app.errors
         finally:
             gateway.kill()
     finally:
-        if app is not None and app.proc.poll() is None:
-            app.proc.kill()
         shard.kill()
+    print("kafka", kafka)
+    print("groupcoord", groupcoord)
+    # the internal topics, made by the coordinator, with the source's partition count
+    assert kafka[1] == groupcoord[1] == {"repartition": PARTITIONS, "changelog": PARTITIONS}
+    k, g = kafka[0], groupcoord[0]
+    assert g["streams describe"]["state"] == "Stable"
+    assert len(g["streams describe"]["tasks"]) == 2 * PARTITIONS
+    assert g == k
