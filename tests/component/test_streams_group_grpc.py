@@ -15,7 +15,7 @@ from groupcoord.v1 import records_pb2, streams_group_pb2
 
 from services.shard.app import ShardApp
 from shards.core.errors import Errors
-from tests.component.conftest import Client, connect, shard_settings
+from tests.component.conftest import Client, connect, create_topics, shard_settings
 from tests.support.polling import poll
 from tests.support.upstream import FakeUpstream
 
@@ -170,3 +170,62 @@ async def test_proxy_mode_creates_internal_topics_upstream(
     }
     # each topic was asked for once, however many heartbeats saw it missing
     assert sum(len(b) for b in upstream.created) == 2
+
+
+async def test_a_restart_of_the_shard_changes_nothing(tmp_path: Path) -> None:
+    """Two members converge; the shard restarts on the same store (replay of the streams
+    records): the same description, the members carry on at their epochs with their tasks."""
+
+    async def describe(c: Client) -> streams_group_pb2.StreamsDescribedGroup:
+        d = await c.coordinator.StreamsGroupDescribe(
+            streams_group_pb2.StreamsGroupDescribeRequest(group_ids=[GROUP])
+        )
+        return d.groups[0]
+
+    owned: dict[str, list[records_pb2.StreamsTaskIds]] = {}
+    epochs: dict[str, int] = {}
+
+    async def beat(c: Client, member_id: str) -> streams_group_pb2.StreamsGroupHeartbeatResponse:
+        if member_id not in epochs:
+            r = await c.coordinator.StreamsGroupHeartbeat(join(member_id))
+        else:
+            request = steady(member_id, epochs[member_id])
+            request.active_tasks.tasks.extend(owned[member_id])
+            request.standby_tasks.SetInParent()
+            request.warmup_tasks.SetInParent()
+            r = await c.coordinator.StreamsGroupHeartbeat(request)
+        assert r.error_code == 0, r
+        epochs[member_id] = r.member_epoch
+        if r.HasField("active_tasks"):
+            owned[member_id] = list(r.active_tasks.tasks)
+        return r
+
+    app = ShardApp(shard_settings(tmp_path))
+    await app.start()
+    c = await connect(app)
+    try:
+        await create_topics(c, {"t": 6})
+        for _ in range(6):
+            for m in ("m1", "m2"):
+                await beat(c, m)
+        before = await describe(c)
+        assert before.group_state == "Stable"
+        sizes = sorted(sum(len(t.partitions) for t in owned[m]) for m in ("m1", "m2"))
+        assert sizes == [3, 3]
+    finally:
+        await c.channel.close()
+        await app.stop()
+
+    app = ShardApp(shard_settings(tmp_path))
+    await app.start()
+    c = await connect(app)
+    try:
+        assert await describe(c) == before
+        for m in ("m1", "m2"):
+            r = await beat(c, m)
+            assert r.member_epoch == before.group_epoch
+            assert not r.HasField("active_tasks")  # unchanged
+        assert await describe(c) == before
+    finally:
+        await c.channel.close()
+        await app.stop()
