@@ -181,8 +181,12 @@ def _observe(bootstrap: str, group: str) -> dict[str, Any]:
                 "members": len(g.members),
                 "tasks": tasks,
                 "subtopologies": sorted(s.subtopology_id for s in g.topology.subtopologies),
-                "member epoch is group epoch": [m.member_epoch for m in g.members]
-                == [g.group_epoch],
+                "tasks per member": sorted(
+                    sum(len(t.partitions) for t in m.assignment.active_tasks) for m in g.members
+                ),
+                "member epochs are the group epoch": all(
+                    m.member_epoch == g.group_epoch for m in g.members
+                ),
             },
             "list groups": (entry.group_type, entry.protocol_type, entry.group_state),
             "describe groups": (
@@ -198,10 +202,29 @@ def _observe(bootstrap: str, group: str) -> dict[str, Any]:
     return asyncio.run(ask())
 
 
-def _run(bootstrap: str, upstream: str, workdir: Path) -> tuple[dict[str, Any], dict[str, int]]:
+def _stable_with(bootstrap: str, group: str, members: int, timeout: float) -> None:
+    """Wait until StreamsGroupDescribe shows ``group`` Stable with ``members`` members."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = _observe(bootstrap, group)["streams describe"]
+        except (AssertionError, ValueError):  # not listed yet
+            last = None
+        if last and last["state"] == "Stable" and last["members"] == members:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{group} not Stable with {members} members: {last}")
+
+
+def _run(
+    bootstrap: str, upstream: str, workdir: Path, instances: int = 1
+) -> tuple[dict[str, Any], dict[str, int]]:
     """The application against ``bootstrap`` (its own topics on ``upstream``) until every
     count is final: what the group APIs say about it then, and its internal topics'
-    partition counts."""
+    partition counts. ``instances`` > 1: that many instances (JVMs) are started and the
+    group is Stable with all of them before the input is produced (at-least-once processing:
+    no rebalance while records are processed, so no count is doubled)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -211,24 +234,34 @@ def _run(bootstrap: str, upstream: str, workdir: Path) -> tuple[dict[str, Any], 
     for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
         f.result(30)
     producer = Producer({"bootstrap.servers": upstream, "linger.ms": 5, **QUIET})
-    for i in range(RECORDS):
-        producer.produce(topics[0], str(i).encode(), f"k{i}".encode())
-    assert producer.flush(30) == 0
-    app = App(bootstrap, app_id, topics, workdir)
+
+    def produce() -> None:
+        for i in range(RECORDS):
+            producer.produce(topics[0], str(i).encode(), f"k{i}".encode())
+        assert producer.flush(30) == 0
+
+    if instances == 1:
+        produce()
+    apps = [App(bootstrap, app_id, topics, workdir / f"app{n}") for n in range(instances)]
     try:
+        if instances > 1:
+            _stable_with(bootstrap, app_id, instances, 120)
+            produce()
         counts = _final_counts(upstream, topics[1], 180)
         assert counts == {f"g{k}": RECORDS // KEYS for k in range(KEYS)}, (
             counts,
-            app.errors,
-            app.logs(),
+            [a.errors for a in apps],
+            apps[0].logs(),
         )
-        assert not app.errors, app.errors
+        assert not [e for a in apps for e in a.errors]
         observed = _observe(bootstrap, app_id)
-        app.close()
-        assert not app.errors, app.errors
+        for app in apps:
+            app.close()
+        assert not [e for a in apps for e in a.errors]
     finally:
-        if app.proc.poll() is None:
-            app.proc.kill()
+        for app in apps:
+            if app.proc.poll() is None:
+                app.proc.kill()
     internal = {
         "repartition": f"{app_id}-by-mod-repartition",
         "changelog": f"{app_id}-counts-changelog",
@@ -237,12 +270,14 @@ def _run(bootstrap: str, upstream: str, workdir: Path) -> tuple[dict[str, Any], 
     return observed, {kind: made.get(name, 0) for kind, name in internal.items()}
 
 
+@pytest.mark.parametrize("instances", [1, 2])
 def test_a_stateful_streams_application_on_the_streams_protocol(
-    kafka_target: Target, tmp_path: Path
+    kafka_target: Target, tmp_path: Path, instances: int
 ) -> None:
     """The same application, first against Kafka 4.4.0 itself (the reference: its own
     streams group coordinator), then through groupcoord's gateway in proxy mode in front of
-    it: the same results, the same internal topics, the same answers of the group APIs."""
+    it: the same results, the same internal topics, the same answers of the group APIs. With
+    two instances: both Stable before the input, the six tasks three and three."""
     from tests.interop import java_client
     from tests.interop.kafka_broker import groupcoord_args
 
@@ -251,7 +286,7 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
         pytest.skip(reason)
     _classpath()  # fetch and compile before anything is timed
     upstream = kafka_target.bootstrap
-    kafka = _run(upstream, upstream, tmp_path / "kafka-app")
+    kafka = _run(upstream, upstream, tmp_path / "kafka-app", instances)
 
     (tmp_path / "shard").mkdir()
     shard = ServerProcess(
@@ -275,7 +310,10 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
         )
         try:
             groupcoord = _run(
-                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
+                f"127.0.0.1:{gateway.ports['kafka']}",
+                upstream,
+                tmp_path / "groupcoord-app",
+                instances,
             )
         finally:
             gateway.kill()
@@ -288,4 +326,5 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     k, g = kafka[0], groupcoord[0]
     assert g["streams describe"]["state"] == "Stable"
     assert len(g["streams describe"]["tasks"]) == 2 * PARTITIONS
+    assert g["streams describe"]["tasks per member"] == [2 * PARTITIONS // instances] * instances
     assert g == k
