@@ -23,10 +23,15 @@ GROUP = "streams-app"
 MISSING_INTERNAL_TOPICS = 3
 
 
-@pytest.fixture(params=["batched", "unary"])
+@pytest.fixture(params=["batched", "unary", "in-process"])
 async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
-    settings = {"idle_timeout_ms": 60_000, "shard_calls": request.param}
-    async with gateway_stack(tmp_path, gateway=settings) as s:
+    """The gateway's ways of calling the shard: batched or unary gRPC, or in its process as
+    ``groupcoord dev``'s built-in gateway does (the core's dataclasses, no protobuf)."""
+    in_process = request.param == "in-process"
+    settings: dict[str, Any] = {"idle_timeout_ms": 60_000}
+    if not in_process:
+        settings["shard_calls"] = request.param
+    async with gateway_stack(tmp_path, gateway=settings, in_process=in_process) as s:
         yield s
 
 
