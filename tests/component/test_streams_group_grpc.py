@@ -229,3 +229,23 @@ async def test_a_restart_of_the_shard_changes_nothing(tmp_path: Path) -> None:
     finally:
         await c.channel.close()
         await app.stop()
+
+
+async def test_the_operator_tools_describe_and_list_a_streams_group(client: Client) -> None:
+    """`groupcoord groups describe` (services.admin): a streams group is described with its
+    members' tasks as (subtopology, partition) pairs; `groups list --type streams` lists it."""
+    from services.admin.admin import Admin
+
+    r = await client.coordinator.StreamsGroupHeartbeat(join("m1"))
+    assert r.error_code == 0, r
+    async with Admin([f"127.0.0.1:{client.app.port}"], 10) as admin:
+        g = await admin.describe(GROUP)
+        assert (g.group_type, g.protocol_type, g.state) == ("streams", "streams", "Stable")
+        assert g.group_epoch == g.target_assignment_epoch == r.member_epoch
+        (m,) = g.members
+        assert (m.member_id, m.member_type, m.member_epoch) == ("m1", "streams", r.member_epoch)
+        assert m.assignment == tuple(("0", p) for p in range(16))
+        listed = await admin.list_groups()
+        assert [(x.group_id, x.group_type) for x in listed if x.group_id == GROUP] == [
+            (GROUP, "streams")
+        ]
