@@ -229,6 +229,8 @@ async def test_an_epoch_ahead_of_the_member_is_fenced(wire: KafkaWire) -> None:
     r = await m.heartbeat(member_epoch=r.member_epoch + 5)
     assert r.error_code == Errors.FENCED_MEMBER_EPOCH
     assert r.error_message
+    # Kafka's error response: nothing but the code and message (null lists, zero interval)
+    assert (r.status, r.active_tasks, r.heartbeat_interval.total_seconds()) == (None, None, 0)
     # an unknown group for a member past its join
     r = await Member(wire, "no-such-group").heartbeat(member_epoch=3)
     assert r.error_code == Errors.GROUP_ID_NOT_FOUND

@@ -119,7 +119,24 @@ def _task_data(tasks: Sequence[rec.TaskIds] | None) -> list[Data] | None:
 
 
 def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
-    """A StreamsGroupHeartbeat response in Kafka's names."""
+    """A StreamsGroupHeartbeat response in Kafka's names (an error: Kafka's error response,
+    the code and message with every other field at its default)."""
+    if r.error_code:
+        return {
+            "error_code": r.error_code,
+            "error_message": r.error_message,
+            "member_id": r.member_id,
+            "member_epoch": r.member_epoch,
+            "heartbeat_interval": 0,
+            "acceptable_recovery_lag": 0,
+            "task_offset_interval": 0,
+            "status": None,
+            "active_tasks": None,
+            "standby_tasks": None,
+            "warmup_tasks": None,
+            "endpoint_information_epoch": 0,
+            "partitions_by_user_endpoint": None,
+        }
     return {
         "error_code": r.error_code,
         "error_message": r.error_message,
