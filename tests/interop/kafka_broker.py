@@ -63,9 +63,19 @@ TEST_SETTINGS: dict[str, tuple[str | None, str]] = {
     # without it every protocol is on); the streams-group comparison needs it on
     "group.coordinator.rebalance.protocols": (None, "classic,consumer,streams"),
     "auto.create.topics.enable": (None, "false"),
+    # Kafka 4.4 delays a new streams group's first assignment (status "Assignment delayed
+    # due to the configured initial rebalance delay"); groupcoord assigns at once
+    "group.streams.initial.rebalance.delay.ms": (None, "0"),
+    # and computes its targets at most once per interval (KIP-1263's, for streams groups)
+    "group.streams.assignment.interval.ms": (None, "0"),
 }
 #: the settings of TEST_SETTINGS a Kafka before 4.4 does not have (KIP-1263): not given to it
-SINCE_44 = ("group.consumer.assignment.interval.ms", "group.consumer.assignor.offload.enable")
+SINCE_44 = (
+    "group.consumer.assignment.interval.ms",
+    "group.consumer.assignor.offload.enable",
+    "group.streams.initial.rebalance.delay.ms",
+    "group.streams.assignment.interval.ms",
+)
 if tuple(int(x) for x in KAFKA_VERSION.split(".")[:2]) < (4, 4):
     # Kafka 4.4 (KIP-1263) computes a consumer group's target assignment at most once per
     # `group.consumer.assignment.interval.ms` (default 1 s), on a background thread unless

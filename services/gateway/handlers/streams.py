@@ -119,8 +119,8 @@ def _task_data(tasks: Sequence[rec.TaskIds] | None) -> list[Data] | None:
 
 
 def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
-    """A StreamsGroupHeartbeat response in Kafka's names (an error: Kafka's error response,
-    the code and message with every other field at its default)."""
+    """A StreamsGroupHeartbeat response in Kafka's names (an error: the code and message,
+    an empty status list as Kafka 4.4 answers, no tasks, zero interval)."""
     if r.error_code:
         return {
             "error_code": r.error_code,
@@ -130,7 +130,7 @@ def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
             "heartbeat_interval": 0,
             "acceptable_recovery_lag": 0,
             "task_offset_interval": 0,
-            "status": None,
+            "status": [],
             "active_tasks": None,
             "standby_tasks": None,
             "warmup_tasks": None,

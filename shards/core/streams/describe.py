@@ -148,7 +148,7 @@ def streams_group_describe(
                     group_id,
                     int(Errors.GROUP_ID_NOT_FOUND),
                     f"Group {group_id} not found.",
-                    group_state="Dead",
+                    # no state, as Kafka 4.4 answers (conformance sequence streams_group)
                 )
             )
         else:

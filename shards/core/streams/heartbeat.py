@@ -60,6 +60,8 @@ from shards.core.timer_keys import TimerKind, member_key, member_of_key
 from shards.runtime.contract import CoordinatorResult, Record, Timer, TimerKey
 
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # Kafka's streams.heartbeat.interval.ms
+#: a new group's first group epoch (Kafka 4.4; 4.1 started at 1)
+NEW_GROUP_EPOCH = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +218,16 @@ def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> Hea
             f"Member {req.member_id} is not a member of group {req.group_id}.",
         )
     records = rec.member_tombstones(group.group_id, req.member_id)
+    epoch = group.group_epoch + 1
     records.append(
         rec.group_metadata_record(
-            group.group_id,
-            group.group_epoch + 1,
-            group.metadata_hash,
-            group.validated_topology_epoch,
+            group.group_id, epoch, group.metadata_hash, group.validated_topology_epoch
         )
     )
+    if len(group.members) == 1:
+        # the last member: the (empty) target's epoch follows the group epoch, as Kafka 4.4
+        # answers (conformance sequence streams_group; consumer groups do the same)
+        records.append(rec.assignment_epoch_record(group.group_id, epoch))
     return HeartbeatResult(
         records,
         StreamsGroupHeartbeatResponse(
@@ -348,8 +352,11 @@ def streams_group_heartbeat(
     if new_hash != old_hash or validated != old_validated:
         bump = True
 
-    # 4. the group epoch
+    # 4. the group epoch (a new group's first is 2, as Kafka 4.4 answers -- conformance
+    # sequence streams_group; consumer groups do the same)
     group_epoch = old_epoch + 1 if bump else old_epoch
+    if group is None:
+        group_epoch = max(group_epoch, NEW_GROUP_EPOCH)
     if bump:
         records.append(rec.group_metadata_record(group_id, group_epoch, new_hash, validated))
 
