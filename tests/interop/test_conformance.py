@@ -80,6 +80,8 @@ MAY_DIFFER_41: dict[tuple[str, str], str] = {
 
 #: sequences of what Kafka 4.1 does not have (not run against a 4.1 reference)
 SINCE_44: dict[str, str] = {
+    "streams_group": "streams groups are early access in Kafka 4.1 (the reference runs without "
+    "them); compared with 4.4 only",
     "assignment_interval": "KIP-1263's consumer.assignment.interval.ms is Kafka 4.4's",
     "kafka44_versions": "ApiVersions v5, DeleteGroups v3, OffsetCommit/OffsetFetch v10 are "
     "Kafka 4.4's (4.1 does not serve them)",
