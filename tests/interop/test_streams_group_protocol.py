@@ -52,7 +52,14 @@ def _classpath() -> str:
 
 
 class App:
-    def __init__(self, bootstrap: str, app_id: str, topics: tuple[str, str], workdir: Path):
+    def __init__(
+        self,
+        bootstrap: str,
+        app_id: str,
+        topics: tuple[str, str],
+        workdir: Path,
+        eos: bool = False,
+    ):
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "log4j2.properties"
         config.write_text(LOG_CONFIG.format(dir=workdir))
@@ -70,6 +77,7 @@ class App:
                 app_id,
                 *topics,
                 str(workdir / "state"),
+                *(["eos"] if eos else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -110,7 +118,14 @@ def _final_counts(upstream: str, topic: str, timeout: float) -> dict[str, int]:
     the timeout passed)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": upstream, "group.id": unique("checker"), **QUIET})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": upstream,
+            "group.id": unique("checker"),
+            "isolation.level": "read_committed",
+            **QUIET,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     counts: dict[str, int] = {}
     deadline = time.monotonic() + timeout
@@ -180,7 +195,11 @@ def _observe(bootstrap: str, group: str) -> dict[str, Any]:
                 "state": g.group_state,
                 "members": len(g.members),
                 "tasks": tasks,
-                "subtopologies": sorted(s.subtopology_id for s in g.topology.subtopologies),
+                # (none while the group has no topology yet, e.g. right after it is created)
+                "subtopologies": sorted(
+                    s.subtopology_id
+                    for s in (g.topology.subtopologies or () if g.topology is not None else ())
+                ),
                 "tasks per member": sorted(
                     sum(len(t.partitions) for t in m.assignment.active_tasks) for m in g.members
                 ),
@@ -218,7 +237,7 @@ def _stable_with(bootstrap: str, group: str, members: int, timeout: float) -> No
 
 
 def _run(
-    bootstrap: str, upstream: str, workdir: Path, instances: int = 1
+    bootstrap: str, upstream: str, workdir: Path, instances: int = 1, eos: bool = False
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The application against ``bootstrap`` (its own topics on ``upstream``) until every
     count is final: what the group APIs say about it then, and its internal topics'
@@ -242,7 +261,7 @@ def _run(
 
     if instances == 1:
         produce()
-    apps = [App(bootstrap, app_id, topics, workdir / f"app{n}") for n in range(instances)]
+    apps = [App(bootstrap, app_id, topics, workdir / f"app{n}", eos) for n in range(instances)]
     try:
         if instances > 1:
             _stable_with(bootstrap, app_id, instances, 120)
@@ -328,3 +347,57 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     assert len(g["streams describe"]["tasks"]) == 2 * PARTITIONS
     assert g["streams describe"]["tasks per member"] == [2 * PARTITIONS // instances] * instances
     assert g == k
+
+
+def test_exactly_once_v2_on_the_streams_protocol(kafka_target: Target, tmp_path: Path) -> None:
+    """The same application with ``processing.guarantee=exactly_once_v2``, through the
+    gateway in proxy mode with ``--exactly-once`` (docs/exactly-once.md): its transactional
+    offset commits name the streams group's member and epoch; every count is final and read
+    committed, the internal topics made upstream."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            "--exactly-once",
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address,
+            10,
+            tmp_path / "gateway.log",
+            "--upstream-bootstrap",
+            upstream,
+            "--exactly-once",
+        )
+        try:
+            observed, internal = _run(
+                f"127.0.0.1:{gateway.ports['kafka']}",
+                upstream,
+                tmp_path / "app",
+                eos=True,
+            )
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    assert internal == {"repartition": PARTITIONS, "changelog": PARTITIONS}
+    assert observed["streams describe"]["state"] == "Stable"

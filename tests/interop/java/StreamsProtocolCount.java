@@ -4,7 +4,8 @@
 // topic) and the counts written to the output topic. Both internal topics are the streams
 // group coordinator's to create.
 //
-// Args: bootstrap, application id, input topic, output topic, state directory.
+// Args: bootstrap, application id, input topic, output topic, state directory, optionally
+// "eos" (processing.guarantee=exactly_once_v2).
 // Prints one JSON object per line: {"state": "<state>"} on each state change and
 // {"error": "..."} on an uncaught exception; at the end of stdin it closes cleanly.
 import java.io.BufferedReader;
@@ -37,6 +38,9 @@ public class StreamsProtocolCount {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        if (args.length > 5 && args[5].equals("eos")) {
+            props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
