@@ -20,6 +20,15 @@ from shards.core.errors import ApiError, Errors, SaidOnce
 from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.steady import SteadyAnswer, SteadyDecision, SteadyPath
+from shards.core.streams.describe import (
+    DescribedStreamsGroup,
+    StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
+)
+from shards.core.streams.heartbeat import (
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+)
 from shards.core.topics import TopicsImage
 from shards.core.txn_offsets import (
     TxnMarker,
@@ -30,6 +39,7 @@ from shards.core.txn_offsets import (
     TxnOffsetCommitResponseTopic,
     txn_offset_commit_error,
 )
+from shards.internal_topics import InternalTopicCreator
 from shards.limits import (
     DEFAULT_LIMITS,
     OFFLOAD_ITEMS,
@@ -127,6 +137,7 @@ class GroupCoordinatorService:
         topics_miss_refresh_s: float = 0.1,
         log_ends: LogEndOffsets | None = None,
         upstream_topics: UpstreamTopicCheck | None = None,
+        internal_topics: InternalTopicCreator | None = None,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
@@ -144,6 +155,9 @@ class GroupCoordinatorService:
         self.log_ends = log_ends
         #: proxy mode: asks the upstream about topics the catalog does not have yet
         self.upstream_topics = upstream_topics
+        #: proxy mode: creates a streams group's missing internal topics upstream (None:
+        #: coordinator-only, the MISSING_INTERNAL_TOPICS status is the whole answer)
+        self.internal_topics = internal_topics
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -855,6 +869,37 @@ class GroupCoordinatorService:
             request=request,
         )
         return consumer_api.DescribeGroupConfigsResponse(results)
+
+    # ---- streams groups (KIP-1071) -------------------------------------------------------------
+    async def streams_group_heartbeat(
+        self, request: StreamsGroupHeartbeatRequest
+    ) -> StreamsGroupHeartbeatResponse:
+        # An empty group id is the core's INVALID_REQUEST, as for consumer groups.
+        response = await self._single(
+            request.group_id,
+            lambda shard, now: shard.streams_group_heartbeat(request, now),
+            lambda code, msg: StreamsGroupHeartbeatResponse(
+                error_code=code, error_message=msg or None, member_id=request.member_id
+            ),
+            request=request,
+            limits=self.member_limits,
+        )
+        if response.topics_to_create and self.internal_topics is not None:
+            self.internal_topics.request(response.topics_to_create)  # never waits
+        return response
+
+    async def streams_group_describe(
+        self, request: StreamsGroupDescribeRequest
+    ) -> StreamsGroupDescribeResponse:
+        groups = await self._fan_out(
+            request.group_ids,
+            lambda p, ids: p.read(lambda shard, now: shard.streams_group_describe(ids, now)),
+            lambda g: g.group_id,
+            lambda group_id, code, msg: DescribedStreamsGroup(group_id, code, msg or None),
+            if_empty=EMPTY_GROUP_ID,
+            request=request,
+        )
+        return StreamsGroupDescribeResponse(groups)
 
 
 class _SteadyPath:

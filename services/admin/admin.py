@@ -69,7 +69,7 @@ class Member:
 @dataclass(frozen=True)
 class Group:
     group_id: str
-    group_type: str  # "consumer" (KIP-848) or "classic"
+    group_type: str  # "consumer" (KIP-848), "classic" or "streams" (KIP-1071)
     state: str
     coordinator: str  # host:port of the owning shard
     coordinator_id: int
@@ -219,8 +219,9 @@ class Admin:
             raise AdminError(f"{ex.code().name}: {ex.details()}") from None
 
     async def describe(self, group_id: str) -> Group:
-        """ConsumerGroupDescribe; for a group that is not a KIP-848 group, DescribeGroups.
-        AdminError when neither knows it."""
+        """ConsumerGroupDescribe; for a group that is not a KIP-848 group, StreamsGroupDescribe
+        (a streams group's members hold tasks: their assignments are (subtopology id,
+        partition) pairs), else DescribeGroups. AdminError when none knows it."""
         c = self.client
         cg = await self._call(c.consumer_group_describe(group_id))  # type: ignore[attr-defined]
         route = await self._call(c.route(group_id))
@@ -259,6 +260,36 @@ class Admin:
         if cg.error_code != GROUP_ID_NOT_FOUND:
             raise AdminError(
                 f"group {group_id!r}: {describe_error(cg.error_code, cg.error_message)}"
+            )
+        sg = await self._call(c.streams_group_describe(group_id))  # type: ignore[attr-defined]
+        if sg.error_code == 0:
+            # a streams group (KIP-1071): tasks as (subtopology id, partition) pairs
+            return Group(
+                group_id,
+                "streams",
+                sg.group_state,
+                route.address,
+                route.node_id,
+                "",
+                protocol_type="streams",
+                group_epoch=sg.group_epoch,
+                target_assignment_epoch=sg.assignment_epoch,
+                members=tuple(
+                    Member(
+                        m.member_id,
+                        m.instance_id if m.HasField("instance_id") else None,
+                        m.client_id,
+                        m.client_host,
+                        _pairs(m.assignment.active_tasks, "subtopology_id"),
+                        member_epoch=m.member_epoch,
+                        target_assignment=_pairs(
+                            m.target_assignment.active_tasks, "subtopology_id"
+                        ),
+                        rack=m.rack_id if m.HasField("rack_id") else None,
+                        member_type="streams",
+                    )
+                    for m in sg.members
+                ),
             )
         dg = await self._call(c.describe_groups(group_id))  # type: ignore[attr-defined]
         if dg.error_code == GROUP_ID_NOT_FOUND or (dg.error_code == 0 and dg.group_state == "Dead"):

@@ -27,10 +27,11 @@ from shards.core.consumer.group import ConsumerGroupState
 
 T = TypeVar("T")
 
-#: the states of consumer and classic groups, as the coordinator names them
+#: the states of consumer, classic and streams groups, as the coordinator names them (a
+#: streams group's are a consumer group's and NotReady: shards/core/streams/group.py)
 GROUP_STATES = tuple(
     dict.fromkeys(s.value for states in (ClassicGroupState, ConsumerGroupState) for s in states)
-)
+) + ("NotReady",)
 #: states in which a group's offsets may be changed from outside (Kafka's rule)
 INACTIVE = ("Empty", "Dead")
 
@@ -144,16 +145,17 @@ def _csv_option(value: str | None) -> list[str]:
     is_flag=False,
     flag_value="",
     default=None,
-    help="Show the TYPE column; with a value (consumer, classic) only groups of that type.",
+    help="Show the TYPE column; with a value (consumer, classic, streams) only groups of that "
+    "type.",
 )
 @connection_options
 def list_groups(conn: Connection, states: str | None, types: str | None) -> None:
     """List the groups of every shard."""
     wanted_types = _csv_option(types)
-    bad = [t for t in wanted_types if t.lower() not in ("consumer", "classic")]
+    bad = [t for t in wanted_types if t.lower() not in ("consumer", "classic", "streams")]
     if bad:
         raise click.BadParameter(
-            f"{', '.join(bad)}: the types are consumer and classic", param_hint="--type"
+            f"{', '.join(bad)}: the types are consumer, classic and streams", param_hint="--type"
         )
     known = {s.lower(): s for s in GROUP_STATES}
     bad = [s for s in _csv_option(states) if s.lower() not in known]
@@ -270,7 +272,9 @@ def _member_rows(group: Group, verbose: bool, with_instance: bool, mixed: bool) 
             cells += [
                 m.member_epoch,
                 _assignment(m.assignment),
-                group.target_assignment_epoch if group.group_type == "consumer" else None,
+                group.target_assignment_epoch
+                if group.group_type in ("consumer", "streams")
+                else None,
                 _assignment(m.target_assignment),
             ]
             if mixed:

@@ -73,7 +73,7 @@ GROUP_KEY_TYPE = 0
 #: Answered by groupcoord (FindCoordinator only for group keys). SaslHandshake and
 #: SaslAuthenticate (17, 36) too: the gateway authenticates its clients itself and talks to
 #: the upstream with its own credentials (docs/security.md, SASL).
-LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 36, 42, 47, 68, 69})
+LOCAL = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 36, 42, 47, 68, 69, 88, 89})
 #: DescribeConfigs and IncrementalAlterConfigs: GROUP resources answered by groupcoord (its
 #: group configs), the others forwarded; a request naming both is split and the answers
 #: merged in the request's order (:meth:`ProxySession._configs`).
@@ -91,9 +91,9 @@ REWRITTEN = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
 #: KIP-951.
 MAX_VERSION = {PRODUCE: node_endpoints.PRODUCE_MAX, FETCH: 15}
 #: Group APIs of the upstream's own group coordinator that groupcoord does not serve:
-#: share groups (KIP-932), streams groups (KIP-1071), transactional offset commits. Not
-#: advertised; a request for one closes the connection (TxnOffsetCommit gets an answer).
-NOT_ADVERTISED = frozenset({TXN_OFFSET_COMMIT, 76, 77, 78, 79, 88, 89, 90, 91, 92})
+#: share groups (KIP-932), transactional offset commits. Not advertised; a request for one
+#: closes the connection (TxnOffsetCommit gets an answer).
+NOT_ADVERTISED = frozenset({TXN_OFFSET_COMMIT, 76, 77, 78, 79, 90, 91, 92})
 TXN_OFFSET_COMMIT_REFUSAL = (
     "groupcoord keeps the committed offsets of this cluster's groups: transactional offset "
     "commits (sendOffsetsToTransaction) are not supported"

@@ -50,6 +50,7 @@ from shards.core.topics import (
     PartitionLimits,
     TopicsImage,
 )
+from shards.internal_topics import InternalTopicCreator, TopicCreator
 from shards.limits import DEFAULT_MAX_ITEMS, RequestLimits
 from shards.ownership import Member, open_membership
 from shards.ownership.manager import OwnershipManager, OwnershipSettings
@@ -394,6 +395,10 @@ class ShardApp:
             ),
             log_ends=s.upstream,
             upstream_topics=UpstreamTopicCheck(s.upstream) if s.upstream is not None else None,
+            # proxy mode: a streams group's missing internal topics are created upstream
+            internal_topics=InternalTopicCreator(s.upstream)
+            if isinstance(s.upstream, TopicCreator)
+            else None,
         )
         if isinstance(s.upstream, UpstreamCluster):
             # proxy mode: pending transactional offsets learn their outcome from the
@@ -570,6 +575,8 @@ class ShardApp:
                 await self._txn_task
         if self.txn_follower is not None:
             await self.txn_follower.close()
+        if self.service is not None and self.service.internal_topics is not None:
+            await self.service.internal_topics.close()
         if self.ownership is not None:
             # Leave the registry, then hand every partition off (flush, release the lease)
             # while the server still answers: clients get NOT_COORDINATOR and re-route.

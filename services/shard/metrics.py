@@ -43,6 +43,7 @@ MAX_REMEMBERED_GENERATIONS = 100_000
 PARTITION_STATES = ("loading", "active", "failed")
 CONSUMER_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
 CLASSIC_STATES = ("empty", "preparingrebalance", "completingrebalance", "stable", "dead")
+STREAMS_STATES = ("empty", "notready", "assigning", "reconciling", "stable", "dead")
 
 
 class RecordCounters:
@@ -135,6 +136,7 @@ class Sample:
     groups: dict[str, int] = field(default_factory=dict)
     consumer_states: dict[str, int] = field(default_factory=dict)
     classic_states: dict[str, int] = field(default_factory=dict)
+    streams_states: dict[str, int] = field(default_factory=dict)
     #: partition -> replies waiting for an append
     queues: dict[int, int] = field(default_factory=dict)
     #: (group, protocol, state) -> members, for at most ``group_series`` groups
@@ -172,12 +174,14 @@ class ShardMetrics:
             callbacks=[
                 s(
                     lambda x: [
-                        (x.groups.get(k, 0), {"protocol": k}) for k in ("consumer", "classic")
+                        (x.groups.get(k, 0), {"protocol": k})
+                        for k in ("consumer", "classic", "streams")
                     ]
                 )
             ],
             unit="{group}",
-            description="Groups on this process's partitions, by protocol (consumer, classic).",
+            description="Groups on this process's partitions, by protocol (consumer, classic, "
+            "streams).",
         )
         meter.create_observable_gauge(
             "consumer_groups",
@@ -195,6 +199,14 @@ class ShardMetrics:
             unit="{group}",
             description="Classic groups by state (simple groups, which only commit offsets, "
             "are Empty classic groups, as in Kafka).",
+        )
+        meter.create_observable_gauge(
+            "streams_groups",
+            callbacks=[
+                s(lambda x: [(x.streams_states.get(k, 0), {"state": k}) for k in STREAMS_STATES])
+            ],
+            unit="{group}",
+            description="Streams (KIP-1071) groups by state.",
         )
         meter.create_observable_gauge(
             "event_queue_size",
@@ -444,7 +456,11 @@ class ShardMetrics:
                     state_name = group.state_name().lower()
                     _inc(out.groups, protocol)
                     _inc(
-                        out.consumer_states if protocol == "consumer" else out.classic_states,
+                        out.consumer_states
+                        if protocol == "consumer"
+                        else out.streams_states
+                        if protocol == "streams"
+                        else out.classic_states,
                         state_name,
                     )
                     if self.group_series > 0:

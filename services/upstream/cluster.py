@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import ssl
 from collections.abc import Callable, Iterable, Mapping
@@ -18,6 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v5.request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from kio.schema.list_offsets.v7.request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -25,10 +31,11 @@ from kio.schema.list_offsets.v7.request import (
 )
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from services.upstream.security import SaslCredentials
 from services.upstream.wire import UpstreamConnection, UpstreamFailure
+from shards.core.streams.topology import InternalTopic
 from shards.core.topics import TopicImage, uuid_to_text
 
 log = logging.getLogger("groupcoord.upstream")
@@ -39,6 +46,9 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 METADATA_VERSION = 12  # topic ids and lookups by id: Kafka 3.1+
 LIST_OFFSETS_VERSION = 7
+#: CreateTopics of internal topics: how long the controller may take
+CREATE_TOPICS_TIMEOUT_MS = 5_000
+TOPIC_ALREADY_EXISTS = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +290,33 @@ class UpstreamCluster:
                 TopicImage(uuid_to_text(t.topic_id.bytes), t.name, len(partitions), partition_racks)
             )
         return sorted(out, key=lambda t: t.name)
+
+    async def create_internal_topics(self, topics: list[InternalTopic]) -> dict[str, int]:
+        """CreateTopics of a streams group's internal topics (``shards.internal_topics``):
+        each topic's error code, 0 when created or when it exists already."""
+        request = CreateTopicsRequest(
+            topics=tuple(
+                CreatableTopic(
+                    name=TopicName(t.name),
+                    num_partitions=i32(t.partitions),
+                    replication_factor=i16(
+                        t.replication_factor if t.replication_factor > 0 else -1
+                    ),
+                    assignments=(),
+                    configs=tuple(
+                        CreatableTopicConfig(name=kv.key, value=kv.value) for kv in t.configs
+                    ),
+                )
+                for t in topics
+            ),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=CREATE_TOPICS_TIMEOUT_MS)),
+            validate_only=False,
+        )
+        response = await self.call(request)
+        return {
+            str(r.name): 0 if r.error_code == TOPIC_ALREADY_EXISTS else int(r.error_code)
+            for r in response.topics
+        }
 
     async def partition_counts(self, names: list[str]) -> dict[str, int]:
         """The partition count of each of ``names`` the upstream has (Metadata for those

@@ -16,6 +16,8 @@ from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
 from shards.core.steady import SteadyPath
+from shards.core.streams import describe as streams_describe
+from shards.core.streams import heartbeat as streams_heartbeat
 from shards.core.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 
@@ -86,6 +88,14 @@ class GroupCoordinatorApi(Protocol):
     async def alter_group_configs(
         self, request: consumer_api.AlterGroupConfigsRequest
     ) -> consumer_api.AlterGroupConfigsResponse: ...
+
+    async def streams_group_heartbeat(
+        self, request: streams_heartbeat.StreamsGroupHeartbeatRequest
+    ) -> streams_heartbeat.StreamsGroupHeartbeatResponse: ...
+
+    async def streams_group_describe(
+        self, request: streams_describe.StreamsGroupDescribeRequest
+    ) -> streams_describe.StreamsGroupDescribeResponse: ...
 
     async def describe_group_configs(
         self, request: consumer_api.DescribeGroupConfigsRequest

@@ -80,7 +80,7 @@ class CoordinatorStateMachine:
         )
         self.migration.bind(self.group_manager.classic, self.consumer)
         self._replayers.update(self.consumer.replayers())
-        # streams groups (KIP-1071): the pure core only, no API reaches it yet
+        # streams groups (KIP-1071): StreamsGroupHeartbeat / StreamsGroupDescribe
         # (docs/streams-groups.md)
         self.streams = StreamsGroupManager(self.group_manager.groups, self._partition_count, timer)
         self._replayers.update(self.streams.replayers())

@@ -16,8 +16,12 @@ OffsetFetch            DESCRIBE GROUP per group, else GROUP_AUTHORIZATION_FAILED
                        (all topics asked: the unauthorized ones are left out)
 OffsetDelete           DELETE GROUP, else GROUP_AUTHORIZATION_FAILED; READ TOPIC per
                        topic, else TOPIC_AUTHORIZATION_FAILED per partition
+StreamsGroupHeartbeat  READ GROUP, else GROUP_AUTHORIZATION_FAILED; DESCRIBE TOPIC on the
+                       source and repartition sink topics of a topology, else
+                       TOPIC_AUTHORIZATION_FAILED
 DescribeGroups,        DESCRIBE GROUP per group, else GROUP_AUTHORIZATION_FAILED; the
-ConsumerGroupDescribe  authorized operations are the caller's, from the ACLs
+ConsumerGroupDescribe, authorized operations are the caller's, from the ACLs
+StreamsGroupDescribe
 ListGroups             DESCRIBE CLUSTER: every group; else the groups with DESCRIBE GROUP
 DeleteGroups           DELETE GROUP per group, else GROUP_AUTHORIZATION_FAILED
 FindCoordinator        DESCRIBE GROUP per key, else GROUP_AUTHORIZATION_FAILED
@@ -46,6 +50,8 @@ from shards.core.consumer import api as consumer_api
 from shards.core.coordinator_api import PrincipalAwareCoordinator
 from shards.core.errors import Errors
 from shards.core.steady import SteadyPath
+from shards.core.streams import describe as streams_describe
+from shards.core.streams import heartbeat as streams_heartbeat
 from shards.core.txn_offsets import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
@@ -57,7 +63,12 @@ from shards.security.acl import CLUSTER_NAME, Acls, Authorizer, ResourceType
 from shards.security.context import ANONYMOUS, TRUSTED_GATEWAY, current_principal
 
 #: a described group of either protocol (DescribeGroups, ConsumerGroupDescribe)
-_G = TypeVar("_G", classic_api.DescribedGroup, consumer_api.ConsumerGroupDescribedGroup)
+_G = TypeVar(
+    "_G",
+    classic_api.DescribedGroup,
+    consumer_api.ConsumerGroupDescribedGroup,
+    streams_describe.DescribedStreamsGroup,
+)
 
 GROUP = ResourceType.GROUP
 TOPIC = ResourceType.TOPIC
@@ -237,6 +248,45 @@ class AuthorizingCoordinator:
                 request.group_ids,
                 request,
                 lambda g: consumer_api.ConsumerGroupDescribedGroup(g, GAF),
+                describe,
+            )
+        )
+
+    # ---- streams groups -------------------------------------------------------------------
+    async def streams_group_heartbeat(
+        self, request: streams_heartbeat.StreamsGroupHeartbeatRequest
+    ) -> streams_heartbeat.StreamsGroupHeartbeatResponse:
+        if not self._ok(READ, GROUP, request.group_id, request):
+            return streams_heartbeat.StreamsGroupHeartbeatResponse(error_code=GAF)
+        if request.topology is not None:
+            names = {
+                n
+                for s in request.topology.subtopologies
+                for n in (*s.source_topics, *s.repartition_sink_topics)
+            }
+            refused = sorted(n for n in names if not self._ok(DESCRIBE, TOPIC, n, request))
+            if refused:
+                return streams_heartbeat.StreamsGroupHeartbeatResponse(
+                    error_code=TAF,
+                    error_message="The client is not authorized to describe topics: "
+                    + ", ".join(refused),
+                )
+        return await self.inner.streams_group_heartbeat(request)
+
+    async def streams_group_describe(
+        self, request: streams_describe.StreamsGroupDescribeRequest
+    ) -> streams_describe.StreamsGroupDescribeResponse:
+        async def describe(
+            allowed: tuple[str, ...],
+        ) -> tuple[streams_describe.DescribedStreamsGroup, ...]:
+            r = await self.inner.streams_group_describe(replace(request, group_ids=allowed))
+            return r.groups
+
+        return streams_describe.StreamsGroupDescribeResponse(
+            await self._described(
+                request.group_ids,
+                request,
+                lambda g: streams_describe.DescribedStreamsGroup(g, GAF),
                 describe,
             )
         )

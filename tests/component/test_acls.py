@@ -433,3 +433,51 @@ async def test_group_configs_need_alter_and_describe_configs_on_the_group(stack:
         finally:
             await w.close()
     assert got == {"admin": (0, 0), "carol": (0, 0), "alice": (GAF, GAF), "bob": (GAF, GAF)}
+
+
+async def test_streams_group_calls_are_authorized(stack: Stack) -> None:
+    """StreamsGroupHeartbeat: Read on the group, Describe on the topology's topics;
+    StreamsGroupDescribe: Describe on each group (refused groups first, authorized
+    operations from the ACLs when asked)."""
+    from groupcoord.v1 import records_pb2, streams_group_pb2
+
+    def join(topic: str) -> Any:
+        return streams_group_pb2.StreamsGroupHeartbeatRequest(
+            group_id="app-streams",
+            member_id="m1",
+            member_epoch=0,
+            rebalance_timeout_ms=30_000,
+            topology=streams_group_pb2.StreamsTopology(
+                epoch=0,
+                subtopologies=[
+                    records_pb2.StreamsSubtopology(subtopology_id="0", source_topics=[topic])
+                ],
+            ),
+            active_tasks=streams_group_pb2.StreamsTaskIdsList(),
+            standby_tasks=streams_group_pb2.StreamsTaskIdsList(),
+            warmup_tasks=streams_group_pb2.StreamsTaskIdsList(),
+        )
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.shard.port}") as channel:
+        stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        bob = [(FORWARDED_PRINCIPAL_KEY, "User:bob")]
+        alice = [(FORWARDED_PRINCIPAL_KEY, "User:alice")]
+        assert (await stub.StreamsGroupHeartbeat(join("orders"), metadata=bob)).error_code == GAF
+        r = await stub.StreamsGroupHeartbeat(join("secrets"), metadata=alice)
+        assert r.error_code == TAF and "secrets" in r.error_message
+        r = await stub.StreamsGroupHeartbeat(join("orders"), metadata=alice)
+        assert r.error_code == 0, r
+        assert [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks.tasks] == [
+            ("0", [0])
+        ]
+        describe = streams_group_pb2.StreamsGroupDescribeRequest(
+            group_ids=["app-streams", "other"], include_authorized_operations=True
+        )
+        d = await stub.StreamsGroupDescribe(describe, metadata=alice)
+        assert [(g.group_id, g.error_code) for g in d.groups] == [
+            ("other", GAF),
+            ("app-streams", 0),
+        ]
+        assert d.groups[1].authorized_operations not in (0, OMITTED)
+        d = await stub.StreamsGroupDescribe(describe, metadata=bob)
+        assert [g.error_code for g in d.groups] == [GAF, GAF]

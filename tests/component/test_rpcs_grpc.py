@@ -24,7 +24,13 @@ async def _ask(client: CoordinatorClient, rpc: str) -> Any:
         return await method(offsets_pb2.OffsetFetchRequestGroup(group_id=GROUP))
     if rpc == "ListGroups":
         return await method(groups_pb2.ListGroupsRequest())
-    if rpc in ("ConsumerGroupDescribe", "DescribeGroups", "DeleteGroups", "DescribeGroupConfigs"):
+    if rpc in (
+        "ConsumerGroupDescribe",
+        "StreamsGroupDescribe",
+        "DescribeGroups",
+        "DeleteGroups",
+        "DescribeGroupConfigs",
+    ):
         return await method(GROUP)
     # the rest take a request with a group_id: an empty one is answered (mostly refused)
     return await method(

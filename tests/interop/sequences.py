@@ -64,6 +64,9 @@ async def create_topic(wire: KafkaWire, name: str, partitions: int) -> str:
 
 # ---- ApiVersions ---------------------------------------------------------------------------
 
+#: StreamsGroupHeartbeat, StreamsGroupDescribe (KIP-1071; docs/streams-groups.md)
+STREAMS_APIS = (88, 89)
+
 
 async def api_versions(target: Target) -> Obs:
     wire = await target.wire()
@@ -86,7 +89,7 @@ async def api_versions(target: Target) -> Obs:
                     "served": {
                         codec.SERVED[k].name: ranges.get(k)
                         for k in sorted(codec.SERVED)
-                        if k not in (0, 1, 2)
+                        if k not in (0, 1, 2, *STREAMS_APIS)
                     },
                     "data plane advertised": sorted(k for k in (0, 1, 2) if k in ranges),
                     "finalized group.version": [
@@ -97,6 +100,13 @@ async def api_versions(target: Target) -> Obs:
                 },
             )
         ]
+        # streams groups: their own step (a known difference: v0 only, Kafka 4.4 has v1)
+        obs.append(
+            (
+                "ApiVersions v3 streams group APIs",
+                {codec.SERVED[k].name: ranges.get(k) for k in STREAMS_APIS},
+            )
+        )
         bad = await wire.send(
             request("api_versions", 3, client_software_name="-bad", client_software_version="1")
         )
@@ -1501,8 +1511,197 @@ async def kafka44_versions(target: Target) -> Obs:
         await wire.close()
 
 
+# ---- StreamsGroupHeartbeat / StreamsGroupDescribe (KIP-1071) ---------------------------------
+
+
+def _stateless(topic: str, epoch: int = 0) -> dict[str, Any]:
+    return {
+        "epoch": epoch,
+        "subtopologies": [
+            {
+                "subtopology_id": "0",
+                "source_topics": [topic],
+                "state_changelog_topics": [],
+                "repartition_source_topics": [],
+                "copartition_groups": [],
+            }
+        ],
+    }
+
+
+async def streams_group(target: Target) -> Obs:
+    """A stateless topology (no internal topics: Kafka would create them, a coordinator-only
+    groupcoord only reports them): two members join, converge, one is fenced, one leaves;
+    the errors of bad requests; the describe of the group, of an unknown group and of a
+    consumer group."""
+    wire = await target.wire()
+    ids = Ids()
+    obs: Obs = []
+    try:
+        topic, group = unique("st"), unique("sg")
+        await create_topic(wire, topic, 4)
+        # Kafka's group coordinator learns of a topic from its metadata image a moment after
+        # Metadata shows it (a join before that: MISSING_SOURCE_TOPICS)
+        await asyncio.sleep(1.0)
+        epochs: dict[str, int] = {}
+        owned: dict[str, list[dict[str, Any]]] = {}
+
+        async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
+            e = epochs.get(member, 0) if epoch is None else epoch
+            data: dict[str, Any] = {
+                "group_id": group,
+                "member_id": member,
+                "member_epoch": e,
+                "endpoint_information_epoch": 0,
+                "active_tasks": owned.get(member, []) if e > 0 else [],
+                "standby_tasks": [],
+                "warmup_tasks": [],
+                "task_offsets": None,
+                "task_end_offsets": None,
+            }
+            if e == 0:
+                data |= {
+                    "topology": _stateless(topic),
+                    "rebalance_timeout": 30_000,
+                    "process_id": uuid.uuid4().hex,
+                    "client_tags": [],
+                }
+            data |= extra
+            r = await wire.send(request("streams_group_heartbeat", 0, **data))
+            if r.error_code == ErrorCode.none and e >= 0:
+                epochs[member] = r.member_epoch
+                if r.active_tasks is not None:
+                    owned[member] = [
+                        {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
+                        for t in r.active_tasks
+                    ]
+            return r
+
+        def answer(r: Any) -> dict[str, Any]:
+            return {
+                "error": err(r.error_code),
+                "epoch": r.member_epoch,
+                "status": None
+                if r.status is None
+                else [(int(x.status_code), x.status_detail) for x in r.status],
+                "active": None
+                if r.active_tasks is None
+                else [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks],
+            }
+
+        a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+        obs.append(("first member joins", answer(await beat(a))))
+        obs.append(("steady heartbeat", answer(await beat(a))))
+        obs.append(("second member joins", answer(await beat(b))))
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            await beat(a)
+            await beat(b)
+            sizes = sorted(sum(len(t["partitions"]) for t in owned.get(m, [])) for m in (a, b))
+            if sizes == [2, 2] and epochs[a] == epochs[b]:
+                break
+        obs.append(
+            (
+                "converged",
+                {
+                    "tasks": sorted(
+                        sum(len(t["partitions"]) for t in owned.get(m, [])) for m in (a, b)
+                    ),
+                    "same epoch": epochs[a] == epochs[b],
+                },
+            )
+        )
+
+        async def describe(*groups: str) -> list[dict[str, Any]]:
+            r = await wire.send(
+                request(
+                    "streams_group_describe",
+                    0,
+                    group_ids=list(groups),
+                    include_authorized_operations=False,
+                )
+            )
+            return [
+                {
+                    "error": err(g.error_code),
+                    "message": g.error_message,
+                    "state": g.group_state,
+                    "group epoch": g.group_epoch,
+                    "assignment epoch": g.assignment_epoch,
+                    "topology": None
+                    if g.topology is None
+                    else (
+                        g.topology.epoch,
+                        [
+                            (s.subtopology_id, [ids("topic", t) for t in s.source_topics])
+                            for s in g.topology.subtopologies or ()
+                        ],
+                    ),
+                    "members": sorted(
+                        (
+                            ids("member", m.member_id),
+                            m.member_epoch,
+                            m.topology_epoch,
+                            sum(len(t.partitions) for t in m.assignment.active_tasks),
+                            sum(len(t.partitions) for t in m.target_assignment.active_tasks),
+                        )
+                        for m in g.members
+                    ),
+                }
+                for g in r.groups
+            ]
+
+        ids("member", a), ids("member", b)
+        obs.append(("describe converged", await describe(group)))
+        obs.append(("fenced: an epoch ahead", answer(await beat(a, epoch=epochs[a] + 10))))
+        obs.append(("unknown member", answer(await beat(uuid.uuid4().hex[:22], epoch=5))))
+        obs.append(("unknown group", answer(await beat(a, epoch=5, group_id=unique("none")))))
+        obs.append(("join without topology", answer(await beat(a, epoch=0, topology=None))))
+        bad = _stateless(topic)
+        bad["subtopologies"][0]["state_changelog_topics"] = [
+            {"name": "x-changelog", "partitions": 2, "replication_factor": 0, "topic_configs": []}
+        ]
+        obs.append(
+            (
+                "changelog with a partition count",
+                answer(await beat(unique("m"), epoch=0, topology=bad)),
+            )
+        )
+        obs.append(("empty member id", answer(await beat("", epoch=0))))
+        obs.append(("leave", answer(await beat(b, epoch=-1))))
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            await beat(a)
+            if sum(len(t["partitions"]) for t in owned.get(a, [])) == 4:
+                break
+        obs.append(("after the leave", (await describe(group))[0]["members"]))
+        cg = unique("cg")
+        await wire.send(
+            request(
+                "consumer_group_heartbeat",
+                1,
+                group_id=cg,
+                member_id=uuid.uuid4().hex[:22],
+                member_epoch=0,
+                rebalance_timeout=30_000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )
+        )
+        described = await describe(unique("none"), cg)
+        for d in described:
+            d.pop("message")  # the texts differ in the group names only
+        obs.append(("describe unknown and consumer groups", described))
+        await beat(a, epoch=-1)
+        obs.append(("describe emptied", await describe(group)))
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
+    "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

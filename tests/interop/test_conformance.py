@@ -40,7 +40,15 @@ REFERENCE = tuple(int(x) for x in KAFKA_VERSION.split(".")[:2])
 
 #: (sequence, step) -> why groupcoord answers differently from Kafka 4.4 (and the same as
 #: Kafka 4.1); docs/gateway-conformance.md, "Kafka 4.1 to 4.4"
-KNOWN_DIFFERENCES_44: dict[tuple[str, str], str] = {}
+KNOWN_DIFFERENCES_44: dict[tuple[str, str], str] = {
+    (
+        "api_versions",
+        "ApiVersions v3 streams group APIs",
+    ): "groupcoord serves StreamsGroupHeartbeat and StreamsGroupDescribe v0 only; Kafka 4.4 "
+    "advertises v0-1 (v1: the topology description handshake with "
+    "StreamsGroupTopologyDescriptionUpdate, a 64-bit acceptable recovery lag); a 4.4 Streams "
+    "client uses v0 (docs/streams-groups.md)",
+}
 
 #: (sequence, step) -> why groupcoord, which follows Kafka 4.4 there, answers differently from
 #: Kafka 4.1 (the reference with GROUPCOORD_KAFKA_VERSION=4.1.1)
@@ -72,6 +80,8 @@ MAY_DIFFER_41: dict[tuple[str, str], str] = {
 
 #: sequences of what Kafka 4.1 does not have (not run against a 4.1 reference)
 SINCE_44: dict[str, str] = {
+    "streams_group": "streams groups are early access in Kafka 4.1 (the reference runs without "
+    "them); compared with 4.4 only",
     "assignment_interval": "KIP-1263's consumer.assignment.interval.ms is Kafka 4.4's",
     "kafka44_versions": "ApiVersions v5, DeleteGroups v3, OffsetCommit/OffsetFetch v10 are "
     "Kafka 4.4's (4.1 does not serve them)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+from shards.core.streams.topology import InternalTopic
 from shards.core.topics import TopicImage, uuid_to_text
 
 
@@ -19,6 +20,8 @@ class FakeUpstream:
         self.offset_requests: list[list[tuple[str, int]]] = []
         #: the names of each partition_counts call (a topic the catalog does not have yet)
         self.count_requests: list[list[str]] = []
+        #: each create_internal_topics call's topics (a streams group's internal topics)
+        self.created: list[list[InternalTopic]] = []
         self._ids = itertools.count(1)
 
     def create(self, name: str, partitions: int, racks: tuple[tuple[str, ...], ...] = ()) -> str:
@@ -38,6 +41,17 @@ class FakeUpstream:
 
     def delete(self, name: str) -> None:
         del self.topics[name]
+
+    async def create_internal_topics(self, topics: list[InternalTopic]) -> dict[str, int]:
+        """CreateTopics as Kafka answers it: 0 when created, TOPIC_ALREADY_EXISTS (36)
+        counted as success, as the real upstream adapter does."""
+        self.created.append(list(topics))
+        if self.failure is not None:
+            raise self.failure
+        for t in topics:
+            if t.name not in self.topics:
+                self.create(t.name, t.partitions)
+        return {t.name: 0 for t in topics}
 
     async def fetch_topics(self) -> list[TopicImage]:
         self.fetches += 1

@@ -17,6 +17,7 @@ from services.gateway.handlers.consumer import ConsumerGroupApis
 from services.gateway.handlers.groups import GroupAdminApis
 from services.gateway.handlers.no_data_plane import NoDataPlaneApis
 from services.gateway.handlers.offsets import OffsetApis
+from services.gateway.handlers.streams import StreamsGroupApis
 from services.gateway.handlers.topics import TopicApis
 from services.gateway.router import UpstreamError
 from shards.core.errors import Errors
@@ -42,6 +43,7 @@ class KafkaApis(
     OffsetApis,
     GroupAdminApis,
     ConsumerGroupApis,
+    StreamsGroupApis,
     ConfigApis,
 ):
     """One translator and one error shape per served API (:data:`codec.SERVED`)."""
@@ -68,6 +70,8 @@ class KafkaApis(
             42: (self.delete_groups, self.delete_groups_error),
             68: (self.consumer_group_heartbeat, self.consumer_group_heartbeat_error),
             69: (self.consumer_group_describe, self.consumer_group_describe_error),
+            88: (self.streams_group_heartbeat, self.streams_group_heartbeat_error),
+            89: (self.streams_group_describe, self.streams_group_describe_error),
             19: (self.create_topics, self.create_topics_error),
             20: (self.delete_topics, self.delete_topics_error),
             17: (self.sasl_handshake, self.sasl_handshake_error),

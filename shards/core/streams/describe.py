@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shards.core.api import DEFAULT_CONTEXT, RequestContext
 from shards.core.errors import Errors
 from shards.core.group import Group
 from shards.core.streams.group import StreamsGroup
@@ -69,6 +70,20 @@ class DescribedStreamsGroup:
     assignment_epoch: int = 0
     topology: DescribedTopology | None = None
     members: tuple[DescribedStreamsMember, ...] = ()
+    #: Kafka's authorized operations (None: not asked; set by the authorizer)
+    authorized_operations: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupDescribeRequest:
+    group_ids: tuple[str, ...]
+    include_authorized_operations: bool = False
+    context: RequestContext = DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupDescribeResponse:
+    groups: tuple[DescribedStreamsGroup, ...] = ()
 
 
 def _describe(group: StreamsGroup) -> DescribedStreamsGroup:
@@ -133,7 +148,7 @@ def streams_group_describe(
                     group_id,
                     int(Errors.GROUP_ID_NOT_FOUND),
                     f"Group {group_id} not found.",
-                    group_state="Dead",
+                    # no state, as Kafka 4.4 answers (conformance sequence streams_group)
                 )
             )
         else:

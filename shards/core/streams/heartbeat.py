@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shards.core.api import DEFAULT_CONTEXT, RequestContext
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.streams import records as rec
@@ -59,6 +60,17 @@ from shards.core.timer_keys import TimerKind, member_key, member_of_key
 from shards.runtime.contract import CoordinatorResult, Record, Timer, TimerKey
 
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # Kafka's streams.heartbeat.interval.ms
+#: a new group's first group epoch (Kafka 4.4; 4.1 started at 1)
+NEW_GROUP_EPOCH = 2
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOffset:
+    """A task's changelog offset (the heartbeat's TaskOffsets / TaskEndOffsets)."""
+
+    subtopology_id: str
+    partition: int
+    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +88,11 @@ class StreamsGroupHeartbeatRequest:
     process_id: str | None = None
     user_endpoint: Endpoint | None = None
     client_tags: tuple[KeyValue, ...] | None = None
-    task_offsets: tuple[object, ...] | None = None
-    task_end_offsets: tuple[object, ...] | None = None
+    task_offsets: tuple[TaskOffset, ...] | None = None
+    task_end_offsets: tuple[TaskOffset, ...] | None = None
     shutdown_application: bool = False
-    client_id: str = ""
-    client_host: str = ""
+    endpoint_information_epoch: int = 0
+    context: RequestContext = DEFAULT_CONTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,9 @@ class StreamsGroupHeartbeatResponse:
     active_tasks: tuple[TaskIds, ...] | None = None  # None = unchanged since the last answer
     standby_tasks: tuple[TaskIds, ...] | None = None
     warmup_tasks: tuple[TaskIds, ...] | None = None
+    #: the internal topics to create (with the MISSING_INTERNAL_TOPICS status): what a
+    #: shard in proxy mode creates on the upstream cluster; not on the Kafka wire
+    topics_to_create: tuple[InternalTopic, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,14 +218,16 @@ def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> Hea
             f"Member {req.member_id} is not a member of group {req.group_id}.",
         )
     records = rec.member_tombstones(group.group_id, req.member_id)
+    epoch = group.group_epoch + 1
     records.append(
         rec.group_metadata_record(
-            group.group_id,
-            group.group_epoch + 1,
-            group.metadata_hash,
-            group.validated_topology_epoch,
+            group.group_id, epoch, group.metadata_hash, group.validated_topology_epoch
         )
     )
+    if len(group.members) == 1:
+        # the last member: the (empty) target's epoch follows the group epoch, as Kafka 4.4
+        # answers (conformance sequence streams_group; consumer groups do the same)
+        records.append(rec.assignment_epoch_record(group.group_id, epoch))
     return HeartbeatResult(
         records,
         StreamsGroupHeartbeatResponse(
@@ -252,8 +269,8 @@ def streams_group_heartbeat(
         rack_id=(
             req.rack_id if req.rack_id is not None else (prev_meta.rack_id if prev_meta else None)
         ),
-        client_id=req.client_id,
-        client_host=req.client_host,
+        client_id=req.context.client_id,
+        client_host=req.context.client_host,
         rebalance_timeout_ms=(
             req.rebalance_timeout_ms
             if req.rebalance_timeout_ms != -1
@@ -335,8 +352,11 @@ def streams_group_heartbeat(
     if new_hash != old_hash or validated != old_validated:
         bump = True
 
-    # 4. the group epoch
+    # 4. the group epoch (a new group's first is 2, as Kafka 4.4 answers -- conformance
+    # sequence streams_group; consumer groups do the same)
     group_epoch = old_epoch + 1 if bump else old_epoch
+    if group is None:
+        group_epoch = max(group_epoch, NEW_GROUP_EPOCH)
     if bump:
         records.append(rec.group_metadata_record(group_id, group_epoch, new_hash, validated))
 
@@ -385,6 +405,7 @@ def streams_group_heartbeat(
         active_tasks=to_task_ids(updated.active) if send_tasks else None,
         standby_tasks=to_task_ids(updated.standby) if send_tasks else None,
         warmup_tasks=to_task_ids(updated.warmup) if send_tasks else None,
+        topics_to_create=configured.topics_to_create,
     )
     return HeartbeatResult(records, response, configured.topics_to_create)
 

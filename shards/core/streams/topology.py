@@ -52,7 +52,7 @@ class Status(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class StatusDetail:
-    code: Status
+    code: int  # a Status (an int, as the API carries it)
     detail: str
 
 

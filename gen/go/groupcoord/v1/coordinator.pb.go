@@ -287,7 +287,7 @@ var File_groupcoord_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_groupcoord_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1fgroupcoord/v1/coordinator.proto\x12\rgroupcoord.v1\x1a!groupcoord/v1/classic_group.proto\x1a\"groupcoord/v1/consumer_group.proto\x1a\x1agroupcoord/v1/groups.proto\x1a\x1bgroupcoord/v1/offsets.proto\"V\n" +
+	"\x1fgroupcoord/v1/coordinator.proto\x12\rgroupcoord.v1\x1a!groupcoord/v1/classic_group.proto\x1a\"groupcoord/v1/consumer_group.proto\x1a\x1agroupcoord/v1/groups.proto\x1a\x1bgroupcoord/v1/offsets.proto\x1a!groupcoord/v1/streams_group.proto\"V\n" +
 	"\fBatchRequest\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.groupcoord.v1.BatchItemR\x05items\x12\x16\n" +
 	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\x9c\x02\n" +
@@ -308,7 +308,7 @@ const file_groupcoord_v1_coordinator_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
 	"\adetails\x18\x03 \x01(\tR\adetails\x12\x1a\n" +
-	"\bresponse\x18\x04 \x01(\fR\bresponse2\xf5\x0e\n" +
+	"\bresponse\x18\x04 \x01(\fR\bresponse2\xda\x10\n" +
 	"\x10GroupCoordinator\x12u\n" +
 	"\x16ConsumerGroupHeartbeat\x12,.groupcoord.v1.ConsumerGroupHeartbeatRequest\x1a-.groupcoord.v1.ConsumerGroupHeartbeatResponse\x12r\n" +
 	"\x15ConsumerGroupDescribe\x12+.groupcoord.v1.ConsumerGroupDescribeRequest\x1a,.groupcoord.v1.ConsumerGroupDescribeResponse\x12\x8d\x01\n" +
@@ -330,7 +330,9 @@ const file_groupcoord_v1_coordinator_proto_rawDesc = "" +
 	"\x0fFindCoordinator\x12%.groupcoord.v1.FindCoordinatorRequest\x1a&.groupcoord.v1.FindCoordinatorResponse\x12f\n" +
 	"\x11AlterGroupConfigs\x12'.groupcoord.v1.AlterGroupConfigsRequest\x1a(.groupcoord.v1.AlterGroupConfigsResponse\x12o\n" +
 	"\x14DescribeGroupConfigs\x12*.groupcoord.v1.DescribeGroupConfigsRequest\x1a+.groupcoord.v1.DescribeGroupConfigsResponse\x12c\n" +
-	"\x10DescribeGroupLag\x12&.groupcoord.v1.DescribeGroupLagRequest\x1a'.groupcoord.v1.DescribeGroupLagResponse2_\n" +
+	"\x10DescribeGroupLag\x12&.groupcoord.v1.DescribeGroupLagRequest\x1a'.groupcoord.v1.DescribeGroupLagResponse\x12r\n" +
+	"\x15StreamsGroupHeartbeat\x12+.groupcoord.v1.StreamsGroupHeartbeatRequest\x1a,.groupcoord.v1.StreamsGroupHeartbeatResponse\x12o\n" +
+	"\x14StreamsGroupDescribe\x12*.groupcoord.v1.StreamsGroupDescribeRequest\x1a+.groupcoord.v1.StreamsGroupDescribeResponse2_\n" +
 	"\x15GroupCoordinatorBatch\x12F\n" +
 	"\x05Batch\x12\x1b.groupcoord.v1.BatchRequest\x1a\x1c.groupcoord.v1.BatchResponse(\x010\x01Bj\n" +
 	"\x10io.groupcoord.v1B\x10CoordinatorProtoP\x01ZBgithub.com/groupcoord/groupcoord/gen/go/groupcoord/v1;groupcoordv1b\x06proto3"
@@ -373,25 +375,29 @@ var file_groupcoord_v1_coordinator_proto_goTypes = []any{
 	(*AlterGroupConfigsRequest)(nil),               // 21: groupcoord.v1.AlterGroupConfigsRequest
 	(*DescribeGroupConfigsRequest)(nil),            // 22: groupcoord.v1.DescribeGroupConfigsRequest
 	(*DescribeGroupLagRequest)(nil),                // 23: groupcoord.v1.DescribeGroupLagRequest
-	(*ConsumerGroupHeartbeatResponse)(nil),         // 24: groupcoord.v1.ConsumerGroupHeartbeatResponse
-	(*ConsumerGroupDescribeResponse)(nil),          // 25: groupcoord.v1.ConsumerGroupDescribeResponse
-	(*ConsumerGroupPrepareAssignmentResponse)(nil), // 26: groupcoord.v1.ConsumerGroupPrepareAssignmentResponse
-	(*ConsumerGroupInstallAssignmentResponse)(nil), // 27: groupcoord.v1.ConsumerGroupInstallAssignmentResponse
-	(*JoinGroupResponse)(nil),                      // 28: groupcoord.v1.JoinGroupResponse
-	(*SyncGroupResponse)(nil),                      // 29: groupcoord.v1.SyncGroupResponse
-	(*HeartbeatResponse)(nil),                      // 30: groupcoord.v1.HeartbeatResponse
-	(*LeaveGroupResponse)(nil),                     // 31: groupcoord.v1.LeaveGroupResponse
-	(*OffsetCommitResponse)(nil),                   // 32: groupcoord.v1.OffsetCommitResponse
-	(*OffsetFetchResponse)(nil),                    // 33: groupcoord.v1.OffsetFetchResponse
-	(*OffsetDeleteResponse)(nil),                   // 34: groupcoord.v1.OffsetDeleteResponse
-	(*TxnOffsetCommitResponse)(nil),                // 35: groupcoord.v1.TxnOffsetCommitResponse
-	(*ListGroupsResponse)(nil),                     // 36: groupcoord.v1.ListGroupsResponse
-	(*DescribeGroupsResponse)(nil),                 // 37: groupcoord.v1.DescribeGroupsResponse
-	(*DeleteGroupsResponse)(nil),                   // 38: groupcoord.v1.DeleteGroupsResponse
-	(*FindCoordinatorResponse)(nil),                // 39: groupcoord.v1.FindCoordinatorResponse
-	(*AlterGroupConfigsResponse)(nil),              // 40: groupcoord.v1.AlterGroupConfigsResponse
-	(*DescribeGroupConfigsResponse)(nil),           // 41: groupcoord.v1.DescribeGroupConfigsResponse
-	(*DescribeGroupLagResponse)(nil),               // 42: groupcoord.v1.DescribeGroupLagResponse
+	(*StreamsGroupHeartbeatRequest)(nil),           // 24: groupcoord.v1.StreamsGroupHeartbeatRequest
+	(*StreamsGroupDescribeRequest)(nil),            // 25: groupcoord.v1.StreamsGroupDescribeRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),         // 26: groupcoord.v1.ConsumerGroupHeartbeatResponse
+	(*ConsumerGroupDescribeResponse)(nil),          // 27: groupcoord.v1.ConsumerGroupDescribeResponse
+	(*ConsumerGroupPrepareAssignmentResponse)(nil), // 28: groupcoord.v1.ConsumerGroupPrepareAssignmentResponse
+	(*ConsumerGroupInstallAssignmentResponse)(nil), // 29: groupcoord.v1.ConsumerGroupInstallAssignmentResponse
+	(*JoinGroupResponse)(nil),                      // 30: groupcoord.v1.JoinGroupResponse
+	(*SyncGroupResponse)(nil),                      // 31: groupcoord.v1.SyncGroupResponse
+	(*HeartbeatResponse)(nil),                      // 32: groupcoord.v1.HeartbeatResponse
+	(*LeaveGroupResponse)(nil),                     // 33: groupcoord.v1.LeaveGroupResponse
+	(*OffsetCommitResponse)(nil),                   // 34: groupcoord.v1.OffsetCommitResponse
+	(*OffsetFetchResponse)(nil),                    // 35: groupcoord.v1.OffsetFetchResponse
+	(*OffsetDeleteResponse)(nil),                   // 36: groupcoord.v1.OffsetDeleteResponse
+	(*TxnOffsetCommitResponse)(nil),                // 37: groupcoord.v1.TxnOffsetCommitResponse
+	(*ListGroupsResponse)(nil),                     // 38: groupcoord.v1.ListGroupsResponse
+	(*DescribeGroupsResponse)(nil),                 // 39: groupcoord.v1.DescribeGroupsResponse
+	(*DeleteGroupsResponse)(nil),                   // 40: groupcoord.v1.DeleteGroupsResponse
+	(*FindCoordinatorResponse)(nil),                // 41: groupcoord.v1.FindCoordinatorResponse
+	(*AlterGroupConfigsResponse)(nil),              // 42: groupcoord.v1.AlterGroupConfigsResponse
+	(*DescribeGroupConfigsResponse)(nil),           // 43: groupcoord.v1.DescribeGroupConfigsResponse
+	(*DescribeGroupLagResponse)(nil),               // 44: groupcoord.v1.DescribeGroupLagResponse
+	(*StreamsGroupHeartbeatResponse)(nil),          // 45: groupcoord.v1.StreamsGroupHeartbeatResponse
+	(*StreamsGroupDescribeResponse)(nil),           // 46: groupcoord.v1.StreamsGroupDescribeResponse
 }
 var file_groupcoord_v1_coordinator_proto_depIdxs = []int32{
 	1,  // 0: groupcoord.v1.BatchRequest.items:type_name -> groupcoord.v1.BatchItem
@@ -416,29 +422,33 @@ var file_groupcoord_v1_coordinator_proto_depIdxs = []int32{
 	21, // 19: groupcoord.v1.GroupCoordinator.AlterGroupConfigs:input_type -> groupcoord.v1.AlterGroupConfigsRequest
 	22, // 20: groupcoord.v1.GroupCoordinator.DescribeGroupConfigs:input_type -> groupcoord.v1.DescribeGroupConfigsRequest
 	23, // 21: groupcoord.v1.GroupCoordinator.DescribeGroupLag:input_type -> groupcoord.v1.DescribeGroupLagRequest
-	0,  // 22: groupcoord.v1.GroupCoordinatorBatch.Batch:input_type -> groupcoord.v1.BatchRequest
-	24, // 23: groupcoord.v1.GroupCoordinator.ConsumerGroupHeartbeat:output_type -> groupcoord.v1.ConsumerGroupHeartbeatResponse
-	25, // 24: groupcoord.v1.GroupCoordinator.ConsumerGroupDescribe:output_type -> groupcoord.v1.ConsumerGroupDescribeResponse
-	26, // 25: groupcoord.v1.GroupCoordinator.ConsumerGroupPrepareAssignment:output_type -> groupcoord.v1.ConsumerGroupPrepareAssignmentResponse
-	27, // 26: groupcoord.v1.GroupCoordinator.ConsumerGroupInstallAssignment:output_type -> groupcoord.v1.ConsumerGroupInstallAssignmentResponse
-	28, // 27: groupcoord.v1.GroupCoordinator.JoinGroup:output_type -> groupcoord.v1.JoinGroupResponse
-	29, // 28: groupcoord.v1.GroupCoordinator.SyncGroup:output_type -> groupcoord.v1.SyncGroupResponse
-	30, // 29: groupcoord.v1.GroupCoordinator.Heartbeat:output_type -> groupcoord.v1.HeartbeatResponse
-	31, // 30: groupcoord.v1.GroupCoordinator.LeaveGroup:output_type -> groupcoord.v1.LeaveGroupResponse
-	32, // 31: groupcoord.v1.GroupCoordinator.OffsetCommit:output_type -> groupcoord.v1.OffsetCommitResponse
-	33, // 32: groupcoord.v1.GroupCoordinator.OffsetFetch:output_type -> groupcoord.v1.OffsetFetchResponse
-	34, // 33: groupcoord.v1.GroupCoordinator.OffsetDelete:output_type -> groupcoord.v1.OffsetDeleteResponse
-	35, // 34: groupcoord.v1.GroupCoordinator.TxnOffsetCommit:output_type -> groupcoord.v1.TxnOffsetCommitResponse
-	36, // 35: groupcoord.v1.GroupCoordinator.ListGroups:output_type -> groupcoord.v1.ListGroupsResponse
-	37, // 36: groupcoord.v1.GroupCoordinator.DescribeGroups:output_type -> groupcoord.v1.DescribeGroupsResponse
-	38, // 37: groupcoord.v1.GroupCoordinator.DeleteGroups:output_type -> groupcoord.v1.DeleteGroupsResponse
-	39, // 38: groupcoord.v1.GroupCoordinator.FindCoordinator:output_type -> groupcoord.v1.FindCoordinatorResponse
-	40, // 39: groupcoord.v1.GroupCoordinator.AlterGroupConfigs:output_type -> groupcoord.v1.AlterGroupConfigsResponse
-	41, // 40: groupcoord.v1.GroupCoordinator.DescribeGroupConfigs:output_type -> groupcoord.v1.DescribeGroupConfigsResponse
-	42, // 41: groupcoord.v1.GroupCoordinator.DescribeGroupLag:output_type -> groupcoord.v1.DescribeGroupLagResponse
-	2,  // 42: groupcoord.v1.GroupCoordinatorBatch.Batch:output_type -> groupcoord.v1.BatchResponse
-	23, // [23:43] is the sub-list for method output_type
-	3,  // [3:23] is the sub-list for method input_type
+	24, // 22: groupcoord.v1.GroupCoordinator.StreamsGroupHeartbeat:input_type -> groupcoord.v1.StreamsGroupHeartbeatRequest
+	25, // 23: groupcoord.v1.GroupCoordinator.StreamsGroupDescribe:input_type -> groupcoord.v1.StreamsGroupDescribeRequest
+	0,  // 24: groupcoord.v1.GroupCoordinatorBatch.Batch:input_type -> groupcoord.v1.BatchRequest
+	26, // 25: groupcoord.v1.GroupCoordinator.ConsumerGroupHeartbeat:output_type -> groupcoord.v1.ConsumerGroupHeartbeatResponse
+	27, // 26: groupcoord.v1.GroupCoordinator.ConsumerGroupDescribe:output_type -> groupcoord.v1.ConsumerGroupDescribeResponse
+	28, // 27: groupcoord.v1.GroupCoordinator.ConsumerGroupPrepareAssignment:output_type -> groupcoord.v1.ConsumerGroupPrepareAssignmentResponse
+	29, // 28: groupcoord.v1.GroupCoordinator.ConsumerGroupInstallAssignment:output_type -> groupcoord.v1.ConsumerGroupInstallAssignmentResponse
+	30, // 29: groupcoord.v1.GroupCoordinator.JoinGroup:output_type -> groupcoord.v1.JoinGroupResponse
+	31, // 30: groupcoord.v1.GroupCoordinator.SyncGroup:output_type -> groupcoord.v1.SyncGroupResponse
+	32, // 31: groupcoord.v1.GroupCoordinator.Heartbeat:output_type -> groupcoord.v1.HeartbeatResponse
+	33, // 32: groupcoord.v1.GroupCoordinator.LeaveGroup:output_type -> groupcoord.v1.LeaveGroupResponse
+	34, // 33: groupcoord.v1.GroupCoordinator.OffsetCommit:output_type -> groupcoord.v1.OffsetCommitResponse
+	35, // 34: groupcoord.v1.GroupCoordinator.OffsetFetch:output_type -> groupcoord.v1.OffsetFetchResponse
+	36, // 35: groupcoord.v1.GroupCoordinator.OffsetDelete:output_type -> groupcoord.v1.OffsetDeleteResponse
+	37, // 36: groupcoord.v1.GroupCoordinator.TxnOffsetCommit:output_type -> groupcoord.v1.TxnOffsetCommitResponse
+	38, // 37: groupcoord.v1.GroupCoordinator.ListGroups:output_type -> groupcoord.v1.ListGroupsResponse
+	39, // 38: groupcoord.v1.GroupCoordinator.DescribeGroups:output_type -> groupcoord.v1.DescribeGroupsResponse
+	40, // 39: groupcoord.v1.GroupCoordinator.DeleteGroups:output_type -> groupcoord.v1.DeleteGroupsResponse
+	41, // 40: groupcoord.v1.GroupCoordinator.FindCoordinator:output_type -> groupcoord.v1.FindCoordinatorResponse
+	42, // 41: groupcoord.v1.GroupCoordinator.AlterGroupConfigs:output_type -> groupcoord.v1.AlterGroupConfigsResponse
+	43, // 42: groupcoord.v1.GroupCoordinator.DescribeGroupConfigs:output_type -> groupcoord.v1.DescribeGroupConfigsResponse
+	44, // 43: groupcoord.v1.GroupCoordinator.DescribeGroupLag:output_type -> groupcoord.v1.DescribeGroupLagResponse
+	45, // 44: groupcoord.v1.GroupCoordinator.StreamsGroupHeartbeat:output_type -> groupcoord.v1.StreamsGroupHeartbeatResponse
+	46, // 45: groupcoord.v1.GroupCoordinator.StreamsGroupDescribe:output_type -> groupcoord.v1.StreamsGroupDescribeResponse
+	2,  // 46: groupcoord.v1.GroupCoordinatorBatch.Batch:output_type -> groupcoord.v1.BatchResponse
+	25, // [25:47] is the sub-list for method output_type
+	3,  // [3:25] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -453,6 +463,7 @@ func file_groupcoord_v1_coordinator_proto_init() {
 	file_groupcoord_v1_consumer_group_proto_init()
 	file_groupcoord_v1_groups_proto_init()
 	file_groupcoord_v1_offsets_proto_init()
+	file_groupcoord_v1_streams_group_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

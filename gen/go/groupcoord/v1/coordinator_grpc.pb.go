@@ -40,6 +40,8 @@ const (
 	GroupCoordinator_AlterGroupConfigs_FullMethodName              = "/groupcoord.v1.GroupCoordinator/AlterGroupConfigs"
 	GroupCoordinator_DescribeGroupConfigs_FullMethodName           = "/groupcoord.v1.GroupCoordinator/DescribeGroupConfigs"
 	GroupCoordinator_DescribeGroupLag_FullMethodName               = "/groupcoord.v1.GroupCoordinator/DescribeGroupLag"
+	GroupCoordinator_StreamsGroupHeartbeat_FullMethodName          = "/groupcoord.v1.GroupCoordinator/StreamsGroupHeartbeat"
+	GroupCoordinator_StreamsGroupDescribe_FullMethodName           = "/groupcoord.v1.GroupCoordinator/StreamsGroupDescribe"
 )
 
 // GroupCoordinatorClient is the client API for GroupCoordinator service.
@@ -69,6 +71,9 @@ type GroupCoordinatorClient interface {
 	DescribeGroupConfigs(ctx context.Context, in *DescribeGroupConfigsRequest, opts ...grpc.CallOption) (*DescribeGroupConfigsResponse, error)
 	// Committed offsets with log-end offsets and lag (proxy mode: from the upstream cluster).
 	DescribeGroupLag(ctx context.Context, in *DescribeGroupLagRequest, opts ...grpc.CallOption) (*DescribeGroupLagResponse, error)
+	// KIP-1071 streams groups (Kafka APIs 88 and 89; docs/streams-groups.md)
+	StreamsGroupHeartbeat(ctx context.Context, in *StreamsGroupHeartbeatRequest, opts ...grpc.CallOption) (*StreamsGroupHeartbeatResponse, error)
+	StreamsGroupDescribe(ctx context.Context, in *StreamsGroupDescribeRequest, opts ...grpc.CallOption) (*StreamsGroupDescribeResponse, error)
 }
 
 type groupCoordinatorClient struct {
@@ -269,6 +274,26 @@ func (c *groupCoordinatorClient) DescribeGroupLag(ctx context.Context, in *Descr
 	return out, nil
 }
 
+func (c *groupCoordinatorClient) StreamsGroupHeartbeat(ctx context.Context, in *StreamsGroupHeartbeatRequest, opts ...grpc.CallOption) (*StreamsGroupHeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StreamsGroupHeartbeatResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinator_StreamsGroupHeartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupCoordinatorClient) StreamsGroupDescribe(ctx context.Context, in *StreamsGroupDescribeRequest, opts ...grpc.CallOption) (*StreamsGroupDescribeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StreamsGroupDescribeResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinator_StreamsGroupDescribe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupCoordinatorServer is the server API for GroupCoordinator service.
 // All implementations must embed UnimplementedGroupCoordinatorServer
 // for forward compatibility.
@@ -296,6 +321,9 @@ type GroupCoordinatorServer interface {
 	DescribeGroupConfigs(context.Context, *DescribeGroupConfigsRequest) (*DescribeGroupConfigsResponse, error)
 	// Committed offsets with log-end offsets and lag (proxy mode: from the upstream cluster).
 	DescribeGroupLag(context.Context, *DescribeGroupLagRequest) (*DescribeGroupLagResponse, error)
+	// KIP-1071 streams groups (Kafka APIs 88 and 89; docs/streams-groups.md)
+	StreamsGroupHeartbeat(context.Context, *StreamsGroupHeartbeatRequest) (*StreamsGroupHeartbeatResponse, error)
+	StreamsGroupDescribe(context.Context, *StreamsGroupDescribeRequest) (*StreamsGroupDescribeResponse, error)
 	mustEmbedUnimplementedGroupCoordinatorServer()
 }
 
@@ -362,6 +390,12 @@ func (UnimplementedGroupCoordinatorServer) DescribeGroupConfigs(context.Context,
 }
 func (UnimplementedGroupCoordinatorServer) DescribeGroupLag(context.Context, *DescribeGroupLagRequest) (*DescribeGroupLagResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeGroupLag not implemented")
+}
+func (UnimplementedGroupCoordinatorServer) StreamsGroupHeartbeat(context.Context, *StreamsGroupHeartbeatRequest) (*StreamsGroupHeartbeatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StreamsGroupHeartbeat not implemented")
+}
+func (UnimplementedGroupCoordinatorServer) StreamsGroupDescribe(context.Context, *StreamsGroupDescribeRequest) (*StreamsGroupDescribeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StreamsGroupDescribe not implemented")
 }
 func (UnimplementedGroupCoordinatorServer) mustEmbedUnimplementedGroupCoordinatorServer() {}
 func (UnimplementedGroupCoordinatorServer) testEmbeddedByValue()                          {}
@@ -726,6 +760,42 @@ func _GroupCoordinator_DescribeGroupLag_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupCoordinator_StreamsGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StreamsGroupHeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServer).StreamsGroupHeartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinator_StreamsGroupHeartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServer).StreamsGroupHeartbeat(ctx, req.(*StreamsGroupHeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GroupCoordinator_StreamsGroupDescribe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StreamsGroupDescribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServer).StreamsGroupDescribe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinator_StreamsGroupDescribe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServer).StreamsGroupDescribe(ctx, req.(*StreamsGroupDescribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GroupCoordinator_ServiceDesc is the grpc.ServiceDesc for GroupCoordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -808,6 +878,14 @@ var GroupCoordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroupLag",
 			Handler:    _GroupCoordinator_DescribeGroupLag_Handler,
+		},
+		{
+			MethodName: "StreamsGroupHeartbeat",
+			Handler:    _GroupCoordinator_StreamsGroupHeartbeat_Handler,
+		},
+		{
+			MethodName: "StreamsGroupDescribe",
+			Handler:    _GroupCoordinator_StreamsGroupDescribe_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

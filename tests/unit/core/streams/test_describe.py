@@ -22,7 +22,7 @@ def test_describe_shows_topology_and_tasks_per_member() -> None:
     )
     _hb(h, join("a", stateful_topology()))
     _hb(h, join("b", stateful_topology()))
-    _hb(h, beat("a", 1, {"0": [0, 1], "1": [0, 1]}))  # a is told to give half up
+    _hb(h, beat("a", 2, {"0": [0, 1], "1": [0, 1]}))  # a is told to give half up
     consumer_join = consumer_api.ConsumerGroupHeartbeatRequest(
         group_id="consumers",
         member_id="c",
@@ -38,20 +38,20 @@ def test_describe_shows_topology_and_tasks_per_member() -> None:
     assert (app.error_code, app.group_state, app.group_epoch, app.assignment_epoch) == (
         0,
         "Reconciling",
-        2,
-        2,
+        3,
+        3,
     )
     assert app.topology is not None and app.topology.epoch == 1
     assert [s.subtopology_id for s in app.topology.subtopologies] == ["0", "1"]
     a, b = app.members
-    assert (a.member_id, a.member_epoch, a.process_id, a.topology_epoch) == ("a", 1, "process-a", 1)
+    assert (a.member_id, a.member_epoch, a.process_id, a.topology_epoch) == ("a", 2, "process-a", 1)
     # a keeps partition 0 of both subtopologies and revokes partition 1 of both
     assert a.assignment.active_tasks == (TaskIds("0", (0,)), TaskIds("1", (0,)))
     assert a.target_assignment.active_tasks == (TaskIds("0", (0,)), TaskIds("1", (0,)))
-    assert (b.member_epoch, b.assignment.active_tasks) == (2, ())
+    assert (b.member_epoch, b.assignment.active_tasks) == (3, ())
     assert b.target_assignment.active_tasks == (TaskIds("0", (1,)), TaskIds("1", (1,)))
     assert (consumers.error_code, consumers.error_message) == (
         Errors.GROUP_ID_NOT_FOUND,
         "Group consumers is not a streams group.",
     )
-    assert (nope.error_code, nope.group_state) == (Errors.GROUP_ID_NOT_FOUND, "Dead")
+    assert (nope.error_code, nope.group_state) == (Errors.GROUP_ID_NOT_FOUND, "")

@@ -28,7 +28,7 @@ def test_first_member_joins_and_gets_every_task() -> None:
     mgr, _ = manager(input=4)
     r = mgr.streams_group_heartbeat(join("a"))
     assert r.error_code == 0
-    assert r.member_epoch == 1
+    assert r.member_epoch == 2
     assert as_dict(r.active_tasks) == {"0": [0, 1, 2, 3]}
     assert r.standby_tasks == () and r.warmup_tasks == ()
     assert r.status is None
@@ -37,8 +37,8 @@ def test_first_member_joins_and_gets_every_task() -> None:
     assert group.topology == simple_topology()
     # a steady heartbeat changes nothing and sends no tasks
     written = len(mgr.log)
-    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
-    assert (r.error_code, r.member_epoch, r.active_tasks) == (0, 1, None)
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1, 2, 3]}))
+    assert (r.error_code, r.member_epoch, r.active_tasks) == (0, 2, None)
     assert len(mgr.log) == written
 
 
@@ -47,22 +47,22 @@ def test_second_member_gets_tasks_only_after_the_first_revokes_them() -> None:
     mgr.streams_group_heartbeat(join("a"))
     r = mgr.streams_group_heartbeat(join("b"))
     # b is at the new epoch but its tasks are still held by a
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {})
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {})
     assert mgr.groups[GROUP].members["b"].state is MemberState.UNRELEASED_TASKS
     assert mgr.groups[GROUP].state_name() == "Reconciling"
 
     # a is told to keep half: it stays at epoch 1 until it reports the rest revoked
-    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (1, {"0": [0, 1]})
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1, 2, 3]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [0, 1]})
     assert mgr.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
-    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
-    assert (r.member_epoch, r.active_tasks) == (1, None)  # still waiting
-    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
-    assert (r.member_epoch, r.active_tasks) == (2, None)
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1, 2, 3]}))
+    assert (r.member_epoch, r.active_tasks) == (2, None)  # still waiting
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
+    assert (r.member_epoch, r.active_tasks) == (3, None)
     assert mgr.groups[GROUP].members["a"].state is MemberState.STABLE
 
-    r = mgr.streams_group_heartbeat(beat("b", 2, {}))
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [2, 3]})
+    r = mgr.streams_group_heartbeat(beat("b", 3, {}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [2, 3]})
     assert mgr.groups[GROUP].state_name() == "Stable"
 
 
@@ -70,16 +70,16 @@ def test_leave_removes_the_member_and_the_rest_take_its_tasks() -> None:
     mgr, _ = manager(input=4)
     mgr.streams_group_heartbeat(join("a"))
     mgr.streams_group_heartbeat(join("b"))
-    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1, 2, 3]}))
-    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
-    mgr.streams_group_heartbeat(beat("b", 2, {}))
+    mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1, 2, 3]}))
+    mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
+    mgr.streams_group_heartbeat(beat("b", 3, {}))
     r = mgr.streams_group_heartbeat(leave("b"))
     assert (r.error_code, r.member_epoch) == (0, -1)
     group = mgr.groups[GROUP]
     assert sorted(group.members) == ["a"] and "b" not in group.target
-    assert group.group_epoch == 3
-    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [0, 1, 2, 3]})
+    assert group.group_epoch == 4
+    r = mgr.streams_group_heartbeat(beat("a", 3, {"0": [0, 1]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (4, {"0": [0, 1, 2, 3]})
     r = mgr.streams_group_heartbeat(leave("a"))
     assert group.state_name() == "Empty"
 
@@ -88,26 +88,26 @@ def test_member_epoch_fencing() -> None:
     mgr, _ = manager(input=2)
     mgr.streams_group_heartbeat(join("a"))  # epoch 1
     mgr.streams_group_heartbeat(join("b"))  # group epoch 2
-    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))  # revoking
-    mgr.streams_group_heartbeat(beat("a", 1, {"0": [0]}))  # a at epoch 2, previous 1
-    assert mgr.groups[GROUP].members["a"].member_epoch == 2
+    mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))  # revoking
+    mgr.streams_group_heartbeat(beat("a", 2, {"0": [0]}))  # a at epoch 3, previous 2
+    assert mgr.groups[GROUP].members["a"].member_epoch == 3
 
-    ahead = mgr.streams_group_heartbeat(beat("a", 3, {"0": [0]}))
+    ahead = mgr.streams_group_heartbeat(beat("a", 4, {"0": [0]}))
     assert ahead.error_code == Errors.FENCED_MEMBER_EPOCH
     # the previous epoch with owned tasks inside the assignment: the bump was lost, accepted
-    lost = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0]}))
-    assert (lost.error_code, lost.member_epoch) == (0, 2)
+    lost = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0]}))
+    assert (lost.error_code, lost.member_epoch) == (0, 3)
     # the previous epoch claiming a task the member does not hold, or reporting nothing
-    assert mgr.streams_group_heartbeat(beat("a", 1, {"0": [1]})).error_code == (
+    assert mgr.streams_group_heartbeat(beat("a", 2, {"0": [1]})).error_code == (
         Errors.FENCED_MEMBER_EPOCH
     )
-    assert mgr.streams_group_heartbeat(beat("a", 1)).error_code == Errors.FENCED_MEMBER_EPOCH
+    assert mgr.streams_group_heartbeat(beat("a", 2)).error_code == Errors.FENCED_MEMBER_EPOCH
     written = len(mgr.log)
-    assert mgr.streams_group_heartbeat(beat("ghost", 1, {})).error_code == (
+    assert mgr.streams_group_heartbeat(beat("ghost", 2, {})).error_code == (
         Errors.UNKNOWN_MEMBER_ID
     )
     assert mgr.streams_group_heartbeat(leave("ghost")).error_code == Errors.UNKNOWN_MEMBER_ID
-    other = replace(beat("a", 1, {}), group_id="nope")
+    other = replace(beat("a", 2, {}), group_id="nope")
     assert mgr.streams_group_heartbeat(other).error_code == Errors.GROUP_ID_NOT_FOUND
     assert len(mgr.log) == written  # refused heartbeats write nothing
 
@@ -131,7 +131,7 @@ def test_rejoin_of_a_known_member_starts_from_nothing() -> None:
         (replace(join("a"), standby_tasks=None), Errors.INVALID_REQUEST),
         (replace(join("a"), instance_id="static-1"), Errors.INVALID_REQUEST),
         (replace(join("a"), rack_id=""), Errors.INVALID_REQUEST),
-        (replace(beat("a", 1), topology=simple_topology()), Errors.INVALID_REQUEST),
+        (replace(beat("a", 2), topology=simple_topology()), Errors.INVALID_REQUEST),
         (StreamsGroupHeartbeatRequest(GROUP, "a", -3), Errors.INVALID_REQUEST),
         (StreamsGroupHeartbeatRequest(GROUP, "a", -2), Errors.INVALID_REQUEST),
         (
@@ -169,9 +169,9 @@ def test_missing_source_topic_is_a_status_and_the_group_is_not_ready() -> None:
     assert mgr.groups[GROUP].state_name() == "NotReady"
     # the topic appears: the metadata hash changes, the epoch is bumped, tasks are assigned
     catalog.topics["input"] = 3
-    r = mgr.streams_group_heartbeat(beat("a", 1, {}))
+    r = mgr.streams_group_heartbeat(beat("a", 2, {}))
     assert r.status is None
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [0, 1, 2]})
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [0, 1, 2]})
     assert mgr.groups[GROUP].state_name() == "Stable"
 
 
@@ -182,7 +182,7 @@ def test_missing_internal_topics_are_reported_until_created() -> None:
     assert [s.code for s in r.status] == [Status.MISSING_INTERNAL_TOPICS]
     assert "app-rep" in r.status[0].detail
     catalog.topics.update({"app-rep": 2, "app-store-changelog": 2})
-    r = mgr.streams_group_heartbeat(beat("a", 1, {}))
+    r = mgr.streams_group_heartbeat(beat("a", 2, {}))
     assert r.status is None
     assert as_dict(r.active_tasks) == {"0": [0, 1], "1": [0, 1]}
 
@@ -202,10 +202,10 @@ def test_stale_topology_epoch_is_a_status_and_a_different_topology_is_refused() 
 def test_owned_tasks_outside_the_topology_are_invalid() -> None:
     mgr, _ = manager(input=2)
     mgr.streams_group_heartbeat(join("a"))
-    assert mgr.streams_group_heartbeat(beat("a", 1, {"0": [5]})).error_code == (
+    assert mgr.streams_group_heartbeat(beat("a", 2, {"0": [5]})).error_code == (
         Errors.INVALID_REQUEST
     )
-    assert mgr.streams_group_heartbeat(beat("a", 1, {"9": [0]})).error_code == (
+    assert mgr.streams_group_heartbeat(beat("a", 2, {"9": [0]})).error_code == (
         Errors.INVALID_REQUEST
     )
 
@@ -214,5 +214,5 @@ def test_partition_growth_bumps_the_epoch_and_assigns_new_tasks() -> None:
     mgr, catalog = manager(input=2)
     mgr.streams_group_heartbeat(join("a"))
     catalog.topics["input"] = 3
-    r = mgr.streams_group_heartbeat(beat("a", 1, {"0": [0, 1]}))
-    assert (r.member_epoch, as_dict(r.active_tasks)) == (2, {"0": [0, 1, 2]})
+    r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
+    assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [0, 1, 2]})

@@ -56,12 +56,12 @@ def _rebuilt_from(h: ShardHarness, records: list[Any]) -> CoordinatorStateMachin
 def test_streams_group_lives_beside_other_groups_and_replays_from_log_and_snapshot() -> None:
     h = _harness()
     r = _hb(h, join("a"))
-    assert (r.error_code, r.member_epoch, as_dict(r.active_tasks)) == (0, 1, {"0": [0, 1, 2, 3]})
+    assert (r.error_code, r.member_epoch, as_dict(r.active_tasks)) == (0, 2, {"0": [0, 1, 2, 3]})
     _hb(h, join("b"))
-    _hb(h, beat("a", 1, {"0": [0, 1, 2, 3]}))
-    _hb(h, beat("a", 1, {"0": [0, 1]}))
-    _hb(h, beat("b", 2, {}))
-    assert _commit(h, "a", 2) == 0
+    _hb(h, beat("a", 2, {"0": [0, 1, 2, 3]}))
+    _hb(h, beat("a", 2, {"0": [0, 1]}))
+    _hb(h, beat("b", 3, {}))
+    assert _commit(h, "a", 3) == 0
     group = h.shard.group_manager.groups[GROUP]
     assert isinstance(group, StreamsGroup) and group.state_name() == "Stable"
 
@@ -80,9 +80,9 @@ def test_streams_group_lives_beside_other_groups_and_replays_from_log_and_snapsh
 def test_offset_commits_are_checked_against_the_member_epoch() -> None:
     h = _harness()
     _hb(h, join("a"))
-    assert _commit(h, "a", 1) == 0
-    assert _commit(h, "a", 7) == Errors.STALE_MEMBER_EPOCH
-    assert _commit(h, "ghost", 1) == Errors.UNKNOWN_MEMBER_ID
+    assert _commit(h, "a", 2) == 0
+    assert _commit(h, "a", 8) == Errors.STALE_MEMBER_EPOCH
+    assert _commit(h, "ghost", 2) == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_delete_group_needs_it_empty_and_removes_it_from_the_log() -> None:

@@ -51,14 +51,14 @@ def test_a_member_that_does_not_revoke_in_time_is_removed() -> None:
     h = ShardHarness(topics=image(input=4))
     _hb(h, join("a"))  # rebalance timeout 30 s (support.join)
     _hb(h, join("b"))
-    _hb(h, beat("a", 1, {"0": [0, 1, 2, 3]}))
+    _hb(h, beat("a", 2, {"0": [0, 1, 2, 3]}))
     assert _group(h).members["a"].state is MemberState.UNREVOKED_TASKS
     key = member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, GROUP, "a")
     assert h.timer.deadline(key) == h.now + 30000
     # a keeps heartbeating (its session stays alive) but never gives tasks 2 and 3 up
     for _ in range(5):  # 25 s
         h.sleep(5000)
-        _hb(h, beat("a", 1, {"0": [0, 1, 2, 3]}))
+        _hb(h, beat("a", 2, {"0": [0, 1, 2, 3]}))
         _obedient(h, "b")
     assert "a" in _group(h).members
     h.sleep(5000)  # 30 s
@@ -72,10 +72,10 @@ def test_revoking_in_time_cancels_the_deadline_and_leaving_cancels_the_session()
     h = ShardHarness(topics=image(input=4))
     _hb(h, join("a"))
     _hb(h, join("b"))
-    _hb(h, beat("a", 1, {"0": [0, 1, 2, 3]}))
+    _hb(h, beat("a", 2, {"0": [0, 1, 2, 3]}))
     rebalance = member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, GROUP, "a")
     assert h.timer.is_scheduled(rebalance)
-    _hb(h, beat("a", 1, {"0": [0, 1]}))
+    _hb(h, beat("a", 2, {"0": [0, 1]}))
     assert not h.timer.is_scheduled(rebalance)
     session = member_key(TimerKind.STREAMS_SESSION_TIMEOUT, GROUP, "b")
     assert h.timer.is_scheduled(session)
@@ -87,7 +87,7 @@ def test_load_restarts_sessions_and_revocation_deadlines() -> None:
     h = ShardHarness(topics=image(input=4))
     _hb(h, join("a"))
     _hb(h, join("b"))
-    _hb(h, beat("a", 1, {"0": [0, 1, 2, 3]}))  # a must revoke
+    _hb(h, beat("a", 2, {"0": [0, 1, 2, 3]}))  # a must revoke
     loaded = h.replayed()
     loaded.on_loaded(h.now)
     assert loaded.timer is not h.timer

@@ -1,0 +1,70 @@
+// A stateful Kafka Streams application run with group.protocol=streams (KIP-1071)
+// (tests/interop/test_streams_group_protocol.py): input records (key k<i>, value "<i>") are
+// re-keyed by i % 10 (a repartition topic), counted per key in a state store (a changelog
+// topic) and the counts written to the output topic. Both internal topics are the streams
+// group coordinator's to create.
+//
+// Args: bootstrap, application id, input topic, output topic, state directory, optionally
+// "eos" (processing.guarantee=exactly_once_v2).
+// Prints one JSON object per line: {"state": "<state>"} on each state change and
+// {"error": "..."} on an uncaught exception; at the end of stdin it closes cleanly.
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.util.Properties;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+
+public class StreamsProtocolCount {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0];
+        String applicationId = args[1];
+        String input = args[2];
+        String output = args[3];
+        String stateDir = args[4];
+
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, applicationId);
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        if (args.length > 5 && args[5].equals("eos")) {
+            props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        }
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+            .groupBy((k, v) -> "g" + (Integer.parseInt(v) % 10),
+                Grouped.with("by-mod", Serdes.String(), Serdes.String()))
+            .count(Materialized.as("counts"))
+            .toStream()
+            .mapValues(Object::toString)
+            .to(output, Produced.with(Serdes.String(), Serdes.String()));
+
+        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        streams.setStateListener((now, before) ->
+            System.out.println("{\"state\": \"" + now + "\"}"));
+        streams.setUncaughtExceptionHandler(e -> {
+            String text = String.valueOf(e).replace("\\", "\\\\").replace("\"", "'");
+            System.out.println("{\"error\": \"" + text + "\"}");
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.start();
+        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
+        while (stdin.readLine() != null) {
+            // nothing: the end of stdin closes the application
+        }
+        streams.close(java.time.Duration.ofSeconds(20));
+        System.out.println("{\"state\": \"CLOSED\"}");
+    }
+}
