@@ -494,6 +494,77 @@ def test_streams_exactly_once_v2_across_a_kill_of_the_application(
         shard.kill()
 
 
+def test_streams_exactly_once_v2_across_a_kill_of_the_application_on_kafka_directly(
+    kafka_target: Target, tmp_path: Path
+) -> None:
+    """The control, side by side with the test above: the same application, topology and
+    kill -9 inside a transaction whose offsets Kafka's own group coordinator holds pending,
+    against Apache Kafka 4.4.0 itself (no gateway). The same checker: every result once."""
+    from tests.interop import java_client
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    streams_classpath()
+    upstream = kafka_target.bootstrap
+    app_id = unique("eos-streams-kafka")
+    apps: list[StreamsApp] = []
+    output = None
+    try:
+        topics = _topics(upstream, upstream)
+        output = Output(upstream, topics[1])
+        first = StreamsApp(
+            upstream,
+            app_id,
+            topics,
+            tmp_path / "app1",
+            sleep_ms=10,
+            repartition=True,
+            instance_id="one",
+        )
+        apps.append(first)
+        mid = f"{app_id}-mid-repartition"
+        txn = _kill_in_transaction(first, first)
+        killed_at = first.processed
+        first.reader.join(10)
+        assert txn not in first.transactions("committing"), first.events[-5:]
+        assert _pending(upstream, app_id, [topics[0], mid])  # Kafka holds them pending too
+        output.poll(1)
+        committed_before = len(output.values)
+        restarted = time.monotonic()
+        second = StreamsApp(
+            upstream,
+            app_id,
+            topics,
+            tmp_path / "app2",
+            sleep_ms=0,
+            repartition=True,
+            instance_id="one",
+        )
+        apps.append(second)
+        output.read_until(RECORDS, 90)
+        second.close()
+        output.poll(2)
+        assert not second.errors, second.errors
+        _check_exactly_once(output.values)
+        assert _committed_offsets(upstream, app_id, topics[0]) == _end_offsets(upstream, topics[0])
+        print(
+            f"Kafka directly: killed after {killed_at} processed, {committed_before} committed "
+            f"results; restart to all results {output.complete_at - restarted:.1f} s; the new "
+            f"instance was answered UNSTABLE_OFFSET_COMMIT {second.unstable_answers()} times"
+        )
+    except BaseException:
+        for app in apps:
+            print(app.stderr_tail())
+        raise
+    finally:
+        for app in apps:
+            if app.proc.poll() is None:
+                app.kill()
+        if output is not None:
+            output.close()
+
+
 def test_streams_exactly_once_v2_across_a_kill_of_the_shard(
     kafka_target: Target, tmp_path: Path
 ) -> None:
