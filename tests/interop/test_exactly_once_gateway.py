@@ -83,6 +83,13 @@ async def test_send_offsets_to_transaction_through_the_gateway(
     assert await asyncio.to_thread(_upstream_committed, kafka_target.bootstrap, topic, group) < 0
 
 
+def test_send_offsets_to_transaction_on_kafka_directly(kafka_target: Target) -> None:
+    """The control, side by side with the test above: the same confluent-kafka producer,
+    commit then abort, against Kafka 4.4.0 itself -- the same answers (10, then still 10)."""
+    topic, group, tid = unique("eos-k"), unique("eos-k-g"), unique("eos-k-tx")
+    assert _transactions(kafka_target.bootstrap, topic, group, tid) == [10, 10]
+
+
 def _upstream_committed(bootstrap: str, topic: str, group: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
