@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,63 @@ def _finish(
     print({k: sorted(v) for k, v in sorted(sent.items())})
 
 
+@dataclass
+class Restarted:
+    """:func:`_kill_and_restart`'s outcome."""
+
+    second: StreamsApp
+    killed_at: int  # records the first instance had processed
+    committed_before: int  # results in the committed output at the restart
+    restarted: float  # time.monotonic() of the restart
+
+
+def _kill_and_restart(
+    bootstrap: str,
+    upstream: str,
+    app_id: str,
+    topics: tuple[str, str],
+    output: Output,
+    tmp_path: Path,
+    apps: list[StreamsApp],
+) -> Restarted:
+    """The application (with a repartition topic) killed -9 inside a transaction whose
+    offsets the group coordinator holds pending (checked: OffsetFetch with require_stable
+    answers UNSTABLE_OFFSET_COMMIT), then a new instance with the same static member id;
+    both appended to ``apps``."""
+    first = StreamsApp(
+        bootstrap,
+        app_id,
+        topics,
+        tmp_path / "app1",
+        sleep_ms=10,
+        repartition=True,
+        instance_id="one",
+    )
+    apps.append(first)
+    txn = _kill_in_transaction(first, first)
+    killed_at = first.processed
+    first.reader.join(10)  # everything it printed before it died
+    # its EndTxn was never sent: the transaction stays open until the upstream aborts it
+    # (transaction.timeout.ms), and its offsets stay pending till then
+    assert txn not in first.transactions("committing"), first.events[-5:]
+    assert _pending(bootstrap, app_id, [topics[0], f"{app_id}-mid-repartition"])
+    output.poll(1)
+    committed_before = len(output.values)
+    assert killed_at < RECORDS and committed_before < RECORDS, (killed_at, committed_before)
+    restarted = time.monotonic()
+    second = StreamsApp(
+        bootstrap,
+        app_id,
+        topics,
+        tmp_path / "app2",
+        sleep_ms=0,
+        repartition=True,
+        instance_id="one",  # takes the killed member's place at once
+    )
+    apps.append(second)
+    return Restarted(second, killed_at, committed_before, restarted)
+
+
 def test_streams_exactly_once_v2_across_a_kill_of_the_application(
     kafka_target: Target, tmp_path: Path
 ) -> None:
@@ -435,39 +493,8 @@ def test_streams_exactly_once_v2_across_a_kill_of_the_application(
     try:
         topics = _topics(bootstrap, upstream)
         output = Output(upstream, topics[1])
-        first = StreamsApp(
-            bootstrap,
-            app_id,
-            topics,
-            tmp_path / "app1",
-            sleep_ms=10,
-            repartition=True,
-            instance_id="one",
-        )
-        apps.append(first)
-        # kill -9, mid-stream, inside a transaction whose offsets are pending on the shard
-        mid = f"{app_id}-mid-repartition"
-        txn = _kill_in_transaction(first, first)
-        killed_at = first.processed
-        first.reader.join(10)  # everything it printed before it died
-        # its EndTxn was never sent: the transaction stays open until the upstream aborts
-        # it (transaction.timeout.ms), and its offsets stay pending on the shard till then
-        assert txn not in first.transactions("committing"), first.events[-5:]
-        assert _pending(bootstrap, app_id, [topics[0], mid])
-        output.poll(1)
-        committed_before = len(output.values)
-        assert killed_at < RECORDS and committed_before < RECORDS, (killed_at, committed_before)
-        restarted = time.monotonic()
-        second = StreamsApp(
-            bootstrap,
-            app_id,
-            topics,
-            tmp_path / "app2",
-            sleep_ms=0,
-            repartition=True,
-            instance_id="one",  # takes the killed member's place at once
-        )
-        apps.append(second)
+        r = _kill_and_restart(bootstrap, upstream, app_id, topics, output, tmp_path, apps)
+        first, second, mid = apps[0], r.second, f"{app_id}-mid-repartition"
         _finish(second, output, bootstrap, upstream, app_id, topics, (mid,))
         # the repartition topic was created upstream through the gateway, and its offsets
         # are committed to its end through groupcoord as the input's
@@ -475,9 +502,9 @@ def test_streams_exactly_once_v2_across_a_kill_of_the_application(
         assert _committed_offsets(bootstrap, app_id, mid) == _end_offsets(upstream, mid)
         raw = _uncommitted_count(upstream, topics[1])
         print(
-            f"killed after {killed_at} processed, {committed_before} committed results; "
+            f"killed after {r.killed_at} processed, {r.committed_before} committed results; "
             f"output log holds {raw} entries for {RECORDS} results; restart to all results "
-            f"{output.complete_at - restarted:.1f} s; the new instance was answered "
+            f"{output.complete_at - r.restarted:.1f} s; the new instance was answered "
             f"UNSTABLE_OFFSET_COMMIT {second.unstable_answers()} times"
         )
     except BaseException:
@@ -513,35 +540,8 @@ def test_streams_exactly_once_v2_across_a_kill_of_the_application_on_kafka_direc
     try:
         topics = _topics(upstream, upstream)
         output = Output(upstream, topics[1])
-        first = StreamsApp(
-            upstream,
-            app_id,
-            topics,
-            tmp_path / "app1",
-            sleep_ms=10,
-            repartition=True,
-            instance_id="one",
-        )
-        apps.append(first)
-        mid = f"{app_id}-mid-repartition"
-        txn = _kill_in_transaction(first, first)
-        killed_at = first.processed
-        first.reader.join(10)
-        assert txn not in first.transactions("committing"), first.events[-5:]
-        assert _pending(upstream, app_id, [topics[0], mid])  # Kafka holds them pending too
-        output.poll(1)
-        committed_before = len(output.values)
-        restarted = time.monotonic()
-        second = StreamsApp(
-            upstream,
-            app_id,
-            topics,
-            tmp_path / "app2",
-            sleep_ms=0,
-            repartition=True,
-            instance_id="one",
-        )
-        apps.append(second)
+        r = _kill_and_restart(upstream, upstream, app_id, topics, output, tmp_path, apps)
+        second = r.second
         output.read_until(RECORDS, 90)
         second.close()
         output.poll(2)
@@ -549,8 +549,9 @@ def test_streams_exactly_once_v2_across_a_kill_of_the_application_on_kafka_direc
         _check_exactly_once(output.values)
         assert _committed_offsets(upstream, app_id, topics[0]) == _end_offsets(upstream, topics[0])
         print(
-            f"Kafka directly: killed after {killed_at} processed, {committed_before} committed "
-            f"results; restart to all results {output.complete_at - restarted:.1f} s; the new "
+            f"Kafka directly: killed after {r.killed_at} processed, {r.committed_before} "
+            f"committed results; restart to all results {output.complete_at - r.restarted:.1f} "
+            f"s; the new "
             f"instance was answered UNSTABLE_OFFSET_COMMIT {second.unstable_answers()} times"
         )
     except BaseException:
