@@ -16,6 +16,7 @@ input's end offsets -- across
   (classic protocol, static membership);
 * a kill -9 of the shard that coordinates the loop's group mid-stream (the other shard takes
   its partitions over when the lease ends; KIP-848 consumer protocol);
+* a kill -9 of the gateway, started again on the same ports;
 
 and, placed exactly with Kafka's Java producer (``java/TxnOffsets.java``), kill -9 of the
 group's shards between an answered TxnOffsetCommit and its marker, and after the marker before
@@ -25,6 +26,7 @@ the shard's follower could read it, then a restart on the same store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -272,3 +274,77 @@ def test_kill_the_groups_shard_before_the_marker_and_after_it(deployment: Deploy
     d.cluster.start(first)
     asyncio.run(d.cluster.wait_settled())
     assert eos_loop.committed_offsets(d.bootstrap, group, topic, 1) == [10]
+
+
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that are free now."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def test_kill_the_gateway_mid_stream(deployment: Deployment, tmp_path: Path) -> None:
+    """kill -9 of the gateway process the loop talks to, and the same gateway started again
+    2 s later on the same ports (its bootstrap port and its per-broker ports: ``--kafka-port``,
+    ``--broker-port-base``), as a supervisor restarts it. The gateway holds nothing: the
+    pending offsets are on the shards, the transaction upstream. The same loop instance goes
+    on (its clients reconnect), exactly once."""
+    d = deployment
+    group, tid, source, sink, expected = _topics(d, "eosgw")
+    base = _free_ports(12)  # the Kafka port, then broker N on base + 1 + N (node ids < 10)
+    args = [
+        "gateway",
+        "--shard-address",
+        ",".join(d.cluster.addresses()),
+        "--num-partitions",
+        str(NUM_PARTITIONS),
+        "--kafka-port",
+        str(base),
+        "--broker-port-base",
+        str(base + 1),
+        "--upstream-bootstrap",
+        d.upstream,
+        "--exactly-once",
+    ]
+    gateway = ServerProcess(args, tmp_path / "gateway-fixed.log")
+    bootstrap = f"127.0.0.1:{base}"
+    loop = eos_loop.EosLoop(
+        bootstrap, group, source, sink, tid, abort_every=4, max_poll_records=10, max_seconds=80
+    )
+    try:
+        loop.wait_for(lambda: loop.committed_records() >= RECORDS // 4, 60, "a quarter done")
+        gateway.kill()  # kill -9
+        killed_at = loop.committed_records()
+        assert killed_at < RECORDS
+        time.sleep(2)
+        gateway = ServerProcess(args, tmp_path / "gateway-fixed.log")
+        restarted = time.monotonic()
+        loop.wait_for(lambda: loop.committed_records() > killed_at, 60, "a commit after it")
+        again = time.monotonic() - restarted
+        fixed = dataclasses.replace(d, gateway=gateway)
+        _wait_complete(fixed, sink, loop, 60)
+        assert loop.close() == 0, loop.describe()  # the same instance throughout
+        print(
+            f"eos loop across the gateway's kill (committing again {again:.1f} s after the "
+            f"restart):",
+            _summary(loop),
+        )
+        _check(fixed, group, source, sink, expected)
+    finally:
+        loop.kill()
+        gateway.kill()
