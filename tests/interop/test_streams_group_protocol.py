@@ -457,7 +457,9 @@ def _describe(bootstrap: str, group: str) -> Any:
     return asyncio.run(ask())
 
 
-def _settled(bootstrap: str, group: str, apps: list[App], timeout: float) -> dict[str, Any]:
+def _settled(
+    bootstrap: str, group: str, apps: list[App], timeout: float, interval: float = 0.5
+) -> dict[str, Any]:
     """Wait (at most ``timeout`` s) until ``group`` is Stable with one member per instance
     in ``apps``, every member at the group epoch, every instance RUNNING and each
     instance's own active tasks those the coordinator assigned to its member (matched by
@@ -497,7 +499,7 @@ def _settled(bootstrap: str, group: str, apps: list[App], timeout: float) -> dic
                 }
         else:
             last = g and (g.group_state, len(g.members))
-        time.sleep(0.5)
+        time.sleep(interval)
     raise AssertionError(f"{group} not settled with {len(apps)} instances in {timeout}s: {last}")
 
 
@@ -532,8 +534,8 @@ class _Application:
             )
             self.started += 1
 
-    def settled(self, timeout: float = 120) -> dict[str, Any]:
-        return _settled(self.bootstrap, self.app_id, self.apps, timeout)
+    def settled(self, timeout: float = 120, interval: float = 0.5) -> dict[str, Any]:
+        return _settled(self.bootstrap, self.app_id, self.apps, timeout, interval)
 
     def produce_and_check(self, timeout: float = 120) -> None:
         """BATCH more records; every key's count exactly ``produced / KEYS`` at the end."""
@@ -640,3 +642,101 @@ def test_scale_out_and_in_side_by_side(kafka_target: Target, tmp_path: Path) -> 
     for run in (kafka, groupcoord):
         epochs = [s["group epoch"] for s in run]
         assert epochs == sorted(set(epochs)), epochs  # every step bumped the group epoch
+
+
+def _kill_instance(
+    bootstrap: str, upstream: str, workdir: Path
+) -> tuple[list[dict[str, Any]], _Application]:
+    """Three instances, then one of them killed with SIGKILL once every count is final (and
+    committed: the commit interval is 100 ms); the two survivors take its tasks when its
+    session expires (45 s on both coordinators). Returns the two steps' observations and
+    leaves the application running (closed by the caller)."""
+    application = _Application(bootstrap, upstream, workdir)
+    steps: list[dict[str, Any]] = []
+    try:
+        application.start(3)
+        steps.append(application.settled())
+        application.produce_and_check()
+        time.sleep(1)  # the last offsets committed
+        victim = application.apps.pop()
+        victim.proc.kill()
+        victim.proc.wait()
+        killed = time.monotonic()
+        steps.append(application.settled(timeout=90))
+        steps[-1]["seconds to settle"] = round(time.monotonic() - killed, 1)
+        application.produce_and_check()
+    except BaseException:
+        application.close()
+        raise
+    return steps, application
+
+
+def test_kill_of_an_instance_and_of_the_shard(kafka_target: Target, tmp_path: Path) -> None:
+    """SIGKILL of one of three instances, against Kafka 4.4.0 (the comparison) and through
+    groupcoord: the two survivors take its tasks (3 and 3) once its session expires, every
+    count exact. Then, through groupcoord only, SIGKILL of the shard process that
+    coordinates the group, restarted on its store (same port): the group comes back Stable
+    with the same two members and tasks, and the next input is counted exactly."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import free_port, groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka_steps, kafka_app = _kill_instance(upstream, upstream, tmp_path / "kafka-app")
+    kafka_app.close()
+    (tmp_path / "shard").mkdir()
+    port = free_port()
+    args = [
+        "dev",
+        "--grpc-port",
+        str(port),
+        "--kafka-port",
+        "0",
+        "--data-dir",
+        str(tmp_path / "shard" / "data"),
+        "--upstream-bootstrap",
+        upstream,
+        *groupcoord_args(),
+    ]
+    shard = ServerProcess(args, tmp_path / "shard" / "shard.log")
+    application = None
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            bootstrap = f"127.0.0.1:{gateway.ports['kafka']}"
+            steps, application = _kill_instance(bootstrap, upstream, tmp_path / "groupcoord-app")
+            before = steps[-1]
+            shard.kill()
+            killed = time.monotonic()
+            shard = ServerProcess(args, tmp_path / "shard" / "shard2.log")
+            after = application.settled(timeout=90)
+            after["seconds to settle"] = round(time.monotonic() - killed, 1)
+            application.produce_and_check()
+            steps.append(after)
+            # and still so after more than a heartbeat interval (5 s) of the restarted shard
+            time.sleep(6)
+            steps.append(application.settled(timeout=30))
+            for app in application.apps:
+                app.close()
+            assert not [e for a in application.apps for e in a.errors]
+        finally:
+            if application is not None:
+                application.close()
+            gateway.kill()
+    finally:
+        shard.kill()
+    print("kafka", json.dumps(kafka_steps))
+    print("groupcoord", json.dumps(steps))
+    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
+    for k, g, per_instance in zip(kafka_steps, steps[:2], ([2, 2, 2], [3, 3]), strict=True):
+        for step in (k, g):
+            assert step["tasks per instance"] == per_instance
+            assert step["tasks"] == all_tasks
+    # the restarted shard: the same members and tasks as before the kill
+    assert after["instance tasks"] == before["instance tasks"] == steps[-1]["instance tasks"]
+    assert after["group epoch"] >= before["group epoch"]
