@@ -103,6 +103,27 @@ class App:
         log = self.workdir / "streams.log"
         return self.stderr.read()[-3000:] + (log.read_text()[-5000:] if log.exists() else "")
 
+    @property
+    def state(self) -> str | None:
+        """The last state the instance reported (its state listener)."""
+        states = [e["state"] for e in self.events if "state" in e]
+        return states[-1] if states else None
+
+    def view(self, timeout: float = 10) -> dict[str, Any]:
+        """The instance's own view: its active tasks ("<subtopology>_<partition>") and its
+        state, asked for on its stdin."""
+        assert self.proc.stdin is not None
+        seen = len([e for e in self.events if "tasks" in e])
+        self.proc.stdin.write("tasks\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answers = [e for e in self.events if "tasks" in e]
+            if len(answers) > seen:
+                return answers[-1]
+            time.sleep(0.05)
+        raise AssertionError(f"no answer to 'tasks' in {timeout}s: {self.logs()}")
+
     def close(self, timeout: float = 40) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -113,8 +134,10 @@ class App:
             self.proc.wait()
 
 
-def _final_counts(upstream: str, topic: str, timeout: float) -> dict[str, int]:
-    """The last count of each key in ``topic`` once every key reached RECORDS / KEYS (or
+def _final_counts(
+    upstream: str, topic: str, timeout: float, expected: int = RECORDS // KEYS
+) -> dict[str, int]:
+    """The last count of each key in ``topic`` once every key reached ``expected`` (or
     the timeout passed)."""
     from confluent_kafka import Consumer, TopicPartition
 
@@ -134,7 +157,7 @@ def _final_counts(upstream: str, topic: str, timeout: float) -> dict[str, int]:
             for msg in consumer.consume(500, 0.2):
                 assert msg.error() is None, msg.error()
                 counts[msg.key().decode()] = int(msg.value().decode())
-            if len(counts) == KEYS and all(v == RECORDS // KEYS for v in counts.values()):
+            if len(counts) == KEYS and all(v >= expected for v in counts.values()):
                 break
     finally:
         consumer.close()
@@ -401,3 +424,319 @@ def test_exactly_once_v2_on_the_streams_protocol(kafka_target: Target, tmp_path:
         shard.kill()
     assert internal == {"repartition": PARTITIONS, "changelog": PARTITIONS}
     assert observed["streams describe"]["state"] == "Stable"
+
+
+#: records per step of the scale and kill tests (each key gets BATCH / KEYS more)
+BATCH = 200
+
+
+def _describe(bootstrap: str, group: str) -> Any:
+    """StreamsGroupDescribe v0 of ``group``: the group entry."""
+    import asyncio
+
+    from tests.support.kafka_wire import KafkaWire, request
+
+    host, port = bootstrap.split(":")
+
+    async def ask() -> Any:
+        wire = await KafkaWire.connect(host, int(port))
+        try:
+            d = await wire.send(
+                request(
+                    "streams_group_describe",
+                    0,
+                    group_ids=[group],
+                    include_authorized_operations=False,
+                )
+            )
+        finally:
+            await wire.close()
+        (g,) = d.groups
+        return g
+
+    return asyncio.run(ask())
+
+
+def _settled(
+    bootstrap: str, group: str, apps: list[App], timeout: float, interval: float = 0.5
+) -> dict[str, Any]:
+    """Wait (at most ``timeout`` s) until ``group`` is Stable with one member per instance
+    in ``apps``, every member at the group epoch, every instance RUNNING and each
+    instance's own active tasks those the coordinator assigned to its member (matched by
+    task set; member ids are the client's own). Returns what was observed then."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            g = _describe(bootstrap, group)
+        except (AssertionError, ValueError, OSError):
+            g = None
+        if g is not None and g.group_state == "Stable" and len(g.members) == len(apps):
+            by_member = sorted(
+                sorted(
+                    f"{t.subtopology_id}_{p}"
+                    for t in m.assignment.active_tasks
+                    for p in t.partitions
+                )
+                for m in g.members
+            )
+            views = [a.view() for a in apps]
+            mine = sorted(sorted(v["tasks"]) for v in views)
+            last = {"describe": by_member, "instances": mine, "states": [v["now"] for v in views]}
+            if (
+                mine == by_member
+                and all(v["now"] == "RUNNING" for v in views)
+                and all(m.member_epoch == g.group_epoch for m in g.members)
+            ):
+                return {
+                    "state": g.group_state,
+                    "group epoch": g.group_epoch,
+                    "assignment epoch": g.assignment_epoch,
+                    "member epochs": sorted(m.member_epoch for m in g.members),
+                    "tasks per instance": sorted(len(t) for t in mine),
+                    "tasks": sorted(t for ts in mine for t in ts),
+                    "instance tasks": mine,
+                }
+        else:
+            last = g and (g.group_state, len(g.members))
+        time.sleep(interval)
+    raise AssertionError(f"{group} not settled with {len(apps)} instances in {timeout}s: {last}")
+
+
+class _Application:
+    """A streams application's input/output topics, its instances and its checker."""
+
+    def __init__(self, bootstrap: str, upstream: str, workdir: Path, eos: bool = False):
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        self.bootstrap, self.upstream, self.workdir, self.eos = bootstrap, upstream, workdir, eos
+        self.app_id = unique("streams-scale")
+        self.topics = unique("ss-in"), unique("ss-out")
+        admin = AdminClient({"bootstrap.servers": upstream, **QUIET})
+        for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in self.topics]).values():
+            f.result(30)
+        self.producer = Producer({"bootstrap.servers": upstream, "linger.ms": 5, **QUIET})
+        self.produced = 0
+        self.apps: list[App] = []
+        self.started = 0
+
+    def start(self, n: int) -> None:
+        for _ in range(n):
+            self.apps.append(
+                App(
+                    self.bootstrap,
+                    self.app_id,
+                    self.topics,
+                    self.workdir / f"app{self.started}",
+                    self.eos,
+                )
+            )
+            self.started += 1
+
+    def settled(self, timeout: float = 120, interval: float = 0.5) -> dict[str, Any]:
+        return _settled(self.bootstrap, self.app_id, self.apps, timeout, interval)
+
+    def produce_and_check(self, timeout: float = 120) -> None:
+        """BATCH more records; every key's count exactly ``produced / KEYS`` at the end."""
+        for i in range(self.produced, self.produced + BATCH):
+            self.producer.produce(self.topics[0], str(i).encode(), f"k{i}".encode())
+        assert self.producer.flush(30) == 0
+        self.produced += BATCH
+        expected = self.produced // KEYS
+        counts = _final_counts(self.upstream, self.topics[1], timeout, expected)
+        assert counts == {f"g{k}": expected for k in range(KEYS)}, (
+            counts,
+            [a.errors for a in self.apps],
+            self.apps[0].logs() if self.apps else "",
+        )
+        assert not [e for a in self.apps for e in a.errors]
+
+    def close(self) -> None:
+        for app in self.apps:
+            if app.proc.poll() is None:
+                app.proc.kill()
+                app.proc.wait()
+
+
+def _scale(bootstrap: str, upstream: str, workdir: Path) -> list[dict[str, Any]]:
+    """One instance, then three (scale-out), then two (one closed: scale-in); after each
+    step the group settled, then BATCH records counted exactly. Returns each step's
+    observation."""
+    application = _Application(bootstrap, upstream, workdir)
+    steps: list[dict[str, Any]] = []
+    try:
+        application.start(1)
+        steps.append(application.settled())
+        application.produce_and_check()
+        application.start(2)
+        steps.append(application.settled())
+        application.produce_and_check()
+        leaving = application.apps.pop()
+        leaving.close()
+        assert leaving.proc.returncode == 0 and not leaving.errors, leaving.logs()
+        steps.append(application.settled())
+        application.produce_and_check()
+        for app in application.apps:
+            app.close()
+        assert not [e for a in application.apps for e in a.errors]
+    finally:
+        application.close()
+    return steps
+
+
+def test_scale_out_and_in_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
+    """The stateful application scaled 1 -> 3 -> 2 instances, against Kafka 4.4.0 and
+    through groupcoord's gateway in proxy mode, with input between the steps: after each
+    step the group Stable, every member at the group epoch, every instance RUNNING with the
+    tasks the coordinator gave its member; the same tasks per instance on both targets
+    (6 tasks: 6, then 2/2/2, then 3/3) and every key's count exact after each step."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka = _scale(upstream, upstream, tmp_path / "kafka-app")
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            groupcoord = _scale(
+                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
+            )
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    print("kafka", json.dumps(kafka))
+    print("groupcoord", json.dumps(groupcoord))
+    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
+    for k, g, per_instance in zip(kafka, groupcoord, ([6], [2, 2, 2], [3, 3]), strict=True):
+        # exactly: state, tasks per instance, the set of tasks; structurally: epochs
+        for step in (k, g):
+            assert step["state"] == "Stable"
+            assert step["tasks per instance"] == per_instance
+            assert step["tasks"] == all_tasks
+            assert step["member epochs"] == [step["group epoch"]] * len(per_instance)
+            assert step["assignment epoch"] == step["group epoch"]
+    for run in (kafka, groupcoord):
+        epochs = [s["group epoch"] for s in run]
+        assert epochs == sorted(set(epochs)), epochs  # every step bumped the group epoch
+
+
+def _kill_instance(
+    bootstrap: str, upstream: str, workdir: Path
+) -> tuple[list[dict[str, Any]], _Application]:
+    """Three instances, then one of them killed with SIGKILL once every count is final (and
+    committed: the commit interval is 100 ms); the two survivors take its tasks when its
+    session expires (45 s on both coordinators). Returns the two steps' observations and
+    leaves the application running (closed by the caller)."""
+    application = _Application(bootstrap, upstream, workdir)
+    steps: list[dict[str, Any]] = []
+    try:
+        application.start(3)
+        steps.append(application.settled())
+        application.produce_and_check()
+        time.sleep(1)  # the last offsets committed
+        victim = application.apps.pop()
+        victim.proc.kill()
+        victim.proc.wait()
+        killed = time.monotonic()
+        steps.append(application.settled(timeout=90))
+        steps[-1]["seconds to settle"] = round(time.monotonic() - killed, 1)
+        application.produce_and_check()
+    except BaseException:
+        application.close()
+        raise
+    return steps, application
+
+
+def test_kill_of_an_instance_and_of_the_shard(kafka_target: Target, tmp_path: Path) -> None:
+    """SIGKILL of one of three instances, against Kafka 4.4.0 (the comparison) and through
+    groupcoord: the two survivors take its tasks (3 and 3) once its session expires, every
+    count exact. Then, through groupcoord only, SIGKILL of the shard process that
+    coordinates the group, restarted on its store (same port): the group comes back Stable
+    with the same two members and tasks, and the next input is counted exactly."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import free_port, groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka_steps, kafka_app = _kill_instance(upstream, upstream, tmp_path / "kafka-app")
+    kafka_app.close()
+    (tmp_path / "shard").mkdir()
+    port = free_port()
+    args = [
+        "dev",
+        "--grpc-port",
+        str(port),
+        "--kafka-port",
+        "0",
+        "--data-dir",
+        str(tmp_path / "shard" / "data"),
+        "--upstream-bootstrap",
+        upstream,
+        *groupcoord_args(),
+    ]
+    shard = ServerProcess(args, tmp_path / "shard" / "shard.log")
+    application = None
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            bootstrap = f"127.0.0.1:{gateway.ports['kafka']}"
+            steps, application = _kill_instance(bootstrap, upstream, tmp_path / "groupcoord-app")
+            before = steps[-1]
+            shard.kill()
+            killed = time.monotonic()
+            shard = ServerProcess(args, tmp_path / "shard" / "shard2.log")
+            after = application.settled(timeout=90)
+            after["seconds to settle"] = round(time.monotonic() - killed, 1)
+            application.produce_and_check()
+            steps.append(after)
+            # and still so after more than a heartbeat interval (5 s) of the restarted shard
+            time.sleep(6)
+            steps.append(application.settled(timeout=30))
+            for app in application.apps:
+                app.close()
+            assert not [e for a in application.apps for e in a.errors]
+        finally:
+            if application is not None:
+                application.close()
+            gateway.kill()
+    finally:
+        shard.kill()
+    print("kafka", json.dumps(kafka_steps))
+    print("groupcoord", json.dumps(steps))
+    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
+    for k, g, per_instance in zip(kafka_steps, steps[:2], ([2, 2, 2], [3, 3]), strict=True):
+        for step in (k, g):
+            assert step["tasks per instance"] == per_instance
+            assert step["tasks"] == all_tasks
+    # the restarted shard: the same members and tasks as before the kill
+    assert after["instance tasks"] == before["instance tasks"] == steps[-1]["instance tasks"]
+    assert after["group epoch"] >= before["group epoch"]

@@ -7,7 +7,9 @@
 // Args: bootstrap, application id, input topic, output topic, state directory, optionally
 // "eos" (processing.guarantee=exactly_once_v2).
 // Prints one JSON object per line: {"state": "<state>"} on each state change and
-// {"error": "..."} on an uncaught exception; at the end of stdin it closes cleanly.
+// {"error": "..."} on an uncaught exception; a line "tasks" on stdin prints the instance's own
+// view, {"tasks": ["<subtopology>_<partition>", ...], "now": "<state>"} (its active tasks);
+// at the end of stdin it closes cleanly.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.Properties;
@@ -61,8 +63,19 @@ public class StreamsProtocolCount {
         });
         streams.start();
         BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
-        while (stdin.readLine() != null) {
-            // nothing: the end of stdin closes the application
+        String line;
+        while ((line = stdin.readLine()) != null) {
+            // the end of stdin closes the application
+            if (line.equals("tasks")) {
+                StringBuilder tasks = new StringBuilder();
+                for (org.apache.kafka.streams.ThreadMetadata t : streams.metadataForLocalThreads()) {
+                    for (org.apache.kafka.streams.TaskMetadata task : t.activeTasks()) {
+                        tasks.append(tasks.length() == 0 ? "" : ", ")
+                            .append('"').append(task.taskId()).append('"');
+                    }
+                }
+                System.out.println("{\"tasks\": [" + tasks + "], \"now\": \"" + streams.state() + "\"}");
+            }
         }
         streams.close(java.time.Duration.ofSeconds(20));
         System.out.println("{\"state\": \"CLOSED\"}");
