@@ -441,7 +441,7 @@ def test_usage_errors_exit_2_and_unreachable_servers_exit_1(deployment: Deployme
             "--shift-by",
             "1",
         ],
-        ["groups", "list", "--type", "streams"],
+        ["groups", "list", "--type", "share"],  # share groups are not served
         ["groups", "list", "--state", "Stable,Sleeping"],
         ["groups", "describe", "g", "--output", "xml"],
     ):
