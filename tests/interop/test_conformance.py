@@ -59,6 +59,11 @@ KNOWN_DIFFERENCES_41: dict[tuple[str, str], str] = {
     ): "groupcoord serves Kafka 4.4's ApiVersions v5, DeleteGroups v3 and OffsetCommit/"
     "OffsetFetch v10 (topic ids); Kafka 4.1 advertises v4, v2 and v9",
     (
+        "api_versions",
+        "ApiVersions v3 streams group APIs",
+    ): "groupcoord serves StreamsGroupHeartbeat and StreamsGroupDescribe v0; the 4.1 "
+    "reference runs without streams groups (early access before 4.2) and advertises neither",
+    (
         "consumer_group",
         "empty: describe",
     ): "an emptied group's assignment epoch: Kafka 4.1 keeps its last target's, Kafka 4.4 "
