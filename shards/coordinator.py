@@ -112,6 +112,33 @@ def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tupl
     )
 
 
+def _with_unknown(
+    asked: Sequence[Any],
+    answered_topics: Sequence[Any],
+    unknown: set[tuple[str, int]],
+    topic: Callable[[str, tuple[Any, ...]], Any],
+    refused: Callable[[int, str], Any],
+) -> tuple[Any, ...]:
+    """An OffsetCommit/TxnOffsetCommit answer's topics in the request's order: the group's
+    answer for the partitions it was asked about, ``refused(index, message)`` for the
+    ``unknown`` ones -- UNKNOWN_TOPIC_OR_PARTITION's message on the first only (SaidOnce: the
+    answer stays about the request's size)."""
+    answered = {(t.name, p.partition_index): p for t in answered_topics for p in t.partitions}
+    code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+    said = SaidOnce()
+    return tuple(
+        topic(
+            t.name,
+            tuple(
+                refused(key[1], said(code, UNKNOWN_PARTITION)) if key in unknown else answered[key]
+                for p in t.partitions
+                if (key := (t.name, p.partition_index))
+            ),
+        )
+        for t in asked
+    )
+
+
 def _heartbeat_error(code: int, message: str) -> consumer_api.ConsumerGroupHeartbeatResponse:
     return consumer_api.ConsumerGroupHeartbeatResponse(
         error_code=code, error_message=message or None
@@ -429,26 +456,15 @@ class GroupCoordinatorService:
         )
         if not unknown:
             return response
-        answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
-        # UNKNOWN_TOPIC_OR_PARTITION on each unknown partition, its message on the first only
-        # (SaidOnce: the answer stays about the request's size)
-        code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-        said = SaidOnce()
         return api.OffsetCommitResponse(
-            tuple(
-                api.OffsetCommitResponseTopic(
-                    t.name,
-                    tuple(
-                        api.OffsetCommitResponsePartition(
-                            key[1], code, said(code, UNKNOWN_PARTITION)
-                        )
-                        if key in unknown
-                        else answered[key]
-                        for p in t.partitions
-                        if (key := (t.name, p.partition_index))
-                    ),
-                )
-                for t in request.topics
+            _with_unknown(
+                request.topics,
+                response.topics,
+                unknown,
+                api.OffsetCommitResponseTopic,
+                lambda index, msg: api.OffsetCommitResponsePartition(
+                    index, Errors.UNKNOWN_TOPIC_OR_PARTITION, msg
+                ),
             )
         )
 
@@ -499,15 +515,16 @@ class GroupCoordinatorService:
             if_empty=EMPTY_GROUP_ID,
         )
 
-    # ---- exactly-once (docs/exactly-once.md; not served over gRPC yet) ---------------------
+    # ---- exactly-once (docs/exactly-once.md) ------------------------------------------------
     async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
         """TxnOffsetCommit: pending offsets on the group's partition, answered once durable
         (the gateway read the request's floor before)."""
         unknown = await self._unknown_partitions(request.topics)
         known = _keep_known(request.topics, unknown)
-        code = Errors.UNKNOWN_TOPIC_OR_PARTITION
         if unknown and not known:  # as Kafka's API layer: the coordinator is not asked
-            return txn_offset_commit_error(request, int(code), UNKNOWN_PARTITION)
+            return txn_offset_commit_error(
+                request, int(Errors.UNKNOWN_TOPIC_OR_PARTITION), UNKNOWN_PARTITION
+            )
         checked = replace(request, topics=known) if unknown else request
         response = await self._single(
             request.group_id,
@@ -517,23 +534,15 @@ class GroupCoordinatorService:
         )
         if not unknown:
             return response
-        answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
-        said = SaidOnce()
         return TxnOffsetCommitResponse(
-            tuple(
-                TxnOffsetCommitResponseTopic(
-                    t.name,
-                    tuple(
-                        TxnOffsetCommitResponsePartition(
-                            key[1], code, said(code, UNKNOWN_PARTITION) or ""
-                        )
-                        if key in unknown
-                        else answered[key]
-                        for p in t.partitions
-                        if (key := (t.name, p.partition_index))
-                    ),
-                )
-                for t in request.topics
+            _with_unknown(
+                request.topics,
+                response.topics,
+                unknown,
+                TxnOffsetCommitResponseTopic,
+                lambda index, msg: TxnOffsetCommitResponsePartition(
+                    index, Errors.UNKNOWN_TOPIC_OR_PARTITION, msg
+                ),
             )
         )
 
