@@ -89,7 +89,11 @@ class TxnOffsetCommitter:
             up, floor = await self.offsets_topic.floor(kafka.group_id)
         except UpstreamFailure as ex:
             # retriable: the client tries again (its transaction is still open)
-            log.warning("TxnOffsetCommit of %s: no floor: %s", kafka.group_id, ex)
+            log.warning(
+                "TxnOffsetCommit of %s: the upstream failed (AddOffsetsToTxn or the floor): %s",
+                kafka.group_id,
+                ex,
+            )
             return self._encode(
                 response_cls, correlation_id, version, topics, int(Errors.COORDINATOR_NOT_AVAILABLE)
             )
