@@ -18,6 +18,15 @@ Invariants:
   act during a handoff, the compare-and-set makes them converge: the second plans again on
   the first one's document and finds nothing left to do.
 * Time comes from the injected clock (``clock.sleep``), so tests run polls in virtual time.
+
+Besides the regular polls, :meth:`CatalogMirror.refresh` polls on demand, for a caller that
+needs the catalog to know a topic the upstream made a moment ago (a streams group whose
+source topics were just created, or whose internal topics the shard just created: Kafka's
+coordinator sees such topics in its metadata image at once; waiting for the next regular poll
+would cost the group a heartbeat interval and an extra group epoch). Bounded whatever callers
+do: one refresh in flight, callers arriving meanwhile share the next one (coalesced), at most
+one refresh per ``min_refresh_interval_ms`` (250 ms). Any process may refresh, not only the
+active one: the write is the same compare-and-set, so writers with the same answer converge.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ log = logging.getLogger("groupcoord.catalog.mirror")
 
 DEFAULT_INTERVAL_MS = 5_000
 DEFAULT_FETCH_TIMEOUT_MS = 30_000
+DEFAULT_MIN_REFRESH_INTERVAL_MS = 250
 
 
 class Upstream(Protocol):
@@ -71,6 +81,7 @@ class CatalogMirror:
         *,
         active: Callable[[], bool] = _always,
         fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS,
+        min_refresh_interval_ms: int = DEFAULT_MIN_REFRESH_INTERVAL_MS,
     ) -> None:
         self.catalog = catalog
         self.upstream = upstream
@@ -84,6 +95,12 @@ class CatalogMirror:
         self.polls = 0
         self.changes = 0
         self._task: asyncio.Task[None] | None = None
+        self.min_refresh_interval_ms = min_refresh_interval_ms
+        #: on-demand polls made (``refresh``): for tests and metrics
+        self.refreshes = 0
+        self._refreshing: asyncio.Future[None] | None = None
+        self._next_refresh: asyncio.Future[None] | None = None
+        self._refreshed_at_ms: float = float("-inf")
 
     def start(self) -> None:
         """Poll now, then every ``interval_ms``, until :meth:`close`."""
@@ -104,6 +121,30 @@ class CatalogMirror:
             if self.active():
                 await self.poll()
             await self.clock.sleep(self.interval_ms)
+
+    async def refresh(self) -> None:
+        """Poll now, on demand: returns once a poll that started after this call ended
+        (whether or not it worked: a failure is logged as any poll's). Coalesced and rate
+        limited (module docstring); callers bound their own wait."""
+        if self._next_refresh is None:
+            self._next_refresh = asyncio.ensure_future(self._refresh_after(self._refreshing))
+        await asyncio.shield(self._next_refresh)
+
+    async def _refresh_after(self, previous: asyncio.Future[None] | None) -> None:
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            delay = self._refreshed_at_ms + self.min_refresh_interval_ms - self.clock.monotonic_ms()
+            if delay > 0:
+                await self.clock.sleep(delay)
+        except asyncio.CancelledError:
+            if self._next_refresh is asyncio.current_task():
+                self._next_refresh = None
+            raise
+        self._refreshing, self._next_refresh = self._next_refresh, None
+        self._refreshed_at_ms = self.clock.monotonic_ms()
+        self.refreshes += 1
+        await self.poll()
 
     async def poll(self) -> MirrorPlan | None:
         """One round: fetch, then follow the answer. Never raises (but CancelledError): a

@@ -29,6 +29,7 @@ from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
 )
+from shards.core.streams.topology import topic_names
 from shards.core.topics import TopicsImage
 from shards.core.txn_offsets import (
     TxnMarker,
@@ -86,6 +87,8 @@ def _error_response(response: Callable[..., R]) -> Callable[[int, str], R]:
 
 
 UNKNOWN_PARTITION = "this server does not host this topic-partition"
+#: streams groups whose topology's topic names a service remembers (the oldest forgotten)
+MAX_REMEMBERED_TOPOLOGIES = 10_000
 
 
 class TopicLookup(Protocol):
@@ -165,6 +168,8 @@ class GroupCoordinatorService:
         log_ends: LogEndOffsets | None = None,
         upstream_topics: UpstreamTopicCheck | None = None,
         internal_topics: InternalTopicCreator | None = None,
+        refresh_topics: Callable[[], Awaitable[None]] | None = None,
+        topics_wait_s: float = 2.0,
     ) -> None:
         self.runtime = runtime
         self.num_partitions = num_partitions
@@ -185,6 +190,12 @@ class GroupCoordinatorService:
         #: proxy mode: creates a streams group's missing internal topics upstream (None:
         #: coordinator-only, the MISSING_INTERNAL_TOPICS status is the whole answer)
         self.internal_topics = internal_topics
+        #: proxy mode: brings the catalog up to date with the upstream now (the mirror's
+        #: on-demand refresh); None: the catalog is re-read from the store instead
+        self.refresh_topics = refresh_topics
+        self.topics_wait_s = topics_wait_s
+        #: streams groups: the topic names of each group's topology (insertion-ordered)
+        self._streams_topic_names: dict[str, tuple[str, ...]] = {}
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -405,18 +416,7 @@ class GroupCoordinatorService:
         unknown = missing(self.topics.image)
         if not unknown:
             return unknown
-        loop = asyncio.get_running_loop()
-        task = self._topics_refresh
-        if task is None and loop.time() - self._topics_refreshed_at >= self.topics_miss_refresh_s:
-            # one re-read shared by every request that misses meanwhile
-            self._topics_refreshed_at = loop.time()
-            task = self._topics_refresh = asyncio.ensure_future(self.topics.refresh())
-            task.add_done_callback(lambda _: setattr(self, "_topics_refresh", None))
-        if task is not None:
-            try:
-                await asyncio.shield(task)
-            except Exception as ex:  # the store is away: answer from what we know
-                log.warning("topic catalog refresh failed: %r", ex)
+        if await self._reread_catalog():
             unknown = missing(self.topics.image)
         if unknown and self.upstream_topics is not None:
             # proxy mode: a topic (or partition) created upstream since the mirror's last poll
@@ -426,6 +426,25 @@ class GroupCoordinatorService:
             counts = await self.upstream_topics.partitions(highest)
             unknown = {(t, p) for t, p in unknown if not 0 <= p < counts.get(t, 0)}
         return unknown
+
+    async def _reread_catalog(self) -> bool:
+        """Re-read the catalog from the store after a miss (at most every
+        ``topics_miss_refresh_s``; one re-read shared by every caller meanwhile). False when
+        no re-read was made or waited for."""
+        assert self.topics is not None
+        loop = asyncio.get_running_loop()
+        task = self._topics_refresh
+        if task is None and loop.time() - self._topics_refreshed_at >= self.topics_miss_refresh_s:
+            self._topics_refreshed_at = loop.time()
+            task = self._topics_refresh = asyncio.ensure_future(self.topics.refresh())
+            task.add_done_callback(lambda _: setattr(self, "_topics_refresh", None))
+        if task is None:
+            return False
+        try:
+            await asyncio.shield(task)
+        except Exception as ex:  # the store is away: answer from what we know
+            log.warning("topic catalog refresh failed: %r", ex)
+        return True
 
     def _refused(
         self, group_id: str, request: Any, limits: RequestLimits | None = None
@@ -880,9 +899,47 @@ class GroupCoordinatorService:
         return consumer_api.DescribeGroupConfigsResponse(results)
 
     # ---- streams groups (KIP-1071) -------------------------------------------------------------
+    async def _streams_topics_current(self, request: StreamsGroupHeartbeatRequest) -> None:
+        """Before a streams heartbeat whose topology names a topic the catalog lacks: bring
+        the catalog up to date first (bounded by ``topics_wait_s``), so that the core
+        configures the topology against the topics as they are now -- as Kafka's coordinator
+        does with its metadata image. Without it, a source topic created just before the
+        application started, or the internal topics the shard just created, would be seen a
+        mirror poll later: the group a heartbeat interval later Stable, one group epoch
+        higher than Kafka's. Proxy mode asks the upstream (the mirror's on-demand refresh:
+        coalesced, rate limited); otherwise the catalog is re-read from the store. The
+        topology's topic names come with a member's join (epoch 0) and are remembered per
+        group (at most ``MAX_REMEMBERED_TOPOLOGIES`` groups)."""
+        if self.topics is None or not request.group_id:
+            return
+        if request.topology is not None:
+            try:
+                names = tuple(topic_names(request.topology))
+            except (TypeError, AttributeError):
+                return  # malformed: the core refuses it
+            remembered = self._streams_topic_names
+            remembered.pop(request.group_id, None)
+            if len(remembered) >= MAX_REMEMBERED_TOPOLOGIES:
+                del remembered[next(iter(remembered))]  # the oldest
+            remembered[request.group_id] = names
+        else:
+            names = self._streams_topic_names.get(request.group_id, ())
+        known = self.topics.image.by_name
+        if all(n in known for n in names):
+            return
+        try:
+            async with asyncio.timeout(self.topics_wait_s):
+                if self.refresh_topics is not None:
+                    await asyncio.shield(self.refresh_topics())
+                else:
+                    await self._reread_catalog()
+        except TimeoutError:
+            pass  # answered from the catalog as it is
+
     async def streams_group_heartbeat(
         self, request: StreamsGroupHeartbeatRequest
     ) -> StreamsGroupHeartbeatResponse:
+        await self._streams_topics_current(request)
         # An empty group id is the core's INVALID_REQUEST, as for consumer groups.
         response = await self._single(
             request.group_id,

@@ -6,7 +6,10 @@ create (the core decides their partition counts and configs: ``shards.core.strea
 As Kafka's coordinator does, the shard then creates them -- here on the upstream cluster, with
 a CreateTopics of the decided partition count, the topology's replication factor (or the
 cluster's default) and configs. The catalog mirror (``shards.catalog_mirror``) sees them on
-its next poll, and a later heartbeat finds the topology ready.
+its next poll -- or at once: after a request that created topics, ``on_created`` (the
+mirror's on-demand refresh) is awaited, so the catalog knows them before the member's next
+heartbeat, as Kafka's coordinator sees them in its metadata image -- and a later heartbeat
+finds the topology ready.
 
 The heartbeat never waits for the creation, and what a client can cause is bounded:
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from shards.core.streams.topology import InternalTopic
@@ -54,8 +57,10 @@ class InternalTopicCreator:
         max_pending: int = 1_000,
         retry_s: float = 5.0,
         timeout_s: float = 10.0,
+        on_created: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._creator = creator
+        self._on_created = on_created
         self._clock = clock
         self.max_names = max_names
         self.max_pending = max_pending
@@ -104,6 +109,12 @@ class InternalTopicCreator:
                 log.warning("internal topics not created upstream (error codes): %s", failed)
             else:
                 log.info("internal topics created upstream: %s", names)
+            if self._on_created is not None and len(failed) < len(results):
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        await self._on_created()
+                except Exception as ex:  # noqa: BLE001 - the regular poll picks them up
+                    log.debug("catalog refresh after creating %s: %r", names, ex)
 
     async def close(self) -> None:
         if self._task is not None:

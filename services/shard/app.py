@@ -395,10 +395,14 @@ class ShardApp:
             ),
             log_ends=s.upstream,
             upstream_topics=UpstreamTopicCheck(s.upstream) if s.upstream is not None else None,
-            # proxy mode: a streams group's missing internal topics are created upstream
-            internal_topics=InternalTopicCreator(s.upstream)
+            # proxy mode: a streams group's missing internal topics are created upstream,
+            # and the catalog follows at once (not at the mirror's next poll)
+            internal_topics=InternalTopicCreator(
+                s.upstream, on_created=self.mirror.refresh if self.mirror else None
+            )
             if isinstance(s.upstream, TopicCreator)
             else None,
+            refresh_topics=self.mirror.refresh if self.mirror is not None else None,
         )
         if isinstance(s.upstream, UpstreamCluster):
             # proxy mode: pending transactional offsets learn their outcome from the

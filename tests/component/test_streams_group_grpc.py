@@ -172,6 +172,52 @@ async def test_proxy_mode_creates_internal_topics_upstream(
     assert sum(len(b) for b in upstream.created) == 2
 
 
+async def test_topics_made_upstream_a_moment_ago_are_seen_at_once(tmp_path: Path) -> None:
+    """Proxy mode, the mirror's regular poll far away (60 s): a source topic created
+    upstream after the shard's first poll, and the internal topics the shard creates, are
+    seen by the very next heartbeat (the mirror's on-demand refresh), as Kafka's coordinator
+    sees them in its metadata image: first answer MISSING_INTERNAL_TOPICS at epoch 2 (not
+    MISSING_SOURCE_TOPICS), the next one the tasks at epoch 3 -- Kafka 4.4's epochs for this
+    start (tests/interop/test_streams_group_protocol.py compares them side by side)."""
+    upstream = FakeUpstream()
+    settings = dataclasses.replace(
+        shard_settings(tmp_path), upstream=upstream, upstream_metadata_interval_ms=60_000
+    )
+    app = ShardApp(settings)
+    await app.start()
+    c = await connect(app)
+    try:
+        await poll(lambda: _fetches(upstream), lambda n: n >= 1)  # the first regular poll
+        upstream.create("t", 4)
+        r = await c.coordinator.StreamsGroupHeartbeat(join("m1", stateful=True))
+        assert r.error_code == 0, r
+        assert [s.code for s in r.status.statuses] == [MISSING_INTERNAL_TOPICS]
+        assert r.member_epoch == 2
+        await poll(lambda: _created(upstream), lambda n: n == 2)
+        request = steady("m1", 2)
+        for tasks in (request.active_tasks, request.standby_tasks, request.warmup_tasks):
+            tasks.SetInParent()
+        r = await c.coordinator.StreamsGroupHeartbeat(request)
+        assert r.error_code == 0, r
+        assert list(r.status.statuses) == []
+        assert r.member_epoch == 3
+        assert {(t.subtopology_id, tuple(t.partitions)) for t in r.active_tasks.tasks} == {
+            ("0", (0, 1, 2, 3)),
+            ("1", (0, 1, 2, 3)),
+        }
+    finally:
+        await c.channel.close()
+        await app.stop()
+
+
+async def _fetches(upstream: FakeUpstream) -> int:
+    return upstream.fetches
+
+
+async def _created(upstream: FakeUpstream) -> int:
+    return sum(len(b) for b in upstream.created)
+
+
 async def test_a_restart_of_the_shard_changes_nothing(tmp_path: Path) -> None:
     """Two members converge; the shard restarts on the same store (replay of the streams
     records): the same description, the members carry on at their epochs with their tasks."""

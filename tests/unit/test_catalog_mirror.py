@@ -6,6 +6,7 @@ converge on one document (on Redis: tests/integration/test_catalog_mirror_redis.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -278,3 +279,27 @@ async def test_two_mirrors_on_one_store_converge_through_the_compare_and_set(
     assert plan is not None and not plan.changed
     assert data.catalog.version == 1
     assert mine.image == other.image == await TopicCatalog(other_store).refresh()
+
+
+async def test_an_on_demand_refresh_is_coalesced_and_rate_limited(upstream: FakeUpstream) -> None:
+    """``refresh``: a poll that starts after the call, whether or not the mirror is the
+    active one; callers arriving meanwhile share the next poll; at most one per
+    ``min_refresh_interval_ms`` on the injected clock."""
+    clock = ManualClock()
+    store = InMemoryLogStore(clock=clock)
+    await store.start()
+    catalog = await _catalog(store)
+    mirror = CatalogMirror(catalog, upstream, clock, active=lambda: False)
+    assert mirror.min_refresh_interval_ms == 250
+    upstream.create("orders", 2)
+    first = asyncio.ensure_future(mirror.refresh())
+    await clock.run_for(0)
+    assert first.done() and upstream.fetches == 1 and "orders" in catalog.image.by_name
+    upstream.create("audit", 1)
+    waiting = [asyncio.ensure_future(mirror.refresh()) for _ in range(10)]
+    await clock.run_for(249)
+    assert upstream.fetches == 1 and not any(w.done() for w in waiting)
+    await clock.run_for(1)
+    assert all(w.done() for w in waiting) and upstream.fetches == 2  # ten callers, one poll
+    assert "audit" in catalog.image.by_name
+    assert mirror.refreshes == 2

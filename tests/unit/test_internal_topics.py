@@ -88,3 +88,25 @@ async def test_a_failure_is_retried_after_the_interval_and_batches_are_bounded()
     assert creator.calls[2:] == [["a", "b"], ["c"]]
     assert set(c.results) == {"a", "b", "c"}
     await c.close()
+
+
+async def test_the_catalog_is_refreshed_after_topics_were_created_not_after_a_failure() -> None:
+    """``on_created`` (the mirror's on-demand refresh) runs after a request that created
+    topics, so the catalog knows them before the member's next heartbeat; not after one
+    that created nothing."""
+    creator, clock = InMemoryCreator(), ManualClock()
+    refreshed: list[list[str]] = []
+
+    async def on_created() -> None:
+        refreshed.append(list(creator.calls[-1]))
+
+    c = InternalTopicCreator(creator, clock, on_created=on_created)
+    creator.fail = True
+    c.request([topic("a")])
+    await settle()
+    assert creator.calls == [["a"]] and refreshed == []
+    creator.fail = False
+    clock.now += c.retry_s
+    c.request([topic("a"), topic("b")])
+    await settle()
+    assert refreshed == [["a", "b"]]
