@@ -927,12 +927,13 @@ class GroupCoordinatorService:
         known = self.topics.image.by_name
         if all(n in known for n in names):
             return
+        catch_up = self.refresh_topics() if self.refresh_topics is not None else None
         try:
-            async with asyncio.timeout(self.topics_wait_s):
-                if self.refresh_topics is not None:
-                    await asyncio.shield(self.refresh_topics())
-                else:
-                    await self._reread_catalog()
+            # (wait_for, not asyncio.timeout: some callers do not run in a task of their own)
+            await asyncio.wait_for(
+                asyncio.shield(catch_up) if catch_up is not None else self._reread_catalog(),
+                self.topics_wait_s,
+            )
         except TimeoutError:
             pass  # answered from the catalog as it is
 

@@ -81,8 +81,8 @@ SERVED: Mapping[int, ApiSpec] = _served(
     ApiSpec(68, "consumer_group_heartbeat", 0, 1),
     ApiSpec(69, "consumer_group_describe", 0, 1),
     # streams groups (KIP-1071; handlers/streams.py, docs/streams-groups.md)
-    ApiSpec(88, "streams_group_heartbeat", 0, 0),
-    ApiSpec(89, "streams_group_describe", 0, 0),
+    ApiSpec(88, "streams_group_heartbeat", 0, 1),
+    ApiSpec(89, "streams_group_describe", 0, 1),
     ApiSpec(19, "create_topics", 2, 7),
     ApiSpec(20, "delete_topics", 1, 6),
     # SASL (docs/security.md): on a SASL listener the connection runs these itself

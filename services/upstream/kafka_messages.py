@@ -2,11 +2,15 @@
 
 Kafka 4.4 added versions that clients of that release send first (docs/gateway-conformance.md,
 "Kafka 4.1 to 4.4"): ApiVersions v5 (KIP-1242: the request names the cluster and node the
-client means to reach) and DeleteGroups v3 (an error message per group). They are written
+client means to reach), DeleteGroups v3 (an error message per group), StreamsGroupHeartbeat
+v1 (KIP-1331: the answer's ``TopologyDescriptionRequired``; ``AcceptableRecoveryLag`` as an
+int64 after the task offset interval) and StreamsGroupDescribe v1 (KIP-1331's
+``IncludeTopologyDescription`` and the topology description with its status; KIP-1357's
+``AssignorName``), as read from Kafka 4.4.0's message definitions. They are written
 here in kio's form -- frozen dataclasses whose fields carry ``kafka_type`` (and ``tag``)
 metadata, the class variables kio's reader and writer read -- so kio's native reader and its
 writer serve them like its own classes. The nested entities that did not change are kio's
-v4/v2 ones. :data:`EXTRA` maps (API key, version, kind) to the class;
+(v4, v2, v0) ones. :data:`EXTRA` maps (API key, version, kind) to the class;
 ``services.upstream.wire.entity_class`` consults it after kio's index.
 """
 
@@ -20,11 +24,22 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.schema.types import GroupId
+from kio.schema.streams_group_describe.v0.response import Member as StreamsDescribedMember
+from kio.schema.streams_group_describe.v0.response import Topology as StreamsDescribedTopology
+from kio.schema.streams_group_heartbeat.v0.request import (
+    StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequestV0,
+)
+from kio.schema.streams_group_heartbeat.v0.response import (
+    EndpointToPartitions as StreamsEndpointToPartitions,
+)
+from kio.schema.streams_group_heartbeat.v0.response import Status as StreamsStatus
+from kio.schema.streams_group_heartbeat.v0.response import TaskIds as StreamsTaskIds
+from kio.schema.types import GroupId, TopicName
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 API_VERSIONS, DELETE_GROUPS = 18, 42
+STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
 
 
 # ---- ApiVersions v5 --------------------------------------------------------------------------
@@ -104,10 +119,149 @@ class DeleteGroupsResponseV3:
     results: tuple[DeletableGroupResultV3, ...]
 
 
+# ---- StreamsGroupHeartbeat v1 ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupHeartbeatRequestV1(StreamsGroupHeartbeatRequestV0):
+    """v0's body (v1 changed the answer only)."""
+
+    __version__: ClassVar[i16] = i16(1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupHeartbeatResponseV1:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_HEARTBEAT)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    member_id: str = field(metadata={"kafka_type": "string"})
+    member_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    heartbeat_interval: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    task_offset_interval: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    #: -1: the broker does not support the setting
+    acceptable_recovery_lag: i64 = field(metadata={"kafka_type": "int64"})
+    status: tuple[StreamsStatus, ...] | None
+    active_tasks: tuple[StreamsTaskIds, ...] | None
+    standby_tasks: tuple[StreamsTaskIds, ...] | None
+    warmup_tasks: tuple[StreamsTaskIds, ...] | None
+    #: the client should push its topology description (StreamsGroupTopologyDescriptionUpdate)
+    topology_description_required: bool = field(metadata={"kafka_type": "bool"})
+    endpoint_information_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    partitions_by_user_endpoint: tuple[StreamsEndpointToPartitions, ...] | None
+
+
+# ---- StreamsGroupDescribe v1 -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupDescribeRequestV1:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    group_ids: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
+    include_authorized_operations: bool = field(metadata={"kafka_type": "bool"})
+    include_topology_description: bool = field(metadata={"kafka_type": "bool"}, default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionNodeV1:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    name: str = field(metadata={"kafka_type": "string"})
+    #: 1 source, 2 processor, 3 sink
+    node_type: i8 = field(metadata={"kafka_type": "int8"})
+    source_topics: tuple[TopicName, ...] = field(metadata={"kafka_type": "string"}, default=())
+    sink_topic: TopicName | None = field(metadata={"kafka_type": "string"}, default=None)
+    stores: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+    successors: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionSubtopologyV1:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    subtopology_id: str = field(metadata={"kafka_type": "string"})
+    nodes: tuple[TopologyDescriptionNodeV1, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionGlobalStoreV1:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    source: TopologyDescriptionNodeV1
+    processor: TopologyDescriptionNodeV1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionV1:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    subtopologies: tuple[TopologyDescriptionSubtopologyV1, ...]
+    global_stores: tuple[TopologyDescriptionGlobalStoreV1, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsDescribedGroupV1:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    group_state: str = field(metadata={"kafka_type": "string"})
+    group_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    assignment_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    topology: StreamsDescribedTopology | None = field(default=None)
+    members: tuple[StreamsDescribedMember, ...]
+    authorized_operations: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-(2**31)))
+    #: non-null exactly when the status is 3 (AVAILABLE)
+    topology_description: TopologyDescriptionV1 | None = field(default=None)
+    #: 0 NOT_REQUESTED, 1 NOT_STORED, 2 ERROR, 3 AVAILABLE
+    topology_description_status: i8 = field(metadata={"kafka_type": "int8"}, default=i8(0))
+    #: the assignor of the next assignment (null on a describe error)
+    assignor_name: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupDescribeResponseV1:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STREAMS_GROUP_DESCRIBE)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    groups: tuple[StreamsDescribedGroupV1, ...]
+
+
 #: (API key, version, kind) -> the class, for what kio does not have
 EXTRA: dict[tuple[int, int, EntityType], type] = {
     (API_VERSIONS, 5, EntityType.request): ApiVersionsRequestV5,
     (API_VERSIONS, 5, EntityType.response): ApiVersionsResponseV5,
     (DELETE_GROUPS, 3, EntityType.request): DeleteGroupsRequestV3,
     (DELETE_GROUPS, 3, EntityType.response): DeleteGroupsResponseV3,
+    (STREAMS_GROUP_HEARTBEAT, 1, EntityType.request): StreamsGroupHeartbeatRequestV1,
+    (STREAMS_GROUP_HEARTBEAT, 1, EntityType.response): StreamsGroupHeartbeatResponseV1,
+    (STREAMS_GROUP_DESCRIBE, 1, EntityType.request): StreamsGroupDescribeRequestV1,
+    (STREAMS_GROUP_DESCRIBE, 1, EntityType.response): StreamsGroupDescribeResponseV1,
 }

@@ -169,7 +169,7 @@ async def test_api_versions_are_the_upstreams_with_groupcoords_for_group_apis(
         assert keys[1] == (4, 15)  # Fetch: the upstream's, up to v15 (no leader endpoints)
         assert keys[32] == (1, 4)  # forwarded: the upstream's
         assert keys[11] == (0, 9) and keys[68] == (0, 1)  # groupcoord's own
-        assert keys[88] == keys[89] == (0, 0)  # streams groups: groupcoord's own
+        assert keys[88] == keys[89] == (0, 1)  # streams groups: groupcoord's own
         assert keys[9] == (1, 10)  # OffsetFetch: groupcoord's, though the upstream lacks it
         assert 28 not in keys and 76 not in keys  # TxnOffsetCommit, share groups
         finalized = {f.name: int(f.max_version_level) for f in r.finalized_features}

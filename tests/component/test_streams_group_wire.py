@@ -101,9 +101,10 @@ def stateful(app: str = "app") -> dict[str, Any]:
 class Member:
     """A Streams client's heartbeats, by hand: it owns what it was last given."""
 
-    def __init__(self, wire: KafkaWire, group: str = GROUP) -> None:
+    def __init__(self, wire: KafkaWire, group: str = GROUP, version: int = 0) -> None:
         self.wire = wire
         self.group = group
+        self.version = version
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
         self.owned: list[dict[str, Any]] = []
@@ -126,7 +127,7 @@ class Member:
             data["topology"] = topology
             data["rebalance_timeout"] = 30_000
         data.update(extra)
-        r = await self.wire.send(request("streams_group_heartbeat", 0, **data))
+        r = await self.wire.send(request("streams_group_heartbeat", self.version, **data))
         if r.error_code == ErrorCode.none:
             self.epoch = r.member_epoch
             if r.active_tasks is not None:
@@ -140,16 +141,47 @@ class Member:
         return {(t["subtopology_id"], p) for t in self.owned for p in t["partitions"]}
 
 
-async def describe(wire: KafkaWire, *groups: str) -> Any:
+async def describe(wire: KafkaWire, *groups: str, version: int = 0, **extra: Any) -> Any:
     r = await wire.send(
         request(
             "streams_group_describe",
-            0,
+            version,
             group_ids=list(groups),
             include_authorized_operations=False,
+            **extra,
         )
     )
     return r.groups
+
+
+async def test_version_1_of_both_apis(wire: KafkaWire) -> None:
+    """v1 (Kafka 4.4, KIP-1331/1357), as advertised: the heartbeat's 64-bit acceptable
+    recovery lag and ``TopologyDescriptionRequired`` (never: no description is kept); the
+    describe's assignor name and topology description status (NOT_REQUESTED, or NOT_STORED
+    when asked for; the description itself null); an error answer's lag is v1's default -1."""
+    await create_topic(wire, "in", 2)
+    m = Member(wire, version=1)
+    r = await m.heartbeat(source_only())
+    assert r.error_code == ErrorCode.none, r
+    assert (r.acceptable_recovery_lag, r.topology_description_required) == (10_000, False)
+    assert r.task_offset_interval.total_seconds() == 60
+    assert m.tasks() == {("0", 0), ("0", 1)}
+    fenced = await m.heartbeat(member_epoch=m.epoch + 5)
+    assert fenced.error_code == ErrorCode.fenced_member_epoch
+    assert fenced.acceptable_recovery_lag == -1
+    (plain,) = await describe(wire, GROUP, version=1)
+    assert (plain.assignor_name, plain.topology_description_status) == ("sticky", 0)
+    assert plain.topology_description is None
+    assert [mm.member_id for mm in plain.members] == [m.member_id]
+    asked, unknown = await describe(
+        wire, GROUP, "nope", version=1, include_topology_description=True
+    )
+    assert (asked.assignor_name, asked.topology_description_status) == ("sticky", 1)
+    assert asked.topology_description is None
+    assert unknown.error_code == ErrorCode.group_id_not_found
+    assert (unknown.assignor_name, unknown.topology_description_status) == (None, 0)
+    (v0,) = await describe(wire, GROUP)  # v0 has none of these fields
+    assert not hasattr(v0, "assignor_name")
 
 
 async def test_join_gets_every_task_of_the_topology(wire: KafkaWire) -> None:

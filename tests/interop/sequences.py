@@ -100,7 +100,7 @@ async def api_versions(target: Target) -> Obs:
                 },
             )
         ]
-        # streams groups: their own step (a known difference: v0 only, Kafka 4.4 has v1)
+        # streams groups: their own step (Kafka 4.1 runs without them: a known difference there)
         obs.append(
             (
                 "ApiVersions v3 streams group APIs",

@@ -40,15 +40,7 @@ REFERENCE = tuple(int(x) for x in KAFKA_VERSION.split(".")[:2])
 
 #: (sequence, step) -> why groupcoord answers differently from Kafka 4.4 (and the same as
 #: Kafka 4.1); docs/gateway-conformance.md, "Kafka 4.1 to 4.4"
-KNOWN_DIFFERENCES_44: dict[tuple[str, str], str] = {
-    (
-        "api_versions",
-        "ApiVersions v3 streams group APIs",
-    ): "groupcoord serves StreamsGroupHeartbeat and StreamsGroupDescribe v0 only; Kafka 4.4 "
-    "advertises v0-1 (v1: the topology description handshake with "
-    "StreamsGroupTopologyDescriptionUpdate, a 64-bit acceptable recovery lag); a 4.4 Streams "
-    "client uses v0 (docs/streams-groups.md)",
-}
+KNOWN_DIFFERENCES_44: dict[tuple[str, str], str] = {}
 
 #: (sequence, step) -> why groupcoord, which follows Kafka 4.4 there, answers differently from
 #: Kafka 4.1 (the reference with GROUPCOORD_KAFKA_VERSION=4.1.1)
@@ -61,7 +53,7 @@ KNOWN_DIFFERENCES_41: dict[tuple[str, str], str] = {
     (
         "api_versions",
         "ApiVersions v3 streams group APIs",
-    ): "groupcoord serves StreamsGroupHeartbeat and StreamsGroupDescribe v0; the 4.1 "
+    ): "groupcoord serves StreamsGroupHeartbeat and StreamsGroupDescribe v0-1; the 4.1 "
     "reference runs without streams groups (early access before 4.2) and advertises neither",
     (
         "consumer_group",

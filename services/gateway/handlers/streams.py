@@ -37,6 +37,34 @@ from shards.core.streams.heartbeat import (
 #: ``streams.task.offset.interval.ms``
 ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
+#: StreamsGroupDescribe v1's ``AssignorName`` (KIP-1357): the one task assignor there is
+#: (Kafka's default, ``group.streams.assignors``' first, is also called "sticky")
+ASSIGNOR_NAME = "sticky"
+#: StreamsGroupDescribe v1's ``TopologyDescriptionStatus`` (KIP-1331): not asked for, and
+#: asked for but none kept (groupcoord keeps no topology descriptions: its heartbeat never
+#: sets ``TopologyDescriptionRequired``, so no client pushes one)
+DESCRIPTION_NOT_REQUESTED, DESCRIPTION_NOT_STORED = 0, 1
+
+
+def _heartbeat_error(member_id: str, code: int, message: str | None, status: Any) -> Data:
+    """An error answer: the code and message, the other fields their defaults
+    (``AcceptableRecoveryLag`` is -1 in v1, "not supported", as Kafka's default)."""
+    return {
+        "error_code": code,
+        "error_message": message or None,
+        "member_id": member_id,
+        "member_epoch": 0,
+        "heartbeat_interval": 0,
+        "acceptable_recovery_lag": 0,
+        "task_offset_interval": 0,
+        "status": status,
+        "active_tasks": None,
+        "standby_tasks": None,
+        "warmup_tasks": None,
+        "topology_description_required": False,
+        "endpoint_information_epoch": 0,
+        "partitions_by_user_endpoint": None,
+    }
 
 
 def _tasks(tasks: Sequence[Any] | None) -> tuple[rec.TaskIds, ...] | None:
@@ -123,19 +151,8 @@ def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
     an empty status list as Kafka 4.4 answers, no tasks, zero interval)."""
     if r.error_code:
         return {
-            "error_code": r.error_code,
-            "error_message": r.error_message,
-            "member_id": r.member_id,
+            **_heartbeat_error(r.member_id, r.error_code, r.error_message, []),
             "member_epoch": r.member_epoch,
-            "heartbeat_interval": 0,
-            "acceptable_recovery_lag": 0,
-            "task_offset_interval": 0,
-            "status": [],
-            "active_tasks": None,
-            "standby_tasks": None,
-            "warmup_tasks": None,
-            "endpoint_information_epoch": 0,
-            "partitions_by_user_endpoint": None,
         }
     return {
         "error_code": r.error_code,
@@ -152,6 +169,7 @@ def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
         "active_tasks": _task_data(r.active_tasks),
         "standby_tasks": _task_data(r.standby_tasks),
         "warmup_tasks": _task_data(r.warmup_tasks),
+        "topology_description_required": False,
         # interactive-query endpoints are not kept: the epoch stays 0, the map null
         "endpoint_information_epoch": 0,
         "partitions_by_user_endpoint": None,
@@ -231,6 +249,8 @@ def described_data(g: DescribedStreamsGroup, want_ops: bool) -> Data:
             for m in g.members
         ],
         "authorized_operations": group_operations(want_ops, g.error_code, ops),
+        "topology_description": None,
+        "assignor_name": None if g.error_code else ASSIGNOR_NAME,
     }
 
 
@@ -244,6 +264,8 @@ def _group_error(group_id: str, code: int, message: str | None) -> Data:
         "assignment_epoch": 0,
         "topology": None,
         "members": [],
+        "topology_description": None,
+        "assignor_name": None,
     }
 
 
@@ -257,26 +279,18 @@ class StreamsGroupApis(ApisBase):
             lambda r: r.error_code == NOT_COORDINATOR,
             returns=StreamsGroupHeartbeatResponse,
         )
-        return heartbeat_data(r)
+        data = heartbeat_data(r)
+        if r.error_code and rq.version >= 1:
+            data["acceptable_recovery_lag"] = -1  # v1's default: "not supported"
+        return data
 
     def streams_group_heartbeat_error(
         self, rq: RequestInfo, request: Any, code: int, message: str
     ) -> Data:
-        return {
-            "error_code": code,
-            "error_message": message or None,
-            "member_id": request.member_id,
-            "member_epoch": 0,
-            "heartbeat_interval": 0,
-            "acceptable_recovery_lag": 0,
-            "task_offset_interval": 0,
-            "status": None,
-            "active_tasks": None,
-            "standby_tasks": None,
-            "warmup_tasks": None,
-            "endpoint_information_epoch": 0,
-            "partitions_by_user_endpoint": None,
-        }
+        data = _heartbeat_error(request.member_id, code, message, None)
+        if rq.version >= 1:
+            data["acceptable_recovery_lag"] = -1
+        return data
 
     # ---- StreamsGroupDescribe (89) -----------------------------------------------------------
     async def streams_group_describe(self, rq: RequestInfo, request: Any) -> Data:
@@ -284,6 +298,14 @@ class StreamsGroupApis(ApisBase):
         groups = await asyncio.gather(
             *(self._streams_describe(rq, g, want_ops) for g in request.group_ids)
         )
+        # v1 (KIP-1331): no description is kept, so one asked for is NOT_STORED
+        status = (
+            DESCRIPTION_NOT_STORED
+            if getattr(request, "include_topology_description", False)
+            else DESCRIPTION_NOT_REQUESTED
+        )
+        for g in groups:
+            g["topology_description_status"] = status if not g["error_code"] else 0
         return {"groups": list(groups)}
 
     async def _streams_describe(self, rq: RequestInfo, group_id: str, want_ops: bool) -> Data:
@@ -304,4 +326,7 @@ class StreamsGroupApis(ApisBase):
     def streams_group_describe_error(
         self, rq: RequestInfo, request: Any, code: int, message: str
     ) -> Data:
-        return {"groups": [_group_error(g, code, message) for g in request.group_ids]}
+        groups = [_group_error(g, code, message) for g in request.group_ids]
+        for g in groups:
+            g["topology_description_status"] = 0
+        return {"groups": groups}

@@ -127,10 +127,9 @@ def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
     """The checks Kafka makes before it reads any state (INVALID_REQUEST unless said)."""
     if req.instance_id is not None:
         raise _invalid_request("Static membership is not yet supported.")
-    if req.task_offsets is not None:
-        raise _invalid_request("TaskOffsets are not supported yet.")
-    if req.task_end_offsets is not None:
-        raise _invalid_request("TaskEndOffsets are not supported yet.")
+    # TaskOffsets / TaskEndOffsets (the changelog offsets of the member's tasks, for
+    # lag-aware warm-up placement) are accepted and not kept: Kafka 4.4's clients send them
+    # with v1 from their first heartbeat, and no assignment here uses them (no warm-ups)
     if req.warmup_tasks:
         raise _invalid_request("WarmupTasks are not supported yet.")
     if not req.member_id:
