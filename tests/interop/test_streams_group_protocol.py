@@ -747,3 +747,135 @@ def test_kill_of_an_instance_and_of_the_shard(kafka_target: Target, tmp_path: Pa
     # the restarted shard: the same members and tasks as before the kill
     assert after["instance tasks"] == before["instance tasks"] == steps[-1]["instance tasks"]
     assert after["group epoch"] >= before["group epoch"]
+
+
+#: kafka-streams-groups (StreamsGroupCommand) invocations compared side by side; {g} is the
+#: application id
+TOOL_RUNS = (
+    ("--list",),
+    ("--list", "--state"),
+    ("--describe", "--group", "{g}"),
+    ("--describe", "--group", "{g}", "--members"),
+    ("--describe", "--group", "{g}", "--members", "--verbose"),
+    ("--describe", "--group", "{g}", "--offsets"),
+    ("--describe", "--group", "{g}", "--state"),
+    ("--describe", "--group", "{g}", "--state", "--verbose"),
+    ("--describe", "--group", "no-such-group"),
+    ("--delete", "--group", "{g}"),
+)
+
+
+def _tool(bootstrap: str, *args: str) -> str:
+    """Kafka 4.4.0's ``kafka-streams-groups.sh`` (its class, on the tools' jars) against
+    ``bootstrap``: exit code, stdout and the first line of stderr."""
+    from tests.interop.kafka_broker import tools_libs
+
+    r = subprocess.run(
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{tools_libs()}/*",
+            "org.apache.kafka.tools.streams.StreamsGroupCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--timeout",
+            "15000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    first_error = next((line for line in r.stderr.splitlines() if line.strip()), "")
+    return f"rc={r.returncode}\n{r.stdout}\n{first_error}"
+
+
+def _normalized(text: str, names: dict[str, str]) -> list[str]:
+    """``text`` with what differs by nature between two runs replaced (the application's and
+    topics' names, member/process ids, the coordinator's address) and each table's rows
+    sorted (the tool prints some from hash maps), columns re-spaced; rows of other groups
+    (other tests' applications on the shared reference cluster) left out."""
+    import re
+
+    for real, placeholder in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(real, placeholder)
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "PROCESS", text)
+    text = re.sub(r"\b127\.0\.0\.1:\d+ \(\d+\)", "COORDINATOR", text)
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    rows = [re.sub(r"^(APP) [A-Za-z0-9_-]{22} ", r"\1 MEMBER ", r) for r in rows]
+    rows = [re.sub(r" [A-Za-z0-9_-]{22} streams ", " MEMBER streams ", r) for r in rows]
+    # other tests' applications on the same reference cluster (--list lists every group)
+    body = [r for r in rows[2:] if r and not re.match(r"streams-[a-z]+-[0-9a-f]{8}\b", r)]
+    return rows[:2] + sorted(body)
+
+
+def _tool_answers(bootstrap: str, upstream: str, workdir: Path) -> list[list[str]]:
+    application = _Application(bootstrap, upstream, workdir)
+    try:
+        application.start(1)
+        application.settled()
+        application.produce_and_check()
+        names = {
+            application.app_id: "APP",
+            application.topics[0]: "IN",
+            application.topics[1]: "OUT",
+        }
+        return [
+            _normalized(_tool(bootstrap, *(a.format(g=application.app_id) for a in args)), names)
+            for args in TOOL_RUNS
+        ]
+    finally:
+        application.close()
+
+
+def test_kafka_streams_groups_tool_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
+    """Kafka's own admin tool, ``kafka-streams-groups`` (4.4.0), against Kafka directly and
+    through the gateway, the same one-instance application running: --list (with states),
+    --describe (offsets/lag, --members, --members --verbose, --state, --state --verbose),
+    an unknown group, and --delete of the running group (refused: not empty) print the same,
+    once names, ids, the coordinator's address and the order of rows are normalized."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka = _tool_answers(upstream, upstream, tmp_path / "kafka-app")
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            ours = _tool_answers(
+                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
+            )
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    for args, k, g in zip(TOOL_RUNS, kafka, ours, strict=True):
+        assert g == k, (args, k, g)
+    # what the comparison covered (not vacuous): the assignor, the tasks, a refused delete
+    flat = "\n".join(line for answer in kafka for line in answer)
+    assert "sticky" in flat and "ACTIVE: 0:[0,1,2]; 1:[0,1,2];" in flat
+    assert "is not EMPTY" in flat and "GroupIdNotFoundException" in flat
