@@ -1699,9 +1699,145 @@ async def streams_group(target: Target) -> Obs:
         await wire.close()
 
 
+async def streams_static_members(target: Target) -> Obs:
+    """Static members of a streams group (Kafka 4.4): a static member (instance id) and a
+    dynamic one converge; the static one leaves for a while (epoch -2) and comes back under
+    a new member id (same process), taking its place; its old id is fenced, a third member
+    cannot take the instance id, an unknown instance id, a -2 without instance id and an
+    empty instance id are refused; it leaves for good (-1). Errors with their messages
+    (member ids replaced by placeholders), epochs, tasks, and the describe after each step."""
+    wire = await target.wire()
+    ids = Ids()
+    obs: Obs = []
+    try:
+        topic, group = unique("st"), unique("sg")
+        await create_topic(wire, topic, 4)
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topic a moment later)
+        epochs: dict[str, int] = {}
+        owned: dict[str, list[dict[str, Any]]] = {}
+        process = uuid.uuid4().hex
+
+        async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
+            e = epochs.get(member, 0) if epoch is None else epoch
+            data: dict[str, Any] = {
+                "group_id": group,
+                "member_id": member,
+                "member_epoch": e,
+                "endpoint_information_epoch": 0,
+                "active_tasks": owned.get(member, []) if e > 0 else [],
+                "standby_tasks": [],
+                "warmup_tasks": [],
+                "task_offsets": None,
+                "task_end_offsets": None,
+            }
+            if e == 0:
+                data |= {
+                    "topology": _stateless(topic),
+                    "rebalance_timeout": 30_000,
+                    "process_id": uuid.uuid4().hex,
+                    "client_tags": [],
+                }
+            data |= extra
+            r = await wire.send(request("streams_group_heartbeat", 0, **data))
+            if r.error_code == ErrorCode.none and e >= 0:
+                epochs[member] = r.member_epoch
+                if r.active_tasks is not None:
+                    owned[member] = [
+                        {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
+                        for t in r.active_tasks
+                    ]
+            return r
+
+        def text(message: str | None) -> str | None:
+            for (kind, value), label in sorted(ids._map.items(), key=lambda kv: -len(kv[0][1])):
+                if message and kind == "member":
+                    message = message.replace(value, label)
+            return message
+
+        def answer(r: Any) -> dict[str, Any]:
+            return {
+                "error": err(r.error_code),
+                "message": text(r.error_message),
+                "epoch": r.member_epoch,
+                "status": None
+                if r.status is None
+                else [(int(x.status_code), x.status_detail) for x in r.status],
+                "tasks": None
+                if r.active_tasks is None
+                else sum(len(t.partitions) for t in r.active_tasks),
+            }
+
+        async def describe() -> dict[str, Any]:
+            r = await wire.send(
+                request(
+                    "streams_group_describe",
+                    0,
+                    group_ids=[group],
+                    include_authorized_operations=False,
+                )
+            )
+            (g,) = r.groups
+            return {
+                "state": g.group_state,
+                "group epoch": g.group_epoch,
+                "assignment epoch": g.assignment_epoch,
+                "members": sorted(
+                    (
+                        ids("member", m.member_id),
+                        m.instance_id,
+                        m.member_epoch,
+                        sum(len(t.partitions) for t in m.assignment.active_tasks),
+                        sum(len(t.partitions) for t in m.target_assignment.active_tasks),
+                    )
+                    for m in g.members
+                ),
+            }
+
+        a, b, a2, c = (uuid.uuid4().hex[:22] for _ in range(4))
+        for m in (a, b, a2, c):
+            ids("member", m)
+        static = {"instance_id": "instance-1"}
+        obs.append(("static member joins", answer(await beat(a, process_id=process, **static))))
+        obs.append(("dynamic member joins", answer(await beat(b))))
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            await beat(a, **static)
+            await beat(b)
+            sizes = sorted(sum(len(t["partitions"]) for t in owned.get(m, [])) for m in (a, b))
+            if sizes == [2, 2] and epochs[a] == epochs[b]:
+                break
+        obs.append(("converged", await describe()))
+        obs.append(("static member leaves for a while", answer(await beat(a, -2, **static))))
+        obs.append(("away", await describe()))
+        obs.append(("the other heartbeats", answer(await beat(b))))
+        obs.append(
+            (
+                "static member comes back under a new member id",
+                answer(await beat(a2, 0, process_id=process, **static)),
+            )
+        )
+        obs.append(("back", await describe()))
+        obs.append(("the old member id", answer(await beat(a, epochs[a], **static))))
+        obs.append(("a third member takes the instance id", answer(await beat(c, 0, **static))))
+        obs.append(
+            ("an unknown instance id", answer(await beat(c, 3, instance_id="instance-9")))
+        )
+        obs.append(("-2 without an instance id", answer(await beat(b, -2))))
+        obs.append(("an empty instance id", answer(await beat(c, 0, instance_id=""))))
+        obs.append(("static member leaves for good", answer(await beat(a2, -1, **static))))
+        obs.append(("gone", await describe()))
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
+    "streams_static_members": (
+        streams_static_members,
+        ("StreamsGroupHeartbeat", "StreamsGroupDescribe"),
+    ),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

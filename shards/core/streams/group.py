@@ -92,6 +92,12 @@ class StreamsGroup(Group):
         self.members: dict[str, StreamsGroupMember] = {}
         self.target: dict[str, Tasks] = {}
         self.assignment_epoch = 0
+        #: static members: instance id -> member id (kept by replay with the members)
+        self.static_members: dict[str, str] = {}
+
+    def static_member(self, instance_id: str) -> StreamsGroupMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
 
     @property
     def type(self) -> GroupType:

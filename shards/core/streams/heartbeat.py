@@ -18,7 +18,7 @@ returned. docs/streams-groups.md describes each rule and the Kafka error it answ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shards.core.api import DEFAULT_CONTEXT, RequestContext
@@ -125,8 +125,6 @@ def _invalid_request(message: str) -> ApiError:
 
 def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
     """The checks Kafka makes before it reads any state (INVALID_REQUEST unless said)."""
-    if req.instance_id is not None:
-        raise _invalid_request("Static membership is not yet supported.")
     # TaskOffsets / TaskEndOffsets (the changelog offsets of the member's tasks, for
     # lag-aware warm-up placement) are accepted and not kept: Kafka 4.4's clients send them
     # with v1 from their first heartbeat, and no assignment here uses them (no warm-ups)
@@ -136,6 +134,8 @@ def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
         raise _invalid_request("MemberId can't be empty.")
     if not req.group_id:
         raise _invalid_request("GroupId can't be empty.")
+    if req.instance_id == "":
+        raise _invalid_request("InstanceId can't be empty.")
     if req.rack_id == "":
         raise _invalid_request("RackId can't be empty.")
     if req.member_epoch == 0:
@@ -152,7 +152,8 @@ def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
             raise _invalid_request("Topology must be non-null when (re-)joining.")
         validate_structure(req.topology)
     elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        raise _invalid_request("InstanceId can't be null.")
+        if req.instance_id is None:
+            raise _invalid_request("InstanceId can't be null.")
     elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         raise _invalid_request(
             f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
@@ -208,10 +209,57 @@ def _check_tasks_exist(configured: ConfiguredTopology, tasks: tuple[TaskIds, ...
                 )
 
 
+def _static_owner(group: StreamsGroup, req: StreamsGroupHeartbeatRequest) -> StreamsGroupMember:
+    """The member holding the request's instance id, when it is the request's member
+    (Kafka's throwIfStaticMemberIsUnknown and throwIfInstanceIdIsFenced)."""
+    assert req.instance_id is not None
+    existing = group.static_member(req.instance_id)
+    if existing is None:
+        raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+    if existing.member_id != req.member_id:
+        raise ApiError(
+            Errors.FENCED_INSTANCE_ID,
+            f"Static member {req.member_id} with instance id {req.instance_id} was fenced by "
+            f"member {existing.member_id}.",
+        )
+    return existing
+
+
+def _epoch_relevant(meta: StreamsGroupMemberMetadataValue) -> tuple[object, ...]:
+    """What of a member's metadata moves the group epoch when it changes (Kafka 4.4's
+    hasEpochRelevantMemberConfigChanged): its topology epoch, rack, client tags and process.
+    The rest (client id and host, rebalance timeout, endpoint) is written, not bumped."""
+    return (meta.topology_epoch, meta.rack_id, meta.client_tags, meta.process_id)
+
+
+def _static_leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> HeartbeatResult:
+    """Epoch -2: a static member leaves for a while (a restart): it stays in the group at
+    epoch -2 with its tasks (none pending revocation) until it comes back under the same
+    instance id or its session expires; the group epoch does not move."""
+    if group is None:
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+    member = _static_owner(group, req)
+    left = replace(
+        member,
+        member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+        active_pending_revocation={},
+        standby_pending_revocation={},
+        warmup_pending_revocation={},
+    )
+    return HeartbeatResult(
+        [rec.current_assignment_record(group.group_id, member.member_id, left.assignment_value())],
+        StreamsGroupHeartbeatResponse(
+            member_id=req.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, status=()
+        ),
+    )
+
+
 def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> HeartbeatResult:
     if group is None:
         raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
-    if req.member_id not in group.members:
+    if req.instance_id is not None:
+        _static_owner(group, req)  # a static member leaving for good
+    elif req.member_id not in group.members:
         raise ApiError(
             Errors.UNKNOWN_MEMBER_ID,
             f"Member {req.member_id} is not a member of group {req.group_id}.",
@@ -246,6 +294,8 @@ def streams_group_heartbeat(
     validate_request(req)
     if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
         return _leave(group, req)
+    if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return _static_leave(group, req)
     joining = req.member_epoch == 0
     if group is None and not joining:
         raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
@@ -253,7 +303,30 @@ def streams_group_heartbeat(
     records: list[Record] = []
     statuses: list[StatusDetail] = []
 
-    old = group.members.get(req.member_id) if group is not None else None
+    # the member: by member id, or -- static (an instance id) -- by instance id: a join
+    # under an instance id whose member left temporarily (epoch -2) replaces that member,
+    # keeping its tasks and target (Kafka's getOrMaybeCreateStaticStreamsGroupMember)
+    replaced: StreamsGroupMember | None = None
+    existing = (
+        group.static_member(req.instance_id)
+        if group is not None and req.instance_id is not None
+        else None
+    )
+    if req.instance_id is not None and not joining:
+        assert group is not None
+        old: StreamsGroupMember | None = _static_owner(group, req)
+    elif existing is not None and existing.member_id != req.member_id:
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise ApiError(
+                Errors.UNRELEASED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} cannot join "
+                f"the group because the instance id is owned by {existing.member_id} member.",
+            )
+        replaced = existing
+        old = replace(existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0)
+        records += rec.member_tombstones(group_id, existing.member_id)
+    else:
+        old = group.members.get(req.member_id) if group is not None else None
     if old is None and not joining:
         raise ApiError(
             Errors.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group_id}."
@@ -264,7 +337,7 @@ def streams_group_heartbeat(
     # 1. the member's metadata
     prev_meta = old.metadata if old is not None else None
     metadata = StreamsGroupMemberMetadataValue(
-        instance_id=None,
+        instance_id=req.instance_id,
         rack_id=(
             req.rack_id if req.rack_id is not None else (prev_meta.rack_id if prev_meta else None)
         ),
@@ -296,11 +369,10 @@ def streams_group_heartbeat(
             else (prev_meta.client_tags if prev_meta else ())
         ),
     )
-    bump = False
-    if metadata != prev_meta:
+    if metadata != prev_meta or replaced is not None:
         records.append(rec.member_metadata_record(group_id, req.member_id, metadata))
-        bump = True
-    if old is None or joining:
+    bump = prev_meta is None or _epoch_relevant(metadata) != _epoch_relevant(prev_meta)
+    if old is None or (joining and replaced is None):
         # a (re)joining member owns nothing (its owned-task lists are empty)
         member = StreamsGroupMember(req.member_id, metadata)
     else:
@@ -361,8 +433,15 @@ def streams_group_heartbeat(
 
     # 5. the target assignment
     members: dict[str, StreamsGroupMember] = dict(group.members) if group is not None else {}
-    members[req.member_id] = member
     old_target: Mapping[str, Tasks] = group.target if group is not None else {}
+    if replaced is not None:  # the replacing member takes over the replaced one's target
+        del members[replaced.member_id]
+        moved = dict(old_target)
+        replaced_target = moved.pop(replaced.member_id, {})
+        moved[req.member_id] = replaced_target
+        old_target = moved
+        records.append(rec.target_member_record(group_id, req.member_id, replaced_target))
+    members[req.member_id] = member
     assignment_epoch = group.assignment_epoch if group is not None else 0
     if group_epoch > assignment_epoch:
         task_counts = configured.task_counts if configured.ready else None
@@ -382,7 +461,7 @@ def streams_group_heartbeat(
     owners = {
         task: holder
         for task, holder in (group.active_owners() if group is not None else {}).items()
-        if holder != req.member_id
+        if holder != req.member_id and (replaced is None or holder != replaced.member_id)
     }
     owned = from_task_ids(req.active_tasks) if req.active_tasks is not None else None
     if joining:

@@ -99,7 +99,9 @@ class StreamsGroupReplay:
         if value is None:
             group = self._existing(key.group_id)
             if group is not None:
-                group.members.pop(key.member_id, None)
+                gone = group.members.pop(key.member_id, None)
+                if gone is not None:
+                    _unindex(group, gone.metadata.instance_id, key.member_id)
             return
         group = self._group(key.group_id)
         member = group.members.get(key.member_id)
@@ -107,6 +109,10 @@ class StreamsGroupReplay:
             group.members[key.member_id] = StreamsGroupMember(key.member_id, value)
         else:
             group.members[key.member_id] = replace(member, metadata=value)
+            if member.metadata.instance_id != value.instance_id:
+                _unindex(group, member.metadata.instance_id, key.member_id)
+        if value.instance_id is not None:
+            group.static_members[value.instance_id] = key.member_id
 
     def replay_assignment_epoch(
         self,
@@ -160,3 +166,10 @@ class StreamsGroupReplay:
             standby_pending_revocation=from_task_ids(value.standby_tasks_pending_revocation),
             warmup_pending_revocation=from_task_ids(value.warmup_tasks_pending_revocation),
         )
+
+
+def _unindex(group: StreamsGroup, instance_id: str | None, member_id: str) -> None:
+    """Forget ``instance_id``'s static member if it is still ``member_id`` (a replacing
+    member may have taken the instance id over already)."""
+    if instance_id is not None and group.static_members.get(instance_id) == member_id:
+        del group.static_members[instance_id]

@@ -12,6 +12,7 @@ from shards.core.streams.group import MemberState
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
 from shards.core.streams.records import StreamsGroupTopologyValue, Subtopology, TaskIds
 from shards.core.streams.topology import Status
+from tests.unit.core.streams.test_replay import assert_replay_equals_live
 from tests.unit.core.streams.support import (
     GROUP,
     as_dict,
@@ -129,7 +130,8 @@ def test_rejoin_of_a_known_member_starts_from_nothing() -> None:
         (replace(join("a"), topology=None), Errors.INVALID_REQUEST),
         (replace(join("a"), active_tasks=(TaskIds("0", (0,)),)), Errors.INVALID_REQUEST),
         (replace(join("a"), standby_tasks=None), Errors.INVALID_REQUEST),
-        (replace(join("a"), instance_id="static-1"), Errors.INVALID_REQUEST),
+        (replace(join("a"), instance_id=""), Errors.INVALID_REQUEST),
+        (StreamsGroupHeartbeatRequest(GROUP, "a", -2), Errors.INVALID_REQUEST),
         (replace(join("a"), rack_id=""), Errors.INVALID_REQUEST),
         (replace(beat("a", 2), topology=simple_topology()), Errors.INVALID_REQUEST),
         (StreamsGroupHeartbeatRequest(GROUP, "a", -3), Errors.INVALID_REQUEST),
@@ -216,3 +218,66 @@ def test_partition_growth_bumps_the_epoch_and_assigns_new_tasks() -> None:
     catalog.topics["input"] = 3
     r = mgr.streams_group_heartbeat(beat("a", 2, {"0": [0, 1]}))
     assert (r.member_epoch, as_dict(r.active_tasks)) == (3, {"0": [0, 1, 2]})
+
+
+def _static(req: StreamsGroupHeartbeatRequest, instance: str) -> StreamsGroupHeartbeatRequest:
+    return replace(req, instance_id=instance)
+
+
+def test_a_static_member_leaves_for_a_while_and_its_successor_takes_its_place() -> None:
+    """Kafka 4.4's static membership for streams groups: epoch -2 keeps the member (tasks
+    and all, epoch -2) without moving the group epoch; a join under the same instance id
+    (a new member id: the restarted instance) replaces it with its tasks and target, and --
+    same process, rack, tags and topology epoch -- no new group epoch either."""
+    mgr, _ = manager(input=4)
+    a = mgr.streams_group_heartbeat(_static(join("a", process_id="p1"), "i1"))
+    b = mgr.streams_group_heartbeat(join("b", process_id="p2"))
+    a = mgr.streams_group_heartbeat(_static(beat("a", a.member_epoch, as_dict(a.active_tasks)), "i1"))
+    b = mgr.streams_group_heartbeat(beat("b", b.member_epoch, {}))
+    a = mgr.streams_group_heartbeat(_static(beat("a", a.member_epoch, {"0": [0, 1]}), "i1"))
+    group = mgr.groups[GROUP]
+    epoch = group.group_epoch
+    tasks_of_a = dict(group.members["a"].active)
+    assert sum(len(p) for p in tasks_of_a.values()) == 2
+
+    left = mgr.streams_group_heartbeat(_static(StreamsGroupHeartbeatRequest(GROUP, "a", -2), "i1"))
+    assert (left.error_code, left.member_epoch) == (0, -2)
+    assert group.group_epoch == epoch and group.members["a"].member_epoch == -2
+    assert group.members["a"].active == tasks_of_a  # kept for its return
+    # the instance id is taken while the member is away only by a join under it
+    unknown = mgr.streams_group_heartbeat(_static(beat("z", 3, {}), "i9"))
+    assert unknown.error_code == Errors.UNKNOWN_MEMBER_ID
+
+    back = mgr.streams_group_heartbeat(_static(join("a2", process_id="p1"), "i1"))
+    assert back.error_code == 0, back
+    assert "a" not in group.members and group.static_members == {"i1": "a2"}
+    assert group.group_epoch == epoch  # nothing epoch-relevant changed
+    assert as_dict(back.active_tasks) == {k: sorted(v) for k, v in tasks_of_a.items()}
+    assert back.member_epoch == epoch
+    assert group.target["a2"] == tasks_of_a and "a" not in group.target
+    # the old member id is fenced by its successor; a third instance cannot take the id
+    fenced = mgr.streams_group_heartbeat(_static(beat("a", epoch, {}), "i1"))
+    assert fenced.error_code == Errors.FENCED_INSTANCE_ID
+    taken = mgr.streams_group_heartbeat(_static(join("c"), "i1"))
+    assert taken.error_code == Errors.UNRELEASED_INSTANCE_ID
+    assert_replay_equals_live(mgr)
+    # a static member leaving for good (-1) goes, and the group epoch moves
+    gone = mgr.streams_group_heartbeat(_static(leave("a2"), "i1"))
+    assert (gone.error_code, gone.member_epoch) == (0, -1)
+    assert "a2" not in group.members and group.static_members == {}
+    assert group.group_epoch == epoch + 1
+    assert_replay_equals_live(mgr)
+
+
+def test_only_epoch_relevant_metadata_moves_the_group_epoch() -> None:
+    """As Kafka 4.4: a change of topology epoch, rack, client tags or process bumps the
+    group epoch; of client id/host or rebalance timeout is written but bumps nothing."""
+    mgr, _ = manager(input=2)
+    r = mgr.streams_group_heartbeat(join("a"))
+    group = mgr.groups[GROUP]
+    epoch = group.group_epoch
+    again = mgr.streams_group_heartbeat(replace(join("a"), rebalance_timeout_ms=60_000))
+    assert again.error_code == 0 and group.group_epoch == epoch
+    assert group.members["a"].metadata.rebalance_timeout_ms == 60_000
+    moved = mgr.streams_group_heartbeat(replace(beat("a", r.member_epoch), rack_id="r2"))
+    assert moved.error_code == 0 and group.group_epoch == epoch + 1
