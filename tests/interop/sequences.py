@@ -1819,9 +1819,7 @@ async def streams_static_members(target: Target) -> Obs:
         obs.append(("back", await describe()))
         obs.append(("the old member id", answer(await beat(a, epochs[a], **static))))
         obs.append(("a third member takes the instance id", answer(await beat(c, 0, **static))))
-        obs.append(
-            ("an unknown instance id", answer(await beat(c, 3, instance_id="instance-9")))
-        )
+        obs.append(("an unknown instance id", answer(await beat(c, 3, instance_id="instance-9"))))
         obs.append(("-2 without an instance id", answer(await beat(b, -2))))
         obs.append(("an empty instance id", answer(await beat(c, 0, instance_id=""))))
         obs.append(("static member leaves for good", answer(await beat(a2, -1, **static))))

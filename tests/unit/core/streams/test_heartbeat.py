@@ -232,7 +232,9 @@ def test_a_static_member_leaves_for_a_while_and_its_successor_takes_its_place() 
     mgr, _ = manager(input=4)
     a = mgr.streams_group_heartbeat(_static(join("a", process_id="p1"), "i1"))
     b = mgr.streams_group_heartbeat(join("b", process_id="p2"))
-    a = mgr.streams_group_heartbeat(_static(beat("a", a.member_epoch, as_dict(a.active_tasks)), "i1"))
+    a = mgr.streams_group_heartbeat(
+        _static(beat("a", a.member_epoch, as_dict(a.active_tasks)), "i1")
+    )
     b = mgr.streams_group_heartbeat(beat("b", b.member_epoch, {}))
     a = mgr.streams_group_heartbeat(_static(beat("a", a.member_epoch, {"0": [0, 1]}), "i1"))
     group = mgr.groups[GROUP]
