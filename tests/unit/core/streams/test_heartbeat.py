@@ -12,7 +12,6 @@ from shards.core.streams.group import MemberState
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
 from shards.core.streams.records import StreamsGroupTopologyValue, Subtopology, TaskIds
 from shards.core.streams.topology import Status
-from tests.unit.core.streams.test_replay import assert_replay_equals_live
 from tests.unit.core.streams.support import (
     GROUP,
     as_dict,
@@ -23,6 +22,7 @@ from tests.unit.core.streams.support import (
     simple_topology,
     stateful_topology,
 )
+from tests.unit.core.streams.test_replay import assert_replay_equals_live
 
 
 def test_first_member_joins_and_gets_every_task() -> None:
