@@ -807,8 +807,9 @@ def _normalized(text: str, names: dict[str, str]) -> list[str]:
     rows = [re.sub(r"^(APP) [A-Za-z0-9_-]{22} ", r"\1 MEMBER ", r) for r in rows]
     rows = [re.sub(r" [A-Za-z0-9_-]{22} streams ", " MEMBER streams ", r) for r in rows]
     # other tests' applications on the same reference cluster (--list lists every group)
-    body = [r for r in rows[2:] if r and not re.match(r"streams-[a-z]+-[0-9a-f]{8}\b", r)]
-    return rows[:2] + sorted(body)
+    rows = [r for r in rows if r and not re.match(r"streams-[a-z]+-[0-9a-f]{8}\b", r)]
+    headers = [r for r in rows[1:] if r.startswith("GROUP ")]
+    return rows[:1] + headers + sorted(r for r in rows[1:] if not r.startswith("GROUP "))
 
 
 def _tool_answers(bootstrap: str, upstream: str, workdir: Path) -> list[list[str]]:
