@@ -59,6 +59,7 @@ class App:
         topics: tuple[str, str],
         workdir: Path,
         eos: bool = False,
+        instance_id: str | None = None,
     ):
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "log4j2.properties"
@@ -70,6 +71,7 @@ class App:
                 "java",
                 "-Xmx256m",
                 f"-Dlog4j2.configurationFile={config}",
+                *([f"-Dinstance.id={instance_id}"] if instance_id else []),
                 "-cp",
                 _classpath(),
                 "StreamsProtocolCount",
@@ -124,8 +126,13 @@ class App:
             time.sleep(0.05)
         raise AssertionError(f"no answer to 'tasks' in {timeout}s: {self.logs()}")
 
-    def close(self, timeout: float = 40) -> None:
+    def close(self, timeout: float = 40, remain: bool = False) -> None:
+        """Close cleanly (end of stdin); ``remain``: staying in the group (a static
+        member's temporary leave)."""
         assert self.proc.stdin is not None
+        if remain:
+            self.proc.stdin.write("remain\n")
+            self.proc.stdin.flush()
         self.proc.stdin.close()
         try:
             self.proc.wait(timeout)
@@ -521,18 +528,24 @@ class _Application:
         self.apps: list[App] = []
         self.started = 0
 
-    def start(self, n: int) -> None:
+    def start(self, n: int, static: bool = False, slot: int | None = None) -> None:
+        """``n`` more instances; ``static``: instance ids "instance-<k>" (k: the instance's
+        slot, also its state directory); ``slot``: start that slot again (a restart: same
+        state directory, so the same process id, and the same instance id)."""
         for _ in range(n):
+            k = self.started if slot is None else slot
             self.apps.append(
                 App(
                     self.bootstrap,
                     self.app_id,
                     self.topics,
-                    self.workdir / f"app{self.started}",
+                    self.workdir / f"app{k}",
                     self.eos,
+                    instance_id=f"instance-{k}" if static else None,
                 )
             )
-            self.started += 1
+            if slot is None:
+                self.started += 1
 
     def settled(self, timeout: float = 120, interval: float = 0.5) -> dict[str, Any]:
         return _settled(self.bootstrap, self.app_id, self.apps, timeout, interval)
@@ -880,3 +893,112 @@ def test_kafka_streams_groups_tool_side_by_side(kafka_target: Target, tmp_path: 
     flat = "\n".join(line for answer in kafka for line in answer)
     assert "sticky" in flat and "ACTIVE: 0:[0,1,2]; 1:[0,1,2];" in flat
     assert "is not EMPTY" in flat and "GroupIdNotFoundException" in flat
+
+
+def _static_restart(bootstrap: str, upstream: str, workdir: Path) -> list[dict[str, Any]]:
+    """Two static instances settled and counting; one closed *remaining in the group* (its
+    member stays, at epoch -2, with its tasks), then started again on the same state
+    directory (same process id) and instance id: it takes its place back. Returns the
+    observations: settled before, the describe while it is away, settled after."""
+    application = _Application(bootstrap, upstream, workdir)
+    steps: list[dict[str, Any]] = []
+    try:
+        application.start(2, static=True)
+        steps.append(application.settled())
+        application.produce_and_check()
+        leaving = application.apps.pop()
+        before = leaving.view()["tasks"]
+        leaving.close(remain=True)
+        assert leaving.proc.returncode == 0 and not leaving.errors, leaving.logs()
+        g = _describe(bootstrap, application.app_id)
+        steps.append(
+            {
+                "state": g.group_state,
+                "group epoch": g.group_epoch,
+                "member epochs": sorted(m.member_epoch for m in g.members),
+                "instance ids": sorted(m.instance_id for m in g.members),
+            }
+        )
+        application.start(1, static=True, slot=1)
+        after = application.settled()
+        mine = application.apps[-1].view()["tasks"]
+        after["returned with its tasks"] = sorted(mine) == sorted(before)
+        steps.append(after)
+        application.produce_and_check()
+        for app in application.apps:
+            app.close()
+    finally:
+        application.close()
+    return steps
+
+
+def test_static_members_restart_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
+    """Static membership with real Kafka Streams 4.4.0 instances (``group.instance.id``),
+    against Kafka 4.4.0 and through the gateway: an instance closed with REMAIN_IN_GROUP
+    leaves its member in the group at epoch -2 (the group epoch unchanged); restarted with
+    the same instance id and state directory it gets the same tasks back with no new group
+    epoch; the counts are exact before and after. Same epochs and states on both."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka = _static_restart(upstream, upstream, tmp_path / "kafka-app")
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            ours = _static_restart(
+                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
+            )
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    print("kafka", json.dumps(kafka))
+    print("groupcoord", json.dumps(ours))
+    settled, away, back = kafka
+    assert away["member epochs"][0] == -2 and away["group epoch"] == settled["group epoch"]
+    # (Kafka Streams gives each stream thread "<group.instance.id>-<thread index>")
+    assert away["instance ids"] == ["instance-0-1", "instance-1-1"]
+    assert back["group epoch"] == settled["group epoch"] and back["returned with its tasks"]
+
+    def relative(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Epochs relative to the first settled group epoch (which of 3 or 4 it is depends on
+        whether the second instance joined before or after the internal topics existed: on
+        both servers), -2 kept as it is."""
+        base = run[0]["group epoch"]
+        return [
+            {
+                "state": step["state"],
+                "group epoch": step["group epoch"] - base,
+                "member epochs": [e if e < 0 else e - base for e in step["member epochs"]],
+                "tasks per instance": step.get("tasks per instance"),
+                "instance ids": step.get("instance ids"),
+                "returned": step.get("returned with its tasks"),
+            }
+            for step in run
+        ]
+
+    assert relative(ours) == relative(kafka)
+    assert relative(kafka)[1]["member epochs"] == [-2, 0]  # (the comparison is not vacuous)

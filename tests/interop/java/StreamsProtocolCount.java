@@ -5,15 +5,19 @@
 // group coordinator's to create.
 //
 // Args: bootstrap, application id, input topic, output topic, state directory, optionally
-// "eos" (processing.guarantee=exactly_once_v2).
+// "eos" (processing.guarantee=exactly_once_v2). The system property instance.id makes the
+// instance a static member (group.instance.id).
 // Prints one JSON object per line: {"state": "<state>"} on each state change and
 // {"error": "..."} on an uncaught exception; a line "tasks" on stdin prints the instance's own
 // view, {"tasks": ["<subtopology>_<partition>", ...], "now": "<state>"} (its active tasks);
-// at the end of stdin it closes cleanly.
+// a line "remain" makes the close keep the member in the group (a static member's temporary
+// leave, CloseOptions REMAIN_IN_GROUP); at the end of stdin it closes cleanly.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.Properties;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -40,6 +44,10 @@ public class StreamsProtocolCount {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        String instanceId = System.getProperty("instance.id");
+        if (instanceId != null) {
+            props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instanceId);
+        }
         if (args.length > 5 && args[5].equals("eos")) {
             props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         }
@@ -64,7 +72,11 @@ public class StreamsProtocolCount {
         streams.start();
         BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
         String line;
+        boolean remain = false;
         while ((line = stdin.readLine()) != null) {
+            if (line.equals("remain")) {
+                remain = true;
+            }
             // the end of stdin closes the application
             if (line.equals("tasks")) {
                 StringBuilder tasks = new StringBuilder();
@@ -77,7 +89,12 @@ public class StreamsProtocolCount {
                 System.out.println("{\"tasks\": [" + tasks + "], \"now\": \"" + streams.state() + "\"}");
             }
         }
-        streams.close(java.time.Duration.ofSeconds(20));
+        CloseOptions close = CloseOptions.timeout(java.time.Duration.ofSeconds(20));
+        if (remain) {
+            close = close.withGroupMembershipOperation(
+                CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP);
+        }
+        streams.close(close);
         System.out.println("{\"state\": \"CLOSED\"}");
     }
 }
