@@ -84,6 +84,18 @@ class CoordinatorConfig:
     consumer_group_client_assignors_enable: bool = True
     consumer_group_client_assignment_timeout_ms: int = 30_000
     consumer_group_client_assignment_fallback_assignor: str = ""
+    # streams groups (group.streams.*; per group streams.* group configs)
+    streams_group_session_timeout_ms: int = 45_000
+    streams_group_min_session_timeout_ms: int = 45_000
+    streams_group_max_session_timeout_ms: int = 60_000
+    streams_group_heartbeat_interval_ms: int = 5_000
+    streams_group_min_heartbeat_interval_ms: int = 5_000
+    streams_group_max_heartbeat_interval_ms: int = 15_000
+    # what the heartbeat tells members (they matter to task offsets and warm-ups, which
+    # groupcoord does not use): how often to report task offsets, the acceptable lag
+    streams_group_task_offset_interval_ms: int = 60_000
+    streams_group_min_task_offset_interval_ms: int = 15_000
+    streams_group_acceptable_recovery_lag: int = 10_000
     # classic groups (group.*)
     classic_group_min_session_timeout_ms: int = 6_000
     classic_group_max_session_timeout_ms: int = 30 * MINUTE_MS
@@ -120,11 +132,17 @@ class CoordinatorConfig:
                 self.classic_group_new_member_join_timeout_ms,
             ),
             ("snapshot_interval_records", self.snapshot_interval_records),
+            ("streams_group_min_session_timeout_ms", self.streams_group_min_session_timeout_ms),
+            (
+                "streams_group_min_heartbeat_interval_ms",
+                self.streams_group_min_heartbeat_interval_ms,
+            ),
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         for name, value in (
             ("offset_metadata_max_bytes", self.offset_metadata_max_bytes),
+            ("streams_group_acceptable_recovery_lag", self.streams_group_acceptable_recovery_lag),
             (
                 "consumer_group_min_assignment_interval_ms",
                 self.consumer_group_min_assignment_interval_ms,
@@ -155,6 +173,18 @@ class CoordinatorConfig:
                 self.consumer_group_max_assignment_interval_ms,
                 "consumer_group_{}assignment_interval_ms",
             ),
+            (
+                self.streams_group_min_session_timeout_ms,
+                self.streams_group_session_timeout_ms,
+                self.streams_group_max_session_timeout_ms,
+                "streams_group_{}session_timeout_ms",
+            ),
+            (
+                self.streams_group_min_heartbeat_interval_ms,
+                self.streams_group_heartbeat_interval_ms,
+                self.streams_group_max_heartbeat_interval_ms,
+                "streams_group_{}heartbeat_interval_ms",
+            ),
         ):
             if not low <= value <= high:
                 raise ValueError(
@@ -165,6 +195,16 @@ class CoordinatorConfig:
             raise ValueError(
                 "consumer_group_heartbeat_interval_ms must be below "
                 "consumer_group_session_timeout_ms"
+            )
+        if (
+            self.streams_group_task_offset_interval_ms
+            < self.streams_group_min_task_offset_interval_ms
+        ):
+            raise ValueError(
+                "streams_group_task_offset_interval_ms must be at least "
+                "streams_group_min_task_offset_interval_ms "
+                f"({self.streams_group_min_task_offset_interval_ms}), "
+                f"got {self.streams_group_task_offset_interval_ms}"
             )
         if self.classic_group_min_session_timeout_ms > self.classic_group_max_session_timeout_ms:
             raise ValueError(

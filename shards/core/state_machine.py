@@ -82,7 +82,9 @@ class CoordinatorStateMachine:
         self._replayers.update(self.consumer.replayers())
         # streams groups (KIP-1071): StreamsGroupHeartbeat / StreamsGroupDescribe
         # (docs/streams-groups.md)
-        self.streams = StreamsGroupManager(self.group_manager.groups, self._partition_count, timer)
+        self.streams = StreamsGroupManager(
+            self.group_manager.groups, self._partition_count, timer, self.consumer.configs
+        )
         self._replayers.update(self.streams.replayers())
 
     # ---- writes -------------------------------------------------------------------------------

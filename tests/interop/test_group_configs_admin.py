@@ -231,3 +231,168 @@ async def test_group_configs_through_the_config_apis(target: Target) -> None:
         assert (await settled(w, g, HB, "1000"))[:2] == ("500", 4 if k44 else 5)
     finally:
         await w.close()
+
+
+#: the streams.* group configs groupcoord applies (issue 42, docs/streams-groups.md)
+STREAMS_SESSION, STREAMS_HB = "streams.session.timeout.ms", "streams.heartbeat.interval.ms"
+STREAMS_OFFSETS, STREAMS_LAG = "streams.task.offset.interval.ms", "streams.acceptable.recovery.lag"
+STREAMS_ASSIGNOR = "streams.assignor.name"
+
+
+@on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 42")
+async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
+    """The streams.* group configs groupcoord applies, validated, kept and described as
+    Kafka 4.4.0 does (same codes, messages, values, sources, types and synonyms); the ones
+    it has no behaviour for (standbys, warm-ups, delays, rack tags, offload) Kafka takes and
+    groupcoord refuses, naming why -- a listed difference."""
+    if target.name == "kafka" and KAFKA_VERSION.startswith("4.1"):
+        pytest.skip("streams groups are early access in Kafka 4.1")
+    w = await target.wire()
+    try:
+        g = unique("scfg")
+        for name, value, message in (
+            (
+                STREAMS_SESSION,
+                "1000",
+                f"{STREAMS_SESSION} must be in the range 45000 to 60000 inclusive.",
+            ),
+            (STREAMS_HB, "16000", f"{STREAMS_HB} must be in the range 5000 to 15000 inclusive."),
+            (STREAMS_OFFSETS, "1000", f"{STREAMS_OFFSETS} must be greater than or equal to 15000"),
+            (
+                STREAMS_LAG,
+                "-5",
+                f"Invalid value -5 for configuration {STREAMS_LAG}: Value must be at least 0",
+            ),
+            (
+                STREAMS_LAG,
+                "x",
+                f"Invalid value x for configuration {STREAMS_LAG}: Not a number of type LONG",
+            ),
+            (
+                STREAMS_ASSIGNOR,
+                "foo",
+                f"{STREAMS_ASSIGNOR} 'foo' is not a registered task "
+                "assignor. Registered assignors are: [sticky].",
+            ),
+        ):
+            assert await alter(w, group(g, (name, SET, value))) == [(INVALID_CONFIG, message, g)]
+        for name, value in (
+            (STREAMS_SESSION, "50000"),
+            (STREAMS_HB, "6000"),
+            (STREAMS_OFFSETS, "20000"),
+            (STREAMS_LAG, "500"),
+            (STREAMS_ASSIGNOR, "sticky"),
+        ):
+            assert await alter(w, group(g, (name, SET, value))) == [(0, None, g)]
+        names = (STREAMS_SESSION, STREAMS_HB, STREAMS_OFFSETS, STREAMS_LAG, STREAMS_ASSIGNOR)
+
+        async def streams_described() -> dict[str, Any]:
+            r = await w.send(
+                request(
+                    "describe_configs",
+                    4,
+                    resources=[
+                        {"resource_type": GROUP, "resource_name": g, "configuration_keys": None}
+                    ],
+                    include_synonyms=True,
+                    include_documentation=False,
+                )
+            )
+            return {
+                c.name: (
+                    c.value,
+                    int(c.config_source),
+                    int(c.config_type),
+                    [(s.name, s.value, int(s.source)) for s in c.synonyms],
+                )
+                for c in r.results[0].configs
+                if c.name in names
+            }
+
+        for _ in range(50):  # (Kafka applies a group config through its metadata log; 5 s)
+            described = await streams_described()
+            if all(d[1] == 8 for d in described.values()) and len(described) == len(names):
+                break
+            await asyncio.sleep(0.1)
+        assert described == {
+            STREAMS_SESSION: (
+                "50000",
+                8,
+                3,
+                [(STREAMS_SESSION, "50000", 8), (f"group.{STREAMS_SESSION}", "45000", 5)],
+            ),
+            STREAMS_HB: (
+                "6000",
+                8,
+                3,
+                [(STREAMS_HB, "6000", 8), (f"group.{STREAMS_HB}", "5000", 5)],
+            ),
+            STREAMS_OFFSETS: (
+                "20000",
+                8,
+                3,
+                [(STREAMS_OFFSETS, "20000", 8), (f"group.{STREAMS_OFFSETS}", "60000", 5)],
+            ),
+            STREAMS_LAG: (
+                "500",
+                8,
+                5,
+                [(STREAMS_LAG, "500", 8), (f"group.{STREAMS_LAG}", "10000", 5)],
+            ),
+            STREAMS_ASSIGNOR: (
+                "sticky",
+                8,
+                2,
+                [(STREAMS_ASSIGNOR, "sticky", 8), ("group.streams.assignors", "sticky", 5)],
+            ),
+        }
+        # a member of the group is told the group's interval, task offset interval and lag
+        r = await w.send(
+            request(
+                "streams_group_heartbeat",
+                1,
+                group_id=g,
+                member_id=unique("m"),
+                member_epoch=0,
+                endpoint_information_epoch=0,
+                rebalance_timeout=30_000,
+                process_id=unique("p"),
+                client_tags=[],
+                topology={
+                    "epoch": 0,
+                    "subtopologies": [
+                        {
+                            "subtopology_id": "0",
+                            "source_topics": [unique("none")],
+                            "state_changelog_topics": [],
+                            "repartition_source_topics": [],
+                            "copartition_groups": [],
+                        }
+                    ],
+                },
+                active_tasks=[],
+                standby_tasks=[],
+                warmup_tasks=[],
+            )
+        )
+        assert (
+            r.error_code,
+            r.heartbeat_interval.total_seconds(),
+            r.task_offset_interval.total_seconds(),
+            r.acceptable_recovery_lag,
+        ) == (0, 6.0, 20.0, 500)
+        # what groupcoord has no behaviour for: Kafka keeps it, groupcoord refuses it
+        refused = await alter(w, group(g, ("streams.num.standby.replicas", SET, "1")))
+        if target.name == "kafka":
+            assert refused == [(0, None, g)]
+        else:
+            assert refused == [
+                (
+                    INVALID_CONFIG,
+                    "Group config streams.num.standby.replicas is not supported by groupcoord: "
+                    "groupcoord assigns no standby tasks (yet).",
+                    g,
+                )
+            ]
+    finally:
+        await w.close()

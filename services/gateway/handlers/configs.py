@@ -32,7 +32,7 @@ _OPERATION_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 #: Kafka's ConfigSource values
 DYNAMIC_GROUP_CONFIG, DEFAULT_CONFIG = 8, 5
 #: Kafka's ConfigType values
-_BOOLEAN, _STRING, _INT = 1, 2, 3
+_BOOLEAN, _STRING, _INT, _LONG = 1, 2, 3, 5
 NOT_COORDINATOR = int(Errors.NOT_COORDINATOR)
 TWICE = "Each resource must appear at most once."
 ONLY_GROUPS = "groupcoord (coordinator-only) serves the configs of GROUP resources only"
@@ -71,6 +71,27 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _STRING,
         "groupcoord: the server assignor used when no member computes the client-side "
         "assignment in time (none: keep choosing members).",
+    ),
+    "streams.session.timeout.ms": (
+        _INT,
+        "The session timeout of this streams group's members: a member that does not "
+        "heartbeat for this long is removed.",
+    ),
+    "streams.heartbeat.interval.ms": (
+        _INT,
+        "How often this streams group's members are told to heartbeat.",
+    ),
+    "streams.task.offset.interval.ms": (
+        _INT,
+        "How often this streams group's members are told to report their task offsets.",
+    ),
+    "streams.acceptable.recovery.lag": (
+        _LONG,
+        "The acceptable recovery lag this streams group's members are told.",
+    ),
+    "streams.assignor.name": (
+        _STRING,
+        "The task assignor of this streams group (groupcoord has one: sticky).",
     ),
 }
 

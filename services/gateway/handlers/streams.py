@@ -32,9 +32,9 @@ from shards.core.streams.heartbeat import (
     TaskOffset,
 )
 
-#: Kafka's group config defaults the answer carries (warm-up tasks and task offsets are not
-#: supported: the values only matter to them): ``streams.acceptable.recovery.lag`` and
-#: ``streams.task.offset.interval.ms``
+#: Kafka's group config defaults the answer carries when the shard does not say the group's
+#: (warm-up tasks and task offsets are not used: the values only matter to them):
+#: ``streams.acceptable.recovery.lag`` and ``streams.task.offset.interval.ms``
 ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
 #: StreamsGroupDescribe v1's ``AssignorName`` (KIP-1357): the one task assignor there is
@@ -160,8 +160,10 @@ def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
         "member_id": r.member_id,
         "member_epoch": r.member_epoch,
         "heartbeat_interval": r.heartbeat_interval_ms,
-        "acceptable_recovery_lag": ACCEPTABLE_RECOVERY_LAG,
-        "task_offset_interval": TASK_OFFSET_INTERVAL_MS,
+        # the group's streams.acceptable.recovery.lag / streams.task.offset.interval.ms
+        # (a shard that does not say them: Kafka's defaults)
+        "acceptable_recovery_lag": r.acceptable_recovery_lag or ACCEPTABLE_RECOVERY_LAG,
+        "task_offset_interval": r.task_offset_interval_ms or TASK_OFFSET_INTERVAL_MS,
         # Kafka answers an empty status list rather than null when nothing is to report
         "status": [
             {"status_code": int(s.code), "status_detail": s.detail} for s in (r.status or ())
@@ -282,6 +284,8 @@ class StreamsGroupApis(ApisBase):
         data = heartbeat_data(r)
         if r.error_code and rq.version >= 1:
             data["acceptable_recovery_lag"] = -1  # v1's default: "not supported"
+        elif rq.version == 0:  # (v0's field is an int32)
+            data["acceptable_recovery_lag"] = min(data["acceptable_recovery_lag"], 2**31 - 1)
         return data
 
     def streams_group_heartbeat_error(

@@ -7,6 +7,13 @@ client-side assignor settings (docs/client-side-assignors.md):
 ``consumer.client.assignors.enable`` (true/false), ``consumer.client.assignment.timeout.ms``
 (how long a chosen member has to install the target) and
 ``consumer.client.assignment.fallback.assignor`` (a server assignor, or ``none``).
+Streams groups (Kafka 4.4's ``streams.*``, docs/streams-groups.md): ``streams.session.timeout.ms``,
+``streams.heartbeat.interval.ms`` (within the shard's bounds), ``streams.task.offset.interval.ms``
+(at least the shard's minimum), ``streams.acceptable.recovery.lag`` (a long, at least 0) and
+``streams.assignor.name`` (a registered task assignor: ``sticky``). Kafka 4.4's other
+``streams.*`` configs (standby and warm-up replicas, initial rebalance delay, assignment
+interval, rack-aware assignment tags, assignor offload) are refused with INVALID_CONFIG naming
+why: groupcoord has no such behaviour to configure.
 Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
 under their own record key (``GroupConfigKey``, type 64), independent of the group: they
 can be set before the group exists and survive its deletion. A group without overrides
@@ -41,6 +48,23 @@ CLIENT_ASSIGNMENT_FALLBACK = "consumer.client.assignment.fallback.assignor"
 #: KIP-1263 (Kafka 4.4)
 ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
 ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
+#: streams groups (Kafka 4.4's streams.* group configs that groupcoord applies)
+STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
+STREAMS_TASK_OFFSET_INTERVAL_MS = "streams.task.offset.interval.ms"
+STREAMS_ACCEPTABLE_RECOVERY_LAG = "streams.acceptable.recovery.lag"
+STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
+#: the task assignors a streams group may name (Kafka's default registers the same one)
+STREAMS_ASSIGNORS = ("sticky",)
+#: Kafka 4.4's streams.* configs groupcoord refuses, and why
+STREAMS_NOT_SUPPORTED = {
+    "streams.num.standby.replicas": "groupcoord assigns no standby tasks (yet)",
+    "streams.initial.rebalance.delay.ms": "groupcoord assigns a new streams group at once",
+    "streams.assignment.interval.ms": "groupcoord computes a streams group's target at once",
+    "streams.num.warmup.replicas": "groupcoord assigns no warm-up tasks",
+    "streams.rack.aware.assignment.tags": "groupcoord's task assignor is not rack-aware",
+    "streams.assignor.offload.enable": "groupcoord computes streams targets in the heartbeat",
+}
 #: the true/false configs
 _BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE)
 CONFIG_NAMES = tuple(
@@ -53,6 +77,11 @@ CONFIG_NAMES = tuple(
             CLIENT_ASSIGNORS_ENABLE,
             CLIENT_ASSIGNMENT_TIMEOUT_MS,
             CLIENT_ASSIGNMENT_FALLBACK,
+            STREAMS_SESSION_TIMEOUT_MS,
+            STREAMS_HEARTBEAT_INTERVAL_MS,
+            STREAMS_TASK_OFFSET_INTERVAL_MS,
+            STREAMS_ACCEPTABLE_RECOVERY_LAG,
+            STREAMS_ASSIGNOR_NAME,
         )
     )
 )
@@ -83,19 +112,29 @@ class GroupConfigs:
             CLIENT_ASSIGNMENT_TIMEOUT_MS: str(c.consumer_group_client_assignment_timeout_ms),
             CLIENT_ASSIGNMENT_FALLBACK: c.consumer_group_client_assignment_fallback_assignor
             or c.consumer_group_assignors[0],
+            STREAMS_SESSION_TIMEOUT_MS: str(c.streams_group_session_timeout_ms),
+            STREAMS_HEARTBEAT_INTERVAL_MS: str(c.streams_group_heartbeat_interval_ms),
+            STREAMS_TASK_OFFSET_INTERVAL_MS: str(c.streams_group_task_offset_interval_ms),
+            STREAMS_ACCEPTABLE_RECOVERY_LAG: str(c.streams_group_acceptable_recovery_lag),
+            STREAMS_ASSIGNOR_NAME: STREAMS_ASSIGNORS[0],
         }
 
     @staticmethod
     def broker_name(name: str) -> str:
         """Kafka's broker setting behind group config ``name``
-        (``consumer.heartbeat.interval.ms`` -> ``group.consumer.heartbeat.interval.ms``)."""
+        (``consumer.heartbeat.interval.ms`` -> ``group.consumer.heartbeat.interval.ms``;
+        ``streams.assignor.name`` -> ``group.streams.assignors``)."""
+        if name == STREAMS_ASSIGNOR_NAME:
+            return "group.streams.assignors"
         return f"group.{name}"
 
     @staticmethod
     def setting_name(name: str) -> str:
         """groupcoord's shard setting behind group config ``name``
-        (``consumer.heartbeat.interval.ms`` -> ``consumer_group_heartbeat_interval_ms``)."""
-        return "consumer_group_" + name.removeprefix("consumer.").replace(".", "_")
+        (``consumer.heartbeat.interval.ms`` -> ``consumer_group_heartbeat_interval_ms``,
+        ``streams.session.timeout.ms`` -> ``streams_group_session_timeout_ms``)."""
+        kind, rest = name.split(".", 1)
+        return f"{kind}_group_" + rest.replace(".", "_")
 
     def _broker_synonyms(self, name: str, value: str) -> tuple[api.GroupConfigSynonym, ...]:
         """The shard's setting (when it was given, or is not the built-in one), then the
@@ -107,6 +146,8 @@ class GroupConfigs:
             # the built-in default is "the first of the shard's assignors"
             built_in = self.config.consumer_group_assignors[0]
             static = bool(self.config.consumer_group_client_assignment_fallback_assignor)
+        elif name == STREAMS_ASSIGNOR_NAME:
+            static = False  # (one assignor, not a shard setting)
         else:
             static = getattr(self.config, field) != getattr(_BUILT_IN, field)
         static = static or field in self.config.given
@@ -154,6 +195,28 @@ class GroupConfigs:
             return None
         return value or self.config.consumer_group_assignors[0]
 
+    def _streams(self, group_id: str, name: str, default: int) -> int:
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(name)
+        return default if value is None else int(value)
+
+    def streams_session_timeout_ms(self, group_id: str) -> int:
+        c = self.config
+        return self._streams(
+            group_id, STREAMS_SESSION_TIMEOUT_MS, c.streams_group_session_timeout_ms
+        )
+
+    def streams_heartbeat_interval_ms(self, group_id: str) -> int:
+        default = self.config.streams_group_heartbeat_interval_ms
+        return self._streams(group_id, STREAMS_HEARTBEAT_INTERVAL_MS, default)
+
+    def streams_task_offset_interval_ms(self, group_id: str) -> int:
+        default = self.config.streams_group_task_offset_interval_ms
+        return self._streams(group_id, STREAMS_TASK_OFFSET_INTERVAL_MS, default)
+
+    def streams_acceptable_recovery_lag(self, group_id: str) -> int:
+        default = self.config.streams_group_acceptable_recovery_lag
+        return self._streams(group_id, STREAMS_ACCEPTABLE_RECOVERY_LAG, default)
+
     # ---- AlterGroupConfigs ------------------------------------------------------------------
     def alter(
         self, request: api.AlterGroupConfigsRequest, now_ms: int
@@ -165,6 +228,12 @@ class GroupConfigs:
             if entry.name in seen:
                 raise ApiError(Errors.INVALID_REQUEST, f"Duplicate config name: {entry.name}")
             seen.add(entry.name)
+            if entry.name in STREAMS_NOT_SUPPORTED:
+                raise ApiError(
+                    Errors.INVALID_CONFIG,
+                    f"Group config {entry.name} is not supported by groupcoord: "
+                    f"{STREAMS_NOT_SUPPORTED[entry.name]}.",
+                )
             if entry.name not in CONFIG_NAMES:
                 raise ApiError(Errors.INVALID_CONFIG, f"Unknown group config name: {entry.name}")
             if entry.value is None:
@@ -202,22 +271,34 @@ class GroupConfigs:
                     f"Invalid value {value} for configuration {name}: one of {', '.join(allowed)}",
                 )
             return text
-        return str(self._parse(name, value, 0 if name == ASSIGNMENT_INTERVAL_MS else 1))
+        if name == STREAMS_ASSIGNOR_NAME:
+            if value not in STREAMS_ASSIGNORS:
+                raise ApiError(
+                    Errors.INVALID_CONFIG,
+                    f"{name} '{value}' is not a registered task assignor. Registered assignors "
+                    f"are: [{', '.join(STREAMS_ASSIGNORS)}].",
+                )
+            return value
+        if name == STREAMS_ACCEPTABLE_RECOVERY_LAG:
+            return str(self._parse(name, value, 0, "LONG"))
+        least = 0 if name == ASSIGNMENT_INTERVAL_MS else 1
+        return str(self._parse(name, value, least))
 
     @staticmethod
-    def _parse(name: str, value: str, least: int) -> int:
+    def _parse(name: str, value: str, least: int, kind: str = "INT") -> int:
         text = value.strip()
+        bits = 63 if kind == "LONG" else 31
         try:
             number = int(text)
         except ValueError:
             raise ApiError(
                 Errors.INVALID_CONFIG,
-                f"Invalid value {value} for configuration {name}: Not a number of type INT",
+                f"Invalid value {value} for configuration {name}: Not a number of type {kind}",
             ) from None
-        if not -(2**31) <= number <= _INT_MAX:
+        if not -(2**bits) <= number < 2**bits:
             raise ApiError(
                 Errors.INVALID_CONFIG,
-                f"Invalid value {value} for configuration {name}: Not a number of type INT",
+                f"Invalid value {value} for configuration {name}: Not a number of type {kind}",
             )
         if number < least:
             raise ApiError(
@@ -244,11 +325,31 @@ class GroupConfigs:
                 c.consumer_group_min_assignment_interval_ms,
                 c.consumer_group_max_assignment_interval_ms,
             ),
+            (
+                STREAMS_SESSION_TIMEOUT_MS,
+                c.streams_group_min_session_timeout_ms,
+                c.streams_group_max_session_timeout_ms,
+            ),
+            (
+                STREAMS_HEARTBEAT_INTERVAL_MS,
+                c.streams_group_min_heartbeat_interval_ms,
+                c.streams_group_max_heartbeat_interval_ms,
+            ),
         ):
             if not low <= int(values[name]) <= high:
                 raise ApiError(
                     Errors.INVALID_CONFIG, f"{name} must be in the range {low} to {high} inclusive."
                 )
+        # (Kafka 4.4's message for this bound)
+        if (
+            int(values[STREAMS_TASK_OFFSET_INTERVAL_MS])
+            < c.streams_group_min_task_offset_interval_ms
+        ):
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"{STREAMS_TASK_OFFSET_INTERVAL_MS} must be greater than or equal to "
+                f"{c.streams_group_min_task_offset_interval_ms}",
+            )
         if int(values[SESSION_TIMEOUT_MS]) <= int(values[HEARTBEAT_INTERVAL_MS]):
             raise ApiError(
                 Errors.INVALID_CONFIG,

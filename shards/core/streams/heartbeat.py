@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shards.core.api import DEFAULT_CONTEXT, RequestContext
+from shards.core.consumer.group_configs import GroupConfigs
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.streams import records as rec
@@ -102,6 +104,9 @@ class StreamsGroupHeartbeatResponse:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
+    #: the group's streams.task.offset.interval.ms and streams.acceptable.recovery.lag
+    task_offset_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
     status: tuple[StatusDetail, ...] | None = None
     active_tasks: tuple[TaskIds, ...] | None = None  # None = unchanged since the last answer
     standby_tasks: tuple[TaskIds, ...] | None = None
@@ -488,9 +493,6 @@ def streams_group_heartbeat(
     return HeartbeatResult(records, response, configured.topics_to_create)
 
 
-DEFAULT_SESSION_TIMEOUT_MS = 45_000  # Kafka's streams.session.timeout.ms
-
-
 class StreamsGroupManager:
     """The streams-group part of a partition's state machine: the heartbeat handler (records
     and an answer, no state change), the replay of streams records into ``groups`` (the
@@ -508,14 +510,13 @@ class StreamsGroupManager:
         groups: dict[str, Group],
         counts: PartitionCount,
         timer: Timer | None = None,
-        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
-        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        configs: GroupConfigs | None = None,
     ) -> None:
         self._groups = groups
         self._counts = counts
         self._timer = timer
-        self._interval = heartbeat_interval_ms
-        self._session_timeout_ms = session_timeout_ms
+        #: the group configs (streams.*: session timeout, heartbeat interval, standbys, ...)
+        self.configs = configs if configs is not None else GroupConfigs(CoordinatorConfig())
         self._replay = StreamsGroupReplay(groups)
         # one bound method for every session timer: ``Timer.postpone`` knows it by identity
         self._session_op = self._expire_session
@@ -542,7 +543,23 @@ class StreamsGroupManager:
                 raise ApiError(
                     Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group."
                 )
-            result = streams_group_heartbeat(group, req, self._counts, self._interval)
+            configs = self.configs
+            gid = req.group_id
+            result = streams_group_heartbeat(
+                group,
+                req,
+                self._counts,
+                configs.streams_heartbeat_interval_ms(gid),
+            )
+            if not result.response.error_code:
+                result = replace(
+                    result,
+                    response=replace(
+                        result.response,
+                        task_offset_interval_ms=configs.streams_task_offset_interval_ms(gid),
+                        acceptable_recovery_lag=configs.streams_acceptable_recovery_lag(gid),
+                    ),
+                )
         except ApiError as e:
             return CoordinatorResult(
                 (),
@@ -600,8 +617,9 @@ class StreamsGroupManager:
         if self._timer is None:
             return
         key = member_key(TimerKind.STREAMS_SESSION_TIMEOUT, group_id, member_id)
-        if not self._timer.postpone(key, self._session_timeout_ms, self._session_op):
-            self._timer.schedule_keyed(key, self._session_timeout_ms, self._session_op)
+        timeout = self.configs.streams_session_timeout_ms(group_id)
+        if not self._timer.postpone(key, timeout, self._session_op):
+            self._timer.schedule_keyed(key, timeout, self._session_op)
 
     def _schedule_rebalance(self, group_id: str, member: StreamsGroupMember) -> None:
         if self._timer is None or member.state is not MemberState.UNREVOKED_TASKS:

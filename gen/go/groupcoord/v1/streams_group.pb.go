@@ -635,8 +635,11 @@ type StreamsGroupHeartbeatResponse struct {
 	WarmupTasks  *StreamsTaskIdsList `protobuf:"bytes,9,opt,name=warmup_tasks,json=warmupTasks,proto3" json:"warmup_tasks,omitempty"`
 	// groupcoord: the internal topics to create (with the MISSING_INTERNAL_TOPICS status).
 	TopicsToCreate []*StreamsInternalTopic `protobuf:"bytes,10,rep,name=topics_to_create,json=topicsToCreate,proto3" json:"topics_to_create,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The group's streams.task.offset.interval.ms and streams.acceptable.recovery.lag.
+	TaskOffsetIntervalMs  int32 `protobuf:"varint,11,opt,name=task_offset_interval_ms,json=taskOffsetIntervalMs,proto3" json:"task_offset_interval_ms,omitempty"`
+	AcceptableRecoveryLag int64 `protobuf:"varint,12,opt,name=acceptable_recovery_lag,json=acceptableRecoveryLag,proto3" json:"acceptable_recovery_lag,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *StreamsGroupHeartbeatResponse) Reset() {
@@ -737,6 +740,20 @@ func (x *StreamsGroupHeartbeatResponse) GetTopicsToCreate() []*StreamsInternalTo
 		return x.TopicsToCreate
 	}
 	return nil
+}
+
+func (x *StreamsGroupHeartbeatResponse) GetTaskOffsetIntervalMs() int32 {
+	if x != nil {
+		return x.TaskOffsetIntervalMs
+	}
+	return 0
+}
+
+func (x *StreamsGroupHeartbeatResponse) GetAcceptableRecoveryLag() int64 {
+	if x != nil {
+		return x.AcceptableRecoveryLag
+	}
+	return 0
 }
 
 type StreamsGroupDescribeRequest struct {
@@ -1336,7 +1353,7 @@ const file_groupcoord_v1_streams_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12-\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x128\n" +
-	"\aconfigs\x18\x04 \x03(\v2\x1e.groupcoord.v1.StreamsKeyValueR\aconfigs\"\xcb\x04\n" +
+	"\aconfigs\x18\x04 \x03(\v2\x1e.groupcoord.v1.StreamsKeyValueR\aconfigs\"\xba\x05\n" +
 	"\x1dStreamsGroupHeartbeatResponse\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12(\n" +
@@ -1349,7 +1366,9 @@ const file_groupcoord_v1_streams_group_proto_rawDesc = "" +
 	"\rstandby_tasks\x18\b \x01(\v2!.groupcoord.v1.StreamsTaskIdsListR\fstandbyTasks\x12D\n" +
 	"\fwarmup_tasks\x18\t \x01(\v2!.groupcoord.v1.StreamsTaskIdsListR\vwarmupTasks\x12M\n" +
 	"\x10topics_to_create\x18\n" +
-	" \x03(\v2#.groupcoord.v1.StreamsInternalTopicR\x0etopicsToCreateB\x10\n" +
+	" \x03(\v2#.groupcoord.v1.StreamsInternalTopicR\x0etopicsToCreate\x125\n" +
+	"\x17task_offset_interval_ms\x18\v \x01(\x05R\x14taskOffsetIntervalMs\x126\n" +
+	"\x17acceptable_recovery_lag\x18\f \x01(\x03R\x15acceptableRecoveryLagB\x10\n" +
 	"\x0e_error_message\"\xb7\x01\n" +
 	"\x1bStreamsGroupDescribeRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\x12B\n" +

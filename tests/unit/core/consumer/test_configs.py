@@ -44,6 +44,12 @@ def test_defaults_are_kafkas() -> None:
         SESSION: ("45000", True),
         INTERVAL: ("1000", True),
         OFFLOAD: ("true", True),
+        # streams groups (Kafka 4.4's defaults of the streams.* configs groupcoord applies)
+        "streams.session.timeout.ms": ("45000", True),
+        "streams.heartbeat.interval.ms": ("5000", True),
+        "streams.task.offset.interval.ms": ("60000", True),
+        "streams.acceptable.recovery.lag": ("10000", True),
+        "streams.assignor.name": ("sticky", True),
     }
 
 
@@ -272,4 +278,57 @@ def test_assignment_configs_override_the_shards() -> None:
     assert info.value.message == (
         "Invalid value yes for configuration consumer.assignor.offload.enable: "
         "Expected value to be either true or false"
+    )
+
+
+def test_streams_configs_are_validated_as_kafka_44() -> None:
+    """Kafka 4.4.0's answers (probed against it): ranges, the task
+    offset interval minimum, a long recovery lag, the registered assignor; the streams.*
+    configs groupcoord has no behaviour for are refused, naming why."""
+    c = Consumers(CoordinatorConfig())
+
+    def refused(name: str, value: str) -> str:
+        with pytest.raises(ApiError) as ex:
+            alter(c, **{name: value})
+        assert ex.value.code is Errors.INVALID_CONFIG
+        return str(ex.value.message)
+
+    session, hb = "streams.session.timeout.ms", "streams.heartbeat.interval.ms"
+    assert refused(session, "1000") == f"{session} must be in the range 45000 to 60000 inclusive."
+    assert refused(hb, "16000") == f"{hb} must be in the range 5000 to 15000 inclusive."
+    offsets = "streams.task.offset.interval.ms"
+    assert refused(offsets, "1000") == f"{offsets} must be greater than or equal to 15000"
+    lag = "streams.acceptable.recovery.lag"
+    assert (
+        refused(lag, "x") == f"Invalid value x for configuration {lag}: Not a number of type LONG"
+    )
+    assert refused("streams.assignor.name", "foo") == (
+        "streams.assignor.name 'foo' is not a registered task assignor. Registered assignors "
+        "are: [sticky]."
+    )
+    assert refused("streams.num.warmup.replicas", "3") == (
+        "Group config streams.num.warmup.replicas is not supported by groupcoord: groupcoord "
+        "assigns no warm-up tasks."
+    )
+    assert c.h.log == []  # nothing refused was written
+    alter(
+        c,
+        streams_session_timeout_ms="50000",
+        streams_heartbeat_interval_ms="6000",
+        streams_acceptable_recovery_lag=str(2**40),
+    )
+    described = describe(c)
+    assert described["streams.session.timeout.ms"] == ("50000", False)
+    assert described["streams.acceptable.recovery.lag"] == (str(2**40), False)
+    configs = c.h.shard.consumer.configs
+    assert (
+        configs.streams_session_timeout_ms("g"),
+        configs.streams_heartbeat_interval_ms("g"),
+    ) == (
+        50000,
+        6000,
+    )
+    assert refused("streams.num.standby.replicas", "1") == (
+        "Group config streams.num.standby.replicas is not supported by groupcoord: groupcoord "
+        "assigns no standby tasks (yet)."
     )

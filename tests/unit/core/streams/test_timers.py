@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.streams.group import MemberState, StreamsGroup
-from shards.core.streams.heartbeat import DEFAULT_SESSION_TIMEOUT_MS
 from shards.core.timer_keys import TimerKind, member_key
 from tests.support.core_harness import ShardHarness
 from tests.unit.core.consumer.support import image
 from tests.unit.core.streams.support import GROUP, beat, join, leave
+
+DEFAULT_SESSION_TIMEOUT_MS = CoordinatorConfig().streams_group_session_timeout_ms
 
 
 def _hb(h: ShardHarness, req: Any) -> Any:
@@ -96,3 +98,35 @@ def test_load_restarts_sessions_and_revocation_deadlines() -> None:
         assert member_key(TimerKind.STREAMS_SESSION_TIMEOUT, GROUP, m) in keys
     assert member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, GROUP, "a") in keys
     assert member_key(TimerKind.STREAMS_REBALANCE_TIMEOUT, GROUP, "b") not in keys
+
+
+def test_the_groups_streams_configs_set_its_session_and_heartbeat_interval() -> None:
+    """``streams.session.timeout.ms`` and ``streams.heartbeat.interval.ms`` as group configs
+    (docs/streams-groups.md): the member's session is the group's, and the heartbeat tells
+    the group's interval, task offset interval and acceptable recovery lag."""
+    from shards.core.consumer import api
+
+    h = ShardHarness(topics=image(input=4))
+    configs = (
+        ("streams.session.timeout.ms", "60000"),
+        ("streams.heartbeat.interval.ms", "7000"),
+        ("streams.task.offset.interval.ms", "20000"),
+        ("streams.acceptable.recovery.lag", "123"),
+    )
+    request = api.AlterGroupConfigsRequest(
+        GROUP, tuple(api.GroupConfig(n, v) for n, v in configs), False
+    )
+    h.write(lambda s, now: s.alter_group_configs(request, now))
+    r = _hb(h, join("a"))
+    assert (r.heartbeat_interval_ms, r.task_offset_interval_ms, r.acceptable_recovery_lag) == (
+        7000,
+        20000,
+        123,
+    )
+    key = member_key(TimerKind.STREAMS_SESSION_TIMEOUT, GROUP, "a")
+    assert h.timer.deadline(key) == h.now + 60000
+    h.sleep(DEFAULT_SESSION_TIMEOUT_MS + 1000)  # past the default, within the group's
+    assert "a" in _group(h).members
+    h.sleep(60000 - DEFAULT_SESSION_TIMEOUT_MS)
+    assert "a" not in _group(h).members
+    h.assert_replay_equals_live()
