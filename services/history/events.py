@@ -34,6 +34,15 @@ Types:
     ``topic``, ``topic_partition``, ``committed_offset`` (commit only).
 ``classic_group``
     GroupMetadata (classic protocol): ``generation``, ``members``.
+
+Streams groups (KIP-1071) give the same types from their own records: ``group_epoch`` /
+``group_deleted`` (StreamsGroupMetadata), ``member_upsert`` (``instance_id``, ``client_id``;
+no subscribed topics: a streams member subscribes through the group's topology) /
+``member_removed`` (causes from the streams session and revocation timers),
+``target_assignment``, ``target_member`` and ``member_assignment``, whose ``partitions`` are
+the member's **active tasks** in Kafka's ``<subtopology>_<partition>`` form. So the
+pipeline's episodes, time to stable, churn and moves cover streams groups as they are
+(a moved task counts as a moved partition).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from shards.core.records import (
     OffsetCommitKey,
     TopicPartitions,
 )
+from shards.core.streams import records as streams
 from shards.core.timer_keys import GROUP_EXPIRATION, TimerKind, kind_of_key
 from shards.runtime.contract import Record, TimerKey
 
@@ -84,8 +94,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 
-_EXPIRED = (TimerKind.CONSUMER_SESSION_TIMEOUT.value, TimerKind.CLASSIC_HEARTBEAT.value)
-_FENCED = TimerKind.CONSUMER_REBALANCE_TIMEOUT.value
+_EXPIRED = (
+    TimerKind.CONSUMER_SESSION_TIMEOUT.value,
+    TimerKind.CLASSIC_HEARTBEAT.value,
+    TimerKind.STREAMS_SESSION_TIMEOUT.value,
+)
+_FENCED = (TimerKind.CONSUMER_REBALANCE_TIMEOUT.value, TimerKind.STREAMS_REBALANCE_TIMEOUT.value)
 
 
 def removal_cause(timer_key: TimerKey | None) -> str:
@@ -95,13 +109,17 @@ def removal_cause(timer_key: TimerKey | None) -> str:
     kind = kind_of_key(timer_key)
     if kind in _EXPIRED:
         return "expired"
-    if kind == _FENCED:
+    if kind in _FENCED:
         return "fenced"
     return "left"
 
 
 def _partitions(tps: Sequence[TopicPartitions]) -> list[str]:
     return [f"{tp.topic_id}:{p}" for tp in tps for p in tp.partitions]
+
+
+def _tasks(tasks: Sequence[streams.TaskIds]) -> list[str]:
+    return [f"{t.subtopology_id}_{p}" for t in tasks for p in t.partitions]
 
 
 def events_of(
@@ -170,6 +188,51 @@ def events_of(
                 previous_member_epoch=value.previous_member_epoch,
                 state=value.state,
                 partitions=_partitions(value.assigned_partitions),
+            )
+        elif cls is streams.StreamsGroupMetadataKey:
+            e["group"] = key.group_id
+            if value is None:
+                e["type"] = "group_deleted"
+            else:
+                e.update(
+                    type="group_epoch", group_epoch=value.epoch, metadata_hash=value.metadata_hash
+                )
+        elif cls is streams.StreamsGroupMemberMetadataKey:
+            e.update(group=key.group_id, member=key.member_id)
+            if value is None:
+                e.update(type="member_removed", cause=removal_cause(timer_key))
+            else:
+                e.update(
+                    type="member_upsert", instance_id=value.instance_id, client_id=value.client_id
+                )
+        elif cls is streams.StreamsGroupTargetAssignmentMetadataKey:
+            if value is None:
+                continue
+            e.update(
+                type="target_assignment",
+                group=key.group_id,
+                assignment_epoch=value.assignment_epoch,
+            )
+        elif cls is streams.StreamsGroupTargetAssignmentMemberKey:
+            if value is None:
+                continue
+            e.update(
+                type="target_member",
+                group=key.group_id,
+                member=key.member_id,
+                partitions=_tasks(value.active_tasks),
+            )
+        elif cls is streams.StreamsGroupCurrentMemberAssignmentKey:
+            if value is None:
+                continue
+            e.update(
+                type="member_assignment",
+                group=key.group_id,
+                member=key.member_id,
+                member_epoch=value.member_epoch,
+                previous_member_epoch=value.previous_member_epoch,
+                state=value.state,
+                partitions=_tasks(value.active_tasks),
             )
         elif cls is GroupMetadataKey:
             e["group"] = key.group

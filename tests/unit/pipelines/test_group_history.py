@@ -242,3 +242,27 @@ def test_export_is_read_by_content_whatever_its_name(spark, tmp_path) -> None:
     assert gh.read_events(spark, str(export)).count() == len(HISTORY)
     assert gh.input_files(f"file://{export}", spark) == ("parquet", [f"file://{export}"])
     assert gh.read_events(spark, f"file://{tmp_path}").count() == len(HISTORY)
+
+
+def test_a_streams_groups_history_gives_its_rebalance_episodes(spark) -> None:
+    """A streams group's events, derived by the sink from the records the real core wrote
+    (tests/unit/services/test_history_sink.py ``streams_group_history``: a joins, b joins,
+    a revokes half, b gets it, b's session expires), read by the same pipeline: one episode
+    per group epoch, with its trigger, end and moved tasks."""
+    from tests.unit.services.test_history_sink import streams_group_history
+
+    history = []
+    for e in streams_group_history():
+        row = {name: None for name, _ in gh.EVENT_COLUMNS}
+        row.update(e)
+        history.append(row)
+    events = spark.createDataFrame(history, schema=gh.EVENT_SCHEMA)
+    got = [
+        (r["group_epoch"], r["members"], r["triggers"], r["status"], r["partitions_moved"])
+        for r in rows(gh.rebalance_episodes(events), "group_epoch")
+    ]
+    assert got == [
+        (2, 1, ["join"], "stable", 4),  # a's first epoch (2, as Kafka 4.4): all four tasks
+        (3, 2, ["join"], "stable", 2),  # b joins: two tasks move from a to b
+        (4, 1, ["expire"], "open", 0),  # b expires: a has not heartbeat since (no end yet)
+    ]

@@ -214,3 +214,46 @@ def test_export_command_time_bounds_and_sources(tmp_path: Path) -> None:
     assert pq.read_table(out).column("ts").to_pylist() == [1, 2]
     both = CliRunner().invoke(history, [*args, "--store", "redis://x"])
     assert both.exit_code != 0 and "exactly one" in both.output
+
+
+def streams_group_history() -> list[dict[str, object]]:
+    """The history events of a real streams group's records (the core's heartbeats): a joins
+    and gets every task, b joins, a revokes half, both converge; then b's session expires."""
+    from shards.core.timer_keys import member_key as key_of
+    from tests.unit.core.streams.support import beat, join, manager
+
+    mgr, _ = manager(input=4)
+    out: list[dict[str, object]] = []
+
+    def write(req: object, ts: int) -> None:
+        before = len(mgr.log)
+        r = mgr.streams_group_heartbeat(req)  # type: ignore[arg-type]
+        assert r.error_code == 0, r
+        base = {"ts": ts, "partition": 0, "epoch": 1, "offset": ts, "write": ts}
+        out.extend(events_of(mgr.log[before:], None, base))
+
+    write(join("a"), 1000)
+    write(join("b"), 2000)
+    write(beat("a", 2, {"0": [0, 1, 2, 3]}), 2100)  # a told to revoke two
+    write(beat("a", 2, {"0": [0, 1]}), 2200)  # a revoked: moves to epoch 3
+    write(beat("b", 3, {}), 2300)  # b gets the two a gave up
+    (group,) = mgr.groups.values()
+    expiry = mgr.manager._remove(group, "b")  # what the session timer writes
+    base = {"ts": 9000, "partition": 0, "epoch": 1, "offset": 9000, "write": 9000}
+    expired_key = key_of(TimerKind.STREAMS_SESSION_TIMEOUT, group.group_id, "b")
+    out.extend(events_of(list(expiry.records), expired_key, base))
+    return out
+
+
+def test_streams_group_records_give_the_same_event_types() -> None:
+    got = streams_group_history()
+    types = [e["type"] for e in got]
+    assert types.count("member_upsert") == 2 and "group_epoch" in types
+    assert {"target_assignment", "target_member", "member_assignment"} <= set(types)
+    first = next(e for e in got if e["type"] == "member_assignment")
+    assert first["partitions"] == ["0_0", "0_1", "0_2", "0_3"] and first["state"] == 0
+    final = [e for e in got if e["type"] == "member_assignment"][-1]
+    assert (final["member"], final["state"], len(final["partitions"])) == ("b", 0, 2)
+    removed = [e for e in got if e["type"] == "member_removed"]
+    assert [(e["member"], e["cause"]) for e in removed] == [("b", "expired")]
+    assert all(set(e) <= {name for name, _ in COLUMNS} for e in got)  # the sink's schema
