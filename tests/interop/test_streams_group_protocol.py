@@ -774,7 +774,22 @@ TOOL_RUNS = (
     ("--describe", "--group", "{g}", "--state"),
     ("--describe", "--group", "{g}", "--state", "--verbose"),
     ("--describe", "--group", "no-such-group"),
+    ("--describe", "--group", "{g}", "--topology"),
     ("--delete", "--group", "{g}"),
+)
+#: ... once the application is closed (its members left: the group Empty)
+TOOL_RUNS_EMPTY = (
+    ("--describe", "--group", "{g}", "--state"),
+    ("--reset-offsets", "--group", "{g}", "--all-input-topics", "--to-earliest", "--dry-run"),
+    ("--reset-offsets", "--group", "{g}", "--all-input-topics", "--to-earliest", "--execute"),
+    ("--describe", "--group", "{g}", "--offsets"),
+    ("--reset-offsets", "--group", "{g}", "--input-topic", "{in}", "--to-offset", "7", "--execute"),
+    ("--describe", "--group", "{g}", "--offsets"),
+    ("--delete-offsets", "--group", "{g}", "--input-topic", "{in}"),
+    ("--describe", "--group", "{g}", "--offsets"),
+    ("--delete", "--group", "{g}"),
+    ("--list",),
+    ("--describe", "--group", "{g}"),
 )
 
 
@@ -833,13 +848,26 @@ def _tool_answers(bootstrap: str, upstream: str, workdir: Path) -> list[list[str
         application.produce_and_check()
         names = {
             application.app_id: "APP",
+            f"{application.app_id}-by-mod-repartition": "REPARTITION",
             application.topics[0]: "IN",
             application.topics[1]: "OUT",
         }
-        return [
-            _normalized(_tool(bootstrap, *(a.format(g=application.app_id) for a in args)), names)
-            for args in TOOL_RUNS
-        ]
+        values = {"g": application.app_id, "in": application.topics[0]}
+
+        def run(runs: tuple[tuple[str, ...], ...]) -> list[list[str]]:
+            return [
+                _normalized(_tool(bootstrap, *(a.format(**values) for a in args)), names)
+                for args in runs
+            ]
+
+        running = run(TOOL_RUNS)
+        for app in application.apps:
+            app.close()
+        deadline = time.monotonic() + 30
+        while _describe(bootstrap, application.app_id).group_state != "Empty":
+            assert time.monotonic() < deadline, "the closed application's group is not Empty"
+            time.sleep(0.2)
+        return running + run(TOOL_RUNS_EMPTY)
     finally:
         application.close()
 
@@ -847,9 +875,11 @@ def _tool_answers(bootstrap: str, upstream: str, workdir: Path) -> list[list[str
 def test_kafka_streams_groups_tool_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
     """Kafka's own admin tool, ``kafka-streams-groups`` (4.4.0), against Kafka directly and
     through the gateway, the same one-instance application running: --list (with states),
-    --describe (offsets/lag, --members, --members --verbose, --state, --state --verbose),
-    an unknown group, and --delete of the running group (refused: not empty) print the same,
-    once names, ids, the coordinator's address and the order of rows are normalized."""
+    --describe (offsets/lag, --members, --members --verbose, --state, --state --verbose,
+    --topology), an unknown group, and --delete of the running group (refused: not empty);
+    then, the application closed (the group Empty): --reset-offsets (dry run, to earliest,
+    to an offset), --delete-offsets, --delete, --list -- all print the same, once names, ids,
+    the coordinator's address and the order of rows are normalized."""
     from tests.interop import java_client
     from tests.interop.kafka_broker import groupcoord_args
 
@@ -887,12 +917,14 @@ def test_kafka_streams_groups_tool_side_by_side(kafka_target: Target, tmp_path: 
             gateway.kill()
     finally:
         shard.kill()
-    for args, k, g in zip(TOOL_RUNS, kafka, ours, strict=True):
+    for args, k, g in zip(TOOL_RUNS + TOOL_RUNS_EMPTY, kafka, ours, strict=True):
         assert g == k, (args, k, g)
     # what the comparison covered (not vacuous): the assignor, the tasks, a refused delete
     flat = "\n".join(line for answer in kafka for line in answer)
     assert "sticky" in flat and "ACTIVE: 0:[0,1,2]; 1:[0,1,2];" in flat
     assert "is not EMPTY" in flat and "GroupIdNotFoundException" in flat
+    assert "APP REPARTITION 2 0" in flat and "APP IN 1 7" in flat
+    assert "Deletion of requested streams groups ('APP') was successful." in flat
 
 
 def _static_restart(bootstrap: str, upstream: str, workdir: Path) -> list[dict[str, Any]]:
