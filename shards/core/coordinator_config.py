@@ -91,6 +91,9 @@ class CoordinatorConfig:
     streams_group_heartbeat_interval_ms: int = 5_000
     streams_group_min_heartbeat_interval_ms: int = 5_000
     streams_group_max_heartbeat_interval_ms: int = 15_000
+    # standby replicas of each active task (0: none), at most ..._max_...
+    streams_group_num_standby_replicas: int = 0
+    streams_group_max_standby_replicas: int = 2
     # what the heartbeat tells members (they matter to task offsets and warm-ups, which
     # groupcoord does not use): how often to report task offsets, the acceptable lag
     streams_group_task_offset_interval_ms: int = 60_000
@@ -195,6 +198,16 @@ class CoordinatorConfig:
             raise ValueError(
                 "consumer_group_heartbeat_interval_ms must be below "
                 "consumer_group_session_timeout_ms"
+            )
+        if (
+            not 0
+            <= self.streams_group_num_standby_replicas
+            <= (self.streams_group_max_standby_replicas)
+        ):
+            raise ValueError(
+                "streams_group_num_standby_replicas must lie between 0 and "
+                f"streams_group_max_standby_replicas ({self.streams_group_max_standby_replicas}),"
+                f" got {self.streams_group_num_standby_replicas}"
             )
         if (
             self.streams_group_task_offset_interval_ms

@@ -1034,3 +1034,129 @@ def test_static_members_restart_side_by_side(kafka_target: Target, tmp_path: Pat
 
     assert relative(ours) == relative(kafka)
     assert relative(kafka)[1]["member epochs"] == [-2, 0]  # (the comparison is not vacuous)
+
+
+def _set_group_config(bootstrap: str, group: str, name: str, value: str) -> None:
+    """IncrementalAlterConfigs SET of one GROUP config (what kafka-configs sends)."""
+    import asyncio
+
+    from tests.support.kafka_wire import KafkaWire, request
+
+    host, port = bootstrap.split(":")
+
+    async def send() -> None:
+        wire = await KafkaWire.connect(host, int(port))
+        try:
+            r = await wire.send(
+                request(
+                    "incremental_alter_configs",
+                    1,
+                    resources=[
+                        {
+                            "resource_type": 32,
+                            "resource_name": group,
+                            "configs": [{"name": name, "config_operation": 0, "value": value}],
+                        }
+                    ],
+                    validate_only=False,
+                )
+            )
+            assert int(r.responses[0].error_code) == 0, r
+        finally:
+            await wire.close()
+
+    asyncio.run(send())
+
+
+def _standbys(bootstrap: str, upstream: str, workdir: Path) -> dict[str, Any]:
+    """The application with streams.num.standby.replicas = 1 and two instances, settled and
+    counting; then until each instance's own standby tasks are those the coordinator's
+    describe gives its member: what each instance holds."""
+    application = _Application(bootstrap, upstream, workdir)
+    try:
+        _set_group_config(bootstrap, application.app_id, "streams.num.standby.replicas", "1")
+        time.sleep(1)  # (Kafka applies a group config through its metadata log)
+        application.start(2)
+        settled = application.settled()
+        application.produce_and_check()
+        deadline = time.monotonic() + 60
+        while True:
+            g = _describe(bootstrap, application.app_id)
+            wanted = sorted(
+                sorted(
+                    f"{t.subtopology_id}_{p}"
+                    for t in m.assignment.standby_tasks
+                    for p in t.partitions
+                )
+                for m in g.members
+            )
+            views = [a.view() for a in application.apps]
+            held = sorted(sorted(v["standby"]) for v in views)
+            if held == wanted and sum(map(len, held)) == PARTITIONS:
+                break
+            assert time.monotonic() < deadline, (wanted, held)
+            time.sleep(0.5)
+        pairs = [{"active": sorted(v["tasks"]), "standby": sorted(v["standby"])} for v in views]
+        for app in application.apps:
+            app.close()
+        return {"settled": settled, "instances": pairs, "group epoch": g.group_epoch}
+    finally:
+        application.close()
+
+
+def test_standby_tasks_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
+    """``streams.num.standby.replicas`` = 1 (a group config, set before the application
+    starts) with two real Kafka Streams 4.4.0 instances, against Kafka 4.4.0 and through the
+    gateway: each instance runs 3 active tasks and keeps, as standby tasks, the *other*
+    instance's active tasks of the stateful subtopology (1, the count's store; a stateless
+    task gets no standby) -- its own view (metadataForLocalThreads) equal to the
+    coordinator's describe -- and the counts are exact, on both."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka = _standbys(upstream, upstream, tmp_path / "kafka-app")
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            ours = _standbys(
+                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
+            )
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    print("kafka", json.dumps(kafka))
+    print("groupcoord", json.dumps(ours))
+    for run in (kafka, ours):
+        one, two = run["instances"]
+        assert len(one["active"]) == len(two["active"]) == 3, run
+
+        def stateful(tasks: list[str]) -> list[str]:
+            return [t for t in tasks if t.startswith("1_")]
+
+        assert one["standby"] == stateful(two["active"]), run
+        assert two["standby"] == stateful(one["active"]), run
+        assert len(one["standby"]) + len(two["standby"]) == PARTITIONS, run

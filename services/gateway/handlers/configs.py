@@ -81,6 +81,10 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _INT,
         "How often this streams group's members are told to heartbeat.",
     ),
+    "streams.num.standby.replicas": (
+        _INT,
+        "How many standby replicas of each active task this streams group's members get.",
+    ),
     "streams.task.offset.interval.ms": (
         _INT,
         "How often this streams group's members are told to report their task offsets.",

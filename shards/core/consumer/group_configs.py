@@ -7,13 +7,15 @@ client-side assignor settings (docs/client-side-assignors.md):
 ``consumer.client.assignors.enable`` (true/false), ``consumer.client.assignment.timeout.ms``
 (how long a chosen member has to install the target) and
 ``consumer.client.assignment.fallback.assignor`` (a server assignor, or ``none``).
-Streams groups (Kafka 4.4's ``streams.*``, docs/streams-groups.md): ``streams.session.timeout.ms``,
-``streams.heartbeat.interval.ms`` (within the shard's bounds), ``streams.task.offset.interval.ms``
-(at least the shard's minimum), ``streams.acceptable.recovery.lag`` (a long, at least 0) and
-``streams.assignor.name`` (a registered task assignor: ``sticky``). Kafka 4.4's other
-``streams.*`` configs (standby and warm-up replicas, initial rebalance delay, assignment
-interval, rack-aware assignment tags, assignor offload) are refused with INVALID_CONFIG naming
-why: groupcoord has no such behaviour to configure.
+Streams groups (Kafka 4.4's ``streams.*``, docs/streams-groups.md):
+``streams.session.timeout.ms``, ``streams.heartbeat.interval.ms`` (within the shard's
+bounds), ``streams.num.standby.replicas`` (at most the shard's maximum),
+``streams.task.offset.interval.ms`` (at least the shard's minimum),
+``streams.acceptable.recovery.lag`` (a long, at least 0) and ``streams.assignor.name`` (a
+registered task assignor: ``sticky``). Kafka 4.4's other ``streams.*`` configs (warm-up
+replicas, initial rebalance delay, assignment interval, rack-aware assignment tags, assignor
+offload) are refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
+configure.
 Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
 under their own record key (``GroupConfigKey``, type 64), independent of the group: they
 can be set before the group exists and survive its deletion. A group without overrides
@@ -51,6 +53,7 @@ ASSIGNOR_OFFLOAD_ENABLE = "consumer.assignor.offload.enable"
 #: streams groups (Kafka 4.4's streams.* group configs that groupcoord applies)
 STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
 STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
+STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 STREAMS_TASK_OFFSET_INTERVAL_MS = "streams.task.offset.interval.ms"
 STREAMS_ACCEPTABLE_RECOVERY_LAG = "streams.acceptable.recovery.lag"
 STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
@@ -58,7 +61,6 @@ STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
 STREAMS_ASSIGNORS = ("sticky",)
 #: Kafka 4.4's streams.* configs groupcoord refuses, and why
 STREAMS_NOT_SUPPORTED = {
-    "streams.num.standby.replicas": "groupcoord assigns no standby tasks (yet)",
     "streams.initial.rebalance.delay.ms": "groupcoord assigns a new streams group at once",
     "streams.assignment.interval.ms": "groupcoord computes a streams group's target at once",
     "streams.num.warmup.replicas": "groupcoord assigns no warm-up tasks",
@@ -79,6 +81,7 @@ CONFIG_NAMES = tuple(
             CLIENT_ASSIGNMENT_FALLBACK,
             STREAMS_SESSION_TIMEOUT_MS,
             STREAMS_HEARTBEAT_INTERVAL_MS,
+            STREAMS_NUM_STANDBY_REPLICAS,
             STREAMS_TASK_OFFSET_INTERVAL_MS,
             STREAMS_ACCEPTABLE_RECOVERY_LAG,
             STREAMS_ASSIGNOR_NAME,
@@ -114,6 +117,7 @@ class GroupConfigs:
             or c.consumer_group_assignors[0],
             STREAMS_SESSION_TIMEOUT_MS: str(c.streams_group_session_timeout_ms),
             STREAMS_HEARTBEAT_INTERVAL_MS: str(c.streams_group_heartbeat_interval_ms),
+            STREAMS_NUM_STANDBY_REPLICAS: str(c.streams_group_num_standby_replicas),
             STREAMS_TASK_OFFSET_INTERVAL_MS: str(c.streams_group_task_offset_interval_ms),
             STREAMS_ACCEPTABLE_RECOVERY_LAG: str(c.streams_group_acceptable_recovery_lag),
             STREAMS_ASSIGNOR_NAME: STREAMS_ASSIGNORS[0],
@@ -209,6 +213,10 @@ class GroupConfigs:
         default = self.config.streams_group_heartbeat_interval_ms
         return self._streams(group_id, STREAMS_HEARTBEAT_INTERVAL_MS, default)
 
+    def streams_num_standby_replicas(self, group_id: str) -> int:
+        default = self.config.streams_group_num_standby_replicas
+        return self._streams(group_id, STREAMS_NUM_STANDBY_REPLICAS, default)
+
     def streams_task_offset_interval_ms(self, group_id: str) -> int:
         default = self.config.streams_group_task_offset_interval_ms
         return self._streams(group_id, STREAMS_TASK_OFFSET_INTERVAL_MS, default)
@@ -281,7 +289,7 @@ class GroupConfigs:
             return value
         if name == STREAMS_ACCEPTABLE_RECOVERY_LAG:
             return str(self._parse(name, value, 0, "LONG"))
-        least = 0 if name == ASSIGNMENT_INTERVAL_MS else 1
+        least = 0 if name in (ASSIGNMENT_INTERVAL_MS, STREAMS_NUM_STANDBY_REPLICAS) else 1
         return str(self._parse(name, value, least))
 
     @staticmethod
@@ -340,7 +348,13 @@ class GroupConfigs:
                 raise ApiError(
                     Errors.INVALID_CONFIG, f"{name} must be in the range {low} to {high} inclusive."
                 )
-        # (Kafka 4.4's message for this bound)
+        # (Kafka 4.4's messages for these two bounds)
+        if int(values[STREAMS_NUM_STANDBY_REPLICAS]) > c.streams_group_max_standby_replicas:
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"{STREAMS_NUM_STANDBY_REPLICAS} must be less than or equal to "
+                f"{c.streams_group_max_standby_replicas}",
+            )
         if (
             int(values[STREAMS_TASK_OFFSET_INTERVAL_MS])
             < c.streams_group_min_task_offset_interval_ms

@@ -73,3 +73,85 @@ def assign_active_tasks(
             grouped.setdefault(s, set()).add(p)
         result[m] = {s: frozenset(ps) for s, ps in sorted(grouped.items())}
     return result
+
+
+def assign_standby_tasks(
+    task_counts: Mapping[str, int],
+    processes: Mapping[str, str],
+    active: Mapping[str, Tasks],
+    previous_active: Mapping[str, Tasks],
+    previous_standby: Mapping[str, Tasks],
+    replicas: int,
+    stateful: frozenset[str] | None = None,
+) -> dict[str, dict[str, frozenset[int]]]:
+    """The standby tasks of each member (``processes``: member -> its process id), given the
+    new active targets (``active``), what members held before, and ``replicas`` standbys per
+    active task (docs/streams-groups.md#standby-tasks). Only tasks of ``stateful``
+    subtopologies (those with state changelog topics; None: all) get standbys: a standby
+    keeps a copy of state, and a stateless task has none.
+
+    As Kafka 4.4's StickyTaskAssignor (read from its class files): a standby never goes to a
+    process that holds the task already (active or standby): a standby on the active's own
+    process protects nothing. Tasks are taken in descending (partition, subtopology) order;
+    each replica goes first to the task's previous active owner (its state is warm), then to
+    the least loaded of its previous standby holders, else -- once every task had its
+    sticky chance -- to the least loaded member able to take it. Load is a member's active
+    plus standby tasks, against a quota of ⌈(tasks + standbys) / members⌉ for the sticky
+    choices. Ties by member id. A replica no member can take (too few processes) is left
+    out, as Kafka leaves it (and logs).
+    """
+    members = sorted(processes)
+    out: dict[str, set[TaskId]] = {m: set() for m in members}
+    if replicas <= 0 or not members:
+        return {m: {} for m in members}
+    every = all_tasks(task_counts)
+    tasks = [t for t in every if stateful is None or t[0] in stateful]
+    owner = {(s, p): m for m, ts in active.items() for s, ps in ts.items() for p in ps}
+    load = {m: sum(len(ps) for ps in active.get(m, {}).values()) for m in members}
+    quota = -(-(len(every) + len(tasks) * replicas) // len(members))
+
+    def held(task: TaskId) -> set[str]:
+        procs = {processes[owner[task]]} if task in owner and owner[task] in processes else set()
+        return procs | {processes[m] for m in members if task in out[m]}
+
+    def take(m: str, task: TaskId) -> None:
+        out[m].add(task)
+        load[m] += 1
+
+    def holders(previous: Mapping[str, Tasks], task: TaskId) -> list[str]:
+        s, p = task
+        return [m for m in members if p in previous.get(m, {}).get(s, frozenset())]
+
+    left: list[tuple[TaskId, int]] = []
+    for task in sorted(tasks, key=lambda t: (t[1], t[0]), reverse=True):
+        for i in range(replicas):
+            busy = held(task)
+            was_active = [m for m in holders(previous_active, task) if processes[m] not in busy]
+            if was_active and load[was_active[0]] < quota:
+                take(was_active[0], task)
+                continue
+            was_standby = [
+                m
+                for m in holders(previous_standby, task)
+                if processes[m] not in busy and load[m] < quota
+            ]
+            if was_standby:
+                take(min(was_standby, key=lambda m: (load[m], m)), task)
+                continue
+            left.append((task, replicas - i))
+            break
+    for task, remaining in sorted(left, key=lambda x: (x[0][1], x[0][0]), reverse=True):
+        for _ in range(remaining):
+            busy = held(task)
+            able = [m for m in members if processes[m] not in busy]
+            if not able:
+                break  # not enough processes for this many standbys of this task
+            take(min(able, key=lambda m: (load[m], m)), task)
+
+    result: dict[str, dict[str, frozenset[int]]] = {}
+    for m in members:
+        grouped: dict[str, set[int]] = {}
+        for s, p in out[m]:
+            grouped.setdefault(s, set()).add(p)
+        result[m] = {s: frozenset(ps) for s, ps in sorted(grouped.items())}
+    return result

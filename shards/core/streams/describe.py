@@ -121,7 +121,10 @@ def _describe(group: StreamsGroup) -> DescribedStreamsGroup:
                 DescribedAssignment(
                     to_task_ids(m.active), to_task_ids(m.standby), to_task_ids(m.warmup)
                 ),
-                DescribedAssignment(to_task_ids(group.target.get(member_id, {}))),
+                DescribedAssignment(
+                    to_task_ids(group.target.get(member_id, {})),
+                    to_task_ids(group.target_standby.get(member_id, {})),
+                ),
             )
         )
     return DescribedStreamsGroup(

@@ -88,9 +88,13 @@ class StreamsGroup(Group):
         self.group_epoch = 0
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
+        #: streams.num.standby.replicas the target was last computed with
+        self.num_standby_replicas = 0
         self.topology: StreamsGroupTopologyValue | None = None
         self.members: dict[str, StreamsGroupMember] = {}
         self.target: dict[str, Tasks] = {}
+        #: the target's standby tasks per member (streams.num.standby.replicas > 0)
+        self.target_standby: dict[str, Tasks] = {}
         self.assignment_epoch = 0
         #: static members: instance id -> member id (kept by replay with the members)
         self.static_members: dict[str, str] = {}
@@ -175,7 +179,11 @@ class StreamsGroup(Group):
         gid = self.group_id
         out = [
             rec.group_metadata_record(
-                gid, self.group_epoch, self.metadata_hash, self.validated_topology_epoch
+                gid,
+                self.group_epoch,
+                self.metadata_hash,
+                self.validated_topology_epoch,
+                self.num_standby_replicas,
             )
         ]
         if self.topology is not None:
@@ -183,7 +191,11 @@ class StreamsGroup(Group):
         for member_id in sorted(self.members):
             out.append(rec.member_metadata_record(gid, member_id, self.members[member_id].metadata))
         for member_id in sorted(self.target):
-            out.append(rec.target_member_record(gid, member_id, self.target[member_id]))
+            out.append(
+                rec.target_member_record(
+                    gid, member_id, self.target[member_id], self.target_standby.get(member_id, {})
+                )
+            )
         out.append(rec.assignment_epoch_record(gid, self.assignment_epoch))
         for member_id in sorted(self.members):
             member = self.members[member_id]
@@ -221,6 +233,23 @@ class StreamsGroup(Group):
                 return "Reconciling"
         return "Stable"
 
+    def task_holders(self) -> dict[tuple[str, int], set[str]]:
+        """(subtopology, partition) -> the members that hold it in any role (active or
+        standby, assigned or pending revocation): who must let go of a task before another
+        member of the same process may take it."""
+        out: dict[tuple[str, int], set[str]] = {}
+        for member_id, m in self.members.items():
+            for tasks in (
+                m.active,
+                m.active_pending_revocation,
+                m.standby,
+                m.standby_pending_revocation,
+            ):
+                for sub, parts in tasks.items():
+                    for p in parts:
+                        out.setdefault((sub, p), set()).add(member_id)
+        return out
+
     def active_owners(self) -> dict[tuple[str, int], str]:
         """(subtopology, partition) -> the member that holds it as an active task, assigned
         or pending revocation."""
@@ -239,6 +268,7 @@ class StreamsGroup(Group):
             self.group_epoch,
             self.metadata_hash,
             self.validated_topology_epoch,
+            self.num_standby_replicas,
             self.topology,
             self.assignment_epoch,
             tuple(
@@ -253,4 +283,5 @@ class StreamsGroup(Group):
                 for mid, m in sorted(self.members.items())
             ),
             tuple((mid, to_task_ids(t)) for mid, t in sorted(self.target.items())),
+            tuple((mid, to_task_ids(t)) for mid, t in sorted(self.target_standby.items()) if t),
         )

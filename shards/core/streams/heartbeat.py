@@ -27,7 +27,7 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.streams import records as rec
-from shards.core.streams.assignor import assign_active_tasks
+from shards.core.streams.assignor import assign_active_tasks, assign_standby_tasks
 from shards.core.streams.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -273,7 +273,11 @@ def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> Hea
     epoch = group.group_epoch + 1
     records.append(
         rec.group_metadata_record(
-            group.group_id, epoch, group.metadata_hash, group.validated_topology_epoch
+            group.group_id,
+            epoch,
+            group.metadata_hash,
+            group.validated_topology_epoch,
+            group.num_standby_replicas,
         )
     )
     if len(group.members) == 1:
@@ -293,6 +297,7 @@ def streams_group_heartbeat(
     req: StreamsGroupHeartbeatRequest,
     counts: PartitionCount,
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+    num_standby_replicas: int = 0,
 ) -> HeartbeatResult:
     """One heartbeat against ``group`` (None = no such group yet). ``counts``: the catalog's
     partition count of a topic (None = it does not exist). Raises ApiError."""
@@ -427,6 +432,10 @@ def streams_group_heartbeat(
     old_validated = group.validated_topology_epoch if group is not None else -1
     if new_hash != old_hash or validated != old_validated:
         bump = True
+    old_replicas = group.num_standby_replicas if group is not None else 0
+    if num_standby_replicas != old_replicas:
+        bump = True  # streams.num.standby.replicas changed: a new target (Kafka's
+        # LastAssignmentConfigs)
 
     # 4. the group epoch (a new group's first is 2, as Kafka 4.4 answers -- conformance
     # sequence streams_group; consumer groups do the same)
@@ -434,33 +443,58 @@ def streams_group_heartbeat(
     if group is None:
         group_epoch = max(group_epoch, NEW_GROUP_EPOCH)
     if bump:
-        records.append(rec.group_metadata_record(group_id, group_epoch, new_hash, validated))
+        records.append(
+            rec.group_metadata_record(
+                group_id, group_epoch, new_hash, validated, num_standby_replicas
+            )
+        )
 
     # 5. the target assignment
     members: dict[str, StreamsGroupMember] = dict(group.members) if group is not None else {}
     old_target: Mapping[str, Tasks] = group.target if group is not None else {}
+    old_standby: Mapping[str, Tasks] = group.target_standby if group is not None else {}
     if replaced is not None:  # the replacing member takes over the replaced one's target
         del members[replaced.member_id]
-        moved = dict(old_target)
+        moved, moved_standby = dict(old_target), dict(old_standby)
         replaced_target = moved.pop(replaced.member_id, {})
+        replaced_standby = moved_standby.pop(replaced.member_id, {})
         moved[req.member_id] = replaced_target
-        old_target = moved
-        records.append(rec.target_member_record(group_id, req.member_id, replaced_target))
+        if replaced_standby:
+            moved_standby[req.member_id] = replaced_standby
+        old_target, old_standby = moved, moved_standby
+        records.append(
+            rec.target_member_record(group_id, req.member_id, replaced_target, replaced_standby)
+        )
     members[req.member_id] = member
     assignment_epoch = group.assignment_epoch if group is not None else 0
     if group_epoch > assignment_epoch:
         task_counts = configured.task_counts if configured.ready else None
         new_target = assign_active_tasks(task_counts or {}, list(members), old_target)
+        new_standby = assign_standby_tasks(
+            task_counts or {},
+            {mid: m.metadata.process_id for mid, m in members.items()},
+            new_target,
+            {mid: m.active for mid, m in members.items()},
+            {mid: m.standby for mid, m in members.items()},
+            num_standby_replicas,
+            frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics),
+        )
         for mid in sorted(new_target):
-            if mid not in old_target or to_task_ids(old_target[mid]) != to_task_ids(
-                new_target[mid]
+            if (
+                mid not in old_target
+                or to_task_ids(old_target[mid]) != to_task_ids(new_target[mid])
+                or to_task_ids(old_standby.get(mid, {})) != to_task_ids(new_standby[mid])
             ):
-                records.append(rec.target_member_record(group_id, mid, new_target[mid]))
+                records.append(
+                    rec.target_member_record(group_id, mid, new_target[mid], new_standby[mid])
+                )
         assignment_epoch = group_epoch
         records.append(rec.assignment_epoch_record(group_id, assignment_epoch))
         target: Tasks = new_target[req.member_id]
+        target_standby: Tasks = new_standby[req.member_id]
     else:
         target = old_target.get(req.member_id, {})
+        target_standby = old_standby.get(req.member_id, {})
 
     # 6. reconcile the member
     owners = {
@@ -469,9 +503,32 @@ def streams_group_heartbeat(
         if holder != req.member_id and (replaced is None or holder != replaced.member_id)
     }
     owned = from_task_ids(req.active_tasks) if req.active_tasks is not None else None
+    owned_standby = from_task_ids(req.standby_tasks) if req.standby_tasks is not None else None
     if joining:
-        owned = {}
-    updated = reconcile(member, assignment_epoch, target, owned, owners)
+        owned, owned_standby = {}, {}
+    # another member of this member's process holding a task in any role (threads of one
+    # Streams instance share a state directory per task)
+    holders = group.task_holders() if group is not None else {}
+    process = metadata.process_id
+    others = {
+        mid: m.metadata.process_id
+        for mid, m in (group.members.items() if group is not None else ())
+        if mid != req.member_id and (replaced is None or mid != replaced.member_id)
+    }
+
+    def held_on_process(task: tuple[str, int]) -> bool:
+        return any(others.get(h) == process for h in holders.get(task, ()))
+
+    updated = reconcile(
+        member,
+        assignment_epoch,
+        target,
+        owned,
+        owners,
+        target_standby,
+        owned_standby,
+        held_on_process,
+    )
     if old is None or joining or updated.assignment_value() != old.assignment_value():
         records.append(
             rec.current_assignment_record(group_id, req.member_id, updated.assignment_value())
@@ -550,6 +607,7 @@ class StreamsGroupManager:
                 req,
                 self._counts,
                 configs.streams_heartbeat_interval_ms(gid),
+                num_standby_replicas=configs.streams_num_standby_replicas(gid),
             )
             if not result.response.error_code:
                 result = replace(

@@ -83,6 +83,8 @@ class StreamsGroupMetadataValue:
     epoch: int
     metadata_hash: int = 0
     validated_topology_epoch: int = -1
+    #: streams.num.standby.replicas the target was last computed with
+    num_standby_replicas: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +195,17 @@ def from_task_ids(task_ids: tuple[TaskIds, ...] | list[TaskIds]) -> dict[str, fr
 
 
 def group_metadata_record(
-    group_id: str, epoch: int, metadata_hash: int, validated_topology_epoch: int
+    group_id: str,
+    epoch: int,
+    metadata_hash: int,
+    validated_topology_epoch: int,
+    num_standby_replicas: int = 0,
 ) -> Record:
     return Record(
         StreamsGroupMetadataKey(group_id),
-        StreamsGroupMetadataValue(epoch, metadata_hash, validated_topology_epoch),
+        StreamsGroupMetadataValue(
+            epoch, metadata_hash, validated_topology_epoch, num_standby_replicas
+        ),
     )
 
 
@@ -219,10 +227,12 @@ def member_metadata_record(
     return Record(StreamsGroupMemberMetadataKey(group_id, member_id), value)
 
 
-def target_member_record(group_id: str, member_id: str, active: Tasks) -> Record:
+def target_member_record(
+    group_id: str, member_id: str, active: Tasks, standby: Tasks | None = None
+) -> Record:
     return Record(
         StreamsGroupTargetAssignmentMemberKey(group_id, member_id),
-        StreamsGroupTargetAssignmentMemberValue(to_task_ids(active)),
+        StreamsGroupTargetAssignmentMemberValue(to_task_ids(active), to_task_ids(standby or {})),
     )
 
 

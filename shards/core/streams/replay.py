@@ -82,6 +82,7 @@ class StreamsGroupReplay:
         group.group_epoch = value.epoch
         group.metadata_hash = value.metadata_hash
         group.validated_topology_epoch = value.validated_topology_epoch
+        group.num_standby_replicas = value.num_standby_replicas
 
     def replay_topology(
         self, key: StreamsGroupTopologyKey, value: StreamsGroupTopologyValue | None
@@ -135,8 +136,15 @@ class StreamsGroupReplay:
             group = self._existing(key.group_id)
             if group is not None:
                 group.target.pop(key.member_id, None)
+                group.target_standby.pop(key.member_id, None)
             return
-        self._group(key.group_id).target[key.member_id] = from_task_ids(value.active_tasks)
+        group = self._group(key.group_id)
+        group.target[key.member_id] = from_task_ids(value.active_tasks)
+        standby = from_task_ids(value.standby_tasks)
+        if standby:
+            group.target_standby[key.member_id] = standby
+        else:
+            group.target_standby.pop(key.member_id, None)
 
     def replay_current_assignment(
         self,

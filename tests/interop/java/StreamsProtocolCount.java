@@ -9,7 +9,8 @@
 // instance a static member (group.instance.id).
 // Prints one JSON object per line: {"state": "<state>"} on each state change and
 // {"error": "..."} on an uncaught exception; a line "tasks" on stdin prints the instance's own
-// view, {"tasks": ["<subtopology>_<partition>", ...], "now": "<state>"} (its active tasks);
+// view, {"tasks": ["<subtopology>_<partition>", ...], "standby": [...], "now": "<state>"}
+// (its active and standby tasks);
 // a line "remain" makes the close keep the member in the group (a static member's temporary
 // leave, CloseOptions REMAIN_IN_GROUP); at the end of stdin it closes cleanly.
 import java.io.BufferedReader;
@@ -80,13 +81,19 @@ public class StreamsProtocolCount {
             // the end of stdin closes the application
             if (line.equals("tasks")) {
                 StringBuilder tasks = new StringBuilder();
+                StringBuilder standby = new StringBuilder();
                 for (org.apache.kafka.streams.ThreadMetadata t : streams.metadataForLocalThreads()) {
                     for (org.apache.kafka.streams.TaskMetadata task : t.activeTasks()) {
                         tasks.append(tasks.length() == 0 ? "" : ", ")
                             .append('"').append(task.taskId()).append('"');
                     }
+                    for (org.apache.kafka.streams.TaskMetadata task : t.standbyTasks()) {
+                        standby.append(standby.length() == 0 ? "" : ", ")
+                            .append('"').append(task.taskId()).append('"');
+                    }
                 }
-                System.out.println("{\"tasks\": [" + tasks + "], \"now\": \"" + streams.state() + "\"}");
+                System.out.println("{\"tasks\": [" + tasks + "], \"standby\": [" + standby
+                    + "], \"now\": \"" + streams.state() + "\"}");
             }
         }
         CloseOptions close = CloseOptions.timeout(java.time.Duration.ofSeconds(20));

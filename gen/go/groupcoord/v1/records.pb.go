@@ -2681,8 +2681,11 @@ type StreamsGroupMetadataValue struct {
 	Epoch                  int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	MetadataHash           int64                  `protobuf:"varint,2,opt,name=metadata_hash,json=metadataHash,proto3" json:"metadata_hash,omitempty"`
 	ValidatedTopologyEpoch *int32                 `protobuf:"varint,3,opt,name=validated_topology_epoch,json=validatedTopologyEpoch,proto3,oneof" json:"validated_topology_epoch,omitempty"` // absent = -1
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// streams.num.standby.replicas when the target was last computed (Kafka keeps it among
+	// its LastAssignmentConfigs): a change computes a new target
+	NumStandbyReplicas int32 `protobuf:"varint,4,opt,name=num_standby_replicas,json=numStandbyReplicas,proto3" json:"num_standby_replicas,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StreamsGroupMetadataValue) Reset() {
@@ -2732,6 +2735,13 @@ func (x *StreamsGroupMetadataValue) GetMetadataHash() int64 {
 func (x *StreamsGroupMetadataValue) GetValidatedTopologyEpoch() int32 {
 	if x != nil && x.ValidatedTopologyEpoch != nil {
 		return *x.ValidatedTopologyEpoch
+	}
+	return 0
+}
+
+func (x *StreamsGroupMetadataValue) GetNumStandbyReplicas() int32 {
+	if x != nil {
+		return x.NumStandbyReplicas
 	}
 	return 0
 }
@@ -3725,11 +3735,12 @@ const file_groupcoord_v1_records_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"4\n" +
 	"\x17StreamsGroupMetadataKey\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xb2\x01\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xe4\x01\n" +
 	"\x19StreamsGroupMetadataValue\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12#\n" +
 	"\rmetadata_hash\x18\x02 \x01(\x03R\fmetadataHash\x12=\n" +
-	"\x18validated_topology_epoch\x18\x03 \x01(\x05H\x00R\x16validatedTopologyEpoch\x88\x01\x01B\x1b\n" +
+	"\x18validated_topology_epoch\x18\x03 \x01(\x05H\x00R\x16validatedTopologyEpoch\x88\x01\x01\x120\n" +
+	"\x14num_standby_replicas\x18\x04 \x01(\x05R\x12numStandbyReplicasB\x1b\n" +
 	"\x19_validated_topology_epoch\"4\n" +
 	"\x17StreamsGroupTopologyKey\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"z\n" +

@@ -47,6 +47,7 @@ def test_defaults_are_kafkas() -> None:
         # streams groups (Kafka 4.4's defaults of the streams.* configs groupcoord applies)
         "streams.session.timeout.ms": ("45000", True),
         "streams.heartbeat.interval.ms": ("5000", True),
+        "streams.num.standby.replicas": ("0", True),
         "streams.task.offset.interval.ms": ("60000", True),
         "streams.acceptable.recovery.lag": ("10000", True),
         "streams.assignor.name": ("sticky", True),
@@ -282,7 +283,7 @@ def test_assignment_configs_override_the_shards() -> None:
 
 
 def test_streams_configs_are_validated_as_kafka_44() -> None:
-    """Kafka 4.4.0's answers (probed against it): ranges, the task
+    """Kafka 4.4.0's answers (probed against it): ranges, the standby maximum, the task
     offset interval minimum, a long recovery lag, the registered assignor; the streams.*
     configs groupcoord has no behaviour for are refused, naming why."""
     c = Consumers(CoordinatorConfig())
@@ -296,7 +297,11 @@ def test_streams_configs_are_validated_as_kafka_44() -> None:
     session, hb = "streams.session.timeout.ms", "streams.heartbeat.interval.ms"
     assert refused(session, "1000") == f"{session} must be in the range 45000 to 60000 inclusive."
     assert refused(hb, "16000") == f"{hb} must be in the range 5000 to 15000 inclusive."
-    offsets = "streams.task.offset.interval.ms"
+    standby, offsets = "streams.num.standby.replicas", "streams.task.offset.interval.ms"
+    assert refused(standby, "5") == f"{standby} must be less than or equal to 2"
+    assert refused(standby, "-1") == (
+        f"Invalid value -1 for configuration {standby}: Value must be at least 0"
+    )
     assert refused(offsets, "1000") == f"{offsets} must be greater than or equal to 15000"
     lag = "streams.acceptable.recovery.lag"
     assert (
@@ -315,6 +320,7 @@ def test_streams_configs_are_validated_as_kafka_44() -> None:
         c,
         streams_session_timeout_ms="50000",
         streams_heartbeat_interval_ms="6000",
+        streams_num_standby_replicas="1",
         streams_acceptable_recovery_lag=str(2**40),
     )
     described = describe(c)
@@ -328,7 +334,4 @@ def test_streams_configs_are_validated_as_kafka_44() -> None:
         50000,
         6000,
     )
-    assert refused("streams.num.standby.replicas", "1") == (
-        "Group config streams.num.standby.replicas is not supported by groupcoord: groupcoord "
-        "assigns no standby tasks (yet)."
-    )
+    assert configs.streams_num_standby_replicas("g") == 1

@@ -117,3 +117,51 @@ def test_a_trimmed_member_keeps_the_same_partitions_of_every_subtopology() -> No
         "a": {"0": frozenset({0}), "1": frozenset({0})},
         "b": {"0": frozenset({1}), "1": frozenset({1})},
     }
+
+
+@given(
+    task_counts_st,
+    members_st,
+    st.integers(0, 3),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_standby_tasks_never_share_a_process_with_the_task(
+    counts: dict[str, int], members: list[str], replicas: int, n_processes: int, data: st.DataObject
+) -> None:
+    """Standbys (assign_standby_tasks): no standby of a task on a process that runs the task
+    (active) or already has a standby of it; each task gets as many standbys as the
+    replicas ask for, or as many as there are other processes; the same inputs give the same
+    answer."""
+    from shards.core.streams.assignor import assign_standby_tasks
+
+    processes = {m: f"p{data.draw(st.integers(0, n_processes - 1))}" for m in members}
+    active = assign_active_tasks(counts, members, {})
+    standby = assign_standby_tasks(counts, processes, active, {}, {}, replicas)
+    assert standby == assign_standby_tasks(counts, processes, active, {}, {}, replicas)
+    owner = {t: m for m, ts in _flat(active).items() for t in ts}
+    on = _flat(standby)
+    distinct = len(set(processes.values()))
+    for task in all_tasks(counts):
+        where = [processes[m] for m in members if task in on[m]]
+        assert processes[owner[task]] not in where
+        assert len(where) == len(set(where)) == min(replicas, distinct - 1)
+
+
+def test_standbys_stay_where_they_were_and_follow_a_moved_active() -> None:
+    """Sticky: a task's standby stays with its holder; when an active moves away (a third
+    member joins), its previous owner keeps it as a standby (its state is warm)."""
+    from shards.core.streams.assignor import assign_standby_tasks
+
+    counts = {"0": 3, "1": 3}
+    two = {"a": "pa", "b": "pb"}
+    active = assign_active_tasks(counts, list(two), {})
+    standby = assign_standby_tasks(counts, two, active, {}, {}, 1)
+    assert _flat(standby)["a"] == _flat(active)["b"] and _flat(standby)["b"] == _flat(active)["a"]
+    three = {**two, "c": "pc"}
+    moved = assign_active_tasks(counts, list(three), active)
+    again = assign_standby_tasks(counts, three, moved, active, standby, 1)
+    gone_from_a = _flat(active)["a"] - _flat(moved)["a"]
+    assert gone_from_a and gone_from_a <= _flat(again)["a"]  # a keeps them as standbys
+    loads = sorted(len(_flat(moved)[m]) + len(_flat(again)[m]) for m in three)
+    assert loads == [4, 4, 4]

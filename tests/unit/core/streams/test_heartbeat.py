@@ -283,3 +283,53 @@ def test_only_epoch_relevant_metadata_moves_the_group_epoch() -> None:
     assert group.members["a"].metadata.rebalance_timeout_ms == 60_000
     moved = mgr.streams_group_heartbeat(replace(beat("a", r.member_epoch), rack_id="r2"))
     assert moved.error_code == 0 and group.group_epoch == epoch + 1
+
+
+def _reporting(mgr: object, member_id: str) -> StreamsGroupHeartbeatRequest:
+    """A heartbeat reporting exactly what the member holds (active and standby)."""
+    m = mgr.groups[GROUP].members[member_id]  # type: ignore[attr-defined]
+    return replace(
+        beat(member_id, m.member_epoch, {s: sorted(ps) for s, ps in m.active.items()}),
+        standby_tasks=tuple(TaskIds(s, tuple(sorted(ps))) for s, ps in sorted(m.standby.items())),
+    )
+
+
+def test_standby_tasks_with_streams_num_standby_replicas() -> None:
+    """streams.num.standby.replicas = 1: each member gets the other's active tasks of the
+    stateful subtopology as standbys (never its own); setting it bumps the group epoch (a new target); a third member
+    moves standbys with revocation first, every member ends Stable with 2 active and 2
+    standby tasks, no task active and standby on one process; replay equals live."""
+    mgr, _ = manager(input=3, table=3, **{"app-rep": 3, "app-store-changelog": 3})
+    mgr.streams_group_heartbeat(join("a", stateful_topology()))
+    mgr.streams_group_heartbeat(join("b", stateful_topology()))
+    for _ in range(4):
+        for m in ("a", "b"):
+            mgr.streams_group_heartbeat(_reporting(mgr, m))
+    group = mgr.groups[GROUP]
+    assert all(not m.standby for m in group.members.values())
+    epoch = group.group_epoch
+    mgr.manager.configs.overrides[GROUP] = {"streams.num.standby.replicas": "1"}
+    for _ in range(4):
+        for m in ("a", "b"):
+            mgr.streams_group_heartbeat(_reporting(mgr, m))
+    assert group.group_epoch == epoch + 1 and group.num_standby_replicas == 1
+    a, b = group.members["a"], group.members["b"]
+    # standbys of the stateful subtopology (1, the store) only: a stateless task has no state
+    assert a.standby == {"1": b.active["1"]} and b.standby == {"1": a.active["1"]}
+    assert group.state_name() == "Stable"
+
+    mgr.streams_group_heartbeat(join("c", stateful_topology()))
+    for _ in range(8):
+        for m in ("a", "b", "c"):
+            r = mgr.streams_group_heartbeat(_reporting(mgr, m))
+            assert r.error_code == 0, r
+    assert group.state_name() == "Stable"
+    counts = sorted(
+        (sum(map(len, m.active.values())), sum(map(len, m.standby.values())))
+        for m in group.members.values()
+    )
+    assert counts == [(2, 1), (2, 1), (2, 1)]  # 6 active tasks, 3 standbys (subtopology 1)
+    for m in group.members.values():
+        for s, ps in m.standby.items():
+            assert not ps & m.active.get(s, frozenset())
+    assert_replay_equals_live(mgr)
