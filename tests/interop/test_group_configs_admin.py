@@ -237,6 +237,7 @@ async def test_group_configs_through_the_config_apis(target: Target) -> None:
 STREAMS_SESSION, STREAMS_HB = "streams.session.timeout.ms", "streams.heartbeat.interval.ms"
 STREAMS_OFFSETS, STREAMS_LAG = "streams.task.offset.interval.ms", "streams.acceptable.recovery.lag"
 STREAMS_ASSIGNOR = "streams.assignor.name"
+STREAMS_STANDBY = "streams.num.standby.replicas"
 
 
 @on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 42")
@@ -258,6 +259,12 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             ),
             (STREAMS_HB, "16000", f"{STREAMS_HB} must be in the range 5000 to 15000 inclusive."),
             (STREAMS_OFFSETS, "1000", f"{STREAMS_OFFSETS} must be greater than or equal to 15000"),
+            (STREAMS_STANDBY, "5", f"{STREAMS_STANDBY} must be less than or equal to 2"),
+            (
+                STREAMS_STANDBY,
+                "-1",
+                f"Invalid value -1 for configuration {STREAMS_STANDBY}: Value must be at least 0",
+            ),
             (
                 STREAMS_LAG,
                 "-5",
@@ -282,9 +289,17 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             (STREAMS_OFFSETS, "20000"),
             (STREAMS_LAG, "500"),
             (STREAMS_ASSIGNOR, "sticky"),
+            (STREAMS_STANDBY, "1"),
         ):
             assert await alter(w, group(g, (name, SET, value))) == [(0, None, g)]
-        names = (STREAMS_SESSION, STREAMS_HB, STREAMS_OFFSETS, STREAMS_LAG, STREAMS_ASSIGNOR)
+        names = (
+            STREAMS_SESSION,
+            STREAMS_HB,
+            STREAMS_OFFSETS,
+            STREAMS_LAG,
+            STREAMS_ASSIGNOR,
+            STREAMS_STANDBY,
+        )
 
         async def streams_described() -> dict[str, Any]:
             r = await w.send(
@@ -315,6 +330,12 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                 break
             await asyncio.sleep(0.1)
         assert described == {
+            STREAMS_STANDBY: (
+                "1",
+                8,
+                3,
+                [(STREAMS_STANDBY, "1", 8), (f"group.{STREAMS_STANDBY}", "0", 5)],
+            ),
             STREAMS_SESSION: (
                 "50000",
                 8,
@@ -382,15 +403,15 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             r.acceptable_recovery_lag,
         ) == (0, 6.0, 20.0, 500)
         # what groupcoord has no behaviour for: Kafka keeps it, groupcoord refuses it
-        refused = await alter(w, group(g, ("streams.num.standby.replicas", SET, "1")))
+        refused = await alter(w, group(g, ("streams.num.warmup.replicas", SET, "3")))
         if target.name == "kafka":
             assert refused == [(0, None, g)]
         else:
             assert refused == [
                 (
                     INVALID_CONFIG,
-                    "Group config streams.num.standby.replicas is not supported by groupcoord: "
-                    "groupcoord assigns no standby tasks (yet).",
+                    "Group config streams.num.warmup.replicas is not supported by groupcoord: "
+                    "groupcoord assigns no warm-up tasks.",
                     g,
                 )
             ]
