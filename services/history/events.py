@@ -140,7 +140,7 @@ def events_of(
                 e["type"] = "offset_expired"
             else:
                 e["type"] = "offset_deleted"
-        elif cls is ConsumerGroupMetadataKey:
+        elif cls is ConsumerGroupMetadataKey or cls is streams.StreamsGroupMetadataKey:
             e["group"] = key.group_id
             if value is None:
                 e["type"] = "group_deleted"
@@ -160,7 +160,10 @@ def events_of(
                     regex=value.subscribed_topic_regex,
                     client_id=value.client_id,
                 )
-        elif cls is ConsumerGroupTargetAssignmentMetadataKey:
+        elif (
+            cls is ConsumerGroupTargetAssignmentMetadataKey
+            or cls is streams.StreamsGroupTargetAssignmentMetadataKey
+        ):
             if value is None:
                 continue
             e.update(
@@ -189,14 +192,6 @@ def events_of(
                 state=value.state,
                 partitions=_partitions(value.assigned_partitions),
             )
-        elif cls is streams.StreamsGroupMetadataKey:
-            e["group"] = key.group_id
-            if value is None:
-                e["type"] = "group_deleted"
-            else:
-                e.update(
-                    type="group_epoch", group_epoch=value.epoch, metadata_hash=value.metadata_hash
-                )
         elif cls is streams.StreamsGroupMemberMetadataKey:
             e.update(group=key.group_id, member=key.member_id)
             if value is None:
@@ -205,14 +200,6 @@ def events_of(
                 e.update(
                     type="member_upsert", instance_id=value.instance_id, client_id=value.client_id
                 )
-        elif cls is streams.StreamsGroupTargetAssignmentMetadataKey:
-            if value is None:
-                continue
-            e.update(
-                type="target_assignment",
-                group=key.group_id,
-                assignment_epoch=value.assignment_epoch,
-            )
         elif cls is streams.StreamsGroupTargetAssignmentMemberKey:
             if value is None:
                 continue

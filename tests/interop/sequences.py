@@ -1529,6 +1529,50 @@ def _stateless(topic: str, epoch: int = 0) -> dict[str, Any]:
     }
 
 
+def _streams_beats(
+    wire: KafkaWire, group: str, topic: str
+) -> tuple[Callable[..., Awaitable[Any]], dict[str, int], dict[str, list[dict[str, Any]]]]:
+    """A StreamsGroupHeartbeat sender for members of ``group`` (a stateless topology on
+    ``topic``): ``beat(member, epoch=None, **fields)`` sends at the member's last epoch (0 to
+    join, with the topology) reporting the active tasks it was given, and keeps its epoch and
+    tasks (the returned dicts) from successful answers."""
+    epochs: dict[str, int] = {}
+    owned: dict[str, list[dict[str, Any]]] = {}
+
+    async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
+        e = epochs.get(member, 0) if epoch is None else epoch
+        data: dict[str, Any] = {
+            "group_id": group,
+            "member_id": member,
+            "member_epoch": e,
+            "endpoint_information_epoch": 0,
+            "active_tasks": owned.get(member, []) if e > 0 else [],
+            "standby_tasks": [],
+            "warmup_tasks": [],
+            "task_offsets": None,
+            "task_end_offsets": None,
+        }
+        if e == 0:
+            data |= {
+                "topology": _stateless(topic),
+                "rebalance_timeout": 30_000,
+                "process_id": uuid.uuid4().hex,
+                "client_tags": [],
+            }
+        data |= extra
+        r = await wire.send(request("streams_group_heartbeat", 0, **data))
+        if r.error_code == ErrorCode.none and e >= 0:
+            epochs[member] = r.member_epoch
+            if r.active_tasks is not None:
+                owned[member] = [
+                    {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
+                    for t in r.active_tasks
+                ]
+        return r
+
+    return beat, epochs, owned
+
+
 async def streams_group(target: Target) -> Obs:
     """A stateless topology (no internal topics: Kafka would create them, a coordinator-only
     groupcoord only reports them): two members join, converge, one is fenced, one leaves;
@@ -1543,39 +1587,7 @@ async def streams_group(target: Target) -> Obs:
         # Kafka's group coordinator learns of a topic from its metadata image a moment after
         # Metadata shows it (a join before that: MISSING_SOURCE_TOPICS)
         await asyncio.sleep(1.0)
-        epochs: dict[str, int] = {}
-        owned: dict[str, list[dict[str, Any]]] = {}
-
-        async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
-            e = epochs.get(member, 0) if epoch is None else epoch
-            data: dict[str, Any] = {
-                "group_id": group,
-                "member_id": member,
-                "member_epoch": e,
-                "endpoint_information_epoch": 0,
-                "active_tasks": owned.get(member, []) if e > 0 else [],
-                "standby_tasks": [],
-                "warmup_tasks": [],
-                "task_offsets": None,
-                "task_end_offsets": None,
-            }
-            if e == 0:
-                data |= {
-                    "topology": _stateless(topic),
-                    "rebalance_timeout": 30_000,
-                    "process_id": uuid.uuid4().hex,
-                    "client_tags": [],
-                }
-            data |= extra
-            r = await wire.send(request("streams_group_heartbeat", 0, **data))
-            if r.error_code == ErrorCode.none and e >= 0:
-                epochs[member] = r.member_epoch
-                if r.active_tasks is not None:
-                    owned[member] = [
-                        {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
-                        for t in r.active_tasks
-                    ]
-            return r
+        beat, epochs, owned = _streams_beats(wire, group, topic)
 
         def answer(r: Any) -> dict[str, Any]:
             return {
@@ -1713,40 +1725,8 @@ async def streams_static_members(target: Target) -> Obs:
         topic, group = unique("st"), unique("sg")
         await create_topic(wire, topic, 4)
         await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topic a moment later)
-        epochs: dict[str, int] = {}
-        owned: dict[str, list[dict[str, Any]]] = {}
+        beat, epochs, owned = _streams_beats(wire, group, topic)
         process = uuid.uuid4().hex
-
-        async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
-            e = epochs.get(member, 0) if epoch is None else epoch
-            data: dict[str, Any] = {
-                "group_id": group,
-                "member_id": member,
-                "member_epoch": e,
-                "endpoint_information_epoch": 0,
-                "active_tasks": owned.get(member, []) if e > 0 else [],
-                "standby_tasks": [],
-                "warmup_tasks": [],
-                "task_offsets": None,
-                "task_end_offsets": None,
-            }
-            if e == 0:
-                data |= {
-                    "topology": _stateless(topic),
-                    "rebalance_timeout": 30_000,
-                    "process_id": uuid.uuid4().hex,
-                    "client_tags": [],
-                }
-            data |= extra
-            r = await wire.send(request("streams_group_heartbeat", 0, **data))
-            if r.error_code == ErrorCode.none and e >= 0:
-                epochs[member] = r.member_epoch
-                if r.active_tasks is not None:
-                    owned[member] = [
-                        {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
-                        for t in r.active_tasks
-                    ]
-            return r
 
         def text(message: str | None) -> str | None:
             for (kind, value), label in sorted(ids._map.items(), key=lambda kv: -len(kv[0][1])):

@@ -18,8 +18,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -29,6 +30,7 @@ from tests.support.processes import ServerProcess, gateway_process
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
+R = TypeVar("R")
 SOURCE = Path(__file__).resolve().parent / "java" / "StreamsProtocolCount.java"
 RECORDS = 600
 PARTITIONS = 3
@@ -43,6 +45,51 @@ appender.file.layout.pattern = %d %p [%t] %c{{1}}: %m%n
 rootLogger.level = warn
 rootLogger.appenderRef.file.ref = file
 """
+
+
+def _side_by_side(
+    kafka_target: Target, tmp_path: Path, run: Callable[[str, str, Path], R]
+) -> tuple[R, R]:
+    """``run(bootstrap, upstream, workdir)`` against Kafka 4.4.0 itself, then through
+    groupcoord's gateway in proxy mode in front of it (a ``groupcoord dev`` shard and a
+    separate ``groupcoord gateway`` on the same upstream): (Kafka's result, groupcoord's).
+    Skips when Java is not available; the application is compiled before anything runs."""
+    from tests.interop import java_client
+    from tests.interop.kafka_broker import groupcoord_args
+
+    reason = java_client.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    _classpath()
+    upstream = kafka_target.bootstrap
+    kafka = run(upstream, upstream, tmp_path / "kafka-app")
+    (tmp_path / "shard").mkdir()
+    shard = ServerProcess(
+        [
+            "dev",
+            "--grpc-port",
+            "0",
+            "--kafka-port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "shard" / "data"),
+            "--upstream-bootstrap",
+            upstream,
+            *groupcoord_args(),
+        ],
+        tmp_path / "shard" / "shard.log",
+    )
+    try:
+        gateway = gateway_process(
+            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+        )
+        try:
+            ours = run(f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app")
+        finally:
+            gateway.kill()
+    finally:
+        shard.kill()
+    return kafka, ours
 
 
 def _classpath() -> str:
@@ -327,47 +374,9 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     streams group coordinator), then through groupcoord's gateway in proxy mode in front of
     it: the same results, the same internal topics, the same answers of the group APIs. With
     two instances: both Stable before the input, the six tasks three and three."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()  # fetch and compile before anything is timed
-    upstream = kafka_target.bootstrap
-    kafka = _run(upstream, upstream, tmp_path / "kafka-app", instances)
-
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
+    kafka, groupcoord = _side_by_side(
+        kafka_target, tmp_path, lambda b, u, w: _run(b, u, w, instances)
     )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
-        )
-        try:
-            groupcoord = _run(
-                f"127.0.0.1:{gateway.ports['kafka']}",
-                upstream,
-                tmp_path / "groupcoord-app",
-                instances,
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
     print("kafka", kafka)
     print("groupcoord", groupcoord)
     # the internal topics, made by the coordinator, with the source's partition count
@@ -606,43 +615,7 @@ def test_scale_out_and_in_side_by_side(kafka_target: Target, tmp_path: Path) -> 
     targets (6 tasks: 6, then 2/2/2, then 3/3), the same group epochs, and every key's count
     exact after each step. Which tasks go together may differ where Kafka's assignor breaks
     a tie by its process queue's order (docs/streams-groups.md, "Task assignment")."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
-    upstream = kafka_target.bootstrap
-    kafka = _scale(upstream, upstream, tmp_path / "kafka-app")
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
-    )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
-        )
-        try:
-            groupcoord = _scale(
-                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
+    kafka, groupcoord = _side_by_side(kafka_target, tmp_path, _scale)
     print("kafka", json.dumps(kafka))
     print("groupcoord", json.dumps(groupcoord))
     all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
@@ -880,43 +853,7 @@ def test_kafka_streams_groups_tool_side_by_side(kafka_target: Target, tmp_path: 
     then, the application closed (the group Empty): --reset-offsets (dry run, to earliest,
     to an offset), --delete-offsets, --delete, --list -- all print the same, once names, ids,
     the coordinator's address and the order of rows are normalized."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
-    upstream = kafka_target.bootstrap
-    kafka = _tool_answers(upstream, upstream, tmp_path / "kafka-app")
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
-    )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
-        )
-        try:
-            ours = _tool_answers(
-                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
+    kafka, ours = _side_by_side(kafka_target, tmp_path, _tool_answers)
     for args, k, g in zip(TOOL_RUNS + TOOL_RUNS_EMPTY, kafka, ours, strict=True):
         assert g == k, (args, k, g)
     # what the comparison covered (not vacuous): the assignor, the tasks, a refused delete
@@ -970,43 +907,7 @@ def test_static_members_restart_side_by_side(kafka_target: Target, tmp_path: Pat
     leaves its member in the group at epoch -2 (the group epoch unchanged); restarted with
     the same instance id and state directory it gets the same tasks back with no new group
     epoch; the counts are exact before and after. Same epochs and states on both."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
-    upstream = kafka_target.bootstrap
-    kafka = _static_restart(upstream, upstream, tmp_path / "kafka-app")
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
-    )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
-        )
-        try:
-            ours = _static_restart(
-                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
+    kafka, ours = _side_by_side(kafka_target, tmp_path, _static_restart)
     print("kafka", json.dumps(kafka))
     print("groupcoord", json.dumps(ours))
     settled, away, back = kafka
@@ -1111,43 +1012,7 @@ def test_standby_tasks_side_by_side(kafka_target: Target, tmp_path: Path) -> Non
     instance's active tasks of the stateful subtopology (1, the count's store; a stateless
     task gets no standby) -- its own view (metadataForLocalThreads) equal to the
     coordinator's describe -- and the counts are exact, on both."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
-    upstream = kafka_target.bootstrap
-    kafka = _standbys(upstream, upstream, tmp_path / "kafka-app")
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
-    )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
-        )
-        try:
-            ours = _standbys(
-                f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app"
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
+    kafka, ours = _side_by_side(kafka_target, tmp_path, _standbys)
     print("kafka", json.dumps(kafka))
     print("groupcoord", json.dumps(ours))
     for run in (kafka, ours):
