@@ -508,15 +508,18 @@ def streams_group_heartbeat(
         owned, owned_standby = {}, {}
     # another member of this member's process holding a task in any role (threads of one
     # Streams instance share a state directory per task)
-    holders = group.task_holders() if group is not None else {}
     process = metadata.process_id
-    others = {
-        mid: m.metadata.process_id
-        for mid, m in (group.members.items() if group is not None else ())
-        if mid != req.member_id and (replaced is None or mid != replaced.member_id)
-    }
+    lazy: list[tuple[dict[tuple[str, int], set[str]], dict[str, str]]] = []
 
     def held_on_process(task: tuple[str, int]) -> bool:
+        if not lazy:  # (built once, and only when a task is to be granted)
+            others = {
+                mid: m.metadata.process_id
+                for mid, m in (group.members.items() if group is not None else ())
+                if mid != req.member_id and (replaced is None or mid != replaced.member_id)
+            }
+            lazy.append((group.task_holders() if group is not None else {}, others))
+        holders, others = lazy[0]
         return any(others.get(h) == process for h in holders.get(task, ()))
 
     updated = reconcile(
