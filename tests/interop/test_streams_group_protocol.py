@@ -741,9 +741,7 @@ TOOL_RUNS = (
     ("--list",),
     ("--list", "--state"),
     ("--describe", "--group", "{g}"),
-    ("--describe", "--group", "{g}", "--members"),
     ("--describe", "--group", "{g}", "--members", "--verbose"),
-    ("--describe", "--group", "{g}", "--offsets"),
     ("--describe", "--group", "{g}", "--state"),
     ("--describe", "--group", "{g}", "--state", "--verbose"),
     ("--describe", "--group", "no-such-group"),
@@ -755,14 +753,12 @@ TOOL_RUNS_EMPTY = (
     ("--describe", "--group", "{g}", "--state"),
     ("--reset-offsets", "--group", "{g}", "--all-input-topics", "--to-earliest", "--dry-run"),
     ("--reset-offsets", "--group", "{g}", "--all-input-topics", "--to-earliest", "--execute"),
-    ("--describe", "--group", "{g}", "--offsets"),
     ("--reset-offsets", "--group", "{g}", "--input-topic", "{in}", "--to-offset", "7", "--execute"),
     ("--describe", "--group", "{g}", "--offsets"),
     ("--delete-offsets", "--group", "{g}", "--input-topic", "{in}"),
     ("--describe", "--group", "{g}", "--offsets"),
     ("--delete", "--group", "{g}"),
     ("--list",),
-    ("--describe", "--group", "{g}"),
 )
 
 
