@@ -1,5 +1,6 @@
 """StreamsGroupHeartbeat latency of a converged streams group (KIP-1071): groupcoord's
-gateway (proxy mode) vs Kafka 4.4.0's own streams group coordinator, same broker, same run.
+gateway (proxy mode) and ``groupcoord dev`` vs Kafka 4.4.0's own streams group coordinator,
+same broker, same run.
 
 ``--members`` (50) members of one streams group (a stateless topology on one topic of
 ``--partitions`` (64) partitions: no internal topics, so the two coordinators do the same
@@ -14,14 +15,17 @@ cost of that path against Kafka's.
 Targets alternate within each round (which goes first alternates too):
 
 * ``gateway``: ``groupcoord dev`` (SQLite shard) and a ``groupcoord gateway
-  --upstream-bootstrap <kafka>`` in front of it;
+  --upstream-bootstrap <kafka>`` in front of it (two processes: Kafka wire -> gRPC -> shard);
+* ``dev``: the same ``groupcoord dev``'s own Kafka port (its built-in gateway, one process);
 * ``kafka``: the same Kafka 4.4.0 broker directly.
 
     .venv/bin/python -m bench.streams_heartbeat [--rounds 3] [--members 50]
 
 Result: bench/results/streams_heartbeat.json (``--out``), one entry per ``--label``: every
 run (p50/p99/max ms and heartbeats per second), the medians per target and the ratios
-gateway/kafka of the medians.
+gateway/kafka and dev/kafka of the medians. The client is one asyncio process on the same
+two cores (a closed loop: one heartbeat per member always in flight), the same for every
+target.
 """
 
 from __future__ import annotations
@@ -192,9 +196,14 @@ def main() -> None:
                     dev.grpc_address, 10, work / "gateway.log", "--upstream-bootstrap", upstream
                 )
                 try:
-                    targets = {"gateway": f"127.0.0.1:{gateway.ports['kafka']}", "kafka": upstream}
+                    targets = {
+                        "gateway": f"127.0.0.1:{gateway.ports['kafka']}",
+                        "dev": f"127.0.0.1:{dev.ports['kafka']}",
+                        "kafka": upstream,
+                    }
+                    names = list(targets)
                     for r in range(a.rounds):
-                        order = ["gateway", "kafka"] if r % 2 == 0 else ["kafka", "gateway"]
+                        order = names[r % 3 :] + names[: r % 3]
                         for target in order:
                             run = asyncio.run(run_once(target, targets[target], upstream, a))
                             run["round"] = r
@@ -203,13 +212,14 @@ def main() -> None:
                 finally:
                     gateway.kill()
     fields = ("p50_ms", "p99_ms", "heartbeats_per_s", "converged_s")
-    for target in ("gateway", "kafka"):
+    for target in ("gateway", "dev", "kafka"):
         runs = [x for x in results["runs"] if x["target"] == target]
         results[target] = {k: round(v, 3) for k, v in report.medians(runs, *fields).items()}
-    for field in ("p50_ms", "p99_ms", "heartbeats_per_s"):
-        results[f"ratio_{field}_gateway_to_kafka"] = round(
-            results["gateway"][f"{field}_median"] / results["kafka"][f"{field}_median"], 3
-        )
+    for target in ("gateway", "dev"):
+        for field in ("p50_ms", "p99_ms", "heartbeats_per_s"):
+            results[f"ratio_{field}_{target}_to_kafka"] = round(
+                results[target][f"{field}_median"] / results["kafka"][f"{field}_median"], 3
+            )
     print(json.dumps({k: v for k, v in results.items() if k != "runs"}), flush=True)
     path = Path(a.out)
     doc = json.loads(path.read_text()) if path.exists() else {}
