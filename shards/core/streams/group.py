@@ -74,10 +74,30 @@ class StreamsGroupMember:
 
     def same_assignment(self, other: StreamsGroupMember) -> bool:
         return (
-            to_task_ids(self.active) == to_task_ids(other.active)
-            and to_task_ids(self.standby) == to_task_ids(other.standby)
-            and to_task_ids(self.warmup) == to_task_ids(other.warmup)
+            same_tasks(self.active, other.active)
+            and same_tasks(self.standby, other.standby)
+            and same_tasks(self.warmup, other.warmup)
         )
+
+    def same_state(self, other: StreamsGroupMember) -> bool:
+        """Whether the two would write the same current-assignment record (what
+        ``assignment_value`` compares, without building the records)."""
+        return (
+            self.member_epoch == other.member_epoch
+            and self.previous_member_epoch == other.previous_member_epoch
+            and self.state is other.state
+            and self.same_assignment(other)
+            and same_tasks(self.active_pending_revocation, other.active_pending_revocation)
+            and same_tasks(self.standby_pending_revocation, other.standby_pending_revocation)
+            and same_tasks(self.warmup_pending_revocation, other.warmup_pending_revocation)
+        )
+
+
+def same_tasks(a: Tasks, b: Tasks) -> bool:
+    """Equal as task sets (a subtopology with no partitions counts as absent)."""
+    if a is b:
+        return True
+    return {s: ps for s, ps in a.items() if ps} == {s: ps for s, ps in b.items() if ps}
 
 
 class StreamsGroup(Group):

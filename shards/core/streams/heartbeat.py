@@ -17,7 +17,7 @@ returned. docs/streams-groups.md describes each rule and the Kafka error it answ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -212,6 +212,31 @@ def _check_tasks_exist(configured: ConfiguredTopology, tasks: tuple[TaskIds, ...
                     f"Task {p} for subtopology {t.subtopology_id} is invalid. Number of "
                     f"tasks for this subtopology: {n}"
                 )
+
+
+class _OtherOwners(Mapping[tuple[str, int], str]):
+    """(subtopology, partition) -> the member holding it as an active task, assigned or
+    pending revocation, leaving out ``exclude``: built on first use only (a steady
+    heartbeat, which grants nothing, never asks; it is O(tasks) to build)."""
+
+    def __init__(self, group: StreamsGroup | None, exclude: set[str]) -> None:
+        self._group, self._exclude = group, exclude
+        self._owners: dict[tuple[str, int], str] | None = None
+
+    def _built(self) -> dict[tuple[str, int], str]:
+        if self._owners is None:
+            everyone = self._group.active_owners() if self._group is not None else {}
+            self._owners = {t: h for t, h in everyone.items() if h not in self._exclude}
+        return self._owners
+
+    def __getitem__(self, task: tuple[str, int]) -> str:
+        return self._built()[task]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
 
 
 def _static_owner(group: StreamsGroup, req: StreamsGroupHeartbeatRequest) -> StreamsGroupMember:
@@ -497,11 +522,9 @@ def streams_group_heartbeat(
         target_standby = old_standby.get(req.member_id, {})
 
     # 6. reconcile the member
-    owners = {
-        task: holder
-        for task, holder in (group.active_owners() if group is not None else {}).items()
-        if holder != req.member_id and (replaced is None or holder != replaced.member_id)
-    }
+    owners = _OtherOwners(
+        group, {req.member_id} | ({replaced.member_id} if replaced is not None else set())
+    )
     owned = from_task_ids(req.active_tasks) if req.active_tasks is not None else None
     owned_standby = from_task_ids(req.standby_tasks) if req.standby_tasks is not None else None
     if joining:
@@ -532,7 +555,7 @@ def streams_group_heartbeat(
         owned_standby,
         held_on_process,
     )
-    if old is None or joining or updated.assignment_value() != old.assignment_value():
+    if old is None or joining or not updated.same_state(old):
         records.append(
             rec.current_assignment_record(group_id, req.member_id, updated.assignment_value())
         )
