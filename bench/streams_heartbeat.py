@@ -45,9 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from tests.interop.kafka_broker import KAFKA_VERSION, KafkaBroker, groupcoord_args  # noqa: E402
+from bench.proxy_targets import proxy_targets, rotated  # noqa: E402
+from tests.interop.kafka_broker import KAFKA_VERSION  # noqa: E402
 from tests.support.kafka_wire import KafkaWire, request  # noqa: E402
-from tests.support.processes import ServerProcess, gateway_process  # noqa: E402
 
 
 def _topology(topic: str) -> dict[str, Any]:
@@ -185,32 +185,14 @@ def main() -> None:
         "gateway_setup": "groupcoord gateway --upstream-bootstrap <kafka>, groupcoord dev",
         "runs": [],
     }
-    with tempfile.TemporaryDirectory() as d:
-        work = Path(d)
-        with KafkaBroker(work / "kafka") as kafka:
-            upstream = kafka.bootstrap
-            with ServerProcess.dev(
-                work / "dev", "--upstream-bootstrap", upstream, *groupcoord_args()
-            ) as dev:
-                gateway = gateway_process(
-                    dev.grpc_address, 10, work / "gateway.log", "--upstream-bootstrap", upstream
-                )
-                try:
-                    targets = {
-                        "gateway": f"127.0.0.1:{gateway.ports['kafka']}",
-                        "dev": f"127.0.0.1:{dev.ports['kafka']}",
-                        "kafka": upstream,
-                    }
-                    names = list(targets)
-                    for r in range(a.rounds):
-                        order = names[r % 3 :] + names[: r % 3]
-                        for target in order:
-                            run = asyncio.run(run_once(target, targets[target], upstream, a))
-                            run["round"] = r
-                            results["runs"].append(run)
-                            print(json.dumps(run), flush=True)
-                finally:
-                    gateway.kill()
+    with tempfile.TemporaryDirectory() as d, proxy_targets(Path(d)) as targets:
+        upstream = targets["kafka"]
+        for r in range(a.rounds):
+            for target in rotated(["gateway", "dev", "kafka"], r):
+                run = asyncio.run(run_once(target, targets[target], upstream, a))
+                run["round"] = r
+                results["runs"].append(run)
+                print(json.dumps(run), flush=True)
     fields = ("p50_ms", "p99_ms", "heartbeats_per_s", "converged_s")
     for target in ("gateway", "dev", "kafka"):
         runs = [x for x in results["runs"] if x["target"] == target]

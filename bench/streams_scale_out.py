@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
+from bench.proxy_targets import proxy_targets, rotated  # noqa: E402
 from tests.interop import test_streams_group_protocol as sp  # noqa: E402
-from tests.interop.kafka_broker import KAFKA_VERSION, KafkaBroker, groupcoord_args  # noqa: E402
-from tests.support.processes import ServerProcess, gateway_process  # noqa: E402
+from tests.interop.kafka_broker import KAFKA_VERSION  # noqa: E402
 
 
 def run_once(
@@ -91,29 +91,14 @@ def main() -> None:
         "runs": [],
     }
     sp._classpath()  # compiled before anything is timed
-    with tempfile.TemporaryDirectory() as d:
-        work = Path(d)
-        with KafkaBroker(work / "kafka") as kafka:
-            upstream = kafka.bootstrap
-            with ServerProcess.dev(
-                work / "dev", "--upstream-bootstrap", upstream, *groupcoord_args()
-            ) as dev:
-                gateway = gateway_process(
-                    dev.grpc_address, 10, work / "gateway.log", "--upstream-bootstrap", upstream
-                )
-                try:
-                    targets = {"gateway": f"127.0.0.1:{gateway.ports['kafka']}", "kafka": upstream}
-                    for r in range(a.rounds):
-                        order = ["gateway", "kafka"] if r % 2 == 0 else ["kafka", "gateway"]
-                        for target in order:
-                            run = run_once(
-                                target, targets[target], upstream, work / f"{target}{r}", a
-                            )
-                            run["round"] = r
-                            results["runs"].append(run)
-                            print(json.dumps(run), flush=True)
-                finally:
-                    gateway.kill()
+    with tempfile.TemporaryDirectory() as d, proxy_targets(Path(d)) as targets:
+        work, upstream = Path(d), targets["kafka"]
+        for r in range(a.rounds):
+            for target in rotated(["gateway", "kafka"], r):
+                run = run_once(target, targets[target], upstream, work / f"{target}{r}", a)
+                run["round"] = r
+                results["runs"].append(run)
+                print(json.dumps(run), flush=True)
     for target in ("gateway", "kafka"):
         runs = [x for x in results["runs"] if x["target"] == target]
         medians = report.medians(runs, "seconds_to_settled")

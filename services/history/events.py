@@ -47,7 +47,7 @@ pipeline's episodes, time to stable, churn and moves cover streams groups as the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from shards.core.records import (
@@ -122,6 +122,17 @@ def _tasks(tasks: Sequence[streams.TaskIds]) -> list[str]:
     return [f"{t.subtopology_id}_{p}" for t in tasks for p in t.partitions]
 
 
+#: a target / current assignment record's partitions (a streams member's: its active tasks)
+_TARGET_PARTITIONS: dict[type, Callable[[Any], list[str]]] = {
+    ConsumerGroupTargetAssignmentMemberKey: lambda v: _partitions(v.topic_partitions),
+    streams.StreamsGroupTargetAssignmentMemberKey: lambda v: _tasks(v.active_tasks),
+}
+_CURRENT_PARTITIONS: dict[type, Callable[[Any], list[str]]] = {
+    ConsumerGroupCurrentMemberAssignmentKey: lambda v: _partitions(v.assigned_partitions),
+    streams.StreamsGroupCurrentMemberAssignmentKey: lambda v: _tasks(v.active_tasks),
+}
+
+
 def events_of(
     records: Sequence[Record],
     timer_key: TimerKey | None,
@@ -148,10 +159,15 @@ def events_of(
                 e.update(
                     type="group_epoch", group_epoch=value.epoch, metadata_hash=value.metadata_hash
                 )
-        elif cls is ConsumerGroupMemberMetadataKey:
+        elif cls is ConsumerGroupMemberMetadataKey or cls is streams.StreamsGroupMemberMetadataKey:
             e.update(group=key.group_id, member=key.member_id)
             if value is None:
                 e.update(type="member_removed", cause=removal_cause(timer_key))
+            elif cls is streams.StreamsGroupMemberMetadataKey:
+                # (a streams member subscribes through the group's topology)
+                e.update(
+                    type="member_upsert", instance_id=value.instance_id, client_id=value.client_id
+                )
             else:
                 e.update(
                     type="member_upsert",
@@ -171,16 +187,16 @@ def events_of(
                 group=key.group_id,
                 assignment_epoch=value.assignment_epoch,
             )
-        elif cls is ConsumerGroupTargetAssignmentMemberKey:
+        elif cls in _TARGET_PARTITIONS:
             if value is None:
                 continue
             e.update(
                 type="target_member",
                 group=key.group_id,
                 member=key.member_id,
-                partitions=_partitions(value.topic_partitions),
+                partitions=_TARGET_PARTITIONS[cls](value),
             )
-        elif cls is ConsumerGroupCurrentMemberAssignmentKey:
+        elif cls in _CURRENT_PARTITIONS:
             if value is None:
                 continue
             e.update(
@@ -190,36 +206,7 @@ def events_of(
                 member_epoch=value.member_epoch,
                 previous_member_epoch=value.previous_member_epoch,
                 state=value.state,
-                partitions=_partitions(value.assigned_partitions),
-            )
-        elif cls is streams.StreamsGroupMemberMetadataKey:
-            e.update(group=key.group_id, member=key.member_id)
-            if value is None:
-                e.update(type="member_removed", cause=removal_cause(timer_key))
-            else:
-                e.update(
-                    type="member_upsert", instance_id=value.instance_id, client_id=value.client_id
-                )
-        elif cls is streams.StreamsGroupTargetAssignmentMemberKey:
-            if value is None:
-                continue
-            e.update(
-                type="target_member",
-                group=key.group_id,
-                member=key.member_id,
-                partitions=_tasks(value.active_tasks),
-            )
-        elif cls is streams.StreamsGroupCurrentMemberAssignmentKey:
-            if value is None:
-                continue
-            e.update(
-                type="member_assignment",
-                group=key.group_id,
-                member=key.member_id,
-                member_epoch=value.member_epoch,
-                previous_member_epoch=value.previous_member_epoch,
-                state=value.state,
-                partitions=_tasks(value.active_tasks),
+                partitions=_CURRENT_PARTITIONS[cls](value),
             )
         elif cls is GroupMetadataKey:
             e["group"] = key.group

@@ -47,22 +47,24 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
-def _side_by_side(
-    kafka_target: Target, tmp_path: Path, run: Callable[[str, str, Path], R]
-) -> tuple[R, R]:
-    """``run(bootstrap, upstream, workdir)`` against Kafka 4.4.0 itself, then through
-    groupcoord's gateway in proxy mode in front of it (a ``groupcoord dev`` shard and a
-    separate ``groupcoord gateway`` on the same upstream): (Kafka's result, groupcoord's).
-    Skips when Java is not available; the application is compiled before anything runs."""
+def _java_or_skip() -> None:
+    """Skip when Java is not available; compile the application before anything is timed."""
     from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
 
     reason = java_client.unavailable_reason()
     if reason:
         pytest.skip(reason)
     _classpath()
-    upstream = kafka_target.bootstrap
-    kafka = run(upstream, upstream, tmp_path / "kafka-app")
+
+
+def _through_groupcoord(
+    tmp_path: Path, upstream: str, run: Callable[[str, str, Path], R], *flags: str
+) -> R:
+    """``run(bootstrap, upstream, workdir)`` through groupcoord's gateway in proxy mode (a
+    ``groupcoord dev`` shard and a separate ``groupcoord gateway``, both on ``upstream``
+    and given ``flags``, e.g. ``--exactly-once``)."""
+    from tests.interop.kafka_broker import groupcoord_args
+
     (tmp_path / "shard").mkdir()
     shard = ServerProcess(
         [
@@ -75,21 +77,38 @@ def _side_by_side(
             str(tmp_path / "shard" / "data"),
             "--upstream-bootstrap",
             upstream,
+            *flags,
             *groupcoord_args(),
         ],
         tmp_path / "shard" / "shard.log",
     )
     try:
         gateway = gateway_process(
-            shard.grpc_address, 10, tmp_path / "gateway.log", "--upstream-bootstrap", upstream
+            shard.grpc_address,
+            10,
+            tmp_path / "gateway.log",
+            "--upstream-bootstrap",
+            upstream,
+            *flags,
         )
         try:
-            ours = run(f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app")
+            return run(f"127.0.0.1:{gateway.ports['kafka']}", upstream, tmp_path / "groupcoord-app")
         finally:
             gateway.kill()
     finally:
         shard.kill()
-    return kafka, ours
+
+
+def _side_by_side(
+    kafka_target: Target, tmp_path: Path, run: Callable[[str, str, Path], R]
+) -> tuple[R, R]:
+    """``run(bootstrap, upstream, workdir)`` against Kafka 4.4.0 itself, then through
+    groupcoord's gateway in proxy mode in front of it (:func:`_through_groupcoord`):
+    (Kafka's result, groupcoord's). Skips when Java is not available."""
+    _java_or_skip()
+    upstream = kafka_target.bootstrap
+    kafka = run(upstream, upstream, tmp_path / "kafka-app")
+    return kafka, _through_groupcoord(tmp_path, upstream, run)
 
 
 def _classpath() -> str:
@@ -393,51 +412,13 @@ def test_exactly_once_v2_on_the_streams_protocol(kafka_target: Target, tmp_path:
     gateway in proxy mode with ``--exactly-once`` (docs/exactly-once.md): its transactional
     offset commits name the streams group's member and epoch; every count is final and read
     committed, the internal topics made upstream."""
-    from tests.interop import java_client
-    from tests.interop.kafka_broker import groupcoord_args
-
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
-    upstream = kafka_target.bootstrap
-    (tmp_path / "shard").mkdir()
-    shard = ServerProcess(
-        [
-            "dev",
-            "--grpc-port",
-            "0",
-            "--kafka-port",
-            "0",
-            "--data-dir",
-            str(tmp_path / "shard" / "data"),
-            "--upstream-bootstrap",
-            upstream,
-            "--exactly-once",
-            *groupcoord_args(),
-        ],
-        tmp_path / "shard" / "shard.log",
+    _java_or_skip()
+    observed, internal = _through_groupcoord(
+        tmp_path,
+        kafka_target.bootstrap,
+        lambda b, u, w: _run(b, u, w, eos=True),
+        "--exactly-once",
     )
-    try:
-        gateway = gateway_process(
-            shard.grpc_address,
-            10,
-            tmp_path / "gateway.log",
-            "--upstream-bootstrap",
-            upstream,
-            "--exactly-once",
-        )
-        try:
-            observed, internal = _run(
-                f"127.0.0.1:{gateway.ports['kafka']}",
-                upstream,
-                tmp_path / "app",
-                eos=True,
-            )
-        finally:
-            gateway.kill()
-    finally:
-        shard.kill()
     assert internal == {"repartition": PARTITIONS, "changelog": PARTITIONS}
     assert observed["streams describe"]["state"] == "Stable"
 
@@ -670,13 +651,9 @@ def test_kill_of_an_instance_and_of_the_shard(kafka_target: Target, tmp_path: Pa
     count exact. Then, through groupcoord only, SIGKILL of the shard process that
     coordinates the group, restarted on its store (same port): the group comes back Stable
     with the same two members and tasks, and the next input is counted exactly."""
-    from tests.interop import java_client
     from tests.interop.kafka_broker import free_port, groupcoord_args
 
-    reason = java_client.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    _classpath()
+    _java_or_skip()
     upstream = kafka_target.bootstrap
     kafka_steps, kafka_app = _kill_instance(upstream, upstream, tmp_path / "kafka-app")
     kafka_app.close()

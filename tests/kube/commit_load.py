@@ -110,7 +110,7 @@ class CommitLoad:
             try:
                 wanted = [TopicPartition(self.topic, p) for p in range(self.partitions)]
                 # nothing committed: librdkafka's OFFSET_INVALID (-1001), the ledger's -1
-                stored = {tp.partition: max(tp.offset, -1) for tp in consumer.committed(wanted, 30)}
+                stored = {tp.partition: max(tp.offset, -1) for tp in _committed(consumer, wanted)}
             finally:
                 consumer.close()
             for p, key in group.keys.items():
@@ -124,3 +124,21 @@ class CommitLoad:
     def errors(self) -> dict[str, dict[str, int]]:
         with self._lock:
             return {name: dict(g.errors) for name, g in self.groups.items()}
+
+
+#: errors a client retries: the group's coordinator is moving or loading (a shard pod was
+#: just deleted), not an answer about the offsets
+_RETRIABLE = {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"}
+
+
+def _committed(consumer: Consumer, wanted: list[TopicPartition]) -> list[TopicPartition]:
+    """The committed offsets, the read retried (at most 10 times, 3 s apart) while the
+    coordinator is moving, as Kafka's clients retry it; any other error is raised."""
+    for attempt in range(10):
+        try:
+            return list(consumer.committed(wanted, 30))
+        except KafkaException as e:
+            if e.args[0].name() not in _RETRIABLE or attempt == 9:
+                raise
+            time.sleep(3)
+    raise AssertionError("unreachable")
