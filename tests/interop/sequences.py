@@ -1809,6 +1809,104 @@ async def streams_static_members(target: Target) -> Obs:
         await wire.close()
 
 
+async def streams_endpoints_and_shutdown(target: Target) -> Obs:
+    """Interactive-query endpoints and the application shutdown request of a streams group
+    (Kafka keeps both in memory): two members with endpoints join and converge, reporting
+    the endpoint-information epoch they were last told; the epoch each answer carries and
+    each endpoint's partitions (as counts, and whether they are the partitions of that
+    member's tasks); a member behind the epoch gets the map again; then one member asks for
+    an application shutdown: its answer, the other member's, a member joining now, and --
+    once every member has left -- a new member's."""
+    wire = await target.wire()
+    ids = Ids()
+    obs: Obs = []
+    try:
+        topic, group = unique("st"), unique("sg")
+        await create_topic(wire, topic, 4)
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topic a moment later)
+        send, epochs, owned = _streams_beats(wire, group, topic)
+        told: dict[str, int] = {}  # member -> the endpoint epoch it was last told
+        ports = {}
+
+        async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
+            extra.setdefault("endpoint_information_epoch", told.get(member, 0))
+            r = await send(member, epoch, **extra)
+            if r.error_code == ErrorCode.none and r.member_epoch >= 0:
+                told[member] = r.endpoint_information_epoch
+            return r
+
+        def tasks_of(member: str) -> list[int]:
+            return sorted(p for t in owned.get(member, []) for p in t["partitions"])
+
+        def answer(r: Any) -> dict[str, Any]:
+            by_port = None
+            if r.partitions_by_user_endpoint is not None:
+                by_port = {}
+                for e in r.partitions_by_user_endpoint:
+                    member = ports[int(e.user_endpoint.port)]
+                    active = sorted(
+                        p for tp in e.active_partitions for p in tp.partitions if tp.topic == topic
+                    )
+                    by_port[ids("member", member)] = {
+                        "host": e.user_endpoint.host,
+                        "active": len(active),
+                        "active are its tasks": active == tasks_of(member),
+                        "other topics": sorted(
+                            {tp.topic for tp in e.active_partitions if tp.topic != topic}
+                        ),
+                        "standby": [list(tp.partitions) for tp in e.standby_partitions],
+                    }
+            status = [(int(x.status_code), x.status_detail) for x in r.status or ()]
+            return {
+                "error": err(r.error_code),
+                "epoch": r.member_epoch,
+                "endpoint epoch": r.endpoint_information_epoch,
+                "endpoints": by_port,
+                "status": [
+                    (code, text and re.sub("member [0-9a-f]+", "member <id>", text))
+                    for code, text in status
+                ],
+            }
+
+        a, b, c, d = (uuid.uuid4().hex[:22] for _ in range(4))
+        for k, m in enumerate((a, b, c, d)):
+            ids("member", m)
+            ports[7001 + k] = m
+
+        def endpoint(member: str) -> dict[str, Any]:
+            port = next(p for p, m in ports.items() if m == member)
+            return {"user_endpoint": {"host": "localhost", "port": port}}
+
+        obs.append(("first member joins with an endpoint", answer(await beat(a, **endpoint(a)))))
+        obs.append(("steady heartbeat at its endpoint epoch", answer(await beat(a))))
+        obs.append(("second member joins", answer(await beat(b, **endpoint(b)))))
+        steps = []
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            steps.append(answer(await beat(a)))
+            steps.append(answer(await beat(b)))
+            if sorted(map(len, map(tasks_of, (a, b)))) == [2, 2] and epochs[a] == epochs[b]:
+                break
+        obs.append(("converging: endpoint epochs told", [s["endpoint epoch"] for s in steps]))
+        obs.append(("a round after", [answer(await beat(a)), answer(await beat(b))]))
+        obs.append(
+            (
+                "a member behind the endpoint epoch",
+                answer(await beat(a, endpoint_information_epoch=0)),
+            )
+        )
+        obs.append(("shutdown requested", answer(await beat(b, shutdown_application=True))))
+        obs.append(("the other member", answer(await beat(a))))
+        obs.append(("a member joining now", answer(await beat(c))))
+        for m in (a, b, c):
+            await beat(m, -1)
+        obs.append(("after every member left: a new member", answer(await beat(d))))
+        await beat(d, -1)
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
@@ -1816,6 +1914,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         streams_static_members,
         ("StreamsGroupHeartbeat", "StreamsGroupDescribe"),
     ),
+    "streams_endpoints_and_shutdown": (streams_endpoints_and_shutdown, ("StreamsGroupHeartbeat",)),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

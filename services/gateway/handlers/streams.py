@@ -29,6 +29,7 @@ from shards.core.streams.describe import (
 from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
+    StreamsTopicPartitions,
     TaskOffset,
 )
 
@@ -172,10 +173,22 @@ def heartbeat_data(r: StreamsGroupHeartbeatResponse) -> Data:
         "standby_tasks": _task_data(r.standby_tasks),
         "warmup_tasks": _task_data(r.warmup_tasks),
         "topology_description_required": False,
-        # interactive-query endpoints are not kept: the epoch stays 0, the map null
-        "endpoint_information_epoch": 0,
-        "partitions_by_user_endpoint": None,
+        "endpoint_information_epoch": r.endpoint_information_epoch,
+        "partitions_by_user_endpoint": None
+        if r.partitions_by_user_endpoint is None
+        else [
+            {
+                "user_endpoint": {"host": e.user_endpoint.host, "port": e.user_endpoint.port},
+                "active_partitions": _partitions_data(e.active_partitions),
+                "standby_partitions": _partitions_data(e.standby_partitions),
+            }
+            for e in r.partitions_by_user_endpoint
+        ],
     }
+
+
+def _partitions_data(partitions: Sequence[StreamsTopicPartitions]) -> list[Data]:
+    return [{"topic": p.topic, "partitions": list(p.partitions)} for p in partitions]
 
 
 def _topic_info_data(t: rec.TopicInfo) -> Data:

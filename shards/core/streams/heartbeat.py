@@ -17,7 +17,7 @@ returned. docs/streams-groups.md describes each rule and the Kafka error it answ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,6 +98,24 @@ class StreamsGroupHeartbeatRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamsTopicPartitions:
+    """Partitions of one topic (sorted): what an interactive-query endpoint serves."""
+
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointToPartitions:
+    """A member's interactive-query endpoint (``application.server``) and the partitions of
+    the source and repartition topics of its active and its standby (and warm-up) tasks."""
+
+    user_endpoint: Endpoint
+    active_partitions: tuple[StreamsTopicPartitions, ...] = ()
+    standby_partitions: tuple[StreamsTopicPartitions, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class StreamsGroupHeartbeatResponse:
     error_code: int = 0
     error_message: str | None = None
@@ -114,6 +132,10 @@ class StreamsGroupHeartbeatResponse:
     #: the internal topics to create (with the MISSING_INTERNAL_TOPICS status): what a
     #: shard in proxy mode creates on the upstream cluster; not on the Kafka wire
     topics_to_create: tuple[InternalTopic, ...] = ()
+    #: the group's endpoint-information epoch, and -- when the member's is another -- every
+    #: member's endpoint with its partitions (None = the member's view is current)
+    endpoint_information_epoch: int = 0
+    partitions_by_user_endpoint: tuple[EndpointToPartitions, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +144,19 @@ class HeartbeatResult:
     response: StreamsGroupHeartbeatResponse
     #: internal topics the topology needs and the catalog does not have (to be created)
     topics_to_create: tuple[InternalTopic, ...] = field(default=())
+    #: the member that asked the whole application to shut down (soft state, as Kafka's)
+    shutdown_requester: str | None = None
+
+
+@dataclass(slots=True)
+class StreamsSoftState:
+    """What Kafka keeps of a streams group in memory only (lost on a failover, as there):
+    the endpoint-information epoch -- bumped when a member with an endpoint gets other
+    tasks or a member's endpoint changes, so that members learn who serves which partition
+    -- and the member that requested an application shutdown (until the group empties)."""
+
+    endpoint_epoch: int = 0
+    shutdown_requester: str | None = None
 
 
 def _invalid_request(message: str) -> ApiError:
@@ -323,9 +358,12 @@ def streams_group_heartbeat(
     counts: PartitionCount,
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     num_standby_replicas: int = 0,
+    soft: StreamsSoftState | None = None,
 ) -> HeartbeatResult:
     """One heartbeat against ``group`` (None = no such group yet). ``counts``: the catalog's
-    partition count of a topic (None = it does not exist). Raises ApiError."""
+    partition count of a topic (None = it does not exist); ``soft``: the group's in-memory
+    state (read, not changed: the answer carries the next endpoint epoch and the
+    shutdown requester). Raises ApiError."""
     validate_request(req)
     if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
         return _leave(group, req)
@@ -563,6 +601,35 @@ def streams_group_heartbeat(
     if configured.status is not None:
         statuses.append(configured.status)
     send_tasks = joining or old is None or not updated.same_assignment(old)
+
+    # 7. interactive-query endpoints and the shutdown request (Kafka's in-memory state)
+    soft = soft if soft is not None else StreamsSoftState()
+    before = old if old is not None else StreamsGroupMember(req.member_id, metadata)
+    endpoint_epoch = soft.endpoint_epoch
+    if (prev_meta.user_endpoint if prev_meta else None) != metadata.user_endpoint or (
+        metadata.user_endpoint is not None and not updated.same_assignment(before)
+    ):
+        endpoint_epoch += 1
+    by_endpoint = None
+    if endpoint_epoch != req.endpoint_information_epoch:
+        skip = {req.member_id} | ({replaced.member_id} if replaced is not None else set())
+        others = [m for m in (group.members.values() if group else ()) if m.member_id not in skip]
+        by_endpoint = partitions_by_endpoint([*others, updated], topology, counts)
+    if group is None:
+        # a new group's first answer: Kafka bumps the epoch on a group object that replay
+        # replaces (the map is sent, the epoch answered and kept is 0)
+        endpoint_epoch = 0
+    requester = soft.shutdown_requester
+    if requester is None and req.shutdown_application:
+        requester = req.member_id
+    if requester is not None:
+        statuses.append(
+            StatusDetail(
+                Status.SHUTDOWN_APPLICATION,
+                f"Streams group member {requester} encountered a fatal error and requested "
+                "a shutdown for the entire application.",
+            )
+        )
     response = StreamsGroupHeartbeatResponse(
         member_id=req.member_id,
         member_epoch=updated.member_epoch,
@@ -572,8 +639,52 @@ def streams_group_heartbeat(
         standby_tasks=to_task_ids(updated.standby) if send_tasks else None,
         warmup_tasks=to_task_ids(updated.warmup) if send_tasks else None,
         topics_to_create=configured.topics_to_create,
+        endpoint_information_epoch=endpoint_epoch,
+        partitions_by_user_endpoint=by_endpoint,
     )
-    return HeartbeatResult(records, response, configured.topics_to_create)
+    return HeartbeatResult(records, response, configured.topics_to_create, requester)
+
+
+def _topic_partitions(
+    tasks: Iterable[Tasks], topics: Mapping[str, tuple[str, ...]], counts: PartitionCount
+) -> tuple[StreamsTopicPartitions, ...]:
+    """The partitions of every source and repartition source topic of ``tasks``' subtopologies
+    (a task's partition beyond a topic's count is not that topic's)."""
+    merged: dict[str, set[int]] = {}
+    for t in tasks:
+        for sub, parts in t.items():
+            merged.setdefault(sub, set()).update(parts)
+    out: dict[str, set[int]] = {}
+    for sub, held in merged.items():
+        for topic in topics.get(sub, ()):
+            count = counts(topic)
+            if count is not None:
+                out.setdefault(topic, set()).update(p for p in held if p < count)
+    return tuple(
+        StreamsTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(out.items()) if ps
+    )
+
+
+def partitions_by_endpoint(
+    members: Iterable[StreamsGroupMember],
+    topology: StreamsGroupTopologyValue,
+    counts: PartitionCount,
+) -> tuple[EndpointToPartitions, ...]:
+    """Every member with an interactive-query endpoint, with the partitions its active tasks
+    and its standby and warm-up tasks read (Kafka's EndpointToPartitions)."""
+    topics = {
+        s.subtopology_id: (*s.source_topics, *(t.name for t in s.repartition_source_topics))
+        for s in topology.subtopologies
+    }
+    return tuple(
+        EndpointToPartitions(
+            m.metadata.user_endpoint,
+            _topic_partitions((m.active,), topics, counts),
+            _topic_partitions((m.standby, m.warmup), topics, counts),
+        )
+        for m in members
+        if m.metadata.user_endpoint is not None
+    )
 
 
 class StreamsGroupManager:
@@ -601,6 +712,8 @@ class StreamsGroupManager:
         #: the group configs (streams.*: session timeout, heartbeat interval, standbys, ...)
         self.configs = configs if configs is not None else GroupConfigs(CoordinatorConfig())
         self._replay = StreamsGroupReplay(groups)
+        #: group id -> its in-memory state (StreamsSoftState; a new shard starts without)
+        self._soft: dict[str, StreamsSoftState] = {}
         # one bound method for every session timer: ``Timer.postpone`` knows it by identity
         self._session_op = self._expire_session
 
@@ -628,13 +741,18 @@ class StreamsGroupManager:
                 )
             configs = self.configs
             gid = req.group_id
+            soft = self._soft_state(group, gid)
             result = streams_group_heartbeat(
                 group,
                 req,
                 self._counts,
                 configs.streams_heartbeat_interval_ms(gid),
                 num_standby_replicas=configs.streams_num_standby_replicas(gid),
+                soft=soft,
             )
+            if req.member_epoch >= 0:
+                soft.endpoint_epoch = result.response.endpoint_information_epoch
+                soft.shutdown_requester = result.shutdown_requester
             if not result.response.error_code:
                 result = replace(
                     result,
@@ -653,6 +771,18 @@ class StreamsGroupManager:
             )
         self._after_heartbeat(req, result)
         return CoordinatorResult(result.records, result.response)
+
+    def _soft_state(self, group: StreamsGroup | None, group_id: str) -> StreamsSoftState:
+        """The group's in-memory state: new for a new group; an application shutdown request
+        ends when the group has emptied (as Kafka's)."""
+        soft = self._soft.get(group_id) if group is not None else None
+        if soft is None:
+            if len(self._soft) > 2 * len(self._groups) + 64:  # forget deleted groups'
+                self._soft = {g: s for g, s in self._soft.items() if g in self._groups}
+            soft = self._soft[group_id] = StreamsSoftState()
+        if group is None or not group.members:
+            soft.shutdown_requester = None
+        return soft
 
     # ---- timers ----------------------------------------------------------------------------
     def on_loaded(self) -> None:

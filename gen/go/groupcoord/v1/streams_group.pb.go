@@ -621,6 +621,164 @@ func (x *StreamsInternalTopic) GetConfigs() []*StreamsKeyValue {
 	return nil
 }
 
+// Interactive queries: a member's endpoint (application.server) and the partitions of the
+// source and repartition topics of its active and its standby/warm-up tasks.
+type StreamsTopicPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamsTopicPartitions) Reset() {
+	*x = StreamsTopicPartitions{}
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamsTopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamsTopicPartitions) ProtoMessage() {}
+
+func (x *StreamsTopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamsTopicPartitions.ProtoReflect.Descriptor instead.
+func (*StreamsTopicPartitions) Descriptor() ([]byte, []int) {
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StreamsTopicPartitions) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *StreamsTopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type StreamsEndpointToPartitions struct {
+	state             protoimpl.MessageState    `protogen:"open.v1"`
+	UserEndpoint      *StreamsEndpoint          `protobuf:"bytes,1,opt,name=user_endpoint,json=userEndpoint,proto3" json:"user_endpoint,omitempty"`
+	ActivePartitions  []*StreamsTopicPartitions `protobuf:"bytes,2,rep,name=active_partitions,json=activePartitions,proto3" json:"active_partitions,omitempty"`
+	StandbyPartitions []*StreamsTopicPartitions `protobuf:"bytes,3,rep,name=standby_partitions,json=standbyPartitions,proto3" json:"standby_partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StreamsEndpointToPartitions) Reset() {
+	*x = StreamsEndpointToPartitions{}
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamsEndpointToPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamsEndpointToPartitions) ProtoMessage() {}
+
+func (x *StreamsEndpointToPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamsEndpointToPartitions.ProtoReflect.Descriptor instead.
+func (*StreamsEndpointToPartitions) Descriptor() ([]byte, []int) {
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StreamsEndpointToPartitions) GetUserEndpoint() *StreamsEndpoint {
+	if x != nil {
+		return x.UserEndpoint
+	}
+	return nil
+}
+
+func (x *StreamsEndpointToPartitions) GetActivePartitions() []*StreamsTopicPartitions {
+	if x != nil {
+		return x.ActivePartitions
+	}
+	return nil
+}
+
+func (x *StreamsEndpointToPartitions) GetStandbyPartitions() []*StreamsTopicPartitions {
+	if x != nil {
+		return x.StandbyPartitions
+	}
+	return nil
+}
+
+type StreamsEndpointToPartitionsList struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Endpoints     []*StreamsEndpointToPartitions `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamsEndpointToPartitionsList) Reset() {
+	*x = StreamsEndpointToPartitionsList{}
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamsEndpointToPartitionsList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamsEndpointToPartitionsList) ProtoMessage() {}
+
+func (x *StreamsEndpointToPartitionsList) ProtoReflect() protoreflect.Message {
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamsEndpointToPartitionsList.ProtoReflect.Descriptor instead.
+func (*StreamsEndpointToPartitionsList) Descriptor() ([]byte, []int) {
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StreamsEndpointToPartitionsList) GetEndpoints() []*StreamsEndpointToPartitions {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
 type StreamsGroupHeartbeatResponse struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode           int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
@@ -638,13 +796,17 @@ type StreamsGroupHeartbeatResponse struct {
 	// The group's streams.task.offset.interval.ms and streams.acceptable.recovery.lag.
 	TaskOffsetIntervalMs  int32 `protobuf:"varint,11,opt,name=task_offset_interval_ms,json=taskOffsetIntervalMs,proto3" json:"task_offset_interval_ms,omitempty"`
 	AcceptableRecoveryLag int64 `protobuf:"varint,12,opt,name=acceptable_recovery_lag,json=acceptableRecoveryLag,proto3" json:"acceptable_recovery_lag,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The group's endpoint-information epoch; when the request's was another, every member's
+	// endpoint with its partitions (unset = null: the member's view is current).
+	EndpointInformationEpoch int32                            `protobuf:"varint,13,opt,name=endpoint_information_epoch,json=endpointInformationEpoch,proto3" json:"endpoint_information_epoch,omitempty"`
+	PartitionsByUserEndpoint *StreamsEndpointToPartitionsList `protobuf:"bytes,14,opt,name=partitions_by_user_endpoint,json=partitionsByUserEndpoint,proto3" json:"partitions_by_user_endpoint,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *StreamsGroupHeartbeatResponse) Reset() {
 	*x = StreamsGroupHeartbeatResponse{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[9]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +818,7 @@ func (x *StreamsGroupHeartbeatResponse) String() string {
 func (*StreamsGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *StreamsGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[9]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +831,7 @@ func (x *StreamsGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*StreamsGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{9}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamsGroupHeartbeatResponse) GetErrorCode() int32 {
@@ -756,6 +918,20 @@ func (x *StreamsGroupHeartbeatResponse) GetAcceptableRecoveryLag() int64 {
 	return 0
 }
 
+func (x *StreamsGroupHeartbeatResponse) GetEndpointInformationEpoch() int32 {
+	if x != nil {
+		return x.EndpointInformationEpoch
+	}
+	return 0
+}
+
+func (x *StreamsGroupHeartbeatResponse) GetPartitionsByUserEndpoint() *StreamsEndpointToPartitionsList {
+	if x != nil {
+		return x.PartitionsByUserEndpoint
+	}
+	return nil
+}
+
 type StreamsGroupDescribeRequest struct {
 	state                       protoimpl.MessageState `protogen:"open.v1"`
 	GroupIds                    []string               `protobuf:"bytes,1,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
@@ -767,7 +943,7 @@ type StreamsGroupDescribeRequest struct {
 
 func (x *StreamsGroupDescribeRequest) Reset() {
 	*x = StreamsGroupDescribeRequest{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[10]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +955,7 @@ func (x *StreamsGroupDescribeRequest) String() string {
 func (*StreamsGroupDescribeRequest) ProtoMessage() {}
 
 func (x *StreamsGroupDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[10]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +968,7 @@ func (x *StreamsGroupDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupDescribeRequest.ProtoReflect.Descriptor instead.
 func (*StreamsGroupDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{10}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamsGroupDescribeRequest) GetGroupIds() []string {
@@ -825,7 +1001,7 @@ type StreamsGroupDescribeResponse struct {
 
 func (x *StreamsGroupDescribeResponse) Reset() {
 	*x = StreamsGroupDescribeResponse{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[11]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1013,7 @@ func (x *StreamsGroupDescribeResponse) String() string {
 func (*StreamsGroupDescribeResponse) ProtoMessage() {}
 
 func (x *StreamsGroupDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[11]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1026,7 @@ func (x *StreamsGroupDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupDescribeResponse.ProtoReflect.Descriptor instead.
 func (*StreamsGroupDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{11}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamsGroupDescribeResponse) GetGroups() []*StreamsDescribedGroup {
@@ -873,7 +1049,7 @@ type StreamsDescribedSubtopology struct {
 
 func (x *StreamsDescribedSubtopology) Reset() {
 	*x = StreamsDescribedSubtopology{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[12]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1061,7 @@ func (x *StreamsDescribedSubtopology) String() string {
 func (*StreamsDescribedSubtopology) ProtoMessage() {}
 
 func (x *StreamsDescribedSubtopology) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[12]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1074,7 @@ func (x *StreamsDescribedSubtopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsDescribedSubtopology.ProtoReflect.Descriptor instead.
 func (*StreamsDescribedSubtopology) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{12}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamsDescribedSubtopology) GetSubtopologyId() string {
@@ -946,7 +1122,7 @@ type StreamsDescribedTopology struct {
 
 func (x *StreamsDescribedTopology) Reset() {
 	*x = StreamsDescribedTopology{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[13]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1134,7 @@ func (x *StreamsDescribedTopology) String() string {
 func (*StreamsDescribedTopology) ProtoMessage() {}
 
 func (x *StreamsDescribedTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[13]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1147,7 @@ func (x *StreamsDescribedTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsDescribedTopology.ProtoReflect.Descriptor instead.
 func (*StreamsDescribedTopology) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{13}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamsDescribedTopology) GetEpoch() int32 {
@@ -999,7 +1175,7 @@ type StreamsDescribedAssignment struct {
 
 func (x *StreamsDescribedAssignment) Reset() {
 	*x = StreamsDescribedAssignment{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[14]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1187,7 @@ func (x *StreamsDescribedAssignment) String() string {
 func (*StreamsDescribedAssignment) ProtoMessage() {}
 
 func (x *StreamsDescribedAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[14]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1200,7 @@ func (x *StreamsDescribedAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsDescribedAssignment.ProtoReflect.Descriptor instead.
 func (*StreamsDescribedAssignment) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{14}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamsDescribedAssignment) GetActiveTasks() []*StreamsTaskIds {
@@ -1069,7 +1245,7 @@ type StreamsDescribedMember struct {
 
 func (x *StreamsDescribedMember) Reset() {
 	*x = StreamsDescribedMember{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[15]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1257,7 @@ func (x *StreamsDescribedMember) String() string {
 func (*StreamsDescribedMember) ProtoMessage() {}
 
 func (x *StreamsDescribedMember) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[15]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1270,7 @@ func (x *StreamsDescribedMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsDescribedMember.ProtoReflect.Descriptor instead.
 func (*StreamsDescribedMember) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{15}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamsDescribedMember) GetMemberId() string {
@@ -1205,7 +1381,7 @@ type StreamsDescribedGroup struct {
 
 func (x *StreamsDescribedGroup) Reset() {
 	*x = StreamsDescribedGroup{}
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[16]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1393,7 @@ func (x *StreamsDescribedGroup) String() string {
 func (*StreamsDescribedGroup) ProtoMessage() {}
 
 func (x *StreamsDescribedGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[16]
+	mi := &file_groupcoord_v1_streams_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1406,7 @@ func (x *StreamsDescribedGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsDescribedGroup.ProtoReflect.Descriptor instead.
 func (*StreamsDescribedGroup) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{16}
+	return file_groupcoord_v1_streams_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamsDescribedGroup) GetErrorCode() int32 {
@@ -1353,7 +1529,18 @@ const file_groupcoord_v1_streams_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12-\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x128\n" +
-	"\aconfigs\x18\x04 \x03(\v2\x1e.groupcoord.v1.StreamsKeyValueR\aconfigs\"\xba\x05\n" +
+	"\aconfigs\x18\x04 \x03(\v2\x1e.groupcoord.v1.StreamsKeyValueR\aconfigs\"N\n" +
+	"\x16StreamsTopicPartitions\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\x8c\x02\n" +
+	"\x1bStreamsEndpointToPartitions\x12C\n" +
+	"\ruser_endpoint\x18\x01 \x01(\v2\x1e.groupcoord.v1.StreamsEndpointR\fuserEndpoint\x12R\n" +
+	"\x11active_partitions\x18\x02 \x03(\v2%.groupcoord.v1.StreamsTopicPartitionsR\x10activePartitions\x12T\n" +
+	"\x12standby_partitions\x18\x03 \x03(\v2%.groupcoord.v1.StreamsTopicPartitionsR\x11standbyPartitions\"k\n" +
+	"\x1fStreamsEndpointToPartitionsList\x12H\n" +
+	"\tendpoints\x18\x01 \x03(\v2*.groupcoord.v1.StreamsEndpointToPartitionsR\tendpoints\"\xe7\x06\n" +
 	"\x1dStreamsGroupHeartbeatResponse\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12(\n" +
@@ -1368,7 +1555,9 @@ const file_groupcoord_v1_streams_group_proto_rawDesc = "" +
 	"\x10topics_to_create\x18\n" +
 	" \x03(\v2#.groupcoord.v1.StreamsInternalTopicR\x0etopicsToCreate\x125\n" +
 	"\x17task_offset_interval_ms\x18\v \x01(\x05R\x14taskOffsetIntervalMs\x126\n" +
-	"\x17acceptable_recovery_lag\x18\f \x01(\x03R\x15acceptableRecoveryLagB\x10\n" +
+	"\x17acceptable_recovery_lag\x18\f \x01(\x03R\x15acceptableRecoveryLag\x12<\n" +
+	"\x1aendpoint_information_epoch\x18\r \x01(\x05R\x18endpointInformationEpoch\x12m\n" +
+	"\x1bpartitions_by_user_endpoint\x18\x0e \x01(\v2..groupcoord.v1.StreamsEndpointToPartitionsListR\x18partitionsByUserEndpointB\x10\n" +
 	"\x0e_error_message\"\xb7\x01\n" +
 	"\x1bStreamsGroupDescribeRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\x12B\n" +
@@ -1443,72 +1632,80 @@ func file_groupcoord_v1_streams_group_proto_rawDescGZIP() []byte {
 	return file_groupcoord_v1_streams_group_proto_rawDescData
 }
 
-var file_groupcoord_v1_streams_group_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_groupcoord_v1_streams_group_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_groupcoord_v1_streams_group_proto_goTypes = []any{
-	(*StreamsTaskIdsList)(nil),            // 0: groupcoord.v1.StreamsTaskIdsList
-	(*StreamsKeyValueList)(nil),           // 1: groupcoord.v1.StreamsKeyValueList
-	(*StreamsTaskOffset)(nil),             // 2: groupcoord.v1.StreamsTaskOffset
-	(*StreamsTaskOffsetList)(nil),         // 3: groupcoord.v1.StreamsTaskOffsetList
-	(*StreamsTopology)(nil),               // 4: groupcoord.v1.StreamsTopology
-	(*StreamsGroupHeartbeatRequest)(nil),  // 5: groupcoord.v1.StreamsGroupHeartbeatRequest
-	(*StreamsStatus)(nil),                 // 6: groupcoord.v1.StreamsStatus
-	(*StreamsStatusList)(nil),             // 7: groupcoord.v1.StreamsStatusList
-	(*StreamsInternalTopic)(nil),          // 8: groupcoord.v1.StreamsInternalTopic
-	(*StreamsGroupHeartbeatResponse)(nil), // 9: groupcoord.v1.StreamsGroupHeartbeatResponse
-	(*StreamsGroupDescribeRequest)(nil),   // 10: groupcoord.v1.StreamsGroupDescribeRequest
-	(*StreamsGroupDescribeResponse)(nil),  // 11: groupcoord.v1.StreamsGroupDescribeResponse
-	(*StreamsDescribedSubtopology)(nil),   // 12: groupcoord.v1.StreamsDescribedSubtopology
-	(*StreamsDescribedTopology)(nil),      // 13: groupcoord.v1.StreamsDescribedTopology
-	(*StreamsDescribedAssignment)(nil),    // 14: groupcoord.v1.StreamsDescribedAssignment
-	(*StreamsDescribedMember)(nil),        // 15: groupcoord.v1.StreamsDescribedMember
-	(*StreamsDescribedGroup)(nil),         // 16: groupcoord.v1.StreamsDescribedGroup
-	(*StreamsTaskIds)(nil),                // 17: groupcoord.v1.StreamsTaskIds
-	(*StreamsKeyValue)(nil),               // 18: groupcoord.v1.StreamsKeyValue
-	(*StreamsSubtopology)(nil),            // 19: groupcoord.v1.StreamsSubtopology
-	(*StreamsEndpoint)(nil),               // 20: groupcoord.v1.StreamsEndpoint
-	(*RequestContext)(nil),                // 21: groupcoord.v1.RequestContext
-	(*StreamsTopicInfo)(nil),              // 22: groupcoord.v1.StreamsTopicInfo
+	(*StreamsTaskIdsList)(nil),              // 0: groupcoord.v1.StreamsTaskIdsList
+	(*StreamsKeyValueList)(nil),             // 1: groupcoord.v1.StreamsKeyValueList
+	(*StreamsTaskOffset)(nil),               // 2: groupcoord.v1.StreamsTaskOffset
+	(*StreamsTaskOffsetList)(nil),           // 3: groupcoord.v1.StreamsTaskOffsetList
+	(*StreamsTopology)(nil),                 // 4: groupcoord.v1.StreamsTopology
+	(*StreamsGroupHeartbeatRequest)(nil),    // 5: groupcoord.v1.StreamsGroupHeartbeatRequest
+	(*StreamsStatus)(nil),                   // 6: groupcoord.v1.StreamsStatus
+	(*StreamsStatusList)(nil),               // 7: groupcoord.v1.StreamsStatusList
+	(*StreamsInternalTopic)(nil),            // 8: groupcoord.v1.StreamsInternalTopic
+	(*StreamsTopicPartitions)(nil),          // 9: groupcoord.v1.StreamsTopicPartitions
+	(*StreamsEndpointToPartitions)(nil),     // 10: groupcoord.v1.StreamsEndpointToPartitions
+	(*StreamsEndpointToPartitionsList)(nil), // 11: groupcoord.v1.StreamsEndpointToPartitionsList
+	(*StreamsGroupHeartbeatResponse)(nil),   // 12: groupcoord.v1.StreamsGroupHeartbeatResponse
+	(*StreamsGroupDescribeRequest)(nil),     // 13: groupcoord.v1.StreamsGroupDescribeRequest
+	(*StreamsGroupDescribeResponse)(nil),    // 14: groupcoord.v1.StreamsGroupDescribeResponse
+	(*StreamsDescribedSubtopology)(nil),     // 15: groupcoord.v1.StreamsDescribedSubtopology
+	(*StreamsDescribedTopology)(nil),        // 16: groupcoord.v1.StreamsDescribedTopology
+	(*StreamsDescribedAssignment)(nil),      // 17: groupcoord.v1.StreamsDescribedAssignment
+	(*StreamsDescribedMember)(nil),          // 18: groupcoord.v1.StreamsDescribedMember
+	(*StreamsDescribedGroup)(nil),           // 19: groupcoord.v1.StreamsDescribedGroup
+	(*StreamsTaskIds)(nil),                  // 20: groupcoord.v1.StreamsTaskIds
+	(*StreamsKeyValue)(nil),                 // 21: groupcoord.v1.StreamsKeyValue
+	(*StreamsSubtopology)(nil),              // 22: groupcoord.v1.StreamsSubtopology
+	(*StreamsEndpoint)(nil),                 // 23: groupcoord.v1.StreamsEndpoint
+	(*RequestContext)(nil),                  // 24: groupcoord.v1.RequestContext
+	(*StreamsTopicInfo)(nil),                // 25: groupcoord.v1.StreamsTopicInfo
 }
 var file_groupcoord_v1_streams_group_proto_depIdxs = []int32{
-	17, // 0: groupcoord.v1.StreamsTaskIdsList.tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	18, // 1: groupcoord.v1.StreamsKeyValueList.entries:type_name -> groupcoord.v1.StreamsKeyValue
+	20, // 0: groupcoord.v1.StreamsTaskIdsList.tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	21, // 1: groupcoord.v1.StreamsKeyValueList.entries:type_name -> groupcoord.v1.StreamsKeyValue
 	2,  // 2: groupcoord.v1.StreamsTaskOffsetList.offsets:type_name -> groupcoord.v1.StreamsTaskOffset
-	19, // 3: groupcoord.v1.StreamsTopology.subtopologies:type_name -> groupcoord.v1.StreamsSubtopology
+	22, // 3: groupcoord.v1.StreamsTopology.subtopologies:type_name -> groupcoord.v1.StreamsSubtopology
 	4,  // 4: groupcoord.v1.StreamsGroupHeartbeatRequest.topology:type_name -> groupcoord.v1.StreamsTopology
 	0,  // 5: groupcoord.v1.StreamsGroupHeartbeatRequest.active_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
 	0,  // 6: groupcoord.v1.StreamsGroupHeartbeatRequest.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
 	0,  // 7: groupcoord.v1.StreamsGroupHeartbeatRequest.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
-	20, // 8: groupcoord.v1.StreamsGroupHeartbeatRequest.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
+	23, // 8: groupcoord.v1.StreamsGroupHeartbeatRequest.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
 	1,  // 9: groupcoord.v1.StreamsGroupHeartbeatRequest.client_tags:type_name -> groupcoord.v1.StreamsKeyValueList
 	3,  // 10: groupcoord.v1.StreamsGroupHeartbeatRequest.task_offsets:type_name -> groupcoord.v1.StreamsTaskOffsetList
 	3,  // 11: groupcoord.v1.StreamsGroupHeartbeatRequest.task_end_offsets:type_name -> groupcoord.v1.StreamsTaskOffsetList
-	21, // 12: groupcoord.v1.StreamsGroupHeartbeatRequest.context:type_name -> groupcoord.v1.RequestContext
+	24, // 12: groupcoord.v1.StreamsGroupHeartbeatRequest.context:type_name -> groupcoord.v1.RequestContext
 	6,  // 13: groupcoord.v1.StreamsStatusList.statuses:type_name -> groupcoord.v1.StreamsStatus
-	18, // 14: groupcoord.v1.StreamsInternalTopic.configs:type_name -> groupcoord.v1.StreamsKeyValue
-	7,  // 15: groupcoord.v1.StreamsGroupHeartbeatResponse.status:type_name -> groupcoord.v1.StreamsStatusList
-	0,  // 16: groupcoord.v1.StreamsGroupHeartbeatResponse.active_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
-	0,  // 17: groupcoord.v1.StreamsGroupHeartbeatResponse.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
-	0,  // 18: groupcoord.v1.StreamsGroupHeartbeatResponse.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
-	8,  // 19: groupcoord.v1.StreamsGroupHeartbeatResponse.topics_to_create:type_name -> groupcoord.v1.StreamsInternalTopic
-	21, // 20: groupcoord.v1.StreamsGroupDescribeRequest.context:type_name -> groupcoord.v1.RequestContext
-	16, // 21: groupcoord.v1.StreamsGroupDescribeResponse.groups:type_name -> groupcoord.v1.StreamsDescribedGroup
-	22, // 22: groupcoord.v1.StreamsDescribedSubtopology.state_changelog_topics:type_name -> groupcoord.v1.StreamsTopicInfo
-	22, // 23: groupcoord.v1.StreamsDescribedSubtopology.repartition_source_topics:type_name -> groupcoord.v1.StreamsTopicInfo
-	12, // 24: groupcoord.v1.StreamsDescribedTopology.subtopologies:type_name -> groupcoord.v1.StreamsDescribedSubtopology
-	17, // 25: groupcoord.v1.StreamsDescribedAssignment.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	17, // 26: groupcoord.v1.StreamsDescribedAssignment.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	17, // 27: groupcoord.v1.StreamsDescribedAssignment.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	20, // 28: groupcoord.v1.StreamsDescribedMember.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
-	18, // 29: groupcoord.v1.StreamsDescribedMember.client_tags:type_name -> groupcoord.v1.StreamsKeyValue
-	14, // 30: groupcoord.v1.StreamsDescribedMember.assignment:type_name -> groupcoord.v1.StreamsDescribedAssignment
-	14, // 31: groupcoord.v1.StreamsDescribedMember.target_assignment:type_name -> groupcoord.v1.StreamsDescribedAssignment
-	13, // 32: groupcoord.v1.StreamsDescribedGroup.topology:type_name -> groupcoord.v1.StreamsDescribedTopology
-	15, // 33: groupcoord.v1.StreamsDescribedGroup.members:type_name -> groupcoord.v1.StreamsDescribedMember
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	21, // 14: groupcoord.v1.StreamsInternalTopic.configs:type_name -> groupcoord.v1.StreamsKeyValue
+	23, // 15: groupcoord.v1.StreamsEndpointToPartitions.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
+	9,  // 16: groupcoord.v1.StreamsEndpointToPartitions.active_partitions:type_name -> groupcoord.v1.StreamsTopicPartitions
+	9,  // 17: groupcoord.v1.StreamsEndpointToPartitions.standby_partitions:type_name -> groupcoord.v1.StreamsTopicPartitions
+	10, // 18: groupcoord.v1.StreamsEndpointToPartitionsList.endpoints:type_name -> groupcoord.v1.StreamsEndpointToPartitions
+	7,  // 19: groupcoord.v1.StreamsGroupHeartbeatResponse.status:type_name -> groupcoord.v1.StreamsStatusList
+	0,  // 20: groupcoord.v1.StreamsGroupHeartbeatResponse.active_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
+	0,  // 21: groupcoord.v1.StreamsGroupHeartbeatResponse.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
+	0,  // 22: groupcoord.v1.StreamsGroupHeartbeatResponse.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIdsList
+	8,  // 23: groupcoord.v1.StreamsGroupHeartbeatResponse.topics_to_create:type_name -> groupcoord.v1.StreamsInternalTopic
+	11, // 24: groupcoord.v1.StreamsGroupHeartbeatResponse.partitions_by_user_endpoint:type_name -> groupcoord.v1.StreamsEndpointToPartitionsList
+	24, // 25: groupcoord.v1.StreamsGroupDescribeRequest.context:type_name -> groupcoord.v1.RequestContext
+	19, // 26: groupcoord.v1.StreamsGroupDescribeResponse.groups:type_name -> groupcoord.v1.StreamsDescribedGroup
+	25, // 27: groupcoord.v1.StreamsDescribedSubtopology.state_changelog_topics:type_name -> groupcoord.v1.StreamsTopicInfo
+	25, // 28: groupcoord.v1.StreamsDescribedSubtopology.repartition_source_topics:type_name -> groupcoord.v1.StreamsTopicInfo
+	15, // 29: groupcoord.v1.StreamsDescribedTopology.subtopologies:type_name -> groupcoord.v1.StreamsDescribedSubtopology
+	20, // 30: groupcoord.v1.StreamsDescribedAssignment.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	20, // 31: groupcoord.v1.StreamsDescribedAssignment.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	20, // 32: groupcoord.v1.StreamsDescribedAssignment.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	23, // 33: groupcoord.v1.StreamsDescribedMember.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
+	21, // 34: groupcoord.v1.StreamsDescribedMember.client_tags:type_name -> groupcoord.v1.StreamsKeyValue
+	17, // 35: groupcoord.v1.StreamsDescribedMember.assignment:type_name -> groupcoord.v1.StreamsDescribedAssignment
+	17, // 36: groupcoord.v1.StreamsDescribedMember.target_assignment:type_name -> groupcoord.v1.StreamsDescribedAssignment
+	16, // 37: groupcoord.v1.StreamsDescribedGroup.topology:type_name -> groupcoord.v1.StreamsDescribedTopology
+	18, // 38: groupcoord.v1.StreamsDescribedGroup.members:type_name -> groupcoord.v1.StreamsDescribedMember
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_groupcoord_v1_streams_group_proto_init() }
@@ -1519,16 +1716,16 @@ func file_groupcoord_v1_streams_group_proto_init() {
 	file_groupcoord_v1_common_proto_init()
 	file_groupcoord_v1_records_proto_init()
 	file_groupcoord_v1_streams_group_proto_msgTypes[5].OneofWrappers = []any{}
-	file_groupcoord_v1_streams_group_proto_msgTypes[9].OneofWrappers = []any{}
-	file_groupcoord_v1_streams_group_proto_msgTypes[15].OneofWrappers = []any{}
-	file_groupcoord_v1_streams_group_proto_msgTypes[16].OneofWrappers = []any{}
+	file_groupcoord_v1_streams_group_proto_msgTypes[12].OneofWrappers = []any{}
+	file_groupcoord_v1_streams_group_proto_msgTypes[18].OneofWrappers = []any{}
+	file_groupcoord_v1_streams_group_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groupcoord_v1_streams_group_proto_rawDesc), len(file_groupcoord_v1_streams_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
