@@ -126,6 +126,7 @@ class App:
         workdir: Path,
         eos: bool = False,
         instance_id: str | None = None,
+        endpoint: str | None = None,
     ):
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "log4j2.properties"
@@ -138,6 +139,7 @@ class App:
                 "-Xmx256m",
                 f"-Dlog4j2.configurationFile={config}",
                 *([f"-Dinstance.id={instance_id}"] if instance_id else []),
+                *([f"-Dapplication.server={endpoint}"] if endpoint else []),
                 "-cp",
                 _classpath(),
                 "StreamsProtocolCount",
@@ -177,20 +179,32 @@ class App:
         states = [e["state"] for e in self.events if "state" in e]
         return states[-1] if states else None
 
-    def view(self, timeout: float = 10) -> dict[str, Any]:
-        """The instance's own view: its active tasks ("<subtopology>_<partition>") and its
-        state, asked for on its stdin."""
+    def _ask(self, line: str, timeout: float) -> dict[str, Any]:
+        """Write ``line`` on the instance's stdin; its answer (the next event with that key)."""
         assert self.proc.stdin is not None
-        seen = len([e for e in self.events if "tasks" in e])
-        self.proc.stdin.write("tasks\n")
+        seen = len([e for e in self.events if line in e])
+        self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            answers = [e for e in self.events if "tasks" in e]
+            answers = [e for e in self.events if line in e]
             if len(answers) > seen:
                 return answers[-1]
             time.sleep(0.05)
-        raise AssertionError(f"no answer to 'tasks' in {timeout}s: {self.logs()}")
+        raise AssertionError(f"no answer to {line!r} in {timeout}s: {self.logs()}")
+
+    def view(self, timeout: float = 10) -> dict[str, Any]:
+        """The instance's own view: its active and standby tasks
+        ("<subtopology>_<partition>") and its state."""
+        return self._ask("tasks", timeout)
+
+    def hosts(self, timeout: float = 10) -> dict[str, dict[str, list[str]]]:
+        """What the instance knows of every instance's interactive-query endpoint:
+        "host:port" -> its active and standby partitions ("<topic>-<partition>", sorted)."""
+        return {
+            h["host"]: {"active": sorted(h["active"]), "standby": sorted(h["standby"])}
+            for h in self._ask("hosts", timeout)["hosts"]
+        }
 
     def close(self, timeout: float = 40, remain: bool = False) -> None:
         """Close cleanly (end of stdin); ``remain``: staying in the group (a static
@@ -518,10 +532,13 @@ class _Application:
         self.apps: list[App] = []
         self.started = 0
 
-    def start(self, n: int, static: bool = False, slot: int | None = None) -> None:
+    def start(
+        self, n: int, static: bool = False, slot: int | None = None, endpoints: bool = False
+    ) -> None:
         """``n`` more instances; ``static``: instance ids "instance-<k>" (k: the instance's
         slot, also its state directory); ``slot``: start that slot again (a restart: same
-        state directory, so the same process id, and the same instance id)."""
+        state directory, so the same process id, and the same instance id); ``endpoints``:
+        interactive-query endpoints "localhost:<17000 + k>" (application.server)."""
         for _ in range(n):
             k = self.started if slot is None else slot
             self.apps.append(
@@ -532,6 +549,7 @@ class _Application:
                     self.workdir / f"app{k}",
                     self.eos,
                     instance_id=f"instance-{k}" if static else None,
+                    endpoint=f"localhost:{17000 + k}" if endpoints else None,
                 )
             )
             if slot is None:
@@ -942,15 +960,19 @@ def _set_group_config(bootstrap: str, group: str, name: str, value: str) -> None
     asyncio.run(send())
 
 
-def _standbys(bootstrap: str, upstream: str, workdir: Path) -> dict[str, Any]:
-    """The application with streams.num.standby.replicas = 1 and two instances, settled and
-    counting; then until each instance's own standby tasks are those the coordinator's
-    describe gives its member: what each instance holds."""
+def _standbys_endpoints_and_shutdown(
+    bootstrap: str, upstream: str, workdir: Path
+) -> dict[str, Any]:
+    """The application with streams.num.standby.replicas = 1 and two instances with
+    interactive-query endpoints, settled and counting; then until each instance's own standby
+    tasks are those the coordinator's describe gives its member, and until each instance
+    knows both endpoints with the partitions of their tasks; then one instance asks for an
+    application shutdown: what each instance holds and knows, and the instances' states."""
     application = _Application(bootstrap, upstream, workdir)
     try:
         _set_group_config(bootstrap, application.app_id, "streams.num.standby.replicas", "1")
         time.sleep(1)  # (Kafka applies a group config through its metadata log)
-        application.start(2)
+        application.start(2, endpoints=True)
         settled = application.settled()
         application.produce_and_check()
         deadline = time.monotonic() + 60
@@ -971,21 +993,60 @@ def _standbys(bootstrap: str, upstream: str, workdir: Path) -> dict[str, Any]:
             assert time.monotonic() < deadline, (wanted, held)
             time.sleep(0.5)
         pairs = [{"active": sorted(v["tasks"]), "standby": sorted(v["standby"])} for v in views]
+
+        # interactive queries: subtopology 0 reads the input topic, 1 the repartition topic
+        sources = {"0": application.topics[0], "1": f"{application.app_id}-by-mod-repartition"}
+
+        def partitions(tasks: list[str]) -> list[str]:
+            return sorted(f"{sources[t.split('_')[0]]}-{t.split('_')[1]}" for t in tasks)
+
+        expected = {
+            f"localhost:{17000 + k}": {
+                "active": partitions(p["active"]),
+                "standby": partitions(p["standby"]),
+            }
+            for k, p in enumerate(pairs)
+        }
+        deadline = time.monotonic() + 60
+        while (known := [a.hosts() for a in application.apps]) != [expected] * 2:
+            assert time.monotonic() < deadline, (expected, known)
+            time.sleep(0.5)
+
+        # one instance fails asking for the application's shutdown: every instance stops
+        application.producer.produce(application.topics[0], b"shutdown", b"kshutdown")
+        assert application.producer.flush(30) == 0
+        deadline = time.monotonic() + 90
+        while any(a.state != "ERROR" for a in application.apps):
+            assert time.monotonic() < deadline, [a.state for a in application.apps]
+            time.sleep(0.5)
+        after = sorted((a.state, len(a.errors)) for a in application.apps)
         for app in application.apps:
             app.close()
-        return {"settled": settled, "instances": pairs, "group epoch": g.group_epoch}
+        return {
+            "settled": settled,
+            "instances": pairs,
+            "endpoints": expected,
+            "group epoch": g.group_epoch,
+            "after shutdown": after,
+        }
     finally:
         application.close()
 
 
-def test_standby_tasks_side_by_side(kafka_target: Target, tmp_path: Path) -> None:
+def test_standby_tasks_endpoints_and_shutdown_side_by_side(
+    kafka_target: Target, tmp_path: Path
+) -> None:
     """``streams.num.standby.replicas`` = 1 (a group config, set before the application
-    starts) with two real Kafka Streams 4.4.0 instances, against Kafka 4.4.0 and through the
-    gateway: each instance runs 3 active tasks and keeps, as standby tasks, the *other*
-    instance's active tasks of the stateful subtopology (1, the count's store; a stateless
-    task gets no standby) -- its own view (metadataForLocalThreads) equal to the
-    coordinator's describe -- and the counts are exact, on both."""
-    kafka, ours = _side_by_side(kafka_target, tmp_path, _standbys)
+    starts) with two real Kafka Streams 4.4.0 instances with interactive-query endpoints
+    (``application.server``), against Kafka 4.4.0 and through the gateway: each instance runs
+    3 active tasks and keeps, as standby tasks, the *other* instance's active tasks of the
+    stateful subtopology (1, the count's store; a stateless task gets no standby) -- its own
+    view (metadataForLocalThreads) equal to the coordinator's describe; each instance's
+    metadataForAllStreamsClients names both endpoints with the input and repartition
+    partitions of their active and standby tasks; the counts are exact; then a record makes
+    one instance ask for an application shutdown (SHUTDOWN_APPLICATION) and both instances
+    end in ERROR -- on both servers."""
+    kafka, ours = _side_by_side(kafka_target, tmp_path, _standbys_endpoints_and_shutdown)
     print("kafka", json.dumps(kafka))
     print("groupcoord", json.dumps(ours))
     for run in (kafka, ours):
@@ -998,3 +1059,6 @@ def test_standby_tasks_side_by_side(kafka_target: Target, tmp_path: Path) -> Non
         assert one["standby"] == stateful(two["active"]), run
         assert two["standby"] == stateful(one["active"]), run
         assert len(one["standby"]) + len(two["standby"]) == PARTITIONS, run
+        assert sorted(run["endpoints"]) == ["localhost:17000", "localhost:17001"], run
+    # the failing instance reports its error, the other none; both stop
+    assert ours["after shutdown"] == kafka["after shutdown"] == [("ERROR", 0), ("ERROR", 1)]

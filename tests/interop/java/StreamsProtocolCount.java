@@ -6,11 +6,17 @@
 //
 // Args: bootstrap, application id, input topic, output topic, state directory, optionally
 // "eos" (processing.guarantee=exactly_once_v2). The system property instance.id makes the
-// instance a static member (group.instance.id).
+// instance a static member (group.instance.id), application.server gives it an
+// interactive-query endpoint (host:port; nothing listens there).
+// An input value "shutdown" fails the instance that processes it with a request to shut the
+// whole application down (SHUTDOWN_APPLICATION from the uncaught exception handler; any
+// other uncaught exception shuts the instance down alone).
 // Prints one JSON object per line: {"state": "<state>"} on each state change and
 // {"error": "..."} on an uncaught exception; a line "tasks" on stdin prints the instance's own
 // view, {"tasks": ["<subtopology>_<partition>", ...], "standby": [...], "now": "<state>"}
-// (its active and standby tasks);
+// (its active and standby tasks); a line "hosts" prints what it knows of every instance's
+// endpoint, {"hosts": [{"host": "<host:port>", "active": ["<topic>-<partition>", ...],
+// "standby": [...]}, ...]} (metadataForAllStreamsClients);
 // a line "remain" makes the close keep the member in the group (a static member's temporary
 // leave, CloseOptions REMAIN_IN_GROUP); at the end of stdin it closes cleanly.
 import java.io.BufferedReader;
@@ -29,6 +35,16 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 
 public class StreamsProtocolCount {
+    static final String SHUTDOWN = "the test asked for an application shutdown";
+
+    static String partitions(java.util.Set<org.apache.kafka.common.TopicPartition> partitions) {
+        StringBuilder out = new StringBuilder();
+        for (org.apache.kafka.common.TopicPartition tp : partitions) {
+            out.append(out.length() == 0 ? "" : ", ").append('"').append(tp).append('"');
+        }
+        return "[" + out + "]";
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         String applicationId = args[1];
@@ -49,13 +65,22 @@ public class StreamsProtocolCount {
         if (instanceId != null) {
             props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instanceId);
         }
+        String endpoint = System.getProperty("application.server");
+        if (endpoint != null) {
+            props.put(StreamsConfig.APPLICATION_SERVER_CONFIG, endpoint);
+        }
         if (args.length > 5 && args[5].equals("eos")) {
             props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-            .groupBy((k, v) -> "g" + (Integer.parseInt(v) % 10),
+            .groupBy((k, v) -> {
+                    if (v.equals("shutdown")) {
+                        throw new IllegalStateException(SHUTDOWN);
+                    }
+                    return "g" + (Integer.parseInt(v) % 10);
+                },
                 Grouped.with("by-mod", Serdes.String(), Serdes.String()))
             .count(Materialized.as("counts"))
             .toStream()
@@ -68,6 +93,13 @@ public class StreamsProtocolCount {
         streams.setUncaughtExceptionHandler(e -> {
             String text = String.valueOf(e).replace("\\", "\\\\").replace("\"", "'");
             System.out.println("{\"error\": \"" + text + "\"}");
+            boolean shutdown = false;
+            for (Throwable c = e; c != null; c = c.getCause()) {
+                shutdown |= String.valueOf(c.getMessage()).contains(SHUTDOWN);
+            }
+            if (shutdown) {
+                return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_APPLICATION;
+            }
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.start();
@@ -94,6 +126,17 @@ public class StreamsProtocolCount {
                 }
                 System.out.println("{\"tasks\": [" + tasks + "], \"standby\": [" + standby
                     + "], \"now\": \"" + streams.state() + "\"}");
+            }
+            if (line.equals("hosts")) {
+                StringBuilder hosts = new StringBuilder();
+                for (org.apache.kafka.streams.StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+                    hosts.append(hosts.length() == 0 ? "" : ", ")
+                        .append("{\"host\": \"").append(m.host()).append(':').append(m.port())
+                        .append("\", \"active\": ").append(partitions(m.topicPartitions()))
+                        .append(", \"standby\": ").append(partitions(m.standbyTopicPartitions()))
+                        .append('}');
+                }
+                System.out.println("{\"hosts\": [" + hosts + "]}");
             }
         }
         CloseOptions close = CloseOptions.timeout(java.time.Duration.ofSeconds(20));
