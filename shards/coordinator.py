@@ -941,6 +941,15 @@ class GroupCoordinatorService:
         self, request: StreamsGroupHeartbeatRequest
     ) -> StreamsGroupHeartbeatResponse:
         await self._streams_topics_current(request)
+        steady = self._answer_now(
+            request.group_id,
+            lambda shard, now: shard.streams_group_steady_heartbeat(request, now),
+        )
+        if steady is not None:  # answered at once: the same checks, nothing written
+            response = steady[0]
+            if response.topics_to_create and self.internal_topics is not None:
+                self.internal_topics.request(response.topics_to_create)  # never waits
+            return response
         # An empty group id is the core's INVALID_REQUEST, as for consumer groups.
         response = await self._single(
             request.group_id,

@@ -189,6 +189,14 @@ class CoordinatorStateMachine:
     ) -> CoordinatorResult[StreamsGroupHeartbeatResponse]:
         return self.streams.heartbeat(request)
 
+    def streams_group_steady_heartbeat(
+        self, request: StreamsGroupHeartbeatRequest, now_ms: int
+    ) -> StreamsGroupHeartbeatResponse | None:
+        """The answer to a heartbeat that changes nothing (it writes nothing but the session
+        moving on); None: ask :meth:`streams_group_heartbeat`
+        (``StreamsGroupManager.steady_heartbeat``)."""
+        return self.streams.steady_heartbeat(request)
+
     def streams_group_describe(
         self, group_ids: list[str], now_ms: int
     ) -> list[DescribedStreamsGroup]:
@@ -248,6 +256,7 @@ class CoordinatorStateMachine:
     def update_topics(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
         """A new catalog image (group types react to it: epochs, regex resolution)."""
         previous, self.topics = self.topics, image
+        self.streams.topics_changed()
         return self.consumer.update_topics(previous, image, now_ms)
 
     # ---- reads --------------------------------------------------------------------------------

@@ -233,6 +233,15 @@ def _check_member_epoch(member: StreamsGroupMember, req: StreamsGroupHeartbeatRe
         )
 
 
+def _holds(reported: tuple[TaskIds, ...] | None, held: Tasks) -> bool:
+    """Reported tasks (None: not reported, "unchanged") are exactly those held."""
+    if reported is None:
+        return True
+    if len(reported) != sum(1 for ps in held.values() if ps):
+        return False
+    return all(frozenset(t.partitions) == held.get(t.subtopology_id) for t in reported)
+
+
 def _check_tasks_exist(configured: ConfiguredTopology, tasks: tuple[TaskIds, ...] | None) -> None:
     counts = configured.task_counts or {}
     for t in tasks or ():
@@ -714,6 +723,9 @@ class StreamsGroupManager:
         self._replay = StreamsGroupReplay(groups)
         #: group id -> its in-memory state (StreamsSoftState; a new shard starts without)
         self._soft: dict[str, StreamsSoftState] = {}
+        #: group id -> (its topology, configured, metadata hash) for the steady heartbeat,
+        #: until the catalog changes (topics_changed)
+        self._configured: dict[str, tuple[StreamsGroupTopologyValue, ConfiguredTopology, int]] = {}
         # one bound method for every session timer: ``Timer.postpone`` knows it by identity
         self._session_op = self._expire_session
 
@@ -771,6 +783,110 @@ class StreamsGroupManager:
             )
         self._after_heartbeat(req, result)
         return CoordinatorResult(result.records, result.response)
+
+    # ---- the steady heartbeat ----------------------------------------------------------------
+    def topics_changed(self) -> None:
+        """The catalog changed: every group's topology is configured again."""
+        self._configured.clear()
+
+    def _configured_now(
+        self, group: StreamsGroup, topology: StreamsGroupTopologyValue
+    ) -> tuple[ConfiguredTopology, int]:
+        """``topology`` configured against the catalog, and its metadata hash: kept per group
+        until the catalog or the group's topology changes."""
+        cached = self._configured.get(group.group_id)
+        if cached is not None and cached[0] is topology:
+            return cached[1], cached[2]
+        if len(self._configured) > 2 * len(self._groups) + 64:  # forget deleted groups'
+            self._configured = {g: c for g, c in self._configured.items() if g in self._groups}
+        configured = configure(topology, self._counts)
+        new_hash = metadata_hash(topology, self._counts)
+        self._configured[group.group_id] = (topology, configured, new_hash)
+        return configured, new_hash
+
+    def steady_heartbeat(
+        self, req: StreamsGroupHeartbeatRequest
+    ) -> StreamsGroupHeartbeatResponse | None:
+        """The answer to a heartbeat that changes nothing -- a member of a settled group at
+        its epoch, holding its target, reporting nothing new (its tasks as held or null, its
+        metadata as known, the current endpoint epoch, no shutdown request) -- given without
+        the general path's work: the answer :meth:`heartbeat` gives it, with no records (its
+        session moves on). None: not that case; :meth:`heartbeat` answers it (errors
+        included). tests/unit/core/streams/test_steady.py checks the two agree."""
+        group = self._groups.get(req.group_id)
+        if not isinstance(group, StreamsGroup) or req.member_epoch <= 0:
+            return None
+        member = group.members.get(req.member_id)
+        if (
+            member is None
+            or req.member_epoch != member.member_epoch
+            or member.state is not MemberState.STABLE
+            or member.member_epoch != group.assignment_epoch
+            or group.group_epoch != group.assignment_epoch
+            or req.topology is not None
+            or req.shutdown_application
+            or req.warmup_tasks
+            or (req.active_tasks is None) != (req.standby_tasks is None)
+            or (req.active_tasks is None) != (req.warmup_tasks is None)
+        ):
+            return None
+        meta = member.metadata
+        if (
+            req.instance_id != meta.instance_id
+            or (req.rack_id is not None and req.rack_id != meta.rack_id)
+            or (
+                req.rebalance_timeout_ms != -1
+                and req.rebalance_timeout_ms != meta.rebalance_timeout_ms
+            )
+            or (req.process_id is not None and req.process_id != meta.process_id)
+            or (req.user_endpoint is not None and req.user_endpoint != meta.user_endpoint)
+            or (
+                req.client_tags is not None
+                and tuple(sorted(req.client_tags, key=lambda kv: kv.key)) != meta.client_tags
+            )
+            or req.context.client_id != meta.client_id
+            or req.context.client_host != meta.client_host
+            or not _holds(req.active_tasks, member.active)
+            or not _holds(req.standby_tasks, member.standby)
+            or not _holds(req.warmup_tasks, member.warmup)
+        ):
+            return None
+        if req.instance_id is not None and group.static_member(req.instance_id) is not member:
+            return None
+        gid = req.group_id
+        soft = self._soft.get(gid)
+        endpoint_epoch = soft.endpoint_epoch if soft is not None else 0
+        if req.endpoint_information_epoch != endpoint_epoch:
+            return None  # (the map is the general path's)
+        topology = group.topology
+        if topology is None or not req.member_id or not gid:
+            return None
+        configs = self.configs
+        configured, new_hash = self._configured_now(group, topology)
+        if (
+            new_hash != group.metadata_hash
+            or (topology.epoch if configured.ready else -1) != group.validated_topology_epoch
+            or configs.streams_num_standby_replicas(gid) != group.num_standby_replicas
+        ):
+            return None  # a new group epoch
+        statuses: list[StatusDetail] = []
+        if meta.topology_epoch < topology.epoch:
+            return None  # (rare: the general path words the status)
+        if configured.status is not None:
+            statuses.append(configured.status)
+        if soft is not None and soft.shutdown_requester is not None:
+            return None  # (the general path words the status)
+        self._schedule_session(gid, req.member_id)
+        return StreamsGroupHeartbeatResponse(
+            member_id=req.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=configs.streams_heartbeat_interval_ms(gid),
+            task_offset_interval_ms=configs.streams_task_offset_interval_ms(gid),
+            acceptable_recovery_lag=configs.streams_acceptable_recovery_lag(gid),
+            status=tuple(statuses) if statuses else None,
+            topics_to_create=configured.topics_to_create,
+            endpoint_information_epoch=endpoint_epoch,
+        )
 
     def _soft_state(self, group: StreamsGroup | None, group_id: str) -> StreamsSoftState:
         """The group's in-memory state: new for a new group; an application shutdown request
