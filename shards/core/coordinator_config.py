@@ -99,6 +99,13 @@ class CoordinatorConfig:
     streams_group_task_offset_interval_ms: int = 60_000
     streams_group_min_task_offset_interval_ms: int = 15_000
     streams_group_acceptable_recovery_lag: int = 10_000
+    # Kafka 4.4's: a new (or emptied) group's first target waits this long for more members
+    # (status ASSIGNMENT_DELAYED meanwhile), and a target is computed at most once per
+    # interval (the heartbeat after it computes the next)
+    streams_group_initial_rebalance_delay_ms: int = 3_000
+    streams_group_assignment_interval_ms: int = 1_000
+    streams_group_min_assignment_interval_ms: int = 0
+    streams_group_max_assignment_interval_ms: int = 15_000
     # classic groups (group.*)
     classic_group_min_session_timeout_ms: int = 6_000
     classic_group_max_session_timeout_ms: int = 30 * MINUTE_MS
@@ -154,6 +161,14 @@ class CoordinatorConfig:
                 "classic_group_initial_rebalance_delay_ms",
                 self.classic_group_initial_rebalance_delay_ms,
             ),
+            (
+                "streams_group_initial_rebalance_delay_ms",
+                self.streams_group_initial_rebalance_delay_ms,
+            ),
+            (
+                "streams_group_min_assignment_interval_ms",
+                self.streams_group_min_assignment_interval_ms,
+            ),
         ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
@@ -187,6 +202,12 @@ class CoordinatorConfig:
                 self.streams_group_heartbeat_interval_ms,
                 self.streams_group_max_heartbeat_interval_ms,
                 "streams_group_{}heartbeat_interval_ms",
+            ),
+            (
+                self.streams_group_min_assignment_interval_ms,
+                self.streams_group_assignment_interval_ms,
+                self.streams_group_max_assignment_interval_ms,
+                "streams_group_{}assignment_interval_ms",
             ),
         ):
             if not low <= value <= high:

@@ -187,7 +187,7 @@ class CoordinatorStateMachine:
     def streams_group_heartbeat(
         self, request: StreamsGroupHeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[StreamsGroupHeartbeatResponse]:
-        return self.streams.heartbeat(request)
+        return self.streams.heartbeat(request, now_ms)
 
     def streams_group_steady_heartbeat(
         self, request: StreamsGroupHeartbeatRequest, now_ms: int

@@ -50,6 +50,8 @@ class TimerKind(enum.Enum):
     # streams groups (shards.core.streams.heartbeat)
     STREAMS_SESSION_TIMEOUT = "streams-session-timeout"  # member
     STREAMS_REBALANCE_TIMEOUT = "streams-rebalance-timeout"  # revocation deadline (member)
+    #: the end of a new streams group's initial rebalance delay (group): its first target
+    STREAMS_INITIAL_REBALANCE = "streams-initial-rebalance"
     # online migration (shards.core.migration)
     CLASSIC_IN_CONSUMER_JOIN = "classic-in-consumer-join"  # rejoin deadline (member)
     CLASSIC_IN_CONSUMER_SYNC = "classic-in-consumer-sync"  # sync deadline (member)

@@ -64,10 +64,11 @@ TEST_SETTINGS: dict[str, tuple[str | None, str]] = {
     "group.coordinator.rebalance.protocols": (None, "classic,consumer,streams"),
     "auto.create.topics.enable": (None, "false"),
     # Kafka 4.4 delays a new streams group's first assignment (status "Assignment delayed
-    # due to the configured initial rebalance delay"); groupcoord assigns at once
-    "group.streams.initial.rebalance.delay.ms": (None, "0"),
-    # and computes its targets at most once per interval (KIP-1263's, for streams groups)
-    "group.streams.assignment.interval.ms": (None, "0"),
+    # due to the configured initial rebalance delay"; 3 s by default), and computes its
+    # targets at most once per interval (1 s): both at 0 on both servers, so that the
+    # streams tests see targets at once; `streams_assignment_delays` sets them per group
+    "group.streams.initial.rebalance.delay.ms": ("streams_group_initial_rebalance_delay_ms", "0"),
+    "group.streams.assignment.interval.ms": ("streams_group_assignment_interval_ms", "0"),
 }
 #: the settings of TEST_SETTINGS a Kafka before 4.4 does not have (KIP-1263): not given to it
 SINCE_44 = (

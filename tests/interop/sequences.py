@@ -1907,6 +1907,92 @@ async def streams_endpoints_and_shutdown(target: Target) -> Obs:
         await wire.close()
 
 
+async def streams_assignment_delays(target: Target) -> Obs:
+    """Kafka 4.4's delays of a streams group's targets, set per group
+    (``streams.initial.rebalance.delay.ms`` and ``streams.assignment.interval.ms`` at 1.5 s):
+    the first member and a second one joining within the initial delay (answers, statuses,
+    epochs, the describe); after the delay (the describe before any heartbeat, then the
+    answers); a third member joining within the interval since that target; after the
+    interval, the next heartbeat."""
+    wire = await target.wire()
+    ids = Ids()
+    obs: Obs = []
+    try:
+        topic, group = unique("st"), unique("sg")
+        await create_topic(wire, topic, 4)
+        await set_group_config(wire, group, "streams.initial.rebalance.delay.ms", "1500")
+        await set_group_config(wire, group, "streams.assignment.interval.ms", "1500")
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topic a moment later)
+        beat, epochs, owned = _streams_beats(wire, group, topic)
+
+        def answer(r: Any) -> dict[str, Any]:
+            return {
+                "error": err(r.error_code),
+                "epoch": r.member_epoch,
+                "status": [(int(x.status_code), x.status_detail) for x in r.status or ()],
+                "tasks": None
+                if r.active_tasks is None
+                else sum(len(t.partitions) for t in r.active_tasks),
+            }
+
+        async def describe() -> dict[str, Any]:
+            r = await wire.send(
+                request(
+                    "streams_group_describe",
+                    0,
+                    group_ids=[group],
+                    include_authorized_operations=False,
+                )
+            )
+            (g,) = r.groups
+            return {
+                "state": g.group_state,
+                "group epoch": g.group_epoch,
+                "assignment epoch": g.assignment_epoch,
+                "members": sorted(
+                    (
+                        ids("member", m.member_id),
+                        m.member_epoch,
+                        sum(len(t.partitions) for t in m.assignment.active_tasks),
+                        sum(len(t.partitions) for t in m.target_assignment.active_tasks),
+                    )
+                    for m in g.members
+                ),
+            }
+
+        a, b, c = (uuid.uuid4().hex[:22] for _ in range(3))
+        for m in (a, b, c):
+            ids("member", m)
+        obs.append(("first member joins", answer(await beat(a))))
+        obs.append(("it heartbeats again", answer(await beat(a))))
+        obs.append(("second member joins within the delay", answer(await beat(b))))
+        obs.append(("during the delay", await describe()))
+        await asyncio.sleep(1.8)
+        obs.append(("after the delay, before any heartbeat", await describe()))
+        obs.append(("first member after the delay", answer(await beat(a))))
+        obs.append(("second member after the delay", answer(await beat(b))))
+        for _ in range(10):
+            if sorted(sum(len(t["partitions"]) for t in owned.get(m, [])) for m in (a, b)) == [
+                2,
+                2,
+            ]:
+                break
+            await beat(a)
+            await beat(b)
+        obs.append(("settled", await describe()))
+        obs.append(("third member joins within the interval", answer(await beat(c))))
+        obs.append(("within the interval", await describe()))
+        await asyncio.sleep(1.6)
+        obs.append(("after the interval, before any heartbeat", await describe()))
+        obs.append(("a heartbeat after the interval", answer(await beat(a))))
+        obs.append(("after it", await describe()))
+        for m in (a, b, c):
+            await beat(m, -1)
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
@@ -1915,6 +2001,10 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("StreamsGroupHeartbeat", "StreamsGroupDescribe"),
     ),
     "streams_endpoints_and_shutdown": (streams_endpoints_and_shutdown, ("StreamsGroupHeartbeat",)),
+    "streams_assignment_delays": (
+        streams_assignment_delays,
+        ("StreamsGroupHeartbeat", "StreamsGroupDescribe", "AlterGroupConfigs"),
+    ),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

@@ -238,6 +238,10 @@ STREAMS_SESSION, STREAMS_HB = "streams.session.timeout.ms", "streams.heartbeat.i
 STREAMS_OFFSETS, STREAMS_LAG = "streams.task.offset.interval.ms", "streams.acceptable.recovery.lag"
 STREAMS_ASSIGNOR = "streams.assignor.name"
 STREAMS_STANDBY = "streams.num.standby.replicas"
+STREAMS_DELAY, STREAMS_INTERVAL = (
+    "streams.initial.rebalance.delay.ms",
+    "streams.assignment.interval.ms",
+)
 
 
 @on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 42")
@@ -281,6 +285,16 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                 f"{STREAMS_ASSIGNOR} 'foo' is not a registered task "
                 "assignor. Registered assignors are: [sticky].",
             ),
+            (
+                STREAMS_DELAY,
+                "-1",
+                f"Invalid value -1 for configuration {STREAMS_DELAY}: Value must be at least 0",
+            ),
+            (
+                STREAMS_INTERVAL,
+                "16000",
+                f"{STREAMS_INTERVAL} must be in the range 0 to 15000 inclusive.",
+            ),
         ):
             assert await alter(w, group(g, (name, SET, value))) == [(INVALID_CONFIG, message, g)]
         for name, value in (
@@ -290,6 +304,8 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             (STREAMS_LAG, "500"),
             (STREAMS_ASSIGNOR, "sticky"),
             (STREAMS_STANDBY, "1"),
+            (STREAMS_DELAY, "2000"),
+            (STREAMS_INTERVAL, "500"),
         ):
             assert await alter(w, group(g, (name, SET, value))) == [(0, None, g)]
         names = (
@@ -299,6 +315,8 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             STREAMS_LAG,
             STREAMS_ASSIGNOR,
             STREAMS_STANDBY,
+            STREAMS_DELAY,
+            STREAMS_INTERVAL,
         )
 
         async def streams_described() -> dict[str, Any]:
@@ -365,6 +383,27 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                 8,
                 2,
                 [(STREAMS_ASSIGNOR, "sticky", 8), ("group.streams.assignors", "sticky", 5)],
+            ),
+            # (both servers run with the broker settings at 0: a static broker config)
+            STREAMS_DELAY: (
+                "2000",
+                8,
+                3,
+                [
+                    (STREAMS_DELAY, "2000", 8),
+                    (f"group.{STREAMS_DELAY}", "0", 4),
+                    (f"group.{STREAMS_DELAY}", "3000", 5),
+                ],
+            ),
+            STREAMS_INTERVAL: (
+                "500",
+                8,
+                3,
+                [
+                    (STREAMS_INTERVAL, "500", 8),
+                    (f"group.{STREAMS_INTERVAL}", "0", 4),
+                    (f"group.{STREAMS_INTERVAL}", "1000", 5),
+                ],
             ),
         }
         # a member of the group is told the group's interval, task offset interval and lag

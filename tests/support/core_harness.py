@@ -43,11 +43,15 @@ _ASSIGNORS: dict[tuple[str, ...], InProcessAssignor] = {}
 
 
 def at_once(**settings: Any) -> CoordinatorConfig:
-    """A CoordinatorConfig whose consumer groups get a new target at once (assignment interval
-    0, as Kafka before 4.4): the state-machine tests check what follows from each target;
-    ``tests/unit/core/consumer/test_assignment_interval.py`` checks the interval itself and
-    Kafka 4.4's default (1 s)."""
+    """A CoordinatorConfig whose consumer and streams groups get a new target at once
+    (assignment intervals 0, no streams initial rebalance delay, as Kafka before 4.4): the
+    state-machine tests check what follows from each target;
+    ``tests/unit/core/consumer/test_assignment_interval.py`` and
+    ``tests/unit/core/streams/test_assignment_delays.py`` check the delays themselves and
+    Kafka 4.4's defaults (1 s; streams: 3 s and 1 s)."""
     settings.setdefault("consumer_group_assignment_interval_ms", 0)
+    settings.setdefault("streams_group_assignment_interval_ms", 0)
+    settings.setdefault("streams_group_initial_rebalance_delay_ms", 0)
     return CoordinatorConfig(**settings)
 
 

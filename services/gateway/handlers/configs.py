@@ -97,6 +97,15 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _STRING,
         "The task assignor of this streams group (groupcoord has one: sticky).",
     ),
+    "streams.initial.rebalance.delay.ms": (
+        _INT,
+        "How long a new (or emptied) streams group waits for more members before its first "
+        "target assignment.",
+    ),
+    "streams.assignment.interval.ms": (
+        _INT,
+        "The least time between two target assignments of this streams group.",
+    ),
 }
 
 

@@ -11,10 +11,11 @@ Streams groups (Kafka 4.4's ``streams.*``, docs/streams-groups.md):
 ``streams.session.timeout.ms``, ``streams.heartbeat.interval.ms`` (within the shard's
 bounds), ``streams.num.standby.replicas`` (at most the shard's maximum),
 ``streams.task.offset.interval.ms`` (at least the shard's minimum),
-``streams.acceptable.recovery.lag`` (a long, at least 0) and ``streams.assignor.name`` (a
-registered task assignor: ``sticky``). Kafka 4.4's other ``streams.*`` configs (warm-up
-replicas, initial rebalance delay, assignment interval, rack-aware assignment tags, assignor
-offload) are refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
+``streams.acceptable.recovery.lag`` (a long, at least 0), ``streams.assignor.name`` (a
+registered task assignor: ``sticky``), ``streams.initial.rebalance.delay.ms`` (at least 0)
+and ``streams.assignment.interval.ms`` (within the shard's bounds). Kafka 4.4's other
+``streams.*`` configs (warm-up replicas, rack-aware assignment tags, assignor offload) are
+refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
 configure.
 Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
 under their own record key (``GroupConfigKey``, type 64), independent of the group: they
@@ -57,12 +58,12 @@ STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 STREAMS_TASK_OFFSET_INTERVAL_MS = "streams.task.offset.interval.ms"
 STREAMS_ACCEPTABLE_RECOVERY_LAG = "streams.acceptable.recovery.lag"
 STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
+STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
+STREAMS_ASSIGNMENT_INTERVAL_MS = "streams.assignment.interval.ms"
 #: the task assignors a streams group may name (Kafka's default registers the same one)
 STREAMS_ASSIGNORS = ("sticky",)
 #: Kafka 4.4's streams.* configs groupcoord refuses, and why
 STREAMS_NOT_SUPPORTED = {
-    "streams.initial.rebalance.delay.ms": "groupcoord assigns a new streams group at once",
-    "streams.assignment.interval.ms": "groupcoord computes a streams group's target at once",
     "streams.num.warmup.replicas": "groupcoord assigns no warm-up tasks",
     "streams.rack.aware.assignment.tags": "groupcoord's task assignor is not rack-aware",
     "streams.assignor.offload.enable": "groupcoord computes streams targets in the heartbeat",
@@ -85,6 +86,8 @@ CONFIG_NAMES = tuple(
             STREAMS_TASK_OFFSET_INTERVAL_MS,
             STREAMS_ACCEPTABLE_RECOVERY_LAG,
             STREAMS_ASSIGNOR_NAME,
+            STREAMS_INITIAL_REBALANCE_DELAY_MS,
+            STREAMS_ASSIGNMENT_INTERVAL_MS,
         )
     )
 )
@@ -121,6 +124,8 @@ class GroupConfigs:
             STREAMS_TASK_OFFSET_INTERVAL_MS: str(c.streams_group_task_offset_interval_ms),
             STREAMS_ACCEPTABLE_RECOVERY_LAG: str(c.streams_group_acceptable_recovery_lag),
             STREAMS_ASSIGNOR_NAME: STREAMS_ASSIGNORS[0],
+            STREAMS_INITIAL_REBALANCE_DELAY_MS: str(c.streams_group_initial_rebalance_delay_ms),
+            STREAMS_ASSIGNMENT_INTERVAL_MS: str(c.streams_group_assignment_interval_ms),
         }
 
     @staticmethod
@@ -217,6 +222,14 @@ class GroupConfigs:
         default = self.config.streams_group_num_standby_replicas
         return self._streams(group_id, STREAMS_NUM_STANDBY_REPLICAS, default)
 
+    def streams_initial_rebalance_delay_ms(self, group_id: str) -> int:
+        default = self.config.streams_group_initial_rebalance_delay_ms
+        return self._streams(group_id, STREAMS_INITIAL_REBALANCE_DELAY_MS, default)
+
+    def streams_assignment_interval_ms(self, group_id: str) -> int:
+        default = self.config.streams_group_assignment_interval_ms
+        return self._streams(group_id, STREAMS_ASSIGNMENT_INTERVAL_MS, default)
+
     def streams_task_offset_interval_ms(self, group_id: str) -> int:
         default = self.config.streams_group_task_offset_interval_ms
         return self._streams(group_id, STREAMS_TASK_OFFSET_INTERVAL_MS, default)
@@ -289,7 +302,13 @@ class GroupConfigs:
             return value
         if name == STREAMS_ACCEPTABLE_RECOVERY_LAG:
             return str(self._parse(name, value, 0, "LONG"))
-        least = 0 if name in (ASSIGNMENT_INTERVAL_MS, STREAMS_NUM_STANDBY_REPLICAS) else 1
+        zero_ok = (
+            ASSIGNMENT_INTERVAL_MS,
+            STREAMS_NUM_STANDBY_REPLICAS,
+            STREAMS_INITIAL_REBALANCE_DELAY_MS,
+            STREAMS_ASSIGNMENT_INTERVAL_MS,
+        )
+        least = 0 if name in zero_ok else 1
         return str(self._parse(name, value, least))
 
     @staticmethod
@@ -342,6 +361,11 @@ class GroupConfigs:
                 STREAMS_HEARTBEAT_INTERVAL_MS,
                 c.streams_group_min_heartbeat_interval_ms,
                 c.streams_group_max_heartbeat_interval_ms,
+            ),
+            (
+                STREAMS_ASSIGNMENT_INTERVAL_MS,
+                c.streams_group_min_assignment_interval_ms,
+                c.streams_group_max_assignment_interval_ms,
             ),
         ):
             if not low <= int(values[name]) <= high:

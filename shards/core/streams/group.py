@@ -116,6 +116,8 @@ class StreamsGroup(Group):
         #: the target's standby tasks per member (streams.num.standby.replicas > 0)
         self.target_standby: dict[str, Tasks] = {}
         self.assignment_epoch = 0
+        #: when the target was last computed (0: never; streams.assignment.interval.ms)
+        self.assignment_timestamp_ms = 0
         #: static members: instance id -> member id (kept by replay with the members)
         self.static_members: dict[str, str] = {}
 
@@ -216,7 +218,9 @@ class StreamsGroup(Group):
                     gid, member_id, self.target[member_id], self.target_standby.get(member_id, {})
                 )
             )
-        out.append(rec.assignment_epoch_record(gid, self.assignment_epoch))
+        out.append(
+            rec.assignment_epoch_record(gid, self.assignment_epoch, self.assignment_timestamp_ms)
+        )
         for member_id in sorted(self.members):
             member = self.members[member_id]
             out.append(rec.current_assignment_record(gid, member_id, member.assignment_value()))
@@ -291,6 +295,7 @@ class StreamsGroup(Group):
             self.num_standby_replicas,
             self.topology,
             self.assignment_epoch,
+            self.assignment_timestamp_ms,
             tuple(
                 (
                     mid,

@@ -58,7 +58,7 @@ from shards.core.streams.topology import (
     normalize,
     validate_structure,
 )
-from shards.core.timer_keys import TimerKind, member_key, member_of_key
+from shards.core.timer_keys import TimerKind, group_key, member_key, member_of_key
 from shards.runtime.contract import CoordinatorResult, Record, Timer, TimerKey
 
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # Kafka's streams.heartbeat.interval.ms
@@ -146,6 +146,8 @@ class HeartbeatResult:
     topics_to_create: tuple[InternalTopic, ...] = field(default=())
     #: the member that asked the whole application to shut down (soft state, as Kafka's)
     shutdown_requester: str | None = None
+    #: the group's initial rebalance delay is to start (its timer computes the target)
+    start_delay: bool = False
 
 
 @dataclass(slots=True)
@@ -352,7 +354,9 @@ def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> Hea
     if len(group.members) == 1:
         # the last member: the (empty) target's epoch follows the group epoch, as Kafka 4.4
         # answers (conformance sequence streams_group; consumer groups do the same)
-        records.append(rec.assignment_epoch_record(group.group_id, epoch))
+        records.append(
+            rec.assignment_epoch_record(group.group_id, epoch, group.assignment_timestamp_ms)
+        )
     return HeartbeatResult(
         records,
         StreamsGroupHeartbeatResponse(
@@ -368,11 +372,18 @@ def streams_group_heartbeat(
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     num_standby_replicas: int = 0,
     soft: StreamsSoftState | None = None,
+    now_ms: int = 0,
+    initial_delay_ms: int = 0,
+    interval_ms: int = 0,
+    delay_pending: bool = False,
 ) -> HeartbeatResult:
     """One heartbeat against ``group`` (None = no such group yet). ``counts``: the catalog's
     partition count of a topic (None = it does not exist); ``soft``: the group's in-memory
     state (read, not changed: the answer carries the next endpoint epoch and the
-    shutdown requester). Raises ApiError."""
+    shutdown requester); ``initial_delay_ms`` and ``interval_ms``: the group's
+    streams.initial.rebalance.delay.ms and streams.assignment.interval.ms, ``delay_pending``:
+    its initial rebalance delay runs (the result's ``start_delay`` asks to start one).
+    Raises ApiError."""
     validate_request(req)
     if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
         return _leave(group, req)
@@ -539,31 +550,42 @@ def streams_group_heartbeat(
         )
     members[req.member_id] = member
     assignment_epoch = group.assignment_epoch if group is not None else 0
-    if group_epoch > assignment_epoch:
-        task_counts = configured.task_counts if configured.ready else None
-        new_target = assign_active_tasks(task_counts or {}, list(members), old_target)
-        new_standby = assign_standby_tasks(
-            task_counts or {},
-            {mid: m.metadata.process_id for mid, m in members.items()},
-            new_target,
-            {mid: m.active for mid, m in members.items()},
-            {mid: m.standby for mid, m in members.items()},
+    # Kafka 4.4's delays: a group that was empty waits streams.initial.rebalance.delay.ms for
+    # more members before its first target (a timer: ``delay_pending`` while it runs); a
+    # target is computed at most once per streams.assignment.interval.ms
+    start_delay = bump and initial_delay_ms > 0 and (group is None or not group.members)
+    last_computed = group.assignment_timestamp_ms if group is not None else 0
+    if delay_pending or start_delay:
+        statuses.append(StatusDetail(Status.ASSIGNMENT_DELAYED, INITIAL_DELAY_STATUS))
+        target: Tasks = {}
+        target_standby: Tasks = {}
+        if group is None:
+            # a new group's (empty) target is the epoch before its first: the members wait
+            # at epoch 1 (Kafka 4.4 answers so: conformance streams_assignment_delays)
+            assignment_epoch = group_epoch - 1
+            records.append(rec.assignment_epoch_record(group_id, assignment_epoch))
+    elif group_epoch > assignment_epoch and not can_compute_target(
+        last_computed, interval_ms, now_ms
+    ):
+        statuses.append(StatusDetail(Status.ASSIGNMENT_DELAYED, INTERVAL_STATUS))
+        target = old_target.get(req.member_id, {})
+        target_standby = old_standby.get(req.member_id, {})
+    elif group_epoch > assignment_epoch:
+        target_records, new_target, new_standby = compute_target(
+            group_id,
+            members,
+            old_target,
+            old_standby,
+            topology,
+            configured,
             num_standby_replicas,
-            frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics),
+            group_epoch,
+            now_ms,
         )
-        for mid in sorted(new_target):
-            if (
-                mid not in old_target
-                or to_task_ids(old_target[mid]) != to_task_ids(new_target[mid])
-                or to_task_ids(old_standby.get(mid, {})) != to_task_ids(new_standby[mid])
-            ):
-                records.append(
-                    rec.target_member_record(group_id, mid, new_target[mid], new_standby[mid])
-                )
+        records += target_records
         assignment_epoch = group_epoch
-        records.append(rec.assignment_epoch_record(group_id, assignment_epoch))
-        target: Tasks = new_target[req.member_id]
-        target_standby: Tasks = new_standby[req.member_id]
+        target = new_target[req.member_id]
+        target_standby = new_standby[req.member_id]
     else:
         target = old_target.get(req.member_id, {})
         target_standby = old_standby.get(req.member_id, {})
@@ -651,7 +673,57 @@ def streams_group_heartbeat(
         endpoint_information_epoch=endpoint_epoch,
         partitions_by_user_endpoint=by_endpoint,
     )
-    return HeartbeatResult(records, response, configured.topics_to_create, requester)
+    return HeartbeatResult(records, response, configured.topics_to_create, requester, start_delay)
+
+
+#: Kafka 4.4's ASSIGNMENT_DELAYED details
+INITIAL_DELAY_STATUS = "Assignment delayed due to the configured initial rebalance delay."
+INTERVAL_STATUS = "Assignment delayed due to the configured assignment interval."
+
+
+def can_compute_target(last_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """A new target may be computed now: never computed (``last_ms`` 0), no interval, or the
+    interval since the last one has passed (Kafka's canComputeNextTargetAssignment)."""
+    return last_ms == 0 or interval_ms == 0 or now_ms >= last_ms + interval_ms
+
+
+def compute_target(
+    group_id: str,
+    members: Mapping[str, StreamsGroupMember],
+    old_target: Mapping[str, Tasks],
+    old_standby: Mapping[str, Tasks],
+    topology: StreamsGroupTopologyValue,
+    configured: ConfiguredTopology,
+    num_standby_replicas: int,
+    epoch: int,
+    now_ms: int,
+) -> tuple[list[Record], Mapping[str, Tasks], Mapping[str, Tasks]]:
+    """The target of ``members`` at ``epoch`` (sticky to ``old_target``): the records of the
+    members whose target changed and of the assignment epoch (computed at ``now_ms``), and
+    the new active and standby targets."""
+    task_counts = configured.task_counts if configured.ready else None
+    new_target = assign_active_tasks(task_counts or {}, list(members), old_target)
+    new_standby = assign_standby_tasks(
+        task_counts or {},
+        {mid: m.metadata.process_id for mid, m in members.items()},
+        new_target,
+        {mid: m.active for mid, m in members.items()},
+        {mid: m.standby for mid, m in members.items()},
+        num_standby_replicas,
+        frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics),
+    )
+    records: list[Record] = []
+    for mid in sorted(new_target):
+        if (
+            mid not in old_target
+            or to_task_ids(old_target[mid]) != to_task_ids(new_target[mid])
+            or to_task_ids(old_standby.get(mid, {})) != to_task_ids(new_standby[mid])
+        ):
+            records.append(
+                rec.target_member_record(group_id, mid, new_target[mid], new_standby[mid])
+            )
+    records.append(rec.assignment_epoch_record(group_id, epoch, now_ms))
+    return records, new_target, new_standby
 
 
 def _topic_partitions(
@@ -733,7 +805,7 @@ class StreamsGroupManager:
         return self._replay.replayers()
 
     def heartbeat(
-        self, req: StreamsGroupHeartbeatRequest
+        self, req: StreamsGroupHeartbeatRequest, now_ms: int = 0
     ) -> CoordinatorResult[StreamsGroupHeartbeatResponse]:
         existing = self._groups.get(req.group_id)
         group: StreamsGroup | None = None
@@ -761,6 +833,14 @@ class StreamsGroupManager:
                 configs.streams_heartbeat_interval_ms(gid),
                 num_standby_replicas=configs.streams_num_standby_replicas(gid),
                 soft=soft,
+                now_ms=now_ms,
+                # (no timer, no delay: the pure core's tests)
+                initial_delay_ms=configs.streams_initial_rebalance_delay_ms(gid)
+                if self._timer is not None
+                else 0,
+                interval_ms=configs.streams_assignment_interval_ms(gid),
+                delay_pending=self._timer is not None
+                and self._timer.is_scheduled(group_key(TimerKind.STREAMS_INITIAL_REBALANCE, gid)),
             )
             if req.member_epoch >= 0:
                 soft.endpoint_epoch = result.response.endpoint_information_epoch
@@ -782,7 +862,47 @@ class StreamsGroupManager:
                 ),
             )
         self._after_heartbeat(req, result)
+        if result.start_delay and self._timer is not None:
+            gid = req.group_id
+            key = group_key(TimerKind.STREAMS_INITIAL_REBALANCE, gid)
+            if not self._timer.is_scheduled(key):
+                self._timer.schedule(
+                    key,
+                    self.configs.streams_initial_rebalance_delay_ms(gid),
+                    lambda now: self._delayed_target(gid, now),
+                )
         return CoordinatorResult(result.records, result.response)
+
+    def _delayed_target(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
+        """The end of a group's initial rebalance delay: its target, for every member that
+        joined meanwhile (Kafka's computeDelayedTargetAssignment; the members learn their
+        tasks at their next heartbeat). Nothing for a group that emptied or has its target."""
+        group = self._groups.get(group_id)
+        if (
+            not isinstance(group, StreamsGroup)
+            or not group.members
+            or group.topology is None
+            or group.group_epoch <= group.assignment_epoch
+            or not can_compute_target(
+                group.assignment_timestamp_ms,
+                self.configs.streams_assignment_interval_ms(group_id),
+                now_ms,
+            )
+        ):
+            return CoordinatorResult()
+        configured, _ = self._configured_now(group, group.topology)
+        records, _, _ = compute_target(
+            group_id,
+            group.members,
+            group.target,
+            group.target_standby,
+            group.topology,
+            configured,
+            group.num_standby_replicas,
+            group.group_epoch,
+            now_ms,
+        )
+        return CoordinatorResult(records, None)
 
     # ---- the steady heartbeat ----------------------------------------------------------------
     def topics_changed(self) -> None:

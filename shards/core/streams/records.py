@@ -127,6 +127,9 @@ class StreamsGroupTargetAssignmentMetadataKey:
 @dataclass(frozen=True, slots=True)
 class StreamsGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    #: when the target was computed (Kafka 4.4's AssignmentTimestamp; 0: never): the
+    #: streams.assignment.interval.ms counts from it
+    assignment_timestamp_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +239,10 @@ def target_member_record(
     )
 
 
-def assignment_epoch_record(group_id: str, epoch: int) -> Record:
+def assignment_epoch_record(group_id: str, epoch: int, timestamp_ms: int = 0) -> Record:
     return Record(
         StreamsGroupTargetAssignmentMetadataKey(group_id),
-        StreamsGroupTargetAssignmentMetadataValue(epoch),
+        StreamsGroupTargetAssignmentMetadataValue(epoch, timestamp_ms),
     )
 
 

@@ -124,8 +124,11 @@ class StreamsGroupReplay:
             group = self._existing(key.group_id)
             if group is not None:
                 group.assignment_epoch = 0
+                group.assignment_timestamp_ms = 0
             return
-        self._group(key.group_id).assignment_epoch = value.assignment_epoch
+        group = self._group(key.group_id)
+        group.assignment_epoch = value.assignment_epoch
+        group.assignment_timestamp_ms = value.assignment_timestamp_ms
 
     def replay_target_member(
         self,

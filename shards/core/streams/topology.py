@@ -48,6 +48,7 @@ class Status(enum.IntEnum):
     INCORRECTLY_PARTITIONED_TOPICS = 2
     MISSING_INTERNAL_TOPICS = 3
     SHUTDOWN_APPLICATION = 4
+    ASSIGNMENT_DELAYED = 5
 
 
 @dataclass(frozen=True, slots=True)

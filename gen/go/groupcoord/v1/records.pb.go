@@ -3047,10 +3047,11 @@ func (x *StreamsGroupTargetAssignmentMetadataKey) GetGroupId() string {
 }
 
 type StreamsGroupTargetAssignmentMetadataValue struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	AssignmentEpoch int32                  `protobuf:"varint,1,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	AssignmentEpoch       int32                  `protobuf:"varint,1,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
+	AssignmentTimestampMs int64                  `protobuf:"varint,2,opt,name=assignment_timestamp_ms,json=assignmentTimestampMs,proto3" json:"assignment_timestamp_ms,omitempty"` // when the target was computed (0: never)
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *StreamsGroupTargetAssignmentMetadataValue) Reset() {
@@ -3086,6 +3087,13 @@ func (*StreamsGroupTargetAssignmentMetadataValue) Descriptor() ([]byte, []int) {
 func (x *StreamsGroupTargetAssignmentMetadataValue) GetAssignmentEpoch() int32 {
 	if x != nil {
 		return x.AssignmentEpoch
+	}
+	return 0
+}
+
+func (x *StreamsGroupTargetAssignmentMetadataValue) GetAssignmentTimestampMs() int64 {
+	if x != nil {
+		return x.AssignmentTimestampMs
 	}
 	return 0
 }
@@ -3769,9 +3777,10 @@ const file_groupcoord_v1_records_proto_rawDesc = "" +
 	"\b_rack_idB\x10\n" +
 	"\x0e_user_endpoint\"D\n" +
 	"'StreamsGroupTargetAssignmentMetadataKey\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"V\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\x8e\x01\n" +
 	")StreamsGroupTargetAssignmentMetadataValue\x12)\n" +
-	"\x10assignment_epoch\x18\x01 \x01(\x05R\x0fassignmentEpoch\"_\n" +
+	"\x10assignment_epoch\x18\x01 \x01(\x05R\x0fassignmentEpoch\x126\n" +
+	"\x17assignment_timestamp_ms\x18\x02 \x01(\x03R\x15assignmentTimestampMs\"_\n" +
 	"%StreamsGroupTargetAssignmentMemberKey\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\xf1\x01\n" +

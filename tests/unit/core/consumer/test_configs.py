@@ -51,6 +51,8 @@ def test_defaults_are_kafkas() -> None:
         "streams.task.offset.interval.ms": ("60000", True),
         "streams.acceptable.recovery.lag": ("10000", True),
         "streams.assignor.name": ("sticky", True),
+        "streams.initial.rebalance.delay.ms": ("3000", True),
+        "streams.assignment.interval.ms": ("1000", True),
     }
 
 
