@@ -7,10 +7,10 @@ same broker, same run.
 work) join over raw Kafka-protocol connections, one per member, and heartbeat until the
 group is Stable with every member at the group epoch owning its target. Then each member
 sends steady heartbeats (reporting the tasks it owns, as a Streams client does) back to back
-for ``--seconds`` (10): the latency of every steady heartbeat is recorded. The StreamsGroup
-heartbeat is a write on groupcoord's shard (the member's last-heartbeat time is soft state,
-but the heartbeat runs through the partition's loop; docs/streams-groups.md), so this is the
-cost of that path against Kafka's.
+for ``--seconds`` (10): the latency of every steady heartbeat is recorded. On groupcoord's
+shard such a heartbeat takes the steady path (answered at once on the partition, nothing
+written; docs/streams-groups.md), so this is the cost of that path, and of the Kafka wire
+around it, against Kafka's.
 
 Targets alternate within each round (which goes first alternates too):
 
