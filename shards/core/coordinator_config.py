@@ -103,6 +103,10 @@ class CoordinatorConfig:
     # (status ASSIGNMENT_DELAYED meanwhile), and a target is computed at most once per
     # interval (the heartbeat after it computes the next)
     streams_group_initial_rebalance_delay_ms: int = 3_000
+    # the client tags a member must have for rack-aware standby placement (comma-separated;
+    # empty: none): a member without them is told MISSING_CLIENT_TAGS (Kafka 4.4's sticky
+    # assignor does not place by tags; nor does groupcoord's)
+    streams_group_rack_aware_assignment_tags: str = ""
     streams_group_assignment_interval_ms: int = 1_000
     streams_group_min_assignment_interval_ms: int = 0
     streams_group_max_assignment_interval_ms: int = 15_000

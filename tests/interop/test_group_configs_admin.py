@@ -242,6 +242,7 @@ STREAMS_DELAY, STREAMS_INTERVAL = (
     "streams.initial.rebalance.delay.ms",
     "streams.assignment.interval.ms",
 )
+STREAMS_TAGS = "streams.rack.aware.assignment.tags"
 
 
 @on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 42")
@@ -295,6 +296,7 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                 "16000",
                 f"{STREAMS_INTERVAL} must be in the range 0 to 15000 inclusive.",
             ),
+            (STREAMS_TAGS, "zone, zone", f"{STREAMS_TAGS} must not contain duplicate tag keys."),
         ):
             assert await alter(w, group(g, (name, SET, value))) == [(INVALID_CONFIG, message, g)]
         for name, value in (
@@ -306,6 +308,7 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             (STREAMS_STANDBY, "1"),
             (STREAMS_DELAY, "2000"),
             (STREAMS_INTERVAL, "500"),
+            (STREAMS_TAGS, "zone, cluster"),
         ):
             assert await alter(w, group(g, (name, SET, value))) == [(0, None, g)]
         names = (
@@ -317,6 +320,7 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             STREAMS_STANDBY,
             STREAMS_DELAY,
             STREAMS_INTERVAL,
+            STREAMS_TAGS,
         )
 
         async def streams_described() -> dict[str, Any]:
@@ -395,6 +399,12 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                     (f"group.{STREAMS_DELAY}", "3000", 5),
                 ],
             ),
+            STREAMS_TAGS: (
+                "zone,cluster",
+                8,
+                7,
+                [(STREAMS_TAGS, "zone,cluster", 8), (f"group.{STREAMS_TAGS}", "", 5)],
+            ),
             STREAMS_INTERVAL: (
                 "500",
                 8,
@@ -417,7 +427,7 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
                 endpoint_information_epoch=0,
                 rebalance_timeout=30_000,
                 process_id=unique("p"),
-                client_tags=[],
+                client_tags=[{"key": "zone", "value": "z1"}],
                 topology={
                     "epoch": 0,
                     "subtopologies": [
@@ -441,6 +451,14 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             r.task_offset_interval.total_seconds(),
             r.acceptable_recovery_lag,
         ) == (0, 6.0, 20.0, 500)
+        # the group's delay (2 s), its missing source topic, and the member's missing tag
+        # (a v1 answer: MISSING_CLIENT_TAGS, Kafka 4.4's wording)
+        statuses = [(int(x.status_code), x.status_detail) for x in r.status or ()]
+        assert [code for code, _ in statuses] == [5, 1, 6], statuses
+        assert statuses[2][1] == (
+            "Missing required client tags for rack-aware standby assignment: [cluster]. "
+            "Configure them via 'client.tag.<tagKey>' in your Streams config."
+        )
         # what groupcoord has no behaviour for: Kafka keeps it, groupcoord refuses it
         refused = await alter(w, group(g, ("streams.num.warmup.replicas", SET, "3")))
         if target.name == "kafka":

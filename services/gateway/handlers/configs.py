@@ -32,7 +32,7 @@ _OPERATION_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 #: Kafka's ConfigSource values
 DYNAMIC_GROUP_CONFIG, DEFAULT_CONFIG = 8, 5
 #: Kafka's ConfigType values
-_BOOLEAN, _STRING, _INT, _LONG = 1, 2, 3, 5
+_BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
 NOT_COORDINATOR = int(Errors.NOT_COORDINATOR)
 TWICE = "Each resource must appear at most once."
 ONLY_GROUPS = "groupcoord (coordinator-only) serves the configs of GROUP resources only"
@@ -105,6 +105,11 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
     "streams.assignment.interval.ms": (
         _INT,
         "The least time between two target assignments of this streams group.",
+    ),
+    "streams.rack.aware.assignment.tags": (
+        _LIST,
+        "The client tags every member of this streams group must have (rack-aware standby "
+        "assignment; members without them are told MISSING_CLIENT_TAGS).",
     ),
 }
 

@@ -12,10 +12,10 @@ Streams groups (Kafka 4.4's ``streams.*``, docs/streams-groups.md):
 bounds), ``streams.num.standby.replicas`` (at most the shard's maximum),
 ``streams.task.offset.interval.ms`` (at least the shard's minimum),
 ``streams.acceptable.recovery.lag`` (a long, at least 0), ``streams.assignor.name`` (a
-registered task assignor: ``sticky``), ``streams.initial.rebalance.delay.ms`` (at least 0)
-and ``streams.assignment.interval.ms`` (within the shard's bounds). Kafka 4.4's other
-``streams.*`` configs (warm-up replicas, rack-aware assignment tags, assignor offload) are
-refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
+registered task assignor: ``sticky``), ``streams.initial.rebalance.delay.ms`` (at least 0),
+``streams.assignment.interval.ms`` (within the shard's bounds) and
+``streams.rack.aware.assignment.tags`` (a list, no duplicates). Kafka 4.4's other
+``streams.*`` configs (warm-up replicas, assignor offload) are refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
 configure.
 Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
 under their own record key (``GroupConfigKey``, type 64), independent of the group: they
@@ -36,6 +36,8 @@ is the first of them.
 """
 
 from __future__ import annotations
+
+import re
 
 from shards.core.consumer import api
 from shards.core.coordinator_config import CoordinatorConfig
@@ -60,14 +62,22 @@ STREAMS_ACCEPTABLE_RECOVERY_LAG = "streams.acceptable.recovery.lag"
 STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
 STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
 STREAMS_ASSIGNMENT_INTERVAL_MS = "streams.assignment.interval.ms"
+STREAMS_RACK_TAGS = "streams.rack.aware.assignment.tags"
 #: the task assignors a streams group may name (Kafka's default registers the same one)
 STREAMS_ASSIGNORS = ("sticky",)
 #: Kafka 4.4's streams.* configs groupcoord refuses, and why
 STREAMS_NOT_SUPPORTED = {
     "streams.num.warmup.replicas": "groupcoord assigns no warm-up tasks",
-    "streams.rack.aware.assignment.tags": "groupcoord's task assignor is not rack-aware",
     "streams.assignor.offload.enable": "groupcoord computes streams targets in the heartbeat",
 }
+
+
+def split_tags(value: str) -> list[str]:
+    """A comma-separated list as Kafka splits it (blanks around commas ignored)."""
+    text = value.strip()
+    return [] if not text else re.split(r"\s*,\s*", text)
+
+
 #: the true/false configs
 _BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE)
 CONFIG_NAMES = tuple(
@@ -88,6 +98,7 @@ CONFIG_NAMES = tuple(
             STREAMS_ASSIGNOR_NAME,
             STREAMS_INITIAL_REBALANCE_DELAY_MS,
             STREAMS_ASSIGNMENT_INTERVAL_MS,
+            STREAMS_RACK_TAGS,
         )
     )
 )
@@ -126,6 +137,7 @@ class GroupConfigs:
             STREAMS_ASSIGNOR_NAME: STREAMS_ASSIGNORS[0],
             STREAMS_INITIAL_REBALANCE_DELAY_MS: str(c.streams_group_initial_rebalance_delay_ms),
             STREAMS_ASSIGNMENT_INTERVAL_MS: str(c.streams_group_assignment_interval_ms),
+            STREAMS_RACK_TAGS: c.streams_group_rack_aware_assignment_tags,
         }
 
     @staticmethod
@@ -230,6 +242,14 @@ class GroupConfigs:
         default = self.config.streams_group_assignment_interval_ms
         return self._streams(group_id, STREAMS_ASSIGNMENT_INTERVAL_MS, default)
 
+    def streams_rack_aware_assignment_tags(self, group_id: str) -> str:
+        """The client tags the group's members must have ("a,b"; "" none), as Kafka keeps
+        them in the group's assignment configs."""
+        value = self.overrides.get(group_id, _NO_OVERRIDES).get(STREAMS_RACK_TAGS)
+        if value is None:
+            value = self.config.streams_group_rack_aware_assignment_tags
+        return ",".join(split_tags(value))
+
     def streams_task_offset_interval_ms(self, group_id: str) -> int:
         default = self.config.streams_group_task_offset_interval_ms
         return self._streams(group_id, STREAMS_TASK_OFFSET_INTERVAL_MS, default)
@@ -300,6 +320,14 @@ class GroupConfigs:
                     f"are: [{', '.join(STREAMS_ASSIGNORS)}].",
                 )
             return value
+        if name == STREAMS_RACK_TAGS:
+            tags = split_tags(value)
+            if len(set(tags)) != len(tags):
+                raise ApiError(
+                    Errors.INVALID_CONFIG,
+                    f"{STREAMS_RACK_TAGS} must not contain duplicate tag keys.",
+                )
+            return ",".join(tags)  # (kept as Kafka keeps a list: "a,b")
         if name == STREAMS_ACCEPTABLE_RECOVERY_LAG:
             return str(self._parse(name, value, 0, "LONG"))
         zero_ok = (

@@ -110,6 +110,8 @@ class StreamsGroup(Group):
         self.validated_topology_epoch = -1
         #: streams.num.standby.replicas the target was last computed with
         self.num_standby_replicas = 0
+        #: streams.rack.aware.assignment.tags the target was last computed with ("" none)
+        self.rack_aware_assignment_tags = ""
         self.topology: StreamsGroupTopologyValue | None = None
         self.members: dict[str, StreamsGroupMember] = {}
         self.target: dict[str, Tasks] = {}
@@ -206,6 +208,7 @@ class StreamsGroup(Group):
                 self.metadata_hash,
                 self.validated_topology_epoch,
                 self.num_standby_replicas,
+                self.rack_aware_assignment_tags,
             )
         ]
         if self.topology is not None:
@@ -293,6 +296,7 @@ class StreamsGroup(Group):
             self.metadata_hash,
             self.validated_topology_epoch,
             self.num_standby_replicas,
+            self.rack_aware_assignment_tags,
             self.topology,
             self.assignment_epoch,
             self.assignment_timestamp_ms,

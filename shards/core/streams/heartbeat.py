@@ -349,6 +349,7 @@ def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest) -> Hea
             group.metadata_hash,
             group.validated_topology_epoch,
             group.num_standby_replicas,
+            group.rack_aware_assignment_tags,
         )
     )
     if len(group.members) == 1:
@@ -376,6 +377,7 @@ def streams_group_heartbeat(
     initial_delay_ms: int = 0,
     interval_ms: int = 0,
     delay_pending: bool = False,
+    rack_tags: str = "",
 ) -> HeartbeatResult:
     """One heartbeat against ``group`` (None = no such group yet). ``counts``: the catalog's
     partition count of a topic (None = it does not exist); ``soft``: the group's in-memory
@@ -516,9 +518,10 @@ def streams_group_heartbeat(
     if new_hash != old_hash or validated != old_validated:
         bump = True
     old_replicas = group.num_standby_replicas if group is not None else 0
-    if num_standby_replicas != old_replicas:
-        bump = True  # streams.num.standby.replicas changed: a new target (Kafka's
-        # LastAssignmentConfigs)
+    old_tags = group.rack_aware_assignment_tags if group is not None else ""
+    if num_standby_replicas != old_replicas or rack_tags != old_tags:
+        bump = True  # streams.num.standby.replicas or the rack-aware tags changed: a new
+        # target (Kafka's LastAssignmentConfigs)
 
     # 4. the group epoch (a new group's first is 2, as Kafka 4.4 answers -- conformance
     # sequence streams_group; consumer groups do the same)
@@ -528,7 +531,7 @@ def streams_group_heartbeat(
     if bump:
         records.append(
             rec.group_metadata_record(
-                group_id, group_epoch, new_hash, validated, num_standby_replicas
+                group_id, group_epoch, new_hash, validated, num_standby_replicas, rack_tags
             )
         )
 
@@ -661,6 +664,9 @@ def streams_group_heartbeat(
                 "a shutdown for the entire application.",
             )
         )
+    missing = missing_client_tags(rack_tags, metadata)
+    if missing and (req.context.api_version is None or req.context.api_version >= 1):
+        statuses.append(missing_tags_status(missing))
     response = StreamsGroupHeartbeatResponse(
         member_id=req.member_id,
         member_epoch=updated.member_epoch,
@@ -674,6 +680,24 @@ def streams_group_heartbeat(
         partitions_by_user_endpoint=by_endpoint,
     )
     return HeartbeatResult(records, response, configured.topics_to_create, requester, start_delay)
+
+
+def missing_client_tags(rack_tags: str, metadata: StreamsGroupMemberMetadataValue) -> list[str]:
+    """The group's rack-aware assignment tags the member's client tags lack."""
+    if not rack_tags:
+        return []
+    have = {kv.key for kv in metadata.client_tags}
+    return [t for t in rack_tags.split(",") if t not in have]
+
+
+def missing_tags_status(missing: list[str]) -> StatusDetail:
+    """MISSING_CLIENT_TAGS (v1 answers only, as Kafka 4.4's)."""
+    return StatusDetail(
+        Status.MISSING_CLIENT_TAGS,
+        f"Missing required client tags for rack-aware standby assignment: "
+        f"[{', '.join(missing)}]. Configure them via 'client.tag.<tagKey>' in your Streams "
+        "config.",
+    )
 
 
 #: Kafka 4.4's ASSIGNMENT_DELAYED details
@@ -839,6 +863,7 @@ class StreamsGroupManager:
                 if self._timer is not None
                 else 0,
                 interval_ms=configs.streams_assignment_interval_ms(gid),
+                rack_tags=configs.streams_rack_aware_assignment_tags(gid),
                 delay_pending=self._timer is not None
                 and self._timer.is_scheduled(group_key(TimerKind.STREAMS_INITIAL_REBALANCE, gid)),
             )
@@ -987,8 +1012,13 @@ class StreamsGroupManager:
             new_hash != group.metadata_hash
             or (topology.epoch if configured.ready else -1) != group.validated_topology_epoch
             or configs.streams_num_standby_replicas(gid) != group.num_standby_replicas
+            or configs.streams_rack_aware_assignment_tags(gid) != group.rack_aware_assignment_tags
         ):
             return None  # a new group epoch
+        if group.rack_aware_assignment_tags and missing_client_tags(
+            group.rack_aware_assignment_tags, meta
+        ):
+            return None  # (the general path words the status)
         statuses: list[StatusDetail] = []
         if meta.topology_epoch < topology.epoch:
             return None  # (rare: the general path words the status)

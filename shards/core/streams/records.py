@@ -85,6 +85,8 @@ class StreamsGroupMetadataValue:
     validated_topology_epoch: int = -1
     #: streams.num.standby.replicas the target was last computed with
     num_standby_replicas: int = 0
+    #: and streams.rack.aware.assignment.tags ("a,b"; "" none): Kafka's LastAssignmentConfigs
+    rack_aware_assignment_tags: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,11 +205,16 @@ def group_metadata_record(
     metadata_hash: int,
     validated_topology_epoch: int,
     num_standby_replicas: int = 0,
+    rack_aware_assignment_tags: str = "",
 ) -> Record:
     return Record(
         StreamsGroupMetadataKey(group_id),
         StreamsGroupMetadataValue(
-            epoch, metadata_hash, validated_topology_epoch, num_standby_replicas
+            epoch,
+            metadata_hash,
+            validated_topology_epoch,
+            num_standby_replicas,
+            rack_aware_assignment_tags,
         ),
     )
 

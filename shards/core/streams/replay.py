@@ -83,6 +83,7 @@ class StreamsGroupReplay:
         group.metadata_hash = value.metadata_hash
         group.validated_topology_epoch = value.validated_topology_epoch
         group.num_standby_replicas = value.num_standby_replicas
+        group.rack_aware_assignment_tags = value.rack_aware_assignment_tags
 
     def replay_topology(
         self, key: StreamsGroupTopologyKey, value: StreamsGroupTopologyValue | None

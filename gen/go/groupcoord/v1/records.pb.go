@@ -2684,8 +2684,10 @@ type StreamsGroupMetadataValue struct {
 	// streams.num.standby.replicas when the target was last computed (Kafka keeps it among
 	// its LastAssignmentConfigs): a change computes a new target
 	NumStandbyReplicas int32 `protobuf:"varint,4,opt,name=num_standby_replicas,json=numStandbyReplicas,proto3" json:"num_standby_replicas,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// and streams.rack.aware.assignment.tags ("a,b"; empty: none)
+	RackAwareAssignmentTags string `protobuf:"bytes,5,opt,name=rack_aware_assignment_tags,json=rackAwareAssignmentTags,proto3" json:"rack_aware_assignment_tags,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *StreamsGroupMetadataValue) Reset() {
@@ -2744,6 +2746,13 @@ func (x *StreamsGroupMetadataValue) GetNumStandbyReplicas() int32 {
 		return x.NumStandbyReplicas
 	}
 	return 0
+}
+
+func (x *StreamsGroupMetadataValue) GetRackAwareAssignmentTags() string {
+	if x != nil {
+		return x.RackAwareAssignmentTags
+	}
+	return ""
 }
 
 type StreamsGroupTopologyKey struct {
@@ -3743,12 +3752,13 @@ const file_groupcoord_v1_records_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"4\n" +
 	"\x17StreamsGroupMetadataKey\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xe4\x01\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xa1\x02\n" +
 	"\x19StreamsGroupMetadataValue\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12#\n" +
 	"\rmetadata_hash\x18\x02 \x01(\x03R\fmetadataHash\x12=\n" +
 	"\x18validated_topology_epoch\x18\x03 \x01(\x05H\x00R\x16validatedTopologyEpoch\x88\x01\x01\x120\n" +
-	"\x14num_standby_replicas\x18\x04 \x01(\x05R\x12numStandbyReplicasB\x1b\n" +
+	"\x14num_standby_replicas\x18\x04 \x01(\x05R\x12numStandbyReplicas\x12;\n" +
+	"\x1arack_aware_assignment_tags\x18\x05 \x01(\tR\x17rackAwareAssignmentTagsB\x1b\n" +
 	"\x19_validated_topology_epoch\"4\n" +
 	"\x17StreamsGroupTopologyKey\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"z\n" +

@@ -53,6 +53,7 @@ def test_defaults_are_kafkas() -> None:
         "streams.assignor.name": ("sticky", True),
         "streams.initial.rebalance.delay.ms": ("3000", True),
         "streams.assignment.interval.ms": ("1000", True),
+        "streams.rack.aware.assignment.tags": ("", True),
     }
 
 
