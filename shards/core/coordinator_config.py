@@ -107,6 +107,11 @@ class CoordinatorConfig:
     # empty: none): a member without them is told MISSING_CLIENT_TAGS (Kafka 4.4's sticky
     # assignor does not place by tags; nor does groupcoord's)
     streams_group_rack_aware_assignment_tags: str = ""
+    # Kafka 4.4 keeps these and (its 4.4.0 assignor and refiner) assigns no warm-up tasks and
+    # nothing differently with offloading: groupcoord keeps them, with the same effect
+    streams_group_num_warmup_replicas: int = 2
+    streams_group_max_warmup_replicas: int = 20
+    streams_group_assignor_offload_enable: bool = True
     streams_group_assignment_interval_ms: int = 1_000
     streams_group_min_assignment_interval_ms: int = 0
     streams_group_max_assignment_interval_ms: int = 15_000
@@ -233,6 +238,12 @@ class CoordinatorConfig:
                 "streams_group_num_standby_replicas must lie between 0 and "
                 f"streams_group_max_standby_replicas ({self.streams_group_max_standby_replicas}),"
                 f" got {self.streams_group_num_standby_replicas}"
+            )
+        if not 0 <= self.streams_group_num_warmup_replicas <= self.streams_group_max_warmup_replicas:
+            raise ValueError(
+                "streams_group_num_warmup_replicas must lie between 0 and "
+                f"streams_group_max_warmup_replicas ({self.streams_group_max_warmup_replicas}),"
+                f" got {self.streams_group_num_warmup_replicas}"
             )
         if (
             self.streams_group_task_offset_interval_ms

@@ -243,14 +243,16 @@ STREAMS_DELAY, STREAMS_INTERVAL = (
     "streams.assignment.interval.ms",
 )
 STREAMS_TAGS = "streams.rack.aware.assignment.tags"
+WARMUPS, STREAMS_OFFLOAD = "streams.num.warmup.replicas", "streams.assignor.offload.enable"
 
 
 @on_both("AlterGroupConfigs", "DescribeGroupConfigs", issue="issue 42")
 async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
-    """The streams.* group configs groupcoord applies, validated, kept and described as
-    Kafka 4.4.0 does (same codes, messages, values, sources, types and synonyms); the ones
-    it has no behaviour for (standbys, warm-ups, delays, rack tags, offload) Kafka takes and
-    groupcoord refuses, naming why -- a listed difference."""
+    """Every streams.* group config of Kafka 4.4 validated, kept and described as Kafka 4.4.0
+    does (same codes, messages, values, sources, types and synonyms); a member of the group
+    told the group's intervals and lag, and the statuses of its delay, its missing source
+    topic and its missing client tag. Warm-up replicas and assignor offload are kept by
+    both with Kafka 4.4.0's effect: none."""
     if target.name == "kafka" and KAFKA_VERSION.startswith("4.1"):
         pytest.skip("streams groups are early access in Kafka 4.1")
     w = await target.wire()
@@ -459,18 +461,29 @@ async def test_streams_group_configs_as_kafka_44(target: Target) -> None:
             "Missing required client tags for rack-aware standby assignment: [cluster]. "
             "Configure them via 'client.tag.<tagKey>' in your Streams config."
         )
-        # what groupcoord has no behaviour for: Kafka keeps it, groupcoord refuses it
-        refused = await alter(w, group(g, ("streams.num.warmup.replicas", SET, "3")))
-        if target.name == "kafka":
-            assert refused == [(0, None, g)]
-        else:
-            assert refused == [
-                (
-                    INVALID_CONFIG,
-                    "Group config streams.num.warmup.replicas is not supported by groupcoord: "
-                    "groupcoord assigns no warm-up tasks.",
-                    g,
-                )
-            ]
+        # kept by both with Kafka 4.4.0's effect (none): warm-up replicas, assignor offload
+        for name, value, message in (
+            (WARMUPS, "21", f"{WARMUPS} must be less than or equal to 20"),
+            (
+                STREAMS_OFFLOAD,
+                "maybe",
+                f"Invalid value maybe for configuration {STREAMS_OFFLOAD}: Expected "
+                "value to be either true or false",
+            ),
+        ):
+            assert await alter(w, group(g, (name, SET, value))) == [(INVALID_CONFIG, message, g)]
+        assert await alter(w, group(g, (WARMUPS, SET, "3"))) == [(0, None, g)]
+        assert await alter(w, group(g, (STREAMS_OFFLOAD, SET, "False"))) == [(0, None, g)]
+        names = (WARMUPS, STREAMS_OFFLOAD)  # (what streams_described reads)
+        kept = await streams_described()
+        assert kept == {
+            WARMUPS: ("3", 8, 3, [(WARMUPS, "3", 8), (f"group.{WARMUPS}", "2", 5)]),
+            STREAMS_OFFLOAD: (
+                "False",
+                8,
+                1,
+                [(STREAMS_OFFLOAD, "False", 8), (f"group.{STREAMS_OFFLOAD}", "true", 5)],
+            ),
+        }
     finally:
         await w.close()

@@ -106,6 +106,16 @@ GROUP_CONFIGS: dict[str, tuple[int, str]] = {
         _INT,
         "The least time between two target assignments of this streams group.",
     ),
+    "streams.num.warmup.replicas": (
+        _INT,
+        "The warm-up replicas of this streams group (kept: neither Kafka 4.4.0's assignor nor "
+        "groupcoord's places warm-up tasks).",
+    ),
+    "streams.assignor.offload.enable": (
+        _BOOLEAN,
+        "Whether this streams group's assignment is computed off the request path (kept: "
+        "groupcoord computes it in the heartbeat either way).",
+    ),
     "streams.rack.aware.assignment.tags": (
         _LIST,
         "The client tags every member of this streams group must have (rack-aware standby "

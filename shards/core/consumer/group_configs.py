@@ -13,10 +13,11 @@ bounds), ``streams.num.standby.replicas`` (at most the shard's maximum),
 ``streams.task.offset.interval.ms`` (at least the shard's minimum),
 ``streams.acceptable.recovery.lag`` (a long, at least 0), ``streams.assignor.name`` (a
 registered task assignor: ``sticky``), ``streams.initial.rebalance.delay.ms`` (at least 0),
-``streams.assignment.interval.ms`` (within the shard's bounds) and
-``streams.rack.aware.assignment.tags`` (a list, no duplicates). Kafka 4.4's other
-``streams.*`` configs (warm-up replicas, assignor offload) are refused with INVALID_CONFIG naming why: groupcoord has no such behaviour to
-configure.
+``streams.assignment.interval.ms`` (within the shard's bounds),
+``streams.rack.aware.assignment.tags`` (a list, no duplicates),
+``streams.num.warmup.replicas`` (at most the shard's maximum) and
+``streams.assignor.offload.enable`` (true/false) -- the last two kept with Kafka 4.4.0's
+effect: none (its assignor places no warm-up tasks; offloading changes no answer).
 Kafka keeps them in the controller; groupcoord keeps them in the group's offsets partition
 under their own record key (``GroupConfigKey``, type 64), independent of the group: they
 can be set before the group exists and survive its deletion. A group without overrides
@@ -63,13 +64,12 @@ STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
 STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
 STREAMS_ASSIGNMENT_INTERVAL_MS = "streams.assignment.interval.ms"
 STREAMS_RACK_TAGS = "streams.rack.aware.assignment.tags"
+#: kept as Kafka 4.4 keeps them, with its 4.4.0 effect: none (no warm-up tasks; offloading
+#: changes nothing a client sees)
+STREAMS_NUM_WARMUP_REPLICAS = "streams.num.warmup.replicas"
+STREAMS_ASSIGNOR_OFFLOAD_ENABLE = "streams.assignor.offload.enable"
 #: the task assignors a streams group may name (Kafka's default registers the same one)
 STREAMS_ASSIGNORS = ("sticky",)
-#: Kafka 4.4's streams.* configs groupcoord refuses, and why
-STREAMS_NOT_SUPPORTED = {
-    "streams.num.warmup.replicas": "groupcoord assigns no warm-up tasks",
-    "streams.assignor.offload.enable": "groupcoord computes streams targets in the heartbeat",
-}
 
 
 def split_tags(value: str) -> list[str]:
@@ -79,7 +79,7 @@ def split_tags(value: str) -> list[str]:
 
 
 #: the true/false configs
-_BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE)
+_BOOLEANS = (CLIENT_ASSIGNORS_ENABLE, ASSIGNOR_OFFLOAD_ENABLE, STREAMS_ASSIGNOR_OFFLOAD_ENABLE)
 CONFIG_NAMES = tuple(
     sorted(
         (
@@ -99,6 +99,8 @@ CONFIG_NAMES = tuple(
             STREAMS_INITIAL_REBALANCE_DELAY_MS,
             STREAMS_ASSIGNMENT_INTERVAL_MS,
             STREAMS_RACK_TAGS,
+            STREAMS_NUM_WARMUP_REPLICAS,
+            STREAMS_ASSIGNOR_OFFLOAD_ENABLE,
         )
     )
 )
@@ -138,6 +140,8 @@ class GroupConfigs:
             STREAMS_INITIAL_REBALANCE_DELAY_MS: str(c.streams_group_initial_rebalance_delay_ms),
             STREAMS_ASSIGNMENT_INTERVAL_MS: str(c.streams_group_assignment_interval_ms),
             STREAMS_RACK_TAGS: c.streams_group_rack_aware_assignment_tags,
+            STREAMS_NUM_WARMUP_REPLICAS: str(c.streams_group_num_warmup_replicas),
+            STREAMS_ASSIGNOR_OFFLOAD_ENABLE: str(c.streams_group_assignor_offload_enable).lower(),
         }
 
     @staticmethod
@@ -269,12 +273,6 @@ class GroupConfigs:
             if entry.name in seen:
                 raise ApiError(Errors.INVALID_REQUEST, f"Duplicate config name: {entry.name}")
             seen.add(entry.name)
-            if entry.name in STREAMS_NOT_SUPPORTED:
-                raise ApiError(
-                    Errors.INVALID_CONFIG,
-                    f"Group config {entry.name} is not supported by groupcoord: "
-                    f"{STREAMS_NOT_SUPPORTED[entry.name]}.",
-                )
             if entry.name not in CONFIG_NAMES:
                 raise ApiError(Errors.INVALID_CONFIG, f"Unknown group config name: {entry.name}")
             if entry.value is None:
@@ -302,7 +300,7 @@ class GroupConfigs:
                     "either true or false",
                 )
             # Kafka's own config keeps the value as given (described "False" if set so)
-            return value if name == ASSIGNOR_OFFLOAD_ENABLE else text
+            return value if name in (ASSIGNOR_OFFLOAD_ENABLE, STREAMS_ASSIGNOR_OFFLOAD_ENABLE) else text
         if name == CLIENT_ASSIGNMENT_FALLBACK:
             text = value.strip()
             allowed = (*self.config.consumer_group_assignors, NO_FALLBACK)
@@ -335,6 +333,7 @@ class GroupConfigs:
             STREAMS_NUM_STANDBY_REPLICAS,
             STREAMS_INITIAL_REBALANCE_DELAY_MS,
             STREAMS_ASSIGNMENT_INTERVAL_MS,
+            STREAMS_NUM_WARMUP_REPLICAS,
         )
         least = 0 if name in zero_ok else 1
         return str(self._parse(name, value, least))
@@ -401,6 +400,12 @@ class GroupConfigs:
                     Errors.INVALID_CONFIG, f"{name} must be in the range {low} to {high} inclusive."
                 )
         # (Kafka 4.4's messages for these two bounds)
+        if int(values[STREAMS_NUM_WARMUP_REPLICAS]) > c.streams_group_max_warmup_replicas:
+            raise ApiError(
+                Errors.INVALID_CONFIG,
+                f"{STREAMS_NUM_WARMUP_REPLICAS} must be less than or equal to "
+                f"{c.streams_group_max_warmup_replicas}",
+            )
         if int(values[STREAMS_NUM_STANDBY_REPLICAS]) > c.streams_group_max_standby_replicas:
             raise ApiError(
                 Errors.INVALID_CONFIG,

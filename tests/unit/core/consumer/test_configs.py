@@ -54,6 +54,8 @@ def test_defaults_are_kafkas() -> None:
         "streams.initial.rebalance.delay.ms": ("3000", True),
         "streams.assignment.interval.ms": ("1000", True),
         "streams.rack.aware.assignment.tags": ("", True),
+        "streams.num.warmup.replicas": ("2", True),
+        "streams.assignor.offload.enable": ("true", True),
     }
 
 
@@ -314,9 +316,11 @@ def test_streams_configs_are_validated_as_kafka_44() -> None:
         "streams.assignor.name 'foo' is not a registered task assignor. Registered assignors "
         "are: [sticky]."
     )
-    assert refused("streams.num.warmup.replicas", "3") == (
-        "Group config streams.num.warmup.replicas is not supported by groupcoord: groupcoord "
-        "assigns no warm-up tasks."
+    assert refused("streams.num.warmup.replicas", "21") == (
+        "streams.num.warmup.replicas must be less than or equal to 20"
+    )
+    assert refused("streams.rack.aware.assignment.tags", "a,b , a") == (
+        "streams.rack.aware.assignment.tags must not contain duplicate tag keys."
     )
     assert c.h.log == []  # nothing refused was written
     alter(
