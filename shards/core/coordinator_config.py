@@ -239,7 +239,11 @@ class CoordinatorConfig:
                 f"streams_group_max_standby_replicas ({self.streams_group_max_standby_replicas}),"
                 f" got {self.streams_group_num_standby_replicas}"
             )
-        if not 0 <= self.streams_group_num_warmup_replicas <= self.streams_group_max_warmup_replicas:
+        if (
+            not 0
+            <= self.streams_group_num_warmup_replicas
+            <= self.streams_group_max_warmup_replicas
+        ):
             raise ValueError(
                 "streams_group_num_warmup_replicas must lie between 0 and "
                 f"streams_group_max_warmup_replicas ({self.streams_group_max_warmup_replicas}),"

@@ -300,7 +300,11 @@ class GroupConfigs:
                     "either true or false",
                 )
             # Kafka's own config keeps the value as given (described "False" if set so)
-            return value if name in (ASSIGNOR_OFFLOAD_ENABLE, STREAMS_ASSIGNOR_OFFLOAD_ENABLE) else text
+            return (
+                value
+                if name in (ASSIGNOR_OFFLOAD_ENABLE, STREAMS_ASSIGNOR_OFFLOAD_ENABLE)
+                else text
+            )
         if name == CLIENT_ASSIGNMENT_FALLBACK:
             text = value.strip()
             allowed = (*self.config.consumer_group_assignors, NO_FALLBACK)

@@ -83,6 +83,7 @@ def assign_standby_tasks(
     previous_standby: Mapping[str, Tasks],
     replicas: int,
     stateful: frozenset[str] | None = None,
+    reported: Mapping[str, Mapping[TaskId, int]] | None = None,
 ) -> dict[str, dict[str, frozenset[int]]]:
     """The standby tasks of each member (``processes``: member -> its process id), given the
     new active targets (``active``), what members held before, and ``replicas`` standbys per
@@ -99,6 +100,12 @@ def assign_standby_tasks(
     plus standby tasks, against a quota of ⌈(tasks + standbys) / members⌉ for the sticky
     choices. Ties by member id. A replica no member can take (too few processes) is left
     out, as Kafka leaves it (and logs).
+
+    ``reported``: member -> task -> the offset sum of the task's state the member reported
+    (a v1 client's TaskOffsets: it has local state for the task, e.g. from before a
+    restart). As Kafka 4.4's assignor, such a member is a standby candidate as a previous
+    holder is; among the candidates the least loaded wins, ties to previous holders, then
+    to the most state (the larger offset sum).
     """
     members = sorted(processes)
     out: dict[str, set[TaskId]] = {m: set() for m in members}
@@ -130,13 +137,23 @@ def assign_standby_tasks(
             if was_active and load[was_active[0]] < quota:
                 take(was_active[0], task)
                 continue
-            was_standby = [
+            previous = set(holders(previous_standby, task))
+            with_state = {m: r[task] for m, r in (reported or {}).items() if task in r}
+            candidates = [
                 m
-                for m in holders(previous_standby, task)
-                if processes[m] not in busy and load[m] < quota
+                for m in members
+                if (m in previous or m in with_state)
+                and processes[m] not in busy
+                and load[m] < quota
             ]
-            if was_standby:
-                take(min(was_standby, key=lambda m: (load[m], m)), task)
+            if candidates:
+                take(
+                    min(
+                        candidates,
+                        key=lambda m: (load[m], m not in previous, -with_state.get(m, 0), m),
+                    ),
+                    task,
+                )
                 continue
             left.append((task, replicas - i))
             break

@@ -155,10 +155,15 @@ class StreamsSoftState:
     """What Kafka keeps of a streams group in memory only (lost on a failover, as there):
     the endpoint-information epoch -- bumped when a member with an endpoint gets other
     tasks or a member's endpoint changes, so that members learn who serves which partition
-    -- and the member that requested an application shutdown (until the group empties)."""
+    -- the member that requested an application shutdown (until the group empties), and
+    the task offsets members report."""
 
     endpoint_epoch: int = 0
     shutdown_requester: str | None = None
+    #: member -> (subtopology, partition) -> the task's offset sum it last reported
+    #: (TaskOffsets: local state; standby candidates are ranked by it, as Kafka's assignor
+    #: ranks them); a member's entry goes with it
+    task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
 
 
 def _invalid_request(message: str) -> ApiError:
@@ -167,9 +172,9 @@ def _invalid_request(message: str) -> ApiError:
 
 def validate_request(req: StreamsGroupHeartbeatRequest) -> None:
     """The checks Kafka makes before it reads any state (INVALID_REQUEST unless said)."""
-    # TaskOffsets / TaskEndOffsets (the changelog offsets of the member's tasks, for
-    # lag-aware warm-up placement) are accepted and not kept: Kafka 4.4's clients send them
-    # with v1 from their first heartbeat, and no assignment here uses them (no warm-ups)
+    # TaskOffsets / TaskEndOffsets (the changelog offsets of the member's tasks): Kafka 4.4's
+    # clients send them with v1 from their first heartbeat; the offsets are kept in memory
+    # (StreamsSoftState) to rank standby candidates, as Kafka's assignor ranks them
     if req.warmup_tasks:
         raise _invalid_request("WarmupTasks are not supported yet.")
     if not req.member_id:
@@ -584,6 +589,7 @@ def streams_group_heartbeat(
             num_standby_replicas,
             group_epoch,
             now_ms,
+            reported_offsets(soft, req),
         )
         records += target_records
         assignment_epoch = group_epoch
@@ -705,6 +711,22 @@ INITIAL_DELAY_STATUS = "Assignment delayed due to the configured initial rebalan
 INTERVAL_STATUS = "Assignment delayed due to the configured assignment interval."
 
 
+def offsets_of(req: StreamsGroupHeartbeatRequest) -> dict[tuple[str, int], int] | None:
+    """The task offsets a heartbeat reports (None: not reported, "unchanged")."""
+    if req.task_offsets is None:
+        return None
+    return {(o.subtopology_id, o.partition): o.offset for o in req.task_offsets}
+
+
+def reported_offsets(
+    soft: StreamsSoftState | None, req: StreamsGroupHeartbeatRequest
+) -> Mapping[str, Mapping[tuple[str, int], int]]:
+    """Every member's last reported task offsets, this heartbeat's included."""
+    known = soft.task_offsets if soft is not None else {}
+    mine = offsets_of(req)
+    return known if mine is None else {**known, req.member_id: mine}
+
+
 def can_compute_target(last_ms: int, interval_ms: int, now_ms: int) -> bool:
     """A new target may be computed now: never computed (``last_ms`` 0), no interval, or the
     interval since the last one has passed (Kafka's canComputeNextTargetAssignment)."""
@@ -721,6 +743,7 @@ def compute_target(
     num_standby_replicas: int,
     epoch: int,
     now_ms: int,
+    reported: Mapping[str, Mapping[tuple[str, int], int]] | None = None,
 ) -> tuple[list[Record], Mapping[str, Tasks], Mapping[str, Tasks]]:
     """The target of ``members`` at ``epoch`` (sticky to ``old_target``): the records of the
     members whose target changed and of the assignment epoch (computed at ``now_ms``), and
@@ -735,6 +758,7 @@ def compute_target(
         {mid: m.standby for mid, m in members.items()},
         num_standby_replicas,
         frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics),
+        reported,
     )
     records: list[Record] = []
     for mid in sorted(new_target):
@@ -870,6 +894,15 @@ class StreamsGroupManager:
             if req.member_epoch >= 0:
                 soft.endpoint_epoch = result.response.endpoint_information_epoch
                 soft.shutdown_requester = result.shutdown_requester
+                reported = offsets_of(req)
+                if reported is not None:
+                    soft.task_offsets[req.member_id] = reported
+                if req.member_epoch == 0 and group is not None:  # forget replaced members'
+                    for gone in [m for m in soft.task_offsets if m not in group.members]:
+                        if gone != req.member_id:
+                            del soft.task_offsets[gone]
+            elif req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                soft.task_offsets.pop(req.member_id, None)
             if not result.response.error_code:
                 result = replace(
                     result,
@@ -926,6 +959,7 @@ class StreamsGroupManager:
             group.num_standby_replicas,
             group.group_epoch,
             now_ms,
+            soft.task_offsets if (soft := self._soft.get(group_id)) is not None else None,
         )
         return CoordinatorResult(records, None)
 
@@ -970,6 +1004,7 @@ class StreamsGroupManager:
             or group.group_epoch != group.assignment_epoch
             or req.topology is not None
             or req.shutdown_application
+            or req.task_offsets is not None  # (kept by the general path)
             or req.warmup_tasks
             or (req.active_tasks is None) != (req.standby_tasks is None)
             or (req.active_tasks is None) != (req.warmup_tasks is None)
@@ -1118,6 +1153,9 @@ class StreamsGroupManager:
 
     def _remove(self, group: StreamsGroup, member_id: str) -> CoordinatorResult[None]:
         self._cancel(group.group_id, member_id)
+        soft = self._soft.get(group.group_id)
+        if soft is not None:
+            soft.task_offsets.pop(member_id, None)
         request = StreamsGroupHeartbeatRequest(group.group_id, member_id, LEAVE_GROUP_MEMBER_EPOCH)
         return CoordinatorResult(_leave(group, request).records, None)
 

@@ -8,16 +8,25 @@ Kafka's detail; the delay's end is a timer, the interval's the next heartbeat af
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from shards.core.coordinator_config import CoordinatorConfig
-from shards.core.streams.heartbeat import INITIAL_DELAY_STATUS, INTERVAL_STATUS
+from shards.core.streams.assignor import assign_standby_tasks
+from shards.core.streams.heartbeat import INITIAL_DELAY_STATUS, INTERVAL_STATUS, TaskOffset
 from shards.core.streams.records import to_task_ids
 from shards.core.streams.topology import Status
 from shards.core.timer_keys import TimerKind, group_key
 from tests.support.core_harness import ShardHarness
 from tests.unit.core.consumer.support import image
-from tests.unit.core.streams.support import GROUP, beat, join, leave, simple_topology
+from tests.unit.core.streams.support import (
+    GROUP,
+    beat,
+    join,
+    leave,
+    simple_topology,
+    stateful_topology,
+)
 
 DELAY = group_key(TimerKind.STREAMS_INITIAL_REBALANCE, GROUP)
 DELAYED_INITIAL = [(Status.ASSIGNMENT_DELAYED, INITIAL_DELAY_STATUS)]
@@ -113,3 +122,36 @@ def test_the_computed_target_keeps_its_time_across_replay() -> None:
     assert group.assignment_timestamp_ms == h.now
     rebuilt = h.replayed()
     assert rebuilt.group_manager.groups[GROUP].assignment_timestamp_ms == h.now
+
+
+def test_members_reporting_task_state_get_the_standbys_of_the_delayed_first_target() -> None:
+    """Four members join within the initial delay, one reporting task offsets (local state)
+    for the stateful tasks: the first target's standbys are those Kafka 4.4's ranking gives
+    (the assignor asked with the reported offsets), not those without them; the offsets go
+    with the member."""
+    h = ShardHarness(
+        config=CoordinatorConfig(
+            streams_group_initial_rebalance_delay_ms=1000, streams_group_num_standby_replicas=1
+        ),
+        topics=image(input=2, table=2, **{"app-rep": 2, "app-store-changelog": 2}),
+    )
+    state = {("1", 0): 500, ("1", 1): 400}
+    offsets = tuple(TaskOffset(s, p, o) for (s, p), o in state.items())
+    for m in ("a", "b", "c", "d"):
+        req = join(m, stateful_topology())
+        _hb(h, replace(req, task_offsets=offsets) if m == "d" else req)
+    h.sleep(1000)
+    group = h.shard.group_manager.groups[GROUP]
+    processes = {m: g.metadata.process_id for m, g in group.members.items()}
+
+    def standbys(reported: Any) -> dict[str, Any]:
+        out = assign_standby_tasks(
+            {"0": 2, "1": 2}, processes, group.target, {}, {}, 1, frozenset({"1"}), reported
+        )
+        return {m: t for m, t in out.items() if t}
+
+    with_state = standbys({"d": state})
+    assert with_state != standbys(None)  # (the offsets change the outcome here)
+    assert {m: t for m, t in group.target_standby.items() if t} == with_state
+    _hb(h, leave("d"))
+    assert "d" not in h.shard.streams._soft[GROUP].task_offsets

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shards.core.streams.assignor import all_tasks, assign_active_tasks
+from shards.core.streams.assignor import all_tasks, assign_active_tasks, assign_standby_tasks
 
 task_counts_st = st.dictionaries(
     st.sampled_from(["0", "1", "2", "3"]), st.integers(0, 12), min_size=1, max_size=4
@@ -165,3 +165,28 @@ def test_standbys_stay_where_they_were_and_follow_a_moved_active() -> None:
     assert gone_from_a and gone_from_a <= _flat(again)["a"]  # a keeps them as standbys
     loads = sorted(len(_flat(moved)[m]) + len(_flat(again)[m]) for m in three)
     assert loads == [4, 4, 4]
+
+
+def test_a_standby_goes_to_the_member_with_state_for_the_task() -> None:
+    """As Kafka 4.4's assignor: a member that reported task offsets for a task (local state,
+    e.g. an instance restarted on its state directory under a new member id) is a standby
+    candidate as a previous holder is; the one with the most state wins a tie of load."""
+    counts = {"0": 2}
+    processes = {"a": "pa", "b": "pb", "c": "pc"}
+    active = {"a": {"0": frozenset({0, 1})}, "b": {}, "c": {}}
+
+    def standbys(reported: dict[str, dict[tuple[str, int], int]] | None) -> dict[str, list[int]]:
+        out = assign_standby_tasks(counts, processes, active, active, {}, 1, None, reported)
+        return {m: sorted(t.get("0", ())) for m, t in out.items()}
+
+    # nobody held them: the least loaded, ties by member id
+    assert standbys(None) == {"a": [], "b": [1], "c": [0]}
+    # c has state for both tasks: c
+    assert standbys({"c": {("0", 0): 10, ("0", 1): 5}}) == {"a": [], "b": [], "c": [0, 1]}
+    # both have state for task 1: the larger offset sum
+    reported = {"b": {("0", 1): 7}, "c": {("0", 0): 3, ("0", 1): 9}}
+    assert standbys(reported) == {"a": [], "b": [], "c": [0, 1]}
+    # a previous holder keeps it before a member with state
+    previous = {"b": {"0": frozenset({0})}}
+    out = assign_standby_tasks(counts, processes, active, active, previous, 1, None, reported)
+    assert sorted(out["b"].get("0", ())) == [0] and sorted(out["c"].get("0", ())) == [1]
