@@ -421,20 +421,81 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     assert g == k
 
 
-def test_exactly_once_v2_on_the_streams_protocol(kafka_target: Target, tmp_path: Path) -> None:
-    """The same application with ``processing.guarantee=exactly_once_v2``, through the
-    gateway in proxy mode with ``--exactly-once`` (docs/exactly-once.md): its transactional
-    offset commits name the streams group's member and epoch; every count is final and read
-    committed, the internal topics made upstream."""
+def _eos_while_records_flow(bootstrap: str, upstream: str, workdir: Path) -> dict[str, Any]:
+    """The application with exactly_once_v2: one instance, then -- while a producer keeps
+    writing (a round of one record per key every 50 ms) -- a second instance joins and the
+    group settles with both, then the first closes and the group settles with one; then the
+    producer stops. Every key's count exactly what was produced (read committed: a task
+    moved mid-transaction is aborted and redone, never counted twice)."""
+    application = _Application(bootstrap, upstream, workdir, eos=True)
+    stop = threading.Event()
+    produced = [0]
+
+    def produce() -> None:
+        while not stop.is_set():
+            for i in range(produced[0], produced[0] + KEYS):
+                application.producer.produce(
+                    application.topics[0], str(i).encode(), f"k{i}".encode()
+                )
+            produced[0] += KEYS
+            application.producer.poll(0)
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    try:
+        application.start(1)
+        application.settled()
+        writer.start()
+        time.sleep(2)
+        application.start(1)  # scale out while records flow
+        two = application.settled()
+        time.sleep(2)
+        first = application.apps[0]
+        first.close()  # scale in while records flow
+        application.apps.remove(first)
+        one = application.settled()
+        time.sleep(2)
+        stop.set()
+        writer.join(10)
+        assert application.producer.flush(30) == 0
+        expected = produced[0] // KEYS
+        counts = _final_counts(upstream, application.topics[1], 180, expected)
+        assert counts == {f"g{k}": expected for k in range(KEYS)}, (
+            counts,
+            expected,
+            [a.errors for a in application.apps],
+            application.apps[0].logs(),
+        )
+        assert not [e for a in application.apps for e in a.errors]
+        assert not first.errors
+        internal = _partition_counts(
+            upstream,
+            [f"{application.app_id}-by-mod-repartition", f"{application.app_id}-counts-changelog"],
+        )
+        return {"two": two, "one": one, "records": produced[0], "internal": internal}
+    finally:
+        stop.set()
+        application.close()
+
+
+def test_exactly_once_v2_scale_out_and_in_while_records_flow(
+    kafka_target: Target, tmp_path: Path
+) -> None:
+    """The application with ``processing.guarantee=exactly_once_v2`` through the gateway in
+    proxy mode with ``--exactly-once`` (docs/exactly-once.md): its transactional offset
+    commits name the streams group's member and epoch. Scaled out 1 -> 2 and in 2 -> 1 while
+    a producer keeps writing: both settle (Stable, tasks shared, then all on the remaining
+    instance), every count exactly what was produced (read committed), no instance error,
+    the internal topics made upstream."""
     _java_or_skip()
-    observed, internal = _through_groupcoord(
-        tmp_path,
-        kafka_target.bootstrap,
-        lambda b, u, w: _run(b, u, w, eos=True),
-        "--exactly-once",
+    run = _through_groupcoord(
+        tmp_path, kafka_target.bootstrap, _eos_while_records_flow, "--exactly-once"
     )
-    assert internal == {"repartition": PARTITIONS, "changelog": PARTITIONS}
-    assert observed["streams describe"]["state"] == "Stable"
+    print(json.dumps(run))
+    assert run["two"]["tasks per instance"] == [PARTITIONS, PARTITIONS]
+    assert run["one"]["tasks per instance"] == [2 * PARTITIONS]
+    assert run["records"] >= 40 * KEYS  # (records flowed through both rebalances)
+    assert set(run["internal"].values()) == {PARTITIONS}
 
 
 #: records per step of the scale and kill tests (each key gets BATCH / KEYS more)
