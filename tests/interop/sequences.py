@@ -1573,6 +1573,37 @@ def _streams_beats(
     return beat, epochs, owned
 
 
+async def _streams_described(
+    wire: KafkaWire, group: str, ids: Ids, instance_ids: bool = False
+) -> dict[str, Any]:
+    """StreamsGroupDescribe of ``group``: its state, epochs and, per member (placeholder id,
+    the instance id when asked, epoch), its active tasks held and targeted (counts)."""
+    r = await wire.send(
+        request(
+            "streams_group_describe",
+            0,
+            group_ids=[group],
+            include_authorized_operations=False,
+        )
+    )
+    (g,) = r.groups
+    return {
+        "state": g.group_state,
+        "group epoch": g.group_epoch,
+        "assignment epoch": g.assignment_epoch,
+        "members": sorted(
+            (
+                ids("member", m.member_id),
+                *((m.instance_id,) if instance_ids else ()),
+                m.member_epoch,
+                sum(len(t.partitions) for t in m.assignment.active_tasks),
+                sum(len(t.partitions) for t in m.target_assignment.active_tasks),
+            )
+            for m in g.members
+        ),
+    }
+
+
 async def streams_group(target: Target) -> Obs:
     """A stateless topology (no internal topics: Kafka would create them, a coordinator-only
     groupcoord only reports them): two members join, converge, one is fenced, one leaves;
@@ -1748,30 +1779,7 @@ async def streams_static_members(target: Target) -> Obs:
             }
 
         async def describe() -> dict[str, Any]:
-            r = await wire.send(
-                request(
-                    "streams_group_describe",
-                    0,
-                    group_ids=[group],
-                    include_authorized_operations=False,
-                )
-            )
-            (g,) = r.groups
-            return {
-                "state": g.group_state,
-                "group epoch": g.group_epoch,
-                "assignment epoch": g.assignment_epoch,
-                "members": sorted(
-                    (
-                        ids("member", m.member_id),
-                        m.instance_id,
-                        m.member_epoch,
-                        sum(len(t.partitions) for t in m.assignment.active_tasks),
-                        sum(len(t.partitions) for t in m.target_assignment.active_tasks),
-                    )
-                    for m in g.members
-                ),
-            }
+            return await _streams_described(wire, group, ids, instance_ids=True)
 
         a, b, a2, c = (uuid.uuid4().hex[:22] for _ in range(4))
         for m in (a, b, a2, c):
@@ -1936,29 +1944,7 @@ async def streams_assignment_delays(target: Target) -> Obs:
             }
 
         async def describe() -> dict[str, Any]:
-            r = await wire.send(
-                request(
-                    "streams_group_describe",
-                    0,
-                    group_ids=[group],
-                    include_authorized_operations=False,
-                )
-            )
-            (g,) = r.groups
-            return {
-                "state": g.group_state,
-                "group epoch": g.group_epoch,
-                "assignment epoch": g.assignment_epoch,
-                "members": sorted(
-                    (
-                        ids("member", m.member_id),
-                        m.member_epoch,
-                        sum(len(t.partitions) for t in m.assignment.active_tasks),
-                        sum(len(t.partitions) for t in m.target_assignment.active_tasks),
-                    )
-                    for m in g.members
-                ),
-            }
+            return await _streams_described(wire, group, ids)
 
         a, b, c = (uuid.uuid4().hex[:22] for _ in range(3))
         for m in (a, b, c):
