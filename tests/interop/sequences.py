@@ -1906,6 +1906,9 @@ async def streams_endpoints_and_shutdown(target: Target) -> Obs:
         obs.append(("shutdown requested", answer(await beat(b, shutdown_application=True))))
         obs.append(("the other member", answer(await beat(a))))
         obs.append(("a member joining now", answer(await beat(c))))
+        twice = [{"subtopology_id": "0", "partition": 0, "offset": 5}] * 2
+        r = await beat(a, task_offsets=twice)
+        obs.append(("a task reported twice", (err(r.error_code), r.error_message)))
         for m in (a, b, c):
             await beat(m, -1)
         obs.append(("after every member left: a new member", answer(await beat(d))))

@@ -240,6 +240,19 @@ def _check_member_epoch(member: StreamsGroupMember, req: StreamsGroupHeartbeatRe
         )
 
 
+def _check_no_duplicate_offsets(offsets: tuple[TaskOffset, ...] | None) -> None:
+    """Kafka 4.4's MemberTaskOffsets: a task reported twice is an invalid request."""
+    seen: set[tuple[str, int]] = set()
+    for o in offsets or ():
+        task = (o.subtopology_id, o.partition)
+        if task in seen:
+            raise _invalid_request(
+                f"Task offsets contain a duplicate entry for subtopology {o.subtopology_id} "
+                f"and partition {o.partition}."
+            )
+        seen.add(task)
+
+
 def _holds(reported: tuple[TaskIds, ...] | None, held: Tasks) -> bool:
     """Reported tasks (None: not reported, "unchanged") are exactly those held."""
     if reported is None:
@@ -527,6 +540,9 @@ def streams_group_heartbeat(
     if num_standby_replicas != old_replicas or rack_tags != old_tags:
         bump = True  # streams.num.standby.replicas or the rack-aware tags changed: a new
         # target (Kafka's LastAssignmentConfigs)
+
+    for offsets in (req.task_offsets, req.task_end_offsets):
+        _check_no_duplicate_offsets(offsets)
 
     # 4. the group epoch (a new group's first is 2, as Kafka 4.4 answers -- conformance
     # sequence streams_group; consumer groups do the same)

@@ -199,3 +199,19 @@ def test_a_shutdown_request_reaches_every_member_until_the_group_empties() -> No
         assert mgr.streams_group_heartbeat(leave(m)).error_code == 0
     again = mgr.streams_group_heartbeat(_join("d", None))
     assert not again.status
+
+
+def test_a_task_reported_twice_in_the_task_offsets_is_an_invalid_request() -> None:
+    from shards.core.errors import Errors
+    from shards.core.streams.heartbeat import TaskOffset
+
+    mgr, _ = manager(**TOPICS)
+    a = mgr.streams_group_heartbeat(_join("a", None))
+    twice = (TaskOffset("1", 0, 5), TaskOffset("1", 0, 7))
+    for field in ("task_offsets", "task_end_offsets"):
+        req = replace(beat("a", a.member_epoch), **{field: twice})
+        r = mgr.streams_group_heartbeat(req)
+        assert (r.error_code, r.error_message) == (
+            Errors.INVALID_REQUEST,
+            "Task offsets contain a duplicate entry for subtopology 1 and partition 0.",
+        )
