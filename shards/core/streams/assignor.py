@@ -21,15 +21,41 @@ def all_tasks(task_counts: Mapping[str, int]) -> list[TaskId]:
     return [(s, p) for s in sorted(task_counts) for p in range(task_counts[s])]
 
 
+def warm_members(
+    standby: Mapping[str, Tasks],
+    reported: Mapping[str, Mapping[TaskId, int]] | None = None,
+) -> dict[TaskId, list[str]]:
+    """Task -> the members with state for it, best first (Kafka 4.4's ranked standby
+    candidates): those holding it as a standby task, then those that reported task offsets
+    for it (local state), each by the larger offset sum, then by member id."""
+    offsets = reported or {}
+    found: dict[TaskId, dict[str, bool]] = {}
+    for m, held in standby.items():
+        for s, ps in held.items():
+            for p in ps:
+                found.setdefault((s, p), {})[m] = True
+    for m, with_state in offsets.items():
+        for task in with_state:
+            found.setdefault(task, {}).setdefault(m, False)
+    return {
+        task: sorted(ms, key=lambda m: (not ms[m], -offsets.get(m, {}).get(task, 0), m))
+        for task, ms in found.items()
+    }
+
+
 def assign_active_tasks(
     task_counts: Mapping[str, int],
     members: list[str],
     current: Mapping[str, Tasks],
+    warm: Mapping[TaskId, list[str]] | None = None,
 ) -> dict[str, dict[str, frozenset[int]]]:
     """The new active tasks of each of ``members`` (every member gets an entry).
 
     ``task_counts``: subtopology -> number of tasks; ``current``: each member's tasks now
-    (members not listed and tasks that no longer exist are ignored).
+    (members not listed and tasks that no longer exist are ignored); ``warm``: task -> the
+    members with state for it, best first (:func:`warm_members`): as Kafka 4.4's assignor, a
+    task its owner does not keep goes first to the least loaded of those with room (its
+    state is there: a standby takes over from a departed active), ties to the better one.
     """
     member_ids = sorted(set(members))
     tasks = all_tasks(task_counts)
@@ -60,6 +86,16 @@ def assign_active_tasks(
 
     out: dict[str, list[TaskId]] = {m: held[m][: quota[m]] for m in member_ids}
     kept = {t for m in member_ids for t in out[m]}
+    present = set(member_ids)
+    for task in tasks:  # the tasks no owner keeps: first to a member with state for them
+        if task in kept:
+            continue
+        ranked = [m for m in (warm or {}).get(task, ()) if m in present]
+        room = [(len(out[m]) - quota[m], i, m) for i, m in enumerate(ranked)]
+        room = [r for r in room if r[0] < 0]
+        if room:
+            out[min(room)[2]].append(task)
+            kept.add(task)
     for task in tasks:
         if task in kept:
             continue

@@ -27,7 +27,11 @@ from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.group import Group, GroupType
 from shards.core.streams import records as rec
-from shards.core.streams.assignor import assign_active_tasks, assign_standby_tasks
+from shards.core.streams.assignor import (
+    assign_active_tasks,
+    assign_standby_tasks,
+    warm_members,
+)
 from shards.core.streams.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -765,7 +769,8 @@ def compute_target(
     members whose target changed and of the assignment epoch (computed at ``now_ms``), and
     the new active and standby targets."""
     task_counts = configured.task_counts if configured.ready else None
-    new_target = assign_active_tasks(task_counts or {}, list(members), old_target)
+    warm = warm_members({mid: m.standby for mid, m in members.items()}, reported)
+    new_target = assign_active_tasks(task_counts or {}, list(members), old_target, warm)
     new_standby = assign_standby_tasks(
         task_counts or {},
         {mid: m.metadata.process_id for mid, m in members.items()},

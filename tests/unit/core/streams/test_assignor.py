@@ -7,7 +7,12 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shards.core.streams.assignor import all_tasks, assign_active_tasks, assign_standby_tasks
+from shards.core.streams.assignor import (
+    all_tasks,
+    assign_active_tasks,
+    assign_standby_tasks,
+    warm_members,
+)
 
 task_counts_st = st.dictionaries(
     st.sampled_from(["0", "1", "2", "3"]), st.integers(0, 12), min_size=1, max_size=4
@@ -190,3 +195,24 @@ def test_a_standby_goes_to_the_member_with_state_for_the_task() -> None:
     previous = {"b": {"0": frozenset({0})}}
     out = assign_standby_tasks(counts, processes, active, active, previous, 1, None, reported)
     assert sorted(out["b"].get("0", ())) == [0] and sorted(out["c"].get("0", ())) == [1]
+
+
+def test_a_departed_members_tasks_go_to_their_standby_holders() -> None:
+    """As Kafka 4.4's assignor: a task its owner does not keep goes first to a member with
+    state for it (its standby, then a member that reported offsets for it) when that member
+    has room, so that a standby takes over from a departed active."""
+    counts = {"1": 4}
+    current = {"a": {"1": frozenset({0})}, "b": {"1": frozenset({1})}}  # c (2, 3) left
+    cold = assign_active_tasks(counts, ["a", "b"], current)
+    assert cold == {"a": {"1": frozenset({0, 2})}, "b": {"1": frozenset({1, 3})}}
+    warm = warm_members({"a": {"1": frozenset({3})}, "b": {"1": frozenset({2})}})
+    hot = assign_active_tasks(counts, ["a", "b"], current, warm)
+    assert hot == {"a": {"1": frozenset({0, 3})}, "b": {"1": frozenset({1, 2})}}
+    # reported state ranks after a standby, the larger offset sum first
+    assert warm_members(
+        {"a": {"1": frozenset({2})}}, {"b": {("1", 2): 9}, "c": {("1", 2): 10}}
+    ) == {("1", 2): ["a", "c", "b"]}
+    # no room: the balance wins (b holds 1_3's state but its quota is full)
+    full = {"a": {"1": frozenset({0})}, "b": {"1": frozenset({1, 2})}}
+    out = assign_active_tasks({"1": 4}, ["a", "b"], full, {("1", 3): ["b"]})
+    assert out["a"]["1"] == frozenset({0, 3})

@@ -334,3 +334,29 @@ def test_standby_tasks_with_streams_num_standby_replicas() -> None:
         for s, ps in m.standby.items():
             assert not ps & m.active.get(s, frozenset())
     assert_replay_equals_live(mgr)
+
+
+def test_a_standby_takes_over_the_active_task_of_a_member_that_left() -> None:
+    """streams.num.standby.replicas = 1, three members settled; one leaves: each of its
+    stateful active tasks becomes active on the member that held it as a standby (its state
+    is there), as Kafka 4.4's assignor places it; replay equals live."""
+    mgr, _ = manager(input=3, table=3, **{"app-rep": 3, "app-store-changelog": 3})
+    mgr.manager.configs.overrides[GROUP] = {"streams.num.standby.replicas": "1"}
+    for m in ("a", "b", "c"):
+        mgr.streams_group_heartbeat(join(m, stateful_topology()))
+    for _ in range(8):
+        for m in ("a", "b", "c"):
+            mgr.streams_group_heartbeat(_reporting(mgr, m))
+    group = mgr.groups[GROUP]
+    assert group.state_name() == "Stable"
+    gone = group.members["c"].active.get("1", frozenset())
+    assert gone  # (c runs a stateful task)
+    standby_of = {p: m for m in ("a", "b") for p in group.members[m].standby.get("1", frozenset())}
+    mgr.streams_group_heartbeat(leave("c"))
+    for _ in range(8):
+        for m in ("a", "b"):
+            mgr.streams_group_heartbeat(_reporting(mgr, m))
+    assert group.state_name() == "Stable"
+    for p in gone:
+        assert p in group.members[standby_of[p]].active.get("1", frozenset()), (p, standby_of)
+    assert_replay_equals_live(mgr)
