@@ -1021,39 +1021,56 @@ def _set_group_config(bootstrap: str, group: str, name: str, value: str) -> None
     asyncio.run(send())
 
 
+def _standbys_held(bootstrap: str, application: _Application) -> list[dict[str, Any]]:
+    """Until each instance's own standby tasks are those the coordinator's describe gives its
+    member and every stateful task has its standby (60 s at most): each instance's active
+    and standby tasks ("<subtopology>_<partition>", sorted), in the instances' order."""
+    deadline = time.monotonic() + 60
+    while True:
+        g = _describe(bootstrap, application.app_id)
+        wanted = sorted(
+            sorted(
+                f"{t.subtopology_id}_{p}" for t in m.assignment.standby_tasks for p in t.partitions
+            )
+            for m in g.members
+        )
+        views = [a.view() for a in application.apps]
+        held = sorted(sorted(v["standby"]) for v in views)
+        if held == wanted and sum(map(len, held)) == PARTITIONS:
+            return [{"active": sorted(v["tasks"]), "standby": sorted(v["standby"])} for v in views]
+        assert time.monotonic() < deadline, (wanted, held)
+        time.sleep(0.5)
+
+
 def _standbys_endpoints_and_shutdown(
     bootstrap: str, upstream: str, workdir: Path
 ) -> dict[str, Any]:
-    """The application with streams.num.standby.replicas = 1 and two instances with
-    interactive-query endpoints, settled and counting; then until each instance's own standby
-    tasks are those the coordinator's describe gives its member, and until each instance
-    knows both endpoints with the partitions of their tasks; then one instance asks for an
-    application shutdown: what each instance holds and knows, and the instances' states."""
+    """The application with streams.num.standby.replicas = 1 and three instances with
+    interactive-query endpoints, settled and counting, standbys held; then the third closes
+    (do its stateful tasks go to the instances that held them as standbys?) and the two
+    settle with their standbys; until each instance knows both endpoints with the
+    partitions of their tasks; then one instance asks for an application shutdown: what each
+    instance holds and knows, and the instances' states."""
     application = _Application(bootstrap, upstream, workdir)
     try:
         _set_group_config(bootstrap, application.app_id, "streams.num.standby.replicas", "1")
         time.sleep(1)  # (Kafka applies a group config through its metadata log)
-        application.start(2, endpoints=True)
-        settled = application.settled()
+        application.start(3, endpoints=True)
+        application.settled()
         application.produce_and_check()
-        deadline = time.monotonic() + 60
-        while True:
-            g = _describe(bootstrap, application.app_id)
-            wanted = sorted(
-                sorted(
-                    f"{t.subtopology_id}_{p}"
-                    for t in m.assignment.standby_tasks
-                    for p in t.partitions
-                )
-                for m in g.members
-            )
-            views = [a.view() for a in application.apps]
-            held = sorted(sorted(v["standby"]) for v in views)
-            if held == wanted and sum(map(len, held)) == PARTITIONS:
-                break
-            assert time.monotonic() < deadline, (wanted, held)
-            time.sleep(0.5)
-        pairs = [{"active": sorted(v["tasks"]), "standby": sorted(v["standby"])} for v in views]
+        three = _standbys_held(bootstrap, application)
+        # the third instance leaves: its stateful (1_*) active tasks, and who had them as
+        # standbys (never the third itself)
+        holder = {t: k for k, v in enumerate(three[:2]) for t in v["standby"]}
+        leaving = [t for t in three[2]["active"] if t.startswith("1_")]
+        third = application.apps.pop()
+        third.close()
+        settled = application.settled()
+        after = [sorted(a.view()["tasks"]) for a in application.apps]
+        taken_over = {t: t in after[holder[t]] for t in leaving if t in holder}
+        application.produce_and_check()
+        pairs = _standbys_held(bootstrap, application)
+        g = _describe(bootstrap, application.app_id)
 
         # interactive queries: subtopology 0 reads the input topic, 1 the repartition topic
         sources = {"0": application.topics[0], "1": f"{application.app_id}-by-mod-repartition"}
@@ -1080,15 +1097,17 @@ def _standbys_endpoints_and_shutdown(
         while any(a.state != "ERROR" for a in application.apps):
             assert time.monotonic() < deadline, [a.state for a in application.apps]
             time.sleep(0.5)
-        after = sorted((a.state, len(a.errors)) for a in application.apps)
+        stopped = sorted((a.state, len(a.errors)) for a in application.apps)
         for app in application.apps:
             app.close()
         return {
+            "three": three,
+            "taken over by the standby": taken_over,
             "settled": settled,
             "instances": pairs,
             "endpoints": expected,
             "group epoch": g.group_epoch,
-            "after shutdown": after,
+            "after shutdown": stopped,
         }
     finally:
         application.close()
@@ -1098,8 +1117,11 @@ def test_standby_tasks_endpoints_and_shutdown_side_by_side(
     kafka_target: Target, tmp_path: Path
 ) -> None:
     """``streams.num.standby.replicas`` = 1 (a group config, set before the application
-    starts) with two real Kafka Streams 4.4.0 instances with interactive-query endpoints
-    (``application.server``), against Kafka 4.4.0 and through the gateway: each instance runs
+    starts) with three real Kafka Streams 4.4.0 instances with interactive-query endpoints
+    (``application.server``), against Kafka 4.4.0 and through the gateway: each stateful task
+    has one standby off its active's instance; the third instance closes and its stateful
+    tasks become active on the instances that held their standbys (no state restored from
+    scratch); then each of the two runs
     3 active tasks and keeps, as standby tasks, the *other* instance's active tasks of the
     stateful subtopology (1, the count's store; a stateless task gets no standby) -- its own
     view (metadataForLocalThreads) equal to the coordinator's describe; each instance's
@@ -1110,12 +1132,23 @@ def test_standby_tasks_endpoints_and_shutdown_side_by_side(
     kafka, ours = _side_by_side(kafka_target, tmp_path, _standbys_endpoints_and_shutdown)
     print("kafka", json.dumps(kafka))
     print("groupcoord", json.dumps(ours))
+
+    def stateful(tasks: list[str]) -> list[str]:
+        return [t for t in tasks if t.startswith("1_")]
+
     for run in (kafka, ours):
+        # three instances: two active tasks each; every stateful task has one standby, never
+        # on its active's instance
+        assert [len(i["active"]) for i in run["three"]] == [2, 2, 2], run
+        assert sorted(t for i in run["three"] for t in i["standby"]) == [
+            f"1_{p}" for p in range(PARTITIONS)
+        ], run
+        assert all(not set(i["standby"]) & set(i["active"]) for i in run["three"]), run
+        # the third left: its stateful tasks went to the instances that held their standbys
+        assert run["taken over by the standby"], run  # (it ran a stateful task)
+        assert all(run["taken over by the standby"].values()), run
         one, two = run["instances"]
         assert len(one["active"]) == len(two["active"]) == 3, run
-
-        def stateful(tasks: list[str]) -> list[str]:
-            return [t for t in tasks if t.startswith("1_")]
 
         assert one["standby"] == stateful(two["active"]), run
         assert two["standby"] == stateful(one["active"]), run
