@@ -48,6 +48,7 @@ def assign_active_tasks(
     members: list[str],
     current: Mapping[str, Tasks],
     warm: Mapping[TaskId, list[str]] | None = None,
+    processes: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, frozenset[int]]]:
     """The new active tasks of each of ``members`` (every member gets an entry).
 
@@ -56,6 +57,10 @@ def assign_active_tasks(
     members with state for it, best first (:func:`warm_members`): as Kafka 4.4's assignor, a
     task its owner does not keep goes first to the least loaded of those with room (its
     state is there: a standby takes over from a departed active), ties to the better one.
+    ``processes``: member -> its process (a Streams instance; its threads are members):
+    among members that hold equally many tasks, the larger quotas go to the processes with
+    the fewest tasks per member so far, so that instances with equal threads get equal
+    shares (Kafka 4.4's assignor deals tasks to the least loaded process).
     """
     member_ids = sorted(set(members))
     tasks = all_tasks(task_counts)
@@ -81,8 +86,20 @@ def assign_active_tasks(
         claimed.update(mine)
         held[m] = mine
     base, extra = divmod(len(tasks), len(member_ids))
-    by_holding = sorted(member_ids, key=lambda m: (-len(held[m]), m))
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_holding)}
+    quota = {m: base for m in member_ids}
+    process_of = {m: (processes or {}).get(m, m) for m in member_ids}
+    size: dict[str, int] = {}
+    for m in member_ids:
+        size[process_of[m]] = size.get(process_of[m], 0) + 1
+    given = {p: base * n for p, n in size.items()}
+    waiting = list(member_ids)
+    for _ in range(extra):
+        m = min(
+            waiting, key=lambda x: (-len(held[x]), given[process_of[x]] / size[process_of[x]], x)
+        )
+        waiting.remove(m)
+        quota[m] += 1
+        given[process_of[m]] += 1
 
     out: dict[str, list[TaskId]] = {m: held[m][: quota[m]] for m in member_ids}
     kept = {t for m in member_ids for t in out[m]}

@@ -770,10 +770,11 @@ def compute_target(
     the new active and standby targets."""
     task_counts = configured.task_counts if configured.ready else None
     warm = warm_members({mid: m.standby for mid, m in members.items()}, reported)
-    new_target = assign_active_tasks(task_counts or {}, list(members), old_target, warm)
+    processes = {mid: m.metadata.process_id for mid, m in members.items()}
+    new_target = assign_active_tasks(task_counts or {}, list(members), old_target, warm, processes)
     new_standby = assign_standby_tasks(
         task_counts or {},
-        {mid: m.metadata.process_id for mid, m in members.items()},
+        processes,
         new_target,
         {mid: m.active for mid, m in members.items()},
         {mid: m.standby for mid, m in members.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -216,3 +217,26 @@ def test_a_departed_members_tasks_go_to_their_standby_holders() -> None:
     full = {"a": {"1": frozenset({0})}, "b": {"1": frozenset({1, 2})}}
     out = assign_active_tasks({"1": 4}, ["a", "b"], full, {("1", 3): ["b"]})
     assert out["a"]["1"] == frozenset({0, 3})
+
+
+@given(
+    st.integers(min_value=2, max_value=4),  # instances
+    st.integers(min_value=1, max_value=3),  # threads (members) per instance
+    st.integers(min_value=1, max_value=24),  # tasks
+    st.randoms(use_true_random=False),
+)
+def test_instances_with_equal_threads_get_equal_shares(
+    instances: int, threads: int, tasks: int, rng: Any
+) -> None:
+    """Members are a Streams instance's threads: whatever their ids, a fresh assignment gives
+    instances with equal threads shares within one task of each other (the larger quotas go
+    to the instances with the fewest tasks per thread so far), as Kafka 4.4's assignor deals
+    tasks to the least loaded process."""
+    ids = [f"{rng.random():.6f}-{i}" for i in range(instances * threads)]
+    processes = {m: f"p{i // threads}" for i, m in enumerate(ids)}
+    out = assign_active_tasks({"0": tasks}, ids, {}, None, processes)
+    per_process: Counter[str] = Counter()
+    for m, t in out.items():
+        per_process[processes[m]] += len(t.get("0", ()))
+    shares = [per_process[f"p{i}"] for i in range(instances)]
+    assert sum(shares) == tasks and max(shares) - min(shares) <= 1, (shares, out)
