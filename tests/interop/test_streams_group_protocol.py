@@ -127,6 +127,7 @@ class App:
         eos: bool = False,
         instance_id: str | None = None,
         endpoint: str | None = None,
+        threads: int = 1,
     ):
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "log4j2.properties"
@@ -140,6 +141,7 @@ class App:
                 f"-Dlog4j2.configurationFile={config}",
                 *([f"-Dinstance.id={instance_id}"] if instance_id else []),
                 *([f"-Dapplication.server={endpoint}"] if endpoint else []),
+                f"-Dthreads={threads}",
                 "-cp",
                 _classpath(),
                 "StreamsProtocolCount",
@@ -313,6 +315,16 @@ def _observe(bootstrap: str, group: str) -> dict[str, Any]:
                 "tasks per member": sorted(
                     sum(len(t.partitions) for t in m.assignment.active_tasks) for m in g.members
                 ),
+                # (a Streams instance's threads are members with its process id)
+                "tasks per instance": sorted(
+                    sum(
+                        len(t.partitions)
+                        for m in g.members
+                        if m.process_id == process
+                        for t in m.assignment.active_tasks
+                    )
+                    for process in {m.process_id for m in g.members}
+                ),
                 "member epochs are the group epoch": all(
                     m.member_epoch == g.group_epoch for m in g.members
                 ),
@@ -347,13 +359,19 @@ def _stable_with(bootstrap: str, group: str, members: int, timeout: float) -> No
 
 
 def _run(
-    bootstrap: str, upstream: str, workdir: Path, instances: int = 1, eos: bool = False
+    bootstrap: str,
+    upstream: str,
+    workdir: Path,
+    instances: int = 1,
+    eos: bool = False,
+    threads: int = 1,
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The application against ``bootstrap`` (its own topics on ``upstream``) until every
     count is final: what the group APIs say about it then, and its internal topics'
-    partition counts. ``instances`` > 1: that many instances (JVMs) are started and the
-    group is Stable with all of them before the input is produced (at-least-once processing:
-    no rebalance while records are processed, so no count is doubled)."""
+    partition counts. ``instances`` > 1: that many instances (JVMs, ``threads`` stream
+    threads each: as many members) are started and the group is Stable with all of them
+    before the input is produced (at-least-once processing: no rebalance while records are
+    processed, so no count is doubled)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -371,10 +389,13 @@ def _run(
 
     if instances == 1:
         produce()
-    apps = [App(bootstrap, app_id, topics, workdir / f"app{n}", eos) for n in range(instances)]
+    apps = [
+        App(bootstrap, app_id, topics, workdir / f"app{n}", eos, threads=threads)
+        for n in range(instances)
+    ]
     try:
         if instances > 1:
-            _stable_with(bootstrap, app_id, instances, 120)
+            _stable_with(bootstrap, app_id, instances * threads, 120)
             produce()
         counts = _final_counts(upstream, topics[1], 180)
         assert counts == {f"g{k}": RECORDS // KEYS for k in range(KEYS)}, (
@@ -406,9 +427,11 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     """The same application, first against Kafka 4.4.0 itself (the reference: its own
     streams group coordinator), then through groupcoord's gateway in proxy mode in front of
     it: the same results, the same internal topics, the same answers of the group APIs. With
-    two instances: both Stable before the input, the six tasks three and three."""
+    two instances of two stream threads each (four members): all Stable before the input,
+    the six tasks three and three per instance (two and one per thread)."""
+    threads = 2 if instances > 1 else 1
     kafka, groupcoord = _side_by_side(
-        kafka_target, tmp_path, lambda b, u, w: _run(b, u, w, instances)
+        kafka_target, tmp_path, lambda b, u, w: _run(b, u, w, instances, threads=threads)
     )
     print("kafka", kafka)
     print("groupcoord", groupcoord)
@@ -417,7 +440,8 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     k, g = kafka[0], groupcoord[0]
     assert g["streams describe"]["state"] == "Stable"
     assert len(g["streams describe"]["tasks"]) == 2 * PARTITIONS
-    assert g["streams describe"]["tasks per member"] == [2 * PARTITIONS // instances] * instances
+    per_instance = [2 * PARTITIONS // instances] * instances
+    assert g["streams describe"]["tasks per instance"] == per_instance
     assert g == k
 
 

@@ -7,7 +7,8 @@
 // Args: bootstrap, application id, input topic, output topic, state directory, optionally
 // "eos" (processing.guarantee=exactly_once_v2). The system property instance.id makes the
 // instance a static member (group.instance.id), application.server gives it an
-// interactive-query endpoint (host:port; nothing listens there).
+// interactive-query endpoint (host:port; nothing listens there), threads its stream threads
+// (num.stream.threads, 1 by default: each thread is a member of the group).
 // An input value "shutdown" fails the instance that processes it with a request to shut the
 // whole application down (SHUTDOWN_APPLICATION from the uncaught exception handler; any
 // other uncaught exception shuts the instance down alone).
@@ -59,7 +60,8 @@ public class StreamsProtocolCount {
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
-        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG,
+            Integer.parseInt(System.getProperty("threads", "1")));
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         String instanceId = System.getProperty("instance.id");
         if (instanceId != null) {
