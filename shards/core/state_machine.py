@@ -29,8 +29,8 @@ from shards.core.streams.describe import DescribedStreamsGroup, streams_group_de
 from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
-    StreamsGroupManager,
 )
+from shards.core.streams.manager import StreamsGroupManager
 from shards.core.timer_keys import GROUP_EXPIRATION
 from shards.core.topics import TopicsImage
 from shards.core.txn_offsets import TxnMarker, TxnOffsetCommitRequest, TxnOffsetCommitResponse

@@ -29,9 +29,9 @@ from shards.core.streams.describe import (
 from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
-    StreamsTopicPartitions,
     TaskOffset,
 )
+from shards.core.streams.targets import StreamsTopicPartitions
 
 #: Kafka's group config defaults the answer carries when the shard does not say the group's
 #: (warm-up tasks and task offsets are not used: the values only matter to them):

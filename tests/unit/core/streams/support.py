@@ -7,8 +7,8 @@ from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
-    StreamsGroupManager,
 )
+from shards.core.streams.manager import StreamsGroupManager
 from shards.core.streams.records import (
     CopartitionGroup,
     StreamsGroupTopologyValue,

@@ -13,7 +13,8 @@ from typing import Any
 
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.streams.assignor import assign_standby_tasks
-from shards.core.streams.heartbeat import INITIAL_DELAY_STATUS, INTERVAL_STATUS, TaskOffset
+from shards.core.streams.heartbeat import TaskOffset
+from shards.core.streams.targets import INITIAL_DELAY_STATUS, INTERVAL_STATUS
 from shards.core.streams.topology import Status
 from shards.core.timer_keys import TimerKind, group_key
 from tests.support.core_harness import ShardHarness

@@ -7,12 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shards.core.streams.heartbeat import (
-    EndpointToPartitions,
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
-    StreamsTopicPartitions,
 )
 from shards.core.streams.records import Endpoint, TaskIds
+from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
 from shards.core.streams.topology import Status
 from tests.unit.core.streams.support import (
     InMemoryStreamsPartition,
