@@ -68,6 +68,8 @@ SEEDS_SCHEMA = T.StructType(
         T.StructField("store_calls", T.LongType(), False),
         T.StructField("acked_commits", T.LongType(), False),
         T.StructField("processes", T.IntegerType(), False),
+        T.StructField("shard_nodes", T.IntegerType(), False),
+        T.StructField("slow_assignor", T.BooleanType(), False),
         T.StructField("violations", T.ArrayType(T.StringType(), False), False),
         T.StructField("command", T.StringType(), True),
         T.StructField("breakage", T.StringType(), True),
@@ -96,6 +98,8 @@ def run_seeds(seeds: Iterable[int], breakage: str | None = None) -> Iterator[tup
             r.stats["store_calls"],
             r.stats["acked_commits"],
             r.stats["processes"],
+            r.stats["shard_nodes"],
+            bool(r.stats["slow_assignor"]),
             r.violations[:MAX_VIOLATIONS],
             command(seed, None, breakage) if r.failed else None,
             breakage,
@@ -188,6 +192,8 @@ def report(summary: dict[str, Any], coverage: list[dict[str, Any]], failed: list
         _table([{k: v for k, v in summary.items() if not isinstance(v, dict | list)}]),
         "<h2>Per seed</h2>",
         _table([{"measure": k, **v} for k, v in summary["per_seed"].items()]),
+        "<h2>Kinds of world</h2>",
+        _table(summary["modes"]) if summary["modes"] else "",
         f"<h2>Violations ({summary['failed_seeds']:,} seeds failed)</h2>",
     ]
     if failed:
@@ -266,6 +272,22 @@ def _per_seed(seeds: DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def _modes(seeds: DataFrame) -> list[dict[str, Any]]:
+    """Seeds, failures and mean CPU per kind of world: one process or several shards, a
+    slow server-side assignor or not (one Spark job)."""
+    rows = (
+        seeds.groupBy("shard_nodes", "slow_assignor")
+        .agg(
+            F.count("seed").alias("seeds"),
+            F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
+            F.round(F.mean("cpu_ms"), 2).alias("cpu_ms_mean"),
+        )
+        .orderBy("shard_nodes", "slow_assignor")
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
 def sweep(
     spark: SparkSession,
     seeds: range,
@@ -309,6 +331,7 @@ def sweep(
         "cpu_s_in_runs": round(float(totals["cpu_ms"]) / 1000, 2),
         "virtual_s": int(totals["virtual_ms"]) // 1000,
         "per_seed": _per_seed(table),
+        "modes": _modes(table),
     }
     with open(os.path.join(output, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

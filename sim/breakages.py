@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.runtime.partition import CoordinatorPartition
 from shards.storage.base import Lease, LogEntry
 from shards.storage.memory import InMemoryLogStore
 
@@ -114,6 +116,17 @@ def classic_sync_unwritten() -> contextlib.AbstractContextManager[None]:
     return _patched(ClassicGroupManager, "sync_group", sync_group)
 
 
+def serve_after_lease_lapsed() -> contextlib.AbstractContextManager[None]:
+    """A shard sharing the store serves a partition past its local lease deadline (no
+    self-fencing): resumed after a pause longer than its lease, it answers from the state it
+    had before the pause while another shard already serves the partition."""
+
+    def lease_renewed(self: CoordinatorPartition, sent_ms: int) -> None:
+        self.serve_until = math.inf
+
+    return _patched(CoordinatorPartition, "lease_renewed", lease_renewed)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -121,4 +134,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "timer-lost-over-failover": timer_lost_over_failover,
     "renew-after-expiry": renew_after_expiry,
     "classic-sync-unwritten": classic_sync_unwritten,
+    "serve-after-lease-lapsed": serve_after_lease_lapsed,
 }

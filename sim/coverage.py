@@ -14,7 +14,14 @@ trace is the same with or without it):
   start; ``after:<event kind>-><path>`` ties each to the last event applied before it;
 * ``net:<what>`` -- requests and answers lost, duplicated, timed out;
 * ``store:<what>`` -- store calls that failed before or after applying, waited out a stall,
-  went to a dead process.
+  went to a dead process;
+* ``mode:multi-shard`` and ``ownership:<what>`` (multi-shard seeds) -- the ownership
+  managers' counters: ``moved_in`` (partitions loaded), ``moved_out`` (handed off or lost),
+  ``failovers`` (taken over from a shard gone from the registry); ``shard:<what>`` -- shards
+  paused, resumed, killed, stopped, started while a predecessor's registry entry lives;
+  ``route:<what>`` -- what FindCoordinator told the clients (a coordinator, or none yet);
+* ``assignor:slow: computations`` / ``assignor:slow: failed`` -- the slow server-side
+  assignor's computations and failures (seeds with one).
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ class Coverage:
         #: the kind of the last event applied (``after:`` keys); "start" before any
         self.last_event = "start"
 
-    def hit(self, area: str, what: str) -> None:
-        self.hits[f"{area}:{what}"] += 1
+    def hit(self, area: str, what: str, n: int = 1) -> None:
+        if n:
+            self.hits[f"{area}:{what}"] += n
 
     def path(self, what: str) -> None:
         """A runtime code path, and the event that most likely led to it."""

@@ -22,6 +22,12 @@
 * **a lease is one interval** -- per (partition, epoch) the store's lease is live for one
   stretch of the store's time: once seen expired (or gone), it never becomes live again --
   only a live lease may be renewed, and a new holder gets a new epoch;
+* **a shard serves only under its lease** (multi-shard seeds) -- a running shard process
+  that counts a partition as served (ACTIVE, accepting, before its local lease deadline)
+  holds that partition's live lease in the store at its epoch: a shard resumed after a pause
+  longer than its lease, or cut off from the store, refuses requests before another shard
+  can take the partition (except within a lease period of a fault that makes the store
+  itself forget or expire leases under their holder: ``lease_loss``, ``store_clock``);
 * **liveness** -- checked by :class:`sim.world.Sim`: after the faults stop, every group is
   Stable with exactly its live members within a bound.
 """
@@ -148,6 +154,8 @@ class Checker:
             sim.violation(w.violations[self._seen_violations])
             self._seen_violations += 1
         self._leases()
+        if sim.multi:
+            self._serves_under_lease()
         for proc, p in self._true_owner():
             sm = p.sm
             if sm is None:
@@ -185,6 +193,31 @@ class Checker:
                     )
         if full:
             self._acked()
+
+    def _serves_under_lease(self) -> None:
+        sim = self.sim
+        if sim.loop.now - sim.lease_fault_at < sim.cfg.shard_lease_ms / 1000:
+            return
+        now = sim.store_world.clock.now_ms()
+        for proc in sim.processes:
+            if not proc.alive or proc in sim.loop.paused:
+                continue
+            for n, p in proc.runtime.partitions.items():
+                if p.state is not PartitionState.ACTIVE or not p._accepting or p.lease_lapsed():
+                    continue
+                lease = sim.data.leases.get(n)
+                if (
+                    lease is None
+                    or lease.owner != proc.name
+                    or lease.epoch != p.epoch
+                    or lease.expires_at_ms <= now
+                ):
+                    held = "none" if lease is None else f"{lease.owner}@{lease.epoch}"
+                    sim.violation(
+                        f"serves without its lease: {proc.name} serves partition {n} at epoch "
+                        f"{p.epoch}, the store's lease is {held}"
+                        + ("" if lease is None or lease.expires_at_ms > now else " (expired)")
+                    )
 
     def _leases(self) -> None:
         w = self.sim.store_world

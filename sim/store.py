@@ -14,6 +14,9 @@ what a real store does to its callers:
 * a dead process: its calls never complete (a crashed process does not write any more);
 * lease loss: the lease of a partition disappears from the store.
 
+In multi-shard seeds each process's shard registry (:class:`SimMembership`) goes over the
+same connection: the registry lives next to the store, as Redis holds both.
+
 It also watches the writers (the *one writer per partition epoch* invariant): every
 acknowledged append is recorded with the process that made it, and an append accepted with
 an epoch that is not the partition's current one is a violation.
@@ -27,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from shards.ownership.membership import InMemoryMembership, Member
 from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore, MemoryData
 from sim.loop import SimClock
@@ -62,6 +66,8 @@ class SimStore(InMemoryLogStore):
         self.process = process
         self.dead = False
         self._on_call = on_call
+        #: a connection of a multi-shard seed (see lease)
+        self.shared = False
 
     async def _latency(self) -> None:
         loop = asyncio.get_running_loop()
@@ -124,7 +130,16 @@ class SimStore(InMemoryLogStore):
         return await self._call(super().acquire, partition, owner, lease_ms)
 
     async def try_acquire(self, partition: int, owner: str, lease_ms: int) -> int | None:
-        return await self._call(super().try_acquire, partition, owner, lease_ms)
+        # one atomic step, as the store's (a Lua script on Redis): the memory store's own
+        # try_acquire would go through this class's acquire, whose latency would open a
+        # window between its check of the live lease and taking it
+        async def atomic() -> int | None:
+            lease = self._live_lease(partition)
+            if lease is not None and lease.owner != owner:
+                return None
+            return await InMemoryLogStore.acquire(self, partition, owner, lease_ms)
+
+        return await self._call(atomic)
 
     async def renew(self, partition: int, owner: str, epoch: int, lease_ms: int) -> bool:
         return await self._call(super().renew, partition, owner, epoch, lease_ms)
@@ -143,3 +158,30 @@ class SimStore(InMemoryLogStore):
 
     async def write_catalog(self, expected_version: int, data: bytes) -> int | None:
         return await self._call(super().write_catalog, expected_version, data)
+
+    async def lease(self, partition: int) -> Any:
+        # (a lease read costs a call like any other in multi-shard seeds; single-process
+        # seeds keep reading it for free, so that their runs stay as they were)
+        if not self.shared:
+            return await super().lease(partition)
+        return await self._call(super().lease, partition)
+
+
+class SimMembership(InMemoryMembership):
+    """The shard registry of a process (multi-shard seeds): one dict shared by all processes
+    (the registry), entries expiring by the store's clock (as Redis's expire by the server's),
+    reached over the process's store connection -- its latency, failures, stalls, and
+    nothing at all once the process is dead."""
+
+    def __init__(self, registry: dict[str, Member], store: SimStore) -> None:
+        super().__init__(registry, store.world.clock)
+        self.store = store
+
+    async def heartbeat(self, member: Member, ttl_ms: int) -> None:
+        return await self.store._call(super().heartbeat, member, ttl_ms)
+
+    async def deregister(self, member_id: str, owner: str) -> None:
+        return await self.store._call(super().deregister, member_id, owner)
+
+    async def members(self) -> tuple[list[Member], int]:
+        return await self.store._call(super().members)

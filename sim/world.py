@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 from collections.abc import Callable
@@ -32,8 +33,11 @@ from shards.core.consumer import api as capi
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import Errors
 from shards.core.ids import kafka_uuid_text
+from shards.core.placement import partition_for
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicsImage
+from shards.ownership.manager import OwnershipManager, OwnershipSettings
+from shards.ownership.membership import Member as ShardMember
 from shards.ownership.view import NodeAddress, SelfOwnership
 from shards.runtime.contract import CoordinatorResult
 from shards.runtime.runtime import CoordinatorRuntime
@@ -42,8 +46,8 @@ from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
 from sim.classic import ClassicMember
 from sim.coverage import Coverage
-from sim.loop import SimClock, VirtualLoop
-from sim.store import SimStore, StoreWorld
+from sim.loop import PROCESS, SimClock, VirtualLoop
+from sim.store import SimMembership, SimStore, StoreWorld
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
 #: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
@@ -116,6 +120,22 @@ class Config:
     client_side_share: float = 0.5
     #: the share of seeds in which a static classic member restarts (classic_bounce)
     bounce_share: float = 0.3
+    #: the share of seeds run on several shard processes sharing the store, each with the
+    #: real ownership manager (registry, rendezvous map, leases, hand-offs), drawn by an RNG
+    #: of its own; there ``crash`` kills one shard, ``failover`` pauses one (SIGSTOP) and
+    #: ``skew`` skews one (see Sim.apply)
+    multi_shard_share: float = 0.25
+    #: the share of seeds whose server-side assignor is slow and fails now and then
+    #: (SlowAssignor), drawn by an RNG of its own
+    slow_assignor_share: float = 0.3
+    slow_assignor_max_delay_ms: int = 3_000
+    slow_assignor_failure: float = 0.1
+    #: shard nodes in a multi-shard seed
+    shard_nodes: int = 3
+    #: partition leases live this long (one process)
+    lease_ms: int = 10_000
+    #: ... and in multi-shard seeds (the registry entries too): shorter than most pauses
+    shard_lease_ms: int = 4_000
 
 
 def generate_events(seed: int, cfg: Config) -> list[Event]:
@@ -218,30 +238,90 @@ def _assignor(names: tuple[str, ...]) -> InProcessAssignor:
     return _ASSIGNORS[names]
 
 
-class Process:
-    """One shard process: its store connection, catalog, runtime and request handlers."""
+class SlowAssignor:
+    """A server-side assignor that takes its time (Config.slow_assignor_share): every target
+    is computed off the partition's operations (never in-line), after a seeded delay of up
+    to ``max_delay_ms`` of virtual time, and fails now and then (as an assignor service
+    that times out or a custom assignor that raises) -- the asynchronous assignment path:
+    targets behind the group epoch, superseded computations, retries."""
 
-    def __init__(self, sim: Sim, name: str) -> None:
+    def __init__(self, inner: InProcessAssignor, rng: random.Random, cfg: Config) -> None:
+        self.inner = inner
+        self.rng = rng
+        self.max_delay_ms = cfg.slow_assignor_max_delay_ms
+        self.failure = cfg.slow_assignor_failure
+        self.calls = 0
+        self.failed = 0
+
+    def computes(self, assignor: str) -> bool:
+        return False
+
+    def compute(self, request: Any) -> Any:
+        return self.inner.compute(request)
+
+    async def __call__(self, request: Any) -> Any:
+        self.calls += 1
+        delay, fails = self.rng.uniform(0, self.max_delay_ms), self.rng.random() < self.failure
+        await asyncio.sleep(delay / 1000)
+        if fails:
+            self.failed += 1
+            raise RuntimeError("sim: the assignor failed")
+        return self.inner.compute(request)
+
+
+class Process:
+    """One shard process: its store connection, catalog, runtime and request handlers; in a
+    multi-shard seed (``node`` given) also its ownership manager and registry entry."""
+
+    def __init__(self, sim: Sim, name: str, node: int | None = None) -> None:
         self.sim = sim
         self.name = name
+        self.node = node
         self.clock = SimClock(sim.loop)
         self.store = SimStore(sim.store_world, name, sim.count_store_call)
+        self.store.shared = node is not None
         self.alive = True
+        #: started (multi-shard: registered, its first ownership round done)
+        self.started = False
+        #: the context its code runs in (sim.loop.PROCESS names it: the loop can pause it)
+        self.ctx = contextvars.copy_context()
+        self.ctx.run(PROCESS.set, self)
         self.catalog = TopicCatalog(self.store, new_topic_id=sim.new_topic_id, poll_interval_ms=500)
-        self.assignor = _assignor(sim.coordinator_config.consumer_group_assignors)
+        self.assignor: Any = _assignor(sim.coordinator_config.consumer_group_assignors)
+        if sim.slow_assignor:
+            self.assignor = SlowAssignor(
+                self.assignor, random.Random(f"slow-assignor-{sim.seed}-{name}"), sim.cfg
+            )
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
             self.factory,
             owner=name,
             clock=self.clock,
-            lease_ms=10_000,
+            lease_ms=sim.cfg.lease_ms if node is None else sim.cfg.shard_lease_ms,
             snapshot_interval_records=sim.coordinator_config.snapshot_interval_records,
             executor=self.assignor,
+            respect_leases=node is not None,
             append_timeout_ms=5_000,
             reload_backoff_ms=(50, 1_000),
         )
-        # ownership is the simulation's: a partition lost here is not taken back by force
+        # one process: ownership is the simulation's (a partition lost here is not taken
+        # back by force); several: the real ownership manager's
+        self.manager: OwnershipManager | None = None
+        view: Any = SelfOwnership(NodeAddress(0, name, 0))
+        if node is not None:
+            self.manager = OwnershipManager(
+                self.store,
+                SimMembership(sim.registry, self.store),
+                self.runtime,
+                ShardMember(str(node), node, name, name, 0, sim.cfg.num_partitions),
+                OwnershipSettings(sim.cfg.num_partitions, sim.cfg.shard_lease_ms),
+                self.clock,
+            )
+            view = self.manager
+            manager_lost = self.runtime.on_partition_lost
+            assert manager_lost is not None
+            self._manager_lost = manager_lost
         self.runtime.on_partition_lost = self.lost
         failed = self.runtime._on_failure
 
@@ -257,7 +337,7 @@ class Process:
         self.service = GroupCoordinatorService(
             self.runtime,
             sim.cfg.num_partitions,
-            SelfOwnership(NodeAddress(0, name, 0)),
+            view,
             operation_timeout_ms=5_000,
             topics=self.catalog,
         )
@@ -265,10 +345,13 @@ class Process:
 
     def lost(self, partition: int, why: str) -> None:
         """The simulation's ownership: the serving process takes a lost partition back
-        (after a backoff); any other process lets it go."""
+        (after a backoff); any other process lets it go. With several shards, the ownership
+        manager decides."""
         self.sim.trace(f"{self.name} lost p{partition}: {why}")
         self.sim.coverage.path(f"partition lost ({why})")
-        if self.sim.serving is self and self.alive:
+        if self.manager is not None:
+            self._manager_lost(partition, why)
+        elif self.sim.serving is self and self.alive:
             self.sim.spawn(self._take_back(partition))
 
     async def _take_back(self, partition: int) -> None:
@@ -299,14 +382,37 @@ class Process:
 
         return self.sim.spawn(self.runtime.write_all(install))
 
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """A task of this process (pausing the process pauses it)."""
+        return self.sim.spawn(coro, self.ctx.copy())
+
     async def start(self) -> None:
         await self.store.start()
         await self.catalog.start()
         self.catalog.listeners.append(self._on_image)
+        if self.manager is not None:
+            # as services/shard/app.py: renewals, then register and take what maps here
+            self.runtime.start_lease_renewal()
+            await self.manager.start()
+            return
         await asyncio.gather(*(self.runtime.load(p) for p in range(self.sim.cfg.num_partitions)))
         self.runtime.start_lease_renewal()
 
+    async def stop(self) -> None:
+        """A graceful shutdown (multi-shard): leave the registry, hand every partition off
+        (flush, release the lease), as a shard process does on SIGTERM."""
+        assert self.manager is not None
+        await self.manager.stop()
+        await self.runtime.close()
+        self.kill()
+
     def kill(self) -> None:
+        self._count_moves()
+        if self.manager is not None:
+            # kill -9: nothing of it runs any more (its held callbacks are dropped)
+            self.sim.loop.kill(self)
+            for task in self.manager._tasks:
+                task.cancel()
         self.alive = False
         self.store.dead = True
         if self.runtime._renewer is not None:
@@ -316,6 +422,16 @@ class Process:
         for p in self.runtime.partitions.values():
             for key in list(p.timer._timers) if hasattr(p.timer, "_timers") else ():
                 p.timer.cancel(key)
+
+    def _count_moves(self) -> None:
+        """The ownership manager's counters (partitions loaded here, handed off or lost,
+        taken over from a dead shard) and the slow assignor's into the coverage, once."""
+        if isinstance(self.assignor, SlowAssignor) and self.alive:
+            self.sim.coverage.hit("assignor", "slow: computations", self.assignor.calls)
+            self.sim.coverage.hit("assignor", "slow: failed", self.assignor.failed)
+        if self.manager is not None and self.alive:
+            for what, n in self.manager.stats.items():
+                self.sim.coverage.hit("ownership", what, n)
 
 
 def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], Any]:
@@ -549,6 +665,21 @@ class Sim:
         #: whether g0's KIP-848 members assign client-side (Config.client_side_share)
         self.client_side = random.Random(f"client-side-{seed}").random() < cfg.client_side_share
         self.assignor_rng = random.Random(f"assignor-{seed}")
+        #: several shard processes with the real ownership manager (Config.multi_shard_share)
+        self.multi = random.Random(f"shards-{seed}").random() < cfg.multi_shard_share
+        #: the shard registry (multi-shard seeds), and each node's current incarnation
+        self.registry: dict[str, ShardMember] = {}
+        self.nodes: dict[int, Process] = {}
+        #: nodes a new incarnation of which is on its way
+        self.restarting: set[int] = set()
+        #: which shard a client asks FindCoordinator (multi-shard seeds)
+        self.route_rng = random.Random(f"route-{seed}")
+        #: a slow, failing server-side assignor (Config.slow_assignor_share)
+        self.slow_assignor = (
+            random.Random(f"slow-assignor-{seed}").random() < cfg.slow_assignor_share
+        )
+        #: virtual time (s) of the last fault that makes the store forget or expire leases
+        self.lease_fault_at = -1e9
         self.acked: list[tuple[str, str, int, int]] = []
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
@@ -576,8 +707,8 @@ class Sim:
     def count_store_call(self) -> None:
         self.store_calls += 1
 
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = self.loop.create_task(coro)
+    def spawn(self, coro: Any, context: contextvars.Context | None = None) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro, context=context)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -596,7 +727,7 @@ class Sim:
         self.checker.check(full=False)
 
     def topic_names(self) -> dict[str, str]:
-        p = self.serving
+        p = self.serving if not self.multi else self.any_process()
         image = p.catalog.image if p is not None else TopicsImage()
         return (
             {t.topic_id: t.name for t in image.topics()}
@@ -605,6 +736,105 @@ class Sim:
         )
 
     # ---- processes --------------------------------------------------------------------------
+    def any_process(self) -> Process | None:
+        """A live, running shard (multi-shard seeds), the lowest node first."""
+        for _, p in sorted(self.nodes.items()):
+            if p.alive and p not in self.loop.paused:
+                return p
+        return None
+
+    def route(self, member: Any) -> Process | None:
+        """Where a client sends its group's requests: one process serves everything; with
+        several shards, what a live shard it asks answers FindCoordinator (its ownership
+        manager's view: itself, the partition's lease holder, else the map's choice)."""
+        if not self.multi:
+            return self.serving
+        running = [
+            p
+            for _, p in sorted(self.nodes.items())
+            if p.started and p.alive and p not in self.loop.paused
+        ]
+        if not running:
+            return None
+        asked = running[self.route_rng.randrange(len(running))]
+        assert asked.manager is not None
+        node = asked.manager.owner_of(partition_for(member.group, self.cfg.num_partitions))
+        found = next((p for p in self.processes if node is not None and p.name == node.host), None)
+        if found is not None and not found.alive:
+            found = None  # (its address refuses connections: the client asks again)
+        self.coverage.hit("route", "no coordinator" if found is None else "found")
+        return found
+
+    async def start_node(self, node: int, delay_ms: int = 0) -> Process:
+        """A new incarnation of shard ``node`` (multi-shard seeds), in its own context: it
+        registers (waiting out a predecessor's live entry), then takes what maps to it."""
+        self.restarting.add(node)
+        await asyncio.sleep(delay_ms / 1000)
+        while True:
+            self._pcount += 1
+            p = Process(self, f"shard{self._pcount}", node)
+            self.processes.append(p)
+            self.nodes[node] = p
+            self.trace(f"{p.name} (node {node}) starting")
+            if any(m.member_id == str(node) for m in self.registry.values()):
+                self.coverage.hit("shard", "started while its predecessor's entry lives")
+            try:
+                await p.spawn(p.start())
+                break
+            except StoreUnavailableError as ex:
+                self.trace(f"{p.name} failed to start: {ex}")
+                self.coverage.path("process failed to start")
+                p.kill()
+                await asyncio.sleep(0.5)
+        self.restarting.discard(node)
+        p.started = True
+        self.trace(f"{p.name} (node {node}) registered, serving {p.runtime.active_partitions()}")
+        return p
+
+    async def _pause(self, p: Process, ms: int) -> None:
+        self.trace(f"{p.name} paused for {ms} ms")
+        self.coverage.hit("shard", "paused")
+        self.loop.pause(p)
+        await asyncio.sleep(ms / 1000)
+        self.resume(p)
+
+    def resume(self, p: Process) -> None:
+        if p in self.loop.paused and p.alive:
+            self.trace(f"{p.name} resumed")
+            self.coverage.hit("shard", "resumed")
+            self.loop.resume(p)
+
+    async def _shard_event(self, kind: str, arg: int) -> None:
+        """crash, failover and skew in a multi-shard seed: one shard (arg % nodes) is killed
+        (kill -9, or -- one time in four -- stopped gracefully) and comes back after arg ms;
+        paused for 1-16 s; its clock skewed."""
+        node = abs(arg) % self.cfg.shard_nodes
+        p = self.nodes.get(node)
+        if kind == "skew":
+            if p is not None:
+                p.clock.skew_ms += arg
+            return
+        if p is None or not p.alive:
+            return
+        if kind == "failover":
+            self.spawn(self._pause(p, 1_000 + arg * 3))
+            return
+        if arg % 4 == 0:
+            self.trace(f"{p.name} stops")
+            self.coverage.hit("shard", "stopped")
+            self.resume(p)
+            try:
+                async with asyncio.timeout(5):
+                    await p.spawn(p.stop())
+            except (StoreError, TimeoutError) as ex:
+                self.trace(f"{p.name} stopped badly: {ex!r}")
+            p.kill()
+        else:
+            self.trace(f"{p.name} killed")
+            self.coverage.hit("shard", "killed")
+            p.kill()
+        self.spawn(self.start_node(node, arg))
+
     async def start_process(self) -> Process:
         while True:
             self._pcount += 1
@@ -631,9 +861,17 @@ class Sim:
         ``timeout_ms``: a JoinGroup waits for its rebalance)."""
         cfg = self.cfg
         if member.coordinator is None or not member.coordinator.alive:
-            member.coordinator = self.serving
+            member.coordinator = self.route(member)
         target = member.coordinator
         lo, hi = cfg.net_delay_ms
+        if self.multi and (target is None or not target.alive):
+            # no coordinator known, or its process is gone (connection refused): the client
+            # fails at once and asks FindCoordinator again after its retry backoff
+            self.trace(f"{member.name} {what}: no coordinator")
+            self.coverage.hit("net", "no coordinator")
+            member.coordinator = None
+            await asyncio.sleep(0.1)
+            raise TimeoutError
         async with asyncio.timeout((timeout_ms or cfg.request_timeout_ms) / 1000):
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
             if (
@@ -651,7 +889,7 @@ class Sim:
                 self.coverage.hit("net", f"{what} duplicated")
                 self.spawn(self._duplicate(target, call, self.net_rng.uniform(lo, hi)))
             # the server goes on with a request whose caller gave up (as a real one does)
-            answer = self.spawn(call(target.service))
+            answer = target.spawn(call(target.service))
             response = await asyncio.shield(answer)
             await asyncio.sleep(self.net_rng.uniform(lo, hi) / 1000)
             if self.loop.now < member.cut_until or self._lossy(cfg.loss):
@@ -671,7 +909,9 @@ class Sim:
         self, target: Process, call: Callable[[Any], Any], delay_ms: float
     ) -> None:
         await asyncio.sleep(delay_ms / 1000)
-        if target.alive:
+        if target.alive and self.multi:
+            await target.spawn(call(target.service))
+        elif target.alive:
             await call(target.service)
 
     # ---- the members ------------------------------------------------------------------------
@@ -729,7 +969,9 @@ class Sim:
         self.coverage.hit("event", kind)
         self.coverage.last_event = kind
         w = self.store_world
-        if kind == "crash":
+        if self.multi and kind in ("crash", "failover", "skew"):
+            await self._shard_event(kind, arg)
+        elif kind == "crash":
             old = self.serving
             if old is not None:
                 old.kill()
@@ -749,6 +991,7 @@ class Sim:
             w.stalled_until = max(w.stalled_until, self.loop.now + arg / 1000)
         elif kind == "lease_loss":
             self.data.leases.clear()
+            self.lease_fault_at = self.loop.now
         elif kind == "net_cut":
             index, ms = arg
             if index < len(self.members):
@@ -766,7 +1009,7 @@ class Sim:
         elif kind == "classic_bounce":
             self.bounce(arg)
         elif kind == "create_topic":
-            p = self.serving
+            p = self.serving if not self.multi else self.any_process()
             if p is not None:
                 name = f"t{self._topic_count}"
                 self._topic_count += 1
@@ -782,6 +1025,7 @@ class Sim:
                 self.serving.clock.skew_ms += arg
         elif kind == "store_clock":
             w.clock.skew_ms += arg
+            self.lease_fault_at = self.loop.now
         self.checker.check(full=True)
 
     async def _events(self) -> None:
@@ -798,8 +1042,13 @@ class Sim:
 
     async def main(self) -> None:
         cfg = self.cfg
-        await self.start_process()
-        seed_catalog = self.serving
+        if self.multi:
+            self.coverage.hit("mode", "multi-shard")
+            await asyncio.gather(*(self.start_node(n) for n in range(cfg.shard_nodes)))
+            seed_catalog = self.any_process()
+        else:
+            await self.start_process()
+            seed_catalog = self.serving
         assert seed_catalog is not None
         await seed_catalog.catalog.create_topics(
             api.CreateTopicsRequest((api.CreatableTopic("t0", 4), api.CreatableTopic("t1", 2)))
@@ -820,11 +1069,20 @@ class Sim:
         for m in self.members:
             m.cut_until = 0
         self.store_world.fail_calls = 0
-        if self.serving is None:
-            await self.start_process()
-        for p in self.processes:
-            if p is not self.serving and p.alive:
-                p.kill()
+        if self.multi:
+            # every shard runs again: the paused resume, the dead have a new incarnation
+            for node in range(cfg.shard_nodes):
+                p = self.nodes[node]
+                if p.alive:
+                    self.resume(p)
+                elif node not in self.restarting:
+                    self.spawn(self.start_node(node))
+        else:
+            if self.serving is None:
+                await self.start_process()
+            for p in self.processes:
+                if p is not self.serving and p.alive:
+                    p.kill()
         while True:
             await asyncio.sleep(cfg.check_every_ms / 1000)
             self.checker.check(full=True)
@@ -859,6 +1117,9 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         where = traceback.extract_tb(ex.__traceback__)[-1]
         sim.violation(f"the simulation raised {ex!r} at {where.filename}:{where.lineno}")
     finally:
+        for p in sim.processes:
+            p._count_moves()
+        loop.release_all()
         for _ in range(20):  # cancel everything (tasks spawn tasks as they unwind)
             pending = asyncio.all_tasks(loop)
             if not pending:
@@ -879,6 +1140,8 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         "acked_commits": len(sim.acked),
         "virtual_ms": int(loop.now * 1000),
         "processes": len(sim.processes),
+        "shard_nodes": cfg.shard_nodes if sim.multi else 1,
+        "slow_assignor": int(sim.slow_assignor),
     }
     r.coverage = sim.coverage.as_dict(sim.store_world.hits)
     return r

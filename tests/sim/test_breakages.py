@@ -19,6 +19,7 @@ CAUGHT_BY = {
     "timer-lost-over-failover": "liveness",
     "renew-after-expiry": "lease revived",
     "classic-sync-unwritten": "synced generation not durable",
+    "serve-after-lease-lapsed": "serves without its lease",
 }
 
 

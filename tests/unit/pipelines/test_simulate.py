@@ -44,6 +44,14 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     assert three["steps"] == again.stats["loop_iterations"]
     assert three["coverage"] == again.coverage
     assert three["faults"] == [e.kind for e in again.events]
+    assert three["shard_nodes"] == again.stats["shard_nodes"]
+    assert three["slow_assignor"] == bool(again.stats["slow_assignor"])
+    # the seeds cover both worlds (one process, several shards), with and without a slow
+    # assignor, and the summary counts them
+    modes = {(m["shard_nodes"], m["slow_assignor"]): m for m in summary["modes"]}
+    assert set(modes) == {(r["shard_nodes"], r["slow_assignor"]) for r in rows.values()}
+    assert len(modes) == 4 and sum(m["seeds"] for m in modes.values()) == 24
+    assert sum(m["failed"] for m in modes.values()) == len(failed)
     assert any(v.startswith("stale writer") for v in three["violations"])
     assert three["command"] == "python -m sim --seed 3 --break skip-epoch-check"
     assert all(r["command"] is None for r in rows.values() if r["ok"])
