@@ -1,0 +1,140 @@
+"""The TLA+ form of the model (models/kip848.tla), parsed by a TLA+ parser and checked
+exhaustively by tests/model/tla_check.py in small worlds: the same reachable states as the
+exploration with the core's reconciliation (tests/model/explore.py), the invariants on every
+state, the monotonicity properties on every step -- and a broken form is caught."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.model.explore import State, World, explore
+from tests.model.tla_check import Fn, Spec, Unsupported, check
+
+ROOT = Path(__file__).resolve().parents[2]
+TLA = ROOT / "models" / "kip848.tla"
+CFG = ROOT / "models" / "kip848.cfg"
+ACTIONS = ("GroupEpochStep", "MemberEpochStep")
+
+
+def spec(members: int, partitions: int, max_epoch: int, text: str | None = None) -> Spec:
+    return Spec(
+        text if text is not None else TLA.read_text(),
+        {
+            "Members": frozenset("abc"[:members]),
+            "Partitions": frozenset(range(partitions)),
+            "MaxEpoch": max_epoch,
+        },
+    )
+
+
+def as_explored(s: Spec, state: tuple[Any, ...], names: tuple[str, ...]) -> State:
+    """A state of the TLA+ form in explore.State's shape."""
+    v = dict(zip(s.variables, state, strict=True))
+    rec = v["members"]
+    target: Fn = v["target"]
+    return State(
+        v["groupEpoch"],
+        v["inGroup"],
+        tuple((m, target[m]) for m in sorted(target.domain())),
+        tuple(
+            (rec[n]["epoch"], rec[n]["state"], rec[n]["assigned"], rec[n]["pending"]) for n in names
+        ),
+        tuple(v["owned"][n] for n in names),
+        tuple(v["clientEpoch"][n] for n in names),
+    )
+
+
+def test_every_state_of_the_tla_form_is_a_state_of_the_core_exploration() -> None:
+    s = spec(2, 3, 4)
+    r = check(s, "AllInvariants", ACTIONS)
+    assert r.violations == []
+    core = explore(World(("a", "b"), partitions=3, max_epoch=4))
+    # the same transition system: as many states and steps, and the very same states
+    assert (r.states, r.transitions) == (core.states, core.transitions) == (2298, 8734)
+    reached = _reachable(s)
+    assert {as_explored(s, t, ("a", "b")) for t in reached} == _explored_states(
+        World(("a", "b"), partitions=3, max_epoch=4)
+    )
+    # every reconciliation state and action shape occurs
+    states = {m["state"] for ms in r.values["members"] for m in (ms["a"], ms["b"])}
+    assert states == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
+
+
+@pytest.mark.slow
+def test_the_tla_form_up_to_epoch_six() -> None:
+    r = check(spec(2, 3, 6), "AllInvariants", ACTIONS)
+    assert r.violations == []
+    assert (r.states, r.transitions) == (9850, 46104)  # explore's (test_exhaustive.py)
+
+
+def test_a_form_that_assigns_held_partitions_violates_exclusive() -> None:
+    text = TLA.read_text()
+    broken = text.replace(r"gain == {p \in wanted : ~HeldByOther(ms, m, p)}", "gain == wanted")
+    assert broken != text
+    r = check(spec(2, 2, 4, broken), "AllInvariants", ACTIONS)
+    assert r.violations and all("AllInvariants fails" in v for v in r.violations)
+
+
+def test_a_form_whose_epoch_goes_back_violates_the_step_property() -> None:
+    text = TLA.read_text()
+    broken = text.replace(
+        "SessionTimeout(m) == Remove(m, owned[m])",
+        "SessionTimeout(m) == Remove(m, owned[m]) /\\ groupEpoch > 100",
+    ).replace(
+        "        /\\ groupEpoch' = groupEpoch + 1\n        /\\ inGroup' = inGroup \\ {m}",
+        "        /\\ groupEpoch' = IF groupEpoch > 2 THEN groupEpoch - 2 ELSE groupEpoch + 1\n"
+        "        /\\ inGroup' = inGroup \\ {m}",
+    )
+    assert broken.count("groupEpoch - 2") == 1
+    r = check(spec(2, 2, 4, broken), "MemberEpochNotAboveGroup", ACTIONS)
+    assert any(v.startswith("GroupEpochStep fails") for v in r.violations), r.violations[:2]
+
+
+def test_the_checker_refuses_what_it_cannot_evaluate() -> None:
+    text = TLA.read_text().replace(
+        "NoTarget == [m \\in {} |-> {}]", "NoTarget == CHOOSE f \\in {} : TRUE"
+    )
+    with pytest.raises(Unsupported):
+        check(spec(2, 2, 4, text), "AllInvariants")
+
+
+def test_the_tlc_configuration_names_what_the_module_defines() -> None:
+    s = spec(2, 2, 4)
+    cfg = CFG.read_text()
+    lines = re.findall(r"^(?:INIT|NEXT|SPECIFICATION|INVARIANTS?|PROPERTIES?)\s+(.*)$", cfg, re.M)
+    named = {name for line in lines for name in line.split()}
+    assert {"Spec", "AllInvariants", "GroupEpochMonotonic", "MemberEpochMonotonic"} <= named
+    assert named <= set(s.defs)
+    constants = set(re.findall(r"^\s+(\w+)\s*=", cfg, re.M))
+    assert constants == {"Members", "Partitions", "MaxEpoch"}
+
+
+def _reachable(s: Spec) -> set[tuple[Any, ...]]:
+    seen = set(s.initial_states())
+    todo = list(seen)
+    nxt = s.defs["Next"].body
+    while todo:
+        state = todo.pop()
+        env = dict(zip(s.variables, state, strict=True))
+        for n in s.successors(nxt, env, {}):
+            t = tuple(n[v] for v in s.variables)
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def _explored_states(world: World) -> set[State]:
+    start = world.initial()
+    seen = {start}
+    todo = [start]
+    while todo:
+        for _, t in world.successors(todo.pop()):
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
