@@ -21,7 +21,9 @@ trace is the same with or without it):
   paused, resumed, killed, stopped, started while a predecessor's registry entry lives;
   ``route:<what>`` -- what FindCoordinator told the clients (a coordinator, or none yet);
 * ``assignor:slow: computations`` / ``assignor:slow: failed`` -- the slow server-side
-  assignor's computations and failures (seeds with one).
+  assignor's computations and failures (seeds with one);
+* ``admin:<kind> <error>`` -- the answers to the admin's topic deletions, OffsetDeletes and
+  DeleteGroups (``<kind> failed``: a store error or no answer in time).
 """
 
 from __future__ import annotations

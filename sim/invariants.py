@@ -28,6 +28,8 @@
   longer than its lease, or cut off from the store, refuses requests before another shard
   can take the partition (except within a lease period of a fault that makes the store
   itself forget or expire leases under their holder: ``lease_loss``, ``store_clock``);
+* **deleted topics released** -- once every group settled, no member of a consumer group
+  holds (or is revoking) a partition of a topic an admin deleted;
 * **liveness** -- checked by :class:`sim.world.Sim`: after the faults stop, every group is
   Stable with exactly its live members within a bound.
 """
@@ -422,6 +424,21 @@ class Checker:
                     if m.epoch != epoch or not getattr(m, "joined", True):
                         return False
         return True
+
+    def deleted_topics_released(self) -> None:
+        """Once settled: no member of a consumer group holds (or is revoking) a partition of
+        a topic an admin deleted."""
+        gone = self.sim.deleted_topic_ids
+        for gid, g in self._groups().items():
+            if not isinstance(g, ConsumerGroup):
+                continue
+            for mid, m in g.members.items():
+                for assignment in (m.assigned_partitions, m.partitions_pending_revocation):
+                    for tid in set(assignment) & set(gone):
+                        self.sim.violation(
+                            f"deleted topic still assigned: {gone[tid]} ({tid[:6]}) to member "
+                            f"{mid[:6]} of {gid} after the group settled"
+                        )
 
     def describe(self) -> str:
         groups = self._groups()

@@ -69,10 +69,22 @@ EVENT_KINDS = (
     "store_clock",  # the store's clock jumps ahead by arg ms: leases expire under their holder
     "classic_join",  # a new classic member joins group arg (g2: classic; g0: a consumer group)
     "classic_bounce",  # a static classic member (the first live from index arg) restarts
+    "delete_topic",  # an admin deletes a topic (one created during the run, else t1)
+    "offset_delete",  # an admin deletes group arg[0]'s offsets of topic t{arg[1]}
+    "delete_group",  # an admin deletes group arg (refused while it has members)
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
-EXTRA_KINDS = ("store_clock", "classic_join", "classic_bounce")
+EXTRA_KINDS = (
+    "store_clock",
+    "classic_join",
+    "classic_bounce",
+    "delete_topic",
+    "offset_delete",
+    "delete_group",
+)
+#: the admin operations (Config.admin_share of the seeds, by an RNG of their own)
+ADMIN_KINDS = ("delete_topic", "offset_delete", "delete_group")
 #: the kinds the classic workload draws, by an RNG of its own (generate_events): classic
 #: members joining g2 or (online migration) the consumer group g0, KIP-848 members joining
 #: the classic group g2 (an upgrade; their leaving, a downgrade), and crashes, leaves and
@@ -120,6 +132,10 @@ class Config:
     client_side_share: float = 0.5
     #: the share of seeds in which a static classic member restarts (classic_bounce)
     bounce_share: float = 0.3
+    #: the share of seeds with admin operations (ADMIN_KINDS: topic deletion, OffsetDelete,
+    #: DeleteGroups), ``admin_events`` of them, drawn by an RNG of their own
+    admin_share: float = 0.3
+    admin_events: int = 2
     #: the share of seeds run on several shard processes sharing the store, each with the
     #: real ownership manager (registry, rendezvous map, leases, hand-offs), drawn by an RNG
     #: of its own; there ``crash`` kills one shard, ``failover`` pauses one (SIGSTOP) and
@@ -172,7 +188,30 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
             at = extra.randrange(500, cfg.fault_window_ms)
             out.append(Event(at, "store_clock", extra.randrange(2_000, 30_000)))
     out += _classic_events(seed, cfg)
+    out += _admin_events(seed, cfg)
     out.sort(key=lambda e: e.at_ms)
+    return out
+
+
+def _admin_events(seed: int, cfg: Config) -> list[Event]:
+    """An admin's operations in a share of the seeds (their own RNG: the other draws, and
+    the seeds without them, stay as they were)."""
+    kinds = tuple(k for k in ADMIN_KINDS if k in cfg.kinds)
+    rng = random.Random(f"admin-{seed}")
+    if not kinds or rng.random() >= cfg.admin_share:
+        return []
+    out = []
+    for _ in range(cfg.admin_events):
+        at = rng.randrange(500, cfg.fault_window_ms)
+        kind = rng.choice(kinds)
+        arg: Any
+        if kind == "delete_topic":
+            arg = rng.randrange(4)
+        elif kind == "offset_delete":
+            arg = (rng.randrange(cfg.groups + 1), rng.randrange(2))
+        else:
+            arg = rng.randrange(cfg.groups + 1)
+        out.append(Event(at, kind, arg))
     return out
 
 
@@ -635,6 +674,13 @@ class Member:
         sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
 
 
+@dataclass(frozen=True)
+class _Admin:
+    """What routing needs of an admin client: the group it asks about."""
+
+    group: str
+
+
 class Sim:
     def __init__(self, seed: int, events: list[Event], cfg: Config) -> None:
         self.seed = seed
@@ -688,6 +734,9 @@ class Sim:
         self.faults_over = False
         self._pcount = 0
         self._topic_count = 2
+        #: topics an admin deleted (names are never reused)
+        self.deleted_topics: set[str] = set()
+        self.deleted_topic_ids: dict[str, str] = {}
         from sim.invariants import Checker
 
         self.checker = Checker(self)
@@ -1020,6 +1069,8 @@ class Sim:
                 except StoreError as ex:
                     self.trace(f"create {name} failed: {ex}")
                     self.coverage.path("create topic failed")
+        elif kind in ADMIN_KINDS:
+            await self._admin(kind, arg)
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
@@ -1027,6 +1078,58 @@ class Sim:
             w.clock.skew_ms += arg
             self.lease_fault_at = self.loop.now
         self.checker.check(full=True)
+
+    async def _admin(self, kind: str, arg: Any) -> None:
+        """An admin's request, to a running shard (topics) or the group's coordinator."""
+        if kind == "delete_topic":
+            created = self._topic_count - 2  # t2, t3, ... created during the run
+            name = f"t{2 + arg % created}" if created else "t1"
+            p = self.serving if not self.multi else self.any_process()
+            if p is None or name in self.deleted_topics:
+                return
+            call: Any = lambda: p.catalog.delete_topics(  # noqa: E731
+                api.DeleteTopicsRequest((api.DeleteTopicState(name),))
+            )
+            what = f"delete topic {name}"
+        else:
+            gid = f"g{(arg[0] if kind == 'offset_delete' else arg) % (self.cfg.groups + 1)}"
+            p = self.route(_Admin(gid))
+            if p is None or not p.alive:
+                self.trace(f"admin {kind} {gid}: no coordinator")
+                return
+            if kind == "offset_delete":
+                topic = f"t{arg[1]}"
+                parts = tuple(
+                    api.OffsetDeleteRequestPartition(i) for i in range(4 if arg[1] == 0 else 2)
+                )
+                req: Any = api.OffsetDeleteRequest(
+                    gid, (api.OffsetDeleteRequestTopic(topic, parts),)
+                )
+                call = lambda: p.service.offset_delete(req)  # noqa: E731
+                what = f"offset delete {gid} {topic}"
+            else:
+                req = api.DeleteGroupsRequest((gid,))
+                call = lambda: p.service.delete_groups(req)  # noqa: E731
+                what = f"delete group {gid}"
+        try:
+            async with asyncio.timeout(5):
+                resp = await p.spawn(call())
+        except (StoreError, TimeoutError) as ex:
+            self.trace(f"admin {what}: {ex!r}")
+            self.coverage.hit("admin", f"{kind} failed")
+            return
+        if kind == "delete_topic":
+            codes = [r.error_code for r in resp.responses]
+            if codes == [0]:
+                self.deleted_topics.add(name)
+                self.deleted_topic_ids[resp.responses[0].topic_id] = name
+        elif kind == "offset_delete":
+            codes = [resp.error_code] + [q.error_code for t in resp.topics for q in t.partitions]
+        else:
+            codes = [r.error_code for r in resp.results]
+        self.trace(f"admin {what} -> {[Errors(c).name for c in codes]}")
+        for c in set(codes):
+            self.coverage.hit("admin", f"{kind} {Errors(c).name}")
 
     async def _events(self) -> None:
         for e in self.events:
@@ -1088,6 +1191,7 @@ class Sim:
             self.checker.check(full=True)
             if self.checker.all_stable():
                 self.result.stable_after_ms = int((self.loop.now - quiet_from) * 1000)
+                self.checker.deleted_topics_released()
                 break
             if (self.loop.now - quiet_from) * 1000 > cfg.liveness_bound_ms:
                 self.violation(
