@@ -17,6 +17,9 @@ Rules, as Kafka 4.x:
   is not subscribed to expires when ``now - base >= offsets_retention_ms`` (or, for offsets
   committed with an explicit retention, when ``now >= expire_timestamp``); the base comes
   from the group (``Group.offset_expiration_base``).
+* A topic deleted (or deleted and re-created under its name) takes its offsets along: every
+  group's committed and pending offsets of it get tombstones when the catalog image without
+  it is installed (:meth:`on_topics_deleted`).
 
 State: ``group -> topic -> partition -> OffsetCommitValue`` (the record value itself; it is
 immutable). Only :meth:`replay` changes it.
@@ -25,7 +28,7 @@ immutable). Only :meth:`replay` changes it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -284,6 +287,23 @@ class OffsetMetadataManager:
             for topic, parts in committed.items()
             for partition in parts
         ] + [Record(OffsetCommitKey(group_id, t, p), None) for t, p in pending_only]
+
+    def on_topics_deleted(self, names: Collection[str]) -> list[Record]:
+        """Tombstones for every group's offsets of topics that were deleted (or deleted and
+        re-created under the same name: a new topic id), pending transactional ones included
+        -- Kafka's ``OffsetMetadataManager.onTopicsDeleted``, for offsets committed without a
+        topic id (groupcoord keeps none): a topic re-created under an old name must not hand
+        its consumers the old topic's positions."""
+        gone = set(names)
+        if not gone:
+            return []
+        records: list[Record] = []
+        for group_id in sorted(set(self.offsets) | set(self.pending.by_group)):
+            committed = self.offsets.get(group_id, {})
+            parts = {(t, p) for t, by_part in committed.items() if t in gone for p in by_part}
+            parts |= {(t, p) for t, p in self.pending.pending_partitions(group_id) if t in gone}
+            records += [Record(OffsetCommitKey(group_id, t, p), None) for t, p in sorted(parts)]
+        return records
 
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id)) or self.pending.has_pending(group_id)

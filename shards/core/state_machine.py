@@ -7,6 +7,7 @@ the response directly. ``replay`` dispatches each record to the manager that own
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -254,10 +255,20 @@ class CoordinatorStateMachine:
         return self.consumer.configs.alter(request, now_ms)
 
     def update_topics(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
-        """A new catalog image (group types react to it: epochs, regex resolution)."""
+        """A new catalog image (group types react to it: epochs, regex resolution; the
+        offsets of deleted topics go, as Kafka deletes them)."""
         previous, self.topics = self.topics, image
         self.streams.topics_changed()
-        return self.consumer.update_topics(previous, image, now_ms)
+        result = self.consumer.update_topics(previous, image, now_ms)
+        gone = [
+            name
+            for name, topic in previous.by_name.items()
+            if name not in image.by_name or image.by_name[name].topic_id != topic.topic_id
+        ]
+        tombstones = self.offset_manager.on_topics_deleted(gone)
+        if tombstones:
+            result = dataclasses.replace(result, records=(*result.records, *tombstones))
+        return result
 
     # ---- reads --------------------------------------------------------------------------------
     def fetch_offsets(

@@ -1072,6 +1072,92 @@ async def discovery_and_topics(target: Target) -> Obs:
         await wire.close()
 
 
+# ---- offsets of a deleted topic -------------------------------------------------------------
+
+
+async def _fetched(wire: KafkaWire, group: str, topic: str) -> list[tuple[int, int, str]]:
+    g: dict[str, Any] = {
+        "group_id": group,
+        "topics": [{"name": topic, "partition_indexes": [0, 1]}],
+    }
+    r = await wire.send(request("offset_fetch", 9, groups=[g], require_stable=True))
+    return sorted(
+        (p.partition_index, p.committed_offset, err(p.error_code))
+        for t in r.groups[0].topics
+        for p in t.partitions
+    )
+
+
+async def offsets_of_a_deleted_topic(target: Target) -> Obs:
+    """Kafka deletes a deleted topic's committed offsets (OffsetMetadataManager
+    .onTopicsDeleted), so a topic re-created under the name starts without them."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group, other = unique("od"), unique("od"), unique("odk")
+        await create_topic(wire, topic, 2)
+        await create_topic(wire, other, 2)
+        for t in (topic, other):
+            r = await wire.send(
+                request(
+                    "offset_commit",
+                    9,
+                    group_id=group,
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    topics=[
+                        {
+                            "name": t,
+                            "partitions": [
+                                {"partition_index": 0, "committed_offset": 5},
+                                {"partition_index": 1, "committed_offset": 6},
+                            ],
+                        }
+                    ],
+                )
+            )
+            obs.append(
+                (f"commit {t == topic}", [err(p.error_code) for p in r.topics[0].partitions])
+            )
+        obs.append(("fetch before the deletion", await _fetched(wire, group, topic)))
+        d = await wire.send(request("delete_topics", 6, topics=[{"name": topic}], timeout=30000))
+        obs.append(("DeleteTopics", [err(x.error_code) for x in d.responses]))
+        # the coordinator learns of the deletion from the metadata (Kafka: a metadata delta;
+        # groupcoord: its catalog image): wait for it, bounded
+        fetched: list[tuple[int, int, str]] = []
+        for _ in range(200):
+            fetched = await _fetched(wire, group, topic)
+            if all(offset == -1 for _, offset, _ in fetched):
+                break
+            await asyncio.sleep(0.05)
+        obs.append(("fetch after the deletion", fetched))
+        obs.append(("the other topic's offsets stay", await _fetched(wire, group, other)))
+        r = await wire.send(request("offset_fetch", 9, groups=[{"group_id": group}]))
+        obs.append(
+            (
+                "fetch all offsets of the group",
+                sorted((t.name == other, len(t.partitions)) for t in r.groups[0].topics),
+            )
+        )
+        for _ in range(200):  # Kafka refuses the name while it deletes the topic
+            c = await wire.send(
+                request(
+                    "create_topics",
+                    7,
+                    topics=[{"name": topic, "num_partitions": 2, "replication_factor": 1}],
+                    timeout=30000,
+                )
+            )
+            if c.topics[0].error_code == ErrorCode.none:
+                break
+            await asyncio.sleep(0.05)
+        obs.append(("re-create", err(c.topics[0].error_code)))
+        obs.append(("fetch after the re-creation", await _fetched(wire, group, topic)))
+        return obs
+    finally:
+        await wire.close()
+
+
 # ---- static members ------------------------------------------------------------------------
 
 
@@ -2013,6 +2099,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("ConsumerGroupHeartbeat", "JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"),
     ),
     "discovery_and_topics": (discovery_and_topics, ()),
+    "offsets_of_a_deleted_topic": (offsets_of_a_deleted_topic, ()),
     "kafka44_versions": (kafka44_versions, ("ConsumerGroupHeartbeat", "DeleteGroups")),
     "assignment_interval": (
         assignment_interval,

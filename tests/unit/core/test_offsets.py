@@ -6,6 +6,7 @@ from shards.core import api
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors
 from shards.core.records import GroupMetadataKey, OffsetCommitKey
+from shards.core.topics import TopicImage, TopicsImage
 from shards.runtime.contract import Record
 from tests.support.core_harness import ShardHarness
 
@@ -184,4 +185,49 @@ def test_delete_groups_removes_offsets_and_group() -> None:
         ("x", Errors.GROUP_ID_NOT_FOUND),
     ]
     assert fetch_all(h, "g") == {} and h.shard.group_manager.groups == {}
+    h.assert_replay_equals_live()
+
+
+_versions = iter(range(1, 1_000))
+
+
+def _image(*topics: tuple[str, str, int]) -> TopicsImage:
+    return TopicsImage(next(_versions), {name: TopicImage(tid, name, n) for name, tid, n in topics})
+
+
+def test_a_deleted_topic_takes_its_offsets_along_in_every_group() -> None:
+    # Kafka's OffsetMetadataManager.onTopicsDeleted: tombstones for every group's offsets of
+    # the deleted topic; the other topics' offsets stay
+    h = ShardHarness()
+    h.update_topics(_image(("a", "AAAAAAAAAAAAAAAAAAAAAA", 2), ("b", "BBBBBBBBBBBBBBBBBBBBBB", 1)))
+    h.write(
+        lambda s, now: s.commit_offset(commit("g1", {("a", 0): 5, ("a", 1): 6, ("b", 0): 7}), now)
+    )
+    h.write(lambda s, now: s.commit_offset(commit("g2", {("a", 1): 8}), now))
+    before = len(h.log)
+    h.update_topics(_image(("b", "BBBBBBBBBBBBBBBBBBBBBB", 1)))
+    assert fetch_all(h, "g1") == {("b", 0): 7}
+    assert fetch_all(h, "g2") == {}
+    assert sorted((r.key.group, r.key.topic, r.key.partition) for r in h.log[before:]) == [
+        ("g1", "a", 0),
+        ("g1", "a", 1),
+        ("g2", "a", 1),
+    ]
+    assert all(r.value is None for r in h.log[before:])
+    h.assert_replay_equals_live()
+    # an image change that deletes nothing writes nothing
+    before = len(h.log)
+    h.update_topics(_image(("b", "BBBBBBBBBBBBBBBBBBBBBB", 2)))
+    assert h.log[before:] == [] and fetch_all(h, "g1") == {("b", 0): 7}
+
+
+def test_a_topic_recreated_under_its_name_does_not_keep_the_old_offsets() -> None:
+    h = ShardHarness()
+    h.update_topics(_image(("a", "AAAAAAAAAAAAAAAAAAAAAA", 2)))
+    h.write(lambda s, now: s.commit_offset(commit("g", {("a", 0): 500}), now))
+    # deleted and re-created between two images: a new topic id under the same name
+    h.update_topics(_image(("a", "CCCCCCCCCCCCCCCCCCCCCC", 2)))
+    assert fetch_all(h, "g") == {}
+    h.write(lambda s, now: s.commit_offset(commit("g", {("a", 0): 3}), now))
+    assert fetch_all(h, "g") == {("a", 0): 3}
     h.assert_replay_equals_live()
