@@ -12,7 +12,9 @@ what a real store does to its callers:
   (``StoreUnavailableError`` raised before or after it was applied);
 * stalls: every call waits until the stall ends;
 * a dead process: its calls never complete (a crashed process does not write any more);
-* lease loss: the lease of a partition disappears from the store.
+* lease loss: the lease of a partition disappears from the store;
+* a process cut off from the store (multi-shard seeds): its calls fail after a client
+  timeout while the others' go through.
 
 In multi-shard seeds each process's shard registry (:class:`SimMembership`) goes over the
 same connection: the registry lives next to the store, as Redis holds both.
@@ -68,6 +70,16 @@ class SimStore(InMemoryLogStore):
         self._on_call = on_call
         #: a connection of a multi-shard seed (see lease)
         self.shared = False
+        #: this process is cut off from the store until then (virtual s): every call fails
+        #: after the client's timeout, as a Redis client's does (the others still reach it)
+        self.cut_until = 0.0
+
+    async def _cut_off(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.cut_until:
+            self.world.hits["store:call of a process cut off from it"] += 1
+            await asyncio.sleep(0.5)
+            raise StoreUnavailableError("sim: this process is cut off from the store")
 
     async def _latency(self) -> None:
         loop = asyncio.get_running_loop()
@@ -94,6 +106,7 @@ class SimStore(InMemoryLogStore):
         self._on_call()
         if self.dead:
             await asyncio.get_running_loop().create_future()
+        await self._cut_off()
         if self._maybe_fail() and self.world.rng.random() < 0.5:
             self.world.hits["store:append failed before it was applied"] += 1
             await self._latency()
@@ -120,6 +133,7 @@ class SimStore(InMemoryLogStore):
 
     async def _call(self, method: Any, *args: Any) -> Any:
         self._on_call()
+        await self._cut_off()
         await self._latency()
         if self._maybe_fail():
             self.world.hits["store:call failed"] += 1

@@ -72,6 +72,7 @@ EVENT_KINDS = (
     "delete_topic",  # an admin deletes a topic (one created during the run, else t1)
     "offset_delete",  # an admin deletes group arg[0]'s offsets of topic t{arg[1]}
     "delete_group",  # an admin deletes group arg (refused while it has members)
+    "store_cut",  # multi-shard seeds: shard arg[0] is cut off from the store for arg[1] ms
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
@@ -82,6 +83,7 @@ EXTRA_KINDS = (
     "delete_topic",
     "offset_delete",
     "delete_group",
+    "store_cut",
 )
 #: the admin operations (Config.admin_share of the seeds, by an RNG of their own)
 ADMIN_KINDS = ("delete_topic", "offset_delete", "delete_group")
@@ -189,8 +191,24 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
             out.append(Event(at, "store_clock", extra.randrange(2_000, 30_000)))
     out += _classic_events(seed, cfg)
     out += _admin_events(seed, cfg)
+    if "store_cut" in cfg.kinds and multi_shard(seed, cfg):
+        # a shard cut off from the store (and the registry beside it) while its clients still
+        # reach it, in half the multi-shard seeds (an RNG of its own)
+        cut = random.Random(f"store-cut-{seed}")
+        if cut.random() < 0.5:
+            at = cut.randrange(500, cfg.fault_window_ms)
+            out.append(
+                Event(
+                    at, "store_cut", (cut.randrange(cfg.shard_nodes), cut.randrange(1_000, 12_000))
+                )
+            )
     out.sort(key=lambda e: e.at_ms)
     return out
+
+
+def multi_shard(seed: int, cfg: Config) -> bool:
+    """Whether ``seed`` runs several shards (Config.multi_shard_share, an RNG of its own)."""
+    return random.Random(f"shards-{seed}").random() < cfg.multi_shard_share
 
 
 def _admin_events(seed: int, cfg: Config) -> list[Event]:
@@ -712,7 +730,7 @@ class Sim:
         self.client_side = random.Random(f"client-side-{seed}").random() < cfg.client_side_share
         self.assignor_rng = random.Random(f"assignor-{seed}")
         #: several shard processes with the real ownership manager (Config.multi_shard_share)
-        self.multi = random.Random(f"shards-{seed}").random() < cfg.multi_shard_share
+        self.multi = multi_shard(seed, cfg)
         #: the shard registry (multi-shard seeds), and each node's current incarnation
         self.registry: dict[str, ShardMember] = {}
         self.nodes: dict[int, Process] = {}
@@ -1071,6 +1089,12 @@ class Sim:
                     self.coverage.path("create topic failed")
         elif kind in ADMIN_KINDS:
             await self._admin(kind, arg)
+        elif kind == "store_cut":
+            node, ms = arg
+            p = self.nodes.get(node)
+            if self.multi and p is not None:
+                self.trace(f"{p.name} cut off from the store for {ms} ms")
+                p.store.cut_until = self.loop.now + ms / 1000
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
@@ -1171,6 +1195,8 @@ class Sim:
         self.trace("faults over")
         for m in self.members:
             m.cut_until = 0
+        for p in self.processes:
+            p.store.cut_until = 0.0
         self.store_world.fail_calls = 0
         if self.multi:
             # every shard runs again: the paused resume, the dead have a new incarnation

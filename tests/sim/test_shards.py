@@ -41,7 +41,9 @@ def test_multi_shard_seeds_hold_every_invariant_and_exercise_the_ownership_paths
         r = run(seed)
         assert not r.violations, (seed, r.violations)
         assert r.stable_after_ms is not None, seed
-        seen.update(k for k in r.coverage if k.split(":")[0] in ("ownership", "shard", "runtime"))
+        seen.update(
+            k for k in r.coverage if k.split(":")[0] in ("ownership", "shard", "runtime", "store")
+        )
     # the paths the ownership manager and the self-fencing runtime take under the faults
     for key in (
         "ownership:moved_in",
@@ -54,6 +56,8 @@ def test_multi_shard_seeds_hold_every_invariant_and_exercise_the_ownership_paths
         "shard:started while its predecessor's entry lives",
         "runtime:partition lost (lease not renewed in time)",
         "runtime:partition lost (lease held by another owner)",
+        # a shard cut off from the store (and the registry) while its clients reach it
+        "store:call of a process cut off from it",
     ):
         assert seen[key] > 0, (key, sorted(seen))
 
