@@ -804,9 +804,9 @@ class Sim:
 
     # ---- processes --------------------------------------------------------------------------
     def any_process(self) -> Process | None:
-        """A live, running shard (multi-shard seeds), the lowest node first."""
+        """A started, live, running shard (multi-shard seeds), the lowest node first."""
         for _, p in sorted(self.nodes.items()):
-            if p.alive and p not in self.loop.paused:
+            if p.started and p.alive and p not in self.loop.paused:
                 return p
         return None
 
