@@ -94,6 +94,8 @@ class Checker:
         self._decoded: dict[int, tuple[Any, list[Any]]] = {}
         self._durable: set[tuple[str, str, int, int]] = set()
         self._durable_seen: dict[int, int] = {}
+        #: the log offset up to which group deletions were looked for, per partition
+        self._deletions_seen: dict[int, int] = {}
         #: partition -> the epoch of the live lease last seen there
         self._lease_live: dict[int, int] = {}
         #: (partition, epoch) of leases seen expired or gone: store time when first seen so
@@ -156,6 +158,7 @@ class Checker:
             sim.violation(w.violations[self._seen_violations])
             self._seen_violations += 1
         self._leases()
+        self._deletions()
         if sim.multi:
             self._serves_under_lease()
         for proc, p in self._true_owner():
@@ -220,6 +223,35 @@ class Checker:
                         f"{p.epoch}, the store's lease is {held}"
                         + ("" if lease is None or lease.expires_at_ms > now else " (expired)")
                     )
+
+    def _deletions(self) -> None:
+        """A group deleted (an empty group without offsets cleaned up, DeleteGroups) starts
+        over when it is created again: its epoch history is forgotten. Checks are samples,
+        so a deletion and the re-creation can both fall between two of them; the log says
+        so: a batch whose last metadata record of the group is a tombstone. (A conversion
+        writes the old type's tombstone and the new type's metadata in one batch: not a
+        deletion -- it keeps the epoch.)"""
+        for partition, entries in self.sim.data.logs.items():
+            done = self._deletions_seen.get(partition, 0)
+            for entry in entries:
+                if entry.offset <= done:
+                    continue
+                last: dict[str, bool] = {}  # group -> its last metadata record is a tombstone
+                for record in self._decode(entry):
+                    key = record.key
+                    if isinstance(key, ConsumerGroupMetadataKey):
+                        last[key.group_id] = record.value is None
+                    elif isinstance(key, GroupMetadataKey):
+                        last[key.group] = record.value is None
+                for gid, deleted in last.items():
+                    if deleted:
+                        self.group_epochs.pop(gid, None)
+                        self._last_seen.pop(gid, None)
+                        for k in [k for k in self.classic_live if k[0] == gid]:
+                            del self.classic_live[k]
+                        self.sim.coverage.hit("group", "deleted")
+                done = entry.offset
+            self._deletions_seen[partition] = done
 
     def _leases(self) -> None:
         w = self.sim.store_world
