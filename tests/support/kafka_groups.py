@@ -45,12 +45,20 @@ def join_commit_read(
         )
         assert {tp.partition for tp in assignment} == set(range(4))
         wanted = [TopicPartition(topic, p) for p in sorted(offsets)]
-        before = {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=30)}
+
+        def committed() -> dict[int, int]:
+            # librdkafka answers a retriable COORDINATOR_NOT_AVAILABLE at once (no retry of
+            # its own) while the group's coordinator moves, e.g. just after a shard pod was
+            # deleted: read again, bounded
+            read = wait_for("committed offsets", lambda: consumer.committed(wanted, 30), 90)
+            return {tp.partition: tp.offset for tp in read}
+
+        before = committed()
         consumer.commit(
             offsets=[TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
             asynchronous=False,
         )
-        after = {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=30)}
+        after = committed()
         assert after == offsets
         return before
     finally:
