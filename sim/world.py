@@ -752,8 +752,7 @@ class Sim:
         self.faults_over = False
         self._pcount = 0
         self._topic_count = 2
-        #: topics an admin deleted (names are never reused)
-        self.deleted_topics: set[str] = set()
+        #: topic id -> name of the topics an admin deleted (names are never reused)
         self.deleted_topic_ids: dict[str, str] = {}
         from sim.invariants import Checker
 
@@ -1109,7 +1108,7 @@ class Sim:
             created = self._topic_count - 2  # t2, t3, ... created during the run
             name = f"t{2 + arg % created}" if created else "t1"
             p = self.serving if not self.multi else self.any_process()
-            if p is None or name in self.deleted_topics:
+            if p is None or name in self.deleted_topic_ids.values():
                 return
             call: Any = lambda: p.catalog.delete_topics(  # noqa: E731
                 api.DeleteTopicsRequest((api.DeleteTopicState(name),))
@@ -1145,7 +1144,6 @@ class Sim:
         if kind == "delete_topic":
             codes = [r.error_code for r in resp.responses]
             if codes == [0]:
-                self.deleted_topics.add(name)
                 self.deleted_topic_ids[resp.responses[0].topic_id] = name
         elif kind == "offset_delete":
             codes = [resp.error_code] + [q.error_code for t in resp.topics for q in t.partitions]
