@@ -1,15 +1,24 @@
 """The deterministic simulator at scale: many seeds in parallel on PySpark.
 
     python -m pipelines.simulate --seeds 10000 --output DIR [--break NAME] [--master local[4]]
+    python -m pipelines.simulate --seeds 1000000 --chunk 20000 --output DIR   # resumable
     PYSPARK_PYTHON=.venv/bin/python spark-submit pipelines/simulate.py --seeds 1000000 ...
 
 ``--seeds N`` runs seeds 0..N-1 (``START:END`` a range). The range is cut into Spark
 partitions of consecutive seeds; each partition runs its seeds one after the other with
 :func:`sim.world.run` in its Python worker (each run is a pure function of its seed, so
-where and in which order a seed runs changes nothing). Writes under ``--output``:
+where and in which order a seed runs changes nothing). With ``--chunk N`` the range runs as
+Spark jobs of N seeds each, every finished chunk recorded in ``runs.jsonl`` at once: the same
+command, after a stop or a kill, runs only the chunks not recorded yet, and the tables and
+the summary cover every recorded chunk (a sweep longer than a session, in pieces). Writes
+under ``--output``:
 
-* ``seeds/`` (Parquet): one row per seed -- its faults, steps, virtual time, time to Stable,
-  violations, the command that reproduces a failure, the CPU it took, its coverage map;
+* ``seeds/<first>-<last>/`` (Parquet, one directory per chunk; read them all with
+  :func:`read_seeds` or ``recursiveFileLookup``): one row per seed -- its faults, steps,
+  virtual time, time to Stable, violations, the command that reproduces a failure, the CPU
+  it took, its coverage map;
+* ``runs.jsonl``: one line per chunk run -- its seeds, wall and CPU time, cores, failures,
+  the simulator's code (its git commit and a digest of ``sim/`` and ``shards/``);
 * ``coverage/`` (Parquet): per coverage key (:mod:`sim.coverage`), how many seeds hit it and
   how often;
 * ``violations/`` (Parquet): one row per violation of a seed, with its reproducing command;
@@ -21,9 +30,14 @@ Exit code 0: no violation; 1: a violation (the report lists them); 2: bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import hashlib
 import html
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -192,6 +206,8 @@ def report(summary: dict[str, Any], coverage: list[dict[str, Any]], failed: list
         _table([{k: v for k, v in summary.items() if not isinstance(v, dict | list)}]),
         "<h2>Per seed</h2>",
         _table([{"measure": k, **v} for k, v in summary["per_seed"].items()]),
+        "<h2>Code that ran</h2>",
+        _table(summary["code"]),
         "<h2>Kinds of world</h2>",
         _table(summary["modes"]) if summary["modes"] else "",
         f"<h2>Violations ({summary['failed_seeds']:,} seeds failed)</h2>",
@@ -288,6 +304,169 @@ def _modes(seeds: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in rows]
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class SweepError(Exception):
+    """The output directory cannot take this sweep (a message for the command line)."""
+
+
+def code_version() -> dict[str, str]:
+    """What ran: a digest of the simulator's and the coordinator's sources (``sim/``,
+    ``shards/``: what a seed's outcome depends on) and the checkout's git commit, with
+    ``-dirty`` when the working tree differs from it ("" outside a git checkout)."""
+    h = hashlib.sha256()
+    for top in ("sim", "shards"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(f for f in filenames if f.endswith(".py")):
+                path = os.path.join(dirpath, name)
+                h.update(os.path.relpath(path, ROOT).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read() + b"\0")
+    commit = ""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--", "sim", "shards"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        commit += "-dirty" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return {"digest": h.hexdigest()[:16], "commit": commit}
+
+
+def chunks(seeds: range, size: int | None) -> list[range]:
+    """``seeds`` cut into consecutive ranges of ``size`` seeds (one when ``size`` is None)."""
+    size = size or len(seeds)
+    return [range(a, min(a + size, seeds.stop)) for a in range(seeds.start, seeds.stop, size)]
+
+
+def _chunk_dir(output: str, r: range) -> str:
+    return os.path.join(output, "seeds", f"{r.start:09d}-{r.stop - 1:09d}")
+
+
+def read_runs(output: str) -> list[dict[str, Any]]:
+    """The chunks recorded under ``output`` (``runs.jsonl``), in the order they ran."""
+    path = os.path.join(output, "runs.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_seeds(spark: SparkSession, output: str) -> DataFrame:
+    """The seeds table of every recorded chunk under ``output``."""
+    paths = [
+        _chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)) for r in read_runs(output)
+    ]
+    return spark.read.schema(SEEDS_SCHEMA).parquet(*paths)
+
+
+def plan(
+    output: str, seeds: range, size: int | None, breakage: str | None, mixed_code: bool
+) -> list[range]:
+    """The chunks of ``seeds`` still to run under ``output`` (nothing is changed there).
+    Without ``size``: all of it, as one chunk (the output starts over). With it, recorded
+    chunks count as done and must be chunks of the same cut, with the same breakage and
+    (unless ``mixed_code``) the same code. :class:`SweepError` when they are not."""
+    if size is None:
+        return chunks(seeds, None)
+    runs = read_runs(output)
+    digest = code_version()["digest"]
+    for r in runs:
+        if r["breakage"] != (breakage or ""):
+            raise SweepError(
+                f"{output} holds seeds run with --break {r['breakage'] or '(none)'}: "
+                "a chunked sweep goes on with the same breakage"
+            )
+        if r["code"]["digest"] != digest and not mixed_code:
+            raise SweepError(
+                f"{output} holds seeds run by other code ({r['code']['commit'] or 'no commit'}, "
+                f"digest {r['code']['digest']}; this checkout: {digest}): run that "
+                "commit, or pass --mixed-code to mix them"
+            )
+    done = {(r["first_seed"], r["last_seed"]) for r in runs}
+    todo = []
+    for c in chunks(seeds, size):
+        key = (c.start, c.stop - 1)
+        if key in done:
+            continue
+        if any(a <= key[1] and key[0] <= b for a, b in done):
+            raise SweepError(
+                f"seeds {key[0]}-{key[1]} overlap chunks already recorded in {output} under "
+                "another cut: use the --chunk size they were run with"
+            )
+        todo.append(c)
+    return todo
+
+
+def _clear(output: str, chunked: bool) -> None:
+    """Make room for a sweep: everything when it is not chunked; else the directories of
+    chunks without a record (stopped mid-way: they run again)."""
+    if not chunked:
+        for d in ("seeds", "coverage", "violations"):
+            shutil.rmtree(os.path.join(output, d), ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(output, "runs.jsonl"))
+        return
+    seeds_dir = os.path.join(output, "seeds")
+    kept = {
+        os.path.basename(_chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)))
+        for r in read_runs(output)
+    }
+    if os.path.isdir(seeds_dir):
+        for name in os.listdir(seeds_dir):
+            if name not in kept:
+                shutil.rmtree(os.path.join(seeds_dir, name), ignore_errors=True)
+
+
+def run_chunk(
+    spark: SparkSession,
+    output: str,
+    seeds: range,
+    code: dict[str, str],
+    breakage: str | None = None,
+    slices: int | None = None,
+) -> dict[str, Any]:
+    """Run one chunk, write its table, and record it in ``runs.jsonl`` (only once written)."""
+    started = time.perf_counter()
+    path = _chunk_dir(output, seeds)
+    simulate(spark, seeds, breakage, slices).write.mode("overwrite").parquet(path)
+    seconds = time.perf_counter() - started
+    totals = (
+        spark.read.schema(SEEDS_SCHEMA)
+        .parquet(path)
+        .agg(
+            F.count("seed").alias("seeds"),
+            F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
+            F.sum("cpu_ms").alias("cpu_ms"),
+        )
+        .first()
+    )
+    assert totals is not None and int(totals["seeds"]) == len(seeds)
+    record = {
+        "first_seed": seeds.start,
+        "last_seed": seeds.stop - 1,
+        "seeds": len(seeds),
+        "breakage": breakage or "",
+        "failed": int(totals["failed"] or 0),
+        "wall_s": round(seconds, 2),
+        "cpu_s": round(float(totals["cpu_ms"]) / 1000, 2),
+        "cores": spark.sparkContext.defaultParallelism,
+        "code": code,
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    with open(os.path.join(output, "runs.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    return record
+
+
 def sweep(
     spark: SparkSession,
     seeds: range,
@@ -295,44 +474,75 @@ def sweep(
     breakage: str | None = None,
     slices: int | None = None,
     write_report: bool = True,
+    chunk: int | None = None,
+    mixed_code: bool = False,
+    progress: Any = None,
 ) -> dict[str, Any]:
-    """Run ``seeds``, write the tables (and the report) under ``output``; the summary."""
-    started = time.perf_counter()
-    simulate(spark, seeds, breakage, slices).write.mode("overwrite").parquet(
-        os.path.join(output, "seeds")
-    )
-    seconds = time.perf_counter() - started
-    table = spark.read.parquet(os.path.join(output, "seeds"))
+    """Run ``seeds`` (in chunks of ``chunk`` seeds, going on with what ``output`` already
+    holds), write the tables (and the report) under ``output``; the summary of everything
+    recorded there."""
+    todo = plan(output, seeds, chunk, breakage, mixed_code)
+    _clear(output, chunk is not None)
+    code = code_version()
+    for c in todo:
+        record = run_chunk(spark, output, c, code, breakage, slices)
+        if progress:
+            progress(record)
+    return summarize(spark, output, seeds, write_report)
+
+
+def summarize(
+    spark: SparkSession, output: str, wanted: range | None = None, write_report: bool = True
+) -> dict[str, Any]:
+    """Write the coverage and violations tables, ``summary.json`` and the report of every
+    chunk recorded under ``output``; the summary. Rates are over the chunks' own wall times
+    (a sweep run in pieces is timed without the pauses between them)."""
+    runs = read_runs(output)
+    table = read_seeds(spark, output)
     coverage_table(table).coalesce(1).write.mode("overwrite").parquet(
         os.path.join(output, "coverage")
     )
     violations_table(table).coalesce(1).write.mode("overwrite").parquet(
         os.path.join(output, "violations")
     )
-    cores = spark.sparkContext.defaultParallelism
     totals = table.agg(
         F.count("seed").alias("seeds"),
         F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
         F.sum("cpu_ms").alias("cpu_ms"),
         F.sum("virtual_ms").alias("virtual_ms"),
+        F.min("seed").alias("first"),
+        F.max("seed").alias("last"),
     ).first()
     assert totals is not None
     n = int(totals["seeds"])
+    seconds = sum(r["wall_s"] for r in runs)
+    core_seconds = sum(r["wall_s"] * r["cores"] for r in runs)
+    versions: dict[tuple[str, str], int] = {}
+    for r in runs:
+        key = (r["code"]["commit"], r["code"]["digest"])
+        versions[key] = versions.get(key, 0) + r["seeds"]
     summary: dict[str, Any] = {
         "seeds": n,
-        "first_seed": seeds.start,
-        "last_seed": seeds.stop - 1,
-        "breakage": breakage or "",
+        "first_seed": int(totals["first"]),
+        "last_seed": int(totals["last"]),
+        "breakage": runs[0]["breakage"] if runs else "",
         "failed_seeds": int(totals["failed"] or 0),
-        "cores": cores,
+        "cores": max(r["cores"] for r in runs),
+        "chunks": len(runs),
         "wall_s": round(seconds, 2),
         "seeds_per_s": round(n / seconds, 2),
-        "seeds_per_s_per_core": round(n / seconds / cores, 2),
+        "seeds_per_s_per_core": round(n / core_seconds, 2),
         "cpu_s_in_runs": round(float(totals["cpu_ms"]) / 1000, 2),
         "virtual_s": int(totals["virtual_ms"]) // 1000,
+        "code": [{"commit": c, "digest": d, "seeds": k} for (c, d), k in versions.items()],
         "per_seed": _per_seed(table),
         "modes": _modes(table),
     }
+    if wanted is not None:
+        summary["pending_seeds"] = (
+            len(wanted)
+            - table.where((F.col("seed") >= wanted.start) & (F.col("seed") < wanted.stop)).count()
+        )
     with open(os.path.join(output, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     if write_report:
@@ -370,27 +580,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--master", default=None, help="Spark master (default: local[2] locally)")
     p.add_argument("--no-report", action="store_true", help="tables only, no report.html")
     p.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="run N seeds per Spark job, each recorded when done; the same command goes on "
+        "where a stopped one ended (default: one job, the output starts over)",
+    )
+    p.add_argument(
+        "--mixed-code",
+        action="store_true",
+        help="with --chunk: go on although the recorded chunks ran other code",
+    )
+    p.add_argument(
         "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
     )
     args = p.parse_args(argv)
     if args.slices is not None and args.slices < 1:
         p.error("--slices must be at least 1")
+    if args.chunk is not None and args.chunk < 1:
+        p.error("--chunk must be at least 1")
     try:
         conf = dict(c.split("=", 1) for c in args.conf)
     except ValueError:
         p.error("--conf takes KEY=VALUE")
     os.makedirs(args.output, exist_ok=True)
+    if args.chunk is not None:
+        try:  # refused before Spark starts
+            plan(args.output, args.seeds, args.chunk, args.breakage, args.mixed_code)
+        except SweepError as e:  # (not a usage error: one line, no usage)
+            print(f"pipelines.simulate: error: {e}", file=sys.stderr)
+            return 2
     worker_environment()
     spark = spark_session(args.master, app="sim-sweep", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
+
+    def progress(r: dict[str, Any]) -> None:
+        print(
+            f"seeds {r['first_seed']}-{r['last_seed']}: {r['seeds'] / r['wall_s']:.1f} seeds/s, "
+            f"{r['failed']} failed ({r['finished']})",
+            flush=True,
+        )
+
     try:
-        s = sweep(spark, args.seeds, args.output, args.breakage, args.slices, not args.no_report)
+        s = sweep(
+            spark,
+            args.seeds,
+            args.output,
+            args.breakage,
+            args.slices,
+            not args.no_report,
+            args.chunk,
+            args.mixed_code,
+            progress,
+        )
     finally:
         spark.stop()
+    pending = f", {s['pending_seeds']:,} of the range still to run" if s["pending_seeds"] else ""
     print(
-        f"{s['seeds']:,} seeds in {s['wall_s']:.1f} s on {s['cores']} cores: "
-        f"{s['seeds_per_s']:.1f} seeds/s, {s['seeds_per_s_per_core']:.1f} per core; "
-        f"{s['failed_seeds']} failed; tables and report.html in {args.output}"
+        f"{s['seeds']:,} seeds in {s['wall_s']:.1f} s ({s['chunks']} chunks) on "
+        f"{s['cores']} cores: {s['seeds_per_s']:.1f} seeds/s, "
+        f"{s['seeds_per_s_per_core']:.1f} per core; {s['failed_seeds']} failed{pending}; "
+        f"tables and report.html in {args.output}"
     )
     return 1 if s["failed_seeds"] else 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     out = tmp_path / "sweep"
     summary = simulate.sweep(spark, range(24), str(out), "skip-epoch-check", slices=2)
 
-    seeds = spark.read.parquet(str(out / "seeds"))
+    seeds = simulate.read_seeds(spark, str(out))
     # (Parquet reads every column back as nullable: names and types are compared)
     assert [(f.name, f.dataType.simpleString()) for f in seeds.schema.fields] == [
         (f.name, f.dataType.simpleString()) for f in simulate.SEEDS_SCHEMA.fields
@@ -34,6 +35,8 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     failed = sorted(s for s, r in rows.items() if not r["ok"])
     assert 3 in failed and len(failed) < 24
     assert summary["seeds"] == 24 and summary["failed_seeds"] == len(failed)
+    assert summary["chunks"] == 1 and summary["pending_seeds"] == 0
+    assert [c["seeds"] for c in summary["code"]] == [24]
     assert summary["seeds_per_s"] > 0 and summary["cores"] == 2
 
     # a row is what the simulator gives for that seed in this process (the runs are pure)
@@ -96,9 +99,77 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     assert json.loads((out / "summary.json").read_text())["failed_seeds"] == len(failed)
 
 
+@pytest.mark.slow
+def test_a_chunked_sweep_goes_on_where_it_stopped(spark: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "sweep")
+    os.makedirs(out)
+    # the first session runs the first chunk of 0-8 only (as if stopped after it)
+    first = simulate.sweep(spark, range(0, 3), out, chunk=3, write_report=False)
+    assert first["seeds"] == 3 and first["chunks"] == 1
+    # a chunk stopped mid-way leaves a directory without a record: it runs again
+    stale = tmp_path / "sweep" / "seeds" / "000000003-000000005"
+    stale.mkdir()
+    (stale / "part-0.parquet").write_bytes(b"not parquet")
+    ran = []
+    summary = simulate.sweep(spark, range(9), out, chunk=3, progress=ran.append)
+    assert [(r["first_seed"], r["last_seed"]) for r in ran] == [(3, 5), (6, 8)]
+    runs = simulate.read_runs(out)
+    assert [(r["first_seed"], r["seeds"]) for r in runs] == [(0, 3), (3, 3), (6, 3)]
+    assert all(r["wall_s"] > 0 and r["cores"] == 2 and r["code"]["digest"] for r in runs)
+    rows = {r["seed"]: r for r in simulate.read_seeds(spark, out).collect()}
+    assert sorted(rows) == list(range(9))  # each seed once
+    assert rows[7]["steps"] == run(7).stats["loop_iterations"]
+    assert summary["seeds"] == 9 and summary["chunks"] == 3 and summary["pending_seeds"] == 0
+    assert summary["wall_s"] == pytest.approx(sum(r["wall_s"] for r in runs), abs=0.05)
+    assert summary["code"] == [
+        {"commit": runs[0]["code"]["commit"], "digest": runs[0]["code"]["digest"], "seeds": 9}
+    ]
+    # nothing left: the same command only summarizes again
+    assert simulate.plan(out, range(9), 3, None, False) == []
+    # a sweep asking for more seeds than recorded says how many are still to run
+    assert simulate.summarize(spark, out, range(12), write_report=False)["pending_seeds"] == 3
+    # another cut, another breakage, other code: refused, the output untouched
+    with pytest.raises(simulate.SweepError, match="another cut"):
+        simulate.plan(out, range(12), 4, None, False)
+    with pytest.raises(simulate.SweepError, match="same breakage"):
+        simulate.plan(out, range(12), 3, "skip-epoch-check", False)
+    assert simulate.plan(out, range(12), 3, None, False) == [range(9, 12)]
+    lines = (tmp_path / "sweep" / "runs.jsonl").read_text().splitlines()
+    other = json.loads(lines[0])
+    other["code"]["digest"] = "0" * 16
+    (tmp_path / "sweep" / "runs.jsonl").write_text(
+        "\n".join([json.dumps(other), *lines[1:]]) + "\n"
+    )
+    with pytest.raises(simulate.SweepError, match="other code"):
+        simulate.plan(out, range(12), 3, None, False)
+    assert simulate.plan(out, range(12), 3, None, True) == [range(9, 12)]
+
+
+def test_a_chunked_sweep_over_other_code_is_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = {
+        "first_seed": 0,
+        "last_seed": 9,
+        "seeds": 10,
+        "breakage": "",
+        "code": {"commit": "abc", "digest": "0" * 16},
+    }
+    (tmp_path / "runs.jsonl").write_text(json.dumps(record) + "\n")
+    assert simulate.main(["--seeds", "20", "--chunk", "10", "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "other code" in err and "--mixed-code" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     "argv",
-    [["--seeds", "x"], ["--seeds", "5:5"], ["--seeds", "-3:4"], ["--seeds", "4", "--break", "no"]],
+    [
+        ["--seeds", "x"],
+        ["--seeds", "5:5"],
+        ["--seeds", "-3:4"],
+        ["--seeds", "4", "--break", "no"],
+        ["--seeds", "4", "--chunk", "0"],
+    ],
 )
 def test_bad_input_is_refused_before_spark_starts(
     argv: list[str], capsys: pytest.CaptureFixture[str]
