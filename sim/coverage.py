@@ -22,6 +22,11 @@ trace is the same with or without it):
   ``route:<what>`` -- what FindCoordinator told the clients (a coordinator, or none yet);
 * ``assignor:slow: computations`` / ``assignor:slow: failed`` -- the slow server-side
   assignor's computations and failures (seeds with one);
+* ``mode:assignor service`` and ``assignor_service:<what>`` (seeds computing their targets
+  on the assignor service) -- the shards' clients' counters (``client calls``, ``client
+  remote_ok``, ``client retries``, ``client failures.<status>``, ``client
+  fallbacks.<reason>``) and what the network and the replicas did (requests and answers
+  lost, connections refused or reset, deadlines, replicas killed, paused, overloaded);
 * ``admin:<kind> <error>`` -- the answers to the admin's topic deletions, OffsetDeletes and
   DeleteGroups (``<kind> failed``: a store error or no answer in time).
 """

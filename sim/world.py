@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import random
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import StoreError, StoreUnavailableError
 from shards.storage.memory import MemoryData
 from shards.topic_catalog import TopicCatalog
+from sim.assignor_service import AssignorServiceWorld, assignor_service
 from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.loop import PROCESS, SimClock, VirtualLoop
@@ -73,6 +75,8 @@ EVENT_KINDS = (
     "offset_delete",  # an admin deletes group arg[0]'s offsets of topic t{arg[1]}
     "delete_group",  # an admin deletes group arg (refused while it has members)
     "store_cut",  # multi-shard seeds: shard arg[0] is cut off from the store for arg[1] ms
+    "assignor_kill",  # assignor service seeds: replica arg[0] killed, back after arg[1] ms
+    "assignor_pause",  # assignor service seeds: replica arg[0] paused for arg[1] ms
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
@@ -84,6 +88,8 @@ EXTRA_KINDS = (
     "offset_delete",
     "delete_group",
     "store_cut",
+    "assignor_kill",
+    "assignor_pause",
 )
 #: the admin operations (Config.admin_share of the seeds, by an RNG of their own)
 ADMIN_KINDS = ("delete_topic", "offset_delete", "delete_group")
@@ -148,6 +154,18 @@ class Config:
     slow_assignor_share: float = 0.3
     slow_assignor_max_delay_ms: int = 3_000
     slow_assignor_failure: float = 0.1
+    #: the share of seeds whose targets are all computed on the assignor service (its real
+    #: servicer, the shards' real client: sim/assignor_service.py), drawn by an RNG of its
+    #: own; those seeds have no slow assignor
+    assignor_service_share: float = 0.25
+    assignor_replicas: int = 2
+    #: the client's deadline per call
+    assignor_timeout_ms: int = 1_000
+    #: a replica's share of slow computations (0.5-3 s) and of UNAVAILABLE answers
+    assignor_slow: float = 0.15
+    assignor_overload: float = 0.05
+    #: replica faults (assignor_kill, assignor_pause) in those seeds
+    assignor_events: int = 2
     #: shard nodes in a multi-shard seed
     shard_nodes: int = 3
     #: partition leases live this long (one process)
@@ -202,8 +220,26 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
                     at, "store_cut", (cut.randrange(cfg.shard_nodes), cut.randrange(1_000, 12_000))
                 )
             )
+    out += _assignor_events(seed, cfg)
     out.sort(key=lambda e: e.at_ms)
     return out
+
+
+def _assignor_events(seed: int, cfg: Config) -> list[Event]:
+    """Faults of the assignor service's replicas, in the seeds that use it (an RNG of their
+    own: the other draws stay as they were)."""
+    kinds = tuple(k for k in ("assignor_kill", "assignor_pause") if k in cfg.kinds)
+    if not kinds or not assignor_service(seed, cfg):
+        return []
+    rng = random.Random(f"assignor-events-{seed}")
+    return [
+        Event(
+            rng.randrange(500, cfg.fault_window_ms),
+            rng.choice(kinds),
+            (rng.randrange(cfg.assignor_replicas), rng.randrange(500, 8_000)),
+        )
+        for _ in range(cfg.assignor_events)
+    ]
 
 
 def multi_shard(seed: int, cfg: Config) -> bool:
@@ -349,6 +385,11 @@ class Process:
             self.assignor = SlowAssignor(
                 self.assignor, random.Random(f"slow-assignor-{sim.seed}-{name}"), sim.cfg
             )
+        #: what computes the targets off the partition loop: the assignor (services/shard/
+        #: app.py's in-process one), or the assignor service's client falling back on it
+        self.executor: Any = self.assignor
+        if sim.assignor_service is not None:
+            self.executor = sim.assignor_service.client(name, self.assignor)
         self.runtime = CoordinatorRuntime(
             self.store,
             RecordCodec(),
@@ -357,7 +398,7 @@ class Process:
             clock=self.clock,
             lease_ms=sim.cfg.lease_ms if node is None else sim.cfg.shard_lease_ms,
             snapshot_interval_records=sim.coordinator_config.snapshot_interval_records,
-            executor=self.assignor,
+            executor=self.executor,
             respect_leases=node is not None,
             append_timeout_ms=5_000,
             reload_backoff_ms=(50, 1_000),
@@ -716,6 +757,13 @@ class Sim:
             consumer_group_min_heartbeat_interval_ms=100,
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
+        if assignor_service(seed, cfg):
+            # every target goes to the service (none is small enough to compute in-line)
+            self.coordinator_config = dataclasses.replace(
+                self.coordinator_config,
+                consumer_group_inline_assignment_max_members=0,
+                consumer_group_inline_assignment_max_size=0,
+            )
         self.data = MemoryData()
         self.store_world = StoreWorld(
             self.data, random.Random(f"store-{seed}"), SimClock(self.loop)
@@ -738,10 +786,12 @@ class Sim:
         self.restarting: set[int] = set()
         #: which shard a client asks FindCoordinator (multi-shard seeds)
         self.route_rng = random.Random(f"route-{seed}")
-        #: a slow, failing server-side assignor (Config.slow_assignor_share)
-        self.slow_assignor = (
-            random.Random(f"slow-assignor-{seed}").random() < cfg.slow_assignor_share
-        )
+        #: the targets computed on the assignor service (Config.assignor_service_share)
+        self.assignor_service: AssignorServiceWorld | None = None
+        #: a slow, failing server-side assignor (Config.slow_assignor_share), when there is
+        #: no assignor service (the draw is made either way)
+        slow = random.Random(f"slow-assignor-{seed}").random() < cfg.slow_assignor_share
+        self.slow_assignor = slow and not assignor_service(seed, cfg)
         #: virtual time (s) of the last fault that makes the store forget or expire leases
         self.lease_fault_at = -1e9
         self.acked: list[tuple[str, str, int, int]] = []
@@ -758,6 +808,8 @@ class Sim:
 
         self.checker = Checker(self)
         self.coverage = Coverage()
+        if assignor_service(seed, cfg):
+            self.assignor_service = AssignorServiceWorld(self)
 
     # ---- plumbing ---------------------------------------------------------------------------
     def new_uuid(self) -> bytes:
@@ -1094,6 +1146,15 @@ class Sim:
             if self.multi and p is not None:
                 self.trace(f"{p.name} cut off from the store for {ms} ms")
                 p.store.cut_until = self.loop.now + ms / 1000
+        elif kind in ("assignor_kill", "assignor_pause"):
+            if self.assignor_service is not None:
+                index, ms = arg
+                act = (
+                    self.assignor_service.kill
+                    if kind == "assignor_kill"
+                    else self.assignor_service.pause
+                )
+                self.spawn(act(index % len(self.assignor_service.replicas), ms))
         elif kind == "skew":
             if self.serving is not None:
                 self.serving.clock.skew_ms += arg
@@ -1167,6 +1228,8 @@ class Sim:
 
     async def main(self) -> None:
         cfg = self.cfg
+        if self.assignor_service is not None:
+            self.coverage.hit("mode", "assignor service")
         if self.multi:
             self.coverage.hit("mode", "multi-shard")
             await asyncio.gather(*(self.start_node(n) for n in range(cfg.shard_nodes)))
@@ -1196,6 +1259,8 @@ class Sim:
         for p in self.processes:
             p.store.cut_until = 0.0
         self.store_world.fail_calls = 0
+        if self.assignor_service is not None:
+            self.assignor_service.heal()
         if self.multi:
             # every shard runs again: the paused resume, the dead have a new incarnation
             for node in range(cfg.shard_nodes):
@@ -1247,6 +1312,8 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
     finally:
         for p in sim.processes:
             p._count_moves()
+        if sim.assignor_service is not None:
+            sim.assignor_service.count()
         loop.release_all()
         for _ in range(20):  # cancel everything (tasks spawn tasks as they unwind)
             pending = asyncio.all_tasks(loop)
@@ -1270,6 +1337,7 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         "processes": len(sim.processes),
         "shard_nodes": cfg.shard_nodes if sim.multi else 1,
         "slow_assignor": int(sim.slow_assignor),
+        "assignor_service": int(sim.assignor_service is not None),
     }
     r.coverage = sim.coverage.as_dict(sim.store_world.hits)
     return r

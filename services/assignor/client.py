@@ -173,20 +173,29 @@ class RemoteAssignor:
         fallback: Fallback,
         interceptors: Sequence[Any] = (),
         rng: random.Random | None = None,
+        calls: Sequence[Callable[..., Awaitable[bytes]]] | None = None,
     ) -> None:
+        """``calls``: the replicas' Assign methods as ``await call(raw, timeout=s)`` (raising
+        ``grpc.aio.AioRpcError``) instead of channels to ``settings.addresses`` (the
+        simulator's network, sim/assignor_service.py); no channel is opened then."""
         if settings.attempts < 1:
             raise ValueError("attempts must be at least 1")
         self.settings = settings
         self.fallback = fallback
         self.stats: Counter[str] = Counter()
         self._rng = rng or random.Random()
-        self.targets = channel_targets(settings.addresses)
-        options = channel_options(settings)
-        self._channels = [
-            channels.open_channel(t, options, interceptors, settings.tls) for t in self.targets
-        ]
-        # Raw bytes both ways: (de)serialisation happens on a worker thread, not in gRPC.
-        self._calls = [ch.unary_unary(ASSIGN_METHOD) for ch in self._channels]
+        self._channels: list[grpc.aio.Channel] = []
+        if calls is not None:
+            self.targets = list(settings.addresses)
+            self._calls = list(calls)
+        else:
+            self.targets = channel_targets(settings.addresses)
+            options = channel_options(settings)
+            self._channels = [
+                channels.open_channel(t, options, interceptors, settings.tls) for t in self.targets
+            ]
+            # Raw bytes both ways: (de)serialisation happens on a worker thread, not in gRPC.
+            self._calls = [ch.unary_unary(ASSIGN_METHOD) for ch in self._channels]
         self._next = 0
 
     async def close(self) -> None:

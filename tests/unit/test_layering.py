@@ -165,8 +165,13 @@ RULES: dict[str, Rule] = {
     "pipelines.session": rule("", "pyspark"),
     "pipelines.simulate": rule("pipelines.session sim", "pyspark"),
     # the deterministic simulator (docs/simulation.md): the real core, runtime, store contract
-    # and request handlers, and the shard's in-process assignor, driven on virtual time
-    "sim": rule("shards services.shard.assignor_executor"),
+    # and request handlers, the shard's in-process assignor, the assignor service's servicer
+    # and the shards' client of it (their gRPC status codes), driven on virtual time
+    "sim": rule(
+        "shards services.shard.assignor_executor services.assignor.client "
+        "services.assignor.servicer",
+        "grpc",
+    ),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,
     # named with the third-party distributions since ``tests`` has no rule of its own)
     "bench": rule(

@@ -51,9 +51,15 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     assert three["slow_assignor"] == bool(again.stats["slow_assignor"])
     # the seeds cover both worlds (one process, several shards), with and without a slow
     # assignor, and the summary counts them
-    modes = {(m["shard_nodes"], m["slow_assignor"]): m for m in summary["modes"]}
-    assert set(modes) == {(r["shard_nodes"], r["slow_assignor"]) for r in rows.values()}
-    assert len(modes) == 4 and sum(m["seeds"] for m in modes.values()) == 24
+    def world(r: Any) -> tuple[int, bool, bool]:
+        return r["shard_nodes"], r["slow_assignor"], r["assignor_service"]
+
+    modes = {world(m): m for m in summary["modes"]}
+    assert set(modes) == {world(r) for r in rows.values()}
+    assert three["assignor_service"] == bool(again.stats["assignor_service"])
+    assert {n for n, _, _ in modes} == {1, 3}
+    assert {(slow, service) for _, slow, service in modes} >= {(True, False), (False, True)}
+    assert sum(m["seeds"] for m in modes.values()) == 24
     assert sum(m["failed"] for m in modes.values()) == len(failed)
     assert any(v.startswith("stale writer") for v in three["violations"])
     assert three["command"] == "python -m sim --seed 3 --break skip-epoch-check"
