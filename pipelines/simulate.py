@@ -85,6 +85,7 @@ SEEDS_SCHEMA = T.StructType(
         T.StructField("shard_nodes", T.IntegerType(), False),
         T.StructField("slow_assignor", T.BooleanType(), False),
         T.StructField("assignor_service", T.BooleanType(), False),
+        T.StructField("gateway", T.BooleanType(), False),
         T.StructField("violations", T.ArrayType(T.StringType(), False), False),
         T.StructField("command", T.StringType(), True),
         T.StructField("breakage", T.StringType(), True),
@@ -116,6 +117,7 @@ def run_seeds(seeds: Iterable[int], breakage: str | None = None) -> Iterator[tup
             r.stats["shard_nodes"],
             bool(r.stats["slow_assignor"]),
             bool(r.stats["assignor_service"]),
+            bool(r.stats["gateway"]),
             r.violations[:MAX_VIOLATIONS],
             command(seed, None, breakage) if r.failed else None,
             breakage,
@@ -292,16 +294,16 @@ def _per_seed(seeds: DataFrame) -> dict[str, dict[str, float]]:
 
 def _modes(seeds: DataFrame) -> list[dict[str, Any]]:
     """Seeds, failures and mean CPU per kind of world: one process or several shards, the
-    targets computed in-process, by a slow assignor or on the assignor service (one Spark
-    job)."""
+    targets computed in-process, by a slow assignor or on the assignor service, the members
+    on the shards or behind gateways (one Spark job)."""
     rows = (
-        seeds.groupBy("shard_nodes", "slow_assignor", "assignor_service")
+        seeds.groupBy("shard_nodes", "slow_assignor", "assignor_service", "gateway")
         .agg(
             F.count("seed").alias("seeds"),
             F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
             F.round(F.mean("cpu_ms"), 2).alias("cpu_ms_mean"),
         )
-        .orderBy("shard_nodes", "slow_assignor", "assignor_service")
+        .orderBy("shard_nodes", "slow_assignor", "assignor_service", "gateway")
         .collect()
     )
     return [r.asDict() for r in rows]

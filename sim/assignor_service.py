@@ -123,7 +123,7 @@ class AssignorServiceWorld:
                     await sim.loop.create_future()
                 answer = sim.spawn(self._serve(replica, raw), replica.ctx.copy())
                 # (it can end after its caller gave up: its error is nobody's to handle)
-                answer.add_done_callback(_retrieve)
+                answer.add_done_callback(retrieve_quietly)
                 done, _ = await asyncio.wait(
                     {answer, replica.dead}, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -213,6 +213,8 @@ class AssignorServiceWorld:
                 self.sim.coverage.hit("assignor_service", f"client {what}", n)
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+def retrieve_quietly(task: asyncio.Task[Any]) -> None:
+    """A done callback: the task's error, if any, is nobody's to handle (an answer that
+    came after its caller gave up), so it is not reported as never retrieved."""
     if not task.cancelled():
-        task.exception()  # (an answer nobody waits for any more: not an unhandled error)
+        task.exception()

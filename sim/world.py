@@ -48,6 +48,7 @@ from shards.topic_catalog import TopicCatalog
 from sim.assignor_service import AssignorServiceWorld, assignor_service
 from sim.classic import ClassicMember
 from sim.coverage import Coverage
+from sim.gateway import GatewayWorld, gateways
 from sim.loop import PROCESS, SimClock, VirtualLoop
 from sim.store import SimMembership, SimStore, StoreWorld
 
@@ -77,6 +78,8 @@ EVENT_KINDS = (
     "store_cut",  # multi-shard seeds: shard arg[0] is cut off from the store for arg[1] ms
     "assignor_kill",  # assignor service seeds: replica arg[0] killed, back after arg[1] ms
     "assignor_pause",  # assignor service seeds: replica arg[0] paused for arg[1] ms
+    "gateway_kill",  # gateway seeds: gateway arg[0] killed, back after arg[1] ms
+    "gateway_pause",  # gateway seeds: gateway arg[0] paused for arg[1] ms
 )
 #: drawn by their own RNG, one in a fraction of the seeds (so that adding a kind keeps the
 #: other kinds' draws, and the runs of the seeds that do not get one, as they were)
@@ -90,6 +93,8 @@ EXTRA_KINDS = (
     "store_cut",
     "assignor_kill",
     "assignor_pause",
+    "gateway_kill",
+    "gateway_pause",
 )
 #: the admin operations (Config.admin_share of the seeds, by an RNG of their own)
 ADMIN_KINDS = ("delete_topic", "offset_delete", "delete_group")
@@ -166,6 +171,14 @@ class Config:
     assignor_overload: float = 0.05
     #: replica faults (assignor_kill, assignor_pause) in those seeds
     assignor_events: int = 2
+    #: the share of seeds whose KIP-848 members with a server assignor go through Kafka-
+    #: protocol gateways (the real translators and router: sim/gateway.py), drawn by an RNG
+    #: of its own; the gateways' deadline on a shard call; their faults (gateway_kill,
+    #: gateway_pause) in those seeds
+    gateway_share: float = 0.25
+    gateways: int = 2
+    gateway_timeout_ms: int = 2_500
+    gateway_events: int = 2
     #: shard nodes in a multi-shard seed
     shard_nodes: int = 3
     #: partition leases live this long (one process)
@@ -225,21 +238,50 @@ def generate_events(seed: int, cfg: Config) -> list[Event]:
     return out
 
 
-def _assignor_events(seed: int, cfg: Config) -> list[Event]:
-    """Faults of the assignor service's replicas, in the seeds that use it (an RNG of their
-    own: the other draws stay as they were)."""
-    kinds = tuple(k for k in ("assignor_kill", "assignor_pause") if k in cfg.kinds)
-    if not kinds or not assignor_service(seed, cfg):
+def _process_events(
+    seed: int, cfg: Config, name: str, kinds: tuple[str, ...], count: int, processes: int
+) -> list[Event]:
+    """Kills and pauses (``kinds``) of ``count`` of the ``processes`` processes of a part of
+    the world only some seeds have (the assignor service's replicas, the gateways), by an RNG
+    of their own (``<name>-events-<seed>``: the other draws stay as they were); arg is
+    (process, ms down or paused)."""
+    kinds = tuple(k for k in kinds if k in cfg.kinds)
+    if not kinds:
         return []
-    rng = random.Random(f"assignor-events-{seed}")
+    rng = random.Random(f"{name}-events-{seed}")
     return [
         Event(
             rng.randrange(500, cfg.fault_window_ms),
             rng.choice(kinds),
-            (rng.randrange(cfg.assignor_replicas), rng.randrange(500, 8_000)),
+            (rng.randrange(processes), rng.randrange(500, 8_000)),
         )
-        for _ in range(cfg.assignor_events)
+        for _ in range(count)
     ]
+
+
+def _assignor_events(seed: int, cfg: Config) -> list[Event]:
+    """Faults of the assignor service's replicas and of the gateways, in the seeds that
+    have them."""
+    out = []
+    if assignor_service(seed, cfg):
+        out += _process_events(
+            seed,
+            cfg,
+            "assignor",
+            ("assignor_kill", "assignor_pause"),
+            cfg.assignor_events,
+            cfg.assignor_replicas,
+        )
+    if gateways(seed, cfg):
+        out += _process_events(
+            seed,
+            cfg,
+            "gateway",
+            ("gateway_kill", "gateway_pause"),
+            cfg.gateway_events,
+            cfg.gateways,
+        )
+    return out
 
 
 def multi_shard(seed: int, cfg: Config) -> bool:
@@ -553,7 +595,11 @@ class Member:
         self.owned: dict[str, tuple[int, ...]] = {}
         self.alive = True
         self.leaving = False
-        self.coordinator: Process | None = None
+        #: the process its requests go to: a shard, or (via_gateway) a gateway
+        self.coordinator: Any = None
+        #: the member speaks to a gateway (gateway seeds: KIP-848 members with a server
+        #: assignor), not to the shards
+        self.via_gateway = False
         self.rng = random.Random(f"{sim.seed}-{index}")
         self.cut_until = 0.0
         #: the next heartbeat is a full one (see request)
@@ -810,6 +856,8 @@ class Sim:
         self.coverage = Coverage()
         if assignor_service(seed, cfg):
             self.assignor_service = AssignorServiceWorld(self)
+        #: Kafka-protocol gateways between the members and the shards (Config.gateway_share)
+        self.gateway_world = GatewayWorld(self) if gateways(seed, cfg) else None
 
     # ---- plumbing ---------------------------------------------------------------------------
     def new_uuid(self) -> bytes:
@@ -861,10 +909,16 @@ class Sim:
                 return p
         return None
 
-    def route(self, member: Any) -> Process | None:
+    def route(self, member: Any) -> Any:
         """Where a client sends its group's requests: one process serves everything; with
         several shards, what a live shard it asks answers FindCoordinator (its ownership
-        manager's view: itself, the partition's lease holder, else the map's choice)."""
+        manager's view: itself, the partition's lease holder, else the map's choice). A
+        member going through gateways connects to one of them (every gateway answers
+        FindCoordinator with itself)."""
+        if getattr(member, "via_gateway", False) and self.gateway_world is not None:
+            gateway = self.gateway_world.pick()
+            self.coverage.hit("route", "gateway" if gateway is not None else "no gateway")
+            return gateway
         if not self.multi:
             return self.serving
         running = [
@@ -982,7 +1036,8 @@ class Sim:
             member.coordinator = self.route(member)
         target = member.coordinator
         lo, hi = cfg.net_delay_ms
-        if self.multi and (target is None or not target.alive):
+        via_gateway = getattr(member, "via_gateway", False)  # (classic members: never)
+        if (self.multi or via_gateway) and (target is None or not target.alive):
             # no coordinator known, or its process is gone (connection refused): the client
             # fails at once and asks FindCoordinator again after its retry backoff
             self.trace(f"{member.name} {what}: no coordinator")
@@ -1027,7 +1082,7 @@ class Sim:
         self, target: Process, call: Callable[[Any], Any], delay_ms: float
     ) -> None:
         await asyncio.sleep(delay_ms / 1000)
-        if target.alive and self.multi:
+        if target.alive and (self.multi or not isinstance(target, Process)):
             await target.spawn(call(target.service))
         elif target.alive:
             await call(target.service)
@@ -1043,6 +1098,7 @@ class Sim:
             regex=group % 2 == 1,
             client_side=group == 0 and self.client_side,
         )
+        m.via_gateway = self.gateway_world is not None and not m.client_side
         self.members.append(m)
         self.trace(
             f"{m.name} joins g{group} static={m.instance_id is not None} regex={m.regex}"
@@ -1146,6 +1202,12 @@ class Sim:
             if self.multi and p is not None:
                 self.trace(f"{p.name} cut off from the store for {ms} ms")
                 p.store.cut_until = self.loop.now + ms / 1000
+        elif kind in ("gateway_kill", "gateway_pause"):
+            if self.gateway_world is not None:
+                index, ms = arg
+                world = self.gateway_world
+                act = world.kill if kind == "gateway_kill" else world.pause
+                self.spawn(act(index % len(world.gateways), ms))
         elif kind in ("assignor_kill", "assignor_pause"):
             if self.assignor_service is not None:
                 index, ms = arg
@@ -1230,6 +1292,8 @@ class Sim:
         cfg = self.cfg
         if self.assignor_service is not None:
             self.coverage.hit("mode", "assignor service")
+        if self.gateway_world is not None:
+            self.coverage.hit("mode", "gateway")
         if self.multi:
             self.coverage.hit("mode", "multi-shard")
             await asyncio.gather(*(self.start_node(n) for n in range(cfg.shard_nodes)))
@@ -1261,6 +1325,8 @@ class Sim:
         self.store_world.fail_calls = 0
         if self.assignor_service is not None:
             self.assignor_service.heal()
+        if self.gateway_world is not None:
+            self.gateway_world.heal()
         if self.multi:
             # every shard runs again: the paused resume, the dead have a new incarnation
             for node in range(cfg.shard_nodes):
@@ -1338,6 +1404,7 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
         "shard_nodes": cfg.shard_nodes if sim.multi else 1,
         "slow_assignor": int(sim.slow_assignor),
         "assignor_service": int(sim.assignor_service is not None),
+        "gateway": int(sim.gateway_world is not None),
     }
     r.coverage = sim.coverage.as_dict(sim.store_world.hits)
     return r

@@ -96,7 +96,12 @@ class Router:
         local: Mapping[str, Any] | None = None,
         shard_calls: str = "unary",
         traced: bool = False,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``local``: shards reached without gRPC, by address (``groupcoord dev``'s own
+        shard; the simulator's network, sim/gateway.py): looked up with ``local.get``, so a
+        mapping may produce its entries on demand. ``monotonic``: the clock of the calls'
+        deadlines (the simulator's virtual time)."""
         # A comma-separated list of shards (several shards without a load balancer): the
         # current one is asked until it fails with UNAVAILABLE, then the next.
         self.bootstraps = [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]
@@ -115,7 +120,8 @@ class Router:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
         # shards in this process (groupcoord dev): called without gRPC, same errors
-        self._local: dict[str, Any] = dict(local or {})
+        self._local: Mapping[str, Any] = local if local is not None else {}
+        self._monotonic = monotonic
         if shard_calls not in SHARD_CALLS:
             raise ValueError(f"shard calls must be one of {', '.join(SHARD_CALLS)}")
         #: "unary": one gRPC call per request; "batched": calls queued onto one stream per
@@ -275,7 +281,7 @@ class Router:
         protobuf at all); a shard elsewhere gets the protobuf request they convert to, and
         its answer is converted back, as its gRPC server converts both. Same routing,
         retries and errors either way."""
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        deadline = self._monotonic() + (timeout_s or self.timeout_s)
         attempt = 0
         while True:
             attempt += 1
@@ -283,7 +289,7 @@ class Router:
             route = self._routes.get(partition_for(group_id, self.num_partitions))
             if route is None:
                 route = await self.route(group_id)
-            remaining = max(0.001, deadline - time.monotonic())
+            remaining = max(0.001, deadline - self._monotonic())
             target = route.target
             if returns is None:
                 method = getattr(self.coordinator(target), rpc)

@@ -166,10 +166,12 @@ RULES: dict[str, Rule] = {
     "pipelines.simulate": rule("pipelines.session sim", "pyspark"),
     # the deterministic simulator (docs/simulation.md): the real core, runtime, store contract
     # and request handlers, the shard's in-process assignor, the assignor service's servicer
-    # and the shards' client of it (their gRPC status codes), driven on virtual time
+    # and the shards' client of it (their gRPC status codes), the gateway's translators and
+    # router and the shard's server-side invocation of its RPCs, driven on virtual time
     "sim": rule(
         "shards services.shard.assignor_executor services.assignor.client "
-        "services.assignor.servicer",
+        "services.assignor.servicer services.gateway services.rpc.local_calls "
+        "services.shard.servicer",
         "grpc",
     ),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,

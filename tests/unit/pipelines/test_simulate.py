@@ -49,16 +49,19 @@ def test_a_sweep_with_a_breakage_writes_its_tables_and_commands(spark: Any, tmp_
     assert three["faults"] == [e.kind for e in again.events]
     assert three["shard_nodes"] == again.stats["shard_nodes"]
     assert three["slow_assignor"] == bool(again.stats["slow_assignor"])
+
     # the seeds cover both worlds (one process, several shards), with and without a slow
     # assignor, and the summary counts them
-    def world(r: Any) -> tuple[int, bool, bool]:
-        return r["shard_nodes"], r["slow_assignor"], r["assignor_service"]
+    def world(r: Any) -> tuple[int, bool, bool, bool]:
+        return r["shard_nodes"], r["slow_assignor"], r["assignor_service"], r["gateway"]
 
     modes = {world(m): m for m in summary["modes"]}
     assert set(modes) == {world(r) for r in rows.values()}
     assert three["assignor_service"] == bool(again.stats["assignor_service"])
-    assert {n for n, _, _ in modes} == {1, 3}
-    assert {(slow, service) for _, slow, service in modes} >= {(True, False), (False, True)}
+    assert three["gateway"] == bool(again.stats["gateway"])
+    assert {n for n, _, _, _ in modes} == {1, 3}
+    assert {(slow, service) for _, slow, service, _ in modes} >= {(True, False), (False, True)}
+    assert {gateway for *_, gateway in modes} == {True, False}
     assert sum(m["seeds"] for m in modes.values()) == 24
     assert sum(m["failed"] for m in modes.values()) == len(failed)
     assert any(v.startswith("stale writer") for v in three["violations"])

@@ -1,0 +1,360 @@
+"""Kafka-protocol gateways in the simulation (``Config.gateway_share`` of the seeds).
+
+Two gateway processes, each the real ``KafkaApis`` (``services/gateway/handlers/``: the
+translators and their error shapes, dispatched by API key as for a connection's frame) over
+the real :class:`~services.gateway.router.Router` (routes learnt with FindCoordinator from
+the shards, cached per offsets partition, dropped and retried on ``NOT_COORDINATOR`` or an
+unreachable shard, the deadline of each call). The KIP-848 members with a server-side
+assignor send their heartbeats and commits to a gateway as Kafka requests
+(ConsumerGroupHeartbeat v1, OffsetCommit v9: kio entities built with the gateway's codec,
+the responses built back into kio entities from the translators' data, so what does not fit
+Kafka's schema fails); the gateway calls the shards over the simulated network.
+
+What is replaced: the client's TCP connection (a member calls its gateway's ``KafkaApis``
+over the simulated network, as it calls a shard) and the gRPC channel between gateway and
+shard -- a :class:`ShardLink` per shard address, given to the router as its ``local``
+shards, runs the shard's real server-side invocation (``services.rpc.local_calls``: request
+conversion, deadline, status codes) in the shard's process, with a seeded delay each way,
+lost requests and answers while the faults last, ``UNAVAILABLE`` at once from a dead
+process (connection refused) and ``DEADLINE_EXCEEDED`` when nothing came back in time.
+Addresses: ``coordinator:0`` is the one-process seeds' serving process (a Service in front
+of it), ``node<n>:0`` the current incarnation of shard node ``n`` (multi-shard: the
+router's bootstrap list, as a StatefulSet's pod names), ``shard<k>:0`` one process, as
+FindCoordinator names it. Faults (``gateway_kill``, ``gateway_pause``, drawn by an RNG of
+their own): a gateway killed (its clients' connections refused: they pick another; a new
+incarnation with an empty route cache starts later) or paused (its clients time out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from services.gateway import codec
+from services.gateway.handlers.apis import KafkaApis
+from services.gateway.handlers.base import Node, RequestInfo
+from services.gateway.router import Router
+from services.rpc.local_calls import local_stub
+from services.shard.servicer import group_coordinator_methods
+from shards.core import api
+from shards.core.consumer import api as capi
+from shards.core.errors import Errors
+from sim.assignor_service import retrieve_quietly, rpc_error
+from sim.loop import PROCESS
+
+if TYPE_CHECKING:
+    from sim.world import Config, Process, Sim
+
+HEARTBEAT = (68, 1)  # ConsumerGroupHeartbeat v1 (regex subscriptions)
+OFFSET_COMMIT = (8, 9)  # OffsetCommit v9 (topic names)
+
+
+def gateways(seed: int, cfg: Config) -> bool:
+    """Whether ``seed``'s KIP-848 members go through gateways (an RNG of its own)."""
+    return random.Random(f"gateway-{seed}").random() < cfg.gateway_share
+
+
+class ShardLink:
+    """What a gateway's router calls for one shard address: the shard's RPCs, as a gRPC
+    stub's attributes (protobuf in and out) and under ``direct`` (the core's dataclasses),
+    over the simulated network."""
+
+    def __init__(self, world: GatewayWorld, address: str) -> None:
+        self.world = world
+        self.address = address
+        #: the same RPCs with the core's dataclasses (local_calls' "direct" form)
+        self.direct = _Direct(self)
+
+    def __getattr__(self, rpc: str) -> Any:
+        if rpc.startswith("_"):
+            raise AttributeError(rpc)
+        return self._method(rpc, "message")
+
+    def _method(self, rpc: str, form: str) -> Any:
+        async def call(
+            request: Any, timeout: float | None = None, metadata: Any = None, **_: Any
+        ) -> Any:
+            return await self.world.shard_call(self.address, rpc, form, request, timeout, metadata)
+
+        return call
+
+
+class _Links(dict[str, ShardLink]):
+    """Every shard address has a link, made when first asked for."""
+
+    def __init__(self, world: GatewayWorld) -> None:
+        super().__init__()
+        self.world = world
+
+    def get(self, address: str, default: Any = None) -> ShardLink:
+        link = super().get(address)
+        if link is None:
+            link = self[address] = ShardLink(self.world, address)
+        return link
+
+
+class _Direct:
+    def __init__(self, link: ShardLink) -> None:
+        self._link = link
+
+    def __getattr__(self, rpc: str) -> Any:
+        if rpc.startswith("_"):
+            raise AttributeError(rpc)
+        return self._link._method(rpc, "direct")
+
+
+class Gateway:
+    """One incarnation of a gateway process."""
+
+    def __init__(self, world: GatewayWorld, index: int, incarnation: int) -> None:
+        sim = world.sim
+        self.world = world
+        self.index = index
+        self.name = f"gateway{index}.{incarnation}"
+        self.alive = True
+        self.ctx = contextvars.copy_context()
+        self.ctx.run(PROCESS.set, self)
+        bootstrap = (
+            ",".join(f"node{n}:0" for n in range(sim.cfg.shard_nodes))
+            if sim.multi
+            else "coordinator:0"
+        )
+        self.router = Router(
+            bootstrap,
+            sim.cfg.num_partitions,
+            timeout_s=sim.cfg.gateway_timeout_ms / 1000,
+            local=world.links,
+            monotonic=sim.loop.time,
+        )
+        self.apis = KafkaApis(self.router, None, Node(index, self.name, 9092), "sim")  # type: ignore[arg-type]
+        self.service = GatewayFront(self)
+        self._correlation = 0
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        return self.world.sim.spawn(coro, self.ctx.copy())
+
+    async def handle(self, key: tuple[int, int], client: str, data: dict[str, Any]) -> Any:
+        """A Kafka request of ``key`` (API key, version) from ``client``: the response
+        entity, from the real dispatch (its translator, or its error shape)."""
+        self._correlation += 1
+        api_key, version = key
+        request = codec.build(codec.request_class(api_key, version), data)
+        rq = RequestInfo(api_key, version, self._correlation, client, f"/{client}")
+        answer = await self.apis.handle(rq, request)
+        return codec.build(codec.response_class(api_key, version), answer)
+
+
+class GatewayFront:
+    """What a member calls on its gateway (the methods it calls on a shard's service):
+    Kafka requests in, the core's response dataclasses back for the member's logic."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def consumer_group_heartbeat(
+        self, r: capi.ConsumerGroupHeartbeatRequest
+    ) -> capi.ConsumerGroupHeartbeatResponse:
+        owned = r.topic_partitions
+        out = await self.gateway.handle(
+            HEARTBEAT,
+            r.member_id,
+            {
+                "group_id": r.group_id,
+                "member_id": r.member_id,
+                "member_epoch": r.member_epoch,
+                "instance_id": r.instance_id,
+                "rack_id": r.rack_id,
+                "rebalance_timeout": r.rebalance_timeout_ms,
+                "subscribed_topic_names": r.subscribed_topic_names,
+                "subscribed_topic_regex": r.subscribed_topic_regex,
+                "server_assignor": r.server_assignor,
+                "topic_partitions": None
+                if owned is None
+                else [{"topic_id": tp.topic_id, "partitions": tp.partitions} for tp in owned],
+            },
+        )
+        self.gateway.world.sim.coverage.hit("gateway", f"heartbeat {Errors(out.error_code).name}")
+        return capi.ConsumerGroupHeartbeatResponse(
+            error_code=int(out.error_code),
+            error_message=out.error_message,
+            member_id=out.member_id,
+            member_epoch=out.member_epoch,
+            heartbeat_interval_ms=codec.millis(out.heartbeat_interval),
+            assignment=None
+            if out.assignment is None
+            else tuple(
+                capi.TopicPartitions(codec.from_uuid(tp.topic_id), tuple(tp.partitions))
+                for tp in out.assignment.topic_partitions
+            ),
+        )
+
+    async def offset_commit(self, r: api.OffsetCommitRequest) -> api.OffsetCommitResponse:
+        out = await self.gateway.handle(
+            OFFSET_COMMIT,
+            r.member_id,
+            {
+                "group_id": r.group_id,
+                "generation_id_or_member_epoch": r.generation_id_or_member_epoch,
+                "member_id": r.member_id,
+                "group_instance_id": r.group_instance_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition_index,
+                                "committed_offset": p.committed_offset,
+                                "committed_leader_epoch": p.committed_leader_epoch,
+                                "committed_metadata": p.committed_metadata,
+                            }
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in r.topics
+                ],
+            },
+        )
+        coverage = self.gateway.world.sim.coverage
+        for t in out.topics:
+            for p in t.partitions:
+                coverage.hit("gateway", f"commit {Errors(p.error_code).name}")
+        return api.OffsetCommitResponse(
+            tuple(
+                api.OffsetCommitResponseTopic(
+                    t.name,
+                    tuple(
+                        api.OffsetCommitResponsePartition(p.partition_index, int(p.error_code))
+                        for p in t.partitions
+                    ),
+                )
+                for t in out.topics
+            )
+        )
+
+
+class GatewayWorld:
+    """The gateways, the links to the shards, and the gateways' faults."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.rng = random.Random(f"gateway-net-{sim.seed}")
+        self.links = _Links(self)
+        self._incarnations = sim.cfg.gateways
+        self.gateways = [Gateway(self, i, i + 1) for i in range(sim.cfg.gateways)]
+        #: each shard process's stub: its real server-side invocation, in this process
+        self._stubs: dict[str, Any] = {}
+
+    def pick(self) -> Gateway | None:
+        """The gateway a client connects to: any live one (it cannot tell a paused one)."""
+        live = [g for g in self.gateways if g.alive]
+        if not live:
+            return None
+        return live[self.sim.route_rng.randrange(len(live))]
+
+    def resolve(self, address: str) -> Process | None:
+        sim = self.sim
+        host = address.rpartition(":")[0]
+        if host == "coordinator":
+            return sim.serving
+        if host.startswith("node"):
+            return sim.nodes.get(int(host[4:]))
+        return next((p for p in sim.processes if p.name == host), None)
+
+    def _stub(self, p: Process) -> Any:
+        stub = self._stubs.get(p.name)
+        if stub is None:
+            stub = self._stubs[p.name] = local_stub(group_coordinator_methods(p.service))
+        return stub
+
+    def _lossy(self) -> bool:
+        return self.rng.random() < self.sim.cfg.loss and not self.sim.faults_over
+
+    async def shard_call(
+        self,
+        address: str,
+        rpc: str,
+        form: str,
+        request: Any,
+        timeout: float | None,
+        metadata: Any,
+    ) -> Any:
+        """One call from a gateway (this runs in its context) to the shard at ``address``:
+        the answer, or ``AioRpcError`` as gRPC raises it."""
+        sim = self.sim
+        lo, hi = sim.cfg.net_delay_ms
+        timeout = timeout if timeout is not None else sim.cfg.gateway_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
+                p = self.resolve(address)
+                if p is None or not p.alive:
+                    sim.coverage.hit("gateway", "shard call refused")
+                    raise rpc_error(grpc.StatusCode.UNAVAILABLE, f"{address}: connection refused")
+                if self._lossy():
+                    sim.trace(f"gateway call {rpc} to {p.name} lost")
+                    sim.coverage.hit("gateway", "shard call lost")
+                    await sim.loop.create_future()
+                stub = self._stub(p)
+                method = getattr(stub.direct if form == "direct" else stub, rpc)
+
+                async def serve() -> Any:
+                    return await method(request, timeout=timeout, metadata=metadata)
+
+                answer = p.spawn(serve())
+                answer.add_done_callback(retrieve_quietly)
+                out = await asyncio.shield(answer)
+                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
+                if self._lossy():
+                    sim.trace(f"gateway answer {rpc} from {p.name} lost")
+                    sim.coverage.hit("gateway", "shard answer lost")
+                    await sim.loop.create_future()
+                return out
+        except TimeoutError:
+            sim.coverage.hit("gateway", "shard call deadline exceeded")
+            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+
+    # ---- faults -------------------------------------------------------------------------
+    async def kill(self, index: int, down_ms: int) -> None:
+        sim = self.sim
+        g = self.gateways[index]
+        if not g.alive:
+            return
+        sim.trace(f"{g.name} killed")
+        sim.coverage.hit("gateway", "killed")
+        g.alive = False
+        sim.loop.kill(g)
+        await asyncio.sleep(down_ms / 1000)
+        self.restart(index)
+
+    def restart(self, index: int) -> None:
+        if self.gateways[index].alive:
+            return
+        self._incarnations += 1
+        g = self.gateways[index] = Gateway(self, index, self._incarnations)
+        self.sim.trace(f"{g.name} started")
+
+    async def pause(self, index: int, ms: int) -> None:
+        sim = self.sim
+        g = self.gateways[index]
+        if not g.alive or g in sim.loop.paused:
+            return
+        sim.trace(f"{g.name} paused for {ms} ms")
+        sim.coverage.hit("gateway", "paused")
+        sim.loop.pause(g)
+        await asyncio.sleep(ms / 1000)
+        self.resume(g)
+
+    def resume(self, g: Gateway) -> None:
+        if g.alive and g in self.sim.loop.paused:
+            self.sim.trace(f"{g.name} resumed")
+            self.sim.loop.resume(g)
+
+    def heal(self) -> None:
+        """The faults are over: every gateway runs (the paused resume, the dead restart)."""
+        for i, g in enumerate(self.gateways):
+            self.resume(g)
+            self.restart(i)
