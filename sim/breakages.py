@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from services.gateway.router import Router
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
@@ -127,6 +128,17 @@ def serve_after_lease_lapsed() -> contextlib.AbstractContextManager[None]:
     return _patched(CoordinatorPartition, "lease_renewed", lease_renewed)
 
 
+def gateway_stale_route() -> contextlib.AbstractContextManager[None]:
+    """A gateway's router never drops a cached route (``Router.forget`` does nothing): after
+    the group's partition moves, the gateway keeps calling the old owner -- answered
+    NOT_COORDINATOR, or unreachable -- and its clients never reach the new one through it."""
+
+    def forget(self: Router, partition: int, route: Any = None) -> None:
+        return None
+
+    return _patched(Router, "forget", forget)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -135,4 +147,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "renew-after-expiry": renew_after_expiry,
     "classic-sync-unwritten": classic_sync_unwritten,
     "serve-after-lease-lapsed": serve_after_lease_lapsed,
+    "gateway-stale-route": gateway_stale_route,
 }
