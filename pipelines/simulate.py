@@ -18,7 +18,7 @@ under ``--output``:
   virtual time, time to Stable, violations, the command that reproduces a failure, the CPU
   it took, its coverage map;
 * ``runs.jsonl``: one line per chunk run -- its seeds, wall and CPU time, cores, failures,
-  the simulator's code (its git commit and a digest of ``sim/`` and ``shards/``);
+  the simulator's code (its git commit and a digest of the sources it runs);
 * ``coverage/`` (Parquet): per coverage key (:mod:`sim.coverage`), how many seeds hit it and
   how often;
 * ``violations/`` (Parquet): one row per violation of a seed, with its reproducing command;
@@ -312,16 +312,21 @@ def _modes(seeds: DataFrame) -> list[dict[str, Any]]:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: the directories whose Python sources the code digest covers
+CODE = ("sim", "shards", "services", "assignors")
+
+
 class SweepError(Exception):
     """The output directory cannot take this sweep (a message for the command line)."""
 
 
 def code_version() -> dict[str, str]:
-    """What ran: a digest of the simulator's and the coordinator's sources (``sim/``,
-    ``shards/``: what a seed's outcome depends on) and the checkout's git commit, with
-    ``-dirty`` when the working tree differs from it ("" outside a git checkout)."""
+    """What ran: a digest of the sources a seed's outcome depends on (:data:`CODE`: the
+    simulator, the coordinator, the gateway and assignor service parts it runs, the
+    assignors) and the checkout's git commit, with ``-dirty`` when those differ from it
+    ("" outside a git checkout)."""
     h = hashlib.sha256()
-    for top in ("sim", "shards"):
+    for top in CODE:
         for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(f for f in filenames if f.endswith(".py")):
@@ -335,7 +340,7 @@ def code_version() -> dict[str, str]:
             ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", ROOT, "status", "--porcelain", "--", "sim", "shards"],
+            ["git", "-C", ROOT, "status", "--porcelain", "--", *CODE],
             capture_output=True,
             text=True,
             check=True,

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from sim.world import Config, Sim
 
 
+#: the assignors the replicas loaded, shared by all (they keep no state between calls;
+#: loading one scans the entry points: slow to do per replica incarnation)
+_LOADED: dict[str, Any] = {}
+
+
 def assignor_service(seed: int, cfg: Config) -> bool:
     """Whether ``seed`` computes its targets on the assignor service (an RNG of its own)."""
     return random.Random(f"assignor-service-{seed}").random() < cfg.assignor_service_share
@@ -56,7 +61,7 @@ class Replica:
     def __init__(self, sim: Sim, index: int, incarnation: int) -> None:
         self.index = index
         self.name = f"assignor{index}.{incarnation}"
-        self.service = AssignorService()
+        self.service = AssignorService(loaded=_LOADED)
         self.alive = True
         self.rng = random.Random(f"assignor-replica-{sim.seed}-{self.name}")
         #: the process's context (sim.loop.PROCESS names it: the loop can pause it)

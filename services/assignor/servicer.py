@@ -48,9 +48,13 @@ class AssignError(Exception):
 class AssignorService:
     """Stateless apart from a cache of loaded assignors (they are stateless themselves)."""
 
-    def __init__(self, worker_threads: int = 1) -> None:
+    def __init__(
+        self, worker_threads: int = 1, loaded: dict[str, PartitionAssignor] | None = None
+    ) -> None:
+        """``loaded``: the cache of loaded assignors, when several services share one (the
+        simulator's replicas: loading scans the entry points, milliseconds each time)."""
         self._pool = ThreadPoolExecutor(worker_threads, thread_name_prefix="assign")
-        self._assignors: dict[str, PartitionAssignor] = {}
+        self._assignors: dict[str, PartitionAssignor] = {} if loaded is None else loaded
         self._lock = threading.Lock()
         #: served / rejected / failed requests, for tests and logs
         self.counts = {"ok": 0, "invalid": 0, "failed": 0}
