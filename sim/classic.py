@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shards.core import api
 from shards.core.classic import api as classic_api
@@ -27,7 +27,7 @@ from shards.core.classic import consumer_protocol as cp
 from shards.core.errors import Errors
 
 if TYPE_CHECKING:
-    from sim.world import Process, Sim
+    from sim.world import Sim
 
 #: the topics a classic member subscribes to, and their partition counts (created at start)
 TOPICS = {"t0": 4, "t1": 2}
@@ -82,7 +82,10 @@ class ClassicMember:
         self.leaving = False
         #: in the group at ``epoch`` with its assignment (a SyncGroup answered)
         self.joined = False
-        self.coordinator: Process | None = None
+        #: the process its requests go to: a shard, or (via_gateway) a gateway
+        self.coordinator: Any = None
+        #: the member speaks to a gateway (gateway seeds), not to the shards
+        self.via_gateway = sim.gateway_world is not None
         self.rng = random.Random(f"{sim.seed}-c{index}")
         self.cut_until = 0.0
 

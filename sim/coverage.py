@@ -28,7 +28,8 @@ trace is the same with or without it):
   fallbacks.<reason>``) and what the network and the replicas did (requests and answers
   lost, connections refused or reset, deadlines, replicas killed, paused, overloaded);
 * ``mode:gateway`` and ``gateway:<what>`` (seeds with gateways) -- what the gateways'
-  translators answered (``heartbeat <error>``, ``commit <error>``), what the network between
+  translators answered (``heartbeat <error>``, ``commit <error>``, ``join <error>``,
+  ``sync <error>``, ``classic heartbeat <error>``, ``leave <error>``), what the network between
   gateways and shards did (``shard call refused``, ``shard call lost``, ``shard answer
   lost``, ``shard call deadline exceeded``), gateways ``killed`` and ``paused``;
   ``route:gateway`` / ``route:no gateway`` -- a member connecting to one (or finding none);

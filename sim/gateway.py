@@ -5,10 +5,11 @@ translators and their error shapes, dispatched by API key as for a connection's 
 the real :class:`~services.gateway.router.Router` (routes learnt with FindCoordinator from
 the shards, cached per offsets partition, dropped and retried on ``NOT_COORDINATOR`` or an
 unreachable shard, the deadline of each call). The KIP-848 members with a server-side
-assignor send their heartbeats and commits to a gateway as Kafka requests
-(ConsumerGroupHeartbeat v1, OffsetCommit v9: kio entities built with the gateway's codec,
-the responses built back into kio entities from the translators' data, so what does not fit
-Kafka's schema fails); the gateway calls the shards over the simulated network.
+assignor and the classic members send their requests to a gateway as Kafka requests
+(ConsumerGroupHeartbeat v1, OffsetCommit v9, JoinGroup v9, SyncGroup v5, Heartbeat v4,
+LeaveGroup v5: kio entities built with the gateway's codec, the responses built back into
+kio entities from the translators' data, so what does not fit Kafka's schema fails); the
+gateway calls the shards over the simulated network.
 
 What is replaced: the client's TCP connection (a member calls its gateway's ``KafkaApis``
 over the simulated network, as it calls a shard) and the gRPC channel between gateway and
@@ -41,6 +42,7 @@ from services.gateway.router import Router
 from services.rpc.local_calls import local_stub
 from services.shard.servicer import group_coordinator_methods
 from shards.core import api
+from shards.core.classic import api as classic_api
 from shards.core.consumer import api as capi
 from shards.core.errors import Errors
 from sim.assignor_service import retrieve_quietly, rpc_error
@@ -51,6 +53,10 @@ if TYPE_CHECKING:
 
 HEARTBEAT = (68, 1)  # ConsumerGroupHeartbeat v1 (regex subscriptions)
 OFFSET_COMMIT = (8, 9)  # OffsetCommit v9 (topic names)
+JOIN_GROUP = (11, 9)
+SYNC_GROUP = (14, 5)
+CLASSIC_HEARTBEAT = (12, 4)
+LEAVE_GROUP = (13, 5)
 
 
 def gateways(seed: int, cfg: Config) -> bool:
@@ -233,6 +239,101 @@ class GatewayFront:
                 )
                 for t in out.topics
             )
+        )
+
+    # ---- the classic protocol (the classic members) ------------------------------------
+    def _count(self, what: str, code: int) -> None:
+        self.gateway.world.sim.coverage.hit("gateway", f"{what} {Errors(code).name}")
+
+    async def join_group(self, r: classic_api.JoinGroupRequest) -> classic_api.JoinGroupResponse:
+        out = await self.gateway.handle(
+            JOIN_GROUP,
+            r.member_id or "classic",
+            {
+                "group_id": r.group_id,
+                "session_timeout": r.session_timeout_ms,
+                "rebalance_timeout": r.rebalance_timeout_ms,
+                "member_id": r.member_id,
+                "group_instance_id": r.group_instance_id,
+                "protocol_type": r.protocol_type,
+                "protocols": [{"name": p.name, "metadata": p.metadata} for p in r.protocols],
+                "reason": r.reason,
+            },
+        )
+        self._count("join", out.error_code)
+        return classic_api.JoinGroupResponse(
+            error_code=int(out.error_code),
+            generation_id=out.generation_id,
+            protocol_type=out.protocol_type,
+            protocol_name=out.protocol_name,
+            leader=out.leader,
+            skip_assignment=out.skip_assignment,
+            member_id=out.member_id,
+            members=tuple(
+                classic_api.JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata)
+                for m in out.members
+            ),
+        )
+
+    async def sync_group(self, r: classic_api.SyncGroupRequest) -> classic_api.SyncGroupResponse:
+        out = await self.gateway.handle(
+            SYNC_GROUP,
+            r.member_id,
+            {
+                "group_id": r.group_id,
+                "generation_id": r.generation_id,
+                "member_id": r.member_id,
+                "group_instance_id": r.group_instance_id,
+                "protocol_type": r.protocol_type,
+                "protocol_name": r.protocol_name,
+                "assignments": [
+                    {"member_id": a.member_id, "assignment": a.assignment} for a in r.assignments
+                ],
+            },
+        )
+        self._count("sync", out.error_code)
+        return classic_api.SyncGroupResponse(
+            error_code=int(out.error_code),
+            protocol_type=out.protocol_type,
+            protocol_name=out.protocol_name,
+            assignment=out.assignment,
+        )
+
+    async def heartbeat(self, r: classic_api.HeartbeatRequest) -> classic_api.HeartbeatResponse:
+        out = await self.gateway.handle(
+            CLASSIC_HEARTBEAT,
+            r.member_id,
+            {
+                "group_id": r.group_id,
+                "generation_id": r.generation_id,
+                "member_id": r.member_id,
+                "group_instance_id": r.group_instance_id,
+            },
+        )
+        self._count("classic heartbeat", out.error_code)
+        return classic_api.HeartbeatResponse(int(out.error_code))
+
+    async def leave_group(self, r: classic_api.LeaveGroupRequest) -> classic_api.LeaveGroupResponse:
+        out = await self.gateway.handle(
+            LEAVE_GROUP,
+            "classic",
+            {
+                "group_id": r.group_id,
+                "members": [
+                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id}
+                    for m in r.members
+                ],
+            },
+        )
+        self._count("leave", out.error_code)
+        return classic_api.LeaveGroupResponse(
+            int(out.error_code),
+            members=tuple(
+                classic_api.LeaveGroupMemberResponse(
+                    m.member_id, m.group_instance_id, int(m.error_code)
+                )
+                for m in out.members
+            ),
         )
 
 

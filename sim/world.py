@@ -1036,7 +1036,7 @@ class Sim:
             member.coordinator = self.route(member)
         target = member.coordinator
         lo, hi = cfg.net_delay_ms
-        via_gateway = getattr(member, "via_gateway", False)  # (classic members: never)
+        via_gateway = getattr(member, "via_gateway", False)
         if (self.multi or via_gateway) and (target is None or not target.alive):
             # no coordinator known, or its process is gone (connection refused): the client
             # fails at once and asks FindCoordinator again after its retry backoff

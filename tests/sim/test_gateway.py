@@ -1,7 +1,7 @@
 """Kafka-protocol gateways in the simulation (quick tier): in a share of the seeds the KIP-848
-members with a server assignor send Kafka requests to gateways -- the real translators and
-router -- which call the shards over the simulated network; gateways are killed and paused
-(sim/gateway.py)."""
+members with a server assignor and the classic members send Kafka requests to gateways --
+the real translators and router -- which call the shards over the simulated network;
+gateways are killed and paused (sim/gateway.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,15 @@ def test_gateway_seeds_hold_every_invariant_and_take_the_gateway_paths() -> None
         "gateway:heartbeat NOT_COORDINATOR",
         "gateway:heartbeat COORDINATOR_NOT_AVAILABLE",
         "gateway:heartbeat REQUEST_TIMED_OUT",
-        "gateway:heartbeat FENCED_MEMBER_EPOCH",
+        "gateway:heartbeat UNKNOWN_MEMBER_ID",
+        # the classic members' requests through the classic translators
+        "gateway:join MEMBER_ID_REQUIRED",
+        "gateway:join NONE",
+        "gateway:join REBALANCE_IN_PROGRESS",
+        "gateway:sync NONE",
+        "gateway:classic heartbeat NONE",
+        "gateway:classic heartbeat REBALANCE_IN_PROGRESS",
+        "gateway:leave NONE",
         "gateway:killed",
         "gateway:paused",
         "gateway:shard call refused",
