@@ -29,6 +29,7 @@ import grpc
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.assignor.servicer import AssignorService
 from sim.loop import PROCESS
+from sim.processes import Processes
 
 if TYPE_CHECKING:
     from sim.world import Config, Sim
@@ -71,14 +72,18 @@ class Replica:
         self.dead: asyncio.Future[None] = sim.loop.create_future()
 
 
-class AssignorServiceWorld:
+class AssignorServiceWorld(Processes):
     """The replicas, their faults, and the shards' clients of them."""
 
+    area = "assignor_service"
+    label = "replica "
+
     def __init__(self, sim: Sim) -> None:
-        self.sim = sim
+        super().__init__(sim)
         cfg = sim.cfg
         self.rng = random.Random(f"assignor-net-{sim.seed}")
-        self.replicas = [Replica(sim, i, 1) for i in range(cfg.assignor_replicas)]
+        self.processes = [Replica(sim, i, 1) for i in range(cfg.assignor_replicas)]
+        self.incarnations = 1
         self.settings = AssignorClientSettings(
             tuple(f"assignor{i}:9092" for i in range(cfg.assignor_replicas)),
             timeout_ms=cfg.assignor_timeout_ms,
@@ -87,7 +92,10 @@ class AssignorServiceWorld:
             max_backoff_ms=1_000,
         )
         self.clients: list[RemoteAssignor] = []
-        self._incarnations = 1
+
+    @property
+    def replicas(self) -> list[Replica]:
+        return self.processes
 
     def client(self, process_name: str, fallback: Any) -> RemoteAssignor:
         """A shard process's client: one call per replica over the simulated network."""
@@ -162,53 +170,13 @@ class AssignorServiceWorld:
         self.sim.coverage.hit("assignor_service", "replica answered")
         return out
 
-    # ---- faults -------------------------------------------------------------------------
-    async def kill(self, index: int, down_ms: int) -> None:
-        """kill -9 of replica ``index``; a new incarnation starts ``down_ms`` later."""
-        sim = self.sim
-        replica = self.replicas[index]
-        if not replica.alive:
-            return
-        sim.trace(f"{replica.name} killed")
-        sim.coverage.hit("assignor_service", "replica killed")
-        self._die(replica)
-        await asyncio.sleep(down_ms / 1000)
-        self.restart(index)
+    # ---- faults (sim.processes) ---------------------------------------------------------
+    def make(self, index: int, incarnation: int) -> Replica:
+        return Replica(self.sim, index, incarnation)
 
-    def _die(self, replica: Replica) -> None:
-        replica.alive = False
-        self.sim.loop.kill(replica)
-        replica.dead.set_result(None)
+    def died(self, replica: Replica) -> None:
+        replica.dead.set_result(None)  # its connections reset
         replica.service.close()
-
-    def restart(self, index: int) -> None:
-        if self.replicas[index].alive:
-            return
-        self._incarnations += 1
-        replica = self.replicas[index] = Replica(self.sim, index, self._incarnations)
-        self.sim.trace(f"{replica.name} started")
-
-    async def pause(self, index: int, ms: int) -> None:
-        sim = self.sim
-        replica = self.replicas[index]
-        if not replica.alive or replica in sim.loop.paused:
-            return
-        sim.trace(f"{replica.name} paused for {ms} ms")
-        sim.coverage.hit("assignor_service", "replica paused")
-        sim.loop.pause(replica)
-        await asyncio.sleep(ms / 1000)
-        self.resume(replica)
-
-    def resume(self, replica: Replica) -> None:
-        if replica.alive and replica in self.sim.loop.paused:
-            self.sim.trace(f"{replica.name} resumed")
-            self.sim.loop.resume(replica)
-
-    def heal(self) -> None:
-        """The faults are over: every replica runs (the paused resume, the dead restart)."""
-        for i, replica in enumerate(self.replicas):
-            self.resume(replica)
-            self.restart(i)
 
     def count(self) -> None:
         """The clients' counters (calls, remote answers, retries, failures per status,

@@ -47,6 +47,7 @@ from shards.core.consumer import api as capi
 from shards.core.errors import Errors
 from sim.assignor_service import retrieve_quietly, rpc_error
 from sim.loop import PROCESS
+from sim.processes import Processes
 
 if TYPE_CHECKING:
     from sim.world import Config, Process, Sim
@@ -337,17 +338,23 @@ class GatewayFront:
         )
 
 
-class GatewayWorld:
+class GatewayWorld(Processes):
     """The gateways, the links to the shards, and the gateways' faults."""
 
+    area = "gateway"
+
     def __init__(self, sim: Sim) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.rng = random.Random(f"gateway-net-{sim.seed}")
         self.links = _Links(self)
-        self._incarnations = sim.cfg.gateways
-        self.gateways = [Gateway(self, i, i + 1) for i in range(sim.cfg.gateways)]
+        self.processes = [Gateway(self, i, i + 1) for i in range(sim.cfg.gateways)]
+        self.incarnations = sim.cfg.gateways
         #: each shard process's stub: its real server-side invocation, in this process
         self._stubs: dict[str, Any] = {}
+
+    @property
+    def gateways(self) -> list[Gateway]:
+        return self.processes
 
     def pick(self) -> Gateway | None:
         """The gateway a client connects to: any live one (it cannot tell a paused one)."""
@@ -418,44 +425,6 @@ class GatewayWorld:
             sim.coverage.hit("gateway", "shard call deadline exceeded")
             raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
 
-    # ---- faults -------------------------------------------------------------------------
-    async def kill(self, index: int, down_ms: int) -> None:
-        sim = self.sim
-        g = self.gateways[index]
-        if not g.alive:
-            return
-        sim.trace(f"{g.name} killed")
-        sim.coverage.hit("gateway", "killed")
-        g.alive = False
-        sim.loop.kill(g)
-        await asyncio.sleep(down_ms / 1000)
-        self.restart(index)
-
-    def restart(self, index: int) -> None:
-        if self.gateways[index].alive:
-            return
-        self._incarnations += 1
-        g = self.gateways[index] = Gateway(self, index, self._incarnations)
-        self.sim.trace(f"{g.name} started")
-
-    async def pause(self, index: int, ms: int) -> None:
-        sim = self.sim
-        g = self.gateways[index]
-        if not g.alive or g in sim.loop.paused:
-            return
-        sim.trace(f"{g.name} paused for {ms} ms")
-        sim.coverage.hit("gateway", "paused")
-        sim.loop.pause(g)
-        await asyncio.sleep(ms / 1000)
-        self.resume(g)
-
-    def resume(self, g: Gateway) -> None:
-        if g.alive and g in self.sim.loop.paused:
-            self.sim.trace(f"{g.name} resumed")
-            self.sim.loop.resume(g)
-
-    def heal(self) -> None:
-        """The faults are over: every gateway runs (the paused resume, the dead restart)."""
-        for i, g in enumerate(self.gateways):
-            self.resume(g)
-            self.restart(i)
+    # ---- faults (sim.processes) ---------------------------------------------------------
+    def make(self, index: int, incarnation: int) -> Gateway:
+        return Gateway(self, index, incarnation)
