@@ -442,6 +442,14 @@ def test_a_stateful_streams_application_on_the_streams_protocol(
     assert len(g["streams describe"]["tasks"]) == 2 * PARTITIONS
     per_instance = [2 * PARTITIONS // instances] * instances
     assert g["streams describe"]["tasks per instance"] == per_instance
+    # Kafka's own split per instance depends on when each instance's threads joined: its
+    # sticky assignor keeps a member's earlier tasks up to the per-member quota, and once
+    # (the CI run of 2026-12-05) its four members held 1, 1, 2, 2 tasks with both 2s on one
+    # instance (2 and 4 per instance; 3 and 3 in every other run). The split is compared as a
+    # split of all the tasks; everything else must be Kafka's exactly.
+    kafka_split = k["streams describe"].pop("tasks per instance")
+    assert sum(kafka_split) == 2 * PARTITIONS and len(kafka_split) == instances
+    g["streams describe"].pop("tasks per instance")
     assert g == k
 
 
