@@ -29,7 +29,7 @@ import grpc
 from services.assignor.client import AssignorClientSettings, RemoteAssignor
 from services.assignor.servicer import AssignorService
 from sim.loop import PROCESS
-from sim.processes import Processes
+from sim.processes import Hop, Processes, rpc_error
 
 if TYPE_CHECKING:
     from sim.world import Config, Sim
@@ -43,10 +43,6 @@ _LOADED: dict[str, Any] = {}
 def assignor_service(seed: int, cfg: Config) -> bool:
     """Whether ``seed`` computes its targets on the assignor service (an RNG of its own)."""
     return random.Random(f"assignor-service-{seed}").random() < cfg.assignor_service_share
-
-
-def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 class _Context:
@@ -76,6 +72,15 @@ class AssignorServiceWorld(Processes):
     """The replicas, their faults, and the shards' clients of them."""
 
     area = "assignor_service"
+    hop = Hop(
+        request_lost="assign request to {callee} lost",
+        answer_lost="assign answer from {callee} lost",
+        refused="connection refused",
+        lost="request lost",
+        answer_lost_key="answer lost",
+        reset="connection reset",
+        deadline="deadline exceeded",
+    )
     label = "replica "
 
     def __init__(self, sim: Sim) -> None:
@@ -115,44 +120,16 @@ class AssignorServiceWorld(Processes):
 
         return call
 
-    def _lossy(self) -> bool:
-        return self.rng.random() < self.sim.cfg.loss and not self.sim.faults_over
-
     async def request(self, index: int, raw: bytes, timeout: float) -> bytes:
         """One Assign call from a shard (this runs in the shard's context) to replica
         ``index``: the answer's bytes, or ``AioRpcError`` as gRPC raises it."""
-        sim = self.sim
-        lo, hi = sim.cfg.net_delay_ms
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
-                replica = self.replicas[index]
-                if not replica.alive:
-                    sim.coverage.hit("assignor_service", "connection refused")
-                    raise rpc_error(grpc.StatusCode.UNAVAILABLE, "connection refused")
-                if self._lossy():
-                    sim.trace(f"assign request to {replica.name} lost")
-                    sim.coverage.hit("assignor_service", "request lost")
-                    await sim.loop.create_future()
-                answer = sim.spawn(self._serve(replica, raw), replica.ctx.copy())
-                # (it can end after its caller gave up: its error is nobody's to handle)
-                answer.add_done_callback(retrieve_quietly)
-                done, _ = await asyncio.wait(
-                    {answer, replica.dead}, return_when=asyncio.FIRST_COMPLETED
-                )
-                if answer not in done:
-                    sim.coverage.hit("assignor_service", "connection reset")
-                    raise rpc_error(grpc.StatusCode.UNAVAILABLE, "connection reset")
-                out = answer.result()
-                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
-                if self._lossy():
-                    sim.trace(f"assign answer from {replica.name} lost")
-                    sim.coverage.hit("assignor_service", "answer lost")
-                    await sim.loop.create_future()
-                return out
-        except TimeoutError:
-            sim.coverage.hit("assignor_service", "deadline exceeded")
-            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+        out: bytes = await self.call(
+            lambda: self.replicas[index],
+            lambda replica: self.sim.spawn(self._serve(replica, raw), replica.ctx.copy()),
+            timeout,
+            resets=True,
+        )
+        return out
 
     async def _serve(self, replica: Replica, raw: bytes) -> bytes:
         """The replica's side: its compute time, now and then overloaded, else the real
@@ -184,10 +161,3 @@ class AssignorServiceWorld(Processes):
         for client in self.clients:
             for what, n in client.stats.items():
                 self.sim.coverage.hit("assignor_service", f"client {what}", n)
-
-
-def retrieve_quietly(task: asyncio.Task[Any]) -> None:
-    """A done callback: the task's error, if any, is nobody's to handle (an answer that
-    came after its caller gave up), so it is not reported as never retrieved."""
-    if not task.cancelled():
-        task.exception()

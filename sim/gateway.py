@@ -33,8 +33,6 @@ import contextvars
 import random
 from typing import TYPE_CHECKING, Any
 
-import grpc
-
 from services.gateway import codec
 from services.gateway.handlers.apis import KafkaApis
 from services.gateway.handlers.base import Node, RequestInfo
@@ -45,9 +43,8 @@ from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as capi
 from shards.core.errors import Errors
-from sim.assignor_service import retrieve_quietly, rpc_error
 from sim.loop import PROCESS
-from sim.processes import Processes
+from sim.processes import Hop, Processes
 
 if TYPE_CHECKING:
     from sim.world import Config, Process, Sim
@@ -61,7 +58,8 @@ LEAVE_GROUP = (13, 5)
 
 
 def gateways(seed: int, cfg: Config) -> bool:
-    """Whether ``seed``'s KIP-848 members go through gateways (an RNG of its own)."""
+    """Whether ``seed``'s members with a server-side assignor (KIP-848 and classic) go
+    through gateways (an RNG of its own)."""
     return random.Random(f"gateway-{seed}").random() < cfg.gateway_share
 
 
@@ -342,6 +340,15 @@ class GatewayWorld(Processes):
     """The gateways, the links to the shards, and the gateways' faults."""
 
     area = "gateway"
+    hop = Hop(
+        request_lost="gateway call {what} to {callee} lost",
+        answer_lost="gateway answer {what} from {callee} lost",
+        refused="shard call refused",
+        lost="shard call lost",
+        answer_lost_key="shard answer lost",
+        reset="shard call reset",
+        deadline="shard call deadline exceeded",
+    )
 
     def __init__(self, sim: Sim) -> None:
         super().__init__(sim)
@@ -378,9 +385,6 @@ class GatewayWorld(Processes):
             stub = self._stubs[p.name] = local_stub(group_coordinator_methods(p.service))
         return stub
 
-    def _lossy(self) -> bool:
-        return self.rng.random() < self.sim.cfg.loss and not self.sim.faults_over
-
     async def shard_call(
         self,
         address: str,
@@ -392,38 +396,20 @@ class GatewayWorld(Processes):
     ) -> Any:
         """One call from a gateway (this runs in its context) to the shard at ``address``:
         the answer, or ``AioRpcError`` as gRPC raises it."""
-        sim = self.sim
-        lo, hi = sim.cfg.net_delay_ms
-        timeout = timeout if timeout is not None else sim.cfg.gateway_timeout_ms / 1000
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
-                p = self.resolve(address)
-                if p is None or not p.alive:
-                    sim.coverage.hit("gateway", "shard call refused")
-                    raise rpc_error(grpc.StatusCode.UNAVAILABLE, f"{address}: connection refused")
-                if self._lossy():
-                    sim.trace(f"gateway call {rpc} to {p.name} lost")
-                    sim.coverage.hit("gateway", "shard call lost")
-                    await sim.loop.create_future()
-                stub = self._stub(p)
-                method = getattr(stub.direct if form == "direct" else stub, rpc)
+        timeout = timeout if timeout is not None else self.sim.cfg.gateway_timeout_ms / 1000
 
-                async def serve() -> Any:
-                    return await method(request, timeout=timeout, metadata=metadata)
+        def serve(p: Process) -> asyncio.Task[Any]:
+            stub = self._stub(p)
+            method = getattr(stub.direct if form == "direct" else stub, rpc)
 
-                answer = p.spawn(serve())
-                answer.add_done_callback(retrieve_quietly)
-                out = await asyncio.shield(answer)
-                await asyncio.sleep(self.rng.uniform(lo, hi) / 1000)
-                if self._lossy():
-                    sim.trace(f"gateway answer {rpc} from {p.name} lost")
-                    sim.coverage.hit("gateway", "shard answer lost")
-                    await sim.loop.create_future()
-                return out
-        except TimeoutError:
-            sim.coverage.hit("gateway", "shard call deadline exceeded")
-            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            async def serve() -> Any:
+                return await method(request, timeout=timeout, metadata=metadata)
+
+            return p.spawn(serve())
+
+        return await self.call(
+            lambda: self.resolve(address), serve, timeout, rpc, f"{address}: connection refused"
+        )
 
     # ---- faults (sim.processes) ---------------------------------------------------------
     def make(self, index: int, incarnation: int) -> Gateway:

@@ -42,7 +42,12 @@ from shards.adapters.record_codec import RecordCodec
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup
 from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
-from shards.core.records import ConsumerGroupMetadataKey, GroupMetadataKey, OffsetCommitKey
+from shards.core.records import (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    GroupMetadataKey,
+    OffsetCommitKey,
+)
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.runtime.partition import PartitionState
 
@@ -96,6 +101,10 @@ class Checker:
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
+        #: group -> the type of group its log holds ("consumer", "classic", None: none)
+        self._log_kinds: dict[str, str | None] = {}
+        #: group -> its members as its log holds them
+        self._log_members: dict[str, set[str]] = {}
         #: partition -> the epoch of the live lease last seen there
         self._lease_live: dict[int, int] = {}
         #: (partition, epoch) of leases seen expired or gone: store time when first seen so
@@ -225,31 +234,63 @@ class Checker:
                     )
 
     def _deletions(self) -> None:
-        """A group deleted (an empty group without offsets cleaned up, DeleteGroups) starts
-        over when it is created again: its epoch history is forgotten. Checks are samples,
-        so a deletion and the re-creation can both fall between two of them; the log says
-        so: a batch whose last metadata record of the group is a tombstone. (A conversion
-        writes the old type's tombstone and the new type's metadata in one batch: not a
-        deletion -- it keeps the epoch.)"""
+        """A group deleted (an empty group without offsets cleaned up, DeleteGroups) or
+        replaced (a join of the other protocol gives an empty group way: tombstones of the
+        old type and a new group in one batch) starts over: its epoch history is forgotten.
+        Checks are samples, so the end of a group and its new life can both fall between two
+        of them; the log says so. It is followed batch by batch: which type of group holds
+        the id, and its members as written (consumer groups: member records; classic
+        groups: the members of the last GroupMetadata). A batch that tombstones the group's
+        metadata ends its life unless the group had members when the batch began and still
+        exists after it -- a conversion (online upgrade or downgrade), which keeps the epoch.
+        (A classic group written empty whose members have joined but never synced is
+        converted with them, yet counts as replaced here: lenient, never a false alarm.)"""
+        kinds, members = self._log_kinds, self._log_members
         for partition, entries in self.sim.data.logs.items():
             done = self._deletions_seen.get(partition, 0)
             for entry in entries:
                 if entry.offset <= done:
                     continue
-                last: dict[str, bool] = {}  # group -> its last metadata record is a tombstone
+                began: dict[str, bool] = {}  # group -> it had members when the batch began
+                ended: set[str] = set()  # groups whose metadata the batch tombstones
                 for record in self._decode(entry):
-                    key = record.key
+                    key, value = record.key, record.value
+                    if isinstance(key, ConsumerGroupMemberMetadataKey):
+                        gid = key.group_id
+                        began.setdefault(gid, bool(members.get(gid)))
+                        held = members.setdefault(gid, set())
+                        if value is None:
+                            held.discard(key.member_id)
+                        else:
+                            held.add(key.member_id)
+                        continue
                     if isinstance(key, ConsumerGroupMetadataKey):
-                        last[key.group_id] = record.value is None
+                        gid, kind = key.group_id, "consumer"
                     elif isinstance(key, GroupMetadataKey):
-                        last[key.group] = record.value is None
-                for gid, deleted in last.items():
-                    if deleted:
-                        self.group_epochs.pop(gid, None)
-                        self._last_seen.pop(gid, None)
-                        for k in [k for k in self.classic_live if k[0] == gid]:
-                            del self.classic_live[k]
-                        self.sim.coverage.hit("group", "deleted")
+                        gid, kind = key.group, "classic"
+                    else:
+                        continue
+                    began.setdefault(gid, bool(members.get(gid)))
+                    if value is None:
+                        if kinds.get(gid) == kind:
+                            kinds[gid] = None
+                            ended.add(gid)
+                            if kind == "classic":
+                                members[gid] = set()
+                        continue
+                    kinds[gid] = kind
+                    if kind == "classic":
+                        members[gid] = {m.member_id for m in value.members}
+                for gid in ended:
+                    if kinds.get(gid) is not None and began[gid]:
+                        self.sim.coverage.hit("group", "converted (log)")
+                        continue
+                    self.group_epochs.pop(gid, None)
+                    self._last_seen.pop(gid, None)
+                    for k in [k for k in self.classic_live if k[0] == gid]:
+                        del self.classic_live[k]
+                    gone = kinds.get(gid) is None
+                    self.sim.coverage.hit("group", "deleted" if gone else "replaced")
                 done = entry.offset
             self._deletions_seen[partition] = done
 

@@ -5,6 +5,11 @@ classic workload's events replay and shrink like the others."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from shards.core.migration import Migration
 from sim import repro
 from sim.classic import range_assignment
 from sim.world import Config, Event, generate_events, run
@@ -106,3 +111,31 @@ def test_a_static_classic_member_restarts_under_its_instance_id() -> None:
     joins = [t for t in result.trace if f" {new} join -> " in t]
     assert joins and "MEMBER_ID_REQUIRED" not in joins[0], joins
     assert any(f" {new} sync gen=" in t and "-> NONE" in t for t in result.trace)
+
+
+def test_an_empty_consumer_group_given_way_to_a_classic_join_starts_its_epoch_over() -> None:
+    # seed 57409 of the million-seed sweep: g2, an empty consumer group at epoch 4, gives way
+    # to a classic member's join (tombstones and an empty classic group in one batch, as Kafka
+    # writes them); the next KIP-848 member upgrades that new group to epoch 1. Between two
+    # checks: the log tells the replacement from a conversion (which keeps the epoch).
+    result = run(57409)
+    assert not result.violations, result.violations
+    assert result.coverage.get("group:replaced", 0) >= 1
+    assert result.coverage.get("group:converted (log)", 0) >= 1
+
+
+def test_a_conversion_that_loses_the_group_epoch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the check can fail: an online upgrade that starts the consumer group over (epoch 0)
+    # instead of at the classic generation is an epoch going back
+    real = Migration._consumer_group_from
+
+    def restart(self: Migration, classic: Any) -> Any:
+        group = real(self, classic)
+        group.group_epoch = 0
+        group.set_assignment_epoch(0)
+        return group
+
+    assert not run(57409).violations
+    monkeypatch.setattr(Migration, "_consumer_group_from", restart)
+    result = run(57409)
+    assert any(" epoch went back from " in v for v in result.violations), result.violations
