@@ -33,9 +33,12 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class Cancellable(Protocol):
@@ -74,12 +77,13 @@ class SystemClock:
 
 class StoreTime:
     """A :class:`Clock` whose wall time is the store server's (:meth:`sync`): ``now_ms()`` is
-    the local wall clock plus the offset last measured against the store, so record
-    timestamps, offsets retention and every other time-based deletion agree on every shard
-    however wrong one shard's clock is (a shard at +8 days expires nothing early). Its
-    monotonic time, callbacks and sleeps are the base clock's: intervals never depend on the
-    offset. And as the offset follows the local clock, a local clock that steps (NTP,
-    ``date -s``) moves ``now_ms()`` only until the next sync.
+    the store's time read at the last sync, run on by this process's *monotonic* clock since,
+    so record timestamps, offsets retention and every other time-based deletion agree on
+    every shard however wrong one shard's clock is (a shard at +8 days expires nothing early)
+    -- and a local clock that steps (NTP, ``date -s``) moves nothing, not even until the next
+    sync: the wall clock is read only to report how far it is off (:attr:`offset_ms`). Before
+    the first sync it is the local wall clock. Its monotonic time, callbacks and sleeps are
+    the base clock's: intervals never depend on the store.
 
     Kafka takes these times from the coordinator broker's own clock
     (``time.milliseconds()``): a broker whose clock is days ahead expires the offsets of
@@ -93,14 +97,25 @@ class StoreTime:
 
     def __init__(self, base: Clock) -> None:
         self.base = base
-        #: store time minus local wall time, ms (0 until a sync succeeded)
-        self.offset_ms = 0
-        #: half the round trip of the sample the offset came from: its error bound
+        #: (the store's time, the local monotonic time it stood for) of the last sync
+        self._anchor: tuple[int, int] | None = None
+        #: half the round trip of the sample the anchor came from: its error bound
         self.error_ms: float | None = None
         self.synced = False
 
+    @property
+    def offset_ms(self) -> int:
+        """Store time minus this host's wall time, now (0 before a sync): how far off the
+        host's clock is (what ``groupcoord_clock_offset_seconds`` shows)."""
+        if self._anchor is None:
+            return 0
+        return self.now_ms() - self.base.now_ms()
+
     def now_ms(self) -> int:
-        return self.base.now_ms() + self.offset_ms
+        anchor = self._anchor
+        if anchor is None:
+            return self.base.now_ms()
+        return anchor[0] + self.base.monotonic_ms() - anchor[1]
 
     def monotonic_ms(self) -> int:
         return self.base.monotonic_ms()
@@ -112,25 +127,58 @@ class StoreTime:
         await self.base.sleep(ms)
 
     async def sync(self, read: Callable[[], Awaitable[int | None]]) -> bool | None:
-        """Measure the offset against ``read()`` (the store's wall clock, None when it has
-        none): NTP's estimate, the store's reading against the local time halfway through
-        the round trip. False if every round trip was too long; None if the store has no
-        clock (nothing to follow)."""
-        best: tuple[float, int] | None = None
+        """Read the store's wall clock (``read()``, None when it has none) and take it as
+        the time halfway through the round trip (NTP's estimate). False if every round trip
+        was too long; None if the store has no clock (nothing to follow)."""
+        best: tuple[int, int, int] | None = None  # (round trip, store time, its monotonic)
         for _ in range(self.SAMPLES):
-            sent, wall = self.base.monotonic_ms(), self.base.now_ms()
+            sent = self.base.monotonic_ms()
             remote = await read()
             if remote is None:
                 return None
             rtt = self.base.monotonic_ms() - sent
-            offset = remote - (wall + rtt // 2)
             if best is None or rtt < best[0]:
-                best = (rtt, offset)
+                best = (rtt, remote, sent + rtt // 2)
         assert best is not None
         if best[0] > self.MAX_RTT_MS:
             return False
-        self.offset_ms, self.error_ms, self.synced = best[1], best[0] / 2, True
+        self._anchor, self.error_ms, self.synced = (best[1], best[2]), best[0] / 2, True
         return True
+
+
+async def first_sync(
+    clock: StoreTime, read: Callable[[], Awaitable[int | None]], attempts: int, pause_ms: int
+) -> bool | None:
+    """:meth:`StoreTime.sync` until it succeeds, at most ``attempts`` times ``pause_ms``
+    apart: True once synced, None if the store has no clock, False if it never answered in
+    time. A read that fails counts as an attempt."""
+    for _ in range(attempts):
+        try:
+            synced = await clock.sync(read)
+        except Exception as ex:  # the store is unreachable just now
+            log.debug("could not read the store's clock: %r", ex)
+            synced = False
+        if synced is None or synced:
+            return synced
+        await clock.sleep(pause_ms)
+    return False
+
+
+async def follow(
+    clock: StoreTime,
+    read: Callable[[], Awaitable[int | None]],
+    interval_ms: int,
+    on_sync: Callable[[], None] | None = None,
+) -> None:
+    """Sync ``clock`` every ``interval_ms``, for ever (a task): a read that fails or comes
+    back too slowly keeps the last anchor."""
+    while True:
+        await clock.sleep(interval_ms)
+        try:
+            if await clock.sync(read) and on_sync is not None:
+                on_sync()
+        except Exception as ex:  # the store is unreachable: the anchor stays
+            log.debug("could not read the store's clock: %r", ex)
 
 
 @contextlib.asynccontextmanager

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from services.gateway.router import Router
+from shards.clock import StoreTime
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
@@ -139,6 +140,37 @@ def gateway_stale_route() -> contextlib.AbstractContextManager[None]:
     return _patched(Router, "forget", forget)
 
 
+def wall_clock_time() -> contextlib.AbstractContextManager[None]:
+    """A shard stamps commits and expires offsets on its host's clock (as a Kafka broker
+    does), not the store's: a shard whose clock is ahead expires offsets early."""
+
+    def now_ms(self: StoreTime) -> int:
+        return self.base.now_ms()
+
+    return _patched(StoreTime, "now_ms", now_ms)
+
+
+@contextlib.contextmanager
+def store_time_follows_wall() -> Iterator[None]:
+    """The store's time as groupcoord first took it: the host's wall clock plus the offset
+    measured at the last sync. A host clock that steps moves it until the next sync (10 s):
+    offsets expire early in between."""
+    anchored = StoreTime.__dict__["now_ms"]  # the store's time at the last sync, run on
+    real_sync = StoreTime.__dict__["sync"]
+
+    async def sync(self: StoreTime, read: Any) -> bool | None:
+        synced = await real_sync(self, read)
+        if synced:  # (the store's time now) - (the host's wall time now)
+            self._wall_offset = anchored(self) - self.base.now_ms()  # type: ignore[attr-defined]
+        return synced
+
+    def now_ms(self: StoreTime) -> int:
+        return self.base.now_ms() + getattr(self, "_wall_offset", 0)
+
+    with _patched(StoreTime, "sync", sync), _patched(StoreTime, "now_ms", now_ms):
+        yield
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -148,4 +180,6 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "classic-sync-unwritten": classic_sync_unwritten,
     "serve-after-lease-lapsed": serve_after_lease_lapsed,
     "gateway-stale-route": gateway_stale_route,
+    "wall-clock-time": wall_clock_time,
+    "store-time-follows-wall": store_time_follows_wall,
 }

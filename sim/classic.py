@@ -245,9 +245,8 @@ class ClassicMember:
         for name, ps in sorted(self.owned.items()):
             parts = []
             for p in ps:
-                sim.commit_seq += 1
-                values[(name, p)] = sim.commit_seq
-                parts.append(api.OffsetCommitRequestPartition(p, sim.commit_seq))
+                values[(name, p)] = offset = sim.retention.next_offset()
+                parts.append(api.OffsetCommitRequestPartition(p, offset))
             topics.append(api.OffsetCommitRequestTopic(name, tuple(parts)))
         req = api.OffsetCommitRequest(
             self.group, self.epoch, self.member_id, self.instance_id, topics=tuple(topics)

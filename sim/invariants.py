@@ -207,6 +207,7 @@ class Checker:
                     )
         if full:
             self._acked()
+            sim.retention.check()
 
     def _serves_under_lease(self) -> None:
         sim = self.sim

@@ -44,6 +44,8 @@ class StoreWorld:
     def __init__(self, data: MemoryData, rng: random.Random, clock: SimClock) -> None:
         self.data = data
         self.rng = rng
+        #: the latency of reads of the store's clock (server_time_ms)
+        self.time_rng = random.Random(rng.random())
         self.clock = clock
         #: calls that fail (with an unknown outcome) while > 0
         self.fail_calls = 0
@@ -130,6 +132,23 @@ class SimStore(InMemoryLogStore):
             self.world.hits["store:append applied, its answer lost"] += 1
             raise StoreUnavailableError("sim: append applied, but its answer was lost")
         return offset
+
+    async def server_time_ms(self) -> int | None:
+        """The store server's clock (as Redis ``TIME``), read over this connection: cut
+        off, stalled and delayed as any call (its own RNG: the other calls draw the same)."""
+        self._on_call()
+        if self.dead:
+            await asyncio.get_running_loop().create_future()
+        await self._cut_off()
+        w = self.world
+        loop = asyncio.get_running_loop()
+        while loop.time() < w.stalled_until:
+            await asyncio.sleep(w.stalled_until - loop.time())
+        lo, hi = w.latency_ms
+        await asyncio.sleep(w.time_rng.uniform(lo, hi) / 1000)
+        now = w.clock.now_ms()
+        await asyncio.sleep(w.time_rng.uniform(lo, hi) / 1000)
+        return now
 
     async def _call(self, method: Any, *args: Any) -> Any:
         self._on_call()

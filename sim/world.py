@@ -25,8 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.shard.app import CLOCK_SYNC_ATTEMPTS, CLOCK_SYNC_INTERVAL_MS
 from services.shard.assignor_executor import InProcessAssignor
 from shards.adapters.record_codec import RecordCodec
+from shards.clock import StoreTime, first_sync, follow
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
 from shards.core.classic import consumer_protocol as cp
@@ -50,6 +52,7 @@ from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.gateway import GatewayWorld, gateways
 from sim.loop import PROCESS, SimClock, VirtualLoop
+from sim.retention import Retention, retention_ms
 from sim.store import SimMembership, SimStore, StoreWorld
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
@@ -181,6 +184,10 @@ class Config:
     gateway_events: int = 2
     #: shard nodes in a multi-shard seed
     shard_nodes: int = 3
+    #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
+    #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
+    #: its own
+    retention_share: float = 0.25
     #: partition leases live this long (one process)
     lease_ms: int = 10_000
     #: ... and in multi-shard seeds (the registry entries too): shorter than most pauses
@@ -412,7 +419,10 @@ class Process:
         self.sim = sim
         self.name = name
         self.node = node
-        self.clock = SimClock(sim.loop)
+        #: the host's clock (``skew`` moves it) and the process's: the store's time over it
+        self.local_clock = SimClock(sim.loop)
+        self.clock = StoreTime(self.local_clock)
+        self._clock_sync: asyncio.Task[None] | None = None
         self.store = SimStore(sim.store_world, name, sim.count_store_call)
         self.store.shared = node is not None
         self.alive = True
@@ -502,7 +512,7 @@ class Process:
             await self.runtime.load(partition)
 
     def factory(self, partition: int, timer: Any) -> CoordinatorStateMachine:
-        return CoordinatorStateMachine(
+        sm = CoordinatorStateMachine(
             self.sim.coordinator_config,
             timer,
             self.catalog.image,
@@ -510,6 +520,8 @@ class Process:
             assign=self.assignor,
             new_uuid=self.sim.new_uuid,
         )
+        self.sim.retention.watch(sm, self.name)
+        return sm
 
     def _on_image(self, image: TopicsImage) -> Any:
         self._latest = image
@@ -528,6 +540,12 @@ class Process:
 
     async def start(self) -> None:
         await self.store.start()
+        # as services/shard/app.py: the store's time before anything is written, then
+        # followed (a real process that cannot read it exits; here it is started again)
+        read = self.store.server_time_ms
+        if not await first_sync(self.clock, read, CLOCK_SYNC_ATTEMPTS, 100):
+            raise StoreUnavailableError("could not read the store's clock")
+        self._clock_sync = self.spawn(follow(self.clock, read, CLOCK_SYNC_INTERVAL_MS))
         await self.catalog.start()
         self.catalog.listeners.append(self._on_image)
         if self.manager is not None:
@@ -559,6 +577,8 @@ class Process:
             self.runtime._renewer.cancel()
         if self.catalog._watcher is not None:
             self.catalog._watcher.cancel()
+        if self._clock_sync is not None:
+            self._clock_sync.cancel()
         for p in self.runtime.partitions.values():
             for key in list(p.timer._timers) if hasattr(p.timer, "_timers") else ():
                 p.timer.cancel(key)
@@ -758,9 +778,8 @@ class Member:
                 continue
             parts = []
             for p in ps:
-                sim.commit_seq += 1
-                values[(name, p)] = sim.commit_seq
-                parts.append(api.OffsetCommitRequestPartition(p, sim.commit_seq))
+                values[(name, p)] = offset = sim.retention.next_offset()
+                parts.append(api.OffsetCommitRequestPartition(p, offset))
             topics.append(api.OffsetCommitRequestTopic(name, tuple(parts)))
         if not topics:
             return
@@ -809,6 +828,14 @@ class Sim:
                 self.coordinator_config,
                 consumer_group_inline_assignment_max_members=0,
                 consumer_group_inline_assignment_max_size=0,
+            )
+        #: offsets retention within the run (a share of the seeds), the standalone consumer
+        self.retention = Retention(self, retention_ms(seed, cfg))
+        if self.retention.retention_ms is not None:
+            self.coordinator_config = dataclasses.replace(
+                self.coordinator_config,
+                offsets_retention_ms=self.retention.retention_ms,
+                offsets_retention_check_interval_ms=1_000,
             )
         self.data = MemoryData()
         self.store_world = StoreWorld(
@@ -984,7 +1011,7 @@ class Sim:
         p = self.nodes.get(node)
         if kind == "skew":
             if p is not None:
-                p.clock.skew_ms += arg
+                p.local_clock.skew_ms += arg
             return
         if p is None or not p.alive:
             return
@@ -1219,9 +1246,10 @@ class Sim:
                 self.spawn(act(index % len(self.assignor_service.replicas), ms))
         elif kind == "skew":
             if self.serving is not None:
-                self.serving.clock.skew_ms += arg
+                self.serving.local_clock.skew_ms += arg
         elif kind == "store_clock":
             w.clock.skew_ms += arg
+            self.retention.store_jumps.append((self.loop.now, arg))
             self.lease_fault_at = self.loop.now
         self.checker.check(full=True)
 
@@ -1310,6 +1338,9 @@ class Sim:
                 self.add_member(g)
         for _ in range(cfg.classic_members):
             self.add_classic_member(cfg.groups)
+        if self.retention.retention_ms is not None:
+            self.coverage.hit("mode", "retention")
+            self.spawn(self.retention.solo())
         self.spawn(self._ticker())
         await self._events()
         if self.loop.now * 1000 < cfg.fault_window_ms:

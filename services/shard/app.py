@@ -37,7 +37,7 @@ from services.upstream.txn_follower import OutcomeFollower
 from services.upstream.txn_markers import OffsetsTopic
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
-from shards.clock import Clock, StoreTime, SystemClock
+from shards.clock import Clock, StoreTime, SystemClock, first_sync, follow
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
@@ -480,30 +480,19 @@ class ShardApp:
         writes a timestamp, then keep following it in the background."""
         store, clock = self.store, self.clock
         assert store is not None
-        for _ in range(CLOCK_SYNC_ATTEMPTS):
-            synced = await clock.sync(store.server_time_ms)
-            if synced is None:
-                return  # no clock but ours (SQLite, memory): nothing to follow
-            if synced:
-                break
-            await clock.sleep(100)
-        else:
+        synced = await first_sync(clock, store.server_time_ms, CLOCK_SYNC_ATTEMPTS, 100)
+        if synced is None:
+            return  # no clock but ours (SQLite, memory): nothing to follow
+        if not synced:
             raise RuntimeError(
                 f"could not read the clock of the store {store.description} within "
                 f"{clock.MAX_RTT_MS} ms round trips ({CLOCK_SYNC_ATTEMPTS} attempts)"
             )
         self._report_offset()
-
-        async def follow() -> None:
-            while True:
-                await clock.sleep(CLOCK_SYNC_INTERVAL_MS)
-                try:
-                    if await clock.sync(store.server_time_ms):
-                        self._report_offset()
-                except Exception as ex:  # the store is unreachable: the offset stays
-                    log.debug("could not read the store's clock: %r", ex)
-
-        self._clock_sync = asyncio.get_running_loop().create_task(follow(), name="clock-sync")
+        self._clock_sync = asyncio.get_running_loop().create_task(
+            follow(clock, store.server_time_ms, CLOCK_SYNC_INTERVAL_MS, self._report_offset),
+            name="clock-sync",
+        )
 
     def _report_offset(self) -> None:
         off = self.clock.offset_ms
