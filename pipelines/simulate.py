@@ -379,16 +379,22 @@ def read_seeds(spark: SparkSession, output: str) -> DataFrame:
 
 
 def plan(
-    output: str, seeds: range, size: int | None, breakage: str | None, mixed_code: bool
+    output: str,
+    seeds: range,
+    size: int | None,
+    breakage: str | None,
+    mixed_code: bool,
+    code: dict[str, str] | None = None,
 ) -> list[range]:
     """The chunks of ``seeds`` still to run under ``output`` (nothing is changed there).
     Without ``size``: all of it, as one chunk (the output starts over). With it, recorded
     chunks count as done and must be chunks of the same cut, with the same breakage and
-    (unless ``mixed_code``) the same code. :class:`SweepError` when they are not."""
+    (unless ``mixed_code``) the same code (``code``: :func:`code_version`'s, computed if
+    not given). :class:`SweepError` when they are not."""
     if size is None:
         return chunks(seeds, None)
     runs = read_runs(output)
-    digest = code_version()["digest"]
+    digest = (code or code_version())["digest"]
     for r in runs:
         if r["breakage"] != (breakage or ""):
             raise SweepError(
@@ -487,13 +493,15 @@ def sweep(
     chunk: int | None = None,
     mixed_code: bool = False,
     progress: Any = None,
+    code: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``seeds`` (in chunks of ``chunk`` seeds, going on with what ``output`` already
     holds), write the tables (and the report) under ``output``; the summary of everything
-    recorded there."""
-    todo = plan(output, seeds, chunk, breakage, mixed_code)
+    recorded there. ``code``: :func:`code_version`'s (computed if not given: it hashes the
+    sources)."""
+    code = code or code_version()
+    todo = plan(output, seeds, chunk, breakage, mixed_code, code)
     _clear(output, chunk is not None)
-    code = code_version()
     for c in todo:
         record = run_chunk(spark, output, c, code, breakage, slices)
         if progress:
@@ -614,9 +622,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         p.error("--conf takes KEY=VALUE")
     os.makedirs(args.output, exist_ok=True)
+    code = code_version()
     if args.chunk is not None:
         try:  # refused before Spark starts
-            plan(args.output, args.seeds, args.chunk, args.breakage, args.mixed_code)
+            plan(args.output, args.seeds, args.chunk, args.breakage, args.mixed_code, code)
         except SweepError as e:  # (not a usage error: one line, no usage)
             print(f"pipelines.simulate: error: {e}", file=sys.stderr)
             return 2
@@ -642,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.chunk,
             args.mixed_code,
             progress,
+            code,
         )
     finally:
         spark.stop()
