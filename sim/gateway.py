@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 HEARTBEAT = (68, 1)  # ConsumerGroupHeartbeat v1 (regex subscriptions)
 OFFSET_COMMIT = (8, 9)  # OffsetCommit v9 (topic names)
+OFFSET_FETCH = (9, 9)  # OffsetFetch v9 (groups, member id and epoch)
 JOIN_GROUP = (11, 9)
 SYNC_GROUP = (14, 5)
 CLASSIC_HEARTBEAT = (12, 4)
@@ -237,6 +238,56 @@ class GatewayFront:
                     ),
                 )
                 for t in out.topics
+            )
+        )
+
+    async def offset_fetch(self, r: api.OffsetFetchRequest) -> api.OffsetFetchResponse:
+        out = await self.gateway.handle(
+            OFFSET_FETCH,
+            r.groups[0].member_id or "fetch",
+            {
+                "groups": [
+                    {
+                        "group_id": g.group_id,
+                        "member_id": g.member_id,
+                        "member_epoch": g.member_epoch,
+                        "topics": None
+                        if g.topics is None
+                        else [
+                            {"name": t.name, "partition_indexes": t.partition_indexes}
+                            for t in g.topics
+                        ],
+                    }
+                    for g in r.groups
+                ],
+                "require_stable": r.require_stable,
+            },
+        )
+        for g in out.groups:
+            self._count("fetch", g.error_code)
+        return api.OffsetFetchResponse(
+            tuple(
+                api.OffsetFetchResponseGroup(
+                    g.group_id,
+                    tuple(
+                        api.OffsetFetchResponseTopics(
+                            t.name,
+                            tuple(
+                                api.OffsetFetchResponsePartitions(
+                                    p.partition_index,
+                                    p.committed_offset,
+                                    p.committed_leader_epoch,
+                                    p.metadata,
+                                    int(p.error_code),
+                                )
+                                for p in t.partitions
+                            ),
+                        )
+                        for t in g.topics
+                    ),
+                    int(g.error_code),
+                )
+                for g in out.groups
             )
         )
 

@@ -101,6 +101,10 @@ class Checker:
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
+        #: (group, topic, partition) -> [(virtual s it became durable, its offset, -1: gone)]
+        self._offset_history: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
+        self._history_seen: dict[int, int] = {}
+        self._reads_checked = 0
         #: group -> the type of group its log holds ("consumer", "classic", None: none)
         self._log_kinds: dict[str, str | None] = {}
         #: group -> its members as its log holds them
@@ -207,6 +211,7 @@ class Checker:
                     )
         if full:
             self._acked()
+            self._reads()
             sim.retention.check()
 
     def _serves_under_lease(self) -> None:
@@ -463,6 +468,59 @@ class Checker:
                     f"{self._durable_epoch.get(gid, 0)}"
                 )
         self._synced_checked = len(sim.synced)
+
+    def _reads(self) -> None:
+        """A committed offset read back (OffsetFetch) is one the durable log held for that
+        partition at some instant between the request's sending and its answer: the value
+        current when it was sent, or one written (or a tombstone, answered -1) before the
+        answer came. A shard answering from a state it no longer owns -- resumed after a
+        pause, cut off from the store -- answers an older one: a stale read."""
+        sim = self.sim
+        if self._reads_checked == len(sim.reads):
+            return
+        history = self._offset_history
+        at = sim.store_world.appended_at
+        for partition, entries in sim.data.logs.items():
+            done = self._history_seen.get(partition, 0)
+            for entry in entries:
+                if entry.offset <= done:
+                    continue
+                when = at.get((partition, entry.offset), sim.loop.now)
+                for record in self._decode(entry):
+                    key = record.key
+                    if isinstance(key, OffsetCommitKey):
+                        value = -1 if record.value is None else record.value.offset
+                        history.setdefault((key.group, key.topic, key.partition), []).append(
+                            (when, value)
+                        )
+                done = entry.offset
+            self._history_seen[partition] = done
+        window = sim.cfg.shard_lease_ms / 1000
+        for group, topic, part, offset, sent, answered, who in sim.reads[self._reads_checked :]:
+            allowed = {-1}
+            for when, value in history.get((group, topic, part), ()):
+                if when <= sent:
+                    allowed = {value}
+                elif when <= answered:
+                    allowed.add(value)
+                else:
+                    break
+            if offset in allowed:
+                sim.coverage.hit("fetch", "read checked" if offset != -1 else "read checked (none)")
+                continue
+            if any(0 <= answered - at < window for at in sim.lease_faults):
+                # the store lost or expired the lease under its holder (lease_loss, a jump
+                # of its clock): the holder cannot know, and serves from memory until its
+                # local lease deadline while another shard takes over -- its writes are
+                # fenced, its reads may be stale (docs/simulation.md, invariants)
+                sim.coverage.hit("fetch", "stale read after the store lost a lease")
+                continue
+            sim.violation(
+                f"stale read: {who} read offset {offset} of {group} {topic}-{part}; between "
+                f"its sending ({sent * 1000:.0f} ms) and the answer ({answered * 1000:.0f} ms) "
+                f"the log held {sorted(allowed)}"
+            )
+        self._reads_checked = len(sim.reads)
 
     # ---- liveness ---------------------------------------------------------------------------
     def _groups(self) -> dict[str, ConsumerGroup | ClassicGroup]:

@@ -55,6 +55,8 @@ class StoreWorld:
         self.writers: dict[tuple[int, int], str] = {}
         #: violations found here (the simulation collects them)
         self.violations: list[str] = []
+        #: (partition, log offset) -> virtual s at which that entry became durable
+        self.appended_at: dict[tuple[int, int], float] = {}
         #: per call latency bounds (ms)
         self.latency_ms = (0.2, 8.0)
         #: what the faults made callers go through (sim.coverage: ``store:`` keys)
@@ -115,6 +117,7 @@ class SimStore(InMemoryLogStore):
             raise StoreUnavailableError("sim: append failed before it was applied")
         # applied in call order (the contract), acknowledged after a random delay
         offset = await super().append(partition, epoch, data)
+        self.world.appended_at[(partition, offset)] = asyncio.get_running_loop().time()
         current = self.world.data.epochs.get(partition, 0)
         if epoch != current:
             self.world.violations.append(

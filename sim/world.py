@@ -52,7 +52,7 @@ from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.gateway import GatewayWorld, gateways
 from sim.loop import PROCESS, SimClock, VirtualLoop
-from sim.retention import Retention, retention_ms
+from sim.retention import SOLO, Retention, retention_ms
 from sim.store import SimMembership, SimStore, StoreWorld
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
@@ -662,9 +662,18 @@ class Member:
                     sim.left(self)
                     return
                 resp = await sim.net(self, "hb", _heartbeat(self.request(self.epoch)))
+                before = self.owned
                 self.on_heartbeat(resp)
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
+                    new = {
+                        t: tuple(p for p in ps if p not in before.get(t, ()))
+                        for t, ps in self.owned.items()
+                    }
+                    if any(new.values()):
+                        # as a consumer does before fetching: where to start (its poll waits
+                        # for the answer, its heartbeats go on)
+                        sim.spawn(self.fetch_offsets(new))
                     if self.owned and self.rng.random() < 0.5:
                         await self.commit()
             except TimeoutError:
@@ -672,6 +681,34 @@ class Member:
                 self.coordinator = None
                 self.full = True
             await asyncio.sleep(interval / 1000)
+
+    async def fetch_offsets(self, parts: dict[str, tuple[int, ...]]) -> None:
+        """OffsetFetch (with the member id and epoch, as a KIP-848 consumer sends it) of
+        newly assigned partitions, waiting up to 30 s for the answer (Kafka's consumer's
+        ``request.timeout.ms``; longer than a lease: an answer held up by a paused shard
+        still arrives); every answer is held to the log (Checker._reads)."""
+        sim = self.sim
+        names = sim.topic_names()
+        topics = tuple(
+            api.OffsetFetchRequestTopics(names[t], ps)
+            for t, ps in sorted(parts.items())
+            if ps and t in names
+        )
+        if not topics:
+            return
+        req = api.OffsetFetchRequest(
+            (api.OffsetFetchRequestGroup(self.group, self.member_id, self.epoch, topics),)
+        )
+        sent = sim.loop.now
+        try:
+            resp = await sim.net(self, "fetch", lambda s: s.offset_fetch(req), 30_000)
+        except TimeoutError:
+            sim.coverage.hit("fetch", "timed out")
+            return
+        # (a one-process seed's zombie -- ownership by force, no lease deadline, as in
+        # `groupcoord dev` -- may answer from its old state: not held to the log)
+        checked = sim.multi or self.via_gateway or self.coordinator is sim.serving
+        sim.read_back(resp, sent, self.name, checked)
 
     def on_heartbeat(self, resp: capi.ConsumerGroupHeartbeatResponse) -> None:
         sim = self.sim
@@ -798,6 +835,16 @@ class Member:
         sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
 
 
+class _Reader:
+    """What routing and the network need of the lag monitor's client for one group."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.name = f"monitor/{group}"
+        self.coordinator: Any = None
+        self.cut_until = 0.0
+
+
 @dataclass(frozen=True)
 class _Admin:
     """What routing needs of an admin client: the group it asks about."""
@@ -867,9 +914,15 @@ class Sim:
         self.slow_assignor = slow and not assignor_service(seed, cfg)
         #: virtual time (s) of the last fault that makes the store forget or expire leases
         self.lease_fault_at = -1e9
+        #: virtual s of every lease_loss / store_clock event (the store lost or expired a
+        #: lease under its holder)
+        self.lease_faults: list[float] = []
         self.acked: list[tuple[str, str, int, int]] = []
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
+        #: committed offsets read back (OffsetFetch): (group, topic, partition, the offset or
+        #: -1, virtual s sent, virtual s answered, member)
+        self.reads: list[tuple[str, str, int, int, float, float, str]] = []
         self.commit_seq = 0
         self.store_calls = 0
         self.faults_over = False
@@ -915,6 +968,55 @@ class Sim:
         if what not in self.result.violations:
             self.result.violations.append(what)
             self.trace(f"VIOLATION {what}")
+
+    def read_back(
+        self, resp: api.OffsetFetchResponse, sent: float, who: str, checked: bool = True
+    ) -> None:
+        """An OffsetFetch answer sent at virtual ``sent`` came back to ``who``: its offsets
+        are held to the log (``checked``) and traced."""
+        got = []
+        for g in resp.groups:
+            self.coverage.hit("fetch", Errors(g.error_code).name)
+            for t in g.topics:
+                for p in t.partitions:
+                    got.append((t.name, p.partition_index, p.committed_offset))
+                    if p.error_code:
+                        self.coverage.hit("fetch", f"partition {Errors(p.error_code).name}")
+                    elif not g.error_code and checked:
+                        self.reads.append(
+                            (
+                                g.group_id,
+                                t.name,
+                                p.partition_index,
+                                p.committed_offset,
+                                sent,
+                                self.loop.now,
+                                who,
+                            )
+                        )
+        self.trace(f"{who} fetch -> {[Errors(g.error_code).name for g in resp.groups]} {got}")
+
+    async def monitor(self, group: str) -> None:
+        """Multi-shard seeds: a lag monitor (``kafka-consumer-groups --describe`` in a loop,
+        one per group) reads every committed offset of ``group`` every 0.3-1 s from the
+        coordinator it found last (asked again after an error), waiting up to 30 s for an
+        answer -- so an answer a paused shard gives when it resumes still arrives, and is
+        held to the log."""
+        rng = random.Random(f"monitor-{self.seed}-{group}")
+        reader = _Reader(group)
+        req = api.OffsetFetchRequest((api.OffsetFetchRequestGroup(group),))
+        while True:
+            await asyncio.sleep(rng.uniform(0.3, 1.0))
+            sent = self.loop.now
+            try:
+                resp = await self.net(reader, "monitor", lambda s: s.offset_fetch(req), 30_000)
+            except TimeoutError:
+                self.coverage.hit("fetch", "monitor timed out")
+                reader.coordinator = None
+                continue
+            if any(g.error_code for g in resp.groups):
+                reader.coordinator = None
+            self.read_back(resp, sent, reader.name)
 
     def check_cheap(self) -> None:
         self.checker.check(full=False)
@@ -1193,6 +1295,7 @@ class Sim:
         elif kind == "lease_loss":
             self.data.leases.clear()
             self.lease_fault_at = self.loop.now
+            self.lease_faults.append(self.loop.now)
         elif kind == "net_cut":
             index, ms = arg
             if index < len(self.members):
@@ -1251,6 +1354,7 @@ class Sim:
             w.clock.skew_ms += arg
             self.retention.store_jumps.append((self.loop.now, arg))
             self.lease_fault_at = self.loop.now
+            self.lease_faults.append(self.loop.now)
         self.checker.check(full=True)
 
     async def _admin(self, kind: str, arg: Any) -> None:
@@ -1341,6 +1445,11 @@ class Sim:
         if self.retention.retention_ms is not None:
             self.coverage.hit("mode", "retention")
             self.spawn(self.retention.solo())
+        if self.multi:
+            for g in range(cfg.groups + 1):
+                self.spawn(self.monitor(f"g{g}"))
+            if self.retention.retention_ms is not None:
+                self.spawn(self.monitor(SOLO))
         self.spawn(self._ticker())
         await self._events()
         if self.loop.now * 1000 < cfg.fault_window_ms:

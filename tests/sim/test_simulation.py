@@ -3,13 +3,18 @@ the command that reproduces it, bad input gets one clear line."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from shards.core.offsets import OffsetMetadataManager
 from sim import repro
 from sim.breakages import skip_epoch_check
-from sim.world import Config, Event, generate_events, run
+from sim.world import Config, Event, generate_events, multi_shard, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +104,34 @@ def test_bad_events_get_one_clear_line() -> None:
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0
     assert out.stderr.startswith("error: --events:")
+
+
+def test_committed_offsets_read_back_are_held_to_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    # members fetch the offsets of partitions newly assigned to them (and, in multi-shard
+    # seeds, a lag monitor reads every group's): every answer is one the log held between
+    # the request and its answer. The check can fail: answers one below what is committed.
+    seed = next(s for s in range(50) if multi_shard(s, Config()))
+    result = run(seed)
+    assert not result.violations, result.violations
+    assert result.coverage.get("fetch:read checked", 0) > 0
+    real = OffsetMetadataManager.fetch_offsets
+
+    def behind(self: OffsetMetadataManager, *args: Any, **kwargs: Any) -> Any:
+        group = real(self, *args, **kwargs)
+        topics = tuple(
+            dataclasses.replace(
+                t,
+                partitions=tuple(
+                    dataclasses.replace(p, committed_offset=p.committed_offset - 1)
+                    if p.committed_offset > 1
+                    else p
+                    for p in t.partitions
+                ),
+            )
+            for t in group.topics
+        )
+        return dataclasses.replace(group, topics=topics)
+
+    monkeypatch.setattr(OffsetMetadataManager, "fetch_offsets", behind)
+    broken = run(seed)
+    assert any(v.startswith("stale read: ") for v in broken.violations), broken.violations
