@@ -19,7 +19,8 @@ from shards.clock import StoreTime
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
-from shards.runtime.partition import CoordinatorPartition
+from shards.ownership.manager import OwnershipManager
+from shards.runtime.partition import CoordinatorPartition, PartitionState
 from shards.storage.base import Lease, LogEntry
 from shards.storage.memory import InMemoryLogStore
 
@@ -140,6 +141,23 @@ def gateway_stale_route() -> contextlib.AbstractContextManager[None]:
     return _patched(Router, "forget", forget)
 
 
+def cut_shard_names_itself() -> contextlib.AbstractContextManager[None]:
+    """FindCoordinator on a shard keeps naming itself for every partition it holds, cut off
+    from the store or not, lapsed or not (``OwnershipManager.owner_of`` without its cut-off
+    and deadline checks): a shard cut off from the store sends its clients back to itself,
+    where they get nothing but NOT_COORDINATOR for the whole cut -- the black hole an
+    outside tester found."""
+    real = OwnershipManager.__dict__["owner_of"]
+
+    def owner_of(self: OwnershipManager, partition: int) -> Any:
+        local = self.runtime.partitions.get(partition)
+        if local is not None and local.state in (PartitionState.ACTIVE, PartitionState.LOADING):
+            return self._node(self.me)
+        return real(self, partition)
+
+    return _patched(OwnershipManager, "owner_of", owner_of)
+
+
 def wall_clock_time() -> contextlib.AbstractContextManager[None]:
     """A shard stamps commits and expires offsets on its host's clock (as a Kafka broker
     does), not the store's: a shard whose clock is ahead expires offsets early."""
@@ -180,6 +198,7 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "classic-sync-unwritten": classic_sync_unwritten,
     "serve-after-lease-lapsed": serve_after_lease_lapsed,
     "gateway-stale-route": gateway_stale_route,
+    "cut-shard-names-itself": cut_shard_names_itself,
     "wall-clock-time": wall_clock_time,
     "store-time-follows-wall": store_time_follows_wall,
 }

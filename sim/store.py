@@ -77,6 +77,8 @@ class SimStore(InMemoryLogStore):
         #: this process is cut off from the store until then (virtual s): every call fails
         #: after the client's timeout, as a Redis client's does (the others still reach it)
         self.cut_until = 0.0
+        #: ... since then (virtual s)
+        self.cut_from = 0.0
 
     async def _cut_off(self) -> None:
         loop = asyncio.get_running_loop()

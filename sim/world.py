@@ -835,6 +835,11 @@ class Member:
         sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
 
 
+#: how long past a lease a shard cut off from the store may still name itself (its last
+#: registry heartbeat may have been sent just before the cut and answered after it)
+CUT_SLACK_S = 0.5
+
+
 class _Reader:
     """What routing and the network need of the lag monitor's client for one group."""
 
@@ -1059,8 +1064,22 @@ class Sim:
             return None
         asked = running[self.route_rng.randrange(len(running))]
         assert asked.manager is not None
-        node = asked.manager.owner_of(partition_for(member.group, self.cfg.num_partitions))
+        partition = partition_for(member.group, self.cfg.num_partitions)
+        node = asked.manager.owner_of(partition)
         found = next((p for p in self.processes if node is not None and p.name == node.host), None)
+        cut_for = self.loop.now - asked.store.cut_from
+        if (
+            found is asked
+            and self.loop.now < asked.store.cut_until
+            and cut_for > self.cfg.shard_lease_ms / 1000 + CUT_SLACK_S
+        ):
+            # its registry entry and its leases have expired by now: clients sent to it
+            # get nothing but NOT_COORDINATOR (the black hole of docs/reliability.md)
+            self.violation(
+                f"FindCoordinator sends clients to a shard cut off from the store: "
+                f"{asked.name} names itself for partition {partition}, {cut_for:.1f} s into "
+                f"its cut (lease {self.cfg.shard_lease_ms} ms)"
+            )
         if found is not None and not found.alive:
             found = None  # (its address refuses connections: the client asks again)
         self.coverage.hit("route", "no coordinator" if found is None else "found")
@@ -1332,6 +1351,7 @@ class Sim:
             if self.multi and p is not None:
                 self.trace(f"{p.name} cut off from the store for {ms} ms")
                 p.store.cut_until = self.loop.now + ms / 1000
+                p.store.cut_from = self.loop.now
         elif kind in ("gateway_kill", "gateway_pause"):
             if self.gateway_world is not None:
                 index, ms = arg

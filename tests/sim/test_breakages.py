@@ -12,7 +12,12 @@ from sim.world import Config, generate_events
 #: the seeds each one may need at most (measured: see docs/simulation.md); a breakage of a
 #: part only some seeds have (the gateways: a quarter) may need more
 BOUND = 50
-BOUNDS = {"gateway-stale-route": 80, "wall-clock-time": 80, "store-time-follows-wall": 80}
+BOUNDS = {
+    "gateway-stale-route": 80,
+    "wall-clock-time": 80,
+    "store-time-follows-wall": 80,
+    "cut-shard-names-itself": 150,
+}
 #: what each must be caught by
 CAUGHT_BY = {
     "skip-epoch-check": "stale writer",
@@ -23,6 +28,7 @@ CAUGHT_BY = {
     "classic-sync-unwritten": "synced generation not durable",
     "serve-after-lease-lapsed": "serves without its lease",
     "gateway-stale-route": "liveness",
+    "cut-shard-names-itself": "FindCoordinator sends clients to a shard cut off",
     "wall-clock-time": "offset expired early",
     "store-time-follows-wall": "offset expired early",
 }
