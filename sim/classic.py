@@ -209,6 +209,8 @@ class ClassicMember:
                 if tp.partitions
             }
             self.joined = True
+            if self.owned:  # (eager: all of it is new) where to start, as a consumer asks
+                sim.spawn(sim.fetch_committed(self, self.owned, None, -1))
         elif code in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID):
             self._reset()
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):

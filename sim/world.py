@@ -683,32 +683,11 @@ class Member:
             await asyncio.sleep(interval / 1000)
 
     async def fetch_offsets(self, parts: dict[str, tuple[int, ...]]) -> None:
-        """OffsetFetch (with the member id and epoch, as a KIP-848 consumer sends it) of
-        newly assigned partitions, waiting up to 30 s for the answer (Kafka's consumer's
-        ``request.timeout.ms``; longer than a lease: an answer held up by a paused shard
-        still arrives); every answer is held to the log (Checker._reads)."""
-        sim = self.sim
-        names = sim.topic_names()
-        topics = tuple(
-            api.OffsetFetchRequestTopics(names[t], ps)
-            for t, ps in sorted(parts.items())
-            if ps and t in names
-        )
-        if not topics:
-            return
-        req = api.OffsetFetchRequest(
-            (api.OffsetFetchRequestGroup(self.group, self.member_id, self.epoch, topics),)
-        )
-        sent = sim.loop.now
-        try:
-            resp = await sim.net(self, "fetch", lambda s: s.offset_fetch(req), 30_000)
-        except TimeoutError:
-            sim.coverage.hit("fetch", "timed out")
-            return
-        # (a one-process seed's zombie -- ownership by force, no lease deadline, as in
-        # `groupcoord dev` -- may answer from its old state: not held to the log)
-        checked = sim.multi or self.via_gateway or self.coordinator is sim.serving
-        sim.read_back(resp, sent, self.name, checked)
+        """OffsetFetch of newly assigned partitions (topic ids), with the member id and
+        epoch as a KIP-848 consumer sends it (Sim.fetch_committed)."""
+        names = self.sim.topic_names()
+        named = {names[t]: ps for t, ps in parts.items() if ps and t in names}
+        await self.sim.fetch_committed(self, named, self.member_id, self.epoch)
 
     def on_heartbeat(self, resp: capi.ConsumerGroupHeartbeatResponse) -> None:
         sim = self.sim
@@ -973,6 +952,35 @@ class Sim:
         if what not in self.result.violations:
             self.result.violations.append(what)
             self.trace(f"VIOLATION {what}")
+
+    async def fetch_committed(
+        self, member: Any, parts: dict[str, tuple[int, ...]], member_id: str | None, epoch: int
+    ) -> None:
+        """A member's OffsetFetch of the partitions it was just given (topic name ->
+        partitions), as a consumer asks where to start: waiting up to 30 s for the answer
+        (Kafka's consumer's ``request.timeout.ms``; longer than a lease: an answer held up by
+        a paused shard still arrives) beside its heartbeats; the answer is held to the log
+        (Checker._reads)."""
+        topics = tuple(api.OffsetFetchRequestTopics(t, ps) for t, ps in sorted(parts.items()))
+        if not topics:
+            return
+        req = api.OffsetFetchRequest(
+            (api.OffsetFetchRequestGroup(member.group, member_id, epoch, topics),)
+        )
+        sent = self.loop.now
+        try:
+            resp = await self.net(member, "fetch", lambda s: s.offset_fetch(req), 30_000)
+        except TimeoutError:
+            self.coverage.hit("fetch", "timed out")
+            return
+        # (a one-process seed's zombie -- ownership by force, no lease deadline, as in
+        # `groupcoord dev` -- may answer from its old state: not held to the log)
+        checked = (
+            self.multi
+            or getattr(member, "via_gateway", False)
+            or member.coordinator is self.serving
+        )
+        self.read_back(resp, sent, member.name, checked)
 
     def read_back(
         self, resp: api.OffsetFetchResponse, sent: float, who: str, checked: bool = True
