@@ -40,6 +40,12 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 
+#: how often a shard re-reads the store's clock (StoreTime.sync through follow), and how
+#: often, how far apart, it tries at start-up before it refuses to start (first_sync)
+CLOCK_SYNC_INTERVAL_MS = 10_000
+CLOCK_SYNC_ATTEMPTS = 50
+CLOCK_SYNC_PAUSE_MS = 100
+
 
 class Cancellable(Protocol):
     def cancel(self) -> None: ...

@@ -32,8 +32,7 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any
 
-from services.shard.app import CLOCK_SYNC_INTERVAL_MS
-from shards.clock import StoreTime
+from shards.clock import CLOCK_SYNC_INTERVAL_MS, StoreTime
 from shards.core import api
 from shards.core.errors import Errors
 from shards.storage.base import StoreError

@@ -25,10 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.shard.app import CLOCK_SYNC_ATTEMPTS, CLOCK_SYNC_INTERVAL_MS
 from services.shard.assignor_executor import InProcessAssignor
 from shards.adapters.record_codec import RecordCodec
-from shards.clock import StoreTime, first_sync, follow
+from shards.clock import (
+    CLOCK_SYNC_ATTEMPTS,
+    CLOCK_SYNC_INTERVAL_MS,
+    CLOCK_SYNC_PAUSE_MS,
+    StoreTime,
+    first_sync,
+    follow,
+)
 from shards.coordinator import GroupCoordinatorService
 from shards.core import api
 from shards.core.classic import consumer_protocol as cp
@@ -543,7 +549,7 @@ class Process:
         # as services/shard/app.py: the store's time before anything is written, then
         # followed (a real process that cannot read it exits; here it is started again)
         read = self.store.server_time_ms
-        if not await first_sync(self.clock, read, CLOCK_SYNC_ATTEMPTS, 100):
+        if not await first_sync(self.clock, read, CLOCK_SYNC_ATTEMPTS, CLOCK_SYNC_PAUSE_MS):
             raise StoreUnavailableError("could not read the store's clock")
         self._clock_sync = self.spawn(follow(self.clock, read, CLOCK_SYNC_INTERVAL_MS))
         await self.catalog.start()

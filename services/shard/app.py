@@ -37,7 +37,16 @@ from services.upstream.txn_follower import OutcomeFollower
 from services.upstream.txn_markers import OffsetsTopic
 from shards.adapters.record_codec import RecordCodec
 from shards.catalog_mirror import DEFAULT_INTERVAL_MS, CatalogMirror, Upstream
-from shards.clock import Clock, StoreTime, SystemClock, first_sync, follow
+from shards.clock import (
+    CLOCK_SYNC_ATTEMPTS,
+    CLOCK_SYNC_INTERVAL_MS,
+    CLOCK_SYNC_PAUSE_MS,
+    Clock,
+    StoreTime,
+    SystemClock,
+    first_sync,
+    follow,
+)
 from shards.coordinator import GroupCoordinatorService
 from shards.core.consumer.client_assignment import ClientAssignmentStats
 from shards.core.consumer.target_assignment import TargetAssignmentRequest
@@ -154,11 +163,9 @@ def _ranges(partitions: list[int]) -> str:
     return ",".join(out)
 
 
-#: how often a shard re-reads the store's clock, how far off its own clock may be before it
-#: says so (it uses the store's time either way), and how often it tries at start-up
-CLOCK_SYNC_INTERVAL_MS = 10_000
+#: how far off its own clock may be before a shard says so (it uses the store's time either
+#: way); how often it re-reads the store's clock and tries at start-up: shards.clock
 CLOCK_SKEW_WARNING_MS = 1_000
-CLOCK_SYNC_ATTEMPTS = 50
 
 
 class ShardApp:
@@ -480,7 +487,9 @@ class ShardApp:
         writes a timestamp, then keep following it in the background."""
         store, clock = self.store, self.clock
         assert store is not None
-        synced = await first_sync(clock, store.server_time_ms, CLOCK_SYNC_ATTEMPTS, 100)
+        synced = await first_sync(
+            clock, store.server_time_ms, CLOCK_SYNC_ATTEMPTS, CLOCK_SYNC_PAUSE_MS
+        )
         if synced is None:
             return  # no clock but ours (SQLite, memory): nothing to follow
         if not synced:

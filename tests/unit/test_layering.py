@@ -175,9 +175,10 @@ RULES: dict[str, Rule] = {
         "grpc",
     ),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,
-    # named with the third-party distributions since ``tests`` has no rule of its own)
+    # named with the third-party distributions since ``tests`` has no rule of its own),
+    # the simulator too (how fast it finds the breakages)
     "bench": rule(
-        f"assignors loadtest pipelines services shards {GENERATED}",
+        f"assignors loadtest pipelines services shards sim {GENERATED}",
         "confluent_kafka google grpc grpc_health numpy pyarrow tests",
     ),
 }
