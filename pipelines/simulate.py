@@ -35,6 +35,7 @@ import datetime
 import hashlib
 import html
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -233,7 +234,11 @@ def report(summary: dict[str, Any], coverage: list[dict[str, Any]], failed: list
         ]
         parts.append(_table(rows))
         if summary["failed_seeds"] > len(failed):
-            parts.append(f"<p>(the first {len(failed)}; all are in violations/)</p>")
+            parts.append(
+                f"<p>(the first {len(failed)}; violations/ holds the "
+                f"{summary['failed_seeds_kept']:,} the chunks kept, at most "
+                f"{MAX_FAILED_KEPT:,} a chunk)</p>"
+            )
     else:
         parts.append("<p>None: every invariant held on every seed.</p>")
     parts.append("<h2>Coverage</h2>")
@@ -267,46 +272,165 @@ def report(summary: dict[str, Any], coverage: list[dict[str, Any]], failed: list
 
 
 PER_SEED = ("cpu_ms", "steps", "virtual_ms", "stable_after_ms", "store_calls")
+#: the kinds of world a seed runs in (the ``modes`` of the summary)
+MODE = ("shard_nodes", "slow_assignor", "assignor_service", "gateway")
+#: a chunk's record keeps at most this many of its failed seeds (their violations, command)
+MAX_FAILED_KEPT = 1_000
+#: per-seed distributions are kept as histograms of this many buckets per doubling (each
+#: bucket ~9 % wide): histograms of chunks add up, so quantiles over a whole sweep run in
+#: pieces on several machines are within a bucket of exact
+BUCKETS_PER_DOUBLING = 8
 
 
-def _per_seed(seeds: DataFrame) -> dict[str, dict[str, float]]:
-    """Mean, median, p99 and max of the per-seed measures (one Spark job)."""
-    aggs = []
-    for col in PER_SEED:
-        aggs += [
-            F.mean(col).alias(f"{col}_mean"),
-            F.percentile_approx(col, [0.5, 0.99], 10_000).alias(f"{col}_q"),
-            F.max(col).alias(f"{col}_max"),
-        ]
-    row = seeds.agg(*aggs).first()
-    assert row is not None
+def _bucket(v: float) -> int:
+    """The histogram bucket of ``v``: 0 holds values up to 1, bucket b those up to 2^(b/8)."""
+    return 0 if v <= 1 else math.ceil(BUCKETS_PER_DOUBLING * math.log2(v))
+
+
+def _quantile(hist: dict[str, int], n: int, q: float, top: float) -> float:
+    """The ``q`` quantile of ``n`` values from their histogram: its bucket's upper bound
+    (``top``, the largest value, for the last)."""
+    seen = 0
+    for b in sorted(hist, key=int):
+        seen += hist[b]
+        if seen >= q * n:
+            return round(min(2 ** (int(b) / BUCKETS_PER_DOUBLING), top), 2)
+    return top
+
+
+class _Totals:
+    """A chunk's aggregate (:func:`aggregate_rows`) being added up, seed by seed or chunk
+    by chunk."""
+
+    def __init__(self) -> None:
+        self.virtual_ms = 0
+        self.per_seed: dict[str, dict[str, Any]] = {
+            c: {"n": 0, "sum": 0.0, "max": 0.0, "hist": {}} for c in PER_SEED
+        }
+        self.modes: dict[tuple[Any, ...], list[float]] = {}
+        self.coverage: dict[str, list[int]] = {}
+        self.failures: list[dict[str, Any]] = []
+
+    def _mode(self, row: dict[str, Any], seeds: int, failed: int, cpu_ms: float) -> None:
+        mode = self.modes.setdefault(tuple(row[k] for k in MODE), [0, 0, 0.0])
+        mode[0] += seeds
+        mode[1] += failed
+        mode[2] += cpu_ms
+
+    def add_seed(self, r: dict[str, Any]) -> None:
+        self.virtual_ms += r["virtual_ms"]
+        for c in PER_SEED:
+            if (v := r[c]) is None:
+                continue
+            m = self.per_seed[c]
+            m["n"] += 1
+            m["sum"] += v
+            m["max"] = max(m["max"], v)
+            b = str(_bucket(v))
+            m["hist"][b] = m["hist"].get(b, 0) + 1
+        self._mode(r, 1, int(not r["ok"]), r["cpu_ms"])
+        if not r["ok"] and len(self.failures) < MAX_FAILED_KEPT:
+            self.failures.append({k: r[k] for k in ("seed", "violations", "faults", "command")})
+
+    def add_coverage(self, coverage: dict[str, list[int]]) -> None:
+        for key, (seeds, hits) in coverage.items():
+            c = self.coverage.setdefault(key, [0, 0])
+            c[0] += seeds
+            c[1] += hits
+
+    def add_chunk(self, a: dict[str, Any]) -> None:
+        self.virtual_ms += a["virtual_ms"]
+        for c in PER_SEED:
+            m, o = self.per_seed[c], a["per_seed"][c]
+            m["n"] += o["n"]
+            m["sum"] += o["sum"]
+            m["max"] = max(m["max"], o["max"])
+            for b, k in o["hist"].items():
+                m["hist"][b] = m["hist"].get(b, 0) + k
+        for row in a["modes"]:
+            self._mode(row, row["seeds"], row["failed"], row["cpu_ms"])
+        self.add_coverage(a["coverage"])
+        self.failures += a["failures"]
+
+    def result(self) -> dict[str, Any]:
+        for m in self.per_seed.values():
+            m["sum"] = round(m["sum"], 2)
+        return {
+            "virtual_ms": self.virtual_ms,
+            "per_seed": self.per_seed,
+            "modes": [
+                {**dict(zip(MODE, k, strict=True)), "seeds": v[0], "failed": v[1]}
+                | {"cpu_ms": round(v[2], 2)}
+                for k, v in sorted(self.modes.items())
+            ],
+            "coverage": dict(sorted(self.coverage.items())),
+            "failures": sorted(self.failures, key=lambda f: f["seed"]),
+        }
+
+
+def aggregate_rows(
+    rows: Iterable[dict[str, Any]], coverage: dict[str, list[int]]
+) -> dict[str, Any]:
+    """What a chunk's record keeps of its seeds (``rows``: seeds-table rows; ``coverage``:
+    key -> [seeds, hits]): enough to summarize a sweep whose tables are gone -- sums,
+    maxima and histograms of the per-seed measures, seeds/failures/CPU per kind of world,
+    coverage, and the failed seeds (at most :data:`MAX_FAILED_KEPT`)."""
+    t = _Totals()
+    for r in rows:
+        t.add_seed(r)
+    t.add_coverage(coverage)
+    return t.result()
+
+
+def aggregate(table: DataFrame) -> dict[str, Any]:
+    """:func:`aggregate_rows` of a chunk's seeds table (two Spark jobs)."""
+    cols = ["seed", "ok", "violations", "faults", "command", *PER_SEED, *MODE]
+    rows = [r.asDict() for r in table.select(*dict.fromkeys(cols)).collect()]
+    coverage = {
+        r["key"]: [int(r["seeds"]), int(r["hits"])]
+        for r in table.select(F.explode("coverage").alias("key", "hits"))
+        .groupBy("key")
+        .agg(F.count("*").alias("seeds"), F.sum("hits").alias("hits"))
+        .collect()
+    }
+    return aggregate_rows(rows, coverage)
+
+
+def merge(aggregates: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The aggregates of several chunks as one (the same shape)."""
+    t = _Totals()
+    for a in aggregates:
+        t.add_chunk(a)
+    return t.result()
+
+
+def _per_seed(agg: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Mean, median, p99 (to a histogram bucket) and max of the per-seed measures."""
     out = {}
-    for col in PER_SEED:
-        q = row[f"{col}_q"] or [0, 0]
+    for col, m in agg["per_seed"].items():
+        n = m["n"]
         out[col] = {
-            "mean": round(float(row[f"{col}_mean"] or 0), 2),
-            "p50": float(q[0]),
-            "p99": float(q[1]),
-            "max": float(row[f"{col}_max"] or 0),
+            "mean": round(m["sum"] / n, 2) if n else 0.0,
+            "p50": _quantile(m["hist"], n, 0.5, m["max"]),
+            "p99": _quantile(m["hist"], n, 0.99, m["max"]),
+            "max": float(m["max"]),
         }
     return out
 
 
-def _modes(seeds: DataFrame) -> list[dict[str, Any]]:
+def _modes(agg: dict[str, Any]) -> list[dict[str, Any]]:
     """Seeds, failures and mean CPU per kind of world: one process or several shards, the
     targets computed in-process, by a slow assignor or on the assignor service, the members
-    on the shards or behind gateways (one Spark job)."""
-    rows = (
-        seeds.groupBy("shard_nodes", "slow_assignor", "assignor_service", "gateway")
-        .agg(
-            F.count("seed").alias("seeds"),
-            F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
-            F.round(F.mean("cpu_ms"), 2).alias("cpu_ms_mean"),
-        )
-        .orderBy("shard_nodes", "slow_assignor", "assignor_service", "gateway")
-        .collect()
-    )
-    return [r.asDict() for r in rows]
+    on the shards or behind gateways."""
+    return [
+        {
+            **{k: m[k] for k in MODE},
+            "seeds": m["seeds"],
+            "failed": m["failed"],
+            "cpu_ms_mean": round(m["cpu_ms"] / m["seeds"], 2),
+        }
+        for m in agg["modes"]
+    ]
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -361,20 +485,37 @@ def _chunk_dir(output: str, r: range) -> str:
     return os.path.join(output, "seeds", f"{r.start:09d}-{r.stop - 1:09d}")
 
 
-def read_runs(output: str) -> list[dict[str, Any]]:
-    """The chunks recorded under ``output`` (``runs.jsonl``), in the order they ran."""
-    path = os.path.join(output, "runs.jsonl")
+def ledger_path(output: str, ledger: str | None = None) -> str:
+    """Where the chunk records are: ``ledger``, or ``runs.jsonl`` under ``output``."""
+    return ledger or os.path.join(output, "runs.jsonl")
+
+
+def read_runs(output: str, ledger: str | None = None) -> list[dict[str, Any]]:
+    """The chunks recorded for ``output`` (its ledger), in the order they ran."""
+    path = ledger_path(output, ledger)
     if not os.path.exists(path):
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def read_seeds(spark: SparkSession, output: str) -> DataFrame:
-    """The seeds table of every recorded chunk under ``output``."""
+def _write_runs(path: str, runs: list[dict[str, Any]]) -> None:
+    """Rewrite a ledger whole (a temporary file renamed over it: never half written)."""
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in runs)
+    os.replace(path + ".tmp", path)
+
+
+def read_seeds(spark: SparkSession, output: str, ledger: str | None = None) -> DataFrame:
+    """The seeds table of every recorded chunk whose table is under ``output`` (a ledger
+    kept across machines records chunks whose tables stayed where they ran)."""
     paths = [
-        _chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)) for r in read_runs(output)
+        p
+        for r in read_runs(output, ledger)
+        if os.path.isdir(p := _chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)))
     ]
+    if not paths:
+        return spark.createDataFrame([], SEEDS_SCHEMA)
     return spark.read.schema(SEEDS_SCHEMA).parquet(*paths)
 
 
@@ -385,6 +526,7 @@ def plan(
     breakage: str | None,
     mixed_code: bool,
     code: dict[str, str] | None = None,
+    ledger: str | None = None,
 ) -> list[range]:
     """The chunks of ``seeds`` still to run under ``output`` (nothing is changed there).
     Without ``size``: all of it, as one chunk (the output starts over). With it, recorded
@@ -393,7 +535,7 @@ def plan(
     not given). :class:`SweepError` when they are not."""
     if size is None:
         return chunks(seeds, None)
-    runs = read_runs(output)
+    runs = read_runs(output, ledger)
     digest = (code or code_version())["digest"]
     for r in runs:
         if r["breakage"] != (breakage or ""):
@@ -422,19 +564,19 @@ def plan(
     return todo
 
 
-def _clear(output: str, chunked: bool) -> None:
+def _clear(output: str, chunked: bool, ledger: str | None = None) -> None:
     """Make room for a sweep: everything when it is not chunked; else the directories of
     chunks without a record (stopped mid-way: they run again)."""
     if not chunked:
         for d in ("seeds", "coverage", "violations"):
             shutil.rmtree(os.path.join(output, d), ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(output, "runs.jsonl"))
+            os.remove(ledger_path(output, ledger))
         return
     seeds_dir = os.path.join(output, "seeds")
     kept = {
         os.path.basename(_chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)))
-        for r in read_runs(output)
+        for r in read_runs(output, ledger)
     }
     if os.path.isdir(seeds_dir):
         for name in os.listdir(seeds_dir):
@@ -449,38 +591,41 @@ def run_chunk(
     code: dict[str, str],
     breakage: str | None = None,
     slices: int | None = None,
+    ledger: str | None = None,
 ) -> dict[str, Any]:
-    """Run one chunk, write its table, and record it in ``runs.jsonl`` (only once written)."""
+    """Run one chunk, write its table, and record it in the ledger (only once written),
+    with its aggregate (:func:`aggregate`)."""
     started = time.perf_counter()
     path = _chunk_dir(output, seeds)
     simulate(spark, seeds, breakage, slices).write.mode("overwrite").parquet(path)
     seconds = time.perf_counter() - started
-    totals = (
-        spark.read.schema(SEEDS_SCHEMA)
-        .parquet(path)
-        .agg(
-            F.count("seed").alias("seeds"),
-            F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
-            F.sum("cpu_ms").alias("cpu_ms"),
-        )
-        .first()
+    record = _record(spark, path, seeds, breakage)
+    record.update(
+        wall_s=round(seconds, 2),
+        cores=spark.sparkContext.defaultParallelism,
+        code=code,
+        finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
-    assert totals is not None and int(totals["seeds"]) == len(seeds)
-    record = {
-        "first_seed": seeds.start,
-        "last_seed": seeds.stop - 1,
-        "seeds": len(seeds),
-        "breakage": breakage or "",
-        "failed": int(totals["failed"] or 0),
-        "wall_s": round(seconds, 2),
-        "cpu_s": round(float(totals["cpu_ms"]) / 1000, 2),
-        "cores": spark.sparkContext.defaultParallelism,
-        "code": code,
-        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
-    with open(os.path.join(output, "runs.jsonl"), "a") as f:
+    with open(ledger_path(output, ledger), "a") as f:
         f.write(json.dumps(record) + "\n")
     return record
+
+
+def _record(spark: SparkSession, path: str, seeds: range, breakage: str | None) -> dict[str, Any]:
+    """The counts and the aggregate of the chunk table at ``path``."""
+    table = spark.read.schema(SEEDS_SCHEMA).parquet(path)
+    agg = aggregate(table)
+    n = sum(m["seeds"] for m in agg["modes"])
+    assert n == len(seeds), f"{path}: {n} seeds, not {len(seeds)}"
+    return {
+        "first_seed": seeds.start,
+        "last_seed": seeds.stop - 1,
+        "seeds": n,
+        "breakage": breakage or "",
+        "failed": sum(m["failed"] for m in agg["modes"]),
+        "cpu_s": round(sum(m["cpu_ms"] for m in agg["modes"]) / 1000, 2),
+        "aggregate": agg,
+    }
 
 
 def sweep(
@@ -494,45 +639,92 @@ def sweep(
     mixed_code: bool = False,
     progress: Any = None,
     code: dict[str, str] | None = None,
+    ledger: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``seeds`` (in chunks of ``chunk`` seeds, going on with what ``output`` already
-    holds), write the tables (and the report) under ``output``; the summary of everything
-    recorded there. ``code``: :func:`code_version`'s (computed if not given: it hashes the
+    """Run ``seeds`` (in chunks of ``chunk`` seeds, going on with what the ledger already
+    records), write the tables (and the report) under ``output``; the summary of everything
+    recorded. ``code``: :func:`code_version`'s (computed if not given: it hashes the
     sources)."""
     code = code or code_version()
-    todo = plan(output, seeds, chunk, breakage, mixed_code, code)
-    _clear(output, chunk is not None)
+    todo = plan(output, seeds, chunk, breakage, mixed_code, code, ledger)
+    _clear(output, chunk is not None, ledger)
     for c in todo:
-        record = run_chunk(spark, output, c, code, breakage, slices)
+        record = run_chunk(spark, output, c, code, breakage, slices, ledger)
         if progress:
             progress(record)
-    return summarize(spark, output, seeds, write_report)
+    return summarize(spark, output, seeds, write_report, ledger)
+
+
+def _aggregated(spark: SparkSession, output: str, ledger: str | None) -> list[dict[str, Any]]:
+    """The ledger's records, each with its aggregate: a record written before chunks kept
+    theirs gets it from its table under ``output`` (the ledger rewritten);
+    :class:`SweepError` when that table is not here."""
+    runs = read_runs(output, ledger)
+    missing = [r for r in runs if "aggregate" not in r]
+    for r in missing:
+        seeds = range(r["first_seed"], r["last_seed"] + 1)
+        path = _chunk_dir(output, seeds)
+        if not os.path.isdir(path):
+            raise SweepError(
+                f"seeds {seeds.start}-{seeds.stop - 1} are recorded without their aggregate "
+                f"and their table is not in {output}"
+            )
+        r["aggregate"] = _record(spark, path, seeds, r["breakage"])["aggregate"]
+    if missing:
+        _write_runs(ledger_path(output, ledger), runs)
+    return runs
+
+
+COVERAGE_SCHEMA = T.StructType(
+    [
+        T.StructField("area", T.StringType(), False),
+        T.StructField("what", T.StringType(), False),
+        T.StructField("seeds", T.LongType(), False),
+        T.StructField("hits", T.LongType(), False),
+    ]
+)
+VIOLATIONS_SCHEMA = T.StructType(
+    [
+        T.StructField("seed", T.LongType(), False),
+        T.StructField("n", T.IntegerType(), False),
+        T.StructField("violation", T.StringType(), False),
+        T.StructField("command", T.StringType(), True),
+        T.StructField("faults", T.ArrayType(T.StringType(), False), False),
+    ]
+)
 
 
 def summarize(
-    spark: SparkSession, output: str, wanted: range | None = None, write_report: bool = True
+    spark: SparkSession,
+    output: str,
+    wanted: range | None = None,
+    write_report: bool = True,
+    ledger: str | None = None,
 ) -> dict[str, Any]:
     """Write the coverage and violations tables, ``summary.json`` and the report of every
-    chunk recorded under ``output``; the summary. Rates are over the chunks' own wall times
-    (a sweep run in pieces is timed without the pauses between them)."""
-    runs = read_runs(output)
-    table = read_seeds(spark, output)
-    coverage_table(table).coalesce(1).write.mode("overwrite").parquet(
+    chunk the ledger records (from the chunks' aggregates: the tables of chunks run on
+    another machine need not be here); the summary. Rates are over the chunks' own wall
+    times (a sweep run in pieces is timed without the pauses between them)."""
+    runs = _aggregated(spark, output, ledger)
+    agg = merge(r["aggregate"] for r in runs)
+    coverage = [
+        {"area": area, "what": what, "seeds": seeds, "hits": hits}
+        for key, (seeds, hits) in agg["coverage"].items()
+        for area, _, what in [key.partition(":")]
+    ]
+    coverage.sort(key=lambda c: (c["area"], -c["seeds"], c["what"]))
+    spark.createDataFrame(coverage, COVERAGE_SCHEMA).coalesce(1).write.mode("overwrite").parquet(
         os.path.join(output, "coverage")
     )
-    violations_table(table).coalesce(1).write.mode("overwrite").parquet(
-        os.path.join(output, "violations")
-    )
-    totals = table.agg(
-        F.count("seed").alias("seeds"),
-        F.sum(F.when(F.col("ok"), 0).otherwise(1)).alias("failed"),
-        F.sum("cpu_ms").alias("cpu_ms"),
-        F.sum("virtual_ms").alias("virtual_ms"),
-        F.min("seed").alias("first"),
-        F.max("seed").alias("last"),
-    ).first()
-    assert totals is not None
-    n = int(totals["seeds"])
+    violations = [
+        (f["seed"], n, v, f["command"], f["faults"])
+        for f in agg["failures"]
+        for n, v in enumerate(f["violations"])
+    ]
+    spark.createDataFrame(violations, VIOLATIONS_SCHEMA).coalesce(1).write.mode(
+        "overwrite"
+    ).parquet(os.path.join(output, "violations"))
+    n = sum(r["seeds"] for r in runs)
     seconds = sum(r["wall_s"] for r in runs)
     core_seconds = sum(r["wall_s"] * r["cores"] for r in runs)
     versions: dict[tuple[str, str], int] = {}
@@ -541,40 +733,37 @@ def summarize(
         versions[key] = versions.get(key, 0) + r["seeds"]
     summary: dict[str, Any] = {
         "seeds": n,
-        "first_seed": int(totals["first"]),
-        "last_seed": int(totals["last"]),
+        "first_seed": min((r["first_seed"] for r in runs), default=0),
+        "last_seed": max((r["last_seed"] for r in runs), default=0),
         "breakage": runs[0]["breakage"] if runs else "",
-        "failed_seeds": int(totals["failed"] or 0),
-        "cores": max(r["cores"] for r in runs),
+        "failed_seeds": sum(r["failed"] for r in runs),
+        "failed_seeds_kept": len(agg["failures"]),
+        "seeds_with_tables_here": sum(
+            r["seeds"]
+            for r in runs
+            if os.path.isdir(_chunk_dir(output, range(r["first_seed"], r["last_seed"] + 1)))
+        ),
+        "cores": max((r["cores"] for r in runs), default=0),
         "chunks": len(runs),
         "wall_s": round(seconds, 2),
-        "seeds_per_s": round(n / seconds, 2),
-        "seeds_per_s_per_core": round(n / core_seconds, 2),
-        "cpu_s_in_runs": round(float(totals["cpu_ms"]) / 1000, 2),
-        "virtual_s": int(totals["virtual_ms"]) // 1000,
+        "seeds_per_s": round(n / seconds, 2) if seconds else 0.0,
+        "seeds_per_s_per_core": round(n / core_seconds, 2) if core_seconds else 0.0,
+        "cpu_s_in_runs": round(sum(r["cpu_s"] for r in runs), 2),
+        "virtual_s": agg["virtual_ms"] // 1000,
         "code": [{"commit": c, "digest": d, "seeds": k} for (c, d), k in versions.items()],
-        "per_seed": _per_seed(table),
-        "modes": _modes(table),
+        "per_seed": _per_seed(agg),
+        "modes": _modes(agg),
     }
     if wanted is not None:
-        summary["pending_seeds"] = (
-            len(wanted)
-            - table.where((F.col("seed") >= wanted.start) & (F.col("seed") < wanted.stop)).count()
+        summary["pending_seeds"] = len(wanted) - sum(
+            max(0, min(r["last_seed"] + 1, wanted.stop) - max(r["first_seed"], wanted.start))
+            for r in runs
         )
     with open(os.path.join(output, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     if write_report:
-        coverage = [
-            r.asDict()
-            for r in spark.read.parquet(os.path.join(output, "coverage"))
-            .orderBy("area", F.desc("seeds"), "what")
-            .collect()
-        ]
-        failed = [
-            r.asDict() for r in table.where(~F.col("ok")).orderBy("seed").limit(100).collect()
-        ]
         with open(os.path.join(output, "report.html"), "w") as f:
-            f.write(report(summary, coverage, failed))
+            f.write(report(summary, coverage, agg["failures"][:100]))
     return summary
 
 
@@ -610,6 +799,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --chunk: go on although the recorded chunks ran other code",
     )
     p.add_argument(
+        "--ledger",
+        default=None,
+        help="with --chunk: keep the chunk records in this file, not OUTPUT/runs.jsonl (a "
+        "sweep that outlives its machine: the records hold what the summary needs)",
+    )
+    p.add_argument(
         "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
     )
     args = p.parse_args(argv)
@@ -617,6 +812,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--slices must be at least 1")
     if args.chunk is not None and args.chunk < 1:
         p.error("--chunk must be at least 1")
+    if args.ledger is not None and args.chunk is None:
+        p.error("--ledger needs --chunk (a sweep without it starts over)")
     try:
         conf = dict(c.split("=", 1) for c in args.conf)
     except ValueError:
@@ -625,7 +822,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = code_version()
     if args.chunk is not None:
         try:  # refused before Spark starts
-            plan(args.output, args.seeds, args.chunk, args.breakage, args.mixed_code, code)
+            plan(
+                args.output,
+                args.seeds,
+                args.chunk,
+                args.breakage,
+                args.mixed_code,
+                code,
+                args.ledger,
+            )
         except SweepError as e:  # (not a usage error: one line, no usage)
             print(f"pipelines.simulate: error: {e}", file=sys.stderr)
             return 2
@@ -652,7 +857,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.mixed_code,
             progress,
             code,
+            args.ledger,
         )
+    except SweepError as e:
+        print(f"pipelines.simulate: error: {e}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     pending = f", {s['pending_seeds']:,} of the range still to run" if s["pending_seeds"] else ""

@@ -8,6 +8,8 @@ import contextlib
 import io
 import json
 import os
+import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,124 @@ def test_a_chunked_sweep_goes_on_where_it_stopped(spark: Any, tmp_path: Path) ->
     assert simulate.plan(out, range(12), 3, None, True) == [range(9, 12)]
 
 
+@pytest.mark.slow
+def test_a_ledger_kept_apart_summarizes_a_sweep_whose_tables_are_gone(
+    spark: Any, tmp_path: Path
+) -> None:
+    # a sweep run in pieces on two machines: the first's output is gone with its machine,
+    # only the ledger (committed with the code, say) comes along
+    ledger = str(tmp_path / "ledger.jsonl")
+    gone = str(tmp_path / "first-machine")
+    here = str(tmp_path / "second-machine")
+    brk = "skip-epoch-check"
+    simulate.sweep(spark, range(0, 6), gone, brk, chunk=3, write_report=False, ledger=ledger)
+    assert not os.path.exists(os.path.join(gone, "runs.jsonl"))  # the ledger is elsewhere
+    whole = simulate.summarize(spark, gone, range(12), write_report=False, ledger=ledger)
+    with_tables = {
+        (c["area"], c["what"]): (c["seeds"], c["hits"])
+        for c in spark.read.parquet(os.path.join(gone, "coverage")).collect()
+    }
+    for d in ("seeds", "coverage", "violations"):
+        shutil.rmtree(os.path.join(gone, d))
+    os.makedirs(here)
+    summary = simulate.sweep(spark, range(12), here, brk, chunk=3, ledger=ledger)
+    assert summary["seeds"] == 12 and summary["chunks"] == 4 and summary["pending_seeds"] == 0
+    assert summary["seeds_with_tables_here"] == 6  # chunks 6-8 and 9-11
+    assert sorted(r["seed"] for r in simulate.read_seeds(spark, here, ledger).collect()) == list(
+        range(6, 12)
+    )
+
+    # every figure the summary gives equals the one over all 12 seeds' rows
+    rows = [r.asDict() for r in simulate.simulate(spark, range(12), brk).collect()]
+    failed = sorted(r["seed"] for r in rows if not r["ok"])
+    assert 3 in failed and summary["failed_seeds"] == summary["failed_seeds_kept"] == len(failed)
+    assert summary["virtual_s"] == sum(r["virtual_ms"] for r in rows) // 1000
+    got = summary["per_seed"]["steps"]
+    steps = sorted(r["steps"] for r in rows)
+    assert got["max"] == steps[-1] and got["mean"] == pytest.approx(sum(steps) / 12, abs=0.01)
+    # a quantile is its histogram bucket's upper bound: at most ~9 % above the exact one
+    assert steps[5] <= got["p50"] <= steps[5] * 2 ** (1 / 8)
+    assert sum(m["seeds"] for m in summary["modes"]) == 12
+    assert sum(m["failed"] for m in summary["modes"]) == len(failed)
+    coverage = {
+        (c["area"], c["what"]): (c["seeds"], c["hits"])
+        for c in spark.read.parquet(os.path.join(here, "coverage")).collect()
+    }
+    counted: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        for key, hits in r["coverage"].items():
+            c = counted.setdefault(tuple(key.split(":", 1)), [0, 0])  # type: ignore[arg-type]
+            c[0] += 1
+            c[1] += hits
+    assert coverage == {k: tuple(v) for k, v in counted.items()}
+    # the first 6 seeds' part of it is what the first machine's tables gave
+    assert all(coverage[k][0] >= v[0] for k, v in with_tables.items())
+    assert whole["failed_seeds"] == sum(1 for s in failed if s < 6)
+    violations = spark.read.parquet(os.path.join(here, "violations")).collect()
+    assert sorted({v["seed"] for v in violations}) == failed
+    page = (Path(here) / "report.html").read_text()
+    assert "python -m sim --seed 3 --break skip-epoch-check" in page
+
+    # a record from before chunks kept their aggregate gets it from its table (if here)
+    records = simulate.read_runs(here, ledger)
+    del records[-1]["aggregate"]
+    Path(ledger).write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert simulate.summarize(spark, here, range(12), write_report=False, ledger=ledger) == summary
+    assert "aggregate" in simulate.read_runs(here, ledger)[-1]
+    # ... and without its table the summary is refused, saying which seeds
+    records = simulate.read_runs(here, ledger)
+    del records[0]["aggregate"]
+    Path(ledger).write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(simulate.SweepError, match="seeds 0-2 are recorded without"):
+        simulate.summarize(spark, here, write_report=False, ledger=ledger)
+
+
+def test_quantiles_of_merged_histograms_are_within_a_bucket_of_exact() -> None:
+    rng = random.Random(7)
+    chunks = [[rng.lognormvariate(4, 1.2) for _ in range(500)] for _ in range(4)]
+    rows = [
+        {
+            "seed": i,
+            "ok": True,
+            "violations": [],
+            "faults": [],
+            "command": None,
+            "virtual_ms": 1,
+            "steps": 1,
+            "stable_after_ms": None,
+            "store_calls": 0,
+            "shard_nodes": 1,
+            "slow_assignor": False,
+            "assignor_service": False,
+            "gateway": False,
+            "cpu_ms": v,
+        }
+        for i, v in enumerate(v for c in chunks for v in c)
+    ]
+    merged = simulate.merge(
+        simulate.aggregate_rows(rows[i : i + 500], {"a:b": [500, 501]}) for i in range(0, 2000, 500)
+    )
+    per_seed = simulate._per_seed(merged)
+    values = sorted(r["cpu_ms"] for r in rows)
+    assert per_seed["cpu_ms"]["max"] == values[-1]
+    assert per_seed["cpu_ms"]["mean"] == pytest.approx(sum(values) / 2000, abs=0.01)
+    for q, exact in (("p50", values[999]), ("p99", values[1979])):
+        assert exact <= per_seed["cpu_ms"][q] <= exact * 2 ** (1 / 8)
+    assert per_seed["stable_after_ms"] == {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+    assert merged["coverage"] == {"a:b": [2000, 2004]}
+    assert merged["modes"] == [
+        {
+            "shard_nodes": 1,
+            "slow_assignor": False,
+            "assignor_service": False,
+            "gateway": False,
+            "seeds": 2000,
+            "failed": 0,
+            "cpu_ms": pytest.approx(sum(values), abs=0.1),
+        }
+    ]
+
+
 def test_a_chunked_sweep_over_other_code_is_refused_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -178,6 +298,7 @@ def test_a_chunked_sweep_over_other_code_is_refused_before_spark_starts(
         ["--seeds", "-3:4"],
         ["--seeds", "4", "--break", "no"],
         ["--seeds", "4", "--chunk", "0"],
+        ["--seeds", "4", "--ledger", "x.jsonl"],
     ],
 )
 def test_bad_input_is_refused_before_spark_starts(
