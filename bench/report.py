@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,28 @@ def machine(*, loadavg: bool = False) -> dict[str, Any]:
     if loadavg:
         info["loadavg_at_start"] = list(os.getloadavg())
     return info
+
+
+def git_commit() -> str:
+    """The checkout's commit, ``-dirty`` when its tracked files differ from it ("" outside
+    a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head + ("-dirty" if dirty else "")
 
 
 def write(path: str | Path, doc: Any, *, newline: bool = False) -> None:

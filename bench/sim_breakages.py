@@ -6,7 +6,9 @@ one seed at a time.
 
     .venv/bin/python -m bench.sim_breakages [--seeds 200] [--budget 60] [--output FILE]
 
-Results: bench/results/sim_breakages_<commit>.json
+Results: the file ``--output`` names (docs/simulation.md quotes
+bench/results/sim_breakages.json): when, the command, the commit, the machine, one row per
+breakage.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from bench import report
 from sim.breakages import BREAKAGES
 from sim.repro import run_seeds, shrink
 from sim.world import Config, generate_events
@@ -44,12 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="write the JSON here too")
     args = parser.parse_args(argv)
     out = {}
+    header = {
+        "when": report.utc_now(),
+        "command": report.command("bench.sim_breakages"),
+        "commit": report.git_commit(),
+        "machine": report.machine(loadavg=True),
+    }
     for name in sorted(BREAKAGES):
         out[name] = measure(name, args.seeds, args.budget)
         print(name, json.dumps(out[name]), flush=True)
     if args.output:
-        with open(args.output, "w") as f:
-            json.dump(out, f, indent=1)
+        report.write(args.output, {**header, "breakages": out}, newline=True)
     return 0 if all(row["seed"] is not None for row in out.values()) else 1
 
 

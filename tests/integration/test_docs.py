@@ -52,6 +52,29 @@ def test_links_stay_in_the_repository(doc: Path) -> None:
         assert target.exists(), f"{doc.name}: {path} does not exist"
 
 
+# ---- quoted results ---------------------------------------------------------------------
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_quoted_results_are_in_the_repository(doc: Path) -> None:
+    """A doc that quotes a benchmark's results file names one git tracks (the results
+    directory is ignored but for the files docs quote: a file quoted yet ignored never
+    lands), or says it was not kept."""
+    text = doc.read_text()
+    for m in re.finditer(r"`(bench/results/[^`\s]+\.json)`( \(not kept\))?", text):
+        path, not_kept = m.group(1), m.group(2)
+        if "<" in path or "*" in path or "$" in path:
+            continue  # a pattern (bench/results/chaos-<date>.json), not a file
+        if not_kept:
+            assert not (ROOT / path).exists(), f"{doc.name}: {path} is here: drop '(not kept)'"
+            continue
+        assert (ROOT / path).exists(), f"{doc.name}: {path} is quoted but not in the repository"
+        tracked = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "--error-unmatch", path],
+            capture_output=True,
+            check=False,
+        )
+        assert tracked.returncode == 0, f"{doc.name}: {path} is quoted but git does not track it"
+
+
 # ---- the README's gRPC example ----------------------------------------------------------
 def _error_codes(message: Message) -> Iterator[int]:
     for field, value in message.ListFields():
