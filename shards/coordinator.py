@@ -572,7 +572,10 @@ class GroupCoordinatorService:
         resolved = 0
         for n in self.runtime.active_partitions():
             p = self.runtime.partition(n)
-            floors = await p.read(lambda shard, now: shard.offset_manager.pending.floors())
+            # (its own bookkeeping, acted on only by the fenced write below: no lease check)
+            floors = await p.read(
+                lambda shard, now: shard.offset_manager.pending.floors(), confirm=False
+            )
             if marker.upstream_partition not in floors:
                 continue
             resolved += await p.write(lambda shard, now: shard.complete_transaction(marker, now))
@@ -584,7 +587,7 @@ class GroupCoordinatorService:
         result: dict[int, int] = {}
         for n in self.runtime.active_partitions():
             floors = await self.runtime.partition(n).read(
-                lambda shard, now: shard.offset_manager.pending.floors()
+                lambda shard, now: shard.offset_manager.pending.floors(), confirm=False
             )
             for up, floor in floors.items():
                 result[up] = min(floor, result.get(up, floor))

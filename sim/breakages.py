@@ -189,6 +189,20 @@ def store_time_follows_wall() -> Iterator[None]:
         yield
 
 
+def unconfirmed_reads() -> contextlib.AbstractContextManager[None]:
+    """A shard answers reads from memory until its local lease deadline without asking the
+    store whether it still holds the lease (as until 2026-12-06): when the store lets the
+    lease go early -- it loses the key, its clock jumps -- the new owner acknowledges commits
+    the old one cannot see, and reads there answer older offsets."""
+
+    def confirm_lease(self: CoordinatorPartition) -> asyncio.Future[bool | None]:
+        held: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        held.set_result(True)
+        return held
+
+    return _patched(CoordinatorPartition, "_confirm_lease", confirm_lease)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -201,4 +215,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "cut-shard-names-itself": cut_shard_names_itself,
     "wall-clock-time": wall_clock_time,
     "store-time-follows-wall": store_time_follows_wall,
+    "unconfirmed-reads": unconfirmed_reads,
 }

@@ -488,7 +488,6 @@ class Checker:
                         )
                 done = entry.offset
             self._history_seen[partition] = done
-        window = sim.cfg.shard_lease_ms / 1000
         for group, topic, part, offset, sent, answered, who in sim.reads[self._reads_checked :]:
             allowed = {-1}
             for when, value in history.get((group, topic, part), ()):
@@ -500,13 +499,6 @@ class Checker:
                     break
             if offset in allowed:
                 sim.coverage.hit("fetch", "read checked" if offset != -1 else "read checked (none)")
-                continue
-            if any(0 <= answered - at < window for at in sim.lease_faults):
-                # the store lost or expired the lease under its holder (lease_loss, a jump
-                # of its clock): the holder cannot know, and serves from memory until its
-                # local lease deadline while another shard takes over -- its writes are
-                # fenced, its reads may be stale (docs/simulation.md, invariants)
-                sim.coverage.hit("fetch", "stale read after the store lost a lease")
                 continue
             sim.violation(
                 f"stale read: {who} read offset {offset} of {group} {topic}-{part}; between "

@@ -904,9 +904,6 @@ class Sim:
         self.slow_assignor = slow and not assignor_service(seed, cfg)
         #: virtual time (s) of the last fault that makes the store forget or expire leases
         self.lease_fault_at = -1e9
-        #: virtual s of every lease_loss / store_clock event (the store lost or expired a
-        #: lease under its holder)
-        self.lease_faults: list[float] = []
         self.acked: list[tuple[str, str, int, int]] = []
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
@@ -1328,7 +1325,6 @@ class Sim:
         elif kind == "lease_loss":
             self.data.leases.clear()
             self.lease_fault_at = self.loop.now
-            self.lease_faults.append(self.loop.now)
         elif kind == "net_cut":
             index, ms = arg
             if index < len(self.members):
@@ -1388,7 +1384,6 @@ class Sim:
             w.clock.skew_ms += arg
             self.retention.store_jumps.append((self.loop.now, arg))
             self.lease_fault_at = self.loop.now
-            self.lease_faults.append(self.loop.now)
         self.checker.check(full=True)
 
     async def _admin(self, kind: str, arg: Any) -> None:

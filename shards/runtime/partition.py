@@ -225,6 +225,7 @@ class CoordinatorPartition:
         snapshot_interval_records: int,
         on_failure: Callable[[CoordinatorPartition, BaseException], None] | None = None,
         on_lease_lapsed: Callable[[CoordinatorPartition], None] | None = None,
+        on_lease_lost: Callable[[CoordinatorPartition], None] | None = None,
         executor: TaskExecutor | None = None,
         respect_leases: bool = False,
         append_timeout_ms: int = 30_000,
@@ -247,6 +248,9 @@ class CoordinatorPartition:
         self.on_failure = on_failure
         #: told (once) when an operation finds the local lease deadline passed
         self.on_lease_lapsed = on_lease_lapsed
+        #: told (once) when a read finds the store holding the lease for another owner or
+        #: epoch, or for none (:meth:`read`)
+        self.on_lease_lost = on_lease_lost
         self.executor = executor
         # An append that takes longer fails the partition (every waiting reply gets
         # NOT_COORDINATOR, the partition reloads): the one timeout for all operations.
@@ -276,7 +280,18 @@ class CoordinatorPartition:
         self._incarnation = 0
         #: the read token handed out now (None: none since the last invalidation)
         self._token: ReadToken | None = None
-        self.stats = {"appends": 0, "records": 0, "ops": 0, "reloads": 0, "snapshots": 0}
+        #: the outcome of the next store read of the lease, for the reads waiting on it
+        #: (:meth:`_confirm_lease`), and whether a task is sending them (one at a time)
+        self._lease_check: asyncio.Future[bool | None] | None = None
+        self._lease_checker: asyncio.Task[None] | None = None
+        self.stats = {
+            "appends": 0,
+            "records": 0,
+            "ops": 0,
+            "reloads": 0,
+            "snapshots": 0,
+            "lease_checks": 0,
+        }
 
     # ---- lifecycle -----------------------------------------------------------------------
     def _transition(self, target: PartitionState) -> None:
@@ -400,6 +415,67 @@ class CoordinatorPartition:
             f"partition {self.partition}: its lease was not renewed in time; not served here",
         )
 
+    def _refuse_lost(self) -> ApiError:
+        if self._accepting:
+            self._accepting = False
+            self._invalidate()
+            if self.on_lease_lost is not None:
+                self.on_lease_lost(self)
+        return ApiError(
+            Errors.NOT_COORDINATOR,
+            f"partition {self.partition}: the store no longer holds its lease for this shard; "
+            "not served here",
+        )
+
+    def _confirm_lease(self) -> asyncio.Future[bool | None]:
+        """The outcome of a store read of this partition's lease sent from now on (True: this
+        owner holds it at this epoch; False: it does not; None: no answer before the local
+        deadline). Reads arriving while one is out share the next one: one is out at a time."""
+        loop = asyncio.get_running_loop()
+        if self._lease_check is None:
+            self._lease_check = loop.create_future()
+        if self._lease_checker is None:
+            self._lease_checker = loop.create_task(self._check_leases())
+        return self._lease_check
+
+    async def _check_leases(self) -> None:
+        sent: asyncio.Future[bool | None] | None = None
+        try:
+            while (sent := self._lease_check) is not None:
+                self._lease_check = None  # later reads wait for the next read of the store
+                outcome = await self._lease_held()
+                if not sent.done():
+                    sent.set_result(outcome)
+        finally:
+            self._lease_checker = None
+            for waiting in (sent, self._lease_check):
+                if waiting is not None and not waiting.done():  # cancelled: no answer
+                    waiting.set_result(None)
+            self._lease_check = None
+
+    async def _lease_held(self) -> bool | None:
+        self.stats["lease_checks"] += 1
+        left = self.serve_until - self.clock.monotonic_ms()
+        if left <= 0:
+            return None
+        try:
+            async with timeout(self.clock, left):
+                lease = await self.store.lease(self.partition)
+        except Exception:  # unreachable, too slow: the local deadline decides
+            return None
+        return lease is not None and lease.owner == self.owner and lease.epoch == self.epoch
+
+    async def _after_lease_check(
+        self, answer: asyncio.Future[Any], held: asyncio.Future[bool | None]
+    ) -> Any:
+        value = await answer
+        outcome = await held
+        if outcome is False:
+            raise self._refuse_lost()
+        if outcome is None and self.clock.monotonic_ms() >= self.serve_until:
+            raise self._refuse_lapsed()
+        return value
+
     def check_active(self) -> None:
         if self.state is PartitionState.ACTIVE and self._accepting:
             if not self.respect_leases or self.clock.monotonic_ms() < self.serve_until:
@@ -450,16 +526,28 @@ class CoordinatorPartition:
         self._apply(result, future)
         return future
 
-    def read(self, op: ReadOp) -> asyncio.Future[Any]:
+    def read(self, op: ReadOp, *, confirm: bool = True) -> asyncio.Future[Any]:
         """Run a read now; the future resolves once everything it could see is durable. (A
-        read's answer is no result that could say what it left alone: it invalidates.)"""
+        read's answer is no result that could say what it left alone: it invalidates.)
+
+        With ``respect_leases`` the answer also waits for a read of the partition's lease in
+        the store sent after the read arrived: if the store no longer holds it for this
+        owner at this epoch (it lost the key, its clock jumped and expired it, another shard
+        took it), the read answers NOT_COORDINATOR and the partition is let go -- the local
+        deadline alone cannot see a store that lets a lease go early. If the store does not
+        answer in time, the local deadline decides, as for every other operation.
+        ``confirm=False``: not (a read of the shard's own bookkeeping that only a fenced
+        write acts on)."""
         self.check_active()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self.stats["ops"] += 1
         self._invalidate()
         response = op(self.sm, self.clock.now_ms())
         self._release_after_current(future, response)
-        return future
+        if not (confirm and self.respect_leases):
+            return future
+        return loop.create_task(self._after_lease_check(future, self._confirm_lease()))
 
     def answer_now(self, op: ReadOp) -> Any:
         """Run ``op``, an operation that writes nothing and changes nothing another one reads

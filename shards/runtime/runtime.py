@@ -113,6 +113,7 @@ class CoordinatorRuntime:
             self.snapshot_interval_records,
             on_failure=self._on_failure,
             on_lease_lapsed=self._self_fence,
+            on_lease_lost=self._lease_lost,
             executor=self.executor,
             respect_leases=self.respect_leases,
             append_timeout_ms=self.append_timeout_ms,
@@ -332,14 +333,21 @@ class CoordinatorRuntime:
         self._renewal_failing.discard(p.partition)
         if ok:
             p.lease_renewed(sent)
-        elif self.partitions.get(p.partition) is p:
-            log.warning("partition %d: lease lost, closing it", p.partition)
-            self.partitions.pop(p.partition, None)
-            # closed on a task of its own, as a fenced partition is: the close releases the
-            # lease, and a slow store must not let the round's timeout cancel it before the
-            # partition is reported lost (it would then never be taken back)
-            self._spawn(p.close(graceful=False))
-            self._lost(p.partition, "lease lost")
+        else:
+            self._lease_lost(p)
+
+    def _lease_lost(self, p: CoordinatorPartition) -> None:
+        """The store no longer holds ``p``'s lease for this owner at its epoch (a renewal was
+        refused, or a read's check of the lease found it gone): close it."""
+        if self.partitions.get(p.partition) is not p:
+            return
+        log.warning("partition %d: lease lost, closing it", p.partition)
+        self.partitions.pop(p.partition, None)
+        # closed on a task of its own, as a fenced partition is: the close releases the
+        # lease, and a slow store must not let the round's timeout cancel it before the
+        # partition is reported lost (it would then never be taken back)
+        self._spawn(p.close(graceful=False))
+        self._lost(p.partition, "lease lost")
 
     def _self_fence(self, p: CoordinatorPartition) -> None:
         """``p``'s local lease deadline passed: serve it no longer. Another owner may take

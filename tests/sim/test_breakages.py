@@ -18,6 +18,10 @@ BOUNDS = {
     "store-time-follows-wall": 80,
     "cut-shard-names-itself": 150,
 }
+#: a breakage the seeds from 0 find too late for the suite runs from a range around the
+#: seed that finds it (unconfirmed-reads: 1,662 seeds from 0, one of the first 2,000 --
+#: docs/simulation.md)
+SEEDS = {"unconfirmed-reads": range(1650, 1670)}
 #: what each must be caught by
 CAUGHT_BY = {
     "skip-epoch-check": "stale writer",
@@ -31,15 +35,16 @@ CAUGHT_BY = {
     "cut-shard-names-itself": "FindCoordinator sends clients to a shard cut off",
     "wall-clock-time": "offset expired early",
     "store-time-follows-wall": "offset expired early",
+    "unconfirmed-reads": "stale read",
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BREAKAGES))
 def test_each_breakage_is_caught(name: str) -> None:
-    bound = BOUNDS.get(name, BOUND)
-    batch = run_seeds(range(bound), breakage=name, stop_at_first=True)
-    assert batch.failures, f"{name}: not caught in {bound} seeds"
+    seeds = SEEDS.get(name, range(BOUNDS.get(name, BOUND)))
+    batch = run_seeds(seeds, breakage=name, stop_at_first=True)
+    assert batch.failures, f"{name}: not caught in seeds {seeds.start}-{seeds.stop - 1}"
     seed, violations = batch.failures[0]
     assert any(CAUGHT_BY[name] in v for v in violations), violations
     with BREAKAGES[name]():
@@ -50,5 +55,5 @@ def test_each_breakage_is_caught(name: str) -> None:
 
 def test_without_a_breakage_the_same_seeds_pass() -> None:
     # the seeds the breakages are caught on (a few; the thousand are test_seeds')
-    batch = run_seeds((*range(4), 11, 12, 56))
+    batch = run_seeds((*range(4), 11, 12, 56, 1661))
     assert not batch.failures, batch.failures

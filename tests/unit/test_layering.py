@@ -179,7 +179,7 @@ RULES: dict[str, Rule] = {
     # the simulator too (how fast it finds the breakages)
     "bench": rule(
         f"assignors loadtest pipelines services shards sim {GENERATED}",
-        "confluent_kafka google grpc grpc_health numpy pyarrow tests",
+        "confluent_kafka google grpc grpc_health numpy pyarrow redis tests",
     ),
 }
 
