@@ -465,16 +465,33 @@ class CoordinatorPartition:
             return None
         return lease is not None and lease.owner == self.owner and lease.epoch == self.epoch
 
-    async def _after_lease_check(
+    def _after_lease_check(
         self, answer: asyncio.Future[Any], held: asyncio.Future[bool | None]
-    ) -> Any:
-        value = await answer
-        outcome = await held
-        if outcome is False:
-            raise self._refuse_lost()
-        if outcome is None and self.clock.monotonic_ms() >= self.serve_until:
-            raise self._refuse_lapsed()
-        return value
+    ) -> asyncio.Future[Any]:
+        """A future of ``answer``'s value once ``held`` says the lease is still this
+        shard's (callbacks, not a task: this is on every read of a shard)."""
+        result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def settle(_: Any) -> None:
+            if not (answer.done() and held.done()):
+                return
+            error = None if answer.cancelled() else answer.exception()  # (always retrieved)
+            if result.done():
+                return
+            if answer.cancelled():
+                result.cancel()
+            elif error is not None:
+                result.set_exception(error)
+            elif held.result() is False:
+                result.set_exception(self._refuse_lost())
+            elif held.result() is None and self.clock.monotonic_ms() >= self.serve_until:
+                result.set_exception(self._refuse_lapsed())
+            else:
+                result.set_result(answer.result())
+
+        answer.add_done_callback(settle)
+        held.add_done_callback(settle)
+        return result
 
     def check_active(self) -> None:
         if self.state is PartitionState.ACTIVE and self._accepting:
@@ -547,7 +564,7 @@ class CoordinatorPartition:
         self._release_after_current(future, response)
         if not (confirm and self.respect_leases):
             return future
-        return loop.create_task(self._after_lease_check(future, self._confirm_lease()))
+        return self._after_lease_check(future, self._confirm_lease())
 
     def answer_now(self, op: ReadOp) -> Any:
         """Run ``op``, an operation that writes nothing and changes nothing another one reads
