@@ -1527,7 +1527,15 @@ class Sim:
         self.trace(f"stable after {self.result.stable_after_ms} ms")
 
 
-def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None) -> Result:
+def run(
+    seed: int,
+    events: list[Event] | None = None,
+    cfg: Config | None = None,
+    *,
+    inspect: Callable[[Sim], None] | None = None,
+) -> Result:
+    """Run ``seed`` (its own events, or ``events``). ``inspect``: called with the world once
+    the run is over, before it is torn down (tests)."""
     cfg = cfg or Config()
     if events is None:
         events = generate_events(seed, cfg)
@@ -1544,6 +1552,9 @@ def run(seed: int, events: list[Event] | None = None, cfg: Config | None = None)
 
         where = traceback.extract_tb(ex.__traceback__)[-1]
         sim.violation(f"the simulation raised {ex!r} at {where.filename}:{where.lineno}")
+    else:
+        if inspect is not None:
+            inspect(sim)
     finally:
         for p in sim.processes:
             p._count_moves()
