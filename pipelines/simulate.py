@@ -805,6 +805,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sweep that outlives its machine: the records hold what the summary needs)",
     )
     p.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="run no seed: write the summary, tables and report of what is recorded",
+    )
+    p.add_argument(
         "--conf", action="append", default=[], help="a Spark setting KEY=VALUE (repeatable)"
     )
     args = p.parse_args(argv)
@@ -846,19 +851,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     try:
-        s = sweep(
-            spark,
-            args.seeds,
-            args.output,
-            args.breakage,
-            args.slices,
-            not args.no_report,
-            args.chunk,
-            args.mixed_code,
-            progress,
-            code,
-            args.ledger,
-        )
+        if args.summary_only:
+            s = summarize(spark, args.output, args.seeds, not args.no_report, args.ledger)
+        else:
+            s = sweep(
+                spark,
+                args.seeds,
+                args.output,
+                args.breakage,
+                args.slices,
+                not args.no_report,
+                args.chunk,
+                args.mixed_code,
+                progress,
+                code,
+                args.ledger,
+            )
     except SweepError as e:
         print(f"pipelines.simulate: error: {e}", file=sys.stderr)
         return 2
