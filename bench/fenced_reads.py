@@ -8,7 +8,9 @@ process, on the in-memory store -- no gRPC, no codec, nothing else that would hi
 difference -- in interleaved rounds:
 
 * ``read`` -- ``CoordinatorRuntime.read`` awaited: the way OffsetFetch, describes and lists
-  go (check, run, a future released after the current batch);
+  go (check, run, a future released after the current batch; on a shard also the read of
+  the partition's lease in the store, here the in-memory one: the check's own machinery,
+  ``bench/read_lease_check.py`` measures it on Redis);
 * ``answer_again`` -- a remembered steady-heartbeat answer given again under its read token:
   the cheapest path a request can take, where a fixed cost shows most.
 

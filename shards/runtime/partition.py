@@ -405,26 +405,24 @@ class CoordinatorPartition:
         return self.clock.monotonic_ms() >= self.serve_until
 
     def _refuse_lapsed(self) -> ApiError:
-        if self._accepting:
-            self._accepting = False
-            self._invalidate()
-            if self.on_lease_lapsed is not None:
-                self.on_lease_lapsed(self)
-        return ApiError(
-            Errors.NOT_COORDINATOR,
-            f"partition {self.partition}: its lease was not renewed in time; not served here",
-        )
+        return self._stop_serving(self.on_lease_lapsed, "its lease was not renewed in time")
 
     def _refuse_lost(self) -> ApiError:
+        return self._stop_serving(
+            self.on_lease_lost, "the store no longer holds its lease for this shard"
+        )
+
+    def _stop_serving(
+        self, tell: Callable[[CoordinatorPartition], None] | None, why: str
+    ) -> ApiError:
+        """Accept nothing more (``tell`` the runtime, once); the error for the request."""
         if self._accepting:
             self._accepting = False
             self._invalidate()
-            if self.on_lease_lost is not None:
-                self.on_lease_lost(self)
+            if tell is not None:
+                tell(self)
         return ApiError(
-            Errors.NOT_COORDINATOR,
-            f"partition {self.partition}: the store no longer holds its lease for this shard; "
-            "not served here",
+            Errors.NOT_COORDINATOR, f"partition {self.partition}: {why}; not served here"
         )
 
     def _confirm_lease(self) -> asyncio.Future[bool | None]:
