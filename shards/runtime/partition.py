@@ -30,7 +30,10 @@ the lease from when it receives that request, later, so no other owner can hold 
 before the deadline passes here: every answer given before it (reads included) is one the
 rightful owner gave. From the deadline on -- cut off from the store, or paused beyond the
 lease and resumed -- every operation answers NOT_COORDINATOR and the runtime closes the
-partition (``on_lease_lapsed``), whatever the store says later.
+partition (``on_lease_lapsed``), whatever the store says later. The deadline cannot see a
+store that lets the lease go early (it lost the key, its clock jumped), so a read is also
+answered only once a read of the lease in the store, sent after it arrived, finds it still
+this owner's at this epoch (``on_lease_lost`` otherwise; :meth:`CoordinatorPartition.read`).
 
 Lifecycle: INITIAL -> LOADING -> ACTIVE -> (FAILED -> LOADING ...) | CLOSED. LOADING answers
 COORDINATOR_LOAD_IN_PROGRESS; CLOSED, INITIAL and FAILED (e.g. a corrupt log) answer
