@@ -79,6 +79,9 @@ class SimStore(InMemoryLogStore):
         self.cut_until = 0.0
         #: ... since then (virtual s)
         self.cut_from = 0.0
+        #: when a call of this process last reached the store (virtual s): a call sent before
+        #: a cut, held by a stall, still reaches it after the cut began (seed 34141)
+        self.reached_at = 0.0
 
     async def _cut_off(self) -> None:
         loop = asyncio.get_running_loop()
@@ -162,6 +165,7 @@ class SimStore(InMemoryLogStore):
         if self._maybe_fail():
             self.world.hits["store:call failed"] += 1
             raise StoreUnavailableError("sim: store call failed")
+        self.reached_at = asyncio.get_running_loop().time()
         return await method(*args)
 
     async def acquire(self, partition: int, owner: str, lease_ms: int) -> int:
