@@ -10,6 +10,7 @@ import random
 from collections import Counter
 
 from sim.loop import PROCESS, VirtualLoop
+from sim.repro import events_from_json
 from sim.world import Config, run
 
 
@@ -91,3 +92,15 @@ def test_a_paused_process_runs_nothing_until_resumed() -> None:
     late = [t for n, t in ran if n == "a"]
     # a's first tick ran at its resumption (5.5 s), late, then every second after it
     assert late == [5.5, 6.5, 7.5]
+
+
+def test_a_cut_shard_is_named_for_a_lease_from_its_last_call_that_reached_the_store() -> None:
+    # seed 34141 of the sweep, shrunk: the store stalls 2.1 s, shard node 0 is cut off 1 s
+    # into the stall; its registry heartbeat sent just before the cut waits out the stall
+    # and lands after the cut began, so its entry (and its own view of itself) lives a lease
+    # from then. Counted from the cut alone, the FindCoordinator check fired 4.5 s into the
+    # cut, 3.4 s after that heartbeat: a false alarm.
+    events = events_from_json('[[3213,"store_stall",2133],[4232,"store_cut",[0,11070]]]')
+    result = run(34141, events=events)
+    assert not result.violations, result.violations
+    assert result.coverage.get("store:call waited out a stall", 0) > 0
