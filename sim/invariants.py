@@ -246,8 +246,11 @@ class Checker:
         of them; the log says so. It is followed batch by batch: which type of group holds
         the id, and its members as written (consumer groups: member records; classic
         groups: the members of the last GroupMetadata). A batch that tombstones the group's
-        metadata ends its life unless the group had members when the batch began and still
-        exists after it -- a conversion (online upgrade or downgrade), which keeps the epoch.
+        metadata ends its life unless the group had members when the batch began and the
+        other type holds it after the batch -- a conversion (online upgrade or downgrade),
+        which keeps the epoch; the same type again is the group deleted and created anew in
+        one batch (seed 89911: emptied, deleted and rejoined while a store stall held the
+        appends), which starts over.
         (A classic group written empty whose members have joined but never synced is
         converted with them, yet counts as replaced here: lenient, never a false alarm.)"""
         kinds, members = self._log_kinds, self._log_members
@@ -255,7 +258,7 @@ class Checker:
             done = self._deletions_seen.get(partition, 0)
             for entry in _after(entries, done):
                 began: dict[str, bool] = {}  # group -> it had members when the batch began
-                ended: set[str] = set()  # groups whose metadata the batch tombstones
+                ended: dict[str, str] = {}  # group -> the type whose metadata it tombstones
                 for record in self._decode(entry):
                     key, value = record.key, record.value
                     if isinstance(key, ConsumerGroupMemberMetadataKey):
@@ -277,15 +280,17 @@ class Checker:
                     if value is None:
                         if kinds.get(gid) == kind:
                             kinds[gid] = None
-                            ended.add(gid)
+                            ended[gid] = kind
                             if kind == "classic":
                                 members[gid] = set()
                         continue
                     kinds[gid] = kind
                     if kind == "classic":
                         members[gid] = {m.member_id for m in value.members}
-                for gid in ended:
-                    if kinds.get(gid) is not None and began[gid]:
+                for gid, was in ended.items():
+                    # a conversion: the other type holds the group after the batch (the same
+                    # type again is the group deleted and created anew: seed 89911)
+                    if kinds.get(gid) not in (None, was) and began[gid]:
                         self.sim.coverage.hit("group", "converted (log)")
                         continue
                     self.group_epochs.pop(gid, None)

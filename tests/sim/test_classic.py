@@ -139,3 +139,19 @@ def test_a_conversion_that_loses_the_group_epoch_is_caught(monkeypatch: pytest.M
     monkeypatch.setattr(Migration, "_consumer_group_from", restart)
     result = run(57409)
     assert any(" epoch went back from " in v for v in result.violations), result.violations
+
+
+def test_a_group_deleted_and_created_anew_in_one_batch_starts_its_epoch_over() -> None:
+    # seed 89911 of the sweep, shrunk: g1's members expire behind a paused gateway, the
+    # group is deleted and its members join a new one -- all in one batch while a store
+    # stall holds the appends (epochs 8, 9, the tombstone, 2, 3, 4). A batch that tombstones
+    # a group with members and leaves a group of the same type is no conversion: the epoch
+    # starts over (the checker took it for one until 2026-12-06: "epoch went back").
+    events = repro.events_from_json(
+        '[[2217,"store_stall",3682],[2404,"classic_join",2],[3773,"create_topic",2],'
+        '[6089,"gateway_pause",[0,7417]],[10921,"store_stall",3875],'
+        '[11116,"gateway_kill",[1,6135]]]'
+    )
+    result = run(89911, events=events)
+    assert not result.violations, result.violations
+    assert result.coverage.get("group:deleted", 0) + result.coverage.get("group:replaced", 0) > 0
