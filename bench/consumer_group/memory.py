@@ -65,6 +65,7 @@ from shards.core.classic.group import ClassicGroup  # noqa: E402
 from shards.core.coordinator_config import CoordinatorConfig  # noqa: E402
 from shards.core.errors import Errors  # noqa: E402
 from shards.core.records import (  # noqa: E402
+    AssignedTopicPartitions,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -136,7 +137,7 @@ def group_records(g: int, members: int, epoch: int = 5) -> list[Record]:
             Record(
                 ConsumerGroupCurrentMemberAssignmentKey(gid, mid),
                 ConsumerGroupCurrentMemberAssignmentValue(
-                    epoch, epoch - 1, 0, (TopicPartitions(tid, tuple(parts)),), ()
+                    epoch, epoch - 1, 0, (AssignedTopicPartitions(tid, tuple(parts)),), ()
                 ),
             )
         )

@@ -14,6 +14,10 @@ from collections.abc import Callable
 
 from shards.runtime.contract import Record
 
+#: an OffsetCommit's check of one partition (topic id -- None: the catalog has no such topic
+#: --, topic name, partition): raises ApiError to refuse the whole request
+PartitionCheck = Callable[[str | None, str, int], None]
+
 
 class GroupType(enum.Enum):
     CLASSIC = "classic"
@@ -47,7 +51,9 @@ class Group(abc.ABC):
         generation_id_or_member_epoch: int,
         is_transactional: bool,
         api_version: int | None,
-    ) -> None: ...
+    ) -> PartitionCheck | None:
+        """Whether the member may commit (ApiError if not). A check returned: each partition
+        the commit writes must pass it too (None: no check per partition)."""
 
     @abc.abstractmethod
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None: ...

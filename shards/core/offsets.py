@@ -28,7 +28,7 @@ immutable). Only :meth:`replay` changes it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,7 +36,7 @@ from shards.core import api
 from shards.core.commit_checks import partition_refusal
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError, Errors, SaidOnce
-from shards.core.group import Group
+from shards.core.group import Group, PartitionCheck
 from shards.core.records import (
     OffsetCommitKey,
     OffsetCommitValue,
@@ -75,16 +75,29 @@ class GroupLookup(Protocol):
         ...
 
 
+def _no_topic_ids(name: str) -> str | None:
+    return None
+
+
 class OffsetMetadataManager:
-    def __init__(self, config: CoordinatorConfig, groups: GroupLookup) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        groups: GroupLookup,
+        topic_id: Callable[[str], str | None] = _no_topic_ids,
+    ) -> None:
+        """``topic_id``: a topic's id by name, from the catalog (None: not there)."""
         self.config = config
         self.groups = groups
+        self.topic_id = topic_id
         self.offsets: dict[str, dict[str, dict[int, OffsetCommitValue]]] = {}
         #: pending transactional offsets (TxnOffsetCommit), until their transaction's marker
         self.pending = PendingTxnOffsets()
 
     # ---- OffsetCommit -----------------------------------------------------------------
-    def _validate_offset_commit(self, request: api.OffsetCommitRequest, now_ms: int) -> Group:
+    def _validate_offset_commit(
+        self, request: api.OffsetCommitRequest, now_ms: int
+    ) -> tuple[Group, PartitionCheck | None]:
         try:
             group = self.groups.group(request.group_id)
         except ApiError as ex:
@@ -103,14 +116,25 @@ class OffsetMetadataManager:
                 ) from None
             else:
                 raise
-        group.validate_offset_commit(
+        check = group.validate_offset_commit(
             request.member_id,
             request.group_instance_id,
             request.generation_id_or_member_epoch,
             False,
             request.context.api_version,
         )
-        return group
+        return group, check
+
+    def _check_partitions(self, check: PartitionCheck, records: list[Record]) -> None:
+        """Each partition a commit writes through the group's check (ApiError: the whole
+        commit refused, nothing written -- as Kafka's validator throwing out of the loop)."""
+        ids: dict[str, str | None] = {}
+        for record in records:
+            key = record.key
+            topic = key.topic
+            if topic not in ids:
+                ids[topic] = self.topic_id(topic)
+            check(ids[topic], topic, key.partition)
 
     def commit_offset(
         self,
@@ -120,17 +144,21 @@ class OffsetMetadataManager:
     ) -> CoordinatorResult[api.OffsetCommitResponse]:
         """``prepared``: :func:`prepare_offset_commit` of this request, made beforehand (a
         large request's, off the event loop); the group is checked here in any case."""
-        group = self._validate_offset_commit(request, now_ms)
-        self.groups.on_offset_commit(group, request.member_id, now_ms)
+        group, check = self._validate_offset_commit(request, now_ms)
         if prepared is None or prepared.max_metadata_bytes != self.config.offset_metadata_max_bytes:
             prepared = prepare_offset_commit(request, now_ms, self.config.offset_metadata_max_bytes)
+        if check is not None:
+            self._check_partitions(check, prepared.records)
+        self.groups.on_offset_commit(group, request.member_id, now_ms)
         # Offsets (and at most a simple group of its own, or a classic member's session moved
         # on) are nothing an answer given at once reads: consumers commit as often as they
         # heartbeat, and every commit would otherwise have each member decide anew.
         return CoordinatorResult(prepared.records, prepared.response, changes_answers=False)
 
     # ---- TxnOffsetCommit ----------------------------------------------------------------
-    def _validate_txn_offset_commit(self, request: TxnOffsetCommitRequest, now_ms: int) -> Group:
+    def _validate_txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> PartitionCheck | None:
         """Kafka's validateTransactionalOffsetCommit."""
         if not request.group_id:
             raise ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
@@ -145,7 +173,7 @@ class OffsetMetadataManager:
                 ) from None
             group = self.groups.new_simple_group(request.group_id, now_ms)
         try:
-            group.validate_offset_commit(
+            return group.validate_offset_commit(
                 request.member_id,
                 request.group_instance_id,
                 request.generation_id,
@@ -156,18 +184,24 @@ class OffsetMetadataManager:
             if ex.code is Errors.STALE_MEMBER_EPOCH:
                 raise ApiError(Errors.ILLEGAL_GENERATION, ex.message) from None
             raise
-        return group
 
     def commit_transactional_offset(
         self, request: TxnOffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[TxnOffsetCommitResponse]:
         """Pending offsets of (group, producer id, epoch): written, not visible until
         :meth:`complete_transaction` applies its COMMIT marker."""
-        self._validate_txn_offset_commit(request, now_ms)
+        check = self._validate_txn_offset_commit(request, now_ms)
         self.pending.check_fencing(request)
         records, response = self.pending.commit_records(
             request, now_ms, self.config.offset_metadata_max_bytes
         )
+        if check is not None:
+            try:
+                self._check_partitions(check, records)
+            except ApiError as ex:
+                if ex.code is Errors.STALE_MEMBER_EPOCH:
+                    raise ApiError(Errors.ILLEGAL_GENERATION, ex.message) from None
+                raise
         return CoordinatorResult(records, response, changes_answers=False)
 
     def complete_transaction(self, marker: TxnMarker) -> CoordinatorResult[int]:

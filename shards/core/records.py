@@ -82,6 +82,17 @@ class TopicPartitions:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignedTopicPartitions:
+    """A member's partitions of one topic with the epoch each was assigned at (KIP-1251's
+    ``AssignmentEpochs``, in the order of ``partitions``; empty -- a log written before them
+    -- means the member epoch of the record, as Kafka reads such a record)."""
+
+    topic_id: str
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataKey:
     group_id: str
 
@@ -199,8 +210,8 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
     state: int  # MemberState value
-    assigned_partitions: tuple[TopicPartitions, ...] = ()
-    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+    assigned_partitions: tuple[AssignedTopicPartitions, ...] = ()
+    partitions_pending_revocation: tuple[AssignedTopicPartitions, ...] = ()
     # groupcoord: the client-side assignor's metadata the member was given with its target
     metadata_version: int = 0
     metadata_bytes: bytes = b""

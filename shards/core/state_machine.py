@@ -61,7 +61,7 @@ class CoordinatorStateMachine:
         # construction, and it gets them once they exist (the one place that wires them).
         self.migration = Migration(config, timer)
         self.group_manager = GroupMetadataManager(config, timer, self.migration, new_uuid=new_uuid)
-        self.offset_manager = OffsetMetadataManager(config, self.group_manager)
+        self.offset_manager = OffsetMetadataManager(config, self.group_manager, self._topic_id)
         self._replayers: dict[type, Callable[[Any, Any], None]] = {
             OffsetCommitKey: self.offset_manager.replay,
             GroupMetadataKey: self.group_manager.replay_group_metadata,
@@ -87,6 +87,10 @@ class CoordinatorStateMachine:
             self.group_manager.groups, self._partition_count, timer, self.consumer.configs
         )
         self._replayers.update(self.streams.replayers())
+
+    def _topic_id(self, name: str) -> str | None:
+        topic = self.topics.by_name.get(name)
+        return None if topic is None else topic.topic_id
 
     # ---- writes -------------------------------------------------------------------------------
     def commit_offset(

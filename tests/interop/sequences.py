@@ -471,6 +471,103 @@ async def fetch_error(
     return err(r.groups[0].error_code)
 
 
+async def commit_codes(
+    wire: KafkaWire, group: str, topic: str, epoch: int, member_id: str, partitions: list[int]
+) -> list[str]:
+    """OffsetCommit v9 of ``partitions`` (offset 7 each): each partition's answer."""
+    r = await wire.send(
+        request(
+            "offset_commit",
+            9,
+            group_id=group,
+            generation_id_or_member_epoch=epoch,
+            member_id=member_id,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "committed_offset": 7} for p in partitions
+                    ],
+                }
+            ],
+        )
+    )
+    return [err(p.error_code) for t in r.topics for p in t.partitions]
+
+
+async def assignment_epochs(target: Target) -> Obs:
+    """KIP-1251 (Kafka 4.4): a member's partitions keep the epoch they were given at, and
+    OffsetCommit accepts an older member epoch for partitions held since then. m1 owns the 4
+    partitions; m2 joins; m1 gives 2 up and moves to a new epoch, keeping 2 held since its
+    first -- then commits at that first epoch, as a client whose epoch moved on under it."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("ae"), unique("ae")
+        tid = await create_topic(wire, topic, 4)
+        m1 = Member(wire, group, topic, tid)
+        await m1.join()
+        await converge([m1], 4)
+        first = m1.epoch
+        m2 = Member(wire, group, topic, tid)
+        await m2.join()
+        await converge([m1, m2], 4)
+        kept, given = list(m1.owned), list(m2.owned)
+        obs.append(("m1 moved on, keeping two", (m1.epoch > first, len(kept), len(given))))
+        cases = {
+            "m1 at its first epoch, its partitions": (m1, first, kept),
+            "m1 at its first epoch, m2's partition": (m1, first, given[:1]),
+            "m1 at its first epoch, one of each": (m1, first, [kept[0], given[0]]),
+            "m1 at an epoch before its first": (m1, first - 1, kept),
+            "m1 at an epoch ahead": (m1, m1.epoch + 1, kept),
+            "m1 at its current epoch, m2's partition": (m1, m1.epoch, given[:1]),
+            "m2 at an epoch before its partitions": (m2, m2.epoch - 1, given),
+        }
+        for name, (m, epoch, parts) in cases.items():
+            obs.append(
+                (
+                    f"commit {name}",
+                    await commit_codes(wire, group, topic, epoch, m.member_id, parts),
+                )
+            )
+        obs.append(
+            (
+                "fetch m1 at its first epoch",
+                await fetch_error(wire, group, topic, m1.member_id, first),
+            )
+        )
+        r = await wire.send(
+            request(
+                "offset_fetch",
+                9,
+                groups=[
+                    {
+                        "group_id": group,
+                        "topics": [{"name": topic, "partition_indexes": [0, 1, 2, 3]}],
+                    }
+                ],
+                require_stable=True,
+            )
+        )
+        written = {
+            p.partition_index: p.committed_offset
+            for t in r.groups[0].topics
+            for p in t.partitions
+            if p.committed_offset >= 0
+        }
+        obs.append(
+            (
+                "written",
+                ("kept" if sorted(written) == sorted(kept + given[:1]) else sorted(written)),
+            )
+        )
+        for m in (m1, m2):
+            await m.heartbeat(epoch=-1)
+        return obs
+    finally:
+        await wire.close()
+
+
 async def consumer_group_offsets(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
@@ -2090,6 +2187,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe"),
     ),
     "consumer_group_offsets": (consumer_group_offsets, ("ConsumerGroupHeartbeat",)),
+    "assignment_epochs": (assignment_epochs, ("ConsumerGroupHeartbeat",)),
     "classic_group": (
         classic_group,
         ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups"),

@@ -65,6 +65,12 @@ KNOWN_DIFFERENCES_41: dict[tuple[str, str], str] = {
         "describe stable",
     ): "a new consumer group's first epoch: Kafka 4.1 1, Kafka 4.4 and groupcoord 2 (the "
     "members' epochs inside the description)",
+    (
+        "assignment_epochs",
+        "commit m1 at its first epoch, its partitions",
+    ): "KIP-1251: Kafka 4.4 and groupcoord accept an older member epoch for partitions held "
+    "since then; Kafka 4.1 wants the current epoch (STALE_MEMBER_EPOCH)",
+    ("assignment_epochs", "written"): "KIP-1251: the commit Kafka 4.1 refused wrote nothing",
 }
 #: as KNOWN_DIFFERENCES_41, but depending on timing: allowed, not required to occur
 MAY_DIFFER_41: dict[tuple[str, str], str] = {

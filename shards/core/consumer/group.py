@@ -56,7 +56,7 @@ from shards.core.consumer.records import (
     target_assignment_tombstone,
 )
 from shards.core.errors import ApiError, Errors
-from shards.core.group import Group, GroupType
+from shards.core.group import Group, GroupType, PartitionCheck
 from shards.core.records import ConsumerGroupClientAssignmentValue, TopicMetadata
 from shards.runtime.contract import Record
 
@@ -160,15 +160,15 @@ class ConsumerGroup(Group):
         generation_id_or_member_epoch: int,
         is_transactional: bool,
         api_version: int | None,
-    ) -> None:
+    ) -> PartitionCheck | None:
         epoch = generation_id_or_member_epoch
         # The admin client, or a consumer without group management: only while empty.
         if epoch < 0 and not self.members:
-            return
+            return None
         # TxnOffsetCommit need not carry member id, epoch and instance id: checked only
         # when one of them is given (as Kafka)
         if is_transactional and epoch == -1 and member_id == "" and group_instance_id is None:
-            return
+            return None
         member = self._member_or_unknown(member_id)
         if (
             not is_transactional
@@ -181,7 +181,20 @@ class ConsumerGroup(Group):
                 "OffsetCommit version 9 or above must be used by members using the modern "
                 "group protocol",
             )
-        self._validate_member_epoch(epoch, member)
+        if epoch == member.member_epoch:
+            return None
+        if epoch > member.member_epoch:
+            raise _stale(
+                member,
+                f"Received member epoch {epoch} is newer than current member epoch "
+                f"{member.member_epoch}.",
+                f"Received generation id {epoch} is newer than current member epoch "
+                f"{member.member_epoch}.",
+            )
+        # KIP-1251 (Kafka 4.4): an older epoch commits the partitions the member has held
+        # since that epoch (assigned, or still pending revocation) -- each partition
+        # checked, one refusal refuses the request.
+        return _AssignmentEpochCheck(member, epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         # Without member id and epoch: the admin client, or a client not giving them.
@@ -217,6 +230,7 @@ class ConsumerGroup(Group):
 
     @staticmethod
     def _validate_member_epoch(received: int, member: ConsumerGroupMember) -> None:
+        """OffsetFetch's check (and, before Kafka 4.4, OffsetCommit's): the current epoch."""
         if received == member.member_epoch:
             return
         if member.uses_classic_protocol:
@@ -485,3 +499,36 @@ class ConsumerGroup(Group):
         assert fresh.assignor_counts == self.assignor_counts, "assignor counts drifted"
         assert fresh._unreconciled == self._unreconciled, "reconciled count drifted"
         assert fresh.client_members == self.client_members, "client member count drifted"
+
+
+def _stale(member: ConsumerGroupMember, message: str, classic_message: str) -> ApiError:
+    if member.uses_classic_protocol:
+        return ApiError(Errors.ILLEGAL_GENERATION, classic_message)
+    return ApiError(Errors.STALE_MEMBER_EPOCH, message)
+
+
+class _AssignmentEpochCheck:
+    """An OffsetCommit's partition check for a member epoch older than the member's (Kafka
+    4.4's assignment epoch validator): the partition must be held by the member since at
+    most that epoch."""
+
+    __slots__ = ("_member", "_epoch")
+
+    def __init__(self, member: ConsumerGroupMember, epoch: int) -> None:
+        self._member = member
+        self._epoch = epoch
+
+    def __call__(self, topic_id: str | None, topic: str, partition: int) -> None:
+        member = self._member
+        assigned = None if topic_id is None else member.epoch_of(topic_id, partition)
+        if assigned is None:
+            text = f"Partition {topic}-{partition} is not assigned or pending revocation"
+            raise _stale(member, f"{text} for member.", f"{text} for member.")
+        if self._epoch < assigned:
+            raise _stale(
+                member,
+                f"Received member epoch {self._epoch} is older than assignment epoch "
+                f"{assigned} for partition {topic}-{partition}.",
+                f"Received generation id {self._epoch} is older than assignment epoch "
+                f"{assigned} for partition {topic}-{partition}.",
+            )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from shards.core.records import (
+    AssignedTopicPartitions,
     ClassicMemberMetadata,
     ClientAssignor,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -33,6 +34,16 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 Assignment = Mapping[str, tuple[int, ...]]
 EMPTY_ASSIGNMENT: Assignment = {}  # shared, never mutated
+
+#: KIP-1251: the epoch at which each partition a member holds (assigned or pending
+#: revocation) was assigned to it. One int when they all share it -- most members, most of
+#: the time: no object of its own -- else ``topic id -> partition -> epoch``. In canonical
+#: form (:func:`canonical_epochs`): exactly the held partitions, one int when all equal,
+#: UNSET_EPOCHS when the member holds nothing.
+PartitionEpochs = int | Mapping[str, Mapping[int, int]]
+#: epochs not known: every held partition at the member epoch (at least 0), as Kafka reads a
+#: record written without them. Also what a member holding nothing has.
+UNSET_EPOCHS = -1
 
 T = TypeVar("T")
 
@@ -84,6 +95,8 @@ class ConsumerGroupMember:
     #: member was given with its target (NO_METADATA: none). One slot, not three: a member
     #: without client-side metadata -- most members -- holds the shared NO_METADATA tuple.
     assignment_metadata: tuple[int, bytes, int] = NO_METADATA
+    #: KIP-1251's assignment epochs of the held partitions (see PartitionEpochs)
+    partition_epochs: PartitionEpochs = UNSET_EPOCHS
 
     @property
     def assignment_metadata_version(self) -> int:
@@ -104,9 +117,39 @@ class ConsumerGroupMember:
     def uses_classic_protocol(self) -> bool:
         return self.classic_member_metadata is not None
 
+    def epoch_of(self, topic_id: str, partition: int) -> int | None:
+        """The epoch at which the member was given a partition it holds (assigned or pending
+        revocation; None: it holds no such partition) -- Kafka's ``assignmentEpoch``, else
+        ``pendingRevocationEpoch``."""
+        held = self.assigned_partitions.get(topic_id)
+        if held is None or partition not in held:
+            held = self.partitions_pending_revocation.get(topic_id)
+            if held is None or partition not in held:
+                return None
+        epochs = self.partition_epochs
+        if type(epochs) is int:
+            return epochs if epochs >= 0 else max(self.member_epoch, 0)
+        return epochs[topic_id][partition]  # type: ignore[index]
+
+    def epochs_key(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The epochs of the held partitions in a comparable form (fingerprints): the same
+        for every representation of the same epochs."""
+        return tuple(
+            (t, tuple(self.epoch_of(t, p) or 0 for p in ps))
+            for assignment in (self.assigned_partitions, self.partitions_pending_revocation)
+            for t, ps in sorted(assignment.items())
+        )
+
     def with_epoch(self, epoch: int, **changes: object) -> ConsumerGroupMember:
         """Move to ``epoch``; the epoch before becomes the previous epoch (always, as Kafka's
-        ``updateMemberEpoch`` does, even when the epoch does not change)."""
+        ``updateMemberEpoch`` does, even when the epoch does not change). Partitions held
+        with unset epochs keep the member epoch they stood for."""
+        if (
+            "partition_epochs" not in changes
+            and self.partition_epochs == UNSET_EPOCHS
+            and (self.assigned_partitions or self.partitions_pending_revocation)
+        ):
+            changes["partition_epochs"] = max(self.member_epoch, 0)
         return replace(
             self,
             member_epoch=epoch,
@@ -134,11 +177,26 @@ class ConsumerGroupMember:
             member_epoch=self.member_epoch,
             previous_member_epoch=self.previous_member_epoch,
             state=int(self.state),
-            assigned_partitions=to_topic_partitions(self.assigned_partitions),
-            partitions_pending_revocation=to_topic_partitions(self.partitions_pending_revocation),
+            assigned_partitions=self._with_epochs(self.assigned_partitions),
+            partitions_pending_revocation=self._with_epochs(self.partitions_pending_revocation),
             metadata_version=self.assignment_metadata[0],
             metadata_bytes=self.assignment_metadata[1],
             metadata_error=self.assignment_metadata[2],
+        )
+
+    def _with_epochs(self, assignment: Assignment) -> tuple[AssignedTopicPartitions, ...]:
+        epochs = self.partition_epochs
+        if type(epochs) is int:
+            every = epochs if epochs >= 0 else max(self.member_epoch, 0)
+            return tuple(
+                AssignedTopicPartitions(t, tuple(ps), (every,) * len(ps))
+                for t, ps in sorted(assignment.items())
+                if ps
+            )
+        return tuple(
+            AssignedTopicPartitions(t, tuple(ps), tuple(epochs[t][p] for p in ps))  # type: ignore[index]
+            for t, ps in sorted(assignment.items())
+            if ps
         )
 
     def with_metadata(
@@ -206,6 +264,7 @@ class ConsumerGroupMember:
                 value.partitions_pending_revocation
             ),
             assignment_metadata=meta,
+            partition_epochs=epochs_of_record(value),
         )
 
     def fingerprint(self) -> tuple[object, ...]:
@@ -224,6 +283,7 @@ class ConsumerGroupMember:
             self.server_assignor,
             assignment_key(self.assigned_partitions),
             assignment_key(self.partitions_pending_revocation),
+            self.epochs_key(),
             self.classic_member_metadata,
             self.client_assignors,
             *self.assignment_metadata,
@@ -350,7 +410,9 @@ def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
     return tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(assignment.items()) if ps)
 
 
-def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
+def from_topic_partitions(
+    tps: Iterable[TopicPartitions] | Iterable[AssignedTopicPartitions],
+) -> Assignment:
     if type(tps) is tuple and len(tps) == 1:  # (most: no dict in between)
         (tp,) = tps
         return _one_topic(sys.intern(tp.topic_id), tp.partitions)
@@ -358,6 +420,35 @@ def from_topic_partitions(tps: Iterable[TopicPartitions]) -> Assignment:
     for tp in tps:
         out.setdefault(sys.intern(tp.topic_id), set()).update(tp.partitions)
     return make_assignment(out) if out else EMPTY_ASSIGNMENT
+
+
+def epochs_of_record(value: ConsumerGroupCurrentMemberAssignmentValue) -> PartitionEpochs:
+    """The partition epochs a current-assignment record gives its member (a topic written
+    without them, or with a count that does not match its partitions: the record's member
+    epoch, at least 0, for each of its partitions -- as Kafka reads one)."""
+    default = max(value.member_epoch, 0)
+    out: dict[str, dict[int, int]] = {}
+    for tps in (value.assigned_partitions, value.partitions_pending_revocation):
+        for tp in tps:
+            given = tp.assignment_epochs
+            epochs = given if len(given) == len(tp.partitions) else (default,) * len(tp.partitions)
+            out.setdefault(sys.intern(tp.topic_id), {}).update(
+                zip(tp.partitions, epochs, strict=True)
+            )
+    return canonical_epochs(out)
+
+
+def canonical_epochs(epochs: Mapping[str, Mapping[int, int]]) -> PartitionEpochs:
+    """``epochs`` (exactly the held partitions') in canonical form: UNSET_EPOCHS for none,
+    the one int when all are equal, else the mapping itself."""
+    first = None
+    for parts in epochs.values():
+        for epoch in parts.values():
+            if first is None:
+                first = epoch
+            elif epoch != first:
+                return epochs
+    return UNSET_EPOCHS if first is None else first
 
 
 def assignment_key(assignment: Assignment) -> tuple[tuple[str, tuple[int, ...]], ...]:

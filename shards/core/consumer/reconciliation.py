@@ -16,6 +16,10 @@ A member moves from its current assignment to its target one step per heartbeat:
   -1 when the partition is free. A member still waiting for such partitions is
   UNRELEASED_PARTITIONS (at the target epoch, holding what it could get).
 * otherwise the member is STABLE at the target epoch.
+* **assignment epochs** (KIP-1251): a partition keeps the epoch at which it was given to the
+  member for as long as the member holds it (assigned, then pending revocation); a partition
+  given now gets the target epoch. OffsetCommit accepts a member epoch older than the
+  current one for partitions held since that epoch (``ConsumerGroup.validate_offset_commit``).
 
 The member's subscription bounds what it may keep: partitions of topics it no longer
 subscribes to (or that were deleted) are revoked at once, without waiting for a new target
@@ -29,9 +33,12 @@ from collections.abc import Callable, Collection, Sequence
 from shards.core.consumer.api import TopicPartitions
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
+    UNSET_EPOCHS,
     Assignment,
     ConsumerGroupMember,
     MemberState,
+    PartitionEpochs,
+    canonical_epochs,
     compact,
 )
 from shards.core.errors import ApiError, Errors
@@ -132,9 +139,45 @@ def _drop_unsubscribed(
             state=MemberState.UNREVOKED_PARTITIONS,
             assigned_partitions=kept,
             partitions_pending_revocation=pending,
+            partition_epochs=held_epochs(member, (kept, pending)),
         )
     # Already given up by the member: just shrink what it holds.
-    return member.with_epoch(member.member_epoch, assigned_partitions=kept)
+    return member.with_epoch(
+        member.member_epoch,
+        assigned_partitions=kept,
+        partition_epochs=held_epochs(member, (kept, member.partitions_pending_revocation)),
+    )
+
+
+def held_epochs(
+    member: ConsumerGroupMember,
+    held: Sequence[Assignment],
+    gained: dict[str, list[int]] | None = None,
+    gained_epoch: int = 0,
+) -> PartitionEpochs:
+    """The partition epochs of a member about to hold ``held`` -- partitions it holds now:
+    they keep their epochs -- and ``gained``, given to it at ``gained_epoch``."""
+    old = member.partition_epochs
+    holds = any(ps for assignment in held for ps in assignment.values())
+    if type(old) is int:  # (most: no mapping built)
+        old_epoch = old if old >= 0 else max(member.member_epoch, 0)
+        if not gained:
+            return old_epoch if holds else UNSET_EPOCHS
+        if not holds or old_epoch == gained_epoch:
+            return gained_epoch
+    out: dict[str, dict[int, int]] = {}
+    for assignment in held:
+        for topic_id, parts in assignment.items():
+            epochs = out.setdefault(topic_id, {})
+            for p in parts:
+                epoch = member.epoch_of(topic_id, p)
+                assert epoch is not None, (topic_id, p)
+                epochs[p] = epoch
+    for topic_id, given in (gained or {}).items():
+        epochs = out.setdefault(topic_id, {})
+        for p in given:
+            epochs[p] = gained_epoch
+    return canonical_epochs(out)
 
 
 def _next(
@@ -172,11 +215,13 @@ def _next(
                 gain.setdefault(topic_id, []).append(p)
 
     if revoke and owns_any(owned, revoke):
+        kept_now, revoked_now = compact(keep), compact(revoke)
         return member.with_epoch(
             member_epoch,
             state=MemberState.UNREVOKED_PARTITIONS,
-            assigned_partitions=compact(keep),
-            partitions_pending_revocation=compact(revoke),
+            assigned_partitions=kept_now,
+            partitions_pending_revocation=revoked_now,
+            partition_epochs=held_epochs(member, (kept_now, revoked_now)),
         )
     if gain:
         merged = dict(keep)
@@ -190,6 +235,7 @@ def _next(
         state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
         assigned_partitions=new_assigned,
         partitions_pending_revocation=EMPTY_ASSIGNMENT,
+        partition_epochs=held_epochs(member, (keep,), gain, target_epoch),
     )
 
 
@@ -217,6 +263,7 @@ def pending_release(
 
 __all__ = [
     "OwnerEpoch",
+    "held_epochs",
     "is_subset",
     "is_subscription_consistent",
     "owns_any",

@@ -24,6 +24,7 @@ from shards.core.consumer.group_configs import GroupConfigs
 from shards.core.consumer.member import (
     EMPTY_ASSIGNMENT,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    UNSET_EPOCHS,
     ConsumerGroupMember,
 )
 from shards.core.consumer.records import (
@@ -127,10 +128,14 @@ class Sessions:
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # A temporary leave: the member keeps its place (and its partitions stay with
             # it) until it rejoins or its session expires.
+            # Its partitions' assignment epochs go to 0 (as Kafka's
+            # resetAssignedPartitionsEpochsToZero): the instance that comes back commits
+            # under a new epoch.
             away = replace(
                 member,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 partitions_pending_revocation=EMPTY_ASSIGNMENT,
+                partition_epochs=0 if member.assigned_partitions else UNSET_EPOCHS,
             )
             return CoordinatorResult(
                 [current_assignment_record(group.group_id, away)],

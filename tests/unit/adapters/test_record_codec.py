@@ -41,7 +41,7 @@ other_records = st.sampled_from(
         Record(
             r.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
             r.ConsumerGroupCurrentMemberAssignmentValue(
-                3, 2, 1, (r.TopicPartitions("AAAAAAAAAAAAAAAAAAAAAA", (0, 2)),), ()
+                3, 2, 1, (r.AssignedTopicPartitions("AAAAAAAAAAAAAAAAAAAAAA", (0, 2), (3, 1)),), ()
             ),
         ),
         Record(r.GroupConfigKey("g"), r.GroupConfigValue((r.GroupConfigEntry("a", "1"),))),

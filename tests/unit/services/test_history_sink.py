@@ -14,6 +14,7 @@ from services.history.events import COLUMNS, events_of, removal_cause
 from services.history.reader import export_parquet, in_range, read_files
 from services.history.sink import FileWriter, HistorySink, open_sink
 from shards.core.records import (
+    AssignedTopicPartitions,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -54,7 +55,9 @@ def test_events_of_a_join_write() -> None:
         ),
         Record(
             ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
-            ConsumerGroupCurrentMemberAssignmentValue(7, 6, 0, (TopicPartitions("T", (1,)),)),
+            ConsumerGroupCurrentMemberAssignmentValue(
+                7, 6, 0, (AssignedTopicPartitions("T", (1,)),)
+            ),
         ),
         commit(11),
     ]

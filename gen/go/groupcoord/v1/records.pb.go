@@ -1593,13 +1593,77 @@ func (x *ConsumerGroupCurrentMemberAssignmentKey) GetMemberId() string {
 	return ""
 }
 
+// A member's partitions of one topic (fields 1-2 as TopicPartitions: logs written before
+// assignment_epochs read the same) with KIP-1251's epoch at which each was assigned, in the
+// order of partitions (empty: the record's member_epoch for every partition, as Kafka reads
+// a record without them).
+type AssignedTopicPartitions struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TopicId          string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions       []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	AssignmentEpochs []int32                `protobuf:"varint,3,rep,packed,name=assignment_epochs,json=assignmentEpochs,proto3" json:"assignment_epochs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AssignedTopicPartitions) Reset() {
+	*x = AssignedTopicPartitions{}
+	mi := &file_groupcoord_v1_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignedTopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignedTopicPartitions) ProtoMessage() {}
+
+func (x *AssignedTopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_groupcoord_v1_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignedTopicPartitions.ProtoReflect.Descriptor instead.
+func (*AssignedTopicPartitions) Descriptor() ([]byte, []int) {
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AssignedTopicPartitions) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *AssignedTopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *AssignedTopicPartitions) GetAssignmentEpochs() []int32 {
+	if x != nil {
+		return x.AssignmentEpochs
+	}
+	return nil
+}
+
 type ConsumerGroupCurrentMemberAssignmentValue struct {
-	state                       protoimpl.MessageState `protogen:"open.v1"`
-	MemberEpoch                 int32                  `protobuf:"varint,1,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	PreviousMemberEpoch         int32                  `protobuf:"varint,2,opt,name=previous_member_epoch,json=previousMemberEpoch,proto3" json:"previous_member_epoch,omitempty"`
-	State                       int32                  `protobuf:"varint,3,opt,name=state,proto3" json:"state,omitempty"`
-	AssignedPartitions          []*TopicPartitions     `protobuf:"bytes,4,rep,name=assigned_partitions,json=assignedPartitions,proto3" json:"assigned_partitions,omitempty"`
-	PartitionsPendingRevocation []*TopicPartitions     `protobuf:"bytes,5,rep,name=partitions_pending_revocation,json=partitionsPendingRevocation,proto3" json:"partitions_pending_revocation,omitempty"`
+	state                       protoimpl.MessageState     `protogen:"open.v1"`
+	MemberEpoch                 int32                      `protobuf:"varint,1,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	PreviousMemberEpoch         int32                      `protobuf:"varint,2,opt,name=previous_member_epoch,json=previousMemberEpoch,proto3" json:"previous_member_epoch,omitempty"`
+	State                       int32                      `protobuf:"varint,3,opt,name=state,proto3" json:"state,omitempty"`
+	AssignedPartitions          []*AssignedTopicPartitions `protobuf:"bytes,4,rep,name=assigned_partitions,json=assignedPartitions,proto3" json:"assigned_partitions,omitempty"`
+	PartitionsPendingRevocation []*AssignedTopicPartitions `protobuf:"bytes,5,rep,name=partitions_pending_revocation,json=partitionsPendingRevocation,proto3" json:"partitions_pending_revocation,omitempty"`
 	// groupcoord: the client-side assignor's metadata given with the target (absent in older logs)
 	MetadataVersion int32  `protobuf:"varint,6,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
 	MetadataBytes   []byte `protobuf:"bytes,7,opt,name=metadata_bytes,json=metadataBytes,proto3" json:"metadata_bytes,omitempty"`
@@ -1610,7 +1674,7 @@ type ConsumerGroupCurrentMemberAssignmentValue struct {
 
 func (x *ConsumerGroupCurrentMemberAssignmentValue) Reset() {
 	*x = ConsumerGroupCurrentMemberAssignmentValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[25]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1686,7 @@ func (x *ConsumerGroupCurrentMemberAssignmentValue) String() string {
 func (*ConsumerGroupCurrentMemberAssignmentValue) ProtoMessage() {}
 
 func (x *ConsumerGroupCurrentMemberAssignmentValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[25]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1699,7 @@ func (x *ConsumerGroupCurrentMemberAssignmentValue) ProtoReflect() protoreflect.
 
 // Deprecated: Use ConsumerGroupCurrentMemberAssignmentValue.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupCurrentMemberAssignmentValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{25}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConsumerGroupCurrentMemberAssignmentValue) GetMemberEpoch() int32 {
@@ -1659,14 +1723,14 @@ func (x *ConsumerGroupCurrentMemberAssignmentValue) GetState() int32 {
 	return 0
 }
 
-func (x *ConsumerGroupCurrentMemberAssignmentValue) GetAssignedPartitions() []*TopicPartitions {
+func (x *ConsumerGroupCurrentMemberAssignmentValue) GetAssignedPartitions() []*AssignedTopicPartitions {
 	if x != nil {
 		return x.AssignedPartitions
 	}
 	return nil
 }
 
-func (x *ConsumerGroupCurrentMemberAssignmentValue) GetPartitionsPendingRevocation() []*TopicPartitions {
+func (x *ConsumerGroupCurrentMemberAssignmentValue) GetPartitionsPendingRevocation() []*AssignedTopicPartitions {
 	if x != nil {
 		return x.PartitionsPendingRevocation
 	}
@@ -1704,7 +1768,7 @@ type ConsumerGroupRegularExpressionKey struct {
 
 func (x *ConsumerGroupRegularExpressionKey) Reset() {
 	*x = ConsumerGroupRegularExpressionKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[26]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1780,7 @@ func (x *ConsumerGroupRegularExpressionKey) String() string {
 func (*ConsumerGroupRegularExpressionKey) ProtoMessage() {}
 
 func (x *ConsumerGroupRegularExpressionKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[26]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1793,7 @@ func (x *ConsumerGroupRegularExpressionKey) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ConsumerGroupRegularExpressionKey.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupRegularExpressionKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{26}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConsumerGroupRegularExpressionKey) GetGroupId() string {
@@ -1760,7 +1824,7 @@ type ConsumerGroupRegularExpressionValue struct {
 
 func (x *ConsumerGroupRegularExpressionValue) Reset() {
 	*x = ConsumerGroupRegularExpressionValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[27]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1836,7 @@ func (x *ConsumerGroupRegularExpressionValue) String() string {
 func (*ConsumerGroupRegularExpressionValue) ProtoMessage() {}
 
 func (x *ConsumerGroupRegularExpressionValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[27]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1849,7 @@ func (x *ConsumerGroupRegularExpressionValue) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ConsumerGroupRegularExpressionValue.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupRegularExpressionValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{27}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsumerGroupRegularExpressionValue) GetTopics() []string {
@@ -1826,7 +1890,7 @@ type GroupConfigKey struct {
 
 func (x *GroupConfigKey) Reset() {
 	*x = GroupConfigKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[28]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1902,7 @@ func (x *GroupConfigKey) String() string {
 func (*GroupConfigKey) ProtoMessage() {}
 
 func (x *GroupConfigKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[28]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1915,7 @@ func (x *GroupConfigKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfigKey.ProtoReflect.Descriptor instead.
 func (*GroupConfigKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{28}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupConfigKey) GetGroupId() string {
@@ -1871,7 +1935,7 @@ type GroupConfigEntry struct {
 
 func (x *GroupConfigEntry) Reset() {
 	*x = GroupConfigEntry{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[29]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1947,7 @@ func (x *GroupConfigEntry) String() string {
 func (*GroupConfigEntry) ProtoMessage() {}
 
 func (x *GroupConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[29]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1960,7 @@ func (x *GroupConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfigEntry.ProtoReflect.Descriptor instead.
 func (*GroupConfigEntry) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{29}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupConfigEntry) GetName() string {
@@ -1922,7 +1986,7 @@ type GroupConfigValue struct {
 
 func (x *GroupConfigValue) Reset() {
 	*x = GroupConfigValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[30]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +1998,7 @@ func (x *GroupConfigValue) String() string {
 func (*GroupConfigValue) ProtoMessage() {}
 
 func (x *GroupConfigValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[30]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2011,7 @@ func (x *GroupConfigValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfigValue.ProtoReflect.Descriptor instead.
 func (*GroupConfigValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{30}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupConfigValue) GetConfigs() []*GroupConfigEntry {
@@ -1967,7 +2031,7 @@ type ConsumerGroupClientAssignmentKey struct {
 
 func (x *ConsumerGroupClientAssignmentKey) Reset() {
 	*x = ConsumerGroupClientAssignmentKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[31]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2043,7 @@ func (x *ConsumerGroupClientAssignmentKey) String() string {
 func (*ConsumerGroupClientAssignmentKey) ProtoMessage() {}
 
 func (x *ConsumerGroupClientAssignmentKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[31]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2056,7 @@ func (x *ConsumerGroupClientAssignmentKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupClientAssignmentKey.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupClientAssignmentKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{31}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumerGroupClientAssignmentKey) GetGroupId() string {
@@ -2015,7 +2079,7 @@ type ConsumerGroupClientAssignmentValue struct {
 
 func (x *ConsumerGroupClientAssignmentValue) Reset() {
 	*x = ConsumerGroupClientAssignmentValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[32]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2091,7 @@ func (x *ConsumerGroupClientAssignmentValue) String() string {
 func (*ConsumerGroupClientAssignmentValue) ProtoMessage() {}
 
 func (x *ConsumerGroupClientAssignmentValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[32]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2104,7 @@ func (x *ConsumerGroupClientAssignmentValue) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ConsumerGroupClientAssignmentValue.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupClientAssignmentValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{32}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConsumerGroupClientAssignmentValue) GetGroupEpoch() int32 {
@@ -2093,7 +2157,7 @@ type TxnOffsetCommitKey struct {
 
 func (x *TxnOffsetCommitKey) Reset() {
 	*x = TxnOffsetCommitKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[33]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2169,7 @@ func (x *TxnOffsetCommitKey) String() string {
 func (*TxnOffsetCommitKey) ProtoMessage() {}
 
 func (x *TxnOffsetCommitKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[33]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2182,7 @@ func (x *TxnOffsetCommitKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitKey.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{33}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TxnOffsetCommitKey) GetGroup() string {
@@ -2179,7 +2243,7 @@ type TxnOffsetCommitValue struct {
 
 func (x *TxnOffsetCommitValue) Reset() {
 	*x = TxnOffsetCommitValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[34]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2255,7 @@ func (x *TxnOffsetCommitValue) String() string {
 func (*TxnOffsetCommitValue) ProtoMessage() {}
 
 func (x *TxnOffsetCommitValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[34]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2268,7 @@ func (x *TxnOffsetCommitValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitValue.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{34}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TxnOffsetCommitValue) GetOffset() int64 {
@@ -2274,7 +2338,7 @@ type StreamsTaskIds struct {
 
 func (x *StreamsTaskIds) Reset() {
 	*x = StreamsTaskIds{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[35]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2350,7 @@ func (x *StreamsTaskIds) String() string {
 func (*StreamsTaskIds) ProtoMessage() {}
 
 func (x *StreamsTaskIds) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[35]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2363,7 @@ func (x *StreamsTaskIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsTaskIds.ProtoReflect.Descriptor instead.
 func (*StreamsTaskIds) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{35}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StreamsTaskIds) GetSubtopologyId() string {
@@ -2326,7 +2390,7 @@ type StreamsKeyValue struct {
 
 func (x *StreamsKeyValue) Reset() {
 	*x = StreamsKeyValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[36]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2402,7 @@ func (x *StreamsKeyValue) String() string {
 func (*StreamsKeyValue) ProtoMessage() {}
 
 func (x *StreamsKeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[36]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2415,7 @@ func (x *StreamsKeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsKeyValue.ProtoReflect.Descriptor instead.
 func (*StreamsKeyValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{36}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamsKeyValue) GetKey() string {
@@ -2380,7 +2444,7 @@ type StreamsTopicInfo struct {
 
 func (x *StreamsTopicInfo) Reset() {
 	*x = StreamsTopicInfo{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[37]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2456,7 @@ func (x *StreamsTopicInfo) String() string {
 func (*StreamsTopicInfo) ProtoMessage() {}
 
 func (x *StreamsTopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[37]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2469,7 @@ func (x *StreamsTopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsTopicInfo.ProtoReflect.Descriptor instead.
 func (*StreamsTopicInfo) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{37}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StreamsTopicInfo) GetName() string {
@@ -2446,7 +2510,7 @@ type StreamsCopartitionGroup struct {
 
 func (x *StreamsCopartitionGroup) Reset() {
 	*x = StreamsCopartitionGroup{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[38]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2522,7 @@ func (x *StreamsCopartitionGroup) String() string {
 func (*StreamsCopartitionGroup) ProtoMessage() {}
 
 func (x *StreamsCopartitionGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[38]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2535,7 @@ func (x *StreamsCopartitionGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsCopartitionGroup.ProtoReflect.Descriptor instead.
 func (*StreamsCopartitionGroup) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{38}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamsCopartitionGroup) GetSourceTopics() []int32 {
@@ -2503,7 +2567,7 @@ type StreamsSubtopology struct {
 
 func (x *StreamsSubtopology) Reset() {
 	*x = StreamsSubtopology{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[39]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2579,7 @@ func (x *StreamsSubtopology) String() string {
 func (*StreamsSubtopology) ProtoMessage() {}
 
 func (x *StreamsSubtopology) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[39]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2592,7 @@ func (x *StreamsSubtopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsSubtopology.ProtoReflect.Descriptor instead.
 func (*StreamsSubtopology) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{39}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamsSubtopology) GetSubtopologyId() string {
@@ -2590,7 +2654,7 @@ type StreamsEndpoint struct {
 
 func (x *StreamsEndpoint) Reset() {
 	*x = StreamsEndpoint{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[40]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2666,7 @@ func (x *StreamsEndpoint) String() string {
 func (*StreamsEndpoint) ProtoMessage() {}
 
 func (x *StreamsEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[40]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2679,7 @@ func (x *StreamsEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEndpoint.ProtoReflect.Descriptor instead.
 func (*StreamsEndpoint) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{40}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamsEndpoint) GetHost() string {
@@ -2641,7 +2705,7 @@ type StreamsGroupMetadataKey struct {
 
 func (x *StreamsGroupMetadataKey) Reset() {
 	*x = StreamsGroupMetadataKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[41]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2717,7 @@ func (x *StreamsGroupMetadataKey) String() string {
 func (*StreamsGroupMetadataKey) ProtoMessage() {}
 
 func (x *StreamsGroupMetadataKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[41]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2730,7 @@ func (x *StreamsGroupMetadataKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupMetadataKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupMetadataKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{41}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamsGroupMetadataKey) GetGroupId() string {
@@ -2692,7 +2756,7 @@ type StreamsGroupMetadataValue struct {
 
 func (x *StreamsGroupMetadataValue) Reset() {
 	*x = StreamsGroupMetadataValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[42]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2768,7 @@ func (x *StreamsGroupMetadataValue) String() string {
 func (*StreamsGroupMetadataValue) ProtoMessage() {}
 
 func (x *StreamsGroupMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[42]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2781,7 @@ func (x *StreamsGroupMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupMetadataValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupMetadataValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{42}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StreamsGroupMetadataValue) GetEpoch() int32 {
@@ -2764,7 +2828,7 @@ type StreamsGroupTopologyKey struct {
 
 func (x *StreamsGroupTopologyKey) Reset() {
 	*x = StreamsGroupTopologyKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[43]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2840,7 @@ func (x *StreamsGroupTopologyKey) String() string {
 func (*StreamsGroupTopologyKey) ProtoMessage() {}
 
 func (x *StreamsGroupTopologyKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[43]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2853,7 @@ func (x *StreamsGroupTopologyKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupTopologyKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTopologyKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{43}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StreamsGroupTopologyKey) GetGroupId() string {
@@ -2809,7 +2873,7 @@ type StreamsGroupTopologyValue struct {
 
 func (x *StreamsGroupTopologyValue) Reset() {
 	*x = StreamsGroupTopologyValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[44]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +2885,7 @@ func (x *StreamsGroupTopologyValue) String() string {
 func (*StreamsGroupTopologyValue) ProtoMessage() {}
 
 func (x *StreamsGroupTopologyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[44]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +2898,7 @@ func (x *StreamsGroupTopologyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupTopologyValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTopologyValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{44}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StreamsGroupTopologyValue) GetEpoch() int32 {
@@ -2861,7 +2925,7 @@ type StreamsGroupMemberMetadataKey struct {
 
 func (x *StreamsGroupMemberMetadataKey) Reset() {
 	*x = StreamsGroupMemberMetadataKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[45]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2937,7 @@ func (x *StreamsGroupMemberMetadataKey) String() string {
 func (*StreamsGroupMemberMetadataKey) ProtoMessage() {}
 
 func (x *StreamsGroupMemberMetadataKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[45]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2950,7 @@ func (x *StreamsGroupMemberMetadataKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupMemberMetadataKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupMemberMetadataKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{45}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StreamsGroupMemberMetadataKey) GetGroupId() string {
@@ -2920,7 +2984,7 @@ type StreamsGroupMemberMetadataValue struct {
 
 func (x *StreamsGroupMemberMetadataValue) Reset() {
 	*x = StreamsGroupMemberMetadataValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[46]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +2996,7 @@ func (x *StreamsGroupMemberMetadataValue) String() string {
 func (*StreamsGroupMemberMetadataValue) ProtoMessage() {}
 
 func (x *StreamsGroupMemberMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[46]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3009,7 @@ func (x *StreamsGroupMemberMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsGroupMemberMetadataValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupMemberMetadataValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{46}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StreamsGroupMemberMetadataValue) GetInstanceId() string {
@@ -3020,7 +3084,7 @@ type StreamsGroupTargetAssignmentMetadataKey struct {
 
 func (x *StreamsGroupTargetAssignmentMetadataKey) Reset() {
 	*x = StreamsGroupTargetAssignmentMetadataKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[47]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3096,7 @@ func (x *StreamsGroupTargetAssignmentMetadataKey) String() string {
 func (*StreamsGroupTargetAssignmentMetadataKey) ProtoMessage() {}
 
 func (x *StreamsGroupTargetAssignmentMetadataKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[47]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3109,7 @@ func (x *StreamsGroupTargetAssignmentMetadataKey) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use StreamsGroupTargetAssignmentMetadataKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTargetAssignmentMetadataKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{47}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StreamsGroupTargetAssignmentMetadataKey) GetGroupId() string {
@@ -3065,7 +3129,7 @@ type StreamsGroupTargetAssignmentMetadataValue struct {
 
 func (x *StreamsGroupTargetAssignmentMetadataValue) Reset() {
 	*x = StreamsGroupTargetAssignmentMetadataValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[48]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3141,7 @@ func (x *StreamsGroupTargetAssignmentMetadataValue) String() string {
 func (*StreamsGroupTargetAssignmentMetadataValue) ProtoMessage() {}
 
 func (x *StreamsGroupTargetAssignmentMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[48]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3154,7 @@ func (x *StreamsGroupTargetAssignmentMetadataValue) ProtoReflect() protoreflect.
 
 // Deprecated: Use StreamsGroupTargetAssignmentMetadataValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTargetAssignmentMetadataValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{48}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StreamsGroupTargetAssignmentMetadataValue) GetAssignmentEpoch() int32 {
@@ -3117,7 +3181,7 @@ type StreamsGroupTargetAssignmentMemberKey struct {
 
 func (x *StreamsGroupTargetAssignmentMemberKey) Reset() {
 	*x = StreamsGroupTargetAssignmentMemberKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[49]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3193,7 @@ func (x *StreamsGroupTargetAssignmentMemberKey) String() string {
 func (*StreamsGroupTargetAssignmentMemberKey) ProtoMessage() {}
 
 func (x *StreamsGroupTargetAssignmentMemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[49]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3206,7 @@ func (x *StreamsGroupTargetAssignmentMemberKey) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use StreamsGroupTargetAssignmentMemberKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTargetAssignmentMemberKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{49}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StreamsGroupTargetAssignmentMemberKey) GetGroupId() string {
@@ -3170,7 +3234,7 @@ type StreamsGroupTargetAssignmentMemberValue struct {
 
 func (x *StreamsGroupTargetAssignmentMemberValue) Reset() {
 	*x = StreamsGroupTargetAssignmentMemberValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[50]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3246,7 @@ func (x *StreamsGroupTargetAssignmentMemberValue) String() string {
 func (*StreamsGroupTargetAssignmentMemberValue) ProtoMessage() {}
 
 func (x *StreamsGroupTargetAssignmentMemberValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[50]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3259,7 @@ func (x *StreamsGroupTargetAssignmentMemberValue) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use StreamsGroupTargetAssignmentMemberValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupTargetAssignmentMemberValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{50}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StreamsGroupTargetAssignmentMemberValue) GetActiveTasks() []*StreamsTaskIds {
@@ -3229,7 +3293,7 @@ type StreamsGroupCurrentMemberAssignmentKey struct {
 
 func (x *StreamsGroupCurrentMemberAssignmentKey) Reset() {
 	*x = StreamsGroupCurrentMemberAssignmentKey{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[51]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3305,7 @@ func (x *StreamsGroupCurrentMemberAssignmentKey) String() string {
 func (*StreamsGroupCurrentMemberAssignmentKey) ProtoMessage() {}
 
 func (x *StreamsGroupCurrentMemberAssignmentKey) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[51]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3318,7 @@ func (x *StreamsGroupCurrentMemberAssignmentKey) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use StreamsGroupCurrentMemberAssignmentKey.ProtoReflect.Descriptor instead.
 func (*StreamsGroupCurrentMemberAssignmentKey) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{51}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StreamsGroupCurrentMemberAssignmentKey) GetGroupId() string {
@@ -3288,7 +3352,7 @@ type StreamsGroupCurrentMemberAssignmentValue struct {
 
 func (x *StreamsGroupCurrentMemberAssignmentValue) Reset() {
 	*x = StreamsGroupCurrentMemberAssignmentValue{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[52]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3364,7 @@ func (x *StreamsGroupCurrentMemberAssignmentValue) String() string {
 func (*StreamsGroupCurrentMemberAssignmentValue) ProtoMessage() {}
 
 func (x *StreamsGroupCurrentMemberAssignmentValue) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[52]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3377,7 @@ func (x *StreamsGroupCurrentMemberAssignmentValue) ProtoReflect() protoreflect.M
 
 // Deprecated: Use StreamsGroupCurrentMemberAssignmentValue.ProtoReflect.Descriptor instead.
 func (*StreamsGroupCurrentMemberAssignmentValue) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{52}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StreamsGroupCurrentMemberAssignmentValue) GetMemberEpoch() int32 {
@@ -3389,7 +3453,7 @@ type CatalogPartitionRacks struct {
 
 func (x *CatalogPartitionRacks) Reset() {
 	*x = CatalogPartitionRacks{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[53]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3465,7 @@ func (x *CatalogPartitionRacks) String() string {
 func (*CatalogPartitionRacks) ProtoMessage() {}
 
 func (x *CatalogPartitionRacks) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[53]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3478,7 @@ func (x *CatalogPartitionRacks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogPartitionRacks.ProtoReflect.Descriptor instead.
 func (*CatalogPartitionRacks) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{53}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CatalogPartitionRacks) GetRacks() []string {
@@ -3436,7 +3500,7 @@ type CatalogTopic struct {
 
 func (x *CatalogTopic) Reset() {
 	*x = CatalogTopic{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[54]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3512,7 @@ func (x *CatalogTopic) String() string {
 func (*CatalogTopic) ProtoMessage() {}
 
 func (x *CatalogTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[54]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3525,7 @@ func (x *CatalogTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTopic.ProtoReflect.Descriptor instead.
 func (*CatalogTopic) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{54}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CatalogTopic) GetTopicId() string {
@@ -3501,7 +3565,7 @@ type CatalogDocument struct {
 
 func (x *CatalogDocument) Reset() {
 	*x = CatalogDocument{}
-	mi := &file_groupcoord_v1_records_proto_msgTypes[55]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3577,7 @@ func (x *CatalogDocument) String() string {
 func (*CatalogDocument) ProtoMessage() {}
 
 func (x *CatalogDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_groupcoord_v1_records_proto_msgTypes[55]
+	mi := &file_groupcoord_v1_records_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3590,7 @@ func (x *CatalogDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogDocument.ProtoReflect.Descriptor instead.
 func (*CatalogDocument) Descriptor() ([]byte, []int) {
-	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{55}
+	return file_groupcoord_v1_records_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CatalogDocument) GetTopics() []*CatalogTopic {
@@ -3669,13 +3733,19 @@ const file_groupcoord_v1_records_proto_rawDesc = "" +
 	"\x0emetadata_error\x18\x04 \x01(\x05R\rmetadataError\"a\n" +
 	"'ConsumerGroupCurrentMemberAssignmentKey\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\xc6\x03\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x81\x01\n" +
+	"\x17AssignedTopicPartitions\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\x12+\n" +
+	"\x11assignment_epochs\x18\x03 \x03(\x05R\x10assignmentEpochs\"\xd6\x03\n" +
 	")ConsumerGroupCurrentMemberAssignmentValue\x12!\n" +
 	"\fmember_epoch\x18\x01 \x01(\x05R\vmemberEpoch\x122\n" +
 	"\x15previous_member_epoch\x18\x02 \x01(\x05R\x13previousMemberEpoch\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\x05R\x05state\x12O\n" +
-	"\x13assigned_partitions\x18\x04 \x03(\v2\x1e.groupcoord.v1.TopicPartitionsR\x12assignedPartitions\x12b\n" +
-	"\x1dpartitions_pending_revocation\x18\x05 \x03(\v2\x1e.groupcoord.v1.TopicPartitionsR\x1bpartitionsPendingRevocation\x12)\n" +
+	"\x05state\x18\x03 \x01(\x05R\x05state\x12W\n" +
+	"\x13assigned_partitions\x18\x04 \x03(\v2&.groupcoord.v1.AssignedTopicPartitionsR\x12assignedPartitions\x12j\n" +
+	"\x1dpartitions_pending_revocation\x18\x05 \x03(\v2&.groupcoord.v1.AssignedTopicPartitionsR\x1bpartitionsPendingRevocation\x12)\n" +
 	"\x10metadata_version\x18\x06 \x01(\x05R\x0fmetadataVersion\x12%\n" +
 	"\x0emetadata_bytes\x18\a \x01(\fR\rmetadataBytes\x12%\n" +
 	"\x0emetadata_error\x18\b \x01(\x05R\rmetadataError\"m\n" +
@@ -3834,7 +3904,7 @@ func file_groupcoord_v1_records_proto_rawDescGZIP() []byte {
 	return file_groupcoord_v1_records_proto_rawDescData
 }
 
-var file_groupcoord_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_groupcoord_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_groupcoord_v1_records_proto_goTypes = []any{
 	(*LogRecord)(nil),                                  // 0: groupcoord.v1.LogRecord
 	(*RecordBatch)(nil),                                // 1: groupcoord.v1.RecordBatch
@@ -3861,38 +3931,39 @@ var file_groupcoord_v1_records_proto_goTypes = []any{
 	(*ConsumerGroupTargetAssignmentMemberKey)(nil),     // 22: groupcoord.v1.ConsumerGroupTargetAssignmentMemberKey
 	(*ConsumerGroupTargetAssignmentMemberValue)(nil),   // 23: groupcoord.v1.ConsumerGroupTargetAssignmentMemberValue
 	(*ConsumerGroupCurrentMemberAssignmentKey)(nil),    // 24: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentKey
-	(*ConsumerGroupCurrentMemberAssignmentValue)(nil),  // 25: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue
-	(*ConsumerGroupRegularExpressionKey)(nil),          // 26: groupcoord.v1.ConsumerGroupRegularExpressionKey
-	(*ConsumerGroupRegularExpressionValue)(nil),        // 27: groupcoord.v1.ConsumerGroupRegularExpressionValue
-	(*GroupConfigKey)(nil),                             // 28: groupcoord.v1.GroupConfigKey
-	(*GroupConfigEntry)(nil),                           // 29: groupcoord.v1.GroupConfigEntry
-	(*GroupConfigValue)(nil),                           // 30: groupcoord.v1.GroupConfigValue
-	(*ConsumerGroupClientAssignmentKey)(nil),           // 31: groupcoord.v1.ConsumerGroupClientAssignmentKey
-	(*ConsumerGroupClientAssignmentValue)(nil),         // 32: groupcoord.v1.ConsumerGroupClientAssignmentValue
-	(*TxnOffsetCommitKey)(nil),                         // 33: groupcoord.v1.TxnOffsetCommitKey
-	(*TxnOffsetCommitValue)(nil),                       // 34: groupcoord.v1.TxnOffsetCommitValue
-	(*StreamsTaskIds)(nil),                             // 35: groupcoord.v1.StreamsTaskIds
-	(*StreamsKeyValue)(nil),                            // 36: groupcoord.v1.StreamsKeyValue
-	(*StreamsTopicInfo)(nil),                           // 37: groupcoord.v1.StreamsTopicInfo
-	(*StreamsCopartitionGroup)(nil),                    // 38: groupcoord.v1.StreamsCopartitionGroup
-	(*StreamsSubtopology)(nil),                         // 39: groupcoord.v1.StreamsSubtopology
-	(*StreamsEndpoint)(nil),                            // 40: groupcoord.v1.StreamsEndpoint
-	(*StreamsGroupMetadataKey)(nil),                    // 41: groupcoord.v1.StreamsGroupMetadataKey
-	(*StreamsGroupMetadataValue)(nil),                  // 42: groupcoord.v1.StreamsGroupMetadataValue
-	(*StreamsGroupTopologyKey)(nil),                    // 43: groupcoord.v1.StreamsGroupTopologyKey
-	(*StreamsGroupTopologyValue)(nil),                  // 44: groupcoord.v1.StreamsGroupTopologyValue
-	(*StreamsGroupMemberMetadataKey)(nil),              // 45: groupcoord.v1.StreamsGroupMemberMetadataKey
-	(*StreamsGroupMemberMetadataValue)(nil),            // 46: groupcoord.v1.StreamsGroupMemberMetadataValue
-	(*StreamsGroupTargetAssignmentMetadataKey)(nil),    // 47: groupcoord.v1.StreamsGroupTargetAssignmentMetadataKey
-	(*StreamsGroupTargetAssignmentMetadataValue)(nil),  // 48: groupcoord.v1.StreamsGroupTargetAssignmentMetadataValue
-	(*StreamsGroupTargetAssignmentMemberKey)(nil),      // 49: groupcoord.v1.StreamsGroupTargetAssignmentMemberKey
-	(*StreamsGroupTargetAssignmentMemberValue)(nil),    // 50: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue
-	(*StreamsGroupCurrentMemberAssignmentKey)(nil),     // 51: groupcoord.v1.StreamsGroupCurrentMemberAssignmentKey
-	(*StreamsGroupCurrentMemberAssignmentValue)(nil),   // 52: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue
-	(*CatalogPartitionRacks)(nil),                      // 53: groupcoord.v1.CatalogPartitionRacks
-	(*CatalogTopic)(nil),                               // 54: groupcoord.v1.CatalogTopic
-	(*CatalogDocument)(nil),                            // 55: groupcoord.v1.CatalogDocument
-	(*TopicPartitions)(nil),                            // 56: groupcoord.v1.TopicPartitions
+	(*AssignedTopicPartitions)(nil),                    // 25: groupcoord.v1.AssignedTopicPartitions
+	(*ConsumerGroupCurrentMemberAssignmentValue)(nil),  // 26: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue
+	(*ConsumerGroupRegularExpressionKey)(nil),          // 27: groupcoord.v1.ConsumerGroupRegularExpressionKey
+	(*ConsumerGroupRegularExpressionValue)(nil),        // 28: groupcoord.v1.ConsumerGroupRegularExpressionValue
+	(*GroupConfigKey)(nil),                             // 29: groupcoord.v1.GroupConfigKey
+	(*GroupConfigEntry)(nil),                           // 30: groupcoord.v1.GroupConfigEntry
+	(*GroupConfigValue)(nil),                           // 31: groupcoord.v1.GroupConfigValue
+	(*ConsumerGroupClientAssignmentKey)(nil),           // 32: groupcoord.v1.ConsumerGroupClientAssignmentKey
+	(*ConsumerGroupClientAssignmentValue)(nil),         // 33: groupcoord.v1.ConsumerGroupClientAssignmentValue
+	(*TxnOffsetCommitKey)(nil),                         // 34: groupcoord.v1.TxnOffsetCommitKey
+	(*TxnOffsetCommitValue)(nil),                       // 35: groupcoord.v1.TxnOffsetCommitValue
+	(*StreamsTaskIds)(nil),                             // 36: groupcoord.v1.StreamsTaskIds
+	(*StreamsKeyValue)(nil),                            // 37: groupcoord.v1.StreamsKeyValue
+	(*StreamsTopicInfo)(nil),                           // 38: groupcoord.v1.StreamsTopicInfo
+	(*StreamsCopartitionGroup)(nil),                    // 39: groupcoord.v1.StreamsCopartitionGroup
+	(*StreamsSubtopology)(nil),                         // 40: groupcoord.v1.StreamsSubtopology
+	(*StreamsEndpoint)(nil),                            // 41: groupcoord.v1.StreamsEndpoint
+	(*StreamsGroupMetadataKey)(nil),                    // 42: groupcoord.v1.StreamsGroupMetadataKey
+	(*StreamsGroupMetadataValue)(nil),                  // 43: groupcoord.v1.StreamsGroupMetadataValue
+	(*StreamsGroupTopologyKey)(nil),                    // 44: groupcoord.v1.StreamsGroupTopologyKey
+	(*StreamsGroupTopologyValue)(nil),                  // 45: groupcoord.v1.StreamsGroupTopologyValue
+	(*StreamsGroupMemberMetadataKey)(nil),              // 46: groupcoord.v1.StreamsGroupMemberMetadataKey
+	(*StreamsGroupMemberMetadataValue)(nil),            // 47: groupcoord.v1.StreamsGroupMemberMetadataValue
+	(*StreamsGroupTargetAssignmentMetadataKey)(nil),    // 48: groupcoord.v1.StreamsGroupTargetAssignmentMetadataKey
+	(*StreamsGroupTargetAssignmentMetadataValue)(nil),  // 49: groupcoord.v1.StreamsGroupTargetAssignmentMetadataValue
+	(*StreamsGroupTargetAssignmentMemberKey)(nil),      // 50: groupcoord.v1.StreamsGroupTargetAssignmentMemberKey
+	(*StreamsGroupTargetAssignmentMemberValue)(nil),    // 51: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue
+	(*StreamsGroupCurrentMemberAssignmentKey)(nil),     // 52: groupcoord.v1.StreamsGroupCurrentMemberAssignmentKey
+	(*StreamsGroupCurrentMemberAssignmentValue)(nil),   // 53: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue
+	(*CatalogPartitionRacks)(nil),                      // 54: groupcoord.v1.CatalogPartitionRacks
+	(*CatalogTopic)(nil),                               // 55: groupcoord.v1.CatalogTopic
+	(*CatalogDocument)(nil),                            // 56: groupcoord.v1.CatalogDocument
+	(*TopicPartitions)(nil),                            // 57: groupcoord.v1.TopicPartitions
 }
 var file_groupcoord_v1_records_proto_depIdxs = []int32{
 	0,  // 0: groupcoord.v1.RecordBatch.records:type_name -> groupcoord.v1.LogRecord
@@ -3904,28 +3975,28 @@ var file_groupcoord_v1_records_proto_depIdxs = []int32{
 	15, // 6: groupcoord.v1.ClassicMemberMetadata.supported_protocols:type_name -> groupcoord.v1.ClassicProtocol
 	16, // 7: groupcoord.v1.ConsumerGroupMemberMetadataValue.classic_member_metadata:type_name -> groupcoord.v1.ClassicMemberMetadata
 	17, // 8: groupcoord.v1.ConsumerGroupMemberMetadataValue.client_assignors:type_name -> groupcoord.v1.MemberClientAssignor
-	56, // 9: groupcoord.v1.ConsumerGroupTargetAssignmentMemberValue.topic_partitions:type_name -> groupcoord.v1.TopicPartitions
-	56, // 10: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue.assigned_partitions:type_name -> groupcoord.v1.TopicPartitions
-	56, // 11: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue.partitions_pending_revocation:type_name -> groupcoord.v1.TopicPartitions
-	29, // 12: groupcoord.v1.GroupConfigValue.configs:type_name -> groupcoord.v1.GroupConfigEntry
-	36, // 13: groupcoord.v1.StreamsTopicInfo.topic_configs:type_name -> groupcoord.v1.StreamsKeyValue
-	37, // 14: groupcoord.v1.StreamsSubtopology.state_changelog_topics:type_name -> groupcoord.v1.StreamsTopicInfo
-	37, // 15: groupcoord.v1.StreamsSubtopology.repartition_source_topics:type_name -> groupcoord.v1.StreamsTopicInfo
-	38, // 16: groupcoord.v1.StreamsSubtopology.copartition_groups:type_name -> groupcoord.v1.StreamsCopartitionGroup
-	39, // 17: groupcoord.v1.StreamsGroupTopologyValue.subtopologies:type_name -> groupcoord.v1.StreamsSubtopology
-	40, // 18: groupcoord.v1.StreamsGroupMemberMetadataValue.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
-	36, // 19: groupcoord.v1.StreamsGroupMemberMetadataValue.client_tags:type_name -> groupcoord.v1.StreamsKeyValue
-	35, // 20: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 21: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 22: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 23: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 24: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 25: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 26: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.active_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 27: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.standby_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
-	35, // 28: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.warmup_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
-	53, // 29: groupcoord.v1.CatalogTopic.partition_racks:type_name -> groupcoord.v1.CatalogPartitionRacks
-	54, // 30: groupcoord.v1.CatalogDocument.topics:type_name -> groupcoord.v1.CatalogTopic
+	57, // 9: groupcoord.v1.ConsumerGroupTargetAssignmentMemberValue.topic_partitions:type_name -> groupcoord.v1.TopicPartitions
+	25, // 10: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue.assigned_partitions:type_name -> groupcoord.v1.AssignedTopicPartitions
+	25, // 11: groupcoord.v1.ConsumerGroupCurrentMemberAssignmentValue.partitions_pending_revocation:type_name -> groupcoord.v1.AssignedTopicPartitions
+	30, // 12: groupcoord.v1.GroupConfigValue.configs:type_name -> groupcoord.v1.GroupConfigEntry
+	37, // 13: groupcoord.v1.StreamsTopicInfo.topic_configs:type_name -> groupcoord.v1.StreamsKeyValue
+	38, // 14: groupcoord.v1.StreamsSubtopology.state_changelog_topics:type_name -> groupcoord.v1.StreamsTopicInfo
+	38, // 15: groupcoord.v1.StreamsSubtopology.repartition_source_topics:type_name -> groupcoord.v1.StreamsTopicInfo
+	39, // 16: groupcoord.v1.StreamsSubtopology.copartition_groups:type_name -> groupcoord.v1.StreamsCopartitionGroup
+	40, // 17: groupcoord.v1.StreamsGroupTopologyValue.subtopologies:type_name -> groupcoord.v1.StreamsSubtopology
+	41, // 18: groupcoord.v1.StreamsGroupMemberMetadataValue.user_endpoint:type_name -> groupcoord.v1.StreamsEndpoint
+	37, // 19: groupcoord.v1.StreamsGroupMemberMetadataValue.client_tags:type_name -> groupcoord.v1.StreamsKeyValue
+	36, // 20: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 21: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 22: groupcoord.v1.StreamsGroupTargetAssignmentMemberValue.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 23: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.active_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 24: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.standby_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 25: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.warmup_tasks:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 26: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.active_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 27: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.standby_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
+	36, // 28: groupcoord.v1.StreamsGroupCurrentMemberAssignmentValue.warmup_tasks_pending_revocation:type_name -> groupcoord.v1.StreamsTaskIds
+	54, // 29: groupcoord.v1.CatalogTopic.partition_racks:type_name -> groupcoord.v1.CatalogPartitionRacks
+	55, // 30: groupcoord.v1.CatalogDocument.topics:type_name -> groupcoord.v1.CatalogTopic
 	31, // [31:31] is the sub-list for method output_type
 	31, // [31:31] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
@@ -3943,15 +4014,15 @@ func file_groupcoord_v1_records_proto_init() {
 	file_groupcoord_v1_records_proto_msgTypes[6].OneofWrappers = []any{}
 	file_groupcoord_v1_records_proto_msgTypes[8].OneofWrappers = []any{}
 	file_groupcoord_v1_records_proto_msgTypes[19].OneofWrappers = []any{}
-	file_groupcoord_v1_records_proto_msgTypes[42].OneofWrappers = []any{}
-	file_groupcoord_v1_records_proto_msgTypes[46].OneofWrappers = []any{}
+	file_groupcoord_v1_records_proto_msgTypes[43].OneofWrappers = []any{}
+	file_groupcoord_v1_records_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groupcoord_v1_records_proto_rawDesc), len(file_groupcoord_v1_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

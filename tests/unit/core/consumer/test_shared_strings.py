@@ -12,6 +12,7 @@ from dataclasses import astuple, replace
 from shards.adapters.record_codec import RecordCodec
 from shards.core.consumer.member import NO_METADATA, shared
 from shards.core.records import (
+    AssignedTopicPartitions,
     ClientAssignor,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -128,7 +129,12 @@ def loaded_group(
             Record(
                 ConsumerGroupCurrentMemberAssignmentKey("g", f"member-{m}"),
                 ConsumerGroupCurrentMemberAssignmentValue(
-                    EPOCH, EPOCH - 1, 0, (TopicPartitions("t", (m,)),), (), *metadata
+                    EPOCH,
+                    EPOCH - 1,
+                    0,
+                    (AssignedTopicPartitions("t", (m,), (EPOCH,)),),
+                    (),
+                    *metadata,
                 ),
             )
         )
