@@ -51,8 +51,8 @@ import os
 import sys
 import tracemalloc
 import uuid
-import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,28 +315,33 @@ def measure_steady_memory(entries: int) -> dict[str, Any]:
     strings, made before measuring), for ``entries`` members of 100-member
     groups with ids as above; the request bytes are made inside the measurement, as gRPC
     hands each request over, and only what the memory keeps stays. The coordinator is
-    replaced by its answer, one partition (a weak reference, as the coordinator's: one per
-    partition) and one count."""
+    replaced by its answer and one read token (as the runtime's: one per partition, shared by
+    the decisions taken while nothing changed)."""
     from groupcoord.v1 import consumer_group_pb2 as pb
 
     from services.rpc.invoke import Method
     from services.shard import STEADY_MEMO_ENTRIES
     from services.shard.servicer import steady_heartbeat_answer
+    from shards.core.steady import SteadyAnswer, SteadyDecision
+    from shards.runtime.partition import ReadToken
 
     request = pb.ConsumerGroupHeartbeatRequest
     response = pb.ConsumerGroupHeartbeatResponse
     method = Method("ConsumerGroupHeartbeat", request, response, object, object, None)  # type: ignore[arg-type]
     served = _Partition()
-    partition = weakref.ref(served)
-    count = 1 << 40  # (an int object the decisions of a moment share)
+    token = ReadToken(served)  # type: ignore[arg-type]  # (one per partition, as the runtime's)
 
     # the members' group and member id strings, as the state holds them (the state's cost)
     state_ids: dict[tuple[str, str], tuple[str, str]] = {}
 
     def decide(group: str, member: str, epoch: int, client: str, host: str) -> Any:
-        return (epoch, 5_000, False, *state_ids[group, member]), partition, count
+        return SteadyDecision(SteadyAnswer(epoch, 5_000, False, *state_ids[group, member]), token)
 
-    answer = steady_heartbeat_answer(method, decide, lambda *remembered: False, capacity=entries)
+    # the coordinator's steady path: decisions as above, never given again, no classic ones
+    path = SimpleNamespace(
+        decide=decide, again=lambda *remembered: False, classic=lambda *request: None
+    )
+    answer = steady_heartbeat_answer(method, path, capacity=entries)
     # (the group and member ids of the state above: member m of group g)
     ids = [
         (f"group-{g:06d}", uuid_to_text((g * 1_000_003 + m).to_bytes(16, "big")))

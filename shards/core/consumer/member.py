@@ -127,9 +127,12 @@ class ConsumerGroupMember:
             if held is None or partition not in held:
                 return None
         epochs = self.partition_epochs
-        if type(epochs) is int:
-            return epochs if epochs >= 0 else max(self.member_epoch, 0)
-        return epochs[topic_id][partition]  # type: ignore[index]
+        if type(epochs) is not int:
+            known = epochs.get(topic_id, {}).get(partition)  # type: ignore[union-attr]
+            if known is not None:
+                return int(known)
+            epochs = UNSET_EPOCHS  # (not kept: as a record without epochs)
+        return epochs if epochs >= 0 else max(self.member_epoch, 0)
 
     def epochs_key(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """The epochs of the held partitions in a comparable form (fingerprints): the same
@@ -264,7 +267,7 @@ class ConsumerGroupMember:
                 value.partitions_pending_revocation
             ),
             assignment_metadata=meta,
-            partition_epochs=epochs_of_record(value),
+            partition_epochs=shared(epochs_of_record(value), epoch),  # (one int object)
         )
 
     def fingerprint(self) -> tuple[object, ...]:
