@@ -17,6 +17,7 @@ from typing import Any
 from services.gateway.router import Router
 from shards.clock import StoreTime
 from shards.core.classic.manager import ClassicGroupManager
+from shards.core.consumer import group as consumer_group
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.ownership.manager import OwnershipManager
@@ -202,6 +203,17 @@ def unconfirmed_reads() -> contextlib.AbstractContextManager[None]:
     return _patched(CoordinatorPartition, "read", read)
 
 
+def zombie_commits() -> contextlib.AbstractContextManager[None]:
+    """OffsetCommit at an epoch older than the member's is accepted for any partition (KIP-1251's
+    per-partition check gone): a commit delayed past its member's revocation overwrites the new
+    owner's offsets."""
+
+    def accept(self: Any, topic_id: str | None, topic: str, partition: int) -> None:
+        return None
+
+    return _patched(consumer_group._AssignmentEpochCheck, "__call__", accept)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -215,4 +227,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "wall-clock-time": wall_clock_time,
     "store-time-follows-wall": store_time_follows_wall,
     "unconfirmed-reads": unconfirmed_reads,
+    "zombie-commits": zombie_commits,
 }

@@ -15,6 +15,11 @@
   state nor in the log (members check their own member epoch on every answer); a classic
   group's generation never goes back in the log nor in one load of its partition, and a
   conversion (upgrade, downgrade) keeps the epoch (see ``Checker._epoch``);
+* **no zombie commits** (KIP-1251) -- an OffsetCommit a KIP-848 member got a success for, sent
+  at an epoch older than the member's, was written where the group's log had the member
+  holding that partition (assigned or pending revocation) since that epoch or before: from the
+  log alone (the members' current-assignment records before the commit's record), not from
+  the coordinator's own check;
 * **synced generations durable** -- a classic SyncGroup answered NONE at generation N: the
   group's log holds generation (or, converted since, group epoch) N or later;
 * **replay equals live** -- a partition rebuilt from its durable log has exactly the live
@@ -44,6 +49,7 @@ from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup
 from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
 from shards.core.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
@@ -75,6 +81,11 @@ class _NoTimer:
         return False
 
 
+#: where a commit was written: (member -> member epoch, [(holder of the partition, the
+#: epoch it was assigned to it at)])
+_Written = tuple[dict[str, int], list[tuple[str, int]]]
+
+
 class Checker:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
@@ -99,6 +110,14 @@ class Checker:
         #: id(log entry) -> (entry, its records): each entry decoded once
         self._decoded: dict[int, tuple[Any, list[Any]]] = {}
         self._durable: set[tuple[str, str, int, int]] = set()
+        #: (group, member) -> (member epoch, (topic id, partition) -> assignment epoch) as
+        #: the log holds them so far (no zombie commits)
+        self._log_holdings: dict[tuple[str, str], tuple[int, dict[tuple[str, int], int]]] = {}
+        #: every topic id -> name seen in the catalog
+        self._topic_names: dict[str, str] = {}
+        #: a commit record (group, topic, partition, offset) -> where each copy was written
+        #: (:meth:`_holders`)
+        self._commit_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
@@ -436,6 +455,61 @@ class Checker:
         if epoch > self._durable_epoch.get(gid, 0):
             self._durable_epoch[gid] = epoch
 
+    def _hold(self, group: str, member: str, value: Any) -> None:
+        """A member's current-assignment record, applied to the log's holdings."""
+        if value is None:
+            self._log_holdings.pop((group, member), None)
+            return
+        held: dict[tuple[str, int], int] = {}
+        for tps in (value.assigned_partitions, value.partitions_pending_revocation):
+            for tp in tps:
+                epochs = tp.assignment_epochs
+                if len(epochs) != len(tp.partitions):  # (a record without them: its epoch)
+                    epochs = (max(value.member_epoch, 0),) * len(tp.partitions)
+                for p, e in zip(tp.partitions, epochs, strict=True):
+                    held[(tp.topic_id, p)] = e
+        self._log_holdings[(group, member)] = (value.member_epoch, held)
+
+    def _holders(self, group: str, topic: str, partition: int) -> _Written:
+        """Where a commit of ``topic``-``partition`` in ``group`` is written: every member's
+        epoch, and who held the partition at which assignment epoch (every topic id that had
+        the name: a topic re-created under its name has two)."""
+        self._topic_names.update(self.sim.topic_names())
+        names = self._topic_names
+        epochs: dict[str, int] = {}
+        holders: list[tuple[str, int]] = []
+        for (g, member), (member_epoch, held) in self._log_holdings.items():
+            if g != group:
+                continue
+            epochs[member] = member_epoch
+            for (tid, p), assigned in held.items():
+                if p == partition and names.get(tid) == topic:
+                    holders.append((member, assigned))
+        return epochs, holders
+
+    def _zombie(self, commit: tuple[str, str, int, int]) -> None:
+        sender = self.sim.commit_senders.get(commit)
+        if sender is None:
+            return  # (a classic member's, or the admin's)
+        member, epoch = sender
+        written = self._commit_holders.get(commit, [])
+        for epochs, holders in written:
+            current = epochs.get(member)
+            if current is None:
+                continue
+            if epoch == current:
+                self.sim.coverage.hit("commit-epoch", "current")
+                return  # the current epoch commits any partition (as Kafka: no check)
+            if any(h == member and assigned <= epoch < current for h, assigned in holders):
+                self.sim.coverage.hit("commit-epoch", "older, held since")
+                return
+        self.sim.violation(
+            f"zombie commit acknowledged: {member} committed {commit[1]}-{commit[2]} of "
+            f"{commit[0]} at epoch {epoch}; where it was written the log had "
+            f"{[(e.get(member), h) for e, h in written]} (its epoch, the partition's holders "
+            f"and their assignment epochs)"
+        )
+
     def _acked(self) -> None:
         sim = self.sim
         if self._acked_checked == len(sim.acked) and self._synced_checked == len(sim.synced):
@@ -447,7 +521,13 @@ class Checker:
                 for record in self._decode(entry):
                     key, value = record.key, record.value
                     if isinstance(key, OffsetCommitKey) and value is not None:
-                        durable.add((key.group, key.topic, key.partition, value.offset))
+                        commit = (key.group, key.topic, key.partition, value.offset)
+                        durable.add(commit)
+                        self._commit_holders.setdefault(commit, []).append(
+                            self._holders(key.group, key.topic, key.partition)
+                        )
+                    elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+                        self._hold(key.group_id, key.member_id, value)
                     elif isinstance(key, GroupMetadataKey) and value is not None:
                         self._durable_max(key.group, value.generation)
                     elif isinstance(key, ConsumerGroupMetadataKey) and value is not None:
@@ -457,6 +537,8 @@ class Checker:
         for commit in sim.acked[self._acked_checked :]:
             if commit not in durable:
                 sim.violation(f"acknowledged commit lost: {commit}")
+            else:
+                self._zombie(commit)
         self._acked_checked = len(sim.acked)
         # a SyncGroup answered NONE at generation N: the group's log holds generation (or,
         # converted since, group epoch) N or later -- an assignment handed out is durable

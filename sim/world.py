@@ -194,6 +194,9 @@ class Config:
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
     retention_share: float = 0.25
+    #: the share of seeds whose KIP-848 members send late commits (Member.late_commit), drawn
+    #: by an RNG of its own: the other seeds run as before they existed
+    late_commit_share: float = 0.5
     #: partition leases live this long (one process)
     lease_ms: int = 10_000
     #: ... and in multi-shard seeds (the registry entries too): shorter than most pauses
@@ -633,6 +636,10 @@ class Member:
         #: a client-side assignor member (KIP-848's PrepareAssignment / InstallAssignment)
         self.client_side = client_side
         self.computing = False
+        #: late commits (an application thread's commitAsync of what it processed, sent after
+        #: the consumer gave partitions up or moved to a new epoch): their own stream of
+        #: draws, so that the member's other choices stay as they were
+        self.late_rng = random.Random(f"{sim.seed}-{index}-late")
 
     def request(self, epoch: int) -> capi.ConsumerGroupHeartbeatRequest:
         # a full request (as Kafka's client sends) when joining and after any error or
@@ -668,8 +675,16 @@ class Member:
                     sim.left(self)
                     return
                 resp = await sim.net(self, "hb", _heartbeat(self.request(self.epoch)))
-                before = self.owned
+                before, epoch_before = self.owned, self.epoch
                 self.on_heartbeat(resp)
+                if (
+                    sim.late_commits
+                    and before
+                    and (self.owned != before or self.epoch != epoch_before)
+                ):
+                    if self.late_rng.random() < 0.3:
+                        delay = self.late_rng.uniform(0, 2 * interval) / 1000
+                        sim.spawn(self.late_commit(before, epoch_before, delay))
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
                     new = {
@@ -789,12 +804,38 @@ class Member:
         finally:
             self.computing = False
 
-    async def commit(self) -> None:
+    async def late_commit(
+        self, parts: dict[str, tuple[int, ...]], epoch: int, delay: float
+    ) -> None:
+        """What the member owned at ``epoch``, committed at that epoch ``delay`` s later --
+        after its assignment or epoch changed: the partitions it kept in one commit (KIP-1251:
+        accepted at the older epoch), those it gave up in another (refused: a zombie)."""
+        await asyncio.sleep(delay)
+        if not self.alive:
+            return
+        kept = {t: tuple(p for p in ps if p in self.owned.get(t, ())) for t, ps in parts.items()}
+        gone = {t: tuple(p for p in ps if p not in kept[t]) for t, ps in parts.items()}
+        for chosen in (kept, gone):
+            if any(chosen.values()):
+                try:
+                    await self.commit(chosen, epoch, "late commit")
+                except TimeoutError:
+                    self.sim.coverage.hit("net", "timeout")
+
+    async def commit(
+        self,
+        which: dict[str, tuple[int, ...]] | None = None,
+        epoch: int | None = None,
+        what: str = "commit",
+    ) -> None:
+        """An OffsetCommit of ``which`` partitions (default: what the member owns) at ``epoch``
+        (default: its epoch)."""
         sim = self.sim
         names = sim.topic_names()
         topics = []
         values: dict[tuple[str, int], int] = {}
-        for tid, ps in sorted(self.owned.items()):
+        epoch = self.epoch if epoch is None else epoch
+        for tid, ps in sorted((self.owned if which is None else which).items()):
             name = names.get(tid)
             if name is None:
                 continue
@@ -806,18 +847,23 @@ class Member:
         if not topics:
             return
         req = api.OffsetCommitRequest(
-            self.group, self.epoch, self.member_id, self.instance_id, topics=tuple(topics)
+            self.group, epoch, self.member_id, self.instance_id, topics=tuple(topics)
         )
         resp = await sim.net(self, "commit", lambda s: s.offset_commit(req))
         for t in resp.topics:
             for p in t.partitions:
-                self.sim.coverage.hit("commit", Errors(p.error_code).name)
+                self.sim.coverage.hit(what, Errors(p.error_code).name)
                 if p.error_code == 0:
-                    sim.acked.append(
-                        (self.group, t.name, p.partition_index, values[(t.name, p.partition_index)])
+                    acked = (
+                        self.group,
+                        t.name,
+                        p.partition_index,
+                        values[(t.name, p.partition_index)],
                     )
+                    sim.acked.append(acked)
+                    sim.commit_senders[acked] = (self.member_id, req.generation_id_or_member_epoch)
         codes = [[p.error_code for p in t.partitions] for t in resp.topics]
-        sim.trace(f"{self.name} commit {sorted(values.items())} -> {codes}")
+        sim.trace(f"{self.name} {what} e={epoch} {sorted(values.items())} -> {codes}")
 
 
 #: how long past a lease a shard cut off from the store may still name itself (its last
@@ -868,6 +914,8 @@ class Sim:
             )
         #: offsets retention within the run (a share of the seeds), the standalone consumer
         self.retention = Retention(self, retention_ms(seed, cfg))
+        #: members send late commits in this seed (coverage: ``mode:late commits``)
+        self.late_commits = random.Random(f"late-commits-{seed}").random() < cfg.late_commit_share
         if self.retention.retention_ms is not None:
             self.coordinator_config = dataclasses.replace(
                 self.coordinator_config,
@@ -905,6 +953,9 @@ class Sim:
         #: virtual time (s) of the last fault that makes the store forget or expire leases
         self.lease_fault_at = -1e9
         self.acked: list[tuple[str, str, int, int]] = []
+        #: a KIP-848 member's acknowledged commit (as in ``acked``) -> (member id, the epoch
+        #: it was sent at): the checker's "no zombie commits"
+        self.commit_senders: dict[tuple[str, str, int, int], tuple[str, int]] = {}
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
         #: committed offsets read back (OffsetFetch): (group, topic, partition, the offset or
@@ -1473,6 +1524,8 @@ class Sim:
                 self.add_member(g)
         for _ in range(cfg.classic_members):
             self.add_classic_member(cfg.groups)
+        if self.late_commits:
+            self.coverage.hit("mode", "late commits")
         if self.retention.retention_ms is not None:
             self.coverage.hit("mode", "retention")
             self.spawn(self.retention.solo())

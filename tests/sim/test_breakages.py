@@ -36,6 +36,7 @@ CAUGHT_BY = {
     "wall-clock-time": "offset expired early",
     "store-time-follows-wall": "offset expired early",
     "unconfirmed-reads": "stale read",
+    "zombie-commits": "zombie commit acknowledged",
 }
 
 
