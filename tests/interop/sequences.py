@@ -471,6 +471,19 @@ async def fetch_error(
     return err(r.groups[0].error_code)
 
 
+async def stable_member(
+    wire: KafkaWire, prefix: str, partitions: int
+) -> tuple[str, str, str, Member]:
+    """(topic, group, topic id, member): a new topic of ``partitions`` and a new group whose one
+    member owns them all, Stable."""
+    topic, group = unique(prefix), unique(prefix)
+    tid = await create_topic(wire, topic, partitions)
+    m = Member(wire, group, topic, tid)
+    await m.join()
+    await converge([m], partitions)
+    return topic, group, tid, m
+
+
 async def commit_codes(
     wire: KafkaWire, group: str, topic: str, epoch: int, member_id: str, partitions: list[int]
 ) -> list[str]:
@@ -503,11 +516,7 @@ async def assignment_epochs(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
     try:
-        topic, group = unique("ae"), unique("ae")
-        tid = await create_topic(wire, topic, 4)
-        m1 = Member(wire, group, topic, tid)
-        await m1.join()
-        await converge([m1], 4)
+        topic, group, tid, m1 = await stable_member(wire, "ae", 4)
         first = m1.epoch
         m2 = Member(wire, group, topic, tid)
         await m2.join()
@@ -572,11 +581,7 @@ async def consumer_group_offsets(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
     try:
-        topic, group = unique("co"), unique("co")
-        tid = await create_topic(wire, topic, 2)
-        m = Member(wire, group, topic, tid)
-        await m.join()
-        await converge([m], 2)
+        topic, group, tid, m = await stable_member(wire, "co", 2)
         e = m.epoch
         cases = {
             "v9 current epoch": (9, e, m.member_id),
