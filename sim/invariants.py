@@ -44,6 +44,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
+from shards.adapters.catalog_codec import decode_catalog
 from shards.adapters.record_codec import RecordCodec
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup
@@ -113,8 +114,9 @@ class Checker:
         #: (group, member) -> (member epoch, (topic id, partition) -> assignment epoch) as
         #: the log holds them so far (no zombie commits)
         self._log_holdings: dict[tuple[str, str], tuple[int, dict[tuple[str, int], int]]] = {}
-        #: every topic id -> name seen in the catalog
+        #: every topic id -> name seen in the store's catalog, and its version last read
         self._topic_names: dict[str, str] = {}
+        self._catalog_version = -1
         #: a commit record (group, topic, partition, offset) -> where each copy was written
         #: (:meth:`_holders`)
         self._commit_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
@@ -474,7 +476,6 @@ class Checker:
         """Where a commit of ``topic``-``partition`` in ``group`` is written: every member's
         epoch, and who held the partition at which assignment epoch (every topic id that had
         the name: a topic re-created under its name has two)."""
-        self._topic_names.update(self.sim.topic_names())
         names = self._topic_names
         epochs: dict[str, int] = {}
         holders: list[tuple[str, int]] = []
@@ -510,8 +511,19 @@ class Checker:
             f"and their assignment epochs)"
         )
 
+    def _catalog_names(self) -> None:
+        """Every topic id -> name the store's catalog has held (ids are never reused): read
+        from the store, not from a process -- with every shard down there is none to ask
+        (seed 181438: a commit checked just after the only shard crashed)."""
+        catalog = self.sim.data.catalog
+        if catalog.version != self._catalog_version:
+            self._catalog_version = catalog.version
+            image = decode_catalog(catalog.version, catalog.data)
+            self._topic_names.update((t.topic_id, t.name) for t in image.by_name.values())
+
     def _acked(self) -> None:
         sim = self.sim
+        self._catalog_names()
         if self._acked_checked == len(sim.acked) and self._synced_checked == len(sim.synced):
             return
         durable = self._durable

@@ -15,6 +15,7 @@ from shards.core.offsets import OffsetMetadataManager
 from shards.core.topics import TopicsImage
 from sim import repro
 from sim.breakages import skip_epoch_check
+from sim.repro import events_from_json
 from sim.world import Config, Event, Sim, generate_events, multi_shard, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +161,14 @@ def test_groups_count_as_settled_only_under_the_current_catalog() -> None:
     result = run(seed, inspect=inspect)
     assert not result.violations, result.violations
     assert seen == [False, True]
+
+
+def test_late_commits_are_judged_by_the_store_s_catalog_with_every_shard_down() -> None:
+    # seed 181438 of the sweep, shrunk: a member's late commit at an older epoch of partitions
+    # it still held was acknowledged just before the only shard crashed; the checker first
+    # looked at the commit's record while no shard was up, and took the topic names from a
+    # live process: none, so nobody held the partitions -- a "zombie commit" false alarm.
+    # The names now come from the store's catalog.
+    result = run(181438, events=events_from_json('[[2390,"crash",129]]'))
+    assert not result.violations, result.violations
+    assert result.coverage.get("commit-epoch:older, held since", 0) > 0
