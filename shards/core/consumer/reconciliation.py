@@ -165,14 +165,18 @@ def held_epochs(
             return old_epoch if holds else UNSET_EPOCHS
         if not holds or old_epoch == gained_epoch:
             return gained_epoch
+    # (looked up in the epochs directly: epoch_of searches the held tuples, quadratic here)
+    default = max(member.member_epoch, 0)
     out: dict[str, dict[int, int]] = {}
     for assignment in held:
         for topic_id, parts in assignment.items():
             epochs = out.setdefault(topic_id, {})
+            if type(old) is int:
+                epochs.update(dict.fromkeys(parts, old if old >= 0 else default))
+                continue
+            known = old.get(topic_id, {})  # type: ignore[union-attr]
             for p in parts:
-                epoch = member.epoch_of(topic_id, p)
-                assert epoch is not None, (topic_id, p)
-                epochs[p] = epoch
+                epochs[p] = known.get(p, default)
     for topic_id, given in (gained or {}).items():
         epochs = out.setdefault(topic_id, {})
         for p in given:
