@@ -2174,6 +2174,80 @@ async def streams_assignment_delays(target: Target) -> Obs:
         await wire.close()
 
 
+async def streams_assignment_epochs(target: Target) -> Obs:
+    """KIP-1251 for streams groups (Kafka 4.4): a member's active tasks keep the epoch they
+    were given at, and OffsetCommit accepts an older member epoch for the source partitions of
+    tasks held since then. a holds the 4 tasks; b joins; a gives 2 up and moves to a new
+    epoch, keeping 2 held since its first -- then commits at that first epoch."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("sae"), unique("sae")
+        other = unique("sae")
+        await create_topic(wire, topic, 4)
+        await create_topic(wire, other, 1)
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topics a moment later)
+        beat, epochs, owned = _streams_beats(wire, group, topic)
+
+        def held(member: str) -> list[int]:
+            return sorted(p for t in owned.get(member, []) for p in t["partitions"])
+
+        async def settle(members: tuple[str, ...], sizes: list[int]) -> None:
+            for _ in range(40):
+                for m in members:
+                    await beat(m)
+                if (
+                    sorted(len(held(m)) for m in members) == sizes
+                    and len({epochs[m] for m in members}) == 1
+                ):
+                    return
+                await asyncio.sleep(0.05)
+
+        a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+        await settle((a,), [4])
+        first = epochs[a]
+        await settle((a, b), [2, 2])
+        kept, given = held(a), held(b)
+        obs.append(("a moved on, keeping two", (epochs[a] > first, len(kept), len(given))))
+        cases = {
+            "a at its first epoch, its tasks": (a, first, topic, kept),
+            "a at its first epoch, b's task": (a, first, topic, given[:1]),
+            "a at its first epoch, one of each": (a, first, topic, [kept[0], given[0]]),
+            "a at an epoch before its first": (a, first - 1, topic, kept),
+            "a at an epoch ahead": (a, epochs[a] + 1, topic, kept),
+            "a at its current epoch, b's task": (a, epochs[a], topic, given[:1]),
+            "a at its first epoch, a topic the topology does not read": (a, first, other, [0]),
+            "b at an epoch before its tasks": (b, epochs[b] - 1, topic, given),
+        }
+        for name, (m, epoch, t, parts) in cases.items():
+            obs.append((f"commit {name}", await commit_codes(wire, group, t, epoch, m, parts)))
+        r = await wire.send(
+            request(
+                "offset_fetch",
+                9,
+                groups=[
+                    {
+                        "group_id": group,
+                        "topics": [{"name": topic, "partition_indexes": [0, 1, 2, 3]}],
+                    }
+                ],
+                require_stable=True,
+            )
+        )
+        written = sorted(
+            p.partition_index
+            for t in r.groups[0].topics
+            for p in t.partitions
+            if p.committed_offset >= 0
+        )
+        obs.append(("written", "kept" if written == sorted(kept + given[:1]) else written))
+        for m in (a, b):
+            await beat(m, -1)
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
@@ -2186,6 +2260,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         streams_assignment_delays,
         ("StreamsGroupHeartbeat", "StreamsGroupDescribe", "AlterGroupConfigs"),
     ),
+    "streams_assignment_epochs": (streams_assignment_epochs, ("StreamsGroupHeartbeat",)),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

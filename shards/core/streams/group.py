@@ -13,14 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shards.core.errors import ApiError, Errors
-from shards.core.group import Group, GroupType
+from shards.core.group import Group, GroupType, PartitionCheck
 from shards.core.streams import records as rec
 from shards.core.streams.records import (
     StreamsGroupCurrentMemberAssignmentValue,
     StreamsGroupMemberMetadataValue,
     StreamsGroupTopologyValue,
+    TaskEpochs,
     Tasks,
     to_task_ids,
+    to_task_ids_with_epochs,
 )
 from shards.runtime.contract import Record
 
@@ -58,16 +60,25 @@ class StreamsGroupMember:
     active_pending_revocation: Tasks = field(default_factory=dict)
     standby_pending_revocation: Tasks = field(default_factory=dict)
     warmup_pending_revocation: Tasks = field(default_factory=dict)
+    #: KIP-1251 (Kafka 4.4): the epoch each active task -- assigned or pending revocation --
+    #: was given at (subtopology -> partition -> epoch; exactly those tasks)
+    active_epochs: TaskEpochs = field(default_factory=dict)
+
+    def epoch_of(self, subtopology_id: str, partition: int) -> int | None:
+        """The epoch the member was given an active task at (assigned or pending
+        revocation); None when it does not hold it as active."""
+        epochs = self.active_epochs.get(subtopology_id)
+        return None if epochs is None else epochs.get(partition)
 
     def assignment_value(self) -> StreamsGroupCurrentMemberAssignmentValue:
         return StreamsGroupCurrentMemberAssignmentValue(
             self.member_epoch,
             self.previous_member_epoch,
             int(self.state),
-            to_task_ids(self.active),
+            to_task_ids_with_epochs(self.active, self.active_epochs),
             to_task_ids(self.standby),
             to_task_ids(self.warmup),
-            to_task_ids(self.active_pending_revocation),
+            to_task_ids_with_epochs(self.active_pending_revocation, self.active_epochs),
             to_task_ids(self.standby_pending_revocation),
             to_task_ids(self.warmup_pending_revocation),
         )
@@ -90,7 +101,56 @@ class StreamsGroupMember:
             and same_tasks(self.active_pending_revocation, other.active_pending_revocation)
             and same_tasks(self.standby_pending_revocation, other.standby_pending_revocation)
             and same_tasks(self.warmup_pending_revocation, other.warmup_pending_revocation)
+            and same_epochs(self.active_epochs, other.active_epochs)
         )
+
+
+def source_topic_map(topology: StreamsGroupTopologyValue) -> dict[str, str]:
+    """Source topic (and repartition source topic) -> the subtopology that reads it."""
+    out: dict[str, str] = {}
+    for sub in topology.subtopologies:
+        for topic in sub.source_topics:
+            out[topic] = sub.subtopology_id
+        for info in sub.repartition_source_topics:
+            out[info.name] = sub.subtopology_id
+    return out
+
+
+class _TaskEpochCheck:
+    """An OffsetCommit's partition check for a member epoch older than the member's: the
+    partition's task (the subtopology reading the topic, the partition's number) must be an
+    active task of the member, assigned or pending revocation, given at that epoch or before."""
+
+    __slots__ = ("_member", "_epoch", "_sources")
+
+    def __init__(self, member: StreamsGroupMember, epoch: int, sources: dict[str, str]) -> None:
+        self._member = member
+        self._epoch = epoch
+        self._sources = sources
+
+    def __call__(self, topic_id: str | None, topic: str, partition: int) -> None:
+        subtopology = self._sources.get(topic)
+        if subtopology is None:
+            raise ApiError(Errors.STALE_MEMBER_EPOCH, f"Topic {topic} is not in the topology.")
+        assigned = self._member.epoch_of(subtopology, partition)
+        if assigned is None:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Task {subtopology}-{partition} is not assigned or pending revocation for member.",
+            )
+        if self._epoch < assigned:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Received member epoch {self._epoch} is older than assignment epoch {assigned} "
+                f"for task {subtopology}-{partition}.",
+            )
+
+
+def same_epochs(a: TaskEpochs, b: TaskEpochs) -> bool:
+    """Equal as task -> epoch maps (a subtopology with no tasks counts as absent)."""
+    if a is b:
+        return True
+    return {s: e for s, e in a.items() if e} == {s: e for s, e in b.items() if e}
 
 
 def same_tasks(a: Tasks, b: Tasks) -> bool:
@@ -145,13 +205,15 @@ class StreamsGroup(Group):
         generation_id_or_member_epoch: int,
         is_transactional: bool,
         api_version: int | None,
-    ) -> None:
-        """As a consumer group's: Kafka Streams commits with its member id and epoch."""
+    ) -> PartitionCheck | None:
+        """As a consumer group's: Kafka Streams commits with its member id and epoch; an
+        older epoch commits the source topics' partitions of the active tasks the member has
+        held since that epoch (KIP-1251, Kafka 4.4's ``createAssignmentEpochValidator``)."""
         epoch = generation_id_or_member_epoch
         if epoch < 0 and not self.members:
-            return  # the admin client, while the group is empty
+            return None  # the admin client, while the group is empty
         if is_transactional and epoch == -1 and member_id == "" and group_instance_id is None:
-            return
+            return None
         member = self._member_or_unknown(member_id)
         if not is_transactional and api_version is not None and api_version < 9:
             raise ApiError(
@@ -159,7 +221,19 @@ class StreamsGroup(Group):
                 "OffsetCommit version 9 or above must be used by members using the streams "
                 "group protocol",
             )
-        self._validate_member_epoch(epoch, member)
+        if epoch == member.member_epoch:
+            return None
+        if epoch > member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Received member epoch {epoch} is newer than current member epoch "
+                f"{member.member_epoch}.",
+            )
+        if self.topology is None:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH, "Topology is not available for offset commit validation."
+            )
+        return _TaskEpochCheck(member, epoch, source_topic_map(self.topology))
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         if member_id is None and member_epoch < 0:

@@ -326,6 +326,8 @@ def _static_leave(group: StreamsGroup | None, req: StreamsGroupHeartbeatRequest)
         active_pending_revocation={},
         standby_pending_revocation={},
         warmup_pending_revocation={},
+        # its active tasks' assignment epochs go to 0 (Kafka's resetAssignedTasksEpochsToZero)
+        active_epochs={sub: dict.fromkeys(ps, 0) for sub, ps in member.active.items() if ps},
     )
     return HeartbeatResult(
         [rec.current_assignment_record(group.group_id, member.member_id, left.assignment_value())],
@@ -488,6 +490,7 @@ def streams_group_heartbeat(
             old.active_pending_revocation,
             old.standby_pending_revocation,
             old.warmup_pending_revocation,
+            old.active_epochs,
         )
 
     # 2. the topology

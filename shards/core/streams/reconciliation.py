@@ -12,11 +12,15 @@ for streams groups), a pure function.
   threads share one state directory per task). A member still waiting for a task is
   UNRELEASED_TASKS at the target epoch, holding what it could get; otherwise it is STABLE at
   the target epoch.
+* **assignment epochs** (KIP-1251, Kafka 4.4): an active task keeps the epoch it was given at
+  while the member holds it (kept, or pending revocation); a task given now gets the target
+  epoch. An OffsetCommit at an older member epoch is checked against them
+  (``StreamsGroup.validate_offset_commit``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from shards.core.streams.group import EMPTY, MemberState, StreamsGroupMember
@@ -58,6 +62,24 @@ def _grant(
     return {s: frozenset(ps) for s, ps in sorted(given.items()) if ps}, unreleased
 
 
+def held_epochs(
+    member: StreamsGroupMember, held: Iterable[Tasks], given_epoch: int
+) -> dict[str, dict[int, int]]:
+    """The active-task epochs of ``member`` about to hold ``held`` as active tasks (assigned
+    or pending revocation): a task it holds keeps its epoch, one given now gets
+    ``given_epoch``."""
+    out: dict[str, dict[int, int]] = {}
+    for tasks in held:
+        for sub, parts in tasks.items():
+            if not parts:
+                continue
+            old = member.active_epochs.get(sub, {})
+            epochs = out.setdefault(sub, {})
+            for p in parts:
+                epochs[p] = old.get(p, given_epoch)
+    return out
+
+
 def reconcile(
     member: StreamsGroupMember,
     target_epoch: int,
@@ -79,7 +101,12 @@ def reconcile(
             owned_standby is None or _overlaps(owned_standby, member.standby_pending_revocation)
         ):
             return member
-        member = replace(member, active_pending_revocation=EMPTY, standby_pending_revocation=EMPTY)
+        member = replace(
+            member,
+            active_pending_revocation=EMPTY,
+            standby_pending_revocation=EMPTY,
+            active_epochs=held_epochs(member, (member.active,), member.member_epoch),
+        )
     elif (
         member.member_epoch == target_epoch
         and member.state is MemberState.STABLE
@@ -91,13 +118,15 @@ def reconcile(
     revoke = _minus(member.active, target)
     revoke_standby = _minus(member.standby, target_standby)
     if revoke or revoke_standby:
+        kept = _intersect(member.active, target)
         return replace(
             member,
-            active=_intersect(member.active, target),
+            active=kept,
             standby=_intersect(member.standby, target_standby),
             active_pending_revocation=revoke,
             standby_pending_revocation=revoke_standby,
             state=MemberState.UNREVOKED_TASKS,
+            active_epochs=held_epochs(member, (kept, revoke), member.member_epoch),
         )
 
     def active_blocked(task: tuple[str, int]) -> bool:
@@ -116,4 +145,5 @@ def reconcile(
         state=(MemberState.UNRELEASED_TASKS if waiting or waiting_standby else MemberState.STABLE),
         active=active,
         standby=standby,
+        active_epochs=held_epochs(member, (active,), target_epoch),
     )

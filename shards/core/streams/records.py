@@ -20,10 +20,13 @@ from shards.runtime.contract import Record
 
 @dataclass(frozen=True, slots=True)
 class TaskIds:
-    """The tasks of one subtopology: its id and the partitions (sorted)."""
+    """The tasks of one subtopology: its id and the partitions (sorted). In a member's current
+    assignment, its active tasks (assigned or pending revocation) carry ``assignment_epochs``
+    (KIP-1251, Kafka 4.4): the epoch each was given at, in the order of ``partitions``."""
 
     subtopology_id: str
     partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,37 @@ Tasks = Mapping[str, frozenset[int]]
 
 def to_task_ids(tasks: Tasks) -> tuple[TaskIds, ...]:
     return tuple(TaskIds(s, tuple(sorted(tasks[s]))) for s in sorted(tasks) if tasks[s])
+
+
+#: subtopology id -> partition -> the epoch the member was given that active task at
+TaskEpochs = Mapping[str, Mapping[int, int]]
+
+
+def to_task_ids_with_epochs(tasks: Tasks, epochs: TaskEpochs) -> tuple[TaskIds, ...]:
+    """``tasks`` as a current-assignment record carries active ones: with their epochs."""
+    out = []
+    for s in sorted(tasks):
+        if tasks[s]:
+            parts = tuple(sorted(tasks[s]))
+            of = epochs[s]
+            out.append(TaskIds(s, parts, tuple(of[p] for p in parts)))
+    return tuple(out)
+
+
+def epochs_of_task_ids(
+    task_ids: tuple[TaskIds, ...] | list[TaskIds], member_epoch: int
+) -> dict[str, dict[int, int]]:
+    """The epochs a record's active tasks carry; a subtopology without them (a record written
+    before KIP-1251), or with a count that does not match its partitions, reads as
+    ``member_epoch`` for every task -- as Kafka reads one."""
+    out: dict[str, dict[int, int]] = {}
+    for t in task_ids:
+        epochs = t.assignment_epochs
+        if len(epochs) == len(t.partitions):
+            out.setdefault(t.subtopology_id, {}).update(zip(t.partitions, epochs, strict=True))
+        else:
+            out.setdefault(t.subtopology_id, {}).update(dict.fromkeys(t.partitions, member_epoch))
+    return {s: e for s, e in out.items() if e}
 
 
 def from_task_ids(task_ids: tuple[TaskIds, ...] | list[TaskIds]) -> dict[str, frozenset[int]]:

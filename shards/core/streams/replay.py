@@ -27,6 +27,7 @@ from shards.core.streams.records import (
     StreamsGroupTargetAssignmentMetadataValue,
     StreamsGroupTopologyKey,
     StreamsGroupTopologyValue,
+    epochs_of_task_ids,
     from_task_ids,
 )
 from shards.runtime.contract import Record
@@ -177,6 +178,9 @@ class StreamsGroupReplay:
             active_pending_revocation=from_task_ids(value.active_tasks_pending_revocation),
             standby_pending_revocation=from_task_ids(value.standby_tasks_pending_revocation),
             warmup_pending_revocation=from_task_ids(value.warmup_tasks_pending_revocation),
+            active_epochs=epochs_of_task_ids(
+                (*value.active_tasks, *value.active_tasks_pending_revocation), value.member_epoch
+            ),
         )
 
 

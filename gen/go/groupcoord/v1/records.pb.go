@@ -2328,12 +2328,17 @@ func (x *TxnOffsetCommitValue) GetSuperseded() bool {
 }
 
 // ---- streams groups, KIP-1071 (types 17 and 19-23, Kafka's; docs/streams-groups.md) ----
+// The tasks of one subtopology. assignment_epochs (KIP-1251, Kafka 4.4): in a member's
+// current assignment, the epoch at which each active task (assigned or pending revocation) was
+// given, in the order of partitions; empty elsewhere, and in records written before it (read
+// as the record's member_epoch for every task, as Kafka reads them).
 type StreamsTaskIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SubtopologyId string                 `protobuf:"bytes,1,opt,name=subtopology_id,json=subtopologyId,proto3" json:"subtopology_id,omitempty"`
-	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SubtopologyId    string                 `protobuf:"bytes,1,opt,name=subtopology_id,json=subtopologyId,proto3" json:"subtopology_id,omitempty"`
+	Partitions       []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	AssignmentEpochs []int32                `protobuf:"varint,3,rep,packed,name=assignment_epochs,json=assignmentEpochs,proto3" json:"assignment_epochs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StreamsTaskIds) Reset() {
@@ -2376,6 +2381,13 @@ func (x *StreamsTaskIds) GetSubtopologyId() string {
 func (x *StreamsTaskIds) GetPartitions() []int32 {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *StreamsTaskIds) GetAssignmentEpochs() []int32 {
+	if x != nil {
+		return x.AssignmentEpochs
 	}
 	return nil
 }
@@ -3791,12 +3803,13 @@ const file_groupcoord_v1_records_proto_rawDesc = "" +
 	"\x0etransaction_v2\x18\a \x01(\bR\rtransactionV2\x12\x1e\n" +
 	"\n" +
 	"superseded\x18\b \x01(\bR\n" +
-	"superseded\"W\n" +
+	"superseded\"\x84\x01\n" +
 	"\x0eStreamsTaskIds\x12%\n" +
 	"\x0esubtopology_id\x18\x01 \x01(\tR\rsubtopologyId\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"9\n" +
+	"partitions\x12+\n" +
+	"\x11assignment_epochs\x18\x03 \x03(\x05R\x10assignmentEpochs\"9\n" +
 	"\x0fStreamsKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xba\x01\n" +
