@@ -387,6 +387,9 @@ class CoordinatorPartition:
         self._invalidate()
         self.timer.cancel_all()
         self._cancel_tasks()
+        if self._lease_checker is not None:
+            # reads still waiting for it are refused below (settle: closed), not answered
+            self._lease_checker.cancel()
         if self.sm is not None:
             self.sm.on_unloaded()
         if was_active or self.epoch:
@@ -485,6 +488,11 @@ class CoordinatorPartition:
                 result.set_exception(error)
             elif held.result() is False:
                 result.set_exception(self._refuse_lost())
+            elif held.result() is None and self.state is PartitionState.CLOSED:
+                # closed while its lease read was out: unconfirmed, the new owner answers it
+                result.set_exception(
+                    ApiError(Errors.NOT_COORDINATOR, f"partition {self.partition} was unloaded")
+                )
             elif held.result() is None and self.clock.monotonic_ms() >= self.serve_until:
                 result.set_exception(self._refuse_lapsed())
             else:
@@ -844,6 +852,9 @@ class CoordinatorPartition:
         self._inflight = None
         self.timer.cancel_all()
         self._cancel_tasks()
+        if self._lease_checker is not None:
+            # reads still waiting for it are refused below (settle: closed), not answered
+            self._lease_checker.cancel()
         if self.sm is not None:
             self.sm.on_unloaded()
         self.sm = None

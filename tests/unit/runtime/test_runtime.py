@@ -1184,6 +1184,33 @@ async def test_a_read_the_store_cannot_confirm_is_answered_until_the_local_deadl
     await rt.close()
 
 
+async def test_a_read_waiting_for_its_lease_read_is_refused_when_the_partition_closes(
+    store: InMemoryLogStore,
+) -> None:
+    """The partition is unloaded (handed off, or its lease lost) while a read waits for the
+    store to confirm the lease: the lease read is cancelled with the partition's other tasks
+    and the read gets NOT_COORDINATOR (the new owner answers it), not an answer the store
+    never confirmed."""
+    rt = make_runtime(store, respect_leases=True)
+    await rt.load(0)
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
+    part = rt.partition(0)
+    calls, _gate = _counting_leases(store)  # the store does not answer
+    read = part.read(lambda sm, now: sm.values["a"])
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert calls == [0] and not read.done()
+    checker = part._lease_checker
+    assert checker is not None
+    await rt.unload(0)
+    with pytest.raises(ApiError) as refused:
+        await asyncio.wait_for(read, 5)  # (before: waited for the store, which never answers)
+    assert refused.value.code == Errors.NOT_COORDINATOR
+    assert "was unloaded" in str(refused.value)
+    assert checker.done() and part._lease_checker is None
+    await rt.close()
+
+
 async def test_a_single_owner_reads_without_asking_the_store(store: InMemoryLogStore) -> None:
     rt = make_runtime(store)  # dev: owns every partition by force, no deadline
     await rt.load(0)
