@@ -72,6 +72,14 @@ class RuntimeInstruments:
             description="Time to encode and write one partition snapshot, by outcome.",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
         )
+        self.lease_read_duration = meter.create_histogram(
+            "storage_lease_read_duration",
+            unit="s",
+            description="Time of one read of a partition's lease in the store before reads are "
+            "answered (multi-shard), by outcome: held, lost (the store no longer holds it for "
+            "this shard), unanswered (failed, or no answer before the local deadline).",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
         self.load_duration = meter.create_histogram(
             "partition_load_duration",
             unit="s",

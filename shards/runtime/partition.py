@@ -462,12 +462,21 @@ class CoordinatorPartition:
         left = self.serve_until - self.clock.monotonic_ms()
         if left <= 0:
             return None
+        started = time.perf_counter()
+        held: bool | None
         try:
             async with timeout(self.clock, left):
                 lease = await self.store.lease(self.partition)
         except Exception:  # unreachable, too slow: the local deadline decides
-            return None
-        return lease is not None and lease.owner == self.owner and lease.epoch == self.epoch
+            held = None
+        else:
+            held = lease is not None and lease.owner == self.owner and lease.epoch == self.epoch
+        if self.instruments is not None:
+            outcome = "unanswered" if held is None else "held" if held else "lost"
+            self.instruments.lease_read_duration.record(
+                time.perf_counter() - started, {"outcome": outcome}
+            )
+        return held
 
     def _after_lease_check(
         self, answer: asyncio.Future[Any], held: asyncio.Future[bool | None]

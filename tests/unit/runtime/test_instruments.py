@@ -14,6 +14,7 @@ from shards.clock import ManualClock
 from shards.core.errors import ApiError
 from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
+from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore
 from tests.unit.runtime.test_runtime import make_runtime
 
@@ -108,3 +109,35 @@ async def test_waiting_counts_replies_until_their_append_is_durable(
     store.release_appends()
     await asyncio.gather(*futures)
     assert p.waiting() == 0
+
+
+async def test_lease_reads_are_timed_by_outcome(
+    store: InMemoryLogStore, reader: InMemoryMetricReader
+) -> None:
+    """A multi-shard read waits for a read of the partition's lease in the store: held, lost
+    (the store let it go under this shard), unanswered (the store failed)."""
+    rt = make_runtime(
+        store,
+        respect_leases=True,
+        instruments=RuntimeInstruments(MeterProvider(metric_readers=[reader])),
+    )
+    rt.on_partition_lost = lambda n, why: None
+    for n in (0, 1):
+        await rt.load(n)
+    assert await rt.read(0, lambda sm, now: sm.values.get("a", 0)) == 0
+    lease = store.lease
+
+    async def failing(partition: int) -> Any:
+        raise StoreUnavailableError("cut off")
+
+    store.lease = failing  # type: ignore[method-assign]
+    assert await rt.read(0, lambda sm, now: sm.values.get("a", 0)) == 0  # the deadline decides
+    store.lease = lease  # type: ignore[method-assign]
+    del store.data.leases[1]  # the store forgot partition 1's lease
+    with pytest.raises(ApiError):
+        await rt.read(1, lambda sm, now: sm.values.get("a", 0))
+    counts = {
+        p.attributes["outcome"]: p.count for p in points(reader)["storage_lease_read_duration"]
+    }
+    assert counts == {"held": 1, "unanswered": 1, "lost": 1}
+    await rt.close()
