@@ -1718,14 +1718,25 @@ def _stateless(topic: str, epoch: int = 0) -> dict[str, Any]:
 
 
 def _streams_beats(
-    wire: KafkaWire, group: str, topic: str
+    wire: KafkaWire,
+    group: str,
+    topic: str,
+    topology: dict[str, Any] | None = None,
+    standby: dict[str, list[dict[str, Any]]] | None = None,
 ) -> tuple[Callable[..., Awaitable[Any]], dict[str, int], dict[str, list[dict[str, Any]]]]:
     """A StreamsGroupHeartbeat sender for members of ``group`` (a stateless topology on
-    ``topic``): ``beat(member, epoch=None, **fields)`` sends at the member's last epoch (0 to
-    join, with the topology) reporting the active tasks it was given, and keeps its epoch and
-    tasks (the returned dicts) from successful answers."""
+    ``topic`` unless ``topology`` is given): ``beat(member, epoch=None, **fields)`` sends at
+    the member's last epoch (0 to join, with the topology) reporting the active (and standby)
+    tasks it was given, and keeps its epoch and tasks (the returned dicts; the standby tasks
+    in ``standby`` when given) from successful answers."""
     epochs: dict[str, int] = {}
     owned: dict[str, list[dict[str, Any]]] = {}
+    owned_standby = standby if standby is not None else {}
+
+    def task_ids(tasks: Any) -> list[dict[str, Any]]:
+        return [
+            {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)} for t in tasks
+        ]
 
     async def beat(member: str, epoch: int | None = None, **extra: Any) -> Any:
         e = epochs.get(member, 0) if epoch is None else epoch
@@ -1735,14 +1746,14 @@ def _streams_beats(
             "member_epoch": e,
             "endpoint_information_epoch": 0,
             "active_tasks": owned.get(member, []) if e > 0 else [],
-            "standby_tasks": [],
+            "standby_tasks": owned_standby.get(member, []) if e > 0 else [],
             "warmup_tasks": [],
             "task_offsets": None,
             "task_end_offsets": None,
         }
         if e == 0:
             data |= {
-                "topology": _stateless(topic),
+                "topology": topology or _stateless(topic),
                 "rebalance_timeout": 30_000,
                 "process_id": uuid.uuid4().hex,
                 "client_tags": [],
@@ -1752,10 +1763,9 @@ def _streams_beats(
         if r.error_code == ErrorCode.none and e >= 0:
             epochs[member] = r.member_epoch
             if r.active_tasks is not None:
-                owned[member] = [
-                    {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
-                    for t in r.active_tasks
-                ]
+                owned[member] = task_ids(r.active_tasks)
+            if r.standby_tasks is not None:
+                owned_standby[member] = task_ids(r.standby_tasks)
         return r
 
     return beat, epochs, owned
@@ -2248,6 +2258,70 @@ async def streams_assignment_epochs(target: Target) -> Obs:
         await wire.close()
 
 
+async def streams_standby_roles(target: Target) -> Obs:
+    """A task changing role on a member (Kafka 4.4's CurrentAssignmentBuilder converts it in
+    place): ``streams.num.standby.replicas`` = 1, a stateful topology (its changelog made
+    beforehand, so neither server has to create it); a runs the 4 tasks alone (no standbys:
+    no other process); b joins -- a's answer while it gives 2 active tasks up already holds
+    them as standbys, b holds a's kept ones as standbys before its own active tasks come;
+    then b leaves and a's standbys become active again. Every answer: error, epoch, active
+    and standby task counts, and whether a's standbys are tasks it ran."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("ssr"), unique("ssr")
+        changelog = f"{group}-store-changelog"
+        await create_topic(wire, topic, 4)
+        await create_topic(wire, changelog, 4)
+        await set_group_config(wire, group, "streams.num.standby.replicas", "1")
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topics a moment later)
+        topology = _stateless(topic)
+        topology["subtopologies"][0]["state_changelog_topics"] = [
+            {"name": changelog, "partitions": 0, "replication_factor": 0, "topic_configs": []}
+        ]
+        standby: dict[str, list[dict[str, Any]]] = {}
+        beat, epochs, owned = _streams_beats(wire, group, topic, topology, standby)
+
+        def count(tasks: Any) -> int | None:
+            return None if tasks is None else sum(len(t.partitions) for t in tasks)
+
+        def tasks_of(held: dict[str, list[dict[str, Any]]], member: str) -> set[int]:
+            return {p for t in held.get(member, []) for p in t["partitions"]}
+
+        async def answer(member: str, **extra: Any) -> dict[str, Any]:
+            ran = tasks_of(owned, member)
+            r = await beat(member, **extra)
+            return {
+                "error": err(r.error_code),
+                "epoch": r.member_epoch,
+                "active": count(r.active_tasks),
+                "standby": count(r.standby_tasks),
+                "standbys it ran": None
+                if r.standby_tasks is None
+                else sorted(p in ran for t in r.standby_tasks for p in t.partitions),
+            }
+
+        a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+        obs.append(("a joins", await answer(a)))
+        for i in range(3):
+            if len(tasks_of(owned, a)) == 4:
+                break
+            obs.append((f"a heartbeats ({i})", await answer(a)))
+        obs.append(("b joins", await answer(b)))
+        obs.append(("a gives two up", await answer(a)))
+        obs.append(("a reports them gone", await answer(a)))
+        obs.append(("b", await answer(b)))
+        obs.append(("b again", await answer(b)))
+        obs.append(("a", await answer(a)))
+        obs.append(("b leaves", await answer(b, epoch=-1)))
+        obs.append(("a after the leave", await answer(a)))
+        obs.append(("a again", await answer(a)))
+        await beat(a, -1)
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
@@ -2261,6 +2335,10 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("StreamsGroupHeartbeat", "StreamsGroupDescribe", "AlterGroupConfigs"),
     ),
     "streams_assignment_epochs": (streams_assignment_epochs, ("StreamsGroupHeartbeat",)),
+    "streams_standby_roles": (
+        streams_standby_roles,
+        ("StreamsGroupHeartbeat", "AlterGroupConfigs"),
+    ),
     "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
     "consumer_group_stale_report": (
         consumer_group_stale_report,

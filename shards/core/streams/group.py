@@ -334,35 +334,6 @@ class StreamsGroup(Group):
                 return "Reconciling"
         return "Stable"
 
-    def task_holders(self) -> dict[tuple[str, int], set[str]]:
-        """(subtopology, partition) -> the members that hold it in any role (active or
-        standby, assigned or pending revocation): who must let go of a task before another
-        member of the same process may take it."""
-        out: dict[tuple[str, int], set[str]] = {}
-        for member_id, m in self.members.items():
-            for tasks in (
-                m.active,
-                m.active_pending_revocation,
-                m.standby,
-                m.standby_pending_revocation,
-            ):
-                for sub, parts in tasks.items():
-                    for p in parts:
-                        out.setdefault((sub, p), set()).add(member_id)
-        return out
-
-    def active_owners(self) -> dict[tuple[str, int], str]:
-        """(subtopology, partition) -> the member that holds it as an active task, assigned
-        or pending revocation."""
-        out: dict[tuple[str, int], str] = {}
-        for member_id in sorted(self.members):
-            m = self.members[member_id]
-            for tasks in (m.active, m.active_pending_revocation):
-                for sub, parts in tasks.items():
-                    for p in parts:
-                        out[(sub, p)] = member_id
-        return out
-
     def fingerprint(self) -> object:
         return (
             self.group_id,

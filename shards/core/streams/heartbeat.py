@@ -19,7 +19,7 @@ error it answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from shards.core.api import DEFAULT_CONTEXT, RequestContext
@@ -31,7 +31,7 @@ from shards.core.streams.group import (
     StreamsGroup,
     StreamsGroupMember,
 )
-from shards.core.streams.reconciliation import reconcile
+from shards.core.streams.reconciliation import Owned, TaskProcesses, reconcile
 from shards.core.streams.records import (
     Endpoint,
     KeyValue,
@@ -263,31 +263,6 @@ def _check_tasks_exist(configured: ConfiguredTopology, tasks: tuple[TaskIds, ...
                     f"Task {p} for subtopology {t.subtopology_id} is invalid. Number of "
                     f"tasks for this subtopology: {n}"
                 )
-
-
-class _OtherOwners(Mapping[tuple[str, int], str]):
-    """(subtopology, partition) -> the member holding it as an active task, assigned or
-    pending revocation, leaving out ``exclude``: built on first use only (a steady
-    heartbeat, which grants nothing, never asks; it is O(tasks) to build)."""
-
-    def __init__(self, group: StreamsGroup | None, exclude: set[str]) -> None:
-        self._group, self._exclude = group, exclude
-        self._owners: dict[tuple[str, int], str] | None = None
-
-    def _built(self) -> dict[tuple[str, int], str]:
-        if self._owners is None:
-            everyone = self._group.active_owners() if self._group is not None else {}
-            self._owners = {t: h for t, h in everyone.items() if h not in self._exclude}
-        return self._owners
-
-    def __getitem__(self, task: tuple[str, int]) -> str:
-        return self._built()[task]
-
-    def __iter__(self) -> Iterator[tuple[str, int]]:
-        return iter(self._built())
-
-    def __len__(self) -> int:
-        return len(self._built())
 
 
 def _static_owner(group: StreamsGroup, req: StreamsGroupHeartbeatRequest) -> StreamsGroupMember:
@@ -606,39 +581,23 @@ def streams_group_heartbeat(
         target_standby = old_standby.get(req.member_id, {})
 
     # 6. reconcile the member
-    owners = _OtherOwners(
-        group, {req.member_id} | ({replaced.member_id} if replaced is not None else set())
-    )
-    owned = from_task_ids(req.active_tasks) if req.active_tasks is not None else None
-    owned_standby = from_task_ids(req.standby_tasks) if req.standby_tasks is not None else None
+    owned: Owned | None = None
     if joining:
-        owned, owned_standby = {}, {}
-    # another member of this member's process holding a task in any role (threads of one
-    # Streams instance share a state directory per task)
-    process = metadata.process_id
-    lazy: list[tuple[dict[tuple[str, int], set[str]], dict[str, str]]] = []
-
-    def held_on_process(task: tuple[str, int]) -> bool:
-        if not lazy:  # (built once, and only when a task is to be granted)
-            others = {
-                mid: m.metadata.process_id
-                for mid, m in (group.members.items() if group is not None else ())
-                if mid != req.member_id and (replaced is None or mid != replaced.member_id)
-            }
-            lazy.append((group.task_holders() if group is not None else {}, others))
-        holders, others = lazy[0]
-        return any(others.get(h) == process for h in holders.get(task, ()))
-
-    updated = reconcile(
-        member,
-        assignment_epoch,
-        target,
-        owned,
-        owners,
-        target_standby,
-        owned_standby,
-        held_on_process,
+        owned = Owned({}, {}, {})
+    elif (
+        req.active_tasks is not None
+        and req.standby_tasks is not None
+        and req.warmup_tasks is not None
+    ):
+        owned = Owned(
+            from_task_ids(req.active_tasks),
+            from_task_ids(req.standby_tasks),
+            from_task_ids(req.warmup_tasks),
+        )
+    processes = TaskProcesses.of_group(
+        group, member, {replaced.member_id} if replaced is not None else set()
     )
+    updated = reconcile(member, assignment_epoch, target, owned, processes, target_standby)
     if old is None or joining or not updated.same_state(old):
         records.append(
             rec.current_assignment_record(group_id, req.member_id, updated.assignment_value())

@@ -297,7 +297,7 @@ def _reporting(mgr: object, member_id: str) -> StreamsGroupHeartbeatRequest:
 def test_standby_tasks_with_streams_num_standby_replicas() -> None:
     """streams.num.standby.replicas = 1: each member gets the other's active tasks of the
     stateful subtopology as standbys (never its own); setting it bumps the group epoch (a
-    new target); a third member moves standbys with revocation first, every member ends
+    new target); a third member moves tasks (roles converted in place), every member ends
     Stable with 2 active and 1 standby task, no task active and standby on one member;
     replay equals live."""
     mgr, _ = manager(input=3, table=3, **{"app-rep": 3, "app-store-changelog": 3})
