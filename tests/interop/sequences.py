@@ -508,6 +508,26 @@ async def commit_codes(
     return [err(p.error_code) for t in r.topics for p in t.partitions]
 
 
+async def committed_partitions(wire: KafkaWire, group: str, topic: str) -> list[int]:
+    """Which of ``topic``'s partitions 0-3 have an offset committed by ``group``."""
+    r = await wire.send(
+        request(
+            "offset_fetch",
+            9,
+            groups=[
+                {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2, 3]}]}
+            ],
+            require_stable=True,
+        )
+    )
+    return sorted(
+        p.partition_index
+        for t in r.groups[0].topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    )
+
+
 async def assignment_epochs(target: Target) -> Obs:
     """KIP-1251 (Kafka 4.4): a member's partitions keep the epoch they were given at, and
     OffsetCommit accepts an older member epoch for partitions held since then. m1 owns the 4
@@ -545,31 +565,8 @@ async def assignment_epochs(target: Target) -> Obs:
                 await fetch_error(wire, group, topic, m1.member_id, first),
             )
         )
-        r = await wire.send(
-            request(
-                "offset_fetch",
-                9,
-                groups=[
-                    {
-                        "group_id": group,
-                        "topics": [{"name": topic, "partition_indexes": [0, 1, 2, 3]}],
-                    }
-                ],
-                require_stable=True,
-            )
-        )
-        written = {
-            p.partition_index: p.committed_offset
-            for t in r.groups[0].topics
-            for p in t.partitions
-            if p.committed_offset >= 0
-        }
-        obs.append(
-            (
-                "written",
-                ("kept" if sorted(written) == sorted(kept + given[:1]) else sorted(written)),
-            )
-        )
+        written = await committed_partitions(wire, group, topic)
+        obs.append(("written", "kept" if written == sorted(kept + given[:1]) else written))
         for m in (m1, m2):
             await m.heartbeat(epoch=-1)
         return obs
@@ -2231,25 +2228,7 @@ async def streams_assignment_epochs(target: Target) -> Obs:
         }
         for name, (m, epoch, t, parts) in cases.items():
             obs.append((f"commit {name}", await commit_codes(wire, group, t, epoch, m, parts)))
-        r = await wire.send(
-            request(
-                "offset_fetch",
-                9,
-                groups=[
-                    {
-                        "group_id": group,
-                        "topics": [{"name": topic, "partition_indexes": [0, 1, 2, 3]}],
-                    }
-                ],
-                require_stable=True,
-            )
-        )
-        written = sorted(
-            p.partition_index
-            for t in r.groups[0].topics
-            for p in t.partitions
-            if p.committed_offset >= 0
-        )
+        written = await committed_partitions(wire, group, topic)
         obs.append(("written", "kept" if written == sorted(kept + given[:1]) else written))
         for m in (a, b):
             await beat(m, -1)
