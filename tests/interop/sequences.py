@@ -10,6 +10,7 @@ arrives) folded into the converged result. ``test_conformance`` compares the two
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -2301,6 +2302,67 @@ async def streams_standby_roles(target: Target) -> Obs:
         await wire.close()
 
 
+def _fmt_key(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+async def streams_rejoin(target: Target) -> Obs:
+    """A fenced streams member rejoins under its member id (epoch 0, owning nothing), as a
+    Streams client does after FENCED_MEMBER_EPOCH: settled (2 + 2), then while the group is
+    settled and while a rebalance is on (a third member joined)."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group = unique("srj"), unique("srj")
+        await create_topic(wire, topic, 4)
+        await asyncio.sleep(1.0)  # (Kafka's metadata image learns the topic a moment later)
+        beat, epochs, owned = _streams_beats(wire, group, topic)
+
+        def held(member: str) -> int:
+            return sum(len(t["partitions"]) for t in owned.get(member, []))
+
+        async def answer(member: str, **extra: Any) -> dict[str, Any]:
+            r = await beat(member, **extra)
+            return {
+                "error": err(r.error_code),
+                "epoch": r.member_epoch,
+                "active": None
+                if r.active_tasks is None
+                else sum(len(t.partitions) for t in r.active_tasks),
+            }
+
+        a, b, c = (uuid.uuid4().hex[:22] for _ in range(3))
+        for _ in range(20):
+            for m in (a, b):
+                await beat(m)
+            if sorted(held(m) for m in (a, b)) == [2, 2] and epochs[a] == epochs[b]:
+                break
+        obs.append(("settled", (held(a), held(b), epochs[a] == epochs[b])))
+        obs.append(("a fenced", await answer(a, epoch=epochs[a] + 5)))
+        obs.append(("a rejoins", await answer(a, epoch=0)))
+        obs.append(("a heartbeats", await answer(a)))
+        obs.append(("b heartbeats", await answer(b)))
+        obs.append(("c joins", await answer(c)))
+        # which of a and b gives a task up to c is a tie each server breaks its own way (by
+        # member id): the two answers are kept in order of their task counts
+        first = {m: await answer(m) for m in (a, b)}
+        obs.append(("a and b heartbeat", sorted(first.values(), key=_fmt_key)))
+        giver = a if held(a) < held(b) else b
+        obs.append(
+            ("the one giving a task up is fenced", await answer(giver, epoch=epochs[giver] + 5))
+        )
+        obs.append(("it rejoins", await answer(giver, epoch=0)))
+        keeper = b if giver == a else a
+        for i in range(4):
+            for name, m in (("keeper", keeper), ("rejoined", giver), ("c", c)):
+                obs.append((f"round {i}: {name}", await answer(m)))
+        for m in (a, b, c):
+            await beat(m, -1)
+        return obs
+    finally:
+        await wire.close()
+
+
 SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     "api_versions": (api_versions, ()),
     "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
@@ -2314,6 +2376,7 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
         ("StreamsGroupHeartbeat", "StreamsGroupDescribe", "AlterGroupConfigs"),
     ),
     "streams_assignment_epochs": (streams_assignment_epochs, ("StreamsGroupHeartbeat",)),
+    "streams_rejoin": (streams_rejoin, ("StreamsGroupHeartbeat",)),
     "streams_standby_roles": (
         streams_standby_roles,
         ("StreamsGroupHeartbeat", "AlterGroupConfigs"),

@@ -93,6 +93,7 @@ SINCE_44: dict[str, str] = {
     "4.4 only",
     "streams_assignment_epochs": "streams groups are early access in Kafka 4.1; compared with "
     "4.4 only",
+    "streams_rejoin": "streams groups are early access in Kafka 4.1; compared with 4.4 only",
     "streams_standby_roles": "streams groups are early access in Kafka 4.1; compared with 4.4 only",
     "assignment_interval": "KIP-1263's consumer.assignment.interval.ms is Kafka 4.4's",
     "kafka44_versions": "ApiVersions v5, DeleteGroups v3, OffsetCommit/OffsetFetch v10 are "
