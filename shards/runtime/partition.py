@@ -467,7 +467,7 @@ class CoordinatorPartition:
         try:
             async with timeout(self.clock, left):
                 lease = await self.store.lease(self.partition)
-        except Exception:  # unreachable, too slow: the local deadline decides
+        except Exception:  # unreachable, failing, too slow: unconfirmed
             held = None
         else:
             held = lease is not None and lease.owner == self.owner and lease.epoch == self.epoch
@@ -504,6 +504,15 @@ class CoordinatorPartition:
                 )
             elif held.result() is None and self.clock.monotonic_ms() >= self.serve_until:
                 result.set_exception(self._refuse_lapsed())
+            elif held.result() is None:
+                # the store did not answer: not confirmed, not answered (kept: it may hold)
+                result.set_exception(
+                    ApiError(
+                        Errors.NOT_COORDINATOR,
+                        f"partition {self.partition}: its lease could not be confirmed in the "
+                        "store; not served here now",
+                    )
+                )
             else:
                 result.set_result(answer.result())
 
@@ -570,7 +579,10 @@ class CoordinatorPartition:
         owner at this epoch (it lost the key, its clock jumped and expired it, another shard
         took it), the read answers NOT_COORDINATOR and the partition is let go -- the local
         deadline alone cannot see a store that lets a lease go early. If the store does not
-        answer in time, the local deadline decides, as for every other operation.
+        answer (unreachable, failing, or no answer before the local deadline), the read
+        answers NOT_COORDINATOR too, but the partition is kept: the lease is neither
+        confirmed nor known lost (a store that let it go early *and* cannot be reached would
+        otherwise let a stale answer through -- simulator seed 265799).
         ``confirm=False``: not (a read of the shard's own bookkeeping that only a fenced
         write acts on)."""
         self.check_active()

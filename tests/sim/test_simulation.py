@@ -172,3 +172,18 @@ def test_late_commits_are_judged_by_the_store_s_catalog_with_every_shard_down() 
     result = run(181438, events=events_from_json('[[2390,"crash",129]]'))
     assert not result.violations, result.violations
     assert result.coverage.get("commit-epoch:older, held since", 0) > 0
+
+
+def test_a_shard_cut_off_just_after_the_store_let_its_lease_go_answers_no_read() -> None:
+    # seed 265799 of the sweep, shrunk: the store's clock jumped 22 s (shard 2's lease gone
+    # at the store, another shard took the partition and acknowledged commits) and shard 2 was
+    # cut off from the store 6 ms later; a lag monitor's read reached shard 2, whose lease read
+    # got no answer -- the read used to be answered from memory until the local deadline
+    # (offsets 7, 8 where the log held 16, 17). An unconfirmed lease now refuses the read.
+    events = events_from_json(
+        '[[1461,"classic_join",0],[5578,"member_crash",5],[7060,"store_clock",22089],'
+        '[7066,"store_cut",[2,6433]]]'
+    )
+    result = run(265799, events=events)
+    assert not result.violations, result.violations
+    assert result.coverage.get("event:store_cut", 0) and result.coverage.get("event:store_clock", 0)
