@@ -387,8 +387,9 @@ async def test_a_restarted_node_id_registers_once_its_predecessor_expired(
 async def test_a_shard_cut_off_from_the_store_self_fences_at_its_local_deadline(
     make_shard: Callable[..., Shard], clock: ManualClock, store: InMemoryLogStore
 ) -> None:
-    """Cut off, a shard serves its partitions until its local lease deadline (from the last
-    renewal it sent, minus the margin), then nothing -- also when no request comes -- and
+    """Cut off, a shard holds its partitions until its local lease deadline (from the last
+    renewal it sent, minus the margin; its reads refused meanwhile: the store cannot confirm
+    the lease), then nothing -- also when no request comes -- and
     FindCoordinator on it names the member the map gives each partition without it, which
     takes them once the store's leases expire."""
     link = Link()
@@ -404,7 +405,10 @@ async def test_a_shard_cut_off_from_the_store_self_fences_at_its_local_deadline(
     deadline = part.serve_until
     assert cut_at < deadline <= cut_at + LEASE_MS - lease_margin_ms(LEASE_MS)
     await clock.run_for(int(deadline - cut_at) - 1)
-    assert await a.runtime.read(p, lambda sm, now: sm.values) is not None  # still its lease
+    a.runtime.partition(p).check_active()  # still its lease: held until the deadline,
+    with pytest.raises(ApiError) as unconfirmed:  # but a read needs the store to confirm it
+        await a.runtime.read(p, lambda sm, now: sm.values)
+    assert unconfirmed.value.code == Errors.NOT_COORDINATOR and p in a.runtime.partitions
     assert a.manager.owner_of(p) == NodeAddress(0, "127.0.0.1", 9000)
     await clock.run_until(lambda: not a.active, LEASE_MS)  # the renewer's sweep
     assert clock.monotonic_ms() - cut_at < LEASE_MS
