@@ -142,3 +142,22 @@ def test_more_to_revoke_after_a_revocation_moves_the_epoch_by_one() -> None:
     )
     assert after.active == tasks(0) and after.active_pending_revocation == tasks(1)
     assert after.active_epochs == {"0": {0: 1, 1: 2}}
+
+
+def test_warm_up_roles_are_converted_in_place_too() -> None:
+    """No Kafka 4.4.0 target holds warm-ups (its assignor places none), but the builder
+    converts them as the other roles: a standby that becomes a warm-up (and back) changes
+    role at once, and a warm-up becoming active is kept until the active is given."""
+    m = member("m", "p", 2, standby=(1,))
+    warm = reconcile(m, 3, {}, Owned({}, tasks(1), {}), procs(m), target_warmup=tasks(1))
+    assert (warm.state, warm.member_epoch) == (MemberState.STABLE, 3)
+    assert warm.warmup == tasks(1) and not warm.standby and not warm.standby_pending_revocation
+    back = reconcile(warm, 4, {}, Owned({}, {}, tasks(1)), procs(warm), target_standby=tasks(1))
+    assert back.standby == tasks(1) and not back.warmup and back.state is MemberState.STABLE
+    # a warm-up promoted to active: kept while another process still runs the task
+    other = member("o", "q", 4, pending=(1,), state=MemberState.UNREVOKED_TASKS)
+    promoting = reconcile(warm, 4, tasks(1), Owned({}, {}, tasks(1)), procs(warm, other))
+    assert promoting.state is MemberState.UNRELEASED_TASKS
+    assert promoting.warmup == tasks(1) and not promoting.active
+    done = reconcile(promoting, 4, tasks(1), Owned({}, {}, tasks(1)), procs(promoting))
+    assert done.active == tasks(1) and not done.warmup and done.state is MemberState.STABLE
