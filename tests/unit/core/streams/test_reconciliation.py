@@ -120,7 +120,7 @@ def test_a_member_in_an_unknown_state_must_own_nothing() -> None:
     with pytest.raises(ApiError) as fenced:
         reconcile(m, 5, tasks(0), owning(m), procs(m))
     assert fenced.value.code is Errors.FENCED_MEMBER_EPOCH
-    assert "unknown state" in fenced.value.message
+    assert "unknown state" in str(fenced.value)
     moved = reconcile(m, 5, tasks(0), Owned({}, {}, {}), procs(m))
     assert (moved.state, moved.member_epoch, moved.active) == (MemberState.STABLE, 5, tasks(0))
 
