@@ -251,8 +251,10 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 Errors.UNKNOWN_MEMBER_ID,
                 Errors.GROUP_ID_NOT_FOUND,
             )
-        # KIP-1251: the current epoch, or an older one the member has held t0-0 since
-        held_since = None if member is None else member.epoch_of(tid("t0"), 0)
+        # KIP-1251: the current epoch, or an older one the member has held t0-0 since (t0's
+        # id as the catalog has it now: an id per incarnation; none while it is deleted)
+        t0 = tid(f"t0#{self.incarnation['t0']}") if "t0" in self.topics else None
+        held_since = None if member is None or t0 is None else member.epoch_of(t0, 0)
         allowed = member is not None and (
             member.member_epoch == client.epoch
             or (held_since is not None and held_since <= client.epoch < member.member_epoch)
