@@ -106,6 +106,23 @@ async def _markers(target: Target, partition: int, start: int) -> list[Marker]:
     return found
 
 
+async def _markers_of(
+    target: Target, partition: int, start: int, producer_id: int, count: int
+) -> list[Marker]:
+    """The producer's markers from ``start`` once ``count`` are there (or after 20 s): the
+    transaction coordinator answers EndTxn once the outcome is in its log and writes the
+    markers after that, so the last one may not be in the partition yet when the client
+    returns."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = [
+            m for m in await _markers(target, partition, start) if m.producer_id == producer_id
+        ]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.1)
+
+
 def _run_transaction(
     producer: Any,
     meta: Any,
@@ -332,7 +349,7 @@ def test_the_upstreams_markers_give_each_transactions_outcome(
     # 2.16 transaction version 1, Kafka's Java producer version 2
     assert v2 == (client == "java"), (client, epoch1, epoch2)
 
-    markers = [m for m in asyncio.run(_markers(target, up, start)) if m.producer_id == pid1]
+    markers = asyncio.run(_markers_of(target, up, start, pid1, 2))
     assert [(m.committed, m.producer_epoch) for m in markers] == [
         (True, own_marker_epoch(epoch1, v2)),
         (False, own_marker_epoch(epoch2, v2)),
