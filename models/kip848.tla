@@ -19,14 +19,23 @@
 (* assignor). Answers may be lost: the consumer keeps what it had, and its *)
 (* next heartbeat carries a stale epoch and is fenced.                     *)
 (*                                                                         *)
+(* Offset commits (KIP-1251): a consumer sends an OffsetCommit for a      *)
+(* partition it holds at the epoch it last heard; it arrives later (at     *)
+(* most MaxInFlight in flight), before any later request of the same       *)
+(* consumer (one connection, answered in order). Accepted from a member at *)
+(* its epoch, or at an older one for a partition held since at most that   *)
+(* epoch (each held partition keeps its assignment epoch). A commit in     *)
+(* flight carries a ghost flag: its member has held the partition since it *)
+(* was sent without giving it up; CommitVerdict: accepted exactly then.    *)
+(*                                                                         *)
 (* The Quint file's history variables (prevGroupEpoch, prevEpochs,         *)
 (* lastAction, actor) are not state here: the monotonicity invariants are  *)
 (* action properties (GroupEpochMonotonic, MemberEpochMonotonic).          *)
 (* kip848.cfg is a TLC configuration of the Quint model's world.           *)
 (***************************************************************************)
-EXTENDS Naturals
+EXTENDS Naturals, FiniteSets
 
-CONSTANTS Members, Partitions, MaxEpoch
+CONSTANTS Members, Partitions, MaxEpoch, MaxInFlight
 
 VARIABLES
     groupEpoch,   \* the group epoch
@@ -34,11 +43,16 @@ VARIABLES
     target,       \* the target assignment of the members in the group, at groupEpoch
     members,      \* every member's record (NoMember when not in the group)
     owned,        \* what each consumer holds (client side)
-    clientEpoch   \* the epoch each consumer last got
+    clientEpoch,  \* the epoch each consumer last got
+    inflight      \* the OffsetCommits sent and not yet arrived
 
-vars == <<groupEpoch, inGroup, target, members, owned, clientEpoch>>
+vars == <<groupEpoch, inGroup, target, members, owned, clientEpoch, inflight>>
 
-NoMember == [epoch |-> 0, state |-> "STABLE", assigned |-> {}, pending |-> {}]
+\* a member's epochs: the assignment epoch of each held partition
+NoEpochs == [p \in {} |-> 0]
+
+NoMember == [epoch |-> 0, state |-> "STABLE", assigned |-> {}, pending |-> {},
+             epochs |-> NoEpochs]
 
 NoTarget == [m \in {} |-> {}]
 
@@ -57,10 +71,12 @@ Advance(ms, m, fromEpoch, tEpoch, tgt, reported) ==
         unreleased == \E p \in wanted : HeldByOther(ms, m, p)
     IN IF revoke /= {} /\ (revoke \cap reported) /= {}
        THEN [epoch |-> fromEpoch, state |-> "UNREVOKED_PARTITIONS",
-             assigned |-> keep, pending |-> revoke]
+             assigned |-> keep, pending |-> revoke,
+             epochs |-> [p \in keep \cup revoke |-> mem.epochs[p]]]
        ELSE [epoch |-> tEpoch,
              state |-> IF unreleased THEN "UNRELEASED_PARTITIONS" ELSE "STABLE",
-             assigned |-> keep \cup gain, pending |-> {}]
+             assigned |-> keep \cup gain, pending |-> {},
+             epochs |-> [p \in keep \cup gain |-> IF p \in keep THEN mem.epochs[p] ELSE tEpoch]]
 
 Reconcile(ms, m, tEpoch, tgt, reported) ==
     LET mem == ms[m]
@@ -73,6 +89,27 @@ Reconcile(ms, m, tEpoch, tgt, reported) ==
                 THEN mem
                 ELSE Advance(ms, m, mem.epoch, tEpoch, tgt, reported)
          [] OTHER -> Advance(ms, m, mem.epoch, tEpoch, tgt, reported)
+
+(* ---- offset commits (ConsumerGroup.validate_offset_commit) ---- *)
+\* accepted from a member in the group at its epoch, or at an older one for a partition
+\* it holds since at most that epoch (KIP-1251)
+Accepted(ms, group, c) ==
+    /\ c.member \in group
+    /\ \/ c.epoch = ms[c.member].epoch
+       \/ /\ c.epoch < ms[c.member].epoch
+          /\ c.partition \in HeldBy(ms, c.member)
+          /\ ms[c.member].epochs[c.partition] <= c.epoch
+
+\* the commits in flight as the records go from old to ms: one stays valid while its member
+\* holds its partition without giving it up (leaving pending revocation)
+StillHeld(old, ms, c) ==
+    /\ c.partition \in HeldBy(ms, c.member)
+    /\ ~(c.partition \in old[c.member].pending /\ c.partition \notin ms[c.member].pending)
+
+Follow(cs, old, ms) == {[c EXCEPT !.valid = c.valid /\ StillHeld(old, ms, c)] : c \in cs}
+
+\* m's earlier OffsetCommits have arrived (its requests are taken in order)
+NoCommitOf(m) == \A c \in inflight : c.member /= m
 
 (* ---- targets ---- *)
 Split(group, owner) == [m \in group |-> {p \in Partitions : owner[p] = m}]
@@ -90,10 +127,12 @@ Init ==
     /\ members = [m \in Members |-> NoMember]
     /\ owned = [m \in Members |-> {}]
     /\ clientEpoch = [m \in Members |-> 0]
+    /\ inflight = {}
 
 \* m joins (epoch 0, owning nothing): a new group epoch and target; m reconciles at once
 Join(m) ==
     /\ m \notin inGroup
+    /\ NoCommitOf(m)
     /\ groupEpoch < MaxEpoch
     /\ owned[m] = {}
     /\ \E tgt \in Targets(inGroup \cup {m}) :
@@ -104,21 +143,25 @@ Join(m) ==
            /\ members' = [members EXCEPT ![m] = mem]
            /\ owned' = [owned EXCEPT ![m] = mem.assigned]
            /\ clientEpoch' = [clientEpoch EXCEPT ![m] = mem.epoch]
+           /\ inflight' = Follow(inflight, members, [members EXCEPT ![m] = mem])
 
 \* m heartbeats at its epoch with what it owns and is reconciled; the answer may be lost
 \* (the consumer then keeps what it had, and its epoch)
 Heartbeat(m) ==
     /\ m \in inGroup
+    /\ NoCommitOf(m)
     /\ clientEpoch[m] = members[m].epoch
     /\ LET mem == Reconcile(members, m, groupEpoch, target[m], owned[m])
        IN /\ members' = [members EXCEPT ![m] = mem]
+          /\ inflight' = Follow(inflight, members, [members EXCEPT ![m] = mem])
           /\ \/ /\ owned' = [owned EXCEPT ![m] = mem.assigned]
                 /\ clientEpoch' = [clientEpoch EXCEPT ![m] = mem.epoch]
              \/ UNCHANGED <<owned, clientEpoch>>
     /\ UNCHANGED <<groupEpoch, inGroup, target>>
 
-\* m's record goes; a new epoch and target for the others
-Remove(m, ownedAfter) ==
+\* m's record goes; a new epoch and target for the others; the consumer is left holding
+\* ownedAfter at epochAfter
+Remove(m, ownedAfter, epochAfter) ==
     /\ m \in inGroup
     /\ groupEpoch < MaxEpoch
     /\ \E tgt \in Targets(inGroup \ {m}) :
@@ -127,35 +170,57 @@ Remove(m, ownedAfter) ==
         /\ target' = tgt
     /\ members' = [members EXCEPT ![m] = NoMember]
     /\ owned' = [owned EXCEPT ![m] = ownedAfter]
-    /\ clientEpoch' = [clientEpoch EXCEPT ![m] = 0]
+    /\ clientEpoch' = [clientEpoch EXCEPT ![m] = epochAfter]
+    /\ inflight' = Follow(inflight, members, [members EXCEPT ![m] = NoMember])
 
 \* graceful leave (epoch -1): the consumer gives everything up
-Leave(m) == Remove(m, {})
+Leave(m) == NoCommitOf(m) /\ Remove(m, {}, 0)
 
-\* the session times out: the consumer may still believe it holds its partitions (a zombie)
-SessionTimeout(m) == Remove(m, owned[m])
+\* the session times out: the consumer may still believe it holds its partitions, at its
+\* epoch (a zombie)
+SessionTimeout(m) == Remove(m, owned[m], clientEpoch[m])
 
 \* a heartbeat at a stale epoch (its last answer was lost) is fenced: the consumer gives
 \* everything up and must rejoin from epoch 0
 Fenced(m) ==
     /\ clientEpoch[m] /= members[m].epoch
-    /\ Remove(m, {})
+    /\ NoCommitOf(m)
+    /\ Remove(m, {}, 0)
 
 \* a zombie (no longer in the group) hears it on its next call and gives everything up
 ZombieFenced(m) ==
     /\ m \notin inGroup
     /\ owned[m] /= {}
+    /\ NoCommitOf(m)
     /\ owned' = [owned EXCEPT ![m] = {}]
-    /\ UNCHANGED <<groupEpoch, inGroup, target, members, clientEpoch>>
+    /\ clientEpoch' = [clientEpoch EXCEPT ![m] = 0]
+    /\ UNCHANGED <<groupEpoch, inGroup, target, members, inflight>>
+
+\* the consumer sends an OffsetCommit for a partition it holds, at the epoch it last heard
+SendCommit(m, p) ==
+    /\ p \in owned[m]
+    /\ Cardinality(inflight) < MaxInFlight
+    /\ LET c == [member |-> m, partition |-> p, epoch |-> clientEpoch[m],
+                  valid |-> p \in HeldBy(members, m)]
+       IN /\ \A o \in inflight : ~(o.member = m /\ o.partition = p /\ o.epoch = c.epoch)
+          /\ inflight' = inflight \cup {c}
+    /\ UNCHANGED <<groupEpoch, inGroup, target, members, owned, clientEpoch>>
+
+\* a commit in flight arrives, accepted or refused (Accepted); nothing of the group changes
+DeliverCommit(c) ==
+    /\ inflight' = inflight \ {c}
+    /\ UNCHANGED <<groupEpoch, inGroup, target, members, owned, clientEpoch>>
 
 Next ==
-    \E m \in Members :
+    \/ \E m \in Members :
         \/ Join(m)
         \/ Heartbeat(m)
         \/ Leave(m)
         \/ SessionTimeout(m)
         \/ Fenced(m)
         \/ ZombieFenced(m)
+        \/ \E p \in Partitions : SendCommit(m, p)
+    \/ \E c \in inflight : DeliverCommit(c)
 
 Spec == Init /\ [][Next]_vars
 
@@ -180,6 +245,15 @@ OnlyMembersHold == \A m \in Members : m \in inGroup \/ HeldBy(members, m) = {}
 TargetCovers ==
     inGroup = {} \/ \A p \in Partitions : \E m \in inGroup : p \in target[m]
 
+\* every held partition has an assignment epoch, at most the member's epoch
+EpochsOfHeld ==
+    \A m \in Members :
+        /\ DOMAIN members[m].epochs = HeldBy(members, m)
+        /\ \A p \in DOMAIN members[m].epochs : members[m].epochs[p] <= members[m].epoch
+
+\* KIP-1251: a commit in flight would be accepted exactly when it is valid
+CommitVerdict == \A c \in inflight : Accepted(members, inGroup, c) = c.valid
+
 AllInvariants ==
     /\ Exclusive
     /\ MemberEpochNotAboveGroup
@@ -187,6 +261,8 @@ AllInvariants ==
     /\ PendingOnlyWhenUnrevoked
     /\ OnlyMembersHold
     /\ TargetCovers
+    /\ EpochsOfHeld
+    /\ CommitVerdict
 
 (* ---- action properties (the Quint model's monotonicity invariants) ---- *)
 GroupEpochStep == groupEpoch' >= groupEpoch

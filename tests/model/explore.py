@@ -3,10 +3,13 @@ as its heart: every state reachable in a small world (members, partitions, epoch
 each checked against the model's invariants.
 
 The actions are those of ``models/kip848.qnt`` (join, heartbeat delivered or lost, leave,
-session timeout, fencing of a stale epoch, a zombie giving up), every possible target at
-each membership change; a reconciliation is ``replay.core_reconcile`` -- the core's own
-function, not the model's. Where Quint can only sample (docs/model.md: no Apalache or TLC
-here), this covers every interleaving, for small bounds.
+session timeout, fencing of a stale epoch, a zombie giving up, an OffsetCommit sent and
+arriving later -- at most ``max_in_flight`` at once, each before its consumer's next request),
+every possible target at each membership change; a reconciliation is
+``replay.core_reconcile`` -- the core's own function, assignment epochs included, not the
+model's -- and every commit in flight is judged in every state by the core's own OffsetCommit
+check (``replay.core_accepts``). Where Quint can only sample (docs/model.md: no Apalache or
+TLC here), this covers every interleaving, for small bounds.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from tests.model.replay import NO_MEMBER, check_invariants, core_reconcile
+from tests.model.replay import NO_MEMBER, Commit, check_invariants, core_reconcile
 
-Rec = tuple[int, str, frozenset[int], frozenset[int]]
-NO_REC: Rec = (0, "STABLE", frozenset(), frozenset())
+#: a member's record: epoch, state, assigned, pending, ((partition, assignment epoch), ...)
+Rec = tuple[int, str, frozenset[int], frozenset[int], tuple[tuple[int, int], ...]]
+NO_REC: Rec = (0, "STABLE", frozenset(), frozenset(), ())
 
 
 @dataclass(frozen=True)
@@ -30,21 +34,53 @@ class State:
     members: tuple[Rec, ...]  # in the order of the member names
     owned: tuple[frozenset[int], ...]
     client_epoch: tuple[int, ...]
+    inflight: frozenset[Commit] = frozenset()
 
 
 def _rec(m: dict[str, Any]) -> Rec:
-    return (m["epoch"], m["state"], m["assigned"], m["pending"])
+    return (m["epoch"], m["state"], m["assigned"], m["pending"], tuple(sorted(m["epochs"].items())))
 
 
 def _dict(r: Rec) -> dict[str, Any]:
-    return {"epoch": r[0], "state": r[1], "assigned": r[2], "pending": r[3]}
+    return {"epoch": r[0], "state": r[1], "assigned": r[2], "pending": r[3], "epochs": dict(r[4])}
+
+
+def _held(r: Rec) -> frozenset[int]:
+    return r[2] | r[3]
+
+
+def follow(
+    inflight: frozenset[Commit], names: tuple[str, ...], old: tuple[Rec, ...], new: tuple[Rec, ...]
+) -> frozenset[Commit]:
+    """The commits in flight as the records go from ``old`` to ``new``: one stays valid while
+    its member holds its partition without giving it up (leaving pending revocation)."""
+    if not inflight:
+        return inflight
+    index = {n: i for i, n in enumerate(names)}
+    out = set()
+    for m, p, e, valid in inflight:
+        i = index[m]
+        kept = p in _held(new[i]) and not (p in old[i][3] and p not in new[i][3])
+        out.add((m, p, e, valid and kept))
+    return frozenset(out)  # fmt: skip
 
 
 class World:
-    def __init__(self, names: tuple[str, ...], partitions: int, max_epoch: int) -> None:
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        partitions: int,
+        max_epoch: int,
+        max_in_flight: int = 0,
+        in_order: bool = True,
+    ) -> None:
         self.names = names
         self.partitions = tuple(range(partitions))
         self.max_epoch = max_epoch
+        self.max_in_flight = max_in_flight
+        #: False: a consumer's later heartbeats may overtake its commits (not the model's
+        #: channel: what the commit check relies on, docs/model.md)
+        self.in_order = in_order
 
     def initial(self) -> State:
         n = len(self.names)
@@ -57,6 +93,7 @@ class World:
             "target": dict(s.target),
             "members": {n: _dict(r) for n, r in zip(self.names, s.members, strict=True)},
             "owned": dict(zip(self.names, s.owned, strict=True)),
+            "inflight": s.inflight,
         }
 
     def targets(self, group: frozenset[str]) -> list[tuple[tuple[str, frozenset[int]], ...]]:
@@ -81,10 +118,17 @@ class World:
     def successors(self, s: State) -> list[tuple[str, State]]:
         out: list[tuple[str, State]] = []
         members = {n: _dict(r) for n, r in zip(self.names, s.members, strict=True)}
+        # consumers with a commit in flight: their next request waits for it
+        busy = {c[0] for c in s.inflight} if self.in_order else set()
+
+        def moved(ms: tuple[Rec, ...]) -> frozenset[Commit]:
+            return follow(s.inflight, self.names, s.members, ms)
+
         for i, m in enumerate(self.names):
             rec = s.members[i]
             inside = m in s.in_group
-            if not inside and s.group_epoch < self.max_epoch and not s.owned[i]:
+            quiet = m not in busy
+            if not inside and quiet and s.group_epoch < self.max_epoch and not s.owned[i]:
                 group = s.in_group | {m}
                 for tgt in self.targets(group):
                     start = dict(members)
@@ -92,39 +136,56 @@ class World:
                     new = _rec(
                         core_reconcile(start, m, s.group_epoch + 1, dict(tgt)[m], frozenset())
                     )
+                    ms = _set(s.members, i, new)
                     out.append((f"join {m}", State(
-                        s.group_epoch + 1, group, tgt, _set(s.members, i, new),
-                        _set(s.owned, i, new[2]), _set(s.client_epoch, i, new[0]),
+                        s.group_epoch + 1, group, tgt, ms,
+                        _set(s.owned, i, new[2]), _set(s.client_epoch, i, new[0]), moved(ms),
                     )))  # fmt: skip
-            if inside and s.client_epoch[i] == rec[0]:
+            if inside and quiet and s.client_epoch[i] == rec[0]:
                 new = _rec(core_reconcile(
                     members, m, s.group_epoch, dict(s.target)[m], s.owned[i]
                 ))  # fmt: skip
                 ms = _set(s.members, i, new)
                 out.append((f"heartbeat {m}", State(
                     s.group_epoch, s.in_group, s.target, ms,
-                    _set(s.owned, i, new[2]), _set(s.client_epoch, i, new[0]),
+                    _set(s.owned, i, new[2]), _set(s.client_epoch, i, new[0]), moved(ms),
                 )))  # fmt: skip
                 out.append((f"heartbeat_lost {m}", State(
-                    s.group_epoch, s.in_group, s.target, ms, s.owned, s.client_epoch
+                    s.group_epoch, s.in_group, s.target, ms, s.owned, s.client_epoch, moved(ms)
                 )))  # fmt: skip
             if inside and s.group_epoch < self.max_epoch:
                 group = s.in_group - {m}
                 ms = _set(s.members, i, NO_REC)
-                kinds = [("leave", frozenset()), ("session_timeout", s.owned[i])]
-                if s.client_epoch[i] != rec[0]:
-                    kinds.append(("fenced", frozenset()))
-                for why, owned_after in kinds:
+                kinds = [("session_timeout", s.owned[i], s.client_epoch[i])]
+                if quiet:
+                    kinds.append(("leave", frozenset(), 0))
+                    if s.client_epoch[i] != rec[0]:
+                        kinds.append(("fenced", frozenset(), 0))
+                for why, owned_after, epoch_after in kinds:
                     for tgt in self.targets(group):
                         out.append((f"{why} {m}", State(
-                            s.group_epoch + 1, group, tgt, ms,
-                            _set(s.owned, i, owned_after), _set(s.client_epoch, i, 0),
+                            s.group_epoch + 1, group, tgt, ms, _set(s.owned, i, owned_after),
+                            _set(s.client_epoch, i, epoch_after), moved(ms),
                         )))  # fmt: skip
-            if not inside and s.owned[i]:
+            if not inside and quiet and s.owned[i]:
                 out.append((f"zombie_fenced {m}", State(
                     s.group_epoch, s.in_group, s.target, s.members,
-                    _set(s.owned, i, frozenset()), s.client_epoch,
+                    _set(s.owned, i, frozenset()), _set(s.client_epoch, i, 0), s.inflight,
                 )))  # fmt: skip
+            if len(s.inflight) < self.max_in_flight:
+                for p in sorted(s.owned[i]):
+                    c = (m, p, s.client_epoch[i], p in _held(rec))
+                    if any(o[:3] == c[:3] for o in s.inflight):
+                        continue
+                    out.append((f"send_commit {m} {p}", State(
+                        s.group_epoch, s.in_group, s.target, s.members, s.owned,
+                        s.client_epoch, s.inflight | {c},
+                    )))  # fmt: skip
+        for c in sorted(s.inflight):
+            out.append((f"deliver_commit {c}", State(
+                s.group_epoch, s.in_group, s.target, s.members, s.owned, s.client_epoch,
+                s.inflight - {c},
+            )))  # fmt: skip
         return out
 
 

@@ -1,9 +1,11 @@
-"""A trace of ``models/kip848.qnt`` (joins, heartbeats delivered or lost, leaves: the model's
-``stepMembership``) replayed against the core's whole heartbeat handler
-(``CoordinatorStateMachine.consumer_group_heartbeat``, records replayed as the runtime does),
-with an assignor that answers the model's target. After every step the group epoch and
-every member's record in the core must equal the model's, and a delivered answer must carry
-the model's epoch and assignment.
+"""A trace of ``models/kip848.qnt`` (joins, heartbeats delivered or lost, leaves, OffsetCommits
+sent and arriving: the model's ``stepMembership``) replayed against the core's whole heartbeat
+handler (``CoordinatorStateMachine.consumer_group_heartbeat``, records replayed as the
+runtime does), with an assignor that answers the model's target, and its OffsetCommit handler
+(``commit_offset``). After every step the group epoch and every member's record in the core
+must equal the model's (assignment epochs included), a delivered answer must carry the
+model's epoch and assignment, and an arriving commit must be written (its offset read back)
+exactly when the model accepts it -- nothing written when refused.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from services.shard.assignor_executor import InProcessAssignor
+from shards.core import api as core_api
 from shards.core.consumer import api
 from shards.core.consumer.group import ConsumerGroup
 from shards.core.consumer.target_assignment import TargetAssignment, TargetAssignmentRequest
 from shards.core.coordinator_config import CoordinatorConfig
+from shards.core.errors import ApiError
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
 from tests.support.core_harness import ShardHarness, at_once
@@ -52,15 +56,25 @@ class ModelHarness(ShardHarness):
         )  # fmt: skip
 
 
-def _record(g: ConsumerGroup | None, name: str) -> dict[str, Any]:
+def _record(g: ConsumerGroup | None, name: str, shift: int) -> dict[str, Any]:
+    """The member's record in the core, its epochs shifted to the model's."""
     m = None if g is None else g.members.get(member_id(name))
     if m is None:
-        return {"epoch": 0, "state": "STABLE", "assigned": frozenset(), "pending": frozenset()}
+        return {
+            "epoch": 0,
+            "state": "STABLE",
+            "assigned": frozenset(),
+            "pending": frozenset(),
+            "epochs": {},
+        }
+    assigned = frozenset(m.assigned_partitions.get(TOPIC_ID, ()))
+    pending = frozenset(m.partitions_pending_revocation.get(TOPIC_ID, ()))
     return {
-        "epoch": m.member_epoch,
+        "epoch": m.member_epoch - shift if m.member_epoch else 0,
         "state": m.state.name,
-        "assigned": frozenset(m.assigned_partitions.get(TOPIC_ID, ())),
-        "pending": frozenset(m.partitions_pending_revocation.get(TOPIC_ID, ())),
+        "assigned": assigned,
+        "pending": pending,
+        "epochs": {p: (m.epoch_of(TOPIC_ID, p) or 0) - shift for p in sorted(assigned | pending)},
     }
 
 
@@ -76,6 +90,14 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
         action, m = after["lastAction"], after["actor"]
         where = f"step {i} ({action} {m})"
         owned = before["owned"][m]
+        if action == "send_commit":
+            continue  # (on its way: nothing reaches the core)
+        if action in ("commit_accepted", "commit_refused"):
+            (c,) = before["inflight"] - after["inflight"]
+            problems += _commit(h, c, i, shift or 0, action == "commit_accepted", where)
+            if problems:
+                break
+            continue
         if action == "join":
             h.assignor.target = after["target"]
             epoch, full = 0, True
@@ -112,9 +134,7 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
                 f"{where}: group epoch core {core_epoch}-{shift}, model {after['groupEpoch']}"
             )
         for name in sorted(after["members"]):
-            core, model = _record(group, name), after["members"][name]
-            if core["epoch"]:
-                core["epoch"] -= shift
+            core, model = _record(group, name, shift), after["members"][name]
             if core != model:
                 problems.append(f"{where}: member {name}: core {core}, model {model}")
         if action in ("join", "heartbeat"):
@@ -129,3 +149,36 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
         if problems:
             break
     return problems
+
+
+def _commit(
+    h: ModelHarness, c: dict[str, Any], offset: int, shift: int, accept: bool, where: str
+) -> list[str]:
+    """The commit ``c`` of the model through the core's OffsetCommit handler (v9, one
+    partition, ``offset``): written and read back if ``accept``, else refused, nothing
+    written."""
+    request = core_api.OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=c["epoch"] + shift,
+        member_id=member_id(c["member"]),
+        topics=(
+            core_api.OffsetCommitRequestTopic(
+                TOPIC, (core_api.OffsetCommitRequestPartition(c["partition"], offset),)
+            ),
+        ),
+    )
+    log = len(h.log)
+    try:
+        h.write(lambda s, now: s.commit_offset(request, now))
+    except ApiError as ex:
+        if accept:
+            return [f"{where}: the core refused {dict(c)}: {ex}"]
+        if len(h.log) != log:
+            return [f"{where}: a refused commit wrote to the log"]
+        return []
+    if not accept:
+        return [f"{where}: the core accepted {dict(c)}"]
+    stored = h.shard.offset_manager.offsets.get("g", {}).get(TOPIC, {}).get(c["partition"])
+    if stored is None or stored.offset != offset:
+        return [f"{where}: committed {offset}, read back {stored}"]
+    return []

@@ -2,8 +2,8 @@
 
 ITF encodes integers as ``{"#bigint": "..."}``, sets as ``{"#set": [...]}``, maps as
 ``{"#map": [[k, v], ...]}``, tuples as ``{"#tup": [...]}``; records are JSON objects. Sets
-become frozensets, maps dicts, records dicts. (A dozen lines: the ``itf-py`` package would
-add a dependency for no more than this.)
+become frozensets, maps dicts, records :class:`Record` (dicts that can be set members). (A
+few lines: the ``itf-py`` package would add a dependency for no more than this.)
 """
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+
+class Record(dict):  # type: ignore[type-arg]
+    """A record of a trace: a dict, hashable (by its fields) so that sets of records are
+    frozensets; never modified once read."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
 
 
 def decode(value: Any) -> Any:
@@ -26,7 +34,7 @@ def decode(value: Any) -> Any:
         return {decode(k): decode(v) for k, v in value["#map"]}
     if "#tup" in value:
         return tuple(decode(v) for v in value["#tup"])
-    return {k: decode(v) for k, v in value.items() if k != "#meta"}
+    return Record({k: decode(v) for k, v in value.items() if k != "#meta"})
 
 
 def read_states(path: Path) -> list[dict[str, Any]]:

@@ -9,8 +9,16 @@ group's target epoch and the member's target, who owns what (the group's
 ``owner_epoch``: every member's assigned and pending partitions, at that member's epoch)
 and what the consumer reports. Its result must equal the member's record in the state
 after the step: epoch, reconciliation state, assigned partitions, partitions pending
-revocation. Every other member's record must not change. A removal (leave, session
-timeout, fencing) must leave the member with no record.
+revocation, and the assignment epoch of each partition it holds (KIP-1251). Every other
+member's record must not change. A removal (leave, session timeout, fencing) must leave the
+member with no record.
+
+OffsetCommits (KIP-1251): in every state, each commit in flight is judged by the core's own
+check (``ConsumerGroup.validate_offset_commit`` and the partition check it returns, on a
+group holding the model's members) as it would be if it arrived then: the core must accept
+it exactly when the model's ghost flag says it is valid (its member has held the partition
+since sending it, without giving it up); a delivered commit must get the verdict the model
+gave it (``commit_accepted``/``commit_refused``).
 
 The invariants are checked again here, in Python, on every state: a trace the model
 produced with a bug in its own invariants would not pass unnoticed.
@@ -22,7 +30,14 @@ from typing import Any
 
 from shards.core.consumer import manager as consumer_manager
 from shards.core.consumer.api import TopicPartitions
-from shards.core.consumer.member import ConsumerGroupMember, MemberState
+from shards.core.consumer.group import ConsumerGroup
+from shards.core.consumer.member import (
+    UNSET_EPOCHS,
+    ConsumerGroupMember,
+    MemberState,
+    canonical_epochs,
+)
+from shards.core.errors import ApiError
 
 TOPIC = "t"  # the model's one topic (its id, as the core sees it)
 
@@ -32,6 +47,7 @@ def _assignment(parts: frozenset[int]) -> dict[str, tuple[int, ...]]:
 
 
 def to_core(member_id: str, m: dict[str, Any]) -> ConsumerGroupMember:
+    epochs = m["epochs"]
     return ConsumerGroupMember(
         member_id=member_id,
         member_epoch=m["epoch"],
@@ -39,19 +55,55 @@ def to_core(member_id: str, m: dict[str, Any]) -> ConsumerGroupMember:
         subscribed_topic_names=(TOPIC,),
         assigned_partitions=_assignment(m["assigned"]),
         partitions_pending_revocation=_assignment(m["pending"]),
+        partition_epochs=canonical_epochs({TOPIC: dict(epochs)}) if epochs else UNSET_EPOCHS,
     )
 
 
 def from_core(member: ConsumerGroupMember) -> dict[str, Any]:
+    assigned = frozenset(member.assigned_partitions.get(TOPIC, ()))
+    pending = frozenset(member.partitions_pending_revocation.get(TOPIC, ()))
     return {
         "epoch": member.member_epoch,
         "state": member.state.name,
-        "assigned": frozenset(member.assigned_partitions.get(TOPIC, ())),
-        "pending": frozenset(member.partitions_pending_revocation.get(TOPIC, ())),
+        "assigned": assigned,
+        "pending": pending,
+        "epochs": {p: member.epoch_of(TOPIC, p) for p in sorted(assigned | pending)},
     }
 
 
-NO_MEMBER = {"epoch": 0, "state": "STABLE", "assigned": frozenset(), "pending": frozenset()}
+NO_MEMBER = {
+    "epoch": 0,
+    "state": "STABLE",
+    "assigned": frozenset(),
+    "pending": frozenset(),
+    "epochs": {},
+}
+
+#: an OffsetCommit in flight: (member, partition, epoch, valid)
+Commit = tuple[str, int, int, bool]
+
+
+def commit_of(c: dict[str, Any]) -> Commit:
+    return (c["member"], c["partition"], c["epoch"], c["valid"])
+
+
+def core_accepts(
+    members: dict[str, dict[str, Any]], in_group: frozenset[str], commit: Commit
+) -> bool:
+    """Whether the core accepts ``commit`` (OffsetCommit v9 of one partition) from a group
+    holding the members in the group with these records."""
+    group = ConsumerGroup("g")
+    for mid in sorted(in_group):
+        group.put_member(to_core(mid, members[mid]))
+    member, partition, epoch, _ = commit
+    try:
+        # looked up at call time: sim.breakages patches the class's partition check
+        check = group.validate_offset_commit(member, None, epoch, False, 9)
+        if check is not None:
+            check(TOPIC, TOPIC, partition)
+    except ApiError:
+        return False
+    return True
 
 
 def core_reconcile(
@@ -87,6 +139,11 @@ def check_invariants(state: dict[str, Any], before: dict[str, Any] | None) -> li
     for mid, m in sorted(members.items()):
         if m["epoch"] > state["groupEpoch"]:
             out.append(f"member {mid} epoch {m['epoch']} above the group's {state['groupEpoch']}")
+        epochs = m["epochs"]
+        if set(epochs) != m["assigned"] | m["pending"] or any(
+            e > m["epoch"] for e in epochs.values()
+        ):
+            out.append(f"member {mid}: assignment epochs {dict(epochs)} of {_show(m)}")
         for p in m["assigned"] | m["pending"]:
             other = held.setdefault(p, mid)
             if other != mid:
@@ -106,11 +163,16 @@ def check_invariants(state: dict[str, Any], before: dict[str, Any] | None) -> li
                 and m["epoch"] < before["members"][mid]["epoch"]
             ):
                 out.append(f"member {mid} epoch went back")
+    for c in sorted(state.get("inflight", ())):
+        if core_accepts(members, state["inGroup"], c) != c[3]:
+            verdict = "accepts" if c[3] is False else "refuses"
+            out.append(f"the core {verdict} the commit {c} (valid: {c[3]})")
     return out
 
 
 def replay(states: list[dict[str, Any]]) -> tuple[int, list[str]]:
     """(how many steps were reconciled by the core, every difference and violation)."""
+    states = [{**s, "inflight": frozenset(commit_of(c) for c in s["inflight"])} for s in states]
     problems = check_invariants(states[0], None)
     reconciled = 0
     for i in range(1, len(states)):
@@ -133,7 +195,12 @@ def replay(states: list[dict[str, Any]]) -> tuple[int, list[str]]:
             reconciled += 1
         elif action in ("leave", "session_timeout", "fenced"):
             expected_members[m] = NO_MEMBER
-        elif action != "zombie_fenced":
+        elif action in ("commit_accepted", "commit_refused"):
+            (arrived,) = before["inflight"] - after["inflight"]
+            accepted = core_accepts(before["members"], before["inGroup"], arrived)
+            if accepted != (action == "commit_accepted"):
+                problems.append(f"{where}: the core {'accepts' if accepted else 'refuses'}")
+        elif action not in ("zombie_fenced", "send_commit"):
             problems.append(f"{where}: an action this replay does not know")
             continue
         for mid in sorted(expected_members):
@@ -148,5 +215,5 @@ def replay(states: list[dict[str, Any]]) -> tuple[int, list[str]]:
 def _show(m: dict[str, Any]) -> str:
     return (
         f"epoch {m['epoch']} {m['state']} assigned {sorted(m['assigned'])} "
-        f"pending {sorted(m['pending'])}"
+        f"pending {sorted(m['pending'])} epochs {dict(sorted(m['epochs'].items()))}"
     )

@@ -10,9 +10,12 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
+from shards.core.consumer import group as consumer_group
+from shards.core.errors import ApiError, Errors
 from sim.breakages import assign_before_revoke
 from tests.model.handler_replay import replay_handler
 from tests.model.itf import read_states
@@ -46,7 +49,7 @@ def quint(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def test_quint_unit_tests_pass() -> None:
     r = quint("test", "--max-samples", "5", str(MODEL))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "3 passing" in r.stdout, r.stdout
+    assert "4 passing" in r.stdout, r.stdout
 
 
 def test_invariants_hold_in_random_runs() -> None:
@@ -75,6 +78,31 @@ def test_a_model_that_assigns_owned_partitions_violates_exclusive(tmp_path: Path
     assert "Invariant violated" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+@pytest.mark.parametrize(
+    ("what", "source", "broken"),
+    [
+        # before Kafka 4.4: a commit must carry the member's current epoch
+        ("the commit check before KIP-1251", "      c.epoch == mem.epoch or (",
+         "      c.epoch == mem.epoch or (false and "),
+        # a consumer's heartbeat may overtake its commits (what the check relies on)
+        ("heartbeats overtaking commits",
+         "    inGroup.contains(m),\n    noCommitOf(m),\n    clientEpoch.get(m) == members",
+         "    inGroup.contains(m),\n    clientEpoch.get(m) == members"),
+    ],
+)  # fmt: skip
+def test_commit_verdict_can_fail(tmp_path: Path, what: str, source: str, broken: str) -> None:
+    text = MODEL.read_text()
+    assert text.count(source) == 1, what
+    path = tmp_path / "kip848.qnt"
+    path.write_text(text.replace(source, broken))
+    r = quint(
+        "run", str(path), "--invariant", "commitVerdict",
+        "--max-samples", "1000", "--max-steps", "30", "--seed", "1",
+    )  # fmt: skip
+    assert r.returncode != 0, what
+    assert "Invariant violated" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
     out = tmp_path_factory.mktemp("itf")
@@ -100,7 +128,12 @@ def test_model_traces_replay_against_the_core(traces: list[list[dict]]) -> None:
         states_seen = {s["members"][m]["state"] for s in states for m in s["members"]}
         assert states_seen  # (shapes checked by replay)
     # the traces exercise what they are for: every action, every reconciliation state
-    assert actions >= {"join", "heartbeat", "heartbeat_lost", "leave", "session_timeout"}
+    assert actions >= {
+        "join", "heartbeat", "heartbeat_lost", "leave", "session_timeout", "send_commit",
+        "commit_accepted", "commit_refused",
+    }  # fmt: skip
+    # ... and commits accepted at an epoch older than their member's (KIP-1251)
+    assert _older_epoch_commits(traces) > 5
     seen = {m["state"] for t in traces for s in t for m in s["members"].values()}
     assert seen == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
     assert steps > 300
@@ -111,6 +144,14 @@ def test_replay_finds_a_core_that_assigns_before_revocation(traces: list[list[di
     with assign_before_revoke():
         problems = [p for states in traces for p in replay(states)[1]]
     assert any("core" in p and "model" in p for p in problems), problems[:3]
+
+
+def test_replay_finds_a_core_with_the_commit_check_before_kip_1251(
+    traces: list[list[dict]],
+) -> None:
+    with mock.patch.object(consumer_group._AssignmentEpochCheck, "__call__", _refuse):
+        problems = [p for states in traces for p in replay(states)[1]]
+    assert any("the core refuses" in p for p in problems), problems[:3]
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +176,23 @@ def test_membership_traces_replay_against_the_heartbeat_handler(
         problems = replay_handler(states)
         assert not problems, f"trace {i}: {problems[:5]}"
         actions |= {s["lastAction"] for s in states}
-    assert actions >= {"join", "heartbeat", "heartbeat_lost", "leave"}
+    assert actions >= {"join", "heartbeat", "heartbeat_lost", "leave", "commit_accepted"}
     seen = {m["state"] for t in membership_traces for s in t for m in s["members"].values()}
     assert seen == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
+    assert _older_epoch_commits(membership_traces) > 5
+
+
+def _older_epoch_commits(traces: list[list[dict]]) -> int:
+    """How many commits the model accepted at an epoch older than their member's."""
+    return sum(
+        after["lastAction"] == "commit_accepted"
+        and any(
+            c["epoch"] < before["members"][c["member"]]["epoch"]
+            for c in before["inflight"] - after["inflight"]
+        )
+        for t in traces
+        for before, after in itertools.pairwise(t)
+    )
 
 
 def test_handler_replay_finds_a_core_that_assigns_before_revocation(
@@ -148,13 +203,31 @@ def test_handler_replay_finds_a_core_that_assigns_before_revocation(
     assert any(failed)
 
 
+def test_handler_replay_finds_a_core_with_the_commit_check_before_kip_1251(
+    membership_traces: list[list[dict]],
+) -> None:
+    with mock.patch.object(consumer_group._AssignmentEpochCheck, "__call__", _refuse):
+        problems = [p for states in membership_traces for p in replay_handler(states)]
+    assert any("the core refused" in p for p in problems), problems[:3]
+
+
+def _refuse(self: object, topic_id: str | None, topic: str, partition: int) -> None:
+    """The OffsetCommit check before Kafka 4.4: an older member epoch refused."""
+    raise ApiError(Errors.STALE_MEMBER_EPOCH, "an older member epoch")
+
+
 def test_model_traces_are_behaviours_of_the_tla_form(traces: list[list[dict]]) -> None:
     """Every state of the Quint traces, minus its history variables, is a state of the TLA+
     form (models/kip848.tla) with the Quint world's constants, the first an initial state and
     every step one that the TLA+ Next allows: the two statements of the model agree."""
     spec = Spec(
         TLA.read_text(),
-        {"Members": frozenset("abc"), "Partitions": frozenset(range(4)), "MaxEpoch": 12},
+        {
+            "Members": frozenset("abc"),
+            "Partitions": frozenset(range(4)),
+            "MaxEpoch": 12,
+            "MaxInFlight": 2,
+        },
     )
     nxt = spec.defs["Next"].body
     steps = 0
@@ -175,7 +248,7 @@ def test_model_traces_are_behaviours_of_the_tla_form(traces: list[list[dict]]) -
 
 def _tla_state(s: dict[str, Any]) -> dict[str, Any]:
     def fn(d: dict[str, Any]) -> Fn:
-        return Fn({k: Fn(v) if isinstance(v, dict) else v for k, v in d.items()})
+        return Fn({k: fn(v) if isinstance(v, dict) else v for k, v in d.items()})
 
     return {
         "groupEpoch": s["groupEpoch"],
@@ -184,4 +257,5 @@ def _tla_state(s: dict[str, Any]) -> dict[str, Any]:
         "members": fn(s["members"]),
         "owned": fn(s["owned"]),
         "clientEpoch": fn(s["clientEpoch"]),
+        "inflight": frozenset(fn(c) for c in s["inflight"]),
     }

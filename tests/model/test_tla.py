@@ -20,13 +20,16 @@ CFG = ROOT / "models" / "kip848.cfg"
 ACTIONS = ("GroupEpochStep", "MemberEpochStep")
 
 
-def spec(members: int, partitions: int, max_epoch: int, text: str | None = None) -> Spec:
+def spec(
+    members: int, partitions: int, max_epoch: int, in_flight: int = 1, text: str | None = None
+) -> Spec:
     return Spec(
         text if text is not None else TLA.read_text(),
         {
             "Members": frozenset("abc"[:members]),
             "Partitions": frozenset(range(partitions)),
             "MaxEpoch": max_epoch,
+            "MaxInFlight": in_flight,
         },
     )
 
@@ -41,42 +44,85 @@ def as_explored(s: Spec, state: tuple[Any, ...], names: tuple[str, ...]) -> Stat
         v["inGroup"],
         tuple((m, target[m]) for m in sorted(target.domain())),
         tuple(
-            (rec[n]["epoch"], rec[n]["state"], rec[n]["assigned"], rec[n]["pending"]) for n in names
+            (
+                rec[n]["epoch"],
+                rec[n]["state"],
+                rec[n]["assigned"],
+                rec[n]["pending"],
+                tuple((p, rec[n]["epochs"][p]) for p in sorted(rec[n]["epochs"].domain())),
+            )
+            for n in names
         ),
         tuple(v["owned"][n] for n in names),
         tuple(v["clientEpoch"][n] for n in names),
+        frozenset((c["member"], c["partition"], c["epoch"], c["valid"]) for c in v["inflight"]),
     )
 
 
 def test_every_state_of_the_tla_form_is_a_state_of_the_core_exploration() -> None:
-    s = spec(2, 3, 4)
+    s = spec(2, 2, 4, in_flight=1)
     r = check(s, "AllInvariants", ACTIONS)
     assert r.violations == []
-    core = explore(World(("a", "b"), partitions=3, max_epoch=4))
+    world = World(("a", "b"), partitions=2, max_epoch=4, max_in_flight=1)
+    core = explore(world)
     # the same transition system: as many states and steps, and the very same states
-    assert (r.states, r.transitions) == (core.states, core.transitions) == (2298, 8734)
+    assert (r.states, r.transitions) == (core.states, core.transitions) == (2690, 11500)
     reached = _reachable(s)
-    assert {as_explored(s, t, ("a", "b")) for t in reached} == _explored_states(
-        World(("a", "b"), partitions=3, max_epoch=4)
-    )
+    assert {as_explored(s, t, ("a", "b")) for t in reached} == _explored_states(world)
     # every reconciliation state and action shape occurs
     states = {m["state"] for ms in r.values["members"] for m in (ms["a"], ms["b"])}
     assert states == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
+    # commits in flight valid and not, at an older epoch than their member's
+    commits = {c for cs in r.values["inflight"] for c in cs}
+    assert {c["valid"] for c in commits} == {True, False}
 
 
 @pytest.mark.slow
-def test_the_tla_form_up_to_epoch_six() -> None:
-    r = check(spec(2, 3, 6), "AllInvariants", ACTIONS)
+def test_the_tla_form_with_three_partitions() -> None:
+    r = check(spec(2, 3, 4, in_flight=1), "AllInvariants", ACTIONS)
     assert r.violations == []
-    assert (r.states, r.transitions) == (9850, 46104)  # explore's (test_exhaustive.py)
+    assert (r.states, r.transitions) == (13282, 56720)  # explore's (test_exhaustive.py)
 
 
 def test_a_form_that_assigns_held_partitions_violates_exclusive() -> None:
     text = TLA.read_text()
     broken = text.replace(r"gain == {p \in wanted : ~HeldByOther(ms, m, p)}", "gain == wanted")
     assert broken != text
-    r = check(spec(2, 2, 4, broken), "AllInvariants", ACTIONS)
+    r = check(
+        spec(2, 2, 4, in_flight=0, text=broken), "AllInvariants", ACTIONS, stop_at_violation=True
+    )
     assert r.violations and all("AllInvariants fails" in v for v in r.violations)
+
+
+def test_a_form_with_the_commit_check_before_kip_1251_violates_the_verdict() -> None:
+    # before Kafka 4.4 a commit had to carry the member's current epoch: a consumer whose
+    # heartbeat answer was lost has its commits of partitions it still holds refused
+    text = TLA.read_text()
+    broken = text.replace(
+        "       \\/ /\\ c.epoch < ms[c.member].epoch\n",
+        "       \\/ /\\ FALSE /\\ c.epoch < ms[c.member].epoch\n",
+    )
+    assert broken.count("FALSE") == 1
+    r = check(
+        spec(2, 2, 4, in_flight=1, text=broken), "CommitVerdict", ACTIONS, stop_at_violation=True
+    )
+    assert r.violations and all("CommitVerdict fails" in v for v in r.violations)
+
+
+def test_heartbeats_overtaking_commits_violate_the_verdict() -> None:
+    # what the check relies on: a consumer's requests arriving in order. A commit overtaken
+    # by the member's heartbeat that gives its partition up, the member staying at its
+    # epoch (a second revocation), is accepted at the current epoch -- by Kafka's rule too
+    text = TLA.read_text()
+    broken = text.replace(
+        "    /\\ NoCommitOf(m)\n    /\\ clientEpoch[m] = members[m].epoch\n",
+        "    /\\ clientEpoch[m] = members[m].epoch\n",
+    )
+    assert broken != text
+    r = check(
+        spec(2, 2, 4, in_flight=1, text=broken), "CommitVerdict", ACTIONS, stop_at_violation=True
+    )
+    assert r.violations and all("CommitVerdict fails" in v for v in r.violations)
 
 
 def test_a_form_whose_epoch_goes_back_violates_the_step_property() -> None:
@@ -90,7 +136,12 @@ def test_a_form_whose_epoch_goes_back_violates_the_step_property() -> None:
         "        /\\ inGroup' = inGroup \\ {m}",
     )
     assert broken.count("groupEpoch - 2") == 1
-    r = check(spec(2, 2, 4, broken), "MemberEpochNotAboveGroup", ACTIONS)
+    r = check(
+        spec(2, 2, 4, in_flight=0, text=broken),
+        "MemberEpochNotAboveGroup",
+        ACTIONS,
+        stop_at_violation=True,
+    )
     assert any(v.startswith("GroupEpochStep fails") for v in r.violations), r.violations[:2]
 
 
@@ -99,7 +150,7 @@ def test_the_checker_refuses_what_it_cannot_evaluate() -> None:
         "NoTarget == [m \\in {} |-> {}]", "NoTarget == CHOOSE f \\in {} : TRUE"
     )
     with pytest.raises(Unsupported):
-        check(spec(2, 2, 4, text), "AllInvariants")
+        check(spec(2, 2, 4, text=text), "AllInvariants")
 
 
 def test_the_tlc_configuration_names_what_the_module_defines() -> None:
@@ -110,7 +161,7 @@ def test_the_tlc_configuration_names_what_the_module_defines() -> None:
     assert {"Spec", "AllInvariants", "GroupEpochMonotonic", "MemberEpochMonotonic"} <= named
     assert named <= set(s.defs)
     constants = set(re.findall(r"^\s+(\w+)\s*=", cfg, re.M))
-    assert constants == {"Members", "Partitions", "MaxEpoch"}
+    assert constants == {"Members", "Partitions", "MaxEpoch", "MaxInFlight"}
 
 
 def _reachable(s: Spec) -> set[tuple[Any, ...]]:

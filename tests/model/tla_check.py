@@ -7,8 +7,9 @@ evaluated by the interpreter below.
 
 The fragment: integers, strings, booleans, finite sets (enumeration, ``{x \\in S : P}``,
 ``{e : x \\in S}``, ``[S -> T]``, ``\\cup \\cap \\ \\subseteq \\in \\notin``), functions and
-records (``[x \\in S |-> e]``, ``[k |-> e, ...]``, ``f[x]``, ``r.k``, ``EXCEPT`` with
-``![x]`` / ``!.k`` and ``@``), ``IF``, ``CASE ... [] OTHER``, ``LET``, bounded ``\\A`` /
+records (``[x \\in S |-> e]``, ``[k |-> e, ...]``, ``f[x]``, ``r.k``, ``DOMAIN``, ``EXCEPT``
+with ``![x]`` / ``!.k`` and ``@``), ``Cardinality`` (of an extended ``FiniteSets``),
+``IF``, ``CASE ... [] OTHER``, ``LET``, bounded ``\\A`` /
 ``\\E``, user operators with parameters, and in actions ``x' = e`` binding the next state,
 ``UNCHANGED``, conjunction, disjunction and ``\\E`` enumerating alternatives (TLC's way of
 computing successors). Anything else raises ``Unsupported``: the checker never guesses.
@@ -95,6 +96,7 @@ class Spec:
         self.defs: dict[str, Def] = {}
         self.variables: list[str] = []
         self.constants = dict(constants)
+        self.extends = {_name(e) for e in tree.extendees or ()}
         for unit in tree.units:
             if unit.symbol == "variables":
                 self.variables += [_name(n) for n in unit.names]
@@ -269,6 +271,16 @@ class Spec:
             )
         if op == "~":
             return not self._true(self.ev(args[0], env, nxt))
+        if op == "DOMAIN":
+            f = self.ev(args[0], env, nxt)
+            if not isinstance(f, Fn):
+                raise Unsupported(f"DOMAIN of {f!r}")
+            return f.domain()
+        if op == "Cardinality" and len(args) == 1 and "FiniteSets" in self.extends:
+            s = self.ev(args[0], env, nxt)
+            if not isinstance(s, frozenset):
+                raise Unsupported(f"Cardinality of {s!r}")
+            return len(s)
         if op == "/\\":
             return all(self._true(self.ev(a, env, nxt)) for a in args)
         if op == "\\/":
@@ -277,6 +289,8 @@ class Spec:
             return not self._true(self.ev(args[0], env, nxt)) or self._true(
                 self.ev(args[1], env, nxt)
             )
+        if len(args) != 2:
+            raise Unsupported(f"operator {op} with {len(args)} arguments")
         a, b = (self.ev(x, env, nxt) for x in args)
         binary = {
             "=": lambda: a == b,
@@ -419,9 +433,11 @@ def check(
     actions: tuple[str, ...] = (),
     next_name: str = "Next",
     limit: int = 2_000_000,
+    stop_at_violation: bool = False,
 ) -> Report:
     """Every state reachable from Init by Next (breadth first); ``invariant`` on each state,
-    the action properties ``actions`` (e.g. ``groupEpoch' >= groupEpoch``) on each step."""
+    the action properties ``actions`` (e.g. ``groupEpoch' >= groupEpoch``) on each step.
+    ``stop_at_violation``: return at the first violation (as TLC does), the counts partial."""
     start = spec.initial_states()
     seen = set(start)
     queue = deque(start)
@@ -452,7 +468,11 @@ def check(
                 raise RuntimeError(f"more than {limit} states: bound the constants further")
             if not spec.ev(spec.defs[invariant].body, nxt) and len(report.violations) < 20:
                 report.violations.append(f"{invariant} fails in {nxt}")
+            if stop_at_violation and report.violations:
+                break
             queue.append(t)
+        if stop_at_violation and report.violations:
+            break
     report.states = len(seen)
     for state in seen:
         for v, value in zip(spec.variables, state, strict=True):
