@@ -84,45 +84,32 @@ def test_the_tla_form_with_three_partitions() -> None:
     assert (r.states, r.transitions) == (13282, 56720)  # explore's (test_exhaustive.py)
 
 
-def test_a_form_that_assigns_held_partitions_violates_exclusive() -> None:
+@pytest.mark.parametrize(
+    ("invariant", "in_flight", "source", "broken"),
+    [
+        # reconciliation ignoring other members' partitions
+        ("AllInvariants", 0, r"gain == {p \in wanted : ~HeldByOther(ms, m, p)}", "gain == wanted"),
+        # before Kafka 4.4 a commit had to carry the member's current epoch: a consumer whose
+        # heartbeat answer was lost has its commits of partitions it still holds refused
+        ("CommitVerdict", 1, "       \\/ /\\ c.epoch < ms[c.member].epoch\n",
+         "       \\/ /\\ FALSE /\\ c.epoch < ms[c.member].epoch\n"),
+        # what the commit check relies on: a consumer's requests arriving in order. A commit
+        # overtaken by the member's heartbeat that gives its partition up, the member staying
+        # at its epoch (a second revocation), is accepted at the current epoch -- by Kafka's
+        # rule too
+        ("CommitVerdict", 1, "    /\\ NoCommitOf(m)\n    /\\ clientEpoch[m] = members[m].epoch\n",
+         "    /\\ clientEpoch[m] = members[m].epoch\n"),
+    ],
+    ids=["assigns-held-partitions", "commit-check-before-kip-1251", "heartbeats-overtake-commits"],
+)  # fmt: skip
+def test_a_broken_form_violates_its_invariant(
+    invariant: str, in_flight: int, source: str, broken: str
+) -> None:
     text = TLA.read_text()
-    broken = text.replace(r"gain == {p \in wanted : ~HeldByOther(ms, m, p)}", "gain == wanted")
-    assert broken != text
-    r = check(
-        spec(2, 2, 4, in_flight=0, text=broken), "AllInvariants", ACTIONS, stop_at_violation=True
-    )
-    assert r.violations and all("AllInvariants fails" in v for v in r.violations)
-
-
-def test_a_form_with_the_commit_check_before_kip_1251_violates_the_verdict() -> None:
-    # before Kafka 4.4 a commit had to carry the member's current epoch: a consumer whose
-    # heartbeat answer was lost has its commits of partitions it still holds refused
-    text = TLA.read_text()
-    broken = text.replace(
-        "       \\/ /\\ c.epoch < ms[c.member].epoch\n",
-        "       \\/ /\\ FALSE /\\ c.epoch < ms[c.member].epoch\n",
-    )
-    assert broken.count("FALSE") == 1
-    r = check(
-        spec(2, 2, 4, in_flight=1, text=broken), "CommitVerdict", ACTIONS, stop_at_violation=True
-    )
-    assert r.violations and all("CommitVerdict fails" in v for v in r.violations)
-
-
-def test_heartbeats_overtaking_commits_violate_the_verdict() -> None:
-    # what the check relies on: a consumer's requests arriving in order. A commit overtaken
-    # by the member's heartbeat that gives its partition up, the member staying at its
-    # epoch (a second revocation), is accepted at the current epoch -- by Kafka's rule too
-    text = TLA.read_text()
-    broken = text.replace(
-        "    /\\ NoCommitOf(m)\n    /\\ clientEpoch[m] = members[m].epoch\n",
-        "    /\\ clientEpoch[m] = members[m].epoch\n",
-    )
-    assert broken != text
-    r = check(
-        spec(2, 2, 4, in_flight=1, text=broken), "CommitVerdict", ACTIONS, stop_at_violation=True
-    )
-    assert r.violations and all("CommitVerdict fails" in v for v in r.violations)
+    assert text.count(source) == 1
+    form = spec(2, 2, 4, in_flight=in_flight, text=text.replace(source, broken))
+    r = check(form, invariant, ACTIONS, stop_at_violation=True)
+    assert r.violations and all(f"{invariant} fails" in v for v in r.violations)
 
 
 def test_a_form_whose_epoch_goes_back_violates_the_step_property() -> None:
