@@ -38,6 +38,7 @@ from typing import Protocol
 
 from shards.clock import Clock, timeout
 from shards.core.topics import MirrorPlan, TopicImage
+from shards.tasks import cancel_and_wait
 from shards.topic_catalog import TopicCatalog
 
 log = logging.getLogger("groupcoord.catalog.mirror")
@@ -109,12 +110,7 @@ class CatalogMirror:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from shards.core.streams.topology import InternalTopic
+from shards.tasks import cancel_and_wait
 
 log = logging.getLogger("groupcoord.streams.internal_topics")
 _WARN_EVERY_S = 60.0
@@ -117,9 +118,4 @@ class InternalTopicCreator:
                     log.debug("catalog refresh after creating %s: %r", names, ex)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel_and_wait(self._task)

@@ -45,6 +45,7 @@ from shards.core.topics import (
     uuid_to_text,
 )
 from shards.storage.base import CatalogDocument, LogStore
+from shards.tasks import cancel_and_wait
 
 log = logging.getLogger("groupcoord.catalog")
 _R = TypeVar("_R")
@@ -105,9 +106,8 @@ class TopicCatalog:
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        watcher, self._watcher = self._watcher, None
+        await cancel_and_wait(watcher)
 
     def _set_image(self, image: TopicsImage) -> list[Awaitable[None]]:
         """Take ``image`` in (unless older); what completes once the listeners made it take

@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.process import channels
 from services.process.tls import ClientTls
+from shards.tasks import cancel_and_wait
 
 log = logging.getLogger("groupcoord.health")
 
@@ -152,10 +153,8 @@ class HealthWatcher:
             await asyncio.sleep(self.interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
 
 class PeerLiveness:

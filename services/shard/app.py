@@ -75,6 +75,7 @@ from shards.security.enforce import AclGuard, AuthorizingCatalog, AuthorizingCoo
 from shards.security.watch import WatchedDocument
 from shards.storage import open_store
 from shards.storage.base import LogStore
+from shards.tasks import cancel_and_wait
 from shards.topic_catalog import TopicCatalog
 from shards.upstream_topic_check import UpstreamTopicCheck
 
@@ -598,8 +599,7 @@ class ShardApp:
             await self.acls.close()
         if self.assignor_client is not None:
             await self.assignor_client.close()
-        if self._clock_sync is not None:
-            self._clock_sync.cancel()
+        await cancel_and_wait(self._clock_sync)
         if self.store is not None:
             await self.store.close()
         log.info("shard stopped")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from shards.storage.base import LogStore
+from shards.tasks import cancel_and_wait
 
 log = logging.getLogger("groupcoord.security")
 
@@ -43,9 +44,8 @@ class WatchedDocument(Generic[_D]):
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        watcher, self._watcher = self._watcher, None
+        await cancel_and_wait(watcher)
 
     async def refresh(self) -> _D:
         doc = await self.store.read_document(self.name)
