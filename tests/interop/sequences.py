@@ -582,6 +582,75 @@ async def assignment_epochs(target: Target) -> Obs:
         await wire.close()
 
 
+async def targeted(wire: KafkaWire, group: str, members: list[Member]) -> None:
+    """Heartbeat ``members`` until the group's target assignment is at its group epoch (Kafka
+    4.4 may compute it at a later heartbeat than the one that bumped the epoch)."""
+    for _ in range(100):
+        d = await wire.send(request("consumer_group_describe", 0, group_ids=[group]))
+        g = d.groups[0]
+        if g.assignment_epoch == g.group_epoch:
+            return
+        for m in members:
+            await m.heartbeat()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no target at the group epoch: {g}")
+
+
+async def commit_after_second_revocation(target: Target) -> Obs:
+    """What KIP-1251's commit rule trusts (docs/model.md, found by the model): a member that
+    gives partitions up and at once has more to give up stays at its epoch, and a commit at
+    that epoch is accepted for any partition -- the ones it just released included. m1 owns
+    the 4 partitions; m2 joins (m1: 2 to revoke); m3 and m4 join (one partition each, so m1
+    must give up one more); m1 reports the first 2 released -- a second revocation at the
+    same epoch; m1 commits a released partition at that epoch, then again once it has moved
+    on. Partitions observed by role, not by number (the assignor's choice)."""
+    wire = await target.wire()
+    obs: Obs = []
+    try:
+        topic, group, tid, m1 = await stable_member(wire, "sr", 4)
+        first, everything = m1.epoch, list(m1.owned)
+        m2 = Member(wire, group, topic, tid)
+        await m2.join()
+        await targeted(wire, group, [m2])
+        await m1.heartbeat()
+        kept = list(m1.owned)  # the answer holds what m1 keeps; the rest is to be revoked
+        released = sorted(set(everything) - set(kept))
+        obs.append(("m1 to revoke", (m1.epoch == first, len(kept), len(released))))
+        m1.owned = everything  # (still owned until m1 reports them gone)
+        others = [Member(wire, group, topic, tid) for _ in range(2)]
+        for m in others:
+            await m.join()
+        await targeted(wire, group, [m2, *others])  # one partition each, m1 not told yet
+        m1.owned = kept
+        r = await m1.heartbeat()
+        obs.append(
+            (
+                "m1 reports 2 released, must give up one more",
+                (err(r.error_code), m1.epoch == first, len(m1.owned) <= 1),
+            )
+        )
+        obs.append(
+            (
+                "commit a released partition at the unchanged epoch",
+                await commit_codes(wire, group, topic, first, m1.member_id, released[:1]),
+            )
+        )
+        r = await m1.heartbeat()  # (reports only what the answer left it: the rest gone)
+        obs.append(("m1 moved on", (err(r.error_code), m1.epoch > first)))
+        obs.append(
+            (
+                "commit a released partition at the first epoch after that",
+                await commit_codes(wire, group, topic, first, m1.member_id, released[1:]),
+            )
+        )
+        for m in (m1, m2, *others):
+            await m.heartbeat(epoch=-1)
+        await forget_group(wire, group)
+        return obs
+    finally:
+        await wire.close()
+
+
 async def consumer_group_offsets(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
@@ -2403,6 +2472,10 @@ SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
     ),
     "consumer_group_offsets": (consumer_group_offsets, ("ConsumerGroupHeartbeat",)),
     "assignment_epochs": (assignment_epochs, ("ConsumerGroupHeartbeat",)),
+    "commit_after_second_revocation": (
+        commit_after_second_revocation,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe"),
+    ),
     "classic_group": (
         classic_group,
         ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups"),
