@@ -37,6 +37,7 @@ from services.upstream.security import SaslCredentials
 from services.upstream.wire import UpstreamConnection, UpstreamFailure
 from shards.core.streams.topology import InternalTopic
 from shards.core.topics import TopicImage, uuid_to_text
+from shards.tasks import cancel_and_wait
 
 log = logging.getLogger("groupcoord.upstream")
 
@@ -463,11 +464,8 @@ class UpstreamCluster:
                 await self.attempted.wait()
 
     async def close(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            with contextlib.suppress(BaseException):
-                await self._refresher
-            self._refresher = None
+        refresher, self._refresher = self._refresher, None
+        await cancel_and_wait(refresher)
         conns = list(self._control.values())
         if self._bootstrap_conn is not None:
             conns.append(self._bootstrap_conn)
