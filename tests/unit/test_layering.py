@@ -81,6 +81,8 @@ RULES: dict[str, Rule] = {
     "shards.runtime.contract": rule(pure=True),
     # the one injectable clock, below everything that takes one
     "shards.clock": rule(),
+    # stopping background tasks for good (cancel_and_wait), below everything that has some
+    "shards.tasks": rule(),
     # the pure core: group state machines, offsets, records as data
     "shards.core": rule("shards.runtime.contract", "re2", pure=True),
     # pure assignment algorithms
@@ -95,16 +97,16 @@ RULES: dict[str, Rule] = {
     # partition leases and placement across shard processes
     "shards.ownership": rule("shards.clock shards.runtime shards.storage", "redis"),
     # security data in the store: SCRAM credentials, ACLs
-    "shards.security": rule("shards.core shards.storage", "scramp"),
+    "shards.security": rule("shards.core shards.storage shards.tasks", "scramp"),
     # shards/*.py: the coordinator facade, the topic catalog, request limits
     "shards": rule(
         "shards.adapters shards.clock shards.core shards.ownership.view shards.runtime "
-        "shards.storage"
+        "shards.storage shards.tasks"
     ),
     # deployable processes and their clients
     # what operates a process: metrics, telemetry, logs, health, TLS, channels
     "services.process": rule(
-        "shards.core.errors shards.runtime.instruments",
+        "shards.core.errors shards.runtime.instruments shards.tasks",
         f"grpc grpc_health prometheus_client {OTEL}",
     ),
     # what serves RPCs: one invocation path, and the transports around it
@@ -130,7 +132,7 @@ RULES: dict[str, Rule] = {
     ),
     # the small Kafka client for the upstream cluster (proxy mode) and the catalog mirror
     # (which it serves through shards.catalog_mirror's Upstream protocol, never importing it)
-    "services.upstream": rule("shards.adapters shards.core", "kio scramp"),
+    "services.upstream": rule("shards.adapters shards.core shards.tasks", "kio scramp"),
     # (services.upstream: in proxy mode with exactly-once, the shard reads the upstream's
     # transaction markers -- services.upstream.txn_follower; docs/exactly-once.md)
     "services.shard": rule(
@@ -186,7 +188,7 @@ RULES: dict[str, Rule] = {
 # Every package of RULES (and the generated code) in layers, bottom to top: a rule grants
 # only what lies in a lower layer (test_the_rules_grant_only_arrows_that_point_down).
 LAYERS: list[tuple[str, ...]] = [
-    (GENERATED, "shards.runtime.contract", "shards.clock"),
+    (GENERATED, "shards.runtime.contract", "shards.clock", "shards.tasks"),
     ("shards.core",),
     ("assignors", "shards.adapters", "shards.storage"),
     ("shards.runtime", "shards.security"),
