@@ -1,11 +1,14 @@
-"""A trace of ``models/kip848.qnt`` (joins, heartbeats delivered or lost, leaves, OffsetCommits
-sent and arriving: the model's ``stepMembership``) replayed against the core's whole heartbeat
-handler (``CoordinatorStateMachine.consumer_group_heartbeat``, records replayed as the
-runtime does), with an assignor that answers the model's target, and its OffsetCommit handler
+"""A trace of ``models/kip848.qnt`` (joins, heartbeats delivered or lost, leaves, session
+timeouts, zombies giving up, OffsetCommits sent and arriving: the model's ``stepMembership``)
+replayed against the core's whole heartbeat handler
+(``CoordinatorStateMachine.consumer_group_heartbeat``, records replayed as the runtime does),
+with an assignor that answers the model's target, and its OffsetCommit handler
 (``commit_offset``). After every step the group epoch and every member's record in the core
 must equal the model's (assignment epochs included), a delivered answer must carry the
 model's epoch and assignment, and an arriving commit must be written (its offset read back)
-exactly when the model accepts it -- nothing written when refused.
+exactly when the model accepts it -- nothing written when refused. A session timeout is the
+core's own timer for that member, fired (``CONSUMER_SESSION_TIMEOUT``); a zombie giving up
+is the client's alone (nothing reaches the core).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from shards.core.consumer.target_assignment import TargetAssignment, TargetAssig
 from shards.core.coordinator_config import CoordinatorConfig
 from shards.core.errors import ApiError
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.timer_keys import TimerKind, member_key
 from shards.core.topics import TopicImage, TopicsImage, uuid_to_text
 from tests.support.core_harness import ShardHarness, at_once
 
@@ -90,8 +94,21 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
         action, m = after["lastAction"], after["actor"]
         where = f"step {i} ({action} {m})"
         owned = before["owned"][m]
-        if action == "send_commit":
-            continue  # (on its way: nothing reaches the core)
+        if action in ("send_commit", "zombie_fenced"):
+            continue  # (nothing reaches the core)
+        if action == "session_timeout":
+            h.assignor.target = after["target"]
+            key = member_key(TimerKind.CONSUMER_SESSION_TIMEOUT, "g", member_id(m))
+            task = h.timer.tasks.pop(key, None)
+            if task is None:
+                problems.append(f"{where}: the core has no session timer for {m}")
+                break
+            h.timer.now_ms = max(h.timer.now_ms, task[0])  # (it fires at its deadline)
+            h._apply(task[2](h.now))
+            problems += _compare(h, after, shift or 0, where)
+            if problems:
+                break
+            continue
         if action in ("commit_accepted", "commit_refused"):
             (c,) = before["inflight"] - after["inflight"]
             problems += _commit(h, c, i, shift or 0, action == "commit_accepted", where)
@@ -124,19 +141,9 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
         except Exception as ex:  # noqa: BLE001 - an error the model does not expect
             problems.append(f"{where}: the core answered {ex!r}")
             break
-        g = h.shard.group_manager.groups.get("g")
-        group = g if isinstance(g, ConsumerGroup) else None
-        core_epoch = 0 if group is None else group.group_epoch
         if shift is None:
-            shift = core_epoch - after["groupEpoch"]
-        if core_epoch - shift != after["groupEpoch"] and after["inGroup"]:
-            problems.append(
-                f"{where}: group epoch core {core_epoch}-{shift}, model {after['groupEpoch']}"
-            )
-        for name in sorted(after["members"]):
-            core, model = _record(group, name, shift), after["members"][name]
-            if core != model:
-                problems.append(f"{where}: member {name}: core {core}, model {model}")
+            shift = _group_epoch(h) - after["groupEpoch"]
+        problems += _compare(h, after, shift, where)
         if action in ("join", "heartbeat"):
             if resp.member_epoch - shift != after["clientEpoch"][m]:
                 problems.append(
@@ -148,6 +155,28 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
                     problems.append(f"{where}: answered {set(got)}, model {set(after['owned'][m])}")
         if problems:
             break
+    return problems
+
+
+def _group_epoch(h: ModelHarness) -> int:
+    g = h.shard.group_manager.groups.get("g")
+    return g.group_epoch if isinstance(g, ConsumerGroup) else 0
+
+
+def _compare(h: ModelHarness, after: dict[str, Any], shift: int, where: str) -> list[str]:
+    """The core's group epoch and member records against the model's state ``after``."""
+    problems = []
+    g = h.shard.group_manager.groups.get("g")
+    group = g if isinstance(g, ConsumerGroup) else None
+    core_epoch = _group_epoch(h)
+    if core_epoch - shift != after["groupEpoch"] and after["inGroup"]:
+        problems.append(
+            f"{where}: group epoch core {core_epoch}-{shift}, model {after['groupEpoch']}"
+        )
+    for name in sorted(after["members"]):
+        core, model = _record(group, name, shift), after["members"][name]
+        if core != model:
+            problems.append(f"{where}: member {name}: core {core}, model {model}")
     return problems
 
 

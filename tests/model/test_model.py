@@ -176,7 +176,10 @@ def test_membership_traces_replay_against_the_heartbeat_handler(
         problems = replay_handler(states)
         assert not problems, f"trace {i}: {problems[:5]}"
         actions |= {s["lastAction"] for s in states}
-    assert actions >= {"join", "heartbeat", "heartbeat_lost", "leave", "commit_accepted"}
+    assert actions >= {
+        "join", "heartbeat", "heartbeat_lost", "leave", "session_timeout", "zombie_fenced",
+        "commit_accepted", "commit_refused",
+    }  # fmt: skip
     seen = {m["state"] for t in membership_traces for s in t for m in s["members"].values()}
     assert seen == {"STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"}
     assert _older_epoch_commits(membership_traces) > 5
