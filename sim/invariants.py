@@ -599,18 +599,18 @@ class Checker:
         for group, topic, part, offset, sent, answered, who in sim.reads[self._reads_checked :]:
             k = (group, topic, part)
             allowed = {-1}
-            entries = history.get(k, ())
-            if entries and k not in self._history_unordered:
+            written = history.get(k, [])
+            if written and k not in self._history_unordered:
                 # in time order: the value current at the sending, then those written
                 # before the answer (what the loop below finds, in O(log n + found))
                 whens = times[k]
                 first = bisect.bisect_right(whens, sent)
                 last = bisect.bisect_right(whens, answered)
                 if first:
-                    allowed = {entries[first - 1][1]}
-                allowed.update(value for _, value in entries[first:last])
+                    allowed = {written[first - 1][1]}
+                allowed.update(value for _, value in written[first:last])
             else:
-                for when, value in entries:
+                for when, value in written:
                     if when <= sent:
                         allowed = {value}
                     elif when <= answered:
