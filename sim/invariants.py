@@ -125,10 +125,9 @@ class Checker:
         self._deletions_seen: dict[int, int] = {}
         #: (group, topic, partition) -> [(virtual s it became durable, its offset, -1: gone)]
         self._offset_history: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
-        #: the times of each history, and the keys whose times are not in order (looked up
-        #: by bisection when in order: a seed with long histories and many reads was
-        #: quadratic -- seed 352797 of the sweep ran for minutes)
-        self._history_times: dict[tuple[str, str, int], list[float]] = {}
+        #: the keys whose history is not in time order (the others are looked up by
+        #: bisection: a seed with long histories and many reads was quadratic -- seed 352797
+        #: of the sweep ran for minutes)
         self._history_unordered: set[tuple[str, str, int]] = set()
         self._history_seen: dict[int, int] = {}
         self._reads_checked = 0
@@ -578,7 +577,6 @@ class Checker:
         if self._reads_checked == len(sim.reads):
             return
         history = self._offset_history
-        times = self._history_times
         at = sim.store_world.appended_at
         for partition, entries in sim.data.logs.items():
             done = self._history_seen.get(partition, 0)
@@ -589,11 +587,10 @@ class Checker:
                     if isinstance(key, OffsetCommitKey):
                         value = -1 if record.value is None else record.value.offset
                         k = (key.group, key.topic, key.partition)
-                        history.setdefault(k, []).append((when, value))
-                        seen = times.setdefault(k, [])
-                        if seen and when < seen[-1]:
+                        seen = history.setdefault(k, [])
+                        if seen and when < seen[-1][0]:
                             self._history_unordered.add(k)
-                        seen.append(when)
+                        seen.append((when, value))
                 done = entry.offset
             self._history_seen[partition] = done
         for group, topic, part, offset, sent, answered, who in sim.reads[self._reads_checked :]:
@@ -603,9 +600,8 @@ class Checker:
             if written and k not in self._history_unordered:
                 # in time order: the value current at the sending, then those written
                 # before the answer (what the loop below finds, in O(log n + found))
-                whens = times[k]
-                first = bisect.bisect_right(whens, sent)
-                last = bisect.bisect_right(whens, answered)
+                first = bisect.bisect_right(written, sent, key=_when)
+                last = bisect.bisect_right(written, answered, key=_when)
                 if first:
                     allowed = {written[first - 1][1]}
                 allowed.update(value for _, value in written[first:last])
@@ -729,3 +725,8 @@ def _diff(a: Any, b: Any) -> str:
             if a.get(k) != b.get(k):
                 return f"{k!r}: live {str(a.get(k))[:200]} / log {str(b.get(k))[:200]}"
     return f"live {str(a)[:200]} / log {str(b)[:200]}"
+
+
+def _when(entry: tuple[float, int]) -> float:
+    """The time of an offset history entry (bisection key)."""
+    return entry[0]

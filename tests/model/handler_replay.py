@@ -168,7 +168,7 @@ def _compare(h: ModelHarness, after: dict[str, Any], shift: int, where: str) -> 
     problems = []
     g = h.shard.group_manager.groups.get("g")
     group = g if isinstance(g, ConsumerGroup) else None
-    core_epoch = _group_epoch(h)
+    core_epoch = 0 if group is None else group.group_epoch
     if core_epoch - shift != after["groupEpoch"] and after["inGroup"]:
         problems.append(
             f"{where}: group epoch core {core_epoch}-{shift}, model {after['groupEpoch']}"
