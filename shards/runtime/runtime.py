@@ -83,6 +83,9 @@ class CoordinatorRuntime:
         #: repair taken it?), and a repair's lease polled before ``dev`` takes a partition back
         self.failed_poll_ms = failed_poll_ms
         self.partitions: dict[int, CoordinatorPartition] = {}
+        #: per partition, the end of the one load in flight (``CoordinatorPartition.load``):
+        #: a load of the same partition waits for it (see :meth:`load`)
+        self._loading: dict[int, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
@@ -128,9 +131,22 @@ class CoordinatorRuntime:
         another owner holds its lease."""
         if self._closed:
             raise RuntimeError("runtime is closed")
-        existing = self.partitions.get(partition)
-        if existing is not None and existing.state is not PartitionState.CLOSED:
-            return existing.state is PartitionState.ACTIVE
+        while True:
+            existing = self.partitions.get(partition)
+            if existing is not None and existing.state is not PartitionState.CLOSED:
+                return existing.state is PartitionState.ACTIVE
+            previous = self._loading.get(partition)
+            if previous is None:
+                break
+            # A partition let go while it was loading (its lease lost, or fenced, with its
+            # acquire still out to a slow store): that acquire may land after this one's and
+            # take the lease -- the same owner's -- at a newer epoch, then hand it back when
+            # it finds itself closed, leaving this load serving an epoch nobody holds
+            # (simulator seed 361915). Wait until it is back: loads of a partition take
+            # turns. (Store calls time out, so this ends.)
+            await asyncio.wait([previous])
+            if self._closed:
+                return False
         p = self._new_partition(partition)
         self.partitions[partition] = p
         self.lapsed.discard(partition)
@@ -141,7 +157,7 @@ class CoordinatorRuntime:
         delay, max_delay = self.reload_backoff_ms
         while True:
             try:
-                await p.load()
+                await self._load_once(p)
                 return
             except asyncio.CancelledError:
                 raise
@@ -176,6 +192,16 @@ class CoordinatorRuntime:
                 delay = self.reload_backoff_ms[0] if woken else min(delay * 2, max_delay)
                 if self._stopped(p):  # closed while we slept
                     return
+
+    async def _load_once(self, p: CoordinatorPartition) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self._loading[p.partition] = done
+        try:
+            await p.load()
+        finally:
+            if self._loading.get(p.partition) is done:
+                del self._loading[p.partition]
+            done.set_result(None)
 
     def store_reachable(self) -> None:
         """The store answers again after failing (the ownership manager's registry

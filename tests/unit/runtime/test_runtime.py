@@ -750,6 +750,45 @@ async def test_several_shards_leave_a_lost_partition_to_ownership(
     await rt.close()
 
 
+async def test_a_load_waits_for_the_load_of_a_partition_let_go_while_loading(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """Found by the simulator (python -m sim --seed 361915): a partition let go while its
+    load's acquire was out to a stalled store (the renewal found its lease gone), then loaded
+    again at once. The first acquire landed after the second: the same owner, so it took the
+    lease at a newer epoch, found its partition closed and handed the lease back -- the new
+    partition served an epoch nobody held while another shard took the lease. Now the second
+    load waits for the first to come back."""
+    rt = make_runtime(store, respect_leases=True, lease_ms=10_000)
+    try_acquire = store.try_acquire
+    gate = asyncio.Event()
+    calls = 0
+
+    async def stalled_once(partition: int, owner: str, lease_ms: int) -> int | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await gate.wait()  # the store answers this one late
+        return await try_acquire(partition, owner, lease_ms)
+
+    store.try_acquire = stalled_once  # type: ignore[method-assign]
+    first = asyncio.create_task(rt.load(0))
+    await clock.run_for(10)
+    loading = rt.partitions[0]
+    assert loading.state is PartitionState.LOADING
+    rt._lease_lost(loading)  # as a refused renewal does: let go, told lost
+    second = asyncio.create_task(rt.load(0))
+    await clock.run_for(10)
+    gate.set()
+    assert await first is False and await second is True
+    p = rt.partition(0)
+    lease = await store.lease(0)
+    assert lease is not None and (lease.owner, lease.epoch) == ("test", p.epoch)
+    assert calls == 2 and p.epoch == 2  # the first took epoch 1 and handed it back
+    assert await p.write(lambda sm, now: sm.incr("a")) == 1  # not fenced
+    await rt.close()
+
+
 async def test_snapshot_bounds_the_log_and_reload_gives_same_state(store: InMemoryLogStore) -> None:
     rt = make_runtime(store, snapshot_interval_records=10)
     await rt.load(0)
