@@ -1215,10 +1215,16 @@ class Sim:
             self.trace(f"{p.name} stops")
             self.coverage.hit("shard", "stopped")
             self.resume(p)
-            try:
-                async with asyncio.timeout(5):
-                    await p.spawn(p.stop())
-            except (StoreError, TimeoutError) as ex:
+            # waited for, not awaited: the process may be killed under its own stop (a start
+            # still under way fails and kills it -- seed 352797), and a task of a dead process
+            # never runs again, so a cancelled await of it would never return
+            stop = p.spawn(p.stop())
+            await asyncio.wait([stop], timeout=5)
+            if not stop.done():
+                self.trace(f"{p.name} stopped badly: its stop did not end within 5 s")
+            elif not stop.cancelled() and (ex := stop.exception()) is not None:
+                if not isinstance(ex, StoreError | TimeoutError):
+                    raise ex
                 self.trace(f"{p.name} stopped badly: {ex!r}")
             p.kill()
         else:

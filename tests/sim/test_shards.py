@@ -104,3 +104,29 @@ def test_a_cut_shard_is_named_for_a_lease_from_its_last_call_that_reached_the_st
     result = run(34141, events=events)
     assert not result.violations, result.violations
     assert result.coverage.get("store:call waited out a stall", 0) > 0
+
+
+def test_a_shard_let_go_while_loading_does_not_take_the_lease_from_its_next_load() -> None:
+    # seed 361915 of the sweep, shrunk: shard2, cut off from the store, reloads partition 1;
+    # its acquire waits out a store stall while a refused renewal lets the partition go and
+    # ownership loads it again at once. The stalled acquire landed second -- the same owner,
+    # a newer epoch -- and handed the lease back: shard2 served epoch 2, nobody's, while
+    # shard3 took the partition ("serves without its lease").
+    events = events_from_json(
+        '[[575,"store_cut",[0,2406]],[2633,"store_stall",1718],[2917,"member_join",2],'
+        '[2918,"net_cut",[1,1190]],[3250,"net_cut",[8,3157]]]'
+    )
+    result = run(361915, events=events)
+    assert not result.violations, result.violations
+
+
+def test_a_shard_killed_under_its_own_graceful_stop_does_not_hold_the_run() -> None:
+    # seed 352797 of the sweep, shrunk: a shard still starting (cut off from the store) is
+    # stopped gracefully; its start fails and the harness kills it under the stop. The run
+    # awaited that stop -- a task of a dead process, which never runs again -- forever.
+    events = events_from_json(
+        '[[1602,"crash",226],[3980,"store_cut",[1,7626]],[4782,"crash",436]]'
+    )
+    result = run(352797, events=events)
+    assert not result.violations, result.violations
+    assert any("stopped badly: its stop did not end" in line for line in result.trace)
