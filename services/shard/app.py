@@ -7,7 +7,6 @@ place that builds an app from configuration).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -572,10 +571,7 @@ class ShardApp:
                 await self.server.set_serving(name, False)
         if self.mirror is not None:
             await self.mirror.close()
-        if self._txn_task is not None:
-            self._txn_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._txn_task
+        await cancel_and_wait(self._txn_task)
         if self.txn_follower is not None:
             await self.txn_follower.close()
         if self.service is not None and self.service.internal_topics is not None:

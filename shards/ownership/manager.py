@@ -48,6 +48,7 @@ from shards.ownership.view import NodeAddress
 from shards.runtime.partition import PartitionState
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import REPAIR_OWNER_PREFIX, Lease, LogStore
+from shards.tasks import cancel_and_wait
 
 __all__ = ["OwnershipManager", "OwnershipSettings"]
 
@@ -196,13 +197,11 @@ class OwnershipManager:
         """Leave the registry so that the others recompute the map at once. Unloading the
         partitions (graceful handoff, leases released) is the runtime's close()."""
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        pending = [*self._loading.values(), *self._unloading.values()]
-        for task in self._loading.values():
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        # (cancelled until they end: a cancellation can be lost in a store call, shards.tasks)
+        await cancel_and_wait(*self._tasks)
+        unloading = list(self._unloading.values())
+        await cancel_and_wait(*self._loading.values())
+        await asyncio.gather(*unloading, return_exceptions=True)
         try:
             await self.membership.deregister(self.me.member_id, self.me.owner)
         except Exception as ex:  # the entry simply expires

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ from shards.storage.redis import (
     parse_redis_url,
     take_batch,
 )
+from shards.tasks import cancel_and_wait
 
 __all__ = [
     "CLUSTER_SCHEMES",
@@ -308,10 +308,7 @@ class RedisClusterLogStore(RedisLogStore):
         lanes = [lane.task for lane in self._lanes.values() if lane.task is not None]
         if lanes:
             await asyncio.gather(*(asyncio.shield(t) for t in lanes), return_exceptions=True)
-        if self._refresh is not None:
-            self._refresh.cancel()
-            with contextlib.suppress(BaseException):
-                await self._refresh
+        await cancel_and_wait(self._refresh)  # (its cancellation can be lost: shards.tasks)
         await super().close()
 
     # ---- topology --------------------------------------------------------------------

@@ -124,9 +124,7 @@ def test_a_shard_killed_under_its_own_graceful_stop_does_not_hold_the_run() -> N
     # seed 352797 of the sweep, shrunk: a shard still starting (cut off from the store) is
     # stopped gracefully; its start fails and the harness kills it under the stop. The run
     # awaited that stop -- a task of a dead process, which never runs again -- forever.
-    events = events_from_json(
-        '[[1602,"crash",226],[3980,"store_cut",[1,7626]],[4782,"crash",436]]'
-    )
+    events = events_from_json('[[1602,"crash",226],[3980,"store_cut",[1,7626]],[4782,"crash",436]]')
     result = run(352797, events=events)
     assert not result.violations, result.violations
     assert any("stopped badly: its stop did not end" in line for line in result.trace)
