@@ -415,7 +415,7 @@ class GatewayApp:
         txn = None
         if s.exactly_once:
             assert self.router is not None  # (made before the listeners)
-            txn = TxnOffsetCommitter(self.router, OffsetsTopic(cluster))
+            txn = TxnOffsetCommitter(self.router, OffsetsTopic(cluster), apis.catalog)
         proxy = Proxy(cluster, self.broker_listeners, apis.node, self.metrics, txn)
         apis.advertised = proxy
         cluster.broker_listeners.append(self.broker_listeners.on_brokers)

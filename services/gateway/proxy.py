@@ -13,7 +13,7 @@ listener, so all client traffic passes the gateway. Per request (:meth:`ProxySes
 * DescribeConfigs and IncrementalAlterConfigs: GROUP resources are answered by groupcoord
   (its group configs), the others forwarded; a request naming both is split into two and the
   two answers merged in the request's order (:data:`CONFIGS`);
-* TxnOffsetCommit: with ``exactly_once`` (GatewaySettings) advertised at v0-5 and answered
+* TxnOffsetCommit: with ``exactly_once`` (GatewaySettings) advertised at v0-6 and answered
   by groupcoord (:mod:`.txn_offsets`: the offsets stay pending on the shard until the
   upstream's marker of the transaction; docs/exactly-once.md); without it not advertised
   and, if sent anyway, answered UNSUPPORTED_VERSION on every partition;
@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from services.gateway import codec, framing, node_endpoints
+from services.gateway import codec, framing, node_endpoints, txn_offsets
 from services.gateway.handlers import Node
 from services.gateway.metrics import TO_UPSTREAM, GatewayMetrics
 from services.upstream.cluster import Broker, UpstreamCluster
@@ -100,8 +100,8 @@ TXN_OFFSET_COMMIT_REFUSAL = (
 )
 _I16 = struct.Struct(">h")
 #: the highest TxnOffsetCommit version answered with ``exactly_once`` (v5: transaction
-#: version 2; v6 names topics by id)
-TXN_OFFSET_COMMIT_MAX = 5
+#: version 2; v6, Kafka 4.4: topics by id)
+TXN_OFFSET_COMMIT_MAX = txn_offsets.MAX_VERSION
 
 
 class TxnOffsets(Protocol):

@@ -20,6 +20,7 @@ from kio.static.primitive import i8
 
 from services.gateway import codec, framing
 from services.gateway.router import Router, UpstreamError
+from services.gateway.topic_cache import CatalogView, Topic
 from services.upstream.txn_markers import OffsetsTopic
 from services.upstream.wire import UpstreamFailure, encode_response, entity_class
 from shards.core.api import RequestContext
@@ -34,10 +35,13 @@ from shards.core.txn_offsets import (
 log = logging.getLogger("groupcoord.gateway.txn_offsets")
 
 TXN_OFFSET_COMMIT = 28
-#: the versions answered: v5 is transaction version 2 (KIP-890); v6 (topic ids) is not
-MAX_VERSION = 5
+#: the versions answered: v5 is transaction version 2 (KIP-890), v6 names topics by id
+MAX_VERSION = 6
 #: TxnOffsetCommit v5 and above: the client runs transaction version 2
 FIRST_TV2_VERSION = 5
+#: v6 (Kafka 4.4, KIP-1319): topics named by id; and a stale member epoch is answered
+#: STALE_MEMBER_EPOCH, not ILLEGAL_GENERATION (the core reads the version)
+FIRST_TOPIC_ID_VERSION = 6
 
 
 def _not_coordinator(r: TxnOffsetCommitResponse) -> bool:
@@ -45,9 +49,13 @@ def _not_coordinator(r: TxnOffsetCommitResponse) -> bool:
 
 
 class TxnOffsetCommitter:
-    def __init__(self, router: Router, offsets_topic: OffsetsTopic) -> None:
+    def __init__(
+        self, router: Router, offsets_topic: OffsetsTopic, catalog: CatalogView | None = None
+    ) -> None:
         self.router = router
         self.offsets_topic = offsets_topic
+        #: names the topics of v6 requests (by id), as the offset handlers' view does
+        self.catalog = catalog
 
     async def answer(self, frame: bytes, version: int, correlation_id: int) -> bytes:
         """The response frame to a TxnOffsetCommit request frame."""
@@ -57,9 +65,17 @@ class TxnOffsetCommitter:
         header = framing.parse_header(frame, bool(getattr(request_cls, "__flexible__")))  # noqa: B009
         codec.check_bounds(request_cls, frame, header.body_offset)
         kafka, _ = codec.entity_reader_of(request_cls)(frame, header.body_offset)
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        keys = [codec.from_uuid(t.topic_id) if by_id else str(t.name) for t in kafka.topics]
+        found: dict[str, Topic] = {}
+        if by_id:
+            # named by id: resolved through the catalog, as Kafka's API layer resolves them
+            # through its metadata (an id it cannot name: UNKNOWN_TOPIC_ID, below)
+            wanted = [k for k in dict.fromkeys(keys) if k]
+            found = await self.catalog.topics_by_id(wanted) if self.catalog and wanted else {}
         topics = tuple(
             TxnOffsetCommitRequestTopic(
-                t.name,
+                (found[key].name if key in found else "") if by_id else key,
                 tuple(
                     TxnOffsetCommitRequestPartition(
                         int(p.partition_index),
@@ -70,8 +86,16 @@ class TxnOffsetCommitter:
                     for p in t.partitions
                 ),
             )
-            for t in kafka.topics
+            for key, t in zip(keys, kafka.topics, strict=True)
         )
+        answer = _Answer(response_cls, correlation_id, version, keys, topics)
+        if version >= FIRST_TV2_VERSION:
+            # Kafka's API layer answers topics and partitions that do not exist before it
+            # asks the transaction (which here comes first: AddOffsetsToTxn upstream)
+            await self._refuse_unknown(answer, found)
+        known = answer.to_send()
+        if not known:
+            return answer.encode([])
         log.debug("TxnOffsetCommit of %s (v%d): asked", kafka.group_id, version)
         try:
             if version >= FIRST_TV2_VERSION:
@@ -84,7 +108,7 @@ class TxnOffsetCommitter:
                         kafka.group_id,
                         code,
                     )
-                    return self._encode(response_cls, correlation_id, version, topics, code)
+                    return answer.encode_all(code)
             log.debug("TxnOffsetCommit of %s: reading the floor", kafka.group_id)
             up, floor = await self.offsets_topic.floor(kafka.group_id)
         except UpstreamFailure as ex:
@@ -94,9 +118,7 @@ class TxnOffsetCommitter:
                 kafka.group_id,
                 ex,
             )
-            return self._encode(
-                response_cls, correlation_id, version, topics, int(Errors.COORDINATOR_NOT_AVAILABLE)
-            )
+            return answer.encode_all(int(Errors.COORDINATOR_NOT_AVAILABLE))
         request = TxnOffsetCommitRequest(
             kafka.transactional_id,
             kafka.group_id,
@@ -108,7 +130,7 @@ class TxnOffsetCommitter:
             generation_id=int(getattr(kafka, "generation_id", -1)),
             member_id=getattr(kafka, "member_id", ""),
             group_instance_id=getattr(kafka, "group_instance_id", None),
-            topics=topics,
+            topics=known,
             context=RequestContext(client_id=header.client_id or "", api_version=version),
         )
         log.debug("TxnOffsetCommit of %s: floor %d:%d, to the shard", kafka.group_id, up, floor)
@@ -127,22 +149,39 @@ class TxnOffsetCommitter:
             # retry adds them again under a newer floor; the transaction's one marker resolves
             # both entries (docs/exactly-once.md, 2.2).
             log.warning("TxnOffsetCommit of %s failed upstream: %s", kafka.group_id, ex.message)
-            return self._encode(response_cls, correlation_id, version, topics, int(ex.code))
-        data: dict[str, Any] = {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
+            return answer.encode_all(int(ex.code))
+        return answer.encode(
+            [
+                (
+                    t.name,
+                    [
                         {"partition_index": p.partition_index, "error_code": p.error_code}
                         for p in t.partitions
                     ],
-                }
+                )
                 for t in r.topics
-            ],
-        }
-        return encode_response(
-            correlation_id, TXN_OFFSET_COMMIT, version, codec.build(response_cls, data)
+            ]
         )
+
+    async def _refuse_unknown(self, answer: _Answer, by_id: dict[str, Topic]) -> None:
+        """Refuse, in ``answer``, the partitions of topics the catalog does not have
+        (UNKNOWN_TOPIC_ID by id -- v6: ``by_id``, the topics its ids named --, else
+        UNKNOWN_TOPIC_OR_PARTITION) and those beyond their topic's count
+        (UNKNOWN_TOPIC_OR_PARTITION). Without a catalog, names are left to the shard."""
+        beyond = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if answer.version >= FIRST_TOPIC_ID_VERSION:
+            missing, known = int(Errors.UNKNOWN_TOPIC_ID), [by_id.get(k) for k in answer.keys]
+        elif self.catalog is None:
+            return
+        else:
+            named = await self.catalog.topics_by_name(list(dict.fromkeys(answer.keys)))
+            missing, known = beyond, [named.get(k) for k in answer.keys]
+        for index, (topic, t) in enumerate(zip(known, answer.topics, strict=True)):
+            for p in t.partitions:
+                if topic is None:
+                    answer.refused[(index, p.partition_index)] = missing
+                elif not 0 <= p.partition_index < topic.num_partitions:
+                    answer.refused[(index, p.partition_index)] = beyond
 
     async def _add_offsets_partition(self, kafka: Any) -> int:
         """Transaction version 2: the client sends no AddOffsetsToTxn (Kafka's group
@@ -172,26 +211,76 @@ class TxnOffsetCommitter:
         )
         return int(added.error_code)
 
-    @staticmethod
-    def _encode(
+
+class _Answer:
+    """The response to one request, in its order: each topic by name (v0-5) or by id (v6),
+    each partition answered by the shard or refused here (:attr:`refused`)."""
+
+    def __init__(
+        self,
         response_cls: Any,
         correlation_id: int,
         version: int,
+        keys: list[str],
         topics: tuple[TxnOffsetCommitRequestTopic, ...],
-        code: int,
-    ) -> bytes:
-        data = {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {"partition_index": p.partition_index, "error_code": code}
-                        for p in t.partitions
-                    ],
-                }
-                for t in topics
-            ],
-        }
+    ) -> None:
+        self.response_cls = response_cls
+        self.correlation_id = correlation_id
+        self.version = version
+        #: each request topic's name, or id (v6); and the topics named (v6: "" for an id the
+        #: catalog does not have)
+        self.keys = keys
+        self.topics = topics
+        #: (index of the request topic, partition) -> error code: answered here
+        self.refused: dict[tuple[int, int], int] = {}
+
+    def to_send(self) -> tuple[TxnOffsetCommitRequestTopic, ...]:
+        """What the shard is asked: the partitions not refused here (topics without any left
+        out)."""
+        out = []
+        for index, t in enumerate(self.topics):
+            left = tuple(p for p in t.partitions if (index, p.partition_index) not in self.refused)
+            if left:
+                out.append(TxnOffsetCommitRequestTopic(t.name, left))
+        return tuple(out)
+
+    def encode(self, answered: list[tuple[str, list[dict[str, Any]]]]) -> bytes:
+        """``answered``: the shard's answer, (topic name, partitions) in its order."""
+        if self.version < FIRST_TV2_VERSION:  # nothing refused here: the shard's answer
+            out = [{"name": name, "partitions": parts} for name, parts in answered]
+        else:
+            codes = {
+                (name, part["partition_index"]): part["error_code"]
+                for name, parts in answered
+                for part in parts
+            }
+            field = "topic_id" if self.version >= FIRST_TOPIC_ID_VERSION else "name"
+            out = []
+            for index, (key, t) in enumerate(zip(self.keys, self.topics, strict=True)):
+                parts = [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": self.refused.get(
+                            (index, p.partition_index),
+                            codes.get(
+                                (t.name, p.partition_index), int(Errors.UNKNOWN_SERVER_ERROR)
+                            ),
+                        ),
+                    }
+                    for p in t.partitions
+                ]
+                out.append({field: key, "partitions": parts})
         return encode_response(
-            correlation_id, TXN_OFFSET_COMMIT, version, codec.build(response_cls, data)
+            self.correlation_id,
+            TXN_OFFSET_COMMIT,
+            self.version,
+            codec.build(self.response_cls, {"topics": out}),
         )
+
+    def encode_all(self, code: int) -> bytes:
+        """Every partition the shard would have been asked about answered ``code``."""
+        return self.encode([(t.name, _each(t, code)) for t in self.to_send()])
+
+
+def _each(topic: TxnOffsetCommitRequestTopic, code: int) -> list[dict[str, Any]]:
+    return [{"partition_index": p.partition_index, "error_code": code} for p in topic.partitions]

@@ -6,7 +6,8 @@ client means to reach), DeleteGroups v3 (an error message per group), StreamsGro
 v1 (KIP-1331: the answer's ``TopologyDescriptionRequired``; ``AcceptableRecoveryLag`` as an
 int64 after the task offset interval) and StreamsGroupDescribe v1 (KIP-1331's
 ``IncludeTopologyDescription`` and the topology description with its status; KIP-1357's
-``AssignorName``), as read from Kafka 4.4.0's message definitions. They are written
+``AssignorName``) and TxnOffsetCommit v6 (KIP-1319: topics named by id), as read from Kafka
+4.4.0's message definitions. They are written
 here in kio's form -- frozen dataclasses whose fields carry ``kafka_type`` (and ``tag``)
 metadata, the class variables kio's reader and writer read -- so kio's native reader and its
 writer serve them like its own classes. The nested entities that did not change are kio's
@@ -16,6 +17,7 @@ writer serve them like its own classes. The nested entities that did not change 
 
 # (no `from __future__ import annotations`: kio reads the field types as types)
 
+import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,12 +36,19 @@ from kio.schema.streams_group_heartbeat.v0.response import (
 )
 from kio.schema.streams_group_heartbeat.v0.response import Status as StreamsStatus
 from kio.schema.streams_group_heartbeat.v0.response import TaskIds as StreamsTaskIds
-from kio.schema.types import GroupId, TopicName
+from kio.schema.txn_offset_commit.v5.request import (
+    TxnOffsetCommitRequestPartition as TxnOffsetCommitRequestPartitionV5,
+)
+from kio.schema.txn_offset_commit.v5.response import (
+    TxnOffsetCommitResponsePartition as TxnOffsetCommitResponsePartitionV5,
+)
+from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 API_VERSIONS, DELETE_GROUPS = 18, 42
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
+TXN_OFFSET_COMMIT = 28
 
 
 # ---- ApiVersions v5 --------------------------------------------------------------------------
@@ -255,6 +264,61 @@ class StreamsGroupDescribeResponseV1:
 
 
 #: (API key, version, kind) -> the class, for what kio does not have
+# ---- TxnOffsetCommit v6 ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestTopicV6:
+    """v5's topic named by its id (KIP-1319); the partitions are v5's."""
+
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TXN_OFFSET_COMMIT)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[TxnOffsetCommitRequestPartitionV5, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestV6:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TXN_OFFSET_COMMIT)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    transactional_id: TransactionalId = field(metadata={"kafka_type": "string"})
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
+    producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
+    generation_id: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    member_id: str = field(metadata={"kafka_type": "string"}, default="")
+    group_instance_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    topics: tuple[TxnOffsetCommitRequestTopicV6, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponseTopicV6:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TXN_OFFSET_COMMIT)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[TxnOffsetCommitResponsePartitionV5, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponseV6:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TXN_OFFSET_COMMIT)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    topics: tuple[TxnOffsetCommitResponseTopicV6, ...]
+
+
 EXTRA: dict[tuple[int, int, EntityType], type] = {
     (API_VERSIONS, 5, EntityType.request): ApiVersionsRequestV5,
     (API_VERSIONS, 5, EntityType.response): ApiVersionsResponseV5,
@@ -264,4 +328,6 @@ EXTRA: dict[tuple[int, int, EntityType], type] = {
     (STREAMS_GROUP_HEARTBEAT, 1, EntityType.response): StreamsGroupHeartbeatResponseV1,
     (STREAMS_GROUP_DESCRIBE, 1, EntityType.request): StreamsGroupDescribeRequestV1,
     (STREAMS_GROUP_DESCRIBE, 1, EntityType.response): StreamsGroupDescribeResponseV1,
+    (TXN_OFFSET_COMMIT, 6, EntityType.request): TxnOffsetCommitRequestV6,
+    (TXN_OFFSET_COMMIT, 6, EntityType.response): TxnOffsetCommitResponseV6,
 }

@@ -181,9 +181,7 @@ class OffsetMetadataManager:
                 request.context.api_version,
             )
         except ApiError as ex:
-            if ex.code is Errors.STALE_MEMBER_EPOCH:
-                raise ApiError(Errors.ILLEGAL_GENERATION, ex.message) from None
-            raise
+            raise _txn_stale_epoch(request, ex) from None
 
     def commit_transactional_offset(
         self, request: TxnOffsetCommitRequest, now_ms: int
@@ -199,9 +197,7 @@ class OffsetMetadataManager:
             try:
                 self._check_partitions(check, records)
             except ApiError as ex:
-                if ex.code is Errors.STALE_MEMBER_EPOCH:
-                    raise ApiError(Errors.ILLEGAL_GENERATION, ex.message) from None
-                raise
+                raise _txn_stale_epoch(request, ex) from None
         return CoordinatorResult(records, response, changes_answers=False)
 
     def complete_transaction(self, marker: TxnMarker) -> CoordinatorResult[int]:
@@ -415,6 +411,21 @@ class OffsetMetadataManager:
             for topic, parts in by_topic.items()
             for partition, value in parts.items()
         ] + self.pending.snapshot_records()
+
+
+#: TxnOffsetCommit from v6 (Kafka 4.4) answers a stale member epoch as it is; before, as
+#: ILLEGAL_GENERATION (Kafka's ``TxnOffsetCommitRequest.supportsStaleMemberEpochError``)
+TXN_STALE_MEMBER_EPOCH_VERSION = 6
+
+
+def _txn_stale_epoch(request: TxnOffsetCommitRequest, ex: ApiError) -> ApiError:
+    """What a TxnOffsetCommit refused with ``ex`` answers (no version: the newest's)."""
+    version = request.context.api_version
+    if ex.code is Errors.STALE_MEMBER_EPOCH and (
+        version is not None and version < TXN_STALE_MEMBER_EPOCH_VERSION
+    ):
+        return ApiError(Errors.ILLEGAL_GENERATION, ex.message)
+    return ex
 
 
 def _unstable(index: int) -> api.OffsetFetchResponsePartitions:

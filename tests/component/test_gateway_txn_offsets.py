@@ -6,12 +6,21 @@ made the gateway drop the Java producer's connection with a traceback."""
 from __future__ import annotations
 
 import socket
+import uuid
+from typing import Any
 
 from kio.static.constants import EntityType
 
+from services.gateway import codec
 from services.gateway.router import Router
+from services.gateway.topic_cache import Topic
 from services.gateway.txn_offsets import TXN_OFFSET_COMMIT, TxnOffsetCommitter
-from services.upstream.wire import decode_response, encode_request, entity_class
+from services.upstream.wire import (
+    UpstreamFailure,
+    decode_response,
+    encode_request,
+    entity_class,
+)
 from shards.core.errors import Errors
 from tests.support.kafka_wire import request
 
@@ -68,3 +77,80 @@ async def test_an_unreachable_shard_is_answered_with_coordinator_not_available()
         ("t", 0): Errors.COORDINATOR_NOT_AVAILABLE,
         ("t", 1): Errors.COORDINATOR_NOT_AVAILABLE,
     }
+
+
+class _UnreachableUpstream:
+    """The upstream cluster for v5+ (AddOffsetsToTxn first): unreachable; its calls counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def call(self, *args: Any) -> Any:
+        self.calls += 1
+        raise UpstreamFailure("unreachable")
+
+
+class _Catalog:
+    """The gateway's topic catalog as far as v6 uses it: names by id."""
+
+    def __init__(self, topics: dict[str, Topic]) -> None:
+        self.known = topics
+
+    async def topics_by_id(self, ids: list[str]) -> dict[str, Topic]:
+        return {i: self.known[i] for i in ids if i in self.known}
+
+
+async def test_v6_names_topics_by_id_and_answers_an_unknown_id_itself() -> None:
+    """TxnOffsetCommit v6 (Kafka 4.4, KIP-1319): topics by id, named through the catalog; an
+    id it does not have is answered UNKNOWN_TOPIC_ID without asking the transaction or the
+    group (here the upstream is unreachable: what is asked of it is answered
+    COORDINATOR_NOT_AVAILABLE), in the request's order, by id."""
+    known, unknown = uuid.uuid4(), uuid.uuid4()
+    text = codec.from_uuid(known)  # (groupcoord names ids as Kafka prints them: base64)
+    catalog = _Catalog({text: Topic("t", text, 2)})
+    router = Router(f"127.0.0.1:{_closed_port()}", 10, timeout_s=5, max_attempts=2)
+    offsets_topic = _FloorOnly()
+    upstream = offsets_topic.cluster = _UnreachableUpstream()  # type: ignore[attr-defined]
+    committer = TxnOffsetCommitter(router, offsets_topic, catalog)  # type: ignore[arg-type]
+
+    def commit(*ids: uuid.UUID) -> Any:
+        return request(
+            "txn_offset_commit",
+            6,
+            transactional_id="tx",
+            group_id="g",
+            producer_id=7,
+            producer_epoch=0,
+            generation_id=-1,
+            member_id="",
+            topics=[
+                {
+                    "topic_id": i,
+                    "partitions": [{"partition_index": 0, "committed_offset": 5}],
+                }
+                for i in ids
+            ],
+        )
+
+    async def codes(rq: Any) -> list[tuple[uuid.UUID, int, int]]:
+        frame = await committer.answer(encode_request(rq, 43, "c"), 6, 43)
+        correlation_id, response = decode_response(TXN_OFFSET_COMMIT, 6, frame[4:])
+        assert correlation_id == 43
+        return [
+            (t.topic_id, int(p.partition_index), int(p.error_code))
+            for t in response.topics
+            for p in t.partitions
+        ]
+
+    try:
+        only_unknown = await codes(commit(unknown))
+        asked = upstream.calls
+        both = await codes(commit(unknown, known))
+    finally:
+        await router.close()
+    assert only_unknown == [(unknown, 0, Errors.UNKNOWN_TOPIC_ID)]
+    assert asked == 0 and upstream.calls == 1  # the transaction asked about the known one
+    assert both == [
+        (unknown, 0, Errors.UNKNOWN_TOPIC_ID),
+        (known, 0, Errors.COORDINATOR_NOT_AVAILABLE),
+    ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -185,13 +186,16 @@ def _committed(bootstrap: str, topic: str, group: str) -> int:
         consumer.close()
 
 
+@pytest.mark.parametrize("version", [3, 5, 6])
 async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
-    kafka_target: Target, tmp_path: Path
+    kafka_target: Target, tmp_path: Path, version: int
 ) -> None:
     """TxnOffsetCommit naming a topic that does not exist and a partition beyond an existing
     topic's count: Apache Kafka's API layer answers UNKNOWN_TOPIC_OR_PARTITION for each
-    before its coordinator (or the transaction) is asked; the gateway answers the same, and
-    keeps nothing pending."""
+    (v6, by id: UNKNOWN_TOPIC_ID for the unknown id) before its coordinator or the
+    transaction is asked; the gateway answers the same, and keeps nothing
+    pending. (v5 and v6 ask the transaction first -- AddOffsetsToTxn upstream -- so the
+    gateway checks them itself: until 2026-12-06 v5 answered COORDINATOR_NOT_AVAILABLE.)"""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from tests.support.kafka_wire import KafkaWire, request
@@ -199,9 +203,24 @@ async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
     topic, group = unique("eos-unknown"), unique("eos-unknown-g")
     admin = AdminClient({"bootstrap.servers": kafka_target.bootstrap, **QUIET})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    if version >= 6:
+        host, port = kafka_target.bootstrap.rsplit(":", 1)
+        wire = await KafkaWire.connect(host, int(port))
+        try:
+            for _ in range(100):  # (Kafka names a topic by id once its metadata has it)
+                md = await wire.send(request("metadata", 12, topics=[{"name": topic}]))
+                if md.topics[0].error_code == 0 and md.topics[0].topic_id.int:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await wire.close()
+        missing: dict[str, Any] = {"topic_id": uuid.uuid4()}
+        existing: dict[str, Any] = {"topic_id": md.topics[0].topic_id}
+    else:
+        missing, existing = {"name": unique("no-such-topic")}, {"name": topic}
     commit = request(
         "txn_offset_commit",
-        3,
+        version,
         transactional_id=unique("eos-unknown-tx"),
         group_id=group,
         producer_id=4242,
@@ -209,8 +228,8 @@ async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
         generation_id=-1,
         member_id="",
         topics=[
-            {"name": unique("no-such-topic"), "partitions": [{"partition_index": 0}]},
-            {"name": topic, "partitions": [{"partition_index": 2}, {"partition_index": 7}]},
+            {**missing, "partitions": [{"partition_index": 0}]},
+            {**existing, "partitions": [{"partition_index": 2}, {"partition_index": 7}]},
         ],
     )
 
@@ -236,6 +255,7 @@ async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
     finally:
         await cluster.close()
     kafkas = await answer(kafka_target.bootstrap)
-    assert kafkas == [(0, 3), (2, 3), (7, 3)]  # UNKNOWN_TOPIC_OR_PARTITION
+    unknown = 100 if version >= 6 else 3  # UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION
+    assert kafkas == [(0, unknown), (2, 3), (7, 3)]
     assert ours == kafkas
     assert floors == {}

@@ -283,9 +283,18 @@ def test_consumer_group_member_and_epoch_checks() -> None:
     h = c.h
     epoch = r.member_epoch
     assert send(h, txn({("foo", 0): 1}, generation_id=epoch, member_id="m1")) == [("foo", 0, 0)]
-    with pytest.raises(ApiError) as ex:  # STALE_MEMBER_EPOCH answered as ILLEGAL_GENERATION
-        send(h, txn({("foo", 0): 1}, generation_id=epoch + 5, member_id="m1"))
-    assert ex.value.code is Errors.ILLEGAL_GENERATION
+    # a stale epoch: ILLEGAL_GENERATION up to v5, STALE_MEMBER_EPOCH from v6 (Kafka 4.4; no
+    # version: the newest's)
+    for version, code in (
+        (3, Errors.ILLEGAL_GENERATION),
+        (5, Errors.ILLEGAL_GENERATION),
+        (6, Errors.STALE_MEMBER_EPOCH),
+        (None, Errors.STALE_MEMBER_EPOCH),
+    ):
+        context = api.RequestContext(api_version=version)
+        with pytest.raises(ApiError) as ex:
+            send(h, txn({("foo", 0): 1}, generation_id=epoch + 5, member_id="m1", context=context))
+        assert ex.value.code is code, version
     with pytest.raises(ApiError) as ex:
         send(h, txn({("foo", 0): 1}, generation_id=epoch, member_id="m9"))
     assert ex.value.code is Errors.UNKNOWN_MEMBER_ID
