@@ -124,7 +124,7 @@ def test_groupcoord_dev_with_exactly_once(kafka_target: Target, tmp_path: Path) 
 
 async def test_the_java_producer_through_the_gateway(kafka_target: Target, tmp_path: Path) -> None:
     """Kafka's own Java producer 4.4.0 (``java/TxnOffsets.java``), which runs transaction
-    version 2: it sends TxnOffsetCommit v5 and no AddOffsetsToTxn (Kafka's group coordinator
+    version 2: it sends TxnOffsetCommit v6 (v5+) and no AddOffsetsToTxn (Kafka's group coordinator
     would add its offsets partition to the transaction itself), so the gateway adds it; its
     committed offsets become visible through the gateway, its aborted ones never. (Without
     that the upstream writes no marker there and the offsets stay pending: seen, then

@@ -6,7 +6,7 @@ outcome follower reads the upstream's markers), a separate ``groupcoord gateway
 --exactly-once`` in front of it is the only address the application knows, and the
 application (``java/EosStreams.java``: input [-> repartition topic] -> mapValues -> output,
 stateless, default classic group protocol) is a JVM of its own. Its producer runs
-transaction version 2 (TxnOffsetCommit v5; the gateway adds the offsets partition
+transaction version 2 (TxnOffsetCommit v6, by topic id; the gateway adds the offsets partition
 upstream); its consumer reads committed offsets with ``require_stable``.
 
 The output checker reads the output topic from the upstream with
@@ -409,10 +409,11 @@ def _finish(
     assert _committed_offsets(upstream, app_id, topics[0]) == [-1001] * PARTITIONS
     # nothing is left pending once the follower has read the last transaction's marker
     wait_until(lambda: not _pending(bootstrap, app_id, [topics[0], *internal]), 15, interval=0.2)
-    # the producer ran transaction version 2: TxnOffsetCommit v5, no AddOffsetsToTxn of its
-    # own (the gateway sent it); its consumer fetched offsets with require_stable (v7+)
+    # the producer ran transaction version 2: TxnOffsetCommit v6 (by topic id, as to Kafka
+    # 4.4; v5 until the gateway served v6), no AddOffsetsToTxn of its own (the gateway sent
+    # it); its consumer fetched offsets with require_stable (v7+)
     sent = app.versions_sent()
-    assert sent.get("TXN_OFFSET_COMMIT") == {5}, sent
+    assert sent.get("TXN_OFFSET_COMMIT") == {6}, sent
     assert "ADD_OFFSETS_TO_TXN" not in sent, sent
     assert min(sent["OFFSET_FETCH"]) >= 7, sent
     print({k: sorted(v) for k, v in sorted(sent.items())})
