@@ -4,7 +4,8 @@ each checked against the model's invariants.
 
 The actions are those of ``models/kip848.qnt`` (join, heartbeat delivered or lost, leave,
 session timeout, fencing of a stale epoch, a zombie giving up, an OffsetCommit sent and
-arriving later -- at most ``max_in_flight`` at once, each before its consumer's next request),
+arriving later -- at most ``max_in_flight`` at once, each before its consumer's next request;
+with ``late_commits`` also commits built at an older epoch, of any partition),
 every possible target at each membership change; a reconciliation is
 ``replay.core_reconcile`` -- the core's own function, assignment epochs included, not the
 model's -- and every commit in flight is judged in every state by the core's own OffsetCommit
@@ -73,6 +74,7 @@ class World:
         max_epoch: int,
         max_in_flight: int = 0,
         in_order: bool = True,
+        late_commits: bool = False,
     ) -> None:
         self.names = names
         self.partitions = tuple(range(partitions))
@@ -81,6 +83,11 @@ class World:
         #: False: a consumer's later heartbeats may overtake its commits (not the model's
         #: channel: what the commit check relies on, docs/model.md)
         self.in_order = in_order
+        #: True: a consumer may also send a *late* commit -- built at an epoch older than the
+        #: one it last heard, of any partition (one it has given up since, say), as a client
+        #: that commits from another thread or connection than it heartbeats on does (the
+        #: simulator's late commits). Not in the Quint model (docs/model.md).
+        self.late_commits = late_commits
 
     def initial(self) -> State:
         n = len(self.names)
@@ -181,12 +188,34 @@ class World:
                         s.group_epoch, s.in_group, s.target, s.members, s.owned,
                         s.client_epoch, s.inflight | {c},
                     )))  # fmt: skip
+                for p, e in self._late(s, i) if quiet or not self.in_order else ():
+                    # valid: held (as the coordinator counts it) since at most e -- the
+                    # partition's assignment epoch, which the replays check against the model
+                    since = dict(rec[4]).get(p)
+                    c = (m, p, e, p in _held(rec) and since is not None and since <= e)
+                    out.append((f"send_late_commit {m} {p} {e}", State(
+                        s.group_epoch, s.in_group, s.target, s.members, s.owned,
+                        s.client_epoch, s.inflight | {c},
+                    )))  # fmt: skip
         for c in sorted(s.inflight):
             out.append((f"deliver_commit {c}", State(
                 s.group_epoch, s.in_group, s.target, s.members, s.owned, s.client_epoch,
                 s.inflight - {c},
             )))  # fmt: skip
         return out
+
+    def _late(self, s: State, i: int) -> list[tuple[int, int]]:
+        """The late commits consumer ``i`` may send now: (partition, epoch), each epoch older
+        than the one it last heard."""
+        if not self.late_commits or len(s.inflight) >= self.max_in_flight:
+            return []
+        m = self.names[i]
+        return [
+            (p, e)
+            for p in self.partitions
+            for e in range(1, s.client_epoch[i])
+            if not any(o[:3] == (m, p, e) for o in s.inflight)
+        ]
 
 
 def _set(t: tuple[Any, ...], i: int, v: Any) -> tuple[Any, ...]:
