@@ -32,6 +32,21 @@ class _FloorOnly:
         return 3, 7
 
 
+def _commit(version: int, topics: list[dict[str, Any]]) -> Any:
+    """A TxnOffsetCommit of ``topics`` outside any member (producer 7, epoch 0)."""
+    return request(
+        "txn_offset_commit",
+        version,
+        transactional_id="tx",
+        group_id="g",
+        producer_id=7,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        topics=topics,
+    )
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,16 +57,9 @@ async def test_an_unreachable_shard_is_answered_with_coordinator_not_available()
     router = Router(f"127.0.0.1:{_closed_port()}", 10, timeout_s=5, max_attempts=2)
     committer = TxnOffsetCommitter(router, _FloorOnly())  # type: ignore[arg-type]
     version = 3
-    rq = request(
-        "txn_offset_commit",
+    rq = _commit(
         version,
-        transactional_id="tx",
-        group_id="g",
-        producer_id=7,
-        producer_epoch=0,
-        generation_id=-1,
-        member_id="",
-        topics=[
+        [
             {
                 "name": "t",
                 "partitions": [
@@ -114,23 +122,8 @@ async def test_v6_names_topics_by_id_and_answers_an_unknown_id_itself() -> None:
     committer = TxnOffsetCommitter(router, offsets_topic, catalog)  # type: ignore[arg-type]
 
     def commit(*ids: uuid.UUID) -> Any:
-        return request(
-            "txn_offset_commit",
-            6,
-            transactional_id="tx",
-            group_id="g",
-            producer_id=7,
-            producer_epoch=0,
-            generation_id=-1,
-            member_id="",
-            topics=[
-                {
-                    "topic_id": i,
-                    "partitions": [{"partition_index": 0, "committed_offset": 5}],
-                }
-                for i in ids
-            ],
-        )
+        parts = [{"partition_index": 0, "committed_offset": 5}]
+        return _commit(6, [{"topic_id": i, "partitions": parts} for i in ids])
 
     async def codes(rq: Any) -> list[tuple[uuid.UUID, int, int]]:
         frame = await committer.answer(encode_request(rq, 43, "c"), 6, 43)

@@ -536,6 +536,35 @@ async def committed_partitions(wire: KafkaWire, group: str, topic: str) -> list[
     )
 
 
+async def moved_on(wire: KafkaWire, prefix: str, obs: Obs) -> tuple[str, str, Member, Member, int]:
+    """(topic, group, m1, m2, m1's first epoch): m1 owned the 4 partitions of a new topic at
+    its first epoch; m2 joined; m1 gave 2 up and moved to a new epoch, keeping 2 held since
+    its first (observed)."""
+    topic, group, tid, m1 = await stable_member(wire, prefix, 4)
+    first = m1.epoch
+    m2 = Member(wire, group, topic, tid)
+    await m2.join()
+    await converge([m1, m2], 4)
+    obs.append(("m1 moved on, keeping two", (m1.epoch > first, len(m1.owned), len(m2.owned))))
+    return topic, group, m1, m2, first
+
+
+def older_epoch_cases(
+    m1: Member, m2: Member, first: int
+) -> dict[str, tuple[Member, int, list[int]]]:
+    """KIP-1251's cases after :func:`moved_on`: name -> (member, epoch, partitions)."""
+    kept, given = list(m1.owned), list(m2.owned)
+    return {
+        "m1 at its first epoch, its partitions": (m1, first, kept),
+        "m1 at its first epoch, m2's partition": (m1, first, given[:1]),
+        "m1 at its first epoch, one of each": (m1, first, [kept[0], given[0]]),
+        "m1 at an epoch before its first": (m1, first - 1, kept),
+        "m1 at an epoch ahead": (m1, m1.epoch + 1, kept),
+        "m1 at its current epoch, m2's partition": (m1, m1.epoch, given[:1]),
+        "m2 at an epoch before its partitions": (m2, m2.epoch - 1, given),
+    }
+
+
 async def assignment_epochs(target: Target) -> Obs:
     """KIP-1251 (Kafka 4.4): a member's partitions keep the epoch they were given at, and
     OffsetCommit accepts an older member epoch for partitions held since then. m1 owns the 4
@@ -544,22 +573,8 @@ async def assignment_epochs(target: Target) -> Obs:
     wire = await target.wire()
     obs: Obs = []
     try:
-        topic, group, tid, m1 = await stable_member(wire, "ae", 4)
-        first = m1.epoch
-        m2 = Member(wire, group, topic, tid)
-        await m2.join()
-        await converge([m1, m2], 4)
-        kept, given = list(m1.owned), list(m2.owned)
-        obs.append(("m1 moved on, keeping two", (m1.epoch > first, len(kept), len(given))))
-        cases = {
-            "m1 at its first epoch, its partitions": (m1, first, kept),
-            "m1 at its first epoch, m2's partition": (m1, first, given[:1]),
-            "m1 at its first epoch, one of each": (m1, first, [kept[0], given[0]]),
-            "m1 at an epoch before its first": (m1, first - 1, kept),
-            "m1 at an epoch ahead": (m1, m1.epoch + 1, kept),
-            "m1 at its current epoch, m2's partition": (m1, m1.epoch, given[:1]),
-            "m2 at an epoch before its partitions": (m2, m2.epoch - 1, given),
-        }
+        topic, group, m1, m2, first = await moved_on(wire, "ae", obs)
+        cases = older_epoch_cases(m1, m2, first)
         for name, (m, epoch, parts) in cases.items():
             obs.append(
                 (
@@ -574,6 +589,7 @@ async def assignment_epochs(target: Target) -> Obs:
             )
         )
         written = await committed_partitions(wire, group, topic)
+        kept, given = cases["m1 at its first epoch, its partitions"][2], m2.owned
         obs.append(("written", "kept" if written == sorted(kept + given[:1]) else written))
         for m in (m1, m2):
             await m.heartbeat(epoch=-1)

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from services.upstream.cluster import UpstreamCluster
 from tests.interop.clients import QUIET
 from tests.interop.support import Target, unique
-from tests.support.gateway import gateway_stack
+from tests.support.gateway import exactly_once_stack
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -66,18 +65,10 @@ async def test_send_offsets_to_transaction_through_the_gateway(
     kafka_target: Target, tmp_path: Path
 ) -> None:
     topic, group, tid = unique("eos-gw"), unique("eos-gw-g"), unique("eos-gw-tx")
-    cluster = UpstreamCluster(kafka_target.bootstrap)
-    try:
-        async with gateway_stack(
-            tmp_path,
-            gateway={"upstream_bootstrap": kafka_target.bootstrap, "exactly_once": True},
-            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
-        ) as stack:
-            seen = await asyncio.to_thread(_transactions, stack.bootstrap, topic, group, tid)
-            service: Any = stack.shard.service
-            floors = await service.pending_transaction_floors()
-    finally:
-        await cluster.close()
+    async with exactly_once_stack(tmp_path, kafka_target.bootstrap) as stack:
+        seen = await asyncio.to_thread(_transactions, stack.bootstrap, topic, group, tid)
+        service: Any = stack.shard.service
+        floors = await service.pending_transaction_floors()
     assert seen == [10, 10]
     assert floors == {}
     # Kafka's own group coordinator never got them (it only wrote the markers)
@@ -135,22 +126,14 @@ async def test_the_java_producer_through_the_gateway(kafka_target: Target, tmp_p
     if reason:
         pytest.skip(reason)
     topic, group, tid = unique("eos-j"), unique("eos-j-g"), unique("eos-j-tx")
-    cluster = UpstreamCluster(kafka_target.bootstrap)
-    try:
-        async with gateway_stack(
-            tmp_path,
-            gateway={"upstream_bootstrap": kafka_target.bootstrap, "exactly_once": True},
-            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
-        ) as stack:
-            service: Any = stack.shard.service
-            pending = await asyncio.to_thread(_java_run, stack.bootstrap, topic, group, tid)
-            deadline = time.monotonic() + 20
-            while await service.pending_transaction_floors() and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            floors = await service.pending_transaction_floors()
-            committed = await asyncio.to_thread(_committed, stack.bootstrap, topic, group)
-    finally:
-        await cluster.close()
+    async with exactly_once_stack(tmp_path, kafka_target.bootstrap) as stack:
+        service: Any = stack.shard.service
+        pending = await asyncio.to_thread(_java_run, stack.bootstrap, topic, group, tid)
+        deadline = time.monotonic() + 20
+        while await service.pending_transaction_floors() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        floors = await service.pending_transaction_floors()
+        committed = await asyncio.to_thread(_committed, stack.bootstrap, topic, group)
     assert pending == 2  # both transactions got their offsets sent
     assert floors == {}
     assert committed == 10
@@ -242,18 +225,10 @@ async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
             await wire.close()
         return [(int(p.partition_index), int(p.error_code)) for t in r.topics for p in t.partitions]
 
-    cluster = UpstreamCluster(kafka_target.bootstrap)
-    try:
-        async with gateway_stack(
-            tmp_path,
-            gateway={"upstream_bootstrap": kafka_target.bootstrap, "exactly_once": True},
-            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
-        ) as stack:
-            ours = await answer(stack.bootstrap)
-            service: Any = stack.shard.service
-            floors = await service.pending_transaction_floors()
-    finally:
-        await cluster.close()
+    async with exactly_once_stack(tmp_path, kafka_target.bootstrap) as stack:
+        ours = await answer(stack.bootstrap)
+        service: Any = stack.shard.service
+        floors = await service.pending_transaction_floors()
     kafkas = await answer(kafka_target.bootstrap)
     unknown = 100 if version >= 6 else 3  # UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION
     assert kafkas == [(0, unknown), (2, 3), (7, 3)]

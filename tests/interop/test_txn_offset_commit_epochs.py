@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 
 from services.gateway import codec
-from services.upstream.cluster import UpstreamCluster
-from tests.interop.sequences import Member, converge, err, stable_member
+from tests.interop.sequences import Member, err, moved_on, older_epoch_cases
 from tests.interop.support import Target, unique
-from tests.support.gateway import gateway_stack
+from tests.support.gateway import exactly_once_stack
 from tests.support.kafka_wire import KafkaWire, request
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -49,13 +48,7 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
     wire = await KafkaWire.connect(host, int(port))
     obs: list[tuple[str, Any]] = []
     try:
-        topic, group, tid, m1 = await stable_member(wire, "txe", 4)
-        first = m1.epoch
-        m2 = Member(wire, group, topic, tid)
-        await m2.join()
-        await converge([m1, m2], 4)
-        kept, given = list(m1.owned), list(m2.owned)
-        obs.append(("m1 moved on, keeping two", (m1.epoch > first, len(kept), len(given))))
+        topic, group, m1, m2, first = await moved_on(wire, "txe", obs)
         tv2 = version >= 5
         tx = unique("txe-tx")
         # (the first lookup of a transaction coordinator creates Kafka's transaction log)
@@ -94,7 +87,7 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
             obs.append(("add offsets to the transaction", err(added.error_code)))
 
         async def commit(member: Member, epoch: int, partitions: list[int]) -> list[str]:
-            named = {"topic_id": codec.to_uuid(tid)} if version >= 6 else {"name": topic}
+            named = {"topic_id": codec.to_uuid(m1.topic_id)} if version >= 6 else {"name": topic}
             r = await _until_done(
                 wire,
                 lambda: request(
@@ -119,16 +112,8 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
             )
             return [err(p.error_code) for t in r.topics for p in t.partitions]
 
-        cases = {
-            "m1 at its first epoch, its partitions": (m1, first, kept),
-            "m1 at its first epoch, m2's partition": (m1, first, given[:1]),
-            "m1 at its first epoch, one of each": (m1, first, [kept[0], given[0]]),
-            "m1 at an epoch before its first": (m1, first - 1, kept),
-            "m1 at an epoch ahead": (m1, m1.epoch + 1, kept),
-            "m1 at its current epoch, m2's partition": (m1, m1.epoch, given[:1]),
-            "m2 at an epoch before its partitions": (m2, m2.epoch - 1, given),
-            "m2 at its epoch, its partitions": (m2, m2.epoch, given),
-        }
+        cases = older_epoch_cases(m1, m2, first)
+        cases["m2 at its epoch, its partitions"] = (m2, m2.epoch, list(m2.owned))
         for name, (m, epoch, parts) in cases.items():
             obs.append((f"commit {name}", await commit(m, epoch, parts)))
         ended = await _until_done(
@@ -156,16 +141,8 @@ async def test_txn_offset_commit_at_older_epochs_answered_as_kafka(
     kafka_target: Target, tmp_path: Path, version: int
 ) -> None:
     kafkas = await _epochs(kafka_target.bootstrap, version)
-    cluster = UpstreamCluster(kafka_target.bootstrap)
-    try:
-        async with gateway_stack(
-            tmp_path,
-            gateway={"upstream_bootstrap": kafka_target.bootstrap, "exactly_once": True},
-            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
-        ) as stack:
-            ours = await _epochs(stack.bootstrap, version)
-    finally:
-        await cluster.close()
+    async with exactly_once_stack(tmp_path, kafka_target.bootstrap) as stack:
+        ours = await _epochs(stack.bootstrap, version)
     differences = [(a, b) for a, b in zip(kafkas, ours, strict=True) if a != b]
     assert not differences, f"Kafka vs groupcoord: {differences}\nKafka: {kafkas}"
     # and the rule was exercised: an older epoch accepted for partitions held since then,

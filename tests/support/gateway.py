@@ -83,3 +83,22 @@ async def gateway_stack(
     finally:
         await gw.stop()
         await app.stop()
+
+
+@asynccontextmanager
+async def exactly_once_stack(tmp_path: Path, upstream_bootstrap: str) -> AsyncIterator[Stack]:
+    """:func:`gateway_stack` in proxy mode in front of ``upstream_bootstrap`` with
+    ``exactly_once`` (docs/exactly-once.md): the shard follows the upstream's transaction
+    markers every 0.1 s."""
+    from services.upstream.cluster import UpstreamCluster
+
+    cluster = UpstreamCluster(upstream_bootstrap)
+    try:
+        async with gateway_stack(
+            tmp_path,
+            gateway={"upstream_bootstrap": upstream_bootstrap, "exactly_once": True},
+            shard={"upstream": cluster, "txn_follower_interval_s": 0.1},
+        ) as stack:
+            yield stack
+    finally:
+        await cluster.close()
