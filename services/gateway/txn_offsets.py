@@ -89,10 +89,11 @@ class TxnOffsetCommitter:
             for key, t in zip(keys, kafka.topics, strict=True)
         )
         answer = _Answer(response_cls, correlation_id, version, keys, topics)
-        if version >= FIRST_TV2_VERSION:
-            # Kafka's API layer answers topics and partitions that do not exist before it
-            # asks the transaction (which here comes first: AddOffsetsToTxn upstream)
-            await self._refuse_unknown(answer, found)
+        if by_id:
+            for index, (key, t) in enumerate(zip(keys, topics, strict=True)):
+                if key not in found:
+                    for p in t.partitions:
+                        answer.refused[(index, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_ID)
         known = answer.to_send()
         if not known:
             return answer.encode([])
@@ -108,7 +109,7 @@ class TxnOffsetCommitter:
                         kafka.group_id,
                         code,
                     )
-                    return answer.encode_all(code)
+                    return await self._unanswered(answer, known, found, code)
             log.debug("TxnOffsetCommit of %s: reading the floor", kafka.group_id)
             up, floor = await self.offsets_topic.floor(kafka.group_id)
         except UpstreamFailure as ex:
@@ -118,7 +119,9 @@ class TxnOffsetCommitter:
                 kafka.group_id,
                 ex,
             )
-            return answer.encode_all(int(Errors.COORDINATOR_NOT_AVAILABLE))
+            return await self._unanswered(
+                answer, known, found, int(Errors.COORDINATOR_NOT_AVAILABLE)
+            )
         request = TxnOffsetCommitRequest(
             kafka.transactional_id,
             kafka.group_id,
@@ -149,7 +152,7 @@ class TxnOffsetCommitter:
             # retry adds them again under a newer floor; the transaction's one marker resolves
             # both entries (docs/exactly-once.md, 2.2).
             log.warning("TxnOffsetCommit of %s failed upstream: %s", kafka.group_id, ex.message)
-            return answer.encode_all(int(ex.code))
+            return await self._unanswered(answer, known, found, int(ex.code))
         return answer.encode(
             [
                 (
@@ -163,25 +166,45 @@ class TxnOffsetCommitter:
             ]
         )
 
-    async def _refuse_unknown(self, answer: _Answer, by_id: dict[str, Topic]) -> None:
-        """Refuse, in ``answer``, the partitions of topics the catalog does not have
-        (UNKNOWN_TOPIC_ID by id -- v6: ``by_id``, the topics its ids named --, else
-        UNKNOWN_TOPIC_OR_PARTITION) and those beyond their topic's count
-        (UNKNOWN_TOPIC_OR_PARTITION). Without a catalog, names are left to the shard."""
-        beyond = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-        if answer.version >= FIRST_TOPIC_ID_VERSION:
-            missing, known = int(Errors.UNKNOWN_TOPIC_ID), [by_id.get(k) for k in answer.keys]
-        elif self.catalog is None:
-            return
-        else:
-            named = await self.catalog.topics_by_name(list(dict.fromkeys(answer.keys)))
-            missing, known = beyond, [named.get(k) for k in answer.keys]
-        for index, (topic, t) in enumerate(zip(known, answer.topics, strict=True)):
-            for p in t.partitions:
-                if topic is None:
-                    answer.refused[(index, p.partition_index)] = missing
-                elif not 0 <= p.partition_index < topic.num_partitions:
-                    answer.refused[(index, p.partition_index)] = beyond
+    async def _unanswered(
+        self,
+        answer: _Answer,
+        topics: tuple[TxnOffsetCommitRequestTopic, ...],
+        by_id: dict[str, Topic],
+        code: int,
+    ) -> bytes:
+        """The answer when the transaction, the floor or the shard could not be asked:
+        ``code`` on every partition, but those the catalog does not have (v6: ``by_id``, the
+        topics the request's ids named) UNKNOWN_TOPIC_OR_PARTITION -- Kafka's API layer
+        answers those before it asks its coordinator or the transaction (after its
+        authorization, which here is the shard's: a topic both unknown and not authorized
+        answers UNKNOWN_TOPIC_OR_PARTITION here, TOPIC_AUTHORIZATION_FAILED on Kafka)."""
+        if self.catalog is None:
+            return answer.encode_all(code)
+        known = (
+            {t.name: t for t in by_id.values()}
+            if answer.version >= FIRST_TOPIC_ID_VERSION
+            else await self.catalog.topics_by_name(list(dict.fromkeys(t.name for t in topics)))
+        )
+        unknown = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        return answer.encode(
+            [
+                (
+                    t.name,
+                    [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": code
+                            if t.name in known
+                            and 0 <= p.partition_index < known[t.name].num_partitions
+                            else unknown,
+                        }
+                        for p in t.partitions
+                    ],
+                )
+                for t in topics
+            ]
+        )
 
     async def _add_offsets_partition(self, kafka: Any) -> int:
         """Transaction version 2: the client sends no AddOffsetsToTxn (Kafka's group

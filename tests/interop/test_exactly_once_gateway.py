@@ -177,8 +177,10 @@ async def test_txn_offset_commit_of_unknown_partitions_answered_as_kafka(
     topic's count: Apache Kafka's API layer answers UNKNOWN_TOPIC_OR_PARTITION for each
     (v6, by id: UNKNOWN_TOPIC_ID for the unknown id) before its coordinator or the
     transaction is asked; the gateway answers the same, and keeps nothing
-    pending. (v5 and v6 ask the transaction first -- AddOffsetsToTxn upstream -- so the
-    gateway checks them itself: until 2026-12-06 v5 answered COORDINATOR_NOT_AVAILABLE.)"""
+    pending. (v5 and v6 ask the transaction first -- AddOffsetsToTxn upstream -- and that
+    fails here, the producer id being made up: the gateway answers the partitions its
+    catalog does not have as Kafka does, the rest with the transaction's error; until
+    2026-12-06 v5 answered that error on every partition.)"""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from tests.support.kafka_wire import KafkaWire, request
