@@ -90,12 +90,12 @@ RULES: dict[str, Rule] = {
     # proto <-> core conversion: the only place below services that sees generated code
     "shards.adapters": rule(f"shards.core shards.runtime.contract {GENERATED}", "google"),
     # log backends know nothing of groups
-    "shards.storage": rule("shards.clock", "redis"),
+    "shards.storage": rule("shards.clock shards.tasks", "redis"),
     # event loops, timers, group commit: generic over any state machine; of the core it
     # needs the Kafka error codes alone (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
     "shards.runtime": rule("shards.clock shards.core.errors shards.storage", OTEL),
     # partition leases and placement across shard processes
-    "shards.ownership": rule("shards.clock shards.runtime shards.storage", "redis"),
+    "shards.ownership": rule("shards.clock shards.runtime shards.storage shards.tasks", "redis"),
     # security data in the store: SCRAM credentials, ACLs
     "shards.security": rule("shards.core shards.storage shards.tasks", "scramp"),
     # shards/*.py: the coordinator facade, the topic catalog, request limits

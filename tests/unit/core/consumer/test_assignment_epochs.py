@@ -192,10 +192,10 @@ def test_a_record_without_epochs_reads_as_its_member_epoch() -> None:
 
 def test_a_transactional_commit_gets_the_same_check(two: Group) -> None:
     """TxnOffsetCommit (proxy mode, exactly-once) passes its partitions through the same
-    check; a refusal is ILLEGAL_GENERATION there (the versions served have no
-    STALE_MEMBER_EPOCH), as Kafka answers them."""
+    check; a refusal is ILLEGAL_GENERATION up to v5 and STALE_MEMBER_EPOCH from v6, as
+    Kafka answers them."""
 
-    def send(*partitions: int) -> None:
+    def send(*partitions: int, version: int = 5) -> None:
         request = TxnOffsetCommitRequest(
             "tx-1",
             "g",
@@ -211,6 +211,7 @@ def test_a_transactional_commit_gets_the_same_check(two: Group) -> None:
                     "foo", tuple(TxnOffsetCommitRequestPartition(p, 50) for p in partitions)
                 ),
             ),
+            context=core_api.RequestContext(api_version=version),
         )
         two.c.h.write(lambda s, now: s.commit_transactional_offset(request, now))
 
@@ -219,3 +220,6 @@ def test_a_transactional_commit_gets_the_same_check(two: Group) -> None:
         send(0, 4)
     assert info.value.code is Errors.ILLEGAL_GENERATION
     assert "foo-4" in info.value.message
+    with pytest.raises(ApiError) as info:
+        send(0, 4, version=6)
+    assert info.value.code is Errors.STALE_MEMBER_EPOCH

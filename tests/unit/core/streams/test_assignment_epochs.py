@@ -244,11 +244,11 @@ def test_the_log_carries_the_epochs_of_active_tasks_only(two: Streams) -> None:
 
 
 def test_a_transactional_commit_gets_the_same_check(two: Streams) -> None:
-    """TxnOffsetCommit: the same check; a refusal is ILLEGAL_GENERATION there, as Kafka
-    answers it."""
+    """TxnOffsetCommit: the same check; a refusal is ILLEGAL_GENERATION up to v5 and
+    STALE_MEMBER_EPOCH from v6, as Kafka answers it."""
     mine, theirs = kept(two, "a"), kept(two, "b")
 
-    def send(*partitions: int) -> None:
+    def send(*partitions: int, version: int = 5) -> None:
         request = TxnOffsetCommitRequest(
             "tx-1",
             GROUP,
@@ -264,6 +264,7 @@ def test_a_transactional_commit_gets_the_same_check(two: Streams) -> None:
                     "input", tuple(TxnOffsetCommitRequestPartition(p, 50) for p in partitions)
                 ),
             ),
+            context=api.RequestContext(api_version=version),
         )
         two.h.write(lambda s, now: s.commit_transactional_offset(request, now))
 
@@ -274,3 +275,6 @@ def test_a_transactional_commit_gets_the_same_check(two: Streams) -> None:
     assert info.value.message == (
         f"Task 0-{theirs[0]} is not assigned or pending revocation for member."
     )
+    with pytest.raises(ApiError) as info:
+        send(mine[0], theirs[0], version=6)
+    assert info.value.code is Errors.STALE_MEMBER_EPOCH
