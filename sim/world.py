@@ -607,6 +607,10 @@ class Process:
         if self.manager is not None and self.alive:
             for what, n in self.manager.stats.items():
                 self.sim.coverage.hit("ownership", what, n)
+        if self.runtime.loads_waited and self.alive:
+            self.sim.coverage.hit(
+                "runtime", "load waited for the previous load", self.runtime.loads_waited
+            )
 
 
 def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], Any]:

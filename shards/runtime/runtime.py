@@ -86,6 +86,9 @@ class CoordinatorRuntime:
         #: per partition, the end of the one load in flight (``CoordinatorPartition.load``):
         #: a load of the same partition waits for it (see :meth:`load`)
         self._loading: dict[int, asyncio.Future[None]] = {}
+        #: loads that waited for an earlier load of their partition (counted for the
+        #: simulator's coverage)
+        self.loads_waited = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
@@ -144,6 +147,7 @@ class CoordinatorRuntime:
             # it finds itself closed, leaving this load serving an epoch nobody holds
             # (simulator seed 361915). Wait until it is back: loads of a partition take
             # turns. (Store calls time out, so this ends.)
+            self.loads_waited += 1
             await asyncio.wait([previous])
             if self._closed:
                 return False

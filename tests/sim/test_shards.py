@@ -118,6 +118,7 @@ def test_a_shard_let_go_while_loading_does_not_take_the_lease_from_its_next_load
     )
     result = run(361915, events=events)
     assert not result.violations, result.violations
+    assert result.coverage.get("runtime:load waited for the previous load", 0) > 0
 
 
 def test_a_shard_killed_under_its_own_graceful_stop_does_not_hold_the_run() -> None:

@@ -785,6 +785,7 @@ async def test_a_load_waits_for_the_load_of_a_partition_let_go_while_loading(
     lease = await store.lease(0)
     assert lease is not None and (lease.owner, lease.epoch) == ("test", p.epoch)
     assert calls == 2 and p.epoch == 2  # the first took epoch 1 and handed it back
+    assert rt.loads_waited == 1
     assert await p.write(lambda sm, now: sm.incr("a")) == 1  # not fenced
     await rt.close()
 
