@@ -99,13 +99,17 @@ class _UnreachableUpstream:
 
 
 class _Catalog:
-    """The gateway's topic catalog as far as v6 uses it: names by id."""
+    """The gateway's topic catalog as far as TxnOffsetCommit uses it: topics by id and name."""
 
     def __init__(self, topics: dict[str, Topic]) -> None:
         self.known = topics
 
     async def topics_by_id(self, ids: list[str]) -> dict[str, Topic]:
         return {i: self.known[i] for i in ids if i in self.known}
+
+    async def topics_by_name(self, names: list[str]) -> dict[str, Topic]:
+        by_name = {t.name: t for t in self.known.values()}
+        return {n: by_name[n] for n in names if n in by_name}
 
 
 async def test_v6_names_topics_by_id_and_answers_an_unknown_id_itself() -> None:
@@ -146,4 +150,35 @@ async def test_v6_names_topics_by_id_and_answers_an_unknown_id_itself() -> None:
     assert both == [
         (unknown, 0, Errors.UNKNOWN_TOPIC_ID),
         (known, 0, Errors.COORDINATOR_NOT_AVAILABLE),
+    ]
+
+
+async def test_v5_unanswered_names_what_does_not_exist_as_kafka() -> None:
+    """v5 asks the transaction first (AddOffsetsToTxn upstream, here unreachable): the
+    partitions the catalog does not have -- an unknown topic, a partition beyond a topic's
+    count -- are answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka's API layer answers them
+    before it asks anything; the others get the transaction's error."""
+    text = codec.from_uuid(uuid.uuid4())
+    catalog = _Catalog({text: Topic("t", text, 2)})
+    router = Router(f"127.0.0.1:{_closed_port()}", 10, timeout_s=5, max_attempts=2)
+    offsets_topic = _FloorOnly()
+    offsets_topic.cluster = _UnreachableUpstream()  # type: ignore[attr-defined]
+    committer = TxnOffsetCommitter(router, offsets_topic, catalog)  # type: ignore[arg-type]
+    parts = [{"partition_index": p, "committed_offset": 5} for p in (0, 1, 2)]
+    rq = _commit(5, [{"name": "t", "partitions": parts}, {"name": "gone", "partitions": parts[:1]}])
+    try:
+        frame = await committer.answer(encode_request(rq, 44, "c"), 5, 44)
+    finally:
+        await router.close()
+    _, response = decode_response(TXN_OFFSET_COMMIT, 5, frame[4:])
+    codes = [
+        (t.name, int(p.partition_index), int(p.error_code))
+        for t in response.topics
+        for p in t.partitions
+    ]
+    assert codes == [
+        ("t", 0, Errors.COORDINATOR_NOT_AVAILABLE),
+        ("t", 1, Errors.COORDINATOR_NOT_AVAILABLE),
+        ("t", 2, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        ("gone", 0, Errors.UNKNOWN_TOPIC_OR_PARTITION),
     ]
