@@ -179,13 +179,15 @@ class TxnOffsetCommitter:
         answers those before it asks its coordinator or the transaction (after its
         authorization, which here is the shard's: a topic both unknown and not authorized
         answers UNKNOWN_TOPIC_OR_PARTITION here, TOPIC_AUTHORIZATION_FAILED on Kafka)."""
-        if self.catalog is None:
-            return answer.encode_all(code)
-        known = (
-            {t.name: t for t in by_id.values()}
-            if answer.version >= FIRST_TOPIC_ID_VERSION
-            else await self.catalog.topics_by_name(list(dict.fromkeys(t.name for t in topics)))
-        )
+        known: dict[str, Topic] | None = None  # (no catalog: nothing known to be missing)
+        if answer.version >= FIRST_TOPIC_ID_VERSION:
+            known = {t.name: t for t in by_id.values()}
+        elif self.catalog is not None:
+            known = await self.catalog.topics_by_name(list(dict.fromkeys(t.name for t in topics)))
+
+        def exists(name: str, partition: int) -> bool:
+            return known is None or (name in known and 0 <= partition < known[name].num_partitions)
+
         unknown = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
         return answer.encode(
             [
@@ -194,10 +196,7 @@ class TxnOffsetCommitter:
                     [
                         {
                             "partition_index": p.partition_index,
-                            "error_code": code
-                            if t.name in known
-                            and 0 <= p.partition_index < known[t.name].num_partitions
-                            else unknown,
+                            "error_code": code if exists(t.name, p.partition_index) else unknown,
                         }
                         for p in t.partitions
                     ],
@@ -299,11 +298,3 @@ class _Answer:
             self.version,
             codec.build(self.response_cls, {"topics": out}),
         )
-
-    def encode_all(self, code: int) -> bytes:
-        """Every partition the shard would have been asked about answered ``code``."""
-        return self.encode([(t.name, _each(t, code)) for t in self.to_send()])
-
-
-def _each(topic: TxnOffsetCommitRequestTopic, code: int) -> list[dict[str, Any]]:
-    return [{"partition_index": p.partition_index, "error_code": code} for p in topic.partitions]
