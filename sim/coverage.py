@@ -21,7 +21,9 @@ trace is the same with or without it):
   paused, resumed, killed, stopped, started while a predecessor's registry entry lives;
   ``route:<what>`` -- what FindCoordinator told the clients (a coordinator, or none yet);
 * ``assignor:slow: computations`` / ``assignor:slow: failed`` -- the slow server-side
-  assignor's computations and failures (seeds with one);
+  assignor's computations and failures (seeds with one); ``assignor:slow: failure spared,
+  faults over`` -- failures it drew once the faults were over and did not make (a failure
+  is a fault: the liveness bound is asked of a quiet system);
 * ``mode:assignor service`` and ``assignor_service:<what>`` (seeds computing their targets
   on the assignor service) -- the shards' clients' counters (``client calls``, ``client
   remote_ok``, ``client retries``, ``client failures.<status>``, ``client

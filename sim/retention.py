@@ -160,8 +160,7 @@ class Retention:
             target = sim.route(_Solo())
             if target is not None and target.alive:
                 try:
-                    async with asyncio.timeout(3):
-                        resp = await target.spawn(target.service.offset_commit(req))
+                    resp = await sim.ask(target, target.service.offset_commit(req), 3)
                 except (StoreError, TimeoutError):
                     sim.coverage.hit("retention", "solo commit failed")
                 else:

@@ -129,3 +129,17 @@ def test_a_shard_killed_under_its_own_graceful_stop_does_not_hold_the_run() -> N
     result = run(352797, events=events)
     assert not result.violations, result.violations
     assert any("stopped badly: its stop did not end" in line for line in result.trace)
+
+
+def test_an_admin_request_to_a_shard_that_dies_paused_does_not_hold_the_run() -> None:
+    # seed 489770 of the sweep, shrunk: DeleteGroups goes to the coordinator the registry
+    # names, a shard paused while still starting; it resumes, fails its start (cut off from
+    # the store) and is killed. The admin's timeout cancelled the request's task and awaited
+    # the cancellation -- in a dead process, where it never ran -- forever.
+    events = events_from_json(
+        '[[1935,"crash",83],[4813,"store_stall",2233],[5694,"store_cut",[2,3656]],'
+        '[7415,"failover",374],[8968,"delete_group",1]]'
+    )
+    result = run(489770, events=events)
+    assert not result.violations, result.violations
+    assert any("admin delete group g1: TimeoutError()" in line for line in result.trace)
