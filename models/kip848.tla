@@ -27,6 +27,11 @@
 (* epoch (each held partition keeps its assignment epoch). A commit in     *)
 (* flight carries a ghost flag: its member has held the partition since it *)
 (* was sent without giving it up; CommitVerdict: accepted exactly then.    *)
+(* With LateCommits, a consumer may also send a late commit: of any        *)
+(* partition, at an epoch older than the one it last heard (a commit built *)
+(* before it gave the partition up or moved on, sent from another thread   *)
+(* -- the simulator's late commits); valid when its member holds the       *)
+(* partition at an assignment epoch not above the commit's.               *)
 (*                                                                         *)
 (* The Quint file's history variables (prevGroupEpoch, prevEpochs,         *)
 (* lastAction, actor) are not state here: the monotonicity invariants are  *)
@@ -35,7 +40,7 @@
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets
 
-CONSTANTS Members, Partitions, MaxEpoch, MaxInFlight
+CONSTANTS Members, Partitions, MaxEpoch, MaxInFlight, LateCommits
 
 VARIABLES
     groupEpoch,   \* the group epoch
@@ -206,6 +211,21 @@ SendCommit(m, p) ==
           /\ inflight' = inflight \cup {c}
     /\ UNCHANGED <<groupEpoch, inGroup, target, members, owned, clientEpoch>>
 
+\* (LateCommits) the consumer sends a late OffsetCommit: of any partition p, at an epoch e
+\* older than the one it last heard; valid when its member holds p (as the coordinator
+\* counts it) at an assignment epoch not above e
+SendLateCommit(m, p, e) ==
+    /\ LateCommits
+    /\ NoCommitOf(m)
+    /\ Cardinality(inflight) < MaxInFlight
+    /\ e < clientEpoch[m]
+    /\ LET c == [member |-> m, partition |-> p, epoch |-> e,
+                  valid |-> IF p \in HeldBy(members, m)
+                            THEN members[m].epochs[p] <= e
+                            ELSE FALSE]
+       IN inflight' = inflight \cup {c}
+    /\ UNCHANGED <<groupEpoch, inGroup, target, members, owned, clientEpoch>>
+
 \* a commit in flight arrives, accepted or refused (Accepted); nothing of the group changes
 DeliverCommit(c) ==
     /\ inflight' = inflight \ {c}
@@ -220,6 +240,7 @@ Next ==
         \/ Fenced(m)
         \/ ZombieFenced(m)
         \/ \E p \in Partitions : SendCommit(m, p)
+        \/ \E p \in Partitions, e \in 1..MaxEpoch : SendLateCommit(m, p, e)
     \/ \E c \in inflight : DeliverCommit(c)
 
 Spec == Init /\ [][Next]_vars

@@ -1,5 +1,6 @@
 """A trace of ``models/kip848.qnt`` (joins, heartbeats delivered or lost, leaves, session
-timeouts, zombies giving up, OffsetCommits sent and arriving: the model's ``stepMembership``)
+timeouts, zombies giving up, OffsetCommits -- late ones too -- sent and arriving: the model's
+``stepMembership``)
 replayed against the core's whole heartbeat handler
 (``CoordinatorStateMachine.consumer_group_heartbeat``, records replayed as the runtime does),
 with an assignor that answers the model's target, and its OffsetCommit handler
@@ -94,7 +95,7 @@ def replay_handler(states: list[dict[str, Any]]) -> list[str]:
         action, m = after["lastAction"], after["actor"]
         where = f"step {i} ({action} {m})"
         owned = before["owned"][m]
-        if action in ("send_commit", "zombie_fenced"):
+        if action in ("send_commit", "send_late_commit", "zombie_fenced"):
             continue  # (nothing reaches the core)
         if action == "session_timeout":
             h.assignor.target = after["target"]

@@ -200,7 +200,7 @@ def replay(states: list[dict[str, Any]]) -> tuple[int, list[str]]:
             accepted = core_accepts(before["members"], before["inGroup"], arrived)
             if accepted != (action == "commit_accepted"):
                 problems.append(f"{where}: the core {'accepts' if accepted else 'refuses'}")
-        elif action not in ("zombie_fenced", "send_commit"):
+        elif action not in ("zombie_fenced", "send_commit", "send_late_commit"):
             problems.append(f"{where}: an action this replay does not know")
             continue
         for mid in sorted(expected_members):

@@ -9,7 +9,7 @@ The fragment: integers, strings, booleans, finite sets (enumeration, ``{x \\in S
 ``{e : x \\in S}``, ``[S -> T]``, ``\\cup \\cap \\ \\subseteq \\in \\notin``), functions and
 records (``[x \\in S |-> e]``, ``[k |-> e, ...]``, ``f[x]``, ``r.k``, ``DOMAIN``, ``EXCEPT``
 with ``![x]`` / ``!.k`` and ``@``), ``Cardinality`` (of an extended ``FiniteSets``),
-``IF``, ``CASE ... [] OTHER``, ``LET``, bounded ``\\A`` /
+``a..b`` (of ``Naturals``), ``IF``, ``CASE ... [] OTHER``, ``LET``, bounded ``\\A`` /
 ``\\E``, user operators with parameters, and in actions ``x' = e`` binding the next state,
 ``UNCHANGED``, conjunction, disjunction and ``\\E`` enumerating alternatives (TLC's way of
 computing successors). Anything else raises ``Unsupported``: the checker never guesses.
@@ -309,6 +309,7 @@ class Spec:
             "=<": lambda: a <= b,
             ">": lambda: a > b,
             ">=": lambda: a >= b,
+            "..": lambda: frozenset(range(a, b + 1)),
         }
         if op not in binary:
             raise Unsupported(f"operator {op}")
