@@ -86,7 +86,8 @@ class World:
         #: True: a consumer may also send a *late* commit -- built at an epoch older than the
         #: one it last heard, of any partition (one it has given up since, say), as a client
         #: that commits from another thread or connection than it heartbeats on does (the
-        #: simulator's late commits; the Quint model's stepLateCommits, the TLA+ form's LateCommits).
+        #: simulator's late commits; the Quint model's stepLateCommits, the TLA+ form's
+        #: LateCommits).
         self.late_commits = late_commits
 
     def initial(self) -> State:
