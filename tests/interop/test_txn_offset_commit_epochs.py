@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from services.gateway import codec
-from tests.interop.sequences import Member, err, moved_on, older_epoch_cases
+from tests.interop.sequences import (
+    Member,
+    err,
+    lone_classic_member,
+    moved_on,
+    older_epoch_cases,
+)
 from tests.interop.support import Target, unique
 from tests.support.gateway import exactly_once_stack
 from tests.support.kafka_wire import KafkaWire, request
@@ -71,7 +77,12 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
         )
         obs.append(("init producer", err(init.error_code)))
         pid, pepoch = int(init.producer_id), int(init.producer_epoch)
-        if not tv2:
+
+        async def add_offsets(group_id: str, which: str) -> None:
+            # (transaction version 1: the group's offsets partition joins the transaction
+            # first; from version 2 the commit adds it)
+            if tv2:
+                return
             added = await _until_done(
                 wire,
                 lambda: request(
@@ -80,33 +91,40 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
                     transactional_id=tx,
                     producer_id=pid,
                     producer_epoch=pepoch,
-                    group_id=group,
+                    group_id=group_id,
                 ),
                 lambda r: r.error_code,
             )
-            obs.append(("add offsets to the transaction", err(added.error_code)))
+            obs.append((f"add offsets of the {which} group", err(added.error_code)))
 
-        async def commit(member: Member, epoch: int, partitions: list[int]) -> list[str]:
+        await add_offsets(group, "consumer")
+
+        async def commit(
+            member: Member | str,
+            epoch: int,
+            partitions: list[int],
+            instance: str | None = None,
+            twice: bool = False,
+            group_id: str = group,
+        ) -> list[str]:
             named = {"topic_id": codec.to_uuid(m1.topic_id)} if version >= 6 else {"name": topic}
+            entry = {
+                **named,
+                "partitions": [{"partition_index": p, "committed_offset": 7} for p in partitions],
+            }
             r = await _until_done(
                 wire,
                 lambda: request(
                     "txn_offset_commit",
                     version,
                     transactional_id=tx,
-                    group_id=group,
+                    group_id=group_id,
                     producer_id=pid,
                     producer_epoch=pepoch,
                     generation_id=epoch,
-                    member_id=member.member_id,
-                    topics=[
-                        {
-                            **named,
-                            "partitions": [
-                                {"partition_index": p, "committed_offset": 7} for p in partitions
-                            ],
-                        }
-                    ],
+                    member_id=member if isinstance(member, str) else member.member_id,
+                    group_instance_id=instance,
+                    topics=[entry, entry] if twice else [entry],
                 ),
                 lambda r: r.topics[0].partitions[0].error_code,
             )
@@ -116,6 +134,50 @@ async def _epochs(bootstrap: str, version: int) -> list[tuple[str, Any]]:
         cases["m2 at its epoch, its partitions"] = (m2, m2.epoch, list(m2.owned))
         for name, (m, epoch, parts) in cases.items():
             obs.append((f"commit {name}", await commit(m, epoch, parts)))
+        kept = list(m1.owned)
+        # a dynamic member's commit naming a group instance id (a static member's field)
+        obs.append(
+            (
+                "commit m1 at its epoch with an instance id it does not have",
+                await commit(m1, m1.epoch, kept, instance=unique("txe-instance")),
+            )
+        )
+        obs.append(
+            (
+                "commit m1 at its first epoch with an instance id it does not have",
+                await commit(m1, first, kept, instance=unique("txe-instance")),
+            )
+        )
+        # one topic twice in one request (by name up to v5, by id from v6)
+        obs.append(
+            (
+                "commit m1 at its first epoch, the topic twice",
+                await commit(m1, first, kept, twice=True),
+            )
+        )
+        obs.append(
+            (
+                "commit m1 at its current epoch, m2's partition, the topic twice",
+                await commit(m1, m1.epoch, list(m2.owned)[:1], twice=True),
+            )
+        )
+        # a classic group's generation (ILLEGAL_GENERATION at any version)
+        classic = unique("txe-classic")
+        await add_offsets(classic, "classic")
+        cm, gen = await lone_classic_member(wire, classic)
+        for name, (member_id, generation, instance) in {
+            "at its generation": (cm, gen, None),
+            "at an older generation": (cm, gen - 1, None),
+            "at a newer generation": (cm, gen + 1, None),
+            "unknown member": ("unknown-member", gen, None),
+            "with an instance id it does not have": (cm, gen, unique("txe-instance")),
+        }.items():
+            obs.append(
+                (
+                    f"commit classic {name}",
+                    await commit(member_id, generation, kept, instance, group_id=classic),
+                )
+            )
         ended = await _until_done(
             wire,
             lambda: request(
@@ -151,3 +213,9 @@ async def test_txn_offset_commit_at_older_epochs_answered_as_kafka(
     answers = dict(kafkas)
     assert answers["commit m1 at its first epoch, its partitions"] == ["none", "none"]
     assert set(answers["commit m1 at its first epoch, m2's partition"]) == {stale}
+    # a consumer group's transactional commit does not check the group instance id (Kafka
+    # neither), and a topic named twice is answered once per entry
+    assert answers["commit m1 at its epoch with an instance id it does not have"] == ["none"] * 2
+    assert answers["commit m1 at its first epoch, the topic twice"] == ["none"] * 4
+    assert answers["commit classic at its generation"] == ["none"] * 2
+    assert set(answers["commit classic at an older generation"]) == {"illegal_generation"}
