@@ -105,15 +105,22 @@ def test_commit_verdict_can_fail(tmp_path: Path, what: str, source: str, broken:
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
-    out = tmp_path_factory.mktemp("itf")
+    return _itf_traces(tmp_path_factory, "step", 40, 848)
+
+
+def _itf_traces(
+    tmp_path_factory: pytest.TempPathFactory, step: str, count: int, seed: int
+) -> list[list[dict]]:
+    """``count`` random traces of the model's action ``step`` (ITF, read back)."""
+    out = tmp_path_factory.mktemp(f"itf-{step}")
     r = quint(
-        "run", str(MODEL), "--invariant", "allInvariants",
-        "--max-samples", "40", "--n-traces", "40", "--max-steps", "30", "--seed", "848",
-        "--out-itf", str(out / "trace{seq}.itf.json"),
+        "run", str(MODEL), "--step", step, "--invariant", "allInvariants",
+        "--max-samples", str(count), "--n-traces", str(count), "--max-steps", "30",
+        "--seed", str(seed), "--out-itf", str(out / "trace{seq}.itf.json"),
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     files = sorted(out.glob("trace*.itf.json"))
-    assert len(files) == 40
+    assert len(files) == count
     return [read_states(f) for f in files]
 
 
@@ -156,16 +163,7 @@ def test_replay_finds_a_core_with_the_commit_check_before_kip_1251(
 
 @pytest.fixture(scope="module")
 def membership_traces(tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
-    out = tmp_path_factory.mktemp("itf-membership")
-    r = quint(
-        "run", str(MODEL), "--step", "stepMembership", "--invariant", "allInvariants",
-        "--max-samples", "20", "--n-traces", "20", "--max-steps", "30", "--seed", "5",
-        "--out-itf", str(out / "trace{seq}.itf.json"),
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    files = sorted(out.glob("trace*.itf.json"))
-    assert len(files) == 20
-    return [read_states(f) for f in files]
+    return _itf_traces(tmp_path_factory, "stepMembership", 20, 5)
 
 
 def test_membership_traces_replay_against_the_heartbeat_handler(
@@ -211,16 +209,7 @@ def _older_epoch_commits(traces: list[list[dict]]) -> int:
 
 @pytest.fixture(scope="module")
 def late_traces(tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
-    out = tmp_path_factory.mktemp("itf-late")
-    r = quint(
-        "run", str(MODEL), "--step", "stepLateCommits", "--invariant", "allInvariants",
-        "--max-samples", "40", "--n-traces", "40", "--max-steps", "30", "--seed", "848",
-        "--out-itf", str(out / "trace{seq}.itf.json"),
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    files = sorted(out.glob("trace*.itf.json"))
-    assert len(files) == 40
-    return [read_states(f) for f in files]
+    return _itf_traces(tmp_path_factory, "stepLateCommits", 40, 848)
 
 
 def test_late_commit_traces_replay_against_the_core(late_traces: list[list[dict]]) -> None:
