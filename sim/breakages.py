@@ -20,6 +20,8 @@ from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import group as consumer_group
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.streams import heartbeat as streams_heartbeat
+from shards.core.streams.reconciliation import TaskProcesses
 from shards.ownership.manager import OwnershipManager
 from shards.runtime.partition import CoordinatorPartition, PartitionState
 from shards.storage.base import Lease, LogEntry
@@ -214,6 +216,18 @@ def zombie_commits() -> contextlib.AbstractContextManager[None]:
     return _patched(consumer_group._AssignmentEpochCheck, "__call__", accept)
 
 
+def streams_assign_before_revoke() -> contextlib.AbstractContextManager[None]:
+    """A streams group's reconciliation ignores who still holds a task: a member is given an
+    active task before its previous owner revoked it."""
+    real: Callable[..., Any] = streams_heartbeat.__dict__["reconcile"]
+
+    def reconcile(member: Any, target_epoch: int, target: Any, owned: Any, processes: Any,
+                  *rest: Any) -> Any:  # fmt: skip
+        return real(member, target_epoch, target, owned, TaskProcesses(lambda: ()), *rest)
+
+    return _patched(streams_heartbeat, "reconcile", reconcile)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -228,4 +242,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "store-time-follows-wall": store_time_follows_wall,
     "unconfirmed-reads": unconfirmed_reads,
     "zombie-commits": zombie_commits,
+    "streams-assign-before-revoke": streams_assign_before_revoke,
 }

@@ -36,7 +36,11 @@ trace is the same with or without it):
   lost``, ``shard call deadline exceeded``), gateways ``killed`` and ``paused``;
   ``route:gateway`` / ``route:no gateway`` -- a member connecting to one (or finding none);
 * ``admin:<kind> <error>`` -- the answers to the admin's topic deletions, OffsetDeletes and
-  DeleteGroups (``<kind> failed``: a store error or no answer in time).
+  DeleteGroups (``<kind> failed``: a store error or no answer in time);
+* ``mode:streams``, ``streams:<what>`` and ``streams_state:<from>-><to>`` (seeds with a
+  Kafka Streams application: sim/streams.py) -- its members' heartbeat and commit answers
+  (``heartbeat <error>``, ``commit <error>``), timeouts, members crashed and left, and the
+  streams group's states as the checker saw them.
 """
 
 from __future__ import annotations

@@ -57,7 +57,10 @@ from shards.core.records import (
     OffsetCommitKey,
 )
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.streams.group import StreamsGroup
+from shards.core.streams.records import StreamsGroupMemberMetadataKey, StreamsGroupMetadataKey
 from shards.runtime.partition import PartitionState
+from sim.streams import GROUP as STREAMS_GROUP
 
 if TYPE_CHECKING:
     from sim.world import Sim
@@ -212,6 +215,9 @@ class Checker:
                 elif isinstance(g, ClassicGroup):
                     self._classic_exclusive(gid, g)
                     self._classic_transitions(gid, g)
+                elif isinstance(g, StreamsGroup) and sim.streams is not None:
+                    sim.streams.exclusive(gid, g)
+                    self._streams_transitions(gid, g)
                 else:
                     continue
                 if idle:
@@ -224,7 +230,7 @@ class Checker:
                 key = (shadow[1], id(replayed.topics))
                 if shadow[2] is None or shadow[2][0] != key:
                     for gid, g in replayed.group_manager.groups.items():
-                        if isinstance(g, ConsumerGroup | ClassicGroup):
+                        if isinstance(g, ConsumerGroup | ClassicGroup | StreamsGroup):
                             self._epoch(gid, g, "log")
                     shadow[2] = (key, replayed.fingerprint())
                 live, again = sm.fingerprint(), shadow[2][1]
@@ -286,7 +292,9 @@ class Checker:
                 ended: dict[str, str] = {}  # group -> the type whose metadata it tombstones
                 for record in self._decode(entry):
                     key, value = record.key, record.value
-                    if isinstance(key, ConsumerGroupMemberMetadataKey):
+                    if isinstance(
+                        key, ConsumerGroupMemberMetadataKey | StreamsGroupMemberMetadataKey
+                    ):
                         gid = key.group_id
                         began.setdefault(gid, bool(members.get(gid)))
                         held = members.setdefault(gid, set())
@@ -299,6 +307,8 @@ class Checker:
                         gid, kind = key.group_id, "consumer"
                     elif isinstance(key, GroupMetadataKey):
                         gid, kind = key.group, "classic"
+                    elif isinstance(key, StreamsGroupMetadataKey):
+                        gid, kind = key.group_id, "streams"
                     else:
                         continue
                     began.setdefault(gid, bool(members.get(gid)))
@@ -414,11 +424,23 @@ class Checker:
             self._states[key] = state
             self.sim.coverage.hit("classic_state", f"{before or 'new'}->{state}")
 
+    def _streams_transitions(self, gid: str, g: StreamsGroup) -> None:
+        state = g.state_name()
+        key = f"streams {gid}"
+        before = self._states.get(key)
+        if before != state:
+            self._states[key] = state
+            self.sim.coverage.hit("streams_state", f"{before or 'new'}->{state}")
+
     def _epoch(
-        self, gid: str, g: ConsumerGroup | ClassicGroup, where: str, proc: str | None = None
+        self,
+        gid: str,
+        g: ConsumerGroup | ClassicGroup | StreamsGroup,
+        where: str,
+        proc: str | None = None,
     ) -> None:
-        """A group's epoch (a consumer group's group epoch, a classic group's generation)
-        never goes back. A classic group's generation is moved on in memory when a join
+        """A group's epoch (a consumer or streams group's group epoch, a classic group's
+        generation) never goes back. A classic group's generation is moved on in memory when a join
         phase completes and written only with the leader's assignment (SyncGroup), as in
         Kafka: a process that takes over reloads the last written one, so a classic group's
         live generation is held monotonic per process, and against the log only through
@@ -662,7 +684,18 @@ class Checker:
                     # (a classic member: joined, its SyncGroup answered at that generation)
                     if m.epoch != epoch or not getattr(m, "joined", True):
                         return False
+        streams = self.sim.streams
+        if streams is not None and not streams.stable(self._streams_group()):
+            return False
         return True
+
+    def _streams_group(self) -> StreamsGroup | None:
+        """The streams application's group, as its coordinator holds it (None: none)."""
+        for _, p in self._true_owner():
+            g = p.sm.group_manager.groups.get(STREAMS_GROUP)
+            if isinstance(g, StreamsGroup):
+                return g
+        return None
 
     def deleted_topics_released(self) -> None:
         """Once settled: no member of a consumer group holds (or is revoking) a partition of
@@ -706,6 +739,8 @@ class Checker:
                     f"{gid}: {g.state().value} epoch {g.group_epoch}, {len(g.members)} members "
                     f"in the group, live {live}"
                 )
+        if self.sim.streams is not None:
+            parts.append(self.sim.streams.describe(self._streams_group()))
         return "; ".join(parts)
 
 

@@ -61,6 +61,7 @@ from sim.loop import PROCESS, SimClock, VirtualLoop
 from sim.processes import retrieve_quietly
 from sim.retention import SOLO, Retention, retention_ms
 from sim.store import SimMembership, SimStore, StoreWorld
+from sim.streams import StreamsApp, streams_app
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
 #: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
@@ -197,6 +198,10 @@ class Config:
     gateway_events: int = 2
     #: shard nodes in a multi-shard seed
     shard_nodes: int = 3
+    #: the share of seeds with a Kafka Streams application (sim/streams.py: a streams group
+    #: of ``streams_members`` members), drawn by an RNG of its own
+    streams_share: float = 0.25
+    streams_members: int = 3
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -925,6 +930,12 @@ class Sim:
             consumer_group_min_session_timeout_ms=1_000,
             consumer_group_heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             consumer_group_min_heartbeat_interval_ms=100,
+            # (the streams group's session and heartbeat as the consumers': the liveness
+            # bound is 30 s, Kafka's streams session 45 s)
+            streams_group_session_timeout_ms=cfg.session_timeout_ms,
+            streams_group_min_session_timeout_ms=1_000,
+            streams_group_heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            streams_group_min_heartbeat_interval_ms=100,
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
         if assignor_service(seed, cfg):
@@ -936,6 +947,8 @@ class Sim:
             )
         #: offsets retention within the run (a share of the seeds), the standalone consumer
         self.retention = Retention(self, retention_ms(seed, cfg))
+        #: the Kafka Streams application (Config.streams_share), when there is one
+        self.streams = StreamsApp(self) if streams_app(seed, cfg) else None
         #: members send late commits in this seed (coverage: ``mode:late commits``)
         self.late_commits = random.Random(f"late-commits-{seed}").random() < cfg.late_commit_share
         if self.retention.retention_ms is not None:
@@ -1579,6 +1592,8 @@ class Sim:
                 self.add_member(g)
         for _ in range(cfg.classic_members):
             self.add_classic_member(cfg.groups)
+        if self.streams is not None:
+            self.streams.start()
         if self.late_commits:
             self.coverage.hit("mode", "late commits")
         if self.retention.retention_ms is not None:
@@ -1606,6 +1621,8 @@ class Sim:
             self.assignor_service.heal()
         if self.gateway_world is not None:
             self.gateway_world.heal()
+        if self.streams is not None:
+            self.streams.heal()
         if self.multi:
             # every shard runs again: the paused resume, the dead have a new incarnation
             for node in range(cfg.shard_nodes):

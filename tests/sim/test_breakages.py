@@ -37,6 +37,7 @@ CAUGHT_BY = {
     "store-time-follows-wall": "offset expired early",
     "unconfirmed-reads": "stale read",
     "zombie-commits": "zombie commit acknowledged",
+    "streams-assign-before-revoke": "held by two members at once",
 }
 
 

@@ -13,6 +13,7 @@ from shards.core.migration import Migration
 from sim import repro
 from sim.classic import range_assignment
 from sim.world import Config, Event, generate_events, run
+from tests.sim import AS_SWEPT
 
 #: the first classic member's index (after the KIP-848 members of g0 and g1)
 FIRST_CLASSIC = Config().groups * Config().members_per_group
@@ -152,6 +153,6 @@ def test_a_group_deleted_and_created_anew_in_one_batch_starts_its_epoch_over() -
         '[6089,"gateway_pause",[0,7417]],[10921,"store_stall",3875],'
         '[11116,"gateway_kill",[1,6135]]]'
     )
-    result = run(89911, events=events)
+    result = run(89911, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
     assert result.coverage.get("group:deleted", 0) + result.coverage.get("group:replaced", 0) > 0

@@ -12,6 +12,7 @@ from collections import Counter
 from sim.loop import PROCESS, VirtualLoop
 from sim.repro import events_from_json
 from sim.world import Config, run
+from tests.sim import AS_SWEPT
 
 
 def _multi(seeds: range) -> list[int]:
@@ -140,6 +141,6 @@ def test_an_admin_request_to_a_shard_that_dies_paused_does_not_hold_the_run() ->
         '[[1935,"crash",83],[4813,"store_stall",2233],[5694,"store_cut",[2,3656]],'
         '[7415,"failover",374],[8968,"delete_group",1]]'
     )
-    result = run(489770, events=events)
+    result = run(489770, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
     assert any("admin delete group g1: TimeoutError()" in line for line in result.trace)

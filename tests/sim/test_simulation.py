@@ -17,6 +17,7 @@ from sim import repro
 from sim.breakages import skip_epoch_check
 from sim.repro import events_from_json
 from sim.world import Config, Event, Sim, generate_events, multi_shard, run
+from tests.sim import AS_SWEPT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,6 +199,6 @@ def test_the_slow_assignor_fails_only_while_the_faults_last() -> None:
         '[[2039,"store_fail",2],[5975,"crash",1415],[9455,"member_join",2],'
         '[10060,"member_join",2],[11193,"crash",2028]]'
     )
-    result = run(469710, events=events)
+    result = run(469710, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
     assert result.coverage.get("assignor:slow: failure spared, faults over", 0) >= 1

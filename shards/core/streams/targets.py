@@ -96,8 +96,10 @@ def reported_offsets(
 
 def can_compute_target(last_ms: int, interval_ms: int, now_ms: int) -> bool:
     """A new target may be computed now: never computed (``last_ms`` 0), no interval, or the
-    interval since the last one has passed (Kafka's canComputeNextTargetAssignment)."""
-    return last_ms == 0 or interval_ms == 0 or now_ms >= last_ms + interval_ms
+    interval since the last one has passed (Kafka's canComputeNextTargetAssignment) -- or the
+    clock went back since the last one (the store's clock stepped back: Kafka's would hold
+    the target back for the whole step; it waits no longer, as consumer groups' interval)."""
+    return last_ms == 0 or interval_ms == 0 or now_ms >= last_ms + interval_ms or now_ms < last_ms
 
 
 def compute_target(

@@ -96,6 +96,19 @@ def test_a_member_joining_within_the_interval_waits_for_the_next_heartbeat_after
     h.assert_replay_equals_live()
 
 
+def test_a_clock_gone_back_since_the_last_target_holds_the_next_one_no_longer() -> None:
+    # the shard's time is the store's: a store clock stepped back (its host corrected) would
+    # otherwise hold every target back for the whole step (Kafka's broker clock would too)
+    h = _harness(
+        streams_group_initial_rebalance_delay_ms=0, streams_group_assignment_interval_ms=1000
+    )
+    _hb(h, join("a", simple_topology()))
+    h.timer.now_ms -= 60_000
+    b = _hb(h, join("b", simple_topology()))
+    assert not _status(b) and _describe(h) == ("Reconciling", 3, 3)
+    h.assert_replay_equals_live()
+
+
 def test_the_delay_starts_again_when_an_emptied_group_is_joined() -> None:
     h = _harness(
         streams_group_initial_rebalance_delay_ms=500, streams_group_assignment_interval_ms=0
