@@ -20,6 +20,7 @@ from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import group as consumer_group
 from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
+from shards.core.streams import group as streams_group
 from shards.core.streams import heartbeat as streams_heartbeat
 from shards.core.streams.reconciliation import TaskProcesses
 from shards.ownership.manager import OwnershipManager
@@ -228,6 +229,17 @@ def streams_assign_before_revoke() -> contextlib.AbstractContextManager[None]:
     return _patched(streams_heartbeat, "reconcile", reconcile)
 
 
+def streams_zombie_commits() -> contextlib.AbstractContextManager[None]:
+    """A streams group's OffsetCommit at an epoch older than the member's passes for any
+    partition (KIP-1251's per-task check gone): a commit sent before its member gave the task
+    up overwrites the new owner's offsets."""
+
+    def accept(self: Any, topic_id: str | None, topic: str, partition: int) -> None:
+        return None
+
+    return _patched(streams_group._TaskEpochCheck, "__call__", accept)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -243,4 +255,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "unconfirmed-reads": unconfirmed_reads,
     "zombie-commits": zombie_commits,
     "streams-assign-before-revoke": streams_assign_before_revoke,
+    "streams-zombie-commits": streams_zombie_commits,
 }

@@ -58,9 +58,14 @@ from shards.core.records import (
 )
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.streams.group import StreamsGroup
-from shards.core.streams.records import StreamsGroupMemberMetadataKey, StreamsGroupMetadataKey
+from shards.core.streams.records import (
+    StreamsGroupCurrentMemberAssignmentKey,
+    StreamsGroupMemberMetadataKey,
+    StreamsGroupMetadataKey,
+)
 from shards.runtime.partition import PartitionState
 from sim.streams import GROUP as STREAMS_GROUP
+from sim.streams import SOURCE as STREAMS_SOURCE
 
 if TYPE_CHECKING:
     from sim.world import Sim
@@ -498,6 +503,27 @@ class Checker:
                     held[(tp.topic_id, p)] = e
         self._log_holdings[(group, member)] = (value.member_epoch, held)
 
+    def _hold_tasks(self, group: str, member: str, value: Any) -> None:
+        """A streams member's current-assignment record, applied to the log's holdings: its
+        active tasks, assigned or pending revocation, as the partitions of the topic their
+        subtopology reads (sim/streams.py's topology: a task per partition), at the epochs
+        they were given at (KIP-1251's task epochs)."""
+        if value is None:
+            self._log_holdings.pop((group, member), None)
+            return
+        held: dict[tuple[str, int], int] = {}
+        for tasks in (value.active_tasks, value.active_tasks_pending_revocation):
+            for t in tasks:
+                source = STREAMS_SOURCE.get(t.subtopology_id)
+                epochs = t.assignment_epochs
+                if len(epochs) != len(t.partitions):  # (a record without them: its epoch)
+                    epochs = (max(value.member_epoch, 0),) * len(t.partitions)
+                for tid, name in self._topic_names.items():
+                    if name == source:
+                        for p, e in zip(t.partitions, epochs, strict=True):
+                            held[(tid, p)] = e
+        self._log_holdings[(group, member)] = (value.member_epoch, held)
+
     def _holders(self, group: str, topic: str, partition: int) -> _Written:
         """Where a commit of ``topic``-``partition`` in ``group`` is written: every member's
         epoch, and who held the partition at which assignment epoch (every topic id that had
@@ -566,6 +592,8 @@ class Checker:
                         )
                     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
                         self._hold(key.group_id, key.member_id, value)
+                    elif isinstance(key, StreamsGroupCurrentMemberAssignmentKey):
+                        self._hold_tasks(key.group_id, key.member_id, value)
                     elif isinstance(key, GroupMetadataKey) and value is not None:
                         self._durable_max(key.group, value.generation)
                     elif isinstance(key, ConsumerGroupMetadataKey) and value is not None:

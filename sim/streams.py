@@ -71,6 +71,8 @@ class StreamsMember:
         self.coordinator: Any = None
         self.cut_until = 0.0
         self.via_gateway = False
+        #: late commits (Sim.late_commits): their own draws
+        self.late_rng = random.Random(f"{app.sim.seed}-streams-{index}-late")
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
@@ -92,7 +94,12 @@ class StreamsMember:
         while self.alive:
             try:
                 resp = await sim.net(self, "shb", _heartbeat(self.request(self.epoch)))
+                before, epoch_before = self.owned, self.epoch
                 self.on_heartbeat(resp)
+                moved = self.owned != before or self.epoch != epoch_before
+                if sim.late_commits and before and moved and self.late_rng.random() < 0.3:
+                    delay = self.late_rng.uniform(0, 2 * interval) / 1000
+                    sim.spawn(self.late_commit(before, epoch_before, delay))
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
                     if self.owned and self.rng.random() < 0.5:
@@ -123,13 +130,40 @@ class StreamsMember:
             self.coordinator = None
         sim.check_cheap()
 
-    async def commit(self) -> None:
-        """OffsetCommit of its active tasks' partitions at its member epoch."""
+    async def late_commit(
+        self, tasks: dict[str, tuple[int, ...]], epoch: int, delay: float
+    ) -> None:
+        """What the member owned at ``epoch``, committed at that epoch ``delay`` s later (a
+        commit of the processing thread sent after the assignment or the epoch moved on):
+        the tasks it kept in one commit (KIP-1251: accepted), those it gave up in another
+        (refused: a zombie)."""
+        await asyncio.sleep(delay)
+        if not self.alive:
+            return
+        kept = {s: tuple(p for p in ps if p in self.owned.get(s, ())) for s, ps in tasks.items()}
+        gone = {s: tuple(p for p in ps if p not in kept[s]) for s, ps in tasks.items()}
+        for chosen in (kept, gone):
+            if any(chosen.values()):
+                try:
+                    await self.commit(chosen, epoch, "late commit")
+                except TimeoutError:
+                    self.sim.coverage.hit("streams", "timeout")
+
+    async def commit(
+        self,
+        which: dict[str, tuple[int, ...]] | None = None,
+        epoch: int | None = None,
+        what: str = "commit",
+    ) -> None:
+        """OffsetCommit of the partitions of ``which`` active tasks (default: those it owns)
+        at ``epoch`` (default: its member epoch)."""
         sim = self.sim
-        epoch = self.epoch
+        epoch = self.epoch if epoch is None else epoch
         values: dict[tuple[str, int], int] = {}
         topics = []
-        for sub, parts in sorted(self.owned.items()):
+        for sub, parts in sorted((self.owned if which is None else which).items()):
+            if not parts:
+                continue
             name = SOURCE[sub]
             out = []
             for p in parts:
@@ -140,13 +174,14 @@ class StreamsMember:
         resp = await sim.net(self, "scommit", lambda s: s.offset_commit(req))
         for t in resp.topics:
             for p in t.partitions:
-                sim.coverage.hit("streams", f"commit {Errors(p.error_code).name}")
+                sim.coverage.hit("streams", f"{what} {Errors(p.error_code).name}")
                 if p.error_code == 0:
-                    sim.acked.append(
-                        (GROUP, t.name, p.partition_index, values[(t.name, p.partition_index)])
-                    )
+                    acked = (GROUP, t.name, p.partition_index, values[(t.name, p.partition_index)])
+                    sim.acked.append(acked)
+                    # (held to "no zombie commits": the checker follows its task records)
+                    sim.commit_senders[acked] = (self.member_id, epoch)
         codes = [[p.error_code for p in t.partitions] for t in resp.topics]
-        sim.trace(f"{self.name} scommit e={epoch} {sorted(values.items())} -> {codes}")
+        sim.trace(f"{self.name} s{what} e={epoch} {sorted(values.items())} -> {codes}")
 
     async def leave(self) -> None:
         try:

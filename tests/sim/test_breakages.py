@@ -17,6 +17,7 @@ BOUNDS = {
     "wall-clock-time": 80,
     "store-time-follows-wall": 80,
     "cut-shard-names-itself": 150,
+    "streams-zombie-commits": 80,
 }
 #: a breakage the seeds from 0 find too late for the suite runs from a range around the
 #: seed that finds it (unconfirmed-reads: 1,662 seeds from 0, one of the first 2,000 --
@@ -38,6 +39,7 @@ CAUGHT_BY = {
     "unconfirmed-reads": "stale read",
     "zombie-commits": "zombie commit acknowledged",
     "streams-assign-before-revoke": "held by two members at once",
+    "streams-zombie-commits": "zombie commit acknowledged",
 }
 
 
