@@ -31,6 +31,7 @@ from shards.core.errors import Errors
 from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
 from shards.core.streams.records import StreamsGroupTopologyValue, Subtopology, TaskIds
+from sim.late import send_late_commits
 
 if TYPE_CHECKING:
     from sim.world import Config, Sim
@@ -99,7 +100,7 @@ class StreamsMember:
                 moved = self.owned != before or self.epoch != epoch_before
                 if sim.late_commits and before and moved and self.late_rng.random() < 0.3:
                     delay = self.late_rng.uniform(0, 2 * interval) / 1000
-                    sim.spawn(self.late_commit(before, epoch_before, delay))
+                    sim.spawn(send_late_commits(self, before, epoch_before, delay, "streams"))
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
                     if self.owned and self.rng.random() < 0.5:
@@ -129,25 +130,6 @@ class StreamsMember:
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
             self.coordinator = None
         sim.check_cheap()
-
-    async def late_commit(
-        self, tasks: dict[str, tuple[int, ...]], epoch: int, delay: float
-    ) -> None:
-        """What the member owned at ``epoch``, committed at that epoch ``delay`` s later (a
-        commit of the processing thread sent after the assignment or the epoch moved on):
-        the tasks it kept in one commit (KIP-1251: accepted), those it gave up in another
-        (refused: a zombie)."""
-        await asyncio.sleep(delay)
-        if not self.alive:
-            return
-        kept = {s: tuple(p for p in ps if p in self.owned.get(s, ())) for s, ps in tasks.items()}
-        gone = {s: tuple(p for p in ps if p not in kept[s]) for s, ps in tasks.items()}
-        for chosen in (kept, gone):
-            if any(chosen.values()):
-                try:
-                    await self.commit(chosen, epoch, "late commit")
-                except TimeoutError:
-                    self.sim.coverage.hit("streams", "timeout")
 
     async def commit(
         self,

@@ -57,6 +57,7 @@ from sim.assignor_service import AssignorServiceWorld, assignor_service
 from sim.classic import ClassicMember
 from sim.coverage import Coverage
 from sim.gateway import GatewayWorld, gateways
+from sim.late import send_late_commits
 from sim.loop import PROCESS, SimClock, VirtualLoop
 from sim.processes import retrieve_quietly
 from sim.retention import SOLO, Retention, retention_ms
@@ -206,7 +207,7 @@ class Config:
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
     retention_share: float = 0.25
-    #: the share of seeds whose KIP-848 members send late commits (Member.late_commit), drawn
+    #: the share of seeds whose KIP-848 members send late commits (sim/late.py), drawn
     #: by an RNG of its own: the other seeds run as before they existed
     late_commit_share: float = 0.5
     #: partition leases live this long (one process)
@@ -711,7 +712,7 @@ class Member:
                 ):
                     if self.late_rng.random() < 0.3:
                         delay = self.late_rng.uniform(0, 2 * interval) / 1000
-                        sim.spawn(self.late_commit(before, epoch_before, delay))
+                        sim.spawn(send_late_commits(self, before, epoch_before, delay, "net"))
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
                     new = {
@@ -830,24 +831,6 @@ class Member:
             sim.coverage.hit("net", "timeout")
         finally:
             self.computing = False
-
-    async def late_commit(
-        self, parts: dict[str, tuple[int, ...]], epoch: int, delay: float
-    ) -> None:
-        """What the member owned at ``epoch``, committed at that epoch ``delay`` s later --
-        after its assignment or epoch changed: the partitions it kept in one commit (KIP-1251:
-        accepted at the older epoch), those it gave up in another (refused: a zombie)."""
-        await asyncio.sleep(delay)
-        if not self.alive:
-            return
-        kept = {t: tuple(p for p in ps if p in self.owned.get(t, ())) for t, ps in parts.items()}
-        gone = {t: tuple(p for p in ps if p not in kept[t]) for t, ps in parts.items()}
-        for chosen in (kept, gone):
-            if any(chosen.values()):
-                try:
-                    await self.commit(chosen, epoch, "late commit")
-                except TimeoutError:
-                    self.sim.coverage.hit("net", "timeout")
 
     async def commit(
         self,
