@@ -99,7 +99,13 @@ class SimStore(InMemoryLogStore):
         if loop.time() < w.stalled_until:
             w.hits["store:call waited out a stall"] += 1
         while loop.time() < w.stalled_until:
+            before = loop.time()
             await asyncio.sleep(w.stalled_until - loop.time())
+            if loop.time() == before:
+                # the stall's end was less than the loop's clock resolution away: asyncio
+                # fires such a timer at once, without moving time -- looping again would spin
+                # for ever at one instant (seed 552366)
+                break
         lo, hi = w.latency_ms
         await asyncio.sleep(w.rng.uniform(lo, hi) / 1000)
         if self.dead:
@@ -151,7 +157,13 @@ class SimStore(InMemoryLogStore):
         w = self.world
         loop = asyncio.get_running_loop()
         while loop.time() < w.stalled_until:
+            before = loop.time()
             await asyncio.sleep(w.stalled_until - loop.time())
+            if loop.time() == before:
+                # the stall's end was less than the loop's clock resolution away: asyncio
+                # fires such a timer at once, without moving time -- looping again would spin
+                # for ever at one instant (seed 552366)
+                break
         lo, hi = w.latency_ms
         await asyncio.sleep(w.time_rng.uniform(lo, hi) / 1000)
         now = w.clock.now_ms()

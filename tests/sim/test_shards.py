@@ -144,3 +144,13 @@ def test_an_admin_request_to_a_shard_that_dies_paused_does_not_hold_the_run() ->
     result = run(489770, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
     assert any("admin delete group g1: TimeoutError()" in line for line in result.trace)
+
+
+def test_a_stall_ending_within_the_clock_resolution_does_not_spin_the_run() -> None:
+    # seed 552366 of the sweep (its own events): the simulated store's stall loop slept until
+    # the stall's end, less than the loop's clock resolution away; asyncio fires such a timer
+    # at once without moving time, so the loop spun at one instant for ever (virtual time
+    # stood still: the hard stop never came, the sweep's chunk never ended)
+    result = run(552366)
+    assert not result.violations, result.violations
+    assert result.stable_after_ms is not None
