@@ -240,6 +240,19 @@ def streams_zombie_commits() -> contextlib.AbstractContextManager[None]:
     return _patched(streams_group._TaskEpochCheck, "__call__", accept)
 
 
+@contextlib.contextmanager
+def streams_process_rule() -> Iterator[None]:
+    """A streams group's reconciliation forgets who holds standbys and warm-ups: a task is
+    given to a member while another thread of its Streams instance still holds it as a
+    standby (two threads of one instance on one task's state directory)."""
+
+    def none(self: Any, task: Any) -> frozenset[str]:
+        return frozenset()
+
+    with _patched(TaskProcesses, "standby", none), _patched(TaskProcesses, "warmup", none):
+        yield
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -256,4 +269,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "zombie-commits": zombie_commits,
     "streams-assign-before-revoke": streams_assign_before_revoke,
     "streams-zombie-commits": streams_zombie_commits,
+    "streams-process-rule": streams_process_rule,
 }

@@ -2,22 +2,30 @@
 and classic groups.
 
 In a share of the seeds (``Config.streams_share``, an RNG of its own) an application of
-``Config.streams_members`` members runs a one-subtopology topology reading ``t0`` (four
-tasks) in the group ``s0``: each member heartbeats (StreamsGroupHeartbeat, through the
-simulated network to the group's coordinator, as the consumers do), reports the active
-tasks it owns, takes what the answer gives it -- giving up at once what it loses -- and
-commits offsets of its active tasks' partitions at its member epoch (KIP-1251's per-task
-check in the core). A member fenced or unknown gives everything up and rejoins under its
-id at epoch 0, as a Streams client does. While the faults last, the members' own RNG
-crashes one now and then (it stops heartbeating: its session expires; a new member of the
-same process takes its place after a while) or has it leave (epoch -1) and come back.
+``Config.streams_members`` members -- stream threads of ``Config.streams_instances`` Streams
+instances (process ids) -- runs in the group ``s0`` the topology a ``groupBy().count()``
+compiles to: subtopology ``0`` reads ``t0`` (four tasks, stateless) and writes a repartition
+topic, subtopology ``1`` reads that and counts (four tasks, stateful: a changelog topic, so
+each of its tasks gets a standby -- ``streams_group_num_standby_replicas`` = 1 -- on another
+instance). The internal topics do not exist at first: the group answers
+``MISSING_INTERNAL_TOPICS`` until the application creates them (CreateTopics through a running
+shard, as an application or operator must in coordinator-only mode). Each member heartbeats
+(StreamsGroupHeartbeat, through the simulated network to the group's coordinator, as the
+consumers do), reports the active, standby and warm-up tasks it owns, takes what the answer
+gives it -- giving up at once what it loses, keeping a task whose role changes -- and commits
+offsets of its active tasks' source partitions at its member epoch (KIP-1251's per-task check
+in the core). A member fenced or unknown gives everything up and rejoins under its id at
+epoch 0, as a Streams client does. While the faults last, the application's own RNG crashes a
+member now and then (it stops heartbeating: its session expires; a new member of the same
+instance takes its place after a while) or has it leave (epoch -1) and come back.
 
-The invariants (``Checker``): no active task held by two members at once, as the
-coordinator assigns it (assigned and pending revocation); the group epoch never goes back
-(the checker's ``_epoch``); every acknowledged commit durable (``Sim.acked``); replay equals
-live state (the state machine's fingerprint holds the streams groups); and liveness: once
-the faults are over, the group holds exactly its live members, Stable, each at the group
-epoch.
+The invariants (``Checker``): no active task held by two members at once, and no task held by
+two members of one instance in any roles (its threads share a state directory per task), as
+the coordinator assigns it (assigned and pending revocation); no standby or warm-up of a
+stateless task; the group epoch never goes back (the checker's ``_epoch``); every
+acknowledged commit durable (``Sim.acked``) and none a zombie's; replay equals live state (the
+state machine's fingerprint holds the streams groups); and liveness: once the faults are
+over, the group holds exactly its live members, Stable, each at the group epoch.
 """
 
 from __future__ import annotations
@@ -27,10 +35,19 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from shards.core import api
+from shards.core.consumer import api as capi
+from shards.core.consumer.group_configs import STREAMS_NUM_STANDBY_REPLICAS
 from shards.core.errors import Errors
 from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
-from shards.core.streams.records import StreamsGroupTopologyValue, Subtopology, TaskIds
+from shards.core.streams.records import (
+    StreamsGroupTopologyValue,
+    Subtopology,
+    TaskIds,
+    TopicInfo,
+)
+from shards.core.streams.topology import Status
+from shards.storage.base import StoreError
 from sim.late import send_late_commits
 
 if TYPE_CHECKING:
@@ -38,9 +55,41 @@ if TYPE_CHECKING:
 
 #: the streams group of the application
 GROUP = "s0"
-#: one subtopology reading t0: a task per partition
-TOPOLOGY = StreamsGroupTopologyValue(1, (Subtopology("0", source_topics=("t0",)),))
-SOURCE = {"0": "t0"}
+#: the internal topics (not ``t...``: the regex consumers' ``t.*`` must not take them)
+REPARTITION = f"{GROUP}-count-repartition"
+CHANGELOG = f"{GROUP}-count-changelog"
+#: ``groupBy().count()``: a task per partition of t0 in each subtopology
+TOPOLOGY = StreamsGroupTopologyValue(
+    1,
+    (
+        Subtopology("0", source_topics=("t0",), repartition_sink_topics=(REPARTITION,)),
+        Subtopology(
+            "1",
+            repartition_source_topics=(TopicInfo(REPARTITION),),
+            state_changelog_topics=(TopicInfo(CHANGELOG),),
+        ),
+    ),
+)
+#: the topic each subtopology's tasks read (and commit)
+SOURCE = {"0": "t0", "1": REPARTITION}
+#: subtopologies with state (only their tasks get standbys)
+STATEFUL = frozenset({"1"})
+
+Tasks = dict[str, tuple[int, ...]]
+
+
+def _tasks(ids: Any) -> Tasks:
+    return {t.subtopology_id: tuple(t.partitions) for t in ids if t.partitions}
+
+
+def _ids(tasks: Tasks) -> tuple[TaskIds, ...]:
+    return tuple(TaskIds(s, ps) for s, ps in sorted(tasks.items()))
+
+
+class _Operator:
+    """What routing needs of the operator's admin client: the group it alters."""
+
+    group = GROUP
 
 
 def _heartbeat(request: StreamsGroupHeartbeatRequest) -> Any:
@@ -55,18 +104,24 @@ def streams_app(seed: int, cfg: Config) -> bool:
 class StreamsMember:
     """One Streams client's member: heartbeats, owns what it is given, commits its tasks."""
 
-    def __init__(self, app: StreamsApp, index: int) -> None:
+    def __init__(self, app: StreamsApp, index: int, instance: int) -> None:
         self.app = app
         self.sim = app.sim
         self.index = index
+        self.instance = instance
         self.name = f"s{index}"
         self.group = GROUP
         self.rng = random.Random(f"{app.sim.seed}-streams-{index}")
         self.member_id = f"{self.rng.getrandbits(88):022x}"
-        self.process_id = f"{self.rng.getrandbits(128):032x}"
+        #: its Streams instance's (kept in the state directory: a thread replaced, or the
+        #: instance restarted, has the same)
+        self.process_id = app.process_ids[instance]
         self.epoch = 0
         #: subtopology -> the partitions of its active tasks this member owns
-        self.owned: dict[str, tuple[int, ...]] = {}
+        self.owned: Tasks = {}
+        #: ... of its standby and warm-up tasks
+        self.standby: Tasks = {}
+        self.warmup: Tasks = {}
         self.alive = True
         #: what routing and the network need (Sim.net)
         self.coordinator: Any = None
@@ -83,9 +138,9 @@ class StreamsMember:
             member_epoch=epoch,
             rebalance_timeout_ms=10_000 if joining else -1,
             topology=TOPOLOGY if joining else None,
-            active_tasks=tuple(TaskIds(s, ps) for s, ps in sorted(self.owned.items())),
-            standby_tasks=(),
-            warmup_tasks=(),
+            active_tasks=_ids(self.owned),
+            standby_tasks=_ids(self.standby),
+            warmup_tasks=_ids(self.warmup),
             process_id=self.process_id if joining else None,
         )
 
@@ -121,12 +176,24 @@ class StreamsMember:
                     f"member epoch went back: {self.name} had {self.epoch}, got {resp.member_epoch}"
                 )
             self.epoch = resp.member_epoch
+            # (the three lists come together: when the assignment changed)
             if resp.active_tasks is not None:
-                self.owned = {
-                    t.subtopology_id: t.partitions for t in resp.active_tasks if t.partitions
-                }
+                self.owned = _tasks(resp.active_tasks)
+            if resp.standby_tasks is not None:
+                self.standby = _tasks(resp.standby_tasks)
+                if self.standby:
+                    sim.coverage.hit("streams", "standby tasks held")
+            if resp.warmup_tasks is not None:
+                self.warmup = _tasks(resp.warmup_tasks)
+                if self.warmup:
+                    sim.coverage.hit("streams", "warm-up tasks held")
+            for status in resp.status or ():
+                sim.coverage.hit("streams", f"status {Status(status.code).name}")
+                if status.code == Status.MISSING_INTERNAL_TOPICS:
+                    self.app.internal_topics_missing()
         elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
-            self.owned, self.epoch = {}, 0  # give everything up, rejoin under the same id
+            # give everything up, rejoin under the same id
+            self.owned, self.standby, self.warmup, self.epoch = {}, {}, {}, 0
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
             self.coordinator = None
         sim.check_cheap()
@@ -173,31 +240,44 @@ class StreamsMember:
 
 
 class StreamsApp:
-    """The application: its members, their faults while the faults last, and the checks."""
+    """The application: its members, their faults while the faults last, its internal
+    topics, and the checks."""
 
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self.rng = random.Random(f"streams-app-{sim.seed}")
+        instances = random.Random(f"streams-instances-{sim.seed}")
+        self.process_ids = [
+            f"{instances.getrandbits(128):032x}" for _ in range(sim.cfg.streams_instances)
+        ]
         self.members: list[StreamsMember] = []
         self._count = 0
+        #: the operator's draws (whether it alters the group's standby replicas, when, to what)
+        self.operator_rng = random.Random(f"streams-operator-{sim.seed}")
+        #: internal topics: a CreateTopics in flight, and not before this (virtual) time again
+        self._creating = False
+        self._create_after = 0.0
 
-    def add(self) -> StreamsMember:
-        m = StreamsMember(self, self._count)
+    def add(self, instance: int) -> StreamsMember:
+        m = StreamsMember(self, self._count, instance)
         self._count += 1
         self.members.append(m)
-        self.sim.trace(f"{m.name} (streams) joins {GROUP}")
+        self.sim.trace(f"{m.name} (streams, instance {instance}) joins {GROUP}")
         self.sim.spawn(m.run())
         return m
 
     def start(self) -> None:
         self.sim.coverage.hit("mode", "streams")
-        for _ in range(self.sim.cfg.streams_members):
-            self.add()
+        for i in range(self.sim.cfg.streams_members):
+            self.add(i % self.sim.cfg.streams_instances)
         self.sim.spawn(self._faults())
+        if self.operator_rng.random() < 0.5:
+            self.sim.spawn(self._operator())
 
     async def _faults(self) -> None:
         """Now and then while the faults last: a member crashes (no leave: its session
-        expires; a new member takes its place 1-4 s later) or leaves and comes back."""
+        expires; a new member of its instance takes its place 1-4 s later) or leaves and
+        comes back."""
         sim, rng = self.sim, self.rng
         while True:
             await asyncio.sleep(rng.uniform(2.0, 6.0))
@@ -217,7 +297,69 @@ class StreamsApp:
                 sim.coverage.hit("streams", "member left")
                 await m.leave()
             await asyncio.sleep(rng.uniform(1.0, 4.0))
-            self.add()
+            self.add(m.instance)
+
+    async def _operator(self) -> None:
+        """In half the streams seeds, while the faults last: an operator sets the group's
+        ``streams.num.standby.replicas`` once or twice -- 0, 1, 2 (with two instances a
+        second standby has nowhere to go: left out) or deleted (the shard's default, 1) --
+        with an AlterConfigs to the group's coordinator; the next target follows it."""
+        sim, rng = self.sim, self.operator_rng
+        for _ in range(rng.randint(1, 2)):
+            await asyncio.sleep(rng.uniform(1.0, 8.0))
+            if sim.faults_over:
+                return
+            value = rng.choice(["0", "1", "2", None])
+            p = sim.route(_Operator())
+            if p is None or not p.alive:
+                sim.trace(f"operator: {GROUP} standby replicas {value}: no coordinator")
+                continue
+            req = capi.AlterGroupConfigsRequest(
+                GROUP, (capi.GroupConfig(STREAMS_NUM_STANDBY_REPLICAS, value),)
+            )
+            try:
+                resp = await sim.ask(p, p.service.alter_group_configs(req), 5)
+            except (StoreError, TimeoutError) as ex:
+                sim.trace(f"operator: {GROUP} standby replicas {value}: {ex!r}")
+                sim.coverage.hit("streams", "standby replicas altered: failed")
+                continue
+            code = Errors(resp.error_code).name
+            sim.trace(f"operator: {GROUP} standby replicas {value} -> {code}")
+            sim.coverage.hit("streams", f"standby replicas altered to {value}: {code}")
+
+    def internal_topics_missing(self) -> None:
+        """A member was told ``MISSING_INTERNAL_TOPICS``: create them (one request at a time,
+        at most one every 2 s)."""
+        now = self.sim.loop.now
+        if self._creating or now < self._create_after:
+            return
+        self._creating, self._create_after = True, now + 2.0
+        self.sim.spawn(self._create_internal_topics())
+
+    async def _create_internal_topics(self) -> None:
+        """In coordinator-only mode nothing but the application (or an operator) creates a
+        streams group's internal topics (docs/streams-groups.md, "Internal topics"):
+        CreateTopics through a running shard, as the admin's requests go."""
+        sim = self.sim
+        try:
+            p = sim.serving if not sim.multi else sim.any_process()
+            if p is None or not p.alive:
+                return
+            req = api.CreateTopicsRequest(
+                (api.CreatableTopic(REPARTITION, 4), api.CreatableTopic(CHANGELOG, 4))
+            )
+            try:
+                resp = await sim.ask(p, p.catalog.create_topics(req), 5)
+            except (StoreError, TimeoutError) as ex:
+                sim.trace(f"streams: create internal topics: {ex!r}")
+                sim.coverage.hit("streams", "create internal topics failed")
+                return
+            codes = sorted({Errors(r.error_code).name for r in resp.topics})
+            sim.trace(f"streams: create internal topics -> {codes}")
+            for c in codes:
+                sim.coverage.hit("streams", f"create internal topics {c}")
+        finally:
+            self._creating = False
 
     def heal(self) -> None:
         for m in self.members:
@@ -225,17 +367,40 @@ class StreamsApp:
 
     # ---- the checks -------------------------------------------------------------------------
     def exclusive(self, gid: str, g: StreamsGroup) -> None:
-        """No active task held by two members at once (assigned or pending revocation)."""
-        held: dict[tuple[str, int], str] = {}
+        """No active task held by two members at once; no task held by two members of one
+        instance, whatever their roles; no standby or warm-up of a stateless task (each as
+        the coordinator assigns it: assigned or pending revocation)."""
+        active: dict[tuple[str, int], str] = {}
+        here: dict[tuple[str, str, int], str] = {}
         for mid, m in g.members.items():
-            for tasks in (m.active, m.active_pending_revocation):
+            process = m.metadata.process_id
+            for role, tasks in (
+                ("active", m.active),
+                ("active", m.active_pending_revocation),
+                ("standby", m.standby),
+                ("standby", m.standby_pending_revocation),
+                ("warm-up", m.warmup),
+                ("warm-up", m.warmup_pending_revocation),
+            ):
                 for sub, parts in tasks.items():
+                    if role != "active" and sub not in STATEFUL and parts:
+                        self.sim.violation(
+                            f"{role} task of stateless subtopology {sub} of streams group "
+                            f"{gid} held by {mid[:6]}"
+                        )
                     for part in parts:
-                        other = held.setdefault((sub, part), mid)
+                        if role == "active":
+                            other = active.setdefault((sub, part), mid)
+                            if other != mid:
+                                self.sim.violation(
+                                    f"active task {sub}_{part} of streams group {gid} held by "
+                                    f"two members at once: {other[:6]} and {mid[:6]}"
+                                )
+                        other = here.setdefault((process, sub, part), mid)
                         if other != mid:
                             self.sim.violation(
-                                f"active task {sub}_{part} of streams group {gid} held by two "
-                                f"members at once: {other[:6]} and {mid[:6]}"
+                                f"task {sub}_{part} of streams group {gid} held by two members "
+                                f"of one instance at once: {other[:6]} and {mid[:6]} ({role})"
                             )
 
     def stable(self, g: StreamsGroup | None) -> bool:

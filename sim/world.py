@@ -203,6 +203,11 @@ class Config:
     #: of ``streams_members`` members), drawn by an RNG of its own
     streams_share: float = 0.25
     streams_members: int = 3
+    #: ... threads of this many Streams instances (process ids): member i of instance
+    #: i % streams_instances
+    streams_instances: int = 2
+    #: streams.num.standby.replicas (the shard's default): a standby of each stateful task
+    streams_standby_replicas: int = 1
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -919,6 +924,7 @@ class Sim:
             streams_group_min_session_timeout_ms=1_000,
             streams_group_heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             streams_group_min_heartbeat_interval_ms=100,
+            streams_group_num_standby_replicas=cfg.streams_standby_replicas,
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
         if assignor_service(seed, cfg):

@@ -40,6 +40,7 @@ CAUGHT_BY = {
     "zombie-commits": "zombie commit acknowledged",
     "streams-assign-before-revoke": "held by two members at once",
     "streams-zombie-commits": "zombie commit acknowledged",
+    "streams-process-rule": "held by two members of one instance",
 }
 
 

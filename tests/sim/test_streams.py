@@ -1,0 +1,113 @@
+"""The Kafka Streams application of the simulator (sim/streams.py): its topology's internal
+topics, standby tasks across its instances, and what the members end up holding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shards.core.streams.group import StreamsGroup
+from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, streams_app
+from sim.world import Config, Sim, run
+
+CFG = Config()
+#: the first streams seeds (an RNG of their own picks a quarter of the seeds): the operator
+#: sets the group's standby replicas to 0 in seed 0, to 1 and 2 in 15, leaves them in 2
+SEEDS = [0, 2, 15]
+
+
+def _sets(tasks: Any) -> dict[str, set[int]]:
+    return {s: set(ps) for s, ps in tasks.items() if ps}
+
+
+def _settled(sim: Sim) -> dict[str, Any]:
+    g = sim.checker._streams_group()
+    assert isinstance(g, StreamsGroup)
+    (sm,) = {
+        id(p.sm): p.sm for _, p in sim.checker._true_owner() if GROUP in p.sm.group_manager.groups
+    }.values()
+    app = sim.streams
+    assert app is not None
+    live = {m.member_id: m for m in app.members if m.alive}
+    process = {mid: m.metadata.process_id for mid, m in g.members.items()}
+    active: dict[tuple[str, int], str] = {}
+    standby: dict[tuple[str, int], list[str]] = {}
+    for mid, m in g.members.items():
+        assert not (m.active_pending_revocation or m.standby_pending_revocation), mid
+        assert not (m.warmup or m.warmup_pending_revocation), mid  # (Kafka 4.4 places none)
+        # the member's own view is the coordinator's
+        assert _sets(live[mid].owned) == _sets(m.active), mid
+        assert _sets(live[mid].standby) == _sets(m.standby), mid
+        for sub, parts in m.active.items():
+            for p in parts:
+                active[(sub, p)] = mid
+        for sub, parts in m.standby.items():
+            for p in parts:
+                standby.setdefault((sub, p), []).append(mid)
+    return {
+        "group": g,
+        "live": live,
+        "process": process,
+        "active": active,
+        "standby": standby,
+        "topics": set(sim.checker._topic_names.values()),
+        "standby_replicas": sm.consumer.configs.streams_num_standby_replicas(GROUP),
+    }
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_application_creates_its_internal_topics_and_gets_standbys_elsewhere(
+    seed: int,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    result = run(seed, inspect=lambda sim: seen.append(_settled(sim)))
+    assert not result.violations, result.violations
+    end = seen[0]
+    # the group was not ready until the application created its internal topics
+    assert result.coverage.get("streams:status MISSING_INTERNAL_TOPICS", 0) > 0
+    assert result.coverage.get("streams:create internal topics NONE", 0) > 0
+    assert {REPARTITION, CHANGELOG} <= end["topics"]
+    assert end["group"].state_name() == "Stable"
+    # every task of both subtopologies runs, once
+    assert set(end["active"]) == {(s, p) for s in ("0", "1") for p in range(4)}, seed
+    # the target follows the group's streams.num.standby.replicas (the shard's default, 1,
+    # unless the operator of the seed altered it); a stateful task has that many standbys
+    # -- at most one: two instances --, on the other instance; a stateless one none
+    wanted = end["standby_replicas"]
+    assert end["group"].num_standby_replicas == wanted
+    processes = set(end["process"].values())
+    assert len(processes) == 2, seed  # three threads of two instances
+    for task, owner in end["active"].items():
+        holders = end["standby"].get(task, [])
+        if task[0] in STATEFUL:
+            assert len(holders) == min(wanted, 1), (seed, task, holders, wanted)
+            assert all(end["process"][h] != end["process"][owner] for h in holders), seed
+        else:
+            assert holders == [], (seed, task)
+
+
+def test_the_seeds_are_streams_seeds_with_and_without_the_operator() -> None:
+    assert all(streams_app(s, CFG) for s in SEEDS)
+    altered = [
+        {k: v for k, v in run(s).coverage.items() if k.startswith("streams:standby replicas")}
+        for s in SEEDS
+    ]
+    assert altered[0] == {"streams:standby replicas altered to 0: NONE": 1}
+    assert altered[1] == {}
+    assert set(altered[2]) == {
+        "streams:standby replicas altered to 1: NONE",
+        "streams:standby replicas altered to 2: NONE",
+    }
+
+
+def test_members_of_one_instance_share_its_process_id() -> None:
+    seed = SEEDS[0]
+    seen: list[Sim] = []
+    run(seed, inspect=seen.append)
+    app = seen[0].streams
+    assert app is not None
+    assert len(app.members) > CFG.streams_members  # members were replaced during the run
+    for m in app.members:
+        assert m.process_id == app.process_ids[m.instance]
+    assert app.process_ids[0] != app.process_ids[1]
