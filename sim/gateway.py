@@ -5,11 +5,12 @@ translators and their error shapes, dispatched by API key as for a connection's 
 the real :class:`~services.gateway.router.Router` (routes learnt with FindCoordinator from
 the shards, cached per offsets partition, dropped and retried on ``NOT_COORDINATOR`` or an
 unreachable shard, the deadline of each call). The KIP-848 members with a server-side
-assignor and the classic members send their requests to a gateway as Kafka requests
-(ConsumerGroupHeartbeat v1, OffsetCommit v9, JoinGroup v9, SyncGroup v5, Heartbeat v4,
-LeaveGroup v5: kio entities built with the gateway's codec, the responses built back into
-kio entities from the translators' data, so what does not fit Kafka's schema fails); the
-gateway calls the shards over the simulated network.
+assignor, the classic members and the streams members (sim/streams.py) send their requests
+to a gateway as Kafka requests (ConsumerGroupHeartbeat v1, OffsetCommit v9, JoinGroup v9,
+SyncGroup v5, Heartbeat v4, LeaveGroup v5, StreamsGroupHeartbeat v1: kio entities built with
+the gateway's codec, the responses built back into kio entities from the translators' data,
+so what does not fit Kafka's schema fails); the gateway calls the shards over the simulated
+network.
 
 What is replaced: the client's TCP connection (a member calls its gateway's ``KafkaApis``
 over the simulated network, as it calls a shard) and the gRPC channel between gateway and
@@ -43,6 +44,12 @@ from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as capi
 from shards.core.errors import Errors
+from shards.core.streams.heartbeat import (
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+)
+from shards.core.streams.records import StreamsGroupTopologyValue, TaskIds, TopicInfo
+from shards.core.streams.topology import StatusDetail
 from sim.loop import PROCESS
 from sim.processes import Hop, Processes
 
@@ -56,6 +63,7 @@ JOIN_GROUP = (11, 9)
 SYNC_GROUP = (14, 5)
 CLASSIC_HEARTBEAT = (12, 4)
 LEAVE_GROUP = (13, 5)
+STREAMS_HEARTBEAT = (88, 1)  # StreamsGroupHeartbeat v1 (Kafka 4.4's)
 
 
 def gateways(seed: int, cfg: Config) -> bool:
@@ -291,6 +299,49 @@ class GatewayFront:
             )
         )
 
+    # ---- the streams protocol (sim/streams.py's members) ---------------------------------
+    async def streams_group_heartbeat(
+        self, r: StreamsGroupHeartbeatRequest
+    ) -> StreamsGroupHeartbeatResponse:
+        out = await self.gateway.handle(
+            STREAMS_HEARTBEAT,
+            r.member_id,
+            {
+                "group_id": r.group_id,
+                "member_id": r.member_id,
+                "member_epoch": r.member_epoch,
+                "endpoint_information_epoch": r.endpoint_information_epoch,
+                "instance_id": r.instance_id,
+                "rack_id": r.rack_id,
+                "rebalance_timeout": r.rebalance_timeout_ms,
+                "topology": None if r.topology is None else _topology_data(r.topology),
+                "active_tasks": _tasks_data(r.active_tasks),
+                "standby_tasks": _tasks_data(r.standby_tasks),
+                "warmup_tasks": _tasks_data(r.warmup_tasks),
+                "process_id": r.process_id,
+                "user_endpoint": None,
+                "client_tags": None,
+                "task_offsets": None,
+                "task_end_offsets": None,
+                "shutdown_application": r.shutdown_application,
+            },
+        )
+        self._count("streams heartbeat", out.error_code)
+        return StreamsGroupHeartbeatResponse(
+            error_code=int(out.error_code),
+            error_message=out.error_message,
+            member_id=out.member_id,
+            member_epoch=out.member_epoch,
+            heartbeat_interval_ms=codec.millis(out.heartbeat_interval),
+            status=None
+            if out.status is None
+            else tuple(StatusDetail(int(s.status_code), s.status_detail) for s in out.status),
+            active_tasks=_task_ids(out.active_tasks),
+            standby_tasks=_task_ids(out.standby_tasks),
+            warmup_tasks=_task_ids(out.warmup_tasks),
+            endpoint_information_epoch=out.endpoint_information_epoch,
+        )
+
     # ---- the classic protocol (the classic members) ------------------------------------
     def _count(self, what: str, code: int) -> None:
         self.gateway.world.sim.coverage.hit("gateway", f"{what} {Errors(code).name}")
@@ -385,6 +436,55 @@ class GatewayFront:
                 for m in out.members
             ),
         )
+
+
+def _tasks_data(tasks: tuple[TaskIds, ...] | None) -> list[dict[str, Any]] | None:
+    if tasks is None:
+        return None
+    return [{"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)} for t in tasks]
+
+
+def _task_ids(tasks: Any) -> tuple[TaskIds, ...] | None:
+    if tasks is None:
+        return None
+    return tuple(TaskIds(t.subtopology_id, tuple(t.partitions)) for t in tasks)
+
+
+def _topic_infos(infos: tuple[TopicInfo, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": i.name,
+            "partitions": i.partitions,
+            "replication_factor": i.replication_factor,
+            "topic_configs": [{"key": kv.key, "value": kv.value} for kv in i.topic_configs],
+        }
+        for i in infos
+    ]
+
+
+def _topology_data(t: StreamsGroupTopologyValue) -> dict[str, Any]:
+    """A topology as a Streams client sends it."""
+    return {
+        "epoch": t.epoch,
+        "subtopologies": [
+            {
+                "subtopology_id": s.subtopology_id,
+                "source_topics": list(s.source_topics),
+                "source_topic_regex": list(s.source_topic_regex),
+                "state_changelog_topics": _topic_infos(s.state_changelog_topics),
+                "repartition_sink_topics": list(s.repartition_sink_topics),
+                "repartition_source_topics": _topic_infos(s.repartition_source_topics),
+                "copartition_groups": [
+                    {
+                        "source_topics": list(g.source_topics),
+                        "repartition_source_topics": list(g.repartition_source_topics),
+                    }
+                    for g in s.copartition_groups
+                ],
+            }
+            for s in t.subtopologies
+        ],
+    }
 
 
 class GatewayWorld(Processes):

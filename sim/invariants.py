@@ -496,9 +496,7 @@ class Checker:
         held: dict[tuple[str, int], int] = {}
         for tps in (value.assigned_partitions, value.partitions_pending_revocation):
             for tp in tps:
-                epochs = tp.assignment_epochs
-                if len(epochs) != len(tp.partitions):  # (a record without them: its epoch)
-                    epochs = (max(value.member_epoch, 0),) * len(tp.partitions)
+                epochs = _given_at(tp.assignment_epochs, tp.partitions, value.member_epoch)
                 for p, e in zip(tp.partitions, epochs, strict=True):
                     held[(tp.topic_id, p)] = e
         self._log_holdings[(group, member)] = (value.member_epoch, held)
@@ -515,9 +513,7 @@ class Checker:
         for tasks in (value.active_tasks, value.active_tasks_pending_revocation):
             for t in tasks:
                 source = STREAMS_SOURCE.get(t.subtopology_id)
-                epochs = t.assignment_epochs
-                if len(epochs) != len(t.partitions):  # (a record without them: its epoch)
-                    epochs = (max(value.member_epoch, 0),) * len(t.partitions)
+                epochs = _given_at(t.assignment_epochs, t.partitions, value.member_epoch)
                 for tid, name in self._topic_names.items():
                     if name == source:
                         for p, e in zip(t.partitions, epochs, strict=True):
@@ -770,6 +766,14 @@ class Checker:
         if self.sim.streams is not None:
             parts.append(self.sim.streams.describe(self._streams_group()))
         return "; ".join(parts)
+
+
+def _given_at(epochs: Any, partitions: Any, member_epoch: int) -> Any:
+    """The epochs a record's partitions (or tasks) were given at: its KIP-1251 assignment
+    epochs, or -- a record without them -- the member's epoch for each."""
+    if len(epochs) != len(partitions):
+        return (max(member_epoch, 0),) * len(partitions)
+    return epochs
 
 
 def _after(entries: list[Any], offset: int) -> list[Any]:

@@ -126,7 +126,8 @@ class StreamsMember:
         #: what routing and the network need (Sim.net)
         self.coordinator: Any = None
         self.cut_until = 0.0
-        self.via_gateway = False
+        #: in the gateway seeds, through the gateways (StreamsGroupHeartbeat on the Kafka wire)
+        self.via_gateway = app.sim.gateway_world is not None
         #: late commits (Sim.late_commits): their own draws
         self.late_rng = random.Random(f"{app.sim.seed}-streams-{index}-late")
 

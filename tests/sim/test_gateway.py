@@ -1,7 +1,7 @@
 """Kafka-protocol gateways in the simulation (quick tier): in a share of the seeds the KIP-848
-members with a server assignor and the classic members send Kafka requests to gateways --
-the real translators and router -- which call the shards over the simulated network;
-gateways are killed and paused (sim/gateway.py)."""
+members with a server assignor, the classic and the streams members send Kafka requests to
+gateways -- the real translators and router -- which call the shards over the simulated
+network; gateways are killed and paused (sim/gateway.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,10 @@ def test_gateway_seeds_hold_every_invariant_and_take_the_gateway_paths() -> None
         "gateway:classic heartbeat NONE",
         "gateway:classic heartbeat REBALANCE_IN_PROGRESS",
         "gateway:leave NONE",
+        # the streams members' StreamsGroupHeartbeats through the streams translator
+        "gateway:streams heartbeat NONE",
+        "gateway:streams heartbeat COORDINATOR_NOT_AVAILABLE",
+        "gateway:streams heartbeat REQUEST_TIMED_OUT",
         "gateway:killed",
         "gateway:paused",
         "gateway:shard call refused",
