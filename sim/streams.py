@@ -17,7 +17,10 @@ offsets of its active tasks' source partitions at its member epoch (KIP-1251's p
 in the core). A member fenced or unknown gives everything up and rejoins under its id at
 epoch 0, as a Streams client does. While the faults last, the application's own RNG crashes a
 member now and then (it stops heartbeating: its session expires; a new member of the same
-instance takes its place after a while) or has it leave (epoch -1) and come back.
+instance takes its place after a while) or has it leave (epoch -1) and come back. In half
+the streams seeds (``Config.streams_static_share``) the threads are static members: each has
+a ``group.instance.id`` its replacement keeps, leaves with epoch -2 (staying in the group until
+it is back) and commits with its instance id.
 
 The invariants (``Checker``): no active task held by two members at once, and no task held by
 two members of one instance in any roles (its threads share a state directory per task), as
@@ -104,11 +107,15 @@ def streams_app(seed: int, cfg: Config) -> bool:
 class StreamsMember:
     """One Streams client's member: heartbeats, owns what it is given, commits its tasks."""
 
-    def __init__(self, app: StreamsApp, index: int, instance: int) -> None:
+    def __init__(self, app: StreamsApp, index: int, instance: int, slot: int) -> None:
         self.app = app
         self.sim = app.sim
         self.index = index
         self.instance = instance
+        #: which of the application's threads it is (a replacement takes the same slot)
+        self.slot = slot
+        #: static members (StreamsApp.static): the thread's group.instance.id
+        self.instance_id = f"{GROUP}-thread-{slot}" if app.static else None
         self.name = f"s{index}"
         self.group = GROUP
         self.rng = random.Random(f"{app.sim.seed}-streams-{index}")
@@ -137,6 +144,7 @@ class StreamsMember:
             group_id=GROUP,
             member_id=self.member_id,
             member_epoch=epoch,
+            instance_id=self.instance_id,
             rebalance_timeout_ms=10_000 if joining else -1,
             topology=TOPOLOGY if joining else None,
             active_tasks=_ids(self.owned),
@@ -192,7 +200,11 @@ class StreamsMember:
                 sim.coverage.hit("streams", f"status {Status(status.code).name}")
                 if status.code == Status.MISSING_INTERNAL_TOPICS:
                     self.app.internal_topics_missing()
-        elif code in (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID):
+        elif code in (
+            Errors.FENCED_MEMBER_EPOCH,
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.FENCED_INSTANCE_ID,
+        ):
             # give everything up, rejoin under the same id
             self.owned, self.standby, self.warmup, self.epoch = {}, {}, {}, 0
         elif code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
@@ -220,7 +232,9 @@ class StreamsMember:
                 values[(name, p)] = offset = sim.retention.next_offset()
                 out.append(api.OffsetCommitRequestPartition(p, offset))
             topics.append(api.OffsetCommitRequestTopic(name, tuple(out)))
-        req = api.OffsetCommitRequest(GROUP, epoch, self.member_id, None, topics=tuple(topics))
+        req = api.OffsetCommitRequest(
+            GROUP, epoch, self.member_id, self.instance_id, topics=tuple(topics)
+        )
         resp = await sim.net(self, "scommit", lambda s: s.offset_commit(req))
         for t in resp.topics:
             for p in t.partitions:
@@ -234,8 +248,12 @@ class StreamsMember:
         sim.trace(f"{self.name} s{what} e={epoch} {sorted(values.items())} -> {codes}")
 
     async def leave(self) -> None:
+        """LeaveGroup: epoch -1; a static member's -2 (it stays in the group, tasks and all,
+        until its instance id comes back or its session expires)."""
         try:
-            await self.sim.net(self, "shb", _heartbeat(self.request(-1)))
+            await self.sim.net(
+                self, "shb", _heartbeat(self.request(-2 if self.instance_id else -1))
+            )
         except TimeoutError:
             self.sim.coverage.hit("streams", "leave timed out")
 
@@ -253,24 +271,31 @@ class StreamsApp:
         ]
         self.members: list[StreamsMember] = []
         self._count = 0
+        #: the threads are static members (group.instance.id) in this share of the seeds
+        static = random.Random(f"streams-static-{sim.seed}").random()
+        self.static = static < sim.cfg.streams_static_share
         #: the operator's draws (whether it alters the group's standby replicas, when, to what)
         self.operator_rng = random.Random(f"streams-operator-{sim.seed}")
         #: internal topics: a CreateTopics in flight, and not before this (virtual) time again
         self._creating = False
         self._create_after = 0.0
 
-    def add(self, instance: int) -> StreamsMember:
-        m = StreamsMember(self, self._count, instance)
+    def add(self, instance: int, slot: int) -> StreamsMember:
+        m = StreamsMember(self, self._count, instance, slot)
         self._count += 1
         self.members.append(m)
-        self.sim.trace(f"{m.name} (streams, instance {instance}) joins {GROUP}")
+        self.sim.trace(
+            f"{m.name} (streams, instance {instance}, {m.instance_id or 'dynamic'}) joins {GROUP}"
+        )
         self.sim.spawn(m.run())
         return m
 
     def start(self) -> None:
         self.sim.coverage.hit("mode", "streams")
+        if self.static:
+            self.sim.coverage.hit("mode", "streams static members")
         for i in range(self.sim.cfg.streams_members):
-            self.add(i % self.sim.cfg.streams_instances)
+            self.add(i % self.sim.cfg.streams_instances, i)
         self.sim.spawn(self._faults())
         if self.operator_rng.random() < 0.5:
             self.sim.spawn(self._operator())
@@ -298,7 +323,7 @@ class StreamsApp:
                 sim.coverage.hit("streams", "member left")
                 await m.leave()
             await asyncio.sleep(rng.uniform(1.0, 4.0))
-            self.add(m.instance)
+            self.add(m.instance, m.slot)
 
     async def _operator(self) -> None:
         """In half the streams seeds, while the faults last: an operator sets the group's

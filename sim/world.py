@@ -206,6 +206,9 @@ class Config:
     #: ... threads of this many Streams instances (process ids): member i of instance
     #: i % streams_instances
     streams_instances: int = 2
+    #: ... static members (each thread's group.instance.id) in this share of the streams
+    #: seeds, drawn by an RNG of its own
+    streams_static_share: float = 0.5
     #: streams.num.standby.replicas (the shard's default): a standby of each stateful task
     streams_standby_replicas: int = 1
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention

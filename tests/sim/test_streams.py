@@ -111,3 +111,24 @@ def test_members_of_one_instance_share_its_process_id() -> None:
     for m in app.members:
         assert m.process_id == app.process_ids[m.instance]
     assert app.process_ids[0] != app.process_ids[1]
+
+
+def test_static_threads_come_back_under_their_instance_ids() -> None:
+    # seed 6: the threads are static members; s0 crashed and s1 left (epoch -2) during the
+    # faults, and new members of the same threads took their places under their instance ids
+    seen: list[Sim] = []
+    result = run(6, inspect=seen.append)
+    assert not result.violations, result.violations
+    assert result.coverage["mode:streams static members"] == 1
+    assert result.coverage["streams:member crashed"] and result.coverage["streams:member left"]
+    sim = seen[0]
+    app = sim.streams
+    assert app is not None and app.static
+    g = sim.checker._streams_group()
+    assert isinstance(g, StreamsGroup)
+    live = {m.member_id: m.instance_id for m in app.members if m.alive}
+    assert len(app.members) == 5  # the two replacements
+    # the group holds exactly the live threads, each under its own instance id
+    assert {mid: m.metadata.instance_id for mid, m in g.members.items()} == live
+    assert sorted(live.values()) == [f"{GROUP}-thread-{i}" for i in range(3)]
+    assert g.static_members == {iid: mid for mid, iid in live.items()}
