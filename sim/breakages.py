@@ -22,6 +22,7 @@ from shards.core.consumer import manager as consumer_manager
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.streams import group as streams_group
 from shards.core.streams import heartbeat as streams_heartbeat
+from shards.core.streams import manager as streams_manager
 from shards.core.streams.reconciliation import TaskProcesses
 from shards.ownership.manager import OwnershipManager
 from shards.runtime.partition import CoordinatorPartition, PartitionState
@@ -253,6 +254,18 @@ def streams_process_rule() -> Iterator[None]:
         yield
 
 
+def streams_shutdown_forgotten() -> contextlib.AbstractContextManager[None]:
+    """A streams group does not keep who asked for the application's shutdown (the soft
+    state's requester never set): only the asking thread's own answers carry
+    SHUTDOWN_APPLICATION, the other threads run on."""
+    real: Callable[..., Any] = streams_manager.__dict__["streams_group_heartbeat"]
+
+    def heartbeat(*args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(real(*args, **kwargs), shutdown_requester=None)
+
+    return _patched(streams_manager, "streams_group_heartbeat", heartbeat)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -270,4 +283,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "streams-assign-before-revoke": streams_assign_before_revoke,
     "streams-zombie-commits": streams_zombie_commits,
     "streams-process-rule": streams_process_rule,
+    "streams-shutdown-forgotten": streams_shutdown_forgotten,
 }

@@ -41,6 +41,7 @@ from shards.core import api
 from shards.core.consumer import api as capi
 from shards.core.consumer.group_configs import STREAMS_NUM_STANDBY_REPLICAS
 from shards.core.errors import Errors
+from shards.core.placement import partition_for
 from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
 from shards.core.streams.records import (
@@ -104,6 +105,10 @@ def streams_app(seed: int, cfg: Config) -> bool:
     return random.Random(f"streams-{seed}").random() < cfg.streams_share
 
 
+def _shutdown(resp: Any) -> bool:
+    return any(s.code == Status.SHUTDOWN_APPLICATION for s in resp.status or ())
+
+
 class StreamsMember:
     """One Streams client's member: heartbeats, owns what it is given, commits its tasks."""
 
@@ -137,6 +142,9 @@ class StreamsMember:
         self.via_gateway = app.sim.gateway_world is not None
         #: late commits (Sim.late_commits): their own draws
         self.late_rng = random.Random(f"{app.sim.seed}-streams-{index}-late")
+        #: its uncaught exception handler answered SHUTDOWN_APPLICATION: every heartbeat
+        #: asks for the application's shutdown from now on (as a Streams client does)
+        self.shutdown = False
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
@@ -151,6 +159,7 @@ class StreamsMember:
             standby_tasks=_ids(self.standby),
             warmup_tasks=_ids(self.warmup),
             process_id=self.process_id if joining else None,
+            shutdown_application=self.shutdown,
         )
 
     async def run(self) -> None:
@@ -165,6 +174,10 @@ class StreamsMember:
                 if sim.late_commits and before and moved and self.late_rng.random() < 0.3:
                     delay = self.late_rng.uniform(0, 2 * interval) / 1000
                     sim.spawn(send_late_commits(self, before, epoch_before, delay, "streams"))
+                if resp.error_code == 0 and _shutdown(resp):
+                    self.app.told()
+                    self.app.close_instance(self.instance)
+                    return
                 if resp.error_code == 0:
                     interval = resp.heartbeat_interval_ms or interval
                     if self.owned and self.rng.random() < 0.5:
@@ -274,6 +287,24 @@ class StreamsApp:
         #: the threads are static members (group.instance.id) in this share of the seeds
         static = random.Random(f"streams-static-{sim.seed}").random()
         self.static = static < sim.cfg.streams_static_share
+        #: in a share of the seeds (``Config.streams_shutdown_share``) a thread asks for the
+        #: whole application's shutdown at this (virtual) time; once asked, the application
+        #: replaces no thread
+        shutdown = random.Random(f"streams-shutdown-{sim.seed}")
+        self.shutdown_at = (
+            shutdown.uniform(2.0, sim.cfg.fault_window_ms / 1000 + 5.0)
+            if shutdown.random() < sim.cfg.streams_shutdown_share
+            else None
+        )
+        self.shutdown_rng = shutdown
+        self.shutting_down = False
+        #: the threads running when the shutdown was asked (each must stop on its status)
+        self.running_at_shutdown: list[str] = []
+        #: the epoch of the group's offsets partition when a thread was first told
+        #: SHUTDOWN_APPLICATION (the request is in the coordinator's memory only)
+        self.told_at_epoch: int | None = None
+        #: ... and whether the group was seen empty since (the request ends with it)
+        self.request_ended = False
         #: the operator's draws (whether it alters the group's standby replicas, when, to what)
         self.operator_rng = random.Random(f"streams-operator-{sim.seed}")
         #: internal topics: a CreateTopics in flight, and not before this (virtual) time again
@@ -299,6 +330,24 @@ class StreamsApp:
         self.sim.spawn(self._faults())
         if self.operator_rng.random() < 0.5:
             self.sim.spawn(self._operator())
+        if self.shutdown_at is not None:
+            self.sim.spawn(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        """A thread's uncaught exception handler answers SHUTDOWN_APPLICATION: it asks the
+        group (every heartbeat from now on); every thread told so stops and leaves."""
+        sim = self.sim
+        assert self.shutdown_at is not None
+        await asyncio.sleep(self.shutdown_at)
+        live = [m for m in self.members if m.alive]
+        if not live:
+            return
+        m = live[self.shutdown_rng.randrange(len(live))]
+        sim.trace(f"{m.name} (streams) asks for the application's shutdown")
+        sim.coverage.hit("streams", "shutdown asked")
+        self.shutting_down = True
+        self.running_at_shutdown = [x.name for x in live]
+        m.shutdown = True
 
     async def _faults(self) -> None:
         """Now and then while the faults last: a member crashes (no leave: its session
@@ -307,7 +356,7 @@ class StreamsApp:
         sim, rng = self.sim, self.rng
         while True:
             await asyncio.sleep(rng.uniform(2.0, 6.0))
-            if sim.faults_over:
+            if sim.faults_over or self.shutting_down:
                 return
             live = [m for m in self.members if m.alive]
             if not live:
@@ -323,6 +372,8 @@ class StreamsApp:
                 sim.coverage.hit("streams", "member left")
                 await m.leave()
             await asyncio.sleep(rng.uniform(1.0, 4.0))
+            if self.shutting_down:
+                return
             self.add(m.instance, m.slot)
 
     async def _operator(self) -> None:
@@ -396,6 +447,8 @@ class StreamsApp:
         """No active task held by two members at once; no task held by two members of one
         instance, whatever their roles; no standby or warm-up of a stateless task (each as
         the coordinator assigns it: assigned or pending revocation)."""
+        if self.told_at_epoch is not None and not g.members:
+            self.request_ended = True
         active: dict[tuple[str, int], str] = {}
         here: dict[tuple[str, str, int], str] = {}
         for mid, m in g.members.items():
@@ -429,9 +482,44 @@ class StreamsApp:
                                 f"of one instance at once: {other[:6]} and {mid[:6]} ({role})"
                             )
 
+    def close_instance(self, instance: int) -> None:
+        """A thread of ``instance`` was told SHUTDOWN_APPLICATION: the instance closes, each
+        of its threads stops and leaves (a static one for a while: epoch -2, its session
+        then expires)."""
+        sim = self.sim
+        for m in self.members:
+            if m.alive and m.instance == instance:
+                sim.trace(f"{m.name} (streams) shuts down: SHUTDOWN_APPLICATION")
+                sim.coverage.hit("streams", "shut down on SHUTDOWN_APPLICATION")
+                m.alive = False
+                sim.spawn(m.leave())
+
+    def told(self) -> None:
+        if self.told_at_epoch is None:
+            self.told_at_epoch = self._epoch()
+
+    def _epoch(self) -> int:
+        sim = self.sim
+        return sim.data.epochs.get(partition_for(GROUP, sim.cfg.num_partitions), 0)
+
     def stable(self, g: StreamsGroup | None) -> bool:
-        """The group holds exactly the live members, Stable, each at the group epoch."""
+        """The group holds exactly the live members, Stable, each at the group epoch; once a
+        thread asked for the application's shutdown, no thread runs (each instance was told)
+        -- but when the group's partition moved since a thread was first told (the request
+        lived in the old coordinator's memory only) or the group emptied since (the request
+        ends with it), threads that had not heard it run on, as in Kafka."""
         live = {m.member_id: m for m in self.members if m.alive}
+        if self.shutting_down and live:
+            if self.told_at_epoch is None:
+                return False
+            if self.request_ended:
+                # a thread out of the group (its session expired) when the last member left
+                # came back to a group without the request (as in Kafka)
+                self.sim.coverage.hit("streams", "shutdown ended with the group, a thread out")
+            elif self._epoch() != self.told_at_epoch:
+                self.sim.coverage.hit("streams", "shutdown forgotten over a failover (as Kafka)")
+            else:
+                return False
         if g is None:
             return not live
         if set(g.members) != set(live):
@@ -442,6 +530,8 @@ class StreamsApp:
 
     def describe(self, g: StreamsGroup | None) -> str:
         live = sorted(m.name for m in self.members if m.alive)
+        if self.shutting_down:
+            live.append("(shutdown asked)")
         if g is None:
             return f"{GROUP}: not loaded, live members {live}"
         return (

@@ -209,6 +209,9 @@ class Config:
     #: ... static members (each thread's group.instance.id) in this share of the streams
     #: seeds, drawn by an RNG of its own
     streams_static_share: float = 0.5
+    #: ... a thread asks for the application's shutdown in this share of the streams seeds
+    #: (an RNG of its own)
+    streams_shutdown_share: float = 0.2
     #: streams.num.standby.replicas (the shard's default): a standby of each stateful task
     streams_standby_replicas: int = 1
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention

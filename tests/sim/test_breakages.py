@@ -41,6 +41,7 @@ CAUGHT_BY = {
     "streams-assign-before-revoke": "held by two members at once",
     "streams-zombie-commits": "zombie commit acknowledged",
     "streams-process-rule": "held by two members of one instance",
+    "streams-shutdown-forgotten": "liveness",
 }
 
 

@@ -12,9 +12,13 @@ from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, streams_app
 from sim.world import Config, Sim, run
 
 CFG = Config()
-#: the first streams seeds (an RNG of their own picks a quarter of the seeds): the operator
-#: sets the group's standby replicas to 0 in seed 0, to 1 and 2 in 15, leaves them in 2
-SEEDS = [0, 2, 15]
+#: streams seeds (an RNG of their own picks a quarter of the seeds) that run to the end: the
+#: operator sets the group's standby replicas to 0 in seed 0, to 0 then 2 in 22, to 2 in 71,
+#: leaves them in 20 (dynamic members in 0, 20 and 71, static ones in 22)
+SEEDS = [0, 20, 22, 71]
+#: streams seeds in which a thread asks for the application's shutdown (dynamic members in
+#: 2, static ones in 49)
+SHUTDOWN_SEEDS = [2, 49]
 
 
 def _sets(tasks: Any) -> dict[str, set[int]]:
@@ -90,15 +94,14 @@ def test_the_application_creates_its_internal_topics_and_gets_standbys_elsewhere
 def test_the_seeds_are_streams_seeds_with_and_without_the_operator() -> None:
     assert all(streams_app(s, CFG) for s in SEEDS)
     altered = [
-        {k: v for k, v in run(s).coverage.items() if k.startswith("streams:standby replicas")}
+        {
+            k.removeprefix("streams:standby replicas altered to "): v
+            for k, v in run(s).coverage.items()
+            if k.startswith("streams:standby replicas")
+        }
         for s in SEEDS
     ]
-    assert altered[0] == {"streams:standby replicas altered to 0: NONE": 1}
-    assert altered[1] == {}
-    assert set(altered[2]) == {
-        "streams:standby replicas altered to 1: NONE",
-        "streams:standby replicas altered to 2: NONE",
-    }
+    assert altered == [{"0: NONE": 1}, {}, {"0: NONE": 1, "2: NONE": 1}, {"2: NONE": 2}]
 
 
 def test_members_of_one_instance_share_its_process_id() -> None:
@@ -132,3 +135,22 @@ def test_static_threads_come_back_under_their_instance_ids() -> None:
     assert {mid: m.metadata.instance_id for mid, m in g.members.items()} == live
     assert sorted(live.values()) == [f"{GROUP}-thread-{i}" for i in range(3)]
     assert g.static_members == {iid: mid for mid, iid in live.items()}
+
+
+@pytest.mark.parametrize("seed", SHUTDOWN_SEEDS)
+def test_a_shutdown_request_stops_every_thread(seed: int) -> None:
+    # a thread's uncaught exception handler asks for the application's shutdown (its every
+    # heartbeat from then on): each instance is told SHUTDOWN_APPLICATION and closes, every
+    # thread running then stops and leaves; the group ends empty (a static member's after
+    # its session)
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].streams
+    assert app is not None and app.shutting_down and app.running_at_shutdown
+    assert not any(m.alive for m in app.members)
+    stopped = {line.split()[1] for line in result.trace if line.endswith("SHUTDOWN_APPLICATION")}
+    assert stopped == set(app.running_at_shutdown)
+    g = seen[0].checker._streams_group()
+    assert g is None or not g.members
+    assert app.static == (seed == 49)
