@@ -266,6 +266,17 @@ def streams_shutdown_forgotten() -> contextlib.AbstractContextManager[None]:
     return _patched(streams_manager, "streams_group_heartbeat", heartbeat)
 
 
+def streams_endpoint_epoch_from_zero() -> contextlib.AbstractContextManager[None]:
+    """A shard that loads a streams group starts its endpoint-information epoch at 0 again,
+    as Kafka 4.4's soft state does: a member holding a number the old coordinator gave it
+    can be given the same number for another map, and keeps its old one."""
+
+    def zero(now_ms: int) -> int:
+        return 0
+
+    return _patched(streams_manager, "fresh_endpoint_epoch", zero)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -284,4 +295,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "streams-zombie-commits": streams_zombie_commits,
     "streams-process-rule": streams_process_rule,
     "streams-shutdown-forgotten": streams_shutdown_forgotten,
+    "streams-endpoint-epoch-from-zero": streams_endpoint_epoch_from_zero,
 }

@@ -48,7 +48,8 @@ from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
 )
-from shards.core.streams.records import StreamsGroupTopologyValue, TaskIds, TopicInfo
+from shards.core.streams.records import Endpoint, StreamsGroupTopologyValue, TaskIds, TopicInfo
+from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
 from shards.core.streams.topology import StatusDetail
 from sim.loop import PROCESS
 from sim.processes import Hop, Processes
@@ -319,7 +320,9 @@ class GatewayFront:
                 "standby_tasks": _tasks_data(r.standby_tasks),
                 "warmup_tasks": _tasks_data(r.warmup_tasks),
                 "process_id": r.process_id,
-                "user_endpoint": None,
+                "user_endpoint": None
+                if r.user_endpoint is None
+                else {"host": r.user_endpoint.host, "port": r.user_endpoint.port},
                 "client_tags": None,
                 "task_offsets": None,
                 "task_end_offsets": None,
@@ -340,6 +343,16 @@ class GatewayFront:
             standby_tasks=_task_ids(out.standby_tasks),
             warmup_tasks=_task_ids(out.warmup_tasks),
             endpoint_information_epoch=out.endpoint_information_epoch,
+            partitions_by_user_endpoint=None
+            if out.partitions_by_user_endpoint is None
+            else tuple(
+                EndpointToPartitions(
+                    Endpoint(e.user_endpoint.host, e.user_endpoint.port),
+                    _topic_partitions(e.active_partitions),
+                    _topic_partitions(e.standby_partitions),
+                )
+                for e in out.partitions_by_user_endpoint
+            ),
         )
 
     # ---- the classic protocol (the classic members) ------------------------------------
@@ -448,6 +461,10 @@ def _task_ids(tasks: Any) -> tuple[TaskIds, ...] | None:
     if tasks is None:
         return None
     return tuple(TaskIds(t.subtopology_id, tuple(t.partitions)) for t in tasks)
+
+
+def _topic_partitions(tps: Any) -> tuple[StreamsTopicPartitions, ...]:
+    return tuple(StreamsTopicPartitions(tp.topic, tuple(tp.partitions)) for tp in tps)
 
 
 def _topic_infos(infos: tuple[TopicInfo, ...]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from shards.core.placement import partition_for
 from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
 from shards.core.streams.records import (
+    Endpoint,
     StreamsGroupTopologyValue,
     Subtopology,
     TaskIds,
@@ -105,6 +106,23 @@ def streams_app(seed: int, cfg: Config) -> bool:
     return random.Random(f"streams-{seed}").random() < cfg.streams_share
 
 
+#: an interactive-query endpoint -> the (topic, partition)s of its active tasks, of its
+#: standby tasks (as a Streams client keeps the answers' map: merged per endpoint)
+Endpoints = dict[tuple[str, int], tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]]
+
+
+def _merged(entries: Any) -> Endpoints:
+    out: dict[tuple[str, int], tuple[set[tuple[str, int]], set[tuple[str, int]]]] = {}
+    for e in entries:
+        active, standby = out.setdefault(
+            (e.user_endpoint.host, e.user_endpoint.port), (set(), set())
+        )
+        for held, tps in ((active, e.active_partitions), (standby, e.standby_partitions)):
+            for tp in tps:
+                held.update((tp.topic, p) for p in tp.partitions)
+    return {k: (frozenset(a), frozenset(b)) for k, (a, b) in out.items()}
+
+
 def _shutdown(resp: Any) -> bool:
     return any(s.code == Status.SHUTDOWN_APPLICATION for s in resp.status or ())
 
@@ -142,6 +160,12 @@ class StreamsMember:
         self.via_gateway = app.sim.gateway_world is not None
         #: late commits (Sim.late_commits): their own draws
         self.late_rng = random.Random(f"{app.sim.seed}-streams-{index}-late")
+        #: its instance's interactive-query endpoint (application.server), and what it knows
+        #: of every instance's: the endpoint-information epoch and, per endpoint, the
+        #: partitions of its active and of its standby tasks (the answers' map, merged)
+        self.endpoint = Endpoint(f"instance{instance}", 8080)
+        self.endpoint_epoch = -1  # (a Streams client starts at -1: its first answer has the map)
+        self.endpoints: Endpoints = {}
         #: its uncaught exception handler answered SHUTDOWN_APPLICATION: every heartbeat
         #: asks for the application's shutdown from now on (as a Streams client does)
         self.shutdown = False
@@ -159,6 +183,8 @@ class StreamsMember:
             standby_tasks=_ids(self.standby),
             warmup_tasks=_ids(self.warmup),
             process_id=self.process_id if joining else None,
+            user_endpoint=self.endpoint if joining else None,
+            endpoint_information_epoch=self.endpoint_epoch,
             shutdown_application=self.shutdown,
         )
 
@@ -209,6 +235,10 @@ class StreamsMember:
                 self.warmup = _tasks(resp.warmup_tasks)
                 if self.warmup:
                     sim.coverage.hit("streams", "warm-up tasks held")
+            self.endpoint_epoch = resp.endpoint_information_epoch
+            if resp.partitions_by_user_endpoint is not None:
+                sim.coverage.hit("streams", "endpoints map given")
+                self.endpoints = _merged(resp.partitions_by_user_endpoint)
             for status in resp.status or ():
                 sim.coverage.hit("streams", f"status {Status(status.code).name}")
                 if status.code == Status.MISSING_INTERNAL_TOPICS:
@@ -526,7 +556,27 @@ class StreamsApp:
             return False
         if not live:
             return True
-        return g.state_name() == "Stable" and all(m.epoch == g.group_epoch for m in live.values())
+        if g.state_name() != "Stable" or any(m.epoch != g.group_epoch for m in live.values()):
+            return False
+        # every thread knows who serves what: the endpoints map it last got is the group's
+        expected = self.endpoints_of(g)
+        return all(m.endpoints == expected for m in live.values())
+
+    @staticmethod
+    def endpoints_of(g: StreamsGroup) -> Endpoints:
+        """The endpoints map as the group's members hold their tasks (each task a partition
+        of the topic its subtopology reads)."""
+        out: dict[tuple[str, int], tuple[set[tuple[str, int]], set[tuple[str, int]]]] = {}
+        for m in g.members.values():
+            e = m.metadata.user_endpoint
+            if e is None:
+                continue
+            active, standby = out.setdefault((e.host, e.port), (set(), set()))
+            for held, roles in ((active, (m.active,)), (standby, (m.standby, m.warmup))):
+                for tasks in roles:
+                    for sub, parts in tasks.items():
+                        held.update((SOURCE[sub], p) for p in parts)
+        return {k: (frozenset(a), frozenset(b)) for k, (a, b) in out.items()}
 
     def describe(self, g: StreamsGroup | None) -> str:
         live = sorted(m.name for m in self.members if m.alive)
@@ -534,7 +584,10 @@ class StreamsApp:
             live.append("(shutdown asked)")
         if g is None:
             return f"{GROUP}: not loaded, live members {live}"
+        expected = self.endpoints_of(g)
+        stale = sorted(m.name for m in self.members if m.alive and m.endpoints != expected)
         return (
             f"{GROUP}: streams {g.state_name()} epoch {g.group_epoch}, {len(g.members)} members "
             f"in the group, live {live}"
+            + (f", endpoints maps out of date: {stale}" if stale else "")
         )

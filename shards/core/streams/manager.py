@@ -48,6 +48,21 @@ from shards.core.streams.topology import (
 from shards.core.timer_keys import TimerKind, group_key, member_key, member_of_key
 from shards.runtime.contract import CoordinatorResult, Timer, TimerKey
 
+#: a loaded group's endpoint epochs start below this, leaving room for its bumps (int32)
+ENDPOINT_EPOCH_SPAN = 2**30
+
+
+def fresh_endpoint_epoch(now_ms: int) -> int:
+    """The endpoint-information epoch a group starts at on a shard that loaded it (a
+    failover, a restart): the time, in ms, modulo 2^30 -- not 0 again, as Kafka's soft state
+    starts. Members still hold epochs their previous coordinator numbered from 0 (or from its
+    own load); had this one started at 0 too, its first bumps would give a member's stale
+    number back to it and the member would keep its old map of who serves which partition
+    (found by the simulator: docs/streams-groups.md). Issued from the time instead, it meets
+    an earlier number only if an earlier coordinator of the group bumped the epoch more than
+    once a millisecond since."""
+    return now_ms % ENDPOINT_EPOCH_SPAN
+
 
 class StreamsGroupManager:
     """The streams-group part of a partition's state machine: the heartbeat handler (records
@@ -106,7 +121,7 @@ class StreamsGroupManager:
                 )
             configs = self.configs
             gid = req.group_id
-            soft = self._soft_state(group, gid)
+            soft = self._soft_state(group, gid, now_ms)
             result = streams_group_heartbeat(
                 group,
                 req,
@@ -268,9 +283,8 @@ class StreamsGroupManager:
             return None
         gid = req.group_id
         soft = self._soft.get(gid)
-        endpoint_epoch = soft.endpoint_epoch if soft is not None else 0
-        if req.endpoint_information_epoch != endpoint_epoch:
-            return None  # (the map is the general path's)
+        if soft is None or req.endpoint_information_epoch != soft.endpoint_epoch:
+            return None  # (the map, and a loaded group's first epoch, are the general path's)
         topology = group.topology
         if topology is None or not req.member_id or not gid:
             return None
@@ -303,17 +317,21 @@ class StreamsGroupManager:
             acceptable_recovery_lag=configs.streams_acceptable_recovery_lag(gid),
             status=tuple(statuses) if statuses else None,
             topics_to_create=configured.topics_to_create,
-            endpoint_information_epoch=endpoint_epoch,
+            endpoint_information_epoch=soft.endpoint_epoch,
         )
 
-    def _soft_state(self, group: StreamsGroup | None, group_id: str) -> StreamsSoftState:
-        """The group's in-memory state: new for a new group; an application shutdown request
-        ends when the group has emptied (as Kafka's)."""
+    def _soft_state(
+        self, group: StreamsGroup | None, group_id: str, now_ms: int
+    ) -> StreamsSoftState:
+        """The group's in-memory state: new for a new group (endpoint epoch 0, as Kafka's),
+        and for a group this shard loaded (its endpoint epoch: :func:`fresh_endpoint_epoch`);
+        an application shutdown request ends when the group has emptied (as Kafka's)."""
         soft = self._soft.get(group_id) if group is not None else None
         if soft is None:
             if len(self._soft) > 2 * len(self._groups) + 64:  # forget deleted groups'
                 self._soft = {g: s for g, s in self._soft.items() if g in self._groups}
-            soft = self._soft[group_id] = StreamsSoftState()
+            epoch = 0 if group is None else fresh_endpoint_epoch(now_ms)
+            soft = self._soft[group_id] = StreamsSoftState(endpoint_epoch=epoch)
         if group is None or not group.members:
             soft.shutdown_requester = None
         return soft

@@ -113,9 +113,9 @@ class InMemoryStreamsPartition:
         return {g: v for g, v in self.all_groups.items() if isinstance(v, StreamsGroup)}
 
     def streams_group_heartbeat(
-        self, req: StreamsGroupHeartbeatRequest
+        self, req: StreamsGroupHeartbeatRequest, now_ms: int = 0
     ) -> StreamsGroupHeartbeatResponse:
-        result = self.manager.heartbeat(req)
+        result = self.manager.heartbeat(req, now_ms)
         replayers = self.manager.replayers()
         for record in result.records:
             replayers[type(record.key)](record.key, record.value)

@@ -10,6 +10,7 @@ from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
 )
+from shards.core.streams.manager import fresh_endpoint_epoch
 from shards.core.streams.records import Endpoint, TaskIds
 from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
 from shards.core.streams.topology import Status
@@ -155,23 +156,73 @@ def test_an_endpoint_change_bumps_the_epoch() -> None:
     assert only.active_partitions == _expected(owned)
 
 
-def test_a_new_shard_starts_the_endpoint_epoch_again() -> None:
+def _loaded_by_another_shard(
+    mgr: InMemoryStreamsPartition, catalog: object
+) -> InMemoryStreamsPartition:
+    other = InMemoryStreamsPartition(catalog)  # type: ignore[arg-type]
+    replayers = other.manager.replayers()
+    for record in mgr.log:
+        replayers[type(record.key)](record.key, record.value)
+    return other
+
+
+def test_a_shard_that_loads_the_group_numbers_its_endpoint_epochs_afresh() -> None:
     mgr, catalog = manager(**TOPICS)
     a = mgr.streams_group_heartbeat(_join("a", 7001))
     r = _beat(
         mgr, "a", a.member_epoch, as_dict(a.active_tasks) or {}, 0, user_endpoint=Endpoint("h", 1)
     )
     assert r.endpoint_information_epoch == 1
-    # the log replayed by another shard: the epoch is soft state (0 again, as Kafka's)
-    other = InMemoryStreamsPartition(catalog)
-    replayers = other.manager.replayers()
-    for record in mgr.log:
-        replayers[type(record.key)](record.key, record.value)
+    # the log replayed by another shard at 5,000,000,123 ms: the epoch is soft state, started
+    # from the time (Kafka's starts at 0 again); the member's 1 is not it: the whole map
+    other = _loaded_by_another_shard(mgr, catalog)
+    now = 5_000_000_123
+    assert fresh_endpoint_epoch(now) == now % 2**30 != 1
     r = other.streams_group_heartbeat(
-        replace(beat("a", a.member_epoch, as_dict(a.active_tasks)), endpoint_information_epoch=1)
+        replace(beat("a", a.member_epoch, as_dict(a.active_tasks)), endpoint_information_epoch=1),
+        now,
     )
-    assert r.endpoint_information_epoch == 0
-    assert r.partitions_by_user_endpoint is not None  # the member's 1 is not the group's 0
+    assert r.endpoint_information_epoch == fresh_endpoint_epoch(now)
+    assert r.partitions_by_user_endpoint is not None
+
+
+def test_a_member_s_epoch_from_the_old_shard_never_passes_for_the_new_one_s() -> None:
+    # a and b settle on the first shard, both at its endpoint epoch N. Another shard loads
+    # the group; b moves its endpoint N times (a bump each). Had the new shard started at 0,
+    # as Kafka's does, its epoch would now be N -- a's number -- and a's next answer would
+    # carry no map: a would never learn b's endpoint (found by the simulator)
+    mgr, catalog = manager(**TOPICS)
+    a = mgr.streams_group_heartbeat(_join("a", 7001))
+    b = mgr.streams_group_heartbeat(_join("b", 7002))
+    members: dict[str, list[object]] = {
+        m: [r.member_epoch, as_dict(r.active_tasks) or {}, r.endpoint_information_epoch]
+        for m, r in (("a", a), ("b", b))
+    }
+    _converge(mgr, members)
+    _converge(mgr, members)  # (a round more: the last bump reaches both)
+    known = members["a"][2]
+    assert isinstance(known, int) and known > 0 and members["b"][2] == known
+    other = _loaded_by_another_shard(mgr, catalog)
+    now = 7_000
+    b_epoch, b_owned, b_known = members["b"]
+    for i in range(known):
+        r = other.streams_group_heartbeat(
+            replace(
+                beat("b", b_epoch, b_owned),  # type: ignore[arg-type]
+                endpoint_information_epoch=b_known,
+                user_endpoint=Endpoint("localhost", 7100 + i),
+            ),
+            now,
+        )
+        b_known = r.endpoint_information_epoch
+    assert b_known == fresh_endpoint_epoch(now) + known
+    a_epoch, a_owned, _ = members["a"]
+    r = other.streams_group_heartbeat(
+        replace(beat("a", a_epoch, a_owned), endpoint_information_epoch=known),  # type: ignore[arg-type]
+        now,
+    )
+    assert r.endpoint_information_epoch == b_known != known
+    assert set(_by_port(r)) == {7001, 7100 + known - 1}  # a learns where b is now
 
 
 def test_a_shutdown_request_reaches_every_member_until_the_group_empties() -> None:
