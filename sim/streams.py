@@ -52,6 +52,7 @@ from shards.core.streams.records import (
     TopicInfo,
 )
 from shards.core.streams.topology import Status
+from shards.runtime.partition import PartitionState
 from shards.storage.base import StoreError
 from sim.late import send_late_commits
 
@@ -330,9 +331,15 @@ class StreamsApp:
         self.shutting_down = False
         #: the threads running when the shutdown was asked (each must stop on its status)
         self.running_at_shutdown: list[str] = []
-        #: the epoch of the group's offsets partition when a thread was first told
-        #: SHUTDOWN_APPLICATION (the request is in the coordinator's memory only)
-        self.told_at_epoch: int | None = None
+        #: when the shutdown was asked, and when a thread was first told SHUTDOWN_APPLICATION;
+        #: the request lives in the memory of the coordinators that heard it: when the group's
+        #: partition moved, and when two processes served it at once (a deposed one until
+        #: its lease ran out), as the checker saw them
+        self.asked_at = 0.0
+        self.told_at: float | None = None
+        self._epoch_seen = 0
+        self._epoch_moves: list[float] = []
+        self._two_serving: list[float] = []
         #: ... and whether the group was seen empty since (the request ends with it)
         self.request_ended = False
         #: the operator's draws (whether it alters the group's standby replicas, when, to what)
@@ -376,6 +383,7 @@ class StreamsApp:
         sim.trace(f"{m.name} (streams) asks for the application's shutdown")
         sim.coverage.hit("streams", "shutdown asked")
         self.shutting_down = True
+        self.asked_at = sim.loop.now
         self.running_at_shutdown = [x.name for x in live]
         m.shutdown = True
 
@@ -477,8 +485,9 @@ class StreamsApp:
         """No active task held by two members at once; no task held by two members of one
         instance, whatever their roles; no standby or warm-up of a stateless task (each as
         the coordinator assigns it: assigned or pending revocation)."""
-        if self.told_at_epoch is not None and not g.members:
+        if self.told_at is not None and not g.members:
             self.request_ended = True
+        self._note_coordinators()
         active: dict[tuple[str, int], str] = {}
         here: dict[tuple[str, str, int], str] = {}
         for mid, m in g.members.items():
@@ -525,28 +534,49 @@ class StreamsApp:
                 sim.spawn(m.leave())
 
     def told(self) -> None:
-        if self.told_at_epoch is None:
-            self.told_at_epoch = self._epoch()
+        if self.told_at is None:
+            self.told_at = self.sim.loop.now
 
-    def _epoch(self) -> int:
+    def _note_coordinators(self) -> None:
         sim = self.sim
-        return sim.data.epochs.get(partition_for(GROUP, sim.cfg.num_partitions), 0)
+        n = partition_for(GROUP, sim.cfg.num_partitions)
+        epoch = sim.data.epochs.get(n, 0)
+        if epoch != self._epoch_seen:
+            self._epoch_seen = epoch
+            self._epoch_moves.append(sim.loop.now)
+        serving = 0
+        for p in sim.processes:
+            q = p.runtime.partitions.get(n) if p.alive else None
+            serving += q is not None and q.state is PartitionState.ACTIVE
+        if serving > 1:
+            self._two_serving.append(sim.loop.now)
+
+    def _forgotten(self) -> bool:
+        """Whether the shutdown request may have been lost with a coordinator's memory: the
+        group's partition moved after the first told thread's answer was sent (its request
+        timeout before it arrived), or two processes served the partition at once between
+        the request and that answer (a deposed one may have been the only one to hear it)."""
+        assert self.told_at is not None
+        sent = self.told_at - self.sim.cfg.request_timeout_ms / 1000
+        return any(t >= sent for t in self._epoch_moves) or any(
+            self.asked_at <= t <= self.told_at for t in self._two_serving
+        )
 
     def stable(self, g: StreamsGroup | None) -> bool:
         """The group holds exactly the live members, Stable, each at the group epoch; once a
         thread asked for the application's shutdown, no thread runs (each instance was told)
-        -- but when the group's partition moved since a thread was first told (the request
-        lived in the old coordinator's memory only) or the group emptied since (the request
-        ends with it), threads that had not heard it run on, as in Kafka."""
+        -- but when the request may have been lost with a coordinator's memory
+        (:meth:`_forgotten`) or the group emptied since a thread was told (the request ends
+        with it), threads that had not heard it run on, as in Kafka."""
         live = {m.member_id: m for m in self.members if m.alive}
         if self.shutting_down and live:
-            if self.told_at_epoch is None:
+            if self.told_at is None:
                 return False
             if self.request_ended:
                 # a thread out of the group (its session expired) when the last member left
                 # came back to a group without the request (as in Kafka)
                 self.sim.coverage.hit("streams", "shutdown ended with the group, a thread out")
-            elif self._epoch() != self.told_at_epoch:
+            elif self._forgotten():
                 self.sim.coverage.hit("streams", "shutdown forgotten over a failover (as Kafka)")
             else:
                 return False

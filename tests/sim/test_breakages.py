@@ -25,6 +25,7 @@ BOUNDS = {
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
     "streams-endpoint-epoch-from-zero": range(80, 100),  # (89 seeds from 0)
+    "streams-shutdown-forgotten": range(100, 120),  # (108 seeds from 0)
 }
 #: what each must be caught by
 CAUGHT_BY = {

@@ -154,3 +154,20 @@ def test_a_shutdown_request_stops_every_thread(seed: int) -> None:
     g = seen[0].checker._streams_group()
     assert g is None or not g.members
     assert app.static == (seed == 49)
+
+
+@pytest.mark.parametrize("seed", [581814, 584538])
+def test_a_shutdown_only_a_deposed_shard_heard_may_be_forgotten(seed: int) -> None:
+    # seeds of the sweep (chunk 580,000, 365bb3f): the group's partition had moved to another
+    # shard before a thread asked for the shutdown; the deposed shard, answering until its
+    # lease ran out, heard the request and told the asking thread, and was fenced a moment
+    # later -- the new coordinator never heard it, and the other instance's threads ran on,
+    # as they would with Kafka. The checker took it for a lost request (liveness).
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].streams
+    assert app is not None and app.shutting_down and app.told_at is not None
+    assert any(m.alive for m in app.members)  # threads that never heard it run on
+    assert result.coverage.get("streams:shutdown forgotten over a failover (as Kafka)")
+    assert any(app.asked_at <= t <= app.told_at for t in app._two_serving)
