@@ -432,15 +432,25 @@ class StreamsApp:
             req = capi.AlterGroupConfigsRequest(
                 GROUP, (capi.GroupConfig(STREAMS_NUM_STANDBY_REPLICAS, value),)
             )
-            try:
-                resp = await sim.ask(p, p.service.alter_group_configs(req), 5)
-            except (StoreError, TimeoutError) as ex:
-                sim.trace(f"operator: {GROUP} standby replicas {value}: {ex!r}")
-                sim.coverage.hit("streams", "standby replicas altered: failed")
+            resp = await self._ask(
+                p, p.service.alter_group_configs(req), "standby replicas altered"
+            )
+            if resp is None:
                 continue
             code = Errors(resp.error_code).name
             sim.trace(f"operator: {GROUP} standby replicas {value} -> {code}")
             sim.coverage.hit("streams", f"standby replicas altered to {value}: {code}")
+
+    async def _ask(self, p: Any, request: Any, what: str) -> Any:
+        """``request`` served by process ``p`` (an admin's, waited for up to 5 s): its answer,
+        or None -- traced, counted as ``<what> failed`` -- when the store failed or nothing
+        came back."""
+        try:
+            return await self.sim.ask(p, request, 5)
+        except (StoreError, TimeoutError) as ex:
+            self.sim.trace(f"streams: {what}: {ex!r}")
+            self.sim.coverage.hit("streams", f"{what} failed")
+            return None
 
     def internal_topics_missing(self) -> None:
         """A member was told ``MISSING_INTERNAL_TOPICS``: create them (one request at a time,
@@ -463,11 +473,8 @@ class StreamsApp:
             req = api.CreateTopicsRequest(
                 (api.CreatableTopic(REPARTITION, 4), api.CreatableTopic(CHANGELOG, 4))
             )
-            try:
-                resp = await sim.ask(p, p.catalog.create_topics(req), 5)
-            except (StoreError, TimeoutError) as ex:
-                sim.trace(f"streams: create internal topics: {ex!r}")
-                sim.coverage.hit("streams", "create internal topics failed")
+            resp = await self._ask(p, p.catalog.create_topics(req), "create internal topics")
+            if resp is None:
                 return
             codes = sorted({Errors(r.error_code).name for r in resp.topics})
             sim.trace(f"streams: create internal topics -> {codes}")
