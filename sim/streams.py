@@ -248,6 +248,10 @@ class StreamsMember:
             Errors.FENCED_MEMBER_EPOCH,
             Errors.UNKNOWN_MEMBER_ID,
             Errors.FENCED_INSTANCE_ID,
+            # (its group was deleted while it was out of it -- emptied, its offsets expired:
+            # a heartbeat at its old epoch finds none. Kafka's client treats this as fatal;
+            # the simulated application starts the thread again, as for the consumers)
+            Errors.GROUP_ID_NOT_FOUND,
         ):
             # give everything up, rejoin under the same id
             self.owned, self.standby, self.warmup, self.epoch = {}, {}, {}, 0

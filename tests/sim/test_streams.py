@@ -171,3 +171,13 @@ def test_a_shutdown_only_a_deposed_shard_heard_may_be_forgotten(seed: int) -> No
     assert any(m.alive for m in app.members)  # threads that never heard it run on
     assert result.coverage.get("streams:shutdown forgotten over a failover (as Kafka)")
     assert any(app.asked_at <= t <= app.told_at for t in app._two_serving)
+
+
+def test_a_thread_whose_group_was_deleted_starts_again() -> None:
+    # seed 617806 of the sweep (chunk 610,000, df9fadc): a thread out of its group when the
+    # group emptied after a shutdown request and was deleted with its expired offsets kept
+    # heartbeating at its old epoch -- GROUP_ID_NOT_FOUND for ever. Kafka's client treats the
+    # error as fatal; the simulated application starts the thread again (epoch 0).
+    result = run(617806)
+    assert not result.violations, result.violations
+    assert result.coverage.get("streams:heartbeat GROUP_ID_NOT_FOUND")
