@@ -35,6 +35,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from services.gateway import codec
+from services.gateway.handlers import streams as streams_handlers
 from services.gateway.handlers.apis import KafkaApis
 from services.gateway.handlers.base import Node, RequestInfo
 from services.gateway.router import Router
@@ -48,7 +49,7 @@ from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
 )
-from shards.core.streams.records import Endpoint, StreamsGroupTopologyValue, TaskIds, TopicInfo
+from shards.core.streams.records import Endpoint, StreamsGroupTopologyValue, TopicInfo
 from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
 from shards.core.streams.topology import StatusDetail
 from sim.loop import PROCESS
@@ -316,9 +317,9 @@ class GatewayFront:
                 "rack_id": r.rack_id,
                 "rebalance_timeout": r.rebalance_timeout_ms,
                 "topology": None if r.topology is None else _topology_data(r.topology),
-                "active_tasks": _tasks_data(r.active_tasks),
-                "standby_tasks": _tasks_data(r.standby_tasks),
-                "warmup_tasks": _tasks_data(r.warmup_tasks),
+                "active_tasks": streams_handlers._task_data(r.active_tasks),
+                "standby_tasks": streams_handlers._task_data(r.standby_tasks),
+                "warmup_tasks": streams_handlers._task_data(r.warmup_tasks),
                 "process_id": r.process_id,
                 "user_endpoint": None
                 if r.user_endpoint is None
@@ -339,9 +340,9 @@ class GatewayFront:
             status=None
             if out.status is None
             else tuple(StatusDetail(int(s.status_code), s.status_detail) for s in out.status),
-            active_tasks=_task_ids(out.active_tasks),
-            standby_tasks=_task_ids(out.standby_tasks),
-            warmup_tasks=_task_ids(out.warmup_tasks),
+            active_tasks=streams_handlers._tasks(out.active_tasks),
+            standby_tasks=streams_handlers._tasks(out.standby_tasks),
+            warmup_tasks=streams_handlers._tasks(out.warmup_tasks),
             endpoint_information_epoch=out.endpoint_information_epoch,
             partitions_by_user_endpoint=None
             if out.partitions_by_user_endpoint is None
@@ -449,18 +450,6 @@ class GatewayFront:
                 for m in out.members
             ),
         )
-
-
-def _tasks_data(tasks: tuple[TaskIds, ...] | None) -> list[dict[str, Any]] | None:
-    if tasks is None:
-        return None
-    return [{"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)} for t in tasks]
-
-
-def _task_ids(tasks: Any) -> tuple[TaskIds, ...] | None:
-    if tasks is None:
-        return None
-    return tuple(TaskIds(t.subtopology_id, tuple(t.partitions)) for t in tasks)
 
 
 def _topic_partitions(tps: Any) -> tuple[StreamsTopicPartitions, ...]:
