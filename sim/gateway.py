@@ -48,6 +48,7 @@ from shards.core.errors import Errors
 from shards.core.streams.heartbeat import (
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
+    TaskOffset,
 )
 from shards.core.streams.records import Endpoint, StreamsGroupTopologyValue, TopicInfo
 from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
@@ -325,8 +326,8 @@ class GatewayFront:
                 if r.user_endpoint is None
                 else {"host": r.user_endpoint.host, "port": r.user_endpoint.port},
                 "client_tags": None,
-                "task_offsets": None,
-                "task_end_offsets": None,
+                "task_offsets": _offset_data(r.task_offsets),
+                "task_end_offsets": _offset_data(r.task_end_offsets),
                 "shutdown_application": r.shutdown_application,
             },
         )
@@ -337,6 +338,7 @@ class GatewayFront:
             member_id=out.member_id,
             member_epoch=out.member_epoch,
             heartbeat_interval_ms=codec.millis(out.heartbeat_interval),
+            task_offset_interval_ms=codec.millis(out.task_offset_interval),
             status=None
             if out.status is None
             else tuple(StatusDetail(int(s.status_code), s.status_detail) for s in out.status),
@@ -465,6 +467,16 @@ def _topic_infos(infos: tuple[TopicInfo, ...]) -> list[dict[str, Any]]:
             "topic_configs": [{"key": kv.key, "value": kv.value} for kv in i.topic_configs],
         }
         for i in infos
+    ]
+
+
+def _offset_data(offsets: tuple[TaskOffset, ...] | None) -> list[dict[str, Any]] | None:
+    """TaskOffsets / TaskEndOffsets on the Kafka wire (the translator reads them back)."""
+    if offsets is None:
+        return None
+    return [
+        {"subtopology_id": o.subtopology_id, "partition": o.partition, "offset": o.offset}
+        for o in offsets
     ]
 
 

@@ -20,7 +20,9 @@ member now and then (it stops heartbeating: its session expires; a new member of
 instance takes its place after a while) or has it leave (epoch -1) and come back. In half
 the streams seeds (``Config.streams_static_share``) the threads are static members: each has
 a ``group.instance.id`` its replacement keeps, leaves with epoch -2 (staying in the group until
-it is back) and commits with its instance id.
+it is back) and commits with its instance id. In half (``Config.streams_offsets_share``) the
+threads report their instance's task offsets (TaskOffsets / TaskEndOffsets) when they join and
+every ``task.offset.interval.ms``.
 
 The invariants (``Checker``): no active task held by two members at once, and no task held by
 two members of one instance in any roles (its threads share a state directory per task), as
@@ -43,7 +45,7 @@ from shards.core.consumer.group_configs import STREAMS_NUM_STANDBY_REPLICAS
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from shards.core.streams.group import StreamsGroup
-from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest
+from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest, TaskOffset
 from shards.core.streams.records import (
     Endpoint,
     StreamsGroupTopologyValue,
@@ -105,6 +107,12 @@ def _heartbeat(request: StreamsGroupHeartbeatRequest) -> Any:
 def streams_app(seed: int, cfg: Config) -> bool:
     """Whether ``seed`` runs a streams application (an RNG of its own)."""
     return random.Random(f"streams-{seed}").random() < cfg.streams_share
+
+
+def reports_offsets(seed: int, cfg: Config) -> bool:
+    """Whether the threads of ``seed``'s streams application report task offsets (an RNG of
+    its own)."""
+    return random.Random(f"streams-offsets-{seed}").random() < cfg.streams_offsets_share
 
 
 #: an interactive-query endpoint -> the (topic, partition)s of its active tasks, of its
@@ -170,9 +178,24 @@ class StreamsMember:
         #: its uncaught exception handler answered SHUTDOWN_APPLICATION: every heartbeat
         #: asks for the application's shutdown from now on (as a Streams client does)
         self.shutdown = False
+        #: TaskOffsets / TaskEndOffsets (StreamsApp.reports_offsets): reported when it joins,
+        #: then once the task.offset.interval.ms the answers give has passed
+        self.offsets_due = 0.0
+        self.offsets_interval_ms = 0
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
+        offsets = ends = None
+        if (
+            self.app.reports_offsets
+            and epoch >= 0
+            and (joining or self.sim.loop.now >= self.offsets_due)
+        ):
+            offsets, ends = self.app.task_offsets(self.instance)
+            self.offsets_due = self.sim.loop.now + max(self.offsets_interval_ms, 1_000) / 1000
+            self.sim.coverage.hit(
+                "streams", "task offsets reported" + (" (none)" if not offsets else "")
+            )
         return StreamsGroupHeartbeatRequest(
             group_id=GROUP,
             member_id=self.member_id,
@@ -187,6 +210,8 @@ class StreamsMember:
             user_endpoint=self.endpoint if joining else None,
             endpoint_information_epoch=self.endpoint_epoch,
             shutdown_application=self.shutdown,
+            task_offsets=offsets,
+            task_end_offsets=ends,
         )
 
     async def run(self) -> None:
@@ -229,6 +254,8 @@ class StreamsMember:
             if resp.active_tasks is not None:
                 self.owned = _tasks(resp.active_tasks)
             if resp.standby_tasks is not None:
+                if self.app.reports_offsets:
+                    self.app.note_standbys(self, _tasks(resp.standby_tasks))
                 self.standby = _tasks(resp.standby_tasks)
                 if self.standby:
                     sim.coverage.hit("streams", "standby tasks held")
@@ -237,6 +264,9 @@ class StreamsMember:
                 if self.warmup:
                     sim.coverage.hit("streams", "warm-up tasks held")
             self.endpoint_epoch = resp.endpoint_information_epoch
+            self.offsets_interval_ms = resp.task_offset_interval_ms
+            if self.app.reports_offsets:
+                self.app.restored(self.instance, self.owned, self.standby, self.warmup)
             if resp.partitions_by_user_endpoint is not None:
                 sim.coverage.hit("streams", "endpoints map given")
                 self.endpoints = _merged(resp.partitions_by_user_endpoint)
@@ -244,6 +274,8 @@ class StreamsMember:
                 sim.coverage.hit("streams", f"status {Status(status.code).name}")
                 if status.code == Status.MISSING_INTERNAL_TOPICS:
                     self.app.internal_topics_missing()
+        elif code == Errors.INVALID_REQUEST:  # (the application's requests are well formed)
+            sim.violation(f"{self.name}: heartbeat refused as invalid: {resp.error_message}")
         elif code in (
             Errors.FENCED_MEMBER_EPOCH,
             Errors.UNKNOWN_MEMBER_ID,
@@ -288,6 +320,8 @@ class StreamsMember:
             for p in t.partitions:
                 sim.coverage.hit("streams", f"{what} {Errors(p.error_code).name}")
                 if p.error_code == 0:
+                    if t.name == REPARTITION and self.app.reports_offsets:
+                        self.app.wrote(self.instance, ("1", p.partition_index))
                     acked = (GROUP, t.name, p.partition_index, values[(t.name, p.partition_index)])
                     sim.acked.append(acked)
                     # (held to "no zombie commits": the checker follows its task records)
@@ -351,6 +385,16 @@ class StreamsApp:
         #: internal topics: a CreateTopics in flight, and not before this (virtual) time again
         self._creating = False
         self._create_after = 0.0
+        #: in a share of the streams seeds (``Config.streams_offsets_share``) the threads
+        #: report their instance's task offsets (a v1 client's TaskOffsets: the state it has
+        #: of each stateful task, from an active or standby task now or before -- a replaced
+        #: thread's instance keeps its state directory); standby candidates are ranked by them
+        self.reports_offsets = reports_offsets(sim.seed, sim.cfg)
+        #: each instance's state directory: stateful task -> the changelog offset its store
+        #: holds; and each stateful task's changelog end (an acknowledged commit of its
+        #: active task stands for what it wrote since)
+        self.state: list[dict[tuple[str, int], int]] = [{} for _ in self.process_ids]
+        self.changelog_end: dict[tuple[str, int], int] = {}
 
     def add(self, instance: int, slot: int) -> StreamsMember:
         m = StreamsMember(self, self._count, instance, slot)
@@ -486,6 +530,42 @@ class StreamsApp:
                 sim.coverage.hit("streams", f"create internal topics {c}")
         finally:
             self._creating = False
+
+    def task_offsets(self, instance: int) -> tuple[tuple[TaskOffset, ...], tuple[TaskOffset, ...]]:
+        """What a thread of ``instance`` reports: TaskOffsets (its state of each task) and
+        TaskEndOffsets (the task's changelog end), each task once."""
+        state = self.state[instance]
+        tasks = sorted(state)
+        return (
+            tuple(TaskOffset(s, p, state[(s, p)]) for s, p in tasks),
+            tuple(TaskOffset(s, p, self.changelog_end.get((s, p), 0)) for s, p in tasks),
+        )
+
+    def restored(self, instance: int, *held: Tasks) -> None:
+        """A thread of ``instance`` holds these tasks (active, standby, warm-up): its
+        instance's stores of the stateful ones catch up with their changelogs."""
+        state = self.state[instance]
+        for tasks in held:
+            for sub, parts in tasks.items():
+                if sub in STATEFUL:
+                    for p in parts:
+                        state[(sub, p)] = self.changelog_end.get((sub, p), 0)
+
+    def note_standbys(self, m: StreamsMember, given: Tasks) -> None:
+        """Coverage: a standby given to a thread that held the task in no role, of an
+        instance with state for it (the candidates ranked by reported offsets)."""
+        state = self.state[m.instance]
+        for sub, parts in given.items():
+            for p in parts:
+                held = p in m.standby.get(sub, ()) or p in m.owned.get(sub, ())
+                if not held and (sub, p) in state:
+                    self.sim.coverage.hit("streams", "standby to an instance with its state")
+
+    def wrote(self, instance: int, task: tuple[str, int]) -> None:
+        """The active task ``task`` of a thread of ``instance`` committed: its changelog
+        moved on, its instance's store with it."""
+        end = self.changelog_end[task] = self.changelog_end.get(task, 0) + 1
+        self.state[instance][task] = end
 
     def heal(self) -> None:
         for m in self.members:

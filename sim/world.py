@@ -214,6 +214,8 @@ class Config:
     streams_shutdown_share: float = 0.2
     #: streams.num.standby.replicas (the shard's default): a standby of each stateful task
     streams_standby_replicas: int = 1
+    #: the share of streams seeds whose threads report task offsets (their own RNG)
+    streams_offsets_share: float = 0.5
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -931,8 +933,12 @@ class Sim:
             streams_group_heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             streams_group_min_heartbeat_interval_ms=100,
             streams_group_num_standby_replicas=cfg.streams_standby_replicas,
+            # (task offsets every 5 s, not Kafka's 60 s: runs are short)
+            streams_group_task_offset_interval_ms=5_000,
+            streams_group_min_task_offset_interval_ms=1_000,
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
+        self.coordinator_config.validate()  # (as a shard's settings are)
         if assignor_service(seed, cfg):
             # every target goes to the service (none is small enough to compute in-line)
             self.coordinator_config = dataclasses.replace(

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from shards.core.streams.group import StreamsGroup
-from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, streams_app
+from sim.gateway import gateways
+from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, reports_offsets, streams_app
 from sim.world import Config, Sim, run
 
 CFG = Config()
@@ -25,12 +26,18 @@ def _sets(tasks: Any) -> dict[str, set[int]]:
     return {s: set(ps) for s, ps in tasks.items() if ps}
 
 
-def _settled(sim: Sim) -> dict[str, Any]:
-    g = sim.checker._streams_group()
-    assert isinstance(g, StreamsGroup)
+def _coordinator(sim: Sim) -> Any:
+    """The state machine of the group's coordinator (the true owner of its partition)."""
     (sm,) = {
         id(p.sm): p.sm for _, p in sim.checker._true_owner() if GROUP in p.sm.group_manager.groups
     }.values()
+    return sm
+
+
+def _settled(sim: Sim) -> dict[str, Any]:
+    g = sim.checker._streams_group()
+    assert isinstance(g, StreamsGroup)
+    sm = _coordinator(sim)
     app = sim.streams
     assert app is not None
     live = {m.member_id: m for m in app.members if m.alive}
@@ -181,3 +188,42 @@ def test_a_thread_whose_group_was_deleted_starts_again() -> None:
     result = run(617806)
     assert not result.violations, result.violations
     assert result.coverage.get("streams:heartbeat GROUP_ID_NOT_FOUND")
+
+
+#: streams seeds whose threads report task offsets: directly to the shards (20 dynamic,
+#: 22 static) and through the gateways (39: TaskOffsets on the Kafka wire)
+OFFSET_SEEDS = [20, 22, 39]
+
+
+@pytest.mark.parametrize("seed", OFFSET_SEEDS)
+def test_threads_report_their_instances_task_offsets(seed: int) -> None:
+    # every thread reports the state its instance has of stateful tasks (TaskOffsets) and
+    # their changelogs' ends (TaskEndOffsets); the coordinator keeps each live member's last
+    # report in its soft state (standby candidates are ranked by it)
+    assert reports_offsets(seed, CFG) and streams_app(seed, CFG)
+    assert gateways(seed, CFG) == (seed == 39)
+    seen: list[Sim] = []
+    result = run(seed, inspect=lambda sim: seen.append(sim) or seen.append(_settled(sim)))
+    assert not result.violations, result.violations
+    sim, end = seen
+    app = sim.streams
+    assert app is not None
+    sm = _coordinator(sim)
+    kept = sm.streams._soft[GROUP].task_offsets
+    assert set(kept) == set(end["live"])
+    for mid, offsets in kept.items():
+        state = app.state[end["live"][mid].instance]
+        assert offsets, mid  # each instance holds an active or standby stateful task
+        assert all(sub in STATEFUL for sub, _ in offsets), offsets
+        # what it reported then: its instance's store at most, which only moves on
+        assert all(offsets[t] <= state[t] <= app.changelog_end[t] for t in offsets), mid
+    assert result.coverage.get("streams:task offsets reported")
+
+
+def test_threads_of_other_seeds_report_none() -> None:
+    seed = SEEDS[0]  # (a streams seed whose threads report no task offsets)
+    assert not reports_offsets(seed, CFG)
+    seen: list[Sim] = []
+    run(seed, inspect=seen.append)
+    sm = _coordinator(seen[0])
+    assert sm.streams._soft[GROUP].task_offsets == {}
