@@ -277,6 +277,17 @@ def streams_endpoint_epoch_from_zero() -> contextlib.AbstractContextManager[None
     return _patched(streams_manager, "fresh_endpoint_epoch", zero)
 
 
+def streams_client_tags_unchecked() -> contextlib.AbstractContextManager[None]:
+    """A streams group's steady heartbeat path does not check the members' client tags
+    against the group's rack-aware assignment tags: a thread lacking one is told
+    MISSING_CLIENT_TAGS on its first answers, and on the steady ones no more."""
+
+    def none(rack_tags: str, metadata: Any) -> list[str]:
+        return []
+
+    return _patched(streams_manager, "missing_client_tags", none)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -296,4 +307,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "streams-process-rule": streams_process_rule,
     "streams-shutdown-forgotten": streams_shutdown_forgotten,
     "streams-endpoint-epoch-from-zero": streams_endpoint_epoch_from_zero,
+    "streams-client-tags-unchecked": streams_client_tags_unchecked,
 }

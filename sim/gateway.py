@@ -325,7 +325,9 @@ class GatewayFront:
                 "user_endpoint": None
                 if r.user_endpoint is None
                 else {"host": r.user_endpoint.host, "port": r.user_endpoint.port},
-                "client_tags": None,
+                "client_tags": None
+                if r.client_tags is None
+                else [{"key": kv.key, "value": kv.value} for kv in r.client_tags],
                 "task_offsets": _offset_data(r.task_offsets),
                 "task_end_offsets": _offset_data(r.task_end_offsets),
                 "shutdown_application": r.shutdown_application,

@@ -22,7 +22,8 @@ the streams seeds (``Config.streams_static_share``) the threads are static membe
 a ``group.instance.id`` its replacement keeps, leaves with epoch -2 (staying in the group until
 it is back) and commits with its instance id. In half (``Config.streams_offsets_share``) the
 threads report their instance's task offsets (TaskOffsets / TaskEndOffsets) when they join and
-every ``task.offset.interval.ms``.
+every ``task.offset.interval.ms``. In some (``Config.streams_rack_share``) the instances have
+client tags and an operator sets the group's rack-aware assignment tags.
 
 The invariants (``Checker``): no active task held by two members at once, and no task held by
 two members of one instance in any roles (its threads share a state directory per task), as
@@ -41,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from shards.core import api
 from shards.core.consumer import api as capi
-from shards.core.consumer.group_configs import STREAMS_NUM_STANDBY_REPLICAS
+from shards.core.consumer.group_configs import STREAMS_NUM_STANDBY_REPLICAS, STREAMS_RACK_TAGS
 from shards.core.errors import Errors
 from shards.core.placement import partition_for
 from shards.core.streams.group import StreamsGroup
 from shards.core.streams.heartbeat import StreamsGroupHeartbeatRequest, TaskOffset
 from shards.core.streams.records import (
     Endpoint,
+    KeyValue,
     StreamsGroupTopologyValue,
     Subtopology,
     TaskIds,
@@ -84,6 +86,17 @@ SOURCE = {"0": "t0", "1": REPARTITION}
 STATEFUL = frozenset({"1"})
 
 Tasks = dict[str, tuple[int, ...]]
+
+#: the client tags of the instances in the rack seeds (``Config.streams_rack_share``): the
+#: first instance has both keys, each other one both, only ``zone`` or none (drawn)
+FULL_TAGS = (KeyValue("rack", "r0"), KeyValue("zone", "a"))
+OTHER_TAGS: tuple[tuple[KeyValue, ...], ...] = (
+    (KeyValue("rack", "r1"), KeyValue("zone", "b")),
+    (KeyValue("zone", "b"),),
+    (),
+)
+#: what the operator sets ``streams.rack.aware.assignment.tags`` to (None: deleted)
+RACK_TAGS = ("zone", "rack,zone", "rack", None)
 
 
 def _tasks(ids: Any) -> Tasks:
@@ -182,6 +195,8 @@ class StreamsMember:
         #: then once the task.offset.interval.ms the answers give has passed
         self.offsets_due = 0.0
         self.offsets_interval_ms = 0
+        #: its last answer told it MISSING_CLIENT_TAGS (the rack seeds)
+        self.missing_tags = False
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
@@ -208,6 +223,7 @@ class StreamsMember:
             warmup_tasks=_ids(self.warmup),
             process_id=self.process_id if joining else None,
             user_endpoint=self.endpoint if joining else None,
+            client_tags=self.app.client_tags[self.instance] if joining else None,
             endpoint_information_epoch=self.endpoint_epoch,
             shutdown_application=self.shutdown,
             task_offsets=offsets,
@@ -274,6 +290,14 @@ class StreamsMember:
                 sim.coverage.hit("streams", f"status {Status(status.code).name}")
                 if status.code == Status.MISSING_INTERNAL_TOPICS:
                     self.app.internal_topics_missing()
+            self.missing_tags = any(
+                st.code == Status.MISSING_CLIENT_TAGS for st in resp.status or ()
+            )
+            if self.missing_tags and self.app.client_tags[self.instance] == FULL_TAGS:
+                sim.violation(
+                    f"{self.name}: told MISSING_CLIENT_TAGS with every tag key the group's "
+                    "rack-aware tags can name"
+                )
         elif code == Errors.INVALID_REQUEST:  # (the application's requests are well formed)
             sim.violation(f"{self.name}: heartbeat refused as invalid: {resp.error_message}")
         elif code in (
@@ -390,6 +414,17 @@ class StreamsApp:
         #: of each stateful task, from an active or standby task now or before -- a replaced
         #: thread's instance keeps its state directory); standby candidates are ranked by them
         self.reports_offsets = reports_offsets(sim.seed, sim.cfg)
+        #: in a share of the streams seeds (``Config.streams_rack_share``, an RNG of its own)
+        #: the instances have client tags (``client.tag.<key>``; the first one every key
+        #: the operator may name) and an operator sets the group's
+        #: ``streams.rack.aware.assignment.tags`` once or twice while the faults last; a
+        #: thread of an instance without a named key is told MISSING_CLIENT_TAGS
+        self.rack_rng = random.Random(f"streams-rack-{sim.seed}")
+        self.rack = self.rack_rng.random() < sim.cfg.streams_rack_share
+        self.client_tags: list[tuple[KeyValue, ...] | None] = [
+            None if not self.rack else FULL_TAGS if i == 0 else self.rack_rng.choice(OTHER_TAGS)
+            for i in range(len(self.process_ids))
+        ]
         #: each instance's state directory: stateful task -> the changelog offset its store
         #: holds; and each stateful task's changelog end (an acknowledged commit of its
         #: active task stands for what it wrote since)
@@ -414,7 +449,19 @@ class StreamsApp:
             self.add(i % self.sim.cfg.streams_instances, i)
         self.sim.spawn(self._faults())
         if self.operator_rng.random() < 0.5:
-            self.sim.spawn(self._operator())
+            self.sim.spawn(
+                self._operator(
+                    self.operator_rng,
+                    STREAMS_NUM_STANDBY_REPLICAS,
+                    ("0", "1", "2", None),
+                    "standby replicas",
+                )
+            )
+        if self.rack:
+            self.sim.coverage.hit("mode", "streams client tags")
+            self.sim.spawn(
+                self._operator(self.rack_rng, STREAMS_RACK_TAGS, RACK_TAGS, "rack-aware tags")
+            )
         if self.shutdown_at is not None:
             self.sim.spawn(self._shutdown())
 
@@ -462,32 +509,32 @@ class StreamsApp:
                 return
             self.add(m.instance, m.slot)
 
-    async def _operator(self) -> None:
-        """In half the streams seeds, while the faults last: an operator sets the group's
-        ``streams.num.standby.replicas`` once or twice -- 0, 1, 2 (with two instances a
-        second standby has nowhere to go: left out) or deleted (the shard's default, 1) --
-        with an AlterConfigs to the group's coordinator; the next target follows it."""
-        sim, rng = self.sim, self.operator_rng
+    async def _operator(
+        self, rng: random.Random, config: str, values: tuple[str | None, ...], what: str
+    ) -> None:
+        """While the faults last, an operator sets the group's ``config`` once or twice to
+        one of ``values`` (None: deleted, back to the shard's default) with an AlterConfigs
+        to the group's coordinator; the group epoch is bumped and the next target follows.
+        In half the streams seeds ``streams.num.standby.replicas`` -- 0, 1, 2 (with two
+        instances a second standby has nowhere to go: left out) or deleted (the shard's 1);
+        in the rack seeds ``streams.rack.aware.assignment.tags``."""
+        sim = self.sim
         for _ in range(rng.randint(1, 2)):
             await asyncio.sleep(rng.uniform(1.0, 8.0))
             if sim.faults_over:
                 return
-            value = rng.choice(["0", "1", "2", None])
+            value = rng.choice(values)
             p = sim.route(_Operator())
             if p is None or not p.alive:
-                sim.trace(f"operator: {GROUP} standby replicas {value}: no coordinator")
+                sim.trace(f"operator: {GROUP} {what} {value}: no coordinator")
                 continue
-            req = capi.AlterGroupConfigsRequest(
-                GROUP, (capi.GroupConfig(STREAMS_NUM_STANDBY_REPLICAS, value),)
-            )
-            resp = await self._ask(
-                p, p.service.alter_group_configs(req), "standby replicas altered"
-            )
+            req = capi.AlterGroupConfigsRequest(GROUP, (capi.GroupConfig(config, value),))
+            resp = await self._ask(p, p.service.alter_group_configs(req), f"{what} altered")
             if resp is None:
                 continue
             code = Errors(resp.error_code).name
-            sim.trace(f"operator: {GROUP} standby replicas {value} -> {code}")
-            sim.coverage.hit("streams", f"standby replicas altered to {value}: {code}")
+            sim.trace(f"operator: {GROUP} {what} {value} -> {code}")
+            sim.coverage.hit("streams", f"{what} altered to {value}: {code}")
 
     async def _ask(self, p: Any, request: Any, what: str) -> Any:
         """``request`` served by process ``p`` (an admin's, waited for up to 5 s): its answer,
@@ -681,7 +728,19 @@ class StreamsApp:
             return False
         # every thread knows who serves what: the endpoints map it last got is the group's
         expected = self.endpoints_of(g)
-        return all(m.endpoints == expected for m in live.values())
+        if any(m.endpoints != expected for m in live.values()):
+            return False
+        # ... and was told MISSING_CLIENT_TAGS exactly when its instance lacks a key of the
+        # group's rack-aware tags
+        return all(m.missing_tags == self.lacks_tags(m, g) for m in live.values())
+
+    def lacks_tags(self, m: StreamsMember, g: StreamsGroup) -> bool:
+        """Whether ``m``'s instance lacks a key the group's rack-aware tags name."""
+        have = {kv.key for kv in self.client_tags[m.instance] or ()}
+        lacks = any(t and t not in have for t in g.rack_aware_assignment_tags.split(","))
+        if lacks:
+            self.sim.coverage.hit("streams", "stable with a thread lacking client tags")
+        return lacks
 
     @staticmethod
     def endpoints_of(g: StreamsGroup) -> Endpoints:
@@ -707,8 +766,12 @@ class StreamsApp:
             return f"{GROUP}: not loaded, live members {live}"
         expected = self.endpoints_of(g)
         stale = sorted(m.name for m in self.members if m.alive and m.endpoints != expected)
+        tags = sorted(
+            m.name for m in self.members if m.alive and m.missing_tags != self.lacks_tags(m, g)
+        )
         return (
             f"{GROUP}: streams {g.state_name()} epoch {g.group_epoch}, {len(g.members)} members "
             f"in the group, live {live}"
             + (f", endpoints maps out of date: {stale}" if stale else "")
+            + (f", told MISSING_CLIENT_TAGS wrongly: {tags}" if tags else "")
         )

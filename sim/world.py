@@ -216,6 +216,9 @@ class Config:
     streams_standby_replicas: int = 1
     #: the share of streams seeds whose threads report task offsets (their own RNG)
     streams_offsets_share: float = 0.5
+    #: ... whose instances have client tags and an operator alters the group's rack-aware
+    #: assignment tags (their own RNG)
+    streams_rack_share: float = 0.3
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own

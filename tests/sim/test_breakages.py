@@ -24,8 +24,9 @@ BOUNDS = {
 #: docs/simulation.md)
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
-    "streams-endpoint-epoch-from-zero": range(80, 100),  # (89 seeds from 0)
+    "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
     "streams-shutdown-forgotten": range(100, 120),  # (108 seeds from 0)
+    "streams-client-tags-unchecked": range(125, 140),  # (132 seeds from 0)
 }
 #: what each must be caught by
 CAUGHT_BY = {
@@ -47,6 +48,7 @@ CAUGHT_BY = {
     "streams-process-rule": "held by two members of one instance",
     "streams-shutdown-forgotten": "liveness",
     "streams-endpoint-epoch-from-zero": "endpoints maps out of date",
+    "streams-client-tags-unchecked": "told MISSING_CLIENT_TAGS wrongly",
 }
 
 

@@ -11,6 +11,7 @@ from shards.core.streams.group import StreamsGroup
 from sim.gateway import gateways
 from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, reports_offsets, streams_app
 from sim.world import Config, Sim, run
+from tests.sim import AS_SWEPT_STREAMS
 
 CFG = Config()
 #: streams seeds (an RNG of their own picks a quarter of the seeds) that run to the end: the
@@ -171,7 +172,7 @@ def test_a_shutdown_only_a_deposed_shard_heard_may_be_forgotten(seed: int) -> No
     # later -- the new coordinator never heard it, and the other instance's threads ran on,
     # as they would with Kafka. The checker took it for a lost request (liveness).
     seen: list[Sim] = []
-    result = run(seed, inspect=seen.append)
+    result = run(seed, cfg=AS_SWEPT_STREAMS, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].streams
     assert app is not None and app.shutting_down and app.told_at is not None
@@ -185,7 +186,7 @@ def test_a_thread_whose_group_was_deleted_starts_again() -> None:
     # group emptied after a shutdown request and was deleted with its expired offsets kept
     # heartbeating at its old epoch -- GROUP_ID_NOT_FOUND for ever. Kafka's client treats the
     # error as fatal; the simulated application starts the thread again (epoch 0).
-    result = run(617806)
+    result = run(617806, cfg=AS_SWEPT_STREAMS)
     assert not result.violations, result.violations
     assert result.coverage.get("streams:heartbeat GROUP_ID_NOT_FOUND")
 
@@ -227,3 +228,32 @@ def test_threads_of_other_seeds_report_none() -> None:
     run(seed, inspect=seen.append)
     sm = _coordinator(seen[0])
     assert sm.streams._soft[GROUP].task_offsets == {}
+
+
+#: streams seeds with client tags (``Config.streams_rack_share``) whose operator left the
+#: group's rack-aware tags naming a key the second instance lacks: 82 directly ("rack,zone",
+#: the second instance has no tags), 131 through the gateways ("rack", it has only "zone")
+RACK_SEEDS = [82, 131]
+
+
+@pytest.mark.parametrize("seed", RACK_SEEDS)
+def test_threads_lacking_a_rack_tag_are_told_missing_client_tags(seed: int) -> None:
+    assert gateways(seed, CFG) == (seed == 131)
+    seen: list[Sim] = []
+    result = run(seed, inspect=lambda sim: seen.append(sim) or seen.append(_settled(sim)))
+    assert not result.violations, result.violations
+    sim, end = seen
+    app = sim.streams
+    assert app is not None and app.rack
+    g = end["group"]
+    named = set(g.rack_aware_assignment_tags.split(","))
+    assert named == ({"rack", "zone"} if seed == 82 else {"rack"})
+    told = {}
+    for mid, m in end["live"].items():
+        # the coordinator has the tags the thread's instance sent (on the Kafka wire in 131)
+        tags = app.client_tags[m.instance]
+        assert g.members[mid].metadata.client_tags == tags
+        told[m.instance] = m.missing_tags
+        assert m.missing_tags == (not named <= {kv.key for kv in tags or ()}), m.name
+    assert told == {0: False, 1: True}
+    assert result.coverage.get("streams:status MISSING_CLIENT_TAGS")
