@@ -16,6 +16,7 @@ from typing import Any
 
 from services.gateway.router import Router
 from shards.clock import StoreTime
+from shards.core import txn_offsets
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import group as consumer_group
 from shards.core.consumer import manager as consumer_manager
@@ -288,6 +289,39 @@ def streams_client_tags_unchecked() -> contextlib.AbstractContextManager[None]:
     return _patched(streams_manager, "missing_client_tags", none)
 
 
+def txn_abort_commits() -> contextlib.AbstractContextManager[None]:
+    """A shard applies every transaction marker as a COMMIT: an aborted transaction's
+    pending offsets are committed."""
+    real = txn_offsets.PendingTxnOffsets.complete
+
+    def complete(self: Any, marker: txn_offsets.TxnMarker) -> Any:
+        return real(self, dataclasses.replace(marker, committed=True))
+
+    return _patched(txn_offsets.PendingTxnOffsets, "complete", complete)
+
+
+def txn_floor_off_by_one() -> contextlib.AbstractContextManager[None]:
+    """The floors a shard gives its outcome follower are one past the pending entries'
+    (where to read from, off by one): a marker right at an entry's floor is never read."""
+    real = txn_offsets.PendingTxnOffsets.floors
+
+    def floors(self: Any) -> dict[int, int]:
+        return {up: floor + 1 for up, floor in real(self).items()}
+
+    return _patched(txn_offsets.PendingTxnOffsets, "floors", floors)
+
+
+def txn_v2_epoch_unbumped() -> contextlib.AbstractContextManager[None]:
+    """A pending entry's own marker epoch is its producer epoch under transaction version 2
+    too (KIP-890's bump at EndTxn forgotten): its COMMIT marker, one epoch higher, is
+    taken for a later transaction's and discards it."""
+
+    def own(producer_epoch: int, transaction_v2: bool) -> int:
+        return producer_epoch
+
+    return _patched(txn_offsets, "own_marker_epoch", own)
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -308,4 +342,7 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "streams-shutdown-forgotten": streams_shutdown_forgotten,
     "streams-endpoint-epoch-from-zero": streams_endpoint_epoch_from_zero,
     "streams-client-tags-unchecked": streams_client_tags_unchecked,
+    "txn-abort-commits": txn_abort_commits,
+    "txn-floor-off-by-one": txn_floor_off_by_one,
+    "txn-v2-epoch-unbumped": txn_v2_epoch_unbumped,
 }

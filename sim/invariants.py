@@ -49,6 +49,7 @@ from shards.adapters.record_codec import RecordCodec
 from shards.core.classic import consumer_protocol as cp
 from shards.core.classic.group import STABLE, ClassicGroup
 from shards.core.consumer.group import ConsumerGroup, ConsumerGroupState
+from shards.core.placement import partition_for
 from shards.core.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -248,6 +249,8 @@ class Checker:
             self._acked()
             self._reads()
             sim.retention.check()
+            if sim.txn is not None:
+                sim.txn.check()
 
     def _serves_under_lease(self) -> None:
         sim = self.sim
@@ -711,7 +714,13 @@ class Checker:
         streams = self.sim.streams
         if streams is not None and not streams.stable(self._streams_group()):
             return False
-        return True
+        txn = self.sim.txn
+        return txn is None or txn.stable(self._owner_of(txn.group))
+
+    def _owner_of(self, group: str) -> CoordinatorStateMachine | None:
+        """The state machine of ``group``'s coordinator (None: its partition not served)."""
+        n = partition_for(group, self.sim.cfg.num_partitions)
+        return next((p.sm for _, p in self._true_owner() if p.partition == n), None)
 
     def _streams_group(self) -> StreamsGroup | None:
         """The streams application's group, as its coordinator holds it (None: none)."""
@@ -765,6 +774,8 @@ class Checker:
                 )
         if self.sim.streams is not None:
             parts.append(self.sim.streams.describe(self._streams_group()))
+        if self.sim.txn is not None:
+            parts.append(self.sim.txn.describe(self._owner_of(self.sim.txn.group)))
         return "; ".join(parts)
 
 

@@ -63,6 +63,7 @@ from sim.processes import retrieve_quietly
 from sim.retention import SOLO, Retention, retention_ms
 from sim.store import SimMembership, SimStore, StoreWorld
 from sim.streams import StreamsApp, streams_app
+from sim.txn import TxnApp, txn_app
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
 #: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
@@ -219,6 +220,9 @@ class Config:
     #: ... whose instances have client tags and an operator alters the group's rack-aware
     #: assignment tags (their own RNG)
     streams_rack_share: float = 0.3
+    #: the share of seeds with a transactional application (sim/txn.py: its offsets in
+    #: transactions, markers followed by the shards; an RNG of its own)
+    txn_share: float = 0.2
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -594,6 +598,8 @@ class Process:
         self._clock_sync = self.spawn(follow(self.clock, read, CLOCK_SYNC_INTERVAL_MS))
         await self.catalog.start()
         self.catalog.listeners.append(self._on_image)
+        if self.sim.txn is not None:  # (in proxy mode every shard process follows markers)
+            self.sim.txn.follow(self)
         if self.manager is not None:
             # as services/shard/app.py: renewals, then register and take what maps here
             self.runtime.start_lease_renewal()
@@ -953,6 +959,8 @@ class Sim:
         self.retention = Retention(self, retention_ms(seed, cfg))
         #: the Kafka Streams application (Config.streams_share), when there is one
         self.streams = StreamsApp(self) if streams_app(seed, cfg) else None
+        #: the transactional application (Config.txn_share), when there is one
+        self.txn = TxnApp(self) if txn_app(seed, cfg) else None
         #: members send late commits in this seed (coverage: ``mode:late commits``)
         self.late_commits = random.Random(f"late-commits-{seed}").random() < cfg.late_commit_share
         if self.retention.retention_ms is not None:
@@ -1598,6 +1606,8 @@ class Sim:
             self.add_classic_member(cfg.groups)
         if self.streams is not None:
             self.streams.start()
+        if self.txn is not None:
+            self.txn.start()
         if self.late_commits:
             self.coverage.hit("mode", "late commits")
         if self.retention.retention_ms is not None:

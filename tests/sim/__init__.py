@@ -5,8 +5,8 @@ from sim.world import Config
 #: the world of the sweep's seeds before the streams application came in (2026-12-06):
 #: a failure found then replays as it was found only without it (a streams seed's network
 #: and loop draw other numbers)
-AS_SWEPT = Config(streams_share=0.0)
-#: ... before the streams threads reported task offsets and had client tags (2026-12-07): the
-#: streams seeds found until then (their shares drawn by RNGs of their own, so a seed's
-#: scenario is otherwise the same)
-AS_SWEPT_STREAMS = Config(streams_offsets_share=0.0, streams_rack_share=0.0)
+AS_SWEPT = Config(streams_share=0.0, txn_share=0.0)
+#: ... before the streams threads reported task offsets and had client tags, and before the
+#: transactional application (2026-12-07): the streams seeds found until then (those shares
+#: are drawn by RNGs of their own, so a seed's scenario is otherwise the same)
+AS_SWEPT_STREAMS = Config(streams_offsets_share=0.0, streams_rack_share=0.0, txn_share=0.0)

@@ -49,6 +49,9 @@ CAUGHT_BY = {
     "streams-shutdown-forgotten": "liveness",
     "streams-endpoint-epoch-from-zero": "endpoints maps out of date",
     "streams-client-tags-unchecked": "told MISSING_CLIENT_TAGS wrongly",
+    "txn-abort-commits": "an aborted transaction's offset committed",
+    "txn-floor-off-by-one": "where the last committed transactions' are",
+    "txn-v2-epoch-unbumped": "where the last committed transactions' are",
 }
 
 
