@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
@@ -581,17 +581,29 @@ class GroupCoordinatorService:
             resolved += await p.write(lambda shard, now: shard.complete_transaction(marker, now))
         return resolved
 
-    async def pending_transaction_floors(self) -> dict[int, int]:
-        """Upstream offsets partition -> the lowest floor pending on this shard: where the
-        outcome follower reads markers from."""
-        result: dict[int, int] = {}
+    async def pending_transaction_entries(self) -> dict[int, dict[Hashable, int]]:
+        """Upstream offsets partition -> the pending entries on this shard -> each one's
+        floor. An entry is named with the load of the partition holding it (partition,
+        epoch; every load bumps the epoch): loaded again -- here after a loss, or on a new
+        owner -- its entries are new to the outcome follower, which must offer them every
+        marker from their floors again (it may have read past a marker while the
+        partition was away: applied to nothing)."""
+        result: dict[int, dict[Hashable, int]] = {}
         for n in self.runtime.active_partitions():
-            floors = await self.runtime.partition(n).read(
-                lambda shard, now: shard.offset_manager.pending.floors(), confirm=False
+            p = self.runtime.partition(n)
+            # (its own bookkeeping, acted on only by the fenced writes: no lease check)
+            entries = await p.read(
+                lambda shard, now: shard.offset_manager.pending.entries(), confirm=False
             )
-            for up, floor in floors.items():
-                result[up] = min(floor, result.get(up, floor))
+            for up, keys in entries.items():
+                for key in keys:
+                    result.setdefault(up, {})[(n, p.epoch, *key)] = key[3]
         return result
+
+    async def pending_transaction_floors(self) -> dict[int, int]:
+        """Upstream offsets partition -> the lowest floor pending on this shard."""
+        entries = await self.pending_transaction_entries()
+        return {up: min(floors.values()) for up, floors in entries.items()}
 
     async def offset_delete(self, request: api.OffsetDeleteRequest) -> api.OffsetDeleteResponse:
         refused = self._refused(request.group_id, request)

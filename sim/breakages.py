@@ -20,6 +20,7 @@ from shards.core import txn_offsets
 from shards.core.classic.manager import ClassicGroupManager
 from shards.core.consumer import group as consumer_group
 from shards.core.consumer import manager as consumer_manager
+from shards.core.offsets import OffsetMetadataManager
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.streams import group as streams_group
 from shards.core.streams import heartbeat as streams_heartbeat
@@ -303,12 +304,15 @@ def txn_abort_commits() -> contextlib.AbstractContextManager[None]:
 def txn_floor_off_by_one() -> contextlib.AbstractContextManager[None]:
     """The floors a shard gives its outcome follower are one past the pending entries'
     (where to read from, off by one): a marker right at an entry's floor is never read."""
-    real = txn_offsets.PendingTxnOffsets.floors
+    real = txn_offsets.PendingTxnOffsets.entries
 
-    def floors(self: Any) -> dict[int, int]:
-        return {up: floor + 1 for up, floor in real(self).items()}
+    def entries(self: Any) -> dict[int, set[tuple[str, int, int, int]]]:
+        return {
+            up: {(g, pid, epoch, floor + 1) for g, pid, epoch, floor in keys}
+            for up, keys in real(self).items()
+        }
 
-    return _patched(txn_offsets.PendingTxnOffsets, "floors", floors)
+    return _patched(txn_offsets.PendingTxnOffsets, "entries", entries)
 
 
 def txn_v2_epoch_unbumped() -> contextlib.AbstractContextManager[None]:
@@ -320,6 +324,17 @@ def txn_v2_epoch_unbumped() -> contextlib.AbstractContextManager[None]:
         return producer_epoch
 
     return _patched(txn_offsets, "own_marker_epoch", own)
+
+
+def txn_zombie_commits() -> contextlib.AbstractContextManager[None]:
+    """TxnOffsetCommit does not ask the group (KIP-447's fencing gone): a transactional
+    consumer cut off past its session -- a zombie whose partitions went to another member --
+    still gets its transactions' offsets written."""
+
+    def unchecked(self: Any, request: Any, now_ms: int) -> None:
+        return None
+
+    return _patched(OffsetMetadataManager, "_validate_txn_offset_commit", unchecked)
 
 
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
@@ -345,4 +360,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "txn-abort-commits": txn_abort_commits,
     "txn-floor-off-by-one": txn_floor_off_by_one,
     "txn-v2-epoch-unbumped": txn_v2_epoch_unbumped,
+    "txn-zombie-commits": txn_zombie_commits,
 }

@@ -56,6 +56,7 @@ from shards.core.records import (
     ConsumerGroupMetadataKey,
     GroupMetadataKey,
     OffsetCommitKey,
+    TxnOffsetCommitKey,
 )
 from shards.core.state_machine import CoordinatorStateMachine
 from shards.core.streams.group import StreamsGroup
@@ -129,6 +130,8 @@ class Checker:
         #: a commit record (group, topic, partition, offset) -> where each copy was written
         #: (:meth:`_holders`)
         self._commit_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
+        #: ... of each transactional offset, where its pending record was written
+        self._txn_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
@@ -544,7 +547,7 @@ class Checker:
         if sender is None:
             return  # (a classic member's, or the admin's)
         member, epoch = sender
-        written = self._commit_holders.get(commit, [])
+        written = self._commit_holders.get(commit) or self._txn_holders.get(commit, [])
         for epochs, holders in written:
             current = epochs.get(member)
             if current is None:
@@ -586,7 +589,17 @@ class Checker:
                     if isinstance(key, OffsetCommitKey) and value is not None:
                         commit = (key.group, key.topic, key.partition, value.offset)
                         durable.add(commit)
-                        self._commit_holders.setdefault(commit, []).append(
+                        if commit not in self._txn_holders:  # (else: a transaction's, see below)
+                            self._commit_holders.setdefault(commit, []).append(
+                                self._holders(key.group, key.topic, key.partition)
+                            )
+                    elif isinstance(key, TxnOffsetCommitKey) and value is not None:
+                        # a transactional offset, pending: acknowledged once written (its
+                        # COMMIT marker makes it an offset record later, wherever the
+                        # partition then is): held to "no zombie commits" here
+                        commit = (key.group, key.topic, key.partition, value.offset)
+                        durable.add(commit)
+                        self._txn_holders.setdefault(commit, []).append(
                             self._holders(key.group, key.topic, key.partition)
                         )
                     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
@@ -715,7 +728,7 @@ class Checker:
         if streams is not None and not streams.stable(self._streams_group()):
             return False
         txn = self.sim.txn
-        return txn is None or txn.stable(self._owner_of(txn.group))
+        return txn is None or txn.stable(self._owner_of)
 
     def _owner_of(self, group: str) -> CoordinatorStateMachine | None:
         """The state machine of ``group``'s coordinator (None: its partition not served)."""
@@ -775,7 +788,7 @@ class Checker:
         if self.sim.streams is not None:
             parts.append(self.sim.streams.describe(self._streams_group()))
         if self.sim.txn is not None:
-            parts.append(self.sim.txn.describe(self._owner_of(self.sim.txn.group)))
+            parts.append(self.sim.txn.describe(self._owner_of))
         return "; ".join(parts)
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,10 @@ from shards.core.txn_offsets import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
-    own_marker_epoch,
     txn_offset_commit_error,
 )
 from sim.invariants import _after
+from sim.world import Member
 
 if TYPE_CHECKING:
     from sim.world import Config, Process, Sim
@@ -67,6 +68,11 @@ PRODUCER_ID = 4_000
 UPSTREAM_PARTITION = 7
 #: the partitions of t0 it consumes
 PARTITIONS = (0, 1, 2, 3)
+#: the consumer group of the transactional consumers (TxnMember), how many, and the
+#: upstream's offsets partition of the group
+MEMBERS_GROUP = "x1"
+TXN_MEMBERS = 2
+MEMBERS_UPSTREAM_PARTITION = 8
 
 
 def txn_app(seed: int, cfg: Config) -> bool:
@@ -111,27 +117,35 @@ def record_batch(
 
 @dataclass(eq=False)
 class Txn:
-    """One transaction: the producer epoch it ran at, its floor, the offsets it carried,
-    and how it ended (None: not yet) with its marker's offset."""
+    """One transaction: the group and producer epoch it ran at, its floor, the offsets it
+    carried ((topic, partition) -> offset) and their answers, and how it ended (None: not
+    yet) with its marker's offset."""
 
+    group: str
     epoch: int
-    floor: int
-    offsets: dict[int, int]
+    offsets: dict[tuple[str, int], int]
+    #: the group generation (member epoch) it was sent at (-1: a simple group's)
+    generation: int = -1
+    floor: int = -1
+    codes: dict[tuple[str, int], int] = field(default_factory=dict)
+    answers: list[str] = field(default_factory=list)
     committed: bool | None = None
     marker_at: int = -1
     #: when (virtual s) its marker was written
     marker_time: float = 0.0
-    answers: list[str] = field(default_factory=list)
-    #: its pending offsets were written after its marker (a TxnOffsetCommit that came late:
-    #: held by the shard -- a store stall -- past the client's timeout)
+    #: pending offsets of it were written past its marker: with a floor read after the
+    #: marker was written (a TxnOffsetCommit, or a duplicate, that reached the gateway after
+    #: the transaction ended: under TV1 nothing upstream refuses it), so its own marker
+    #: cannot resolve them -- the TV1 hazard Kafka has too (KIP-890)
     late: bool = False
 
 
 class Upstream:
-    """The upstream cluster's ``__consumer_offsets`` partition of the group: its batches
-    (base offset -> the encoded batch), of one record each."""
+    """The upstream cluster's ``__consumer_offsets`` partition of a group: its batches (the
+    offset of each is its index: one record per batch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
         self.batches: list[bytes] = []
 
     @property
@@ -145,23 +159,23 @@ class Upstream:
 
 
 class Link:
-    """A connection of a shard's follower to the partition's leader (what ``fetch_markers``
+    """A connection of a shard's follower to a partition's leader (what ``fetch_markers``
     uses of an ``UpstreamConnection``): Fetch answers from the simulated partition, after a
     delay; a failure now and then while the faults last."""
 
-    def __init__(self, app: TxnApp) -> None:
+    def __init__(self, app: TxnApp, upstream: Upstream) -> None:
         self.app = app
+        self.upstream = upstream
         self.closed = False
 
     async def request(self, request: Any) -> Any:
-        app = self.app
+        app, upstream = self.app, self.upstream
         await asyncio.sleep(app.rng.uniform(0.001, 0.005))
         if not app.sim.faults_over and app.rng.random() < 0.05:
             self.closed = True
             app.sim.coverage.hit("txn", "upstream fetch failed")
             raise UpstreamFailure("simulated: the upstream leader went away")
         offset = request.topics[0].partitions[0].fetch_offset
-        upstream = app.upstream
         records = b"".join(upstream.batches[offset:])
         partition = SimpleNamespace(error_code=0, records=records, high_watermark=upstream.end)
         return SimpleNamespace(responses=[SimpleNamespace(partitions=[partition])])
@@ -170,19 +184,194 @@ class Link:
         self.closed = True
 
 
+class Producer:
+    """A transactional producer committing offsets of one group: its transactional id,
+    producer id and epoch, and the upstream partition its transactions' markers go to (the
+    group's)."""
+
+    def __init__(self, app: TxnApp, transactional_id: str, producer_id: int, group: str) -> None:
+        self.app = app
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.group = group
+        self.upstream = app.upstreams[group]
+        self.epoch = 0
+        self.rng = random.Random(f"txn-producer-{app.sim.seed}-{transactional_id}")
+
+    def restart(self, who: str) -> None:
+        """The application restarts: InitProducerId bumps the epoch."""
+        self.epoch += 1
+        self.app.sim.trace(f"{who} producer restarted: epoch {self.epoch}")
+        self.app.sim.coverage.hit("txn", "producer restarted")
+
+    async def transaction(
+        self,
+        client: Any,
+        offsets: dict[tuple[str, int], int],
+        generation: int = -1,
+        member_id: str = "",
+    ) -> Txn:
+        """A transaction that commits ``offsets`` (TxnOffsetCommit from ``client``, at the
+        group ``generation`` / member epoch of ``member_id``), then ends: COMMIT when every
+        partition was answered NONE (three times in four), else ABORT."""
+        app, sim = self.app, self.app.sim
+        txn = Txn(self.group, self.epoch, offsets, generation)
+        app.txns.append(txn)
+        for value in offsets.values():
+            app.by_value[value] = txn
+        req = TxnOffsetCommitRequest(
+            self.transactional_id,
+            self.group,
+            self.producer_id,
+            txn.epoch,
+            self.upstream.partition,
+            -1,
+            app.v2,
+            generation_id=generation,
+            member_id=member_id,
+            topics=tuple(
+                TxnOffsetCommitRequestTopic(
+                    topic,
+                    tuple(
+                        TxnOffsetCommitRequestPartition(p, o)
+                        for (t, p), o in sorted(offsets.items())
+                        if t == topic
+                    ),
+                )
+                for topic in sorted({t for t, _ in offsets})
+            ),
+        )
+        try:
+            resp = await sim.net(client, "txn", lambda s: self._serve(s, txn, req))
+            txn.codes = {
+                (t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+            }
+            txn.answers = [Errors(c).name for _, c in sorted(txn.codes.items())]
+        except TimeoutError:
+            txn.answers = ["timeout"]
+        for a in set(txn.answers):
+            sim.coverage.hit("txn", f"TxnOffsetCommit {a}")
+        accepted = len(txn.codes) == len(offsets) and not any(txn.codes.values())
+        commit = accepted and self.rng.random() < 0.75
+        txn.committed = commit
+        # (the epoch the upstream writes the marker with: EndTxn bumps it under TV2 --
+        # the simulation's own model, not the core's own_marker_epoch it checks)
+        marker_epoch = txn.epoch + 1 if app.v2 else txn.epoch
+        txn.marker_at = self.upstream.append(self.producer_id, marker_epoch, True, commit)
+        txn.marker_time = sim.loop.now
+        if app.v2:
+            self.epoch = marker_epoch
+        sim.coverage.hit("txn", "committed" if commit else "aborted")
+        sim.trace(
+            f"{client.name} txn {self.group} e={txn.epoch} g={generation} floor={txn.floor} "
+            f"{sorted(offsets.items())} -> {txn.answers}: "
+            f"{'COMMIT' if commit else 'ABORT'} at {txn.marker_at}"
+        )
+        return txn
+
+    async def _serve(
+        self, service: Any, txn: Txn, req: TxnOffsetCommitRequest
+    ) -> TxnOffsetCommitResponse:
+        """The TxnOffsetCommit of ``txn`` as the gateway in front of the shard handles it
+        when it arrives: under transaction version 2 it first adds the offsets partition to
+        the transaction upstream (AddOffsetsToTxn), which fails once the transaction ended
+        (EndTxn bumped the epoch); then it reads the floor and forwards the request."""
+        if self.app.v2 and txn.committed is not None:
+            self.app.sim.coverage.hit("txn", "TV2: a late TxnOffsetCommit fenced upstream")
+            return txn_offset_commit_error(req, int(Errors.INVALID_PRODUCER_EPOCH))
+        txn.floor = self.upstream.end
+        return await service.txn_offset_commit(replace(req, upstream_floor=txn.floor))
+
+
+class TxnMember(Member):
+    """A KIP-848 consumer of ``x1`` whose application commits what it consumed in
+    transactions -- ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``: the
+    TxnOffsetCommit carries its member id and epoch (KIP-447: the group fences a zombie) --
+    synchronously in its loop, so a transaction ends before its next heartbeat reports a
+    revocation (no late commits). Its accepted offsets are acknowledged writes: durable, and
+    held to "no zombie commits" where the pending record was written."""
+
+    sends_late_commits = False
+
+    def __init__(self, sim: Sim, index: int, app: TxnApp) -> None:
+        super().__init__(sim, index, MEMBERS_GROUP, static=False, regex=False, client_side=False)
+        self.subscription = ("t0",)
+        #: a transaction of its runs (its TxnOffsetCommit sent, the marker not yet written)
+        self.in_txn = False
+        self.producer = Producer(
+            app, f"{MEMBERS_GROUP}-{self.name}", PRODUCER_ID + 1 + index, self.group
+        )
+
+    async def run(self) -> None:
+        self.sim.spawn(self._process())
+        await super().run()
+
+    async def before_heartbeat(self) -> None:
+        # a revocation is acknowledged once the transaction that commits the revoked
+        # partitions ended (the application commits in its onPartitionsRevoked): no heartbeat
+        # while one runs
+        while self.in_txn:
+            await asyncio.sleep(0.01)
+
+    async def commit(
+        self,
+        which: dict[str, tuple[int, ...]] | None = None,
+        epoch: int | None = None,
+        what: str = "commit",
+    ) -> None:
+        """Nothing after a heartbeat: its processing loop commits (:meth:`_process`)."""
+
+    async def _process(self) -> None:
+        """The processing loop: every 0.5-1.5 s, the offsets of the partitions it holds (as
+        it sees them: a member cut off past its session still thinks it holds them)
+        committed in a transaction at its member epoch, until the faults are over."""
+        sim = self.sim
+        while self.alive and not sim.faults_over:
+            await asyncio.sleep(self.rng.uniform(0.5, 1.5))
+            if not self.alive or sim.faults_over or not self.owned or self.epoch <= 0:
+                continue
+            names = sim.topic_names()
+            offsets = {
+                (names[t], p): sim.retention.next_offset()
+                for t, ps in sorted(self.owned.items())
+                if t in names
+                for p in ps
+            }
+            if not offsets:
+                continue
+            self.in_txn = True
+            try:
+                txn = await self.producer.transaction(self, offsets, self.epoch, self.member_id)
+            finally:
+                self.in_txn = False
+            for (topic, p), code in txn.codes.items():
+                if code == 0:
+                    acked = (self.group, topic, p, offsets[(topic, p)])
+                    sim.acked.append(acked)
+                    sim.commit_senders[acked] = (self.member_id, txn.generation)
+            if self.rng.random() < 0.05:
+                self.producer.restart(self.name)
+
+
 class TxnApp:
-    """The transactional application, the upstream partition, and the checks."""
+    """The transactional applications (the simple group's, the consumers'), the upstream
+    partitions, the followers, and the checks."""
 
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self.rng = random.Random(f"txn-app-{sim.seed}")
         #: transaction version 2 (KIP-890: the epoch bumped at every EndTxn) in half
         self.v2 = self.rng.random() < 0.5
-        self.upstream = Upstream()
-        self.epoch = 0
+        self.upstreams = {
+            GROUP: Upstream(UPSTREAM_PARTITION),
+            MEMBERS_GROUP: Upstream(MEMBERS_UPSTREAM_PARTITION),
+        }
+        self.by_partition = {u.partition: u for u in self.upstreams.values()}
+        self.producer = Producer(self, TRANSACTIONAL_ID, PRODUCER_ID, GROUP)
         self.txns: list[Txn] = []
         #: offset value -> its transaction (each value is unique in the run)
         self.by_value: dict[int, Txn] = {}
+        self.members: list[TxnMember] = []
         #: what routing and the network need (Sim.net): the group, its coordinator
         self.name = "x"
         self.group = GROUP
@@ -192,8 +381,48 @@ class TxnApp:
         self._seen: dict[int, int] = {}
 
     def start(self) -> None:
-        self.sim.coverage.hit("mode", "transactions (v2)" if self.v2 else "transactions (v1)")
-        self.sim.spawn(self.run())
+        sim = self.sim
+        sim.coverage.hit("mode", "transactions (v2)" if self.v2 else "transactions (v1)")
+        sim.spawn(self.run())
+        for _ in range(TXN_MEMBERS):
+            self.add_member()
+        sim.spawn(self._faults())
+
+    def add_member(self) -> TxnMember:
+        sim = self.sim
+        m = TxnMember(sim, len(sim.members), self)
+        self.members.append(m)
+        sim.members.append(m)
+        sim.trace(f"{m.name} (transactional) joins {MEMBERS_GROUP}")
+        sim.spawn(m.run())
+        return m
+
+    async def _faults(self) -> None:
+        """While the faults last, now and then: a transactional consumer crashes (its session
+        expires; a new one joins 1-4 s later), or its link is cut for 2-9 s -- past its
+        session, it is a zombie: it still holds its partitions as it sees them, and its
+        transactions' TxnOffsetCommits, sent at its old epoch once the link is back, must
+        be fenced by the group (KIP-447)."""
+        sim, rng = self.sim, random.Random(f"txn-faults-{self.sim.seed}")
+        while True:
+            await asyncio.sleep(rng.uniform(2.0, 6.0))
+            if sim.faults_over:
+                return
+            live = [m for m in self.members if m.alive]
+            if not live:
+                continue
+            m = live[rng.randrange(len(live))]
+            if rng.random() < 0.5:
+                sim.trace(f"{m.name} (transactional) crashed")
+                sim.coverage.hit("txn", "consumer crashed")
+                m.alive = False
+                await asyncio.sleep(rng.uniform(1.0, 4.0))
+                self.add_member()
+            else:
+                cut = rng.uniform(2.0, 9.0)
+                sim.trace(f"{m.name} (transactional) cut off for {cut:.1f} s")
+                sim.coverage.hit("txn", "consumer cut off")
+                m.cut_until = sim.loop.now + cut
 
     def follow(self, proc: Process) -> None:
         """The outcome follower of shard process ``proc`` (one per incarnation)."""
@@ -214,8 +443,7 @@ class TxnApp:
 
     async def _connect(self, partition: int) -> Link:
         # (a Link stands for the UpstreamConnection: what fetch_markers uses of one)
-        assert partition == UPSTREAM_PARTITION
-        return Link(self)
+        return Link(self, self.by_partition[partition])
 
     # ---- the application ------------------------------------------------------------------
     async def run(self) -> None:
@@ -225,72 +453,15 @@ class TxnApp:
             if sim.faults_over:
                 break
             if rng.random() < 0.3:  # another group's commit on the partition
-                self.upstream.append(PRODUCER_ID + 1, 0, control=False)
-            await self.transaction()
+                self.upstreams[GROUP].append(PRODUCER_ID + 100, 0, control=False)
+            parts = sorted(rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS))))
+            offsets = {("t0", p): sim.retention.next_offset() for p in parts}
+            await self.producer.transaction(self, offsets)
+            if rng.random() < 0.3:
+                await self.fetch()
             if rng.random() < 0.1:
-                # the application restarts: InitProducerId bumps the epoch
-                self.epoch += 1
-                sim.trace(f"x producer restarted: epoch {self.epoch}")
-                sim.coverage.hit("txn", "producer restarted")
+                self.producer.restart(self.name)
         self.done = True
-
-    async def transaction(self) -> None:
-        sim, rng = self.sim, self.rng
-        parts = sorted(rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS))))
-        txn = Txn(self.epoch, -1, {p: sim.retention.next_offset() for p in parts})
-        self.txns.append(txn)
-        for value in txn.offsets.values():
-            self.by_value[value] = txn
-        try:
-            resp = await sim.net(self, "txn", lambda s: self._serve(s, txn))
-            txn.answers = [Errors(p.error_code).name for t in resp.topics for p in t.partitions]
-        except TimeoutError:
-            txn.answers = ["timeout"]
-        for a in set(txn.answers):
-            sim.coverage.hit("txn", f"TxnOffsetCommit {a}")
-        commit = txn.answers == ["NONE"] * len(parts) and rng.random() < 0.75
-        txn.committed = commit
-        marker_epoch = own_marker_epoch(txn.epoch, self.v2)
-        txn.marker_at = self.upstream.append(PRODUCER_ID, marker_epoch, True, commit)
-        txn.marker_time = sim.loop.now
-        if self.v2:
-            self.epoch = marker_epoch
-        sim.coverage.hit("txn", "committed" if commit else "aborted")
-        sim.trace(
-            f"x txn e={txn.epoch} floor={txn.floor} {txn.offsets} -> {txn.answers}: "
-            f"{'COMMIT' if commit else 'ABORT'} at {txn.marker_at}"
-        )
-        if rng.random() < 0.3:
-            await self.fetch()
-
-    async def _serve(self, service: Any, txn: Txn) -> TxnOffsetCommitResponse:
-        """The TxnOffsetCommit of ``txn`` as the gateway in front of the shard handles it
-        when it arrives: under transaction version 2 it first adds the offsets partition to
-        the transaction upstream (AddOffsetsToTxn), which fails once the transaction ended
-        (EndTxn bumped the epoch); then it reads the floor and forwards the request."""
-        req = self._request(txn)
-        if self.v2 and txn.committed is not None:
-            self.sim.coverage.hit("txn", "TV2: a late TxnOffsetCommit fenced upstream")
-            return txn_offset_commit_error(req, int(Errors.INVALID_PRODUCER_EPOCH))
-        txn.floor = self.upstream.end
-        return await service.txn_offset_commit(replace(req, upstream_floor=txn.floor))
-
-    def _request(self, txn: Txn) -> TxnOffsetCommitRequest:
-        return TxnOffsetCommitRequest(
-            TRANSACTIONAL_ID,
-            GROUP,
-            PRODUCER_ID,
-            txn.epoch,
-            UPSTREAM_PARTITION,
-            txn.floor,
-            self.v2,
-            topics=(
-                TxnOffsetCommitRequestTopic(
-                    "t0",
-                    tuple(TxnOffsetCommitRequestPartition(p, o) for p, o in txn.offsets.items()),
-                ),
-            ),
-        )
 
     async def fetch(self) -> None:
         """OffsetFetch of the group with ``require_stable`` (a read_committed consumer
@@ -326,18 +497,23 @@ class TxnApp:
                 when = at.get((partition, entry.offset), sim.loop.now)
                 for record in checker._decode(entry):
                     key, value = record.key, record.value
-                    if value is None or getattr(key, "group", None) != GROUP:
+                    if value is None or getattr(key, "group", None) not in self.upstreams:
                         continue
                     txn = self.by_value.get(value.offset)
                     if txn is None:
                         continue
                     if isinstance(key, TxnOffsetCommitKey):
-                        if txn.committed is not None and when > txn.marker_time and not txn.late:
-                            txn.late = True
+                        if txn.committed is not None and when > txn.marker_time:
                             sim.coverage.hit("txn", "pending written after its marker")
+                            if key.upstream_floor > txn.marker_at and not txn.late:
+                                # (its floor read after the marker: a request that reached
+                                # the gateway after its transaction ended -- TV1 only)
+                                txn.late = True
+                                sim.coverage.hit("txn", "pending written past its marker")
                         continue
                     if not isinstance(key, OffsetCommitKey):
                         continue
+                    where = f"{key.group} {key.topic}-{key.partition} offset {value.offset}"
                     if txn.committed is False and txn.late and not self.v2:
                         # Kafka's transaction version 1 has the same hazard (KIP-890's
                         # "hanging transactions"): the producer's next marker at the same
@@ -345,44 +521,43 @@ class TxnApp:
                         sim.coverage.hit("txn", "TV1: a late aborted entry committed (as Kafka)")
                     elif txn.committed is False:
                         sim.violation(
-                            f"an aborted transaction's offset committed: {GROUP} t0-"
-                            f"{key.partition} offset {value.offset} (epoch {txn.epoch}, "
-                            f"floor {txn.floor}, ABORT at {txn.marker_at})"
+                            f"an aborted transaction's offset committed: {where} (epoch "
+                            f"{txn.epoch}, floor {txn.floor}, ABORT at {txn.marker_at})"
                         )
                     elif txn.committed is None:
-                        sim.violation(
-                            f"an open transaction's offset committed: {GROUP} t0-"
-                            f"{key.partition} offset {value.offset}"
-                        )
+                        sim.violation(f"an open transaction's offset committed: {where}")
                 done = entry.offset
             self._seen[partition] = done
 
-    def last_committed(self) -> dict[int, int | None]:
-        """Per partition, the offset of the last committed transaction that carried it."""
-        return {
-            p: next(
-                (t.offsets[p] for t in reversed(self.txns) if t.committed and p in t.offsets),
-                None,
-            )
-            for p in PARTITIONS
-        }
+    def last_committed(self, group: str) -> dict[tuple[str, int], int]:
+        """Per partition, the offset of the last committed transaction that carried it (in
+        the order of the markers: the order a follower applies them in)."""
+        out: dict[tuple[str, int], int] = {}
+        ended = [t for t in self.txns if t.group == group and t.committed]
+        for t in sorted(ended, key=lambda t: t.marker_at):
+            out.update(t.offsets)
+        return out
 
-    def stable(self, sm: Any) -> bool:
-        """Liveness: the application is done, nothing of the group is pending on its
-        coordinator (``sm``), and each partition's committed offset is the last committed
+    def stable(self, owner_of: Callable[[str], Any]) -> bool:
+        """Liveness: no transaction runs, and for each group nothing is pending on its
+        coordinator and each partition's committed offset is the last committed
         transaction's (or none, expired, in the retention seeds)."""
-        if not self.done:
+        if not self.done or any(m.in_txn for m in self.members):
             return False
+        return all(self._settled(group, owner_of(group)) for group in self.upstreams)
+
+    def _settled(self, group: str, sm: Any) -> bool:
+        txns = [t for t in self.txns if t.group == group]
         if sm is None:
-            return not any(t.committed for t in self.txns)
-        pending = sm.offset_manager.pending.by_group.get(GROUP, {})
+            return not any(t.committed for t in txns)
+        pending = sm.offset_manager.pending.by_group.get(group, {})
         left = {
             self.by_value.get(v.offset)
             for parts_by_topic in pending.values()
             for parts in parts_by_topic.values()
             for v in parts.values()
         }
-        hazard = not self.v2 and any(t.late for t in self.txns)
+        hazard = not self.v2 and any(t.late for t in txns)
         if left and not (hazard and all(t is not None and t.late for t in left)):
             return False
         if hazard:
@@ -391,29 +566,43 @@ class TxnApp:
             # transactions", KIP-890); what the partitions end with is not checked then
             self.sim.coverage.hit("txn", "TV1: a late entry (as Kafka: unchecked)")
             return True
-        committed = sm.offset_manager.offsets.get(GROUP, {}).get("t0", {})
+        now = _committed(sm, group)
+        last = self.last_committed(group)
         expires = self.sim.retention.retention_ms is not None
-        for p, last in self.last_committed().items():
-            now = committed.get(p)
-            if now is None and (last is None or expires):
+        for tp in set(now) | set(last):
+            if tp not in now and (tp not in last or expires):
                 continue
-            if now is None or now.offset != last:
+            if now.get(tp) != last.get(tp):
                 return False
         return True
 
-    def describe(self, sm: Any) -> str:
-        if sm is None:
-            return f"{GROUP}: not loaded"
-        pending = sm.offset_manager.pending.by_group.get(GROUP, {})
-        committed = sm.offset_manager.offsets.get(GROUP, {}).get("t0", {})
-        now = {p: v.offset for p, v in sorted(committed.items())}
-        last = {p: v for p, v in self.last_committed().items() if v is not None}
-        return (
-            f"{GROUP}: transactions {'done' if self.done else 'running'}"
-            + (f", pending offsets left {sorted(pending)}" if pending else "")
-            + (
-                f", committed {now} where the last committed transactions' are {last}"
-                if now != last
-                else ""
+    def describe(self, owner_of: Callable[[str], Any]) -> str:
+        parts = []
+        for group in self.upstreams:
+            sm = owner_of(group)
+            if sm is None:
+                parts.append(f"{group}: not loaded")
+                continue
+            pending = sm.offset_manager.pending.by_group.get(group, {})
+            now, last = _committed(sm, group), self.last_committed(group)
+            running = self.done if group == GROUP else not any(m.in_txn for m in self.members)
+            parts.append(
+                f"{group}: transactions {'done' if running else 'running'}"
+                + (f", pending offsets left {sorted(pending)}" if pending else "")
+                + (
+                    f", committed {sorted(now.items())} where the last committed "
+                    f"transactions' are {sorted(last.items())}"
+                    if now != last
+                    else ""
+                )
             )
-        )
+        return "; ".join(parts)
+
+
+def _committed(sm: Any, group: str) -> dict[tuple[str, int], int]:
+    """``group``'s committed offsets in ``sm``: (topic, partition) -> offset."""
+    return {
+        (topic, p): v.offset
+        for topic, parts in sm.offset_manager.offsets.get(group, {}).items()
+        for p, v in parts.items()
+    }

@@ -63,7 +63,6 @@ from sim.processes import retrieve_quietly
 from sim.retention import SOLO, Retention, retention_ms
 from sim.store import SimMembership, SimStore, StoreWorld
 from sim.streams import StreamsApp, streams_app
-from sim.txn import TxnApp, txn_app
 
 #: what a client-side assignor member declares: the name of the classic members' protocol,
 #: version -1 included (KIP-848's rule: a classic member in the group declares its protocol
@@ -660,6 +659,11 @@ def _heartbeat(request: capi.ConsumerGroupHeartbeatRequest) -> Callable[[Any], A
 class Member:
     """A KIP-848 consumer: heartbeats, revokes at once what it loses, commits what it owns."""
 
+    #: what it subscribes to (unless by regex), and whether it sends late commits (in the
+    #: late-commit seeds)
+    subscription: tuple[str, ...] = ("t0", "t1")
+    sends_late_commits = True
+
     def __init__(
         self, sim: Sim, index: int, group: str, static: bool, regex: bool, client_side: bool
     ) -> None:
@@ -703,7 +707,7 @@ class Member:
             member_epoch=epoch,
             instance_id=self.instance_id,
             rebalance_timeout_ms=10_000 if joining else -1,
-            subscribed_topic_names=None if self.regex or not joining else ("t0", "t1"),
+            subscribed_topic_names=None if self.regex or not joining else self.subscription,
             subscribed_topic_regex="t.*" if self.regex and joining else None,
             server_assignor="uniform" if joining and not self.client_side else None,
             client_assignors=CLIENT_ASSIGNORS if joining and self.client_side else None,
@@ -724,11 +728,13 @@ class Member:
                     self.alive = False
                     sim.left(self)
                     return
+                await self.before_heartbeat()
                 resp = await sim.net(self, "hb", _heartbeat(self.request(self.epoch)))
                 before, epoch_before = self.owned, self.epoch
                 self.on_heartbeat(resp)
                 if (
                     sim.late_commits
+                    and self.sends_late_commits
                     and before
                     and (self.owned != before or self.epoch != epoch_before)
                 ):
@@ -752,6 +758,9 @@ class Member:
                 self.coordinator = None
                 self.full = True
             await asyncio.sleep(interval / 1000)
+
+    async def before_heartbeat(self) -> None:
+        """What must happen before the next heartbeat (nothing: it does not yield)."""
 
     async def fetch_offsets(self, parts: dict[str, tuple[int, ...]]) -> None:
         """OffsetFetch of newly assigned partitions (topic ids), with the member id and
@@ -959,7 +968,9 @@ class Sim:
         self.retention = Retention(self, retention_ms(seed, cfg))
         #: the Kafka Streams application (Config.streams_share), when there is one
         self.streams = StreamsApp(self) if streams_app(seed, cfg) else None
-        #: the transactional application (Config.txn_share), when there is one
+        #: the transactional applications (Config.txn_share), when there are
+        from sim.txn import TxnApp, txn_app  # (sim.txn's consumers are Members: after them)
+
         self.txn = TxnApp(self) if txn_app(seed, cfg) else None
         #: members send late commits in this seed (coverage: ``mode:late commits``)
         self.late_commits = random.Random(f"late-commits-{seed}").random() < cfg.late_commit_share

@@ -2,13 +2,17 @@
 ABORT markers from the ``__consumer_offsets`` partitions that this shard's pending
 transactional offsets name, and applies each to the shard (``complete_transaction``).
 
-It keeps no durable position: each round it asks the shard for the lowest pending floor of
-every upstream partition and reads from there, or from where it got to in memory if that is
-further on. That is safe because a marker is written only after its transaction's pending
-offsets are durable on the shard (the client sends EndTxn after our TxnOffsetCommit
-answer): a marker already read was applied when its offsets existed, and one not yet read
-lies at or after the position. After a restart it reads again from the lowest floor;
-applying a marker twice resolves nothing the second time.
+It keeps no durable position: each round it asks the shard for its pending entries and
+reads from the lowest floor, or from where it got to in memory if that is further on --
+unless an entry is new since the last round that read up to the high watermark: then from
+the lowest floor of the new ones. New means written since (a TxnOffsetCommit that came
+late: its marker may lie behind the position) or held by a partition loaded since (every
+load names its entries anew): a marker read while the partition was away -- lost, unloaded
+mid-round -- was applied to nothing. (Until 2026-12-07 the position was kept across both:
+the deterministic simulation found a TV1 transaction's ABORT marker read while its entry's
+partition reloaded, and the producer's next COMMIT committing the aborted offsets.)
+Markers already applied are applied again when read again, resolving nothing the second
+time. After a restart it reads again from the lowest floor.
 
 Not built yet: finding the leader of each upstream partition (the caller's ``connect``
 gives a connection to it) and running this on a shard process in proxy mode.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Protocol
 
 from services.upstream.txn_markers import fetch_markers
@@ -29,7 +33,7 @@ log = logging.getLogger("groupcoord.upstream.txn_follower")
 
 
 class PendingTransactions(Protocol):
-    async def pending_transaction_floors(self) -> dict[int, int]: ...
+    async def pending_transaction_entries(self) -> dict[int, dict[Hashable, int]]: ...
 
     async def complete_transaction(self, marker: TxnMarker) -> int: ...
 
@@ -45,21 +49,31 @@ class OutcomeFollower:
         self.shard = shard
         self.connect = connect
         self.max_wait_ms = max_wait_ms
-        #: upstream partition -> the next offset to read (memory only)
+        #: upstream partition -> the next offset to read (memory only), and the pending
+        #: entries that were there when the last round read up to its high watermark
         self.positions: dict[int, int] = {}
+        self._covered: dict[int, set[Hashable]] = {}
         self._links: dict[int, UpstreamConnection] = {}
 
     async def run_once(self) -> int:
         """One round: every upstream partition with pending offsets read up to its high
         watermark at the time; the pending partitions resolved."""
-        floors = await self.shard.pending_transaction_floors()
-        for up in list(self.positions):
-            if up not in floors:
-                del self.positions[up]
+        entries = await self.shard.pending_transaction_entries()
+        for up in set(self.positions) | set(self._covered):
+            if up not in entries:
+                self.positions.pop(up, None)
+                self._covered.pop(up, None)
         resolved = 0
-        for up, floor in sorted(floors.items()):
+        for up, floors in sorted(entries.items()):
+            lowest = min(floors.values())
+            start = max(lowest, self.positions.get(up, lowest))
+            covered = self._covered.get(up, set())
+            new = [floor for entry, floor in floors.items() if entry not in covered]
+            if new:
+                start = min(start, min(new))
             try:
-                resolved += await self._follow(up, max(floor, self.positions.get(up, floor)))
+                resolved += await self._follow(up, start)
+                self._covered[up] = set(floors)
             except UpstreamFailure as ex:
                 log.warning("reading markers of __consumer_offsets-%d: %s", up, ex)
                 link = self._links.pop(up, None)

@@ -160,6 +160,19 @@ class PendingTxnOffsets:
                     best = epoch
         return best
 
+    def entries(self) -> dict[int, set[tuple[str, int, int, int]]]:
+        """Upstream offsets partition -> its pending entries, each (group, producer id,
+        producer epoch, floor): what the outcome follower offers markers to."""
+        result: dict[int, set[tuple[str, int, int, int]]] = {}
+        for group, txns in self.by_group.items():
+            for (pid, epoch, floor), parts_by_topic in txns.items():
+                for parts in parts_by_topic.values():
+                    for value in parts.values():
+                        result.setdefault(value.upstream_partition, set()).add(
+                            (group, pid, epoch, floor)
+                        )
+        return result
+
     def floors(self) -> dict[int, int]:
         """Upstream offsets partition -> the lowest floor pending there: where the outcome
         follower starts reading markers (it keeps no position of its own)."""

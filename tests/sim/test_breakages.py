@@ -27,6 +27,7 @@ SEEDS = {
     "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
     "streams-shutdown-forgotten": range(100, 120),  # (108 seeds from 0)
     "streams-client-tags-unchecked": range(125, 140),  # (132 seeds from 0)
+    "txn-zombie-commits": range(155, 170),  # (163 seeds from 0)
 }
 #: what each must be caught by
 CAUGHT_BY = {
@@ -52,6 +53,7 @@ CAUGHT_BY = {
     "txn-abort-commits": "an aborted transaction's offset committed",
     "txn-floor-off-by-one": "where the last committed transactions' are",
     "txn-v2-epoch-unbumped": "where the last committed transactions' are",
+    "txn-zombie-commits": "zombie commit acknowledged",
 }
 
 

@@ -117,7 +117,7 @@ def test_a_shard_let_go_while_loading_does_not_take_the_lease_from_its_next_load
         '[[575,"store_cut",[0,2406]],[2633,"store_stall",1718],[2917,"member_join",2],'
         '[2918,"net_cut",[1,1190]],[3250,"net_cut",[8,3157]]]'
     )
-    result = run(361915, events=events)
+    result = run(361915, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
     assert result.coverage.get("runtime:load waited for the previous load", 0) > 0
 

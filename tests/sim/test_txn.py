@@ -7,87 +7,127 @@ from __future__ import annotations
 import pytest
 
 from services.upstream.txn_markers import Marker, control_markers
-from sim.txn import GROUP, PARTITIONS, PRODUCER_ID, record_batch, txn_app
+from sim.txn import GROUP, MEMBERS_GROUP, PRODUCER_ID, record_batch, txn_app
 from sim.world import Config, Sim, run
 
 CFG = Config()
 
 
-def _coordinator_state(sim: Sim) -> tuple[dict[int, int], dict[object, object]]:
-    sm = sim.checker._owner_of(GROUP)
+def _coordinator_state(
+    sim: Sim, group: str = GROUP
+) -> tuple[dict[tuple[str, int], int], dict[object, object]]:
+    """``group``'s committed offsets and pending transactional offsets on its coordinator."""
+    sm = sim.checker._owner_of(group)
     assert sm is not None
-    committed = sm.offset_manager.offsets.get(GROUP, {}).get("t0", {})
+    committed = sm.offset_manager.offsets.get(group, {})
     return (
-        {p: v.offset for p, v in committed.items()},
-        sm.offset_manager.pending.by_group.get(GROUP, {}),
+        {(t, p): v.offset for t, parts in committed.items() for p, v in parts.items()},
+        sm.offset_manager.pending.by_group.get(group, {}),
     )
 
 
-#: transactional seeds: 82 (TV2, three shards, a streams application beside), 48 (TV1,
-#: three shards), 164 (TV2, one shard process)
-SEEDS = [82, 48, 164]
+#: transactional seeds: 82 (TV2, three shards, a streams application beside), 370 (TV1,
+#: three shards, streams beside), 19 (TV2, one shard process)
+SEEDS = [82, 370, 19]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_group_ends_with_the_last_committed_transactions_offsets(seed: int) -> None:
+def test_the_groups_end_with_the_last_committed_transactions_offsets(seed: int) -> None:
     # each transaction's offsets are pending until the follower of the shard serving the
     # group reads the transaction's marker upstream: COMMIT makes them the group's, ABORT
     # drops them; at the end nothing is pending and each partition holds the offset of the
-    # last committed transaction that carried it
+    # last committed transaction that carried it -- the simple group's (x0) and the
+    # transactional consumers' group's (x1, member epochs checked)
     assert txn_app(seed, CFG)
     seen: list[Sim] = []
     result = run(seed, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
-    assert app is not None and app.done and app.v2 == (seed != 48)
-    assert any(t.committed for t in app.txns) and any(t.committed is False for t in app.txns)
-    committed, pending = _coordinator_state(seen[0])
-    assert not pending
-    last = {p: v for p, v in app.last_committed().items() if v is not None}
-    assert committed == last and set(last) <= set(PARTITIONS)
-    # no aborted transaction's offset is the group's
-    aborted = {v for t in app.txns if t.committed is False for v in t.offsets.values()}
-    assert not aborted & set(committed.values())
+    assert app is not None and app.done and app.v2 == (seed != 370)
+    for group in (GROUP, MEMBERS_GROUP):
+        txns = [t for t in app.txns if t.group == group]
+        assert any(t.committed for t in txns)
+        committed, pending = _coordinator_state(seen[0], group)
+        assert not pending
+        assert committed == app.last_committed(group)
+        # no aborted transaction's offset is the group's
+        aborted = {v for t in txns if t.committed is False for v in t.offsets.values()}
+        assert not aborted & set(committed.values())
+    assert any(t.committed is False for t in app.txns)
+    assert all(t.generation > 0 for t in app.txns if t.group == MEMBERS_GROUP)
     assert result.coverage.get("txn:pending offsets resolved")
-    assert result.coverage.get("txn:fetch UNSTABLE_OFFSET_COMMIT")
 
 
 def test_a_late_request_under_v2_is_fenced_upstream() -> None:
-    # seed 132 (TV2): a TxnOffsetCommit reached the gateway after its transaction ended;
+    # seed 164 (TV2): a TxnOffsetCommit reached the gateway after its transaction ended;
     # AddOffsetsToTxn, sent upstream first, fails (EndTxn bumped the epoch): nothing written
-    result = run(132)
+    result = run(164)
     assert not result.violations, result.violations
     assert result.coverage.get("txn:TV2: a late TxnOffsetCommit fenced upstream")
 
 
-def test_a_late_entry_under_v2_is_discarded_by_the_next_marker() -> None:
-    # seed 47 (TV2): a shard wrote a transaction's pending offsets after its marker (the
-    # request held by a store stall past the client's timeout); the producer's next marker,
-    # at a higher epoch, discards them
+def test_an_entry_written_after_its_marker_is_resolved_by_it() -> None:
+    # seed 890 (TV2): a shard wrote a transaction's pending offsets after its marker (the
+    # request held by a store stall past the client's timeout; its floor read before the
+    # marker): the follower offers the new entry the markers from its floor, its own first
     seen: list[Sim] = []
-    result = run(47, inspect=seen.append)
+    result = run(890, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
     assert app is not None and app.v2
-    late = [t for t in app.txns if t.late]
-    assert late
-    committed, pending = _coordinator_state(seen[0])
-    assert not pending
-    assert not {v for t in late for v in t.offsets.values()} & set(committed.values())
+    assert result.coverage.get("txn:pending written after its marker")
+    assert not any(t.late for t in app.txns)  # (none past it: TV2 fences those upstream)
+    for group in (GROUP, MEMBERS_GROUP):
+        committed, pending = _coordinator_state(seen[0], group)
+        assert not pending
+        assert committed == app.last_committed(group)
 
 
 def test_a_late_entry_under_v1_is_kafkas_hazard() -> None:
-    # seed 1105 (TV1): a duplicate of the last transaction's TxnOffsetCommit arrived after its
-    # COMMIT marker and its entry hangs (no later marker of the producer): under transaction
-    # version 1 Kafka has the same hazard (KIP-890), so the checker leaves it
+    # seed 210 (TV1): an entry written after its transaction's marker is left to the
+    # producer's next marker at the same epoch, as Kafka's TV1 leaves it (KIP-890): the
+    # checker does not hold those offsets to the last committed transaction's
     seen: list[Sim] = []
-    result = run(1105, inspect=seen.append)
+    result = run(210, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
-    assert app is not None and not app.v2 and app.txns[-1].late
+    assert app is not None and not app.v2 and any(t.late for t in app.txns)
     assert result.coverage.get("txn:TV1: a late entry (as Kafka: unchecked)")
-    _, pending = _coordinator_state(seen[0])
-    assert pending  # (hanging, as in Kafka)
+
+
+def test_a_zombie_consumers_transaction_is_fenced_by_the_group() -> None:
+    # seed 162: a transactional consumer cut off past its session (its partitions given to
+    # the other) still ran transactions over what it thought it held; once its link was
+    # back, its TxnOffsetCommit at its old member epoch was refused (UNKNOWN_MEMBER_ID: the
+    # group removed it) and the transaction aborted -- KIP-447's fencing. The breakage
+    # txn-zombie-commits (the group not asked) is caught on this seed.
+    seen: list[Sim] = []
+    result = run(162, inspect=seen.append)
+    assert not result.violations, result.violations
+    assert result.coverage.get("txn:TxnOffsetCommit UNKNOWN_MEMBER_ID")
+    app = seen[0].txn
+    assert app is not None
+    fenced = [t for t in app.txns if "UNKNOWN_MEMBER_ID" in t.answers]
+    assert fenced and all(t.group == MEMBERS_GROUP and t.committed is False for t in fenced)
+
+
+@pytest.mark.parametrize("seed", [2801, 2873])
+def test_a_marker_read_while_the_partition_was_away_is_read_again(seed: int) -> None:
+    # seeds 2801 and 2873 (TV1, three shards): a store stall cost the shard holding x0 its
+    # lease between the follower's reading of the pending entries and its applying of the
+    # transaction's ABORT marker (applied to nothing); the shard loaded the partition again.
+    # The follower read on from past the marker: the producer's next COMMIT, at the same
+    # epoch, committed the aborted offsets (2801), or the entry hung (2873). Now an entry of
+    # a partition loaded again is offered the markers from its floor again.
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].txn
+    assert app is not None and not app.v2 and seen[0].multi
+    committed, pending = _coordinator_state(seen[0])
+    assert not pending
+    aborted = {v for t in app.txns if t.committed is False for v in t.offsets.values()}
+    assert not aborted & set(committed.values())
 
 
 def test_the_simulated_upstream_batches_are_what_the_marker_reader_reads() -> None:
