@@ -42,6 +42,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from shards.adapters.catalog_codec import decode_catalog
@@ -191,6 +192,18 @@ class Checker:
         shadow[1] = done
         sm.topics = proc.catalog.image
         return sm
+
+    def records_since(self, seen: dict[int, int]) -> Iterator[tuple[float, Any]]:
+        """(the virtual time its entry became durable, record) of every record of the
+        durable logs after ``seen`` (partition -> the last entry offset seen: moved on)."""
+        sim = self.sim
+        at = sim.store_world.appended_at
+        for partition, entries in sim.data.logs.items():
+            for entry in _after(entries, seen.get(partition, 0)):
+                when = at.get((partition, entry.offset), sim.loop.now)
+                for record in self._decode(entry):
+                    yield when, record
+                seen[partition] = entry.offset
 
     def _decode(self, entry: Any) -> list[Any]:
         records = self._decoded.get(id(entry))
@@ -639,22 +652,15 @@ class Checker:
         if self._reads_checked == len(sim.reads):
             return
         history = self._offset_history
-        at = sim.store_world.appended_at
-        for partition, entries in sim.data.logs.items():
-            done = self._history_seen.get(partition, 0)
-            for entry in _after(entries, done):
-                when = at.get((partition, entry.offset), sim.loop.now)
-                for record in self._decode(entry):
-                    key = record.key
-                    if isinstance(key, OffsetCommitKey):
-                        value = -1 if record.value is None else record.value.offset
-                        k = (key.group, key.topic, key.partition)
-                        seen = history.setdefault(k, [])
-                        if seen and when < seen[-1][0]:
-                            self._history_unordered.add(k)
-                        seen.append((when, value))
-                done = entry.offset
-            self._history_seen[partition] = done
+        for when, record in self.records_since(self._history_seen):
+            key = record.key
+            if isinstance(key, OffsetCommitKey):
+                value = -1 if record.value is None else record.value.offset
+                k = (key.group, key.topic, key.partition)
+                seen = history.setdefault(k, [])
+                if seen and when < seen[-1][0]:
+                    self._history_unordered.add(k)
+                seen.append((when, value))
         for group, topic, part, offset, sent, answered, who in sim.reads[self._reads_checked :]:
             k = (group, topic, part)
             allowed = {-1}

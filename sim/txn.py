@@ -54,7 +54,6 @@ from shards.core.txn_offsets import (
     TxnOffsetCommitResponse,
     txn_offset_commit_error,
 )
-from sim.invariants import _after
 from sim.world import Member
 
 if TYPE_CHECKING:
@@ -489,45 +488,37 @@ class TxnApp:
         """No offset of an aborted transaction committed; none of a transaction committed
         before its COMMIT marker was written."""
         sim = self.sim
-        checker = sim.checker
-        at = sim.store_world.appended_at
-        for partition, entries in sim.data.logs.items():
-            done = self._seen.get(partition, 0)
-            for entry in _after(entries, done):
-                when = at.get((partition, entry.offset), sim.loop.now)
-                for record in checker._decode(entry):
-                    key, value = record.key, record.value
-                    if value is None or getattr(key, "group", None) not in self.upstreams:
-                        continue
-                    txn = self.by_value.get(value.offset)
-                    if txn is None:
-                        continue
-                    if isinstance(key, TxnOffsetCommitKey):
-                        if txn.committed is not None and when > txn.marker_time:
-                            sim.coverage.hit("txn", "pending written after its marker")
-                            if key.upstream_floor > txn.marker_at and not txn.late:
-                                # (its floor read after the marker: a request that reached
-                                # the gateway after its transaction ended -- TV1 only)
-                                txn.late = True
-                                sim.coverage.hit("txn", "pending written past its marker")
-                        continue
-                    if not isinstance(key, OffsetCommitKey):
-                        continue
-                    where = f"{key.group} {key.topic}-{key.partition} offset {value.offset}"
-                    if txn.committed is False and txn.late and not self.v2:
-                        # Kafka's transaction version 1 has the same hazard (KIP-890's
-                        # "hanging transactions"): the producer's next marker at the same
-                        # epoch resolves the late entry (docs/exactly-once.md, section 3)
-                        sim.coverage.hit("txn", "TV1: a late aborted entry committed (as Kafka)")
-                    elif txn.committed is False:
-                        sim.violation(
-                            f"an aborted transaction's offset committed: {where} (epoch "
-                            f"{txn.epoch}, floor {txn.floor}, ABORT at {txn.marker_at})"
-                        )
-                    elif txn.committed is None:
-                        sim.violation(f"an open transaction's offset committed: {where}")
-                done = entry.offset
-            self._seen[partition] = done
+        for when, record in sim.checker.records_since(self._seen):
+            key, value = record.key, record.value
+            if value is None or getattr(key, "group", None) not in self.upstreams:
+                continue
+            txn = self.by_value.get(value.offset)
+            if txn is None:
+                continue
+            if isinstance(key, TxnOffsetCommitKey):
+                if txn.committed is not None and when > txn.marker_time:
+                    sim.coverage.hit("txn", "pending written after its marker")
+                    if key.upstream_floor > txn.marker_at and not txn.late:
+                        # (its floor read after the marker: a request that reached the
+                        # gateway after its transaction ended -- TV1 only)
+                        txn.late = True
+                        sim.coverage.hit("txn", "pending written past its marker")
+                continue
+            if not isinstance(key, OffsetCommitKey):
+                continue
+            where = f"{key.group} {key.topic}-{key.partition} offset {value.offset}"
+            if txn.committed is False and txn.late and not self.v2:
+                # Kafka's transaction version 1 has the same hazard (KIP-890's "hanging
+                # transactions"): the producer's next marker at the same epoch resolves the
+                # late entry (docs/exactly-once.md, section 3)
+                sim.coverage.hit("txn", "TV1: a late aborted entry committed (as Kafka)")
+            elif txn.committed is False:
+                sim.violation(
+                    f"an aborted transaction's offset committed: {where} (epoch "
+                    f"{txn.epoch}, floor {txn.floor}, ABORT at {txn.marker_at})"
+                )
+            elif txn.committed is None:
+                sim.violation(f"an open transaction's offset committed: {where}")
 
     def last_committed(self, group: str) -> dict[tuple[str, int], int]:
         """Per partition, the offset of the last committed transaction that carried it (in

@@ -35,6 +35,15 @@ def _coordinator(sim: Sim) -> Any:
     return sm
 
 
+def _run_settled(seed: int) -> tuple[Any, Sim, dict[str, Any]]:
+    """``seed`` run without violations: its result, its world, and :func:`_settled` of it."""
+    seen: list[Any] = []
+    result = run(seed, inspect=lambda sim: seen.append(sim) or seen.append(_settled(sim)))
+    assert not result.violations, result.violations
+    sim, end = seen
+    return result, sim, end
+
+
 def _settled(sim: Sim) -> dict[str, Any]:
     g = sim.checker._streams_group()
     assert isinstance(g, StreamsGroup)
@@ -203,10 +212,7 @@ def test_threads_report_their_instances_task_offsets(seed: int) -> None:
     # report in its soft state (standby candidates are ranked by it)
     assert reports_offsets(seed, CFG) and streams_app(seed, CFG)
     assert gateways(seed, CFG) == (seed == 39)
-    seen: list[Sim] = []
-    result = run(seed, inspect=lambda sim: seen.append(sim) or seen.append(_settled(sim)))
-    assert not result.violations, result.violations
-    sim, end = seen
+    result, sim, end = _run_settled(seed)
     app = sim.streams
     assert app is not None
     sm = _coordinator(sim)
@@ -239,10 +245,7 @@ RACK_SEEDS = [82, 131]
 @pytest.mark.parametrize("seed", RACK_SEEDS)
 def test_threads_lacking_a_rack_tag_are_told_missing_client_tags(seed: int) -> None:
     assert gateways(seed, CFG) == (seed == 131)
-    seen: list[Sim] = []
-    result = run(seed, inspect=lambda sim: seen.append(sim) or seen.append(_settled(sim)))
-    assert not result.violations, result.violations
-    sim, end = seen
+    result, sim, end = _run_settled(seed)
     app = sim.streams
     assert app is not None and app.rack
     g = end["group"]
