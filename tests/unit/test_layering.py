@@ -169,11 +169,12 @@ RULES: dict[str, Rule] = {
     # the deterministic simulator (docs/simulation.md): the real core, runtime, store contract
     # and request handlers, the shard's in-process assignor, the assignor service's servicer
     # and the shards' client of it (their gRPC status codes), the gateway's translators and
-    # router and the shard's server-side invocation of its RPCs, driven on virtual time
+    # router and the shard's server-side invocation of its RPCs, and the outcome follower
+    # of transactions (over a simulated upstream link), driven on virtual time
     "sim": rule(
         "shards services.shard.assignor_executor services.assignor.client "
         "services.assignor.servicer services.gateway services.rpc.local_calls "
-        "services.shard.servicer",
+        "services.shard.servicer services.upstream.txn_follower services.upstream.wire",
         "grpc",
     ),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,
