@@ -67,6 +67,7 @@ async def test_pending_offsets_survive_a_restart_and_follow_their_markers(
         assert refused.topics[0].partitions[0].error_code == Errors.INVALID_GROUP_ID
         unstable = (-1, int(Errors.UNSTABLE_OFFSET_COMMIT))
         assert await _fetch(c.app, "committed") == unstable
+        before = await c.app.service.pending_transaction_entries()
     finally:
         await c.channel.close()
         await c.app.stop()
@@ -77,6 +78,17 @@ async def test_pending_offsets_survive_a_restart_and_follow_their_markers(
         assert app.service is not None
         assert await _fetch(app, "committed") == unstable  # replayed from the store
         assert await app.service.pending_transaction_floors() == {UP: 40}
+        # the same entries (group, producer id, epoch, floor -> floor), named with the new
+        # load of their partition: new to an outcome follower (docs/exactly-once.md, 2.3)
+        after = await app.service.pending_transaction_entries()
+        assert sorted((k[2:], f) for k, f in before[UP].items()) == [
+            (("aborted", 2, 0, 40), 40),
+            (("committed", 1, 0, 40), 40),
+        ]
+        assert sorted((k[2:], f) for k, f in after[UP].items()) == sorted(
+            (k[2:], f) for k, f in before[UP].items()
+        )
+        assert not set(before[UP]) & set(after[UP])
         assert await app.service.complete_transaction(TxnMarker(UP, 45, 1, 0, True)) == 1
         assert await app.service.complete_transaction(TxnMarker(UP, 46, 2, 0, False)) == 1
         assert await app.service.complete_transaction(TxnMarker(UP, 45, 1, 0, True)) == 0
