@@ -1,35 +1,44 @@
-"""Exactly-once in the simulator: a transactional producer's offsets (docs/exactly-once.md).
+"""Exactly-once in the simulator: transactional offsets (docs/exactly-once.md).
 
-In a share of the seeds (``Config.txn_share``, an RNG of its own) a consume-transform-produce
-application commits its consumed offsets of ``t0`` in transactions (``sendOffsetsToTransaction``)
-for the simple group ``x0``, as it does in proxy mode: each transaction reads the floor (the
-log end of the upstream's ``__consumer_offsets`` partition of the group, as the gateway does
-before it forwards the request), sends TxnOffsetCommit to the group's coordinator (through the
-simulated network, found as the consumers find theirs), and then ends the transaction: COMMIT
-when every partition was answered NONE (three times in four), else ABORT -- an error or a
-timeout aborts, and a TxnOffsetCommit whose answer was lost may still be written, or arrive
-late, after its ABORT marker. The upstream writes the transaction's marker (the producer
-epoch it ran at; one more under transaction version 2, which also bumps the producer's epoch)
-to that partition, between other records (other groups' commits). Now and then the producer
-restarts (InitProducerId: its epoch bumped). It starts no transaction once the faults are
-over.
+In a share of the seeds (``Config.txn_share``, an RNG of its own), under transaction version
+1 or 2 (half each):
+
+* a consume-transform-produce application commits offsets of ``t0`` in transactions
+  (``sendOffsetsToTransaction``) for the simple group ``x0``;
+* two transactional KIP-848 consumers (:class:`TxnMember`) of the group ``x1`` commit what
+  they hold in transactions from a processing loop of their own, with their member id and
+  epoch (``consumer.groupMetadata()``: KIP-447's fencing through the group), holding their
+  heartbeat while a transaction runs; while the faults last they crash now and then, or are
+  cut off past their session (zombies that still think they hold their partitions).
+
+Each transaction sends TxnOffsetCommit to the group's coordinator (the simulated network,
+found as the consumers find theirs), handled as the gateway in front of the shard handles
+it when it arrives (:meth:`Producer._serve`: under TV2 AddOffsetsToTxn first, refused once
+the transaction ended; then the floor, the log end of the group's upstream
+``__consumer_offsets`` partition); then it ends: COMMIT when every partition was answered
+NONE (three times in four), else ABORT -- a request whose answer was lost may still be
+written, even after its marker. The upstream partition (:class:`Upstream`) holds the
+markers as Kafka writes them (the epoch the transaction ran at; one more under TV2, which
+also bumps the producer's epoch), between other groups' records. Producers restart now and
+then (InitProducerId: the epoch bumped). No transaction starts once the faults are over.
 
 Every shard process runs the real outcome follower (``services/upstream/txn_follower.py``,
 ``OutcomeFollower.run_once`` every 0.5 s, as a shard process in proxy mode does) over a
-simulated link to the upstream partition: its Fetch answers carry the partition's record
-batches (control batches for the markers, encoded as Kafka writes them) from the offset asked,
-and fail now and then while the faults last; the follower applies each marker to the shard
-(``complete_transaction``).
+simulated link (:class:`Link`: Fetch answers of the partition's batches, failing now and
+then while the faults last); it applies each marker to the shard (``complete_transaction``).
 
-The invariants (``TxnApp.check``, with the full checks; and liveness): the offsets of an
-aborted transaction are never committed (no OffsetCommit record of the group carries one);
-none of a transaction is committed before its COMMIT marker was written; and once the faults
-are over the group's pending transactional offsets drain (no pending offsets left in the
-coordinator's live state) and each partition's committed offset is the one of the last
-committed transaction that carried it (or none: expired, in the retention seeds). Replay
-equals live covers the pending offsets (the state machine's fingerprint holds them); an
-OffsetFetch with ``require_stable`` is answered UNSTABLE_OFFSET_COMMIT while offsets are
-pending, and its offsets are held to the log as every read is (``Sim.read_back``).
+The invariants (:meth:`TxnApp.check` with the full checks, :meth:`TxnApp.stable` in
+liveness; the checker's own for the consumers' accepted offsets): no aborted transaction's
+offset is ever committed; none of a transaction is committed before its COMMIT marker; an
+accepted transactional offset is durable and no zombie's (written where the log had the
+member at that epoch, or holding the partition since); once the faults are over nothing is
+pending and each partition's committed offset is the last committed transaction's, in the
+order of the markers (or none: expired, in the retention seeds). One allowance, Kafka's TV1
+hazard (KIP-890): an entry whose floor was read past its marker (a request that reached the
+gateway after its transaction ended) is resolved by the producer's next marker at the same
+epoch; those clauses check nothing in such a seed. Replay equals live covers the pending
+offsets; OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT while offsets
+are pending, and its offsets are held to the log as every read is (``Sim.read_back``).
 """
 
 from __future__ import annotations
