@@ -14,8 +14,9 @@ partition reloaded, and the producer's next COMMIT committing the aborted offset
 Markers already applied are applied again when read again, resolving nothing the second
 time. After a restart it reads again from the lowest floor.
 
-Not built yet: finding the leader of each upstream partition (the caller's ``connect``
-gives a connection to it) and running this on a shard process in proxy mode.
+A shard process in proxy mode runs one (``services/shard/app.py``), its ``connect`` the
+leader connection of ``txn_markers.OffsetsTopic``; the simulator runs one in every simulated
+shard over a simulated upstream (``sim/txn.py``).
 """
 
 from __future__ import annotations
