@@ -358,6 +358,12 @@ class Checker:
                         del self.classic_live[k]
                     gone = kinds.get(gid) is None
                     self.sim.coverage.hit("group", "deleted" if gone else "replaced")
+                if STREAMS_GROUP in began and not members.get(STREAMS_GROUP) and self.sim.streams:
+                    # the streams group written empty (or deleted): an application shutdown
+                    # request ends with it -- seen here, as checks may miss it in memory
+                    # (seed 749399: emptied and deleted between two checks)
+                    when = self.sim.store_world.appended_at.get((partition, entry.offset))
+                    self.sim.streams.emptied(self.sim.loop.now if when is None else when)
                 done = entry.offset
             self._deletions_seen[partition] = done
 

@@ -402,7 +402,8 @@ class StreamsApp:
         self._epoch_seen = 0
         self._epoch_moves: list[float] = []
         self._two_serving: list[float] = []
-        #: ... and whether the group was seen empty since (the request ends with it)
+        #: ... and whether the group was seen empty since, in memory or in the log (the request
+        #: ends with it)
         self.request_ended = False
         #: the operator's draws (whether it alters the group's standby replicas, when, to what)
         self.operator_rng = random.Random(f"streams-operator-{sim.seed}")
@@ -670,6 +671,14 @@ class StreamsApp:
                 sim.coverage.hit("streams", "shut down on SHUTDOWN_APPLICATION")
                 m.alive = False
                 sim.spawn(m.leave())
+
+    def emptied(self, when: float) -> None:
+        """The group was written empty (or deleted) at ``when`` (the checker reads the log):
+        a shutdown request told before it has ended (the core forgets it with the last
+        member, as Kafka's)."""
+        if self.told_at is not None and when >= self.told_at and not self.request_ended:
+            self.request_ended = True
+            self.sim.coverage.hit("streams", "shutdown ended with the group (log)")
 
     def told(self) -> None:
         if self.told_at is None:

@@ -9,9 +9,10 @@ import pytest
 
 from shards.core.streams.group import StreamsGroup
 from sim.gateway import gateways
+from sim.repro import events_from_json
 from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, reports_offsets, streams_app
 from sim.world import Config, Sim, run
-from tests.sim import AS_SWEPT_STREAMS
+from tests.sim import AS_SWEPT_STREAMS, AS_SWEPT_TXN
 
 CFG = Config()
 #: streams seeds (an RNG of their own picks a quarter of the seeds) that run to the end: the
@@ -197,6 +198,24 @@ def test_a_thread_whose_group_was_deleted_starts_again() -> None:
     # error as fatal; the simulated application starts the thread again (epoch 0).
     result = run(617806, cfg=AS_SWEPT_STREAMS)
     assert not result.violations, result.violations
+    assert result.coverage.get("streams:heartbeat GROUP_ID_NOT_FOUND")
+
+
+def test_a_shutdown_ends_with_a_group_emptied_between_two_checks() -> None:
+    # seed 749399 of the sweep (chunk 740,000, 8a5589a): a thread asked for the shutdown and
+    # was told; its instance left; the other instance's two threads (one crashed, one cut
+    # off past its session) expired and the empty group was deleted in one batch -- between
+    # two of the checker's samples, which never saw it empty. The cut-off thread came back
+    # to a new group without the request and ran on, as with Kafka; the checker took it for
+    # a lost request (liveness). It now reads the group's emptying from the log too.
+    seen: list[Sim] = []
+    events = events_from_json('[[893,"crash",1129],[1923,"member_leave",0]]')
+    result = run(749399, events, cfg=AS_SWEPT_TXN, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].streams
+    assert app is not None and app.told_at is not None and app.request_ended
+    assert any(m.alive for m in app.members)  # the thread that never heard it runs on
+    assert result.coverage.get("streams:shutdown ended with the group (log)")
     assert result.coverage.get("streams:heartbeat GROUP_ID_NOT_FOUND")
 
 
