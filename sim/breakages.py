@@ -337,6 +337,37 @@ def txn_zombie_commits() -> contextlib.AbstractContextManager[None]:
     return _patched(OffsetMetadataManager, "_validate_txn_offset_commit", unchecked)
 
 
+def txn_fence_skipped() -> contextlib.AbstractContextManager[None]:
+    """A marker at an epoch above a pending entry's own is taken for a later producer
+    session's and skipped (only the entry's own epoch resolves it): a hung transaction the
+    transaction coordinator aborts -- fencing the producer, the ABORT at the epoch bumped --
+    is never resolved under transaction version 1, and its offsets stay pending."""
+    real = txn_offsets.own_marker_epoch
+
+    def complete(self: Any, marker: txn_offsets.TxnMarker) -> Any:
+        kept = {
+            group: {
+                t: parts
+                for t, parts in txns.items()
+                if t[0] != marker.producer_id
+                or real(t[1], _transaction_v2(parts)) >= marker.producer_epoch
+            }
+            for group, txns in self.by_group.items()
+        }
+        before, self.by_group = self.by_group, kept
+        try:
+            return real_complete(self, marker)
+        finally:
+            self.by_group = before
+
+    real_complete = txn_offsets.PendingTxnOffsets.complete
+    return _patched(txn_offsets.PendingTxnOffsets, "complete", complete)
+
+
+def _transaction_v2(parts: Any) -> bool:
+    return any(v.transaction_v2 for ps in parts.values() for v in ps.values())
+
+
 BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "skip-epoch-check": skip_epoch_check,
     "ack-before-durable": ack_before_durable,
@@ -361,4 +392,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "txn-floor-off-by-one": txn_floor_off_by_one,
     "txn-v2-epoch-unbumped": txn_v2_epoch_unbumped,
     "txn-zombie-commits": txn_zombie_commits,
+    "txn-fence-skipped": txn_fence_skipped,
 }

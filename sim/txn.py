@@ -17,7 +17,13 @@ it when it arrives (:meth:`Producer._serve`: under TV2 AddOffsetsToTxn first, re
 the transaction ended; then the floor, the log end of the group's upstream
 ``__consumer_offsets`` partition); then it ends: COMMIT when every partition was answered
 NONE (three times in four), else ABORT -- a request whose answer was lost may still be
-written, even after its marker. The upstream partition (:class:`Upstream`) holds the
+written, even after its marker. In some (``Config.txn_hang_share``, while the faults last)
+the application crashes before EndTxn: the transaction hangs until the transaction
+coordinator aborts it -- on its timeout (``transaction.timeout.ms``, 1-6 s here) or, for the
+simple group's application, when the restarted producer's InitProducerId comes first --
+fencing the producer: the ABORT marker carries the epoch bumped (KIP-890's hanging
+transaction, ended by the coordinator); a consumer whose application crashed so is gone (its
+session expires, another joins). The upstream partition (:class:`Upstream`) holds the
 markers as Kafka writes them (the epoch the transaction ran at; one more under TV2, which
 also bumps the producer's epoch), between other groups' records. Producers restart now and
 then (InitProducerId: the epoch bumped). No transaction starts once the faults are over.
@@ -44,6 +50,7 @@ are pending, and its offsets are held to the log as every read is (``Sim.read_ba
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import struct
 from collections.abc import Callable
@@ -146,6 +153,8 @@ class Txn:
     #: the transaction ended: under TV1 nothing upstream refuses it), so its own marker
     #: cannot resolve them -- the TV1 hazard Kafka has too (KIP-890)
     late: bool = False
+    #: its application crashed before EndTxn: it ends when the coordinator aborts it
+    hung: bool = False
 
 
 class Upstream:
@@ -205,6 +214,8 @@ class Producer:
         self.upstream = app.upstreams[group]
         self.epoch = 0
         self.rng = random.Random(f"txn-producer-{app.sim.seed}-{transactional_id}")
+        #: whether a transaction hangs, and for how long (Config.txn_hang_share)
+        self.hang_rng = random.Random(f"txn-hang-{app.sim.seed}-{transactional_id}")
 
     def restart(self, who: str) -> None:
         """The application restarts: InitProducerId bumps the epoch."""
@@ -259,6 +270,16 @@ class Producer:
             txn.answers = ["timeout"]
         for a in set(txn.answers):
             sim.coverage.hit("txn", f"TxnOffsetCommit {a}")
+        if self.hang_rng.random() < sim.cfg.txn_hang_share and not sim.faults_over:
+            txn.hung = True
+            app.hanging += 1
+            sim.coverage.hit("txn", "application crashed before EndTxn")
+            sim.trace(
+                f"{client.name} txn {self.group} e={txn.epoch} g={generation} "
+                f"floor={txn.floor} {sorted(offsets.items())} -> {txn.answers}: crashed "
+                "before EndTxn"
+            )
+            return txn
         accepted = len(txn.codes) == len(offsets) and not any(txn.codes.values())
         commit = accepted and self.rng.random() < 0.75
         txn.committed = commit
@@ -276,6 +297,31 @@ class Producer:
             f"{'COMMIT' if commit else 'ABORT'} at {txn.marker_at}"
         )
         return txn
+
+    async def end_hung(self, txn: Txn, who: str, restarts: bool) -> None:
+        """The transaction coordinator aborts hung ``txn``: on its timeout, or (``restarts``:
+        the application comes back) at the restarted producer's InitProducerId when that comes
+        first -- either way it fences the producer: the ABORT marker carries the epoch bumped.
+        The restarted producer's InitProducerId then bumps it again."""
+        app, sim = self.app, self.app.sim
+        timeout = self.hang_rng.uniform(1.0, 6.0)
+        restart = self.hang_rng.uniform(0.5, 4.0) if restarts else math.inf
+        await asyncio.sleep(min(timeout, restart))
+        fence = txn.epoch + 1
+        txn.committed = False
+        txn.marker_at = self.upstream.append(self.producer_id, fence, True, False)
+        txn.marker_time = sim.loop.now
+        self.epoch = fence
+        app.hanging -= 1
+        how = "at InitProducerId" if restart <= timeout else "on the coordinator's timeout"
+        sim.coverage.hit("txn", f"hung transaction aborted {how}")
+        sim.trace(
+            f"{who} txn {self.group} e={txn.epoch} aborted {how}: ABORT e={fence} at "
+            f"{txn.marker_at}"
+        )
+        if restarts:
+            await asyncio.sleep(max(0.0, restart - timeout))
+            self.restart(who)
 
     async def _serve(
         self, service: Any, txn: Txn, req: TxnOffsetCommitRequest
@@ -306,6 +352,7 @@ class TxnMember(Member):
         self.subscription = ("t0",)
         #: a transaction of its runs (its TxnOffsetCommit sent, the marker not yet written)
         self.in_txn = False
+        self.app = app
         self.producer = Producer(
             app, f"{MEMBERS_GROUP}-{self.name}", PRODUCER_ID + 1 + index, self.group
         )
@@ -357,6 +404,11 @@ class TxnMember(Member):
                     acked = (self.group, topic, p, offsets[(topic, p)])
                     sim.acked.append(acked)
                     sim.commit_senders[acked] = (self.member_id, txn.generation)
+            if txn.hung:  # its application crashed before EndTxn: the consumer is gone too
+                self.alive = False
+                sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
+                sim.spawn(self.app.replace(self))
+                return
             if self.rng.random() < 0.05:
                 self.producer.restart(self.name)
 
@@ -386,6 +438,8 @@ class TxnApp:
         self.coordinator: Any = None
         self.cut_until = 0.0
         self.done = False
+        #: hung transactions the coordinator has not aborted yet
+        self.hanging = 0
         self._seen: dict[int, int] = {}
 
     def start(self) -> None:
@@ -421,16 +475,20 @@ class TxnApp:
                 continue
             m = live[rng.randrange(len(live))]
             if rng.random() < 0.5:
-                sim.trace(f"{m.name} (transactional) crashed")
-                sim.coverage.hit("txn", "consumer crashed")
                 m.alive = False
-                await asyncio.sleep(rng.uniform(1.0, 4.0))
-                self.add_member()
+                await self.replace(m, rng)
             else:
                 cut = rng.uniform(2.0, 9.0)
                 sim.trace(f"{m.name} (transactional) cut off for {cut:.1f} s")
                 sim.coverage.hit("txn", "consumer cut off")
                 m.cut_until = sim.loop.now + cut
+
+    async def replace(self, m: TxnMember, rng: random.Random | None = None) -> None:
+        """``m`` crashed: its session expires; a new consumer joins 1-4 s later."""
+        self.sim.trace(f"{m.name} (transactional) crashed")
+        self.sim.coverage.hit("txn", "consumer crashed")
+        await asyncio.sleep((rng or m.producer.hang_rng).uniform(1.0, 4.0))
+        self.add_member()
 
     def follow(self, proc: Process) -> None:
         """The outcome follower of shard process ``proc`` (one per incarnation)."""
@@ -464,7 +522,10 @@ class TxnApp:
                 self.upstreams[GROUP].append(PRODUCER_ID + 100, 0, control=False)
             parts = sorted(rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS))))
             offsets = {("t0", p): sim.retention.next_offset() for p in parts}
-            await self.producer.transaction(self, offsets)
+            txn = await self.producer.transaction(self, offsets)
+            if txn.hung:  # (the application is down until the restart)
+                await self.producer.end_hung(txn, self.name, restarts=True)
+                continue
             if rng.random() < 0.3:
                 await self.fetch()
             if rng.random() < 0.1:
@@ -542,7 +603,7 @@ class TxnApp:
         """Liveness: no transaction runs, and for each group nothing is pending on its
         coordinator and each partition's committed offset is the last committed
         transaction's (or none, expired, in the retention seeds)."""
-        if not self.done or any(m.in_txn for m in self.members):
+        if not self.done or self.hanging or any(m.in_txn for m in self.members):
             return False
         return all(self._settled(group, owner_of(group)) for group in self.upstreams)
 
@@ -586,8 +647,10 @@ class TxnApp:
             pending = sm.offset_manager.pending.by_group.get(group, {})
             now, last = _committed(sm, group), self.last_committed(group)
             running = self.done if group == GROUP else not any(m.in_txn for m in self.members)
+            hung = [t for t in self.txns if t.group == group and t.hung and t.committed is None]
             parts.append(
                 f"{group}: transactions {'done' if running else 'running'}"
+                + (f", {len(hung)} hung, not aborted yet" if hung else "")
                 + (f", pending offsets left {sorted(pending)}" if pending else "")
                 + (
                     f", committed {sorted(now.items())} where the last committed "

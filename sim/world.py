@@ -222,6 +222,10 @@ class Config:
     #: the share of seeds with a transactional application (sim/txn.py: its offsets in
     #: transactions, markers followed by the shards; an RNG of its own)
     txn_share: float = 0.2
+    #: ... the share of their transactions (while the faults last) whose application
+    #: crashes before EndTxn: the transaction hangs until the transaction coordinator aborts
+    #: it, on its timeout or the restarted producer's InitProducerId (an RNG per producer)
+    txn_hang_share: float = 0.1
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own

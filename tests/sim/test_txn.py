@@ -9,6 +9,7 @@ import pytest
 from services.upstream.txn_markers import Marker, control_markers
 from sim.txn import GROUP, MEMBERS_GROUP, PRODUCER_ID, record_batch, txn_app
 from sim.world import Config, Sim, run
+from tests.sim import AS_SWEPT_TXN
 
 CFG = Config()
 
@@ -61,7 +62,7 @@ def test_the_groups_end_with_the_last_committed_transactions_offsets(seed: int) 
 def test_a_late_request_under_v2_is_fenced_upstream() -> None:
     # seed 164 (TV2): a TxnOffsetCommit reached the gateway after its transaction ended;
     # AddOffsetsToTxn, sent upstream first, fails (EndTxn bumped the epoch): nothing written
-    result = run(164)
+    result = run(164, cfg=AS_SWEPT_TXN)
     assert not result.violations, result.violations
     assert result.coverage.get("txn:TV2: a late TxnOffsetCommit fenced upstream")
 
@@ -71,7 +72,7 @@ def test_an_entry_written_after_its_marker_is_resolved_by_it() -> None:
     # request held by a store stall past the client's timeout; its floor read before the
     # marker): the follower offers the new entry the markers from its floor, its own first
     seen: list[Sim] = []
-    result = run(890, inspect=seen.append)
+    result = run(890, cfg=AS_SWEPT_TXN, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
     assert app is not None and app.v2
@@ -88,7 +89,7 @@ def test_a_late_entry_under_v1_is_kafkas_hazard() -> None:
     # producer's next marker at the same epoch, as Kafka's TV1 leaves it (KIP-890): the
     # checker does not hold those offsets to the last committed transaction's
     seen: list[Sim] = []
-    result = run(210, inspect=seen.append)
+    result = run(210, cfg=AS_SWEPT_TXN, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
     assert app is not None and not app.v2 and any(t.late for t in app.txns)
@@ -102,7 +103,7 @@ def test_a_zombie_consumers_transaction_is_fenced_by_the_group() -> None:
     # group removed it) and the transaction aborted -- KIP-447's fencing. The breakage
     # txn-zombie-commits (the group not asked) is caught on this seed.
     seen: list[Sim] = []
-    result = run(162, inspect=seen.append)
+    result = run(162, cfg=AS_SWEPT_TXN, inspect=seen.append)
     assert not result.violations, result.violations
     assert result.coverage.get("txn:TxnOffsetCommit UNKNOWN_MEMBER_ID")
     app = seen[0].txn
@@ -120,7 +121,7 @@ def test_a_marker_read_while_the_partition_was_away_is_read_again(seed: int) -> 
     # epoch, committed the aborted offsets (2801), or the entry hung (2873). Now an entry of
     # a partition loaded again is offered the markers from its floor again.
     seen: list[Sim] = []
-    result = run(seed, inspect=seen.append)
+    result = run(seed, cfg=AS_SWEPT_TXN, inspect=seen.append)
     assert not result.violations, result.violations
     app = seen[0].txn
     assert app is not None and not app.v2 and seen[0].multi
@@ -128,6 +129,33 @@ def test_a_marker_read_while_the_partition_was_away_is_read_again(seed: int) -> 
     assert not pending
     aborted = {v for t in app.txns if t.committed is False for v in t.offsets.values()}
     assert not aborted & set(committed.values())
+
+
+@pytest.mark.parametrize("seed", [180, 341])
+def test_a_hung_transaction_is_aborted_by_the_coordinator_fencing_the_producer(
+    seed: int,
+) -> None:
+    # seeds 180 (TV1, one shard process) and 341 (TV2, three shards): applications crash
+    # between their TxnOffsetCommit and EndTxn; the offsets stay pending until the
+    # transaction coordinator aborts the transaction -- on its timeout, or at the restarted
+    # producer's InitProducerId -- with the producer's epoch bumped (under TV1 above the
+    # entry's own marker epoch: an abort all the same); nothing of them is ever committed
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].txn
+    assert app is not None and app.v2 == (seed == 341) and seen[0].multi == (seed == 341)
+    assert seen[0].retention.retention_ms is None  # (offsets kept: compared below)
+    hung = [t for t in app.txns if t.hung]
+    assert hung and all(t.committed is False and t.marker_at >= 0 for t in hung)
+    assert app.hanging == 0
+    for group in (GROUP, MEMBERS_GROUP):
+        committed, pending = _coordinator_state(seen[0], group)
+        assert not pending
+        assert committed == app.last_committed(group)
+        assert not {v for t in hung for v in t.offsets.values()} & set(committed.values())
+    assert result.coverage.get("txn:hung transaction aborted at InitProducerId")
+    assert result.coverage.get("txn:hung transaction aborted on the coordinator's timeout")
 
 
 def test_the_simulated_upstream_batches_are_what_the_marker_reader_reads() -> None:
