@@ -133,6 +133,10 @@ class Checker:
         self._commit_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
         #: ... of each transactional offset, where its pending record was written
         self._txn_holders: dict[tuple[str, str, int, int], list[_Written]] = {}
+        #: a classic group's last GroupMetadata in the log: (generation, member ids); and
+        #: for each transactional offset of a classic group, that where it was written
+        self._classic_log: dict[str, tuple[int, frozenset[str]]] = {}
+        self._classic_at: dict[tuple[str, str, int, int], list[tuple[int, frozenset[str]]]] = {}
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
@@ -562,6 +566,10 @@ class Checker:
         return epochs, holders
 
     def _zombie(self, commit: tuple[str, str, int, int]) -> None:
+        classic = self.sim.classic_txn_senders.get(commit)
+        if classic is not None:
+            self._classic_zombie(commit, *classic)
+            return
         sender = self.sim.commit_senders.get(commit)
         if sender is None:
             return  # (a classic member's, or the admin's)
@@ -582,6 +590,23 @@ class Checker:
             f"{commit[0]} at epoch {epoch}; where it was written the log had "
             f"{[(e.get(member), h) for e, h in written]} (its epoch, the partition's holders "
             f"and their assignment epochs)"
+        )
+
+    def _classic_zombie(self, commit: tuple[str, str, int, int], member: str, gen: int) -> None:
+        """A transactional classic consumer's accepted offset was written where the group's
+        last GroupMetadata in the log had it at that generation. (Lenient where the group's
+        memory runs ahead of its log -- a member removed, a rebalance not yet synced: Kafka
+        writes the group at the end of a rebalance only; never a false alarm, as a member
+        learns a generation only once it is written.)"""
+        written = self._classic_at.get(commit, [])
+        if any(g == gen and member in members for g, members in written):
+            self.sim.coverage.hit("commit-epoch", "classic transactional: of the generation")
+            return
+        self.sim.violation(
+            f"zombie commit acknowledged: {member} committed {commit[1]}-{commit[2]} of "
+            f"classic group {commit[0]} in a transaction at generation {gen}; where it was "
+            f"written the log had {[(g, sorted(m[:6] for m in ms)) for g, ms in written]} "
+            "(the group's generation and members)"
         )
 
     def _catalog_names(self) -> None:
@@ -621,12 +646,22 @@ class Checker:
                         self._txn_holders.setdefault(commit, []).append(
                             self._holders(key.group, key.topic, key.partition)
                         )
+                        classic = self._classic_log.get(key.group)
+                        if classic is not None:
+                            self._classic_at.setdefault(commit, []).append(classic)
                     elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
                         self._hold(key.group_id, key.member_id, value)
                     elif isinstance(key, StreamsGroupCurrentMemberAssignmentKey):
                         self._hold_tasks(key.group_id, key.member_id, value)
-                    elif isinstance(key, GroupMetadataKey) and value is not None:
+                    elif isinstance(key, GroupMetadataKey):
+                        if value is None:
+                            self._classic_log.pop(key.group, None)
+                            continue
                         self._durable_max(key.group, value.generation)
+                        self._classic_log[key.group] = (
+                            value.generation,
+                            frozenset(m.member_id for m in value.members),
+                        )
                     elif isinstance(key, ConsumerGroupMetadataKey) and value is not None:
                         self._durable_max(key.group_id, value.epoch)
                 done = entry.offset

@@ -9,7 +9,11 @@ In a share of the seeds (``Config.txn_share``, an RNG of its own), under transac
   they hold in transactions from a processing loop of their own, with their member id and
   epoch (``consumer.groupMetadata()``: KIP-447's fencing through the group), holding their
   heartbeat while a transaction runs; while the faults last they crash now and then, or are
-  cut off past their session (zombies that still think they hold their partitions).
+  cut off past their session (zombies that still think they hold their partitions);
+* in half of those seeds (``Config.txn_classic_share``), two transactional *classic*
+  consumers of the classic group ``x2`` (:class:`TxnClassicMember`) do the same at their
+  generation (KIP-447 through a classic group), crashed or cut off past their 3 s session
+  now and then.
 
 Each transaction sends TxnOffsetCommit to the group's coordinator (the simulated network,
 found as the consumers find theirs), handled as the gateway in front of the shard handles
@@ -70,6 +74,7 @@ from shards.core.txn_offsets import (
     TxnOffsetCommitResponse,
     txn_offset_commit_error,
 )
+from sim.classic import ClassicMember
 from sim.world import Member
 
 if TYPE_CHECKING:
@@ -88,6 +93,12 @@ PARTITIONS = (0, 1, 2, 3)
 MEMBERS_GROUP = "x1"
 TXN_MEMBERS = 2
 MEMBERS_UPSTREAM_PARTITION = 8
+#: the classic group of the transactional classic consumers (TxnClassicMember), how many,
+#: and the upstream's offsets partition of the group
+CLASSIC_GROUP = "x2"
+TXN_CLASSIC_MEMBERS = 2
+CLASSIC_UPSTREAM_PARTITION = 9
+CLASSIC_SESSION_TIMEOUT_MS = 3_000
 
 
 def txn_app(seed: int, cfg: Config) -> bool:
@@ -413,6 +424,89 @@ class TxnMember(Member):
                 self.producer.restart(self.name)
 
 
+class TxnClassicMember(ClassicMember):
+    """A classic consumer of ``x2`` (eager, range, dynamic) whose application commits what
+    it consumed in transactions from a processing loop of its own: the TxnOffsetCommit
+    carries its member id and generation (KIP-447 through a classic group: the coordinator
+    refuses a member not of the generation). As Kafka's client, it keeps its generation and
+    partitions when its coordinator is unreachable -- cut off past its session it is a zombie
+    until it hears so -- and gives them up before it joins again, never while a transaction
+    runs (its rebalance listener commits first). Its accepted offsets are acknowledged
+    writes: durable, and written where the log's group had it at that generation (the
+    checker)."""
+
+    def __init__(self, sim: Sim, index: int, app: TxnApp) -> None:
+        super().__init__(sim, index, CLASSIC_GROUP, static=False)
+        self.app = app
+        self.via_gateway = False  # (transactions go to the shards: see the module)
+        self.in_txn = False
+        self.process_rng = random.Random(f"{sim.seed}-{self.name}-process")
+        self.producer = Producer(
+            app, f"{CLASSIC_GROUP}-{self.name}", PRODUCER_ID + 1 + index, self.group
+        )
+
+    async def run(self) -> None:
+        self.sim.spawn(self._process())
+        await super().run()
+
+    def _join_request(self) -> Any:
+        # a session of 3 s (the plain classic members' is 6 s): runs are short, and a cut
+        # past it is what makes a zombie
+        return replace(super()._join_request(), session_timeout_ms=CLASSIC_SESSION_TIMEOUT_MS)
+
+    async def join(self) -> bool:
+        while self.in_txn:  # (no JoinGroup while a transaction runs)
+            await asyncio.sleep(0.01)
+        return await super().join()
+
+    async def heartbeat(self) -> None:
+        try:
+            await super().heartbeat()
+        except TimeoutError:
+            # the coordinator unreachable: as Kafka's client, it keeps its generation and
+            # partitions and tries again (the plain simulated member joins again at once)
+            self.sim.coverage.hit("txn", "classic heartbeat timed out, generation kept")
+            self.coordinator = None
+
+    async def commit(self) -> None:
+        """Nothing after a heartbeat: its processing loop commits (:meth:`_process`)."""
+
+    async def _process(self) -> None:
+        """Every 0.5-1.5 s, the offsets of the partitions it owns (as it sees them) committed
+        in a transaction at its generation, until the faults are over."""
+        sim = self.sim
+        while self.alive and not sim.faults_over:
+            await asyncio.sleep(self.process_rng.uniform(0.5, 1.5))
+            if not self.alive or sim.faults_over or not self.owned or self.epoch <= 0:
+                continue
+            offsets = {
+                (topic, p): sim.retention.next_offset()
+                for topic, ps in sorted(self.owned.items())
+                for p in ps
+            }
+            generation, member_id = self.epoch, self.member_id
+            self.in_txn = True
+            try:
+                txn = await self.producer.transaction(self, offsets, generation, member_id)
+            finally:
+                self.in_txn = False
+            for (topic, p), code in txn.codes.items():
+                if code == 0:
+                    acked = (self.group, topic, p, offsets[(topic, p)])
+                    sim.acked.append(acked)
+                    sim.classic_txn_senders[acked] = (member_id, generation)
+            if txn.hung:  # its application crashed before EndTxn: the consumer is gone too
+                self.alive = False
+                sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
+                sim.spawn(self.app.replace(self))
+                return
+            codes = set(txn.codes.values())
+            if codes & {Errors.ILLEGAL_GENERATION, Errors.REBALANCE_IN_PROGRESS}:
+                self.joined = False
+            if codes & {Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID}:
+                self._reset()
+
+
 class TxnApp:
     """The transactional applications (the simple group's, the consumers'), the upstream
     partitions, the followers, and the checks."""
@@ -426,12 +520,17 @@ class TxnApp:
             GROUP: Upstream(UPSTREAM_PARTITION),
             MEMBERS_GROUP: Upstream(MEMBERS_UPSTREAM_PARTITION),
         }
+        #: transactional classic consumers too, in a share (Config.txn_classic_share)
+        self.classic_rng = random.Random(f"txn-classic-{sim.seed}")
+        self.classic = self.classic_rng.random() < sim.cfg.txn_classic_share
+        if self.classic:
+            self.upstreams[CLASSIC_GROUP] = Upstream(CLASSIC_UPSTREAM_PARTITION)
         self.by_partition = {u.partition: u for u in self.upstreams.values()}
         self.producer = Producer(self, TRANSACTIONAL_ID, PRODUCER_ID, GROUP)
         self.txns: list[Txn] = []
         #: offset value -> its transaction (each value is unique in the run)
         self.by_value: dict[int, Txn] = {}
-        self.members: list[TxnMember] = []
+        self.members: list[TxnMember | TxnClassicMember] = []
         #: what routing and the network need (Sim.net): the group, its coordinator
         self.name = "x"
         self.group = GROUP
@@ -449,28 +548,39 @@ class TxnApp:
         for _ in range(TXN_MEMBERS):
             self.add_member()
         sim.spawn(self._faults())
+        if self.classic:
+            sim.coverage.hit("mode", "transactional classic consumers")
+            for _ in range(TXN_CLASSIC_MEMBERS):
+                self.add_member(classic=True)
+            sim.spawn(self._faults(classic=True))
 
-    def add_member(self) -> TxnMember:
+    def add_member(self, classic: bool = False) -> TxnMember | TxnClassicMember:
         sim = self.sim
-        m = TxnMember(sim, len(sim.members), self)
+        kind = TxnClassicMember if classic else TxnMember
+        m = kind(sim, len(sim.members), self)
         self.members.append(m)
         sim.members.append(m)
-        sim.trace(f"{m.name} (transactional) joins {MEMBERS_GROUP}")
+        sim.trace(f"{m.name} (transactional{', classic' if classic else ''}) joins {m.group}")
         sim.spawn(m.run())
         return m
 
-    async def _faults(self) -> None:
-        """While the faults last, now and then: a transactional consumer crashes (its session
+    async def _faults(self, classic: bool = False) -> None:
+        """While the faults last, now and then: a transactional consumer (``classic``: of
+        the classic ones) crashes (its session
         expires; a new one joins 1-4 s later), or its link is cut for 2-9 s -- past its
         session, it is a zombie: it still holds its partitions as it sees them, and its
         transactions' TxnOffsetCommits, sent at its old epoch once the link is back, must
         be fenced by the group (KIP-447)."""
-        sim, rng = self.sim, random.Random(f"txn-faults-{self.sim.seed}")
+        sim = self.sim
+        rng = random.Random(f"txn-{'classic-' if classic else ''}faults-{self.sim.seed}")
         while True:
-            await asyncio.sleep(rng.uniform(2.0, 6.0))
+            # (the classic consumers' less often: a classic rebalance takes seconds)
+            await asyncio.sleep(rng.uniform(4.0, 9.0) if classic else rng.uniform(2.0, 6.0))
             if sim.faults_over:
                 return
-            live = [m for m in self.members if m.alive]
+            live = [
+                m for m in self.members if m.alive and isinstance(m, TxnClassicMember) == classic
+            ]
             if not live:
                 continue
             m = live[rng.randrange(len(live))]
@@ -480,15 +590,18 @@ class TxnApp:
             else:
                 cut = rng.uniform(2.0, 9.0)
                 sim.trace(f"{m.name} (transactional) cut off for {cut:.1f} s")
-                sim.coverage.hit("txn", "consumer cut off")
+                sim.coverage.hit("txn", f"{'classic ' if classic else ''}consumer cut off")
                 m.cut_until = sim.loop.now + cut
 
-    async def replace(self, m: TxnMember, rng: random.Random | None = None) -> None:
+    async def replace(
+        self, m: TxnMember | TxnClassicMember, rng: random.Random | None = None
+    ) -> None:
         """``m`` crashed: its session expires; a new consumer joins 1-4 s later."""
+        classic = isinstance(m, TxnClassicMember)
         self.sim.trace(f"{m.name} (transactional) crashed")
-        self.sim.coverage.hit("txn", "consumer crashed")
+        self.sim.coverage.hit("txn", f"{'classic ' if classic else ''}consumer crashed")
         await asyncio.sleep((rng or m.producer.hang_rng).uniform(1.0, 4.0))
-        self.add_member()
+        self.add_member(classic)
 
     def follow(self, proc: Process) -> None:
         """The outcome follower of shard process ``proc`` (one per incarnation)."""
@@ -560,7 +673,11 @@ class TxnApp:
         sim = self.sim
         for when, record in sim.checker.records_since(self._seen):
             key, value = record.key, record.value
-            if value is None or getattr(key, "group", None) not in self.upstreams:
+            if (
+                value is None
+                or not isinstance(key, OffsetCommitKey | TxnOffsetCommitKey)
+                or key.group not in self.upstreams  # (x2 is a classic group: its metadata)
+            ):
                 continue
             txn = self.by_value.get(value.offset)
             if txn is None:
@@ -630,7 +747,12 @@ class TxnApp:
         now = _committed(sm, group)
         last = self.last_committed(group)
         expires = self.sim.retention.retention_ms is not None
+        # (a deleted topic's offsets go with it: the classic consumers of x2 read t1 too,
+        # which an admin may delete -- and create again)
+        deleted = set(self.sim.deleted_topic_ids.values())
         for tp in set(now) | set(last):
+            if tp[0] in deleted:
+                continue
             if tp not in now and (tp not in last or expires):
                 continue
             if now.get(tp) != last.get(tp):

@@ -226,6 +226,9 @@ class Config:
     #: crashes before EndTxn: the transaction hangs until the transaction coordinator aborts
     #: it, on its timeout or the restarted producer's InitProducerId (an RNG per producer)
     txn_hang_share: float = 0.1
+    #: ... the share of the transactional seeds with two transactional *classic* consumers
+    #: too (group ``x2``: TxnOffsetCommit at their generation; an RNG of its own)
+    txn_classic_share: float = 0.5
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -958,6 +961,8 @@ class Sim:
             # (task offsets every 5 s, not Kafka's 60 s: runs are short)
             streams_group_task_offset_interval_ms=5_000,
             streams_group_min_task_offset_interval_ms=1_000,
+            # (the transactional classic consumers' session is 3 s: sim/txn.py)
+            classic_group_min_session_timeout_ms=2_000,
             snapshot_interval_records=1_000_000,  # (see docs/simulation.md: no trims)
         )
         self.coordinator_config.validate()  # (as a shard's settings are)
@@ -1018,6 +1023,8 @@ class Sim:
         #: a KIP-848 member's acknowledged commit (as in ``acked``) -> (member id, the epoch
         #: it was sent at): the checker's "no zombie commits"
         self.commit_senders: dict[tuple[str, str, int, int], tuple[str, int]] = {}
+        #: ... a transactional classic consumer's accepted offset -> (member id, generation)
+        self.classic_txn_senders: dict[tuple[str, str, int, int], tuple[str, int]] = {}
         #: (group, generation, member name) of every SyncGroup answered NONE
         self.synced: list[tuple[str, int, str]] = []
         #: committed offsets read back (OffsetFetch): (group, topic, partition, the offset or

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from services.upstream.txn_markers import Marker, control_markers
-from sim.txn import GROUP, MEMBERS_GROUP, PRODUCER_ID, record_batch, txn_app
+from sim.breakages import BREAKAGES
+from sim.txn import CLASSIC_GROUP, GROUP, MEMBERS_GROUP, PRODUCER_ID, record_batch, txn_app
 from sim.world import Config, Sim, run
 from tests.sim import AS_SWEPT_TXN
 
@@ -156,6 +157,37 @@ def test_a_hung_transaction_is_aborted_by_the_coordinator_fencing_the_producer(
         assert not {v for t in hung for v in t.offsets.values()} & set(committed.values())
     assert result.coverage.get("txn:hung transaction aborted at InitProducerId")
     assert result.coverage.get("txn:hung transaction aborted on the coordinator's timeout")
+
+
+def test_a_classic_zombies_transaction_is_fenced_by_its_generation() -> None:
+    # seed 3062 (TV2, one shard process) has transactional classic consumers in x2 too:
+    # c12, cut off past its 3 s session, kept its generation and partitions (as Kafka's
+    # client does while its coordinator is unreachable) and, its link back, committed in a
+    # transaction at generation 1 -- the group had moved on without it (generation 2, c11
+    # alone): UNKNOWN_MEMBER_ID, the transaction aborted; every accepted one was written
+    # where the log's group had its member at that generation
+    seen: list[Sim] = []
+    result = run(3062, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].txn
+    assert app is not None and app.classic and app.v2
+    txns = [t for t in app.txns if t.group == CLASSIC_GROUP]
+    fenced = [t for t in txns if "UNKNOWN_MEMBER_ID" in t.answers]
+    assert fenced and all(t.committed is False and t.generation == 1 for t in fenced)
+    assert any(t.committed for t in txns)
+    committed, pending = _coordinator_state(seen[0], CLASSIC_GROUP)
+    assert not pending and committed == app.last_committed(CLASSIC_GROUP)
+    assert result.coverage.get("commit-epoch:classic transactional: of the generation")
+
+
+def test_the_checker_catches_a_classic_zombies_accepted_transaction() -> None:
+    # the same seed with KIP-447's fencing gone from TxnOffsetCommit: c12's offsets are
+    # written at generation 1 where the log's group is at generation 2 without it
+    with BREAKAGES["txn-zombie-commits"]():
+        result = run(3062)
+    assert any(
+        "of classic group x2 in a transaction at generation 1" in v for v in result.violations
+    )
 
 
 def test_the_simulated_upstream_batches_are_what_the_marker_reader_reads() -> None:
