@@ -24,10 +24,9 @@ BOUNDS = {
 #: docs/simulation.md)
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
-    "streams-endpoint-epoch-from-zero": range(670, 690),  # (680 seeds from 0)
+    "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
     "streams-shutdown-forgotten": range(100, 120),  # (108 seeds from 0)
     "streams-client-tags-unchecked": range(125, 140),  # (132 seeds from 0)
-    "txn-zombie-commits": range(155, 170),  # (163 seeds from 0)
     "txn-fence-skipped": range(65, 80),  # (72 seeds from 0)
 }
 #: what each must be caught by
