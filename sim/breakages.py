@@ -364,6 +364,20 @@ def txn_fence_skipped() -> contextlib.AbstractContextManager[None]:
     return _patched(txn_offsets.PendingTxnOffsets, "complete", complete)
 
 
+def txn_epoch_check_skipped() -> contextlib.AbstractContextManager[None]:
+    """TxnOffsetCommit checks the member and its epoch but not, at an older epoch, that the
+    member has held each partition (or task) since (the plain OffsetCommit's KIP-1251 check
+    forgotten on the transactional path): a late transactional commit of a partition given
+    up in between is written."""
+    real = OffsetMetadataManager._validate_txn_offset_commit
+
+    def validate(self: Any, request: Any, now_ms: int) -> None:
+        real(self, request, now_ms)
+        return None
+
+    return _patched(OffsetMetadataManager, "_validate_txn_offset_commit", validate)
+
+
 def _transaction_v2(parts: Any) -> bool:
     return any(v.transaction_v2 for ps in parts.values() for v in ps.values())
 
@@ -393,4 +407,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "txn-v2-epoch-unbumped": txn_v2_epoch_unbumped,
     "txn-zombie-commits": txn_zombie_commits,
     "txn-fence-skipped": txn_fence_skipped,
+    "txn-epoch-check-skipped": txn_epoch_check_skipped,
 }

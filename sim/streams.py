@@ -122,6 +122,14 @@ def streams_app(seed: int, cfg: Config) -> bool:
     return random.Random(f"streams-{seed}").random() < cfg.streams_share
 
 
+def streams_eos(seed: int, cfg: Config) -> bool:
+    """Whether ``seed``'s streams application runs exactly-once (an RNG of its own)."""
+    return (
+        streams_app(seed, cfg)
+        and random.Random(f"streams-eos-{seed}").random() < cfg.streams_eos_share
+    )
+
+
 def reports_offsets(seed: int, cfg: Config) -> bool:
     """Whether the threads of ``seed``'s streams application report task offsets (an RNG of
     its own)."""
@@ -197,6 +205,10 @@ class StreamsMember:
         self.offsets_interval_ms = 0
         #: its last answer told it MISSING_CLIENT_TAGS (the rack seeds)
         self.missing_tags = False
+        #: exactly-once (StreamsApp.eos): the thread's transactional producer (EOS-v2: one
+        #: per thread), made at its first commit
+        self.producer: Any = None
+        self.link: Any = None
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
@@ -336,22 +348,48 @@ class StreamsMember:
                 values[(name, p)] = offset = sim.retention.next_offset()
                 out.append(api.OffsetCommitRequestPartition(p, offset))
             topics.append(api.OffsetCommitRequestTopic(name, tuple(out)))
-        req = api.OffsetCommitRequest(
-            GROUP, epoch, self.member_id, self.instance_id, topics=tuple(topics)
-        )
-        resp = await sim.net(self, "scommit", lambda s: s.offset_commit(req))
-        for t in resp.topics:
-            for p in t.partitions:
-                sim.coverage.hit("streams", f"{what} {Errors(p.error_code).name}")
-                if p.error_code == 0:
-                    if t.name == REPARTITION and self.app.reports_offsets:
-                        self.app.wrote(self.instance, ("1", p.partition_index))
-                    acked = (GROUP, t.name, p.partition_index, values[(t.name, p.partition_index)])
-                    sim.acked.append(acked)
-                    # (held to "no zombie commits": the checker follows its task records)
-                    sim.commit_senders[acked] = (self.member_id, epoch)
-        codes = [[p.error_code for p in t.partitions] for t in resp.topics]
+        if self.app.eos:
+            answers = await self._commit_in_transaction(values, epoch)
+            kind = f"{what} (transaction)"
+        else:
+            req = api.OffsetCommitRequest(
+                GROUP, epoch, self.member_id, self.instance_id, topics=tuple(topics)
+            )
+            resp = await sim.net(self, "scommit", lambda s: s.offset_commit(req))
+            answers = {
+                (t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+            }
+            kind = what
+        for (topic, partition), code in sorted(answers.items()):
+            sim.coverage.hit("streams", f"{kind} {Errors(code).name}")
+            if code == 0:
+                if topic == REPARTITION and self.app.reports_offsets:
+                    self.app.wrote(self.instance, ("1", partition))
+                acked = (GROUP, topic, partition, values[(topic, partition)])
+                sim.acked.append(acked)
+                # (held to "no zombie commits": the checker follows its task records, and
+                # the transactional ones' pending records as it does offset records)
+                sim.commit_senders[acked] = (self.member_id, epoch)
+        codes = sorted(answers.items())
         sim.trace(f"{self.name} s{what} e={epoch} {sorted(values.items())} -> {codes}")
+
+    async def _commit_in_transaction(
+        self, values: dict[tuple[str, int], int], epoch: int
+    ) -> dict[tuple[str, int], int]:
+        """``values`` committed in a transaction of the thread's producer (EOS-v2:
+        ``sendOffsetsToTransaction`` with the thread's member id and epoch; the group fences
+        a zombie by its tasks, KIP-1251), then ended: the answers ({} when none came). The
+        transaction runs between two heartbeats, so it ends before a task is given up."""
+        from sim.txn import STREAMS_PRODUCER_ID, Producer, ProducerLink  # (sim.txn: after us)
+
+        txn_app = self.sim.txn
+        assert txn_app is not None
+        if self.producer is None:
+            tid = f"{GROUP}-{self.name}"
+            self.producer = Producer(txn_app, tid, STREAMS_PRODUCER_ID + self.index, GROUP)
+            self.link = ProducerLink(self)
+        txn = await self.producer.transaction(self.link, values, epoch, self.member_id, hangs=False)
+        return txn.codes
 
     async def leave(self) -> None:
         """LeaveGroup: epoch -1; a static member's -2 (it stays in the group, tasks and all,
@@ -415,6 +453,9 @@ class StreamsApp:
         #: of each stateful task, from an active or standby task now or before -- a replaced
         #: thread's instance keeps its state directory); standby candidates are ranked by them
         self.reports_offsets = reports_offsets(sim.seed, sim.cfg)
+        #: in a share of the streams seeds (``Config.streams_eos_share``) the application runs
+        #: exactly-once: the threads' commits go in transactions (sim/txn.py follows them)
+        self.eos = streams_eos(sim.seed, sim.cfg)
         #: in a share of the streams seeds (``Config.streams_rack_share``, an RNG of its own)
         #: the instances have client tags (``client.tag.<key>``; the first one every key
         #: the operator may name) and an operator sets the group's

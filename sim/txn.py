@@ -99,6 +99,11 @@ CLASSIC_GROUP = "x2"
 TXN_CLASSIC_MEMBERS = 2
 CLASSIC_UPSTREAM_PARTITION = 9
 CLASSIC_SESSION_TIMEOUT_MS = 3_000
+#: the streams application's group when it runs exactly-once (sim/streams.py): its
+#: threads' producer ids from this one, the upstream's offsets partition of the group
+STREAMS_GROUP = "s0"
+STREAMS_PRODUCER_ID = 4_500
+STREAMS_UPSTREAM_PARTITION = 10
 
 
 def txn_app(seed: int, cfg: Config) -> bool:
@@ -227,6 +232,9 @@ class Producer:
         self.rng = random.Random(f"txn-producer-{app.sim.seed}-{transactional_id}")
         #: whether a transaction hangs, and for how long (Config.txn_hang_share)
         self.hang_rng = random.Random(f"txn-hang-{app.sim.seed}-{transactional_id}")
+        #: a producer runs one transaction at a time (a streams thread's late commit waits
+        #: for the one in flight)
+        self.lock = asyncio.Lock()
 
     def restart(self, who: str) -> None:
         """The application restarts: InitProducerId bumps the epoch."""
@@ -240,10 +248,23 @@ class Producer:
         offsets: dict[tuple[str, int], int],
         generation: int = -1,
         member_id: str = "",
+        hangs: bool = True,
     ) -> Txn:
         """A transaction that commits ``offsets`` (TxnOffsetCommit from ``client``, at the
         group ``generation`` / member epoch of ``member_id``), then ends: COMMIT when every
-        partition was answered NONE (three times in four), else ABORT."""
+        partition was answered NONE (three times in four), else ABORT (or, ``hangs``, its
+        application may crash before it ends: :meth:`end_hung`)."""
+        async with self.lock:
+            return await self._transaction(client, offsets, generation, member_id, hangs)
+
+    async def _transaction(
+        self,
+        client: Any,
+        offsets: dict[tuple[str, int], int],
+        generation: int,
+        member_id: str,
+        hangs: bool,
+    ) -> Txn:
         app, sim = self.app, self.app.sim
         txn = Txn(self.group, self.epoch, offsets, generation)
         app.txns.append(txn)
@@ -281,7 +302,7 @@ class Producer:
             txn.answers = ["timeout"]
         for a in set(txn.answers):
             sim.coverage.hit("txn", f"TxnOffsetCommit {a}")
-        if self.hang_rng.random() < sim.cfg.txn_hang_share and not sim.faults_over:
+        if hangs and self.hang_rng.random() < sim.cfg.txn_hang_share and not sim.faults_over:
             txn.hung = True
             app.hanging += 1
             sim.coverage.hit("txn", "application crashed before EndTxn")
@@ -346,6 +367,24 @@ class Producer:
             return txn_offset_commit_error(req, int(Errors.INVALID_PRODUCER_EPOCH))
         txn.floor = self.upstream.end
         return await service.txn_offset_commit(replace(req, upstream_floor=txn.floor))
+
+
+class ProducerLink:
+    """What the network needs of a transactional producer that is not a member itself (a
+    streams thread's, in the exactly-once streams seeds): its TxnOffsetCommits go to the
+    shards (the simulated gateways do not carry them), cut off with its thread."""
+
+    via_gateway = False
+
+    def __init__(self, thread: Any) -> None:
+        self.thread = thread
+        self.name = thread.name
+        self.group = thread.group
+        self.coordinator: Any = None
+
+    @property
+    def cut_until(self) -> float:
+        return float(self.thread.cut_until)
 
 
 class TxnMember(Member):
@@ -516,17 +555,28 @@ class TxnApp:
         self.rng = random.Random(f"txn-app-{sim.seed}")
         #: transaction version 2 (KIP-890: the epoch bumped at every EndTxn) in half
         self.v2 = self.rng.random() < 0.5
-        self.upstreams = {
-            GROUP: Upstream(UPSTREAM_PARTITION),
-            MEMBERS_GROUP: Upstream(MEMBERS_UPSTREAM_PARTITION),
-        }
+        #: the transactional applications run (Config.txn_share); else only the streams
+        #: application's exactly-once is followed (Config.streams_eos_share)
+        self.full = txn_app(sim.seed, sim.cfg)
+        self.upstreams = (
+            {
+                GROUP: Upstream(UPSTREAM_PARTITION),
+                MEMBERS_GROUP: Upstream(MEMBERS_UPSTREAM_PARTITION),
+            }
+            if self.full
+            else {}
+        )
         #: transactional classic consumers too, in a share (Config.txn_classic_share)
         self.classic_rng = random.Random(f"txn-classic-{sim.seed}")
-        self.classic = self.classic_rng.random() < sim.cfg.txn_classic_share
+        self.classic = self.classic_rng.random() < sim.cfg.txn_classic_share and self.full
         if self.classic:
             self.upstreams[CLASSIC_GROUP] = Upstream(CLASSIC_UPSTREAM_PARTITION)
+        if sim.streams is not None and sim.streams.eos:
+            self.upstreams[STREAMS_GROUP] = Upstream(STREAMS_UPSTREAM_PARTITION)
         self.by_partition = {u.partition: u for u in self.upstreams.values()}
-        self.producer = Producer(self, TRANSACTIONAL_ID, PRODUCER_ID, GROUP)
+        #: the simple group's application's producer (none when only the streams
+        #: application's exactly-once is followed)
+        self.producer = Producer(self, TRANSACTIONAL_ID, PRODUCER_ID, GROUP) if self.full else None
         self.txns: list[Txn] = []
         #: offset value -> its transaction (each value is unique in the run)
         self.by_value: dict[int, Txn] = {}
@@ -543,7 +593,13 @@ class TxnApp:
 
     def start(self) -> None:
         sim = self.sim
-        sim.coverage.hit("mode", "transactions (v2)" if self.v2 else "transactions (v1)")
+        version = "(v2)" if self.v2 else "(v1)"
+        if STREAMS_GROUP in self.upstreams:
+            sim.coverage.hit("mode", f"streams exactly-once {version}")
+        if not self.full:
+            self.done = True
+            return
+        sim.coverage.hit("mode", f"transactions {version}")
         sim.spawn(self.run())
         for _ in range(TXN_MEMBERS):
             self.add_member()
@@ -626,7 +682,8 @@ class TxnApp:
 
     # ---- the application ------------------------------------------------------------------
     async def run(self) -> None:
-        sim, rng = self.sim, self.rng
+        sim, rng, producer = self.sim, self.rng, self.producer
+        assert producer is not None
         while not sim.faults_over:
             await asyncio.sleep(rng.uniform(0.3, 1.5))
             if sim.faults_over:
@@ -635,14 +692,14 @@ class TxnApp:
                 self.upstreams[GROUP].append(PRODUCER_ID + 100, 0, control=False)
             parts = sorted(rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS))))
             offsets = {("t0", p): sim.retention.next_offset() for p in parts}
-            txn = await self.producer.transaction(self, offsets)
+            txn = await producer.transaction(self, offsets)
             if txn.hung:  # (the application is down until the restart)
-                await self.producer.end_hung(txn, self.name, restarts=True)
+                await producer.end_hung(txn, self.name, restarts=True)
                 continue
             if rng.random() < 0.3:
                 await self.fetch()
             if rng.random() < 0.1:
-                self.producer.restart(self.name)
+                producer.restart(self.name)
         self.done = True
 
     async def fetch(self) -> None:

@@ -229,6 +229,10 @@ class Config:
     #: ... the share of the transactional seeds with two transactional *classic* consumers
     #: too (group ``x2``: TxnOffsetCommit at their generation; an RNG of its own)
     txn_classic_share: float = 0.5
+    #: the share of the streams seeds whose application runs exactly-once (EOS-v2: each
+    #: thread's commits are TxnOffsetCommits at its member epoch; sim/streams.py, an RNG of
+    #: its own)
+    streams_eos_share: float = 0.5
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own
@@ -980,7 +984,8 @@ class Sim:
         #: the transactional applications (Config.txn_share), when there are
         from sim.txn import TxnApp, txn_app  # (sim.txn's consumers are Members: after them)
 
-        self.txn = TxnApp(self) if txn_app(seed, cfg) else None
+        eos = self.streams is not None and self.streams.eos
+        self.txn = TxnApp(self) if txn_app(seed, cfg) or eos else None
         #: members send late commits in this seed (coverage: ``mode:late commits``)
         self.late_commits = random.Random(f"late-commits-{seed}").random() < cfg.late_commit_share
         if self.retention.retention_ms is not None:

@@ -9,7 +9,9 @@ AS_SWEPT = Config(streams_share=0.0, txn_share=0.0)
 #: ... before the streams threads reported task offsets and had client tags, and before the
 #: transactional application (2026-12-07): the streams seeds found until then (those shares
 #: are drawn by RNGs of their own, so a seed's scenario is otherwise the same)
-AS_SWEPT_STREAMS = Config(streams_offsets_share=0.0, streams_rack_share=0.0, txn_share=0.0)
+AS_SWEPT_STREAMS = Config(
+    streams_offsets_share=0.0, streams_rack_share=0.0, txn_share=0.0, streams_eos_share=0.0
+)
 #: ... with every share as it was in the sweep since e91bf9a (2026-12-07): the seeds found then
 #: (a share added later must be zero here)
-AS_SWEPT_TXN = Config(txn_hang_share=0.0, txn_classic_share=0.0)
+AS_SWEPT_TXN = Config(txn_hang_share=0.0, txn_classic_share=0.0, streams_eos_share=0.0)

@@ -55,6 +55,7 @@ CAUGHT_BY = {
     "txn-v2-epoch-unbumped": "where the last committed transactions' are",
     "txn-zombie-commits": "zombie commit acknowledged",
     "txn-fence-skipped": "pending offsets left",
+    "txn-epoch-check-skipped": "zombie commit acknowledged",
 }
 
 

@@ -8,7 +8,15 @@ import pytest
 
 from services.upstream.txn_markers import Marker, control_markers
 from sim.breakages import BREAKAGES
-from sim.txn import CLASSIC_GROUP, GROUP, MEMBERS_GROUP, PRODUCER_ID, record_batch, txn_app
+from sim.txn import (
+    CLASSIC_GROUP,
+    GROUP,
+    MEMBERS_GROUP,
+    PRODUCER_ID,
+    STREAMS_GROUP,
+    record_batch,
+    txn_app,
+)
 from sim.world import Config, Sim, run
 from tests.sim import AS_SWEPT_TXN
 
@@ -188,6 +196,34 @@ def test_the_checker_catches_a_classic_zombies_accepted_transaction() -> None:
     assert any(
         "of classic group x2 in a transaction at generation 1" in v for v in result.violations
     )
+
+
+@pytest.mark.parametrize("seed", [3, 82])
+def test_an_exactly_once_streams_application_commits_its_tasks_in_transactions(
+    seed: int,
+) -> None:
+    # seeds 3 (TV1, one shard process, the threads through the gateways: their transactions
+    # go to the shards) and 82 (TV2, three shards, the transactional applications beside):
+    # the streams application runs exactly-once -- each thread's commits are TxnOffsetCommits
+    # of its producer at its member epoch, serialized per producer; a late one at an older
+    # epoch of a task given up since is refused STALE_MEMBER_EPOCH (seed 3) and aborted; the
+    # streams group ends with the last committed transactions' offsets, nothing pending
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    sim = seen[0]
+    app, streams = sim.txn, sim.streams
+    assert app is not None and streams is not None and streams.eos
+    assert app.full == (seed == 82) and app.v2 == (seed == 82)
+    txns = [t for t in app.txns if t.group == STREAMS_GROUP]
+    assert any(t.committed for t in txns) and all(t.generation > 0 for t in txns)
+    committed, pending = _coordinator_state(sim, STREAMS_GROUP)
+    assert not pending and committed == app.last_committed(STREAMS_GROUP)
+    assert result.coverage.get("streams:commit (transaction) NONE")
+    assert not result.coverage.get("streams:commit NONE")  # (no plain OffsetCommit)
+    if seed == 3:
+        stale = [t for t in txns if "STALE_MEMBER_EPOCH" in t.answers]
+        assert stale and all(t.committed is False for t in stale)
 
 
 def test_the_simulated_upstream_batches_are_what_the_marker_reader_reads() -> None:
