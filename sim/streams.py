@@ -23,7 +23,11 @@ a ``group.instance.id`` its replacement keeps, leaves with epoch -2 (staying in 
 it is back) and commits with its instance id. In half (``Config.streams_offsets_share``) the
 threads report their instance's task offsets (TaskOffsets / TaskEndOffsets) when they join and
 every ``task.offset.interval.ms``. In some (``Config.streams_rack_share``) the instances have
-client tags and an operator sets the group's rack-aware assignment tags.
+client tags and an operator sets the group's rack-aware assignment tags. In half
+(``Config.streams_eos_share``) the application runs exactly-once (EOS-v2): each thread's
+commits are TxnOffsetCommits of its own transactional producer at its member epoch, one
+transaction at a time, followed and checked by sim/txn.py as the transactional
+applications' are.
 
 The invariants (``Checker``): no active task held by two members at once, and no task held by
 two members of one instance in any roles (its threads share a state directory per task), as

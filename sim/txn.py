@@ -444,20 +444,7 @@ class TxnMember(Member):
             }
             if not offsets:
                 continue
-            self.in_txn = True
-            try:
-                txn = await self.producer.transaction(self, offsets, self.epoch, self.member_id)
-            finally:
-                self.in_txn = False
-            for (topic, p), code in txn.codes.items():
-                if code == 0:
-                    acked = (self.group, topic, p, offsets[(topic, p)])
-                    sim.acked.append(acked)
-                    sim.commit_senders[acked] = (self.member_id, txn.generation)
-            if txn.hung:  # its application crashed before EndTxn: the consumer is gone too
-                self.alive = False
-                sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
-                sim.spawn(self.app.replace(self))
+            if await _consumer_transaction(self, offsets, sim.commit_senders) is None:
                 return
             if self.rng.random() < 0.05:
                 self.producer.restart(self.name)
@@ -523,27 +510,44 @@ class TxnClassicMember(ClassicMember):
                 for topic, ps in sorted(self.owned.items())
                 for p in ps
             }
-            generation, member_id = self.epoch, self.member_id
-            self.in_txn = True
-            try:
-                txn = await self.producer.transaction(self, offsets, generation, member_id)
-            finally:
-                self.in_txn = False
-            for (topic, p), code in txn.codes.items():
-                if code == 0:
-                    acked = (self.group, topic, p, offsets[(topic, p)])
-                    sim.acked.append(acked)
-                    sim.classic_txn_senders[acked] = (member_id, generation)
-            if txn.hung:  # its application crashed before EndTxn: the consumer is gone too
-                self.alive = False
-                sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
-                sim.spawn(self.app.replace(self))
+            txn = await _consumer_transaction(self, offsets, sim.classic_txn_senders)
+            if txn is None:
                 return
             codes = set(txn.codes.values())
             if codes & {Errors.ILLEGAL_GENERATION, Errors.REBALANCE_IN_PROGRESS}:
                 self.joined = False
             if codes & {Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID}:
                 self._reset()
+
+
+async def _consumer_transaction(
+    m: TxnMember | TxnClassicMember,
+    offsets: dict[tuple[str, int], int],
+    senders: dict[tuple[str, str, int, int], tuple[str, int]],
+) -> Txn | None:
+    """One transaction of a transactional consumer's processing loop, at its member epoch
+    or generation (no heartbeat or JoinGroup while it runs): each accepted offset an
+    acknowledged write, its sender noted in ``senders`` for the checker. None: the
+    application crashed before EndTxn -- the consumer is gone too, the transaction hangs
+    until the coordinator's timeout."""
+    sim = m.sim
+    generation, member_id = m.epoch, m.member_id
+    m.in_txn = True
+    try:
+        txn = await m.producer.transaction(m, offsets, generation, member_id)
+    finally:
+        m.in_txn = False
+    for (topic, p), code in txn.codes.items():
+        if code == 0:
+            acked = (m.group, topic, p, offsets[(topic, p)])
+            sim.acked.append(acked)
+            senders[acked] = (member_id, generation)
+    if txn.hung:
+        m.alive = False
+        sim.spawn(m.producer.end_hung(txn, m.name, restarts=False))
+        sim.spawn(m.app.replace(m))
+        return None
+    return txn
 
 
 class TxnApp:
