@@ -25,7 +25,6 @@ BOUNDS = {
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
     "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
-    "streams-shutdown-forgotten": range(100, 120),  # (108 seeds from 0)
     "streams-client-tags-unchecked": range(125, 140),  # (132 seeds from 0)
     "txn-fence-skipped": range(65, 80),  # (72 seeds from 0)
 }
