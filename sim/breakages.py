@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from services.gateway.router import Router
+from services.gateway.txn_offsets import TxnOffsetCommitter
 from shards.clock import StoreTime
 from shards.core import txn_offsets
 from shards.core.classic.manager import ClassicGroupManager
@@ -378,6 +379,18 @@ def txn_epoch_check_skipped() -> contextlib.AbstractContextManager[None]:
     return _patched(OffsetMetadataManager, "_validate_txn_offset_commit", validate)
 
 
+def gateway_txn_failure_as_success() -> contextlib.AbstractContextManager[None]:
+    """The gateway's TxnOffsetCommit handler answers NONE when it could not ask the upstream
+    or the shard (``TxnOffsetCommitter._unanswered`` with its error code dropped): the client
+    takes offsets nothing wrote for accepted, and commits its transaction."""
+    real = TxnOffsetCommitter._unanswered
+
+    async def unanswered(self: Any, answer: Any, topics: Any, by_id: Any, code: int) -> bytes:
+        return await real(self, answer, topics, by_id, 0)
+
+    return _patched(TxnOffsetCommitter, "_unanswered", unanswered)
+
+
 def _transaction_v2(parts: Any) -> bool:
     return any(v.transaction_v2 for ps in parts.values() for v in ps.values())
 
@@ -408,4 +421,5 @@ BREAKAGES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "txn-zombie-commits": txn_zombie_commits,
     "txn-fence-skipped": txn_fence_skipped,
     "txn-epoch-check-skipped": txn_epoch_check_skipped,
+    "gateway-txn-failure-as-success": gateway_txn_failure_as_success,
 }

@@ -34,13 +34,17 @@ import contextvars
 import random
 from typing import TYPE_CHECKING, Any
 
+from kio.static.constants import EntityType
+
 from services.gateway import codec
 from services.gateway.handlers import streams as streams_handlers
 from services.gateway.handlers.apis import KafkaApis
 from services.gateway.handlers.base import Node, RequestInfo
 from services.gateway.router import Router
+from services.gateway.txn_offsets import TXN_OFFSET_COMMIT, TxnOffsetCommitter
 from services.rpc.local_calls import local_stub
 from services.shard.servicer import group_coordinator_methods
+from services.upstream import wire
 from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as capi
@@ -53,6 +57,12 @@ from shards.core.streams.heartbeat import (
 from shards.core.streams.records import Endpoint, StreamsGroupTopologyValue, TopicInfo
 from shards.core.streams.targets import EndpointToPartitions, StreamsTopicPartitions
 from shards.core.streams.topology import StatusDetail
+from shards.core.txn_offsets import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from sim.loop import PROCESS
 from sim.processes import Hop, Processes
 
@@ -150,6 +160,17 @@ class Gateway:
         self.apis = KafkaApis(self.router, None, Node(index, self.name, 9092), "sim")  # type: ignore[arg-type]
         self.service = GatewayFront(self)
         self._correlation = 0
+        #: the exactly-once TxnOffsetCommit handler (proxy mode), over sim/txn.py's upstream
+        self._txn: TxnOffsetCommitter | None = None
+
+    def txn_committer(self) -> TxnOffsetCommitter:
+        if self._txn is None:
+            from sim.txn import SimOffsetsTopic  # (sim.txn imports the world: after it)
+
+            txn_app = self.world.sim.txn
+            assert txn_app is not None
+            self._txn = TxnOffsetCommitter(self.router, SimOffsetsTopic(txn_app))  # type: ignore[arg-type]
+        return self._txn
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         return self.world.sim.spawn(coro, self.ctx.copy())
@@ -169,8 +190,67 @@ class GatewayFront:
     """What a member calls on its gateway (the methods it calls on a shard's service):
     Kafka requests in, the core's response dataclasses back for the member's logic."""
 
+    #: a Kafka-protocol front: TxnOffsetCommit is sent as the client sends it (sim/txn.py)
+    kafka_wire = True
+
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
+
+    async def txn_offset_commit(self, r: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """TxnOffsetCommit as a client sends it (v3 under transaction version 1, v5 under
+        2: a request frame) to the gateway's real handler, which adds the offsets partition
+        to the transaction upstream (v5), reads the floor and forwards it to the shard."""
+        gateway = self.gateway
+        version = 5 if r.transaction_v2 else 3
+        cls = wire.entity_class(TXN_OFFSET_COMMIT, version, EntityType.request)
+        assert cls is not None
+        entity = codec.build(
+            cls,
+            {
+                "transactional_id": r.transactional_id,
+                "group_id": r.group_id,
+                "producer_id": r.producer_id,
+                "producer_epoch": r.producer_epoch,
+                "generation_id": r.generation_id,
+                "member_id": r.member_id,
+                "group_instance_id": r.group_instance_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition_index,
+                                "committed_offset": p.committed_offset,
+                                "committed_leader_epoch": p.committed_leader_epoch,
+                                "committed_metadata": p.committed_metadata,
+                            }
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in r.topics
+                ],
+            },
+        )
+        gateway._correlation += 1
+        frame = wire.encode_request(entity, gateway._correlation, r.transactional_id)
+        answer = await gateway.txn_committer().answer(frame, version, gateway._correlation)
+        _, out = wire.decode_response(TXN_OFFSET_COMMIT, version, answer[4:])  # (size prefix)
+        coverage = gateway.world.sim.coverage
+        for t in out.topics:
+            for p in t.partitions:
+                coverage.hit("gateway", f"txn commit {Errors(p.error_code).name}")
+        return TxnOffsetCommitResponse(
+            tuple(
+                TxnOffsetCommitResponseTopic(
+                    str(t.name),
+                    tuple(
+                        TxnOffsetCommitResponsePartition(int(p.partition_index), int(p.error_code))
+                        for p in t.partitions
+                    ),
+                )
+                for t in out.topics
+            )
+        )
 
     async def consumer_group_heartbeat(
         self, r: capi.ConsumerGroupHeartbeatRequest

@@ -391,7 +391,7 @@ class StreamsMember:
         if self.producer is None:
             tid = f"{GROUP}-{self.name}"
             self.producer = Producer(txn_app, tid, STREAMS_PRODUCER_ID + self.index, GROUP)
-            self.link = ProducerLink(self)
+            self.link = ProducerLink(self)  # (through the gateways: Producer's own)
         txn = await self.producer.transaction(self.link, values, epoch, self.member_id, hangs=False)
         return txn.codes
 

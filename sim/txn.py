@@ -16,16 +16,17 @@ In a share of the seeds (``Config.txn_share``, an RNG of its own), under transac
   now and then.
 
 Each transaction sends TxnOffsetCommit to the group's coordinator (the simulated network,
-found as the consumers find theirs), handled as the gateway in front of the shard handles
-it when it arrives (:meth:`Producer._serve`: under TV2 AddOffsetsToTxn first, refused once
-the transaction ended; then the floor, the log end of the group's upstream
-``__consumer_offsets`` partition); then it ends: COMMIT when every partition was answered
-NONE (three times in four), else ABORT -- a request whose answer was lost may still be
-written, even after its marker. In some (``Config.txn_hang_share``, while the faults last)
-the application crashes before EndTxn: the transaction hangs until the transaction
-coordinator aborts it -- on its timeout (``transaction.timeout.ms``, 1-6 s here) or, for the
-simple group's application, when the restarted producer's InitProducerId comes first --
-fencing the producer: the ABORT marker carries the epoch bumped (KIP-890's hanging
+found as the consumers find theirs; in some gateway seeds, ``Config.txn_gateway_share``, to
+a gateway, whose real handler answers it over :class:`SimOffsetsTopic`), handled as the
+gateway in front of the shard handles it when it arrives (:meth:`Producer._serve`: under TV2
+AddOffsetsToTxn first, refused once the transaction ended; then the floor, the log end of
+the group's upstream ``__consumer_offsets`` partition); then it ends: COMMIT when every
+partition was answered NONE (three times in four), else ABORT -- a request whose answer was
+lost may still be written, even after its marker. In some (``Config.txn_hang_share``, while
+the faults last) the application crashes before EndTxn: the transaction hangs until the
+transaction coordinator aborts it -- on its timeout (``transaction.timeout.ms``, 1-6 s here)
+or, for the simple group's application, when the restarted producer's InitProducerId comes
+first -- fencing the producer: the ABORT marker carries the epoch bumped (KIP-890's hanging
 transaction, ended by the coordinator); a consumer whose application crashed so is gone (its
 session expires, another joins). The upstream partition (:class:`Upstream`) holds the
 markers as Kafka writes them (the epoch the transaction ran at; one more under TV2, which
@@ -75,6 +76,7 @@ from shards.core.txn_offsets import (
     txn_offset_commit_error,
 )
 from sim.classic import ClassicMember
+from sim.gateway import gateways
 from sim.world import Member
 
 if TYPE_CHECKING:
@@ -217,6 +219,51 @@ class Link:
         self.closed = True
 
 
+class SimUpstreamCluster:
+    """What the gateway's TxnOffsetCommitter asks of the upstream cluster: FindCoordinator
+    of a transactional id, and AddOffsetsToTxn -- answered from the simulated transactions
+    (refused INVALID_PRODUCER_EPOCH once the transaction ended: EndTxn bumped the epoch),
+    after a delay, failing now and then while the faults last."""
+
+    def __init__(self, app: TxnApp) -> None:
+        self.app = app
+        self.rng = random.Random(f"txn-upstream-{app.sim.seed}")
+
+    async def hop(self) -> None:
+        """A request's way to the upstream and back: UpstreamFailure now and then."""
+        sim = self.app.sim
+        await asyncio.sleep(self.rng.uniform(0.001, 0.005))
+        if not sim.faults_over and self.rng.random() < 0.03:
+            sim.coverage.hit("txn", "gateway's upstream call failed")
+            raise UpstreamFailure("simulated: the upstream broker went away")
+
+    async def call(self, request: Any, node: int | None = None) -> Any:
+        await self.hop()
+        if not hasattr(request, "producer_id"):  # FindCoordinator of the transactional id
+            return SimpleNamespace(coordinators=[SimpleNamespace(error_code=0, node_id=0)])
+        txn = self.app.open_by_epoch.get((int(request.producer_id), int(request.producer_epoch)))
+        code = (
+            0 if txn is not None and txn.committed is None else int(Errors.INVALID_PRODUCER_EPOCH)
+        )
+        if code:
+            self.app.sim.coverage.hit("txn", "TV2: a late TxnOffsetCommit fenced upstream")
+        return SimpleNamespace(error_code=code)
+
+
+class SimOffsetsTopic:
+    """The gateway's view of the upstream ``__consumer_offsets`` (``OffsetsTopic``): the
+    floor of a group's partition is its simulated log end now."""
+
+    def __init__(self, app: TxnApp) -> None:
+        self.app = app
+        self.cluster = SimUpstreamCluster(app)
+
+    async def floor(self, group_id: str) -> tuple[int, int]:
+        await self.cluster.hop()
+        upstream = self.app.upstreams[group_id]
+        return upstream.partition, upstream.end
+
+
 class Producer:
     """A transactional producer committing offsets of one group: its transactional id,
     producer id and epoch, and the upstream partition its transactions' markers go to (the
@@ -230,6 +277,9 @@ class Producer:
         self.upstream = app.upstreams[group]
         self.epoch = 0
         self.rng = random.Random(f"txn-producer-{app.sim.seed}-{transactional_id}")
+        #: the gateway seeds (TxnApp.via_gateway): its TxnOffsetCommits go through the
+        #: gateways, over this link
+        self.link: ProducerLink | None = None
         #: whether a transaction hangs, and for how long (Config.txn_hang_share)
         self.hang_rng = random.Random(f"txn-hang-{app.sim.seed}-{transactional_id}")
         #: a producer runs one transaction at a time (a streams thread's late commit waits
@@ -268,6 +318,11 @@ class Producer:
         app, sim = self.app, self.app.sim
         txn = Txn(self.group, self.epoch, offsets, generation)
         app.txns.append(txn)
+        app.open_by_epoch[(self.producer_id, txn.epoch)] = txn
+        if app.via_gateway:
+            if self.link is None or self.link.thread is not client:
+                self.link = ProducerLink(client, via_gateway=True)
+            client = self.link
         for value in offsets.values():
             app.by_value[value] = txn
         req = TxnOffsetCommitRequest(
@@ -362,6 +417,11 @@ class Producer:
         when it arrives: under transaction version 2 it first adds the offsets partition to
         the transaction upstream (AddOffsetsToTxn), which fails once the transaction ended
         (EndTxn bumped the epoch); then it reads the floor and forwards the request."""
+        if getattr(service, "kafka_wire", False):
+            # a gateway: its own TxnOffsetCommit handler does the above with the upstream
+            # (SimOffsetsTopic), the floor unknown here
+            self.app.sim.coverage.hit("txn", "TxnOffsetCommit through a gateway")
+            return await service.txn_offset_commit(req)
         if self.app.v2 and txn.committed is not None:
             self.app.sim.coverage.hit("txn", "TV2: a late TxnOffsetCommit fenced upstream")
             return txn_offset_commit_error(req, int(Errors.INVALID_PRODUCER_EPOCH))
@@ -370,17 +430,17 @@ class Producer:
 
 
 class ProducerLink:
-    """What the network needs of a transactional producer that is not a member itself (a
-    streams thread's, in the exactly-once streams seeds): its TxnOffsetCommits go to the
-    shards (the simulated gateways do not carry them), cut off with its thread."""
+    """What the network needs of a transactional producer apart from its client's own
+    connection (a streams thread's, a producer through the gateways): where its
+    TxnOffsetCommits go -- the shards, or (``via_gateway``) a gateway --, cut off with its
+    client."""
 
-    via_gateway = False
-
-    def __init__(self, thread: Any) -> None:
+    def __init__(self, thread: Any, via_gateway: bool = False) -> None:
         self.thread = thread
         self.name = thread.name
         self.group = thread.group
         self.coordinator: Any = None
+        self.via_gateway = via_gateway
 
     @property
     def cut_until(self) -> float:
@@ -593,6 +653,13 @@ class TxnApp:
         self.done = False
         #: hung transactions the coordinator has not aborted yet
         self.hanging = 0
+        #: (producer id, epoch) -> its last transaction (what the upstream knows)
+        self.open_by_epoch: dict[tuple[int, int], Txn] = {}
+        #: in a share of the gateway seeds (Config.txn_gateway_share) the producers'
+        #: TxnOffsetCommits go through the gateways (their real handler), else to the shards
+        self.via_gateway = gateways(sim.seed, sim.cfg) and (
+            random.Random(f"txn-gateway-{sim.seed}").random() < sim.cfg.txn_gateway_share
+        )
         self._seen: dict[int, int] = {}
 
     def start(self) -> None:

@@ -233,6 +233,10 @@ class Config:
     #: thread's commits are TxnOffsetCommits at its member epoch; sim/streams.py, an RNG of
     #: its own)
     streams_eos_share: float = 0.5
+    #: the share of the gateway seeds with transactions whose producers send their
+    #: TxnOffsetCommits through the gateways (the gateway's real handler: AddOffsetsToTxn,
+    #: the floor, over sim/txn.py's upstream), not to the shards (an RNG of its own)
+    txn_gateway_share: float = 0.5
     #: the share of seeds whose offsets expire within the run (sim/retention.py: retention
     #: 3-10 s, checked every second, a standalone consumer's commits), drawn by an RNG of
     #: its own

@@ -25,7 +25,7 @@ BOUNDS = {
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
     "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
-    "streams-client-tags-unchecked": range(125, 140),  # (132 seeds from 0)
+    "streams-client-tags-unchecked": range(305, 320),  # (313 seeds from 0)
     "txn-fence-skipped": range(65, 80),  # (72 seeds from 0)
 }
 #: what each must be caught by
@@ -55,6 +55,7 @@ CAUGHT_BY = {
     "txn-zombie-commits": "zombie commit acknowledged",
     "txn-fence-skipped": "pending offsets left",
     "txn-epoch-check-skipped": "zombie commit acknowledged",
+    "gateway-txn-failure-as-success": "acknowledged commit lost",
 }
 
 

@@ -198,15 +198,15 @@ def test_the_checker_catches_a_classic_zombies_accepted_transaction() -> None:
     )
 
 
-@pytest.mark.parametrize("seed", [3, 82])
+@pytest.mark.parametrize("seed", [24, 82])
 def test_an_exactly_once_streams_application_commits_its_tasks_in_transactions(
     seed: int,
 ) -> None:
-    # seeds 3 (TV1, one shard process, the threads through the gateways: their transactions
-    # go to the shards) and 82 (TV2, three shards, the transactional applications beside):
+    # seeds 24 (TV1, one shard process) and 82 (TV2, three shards, the transactional
+    # applications beside):
     # the streams application runs exactly-once -- each thread's commits are TxnOffsetCommits
     # of its producer at its member epoch, serialized per producer; a late one at an older
-    # epoch of a task given up since is refused STALE_MEMBER_EPOCH (seed 3) and aborted; the
+    # epoch of a task given up since is refused STALE_MEMBER_EPOCH (seed 24) and aborted; the
     # streams group ends with the last committed transactions' offsets, nothing pending
     seen: list[Sim] = []
     result = run(seed, inspect=seen.append)
@@ -221,9 +221,30 @@ def test_an_exactly_once_streams_application_commits_its_tasks_in_transactions(
     assert not pending and committed == app.last_committed(STREAMS_GROUP)
     assert result.coverage.get("streams:commit (transaction) NONE")
     assert not result.coverage.get("streams:commit NONE")  # (no plain OffsetCommit)
-    if seed == 3:
+    if seed == 24:
         stale = [t for t in txns if "STALE_MEMBER_EPOCH" in t.answers]
         assert stale and all(t.committed is False for t in stale)
+
+
+@pytest.mark.parametrize("seed", [3, 15])
+def test_transactions_through_the_gateways_real_handler(seed: int) -> None:
+    # gateway seeds 3 (TV1, one shard process) and 15 (TV2, three shards): the exactly-once
+    # streams threads send their TxnOffsetCommits (v3 / v5 frames) to a gateway, whose real
+    # handler adds the offsets partition to the transaction upstream (v5), reads the floor
+    # from the simulated upstream and forwards the request to the shard through its router
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    sim = seen[0]
+    app = sim.txn
+    assert app is not None and app.via_gateway and app.v2 == (seed == 15)
+    assert sim.multi == (seed == 15)
+    assert result.coverage.get("txn:TxnOffsetCommit through a gateway")
+    assert result.coverage.get("gateway:txn commit NONE")
+    txns = [t for t in app.txns if t.group == STREAMS_GROUP]
+    assert any(t.committed for t in txns)
+    committed, pending = _coordinator_state(sim, STREAMS_GROUP)
+    assert not pending and committed == app.last_committed(STREAMS_GROUP)
 
 
 def test_the_simulated_upstream_batches_are_what_the_marker_reader_reads() -> None:
