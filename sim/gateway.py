@@ -214,21 +214,7 @@ class GatewayFront:
                 "generation_id": r.generation_id,
                 "member_id": r.member_id,
                 "group_instance_id": r.group_instance_id,
-                "topics": [
-                    {
-                        "name": t.name,
-                        "partitions": [
-                            {
-                                "partition_index": p.partition_index,
-                                "committed_offset": p.committed_offset,
-                                "committed_leader_epoch": p.committed_leader_epoch,
-                                "committed_metadata": p.committed_metadata,
-                            }
-                            for p in t.partitions
-                        ],
-                    }
-                    for t in r.topics
-                ],
+                "topics": _commit_topics(r.topics),
             },
         )
         gateway._correlation += 1
@@ -298,21 +284,7 @@ class GatewayFront:
                 "generation_id_or_member_epoch": r.generation_id_or_member_epoch,
                 "member_id": r.member_id,
                 "group_instance_id": r.group_instance_id,
-                "topics": [
-                    {
-                        "name": t.name,
-                        "partitions": [
-                            {
-                                "partition_index": p.partition_index,
-                                "committed_offset": p.committed_offset,
-                                "committed_leader_epoch": p.committed_leader_epoch,
-                                "committed_metadata": p.committed_metadata,
-                            }
-                            for p in t.partitions
-                        ],
-                    }
-                    for t in r.topics
-                ],
+                "topics": _commit_topics(r.topics),
             },
         )
         coverage = self.gateway.world.sim.coverage
@@ -534,6 +506,25 @@ class GatewayFront:
                 for m in out.members
             ),
         )
+
+
+def _commit_topics(topics: Any) -> list[dict[str, Any]]:
+    """An OffsetCommit's or TxnOffsetCommit's topics as the Kafka request has them."""
+    return [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch,
+                    "committed_metadata": p.committed_metadata,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]
 
 
 def _topic_partitions(tps: Any) -> tuple[StreamsTopicPartitions, ...]:
