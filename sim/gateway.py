@@ -44,7 +44,7 @@ from services.gateway.router import Router
 from services.gateway.txn_offsets import TXN_OFFSET_COMMIT, TxnOffsetCommitter
 from services.rpc.local_calls import local_stub
 from services.shard.servicer import group_coordinator_methods
-from services.upstream import wire
+from services.upstream.wire import decode_response, encode_request, entity_class
 from shards.core import api
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as capi
@@ -202,7 +202,7 @@ class GatewayFront:
         to the transaction upstream (v5), reads the floor and forwards it to the shard."""
         gateway = self.gateway
         version = 5 if r.transaction_v2 else 3
-        cls = wire.entity_class(TXN_OFFSET_COMMIT, version, EntityType.request)
+        cls = entity_class(TXN_OFFSET_COMMIT, version, EntityType.request)
         assert cls is not None
         entity = codec.build(
             cls,
@@ -218,9 +218,9 @@ class GatewayFront:
             },
         )
         gateway._correlation += 1
-        frame = wire.encode_request(entity, gateway._correlation, r.transactional_id)
+        frame = encode_request(entity, gateway._correlation, r.transactional_id)
         answer = await gateway.txn_committer().answer(frame, version, gateway._correlation)
-        _, out = wire.decode_response(TXN_OFFSET_COMMIT, version, answer[4:])  # (size prefix)
+        _, out = decode_response(TXN_OFFSET_COMMIT, version, answer[4:])  # (size prefix)
         coverage = gateway.world.sim.coverage
         for t in out.topics:
             for p in t.partitions:

@@ -170,12 +170,13 @@ RULES: dict[str, Rule] = {
     # and request handlers, the shard's in-process assignor, the assignor service's servicer
     # and the shards' client of it (their gRPC status codes), the gateway's translators and
     # router and the shard's server-side invocation of its RPCs, and the outcome follower
-    # of transactions (over a simulated upstream link), driven on virtual time
+    # of transactions (over a simulated upstream link), driven on virtual time; the gateway's
+    # TxnOffsetCommit handler is sent Kafka request frames (kio, the upstream wire's codec)
     "sim": rule(
         "shards services.shard.assignor_executor services.assignor.client "
         "services.assignor.servicer services.gateway services.rpc.local_calls "
         "services.shard.servicer services.upstream.txn_follower services.upstream.wire",
-        "grpc",
+        "grpc kio",
     ),
     # the benchmarks: on top of everything (and of the tests' process and broker helpers,
     # named with the third-party distributions since ``tests`` has no rule of its own),
