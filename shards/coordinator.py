@@ -13,6 +13,17 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
+from shards.coordinator_answers import (
+    EMPTY_GROUP_ID,
+    EMPTY_GROUP_NOT_FOUND,
+    UNKNOWN_PARTITION,
+    classic_heartbeat_error,
+    error_of,
+    error_response,
+    heartbeat_error,
+    keep_known,
+    with_unknown,
+)
 from shards.core import api, offsets
 from shards.core.classic import api as classic_api
 from shards.core.consumer import api as consumer_api
@@ -57,38 +68,6 @@ log = logging.getLogger("groupcoord.coordinator")
 T = TypeVar("T")
 R = TypeVar("R")
 RequestT = TypeVar("RequestT")
-TopicT = TypeVar(
-    "TopicT",
-    api.OffsetCommitRequestTopic,
-    api.OffsetDeleteRequestTopic,
-    TxnOffsetCommitRequestTopic,
-)
-
-
-def _error_of(ex: BaseException) -> tuple[int, str]:
-    if isinstance(ex, ApiError):
-        return int(ex.code), ex.message or ""
-    if isinstance(ex, asyncio.TimeoutError):
-        # Kafka remaps a timed-out write to NOT_COORDINATOR so that clients rediscover.
-        return int(Errors.NOT_COORDINATOR), "the operation timed out"
-    log.exception("unexpected error", exc_info=ex)
-    return int(Errors.UNKNOWN_SERVER_ERROR), repr(ex)
-
-
-EMPTY_GROUP_ID = ApiError(Errors.INVALID_GROUP_ID, "the group id must not be empty")
-#: DeleteGroups of the empty group id: Kafka answers that no such group exists (4.1 and 4.4
-#: alike; conformance sequence kafka44_versions)
-EMPTY_GROUP_NOT_FOUND = ApiError(Errors.GROUP_ID_NOT_FOUND, "Group  not found.")
-
-
-def _error_response(response: Callable[..., R]) -> Callable[[int, str], R]:
-    """The error shape of an API whose response is just ``error_code`` + ``error_message``."""
-    return lambda code, message: response(error_code=code, error_message=message)
-
-
-UNKNOWN_PARTITION = "this server does not host this topic-partition"
-#: streams groups whose topology's topic names a service remembers (the oldest forgotten)
-MAX_REMEMBERED_TOPOLOGIES = 10_000
 
 
 class TopicLookup(Protocol):
@@ -106,53 +85,8 @@ class LogEndOffsets(Protocol):
     async def log_end_offsets(self, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
 
 
-def _keep_known(topics: Sequence[TopicT], unknown: set[tuple[str, int]]) -> tuple[TopicT, ...]:
-    """``topics`` without the partitions in ``unknown`` (and without topics left empty)."""
-    return tuple(
-        replace(t, partitions=kept)
-        for t in topics
-        if (kept := tuple(p for p in t.partitions if (t.name, p.partition_index) not in unknown))
-    )
-
-
-def _with_unknown(
-    asked: Sequence[Any],
-    answered_topics: Sequence[Any],
-    unknown: set[tuple[str, int]],
-    topic: Callable[[str, tuple[Any, ...]], Any],
-    refused: Callable[[int, str], Any],
-) -> tuple[Any, ...]:
-    """An OffsetCommit/TxnOffsetCommit answer's topics in the request's order: the group's
-    answer for the partitions it was asked about, ``refused(index, message)`` for the
-    ``unknown`` ones -- UNKNOWN_TOPIC_OR_PARTITION's message on the first only (SaidOnce: the
-    answer stays about the request's size)."""
-    answered = {(t.name, p.partition_index): p for t in answered_topics for p in t.partitions}
-    code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-    said = SaidOnce()
-    return tuple(
-        topic(
-            t.name,
-            tuple(
-                refused(key[1], said(code, UNKNOWN_PARTITION)) if key in unknown else answered[key]
-                for p in t.partitions
-                if (key := (t.name, p.partition_index))
-            ),
-        )
-        for t in asked
-    )
-
-
-def _heartbeat_error(code: int, message: str) -> consumer_api.ConsumerGroupHeartbeatResponse:
-    return consumer_api.ConsumerGroupHeartbeatResponse(
-        error_code=code, error_message=message or None
-    )
-
-
-def _classic_heartbeat_error(code: int, message: str) -> classic_api.HeartbeatResponse:
-    if code == Errors.COORDINATOR_LOAD_IN_PROGRESS:
-        # as Kafka: a heartbeat while the group loads is simply accepted
-        return classic_api.HeartbeatResponse()
-    return classic_api.HeartbeatResponse(error_code=code, error_message=message)
+#: streams groups whose topology's topic names a service remembers (the oldest forgotten)
+MAX_REMEMBERED_TOPOLOGIES = 10_000
 
 
 class GroupCoordinatorService:
@@ -324,7 +258,7 @@ class GroupCoordinatorService:
             p = self.runtime.partition(self.partition_for(group_id))
             return await (p.read(op) if read else p.write(op))
         except Exception as ex:
-            code, message = _error_of(ex)
+            code, message = error_of(ex)
             return on_error(code, message)
 
     async def _on_group(
@@ -379,7 +313,7 @@ class GroupCoordinatorService:
                 for result in await run(self.runtime.partition(n), ids):
                     results[key(result)] = result
             except Exception as ex:
-                code, message = _error_of(ex)
+                code, message = error_of(ex)
                 for group_id in ids:
                     results[group_id] = on_error(group_id, code, said(code, message))
 
@@ -457,7 +391,7 @@ class GroupCoordinatorService:
         if refused is not None:  # before the topic checks: Kafka could not even parse it
             return offsets.offset_commit_error(request, refused.code, refused.message or "")
         unknown = await self._unknown_partitions(request.topics)
-        known = _keep_known(request.topics, unknown)
+        known = keep_known(request.topics, unknown)
         if unknown and not known:  # as Kafka: the coordinator is not asked at all
             return offsets.offset_commit_error(
                 request, int(Errors.UNKNOWN_TOPIC_OR_PARTITION), UNKNOWN_PARTITION
@@ -476,7 +410,7 @@ class GroupCoordinatorService:
         if not unknown:
             return response
         return api.OffsetCommitResponse(
-            _with_unknown(
+            with_unknown(
                 request.topics,
                 response.topics,
                 unknown,
@@ -539,7 +473,7 @@ class GroupCoordinatorService:
         """TxnOffsetCommit: pending offsets on the group's partition, answered once durable
         (the gateway read the request's floor before)."""
         unknown = await self._unknown_partitions(request.topics)
-        known = _keep_known(request.topics, unknown)
+        known = keep_known(request.topics, unknown)
         if unknown and not known:  # as Kafka's API layer: the coordinator is not asked
             return txn_offset_commit_error(
                 request, int(Errors.UNKNOWN_TOPIC_OR_PARTITION), UNKNOWN_PARTITION
@@ -554,7 +488,7 @@ class GroupCoordinatorService:
         if not unknown:
             return response
         return TxnOffsetCommitResponse(
-            _with_unknown(
+            with_unknown(
                 request.topics,
                 response.topics,
                 unknown,
@@ -612,7 +546,7 @@ class GroupCoordinatorService:
         unknown = await self._unknown_partitions(request.topics)
         checked = request
         if unknown:
-            checked = replace(request, topics=_keep_known(request.topics, unknown))
+            checked = replace(request, topics=keep_known(request.topics, unknown))
         response = await self._single(
             request.group_id,
             lambda shard, now: shard.delete_offsets(checked, now),
@@ -689,7 +623,7 @@ class GroupCoordinatorService:
         groups: list[api.ListedGroup] = []
         for result in results:
             if isinstance(result, BaseException):
-                error = error or _error_of(result)[0]
+                error = error or error_of(result)[0]
             else:
                 groups.extend(result.groups)
         groups.sort(key=lambda g: g.group_id)
@@ -713,7 +647,7 @@ class GroupCoordinatorService:
         return await self._on_group(
             request,
             CoordinatorStateMachine.join_group,
-            _error_response(classic_api.JoinGroupResponse),
+            error_response(classic_api.JoinGroupResponse),
         )
 
     async def sync_group(
@@ -722,7 +656,7 @@ class GroupCoordinatorService:
         return await self._on_group(
             request,
             CoordinatorStateMachine.sync_group,
-            _error_response(classic_api.SyncGroupResponse),
+            error_response(classic_api.SyncGroupResponse),
         )
 
     async def heartbeat(
@@ -738,7 +672,7 @@ class GroupCoordinatorService:
         return await self._single(
             request.group_id,
             lambda shard, now: shard.heartbeat(request, now),
-            _classic_heartbeat_error,
+            classic_heartbeat_error,
             request=request,
         )
 
@@ -748,7 +682,7 @@ class GroupCoordinatorService:
         return await self._on_group(
             request,
             CoordinatorStateMachine.leave_group,
-            _error_response(classic_api.LeaveGroupResponse),
+            error_response(classic_api.LeaveGroupResponse),
         )
 
     async def describe_groups(
@@ -825,7 +759,7 @@ class GroupCoordinatorService:
         return await self._single(
             request.group_id,
             lambda shard, now: shard.consumer_group_heartbeat(request, now, ""),
-            _heartbeat_error,
+            heartbeat_error,
             request=request,
             limits=self.member_limits,
         )
@@ -840,7 +774,7 @@ class GroupCoordinatorService:
         return await self._single(
             request.group_id,
             lambda shard, now: shard.consumer_group_heartbeat(request, now, principal),
-            _heartbeat_error,
+            heartbeat_error,
             request=request,
             limits=self.member_limits,
         )
