@@ -21,8 +21,8 @@ from typing import Any
 
 from bench import report
 from sim.breakages import BREAKAGES
+from sim.events import Config, generate_events
 from sim.repro import run_seeds, shrink
-from sim.world import Config, generate_events
 
 
 def measure(name: str, seeds: int, budget: int) -> dict[str, Any]:

@@ -64,8 +64,9 @@ except ModuleNotFoundError as _missing:
     sys.exit(NEEDS.format((_missing.name or "pyspark").partition(".")[0]))
 
 from sim.breakages import BREAKAGES  # noqa: E402 - after the path above
+from sim.events import EVENT_KINDS  # noqa: E402
 from sim.repro import breakage_context, command  # noqa: E402
-from sim.world import EVENT_KINDS, run  # noqa: E402
+from sim.world import run  # noqa: E402
 
 #: at most this many violations of one seed are kept (a broken run can report many)
 MAX_VIOLATIONS = 20

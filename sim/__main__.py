@@ -13,8 +13,9 @@ import argparse
 import sys
 
 from sim.breakages import BREAKAGES
+from sim.events import Config, generate_events
 from sim.repro import breakage_context, command, events_from_json, run_seeds, shrink
-from sim.world import Config, generate_events, run
+from sim.world import run
 
 
 def _range(text: str) -> range:

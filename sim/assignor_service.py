@@ -32,7 +32,8 @@ from sim.loop import PROCESS
 from sim.processes import Hop, Processes, rpc_error
 
 if TYPE_CHECKING:
-    from sim.world import Config, Sim
+    from sim.events import Config
+    from sim.world import Sim
 
 
 #: the assignors the replicas loaded, shared by all (they keep no state between calls;

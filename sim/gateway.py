@@ -67,7 +67,8 @@ from sim.loop import PROCESS
 from sim.processes import Hop, Processes
 
 if TYPE_CHECKING:
-    from sim.world import Config, Process, Sim
+    from sim.events import Config
+    from sim.world import Process, Sim
 
 HEARTBEAT = (68, 1)  # ConsumerGroupHeartbeat v1 (regex subscriptions)
 OFFSET_COMMIT = (8, 9)  # OffsetCommit v9 (topic names)

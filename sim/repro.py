@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim.breakages import BREAKAGES
-from sim.world import Config, Event, Result, generate_events, run
+from sim.events import Config, Event, generate_events
+from sim.world import Result, run
 
 
 def events_to_json(events: list[Event]) -> str:

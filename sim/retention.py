@@ -39,7 +39,8 @@ from shards.storage.base import StoreError
 
 if TYPE_CHECKING:
     from shards.core.state_machine import CoordinatorStateMachine
-    from sim.world import Config, Sim
+    from sim.events import Config
+    from sim.world import Sim
 
 #: the simple group the standalone consumer commits for
 SOLO = "solo"

@@ -65,7 +65,8 @@ from shards.storage.base import StoreError
 from sim.late import send_late_commits
 
 if TYPE_CHECKING:
-    from sim.world import Config, Sim
+    from sim.events import Config
+    from sim.world import Sim
 
 #: the streams group of the application
 GROUP = "s0"

@@ -77,10 +77,11 @@ from shards.core.txn_offsets import (
 )
 from sim.classic import ClassicMember
 from sim.gateway import gateways
-from sim.world import Member
+from sim.member import Member
 
 if TYPE_CHECKING:
-    from sim.world import Config, Process, Sim
+    from sim.events import Config
+    from sim.world import Process, Sim
 
 #: the simple group the application commits for, its transactional id and producer id, and
 #: the upstream's offsets partition of the group

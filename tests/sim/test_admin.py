@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import sim.world as world
-from sim.world import ADMIN_KINDS, Config, generate_events, run
+from sim.events import ADMIN_KINDS, Config, generate_events
+from sim.world import run
 
 
 def _admin_seeds(seeds: range) -> list[int]:

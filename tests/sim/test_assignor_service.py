@@ -18,7 +18,8 @@ from shards.core.consumer.target_assignment import (
     TargetAssignmentRequest,
 )
 from sim.assignor_service import AssignorServiceWorld, assignor_service
-from sim.world import Config, Sim, run
+from sim.events import Config
+from sim.world import Sim, run
 
 
 def _service_seeds(seeds: range) -> list[int]:

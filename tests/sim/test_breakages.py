@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sim.breakages import BREAKAGES
+from sim.events import Config, generate_events
 from sim.repro import run_seeds, shrink
-from sim.world import Config, generate_events
 
 #: the seeds each one may need at most (measured: see docs/simulation.md); a breakage of a
 #: part only some seeds have (the gateways: a quarter) may need more

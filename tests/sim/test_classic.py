@@ -12,7 +12,8 @@ import pytest
 from shards.core.migration import Migration
 from sim import repro
 from sim.classic import range_assignment
-from sim.world import Config, Event, generate_events, run
+from sim.events import Config, Event, generate_events
+from sim.world import run
 from tests.sim import AS_SWEPT
 
 #: the first classic member's index (after the KIP-848 members of g0 and g1)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from sim.events import Config
 from sim.gateway import gateways
-from sim.world import Config, run
+from sim.world import run
 
 
 def _gateway_seeds(seeds: range) -> list[int]:

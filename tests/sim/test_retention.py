@@ -5,8 +5,9 @@ shard's own clock says; the check can fail."""
 from __future__ import annotations
 
 from sim.breakages import BREAKAGES
+from sim.events import Config, Event
 from sim.retention import SOLO, retention_ms
-from sim.world import Config, Event, run
+from sim.world import run
 
 DAY_MS = 86_400_000
 

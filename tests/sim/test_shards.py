@@ -9,9 +9,10 @@ import contextvars
 import random
 from collections import Counter
 
+from sim.events import Config
 from sim.loop import PROCESS, VirtualLoop
 from sim.repro import events_from_json
-from sim.world import Config, run
+from sim.world import run
 from tests.sim import AS_SWEPT
 
 

@@ -15,8 +15,9 @@ from shards.core.offsets import OffsetMetadataManager
 from shards.core.topics import TopicsImage
 from sim import repro
 from sim.breakages import skip_epoch_check
+from sim.events import Config, Event, generate_events, multi_shard
 from sim.repro import events_from_json
-from sim.world import Config, Event, Sim, generate_events, multi_shard, run
+from sim.world import Sim, run
 from tests.sim import AS_SWEPT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from shards.core.streams.group import StreamsGroup
+from sim.events import Config
 from sim.gateway import gateways
 from sim.repro import events_from_json
 from sim.streams import CHANGELOG, GROUP, REPARTITION, STATEFUL, reports_offsets, streams_app
-from sim.world import Config, Sim, run
+from sim.world import Sim, run
 from tests.sim import AS_SWEPT_STREAMS, AS_SWEPT_TXN
 
 CFG = Config()

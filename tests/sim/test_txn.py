@@ -8,6 +8,7 @@ import pytest
 
 from services.upstream.txn_markers import Marker, control_markers
 from sim.breakages import BREAKAGES
+from sim.events import Config
 from sim.txn import (
     CLASSIC_GROUP,
     GROUP,
@@ -17,7 +18,7 @@ from sim.txn import (
     record_batch,
     txn_app,
 )
-from sim.world import Config, Sim, run
+from sim.world import Sim, run
 from tests.sim import AS_SWEPT_TXN
 
 CFG = Config()
