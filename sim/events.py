@@ -175,6 +175,11 @@ class Config:
     #: thread's commits are TxnOffsetCommits at its member epoch; sim/streams.py, an RNG of
     #: its own)
     streams_eos_share: float = 0.5
+    #: ... the share of those whose threads may crash between a TxnOffsetCommit and EndTxn
+    #: (each transaction while the faults last, ``txn_hang_share``): the transaction hangs
+    #: until the coordinator's timeout, the thread's session expires, its instance starts a
+    #: new thread (an RNG of its own)
+    streams_eos_hang_share: float = 0.5
     #: the share of the gateway seeds with transactions whose producers send their
     #: TxnOffsetCommits through the gateways (the gateway's real handler: AddOffsetsToTxn,
     #: the floor, over sim/txn.py's upstream), not to the shards (an RNG of its own)

@@ -135,6 +135,15 @@ def streams_eos(seed: int, cfg: Config) -> bool:
     )
 
 
+def streams_eos_hangs(seed: int, cfg: Config) -> bool:
+    """Whether the exactly-once threads of ``seed`` may crash in a transaction (an RNG of its
+    own)."""
+    return (
+        streams_eos(seed, cfg)
+        and random.Random(f"streams-eos-hang-{seed}").random() < cfg.streams_eos_hang_share
+    )
+
+
 def reports_offsets(seed: int, cfg: Config) -> bool:
     """Whether the threads of ``seed``'s streams application report task offsets (an RNG of
     its own)."""
@@ -214,6 +223,9 @@ class StreamsMember:
         #: per thread), made at its first commit
         self.producer: Any = None
         self.link: Any = None
+        #: it crashed between a TxnOffsetCommit and EndTxn (StreamsApp.eos_hangs): it sends
+        #: nothing more, not even a late commit that was waiting for its producer
+        self.crashed_in_txn = False
 
     def request(self, epoch: int) -> StreamsGroupHeartbeatRequest:
         joining = epoch == 0
@@ -384,17 +396,49 @@ class StreamsMember:
         """``values`` committed in a transaction of the thread's producer (EOS-v2:
         ``sendOffsetsToTransaction`` with the thread's member id and epoch; the group fences
         a zombie by its tasks, KIP-1251), then ended: the answers ({} when none came). The
-        transaction runs between two heartbeats, so it ends before a task is given up."""
-        from sim.txn import STREAMS_PRODUCER_ID, Producer, ProducerLink  # (sim.txn: after us)
+        transaction runs between two heartbeats, so it ends before a task is given up --
+        unless the thread crashes in it (``StreamsApp.eos_hangs``: :meth:`_crashed`)."""
+        from sim.txn import (  # (sim.txn: after us)
+            STREAMS_PRODUCER_ID,
+            ApplicationGone,
+            Producer,
+            ProducerLink,
+        )
 
         txn_app = self.sim.txn
         assert txn_app is not None
+        if self.crashed_in_txn:
+            return {}
         if self.producer is None:
             tid = f"{GROUP}-{self.name}"
             self.producer = Producer(txn_app, tid, STREAMS_PRODUCER_ID + self.index, GROUP)
             self.link = ProducerLink(self)  # (through the gateways: Producer's own)
-        txn = await self.producer.transaction(self.link, values, epoch, self.member_id, hangs=False)
+        try:
+            txn = await self.producer.transaction(
+                self.link,
+                values,
+                epoch,
+                self.member_id,
+                hangs=self.app.eos_hangs and not self.app.shutting_down,
+                alive=lambda: not self.crashed_in_txn,
+            )
+        except ApplicationGone:
+            return {}
+        if txn.hung:
+            self._crashed(txn)
         return txn.codes
+
+    def _crashed(self, txn: Any) -> None:
+        """The thread crashed between its TxnOffsetCommit and EndTxn: gone without leaving
+        (its session expires), its transaction hangs until the coordinator aborts it on its
+        timeout (a new thread has a transactional id of its own: no InitProducerId ends it);
+        its instance starts a new thread 1-4 s later, unless the application is shutting
+        down."""
+        self.crashed_in_txn = True
+        self.alive = False
+        self.sim.coverage.hit("streams", "thread crashed in a transaction")
+        self.sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
+        self.sim.spawn(self.app.replace(self, self.producer.hang_rng.uniform(1.0, 4.0)))
 
     async def leave(self) -> None:
         """LeaveGroup: epoch -1; a static member's -2 (it stays in the group, tasks and all,
@@ -461,6 +505,9 @@ class StreamsApp:
         #: in a share of the streams seeds (``Config.streams_eos_share``) the application runs
         #: exactly-once: the threads' commits go in transactions (sim/txn.py follows them)
         self.eos = streams_eos(sim.seed, sim.cfg)
+        #: ... and in a share of those (``Config.streams_eos_hang_share``) a thread may crash
+        #: in a transaction (StreamsMember._crashed)
+        self.eos_hangs = streams_eos_hangs(sim.seed, sim.cfg)
         #: in a share of the streams seeds (``Config.streams_rack_share``, an RNG of its own)
         #: the instances have client tags (``client.tag.<key>``; the first one every key
         #: the operator may name) and an operator sets the group's
@@ -554,6 +601,15 @@ class StreamsApp:
             await asyncio.sleep(rng.uniform(1.0, 4.0))
             if self.shutting_down:
                 return
+            self.add(m.instance, m.slot)
+
+    async def replace(self, m: StreamsMember, after: float) -> None:
+        """A new thread of ``m``'s instance takes its place ``after`` s later (unless the
+        application is shutting down by then)."""
+        sim = self.sim
+        sim.trace(f"{m.name} (streams) crashed in a transaction")
+        await asyncio.sleep(after)
+        if not self.shutting_down:
             self.add(m.instance, m.slot)
 
     async def _operator(

@@ -265,6 +265,11 @@ class SimOffsetsTopic:
         return upstream.partition, upstream.end
 
 
+class ApplicationGone(Exception):
+    """A transaction asked of a producer whose application crashed in an earlier one (it
+    hangs until the coordinator aborts it): nothing is sent."""
+
+
 class Producer:
     """A transactional producer committing offsets of one group: its transactional id,
     producer id and epoch, and the upstream partition its transactions' markers go to (the
@@ -300,12 +305,17 @@ class Producer:
         generation: int = -1,
         member_id: str = "",
         hangs: bool = True,
+        alive: Callable[[], bool] | None = None,
     ) -> Txn:
         """A transaction that commits ``offsets`` (TxnOffsetCommit from ``client``, at the
         group ``generation`` / member epoch of ``member_id``), then ends: COMMIT when every
         partition was answered NONE (three times in four), else ABORT (or, ``hangs``, its
-        application may crash before it ends: :meth:`end_hung`)."""
+        application may crash before it ends: :meth:`end_hung`). ``alive`` (asked once this
+        transaction's turn comes): False -- the application crashed in the transaction before
+        it -- raises ApplicationGone."""
         async with self.lock:
+            if alive is not None and not alive():
+                raise ApplicationGone(self.transactional_id)
             return await self._transaction(client, offsets, generation, member_id, hangs)
 
     async def _transaction(

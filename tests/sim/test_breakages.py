@@ -24,7 +24,8 @@ BOUNDS = {
 #: docs/simulation.md)
 SEEDS = {
     "unconfirmed-reads": range(1650, 1670),
-    "streams-endpoint-epoch-from-zero": range(360, 380),  # (371 seeds from 0)
+    # (680 seeds from 0 since the exactly-once threads crash in transactions; 371 before)
+    "streams-endpoint-epoch-from-zero": range(670, 690),
     "streams-client-tags-unchecked": range(305, 320),  # (313 seeds from 0)
     "txn-fence-skipped": range(65, 80),  # (72 seeds from 0)
 }

@@ -227,6 +227,44 @@ def test_an_exactly_once_streams_application_commits_its_tasks_in_transactions(
         assert stale and all(t.committed is False for t in stale)
 
 
+@pytest.mark.parametrize("seed", [288, 307, 580])
+def test_an_exactly_once_thread_crashed_in_a_transaction_is_aborted_on_the_timeout(
+    seed: int,
+) -> None:
+    # seeds 288 (TV2, one shard process), 307 (TV1, three shards) and 580 (TV1, through the
+    # gateways), the streams application alone: an exactly-once thread crashes between its
+    # TxnOffsetCommit and EndTxn; its offsets stay pending until the transaction coordinator
+    # aborts the transaction on its timeout (a new thread has a transactional id of its own:
+    # no InitProducerId ends it), fencing the producer; the thread's session expires and a
+    # new thread of its instance takes its tasks; nothing of the hung transaction is
+    # committed, the group ends with the last committed transactions' offsets
+    seen: list[Sim] = []
+    result = run(seed, inspect=seen.append)
+    assert not result.violations, result.violations
+    sim = seen[0]
+    app, streams = sim.txn, sim.streams
+    assert app is not None and streams is not None and streams.eos_hangs and not app.full
+    assert (app.v2, sim.multi, app.via_gateway) == (seed == 288, seed == 307, seed == 580)
+    hung = [t for t in app.txns if t.hung]
+    assert hung and all(t.group == STREAMS_GROUP for t in hung)
+    assert all(t.committed is False and t.marker_at >= 0 for t in hung) and app.hanging == 0
+    crashed = [m for m in streams.members if m.crashed_in_txn]
+    assert crashed and not any(m.alive for m in crashed)
+    # (a new thread of its instance in its place; seed 288's application then shuts down)
+    assert all(
+        any(m.slot == c.slot and m.index > c.index for m in streams.members) for c in crashed
+    )
+    committed, pending = _coordinator_state(sim, STREAMS_GROUP)
+    assert not pending and committed == app.last_committed(STREAMS_GROUP)
+    assert not {v for t in hung for v in t.offsets.values()} & set(committed.values())
+    assert result.coverage.get("streams:thread crashed in a transaction")
+    assert result.coverage.get("txn:hung transaction aborted on the coordinator's timeout")
+    assert not result.coverage.get("txn:hung transaction aborted at InitProducerId")
+    # without the share the same seed's threads never crash in a transaction
+    off = run(seed, cfg=Config(streams_eos_hang_share=0.0))
+    assert not off.violations and not off.coverage.get("streams:thread crashed in a transaction")
+
+
 @pytest.mark.parametrize("seed", [3, 15])
 def test_transactions_through_the_gateways_real_handler(seed: int) -> None:
     # gateway seeds 3 (TV1, one shard process) and 15 (TV2, three shards): the exactly-once
