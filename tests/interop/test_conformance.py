@@ -12,10 +12,96 @@ from typing import Any
 import pytest
 
 from tests.interop.kafka_broker import KAFKA_VERSION
-from tests.interop.sequences import SEQUENCES, Obs
+from tests.interop.sequences import (
+    Obs,
+    Sequence,
+    api_versions,
+    assignment_epochs,
+    commit_after_second_revocation,
+    consumer_group,
+    consumer_group_offsets,
+)
+from tests.interop.sequences_groups import (
+    admin_cross_type,
+    assignment_interval,
+    classic_group,
+    consumer_group_stale_report,
+    discovery_and_topics,
+    kafka44_versions,
+    offsets_of_a_deleted_topic,
+    static_members,
+)
+from tests.interop.sequences_streams import (
+    streams_assignment_delays,
+    streams_assignment_epochs,
+    streams_endpoints_and_shutdown,
+    streams_group,
+    streams_rejoin,
+    streams_standby_roles,
+    streams_static_members,
+)
 from tests.interop.support import Target, served_rpcs
 
 pytestmark = pytest.mark.interop
+
+#: every sequence run side by side -> the RPCs it needs served (groupcoord skips it, with a
+#: reason, where the tested build serves one of them not)
+SEQUENCES: dict[str, tuple[Sequence, tuple[str, ...]]] = {
+    "api_versions": (api_versions, ()),
+    "streams_group": (streams_group, ("StreamsGroupHeartbeat", "StreamsGroupDescribe")),
+    "streams_static_members": (
+        streams_static_members,
+        ("StreamsGroupHeartbeat", "StreamsGroupDescribe"),
+    ),
+    "streams_endpoints_and_shutdown": (streams_endpoints_and_shutdown, ("StreamsGroupHeartbeat",)),
+    "streams_assignment_delays": (
+        streams_assignment_delays,
+        ("StreamsGroupHeartbeat", "StreamsGroupDescribe", "AlterGroupConfigs"),
+    ),
+    "streams_assignment_epochs": (streams_assignment_epochs, ("StreamsGroupHeartbeat",)),
+    "streams_rejoin": (streams_rejoin, ("StreamsGroupHeartbeat",)),
+    "streams_standby_roles": (
+        streams_standby_roles,
+        ("StreamsGroupHeartbeat", "AlterGroupConfigs"),
+    ),
+    "consumer_group": (consumer_group, ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")),
+    "consumer_group_stale_report": (
+        consumer_group_stale_report,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe"),
+    ),
+    "consumer_group_offsets": (consumer_group_offsets, ("ConsumerGroupHeartbeat",)),
+    "assignment_epochs": (assignment_epochs, ("ConsumerGroupHeartbeat",)),
+    "commit_after_second_revocation": (
+        commit_after_second_revocation,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe"),
+    ),
+    "classic_group": (
+        classic_group,
+        ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups"),
+    ),
+    "admin_cross_type": (
+        admin_cross_type,
+        ("ConsumerGroupHeartbeat", "JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"),
+    ),
+    "discovery_and_topics": (discovery_and_topics, ()),
+    "offsets_of_a_deleted_topic": (offsets_of_a_deleted_topic, ()),
+    "kafka44_versions": (kafka44_versions, ("ConsumerGroupHeartbeat", "DeleteGroups")),
+    "assignment_interval": (
+        assignment_interval,
+        ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "AlterGroupConfigs"),
+    ),
+    "static_members": (
+        static_members,
+        (
+            "JoinGroup",
+            "SyncGroup",
+            "Heartbeat",
+            "LeaveGroup",
+            "ConsumerGroupHeartbeat",
+            "DescribeGroups",
+        ),
+    ),
+}
 
 #: (sequence, step) -> why groupcoord answers differently (see docs/gateway-conformance.md)
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {

@@ -15,11 +15,11 @@ at once, that it owns nothing, and then takes that target up anyway once the met
 -- if the target moved in between (another member joined at the same instant), the
 coordinator has already handed the partitions it was to give up to someone else, and two
 clients hold them for a heartbeat round. Apache Kafka answers those heartbeats exactly as
-groupcoord does (``sequences.consumer_group_stale_report``, in ``test_conformance``), so it is
-the client's race, not one this test is about. Mid-way one member of each group closes, then
-the shard that owns both groups' offsets partition is killed with SIGKILL; the consumers carry on
-(the gateways' routers follow the partition to its new owner, retrying NOT_COORDINATOR
-themselves: the clients see commits that take a second or two, no error).
+groupcoord does (``sequences_groups.consumer_group_stale_report``, in ``test_conformance``), so
+it is the client's race, not one this test is about. Mid-way one member of each group closes,
+then the shard that owns both groups' offsets partition is killed with SIGKILL; the consumers
+carry on (the gateways' routers follow the partition to its new owner, retrying
+NOT_COORDINATOR themselves: the clients see commits that take a second or two, no error).
 
 What "acknowledged" means here: a synchronous ``commit(offsets, asynchronous=False)`` that
 returned, with no error on that partition. Every other commit (an exception, or an error on
