@@ -22,7 +22,7 @@ from shards.runtime.partition import PartitionState, answer_again, lease_margin_
 from shards.runtime.runtime import CoordinatorRuntime
 from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore
-from tests.unit.runtime.test_runtime import Counter, JsonCodec
+from tests.unit.runtime.toy import Counter, JsonCodec
 
 PARTITIONS = 12
 LEASE_MS = 1_000

@@ -11,7 +11,7 @@ import pytest
 from shards.clock import ManualClock
 from shards.core.errors import ApiError
 from shards.storage.memory import InMemoryLogStore
-from tests.unit.runtime.test_runtime import make_runtime
+from tests.unit.runtime.toy import make_runtime
 
 
 async def test_history_observer_sees_durable_batches_only() -> None:

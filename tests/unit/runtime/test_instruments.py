@@ -16,7 +16,7 @@ from shards.runtime.instruments import RuntimeInstruments
 from shards.runtime.partition import PartitionState
 from shards.storage.base import StoreUnavailableError
 from shards.storage.memory import InMemoryLogStore
-from tests.unit.runtime.test_runtime import make_runtime
+from tests.unit.runtime.toy import make_runtime
 
 
 def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
