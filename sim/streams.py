@@ -433,11 +433,17 @@ class StreamsMember:
         (its session expires), its transaction hangs until the coordinator aborts it on its
         timeout (a new thread has a transactional id of its own: no InitProducerId ends it);
         its instance starts a new thread 1-4 s later, unless the application is shutting
-        down."""
+        down -- or the thread was already gone (crashed or left while the transaction was
+        out: the fault that took it replaces it; seeds 850787, 856600 ran two threads of one
+        instance id, one of them refused for ever)."""
+        replaced = not self.alive
         self.crashed_in_txn = True
         self.alive = False
         self.sim.coverage.hit("streams", "thread crashed in a transaction")
         self.sim.spawn(self.producer.end_hung(txn, self.name, restarts=False))
+        if replaced:
+            self.sim.coverage.hit("streams", "thread crashed in a transaction, already replaced")
+            return
         self.sim.spawn(self.app.replace(self, self.producer.hang_rng.uniform(1.0, 4.0)))
 
     async def leave(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from services.upstream.txn_markers import Marker, control_markers
 from sim.breakages import BREAKAGES
-from sim.events import Config
+from sim.events import Config, Event
 from sim.txn import (
     CLASSIC_GROUP,
     GROUP,
@@ -263,6 +263,25 @@ def test_an_exactly_once_thread_crashed_in_a_transaction_is_aborted_on_the_timeo
     # without the share the same seed's threads never crash in a transaction
     off = run(seed, cfg=Config(streams_eos_hang_share=0.0))
     assert not off.violations and not off.coverage.get("streams:thread crashed in a transaction")
+
+
+def test_a_thread_taken_down_with_its_transaction_out_is_replaced_once() -> None:
+    # seed 856600 of the sweep (shrunk): the application's fault injector crashed s1 while its
+    # transaction was out, and that transaction then hung -- two replacements of one thread
+    # (static: one instance id), one of them refused UNRELEASED_INSTANCE_ID for ever
+    events = [
+        Event(3404, "classic_join", 2),
+        Event(4348, "crash", 59),
+        Event(5828, "member_join", 2),
+    ]
+    seen: list[Sim] = []
+    result = run(856600, events, inspect=seen.append)
+    assert not result.violations, result.violations
+    assert result.coverage.get("streams:thread crashed in a transaction, already replaced")
+    streams = seen[0].streams
+    assert streams is not None
+    live = [m.instance_id for m in streams.members if m.alive]
+    assert len(live) == len(set(live))
 
 
 @pytest.mark.parametrize("seed", [3, 15])
