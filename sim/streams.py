@@ -419,7 +419,9 @@ class StreamsMember:
                 values,
                 epoch,
                 self.member_id,
-                hangs=self.app.eos_hangs and not self.app.shutting_down,
+                # (not once the application's shutdown is asked: the thread asking it must
+                # live to send it -- seed 868133 lost the request with a crash)
+                hangs=lambda: self.app.eos_hangs and not self.app.shutting_down,
                 alive=lambda: not self.crashed_in_txn,
             )
         except ApplicationGone:

@@ -304,13 +304,14 @@ class Producer:
         offsets: dict[tuple[str, int], int],
         generation: int = -1,
         member_id: str = "",
-        hangs: bool = True,
+        hangs: bool | Callable[[], bool] = True,
         alive: Callable[[], bool] | None = None,
     ) -> Txn:
         """A transaction that commits ``offsets`` (TxnOffsetCommit from ``client``, at the
         group ``generation`` / member epoch of ``member_id``), then ends: COMMIT when every
         partition was answered NONE (three times in four), else ABORT (or, ``hangs``, its
-        application may crash before it ends: :meth:`end_hung`). ``alive`` (asked once this
+        application may crash before it ends: :meth:`end_hung`; a callable is asked when the
+        TxnOffsetCommit's answer is in, where the crash would come). ``alive`` (asked once this
         transaction's turn comes): False -- the application crashed in the transaction before
         it -- raises ApplicationGone."""
         async with self.lock:
@@ -324,7 +325,7 @@ class Producer:
         offsets: dict[tuple[str, int], int],
         generation: int,
         member_id: str,
-        hangs: bool,
+        hangs: bool | Callable[[], bool],
     ) -> Txn:
         app, sim = self.app, self.app.sim
         txn = Txn(self.group, self.epoch, offsets, generation)
@@ -368,6 +369,8 @@ class Producer:
             txn.answers = ["timeout"]
         for a in set(txn.answers):
             sim.coverage.hit("txn", f"TxnOffsetCommit {a}")
+        if callable(hangs):
+            hangs = hangs()
         if hangs and self.hang_rng.random() < sim.cfg.txn_hang_share and not sim.faults_over:
             txn.hung = True
             app.hanging += 1

@@ -284,6 +284,19 @@ def test_a_thread_taken_down_with_its_transaction_out_is_replaced_once() -> None
     assert len(live) == len(set(live))
 
 
+def test_a_thread_asking_for_the_shutdown_does_not_crash_in_its_transaction() -> None:
+    # seed 868133 of the sweep (shrunk): s2 asked for the application's shutdown while its
+    # transaction was out; the transaction then hung and took s2 down before a heartbeat
+    # carried the request -- the application waited for a shutdown nobody had heard of
+    events = [Event(1448, "store_fail", 2), Event(3206, "failover", 2027)]
+    seen: list[Sim] = []
+    result = run(868133, events, inspect=seen.append)
+    assert not result.violations, result.violations
+    streams = seen[0].streams
+    assert streams is not None and streams.shutting_down and streams.told_at is not None
+    assert not any(m.alive for m in streams.members)
+
+
 @pytest.mark.parametrize("seed", [3, 15])
 def test_transactions_through_the_gateways_real_handler(seed: int) -> None:
     # gateway seeds 3 (TV1, one shard process) and 15 (TV2, three shards): the exactly-once
