@@ -72,8 +72,10 @@ class ClassicMember:
         self.name = f"c{index}"
         self.instance_id = instance_id or (f"{group}-i{index}" if static else None)
         self.member_id = ""
-        #: the generation of the last successful SyncGroup (-1: none yet)
+        #: the generation of the last successful SyncGroup (-1: none yet), and how many
+        #: lives of its group had ended in the log then (Checker.group_life)
         self.epoch = -1
+        self.life = 0
         #: the generation of the last successful JoinGroup, sent in the next (KIP-792)
         self.generation = -1
         #: topic name -> partitions
@@ -196,12 +198,19 @@ class ClassicMember:
         code = sresp.error_code
         sim.coverage.hit("sync", Errors(code).name)
         if code == 0:
-            if generation < self.epoch:
+            life = sim.checker.group_life(self.group)
+            if generation < self.epoch and life == self.life:
                 sim.violation(
                     f"generation went back: {self.name} had {self.epoch}, got {generation}"
                 )
+            elif generation < self.epoch:
+                # its group was deleted (emptied, say) and made anew since its last sync, and
+                # it came back under its old member id: a consumer group takes a classic
+                # member it does not know as a new one (Kafka 4.4's classic join to a consumer
+                # group creates it), at the new group's epoch -- seed 884982
+                sim.coverage.hit("classic", "generation started over with its group")
             _, assignment = cp.decode_assignment(sresp.assignment)
-            self.epoch = generation
+            self.epoch, self.life = generation, life
             sim.synced.append((self.group, generation, self.name))
             self.owned = {
                 tp.topic: tuple(tp.partitions)

@@ -140,6 +140,8 @@ class Checker:
         self._durable_seen: dict[int, int] = {}
         #: the log offset up to which group deletions were looked for, per partition
         self._deletions_seen: dict[int, int] = {}
+        #: group id -> how many of its lives ended in the log so far (deleted or replaced)
+        self._lives_ended: dict[str, int] = {}
         #: (group, topic, partition) -> [(virtual s it became durable, its offset, -1: gone)]
         self._offset_history: dict[tuple[str, str, int], list[tuple[float, int]]] = {}
         #: the keys whose history is not in time order (the others are looked up by
@@ -297,6 +299,13 @@ class Checker:
                         + ("" if lease is None or lease.expires_at_ms > now else " (expired)")
                     )
 
+    def group_life(self, group_id: str) -> int:
+        """How many lives of ``group_id`` have ended in the durable log so far (the log read
+        up to now): a member that synced in one life and again in a later one may see a
+        lower generation -- the group started over."""
+        self._deletions()
+        return self._lives_ended.get(group_id, 0)
+
     def _deletions(self) -> None:
         """A group deleted (an empty group without offsets cleaned up, DeleteGroups) or
         replaced (a join of the other protocol gives an empty group way: tombstones of the
@@ -356,6 +365,7 @@ class Checker:
                     if kinds.get(gid) not in (None, was) and began[gid]:
                         self.sim.coverage.hit("group", "converted (log)")
                         continue
+                    self._lives_ended[gid] = self._lives_ended.get(gid, 0) + 1
                     self.group_epochs.pop(gid, None)
                     self._last_seen.pop(gid, None)
                     for k in [k for k in self.classic_live if k[0] == gid]:

@@ -99,8 +99,9 @@ class TxnOffsetCommitter:
             return answer.encode([])
         log.debug("TxnOffsetCommit of %s (v%d): asked", kafka.group_id, version)
         try:
+            node = -1
             if version >= FIRST_TV2_VERSION:
-                code = await self._add_offsets_partition(kafka)
+                node, code = await self._add_offsets_partition(kafka)
                 if code:
                     # CONCURRENT_TRANSACTIONS (51) is routine (the previous transaction's
                     # markers are still being written): debug, not info
@@ -112,6 +113,22 @@ class TxnOffsetCommitter:
                     return await self._unanswered(answer, known, found, code)
             log.debug("TxnOffsetCommit of %s: reading the floor", kafka.group_id)
             up, floor = await self.offsets_topic.floor(kafka.group_id)
+            if version >= FIRST_TV2_VERSION:
+                # ... and the transaction still open once the floor is read: had it ended in
+                # between, its marker would lie below the floor and the entry would wait for a
+                # marker of its own that never comes (docs/exactly-once.md, 2.1; simulator seed
+                # 882432: a duplicated request's AddOffsetsToTxn passed, its client's ABORT
+                # came, then the floor). Adding the partition again is a no-op upstream while
+                # the transaction is open; once it ended it is refused.
+                _, code = await self._add_offsets_partition(kafka, node)
+                if code:
+                    log.debug(
+                        "TxnOffsetCommit of %s: the transaction ended while the floor was read "
+                        "(AddOffsetsToTxn answered error %d)",
+                        kafka.group_id,
+                        code,
+                    )
+                    return await self._unanswered(answer, known, found, code)
         except UpstreamFailure as ex:
             # retriable: the client tries again (its transaction is still open)
             log.warning(
@@ -205,23 +222,23 @@ class TxnOffsetCommitter:
             ]
         )
 
-    async def _add_offsets_partition(self, kafka: Any) -> int:
+    async def _add_offsets_partition(self, kafka: Any, node: int = -1) -> tuple[int, int]:
         """Transaction version 2: the client sends no AddOffsetsToTxn (Kafka's group
         coordinator adds its offsets partition to the transaction itself, KIP-890), so the
         gateway does, on the client's behalf, before the floor is read -- else the upstream
-        writes no marker there. Its error code (0: added)."""
+        writes no marker there -- and again after it (:meth:`answer`). ``node``: the
+        transaction coordinator found the first time (-1: find it). Returns (its node, the
+        error code; 0: added)."""
         cluster = self.offsets_topic.cluster
-        found = await cluster.call(
-            FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(kafka.transactional_id,))
-        )
-        coordinator = found.coordinators[0]
-        if coordinator.error_code != 0:
-            return int(coordinator.error_code)
-        log.debug(
-            "TxnOffsetCommit of %s: AddOffsetsToTxn to broker %d",
-            kafka.group_id,
-            coordinator.node_id,
-        )
+        if node < 0:
+            found = await cluster.call(
+                FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(kafka.transactional_id,))
+            )
+            coordinator = found.coordinators[0]
+            if coordinator.error_code != 0:
+                return -1, int(coordinator.error_code)
+            node = int(coordinator.node_id)
+        log.debug("TxnOffsetCommit of %s: AddOffsetsToTxn to broker %d", kafka.group_id, node)
         added = await cluster.call(
             AddOffsetsToTxnRequest(
                 transactional_id=kafka.transactional_id,
@@ -229,9 +246,9 @@ class TxnOffsetCommitter:
                 producer_epoch=kafka.producer_epoch,
                 group_id=kafka.group_id,
             ),
-            int(coordinator.node_id),
+            node,
         )
-        return int(added.error_code)
+        return node, int(added.error_code)
 
 
 class _Answer:

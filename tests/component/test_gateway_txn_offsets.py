@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 from kio.static.constants import EntityType
@@ -182,3 +183,49 @@ async def test_v5_unanswered_names_what_does_not_exist_as_kafka() -> None:
         ("t", 2, Errors.UNKNOWN_TOPIC_OR_PARTITION),
         ("gone", 0, Errors.UNKNOWN_TOPIC_OR_PARTITION),
     ]
+
+
+class _TxnCoordinator:
+    """The upstream cluster as TxnOffsetCommit v5+ asks it: FindCoordinator of the
+    transactional id (broker 5), then AddOffsetsToTxn, answered from ``added`` in turn."""
+
+    def __init__(self, added: list[int]) -> None:
+        self.added = added
+        self.asked: list[tuple[str, int | None]] = []
+
+    async def call(self, request: Any, node: int | None = None) -> Any:
+        if not hasattr(request, "producer_id"):
+            self.asked.append(("FindCoordinator", node))
+            return SimpleNamespace(coordinators=[SimpleNamespace(error_code=0, node_id=5)])
+        self.asked.append(("AddOffsetsToTxn", node))
+        return SimpleNamespace(error_code=self.added.pop(0))
+
+
+async def test_v5_asks_the_transaction_again_after_the_floor_and_refuses_one_that_ended() -> None:
+    """Transaction version 2: the offsets partition is added to the transaction before the
+    floor is read and again after it, at the coordinator found the first time; a transaction
+    that ended in between (its marker below the floor: the entry would wait for ever --
+    simulator seed 882432) is refused with the upstream's answer, and the shard is not asked
+    (here it is unreachable: a request that reached it would be answered
+    COORDINATOR_NOT_AVAILABLE)."""
+    parts = [{"partition_index": 0, "committed_offset": 5}]
+
+    async def codes(added: list[int]) -> tuple[list[int], list[tuple[str, int | None]]]:
+        router = Router(f"127.0.0.1:{_closed_port()}", 10, timeout_s=5, max_attempts=2)
+        offsets_topic = _FloorOnly()
+        upstream = offsets_topic.cluster = _TxnCoordinator(added)  # type: ignore[attr-defined]
+        committer = TxnOffsetCommitter(router, offsets_topic)  # type: ignore[arg-type]
+        rq = _commit(5, [{"name": "t", "partitions": parts}])
+        try:
+            frame = await committer.answer(encode_request(rq, 45, "c"), 5, 45)
+        finally:
+            await router.close()
+        _, response = decode_response(TXN_OFFSET_COMMIT, 5, frame[4:])
+        return [int(p.error_code) for t in response.topics for p in t.partitions], upstream.asked
+
+    ended, asked = await codes([0, int(Errors.INVALID_PRODUCER_EPOCH)])
+    assert ended == [Errors.INVALID_PRODUCER_EPOCH]
+    assert asked == [("FindCoordinator", None), ("AddOffsetsToTxn", 5), ("AddOffsetsToTxn", 5)]
+    still_open, asked = await codes([0, 0])
+    assert still_open == [Errors.COORDINATOR_NOT_AVAILABLE]  # (it went on to the shard)
+    assert asked == [("FindCoordinator", None), ("AddOffsetsToTxn", 5), ("AddOffsetsToTxn", 5)]

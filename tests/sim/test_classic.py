@@ -14,7 +14,7 @@ from sim import repro
 from sim.classic import range_assignment
 from sim.events import Config, Event, generate_events
 from sim.world import run
-from tests.sim import AS_SWEPT
+from tests.sim import AS_SWEPT, AS_SWEPT_EOS_HANGS
 
 #: the first classic member's index (after the KIP-848 members of g0 and g1)
 FIRST_CLASSIC = Config().groups * Config().members_per_group
@@ -156,4 +156,24 @@ def test_a_group_deleted_and_created_anew_in_one_batch_starts_its_epoch_over() -
     )
     result = run(89911, events=events, cfg=AS_SWEPT)
     assert not result.violations, result.violations
+    assert result.coverage.get("group:deleted", 0) + result.coverage.get("group:replaced", 0) > 0
+
+
+def test_a_classic_member_back_under_its_old_id_in_a_group_made_anew_starts_over() -> None:
+    # seed 884982 of the sweep (shrunk): c6 synced at generation 4 of consumer group g2 (classic
+    # members in a consumer group); its JoinGroup was lost, the group emptied and was deleted,
+    # made anew (an empty classic group, upgraded by a KIP-848 member's join); c6 came back
+    # under its old member id and was taken as a new member at the new group's epoch -- as
+    # Kafka 4.4 does (its classic join to a consumer group creates an unknown member): a lower
+    # generation, not a violation (the checker false alarm "generation went back")
+    events = repro.events_from_json(
+        '[[1799,"member_leave",2],[2628,"store_clock",14975],[2742,"gateway_pause",[1,3026]],'
+        '[3937,"store_stall",2364],[4033,"net_cut",[0,1288]],[4944,"member_join",2],'
+        '[5491,"assignor_pause",[0,2892]],[6101,"delete_topic",1],[7365,"member_leave",7],'
+        '[9258,"failover",3092],[10941,"net_cut",[6,8890]],[11019,"failover",4013],'
+        '[11383,"gateway_pause",[1,7123]]]'
+    )
+    result = run(884982, events=events, cfg=AS_SWEPT_EOS_HANGS)
+    assert not result.violations, result.violations
+    assert result.coverage.get("classic:generation started over with its group")
     assert result.coverage.get("group:deleted", 0) + result.coverage.get("group:replaced", 0) > 0

@@ -19,7 +19,7 @@ from sim.txn import (
     txn_app,
 )
 from sim.world import Sim, run
-from tests.sim import AS_SWEPT_TXN
+from tests.sim import AS_SWEPT_EOS_HANGS, AS_SWEPT_TXN
 
 CFG = Config()
 
@@ -275,7 +275,7 @@ def test_a_thread_taken_down_with_its_transaction_out_is_replaced_once() -> None
         Event(5828, "member_join", 2),
     ]
     seen: list[Sim] = []
-    result = run(856600, events, inspect=seen.append)
+    result = run(856600, events, cfg=AS_SWEPT_EOS_HANGS, inspect=seen.append)
     assert not result.violations, result.violations
     assert result.coverage.get("streams:thread crashed in a transaction, already replaced")
     streams = seen[0].streams
@@ -290,11 +290,35 @@ def test_a_thread_asking_for_the_shutdown_does_not_crash_in_its_transaction() ->
     # carried the request -- the application waited for a shutdown nobody had heard of
     events = [Event(1448, "store_fail", 2), Event(3206, "failover", 2027)]
     seen: list[Sim] = []
-    result = run(868133, events, inspect=seen.append)
+    result = run(868133, events, cfg=AS_SWEPT_EOS_HANGS, inspect=seen.append)
     assert not result.violations, result.violations
     streams = seen[0].streams
     assert streams is not None and streams.shutting_down and streams.told_at is not None
     assert not any(m.alive for m in streams.members)
+
+
+def test_a_transaction_that_ends_while_the_gateway_reads_the_floor_is_refused() -> None:
+    # seed 882432 of the sweep (shrunk; TV2, through the gateways): m9's TxnOffsetCommit was
+    # duplicated; the copy's AddOffsetsToTxn passed while the transaction was open, m9 got
+    # COORDINATOR_NOT_AVAILABLE and aborted (the ABORT marker at 5), then the copy read the
+    # floor (6) and was written: an entry above its own marker, pending for ever (m9 then
+    # crashed, its producer never wrote again). The gateway now asks the transaction again
+    # after the floor (services/gateway/txn_offsets.py): refused, nothing left pending
+    events = [
+        Event(825, "member_join", 2),
+        Event(1213, "member_crash", 6),
+        Event(2093, "gateway_pause", (1, 4596)),
+        Event(5786, "lease_loss", None),
+        Event(6313, "member_join", 0),
+    ]
+    seen: list[Sim] = []
+    result = run(882432, events, cfg=AS_SWEPT_EOS_HANGS, inspect=seen.append)
+    assert not result.violations, result.violations
+    app = seen[0].txn
+    assert app is not None and app.v2 and app.via_gateway
+    _, pending = _coordinator_state(seen[0], MEMBERS_GROUP)
+    assert not pending
+    assert result.coverage.get("txn:TV2: a late TxnOffsetCommit fenced upstream")
 
 
 @pytest.mark.parametrize("seed", [3, 15])
