@@ -387,9 +387,8 @@ class CoordinatorPartition:
         self._invalidate()
         self.timer.cancel_all()
         self._cancel_tasks()
-        if self._lease_checker is not None:
-            # reads still waiting for it are refused below (settle: closed), not answered
-            self._lease_checker.cancel()
+        # reads still waiting for a lease read are refused (settle: closed), not answered
+        self._stop_lease_checks()
         if self.sm is not None:
             self.sm.on_unloaded()
         if was_active or self.epoch:
@@ -443,6 +442,7 @@ class CoordinatorPartition:
         return self._lease_check
 
     async def _check_leases(self) -> None:
+        me = asyncio.current_task()
         sent: asyncio.Future[bool | None] | None = None
         try:
             while (sent := self._lease_check) is not None:
@@ -451,11 +451,25 @@ class CoordinatorPartition:
                 if not sent.done():
                     sent.set_result(outcome)
         finally:
-            self._lease_checker = None
-            for waiting in (sent, self._lease_check):
-                if waiting is not None and not waiting.done():  # cancelled: no answer
-                    waiting.set_result(None)
-            self._lease_check = None
+            if sent is not None and not sent.done():  # cancelled: no answer
+                sent.set_result(None)
+            if self._lease_checker is me:  # (not stopped already: _stop_lease_checks)
+                self._stop_lease_checks(cancel=False)
+
+    def _stop_lease_checks(self, cancel: bool = True) -> None:
+        """No lease read is out any more: the checker is cancelled and forgotten, and the reads
+        waiting for the next one are answered that it did not confirm the lease (settle: what
+        the partition's state says). Done here, not only in the checker's ``finally``: a task
+        cancelled before its first step never runs its body -- it stayed the checker for good,
+        and after the partition's reload in place every read waited for a lease read that was
+        never sent (simulator seed 920705: a failed append, a reload, then reads hung).
+        ``cancel=False``: the checker itself, ending."""
+        checker, self._lease_checker = self._lease_checker, None
+        if checker is not None and cancel:
+            checker.cancel()
+        waiting, self._lease_check = self._lease_check, None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
 
     async def _lease_held(self) -> bool | None:
         self.stats["lease_checks"] += 1
@@ -873,9 +887,8 @@ class CoordinatorPartition:
         self._inflight = None
         self.timer.cancel_all()
         self._cancel_tasks()
-        if self._lease_checker is not None:
-            # reads still waiting for it are refused below (settle: closed), not answered
-            self._lease_checker.cancel()
+        # reads still waiting for a lease read are refused (settle), not answered
+        self._stop_lease_checks()
         if self.sm is not None:
             self.sm.on_unloaded()
         self.sm = None

@@ -13,7 +13,7 @@ from sim.events import Config
 from sim.loop import PROCESS, VirtualLoop
 from sim.repro import events_from_json
 from sim.world import run
-from tests.sim import AS_SWEPT
+from tests.sim import AS_SWEPT, AS_SWEPT_EOS_HANGS
 
 
 def _multi(seeds: range) -> list[int]:
@@ -155,3 +155,17 @@ def test_a_stall_ending_within_the_clock_resolution_does_not_spin_the_run() -> N
     result = run(552366)
     assert not result.violations, result.violations
     assert result.stable_after_ms is not None
+
+
+def test_reads_answer_again_after_a_partition_reloaded_in_place() -> None:
+    # seed 920705 of the sweep (shrunk): a store cut made an append fail while a read's lease
+    # read had not taken its first step; the partition reloaded in place with that cancelled,
+    # never-run task still its lease checker, so every read hung: the client-side assignor's
+    # PrepareAssignment timed out again and again and g0 stayed Assigning (liveness). Fixed in
+    # CoordinatorPartition._stop_lease_checks (tests/unit/runtime/test_runtime_leases.py)
+    events = events_from_json(
+        '[[9018,"classic_join",0],[9967,"store_cut",[0,5501]],[10573,"failover",4821]]'
+    )
+    result = run(920705, events=events, cfg=AS_SWEPT_EOS_HANGS)
+    assert not result.violations, result.violations
+    assert result.coverage.get("prepare:NONE", 0) >= 2

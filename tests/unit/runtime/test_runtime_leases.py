@@ -476,3 +476,36 @@ async def test_a_single_owner_reads_without_asking_the_store(store: InMemoryLogS
     fut = rt.partition(0).read(lambda sm, now: sm.values.get("x", -1))
     assert fut.done() and fut.result() == -1 and calls == []
     await rt.close()
+
+
+async def test_reads_are_answered_after_a_reload_that_came_before_their_lease_read_was_sent(
+    store: InMemoryLogStore, clock: ManualClock
+) -> None:
+    """A read arrives while an append is out; the append fails before the read's lease read
+    (a task) takes its first step, so the failure cancels a task that never ran. That task
+    stayed the partition's lease checker: the read waited for ever, and after the reload in
+    place so did every later read -- PrepareAssignment, OffsetFetch, describes -- while writes
+    and heartbeats went on (simulator seed 920705 of the million-seed sweep: a store cut, a
+    failover, then a client-side assignor whose every PrepareAssignment timed out). Now the
+    read is refused and the reloaded partition reads again."""
+    rt = make_runtime(store, respect_leases=True, reload_backoff_ms=(50, 500))
+    await rt.load(0)
+    assert await rt.partition(0).write(lambda sm, now: sm.incr("a")) == 1
+    store.hold_appends()
+    store.fail_next_appends(1)
+    doomed = rt.partition(0).write(lambda sm, now: sm.incr("a"))
+    await asyncio.sleep(0)
+    store.release_appends()  # the append's failure runs first in the next step...
+    read = rt.partition(0).read(lambda sm, now: sm.values["a"])  # ...then its lease read's
+    with pytest.raises(ApiError):
+        await doomed
+    await clock.run_until(read.done, 1_000)
+    assert read.done()
+    with pytest.raises(ApiError) as refused:
+        await read
+    assert refused.value.code == Errors.NOT_COORDINATOR
+    await clock.run_until(lambda: rt.partition(0).state is PartitionState.ACTIVE, 500)
+    again = rt.partition(0).read(lambda sm, now: sm.values["a"])
+    await clock.run_until(again.done, 1_000)
+    assert again.done() and await again == 1
+    await rt.close()
