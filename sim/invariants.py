@@ -327,6 +327,13 @@ class Checker:
             for entry in _after(entries, done):
                 began: dict[str, bool] = {}  # group -> it had members when the batch began
                 ended: dict[str, str] = {}  # group -> the type whose metadata it tombstones
+                #: groups an *empty* classic group of which was tombstoned in the batch: it is
+                #: replaced, not converted (a KIP-848 join to an empty classic group starts a
+                #: new consumer group) -- seed 979333: an emptied consumer group gave way to a
+                #: classic join (a new empty classic group) which a KIP-848 join upgraded, all
+                #: in one batch behind a store stall; the last tombstone, the classic one, looked
+                #: like a conversion that keeps the epoch
+                fresh: set[str] = set()
                 for record in self._decode(entry):
                     key, value = record.key, record.value
                     if isinstance(
@@ -354,6 +361,8 @@ class Checker:
                             kinds[gid] = None
                             ended[gid] = kind
                             if kind == "classic":
+                                if not members.get(gid):
+                                    fresh.add(gid)
                                 members[gid] = set()
                         continue
                     kinds[gid] = kind
@@ -362,7 +371,7 @@ class Checker:
                 for gid, was in ended.items():
                     # a conversion: the other type holds the group after the batch (the same
                     # type again is the group deleted and created anew: seed 89911)
-                    if kinds.get(gid) not in (None, was) and began[gid]:
+                    if kinds.get(gid) not in (None, was) and began[gid] and gid not in fresh:
                         self.sim.coverage.hit("group", "converted (log)")
                         continue
                     self._lives_ended[gid] = self._lives_ended.get(gid, 0) + 1

@@ -177,3 +177,20 @@ def test_a_classic_member_back_under_its_old_id_in_a_group_made_anew_starts_over
     assert not result.violations, result.violations
     assert result.coverage.get("classic:generation started over with its group")
     assert result.coverage.get("group:deleted", 0) + result.coverage.get("group:replaced", 0) > 0
+
+
+def test_an_emptied_group_replaced_and_upgraded_in_one_batch_starts_its_epoch_over() -> None:
+    # seed 979333 of the sweep (shrunk): behind a store stall, one batch held the last KIP-848
+    # member's leave (the consumer group emptied, at epoch 7), a classic JoinGroup (the empty
+    # consumer group gave way to a new, empty classic group) and a KIP-848 join (which
+    # replaced that empty classic group with a new consumer group at epoch 1) -- the checker
+    # took the last tombstone, the classic one, for a conversion, which keeps the epoch
+    # (the false alarm "epoch went back from 5 to 1")
+    events = repro.events_from_json(
+        '[[656,"member_crash",2],[1055,"member_join",2],[2203,"net_cut",[1,4846]],'
+        '[7199,"store_stall",3263],[9134,"member_leave",0],[10238,"classic_join",0],'
+        '[10318,"member_join",0]]'
+    )
+    result = run(979333, events=events, cfg=AS_SWEPT_EOS_HANGS)
+    assert not result.violations, result.violations
+    assert result.coverage.get("group:replaced", 0) + result.coverage.get("group:deleted", 0) > 0
